@@ -1,1 +1,146 @@
-fn main() {}
+//! The lab's command line: bring a real Kafka cluster up or down and inject faults by node id.
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use kafka_lab::{KafkaVersion, Lab, LabError, Security, UpOptions};
+
+#[derive(Parser)]
+#[command(name = "kafka-lab", version, about = "A real Apache Kafka cluster on loopback, with fault injection")]
+struct Cli {
+    #[command(subcommand)]
+    command: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Start the cluster (idempotent) and print its bootstrap servers.
+    Up {
+        /// Kafka release: 4 (4.1, KRaft) or 3.9 (ZooKeeper mode).
+        #[arg(long, default_value = "4")]
+        kafka: String,
+        /// Client listener security: plaintext or sasl_ssl.
+        #[arg(long, default_value = "plaintext")]
+        security: String,
+        /// Number of brokers.
+        #[arg(long, default_value_t = 3)]
+        brokers: u32,
+    },
+    /// Each node: id, role, address, pid, state, faults.
+    Status,
+    /// Stop everything and remove processes, rules, users and files.
+    Down,
+    /// SIGSTOP a node: process and port stay, nothing answers.
+    Freeze { node: i32 },
+    /// SIGCONT a frozen node.
+    Thaw { node: i32 },
+    /// SIGKILL a node (crash).
+    Kill { node: i32 },
+    /// Start a stopped node (a new broker id adds a broker).
+    Start { node: i32 },
+    /// SIGTERM a node and wait for its controlled shutdown.
+    Stop { node: i32 },
+    /// Cut a broker's replica fetchers off from every leader.
+    CutReplication { node: i32 },
+    /// Cut a broker off from the quorum and the other brokers; clients still reach it.
+    Isolate {
+        node: i32,
+        /// Cut it off from the quorum (controller or ZooKeeper) only.
+        #[arg(long)]
+        quorum_only: bool,
+    },
+    /// Starve a node of CPU (cgroup quota).
+    Slow {
+        node: i32,
+        #[arg(long, default_value_t = 5)]
+        cpu_percent: u32,
+    },
+    /// Remove the faults of one node, or of all nodes.
+    Heal { node: Option<i32> },
+    /// Print a node's server log.
+    Log { node: i32 },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli.command) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("kafka-lab: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(cmd: Cmd) -> Result<(), LabError> {
+    match cmd {
+        Cmd::Up {
+            kafka,
+            security,
+            brokers,
+        } => {
+            let version = KafkaVersion::parse(&kafka).ok_or_else(|| {
+                LabError::Invalid(format!("--kafka {kafka}: expected 4 or 3.9"))
+            })?;
+            let security = match security.as_str() {
+                "plaintext" => Security::Plaintext,
+                "sasl_ssl" => Security::SaslSsl,
+                other => {
+                    return Err(LabError::Invalid(format!(
+                        "--security {other}: expected plaintext or sasl_ssl"
+                    )))
+                }
+            };
+            if !(1..=9).contains(&brokers) {
+                return Err(LabError::Invalid(format!(
+                    "--brokers {brokers}: expected 1 to 9"
+                )));
+            }
+            let lab = Lab::up(&UpOptions {
+                version,
+                security,
+                brokers,
+            })?;
+            println!("{}", lab.bootstrap());
+        }
+        Cmd::Status => {
+            let lab = Lab::open()?;
+            println!(
+                "Kafka {}  bootstrap {}",
+                lab.version().maven_version(),
+                lab.bootstrap()
+            );
+            println!(
+                "{:<4} {:<10} {:<18} {:<8} {:<9} FAULTS",
+                "ID", "ROLE", "ADDRESS", "PID", "STATE"
+            );
+            for n in lab.status() {
+                println!(
+                    "{:<4} {:<10} {:<18} {:<8} {:<9} {}",
+                    n.id,
+                    n.role.as_str(),
+                    n.address,
+                    n.pid.map(|p| p.to_string()).unwrap_or_else(|| "-".into()),
+                    n.state,
+                    if n.faults.is_empty() {
+                        "-".into()
+                    } else {
+                        n.faults.join(",")
+                    }
+                );
+            }
+        }
+        Cmd::Down => Lab::down()?,
+        Cmd::Freeze { node } => Lab::open()?.freeze(node)?,
+        Cmd::Thaw { node } => Lab::open()?.thaw(node)?,
+        Cmd::Kill { node } => Lab::open()?.kill(node)?,
+        Cmd::Start { node } => Lab::open()?.start(node)?,
+        Cmd::Stop { node } => Lab::open()?.stop(node)?,
+        Cmd::CutReplication { node } => Lab::open()?.cut_replication(node)?,
+        Cmd::Isolate { node, quorum_only } => Lab::open()?.isolate(node, !quorum_only)?,
+        Cmd::Slow { node, cpu_percent } => Lab::open()?.slow(node, cpu_percent)?,
+        Cmd::Heal { node } => Lab::open()?.heal(node)?,
+        Cmd::Log { node } => print!("{}", Lab::open()?.server_log(node)?),
+    }
+    Ok(())
+}

@@ -1,0 +1,753 @@
+//! The lab: a real Apache Kafka cluster of plain JVM processes on loopback, and the faults
+//! injected into it by node id.
+
+use std::fs;
+use std::io::Read;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use crate::error::LabError;
+use crate::state::{Fault, LabState, NodeRecord};
+use crate::sys::{self, ProcState};
+use crate::topology::{self, KafkaVersion, NodeSpec, Role, Security};
+use crate::{cpu, dist, netfault};
+
+/// How long `up` waits for every broker to register.
+const READY_TIMEOUT: Duration = Duration::from_secs(150);
+/// How long a controlled shutdown may take before `stop` gives up.
+const STOP_TIMEOUT: Duration = Duration::from_secs(90);
+
+/// The lab's working folder; every node's config, data and log live below it. It must be
+/// reachable by the per-node users, hence /tmp rather than a home folder.
+pub fn lab_dir() -> PathBuf {
+    std::env::var_os("KAFKA_LAB_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/tmp/kafka-lab"))
+}
+
+#[derive(Debug, Clone)]
+pub struct UpOptions {
+    pub version: KafkaVersion,
+    pub security: Security,
+    pub brokers: u32,
+}
+
+impl Default for UpOptions {
+    fn default() -> Self {
+        UpOptions {
+            version: KafkaVersion::V4,
+            security: Security::Plaintext,
+            brokers: 3,
+        }
+    }
+}
+
+/// How one node is doing, for `status`.
+#[derive(Debug, Clone)]
+pub struct NodeStatus {
+    pub id: i32,
+    pub role: Role,
+    pub address: String,
+    pub pid: Option<u32>,
+    pub state: &'static str,
+    pub faults: Vec<String>,
+}
+
+/// An exclusive lock over lab mutations, so that a CLI call and a test never interleave.
+struct LabLock {
+    _file: fs::File,
+}
+
+impl LabLock {
+    fn take(dir: &Path) -> Result<Self, LabError> {
+        use std::os::fd::AsRawFd;
+        let path = dir.with_extension("lock");
+        let file = fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .map_err(|e| LabError::io(&path, e))?;
+        // SAFETY: flock on an fd we own; blocks until the other holder releases it.
+        let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) };
+        if rc != 0 {
+            return Err(LabError::io(&path, std::io::Error::last_os_error()));
+        }
+        Ok(LabLock { _file: file })
+    }
+}
+
+pub struct Lab {
+    dir: PathBuf,
+    state: LabState,
+}
+
+impl Lab {
+    /// The running lab, or `NotUp`.
+    pub fn open() -> Result<Lab, LabError> {
+        let dir = lab_dir();
+        let state = LabState::load(&dir)?.ok_or(LabError::NotUp)?;
+        Ok(Lab { dir, state })
+    }
+
+    /// Brings the cluster up, or makes sure the running one is complete (idempotent).
+    pub fn up(opts: &UpOptions) -> Result<Lab, LabError> {
+        if opts.security == Security::SaslSsl {
+            return Err(LabError::Invalid(
+                "--security sasl_ssl is not available in this lab yet".into(),
+            ));
+        }
+        let dir = lab_dir();
+        fs::create_dir_all(&dir).map_err(|e| LabError::io(&dir, e))?;
+        set_mode(&dir, 0o755)?;
+        let _lock = LabLock::take(&dir)?;
+        let mut lab = match LabState::load(&dir)? {
+            Some(state) => {
+                if state.version != opts.version || state.security != opts.security {
+                    return Err(LabError::Invalid(format!(
+                        "a Kafka {} lab ({:?}) is already set up in {}; run `kafka-lab down` first",
+                        state.version.maven_version(),
+                        state.security,
+                        dir.display()
+                    )));
+                }
+                Lab { dir, state }
+            }
+            None => Lab::create(dir, opts)?,
+        };
+        let libs = dist::ensure(lab.state.version)?;
+        let ids: Vec<i32> = lab.state.nodes.iter().map(|n| n.spec.id).collect();
+        for id in ids {
+            if lab.running_pid(id).is_none() {
+                lab.spawn(id, &libs)?;
+            }
+        }
+        lab.state.save(&lab.dir)?;
+        lab.wait_ready(READY_TIMEOUT)?;
+        Ok(lab)
+    }
+
+    fn create(dir: PathBuf, opts: &UpOptions) -> Result<Lab, LabError> {
+        check_java()?;
+        let libs = dist::ensure(opts.version)?;
+        let specs = topology::nodes(opts.version, opts.brokers);
+        let mut lab = Lab {
+            dir,
+            state: LabState {
+                version: opts.version,
+                security: opts.security,
+                cluster_id: random_cluster_id()?,
+                nodes: Vec::new(),
+            },
+        };
+        for spec in &specs {
+            lab.prepare_node(spec)?;
+        }
+        lab.format(&specs, &libs)?;
+        lab.state.nodes = specs
+            .into_iter()
+            .map(|spec| NodeRecord {
+                spec,
+                pid: None,
+                faults: Vec::new(),
+            })
+            .collect();
+        lab.state.save(&lab.dir)?;
+        Ok(lab)
+    }
+
+    fn node_dir(&self, id: i32) -> PathBuf {
+        self.dir.join(format!("n{id}"))
+    }
+
+    fn config_path(&self, id: i32, role: Role) -> PathBuf {
+        let name = if role == Role::ZooKeeper {
+            "zoo.cfg"
+        } else {
+            "server.properties"
+        };
+        self.node_dir(id).join(name)
+    }
+
+    /// Writes a node's folder and config, owned by the node's own user.
+    fn prepare_node(&self, spec: &NodeSpec) -> Result<(), LabError> {
+        let (uid, gid) = sys::ensure_user(&topology::user(spec.id))?;
+        let nd = self.node_dir(spec.id);
+        let data = nd.join("data");
+        fs::create_dir_all(&data).map_err(|e| LabError::io(&data, e))?;
+        let text = if spec.role == Role::ZooKeeper {
+            topology::zookeeper_config(&data.display().to_string())
+        } else {
+            topology::server_properties(self.state.version, spec, &data.display().to_string())
+        };
+        let cfg = self.config_path(spec.id, spec.role);
+        fs::write(&cfg, text).map_err(|e| LabError::io(&cfg, e))?;
+        let (log_cfg, log_text) = if self.state.version.is_kraft() {
+            ("log4j2.properties", topology::LOG4J2)
+        } else {
+            ("log4j.properties", topology::LOG4J1)
+        };
+        let lp = nd.join(log_cfg);
+        fs::write(&lp, log_text).map_err(|e| LabError::io(&lp, e))?;
+        sys::chown_tree(&nd, uid, gid)
+    }
+
+    /// Formats the KRaft storage of every node with one cluster id. Eligible Leader Replicas
+    /// are pinned off so an offline partition shows its last ISR the same way on every run.
+    fn format(&self, specs: &[NodeSpec], libs: &Path) -> Result<(), LabError> {
+        if !self.state.version.is_kraft() {
+            return Ok(());
+        }
+        let mut children = Vec::new();
+        for spec in specs {
+            let (uid, gid) = sys::ensure_user(&topology::user(spec.id))?;
+            use std::os::unix::process::CommandExt;
+            let child = Command::new(java())
+                .args(["-Xmx128m", "-XX:TieredStopAtLevel=1", "-cp"])
+                .arg(dist::classpath(libs))
+                .arg(format!(
+                    "-Dlog4j2.configurationFile={}",
+                    self.node_dir(spec.id).join("log4j2.properties").display()
+                ))
+                .args(["kafka.tools.StorageTool", "format", "-t"])
+                .arg(&self.state.cluster_id)
+                .arg("-c")
+                .arg(self.config_path(spec.id, spec.role))
+                .args(["--feature", "eligible.leader.replicas.version=0"])
+                .uid(uid)
+                .gid(gid)
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .map_err(|e| LabError::Tool {
+                    tool: "java".into(),
+                    detail: format!("cannot run StorageTool: {e}"),
+                })?;
+            children.push((spec.id, child));
+        }
+        for (id, child) in children {
+            let out = child.wait_with_output().map_err(|e| LabError::Tool {
+                tool: "java".into(),
+                detail: e.to_string(),
+            })?;
+            if !out.status.success() {
+                return Err(LabError::Tool {
+                    tool: "kafka-storage format".into(),
+                    detail: format!(
+                        "node {id}: {}{}",
+                        String::from_utf8_lossy(&out.stdout),
+                        String::from_utf8_lossy(&out.stderr)
+                    ),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    fn spawn(&mut self, id: i32, libs: &Path) -> Result<(), LabError> {
+        let node = self.state.node(id)?.spec.clone();
+        let (uid, gid) = sys::ensure_user(&topology::user(id))?;
+        let nd = self.node_dir(id);
+        let cfg = self.config_path(id, node.role);
+        let heap = if node.role == Role::Broker {
+            "-Xmx384m"
+        } else {
+            "-Xmx192m"
+        };
+        let mut args: Vec<String> = vec![
+            "-Xms64m".into(),
+            heap.into(),
+            "-XX:+UseSerialGC".into(),
+            // C1 only: four JVMs share two cores, and C2 compilation would compete with the
+            // brokers' own work for minutes after start.
+            "-XX:TieredStopAtLevel=1".into(),
+            "-XX:MaxDirectMemorySize=128m".into(),
+            "-Djava.awt.headless=true".into(),
+            "-Dzookeeper.admin.enableServer=false".into(),
+            format!("-Dkafka.logs.dir={}", nd.display()),
+        ];
+        if self.state.version.is_kraft() {
+            args.push(format!(
+                "-Dlog4j2.configurationFile={}",
+                nd.join("log4j2.properties").display()
+            ));
+        } else {
+            args.push(format!(
+                "-Dlog4j.configuration=file:{}",
+                nd.join("log4j.properties").display()
+            ));
+        }
+        args.push("-cp".into());
+        args.push(dist::classpath(libs));
+        args.push(match node.role {
+            Role::ZooKeeper => "org.apache.zookeeper.server.quorum.QuorumPeerMain".into(),
+            _ => "kafka.Kafka".into(),
+        });
+        args.push(cfg.display().to_string());
+        let log = nd.join("server.log");
+        let pid = sys::spawn_detached(&java(), &args, uid, gid, &nd, &log)?;
+        let rec = self.state.node_mut(id)?;
+        rec.pid = Some(pid);
+        rec.faults.clear();
+        Ok(())
+    }
+
+    /// The pid of node `id` when its process is alive (running or frozen).
+    pub fn running_pid(&self, id: i32) -> Option<u32> {
+        let rec = self.state.node(id).ok()?;
+        let pid = rec.pid?;
+        match sys::proc_state(pid, &self.marker(id)) {
+            ProcState::Dead => None,
+            _ => Some(pid),
+        }
+    }
+
+    /// A string that appears in the node's command line and nowhere else.
+    fn marker(&self, id: i32) -> String {
+        self.node_dir(id).display().to_string() + "/"
+    }
+
+    /// Waits until every broker that should run is registered and unfenced.
+    pub fn wait_ready(&self, timeout: Duration) -> Result<(), LabError> {
+        let deadline = Instant::now() + timeout;
+        let quorum = self.quorum_address();
+        while !sys::port_open(&quorum) {
+            if Instant::now() > deadline {
+                return Err(self.not_ready(timeout, "the quorum node to listen"));
+            }
+            std::thread::sleep(Duration::from_millis(250));
+        }
+        let want: Vec<i32> = self
+            .brokers()
+            .into_iter()
+            .filter(|id| self.running_pid(*id).is_some())
+            .collect();
+        crate::client::wait_until(
+            deadline.saturating_duration_since(Instant::now()),
+            "every broker to register",
+            || {
+                let ids = crate::client::registered_brokers(&self.bootstrap()).ok()?;
+                want.iter().all(|w| ids.contains(w)).then_some(())
+            },
+        )
+        .map_err(|_| self.not_ready(timeout, "every broker to register"))
+    }
+
+    fn not_ready(&self, timeout: Duration, what: &str) -> LabError {
+        let mut detail = format!(
+            "timed out after {} s waiting for {what}",
+            timeout.as_secs()
+        );
+        for n in &self.state.nodes {
+            let tail = self.server_log_tail(n.spec.id, 5);
+            detail.push_str(&format!("\n--- node {} log tail:\n{tail}", n.spec.id));
+        }
+        LabError::Invalid(detail)
+    }
+
+    pub fn version(&self) -> KafkaVersion {
+        self.state.version
+    }
+
+    pub fn brokers(&self) -> Vec<i32> {
+        self.state
+            .nodes
+            .iter()
+            .filter(|n| n.spec.role == Role::Broker)
+            .map(|n| n.spec.id)
+            .collect()
+    }
+
+    fn quorum_address(&self) -> String {
+        let q = &self.state.nodes[0].spec;
+        format!("{}:{}", q.host, q.port)
+    }
+
+    /// Client bootstrap servers of every broker.
+    pub fn bootstrap(&self) -> String {
+        self.brokers()
+            .iter()
+            .map(|id| broker_address(*id))
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
+    pub fn status(&self) -> Vec<NodeStatus> {
+        self.state
+            .nodes
+            .iter()
+            .map(|n| {
+                let state = match n.pid.map(|p| sys::proc_state(p, &self.marker(n.spec.id))) {
+                    Some(ProcState::Running) => "running",
+                    Some(ProcState::Stopped) => "frozen",
+                    _ => "stopped",
+                };
+                NodeStatus {
+                    id: n.spec.id,
+                    role: n.spec.role,
+                    address: format!("{}:{}", n.spec.host, n.spec.port),
+                    pid: self.running_pid(n.spec.id),
+                    state,
+                    faults: n.faults.iter().map(Fault::label).collect(),
+                }
+            })
+            .collect()
+    }
+
+    fn with_lock<T>(
+        &mut self,
+        f: impl FnOnce(&mut Self) -> Result<T, LabError>,
+    ) -> Result<T, LabError> {
+        let _lock = LabLock::take(&self.dir)?;
+        // Another process may have changed the lab since this handle was opened.
+        if let Some(state) = LabState::load(&self.dir)? {
+            self.state = state;
+        } else {
+            return Err(LabError::NotUp);
+        }
+        let out = f(self)?;
+        self.state.save(&self.dir)?;
+        Ok(out)
+    }
+
+    fn alive_pid(&self, id: i32) -> Result<u32, LabError> {
+        self.state.node(id)?;
+        self.running_pid(id)
+            .ok_or_else(|| LabError::Invalid(format!("node {id} is not running")))
+    }
+
+    /// SIGSTOP: the process and its listening socket stay, nothing is answered.
+    pub fn freeze(&mut self, id: i32) -> Result<(), LabError> {
+        self.with_lock(|lab| sys::signal(lab.alive_pid(id)?, libc::SIGSTOP))
+    }
+
+    pub fn thaw(&mut self, id: i32) -> Result<(), LabError> {
+        self.with_lock(|lab| sys::signal(lab.alive_pid(id)?, libc::SIGCONT))
+    }
+
+    /// SIGKILL: an abrupt crash, no controlled shutdown.
+    pub fn kill(&mut self, id: i32) -> Result<(), LabError> {
+        self.with_lock(|lab| {
+            let Some(pid) = lab.running_pid(id) else {
+                lab.state.node(id)?;
+                return Ok(());
+            };
+            sys::signal(pid, libc::SIGKILL)?;
+            if !sys::wait_dead(pid, &lab.marker(id), Duration::from_secs(20)) {
+                return Err(LabError::Timeout {
+                    what: format!("node {id} (pid {pid}) to die"),
+                    secs: 20,
+                });
+            }
+            lab.after_exit(id)
+        })
+    }
+
+    /// SIGTERM: a controlled shutdown (leaderships moved away, then the port closes).
+    pub fn stop(&mut self, id: i32) -> Result<(), LabError> {
+        self.with_lock(|lab| {
+            let Some(pid) = lab.running_pid(id) else {
+                lab.state.node(id)?;
+                return Ok(());
+            };
+            sys::signal(pid, libc::SIGCONT)?;
+            sys::signal(pid, libc::SIGTERM)?;
+            if !sys::wait_dead(pid, &lab.marker(id), STOP_TIMEOUT) {
+                return Err(LabError::Timeout {
+                    what: format!("node {id} (pid {pid}) to shut down"),
+                    secs: STOP_TIMEOUT.as_secs(),
+                });
+            }
+            lab.after_exit(id)
+        })
+    }
+
+    fn after_exit(&mut self, id: i32) -> Result<(), LabError> {
+        netfault::remove(Some(id))?;
+        cpu::unlimit(id)?;
+        let rec = self.state.node_mut(id)?;
+        rec.pid = None;
+        rec.faults.clear();
+        Ok(())
+    }
+
+    /// Starts a stopped node; a broker id the lab does not have yet is added as a new broker.
+    pub fn start(&mut self, id: i32) -> Result<(), LabError> {
+        let libs = dist::ensure(self.state.version)?;
+        self.with_lock(|lab| {
+            if lab.state.node(id).is_err() {
+                if id <= topology::QUORUM_NODE || id > 9 {
+                    return Err(LabError::Invalid(format!(
+                        "cannot add node {id}: broker ids of the lab are 1 to 9"
+                    )));
+                }
+                let spec = topology::broker_spec(id);
+                lab.prepare_node(&spec)?;
+                lab.format(std::slice::from_ref(&spec), &libs)?;
+                lab.state.nodes.push(NodeRecord {
+                    spec,
+                    pid: None,
+                    faults: Vec::new(),
+                });
+            }
+            if lab.running_pid(id).is_none() {
+                lab.spawn(id, &libs)?;
+            }
+            Ok(())
+        })?;
+        if self.state.node(id)?.spec.role == Role::Broker {
+            let addr = broker_address(id);
+            crate::client::wait_until(READY_TIMEOUT, &format!("broker {id} to register"), || {
+                crate::client::registered_brokers(&addr)
+                    .ok()
+                    .filter(|ids| ids.contains(&id))
+                    .map(|_| ())
+            })?;
+        }
+        Ok(())
+    }
+
+    /// Stops a broker's replica fetchers from reaching any leader. It stays up, registered and
+    /// heartbeating (the controller listener is untouched): incident 2's dead fetcher thread.
+    pub fn cut_replication(&mut self, id: i32) -> Result<(), LabError> {
+        self.with_lock(|lab| {
+            lab.require_broker(id)?;
+            let (uid, _) = sys::ensure_user(&topology::user(id))?;
+            netfault::add(
+                id,
+                "cut-replication",
+                &[netfault::DropRule {
+                    uid: Some(uid),
+                    dest: None,
+                    dport: topology::REPLICATION_PORT,
+                }],
+            )?;
+            lab.add_fault(id, Fault::CutReplication)
+        })
+    }
+
+    /// Cuts a broker off from the quorum (KRaft controller or ZooKeeper) and, when `full`, from
+    /// the other brokers in both directions; clients still reach it (incident 3).
+    pub fn isolate(&mut self, id: i32, full: bool) -> Result<(), LabError> {
+        self.with_lock(|lab| {
+            lab.require_broker(id)?;
+            let (uid, _) = sys::ensure_user(&topology::user(id))?;
+            let quorum = &lab.state.nodes[0].spec;
+            let mut rules = vec![netfault::DropRule {
+                uid: Some(uid),
+                dest: Some(quorum.host.clone()),
+                dport: quorum.port,
+            }];
+            if full {
+                rules.push(netfault::DropRule {
+                    uid: Some(uid),
+                    dest: None,
+                    dport: topology::REPLICATION_PORT,
+                });
+                rules.push(netfault::DropRule {
+                    uid: None,
+                    dest: Some(topology::host(id)),
+                    dport: topology::REPLICATION_PORT,
+                });
+            }
+            let fault = Fault::Isolate { full };
+            netfault::add(id, &fault.label(), &rules)?;
+            lab.add_fault(id, fault)
+        })
+    }
+
+    /// Starves a node of CPU: it keeps running and answering, slowly.
+    pub fn slow(&mut self, id: i32, percent: u32) -> Result<(), LabError> {
+        self.with_lock(|lab| {
+            let pid = lab.alive_pid(id)?;
+            cpu::limit(id, pid, percent)?;
+            lab.add_fault(id, Fault::Slow { percent })
+        })
+    }
+
+    /// Removes every fault of one node (or of all nodes): rules, CPU limits, SIGSTOP.
+    pub fn heal(&mut self, id: Option<i32>) -> Result<(), LabError> {
+        self.with_lock(|lab| {
+            let ids: Vec<i32> = match id {
+                Some(i) => {
+                    lab.state.node(i)?;
+                    vec![i]
+                }
+                None => lab.state.nodes.iter().map(|n| n.spec.id).collect(),
+            };
+            netfault::remove(id)?;
+            for i in ids {
+                cpu::unlimit(i)?;
+                if let Some(pid) = lab.running_pid(i) {
+                    sys::signal(pid, libc::SIGCONT)?;
+                }
+                lab.state.node_mut(i)?.faults.clear();
+            }
+            Ok(())
+        })
+    }
+
+    fn require_broker(&self, id: i32) -> Result<(), LabError> {
+        if self.state.node(id)?.spec.role != Role::Broker {
+            return Err(LabError::Invalid(format!(
+                "node {id} is the quorum node; this fault applies to brokers"
+            )));
+        }
+        Ok(())
+    }
+
+    fn add_fault(&mut self, id: i32, fault: Fault) -> Result<(), LabError> {
+        let rec = self.state.node_mut(id)?;
+        rec.faults.retain(|f| std::mem::discriminant(f) != std::mem::discriminant(&fault));
+        rec.faults.push(fault);
+        Ok(())
+    }
+
+    /// The whole server log of a node (its stdout and stderr).
+    pub fn server_log(&self, id: i32) -> Result<String, LabError> {
+        let path = self.node_dir(id).join("server.log");
+        let mut text = String::new();
+        fs::File::open(&path)
+            .and_then(|mut f| f.read_to_string(&mut text))
+            .map_err(|e| LabError::io(&path, e))?;
+        Ok(text)
+    }
+
+    fn server_log_tail(&self, id: i32, lines: usize) -> String {
+        let text = self.server_log(id).unwrap_or_default();
+        let all: Vec<&str> = text.lines().collect();
+        all[all.len().saturating_sub(lines)..].join("\n")
+    }
+
+    /// Stops everything and removes every trace: processes, rules, CPU groups, users, files.
+    /// Works from whatever is left, even without a state file.
+    pub fn down() -> Result<(), LabError> {
+        let dir = lab_dir();
+        let _lock = if dir.exists() {
+            Some(LabLock::take(&dir)?)
+        } else {
+            None
+        };
+        let marker = dir.display().to_string() + "/";
+        for pid in pids_with(&marker) {
+            // SIGKILL also ends a SIGSTOPped process.
+            sys::signal(pid, libc::SIGKILL)?;
+        }
+        for pid in pids_with(&marker) {
+            sys::wait_dead(pid, &marker, Duration::from_secs(20));
+        }
+        netfault::teardown()?;
+        for id in 0..=9 {
+            cpu::remove(id)?;
+            sys::remove_user(&topology::user(id))?;
+        }
+        if dir.exists() {
+            fs::remove_dir_all(&dir).map_err(|e| LabError::io(&dir, e))?;
+        }
+        let lock = dir.with_extension("lock");
+        let _ = fs::remove_file(lock);
+        Ok(())
+    }
+
+    /// Whatever of the lab still exists on this machine (for the cleanup check).
+    pub fn leftovers() -> Vec<String> {
+        let dir = lab_dir();
+        let mut found = Vec::new();
+        for pid in pids_with(&(dir.display().to_string() + "/")) {
+            found.push(format!("process {pid}"));
+        }
+        if netfault::present() {
+            found.push(format!("iptables chain {}", netfault::CHAIN));
+        }
+        for id in 0..=9 {
+            if sys::user_ids(&topology::user(id)).is_some() {
+                found.push(format!("user {}", topology::user(id)));
+            }
+            if cpu::exists(id) {
+                found.push(format!("cpu cgroup of node {id}"));
+            }
+        }
+        if dir.exists() {
+            found.push(format!("folder {}", dir.display()));
+        }
+        found
+    }
+}
+
+/// Client address of broker `id`.
+pub fn broker_address(id: i32) -> String {
+    format!("{}:{}", topology::host(id), topology::CLIENT_PORT)
+}
+
+fn pids_with(marker: &str) -> Vec<u32> {
+    let Ok(entries) = fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| sys::proc_state(*pid, marker) != ProcState::Dead)
+        .collect()
+}
+
+fn java() -> String {
+    match std::env::var_os("JAVA_HOME") {
+        Some(home) => Path::new(&home).join("bin/java").display().to_string(),
+        None => "java".into(),
+    }
+}
+
+fn check_java() -> Result<(), LabError> {
+    let out = Command::new(java())
+        .arg("-version")
+        .output()
+        .map_err(|e| LabError::Tool {
+            tool: "java".into(),
+            detail: format!("not found ({e}); install Java 17 (apt-get install openjdk-17-jre-headless)"),
+        })?;
+    let text = String::from_utf8_lossy(&out.stderr);
+    let major = text
+        .split('"')
+        .nth(1)
+        .and_then(|v| v.split('.').next())
+        .and_then(|m| m.parse::<u32>().ok())
+        .unwrap_or(0);
+    if major < 17 {
+        return Err(LabError::Tool {
+            tool: "java".into(),
+            detail: format!("Kafka 3.9 and 4.x need Java 17 or newer, found: {}", text.trim()),
+        });
+    }
+    Ok(())
+}
+
+fn set_mode(path: &Path, mode: u32) -> Result<(), LabError> {
+    fs::set_permissions(path, fs::Permissions::from_mode(mode)).map_err(|e| LabError::io(path, e))
+}
+
+/// A Kafka cluster id: 16 random bytes, base64url without padding.
+fn random_cluster_id() -> Result<String, LabError> {
+    let mut bytes = [0u8; 16];
+    let path = Path::new("/dev/urandom");
+    fs::File::open(path)
+        .and_then(|mut f| f.read_exact(&mut bytes))
+        .map_err(|e| LabError::io(path, e))?;
+    const ALPHABET: &[u8; 64] =
+        b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    let mut bits: u32 = 0;
+    let mut nbits = 0;
+    let mut out = String::new();
+    for b in bytes {
+        bits = (bits << 8) | u32::from(b);
+        nbits += 8;
+        while nbits >= 6 {
+            nbits -= 6;
+            out.push(ALPHABET[((bits >> nbits) & 63) as usize] as char);
+        }
+    }
+    if nbits > 0 {
+        out.push(ALPHABET[((bits << (6 - nbits)) & 63) as usize] as char);
+    }
+    Ok(out)
+}

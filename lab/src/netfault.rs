@@ -1,0 +1,115 @@
+//! Network faults with iptables, scoped to one chain of the lab's own so that nothing
+//! outside the lab is touched and teardown is a flush.
+//!
+//! On loopback every connection comes from 127.0.0.1, so a rule cannot pick the source
+//! broker by address; each node runs as its own Unix user and rules match the packet's
+//! owner (`-m owner --uid-owner`) in OUTPUT, which loopback traffic traverses.
+
+use crate::error::LabError;
+use crate::sys::run;
+
+pub const CHAIN: &str = "KAFKA-LAB";
+
+fn ipt(args: &[&str]) -> Result<String, LabError> {
+    let mut all = vec!["-w", "5"];
+    all.extend_from_slice(args);
+    run("iptables", &all)
+}
+
+pub fn ensure_chain() -> Result<(), LabError> {
+    if ipt(&["-S", CHAIN]).is_err() {
+        ipt(&["-N", CHAIN])?;
+    }
+    if ipt(&["-C", "OUTPUT", "-j", CHAIN]).is_err() {
+        ipt(&["-I", "OUTPUT", "1", "-j", CHAIN])?;
+    }
+    Ok(())
+}
+
+/// A packet match the lab drops. Every rule carries a comment naming the node and fault,
+/// which is how `heal N` finds the rules of one node.
+#[derive(Debug, Clone)]
+pub struct DropRule {
+    /// Only packets sent by this user's sockets.
+    pub uid: Option<u32>,
+    pub dest: Option<String>,
+    pub dport: u16,
+}
+
+fn comment(node: i32, fault: &str) -> String {
+    format!("kafka-lab:n{node}:{fault}")
+}
+
+pub fn add(node: i32, fault: &str, rules: &[DropRule]) -> Result<(), LabError> {
+    ensure_chain()?;
+    for r in rules {
+        let uid = r.uid.map(|u| u.to_string());
+        let dport = r.dport.to_string();
+        let tag = comment(node, fault);
+        let mut args: Vec<&str> = vec!["-A", CHAIN, "-p", "tcp"];
+        if let Some(u) = &uid {
+            args.extend_from_slice(&["-m", "owner", "--uid-owner", u]);
+        }
+        if let Some(d) = &r.dest {
+            args.extend_from_slice(&["-d", d]);
+        }
+        args.extend_from_slice(&["--dport", &dport, "-m", "comment", "--comment", &tag]);
+        // DROP, not REJECT: a real partition stalls connections instead of resetting them.
+        args.extend_from_slice(&["-j", "DROP"]);
+        ipt(&args)?;
+    }
+    Ok(())
+}
+
+/// Removes the rules of one node, or of every node when `node` is None.
+pub fn remove(node: Option<i32>) -> Result<(), LabError> {
+    if ipt(&["-S", CHAIN]).is_err() {
+        return Ok(());
+    }
+    let Some(node) = node else {
+        ipt(&["-F", CHAIN])?;
+        return Ok(());
+    };
+    let prefix = format!("kafka-lab:n{node}:");
+    // Delete by rule number, highest first, so earlier numbers stay valid.
+    let listing = ipt(&["-L", CHAIN, "-n", "--line-numbers"])?;
+    let mut numbers: Vec<u32> = listing
+        .lines()
+        .filter(|l| l.contains(&prefix))
+        .filter_map(|l| l.split_whitespace().next()?.parse().ok())
+        .collect();
+    numbers.sort_unstable_by(|a, b| b.cmp(a));
+    for n in numbers {
+        ipt(&["-D", CHAIN, &n.to_string()])?;
+    }
+    Ok(())
+}
+
+/// Removes the chain and the jump to it.
+pub fn teardown() -> Result<(), LabError> {
+    while ipt(&["-C", "OUTPUT", "-j", CHAIN]).is_ok() {
+        ipt(&["-D", "OUTPUT", "-j", CHAIN])?;
+    }
+    if ipt(&["-S", CHAIN]).is_ok() {
+        ipt(&["-F", CHAIN])?;
+        ipt(&["-X", CHAIN])?;
+    }
+    Ok(())
+}
+
+/// Rules currently installed, one line each (for `status` and the cleanup test).
+pub fn list() -> Vec<String> {
+    ipt(&["-S", CHAIN])
+        .map(|s| {
+            s.lines()
+                .filter(|l| l.starts_with("-A"))
+                .map(str::to_owned)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// True when iptables has a chain or jump of the lab's.
+pub fn present() -> bool {
+    ipt(&["-S", CHAIN]).is_ok()
+}

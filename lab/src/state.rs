@@ -1,0 +1,97 @@
+//! The lab's state file: what was started, with which pids, and which faults are applied.
+//! It lets separate `kafka-lab` invocations and test processes share one cluster.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::LabError;
+use crate::topology::{KafkaVersion, NodeSpec, Security};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "fault")]
+pub enum Fault {
+    /// The node cannot fetch from any leader (its replica fetchers are cut).
+    CutReplication,
+    /// The node is cut off from the quorum (controller or ZooKeeper) and, when `full`, from
+    /// the other brokers too; clients still reach it.
+    Isolate { full: bool },
+    /// The node is limited to this percentage of one CPU.
+    Slow { percent: u32 },
+}
+
+impl Fault {
+    pub fn label(&self) -> String {
+        match self {
+            Fault::CutReplication => "cut-replication".into(),
+            Fault::Isolate { full: true } => "isolated".into(),
+            Fault::Isolate { full: false } => "isolated-from-quorum".into(),
+            Fault::Slow { percent } => format!("slow({percent}% cpu)"),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct NodeRecord {
+    #[serde(flatten)]
+    pub spec: NodeSpec,
+    pub pid: Option<u32>,
+    pub faults: Vec<Fault>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct LabState {
+    pub version: KafkaVersion,
+    pub security: Security,
+    pub cluster_id: String,
+    pub nodes: Vec<NodeRecord>,
+}
+
+impl LabState {
+    pub fn path(dir: &Path) -> PathBuf {
+        dir.join("state.json")
+    }
+
+    pub fn load(dir: &Path) -> Result<Option<LabState>, LabError> {
+        let path = Self::path(dir);
+        match fs::read_to_string(&path) {
+            Ok(text) => serde_json::from_str(&text)
+                .map(Some)
+                .map_err(|e| LabError::Invalid(format!("{}: {e}", path.display()))),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(LabError::io(&path, e)),
+        }
+    }
+
+    pub fn save(&self, dir: &Path) -> Result<(), LabError> {
+        let path = Self::path(dir);
+        let tmp = dir.join("state.json.tmp");
+        let text = serde_json::to_string_pretty(self).expect("lab state serializes");
+        fs::write(&tmp, text).map_err(|e| LabError::io(&tmp, e))?;
+        fs::rename(&tmp, &path).map_err(|e| LabError::io(&path, e))
+    }
+
+    pub fn node(&self, id: i32) -> Result<&NodeRecord, LabError> {
+        self.nodes
+            .iter()
+            .find(|n| n.spec.id == id)
+            .ok_or_else(|| LabError::UnknownNode(id, self.node_list()))
+    }
+
+    pub fn node_mut(&mut self, id: i32) -> Result<&mut NodeRecord, LabError> {
+        let list = self.node_list();
+        self.nodes
+            .iter_mut()
+            .find(|n| n.spec.id == id)
+            .ok_or(LabError::UnknownNode(id, list))
+    }
+
+    fn node_list(&self) -> String {
+        self.nodes
+            .iter()
+            .map(|n| n.spec.id.to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}

@@ -1,0 +1,198 @@
+//! Thin wrappers over the host tools and kernel interfaces the lab drives: Unix users,
+//! processes and their /proc state, signals.
+
+use std::fs;
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use crate::error::LabError;
+
+/// Runs a host tool and returns its stdout, or an error carrying its stderr.
+pub fn run(tool: &str, args: &[&str]) -> Result<String, LabError> {
+    let out = Command::new(tool)
+        .args(args)
+        .output()
+        .map_err(|e| LabError::Tool {
+            tool: tool.into(),
+            detail: format!("cannot run: {e}"),
+        })?;
+    if !out.status.success() {
+        return Err(LabError::Tool {
+            tool: tool.into(),
+            detail: format!(
+                "`{} {}` failed: {}",
+                tool,
+                args.join(" "),
+                String::from_utf8_lossy(&out.stderr).trim()
+            ),
+        });
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// uid and gid of a user, if it exists.
+pub fn user_ids(name: &str) -> Option<(u32, u32)> {
+    let passwd = fs::read_to_string("/etc/passwd").ok()?;
+    passwd.lines().find_map(|line| {
+        let f: Vec<&str> = line.split(':').collect();
+        if f.len() > 3 && f[0] == name {
+            Some((f[2].parse().ok()?, f[3].parse().ok()?))
+        } else {
+            None
+        }
+    })
+}
+
+/// Creates a system user without home or shell, or returns the existing one.
+pub fn ensure_user(name: &str) -> Result<(u32, u32), LabError> {
+    if let Some(ids) = user_ids(name) {
+        return Ok(ids);
+    }
+    run(
+        "useradd",
+        &[
+            "--system",
+            "--user-group",
+            "--no-create-home",
+            "--home-dir",
+            "/nonexistent",
+            "--shell",
+            "/usr/sbin/nologin",
+            name,
+        ],
+    )?;
+    user_ids(name).ok_or_else(|| LabError::Tool {
+        tool: "useradd".into(),
+        detail: format!("user {name} missing after creation"),
+    })
+}
+
+pub fn remove_user(name: &str) -> Result<(), LabError> {
+    if user_ids(name).is_none() {
+        return Ok(());
+    }
+    run("userdel", &[name]).map(|_| ())
+}
+
+/// What /proc says about a process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProcState {
+    Running,
+    /// Stopped by a signal (SIGSTOP): the process and its sockets exist, nothing runs.
+    Stopped,
+    /// Gone, or a zombie waiting to be reaped.
+    Dead,
+}
+
+/// The state of `pid`, if it is still the process whose command line contains `marker`
+/// (guards against a recycled pid).
+pub fn proc_state(pid: u32, marker: &str) -> ProcState {
+    let cmdline = match fs::read(format!("/proc/{pid}/cmdline")) {
+        Ok(c) => c,
+        Err(_) => return ProcState::Dead,
+    };
+    if !String::from_utf8_lossy(&cmdline).contains(marker) {
+        return ProcState::Dead;
+    }
+    let stat = match fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(s) => s,
+        Err(_) => return ProcState::Dead,
+    };
+    // The command name may contain spaces or parentheses; the state follows the last ')'.
+    let state = stat
+        .rfind(')')
+        .and_then(|i| stat[i + 1..].split_whitespace().next())
+        .unwrap_or("X");
+    match state {
+        "T" | "t" => ProcState::Stopped,
+        "Z" | "X" | "x" => ProcState::Dead,
+        _ => ProcState::Running,
+    }
+}
+
+pub fn signal(pid: u32, sig: i32) -> Result<(), LabError> {
+    // SAFETY: kill(2) has no memory-safety preconditions.
+    let rc = unsafe { libc::kill(pid as i32, sig) };
+    if rc != 0 {
+        let err = std::io::Error::last_os_error();
+        if err.raw_os_error() != Some(libc::ESRCH) {
+            return Err(LabError::Tool {
+                tool: "kill".into(),
+                detail: format!("signal {sig} to pid {pid}: {err}"),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Waits until `pid` is dead; false on timeout.
+pub fn wait_dead(pid: u32, marker: &str, timeout: Duration) -> bool {
+    let deadline = Instant::now() + timeout;
+    while Instant::now() < deadline {
+        if proc_state(pid, marker) == ProcState::Dead {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    proc_state(pid, marker) == ProcState::Dead
+}
+
+/// True when something accepts TCP connections at `addr`.
+pub fn port_open(addr: &str) -> bool {
+    addr.parse()
+        .ok()
+        .and_then(|a| std::net::TcpStream::connect_timeout(&a, Duration::from_millis(300)).ok())
+        .is_some()
+}
+
+/// Starts `program args` detached from the caller (own session, reparented to init), as the
+/// given user, with stdout and stderr appended to `log`. Returns the pid.
+pub fn spawn_detached(
+    program: &str,
+    args: &[String],
+    uid: u32,
+    gid: u32,
+    cwd: &Path,
+    log: &Path,
+) -> Result<u32, LabError> {
+    use std::os::unix::process::CommandExt;
+    // sh starts the program in the background and prints its pid; `setsid` execs in place
+    // (a background job is not a group leader), so the printed pid is the program's.
+    let script = "setsid \"$@\" >>\"$LAB_LOG\" 2>&1 </dev/null & echo $!";
+    let out = Command::new("/bin/sh")
+        .arg("-c")
+        .arg(script)
+        .arg("sh")
+        .arg(program)
+        .args(args)
+        .env("LAB_LOG", log)
+        .current_dir(cwd)
+        .uid(uid)
+        .gid(gid)
+        .output()
+        .map_err(|e| LabError::Tool {
+            tool: program.into(),
+            detail: format!("cannot start: {e}"),
+        })?;
+    let pid = String::from_utf8_lossy(&out.stdout).trim().parse::<u32>();
+    match pid {
+        Ok(p) if out.status.success() => Ok(p),
+        _ => Err(LabError::Tool {
+            tool: program.into(),
+            detail: format!(
+                "start failed: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            ),
+        }),
+    }
+}
+
+/// Recursively hands a folder to a user.
+pub fn chown_tree(path: &Path, uid: u32, gid: u32) -> Result<(), LabError> {
+    run(
+        "chown",
+        &["-R", &format!("{uid}:{gid}"), &path.display().to_string()],
+    )
+    .map(|_| ())
+}

@@ -1,0 +1,258 @@
+//! The lab's shape: which nodes exist, where they listen, and the server.properties each
+//! one runs with.
+//!
+//! KRaft (Kafka 4): one dedicated controller (node 0) plus broker-only nodes 1..=N. With three
+//! combined broker+controller nodes, killing two loses the quorum and metadata freezes, so a
+//! leaderless partition (incident 1) would never be observable; a dedicated controller keeps
+//! the quorum alive whatever happens to the brokers.
+//! ZooKeeper (Kafka 3.9): one ZooKeeper (node 0) plus brokers 1..=N; one broker is elected
+//! controller through ZooKeeper, as in the seed incidents.
+
+use std::fmt::Write as _;
+
+use serde::{Deserialize, Serialize};
+
+/// The node id of the KRaft controller or of ZooKeeper.
+pub const QUORUM_NODE: i32 = 0;
+/// Client listener port on every broker.
+pub const CLIENT_PORT: u16 = 9092;
+/// Inter-broker (replication) listener port on every broker.
+pub const REPLICATION_PORT: u16 = 9091;
+/// KRaft controller listener port.
+pub const CONTROLLER_PORT: u16 = 9093;
+/// ZooKeeper client port.
+pub const ZOOKEEPER_PORT: u16 = 2181;
+/// SASL_SSL client listener port, when the lab runs with `--security sasl_ssl`.
+pub const SASL_SSL_PORT: u16 = 9192;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum KafkaVersion {
+    /// Apache Kafka 4.1 in KRaft mode.
+    #[serde(rename = "4")]
+    V4,
+    /// Apache Kafka 3.9 in ZooKeeper mode.
+    #[serde(rename = "3.9")]
+    V3_9,
+}
+
+impl KafkaVersion {
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "4" | "4.1" | "4.1.1" => Some(KafkaVersion::V4),
+            "3.9" | "3.9.1" => Some(KafkaVersion::V3_9),
+            _ => None,
+        }
+    }
+    pub fn maven_version(self) -> &'static str {
+        match self {
+            KafkaVersion::V4 => "4.1.1",
+            KafkaVersion::V3_9 => "3.9.1",
+        }
+    }
+    pub fn is_kraft(self) -> bool {
+        self == KafkaVersion::V4
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Security {
+    Plaintext,
+    SaslSsl,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    Controller,
+    ZooKeeper,
+    Broker,
+}
+
+impl Role {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Controller => "controller",
+            Role::ZooKeeper => "zookeeper",
+            Role::Broker => "broker",
+        }
+    }
+}
+
+/// Loopback address of a node: 127.0.0.10 for the quorum node, 127.0.0.1N for broker N.
+pub fn host(node: i32) -> String {
+    format!("127.0.0.{}", 10 + node)
+}
+
+/// The Unix user a node runs as, so that packet filter rules can tell nodes apart by owner:
+/// on loopback every connection comes from 127.0.0.1, whatever address it targets.
+pub fn user(node: i32) -> String {
+    format!("kafkalab{node}")
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeSpec {
+    pub id: i32,
+    pub role: Role,
+    pub host: String,
+    /// The port clients (or brokers, for the quorum node) connect to.
+    pub port: u16,
+}
+
+pub fn nodes(version: KafkaVersion, brokers: u32) -> Vec<NodeSpec> {
+    let quorum = if version.is_kraft() {
+        NodeSpec {
+            id: QUORUM_NODE,
+            role: Role::Controller,
+            host: host(QUORUM_NODE),
+            port: CONTROLLER_PORT,
+        }
+    } else {
+        NodeSpec {
+            id: QUORUM_NODE,
+            role: Role::ZooKeeper,
+            host: host(QUORUM_NODE),
+            port: ZOOKEEPER_PORT,
+        }
+    };
+    let mut all = vec![quorum];
+    all.extend((1..=brokers as i32).map(broker_spec));
+    all
+}
+
+pub fn broker_spec(id: i32) -> NodeSpec {
+    NodeSpec {
+        id,
+        role: Role::Broker,
+        host: host(id),
+        port: CLIENT_PORT,
+    }
+}
+
+/// Settings that make faults visible within seconds instead of the production minutes,
+/// and keep four JVMs within two cores and a few hundred MiB each.
+const FAST_FAILURE: &[(&str, &str)] = &[
+    ("replica.lag.time.max.ms", "5000"),
+    ("replica.socket.timeout.ms", "5000"),
+    ("controller.socket.timeout.ms", "5000"),
+    ("auto.leader.rebalance.enable", "false"),
+    ("group.initial.rebalance.delay.ms", "0"),
+    ("num.network.threads", "2"),
+    ("num.io.threads", "2"),
+    ("num.replica.fetchers", "1"),
+    ("background.threads", "2"),
+    ("log.cleaner.threads", "1"),
+    ("log.cleaner.dedupe.buffer.size", "16777216"),
+    ("offsets.topic.num.partitions", "3"),
+    ("offsets.topic.replication.factor", "3"),
+    ("transaction.state.log.replication.factor", "3"),
+    ("transaction.state.log.min.isr", "2"),
+    ("num.partitions", "1"),
+    ("default.replication.factor", "3"),
+    ("log.segment.bytes", "16777216"),
+    ("log.retention.ms", "3600000"),
+    ("unclean.leader.election.enable", "false"),
+];
+
+/// The server.properties of one node.
+pub fn server_properties(
+    version: KafkaVersion,
+    node: &NodeSpec,
+    data_dir: &str,
+) -> String {
+    let mut p = String::new();
+    let mut set = |k: &str, v: &str| {
+        let _ = writeln!(p, "{k}={v}");
+    };
+    let controller = format!("{}:{}", host(QUORUM_NODE), CONTROLLER_PORT);
+    match (version, node.role) {
+        // ZooKeeper runs from zoo.cfg (`zookeeper_config`), never from server.properties.
+        (_, Role::ZooKeeper) => {}
+        (KafkaVersion::V4, Role::Controller) => {
+            set("process.roles", "controller");
+            set("node.id", &node.id.to_string());
+            set(
+                "controller.quorum.voters",
+                &format!("{QUORUM_NODE}@{controller}"),
+            );
+            set("listeners", &format!("CONTROLLER://{controller}"));
+            set("controller.listener.names", "CONTROLLER");
+            set("listener.security.protocol.map", "CONTROLLER:PLAINTEXT");
+            set("log.dirs", data_dir);
+            // The controller's value is the one that fences brokers.
+            set("broker.session.timeout.ms", "3000");
+            set("broker.heartbeat.interval.ms", "500");
+        }
+        (_, Role::Broker) | (KafkaVersion::V3_9, Role::Controller) => {
+            let h = &node.host;
+            let listeners = vec![
+                format!("CLIENT://{h}:{CLIENT_PORT}"),
+                format!("REPLICATION://{h}:{REPLICATION_PORT}"),
+            ];
+            let mut map = vec!["CLIENT:PLAINTEXT", "REPLICATION:PLAINTEXT"];
+            if version.is_kraft() {
+                set("process.roles", "broker");
+                set("node.id", &node.id.to_string());
+                set(
+                    "controller.quorum.voters",
+                    &format!("{QUORUM_NODE}@{controller}"),
+                );
+                set("controller.listener.names", "CONTROLLER");
+                map.push("CONTROLLER:PLAINTEXT");
+                set("broker.session.timeout.ms", "3000");
+                set("broker.heartbeat.interval.ms", "500");
+            } else {
+                set("broker.id", &node.id.to_string());
+                set(
+                    "zookeeper.connect",
+                    &format!("{}:{ZOOKEEPER_PORT}", host(QUORUM_NODE)),
+                );
+                set("zookeeper.session.timeout.ms", "6000");
+                set("zookeeper.connection.timeout.ms", "6000");
+            }
+            set("listeners", &listeners.join(","));
+            set("advertised.listeners", &listeners.join(","));
+            set("listener.security.protocol.map", &map.join(","));
+            set("inter.broker.listener.name", "REPLICATION");
+            set("log.dirs", data_dir);
+            set("broker.rack", &format!("rack{}", node.id));
+            for (k, v) in FAST_FAILURE {
+                set(k, v);
+            }
+        }
+    }
+    p
+}
+
+/// zoo.cfg of the ZooKeeper node (Kafka 3.9 labs). tickTime 500 lets sessions of 6 s expire fast.
+pub fn zookeeper_config(data_dir: &str) -> String {
+    format!(
+        "tickTime=500\ninitLimit=10\nsyncLimit=5\ndataDir={data_dir}\nclientPort={ZOOKEEPER_PORT}\n\
+         clientPortAddress={}\nadmin.enableServer=false\nmaxClientCnxns=0\n\
+         4lw.commands.whitelist=ruok,stat,srvr\n",
+        host(QUORUM_NODE)
+    )
+}
+
+/// log4j2 configuration for Kafka 4: everything to stdout, which the lab sends to server.log.
+pub const LOG4J2: &str = "\
+status = warn
+appender.out.type = Console
+appender.out.name = OUT
+appender.out.layout.type = PatternLayout
+appender.out.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = INFO
+rootLogger.appenderRef.out.ref = OUT
+logger.clients.name = org.apache.kafka.clients
+logger.clients.level = WARN
+";
+
+/// reload4j configuration for Kafka 3.9 and ZooKeeper.
+pub const LOG4J1: &str = "\
+log4j.rootLogger=INFO, out
+log4j.appender.out=org.apache.log4j.ConsoleAppender
+log4j.appender.out.layout=org.apache.log4j.PatternLayout
+log4j.appender.out.layout.ConversionPattern=[%d] %p %m (%c)%n
+log4j.logger.org.apache.kafka.clients=WARN
+log4j.logger.org.apache.zookeeper=WARN
+";

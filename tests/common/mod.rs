@@ -1,0 +1,131 @@
+//! The test harness: one real lab cluster shared by every test, faults healed between tests
+//! (and after a failing one), tests run one at a time.
+
+#![allow(dead_code)]
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use kafka_lab::{client, KafkaVersion, Lab, UpOptions};
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+/// A lab cluster for one test. Dropping it (also while a failed test unwinds) removes every
+/// fault and restarts stopped brokers, so the next test starts from a healthy cluster.
+pub struct LabGuard {
+    pub lab: Lab,
+    _serial: MutexGuard<'static, ()>,
+}
+
+impl std::ops::Deref for LabGuard {
+    type Target = Lab;
+    fn deref(&self) -> &Lab {
+        &self.lab
+    }
+}
+
+impl std::ops::DerefMut for LabGuard {
+    fn deref_mut(&mut self) -> &mut Lab {
+        &mut self.lab
+    }
+}
+
+impl Drop for LabGuard {
+    fn drop(&mut self) {
+        if let Err(e) = restore(&mut self.lab) {
+            eprintln!("lab teardown: {e}");
+        }
+    }
+}
+
+/// Heals every fault and starts every broker that is down.
+fn restore(lab: &mut Lab) -> Result<(), kafka_lab::LabError> {
+    lab.heal(None)?;
+    for id in lab.brokers() {
+        if lab.running_pid(id).is_none() {
+            lab.start(id)?;
+        }
+    }
+    lab.wait_ready(Duration::from_secs(120))
+}
+
+/// The shared Kafka 4 (KRaft) lab, up and healthy.
+pub fn lab() -> LabGuard {
+    lab_of(KafkaVersion::V4)
+}
+
+/// The shared lab of a given release; a lab of another release is taken down first.
+pub fn lab_of(version: KafkaVersion) -> LabGuard {
+    let serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    if let Ok(existing) = Lab::open() {
+        if existing.version() != version {
+            Lab::down().expect("take down the other lab");
+        }
+    }
+    let started = Instant::now();
+    let mut lab = Lab::up(&UpOptions {
+        version,
+        ..UpOptions::default()
+    })
+    .expect("lab up");
+    restore(&mut lab).expect("lab healthy");
+    eprintln!(
+        "lab: Kafka {} ready in {:.1} s",
+        version.maven_version(),
+        started.elapsed().as_secs_f64()
+    );
+    LabGuard {
+        lab,
+        _serial: serial,
+    }
+}
+
+/// A topic name unique to this run, so reruns against a long-lived lab do not collide.
+pub fn unique_topic(prefix: &str) -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    format!("{prefix}-{}", nanos % 1_000_000_000)
+}
+
+pub fn payloads(prefix: &str, n: usize) -> Vec<String> {
+    (0..n).map(|i| format!("{prefix}-{i}")).collect()
+}
+
+/// Polls until `check` holds, panicking with `what` after `timeout`.
+pub fn eventually<T>(timeout: Duration, what: &str, check: impl FnMut() -> Option<T>) -> T {
+    client::wait_until(timeout, what, check).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// Sends a raw ApiVersions v0 request and waits up to `timeout` for any answer. Returns
+/// Ok(true) when the broker answered, Ok(false) when the TCP connection was accepted but
+/// nothing came back in time, Err when the connection itself failed.
+pub fn answers_api_versions(address: &str, timeout: Duration) -> std::io::Result<bool> {
+    let addr = address.parse().expect("socket address");
+    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(2))?;
+    s.set_read_timeout(Some(timeout))?;
+    let client_id = b"lab-test";
+    let mut body = Vec::new();
+    body.extend_from_slice(&18i16.to_be_bytes()); // ApiVersions
+    body.extend_from_slice(&0i16.to_be_bytes()); // v0
+    body.extend_from_slice(&7i32.to_be_bytes()); // correlation id
+    body.extend_from_slice(&(client_id.len() as i16).to_be_bytes());
+    body.extend_from_slice(client_id);
+    let mut frame = (body.len() as i32).to_be_bytes().to_vec();
+    frame.extend_from_slice(&body);
+    s.write_all(&frame)?;
+    let mut len = [0u8; 4];
+    match s.read_exact(&mut len) {
+        Ok(()) => Ok(true),
+        Err(e)
+            if e.kind() == std::io::ErrorKind::WouldBlock
+                || e.kind() == std::io::ErrorKind::TimedOut =>
+        {
+            Ok(false)
+        }
+        Err(e) => Err(e),
+    }
+}

@@ -1,0 +1,200 @@
+//! Evidence that the lab is real: each fault makes Kafka itself behave as the seed incidents
+//! describe, observed from an ordinary client. Bounds are generous; the figures are printed.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{answers_api_versions, eventually, lab, payloads, unique_topic};
+use kafka_lab::{broker_address, client};
+use rdkafka::types::RDKafkaErrorCode;
+
+const WAIT: Duration = Duration::from_secs(60);
+
+/// Frozen broker (SIGSTOP): the port accepts TCP but nothing answers; once the controller
+/// fences it, its partition moves to another leader; thawed, it rejoins.
+#[test]
+fn frozen_broker_accepts_tcp_answers_nothing_and_loses_leadership() {
+    let mut lab = lab();
+    let bs = lab.bootstrap();
+    let topic = unique_topic("freeze");
+    client::create_topic(&bs, &topic, &[vec![1, 2, 3]], &[]).unwrap();
+    assert!(answers_api_versions(&broker_address(1), Duration::from_secs(3)).unwrap());
+
+    lab.freeze(1).unwrap();
+    let frozen_at = Instant::now();
+    let answered = answers_api_versions(&broker_address(1), Duration::from_secs(3))
+        .expect("a frozen broker still completes the TCP handshake");
+    assert!(!answered, "a frozen broker must not answer requests");
+    assert!(lab
+        .status()
+        .iter()
+        .any(|n| n.id == 1 && n.state == "frozen"));
+
+    let p = eventually(WAIT, "a new leader for the frozen broker's partition", || {
+        let ps = client::partitions(&bs, &topic).ok()?;
+        ps.into_iter().find(|p| p.leader >= 0 && p.leader != 1)
+    });
+    eprintln!(
+        "freeze: leader moved to {} after {:.1} s; ISR {:?}",
+        p.leader,
+        frozen_at.elapsed().as_secs_f64(),
+        p.isr
+    );
+    assert!(!p.isr.contains(&1), "a fenced broker leaves the ISR");
+
+    lab.thaw(1).unwrap();
+    eventually(WAIT, "broker 1 back in the ISR", || {
+        let ps = client::partitions(&bs, &topic).ok()?;
+        ps[0].isr.contains(&1).then_some(())
+    });
+    client::delete_topic(&bs, &topic).unwrap();
+}
+
+/// Both replicas of an RF=2 partition killed: the partition has no leader (incident 1).
+#[test]
+fn two_replicas_killed_leave_a_partition_without_leader() {
+    let mut lab = lab();
+    let bs = lab.bootstrap();
+    let topic = unique_topic("leaderless");
+    client::create_topic(&bs, &topic, &[vec![2, 3], vec![1, 2]], &[]).unwrap();
+
+    lab.kill(2).unwrap();
+    lab.kill(3).unwrap();
+    let killed_at = Instant::now();
+    let ps = eventually(WAIT, "partition 0 without leader", || {
+        let ps = client::partitions(&broker_address(1), &topic).ok()?;
+        (ps[0].leader == -1).then_some(ps)
+    });
+    eprintln!(
+        "leaderless after {:.1} s: {:?}",
+        killed_at.elapsed().as_secs_f64(),
+        ps
+    );
+    assert_eq!(ps[0].replicas, vec![2, 3], "replicas are unchanged");
+    assert_eq!(ps[0].error.as_deref(), Some("LeaderNotAvailable"));
+    assert_eq!(ps[1].leader, 1, "the partition with a live replica keeps a leader");
+    let report = client::produce(
+        &broker_address(1),
+        &topic,
+        0,
+        "1",
+        &payloads("x", 3),
+        Duration::from_secs(4),
+    )
+    .unwrap();
+    assert!(report.acknowledged.is_empty(), "nothing can be written to it");
+    drop(lab);
+    client::delete_topic(&kafka_lab::Lab::open().unwrap().bootstrap(), &topic).unwrap();
+}
+
+/// A follower whose fetchers are cut stays registered, leaves the ISR, and acks=all
+/// produce fails with NOT_ENOUGH_REPLICAS under min.insync.replicas=2 (incident 2).
+#[test]
+fn cut_replication_shrinks_isr_and_fails_acks_all() {
+    let mut lab = lab();
+    let bs = lab.bootstrap();
+    let topic = unique_topic("cutrepl");
+    client::create_topic(
+        &bs,
+        &topic,
+        &[vec![1, 2]],
+        &[("min.insync.replicas", "2")],
+    )
+    .unwrap();
+    let ok = client::produce(&bs, &topic, 0, "all", &payloads("before", 5), WAIT).unwrap();
+    assert_eq!(ok.acknowledged.len(), 5, "{ok:?}");
+
+    lab.cut_replication(2).unwrap();
+    let cut_at = Instant::now();
+    // A write the follower cannot fetch makes it lag behind the leader.
+    let _ = client::produce(&bs, &topic, 0, "1", &payloads("lag", 1), Duration::from_secs(5));
+    let p = eventually(WAIT, "ISR shrunk to the leader", || {
+        let ps = client::partitions(&bs, &topic).ok()?;
+        (ps[0].isr == vec![1]).then(|| ps[0].clone())
+    });
+    eprintln!(
+        "cut-replication: ISR {:?} after {:.1} s",
+        p.isr,
+        cut_at.elapsed().as_secs_f64()
+    );
+    assert!(
+        client::registered_brokers(&bs).unwrap().contains(&2),
+        "the cut follower stays registered"
+    );
+    let report =
+        client::produce(&bs, &topic, 0, "all", &payloads("after", 3), Duration::from_secs(10))
+            .unwrap();
+    assert_eq!(report.acknowledged.len(), 0, "{report:?}");
+    assert_eq!(
+        report.failed_with(RDKafkaErrorCode::NotEnoughReplicas),
+        3,
+        "{report:?}"
+    );
+
+    lab.heal(Some(2)).unwrap();
+    eventually(WAIT, "ISR restored after heal", || {
+        let ps = client::partitions(&bs, &topic).ok()?;
+        (ps[0].isr.len() == 2).then_some(())
+    });
+    client::delete_topic(&bs, &topic).unwrap();
+}
+
+/// A leader cut off from the controller and the other brokers but reachable by clients
+/// keeps acknowledging acks=1 writes that are gone after heal; acks=all times out; the
+/// isolated broker and the others disagree about the leader (incident 3, scenarios 4-5).
+#[test]
+fn isolated_leader_acknowledges_writes_that_are_lost() {
+    let mut lab = lab();
+    let bs = lab.bootstrap();
+    let topic = unique_topic("isolate");
+    client::create_topic(&bs, &topic, &[vec![1, 2, 3]], &[]).unwrap();
+    let before = client::produce(&bs, &topic, 0, "all", &payloads("before", 10), WAIT).unwrap();
+    assert_eq!(before.acknowledged.len(), 10);
+    // Application producers that learned "broker 1 leads" before the fault, as in the incident.
+    let acks1 = client::LabProducer::new(&bs, "1", Duration::from_secs(10)).unwrap();
+    let acks_all = client::LabProducer::new(&bs, "all", Duration::from_secs(6)).unwrap();
+    assert_eq!(acks1.send(&topic, 0, &payloads("warm", 1)).unwrap().acknowledged.len(), 1);
+    assert_eq!(acks_all.send(&topic, 0, &payloads("warm-all", 1)).unwrap().acknowledged.len(), 1);
+
+    lab.isolate(1, true).unwrap();
+    let isolated_at = Instant::now();
+    // The rest of the cluster elects a new leader once the controller fences broker 1.
+    let new_leader = eventually(WAIT, "a new leader among brokers 2 and 3", || {
+        let ps = client::partitions(&broker_address(2), &topic).ok()?;
+        (ps[0].leader == 2 || ps[0].leader == 3).then_some(ps[0].leader)
+    });
+    eprintln!(
+        "isolate: broker {new_leader} leads after {:.1} s",
+        isolated_at.elapsed().as_secs_f64()
+    );
+
+    let acked = acks1.send(&topic, 0, &payloads("doomed", 20)).unwrap();
+    assert_eq!(
+        acked.acknowledged.len(),
+        20,
+        "acks=1 to the stale leader is acknowledged: {acked:?}"
+    );
+    let all = acks_all.send(&topic, 0, &payloads("waits", 2)).unwrap();
+    assert!(all.acknowledged.is_empty(), "acks=all cannot succeed: {all:?}");
+    eprintln!("isolate: acks=all failures {:?}", all.failed);
+
+    lab.heal(Some(1)).unwrap();
+    eventually(WAIT, "broker 1 back in the ISR", || {
+        let ps = client::partitions(&bs, &topic).ok()?;
+        (ps[0].isr.contains(&1) && ps[0].isr.len() == 3).then_some(())
+    });
+    let log = client::read_partition(&bs, &topic, 0, Duration::from_secs(20)).unwrap();
+    let kept: Vec<&str> = log.iter().map(|(p, _)| p.as_str()).collect();
+    let lost = acked
+        .acknowledged
+        .iter()
+        .filter(|(p, _)| !kept.contains(&p.as_str()))
+        .count();
+    eprintln!("isolate: {lost} of 20 acknowledged acks=1 records lost after heal");
+    assert_eq!(lost, 20, "every acks=1 write to the stale leader is truncated");
+    for (p, _) in &before.acknowledged {
+        assert!(kept.contains(&p.as_str()), "acks=all writes survive");
+    }
+    client::delete_topic(&bs, &topic).unwrap();
+}
