@@ -129,3 +129,63 @@ pub fn answers_api_versions(address: &str, timeout: Duration) -> std::io::Result
         Err(e) => Err(e),
     }
 }
+
+/// Incident 3, scenarios 4-5, on whichever lab is running: a leader cut off from the quorum
+/// and the other brokers keeps acknowledging acks=1 writes from producers that knew it as
+/// leader; the rest of the cluster elects a new leader; after heal the old leader truncates
+/// them. acks=all writes time out instead and nothing they acknowledged is lost.
+pub fn isolated_leader_loses_acks1_writes(lab: &mut Lab) {
+    use kafka_lab::broker_address;
+    const WAIT: Duration = Duration::from_secs(60);
+    let bs = lab.bootstrap();
+    let topic = unique_topic("isolate");
+    client::create_topic(&bs, &topic, &[vec![1, 2, 3]], &[]).unwrap();
+    let before = client::produce(&bs, &topic, 0, "all", &payloads("before", 10), WAIT).unwrap();
+    assert_eq!(before.acknowledged.len(), 10);
+    // Application producers that learned "broker 1 leads" before the fault, as in the incident.
+    let acks1 = client::LabProducer::new(&bs, "1", Duration::from_secs(10)).unwrap();
+    let acks_all = client::LabProducer::new(&bs, "all", Duration::from_secs(6)).unwrap();
+    assert_eq!(acks1.send(&topic, 0, &payloads("warm", 1)).unwrap().acknowledged.len(), 1);
+    assert_eq!(acks_all.send(&topic, 0, &payloads("warm-all", 1)).unwrap().acknowledged.len(), 1);
+
+    lab.isolate(1, true).unwrap();
+    let isolated_at = Instant::now();
+    // The rest of the cluster elects a new leader once the controller fences broker 1.
+    let new_leader = eventually(WAIT, "a new leader among brokers 2 and 3", || {
+        let ps = client::partitions(&broker_address(2), &topic).ok()?;
+        (ps[0].leader == 2 || ps[0].leader == 3).then_some(ps[0].leader)
+    });
+    eprintln!(
+        "isolate: broker {new_leader} leads after {:.1} s",
+        isolated_at.elapsed().as_secs_f64()
+    );
+
+    let acked = acks1.send(&topic, 0, &payloads("doomed", 20)).unwrap();
+    assert_eq!(
+        acked.acknowledged.len(),
+        20,
+        "acks=1 to the stale leader is acknowledged: {acked:?}"
+    );
+    let all = acks_all.send(&topic, 0, &payloads("waits", 2)).unwrap();
+    assert!(all.acknowledged.is_empty(), "acks=all cannot succeed: {all:?}");
+    eprintln!("isolate: acks=all failures {:?}", all.failed);
+
+    lab.heal(Some(1)).unwrap();
+    eventually(WAIT, "broker 1 back in the ISR", || {
+        let ps = client::partitions(&bs, &topic).ok()?;
+        (ps[0].isr.contains(&1) && ps[0].isr.len() == 3).then_some(())
+    });
+    let log = client::read_partition(&bs, &topic, 0, Duration::from_secs(20)).unwrap();
+    let kept: Vec<&str> = log.iter().map(|(p, _)| p.as_str()).collect();
+    let lost = acked
+        .acknowledged
+        .iter()
+        .filter(|(p, _)| !kept.contains(&p.as_str()))
+        .count();
+    eprintln!("isolate: {lost} of 20 acknowledged acks=1 records lost after heal");
+    assert_eq!(lost, 20, "every acks=1 write to the stale leader is truncated");
+    for (p, _) in &before.acknowledged {
+        assert!(kept.contains(&p.as_str()), "acks=all writes survive");
+    }
+    client::delete_topic(&bs, &topic).unwrap();
+}

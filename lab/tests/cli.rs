@@ -1,0 +1,87 @@
+//! The `kafka-lab` command line end to end: a cluster comes up within the bound, faults show
+//! in `status`, and `down` leaves no process, rule, user, cgroup or folder behind.
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use kafka_lab::Lab;
+
+fn lab(args: &[&str]) -> (bool, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_kafka-lab"))
+        .args(args)
+        .output()
+        .expect("run kafka-lab");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), text)
+}
+
+fn ok(args: &[&str]) -> String {
+    let (success, text) = lab(args);
+    assert!(success, "kafka-lab {}: {text}", args.join(" "));
+    text
+}
+
+#[test]
+fn up_faults_status_down_leaves_nothing_behind() {
+    ok(&["down"]);
+    assert_eq!(Lab::leftovers(), Vec::<String>::new());
+
+    let started = Instant::now();
+    let out = ok(&["up"]);
+    let took = started.elapsed();
+    eprintln!("kafka-lab up: {:.1} s", took.as_secs_f64());
+    assert!(took < Duration::from_secs(90), "up took {took:?}");
+    assert_eq!(
+        out.trim(),
+        "127.0.0.11:9092,127.0.0.12:9092,127.0.0.13:9092"
+    );
+    // Idempotent: a second `up` finds the cluster complete.
+    assert_eq!(ok(&["up"]).trim(), out.trim());
+
+    ok(&["freeze", "2"]);
+    ok(&["cut-replication", "3"]);
+    ok(&["isolate", "1", "--quorum-only"]);
+    ok(&["slow", "1", "--cpu-percent", "20"]);
+    let status = ok(&["status"]);
+    eprintln!("{status}");
+    let line = |id: &str| {
+        status
+            .lines()
+            .find(|l| l.split_whitespace().next() == Some(id))
+            .unwrap_or_else(|| panic!("no status line for node {id}: {status}"))
+            .to_string()
+    };
+    assert!(line("0").contains("controller") && line("0").contains("running"));
+    assert!(line("2").contains("frozen"), "{}", line("2"));
+    assert!(line("3").contains("cut-replication"), "{}", line("3"));
+    assert!(
+        line("1").contains("isolated-from-quorum") && line("1").contains("slow(20% cpu)"),
+        "{}",
+        line("1")
+    );
+    assert_eq!(kafka_lab::netfault::list().len(), 2);
+
+    let (success, text) = lab(&["freeze", "7"]);
+    assert!(!success && text.contains("node 7 is not part of this lab"), "{text}");
+    let (success, text) = lab(&["isolate", "0"]);
+    assert!(!success && text.contains("quorum node"), "{text}");
+
+    ok(&["heal"]);
+    let status = ok(&["status"]);
+    assert!(!status.contains("frozen") && !status.contains("cut-replication"), "{status}");
+    assert!(kafka_lab::netfault::list().is_empty());
+
+    ok(&["stop", "3"]);
+    assert!(ok(&["status"]).lines().any(|l| l.starts_with("3 ") && l.contains("stopped")));
+    ok(&["start", "3"]);
+    assert!(ok(&["log", "3"]).contains("Kafka Server started"));
+
+    ok(&["down"]);
+    assert_eq!(Lab::leftovers(), Vec::<String>::new());
+    let (success, text) = lab(&["status"]);
+    assert!(!success && text.contains("no lab is running"), "{text}");
+}
