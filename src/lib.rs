@@ -2,6 +2,9 @@
 //! no working partition. Data flows one way: config -> probes -> observations -> verdicts ->
 //! outputs.
 
+pub mod cluster_view;
 pub mod config;
+pub mod health;
 pub mod observe;
+pub mod verdict;
 pub mod wire;

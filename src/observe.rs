@@ -147,3 +147,124 @@ mod serde_secs {
         s.serialize_f64(d.as_secs_f64())
     }
 }
+
+/// Everything the watchdog asked one broker directly this round.
+#[derive(Debug, Clone, Serialize)]
+pub struct BrokerProbe {
+    pub endpoint: BrokerEndpoint,
+    /// TCP connect latency, or why it failed.
+    #[serde(with = "serde_result")]
+    pub connect: Result<Duration, ProbeFailure>,
+    /// ApiVersions latency; None when the connection failed first.
+    #[serde(with = "serde_opt_result")]
+    pub api_versions: Option<Result<Duration, ProbeFailure>>,
+    /// Metadata latency and the broker's answer; None when an earlier step failed.
+    #[serde(skip)]
+    pub metadata: Option<Result<(MetadataView, Duration), ProbeFailure>>,
+    /// DescribeCluster answer; None when not asked or not supported.
+    #[serde(skip)]
+    pub description: Option<Result<ClusterDescription, ProbeFailure>>,
+}
+
+impl BrokerProbe {
+    /// The connection opened (something listens and completed the handshake).
+    pub fn tcp_open(&self) -> bool {
+        self.connect.is_ok()
+    }
+
+    /// Every request sent this round was answered.
+    pub fn answered(&self) -> bool {
+        matches!(self.api_versions, Some(Ok(_))) && matches!(self.metadata, Some(Ok(_)))
+    }
+
+    /// The first failure of the round, if any.
+    pub fn first_failure(&self) -> Option<(&'static str, &ProbeFailure)> {
+        if let Err(f) = &self.connect {
+            return Some(("connect", f));
+        }
+        if let Some(Err(f)) = &self.api_versions {
+            return Some(("api_versions", f));
+        }
+        if let Some(Err(f)) = &self.metadata {
+            return Some(("metadata", f));
+        }
+        None
+    }
+
+    pub fn metadata_view(&self) -> Option<&MetadataView> {
+        match &self.metadata {
+            Some(Ok((m, _))) => Some(m),
+            _ => None,
+        }
+    }
+
+    pub fn metadata_latency(&self) -> Option<Duration> {
+        match &self.metadata {
+            Some(Ok((_, d))) => Some(*d),
+            _ => None,
+        }
+    }
+}
+
+/// One round of observations of one cluster.
+#[derive(Debug, Clone)]
+pub struct RoundObservation {
+    pub cluster: String,
+    /// When the round started.
+    pub started_at: std::time::SystemTime,
+    pub duration: Duration,
+    /// Every broker probed this round, by id.
+    pub probes: BTreeMap<BrokerId, BrokerProbe>,
+    /// Bootstrap addresses that could not be used this round, with why (only when no broker
+    /// id is known yet).
+    pub bootstrap_failures: Vec<(String, ProbeFailure)>,
+    /// Each topic's min.insync.replicas, where known.
+    pub min_isr: BTreeMap<String, i32>,
+}
+
+mod serde_result {
+    use super::ProbeFailure;
+    use serde::{Serialize, Serializer};
+    use std::time::Duration;
+
+    pub fn serialize<S: Serializer>(
+        r: &Result<Duration, ProbeFailure>,
+        s: S,
+    ) -> Result<S::Ok, S::Error> {
+        #[derive(Serialize)]
+        struct Out<'a> {
+            ok: bool,
+            seconds: Option<f64>,
+            failure: Option<&'a ProbeFailure>,
+        }
+        match r {
+            Ok(d) => Out {
+                ok: true,
+                seconds: Some(d.as_secs_f64()),
+                failure: None,
+            },
+            Err(f) => Out {
+                ok: false,
+                seconds: None,
+                failure: Some(f),
+            },
+        }
+        .serialize(s)
+    }
+}
+
+mod serde_opt_result {
+    use super::ProbeFailure;
+    use serde::Serializer;
+    use std::time::Duration;
+
+    pub fn serialize<S: Serializer>(
+        r: &Option<Result<Duration, ProbeFailure>>,
+        s: S,
+    ) -> Result<S::Ok, S::Error> {
+        match r {
+            None => s.serialize_none(),
+            Some(r) => super::serde_result::serialize(r, s),
+        }
+    }
+}

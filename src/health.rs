@@ -1,0 +1,282 @@
+//! Partition health, pure: which partitions are offline, under-replicated, under their
+//! `min.insync.replicas`, or led from outside their ISR, and which brokers each one points
+//! at. Aggregated per broker for the verdicts.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::Serialize;
+
+use crate::cluster_view::ClusterView;
+use crate::observe::{BrokerId, NO_LEADER};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Condition {
+    /// No leader: nothing can be written or read (incident 1, incident 4).
+    Offline,
+    /// ISR smaller than min.insync.replicas: acks=all writes fail (incident 2).
+    UnderMinIsr,
+    /// ISR smaller than the replica set.
+    UnderReplicated,
+    /// The leader is not in its own ISR (a controller/leader disagreement).
+    LeaderNotInIsr,
+}
+
+impl Condition {
+    pub const ALL: [Condition; 4] = [
+        Condition::Offline,
+        Condition::UnderMinIsr,
+        Condition::UnderReplicated,
+        Condition::LeaderNotInIsr,
+    ];
+
+    pub fn as_label(self) -> &'static str {
+        match self {
+            Condition::Offline => "offline",
+            Condition::UnderMinIsr => "under_min_isr",
+            Condition::UnderReplicated => "under_replicated",
+            Condition::LeaderNotInIsr => "leader_not_in_isr",
+        }
+    }
+}
+
+/// A partition with at least one condition, and the brokers it points at.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PartitionProblem {
+    pub topic: String,
+    pub partition: i32,
+    pub conditions: Vec<Condition>,
+    pub leader: BrokerId,
+    pub leader_epoch: i32,
+    pub replicas: Vec<BrokerId>,
+    pub isr: Vec<BrokerId>,
+    pub min_isr: Option<i32>,
+    /// Replicas outside the ISR, or all replicas of an offline partition: the brokers to
+    /// look at.
+    pub suspects: Vec<BrokerId>,
+}
+
+/// What the partitions say about one broker.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct BrokerPartitions {
+    /// Partitions it leads.
+    pub leader_of: u32,
+    /// Partitions it is a replica of.
+    pub replica_of: u32,
+    /// Partitions it is a replica of but missing from the ISR.
+    pub missing_from_isr: u32,
+    /// Offline partitions it is a replica of.
+    pub replica_of_offline: u32,
+    /// Partitions under min ISR it is a replica of and missing from the ISR.
+    pub causes_under_min_isr: u32,
+}
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Health {
+    pub partitions: u64,
+    pub counts: BTreeMap<Condition, u64>,
+    /// Problem partitions, in topic/partition order.
+    pub problems: Vec<PartitionProblem>,
+    pub brokers: BTreeMap<BrokerId, BrokerPartitions>,
+}
+
+impl Health {
+    pub fn count(&self, c: Condition) -> u64 {
+        self.counts.get(&c).copied().unwrap_or(0)
+    }
+}
+
+/// Classifies every partition of the topics `include` admits. `min_isr` holds each topic's
+/// `min.insync.replicas` where known; an unknown one skips only the under-min-ISR check.
+pub fn classify(
+    view: &ClusterView,
+    min_isr: &BTreeMap<String, i32>,
+    include: impl Fn(&str) -> bool,
+) -> Health {
+    let mut health = Health::default();
+    for c in Condition::ALL {
+        health.counts.insert(c, 0);
+    }
+    for id in view.brokers.keys() {
+        health.brokers.entry(*id).or_default();
+    }
+    for (topic, t) in &view.topics {
+        if !include(topic) {
+            continue;
+        }
+        let topic_min_isr = min_isr.get(topic).copied();
+        for p in &t.partitions {
+            health.partitions += 1;
+            let isr: BTreeSet<BrokerId> = p.isr.iter().copied().collect();
+            let offline = p.leader == NO_LEADER;
+            let mut conditions = Vec::new();
+            if offline {
+                conditions.push(Condition::Offline);
+            }
+            if let Some(m) = topic_min_isr {
+                if (isr.len() as i32) < m {
+                    conditions.push(Condition::UnderMinIsr);
+                }
+            }
+            if isr.len() < p.replicas.len() {
+                conditions.push(Condition::UnderReplicated);
+            }
+            if !offline && !isr.contains(&p.leader) {
+                conditions.push(Condition::LeaderNotInIsr);
+            }
+            if !offline {
+                health.brokers.entry(p.leader).or_default().leader_of += 1;
+            }
+            let under_min = conditions.contains(&Condition::UnderMinIsr);
+            for r in &p.replicas {
+                let b = health.brokers.entry(*r).or_default();
+                b.replica_of += 1;
+                if offline {
+                    b.replica_of_offline += 1;
+                }
+                if !isr.contains(r) {
+                    b.missing_from_isr += 1;
+                    if under_min {
+                        b.causes_under_min_isr += 1;
+                    }
+                }
+            }
+            if conditions.is_empty() {
+                continue;
+            }
+            for c in &conditions {
+                *health.counts.entry(*c).or_insert(0) += 1;
+            }
+            let suspects = if offline {
+                p.replicas.clone()
+            } else {
+                let mut s: Vec<BrokerId> = p
+                    .replicas
+                    .iter()
+                    .copied()
+                    .filter(|r| !isr.contains(r))
+                    .collect();
+                if !isr.contains(&p.leader) && !s.contains(&p.leader) {
+                    s.push(p.leader);
+                }
+                s
+            };
+            health.problems.push(PartitionProblem {
+                topic: topic.clone(),
+                partition: p.partition,
+                conditions,
+                leader: p.leader,
+                leader_epoch: p.leader_epoch,
+                replicas: p.replicas.clone(),
+                isr: p.isr.clone(),
+                min_isr: topic_min_isr,
+                suspects,
+            });
+        }
+    }
+    health
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cluster_view::ViewTopic;
+    use crate::observe::PartitionView;
+
+    fn view(parts: &[(i32, &[i32], &[i32])]) -> ClusterView {
+        let mut v = ClusterView::default();
+        v.topics.insert(
+            "t".into(),
+            ViewTopic {
+                is_internal: false,
+                partitions: parts
+                    .iter()
+                    .enumerate()
+                    .map(|(i, (leader, replicas, isr))| PartitionView {
+                        partition: i as i32,
+                        error_code: 0,
+                        leader: *leader,
+                        leader_epoch: 1,
+                        replicas: replicas.to_vec(),
+                        isr: isr.to_vec(),
+                        offline_replicas: Vec::new(),
+                    })
+                    .collect(),
+            },
+        );
+        v
+    }
+
+    fn min_isr(m: i32) -> BTreeMap<String, i32> {
+        [("t".to_string(), m)].into_iter().collect()
+    }
+
+    #[test]
+    fn incident_one_layout() {
+        // Partition 0: leader 110, ISR shrunk to it. Partition 1: no leader at all.
+        let v = view(&[(110, &[110, 50], &[110]), (NO_LEADER, &[50, 82], &[])]);
+        let h = classify(&v, &min_isr(1), |_| true);
+        assert_eq!(h.partitions, 2);
+        assert_eq!(h.count(Condition::Offline), 1);
+        assert_eq!(h.count(Condition::UnderReplicated), 2);
+        assert_eq!(h.count(Condition::UnderMinIsr), 1, "the offline one has 0 < 1");
+        assert_eq!(h.problems[0].suspects, vec![50]);
+        assert_eq!(h.problems[1].suspects, vec![50, 82]);
+        assert_eq!(h.brokers[&50].missing_from_isr, 2);
+        assert_eq!(h.brokers[&50].replica_of_offline, 1);
+        assert_eq!(h.brokers[&110].leader_of, 1);
+        assert_eq!(h.brokers[&82].leader_of, 0);
+    }
+
+    #[test]
+    fn incident_two_follower_out_of_isr_under_min_isr() {
+        let v = view(&[
+            (192, &[192, 193], &[192]),
+            (192, &[192, 193], &[192]),
+            (193, &[193, 192], &[193, 192]),
+        ]);
+        let h = classify(&v, &min_isr(2), |_| true);
+        assert_eq!(h.count(Condition::UnderMinIsr), 2);
+        assert_eq!(h.count(Condition::UnderReplicated), 2);
+        assert_eq!(h.count(Condition::Offline), 0);
+        assert_eq!(h.brokers[&193].causes_under_min_isr, 2);
+        assert_eq!(h.brokers[&193].missing_from_isr, 2);
+        assert_eq!(h.brokers[&192].missing_from_isr, 0);
+        assert!(h.problems.iter().all(|p| p.suspects == vec![193]));
+    }
+
+    #[test]
+    fn healthy_partitions_are_not_problems() {
+        let v = view(&[(1, &[1, 2, 3], &[1, 2, 3]), (2, &[2, 3, 1], &[3, 2, 1])]);
+        let h = classify(&v, &min_isr(2), |_| true);
+        assert!(h.problems.is_empty());
+        assert!(h.counts.values().all(|c| *c == 0));
+        assert_eq!(h.brokers[&1].replica_of, 2);
+    }
+
+    #[test]
+    fn unknown_min_isr_skips_only_that_check() {
+        let v = view(&[(1, &[1, 2], &[1])]);
+        let h = classify(&v, &BTreeMap::new(), |_| true);
+        assert_eq!(h.problems[0].conditions, vec![Condition::UnderReplicated]);
+    }
+
+    #[test]
+    fn leader_outside_isr_is_reported_and_suspected() {
+        let v = view(&[(1, &[1, 2], &[2])]);
+        let h = classify(&v, &min_isr(1), |_| true);
+        assert_eq!(
+            h.problems[0].conditions,
+            vec![Condition::UnderReplicated, Condition::LeaderNotInIsr]
+        );
+        assert_eq!(h.problems[0].suspects, vec![1]);
+    }
+
+    #[test]
+    fn excluded_topics_are_not_counted() {
+        let v = view(&[(NO_LEADER, &[1], &[])]);
+        let h = classify(&v, &min_isr(1), |t| t != "t");
+        assert_eq!(h.partitions, 0);
+        assert!(h.problems.is_empty());
+    }
+}

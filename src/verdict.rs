@@ -1,0 +1,471 @@
+//! Verdicts, pure: from one round's observations (and the little the past says) to a state
+//! per broker with the rules that fired. No I/O; `now` is a parameter. Rules are small
+//! functions applied in order of severity; a broker's state is the worst rule that fired.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, SystemTime};
+
+use serde::Serialize;
+
+use crate::cluster_view::ClusterView;
+use crate::health::{BrokerPartitions, Health};
+use crate::observe::{BrokerId, BrokerProbe, FailureKind, RoundObservation};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BrokerState {
+    Healthy,
+    /// The watchdog cannot see the cluster at all; it does not guess.
+    Unknown,
+    Degraded,
+    Zombie,
+    Down,
+}
+
+impl BrokerState {
+    pub const ALL: [BrokerState; 5] = [
+        BrokerState::Healthy,
+        BrokerState::Unknown,
+        BrokerState::Degraded,
+        BrokerState::Zombie,
+        BrokerState::Down,
+    ];
+
+    pub fn as_label(self) -> &'static str {
+        match self {
+            BrokerState::Healthy => "healthy",
+            BrokerState::Unknown => "unknown",
+            BrokerState::Degraded => "degraded",
+            BrokerState::Zombie => "zombie",
+            BrokerState::Down => "down",
+        }
+    }
+}
+
+/// Whether the rest of the cluster counts a broker as a member.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Registration {
+    Registered,
+    /// Registered but fenced by the controller (KRaft, seen through DescribeCluster v2).
+    Fenced,
+    /// Not in the broker list of the other brokers.
+    Absent,
+    /// No other broker answered, so nobody can say.
+    Unknown,
+}
+
+/// Why a rule fired, for people and for webhooks.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RuleHit {
+    pub rule: &'static str,
+    pub state: BrokerState,
+    pub detail: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct BrokerVerdict {
+    pub broker: BrokerId,
+    pub address: String,
+    pub state: BrokerState,
+    pub registration: Registration,
+    /// Every rule that fired, worst first.
+    pub hits: Vec<RuleHit>,
+}
+
+/// Thresholds of the rules.
+#[derive(Debug, Clone)]
+pub struct VerdictSettings {
+    /// A broker whose Metadata latency exceeds this factor times the median of its peers...
+    pub latency_degraded_factor: f64,
+    /// ...and exceeds this floor is slow (milliseconds of noise are not a finding).
+    pub latency_floor: Duration,
+    /// A broker that was down this recently is catching up, not a zombie, while it is out
+    /// of the ISRs.
+    pub restart_grace: Duration,
+}
+
+impl Default for VerdictSettings {
+    fn default() -> Self {
+        VerdictSettings {
+            latency_degraded_factor: 5.0,
+            latency_floor: Duration::from_millis(250),
+            restart_grace: Duration::from_secs(120),
+        }
+    }
+}
+
+/// What the verdict needs to remember between rounds.
+#[derive(Debug, Clone, Default)]
+pub struct BrokerMemory {
+    /// The last time the broker's port was closed or it was judged down.
+    pub last_down_at: Option<SystemTime>,
+}
+
+/// Everything known about one broker this round, gathered once so rules stay one-liners.
+#[derive(Debug, Clone)]
+pub struct BrokerFacts<'a> {
+    pub id: BrokerId,
+    pub probe: &'a BrokerProbe,
+    pub registration: Registration,
+    pub partitions: BrokerPartitions,
+    pub stale_leader_of: Vec<String>,
+    pub disagreements: u32,
+    pub peer_median_latency: Option<Duration>,
+    pub recently_down: bool,
+    /// Nothing in the cluster answered this round.
+    pub cluster_invisible: bool,
+}
+
+type Rule = fn(&BrokerFacts, &VerdictSettings) -> Option<RuleHit>;
+
+/// The rules, most severe first. Each returns a hit or nothing.
+const RULES: &[(&str, Rule)] = &[
+    ("port_closed", port_closed),
+    ("unreachable", unreachable),
+    ("cluster_invisible", cluster_invisible),
+    ("no_answer", no_answer),
+    ("fenced_but_serving", fenced_but_serving),
+    ("stale_leader", stale_leader),
+    ("out_of_every_isr", out_of_every_isr),
+    ("out_of_some_isrs", out_of_some_isrs),
+    ("metadata_disagreement", metadata_disagreement),
+    ("slow", slow),
+];
+
+fn hit(rule: &'static str, state: BrokerState, detail: String) -> Option<RuleHit> {
+    Some(RuleHit {
+        rule,
+        state,
+        detail,
+    })
+}
+
+fn closed(kind: FailureKind) -> bool {
+    matches!(
+        kind,
+        FailureKind::ConnectionRefused | FailureKind::Unresolvable
+    )
+}
+
+fn port_closed(f: &BrokerFacts, _: &VerdictSettings) -> Option<RuleHit> {
+    let Err(e) = &f.probe.connect else {
+        return None;
+    };
+    if !closed(e.kind) {
+        return None;
+    }
+    hit(
+        "port_closed",
+        BrokerState::Down,
+        format!(
+            "{} at {}: {}",
+            e.kind.as_label().replace('_', " "),
+            f.probe.endpoint.address(),
+            e.detail
+        ),
+    )
+}
+
+fn unreachable(f: &BrokerFacts, _: &VerdictSettings) -> Option<RuleHit> {
+    let Err(e) = &f.probe.connect else {
+        return None;
+    };
+    if closed(e.kind) || f.cluster_invisible {
+        return None;
+    }
+    if f.registration == Registration::Registered {
+        // The cluster still sees it heartbeating: the fault may be on the watchdog's path.
+        hit(
+            "unreachable",
+            BrokerState::Degraded,
+            format!(
+                "no TCP connection to {} ({}), yet the cluster lists it as registered",
+                f.probe.endpoint.address(),
+                e.detail
+            ),
+        )
+    } else {
+        hit(
+            "unreachable",
+            BrokerState::Down,
+            format!(
+                "no TCP connection to {} ({}) and the cluster does not list it",
+                f.probe.endpoint.address(),
+                e.detail
+            ),
+        )
+    }
+}
+
+fn cluster_invisible(f: &BrokerFacts, _: &VerdictSettings) -> Option<RuleHit> {
+    let refused = f.probe.connect.as_ref().is_err_and(|e| closed(e.kind));
+    if !f.cluster_invisible || refused {
+        return None;
+    }
+    hit(
+        "cluster_invisible",
+        BrokerState::Unknown,
+        "no broker of the cluster answered this round; the fault may be the watchdog's own network"
+            .into(),
+    )
+}
+
+fn no_answer(f: &BrokerFacts, _: &VerdictSettings) -> Option<RuleHit> {
+    if f.cluster_invisible || !f.probe.tcp_open() || f.probe.answered() {
+        return None;
+    }
+    let (step, e) = f.probe.first_failure()?;
+    let connect_ms = f
+        .probe
+        .connect
+        .as_ref()
+        .map(|d| d.as_secs_f64() * 1000.0)
+        .unwrap_or(0.0);
+    hit(
+        "no_answer",
+        BrokerState::Zombie,
+        format!(
+            "TCP connect to {} succeeded in {connect_ms:.0} ms but {step} failed: {} after {:.1} s ({})",
+            f.probe.endpoint.address(),
+            e.kind.as_label(),
+            e.after.as_secs_f64(),
+            e.detail
+        ),
+    )
+}
+
+fn fenced_but_serving(f: &BrokerFacts, _: &VerdictSettings) -> Option<RuleHit> {
+    if !f.probe.answered() {
+        return None;
+    }
+    match f.registration {
+        Registration::Fenced => hit(
+            "fenced_but_serving",
+            BrokerState::Zombie,
+            "answers clients but the controller has fenced it: it serves no partition".into(),
+        ),
+        Registration::Absent => hit(
+            "fenced_but_serving",
+            BrokerState::Zombie,
+            "answers clients but the other brokers do not list it as registered".into(),
+        ),
+        _ => None,
+    }
+}
+
+fn stale_leader(f: &BrokerFacts, _: &VerdictSettings) -> Option<RuleHit> {
+    if f.stale_leader_of.is_empty() {
+        return None;
+    }
+    let n = f.stale_leader_of.len();
+    let sample: Vec<&str> = f.stale_leader_of.iter().take(5).map(String::as_str).collect();
+    hit(
+        "stale_leader",
+        BrokerState::Zombie,
+        format!(
+            "still claims leadership of {n} partition(s) that a newer leader epoch gave to another broker (split brain): {}{}",
+            sample.join(", "),
+            if n > sample.len() { ", ..." } else { "" }
+        ),
+    )
+}
+
+fn out_of_every_isr(f: &BrokerFacts, _: &VerdictSettings) -> Option<RuleHit> {
+    let p = &f.partitions;
+    if !f.probe.answered() || p.replica_of == 0 || p.leader_of > 0 || p.missing_from_isr < p.replica_of
+    {
+        return None;
+    }
+    let (state, why) = if f.recently_down {
+        (BrokerState::Degraded, " (restarted recently: catching up)")
+    } else {
+        (BrokerState::Zombie, "")
+    };
+    hit(
+        "out_of_every_isr",
+        state,
+        format!(
+            "alive and answering, but missing from the ISR of all {} partition(s) it replicates and leads none{why}",
+            p.replica_of
+        ),
+    )
+}
+
+fn out_of_some_isrs(f: &BrokerFacts, _: &VerdictSettings) -> Option<RuleHit> {
+    let p = &f.partitions;
+    if p.missing_from_isr == 0 || !f.probe.tcp_open() {
+        return None;
+    }
+    let min = if p.causes_under_min_isr > 0 {
+        format!(", {} of them now under min.insync.replicas", p.causes_under_min_isr)
+    } else {
+        String::new()
+    };
+    hit(
+        "out_of_some_isrs",
+        BrokerState::Degraded,
+        format!(
+            "missing from the ISR of {} of the {} partition(s) it replicates{min}",
+            p.missing_from_isr, p.replica_of
+        ),
+    )
+}
+
+fn metadata_disagreement(f: &BrokerFacts, _: &VerdictSettings) -> Option<RuleHit> {
+    (f.disagreements > 0 && f.stale_leader_of.is_empty())
+        .then(|| {
+            hit(
+                "metadata_disagreement",
+                BrokerState::Degraded,
+                format!(
+                    "its metadata names a different leader than the newest view for {} partition(s): its cache is behind",
+                    f.disagreements
+                ),
+            )
+        })
+        .flatten()
+}
+
+fn slow(f: &BrokerFacts, s: &VerdictSettings) -> Option<RuleHit> {
+    let own = f.probe.metadata_latency()?;
+    let median = f.peer_median_latency?;
+    let limit = median.mul_f64(s.latency_degraded_factor).max(s.latency_floor);
+    (own > limit)
+        .then(|| {
+            hit(
+                "slow",
+                BrokerState::Degraded,
+                format!(
+                    "Metadata took {:.0} ms, peers' median {:.0} ms",
+                    own.as_secs_f64() * 1000.0,
+                    median.as_secs_f64() * 1000.0
+                ),
+            )
+        })
+        .flatten()
+}
+
+/// How other brokers see `id`: DescribeCluster answers first (they know fencing), else
+/// Metadata broker lists; the broker's own answer does not count.
+pub fn registration(id: BrokerId, obs: &RoundObservation) -> Registration {
+    let others = obs.probes.iter().filter(|(other, _)| **other != id);
+    let mut registered = 0;
+    let mut fenced = 0;
+    let mut absent = 0;
+    for (_, probe) in others {
+        if let Some(Ok(d)) = &probe.description {
+            match d.brokers.iter().find(|b| b.endpoint.id == id) {
+                Some(b) if b.fenced => fenced += 1,
+                Some(_) => registered += 1,
+                None if d.includes_fenced => absent += 1,
+                // Without fenced brokers listed, absence may mean fenced.
+                None => fenced += 1,
+            }
+        } else if let Some(m) = probe.metadata_view() {
+            if m.brokers.iter().any(|b| b.id == id) {
+                registered += 1;
+            } else {
+                absent += 1;
+            }
+        }
+    }
+    if registered + fenced + absent == 0 {
+        Registration::Unknown
+    } else if registered > fenced + absent {
+        Registration::Registered
+    } else if fenced >= absent {
+        Registration::Fenced
+    } else {
+        Registration::Absent
+    }
+}
+
+fn median(mut values: Vec<Duration>) -> Option<Duration> {
+    if values.is_empty() {
+        return None;
+    }
+    values.sort_unstable();
+    Some(values[values.len() / 2])
+}
+
+/// The verdict of every probed broker.
+pub fn judge(
+    obs: &RoundObservation,
+    view: &ClusterView,
+    health: &Health,
+    memory: &BTreeMap<BrokerId, BrokerMemory>,
+    settings: &VerdictSettings,
+    now: SystemTime,
+) -> Vec<BrokerVerdict> {
+    let cluster_invisible = !obs.probes.values().any(BrokerProbe::answered);
+    let mut stale: BTreeMap<BrokerId, Vec<String>> = BTreeMap::new();
+    for s in &view.stale_leaders {
+        stale
+            .entry(s.broker)
+            .or_default()
+            .push(format!("{}-{} (epoch {} < {})", s.topic, s.partition, s.claimed_epoch, s.current_epoch));
+    }
+    obs.probes
+        .iter()
+        .map(|(id, probe)| {
+            let peers: Vec<Duration> = obs
+                .probes
+                .iter()
+                .filter(|(other, _)| *other != id)
+                .filter_map(|(_, p)| p.metadata_latency())
+                .collect();
+            let recently_down = memory
+                .get(id)
+                .and_then(|m| m.last_down_at)
+                .and_then(|t| now.duration_since(t).ok())
+                .is_some_and(|ago| ago < settings.restart_grace);
+            let facts = BrokerFacts {
+                id: *id,
+                probe,
+                registration: registration(*id, obs),
+                partitions: health.brokers.get(id).cloned().unwrap_or_default(),
+                stale_leader_of: stale.remove(id).unwrap_or_default(),
+                disagreements: view.disagreements.get(id).copied().unwrap_or(0),
+                peer_median_latency: median(peers),
+                recently_down,
+                cluster_invisible,
+            };
+            verdict_of(&facts, settings)
+        })
+        .collect()
+}
+
+/// Applies every rule to one broker.
+pub fn verdict_of(facts: &BrokerFacts, settings: &VerdictSettings) -> BrokerVerdict {
+    let mut hits: Vec<RuleHit> = RULES
+        .iter()
+        .filter_map(|(_, rule)| rule(facts, settings))
+        .collect();
+    hits.sort_by(|a, b| b.state.cmp(&a.state));
+    BrokerVerdict {
+        broker: facts.id,
+        address: facts.probe.endpoint.address(),
+        state: hits.first().map(|h| h.state).unwrap_or(BrokerState::Healthy),
+        registration: facts.registration,
+        hits,
+    }
+}
+
+/// Updates what the verdicts remember, after a round.
+pub fn remember(
+    memory: &mut BTreeMap<BrokerId, BrokerMemory>,
+    verdicts: &[BrokerVerdict],
+    now: SystemTime,
+) {
+    for v in verdicts {
+        let m = memory.entry(v.broker).or_default();
+        if v.state == BrokerState::Down {
+            m.last_down_at = Some(now);
+        }
+    }
+    memory.retain(|id, _| verdicts.iter().any(|v| v.broker == *id));
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,416 @@
+use std::collections::BTreeMap;
+use std::time::{Duration, SystemTime};
+
+use super::*;
+use crate::cluster_view::{merge, ClusterView};
+use crate::health::classify;
+use crate::observe::{
+    BrokerEndpoint, BrokerProbe, ClusterDescription, FailureKind, MetadataView, PartitionView,
+    ProbeFailure, RegisteredBroker, RoundObservation, TopicView, NO_LEADER,
+};
+
+fn ep(id: i32) -> BrokerEndpoint {
+    BrokerEndpoint {
+        id,
+        host: format!("127.0.0.1{id}"),
+        port: 9092,
+        rack: None,
+    }
+}
+
+fn fail(kind: FailureKind) -> ProbeFailure {
+    ProbeFailure {
+        kind,
+        detail: "test".into(),
+        after: Duration::from_secs(2),
+    }
+}
+
+/// A cluster of brokers 1..=3 with one topic; each partition (leader, epoch, replicas, isr).
+struct World {
+    parts: Vec<(i32, i32, Vec<i32>, Vec<i32>)>,
+    registered: Vec<i32>,
+    probes: BTreeMap<i32, BrokerProbe>,
+}
+
+impl World {
+    fn healthy() -> Self {
+        let mut w = World {
+            parts: vec![
+                (1, 1, vec![1, 2, 3], vec![1, 2, 3]),
+                (2, 1, vec![2, 3, 1], vec![2, 3, 1]),
+                (3, 1, vec![3, 1, 2], vec![3, 1, 2]),
+            ],
+            registered: vec![1, 2, 3],
+            probes: BTreeMap::new(),
+        };
+        for id in 1..=3 {
+            w.answering(id, 10);
+        }
+        w
+    }
+
+    fn metadata(&self) -> MetadataView {
+        let partitions = self
+            .parts
+            .iter()
+            .enumerate()
+            .map(|(i, (leader, epoch, replicas, isr))| PartitionView {
+                partition: i as i32,
+                error_code: if *leader == NO_LEADER { 5 } else { 0 },
+                leader: *leader,
+                leader_epoch: *epoch,
+                replicas: replicas.clone(),
+                isr: isr.clone(),
+                offline_replicas: Vec::new(),
+            })
+            .collect();
+        let mut topics = BTreeMap::new();
+        topics.insert(
+            "t".to_string(),
+            TopicView {
+                name: "t".into(),
+                error_code: 0,
+                is_internal: false,
+                partitions,
+            },
+        );
+        MetadataView {
+            cluster_id: Some("c".into()),
+            controller_id: Some(1),
+            brokers: self.registered.iter().map(|id| ep(*id)).collect(),
+            topics,
+            has_leader_epochs: true,
+            has_offline_replicas: true,
+            version: 12,
+        }
+    }
+
+    fn answering(&mut self, id: i32, latency_ms: u64) -> &mut BrokerProbe {
+        let md = self.metadata();
+        self.probes.insert(
+            id,
+            BrokerProbe {
+                endpoint: ep(id),
+                connect: Ok(Duration::from_millis(1)),
+                api_versions: Some(Ok(Duration::from_millis(2))),
+                metadata: Some(Ok((md, Duration::from_millis(latency_ms)))),
+                description: None,
+            },
+        );
+        self.probes.get_mut(&id).unwrap()
+    }
+
+    /// Re-renders every answering broker's metadata from the current world.
+    fn refresh(&mut self) {
+        let md = self.metadata();
+        for p in self.probes.values_mut() {
+            if let Some(Ok((m, _))) = &mut p.metadata {
+                *m = md.clone();
+            }
+        }
+    }
+
+    fn silent(&mut self, id: i32) {
+        self.probes.insert(
+            id,
+            BrokerProbe {
+                endpoint: ep(id),
+                connect: Ok(Duration::from_millis(1)),
+                api_versions: Some(Err(fail(FailureKind::Timeout))),
+                metadata: None,
+                description: None,
+            },
+        );
+    }
+
+    fn refused(&mut self, id: i32) {
+        self.probes.insert(
+            id,
+            BrokerProbe {
+                endpoint: ep(id),
+                connect: Err(fail(FailureKind::ConnectionRefused)),
+                api_versions: None,
+                metadata: None,
+                description: None,
+            },
+        );
+    }
+
+    fn connect_timeout(&mut self, id: i32) {
+        self.probes.insert(
+            id,
+            BrokerProbe {
+                endpoint: ep(id),
+                connect: Err(fail(FailureKind::Timeout)),
+                api_versions: None,
+                metadata: None,
+                description: None,
+            },
+        );
+    }
+
+    fn judge_with(&self, memory: &BTreeMap<i32, BrokerMemory>) -> BTreeMap<i32, BrokerVerdict> {
+        let obs = RoundObservation {
+            cluster: "lab".into(),
+            started_at: SystemTime::UNIX_EPOCH,
+            duration: Duration::from_millis(50),
+            probes: self.probes.clone(),
+            bootstrap_failures: Vec::new(),
+            min_isr: [("t".to_string(), 2)].into_iter().collect(),
+        };
+        let answers: Vec<(i32, &MetadataView)> = obs
+            .probes
+            .iter()
+            .filter_map(|(id, p)| p.metadata_view().map(|m| (*id, m)))
+            .collect();
+        let view: ClusterView = merge(&answers);
+        let health = classify(&view, &obs.min_isr, |_| true);
+        judge(
+            &obs,
+            &view,
+            &health,
+            memory,
+            &VerdictSettings::default(),
+            SystemTime::UNIX_EPOCH + Duration::from_secs(1000),
+        )
+        .into_iter()
+        .map(|v| (v.broker, v))
+        .collect()
+    }
+
+    fn judge(&self) -> BTreeMap<i32, BrokerVerdict> {
+        self.judge_with(&BTreeMap::new())
+    }
+}
+
+fn rules(v: &BrokerVerdict) -> Vec<&'static str> {
+    v.hits.iter().map(|h| h.rule).collect()
+}
+
+#[test]
+fn healthy_cluster_is_healthy() {
+    let v = World::healthy().judge();
+    assert_eq!(v.len(), 3);
+    for verdict in v.values() {
+        assert_eq!(verdict.state, BrokerState::Healthy, "{verdict:?}");
+        assert!(verdict.hits.is_empty());
+        assert_eq!(verdict.registration, Registration::Registered);
+    }
+}
+
+#[test]
+fn frozen_broker_is_a_zombie() {
+    let mut w = World::healthy();
+    w.silent(2);
+    let v = w.judge();
+    assert_eq!(v[&2].state, BrokerState::Zombie);
+    assert_eq!(rules(&v[&2]), vec!["no_answer"]);
+    assert!(v[&2].hits[0].detail.contains("api_versions failed: timeout"));
+    assert_eq!(v[&1].state, BrokerState::Healthy);
+}
+
+#[test]
+fn closed_port_is_down() {
+    let mut w = World::healthy();
+    w.registered = vec![1, 3];
+    w.refresh();
+    w.refused(2);
+    let v = w.judge();
+    assert_eq!(v[&2].state, BrokerState::Down);
+    assert_eq!(rules(&v[&2]), vec!["port_closed"]);
+}
+
+#[test]
+fn connect_timeout_of_a_registered_broker_is_only_degraded() {
+    let mut w = World::healthy();
+    w.connect_timeout(3);
+    let v = w.judge();
+    assert_eq!(v[&3].state, BrokerState::Degraded);
+    assert_eq!(v[&3].registration, Registration::Registered);
+    w.registered = vec![1, 2];
+    w.refresh();
+    let v = w.judge();
+    assert_eq!(v[&3].state, BrokerState::Down);
+}
+
+#[test]
+fn nothing_answering_is_unknown_not_a_guess() {
+    let mut w = World::healthy();
+    for id in 1..=3 {
+        w.connect_timeout(id);
+    }
+    let v = w.judge();
+    for verdict in v.values() {
+        assert_eq!(verdict.state, BrokerState::Unknown, "{verdict:?}");
+        assert_eq!(rules(verdict), vec!["cluster_invisible"]);
+    }
+}
+
+#[test]
+fn all_ports_closed_is_down_even_when_nothing_answers() {
+    let mut w = World::healthy();
+    for id in 1..=3 {
+        w.refused(id);
+    }
+    let v = w.judge();
+    assert!(v.values().all(|x| x.state == BrokerState::Down));
+}
+
+#[test]
+fn fenced_broker_that_answers_is_a_zombie() {
+    let mut w = World::healthy();
+    w.registered = vec![1, 3];
+    w.refresh();
+    // Broker 2's own cache still lists itself.
+    let stale = {
+        let mut m = w.metadata();
+        m.brokers = vec![ep(1), ep(2), ep(3)];
+        m
+    };
+    if let Some(Ok((m, _))) = &mut w.answering(2, 10).metadata {
+        *m = stale;
+    }
+    let desc = ClusterDescription {
+        cluster_id: "c".into(),
+        controller_id: 0,
+        brokers: vec![
+            RegisteredBroker {
+                endpoint: ep(1),
+                fenced: false,
+            },
+            RegisteredBroker {
+                endpoint: ep(2),
+                fenced: true,
+            },
+            RegisteredBroker {
+                endpoint: ep(3),
+                fenced: false,
+            },
+        ],
+        includes_fenced: true,
+    };
+    w.probes.get_mut(&1).unwrap().description = Some(Ok(desc.clone()));
+    w.probes.get_mut(&3).unwrap().description = Some(Ok(desc));
+    let v = w.judge();
+    assert_eq!(v[&2].registration, Registration::Fenced);
+    assert_eq!(v[&2].state, BrokerState::Zombie);
+    assert!(rules(&v[&2]).contains(&"fenced_but_serving"));
+}
+
+#[test]
+fn isolated_leader_with_old_epoch_is_a_stale_zombie() {
+    let mut w = World::healthy();
+    let old = w.metadata();
+    // The cluster moved partition 0 to broker 2 at epoch 2 and fenced broker 1.
+    w.parts[0] = (2, 2, vec![1, 2, 3], vec![2, 3]);
+    w.registered = vec![2, 3];
+    w.refresh();
+    if let Some(Ok((m, _))) = &mut w.answering(1, 10).metadata {
+        *m = old;
+    }
+    let v = w.judge();
+    assert_eq!(v[&1].state, BrokerState::Zombie, "{:?}", v[&1]);
+    let r = rules(&v[&1]);
+    assert!(r.contains(&"stale_leader"), "{r:?}");
+    assert!(v[&1]
+        .hits
+        .iter()
+        .any(|h| h.detail.contains("t-0 (epoch 1 < 2)")));
+    assert_eq!(v[&2].state, BrokerState::Healthy, "{:?}", v[&2]);
+}
+
+#[test]
+fn follower_out_of_every_isr_is_a_zombie_unless_restarting() {
+    let mut w = World::healthy();
+    w.parts = vec![
+        (1, 1, vec![1, 3], vec![1]),
+        (2, 1, vec![2, 3], vec![2]),
+        (1, 1, vec![1, 2], vec![1, 2]),
+    ];
+    w.refresh();
+    let v = w.judge();
+    assert_eq!(v[&3].state, BrokerState::Zombie, "{:?}", v[&3]);
+    assert_eq!(rules(&v[&3]), vec!["out_of_every_isr", "out_of_some_isrs"]);
+    assert!(v[&3].hits[1].detail.contains("2 of them now under min.insync.replicas"));
+
+    let memory = [(
+        3,
+        BrokerMemory {
+            last_down_at: Some(SystemTime::UNIX_EPOCH + Duration::from_secs(990)),
+        },
+    )]
+    .into_iter()
+    .collect();
+    let v = w.judge_with(&memory);
+    assert_eq!(v[&3].state, BrokerState::Degraded);
+    assert!(v[&3].hits[0].detail.contains("catching up"));
+}
+
+#[test]
+fn follower_out_of_some_isrs_is_degraded() {
+    let mut w = World::healthy();
+    w.parts[0] = (1, 1, vec![1, 2, 3], vec![1, 2]);
+    w.refresh();
+    let v = w.judge();
+    assert_eq!(v[&3].state, BrokerState::Degraded);
+    assert_eq!(rules(&v[&3]), vec!["out_of_some_isrs"]);
+}
+
+#[test]
+fn slow_broker_is_degraded_above_factor_and_floor() {
+    let mut w = World::healthy();
+    w.answering(3, 2000);
+    let v = w.judge();
+    assert_eq!(v[&3].state, BrokerState::Degraded);
+    assert_eq!(rules(&v[&3]), vec!["slow"]);
+    // 5x of 10 ms is still under the 250 ms floor: noise, not a finding.
+    w.answering(3, 200);
+    assert_eq!(w.judge()[&3].state, BrokerState::Healthy);
+}
+
+#[test]
+fn a_lagging_cache_is_a_disagreement() {
+    let mut w = World::healthy();
+    let old = w.metadata();
+    w.parts[1] = (3, 2, vec![2, 3, 1], vec![3, 1]);
+    w.refresh();
+    if let Some(Ok((m, _))) = &mut w.answering(1, 10).metadata {
+        *m = old;
+    }
+    let v = w.judge();
+    assert!(rules(&v[&1]).contains(&"metadata_disagreement"), "{:?}", v[&1]);
+    assert_eq!(v[&1].state, BrokerState::Degraded);
+}
+
+#[test]
+fn memory_records_down_and_forgets_gone_brokers() {
+    let mut memory = BTreeMap::new();
+    memory.insert(9, BrokerMemory::default());
+    let mut w = World::healthy();
+    w.refused(2);
+    let v: Vec<BrokerVerdict> = w.judge().into_values().collect();
+    let now = SystemTime::UNIX_EPOCH + Duration::from_secs(5);
+    remember(&mut memory, &v, now);
+    assert_eq!(memory[&2].last_down_at, Some(now));
+    assert!(memory[&1].last_down_at.is_none());
+    assert!(!memory.contains_key(&9));
+}
+
+#[test]
+fn registration_without_fenced_listing_counts_absence_as_fenced() {
+    let mut w = World::healthy();
+    let desc = ClusterDescription {
+        cluster_id: "c".into(),
+        controller_id: 0,
+        brokers: vec![RegisteredBroker {
+            endpoint: ep(1),
+            fenced: false,
+        }],
+        includes_fenced: false,
+    };
+    w.probes.get_mut(&1).unwrap().description = Some(Ok(desc.clone()));
+    w.probes.get_mut(&3).unwrap().description = Some(Ok(desc));
+    let v = w.judge();
+    assert_eq!(v[&2].registration, Registration::Fenced);
+}
