@@ -148,7 +148,13 @@ mod tests {
     use super::*;
     use crate::observe::TopicView;
 
-    fn part(partition: i32, leader: i32, epoch: i32, replicas: &[i32], isr: &[i32]) -> PartitionView {
+    fn part(
+        partition: i32,
+        leader: i32,
+        epoch: i32,
+        replicas: &[i32],
+        isr: &[i32],
+    ) -> PartitionView {
         PartitionView {
             partition,
             error_code: if leader == NO_LEADER { 5 } else { 0 },

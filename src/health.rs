@@ -219,7 +219,11 @@ mod tests {
         assert_eq!(h.partitions, 2);
         assert_eq!(h.count(Condition::Offline), 1);
         assert_eq!(h.count(Condition::UnderReplicated), 2);
-        assert_eq!(h.count(Condition::UnderMinIsr), 1, "the offline one has 0 < 1");
+        assert_eq!(
+            h.count(Condition::UnderMinIsr),
+            1,
+            "the offline one has 0 < 1"
+        );
         assert_eq!(h.problems[0].suspects, vec![50]);
         assert_eq!(h.problems[1].suspects, vec![50, 82]);
         assert_eq!(h.brokers[&50].missing_from_isr, 2);

@@ -2,9 +2,17 @@
 //! no working partition. Data flows one way: config -> probes -> observations -> verdicts ->
 //! outputs.
 
+pub mod check;
 pub mod cluster_view;
 pub mod config;
+pub mod daemon;
 pub mod health;
+pub mod http;
+pub mod metrics;
 pub mod observe;
+pub mod probe;
+pub mod report;
+pub mod setup;
+pub mod status;
 pub mod verdict;
 pub mod wire;

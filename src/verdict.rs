@@ -259,7 +259,12 @@ fn stale_leader(f: &BrokerFacts, _: &VerdictSettings) -> Option<RuleHit> {
         return None;
     }
     let n = f.stale_leader_of.len();
-    let sample: Vec<&str> = f.stale_leader_of.iter().take(5).map(String::as_str).collect();
+    let sample: Vec<&str> = f
+        .stale_leader_of
+        .iter()
+        .take(5)
+        .map(String::as_str)
+        .collect();
     hit(
         "stale_leader",
         BrokerState::Zombie,
@@ -273,7 +278,10 @@ fn stale_leader(f: &BrokerFacts, _: &VerdictSettings) -> Option<RuleHit> {
 
 fn out_of_every_isr(f: &BrokerFacts, _: &VerdictSettings) -> Option<RuleHit> {
     let p = &f.partitions;
-    if !f.probe.answered() || p.replica_of == 0 || p.leader_of > 0 || p.missing_from_isr < p.replica_of
+    if !f.probe.answered()
+        || p.replica_of == 0
+        || p.leader_of > 0
+        || p.missing_from_isr < p.replica_of
     {
         return None;
     }
@@ -298,7 +306,10 @@ fn out_of_some_isrs(f: &BrokerFacts, _: &VerdictSettings) -> Option<RuleHit> {
         return None;
     }
     let min = if p.causes_under_min_isr > 0 {
-        format!(", {} of them now under min.insync.replicas", p.causes_under_min_isr)
+        format!(
+            ", {} of them now under min.insync.replicas",
+            p.causes_under_min_isr
+        )
     } else {
         String::new()
     };
@@ -330,7 +341,9 @@ fn metadata_disagreement(f: &BrokerFacts, _: &VerdictSettings) -> Option<RuleHit
 fn slow(f: &BrokerFacts, s: &VerdictSettings) -> Option<RuleHit> {
     let own = f.probe.metadata_latency()?;
     let median = f.peer_median_latency?;
-    let limit = median.mul_f64(s.latency_degraded_factor).max(s.latency_floor);
+    let limit = median
+        .mul_f64(s.latency_degraded_factor)
+        .max(s.latency_floor);
     (own > limit)
         .then(|| {
             hit(
@@ -401,12 +414,13 @@ pub fn judge(
     let cluster_invisible = !obs.probes.values().any(BrokerProbe::answered);
     let mut stale: BTreeMap<BrokerId, Vec<String>> = BTreeMap::new();
     for s in &view.stale_leaders {
-        stale
-            .entry(s.broker)
-            .or_default()
-            .push(format!("{}-{} (epoch {} < {})", s.topic, s.partition, s.claimed_epoch, s.current_epoch));
+        stale.entry(s.broker).or_default().push(format!(
+            "{}-{} (epoch {} < {})",
+            s.topic, s.partition, s.claimed_epoch, s.current_epoch
+        ));
     }
-    obs.probes
+    let mut verdicts: Vec<BrokerVerdict> = obs
+        .probes
         .iter()
         .map(|(id, probe)| {
             let peers: Vec<Duration> = obs
@@ -433,7 +447,32 @@ pub fn judge(
             };
             verdict_of(&facts, settings)
         })
-        .collect()
+        .collect();
+    // Brokers that partitions name as replicas but that nobody lists and whose address was
+    // never learned (down since before the watchdog started): down, as far as anyone knows.
+    if !cluster_invisible {
+        for (id, p) in &health.brokers {
+            if obs.probes.contains_key(id) || p.replica_of == 0 {
+                continue;
+            }
+            verdicts.push(BrokerVerdict {
+                broker: *id,
+                address: String::new(),
+                state: BrokerState::Down,
+                registration: Registration::Absent,
+                hits: vec![RuleHit {
+                    rule: "not_registered",
+                    state: BrokerState::Down,
+                    detail: format!(
+                        "replica of {} partition(s) ({} offline), but no broker lists it and its address was never seen",
+                        p.replica_of, p.replica_of_offline
+                    ),
+                }],
+            });
+        }
+        verdicts.sort_by_key(|v| v.broker);
+    }
+    verdicts
 }
 
 /// Applies every rule to one broker.
@@ -442,11 +481,14 @@ pub fn verdict_of(facts: &BrokerFacts, settings: &VerdictSettings) -> BrokerVerd
         .iter()
         .filter_map(|(_, rule)| rule(facts, settings))
         .collect();
-    hits.sort_by(|a, b| b.state.cmp(&a.state));
+    hits.sort_by_key(|h| std::cmp::Reverse(h.state));
     BrokerVerdict {
         broker: facts.id,
         address: facts.probe.endpoint.address(),
-        state: hits.first().map(|h| h.state).unwrap_or(BrokerState::Healthy),
+        state: hits
+            .first()
+            .map(|h| h.state)
+            .unwrap_or(BrokerState::Healthy),
         registration: facts.registration,
         hits,
     }

@@ -31,10 +31,14 @@ fn frozen_broker_accepts_tcp_answers_nothing_and_loses_leadership() {
         .iter()
         .any(|n| n.id == 1 && n.state == "frozen"));
 
-    let p = eventually(WAIT, "a new leader for the frozen broker's partition", || {
-        let ps = client::partitions(&bs, &topic).ok()?;
-        ps.into_iter().find(|p| p.leader >= 0 && p.leader != 1)
-    });
+    let p = eventually(
+        WAIT,
+        "a new leader for the frozen broker's partition",
+        || {
+            let ps = client::partitions(&bs, &topic).ok()?;
+            ps.into_iter().find(|p| p.leader >= 0 && p.leader != 1)
+        },
+    );
     eprintln!(
         "freeze: leader moved to {} after {:.1} s; ISR {:?}",
         p.leader,
@@ -73,7 +77,10 @@ fn two_replicas_killed_leave_a_partition_without_leader() {
     );
     assert_eq!(ps[0].replicas, vec![2, 3], "replicas are unchanged");
     assert_eq!(ps[0].error.as_deref(), Some("LeaderNotAvailable"));
-    assert_eq!(ps[1].leader, 1, "the partition with a live replica keeps a leader");
+    assert_eq!(
+        ps[1].leader, 1,
+        "the partition with a live replica keeps a leader"
+    );
     let report = client::produce(
         &broker_address(1),
         &topic,
@@ -83,7 +90,10 @@ fn two_replicas_killed_leave_a_partition_without_leader() {
         Duration::from_secs(4),
     )
     .unwrap();
-    assert!(report.acknowledged.is_empty(), "nothing can be written to it");
+    assert!(
+        report.acknowledged.is_empty(),
+        "nothing can be written to it"
+    );
     drop(lab);
     client::delete_topic(&kafka_lab::Lab::open().unwrap().bootstrap(), &topic).unwrap();
 }
@@ -95,20 +105,21 @@ fn cut_replication_shrinks_isr_and_fails_acks_all() {
     let mut lab = lab();
     let bs = lab.bootstrap();
     let topic = unique_topic("cutrepl");
-    client::create_topic(
-        &bs,
-        &topic,
-        &[vec![1, 2]],
-        &[("min.insync.replicas", "2")],
-    )
-    .unwrap();
+    client::create_topic(&bs, &topic, &[vec![1, 2]], &[("min.insync.replicas", "2")]).unwrap();
     let ok = client::produce(&bs, &topic, 0, "all", &payloads("before", 5), WAIT).unwrap();
     assert_eq!(ok.acknowledged.len(), 5, "{ok:?}");
 
     lab.cut_replication(2).unwrap();
     let cut_at = Instant::now();
     // A write the follower cannot fetch makes it lag behind the leader.
-    let _ = client::produce(&bs, &topic, 0, "1", &payloads("lag", 1), Duration::from_secs(5));
+    let _ = client::produce(
+        &bs,
+        &topic,
+        0,
+        "1",
+        &payloads("lag", 1),
+        Duration::from_secs(5),
+    );
     let p = eventually(WAIT, "ISR shrunk to the leader", || {
         let ps = client::partitions(&bs, &topic).ok()?;
         (ps[0].isr == vec![1]).then(|| ps[0].clone())
@@ -122,9 +133,15 @@ fn cut_replication_shrinks_isr_and_fails_acks_all() {
         client::registered_brokers(&bs).unwrap().contains(&2),
         "the cut follower stays registered"
     );
-    let report =
-        client::produce(&bs, &topic, 0, "all", &payloads("after", 3), Duration::from_secs(10))
-            .unwrap();
+    let report = client::produce(
+        &bs,
+        &topic,
+        0,
+        "all",
+        &payloads("after", 3),
+        Duration::from_secs(10),
+    )
+    .unwrap();
     assert_eq!(report.acknowledged.len(), 0, "{report:?}");
     assert_eq!(
         report.failed_with(RDKafkaErrorCode::NotEnoughReplicas),

@@ -93,7 +93,9 @@ pub fn partitions(bootstrap: &str, topic: &str) -> Result<Vec<PartitionState>, L
             leader: p.leader(),
             replicas: p.replicas().to_vec(),
             isr: p.isr().to_vec(),
-            error: p.error().map(|e| format!("{:?}", RDKafkaErrorCode::from(e))),
+            error: p
+                .error()
+                .map(|e| format!("{:?}", RDKafkaErrorCode::from(e))),
         })
         .collect();
     out.sort_by_key(|p| p.partition);
@@ -135,10 +137,14 @@ pub fn create_topic(
             }
         }
     }
-    wait_until(Duration::from_secs(30), &format!("{topic} to have leaders"), || {
-        let ps = partitions(bootstrap, topic).ok()?;
-        (ps.len() == assignment.len() && ps.iter().all(|p| p.leader >= 0)).then_some(())
-    })
+    wait_until(
+        Duration::from_secs(30),
+        &format!("{topic} to have leaders"),
+        || {
+            let ps = partitions(bootstrap, topic).ok()?;
+            (ps.len() == assignment.len() && ps.iter().all(|p| p.leader >= 0)).then_some(())
+        },
+    )
 }
 
 /// Deletes a topic (ignores a missing one).

@@ -15,7 +15,10 @@ fn group(node: i32) -> (PathBuf, bool) {
     if v1.join("cpu.cfs_quota_us").exists() {
         (v1.join(format!("kafka-lab-n{node}")), true)
     } else {
-        (PathBuf::from(V2_ROOT).join(format!("kafka-lab-n{node}")), false)
+        (
+            PathBuf::from(V2_ROOT).join(format!("kafka-lab-n{node}")),
+            false,
+        )
     }
 }
 

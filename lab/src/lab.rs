@@ -336,10 +336,7 @@ impl Lab {
     }
 
     fn not_ready(&self, timeout: Duration, what: &str) -> LabError {
-        let mut detail = format!(
-            "timed out after {} s waiting for {what}",
-            timeout.as_secs()
-        );
+        let mut detail = format!("timed out after {} s waiting for {what}", timeout.as_secs());
         for n in &self.state.nodes {
             let tail = self.server_log_tail(n.spec.id, 5);
             detail.push_str(&format!("\n--- node {} log tail:\n{tail}", n.spec.id));
@@ -600,7 +597,8 @@ impl Lab {
 
     fn add_fault(&mut self, id: i32, fault: Fault) -> Result<(), LabError> {
         let rec = self.state.node_mut(id)?;
-        rec.faults.retain(|f| std::mem::discriminant(f) != std::mem::discriminant(&fault));
+        rec.faults
+            .retain(|f| std::mem::discriminant(f) != std::mem::discriminant(&fault));
         rec.faults.push(fault);
         Ok(())
     }
@@ -704,7 +702,9 @@ fn check_java() -> Result<(), LabError> {
         .output()
         .map_err(|e| LabError::Tool {
             tool: "java".into(),
-            detail: format!("not found ({e}); install Java 17 (apt-get install openjdk-17-jre-headless)"),
+            detail: format!(
+                "not found ({e}); install Java 17 (apt-get install openjdk-17-jre-headless)"
+            ),
         })?;
     let text = String::from_utf8_lossy(&out.stderr);
     let major = text
@@ -716,7 +716,10 @@ fn check_java() -> Result<(), LabError> {
     if major < 17 {
         return Err(LabError::Tool {
             tool: "java".into(),
-            detail: format!("Kafka 3.9 and 4.x need Java 17 or newer, found: {}", text.trim()),
+            detail: format!(
+                "Kafka 3.9 and 4.x need Java 17 or newer, found: {}",
+                text.trim()
+            ),
         });
     }
     Ok(())
@@ -733,8 +736,7 @@ fn random_cluster_id() -> Result<String, LabError> {
     fs::File::open(path)
         .and_then(|mut f| f.read_exact(&mut bytes))
         .map_err(|e| LabError::io(path, e))?;
-    const ALPHABET: &[u8; 64] =
-        b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
     let mut bits: u32 = 0;
     let mut nbits = 0;
     let mut out = String::new();

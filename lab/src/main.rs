@@ -6,7 +6,11 @@ use clap::{Parser, Subcommand};
 use kafka_lab::{KafkaVersion, Lab, LabError, Security, UpOptions};
 
 #[derive(Parser)]
-#[command(name = "kafka-lab", version, about = "A real Apache Kafka cluster on loopback, with fault injection")]
+#[command(
+    name = "kafka-lab",
+    version,
+    about = "A real Apache Kafka cluster on loopback, with fault injection"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Cmd,
@@ -79,9 +83,8 @@ fn run(cmd: Cmd) -> Result<(), LabError> {
             security,
             brokers,
         } => {
-            let version = KafkaVersion::parse(&kafka).ok_or_else(|| {
-                LabError::Invalid(format!("--kafka {kafka}: expected 4 or 3.9"))
-            })?;
+            let version = KafkaVersion::parse(&kafka)
+                .ok_or_else(|| LabError::Invalid(format!("--kafka {kafka}: expected 4 or 3.9")))?;
             let security = match security.as_str() {
                 "plaintext" => Security::Plaintext,
                 "sasl_ssl" => Security::SaslSsl,

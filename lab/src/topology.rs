@@ -155,11 +155,7 @@ const FAST_FAILURE: &[(&str, &str)] = &[
 ];
 
 /// The server.properties of one node.
-pub fn server_properties(
-    version: KafkaVersion,
-    node: &NodeSpec,
-    data_dir: &str,
-) -> String {
+pub fn server_properties(version: KafkaVersion, node: &NodeSpec, data_dir: &str) -> String {
     let mut p = String::new();
     let mut set = |k: &str, v: &str| {
         let _ = writeln!(p, "{k}={v}");
@@ -185,7 +181,7 @@ pub fn server_properties(
         }
         (_, Role::Broker) | (KafkaVersion::V3_9, Role::Controller) => {
             let h = &node.host;
-            let listeners = vec![
+            let listeners = [
                 format!("CLIENT://{h}:{CLIENT_PORT}"),
                 format!("REPLICATION://{h}:{REPLICATION_PORT}"),
             ];

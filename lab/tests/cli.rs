@@ -66,17 +66,25 @@ fn up_faults_status_down_leaves_nothing_behind() {
     assert_eq!(kafka_lab::netfault::list().len(), 2);
 
     let (success, text) = lab(&["freeze", "7"]);
-    assert!(!success && text.contains("node 7 is not part of this lab"), "{text}");
+    assert!(
+        !success && text.contains("node 7 is not part of this lab"),
+        "{text}"
+    );
     let (success, text) = lab(&["isolate", "0"]);
     assert!(!success && text.contains("quorum node"), "{text}");
 
     ok(&["heal"]);
     let status = ok(&["status"]);
-    assert!(!status.contains("frozen") && !status.contains("cut-replication"), "{status}");
+    assert!(
+        !status.contains("frozen") && !status.contains("cut-replication"),
+        "{status}"
+    );
     assert!(kafka_lab::netfault::list().is_empty());
 
     ok(&["stop", "3"]);
-    assert!(ok(&["status"]).lines().any(|l| l.starts_with("3 ") && l.contains("stopped")));
+    assert!(ok(&["status"])
+        .lines()
+        .any(|l| l.starts_with("3 ") && l.contains("stopped")));
     ok(&["start", "3"]);
     assert!(ok(&["log", "3"]).contains("Kafka Server started"));
 

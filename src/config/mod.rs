@@ -1,1 +1,220 @@
-//! (being written)
+//! The watchdog's configuration: YAML schema, loading, validation.
+//!
+//! An operator fixing a file wants every mistake at once, each with its line and column
+//! and what would have been right. Deserializing with serde stops at the first error and
+//! loses positions, so loading goes in two steps instead:
+//!
+//! 1. `yaml`: the text becomes a tree of nodes that remember where they were written.
+//!    Aliases are expanded under a node budget (alias bombs are refused).
+//! 2. `build`: typed readers (`read`) walk that tree; each wrong value is recorded as a
+//!    `Problem` and reading goes on. `schema` is the single table of key names, ranges and
+//!    built-in defaults; `checks` holds the value rules; `types` the resolved result.
+//!
+//! Dependencies, and why each:
+//! - `saphyr-parser`: a pure-Rust YAML 1.2 event parser whose events carry line and
+//!   column. It is the maintained successor of yaml-rust, and at the event level it leaves
+//!   alias expansion to us, which is where the budget lives. `serde_norway` (already in the
+//!   crate) is not used here: its `Value` has no positions.
+//! - `regex`: topic filters, compiled once here, and its messages for invalid patterns.
+//! - `url`: webhook URLs are checked by the same parser the HTTP client (reqwest) uses,
+//!   so a URL that loads is a URL that sends.
+//! - `thiserror`: `ConfigError`.
+
+mod build;
+mod checks;
+mod cluster;
+mod read;
+mod schema;
+mod secret;
+mod types;
+mod webhook;
+mod yaml;
+
+#[cfg(test)]
+mod tests;
+
+use std::fmt;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+pub use types::{
+    CanaryConfig, ClientCert, ClusterConfig, Config, LogConfig, LogFormat, LogLevel, SaslConfig,
+    SaslMechanism, Secret, Security, SecurityProtocol, Severity, TlsConfig, TopicFilter,
+    VerdictConfig, WebhookConfig, WebhookFormat,
+};
+
+/// More lines than anyone reads; the count line still gives the total.
+const MAX_SHOWN_PROBLEMS: usize = 200;
+/// Far above any real configuration; a wrong path (a log, a device) fails fast instead of
+/// being read whole.
+const MAX_FILE_BYTES: u64 = 4 * 1024 * 1024;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read at all.
+    #[error("cannot read {}: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The file was read and is wrong; `problems` is never empty and is in file order.
+    #[error("{}", render(problems))]
+    Invalid { problems: Vec<Problem> },
+}
+
+/// One thing wrong in a configuration file. `line` and `column` are 1-based; the column
+/// counts characters.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Problem {
+    pub file: String,
+    pub line: usize,
+    pub column: usize,
+    pub message: String,
+    /// What would be right, phrased to follow the word "expected".
+    pub expected: Option<String>,
+}
+
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}:{}:{}: {}",
+            self.file, self.line, self.column, self.message
+        )?;
+        if let Some(x) = &self.expected {
+            write!(f, " (expected {x})")?;
+        }
+        Ok(())
+    }
+}
+
+fn render(problems: &[Problem]) -> String {
+    let mut out = String::new();
+    for p in problems.iter().take(MAX_SHOWN_PROBLEMS) {
+        out.push_str(&p.to_string());
+        out.push('\n');
+    }
+    let file = problems
+        .first()
+        .map_or("configuration", |p| p.file.as_str());
+    let n = problems.len();
+    out.push_str(&format!(
+        "{file}: {n} problem{}",
+        if n == 1 { "" } else { "s" }
+    ));
+    if n > MAX_SHOWN_PROBLEMS {
+        out.push_str(&format!(" (first {MAX_SHOWN_PROBLEMS} shown)"));
+    }
+    out
+}
+
+/// Reads and validates the file at `path`. Relative paths inside it (state_dir, secret
+/// and certificate files) are taken from the file's directory. Secrets are read now, from
+/// the process environment and from files.
+pub fn load(path: &Path) -> Result<Config, ConfigError> {
+    load_inner(path, &|name| std::env::var(name).ok())
+}
+
+fn load_inner(path: &Path, env: &dyn Fn(&str) -> Option<String>) -> Result<Config, ConfigError> {
+    let io = |source| ConfigError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)
+        .and_then(|f| f.take(MAX_FILE_BYTES + 1).read_to_end(&mut bytes))
+        .map_err(io)?;
+    let origin = path.display().to_string();
+    if bytes.len() as u64 > MAX_FILE_BYTES {
+        return Err(ConfigError::Invalid {
+            problems: vec![Problem {
+                file: origin,
+                line: 1,
+                column: 1,
+                message: format!("the file is larger than {MAX_FILE_BYTES} bytes"),
+                expected: Some("a configuration file of a few kilobytes".into()),
+            }],
+        });
+    }
+    let text = match String::from_utf8(bytes) {
+        Ok(t) => t,
+        Err(e) => {
+            let valid = &e.as_bytes()[..e.utf8_error().valid_up_to()];
+            // The prefix is valid UTF-8 by construction; lossy only to avoid a panic path.
+            let prefix = String::from_utf8_lossy(valid);
+            let line = prefix.matches('\n').count() + 1;
+            let column = prefix.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+            return Err(ConfigError::Invalid {
+                problems: vec![Problem {
+                    file: origin,
+                    line,
+                    column,
+                    message: "the file is not UTF-8 text".into(),
+                    expected: Some("a YAML text file".into()),
+                }],
+            });
+        }
+    };
+    let base = path.parent().filter(|p| !p.as_os_str().is_empty());
+    parse_inner(&text, &origin, base, env)
+}
+
+/// Validates `text` as if it were the file `origin`. Relative paths are left relative to
+/// the working directory. Secrets come from the process environment and from files.
+pub fn parse(text: &str, origin: &str) -> Result<Config, ConfigError> {
+    parse_inner(text, origin, None, &|name| std::env::var(name).ok())
+}
+
+/// As `parse`, with environment variables looked up through `env` instead of the process
+/// environment: for tests, which cannot safely change the environment of a threaded test
+/// runner.
+pub fn parse_with_env(
+    text: &str,
+    origin: &str,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Config, ConfigError> {
+    parse_inner(text, origin, None, env)
+}
+
+fn parse_inner(
+    text: &str,
+    origin: &str,
+    base_dir: Option<&Path>,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Config, ConfigError> {
+    let mut rep = read::Report::new(origin);
+    // A byte-order mark is invisible in editors; the parser would take it as content.
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    let config = match yaml::parse(text, &mut rep) {
+        Ok(root) => {
+            let mut cx = build::Ctx { rep, env, base_dir };
+            let config = build::config(&mut cx, root.as_ref());
+            rep = cx.rep;
+            config
+        }
+        Err(()) => None,
+    };
+    let mut problems = rep.problems;
+    match config {
+        Some(c) if problems.is_empty() => Ok(c),
+        _ => {
+            if problems.is_empty() {
+                // Every path that withholds a config records why; this keeps the promise
+                // of a non-empty list should one ever fail to.
+                problems.push(Problem {
+                    file: origin.to_string(),
+                    line: 1,
+                    column: 1,
+                    message: "the configuration is not valid".into(),
+                    expected: None,
+                });
+            }
+            problems.sort_by_key(|p| (p.line, p.column));
+            // Alias copies repeat the positions and messages of their anchor.
+            let mut seen = std::collections::HashSet::new();
+            problems.retain(|p| seen.insert(p.clone()));
+            Err(ConfigError::Invalid { problems })
+        }
+    }
+}

@@ -206,7 +206,9 @@ fn frozen_broker_is_a_zombie() {
     let v = w.judge();
     assert_eq!(v[&2].state, BrokerState::Zombie);
     assert_eq!(rules(&v[&2]), vec!["no_answer"]);
-    assert!(v[&2].hits[0].detail.contains("api_versions failed: timeout"));
+    assert!(v[&2].hits[0]
+        .detail
+        .contains("api_versions failed: timeout"));
     assert_eq!(v[&1].state, BrokerState::Healthy);
 }
 
@@ -332,7 +334,9 @@ fn follower_out_of_every_isr_is_a_zombie_unless_restarting() {
     let v = w.judge();
     assert_eq!(v[&3].state, BrokerState::Zombie, "{:?}", v[&3]);
     assert_eq!(rules(&v[&3]), vec!["out_of_every_isr", "out_of_some_isrs"]);
-    assert!(v[&3].hits[1].detail.contains("2 of them now under min.insync.replicas"));
+    assert!(v[&3].hits[1]
+        .detail
+        .contains("2 of them now under min.insync.replicas"));
 
     let memory = [(
         3,
@@ -379,7 +383,11 @@ fn a_lagging_cache_is_a_disagreement() {
         *m = old;
     }
     let v = w.judge();
-    assert!(rules(&v[&1]).contains(&"metadata_disagreement"), "{:?}", v[&1]);
+    assert!(
+        rules(&v[&1]).contains(&"metadata_disagreement"),
+        "{:?}",
+        v[&1]
+    );
     assert_eq!(v[&1].state, BrokerState::Degraded);
 }
 
@@ -413,4 +421,15 @@ fn registration_without_fenced_listing_counts_absence_as_fenced() {
     w.probes.get_mut(&3).unwrap().description = Some(Ok(desc));
     let v = w.judge();
     assert_eq!(v[&2].registration, Registration::Fenced);
+}
+
+#[test]
+fn a_replica_nobody_lists_is_down() {
+    let mut w = World::healthy();
+    w.parts.push((1, 1, vec![1, 7], vec![1]));
+    w.refresh();
+    let v = w.judge();
+    assert_eq!(v[&7].state, BrokerState::Down);
+    assert_eq!(rules(&v[&7]), vec!["not_registered"]);
+    assert_eq!(v.len(), 4);
 }

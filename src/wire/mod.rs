@@ -1,1 +1,81 @@
-//! (being written)
+//! A Kafka protocol client for exactly one broker, over a connection of its own.
+//!
+//! librdkafka picks whichever broker it likes for a request, so it cannot ask a given broker
+//! what *it* believes, nor tell that one broker stopped answering. This module can: it opens
+//! its own connection to the chosen address, negotiates versions, and sends Metadata,
+//! DescribeCluster and DescribeConfigs with a deadline on every request, so a broker that
+//! accepts TCP but never answers (a frozen JVM) shows up as a timeout instead of a hang.
+//! TLS (rustls with the ring provider) and SASL PLAIN / SCRAM-SHA-256 / SCRAM-SHA-512 are
+//! supported through [`WireOptions::security`].
+
+mod client;
+mod connection;
+mod convert;
+mod error;
+mod frame;
+mod guard;
+mod sasl;
+mod scram;
+mod security;
+mod versions;
+
+#[cfg(test)]
+mod fake_broker;
+#[cfg(test)]
+mod tests;
+#[cfg(test)]
+mod tests_security;
+
+use std::time::Duration;
+
+pub use client::BrokerClient;
+pub use convert::TopicConfigs;
+pub use error::{kafka_error_name, Phase, WireError};
+pub use kafka_protocol::protocol::VersionRange;
+pub use security::{SaslMechanism, SaslSettings, Security, TlsSettings};
+pub use versions::SupportedVersions;
+
+#[derive(Debug, Clone)]
+pub struct WireOptions {
+    /// Bounds name resolution plus the TCP handshake, and then the TLS handshake.
+    pub connect_timeout: Duration,
+    /// Bounds each request from the first byte sent to the last byte of its answer. The
+    /// ApiVersions negotiation counts as one request even when it needs a second round trip.
+    pub request_timeout: Duration,
+    /// Sent in every request header; brokers log it and quotas may match on it.
+    pub client_id: String,
+    /// Answers announcing a larger frame are refused before anything is allocated for them.
+    pub max_frame_bytes: usize,
+    /// Plaintext, TLS, SASL or both, as Kafka's `security.protocol`.
+    pub security: Security,
+}
+
+impl Default for WireOptions {
+    fn default() -> Self {
+        WireOptions {
+            connect_timeout: Duration::from_secs(5),
+            request_timeout: Duration::from_secs(5),
+            client_id: "kafka-watchdog".to_owned(),
+            max_frame_bytes: 100 * 1024 * 1024,
+            security: Security::Plaintext,
+        }
+    }
+}
+
+/// A freshly opened client and what opening it cost.
+#[derive(Debug)]
+pub struct Connected {
+    pub client: BrokerClient,
+    /// Resolution, TCP handshake and, with TLS, the TLS handshake.
+    pub connect_latency: Duration,
+    pub api_versions_latency: Duration,
+    /// The SASL exchange, when the connection authenticates.
+    pub sasl_latency: Option<Duration>,
+}
+
+/// An answer and the time from sending the request to receiving the whole answer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Timed<T> {
+    pub value: T,
+    pub latency: Duration,
+}

@@ -145,8 +145,22 @@ pub fn isolated_leader_loses_acks1_writes(lab: &mut Lab) {
     // Application producers that learned "broker 1 leads" before the fault, as in the incident.
     let acks1 = client::LabProducer::new(&bs, "1", Duration::from_secs(10)).unwrap();
     let acks_all = client::LabProducer::new(&bs, "all", Duration::from_secs(6)).unwrap();
-    assert_eq!(acks1.send(&topic, 0, &payloads("warm", 1)).unwrap().acknowledged.len(), 1);
-    assert_eq!(acks_all.send(&topic, 0, &payloads("warm-all", 1)).unwrap().acknowledged.len(), 1);
+    assert_eq!(
+        acks1
+            .send(&topic, 0, &payloads("warm", 1))
+            .unwrap()
+            .acknowledged
+            .len(),
+        1
+    );
+    assert_eq!(
+        acks_all
+            .send(&topic, 0, &payloads("warm-all", 1))
+            .unwrap()
+            .acknowledged
+            .len(),
+        1
+    );
 
     lab.isolate(1, true).unwrap();
     let isolated_at = Instant::now();
@@ -167,7 +181,10 @@ pub fn isolated_leader_loses_acks1_writes(lab: &mut Lab) {
         "acks=1 to the stale leader is acknowledged: {acked:?}"
     );
     let all = acks_all.send(&topic, 0, &payloads("waits", 2)).unwrap();
-    assert!(all.acknowledged.is_empty(), "acks=all cannot succeed: {all:?}");
+    assert!(
+        all.acknowledged.is_empty(),
+        "acks=all cannot succeed: {all:?}"
+    );
     eprintln!("isolate: acks=all failures {:?}", all.failed);
 
     lab.heal(Some(1)).unwrap();
@@ -183,7 +200,10 @@ pub fn isolated_leader_loses_acks1_writes(lab: &mut Lab) {
         .filter(|(p, _)| !kept.contains(&p.as_str()))
         .count();
     eprintln!("isolate: {lost} of 20 acknowledged acks=1 records lost after heal");
-    assert_eq!(lost, 20, "every acks=1 write to the stale leader is truncated");
+    assert_eq!(
+        lost, 20,
+        "every acks=1 write to the stale leader is truncated"
+    );
     for (p, _) in &before.acknowledged {
         assert!(kept.contains(&p.as_str()), "acks=all writes survive");
     }

@@ -1,0 +1,246 @@
+//! Walks the document and builds the resolved `Config`. The top level is read here; a
+//! cluster (with the `defaults:` merge) in `cluster`, a webhook in `webhook`, and values
+//! read from the environment or from files in `secret`.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use super::checks;
+use super::cluster::{cluster, empty_layer, layer, SlotKind};
+use super::read::{choice, list, text, value_or, Fields, Report, Set, Slot};
+use super::schema as s;
+use super::types::*;
+use super::webhook::webhook;
+use super::yaml::{shorten, Entry, Kind, Node, Pos};
+
+pub(crate) struct Ctx<'a, 'f> {
+    pub rep: Report<'f>,
+    pub env: &'a dyn Fn(&str) -> Option<String>,
+    /// Relative paths in the file are taken from here (the file's directory), so the
+    /// meaning of a configuration does not depend on where the daemon was started.
+    pub base_dir: Option<&'a Path>,
+}
+
+impl Ctx<'_, '_> {
+    pub(crate) fn path(&self, written: &str) -> PathBuf {
+        let p = PathBuf::from(written);
+        match self.base_dir {
+            Some(base) if p.is_relative() => base.join(p),
+            _ => p,
+        }
+    }
+}
+
+pub(crate) fn config(cx: &mut Ctx, root: Option<&Node>) -> Option<Config> {
+    let expected_top = "a mapping with at least a 'clusters' list";
+    let root = match root {
+        Some(n) if !n.is_null() => n,
+        _ => {
+            cx.rep.add(
+                Pos::START,
+                "the configuration is empty".into(),
+                Some(expected_top.into()),
+            );
+            return None;
+        }
+    };
+    if !matches!(root.kind, Kind::Map(_)) {
+        cx.rep.add(
+            root.pos,
+            format!("the top level is {}", root.describe()),
+            Some(expected_top.into()),
+        );
+        return None;
+    }
+    let mut f = Fields::open(&mut cx.rep, root, None, String::new())?;
+
+    let instance_id =
+        match f.get("instance_id") {
+            Some(e) => text(&mut cx.rep, e, "a name for this watchdog").and_then(|t| {
+                match checks::instance_id(&t.value, s::INSTANCE_ID_MAX_CHARS) {
+                    Ok(()) => Some(t.value),
+                    Err((m, x)) => {
+                        cx.rep.add(t.value_pos, m, Some(x));
+                        None
+                    }
+                }
+            }),
+            None => Some(default_instance_id()),
+        };
+    let http_listen = http(cx, f.get("http"));
+    let log = log(cx, f.get("log"));
+    let state_dir = match f.get("state_dir") {
+        Some(e) => text(&mut cx.rep, e, "a directory path").and_then(|t| {
+            if t.value.trim().is_empty() {
+                cx.rep.add(
+                    t.value_pos,
+                    "state_dir is empty".into(),
+                    Some("a directory path".into()),
+                );
+                None
+            } else {
+                Some(cx.path(&t.value))
+            }
+        }),
+        None => Some(PathBuf::from(s::STATE_DIR_DEFAULT)),
+    };
+    let defaults = match f.get("defaults") {
+        Some(e) => match Fields::open(&mut cx.rep, &e.value, Some(e), "defaults".into()) {
+            Some(mut df) => {
+                let layer = layer(cx, &mut df);
+                df.finish(&mut cx.rep, &|k| {
+                    s::CLUSTER_ONLY_KEYS
+                        .contains(&k)
+                        .then(|| format!("'{k}' cannot be set in defaults, only in each cluster"))
+                });
+                layer
+            }
+            None => empty_layer(SlotKind::Bad),
+        },
+        None => empty_layer(SlotKind::Unset),
+    };
+    let clusters_entry = f.get("clusters");
+    let webhooks_entry = f.get("webhooks");
+
+    let mut clusters = Vec::new();
+    let mut clusters_ok = true;
+    let mut names: HashMap<String, Pos> = HashMap::new();
+    match clusters_entry {
+        None => {
+            f.missing(
+                &mut cx.rep,
+                "clusters",
+                "a list of clusters, each with name and bootstrap_servers".into(),
+            );
+            clusters_ok = false;
+        }
+        Some(e) => match list(&mut cx.rep, e, "a list of clusters", false) {
+            None => clusters_ok = false,
+            Some([]) => {
+                cx.rep.add(
+                    e.key_pos,
+                    "clusters is empty".into(),
+                    Some("at least one cluster".into()),
+                );
+                clusters_ok = false;
+            }
+            Some(items) => {
+                for (i, item) in items.iter().enumerate() {
+                    let (name, c) = cluster(cx, item, i, &defaults);
+                    if let Some(n) = name {
+                        unique(&mut cx.rep, &mut names, n, "cluster");
+                    }
+                    match c {
+                        Some(c) => clusters.push(c),
+                        None => clusters_ok = false,
+                    }
+                }
+            }
+        },
+    }
+
+    let mut webhooks = Vec::new();
+    let mut webhooks_ok = true;
+    if let Some(e) = webhooks_entry {
+        if !e.value.is_null() {
+            match list(&mut cx.rep, e, "a list of webhooks", false) {
+                None => webhooks_ok = false,
+                Some(items) => {
+                    let mut hook_names: HashMap<String, Pos> = HashMap::new();
+                    for (i, item) in items.iter().enumerate() {
+                        let (name, w) = webhook(cx, item, i, &names);
+                        if let Some(n) = name {
+                            unique(&mut cx.rep, &mut hook_names, n, "webhook");
+                        }
+                        match w {
+                            Some(w) => webhooks.push(w),
+                            None => webhooks_ok = false,
+                        }
+                    }
+                }
+            }
+        }
+    }
+    f.finish(&mut cx.rep, &|_| None);
+
+    if !(clusters_ok && webhooks_ok) {
+        return None;
+    }
+    Some(Config {
+        instance_id: instance_id?,
+        http_listen: http_listen?,
+        log: log?,
+        state_dir: state_dir?,
+        clusters,
+        webhooks,
+    })
+}
+
+/// Names label metrics and route notifications, so the second use of one is reported
+/// where it is written, with the line of the first.
+fn unique(rep: &mut Report, seen: &mut HashMap<String, Pos>, name: Set<String>, what: &str) {
+    if let Some(first) = seen.get(&name.value) {
+        rep.add(
+            name.value_pos,
+            format!(
+                "duplicate {what} name '{}' (first used at line {})",
+                shorten(&name.value),
+                first.line
+            ),
+            Some(format!("a name not used by another {what}")),
+        );
+    } else {
+        seen.insert(name.value, name.value_pos);
+    }
+}
+
+/// The host name identifies a watchdog well enough when nobody chose a name; it is read
+/// from the kernel so no extra dependency is needed for one call.
+fn default_instance_id() -> String {
+    ["/proc/sys/kernel/hostname", "/etc/hostname"]
+        .iter()
+        .filter_map(|p| std::fs::read_to_string(p).ok())
+        .map(|h| h.trim().to_string())
+        .find(|h| checks::instance_id(h, s::INSTANCE_ID_MAX_CHARS).is_ok())
+        .unwrap_or_else(|| s::INSTANCE_ID_FALLBACK.to_string())
+}
+
+fn http(cx: &mut Ctx, e: Option<&Entry>) -> Option<SocketAddr> {
+    let Some(e) = e else {
+        return Some(s::HTTP_LISTEN_DEFAULT);
+    };
+    let mut f = Fields::open(&mut cx.rep, &e.value, Some(e), "http".into())?;
+    let listen = match f.get("listen") {
+        Some(le) => {
+            let expected = "an IP address and port, e.g. 127.0.0.1:9644 or [::]:9644";
+            text(&mut cx.rep, le, expected).and_then(|t| match t.value.parse::<SocketAddr>() {
+                Ok(a) => Some(a),
+                Err(_) => {
+                    cx.rep.add(
+                        t.value_pos,
+                        format!("'{}' is not a socket address", shorten(&t.value)),
+                        Some(expected.into()),
+                    );
+                    None
+                }
+            })
+        }
+        None => Some(s::HTTP_LISTEN_DEFAULT),
+    };
+    f.finish(&mut cx.rep, &|_| None);
+    listen
+}
+
+fn log(cx: &mut Ctx, e: Option<&Entry>) -> Option<LogConfig> {
+    let default = LogConfig::default();
+    let Some(e) = e else { return Some(default) };
+    let mut f = Fields::open(&mut cx.rep, &e.value, Some(e), "log".into())?;
+    let level = Slot::read(f.get("level"), |e| choice(&mut cx.rep, e, s::LOG_LEVELS));
+    let format = Slot::read(f.get("format"), |e| choice(&mut cx.rep, e, s::LOG_FORMATS));
+    f.finish(&mut cx.rep, &|_| None);
+    Some(LogConfig {
+        level: value_or(&level, default.level)?,
+        format: value_or(&format, default.format)?,
+    })
+}

@@ -1,0 +1,773 @@
+//! One cluster: its own keys, the `defaults:` block merged in key by key, the built-in
+//! defaults under both, and the rules that tie several keys together.
+//!
+//! A value that was written but is wrong is kept apart from a value that was not written
+//! (`Slot::Bad` against `Slot::Unset`), so a bad value never silently falls back to a
+//! default and then trips a second, misleading problem in a cross-key check.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use regex::Regex;
+
+use super::build::Ctx;
+use super::checks;
+use super::read::{
+    bool_slot, choice, float, int, int_slot, list, pick, text, text_node, value_or, Fields, Origin,
+    Report, Resolved, Set, Slot,
+};
+use super::schema::{self as s, IntSpec};
+use super::secret::{readable_file, secret, Need};
+use super::types::*;
+use super::yaml::{shorten, Entry, Kind, Node, Pos};
+
+type Patterns = Vec<(String, Regex)>;
+
+/// The settings a cluster shares with `defaults:`.
+pub(crate) struct Layer {
+    round_interval: Slot<u64>,
+    connect_timeout: Slot<u64>,
+    request_timeout: Slot<u64>,
+    topic_config_refresh: Slot<u64>,
+    forget_broker_after: Slot<u64>,
+    include: Slot<Patterns>,
+    exclude: Slot<Patterns>,
+    canary: CanaryLayer,
+    verdict: VerdictLayer,
+    librdkafka: BTreeMap<String, String>,
+}
+
+struct CanaryLayer {
+    enabled: Slot<bool>,
+    topic: Slot<String>,
+    manage_topic: Slot<bool>,
+    replication_factor: Slot<Option<u16>>,
+    produce_timeout: Slot<u64>,
+    lost_after: Slot<u64>,
+    acks1_probe: Slot<bool>,
+    reassign_stable: Slot<u64>,
+    reassign_min_interval: Slot<u64>,
+    elect_preferred_leaders: Slot<bool>,
+}
+
+struct VerdictLayer {
+    open_after: Slot<u64>,
+    resolve_after: Slot<u64>,
+    latency_factor: Slot<f64>,
+}
+
+impl CanaryLayer {
+    fn all(kind: SlotKind) -> Self {
+        CanaryLayer {
+            enabled: kind.make(),
+            topic: kind.make(),
+            manage_topic: kind.make(),
+            replication_factor: kind.make(),
+            produce_timeout: kind.make(),
+            lost_after: kind.make(),
+            acks1_probe: kind.make(),
+            reassign_stable: kind.make(),
+            reassign_min_interval: kind.make(),
+            elect_preferred_leaders: kind.make(),
+        }
+    }
+}
+
+impl VerdictLayer {
+    fn all(kind: SlotKind) -> Self {
+        VerdictLayer {
+            open_after: kind.make(),
+            resolve_after: kind.make(),
+            latency_factor: kind.make(),
+        }
+    }
+}
+
+/// A whole block is `Unset` when absent and `Bad` when it is not a mapping.
+#[derive(Clone, Copy)]
+pub(crate) enum SlotKind {
+    Unset,
+    Bad,
+}
+
+impl SlotKind {
+    fn make<T>(self) -> Slot<T> {
+        match self {
+            SlotKind::Unset => Slot::Unset,
+            SlotKind::Bad => Slot::Bad,
+        }
+    }
+}
+
+pub(crate) fn empty_layer(kind: SlotKind) -> Layer {
+    Layer {
+        round_interval: kind.make(),
+        connect_timeout: kind.make(),
+        request_timeout: kind.make(),
+        topic_config_refresh: kind.make(),
+        forget_broker_after: kind.make(),
+        include: kind.make(),
+        exclude: kind.make(),
+        canary: CanaryLayer::all(kind),
+        verdict: VerdictLayer::all(kind),
+        librdkafka: BTreeMap::new(),
+    }
+}
+
+/// Reads the keys a cluster shares with `defaults:` from either.
+pub(crate) fn layer(cx: &mut Ctx, f: &mut Fields) -> Layer {
+    let rep = &mut cx.rep;
+    let round_interval = int_slot(rep, f, &s::ROUND_INTERVAL);
+    let connect_timeout = int_slot(rep, f, &s::CONNECT_TIMEOUT);
+    let request_timeout = int_slot(rep, f, &s::REQUEST_TIMEOUT);
+    let topic_config_refresh = int_slot(rep, f, &s::TOPIC_CONFIG_REFRESH);
+    let forget_broker_after = int_slot(rep, f, &s::FORGET_BROKER_AFTER);
+
+    let (include, exclude) = match f.get("topics") {
+        None => (Slot::Unset, Slot::Unset),
+        Some(e) => match Fields::open(rep, &e.value, Some(e), f.child("topics")) {
+            None => (Slot::Bad, Slot::Bad),
+            Some(mut tf) => {
+                let include = Slot::read(tf.get(s::TOPICS_INCLUDE_KEY), |e| patterns(rep, e));
+                let exclude = Slot::read(tf.get(s::TOPICS_EXCLUDE_KEY), |e| patterns(rep, e));
+                tf.finish(rep, &|_| None);
+                (include, exclude)
+            }
+        },
+    };
+
+    let canary = match f.get("canary") {
+        None => CanaryLayer::all(SlotKind::Unset),
+        Some(e) => match Fields::open(rep, &e.value, Some(e), f.child("canary")) {
+            None => CanaryLayer::all(SlotKind::Bad),
+            Some(mut cf) => {
+                let c = CanaryLayer {
+                    enabled: bool_slot(rep, &mut cf, &s::CANARY_ENABLED),
+                    topic: Slot::read(cf.get(s::CANARY_TOPIC_KEY), |e| {
+                        let t = text(rep, e, "a Kafka topic name")?;
+                        match checks::topic_name(&t.value) {
+                            Ok(()) => Some(t),
+                            Err((m, x)) => {
+                                rep.add(t.value_pos, m, Some(x));
+                                None
+                            }
+                        }
+                    }),
+                    manage_topic: bool_slot(rep, &mut cf, &s::CANARY_MANAGE_TOPIC),
+                    replication_factor: Slot::read(cf.get(s::CANARY_REPLICATION_FACTOR.key), |e| {
+                        if e.value.is_null() {
+                            return Some(Set {
+                                value: None,
+                                key_pos: e.key_pos,
+                                value_pos: e.value.pos,
+                            });
+                        }
+                        let v = int(rep, e, &s::CANARY_REPLICATION_FACTOR)?;
+                        Some(Set {
+                            value: u16::try_from(v.value).ok(),
+                            key_pos: v.key_pos,
+                            value_pos: v.value_pos,
+                        })
+                    }),
+                    produce_timeout: int_slot(rep, &mut cf, &s::CANARY_PRODUCE_TIMEOUT),
+                    lost_after: int_slot(rep, &mut cf, &s::CANARY_LOST_AFTER),
+                    acks1_probe: bool_slot(rep, &mut cf, &s::CANARY_ACKS1_PROBE),
+                    reassign_stable: int_slot(rep, &mut cf, &s::CANARY_REASSIGN_STABLE),
+                    reassign_min_interval: int_slot(rep, &mut cf, &s::CANARY_REASSIGN_MIN_INTERVAL),
+                    elect_preferred_leaders: bool_slot(
+                        rep,
+                        &mut cf,
+                        &s::CANARY_ELECT_PREFERRED_LEADERS,
+                    ),
+                };
+                cf.finish(rep, &|_| None);
+                c
+            }
+        },
+    };
+
+    let verdict = match f.get("verdict") {
+        None => VerdictLayer::all(SlotKind::Unset),
+        Some(e) => match Fields::open(rep, &e.value, Some(e), f.child("verdict")) {
+            None => VerdictLayer::all(SlotKind::Bad),
+            Some(mut vf) => {
+                let v = VerdictLayer {
+                    open_after: int_slot(rep, &mut vf, &s::VERDICT_OPEN_AFTER),
+                    resolve_after: int_slot(rep, &mut vf, &s::VERDICT_RESOLVE_AFTER),
+                    latency_factor: Slot::read(vf.get(s::VERDICT_LATENCY_FACTOR.key), |e| {
+                        float(rep, e, &s::VERDICT_LATENCY_FACTOR)
+                    }),
+                };
+                vf.finish(rep, &|_| None);
+                v
+            }
+        },
+    };
+
+    let librdkafka = match f.get("librdkafka") {
+        None => BTreeMap::new(),
+        Some(e) => librdkafka(rep, e, f.child("librdkafka")),
+    };
+
+    Layer {
+        round_interval,
+        connect_timeout,
+        request_timeout,
+        topic_config_refresh,
+        forget_broker_after,
+        include,
+        exclude,
+        canary,
+        verdict,
+        librdkafka,
+    }
+}
+
+fn patterns(rep: &mut Report, e: &Entry) -> Option<Set<Patterns>> {
+    let expected = "a list of regular expressions";
+    let items = list(rep, e, expected, true)?;
+    let mut out = Vec::new();
+    let mut ok = true;
+    for item in items {
+        let Some(src) = text_node(rep, item, &e.key, expected) else {
+            ok = false;
+            continue;
+        };
+        match checks::pattern(&src) {
+            Ok(re) => out.push((src, re)),
+            Err((m, x)) => {
+                rep.add(item.pos, m, Some(x));
+                ok = false;
+            }
+        }
+    }
+    ok.then(|| Set {
+        value: out,
+        key_pos: e.key_pos,
+        value_pos: e.value.pos,
+    })
+}
+
+/// Invalid entries are reported and left out; the problem keeps the config from loading.
+fn librdkafka(rep: &mut Report, e: &Entry, path: String) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    let entries = match &e.value.kind {
+        Kind::Map(entries) => entries,
+        _ if e.value.is_null() => return out,
+        _ => {
+            rep.add(
+                e.value.pos,
+                format!("wrong type for librdkafka: {}", e.value.describe()),
+                Some("a mapping of librdkafka property names to values".into()),
+            );
+            return out;
+        }
+    };
+    for p in entries {
+        let name = p.key.as_str();
+        if name.is_empty() || name.chars().any(|c| c.is_whitespace() || c.is_control()) {
+            rep.add(
+                p.key_pos,
+                format!("'{}' is not a librdkafka property name", shorten(name)),
+                Some("a name such as socket.keepalive.enable".into()),
+            );
+            continue;
+        }
+        if let Some((reserved, instead)) = s::LIBRDKAFKA_RESERVED
+            .iter()
+            .find(|(r, _)| r.eq_ignore_ascii_case(name))
+        {
+            rep.add(
+                p.key_pos,
+                format!("librdkafka property '{reserved}' is set by the watchdog itself in {path}"),
+                Some(format!("the {instead} key instead")),
+            );
+            continue;
+        }
+        // Numbers and booleans are taken as written: librdkafka parses its own values.
+        if let Some(v) = text(rep, p, "a value (text, number or boolean)") {
+            out.insert(name.to_string(), v.value);
+        }
+    }
+    out
+}
+
+pub(crate) fn cluster(
+    cx: &mut Ctx,
+    node: &Node,
+    idx: usize,
+    defaults: &Layer,
+) -> (Option<Set<String>>, Option<ClusterConfig>) {
+    let path = format!("clusters[{idx}]");
+    let Some(mut f) = Fields::open(&mut cx.rep, node, None, path.clone()) else {
+        return (None, None);
+    };
+    let raw_name = match f.get("name") {
+        Some(e) => text(&mut cx.rep, e, s::NAME_EXPECTED),
+        None => {
+            f.missing(&mut cx.rep, "name", s::NAME_EXPECTED.into());
+            None
+        }
+    };
+    let name = raw_name
+        .as_ref()
+        .and_then(|n| match checks::name(&n.value, "cluster") {
+            Ok(()) => Some(n.value.clone()),
+            Err((m, x)) => {
+                cx.rep.add(n.value_pos, m, Some(x));
+                None
+            }
+        });
+    let bootstrap_servers = match f.get("bootstrap_servers") {
+        Some(e) => bootstrap(&mut cx.rep, e),
+        None => {
+            f.missing(
+                &mut cx.rep,
+                "bootstrap_servers",
+                "a list of host:port addresses".into(),
+            );
+            None
+        }
+    };
+    let security_path = f.child("security");
+    let security = match f.get("security") {
+        Some(e) => security(cx, e, security_path),
+        None => Some(Security {
+            protocol: s::PROTOCOL_DEFAULT,
+            sasl: None,
+            tls: None,
+        }),
+    };
+    let own = layer(cx, &mut f);
+    let cluster_pos = f.pos;
+    f.finish(&mut cx.rep, &|_| None);
+
+    let label = name.clone().unwrap_or_else(|| path.clone());
+    let merged = merge(cx, &own, defaults, &label, cluster_pos);
+    let built = (|| {
+        let m = merged?;
+        Some(ClusterConfig {
+            name: name?,
+            bootstrap_servers: bootstrap_servers?,
+            security: security?,
+            round_interval: m.round_interval,
+            connect_timeout: m.connect_timeout,
+            request_timeout: m.request_timeout,
+            topic_config_refresh: m.topic_config_refresh,
+            forget_broker_after: m.forget_broker_after,
+            topics: m.topics,
+            canary: m.canary,
+            verdict: m.verdict,
+            librdkafka: m.librdkafka,
+        })
+    })();
+    (raw_name, built)
+}
+
+fn bootstrap(rep: &mut Report, e: &Entry) -> Option<Vec<String>> {
+    let expected = "a list of host:port addresses";
+    let items = list(rep, e, expected, true)?;
+    if items.is_empty() {
+        rep.add(
+            e.key_pos,
+            "bootstrap_servers is empty".into(),
+            Some("at least one host:port address".into()),
+        );
+        return None;
+    }
+    let mut out = Vec::new();
+    let mut ok = true;
+    for item in items {
+        let Some(t) = text_node(rep, item, "bootstrap_servers", expected) else {
+            ok = false;
+            continue;
+        };
+        // A comma-separated string is how Kafka tools take this list; accepting it
+        // saves a round trip for people pasting from a properties file.
+        for part in t.split(',').map(str::trim) {
+            match checks::host_port(part) {
+                Ok(()) => out.push(part.to_string()),
+                Err((m, x)) => {
+                    rep.add(item.pos, m, Some(x));
+                    ok = false;
+                }
+            }
+        }
+    }
+    ok.then_some(out)
+}
+
+/// A cluster's shared settings once every layer is applied.
+struct Merged {
+    round_interval: Duration,
+    connect_timeout: Duration,
+    request_timeout: Duration,
+    topic_config_refresh: Duration,
+    forget_broker_after: Duration,
+    topics: TopicFilter,
+    canary: CanaryConfig,
+    verdict: VerdictConfig,
+    librdkafka: BTreeMap<String, String>,
+}
+
+/// Applies `defaults:` and the built-in defaults to one cluster's own settings and checks
+/// the rules between keys.
+fn merge(cx: &mut Ctx, own: &Layer, d: &Layer, label: &str, cluster_pos: Pos) -> Option<Merged> {
+    let round = pick(
+        &own.round_interval,
+        &d.round_interval,
+        s::ROUND_INTERVAL.default,
+    );
+    let connect = pick(
+        &own.connect_timeout,
+        &d.connect_timeout,
+        s::CONNECT_TIMEOUT.default,
+    );
+    let request = pick(
+        &own.request_timeout,
+        &d.request_timeout,
+        s::REQUEST_TIMEOUT.default,
+    );
+    let refresh = pick(
+        &own.topic_config_refresh,
+        &d.topic_config_refresh,
+        s::TOPIC_CONFIG_REFRESH.default,
+    );
+    let forget = pick(
+        &own.forget_broker_after,
+        &d.forget_broker_after,
+        s::FORGET_BROKER_AFTER.default,
+    );
+    let builtin_patterns = |list: &[&str]| -> Patterns {
+        list.iter()
+            .filter_map(|p| checks::pattern(p).ok().map(|r| (p.to_string(), r)))
+            .collect()
+    };
+    let include = pick(
+        &own.include,
+        &d.include,
+        builtin_patterns(s::TOPICS_INCLUDE_DEFAULT),
+    );
+    let exclude = pick(
+        &own.exclude,
+        &d.exclude,
+        builtin_patterns(s::TOPICS_EXCLUDE_DEFAULT),
+    );
+
+    let (oc, dc) = (&own.canary, &d.canary);
+    let enabled = pick(&oc.enabled, &dc.enabled, s::CANARY_ENABLED.default);
+    let topic = pick(&oc.topic, &dc.topic, s::CANARY_TOPIC_DEFAULT.to_string());
+    let manage_topic = pick(
+        &oc.manage_topic,
+        &dc.manage_topic,
+        s::CANARY_MANAGE_TOPIC.default,
+    );
+    let replication_factor = pick(&oc.replication_factor, &dc.replication_factor, None);
+    let produce_timeout = pick(
+        &oc.produce_timeout,
+        &dc.produce_timeout,
+        s::CANARY_PRODUCE_TIMEOUT.default,
+    );
+    let lost_after = pick(&oc.lost_after, &dc.lost_after, s::CANARY_LOST_AFTER.default);
+    let acks1 = pick(
+        &oc.acks1_probe,
+        &dc.acks1_probe,
+        s::CANARY_ACKS1_PROBE.default,
+    );
+    let stable = pick(
+        &oc.reassign_stable,
+        &dc.reassign_stable,
+        s::CANARY_REASSIGN_STABLE.default,
+    );
+    let min_interval = pick(
+        &oc.reassign_min_interval,
+        &dc.reassign_min_interval,
+        s::CANARY_REASSIGN_MIN_INTERVAL.default,
+    );
+    let elect = pick(
+        &oc.elect_preferred_leaders,
+        &dc.elect_preferred_leaders,
+        s::CANARY_ELECT_PREFERRED_LEADERS.default,
+    );
+
+    let (ov, dv) = (&own.verdict, &d.verdict);
+    let open_after = pick(
+        &ov.open_after,
+        &dv.open_after,
+        s::VERDICT_OPEN_AFTER.default,
+    );
+    let resolve_after = pick(
+        &ov.resolve_after,
+        &dv.resolve_after,
+        s::VERDICT_RESOLVE_AFTER.default,
+    );
+    let factor = pick(
+        &ov.latency_factor,
+        &dv.latency_factor,
+        s::VERDICT_LATENCY_FACTOR.default,
+    );
+
+    if let Some(round) = &round {
+        let mut below = |t: &Option<Resolved<u64>>, spec: &IntSpec| {
+            if let Some(t) = t {
+                below_round(cx, label, cluster_pos, round, t, spec);
+            }
+        };
+        below(&request, &s::REQUEST_TIMEOUT);
+        below(&connect, &s::CONNECT_TIMEOUT);
+        // A disabled canary never produces, so its timeout cannot stall a round.
+        if enabled.as_ref().is_some_and(|e| e.value) {
+            below(&produce_timeout, &s::CANARY_PRODUCE_TIMEOUT);
+        }
+    }
+
+    let mut librdkafka = d.librdkafka.clone();
+    librdkafka.extend(own.librdkafka.clone());
+
+    let secs = |r: Option<Resolved<u64>>| r.map(|r| Duration::from_secs(r.value));
+    let millis = |r: Option<Resolved<u64>>| r.map(|r| Duration::from_millis(r.value));
+    let include = include?.value;
+    let exclude = exclude?.value;
+    Some(Merged {
+        round_interval: secs(round)?,
+        connect_timeout: millis(connect)?,
+        request_timeout: millis(request)?,
+        topic_config_refresh: secs(refresh)?,
+        forget_broker_after: secs(forget)?,
+        topics: TopicFilter {
+            include_src: include.iter().map(|(s, _)| s.clone()).collect(),
+            include: include.into_iter().map(|(_, r)| r).collect(),
+            exclude_src: exclude.iter().map(|(s, _)| s.clone()).collect(),
+            exclude: exclude.into_iter().map(|(_, r)| r).collect(),
+        },
+        canary: CanaryConfig {
+            enabled: enabled?.value,
+            topic: topic?.value,
+            manage_topic: manage_topic?.value,
+            replication_factor: replication_factor?.value,
+            produce_timeout: millis(produce_timeout)?,
+            lost_after: secs(lost_after)?,
+            acks1_probe: acks1?.value,
+            reassign_stable: secs(stable)?,
+            reassign_min_interval: secs(min_interval)?,
+            elect_preferred_leaders: elect?.value,
+        },
+        verdict: VerdictConfig {
+            open_after_rounds: u32::try_from(open_after?.value).ok()?,
+            resolve_after_rounds: u32::try_from(resolve_after?.value).ok()?,
+            latency_degraded_factor: factor?.value,
+        },
+        librdkafka,
+    })
+}
+
+/// A timeout at or above the round interval would let one silent broker stall the whole
+/// round, which is the failure this daemon exists to see. The problem points at whichever
+/// of the two keys was written, preferring the timeout.
+fn below_round(
+    cx: &mut Ctx,
+    cluster: &str,
+    cluster_pos: Pos,
+    round: &Resolved<u64>,
+    t: &Resolved<u64>,
+    spec: &IntSpec,
+) {
+    let limit_ms = round.value.saturating_mul(1000);
+    if t.value < limit_ms {
+        return;
+    }
+    let (key, r, v) = (spec.key, round.value, t.value);
+    let round_key = s::ROUND_INTERVAL.key;
+    match t.from {
+        Origin::Cluster(pos) => cx.rep.add(
+            pos,
+            format!("{key} {v} is not below {round_key} ({r} s)"),
+            Some(format!("a value under {limit_ms}")),
+        ),
+        Origin::Defaults(pos) => cx.rep.add(
+            pos,
+            format!(
+                "{key} {v} (from defaults) is not below {round_key} of cluster '{cluster}' ({r} s)"
+            ),
+            Some(format!("a value under {limit_ms}")),
+        ),
+        Origin::Builtin => {
+            let pos = match round.from {
+                Origin::Cluster(p) | Origin::Defaults(p) => p,
+                Origin::Builtin => cluster_pos,
+            };
+            cx.rep.add(
+                pos,
+                format!("{round_key} {r} leaves no room for the default {key} of {v} in cluster '{cluster}'"),
+                Some(format!("at least {} s, or a smaller {key}", v / 1000 + 1)),
+            );
+        }
+    }
+}
+
+fn security(cx: &mut Ctx, e: &Entry, path: String) -> Option<Security> {
+    let mut f = Fields::open(&mut cx.rep, &e.value, Some(e), path)?;
+    let protocol = Slot::read(f.get("protocol"), |e| choice(&mut cx.rep, e, s::PROTOCOLS));
+    let sasl_entry = f.get("sasl");
+    let tls_entry = f.get("tls");
+    f.finish(&mut cx.rep, &|_| None);
+
+    let protocol = match protocol {
+        Slot::Set(p) => p,
+        Slot::Unset => Set {
+            value: s::PROTOCOL_DEFAULT,
+            key_pos: f.pos,
+            value_pos: f.pos,
+        },
+        Slot::Bad => {
+            // Still worth reading the blocks: their own problems are real either way.
+            if let Some(se) = sasl_entry {
+                sasl(cx, se, f.child("sasl"));
+            }
+            if let Some(te) = tls_entry {
+                tls(cx, te, f.child("tls"));
+            }
+            return None;
+        }
+    };
+    let p = protocol.value;
+    let mut ok = true;
+    let sasl = match (sasl_entry, p.uses_sasl()) {
+        (Some(se), true) => {
+            let r = sasl(cx, se, f.child("sasl"));
+            ok &= r.is_some();
+            r
+        }
+        (Some(se), false) => {
+            cx.rep.add(
+                se.key_pos,
+                format!("sasl is set but protocol is {}", p.as_str()),
+                Some("protocol SASL_PLAINTEXT or SASL_SSL, or no sasl block".into()),
+            );
+            ok = false;
+            None
+        }
+        (None, true) => {
+            cx.rep.add(
+                protocol.value_pos,
+                format!("protocol {} needs a sasl block in {}", p.as_str(), f.path),
+                Some("sasl: with mechanism, username and password_env or password_file".into()),
+            );
+            ok = false;
+            None
+        }
+        (None, false) => None,
+    };
+    let tls = match (tls_entry, p.uses_tls()) {
+        (Some(te), true) => {
+            let r = tls(cx, te, f.child("tls"));
+            ok &= r.is_some();
+            r
+        }
+        (Some(te), false) => {
+            cx.rep.add(
+                te.key_pos,
+                format!("tls is set but protocol is {}", p.as_str()),
+                Some("protocol SSL or SASL_SSL, or no tls block".into()),
+            );
+            ok = false;
+            None
+        }
+        (None, true) => Some(TlsConfig::default()),
+        (None, false) => None,
+    };
+    ok.then_some(Security {
+        protocol: p,
+        sasl,
+        tls,
+    })
+}
+
+fn sasl(cx: &mut Ctx, e: &Entry, path: String) -> Option<SaslConfig> {
+    let mut f = Fields::open(&mut cx.rep, &e.value, Some(e), path)?;
+    let mechanism = match f.get("mechanism") {
+        Some(me) => choice(&mut cx.rep, me, s::MECHANISMS).map(|m| m.value),
+        None => {
+            let names: Vec<&str> = s::MECHANISMS.iter().map(|(n, _)| *n).collect();
+            f.missing(
+                &mut cx.rep,
+                "mechanism",
+                format!("one of: {}", names.join(", ")),
+            );
+            None
+        }
+    };
+    let username = secret(cx, &mut f, &s::SASL_USERNAME, Need::Required);
+    let password = secret(cx, &mut f, &s::SASL_PASSWORD, Need::Required);
+    f.finish(&mut cx.rep, &|_| None);
+    Some(SaslConfig {
+        mechanism: mechanism?,
+        username: username.ok()??.value,
+        password: Secret::new(password.ok()??.value),
+    })
+}
+
+fn tls(cx: &mut Ctx, e: &Entry, path: String) -> Option<TlsConfig> {
+    let mut f = Fields::open(&mut cx.rep, &e.value, Some(e), path)?;
+    let ca_entry = f.get("ca_file");
+    let cert_entry = f.get("cert_file");
+    let key_entry = f.get("key_file");
+    let name_entry = f.get("server_name");
+    let insecure = bool_slot(&mut cx.rep, &mut f, &s::TLS_INSECURE_SKIP_VERIFY);
+    f.finish(&mut cx.rep, &|_| None);
+
+    let mut ok = true;
+    let mut optional_file = |cx: &mut Ctx, e: Option<&Entry>| match e {
+        None => None,
+        Some(e) => {
+            let p = readable_file(cx, e);
+            ok &= p.is_some();
+            p
+        }
+    };
+    let ca_file = optional_file(cx, ca_entry);
+    let client_cert = match (cert_entry, key_entry) {
+        (Some(c), Some(k)) => {
+            let cert = optional_file(cx, Some(c));
+            let key = optional_file(cx, Some(k));
+            cert.zip(key).map(|(cert_file, key_file)| ClientCert {
+                cert_file,
+                key_file,
+            })
+        }
+        (Some(one), None) | (None, Some(one)) => {
+            let other = if one.key == "cert_file" {
+                "key_file"
+            } else {
+                "cert_file"
+            };
+            cx.rep.add(
+                one.key_pos,
+                format!("{} is set but {other} is not", one.key),
+                Some("both cert_file and key_file, or neither".into()),
+            );
+            ok = false;
+            None
+        }
+        (None, None) => None,
+    };
+    let server_name = name_entry.and_then(|e| {
+        let t = text(&mut cx.rep, e, "a DNS name or an IP address");
+        let checked = t.and_then(|t| match checks::server_name(&t.value) {
+            Ok(()) => Some(t.value),
+            Err((m, x)) => {
+                cx.rep.add(t.value_pos, m, Some(x));
+                None
+            }
+        });
+        ok &= checked.is_some();
+        checked
+    });
+    let insecure_skip_verify = value_or(&insecure, s::TLS_INSECURE_SKIP_VERIFY.default)?;
+    ok.then_some(TlsConfig {
+        ca_file,
+        client_cert,
+        server_name,
+        insecure_skip_verify,
+    })
+}

@@ -1,0 +1,337 @@
+//! The one place where built-in defaults and allowed ranges live. Readers take a key's
+//! name, range and default from these constants, so a message, a default and a check
+//! can never disagree about a field.
+
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
+
+use super::types::{LogFormat, LogLevel, SaslMechanism, SecurityProtocol, Severity, WebhookFormat};
+
+/// A whole number with a range and a built-in default.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct IntSpec {
+    pub key: &'static str,
+    pub default: u64,
+    pub min: u64,
+    pub max: u64,
+}
+
+impl IntSpec {
+    pub(crate) fn expected(&self) -> String {
+        format!("an integer from {} to {}", self.min, self.max)
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct BoolSpec {
+    pub key: &'static str,
+    pub default: bool,
+}
+
+/// A number strictly above `above` and at most `max`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct FloatSpec {
+    pub key: &'static str,
+    pub default: f64,
+    pub above: f64,
+    pub max: f64,
+}
+
+impl FloatSpec {
+    pub(crate) fn expected(&self) -> String {
+        format!("a number above {} and at most {}", self.above, self.max)
+    }
+}
+
+const DAY_SECS: u64 = 86_400;
+/// Timeouts are bounded by the round interval anyway; this only keeps arithmetic sane.
+const MAX_TIMEOUT_MS: u64 = 3_600_000;
+
+// Cluster timing.
+pub(crate) const ROUND_INTERVAL: IntSpec = IntSpec {
+    key: "round_interval_secs",
+    default: 10,
+    min: 1,
+    max: 3600,
+};
+pub(crate) const CONNECT_TIMEOUT: IntSpec = IntSpec {
+    key: "connect_timeout_ms",
+    default: 2000,
+    min: 1,
+    max: MAX_TIMEOUT_MS,
+};
+pub(crate) const REQUEST_TIMEOUT: IntSpec = IntSpec {
+    key: "request_timeout_ms",
+    default: 3000,
+    min: 1,
+    max: MAX_TIMEOUT_MS,
+};
+pub(crate) const TOPIC_CONFIG_REFRESH: IntSpec = IntSpec {
+    key: "topic_config_refresh_secs",
+    default: 300,
+    min: 1,
+    max: DAY_SECS,
+};
+pub(crate) const FORGET_BROKER_AFTER: IntSpec = IntSpec {
+    key: "forget_broker_after_secs",
+    default: 3600,
+    min: 1,
+    max: 30 * DAY_SECS,
+};
+
+// Topic filter. Patterns are matched against the whole topic name.
+pub(crate) const TOPICS_INCLUDE_KEY: &str = "include";
+pub(crate) const TOPICS_INCLUDE_DEFAULT: &[&str] = &[".*"];
+pub(crate) const TOPICS_EXCLUDE_KEY: &str = "exclude";
+pub(crate) const TOPICS_EXCLUDE_DEFAULT: &[&str] = &[];
+/// Compiled-size cap per pattern, so a pathological pattern fails loading instead of
+/// eating memory at every round.
+pub(crate) const REGEX_SIZE_LIMIT: usize = 1 << 20;
+
+// Canary.
+pub(crate) const CANARY_ENABLED: BoolSpec = BoolSpec {
+    key: "enabled",
+    default: true,
+};
+pub(crate) const CANARY_TOPIC_KEY: &str = "topic";
+pub(crate) const CANARY_TOPIC_DEFAULT: &str = "__kafka_watchdog_canary";
+pub(crate) const CANARY_MANAGE_TOPIC: BoolSpec = BoolSpec {
+    key: "manage_topic",
+    default: true,
+};
+/// No built-in value: when unset, the canary module derives it from the broker count.
+pub(crate) const CANARY_REPLICATION_FACTOR: IntSpec = IntSpec {
+    key: "replication_factor",
+    default: 0,
+    min: 1,
+    // Kafka stores a replication factor in an INT16.
+    max: i16::MAX as u64,
+};
+pub(crate) const CANARY_PRODUCE_TIMEOUT: IntSpec = IntSpec {
+    key: "produce_timeout_ms",
+    default: 5000,
+    min: 1,
+    max: MAX_TIMEOUT_MS,
+};
+pub(crate) const CANARY_LOST_AFTER: IntSpec = IntSpec {
+    key: "lost_after_secs",
+    default: 60,
+    min: 1,
+    max: DAY_SECS,
+};
+pub(crate) const CANARY_ACKS1_PROBE: BoolSpec = BoolSpec {
+    key: "acks1_probe",
+    default: true,
+};
+pub(crate) const CANARY_REASSIGN_STABLE: IntSpec = IntSpec {
+    key: "reassign_stable_secs",
+    default: 300,
+    min: 0,
+    max: 7 * DAY_SECS,
+};
+pub(crate) const CANARY_REASSIGN_MIN_INTERVAL: IntSpec = IntSpec {
+    key: "reassign_min_interval_secs",
+    default: 3600,
+    min: 0,
+    max: 30 * DAY_SECS,
+};
+pub(crate) const CANARY_ELECT_PREFERRED_LEADERS: BoolSpec = BoolSpec {
+    key: "elect_preferred_leaders",
+    default: false,
+};
+
+// Verdict.
+pub(crate) const VERDICT_OPEN_AFTER: IntSpec = IntSpec {
+    key: "open_after_rounds",
+    default: 2,
+    min: 1,
+    max: 1000,
+};
+pub(crate) const VERDICT_RESOLVE_AFTER: IntSpec = IntSpec {
+    key: "resolve_after_rounds",
+    default: 3,
+    min: 1,
+    max: 1000,
+};
+pub(crate) const VERDICT_LATENCY_FACTOR: FloatSpec = FloatSpec {
+    key: "latency_degraded_factor",
+    default: 5.0,
+    above: 1.0,
+    max: 1000.0,
+};
+
+// Top level.
+pub(crate) const INSTANCE_ID_FALLBACK: &str = "kafka-watchdog";
+pub(crate) const INSTANCE_ID_MAX_CHARS: usize = 128;
+pub(crate) const HTTP_LISTEN_DEFAULT: SocketAddr =
+    SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 9644));
+pub(crate) const STATE_DIR_DEFAULT: &str = "/var/lib/kafka-watchdog";
+pub(crate) const LOG_LEVEL_DEFAULT: LogLevel = LogLevel::Info;
+pub(crate) const LOG_FORMAT_DEFAULT: LogFormat = LogFormat::Text;
+
+// Security.
+pub(crate) const PROTOCOL_DEFAULT: SecurityProtocol = SecurityProtocol::Plaintext;
+pub(crate) const TLS_INSECURE_SKIP_VERIFY: BoolSpec = BoolSpec {
+    key: "insecure_skip_verify",
+    default: false,
+};
+
+// Webhooks.
+pub(crate) const WEBHOOK_FORMAT_DEFAULT: WebhookFormat = WebhookFormat::Generic;
+pub(crate) const WEBHOOK_MIN_SEVERITY_DEFAULT: Severity = Severity::Warning;
+/// 0 means "never repeat".
+pub(crate) const WEBHOOK_REPEAT_INTERVAL: IntSpec = IntSpec {
+    key: "repeat_interval_secs",
+    default: 3600,
+    min: 0,
+    max: 30 * DAY_SECS,
+};
+pub(crate) const WEBHOOK_TIMEOUT: IntSpec = IntSpec {
+    key: "timeout_ms",
+    default: 5000,
+    min: 1,
+    max: 120_000,
+};
+pub(crate) const WEBHOOK_SEND_RESOLVED: BoolSpec = BoolSpec {
+    key: "send_resolved",
+    default: true,
+};
+pub(crate) const WEBHOOK_TLS_VERIFY: BoolSpec = BoolSpec {
+    key: "tls_verify",
+    default: true,
+};
+
+/// Names become Prometheus label values and file names, hence the narrow charset.
+pub(crate) const NAME_MAX_CHARS: usize = 64;
+pub(crate) const NAME_EXPECTED: &str = "1 to 64 characters from A-Z a-z 0-9 _ . -";
+
+/// A value that can be read from the file, the environment or a file of its own.
+/// `inline` is `None` where writing the value into the configuration is refused.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct SecretKeys {
+    pub what: &'static str,
+    pub inline: &'static str,
+    pub inline_allowed: bool,
+    pub env: &'static str,
+    pub file: &'static str,
+}
+
+impl SecretKeys {
+    pub(crate) fn choices(&self) -> String {
+        if self.inline_allowed {
+            format!(
+                "exactly one of {}, {}, {}",
+                self.inline, self.env, self.file
+            )
+        } else {
+            format!("{} or {}", self.env, self.file)
+        }
+    }
+}
+
+pub(crate) const SASL_USERNAME: SecretKeys = SecretKeys {
+    what: "username",
+    inline: "username",
+    inline_allowed: true,
+    env: "username_env",
+    file: "username_file",
+};
+pub(crate) const SASL_PASSWORD: SecretKeys = SecretKeys {
+    what: "password",
+    inline: "password",
+    inline_allowed: false,
+    env: "password_env",
+    file: "password_file",
+};
+pub(crate) const WEBHOOK_URL: SecretKeys = SecretKeys {
+    what: "URL",
+    inline: "url",
+    inline_allowed: true,
+    env: "url_env",
+    file: "url_file",
+};
+pub(crate) const WEBHOOK_HMAC_SECRET: SecretKeys = SecretKeys {
+    what: "HMAC secret",
+    inline: "hmac_secret",
+    inline_allowed: false,
+    env: "hmac_secret_env",
+    file: "hmac_secret_file",
+};
+pub(crate) const WEBHOOK_ROUTING_KEY: SecretKeys = SecretKeys {
+    what: "routing key",
+    inline: "routing_key",
+    inline_allowed: false,
+    env: "routing_key_env",
+    file: "routing_key_file",
+};
+
+/// Secret files are small; reading stops here so a wrong path (a log, a device) cannot
+/// make loading slow or large.
+pub(crate) const SECRET_FILE_MAX_BYTES: u64 = 64 * 1024;
+
+/// librdkafka properties the watchdog derives from its own keys. Setting them in the
+/// escape hatch would silently fight those keys, so they are refused with a pointer to
+/// the key that owns them.
+pub(crate) const LIBRDKAFKA_RESERVED: &[(&str, &str)] = &[
+    ("bootstrap.servers", "bootstrap_servers"),
+    ("metadata.broker.list", "bootstrap_servers"),
+    ("security.protocol", "security.protocol"),
+    ("sasl.mechanism", "security.sasl.mechanism"),
+    ("sasl.mechanisms", "security.sasl.mechanism"),
+    ("sasl.username", "security.sasl.username"),
+    (
+        "sasl.password",
+        "security.sasl.password_env or security.sasl.password_file",
+    ),
+    ("ssl.ca.location", "security.tls.ca_file"),
+    ("ssl.certificate.location", "security.tls.cert_file"),
+    ("ssl.key.location", "security.tls.key_file"),
+    (
+        "enable.ssl.certificate.verification",
+        "security.tls.insecure_skip_verify",
+    ),
+];
+
+/// Keys a cluster has that `defaults:` cannot carry, for a precise message there.
+pub(crate) const CLUSTER_ONLY_KEYS: &[&str] = &["name", "bootstrap_servers", "security"];
+
+pub(crate) const PROTOCOLS: &[(&str, SecurityProtocol)] = &[
+    ("PLAINTEXT", SecurityProtocol::Plaintext),
+    ("SSL", SecurityProtocol::Ssl),
+    ("SASL_PLAINTEXT", SecurityProtocol::SaslPlaintext),
+    ("SASL_SSL", SecurityProtocol::SaslSsl),
+];
+pub(crate) const MECHANISMS: &[(&str, SaslMechanism)] = &[
+    ("PLAIN", SaslMechanism::Plain),
+    ("SCRAM-SHA-256", SaslMechanism::ScramSha256),
+    ("SCRAM-SHA-512", SaslMechanism::ScramSha512),
+];
+pub(crate) const LOG_LEVELS: &[(&str, LogLevel)] = &[
+    ("trace", LogLevel::Trace),
+    ("debug", LogLevel::Debug),
+    ("info", LogLevel::Info),
+    ("warn", LogLevel::Warn),
+    ("error", LogLevel::Error),
+];
+pub(crate) const LOG_FORMATS: &[(&str, LogFormat)] =
+    &[("text", LogFormat::Text), ("json", LogFormat::Json)];
+pub(crate) const WEBHOOK_FORMATS: &[(&str, WebhookFormat)] = &[
+    ("generic", WebhookFormat::Generic),
+    ("slack", WebhookFormat::Slack),
+    ("pagerduty", WebhookFormat::PagerDuty),
+    ("alertmanager", WebhookFormat::Alertmanager),
+    ("teams", WebhookFormat::Teams),
+];
+pub(crate) const SEVERITIES: &[(&str, Severity)] = &[
+    ("info", Severity::Info),
+    ("warning", Severity::Warning),
+    ("critical", Severity::Critical),
+];
+
+/// The spelling used in the file, for messages and `as_str`.
+pub(crate) fn name_of<T: PartialEq + Copy>(table: &[(&'static str, T)], value: T) -> &'static str {
+    table
+        .iter()
+        .find(|(_, v)| *v == value)
+        .map(|(n, _)| *n)
+        .unwrap_or("?")
+}

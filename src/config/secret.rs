@@ -1,0 +1,214 @@
+//! Values that are not written in the file: secrets from the environment or from files,
+//! and certificate files that must be readable. All are read while loading, so a missing
+//! one is a problem with a line number rather than a failure at the first connection.
+
+use std::io::Read;
+use std::path::PathBuf;
+
+use super::build::Ctx;
+use super::checks;
+use super::read::{text, Fields, Set};
+use super::schema::{self as s, SecretKeys};
+use super::yaml::{Entry, Pos};
+
+/// Certificates and keys are opened now, not at the first connection, so that
+/// `check-config` catches a wrong path or permission before a restart does.
+pub(crate) fn readable_file(cx: &mut Ctx, e: &Entry) -> Option<PathBuf> {
+    let t = text(&mut cx.rep, e, "a file path")?;
+    let path = cx.path(&t.value);
+    let result = std::fs::metadata(&path).and_then(|m| {
+        if m.is_file() {
+            std::fs::File::open(&path).map(|_| ())
+        } else {
+            Err(std::io::Error::other("not a regular file"))
+        }
+    });
+    match result {
+        Ok(()) => Some(path),
+        Err(err) => {
+            cx.rep.add(
+                t.value_pos,
+                format!("cannot read {} '{}': {err}", e.key, path.display()),
+                Some("a readable file".into()),
+            );
+            None
+        }
+    }
+}
+
+#[derive(Clone, Copy)]
+pub(crate) enum Need {
+    Required,
+    Optional,
+    /// Not meaningful here; the reason names the setting that would make it so.
+    Forbidden(&'static str),
+    /// Nothing can be decided (a key it depends on is wrong): the keys are only taken
+    /// so that they are not reported as unknown.
+    Ignore,
+}
+
+/// A value read through one of the keys of a `SecretKeys` group.
+pub(crate) struct Got {
+    pub value: String,
+    pub key: String,
+    pub pos: Pos,
+}
+
+/// Reads a value given inline, through an environment variable, or in a file.
+/// `Err(())`: a problem was reported. `Ok(None)`: not given and not needed.
+pub(crate) fn secret(
+    cx: &mut Ctx,
+    f: &mut Fields,
+    keys: &SecretKeys,
+    need: Need,
+) -> Result<Option<Got>, ()> {
+    let inline = if keys.inline_allowed {
+        f.get(keys.inline)
+    } else {
+        f.get_unlisted(keys.inline)
+    };
+    let env = f.get(keys.env);
+    let file = f.get(keys.file);
+    if matches!(need, Need::Ignore) {
+        return Err(());
+    }
+    let given: Vec<&Entry> = [inline, env, file].into_iter().flatten().collect();
+    if let Need::Forbidden(reason) = need {
+        for e in &given {
+            cx.rep.add(
+                e.key_pos,
+                format!("{} is set in {} but {reason}", e.key, f.where_()),
+                Some(format!("no {} here", keys.what)),
+            );
+        }
+        return if given.is_empty() { Ok(None) } else { Err(()) };
+    }
+    let mut ok = true;
+    if let (Some(e), false) = (inline, keys.inline_allowed) {
+        cx.rep.add(
+            e.key_pos,
+            format!(
+                "an inline {} is not accepted: it would sit in the configuration file in clear text",
+                keys.inline
+            ),
+            Some(keys.choices()),
+        );
+        ok = false;
+    }
+    let candidates: Vec<&Entry> = given
+        .iter()
+        .copied()
+        .filter(|e| keys.inline_allowed || e.key != keys.inline)
+        .collect();
+    if candidates.len() > 1 {
+        cx.rep.add(
+            candidates[1].key_pos,
+            format!(
+                "'{}' and '{}' are both set in {}",
+                candidates[0].key,
+                candidates[1].key,
+                f.where_()
+            ),
+            Some(keys.choices()),
+        );
+        return Err(());
+    }
+    let Some(e) = candidates.first().copied() else {
+        if matches!(need, Need::Required) && ok {
+            f.missing_what(&mut cx.rep, keys.what, keys.choices());
+        }
+        return if ok && matches!(need, Need::Optional) {
+            Ok(None)
+        } else {
+            Err(())
+        };
+    };
+    let value = if e.key == keys.env {
+        from_env(cx, e)
+    } else if e.key == keys.file {
+        from_file(cx, e)
+    } else {
+        text(&mut cx.rep, e, &keys.choices())
+    };
+    match value {
+        Some(v) if ok => Ok(Some(Got {
+            value: v.value,
+            key: e.key.clone(),
+            pos: v.value_pos,
+        })),
+        _ => Err(()),
+    }
+}
+
+fn from_env(cx: &mut Ctx, e: &Entry) -> Option<Set<String>> {
+    let name = text(&mut cx.rep, e, "an environment variable name")?;
+    if let Err((m, x)) = checks::env_var_name(&name.value) {
+        cx.rep.add(name.value_pos, m, Some(x));
+        return None;
+    }
+    match (cx.env)(&name.value) {
+        Some(v) if !v.is_empty() => Some(Set { value: v, ..name }),
+        found => {
+            let state = if found.is_some() { "empty" } else { "not set" };
+            cx.rep.add(
+                name.value_pos,
+                format!("environment variable {} ({}) is {state}", name.value, e.key),
+                Some("a non-empty variable in the daemon's environment".into()),
+            );
+            None
+        }
+    }
+}
+
+/// Reads a secret file. One trailing newline is dropped: editors and `echo` add it, and
+/// no credential ends in one.
+fn from_file(cx: &mut Ctx, e: &Entry) -> Option<Set<String>> {
+    let written = text(&mut cx.rep, e, "a file path")?;
+    let path = cx.path(&written.value);
+    let mut bytes = Vec::new();
+    let read = std::fs::File::open(&path).and_then(|file| {
+        file.take(s::SECRET_FILE_MAX_BYTES + 1)
+            .read_to_end(&mut bytes)
+    });
+    let problem = match read {
+        Err(err) => Some(format!("cannot read {} '{}': {err}", e.key, path.display())),
+        Ok(_) if bytes.len() as u64 > s::SECRET_FILE_MAX_BYTES => Some(format!(
+            "{} '{}' is larger than {} bytes",
+            e.key,
+            path.display(),
+            s::SECRET_FILE_MAX_BYTES
+        )),
+        Ok(_) => None,
+    };
+    if let Some(m) = problem {
+        cx.rep.add(
+            written.value_pos,
+            m,
+            Some("a readable file holding the value".into()),
+        );
+        return None;
+    }
+    let Ok(mut value) = String::from_utf8(bytes) else {
+        cx.rep.add(
+            written.value_pos,
+            format!("{} '{}' is not UTF-8 text", e.key, path.display()),
+            Some("a text file holding the value".into()),
+        );
+        return None;
+    };
+    if value.ends_with('\n') {
+        value.pop();
+        if value.ends_with('\r') {
+            value.pop();
+        }
+    }
+    if value.is_empty() {
+        cx.rep.add(
+            written.value_pos,
+            format!("{} '{}' is empty", e.key, path.display()),
+            Some("a file holding the value".into()),
+        );
+        return None;
+    }
+    Some(Set { value, ..written })
+}

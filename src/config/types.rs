@@ -1,0 +1,371 @@
+//! The resolved configuration: every default applied, every secret read, every pattern
+//! compiled. Code outside this module reads only these types, never the YAML.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use regex::Regex;
+
+use super::{checks, schema};
+
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// Names this watchdog in canary records and webhook payloads, so that two watchdogs
+    /// on one cluster can tell their records apart.
+    pub instance_id: String,
+    pub http_listen: SocketAddr,
+    pub log: LogConfig,
+    /// Where incident state survives restarts.
+    pub state_dir: PathBuf,
+    /// Never empty; names are unique.
+    pub clusters: Vec<ClusterConfig>,
+    /// Names are unique; every name in `WebhookConfig::clusters` is in `clusters`.
+    pub webhooks: Vec<WebhookConfig>,
+}
+
+impl Config {
+    pub fn cluster(&self, name: &str) -> Option<&ClusterConfig> {
+        self.clusters.iter().find(|c| c.name == name)
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LogConfig {
+    pub level: LogLevel,
+    pub format: LogFormat,
+}
+
+impl Default for LogConfig {
+    fn default() -> Self {
+        LogConfig {
+            level: schema::LOG_LEVEL_DEFAULT,
+            format: schema::LOG_FORMAT_DEFAULT,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum LogLevel {
+    Trace,
+    Debug,
+    Info,
+    Warn,
+    Error,
+}
+
+impl LogLevel {
+    /// The spelling `tracing_subscriber::EnvFilter` accepts.
+    pub fn as_str(self) -> &'static str {
+        schema::name_of(schema::LOG_LEVELS, self)
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+#[derive(Clone, Debug)]
+pub struct ClusterConfig {
+    pub name: String,
+    /// `host:port` entries as written (IPv6 hosts in brackets); never empty.
+    pub bootstrap_servers: Vec<String>,
+    pub security: Security,
+    pub round_interval: Duration,
+    /// Below `round_interval`.
+    pub connect_timeout: Duration,
+    /// Below `round_interval`.
+    pub request_timeout: Duration,
+    pub topic_config_refresh: Duration,
+    pub forget_broker_after: Duration,
+    pub topics: TopicFilter,
+    pub canary: CanaryConfig,
+    pub verdict: VerdictConfig,
+    /// Extra librdkafka properties; never one the watchdog sets itself.
+    pub librdkafka: BTreeMap<String, String>,
+}
+
+/// Invariants: `sasl` is `Some` exactly for the SASL protocols and `tls` exactly for the
+/// TLS ones, so a client builder can match on the options alone.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Security {
+    pub protocol: SecurityProtocol,
+    pub sasl: Option<SaslConfig>,
+    pub tls: Option<TlsConfig>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum SecurityProtocol {
+    Plaintext,
+    Ssl,
+    SaslPlaintext,
+    SaslSsl,
+}
+
+impl SecurityProtocol {
+    /// Kafka's and librdkafka's spelling (`security.protocol`).
+    pub fn as_str(self) -> &'static str {
+        schema::name_of(schema::PROTOCOLS, self)
+    }
+
+    pub fn uses_tls(self) -> bool {
+        matches!(self, SecurityProtocol::Ssl | SecurityProtocol::SaslSsl)
+    }
+
+    pub fn uses_sasl(self) -> bool {
+        matches!(
+            self,
+            SecurityProtocol::SaslPlaintext | SecurityProtocol::SaslSsl
+        )
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SaslConfig {
+    pub mechanism: SaslMechanism,
+    pub username: String,
+    pub password: Secret,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum SaslMechanism {
+    Plain,
+    ScramSha256,
+    ScramSha512,
+}
+
+impl SaslMechanism {
+    /// Kafka's and librdkafka's spelling (`sasl.mechanism`).
+    pub fn as_str(self) -> &'static str {
+        schema::name_of(schema::MECHANISMS, self)
+    }
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TlsConfig {
+    /// `None`: the system's trust roots.
+    pub ca_file: Option<PathBuf>,
+    pub client_cert: Option<ClientCert>,
+    /// Overrides the name used for SNI and certificate verification.
+    pub server_name: Option<String>,
+    pub insecure_skip_verify: bool,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClientCert {
+    pub cert_file: PathBuf,
+    pub key_file: PathBuf,
+}
+
+/// Which topics the watchdog looks at. Patterns match whole topic names.
+#[derive(Clone)]
+pub struct TopicFilter {
+    pub(crate) include: Vec<Regex>,
+    pub(crate) exclude: Vec<Regex>,
+    pub(crate) include_src: Vec<String>,
+    pub(crate) exclude_src: Vec<String>,
+}
+
+impl TopicFilter {
+    /// A filter from patterns written as in the configuration (whole-name matches). The
+    /// error is the same sentence a configuration file would get.
+    pub fn new(include: &[&str], exclude: &[&str]) -> Result<Self, String> {
+        let compile = |list: &[&str]| -> Result<Vec<Regex>, String> {
+            list.iter()
+                .map(|p| checks::pattern(p).map_err(|(m, _)| m))
+                .collect()
+        };
+        Ok(TopicFilter {
+            include: compile(include)?,
+            exclude: compile(exclude)?,
+            include_src: include.iter().map(|p| p.to_string()).collect(),
+            exclude_src: exclude.iter().map(|p| p.to_string()).collect(),
+        })
+    }
+
+    pub fn matches(&self, topic: &str) -> bool {
+        self.include.iter().any(|r| r.is_match(topic))
+            && !self.exclude.iter().any(|r| r.is_match(topic))
+    }
+
+    /// The patterns as written in the configuration.
+    pub fn include_patterns(&self) -> &[String] {
+        &self.include_src
+    }
+
+    pub fn exclude_patterns(&self) -> &[String] {
+        &self.exclude_src
+    }
+}
+
+/// Every topic, as a cluster without `topics:` gets.
+impl Default for TopicFilter {
+    fn default() -> Self {
+        // The built-in patterns are constants known to compile; an empty filter would be
+        // the (visible) result if that ever stopped being true.
+        TopicFilter::new(
+            schema::TOPICS_INCLUDE_DEFAULT,
+            schema::TOPICS_EXCLUDE_DEFAULT,
+        )
+        .unwrap_or(TopicFilter {
+            include: Vec::new(),
+            exclude: Vec::new(),
+            include_src: Vec::new(),
+            exclude_src: Vec::new(),
+        })
+    }
+}
+
+impl fmt::Debug for TopicFilter {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TopicFilter")
+            .field("include", &self.include_src)
+            .field("exclude", &self.exclude_src)
+            .finish()
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CanaryConfig {
+    pub enabled: bool,
+    pub topic: String,
+    pub manage_topic: bool,
+    /// `None`: min(3, number of brokers), decided by the canary module.
+    pub replication_factor: Option<u16>,
+    /// Below the cluster's round interval when the canary is enabled.
+    pub produce_timeout: Duration,
+    pub lost_after: Duration,
+    pub acks1_probe: bool,
+    pub reassign_stable: Duration,
+    pub reassign_min_interval: Duration,
+    pub elect_preferred_leaders: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct VerdictConfig {
+    pub open_after_rounds: u32,
+    pub resolve_after_rounds: u32,
+    /// Above 1.
+    pub latency_degraded_factor: f64,
+}
+
+/// The built-in values, as a configuration that does not set them gets.
+impl Default for VerdictConfig {
+    fn default() -> Self {
+        VerdictConfig {
+            // The schema's ranges stop at 1000, far inside u32.
+            open_after_rounds: schema::VERDICT_OPEN_AFTER.default as u32,
+            resolve_after_rounds: schema::VERDICT_RESOLVE_AFTER.default as u32,
+            latency_degraded_factor: schema::VERDICT_LATENCY_FACTOR.default,
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct WebhookConfig {
+    pub name: String,
+    /// May carry a token (Slack, Teams), so it is a secret even when written inline.
+    pub url: Secret,
+    /// Scheme, host and port of `url`: what logs and `/status` may show.
+    pub target: String,
+    pub format: WebhookFormat,
+    pub min_severity: Severity,
+    /// Empty: every cluster.
+    pub clusters: Vec<String>,
+    /// `None`: an open incident is sent once.
+    pub repeat_interval: Option<Duration>,
+    pub send_resolved: bool,
+    pub timeout: Duration,
+    pub tls_verify: bool,
+    pub headers: BTreeMap<String, String>,
+    /// Only for the generic format.
+    pub hmac_secret: Option<Secret>,
+    /// `Some` exactly for the PagerDuty format.
+    pub routing_key: Option<Secret>,
+}
+
+/// The built-in values, as a configuration that does not set them gets.
+impl Default for CanaryConfig {
+    fn default() -> Self {
+        CanaryConfig {
+            enabled: schema::CANARY_ENABLED.default,
+            topic: schema::CANARY_TOPIC_DEFAULT.to_string(),
+            manage_topic: schema::CANARY_MANAGE_TOPIC.default,
+            replication_factor: None,
+            produce_timeout: Duration::from_millis(schema::CANARY_PRODUCE_TIMEOUT.default),
+            lost_after: Duration::from_secs(schema::CANARY_LOST_AFTER.default),
+            acks1_probe: schema::CANARY_ACKS1_PROBE.default,
+            reassign_stable: Duration::from_secs(schema::CANARY_REASSIGN_STABLE.default),
+            reassign_min_interval: Duration::from_secs(
+                schema::CANARY_REASSIGN_MIN_INTERVAL.default,
+            ),
+            elect_preferred_leaders: schema::CANARY_ELECT_PREFERRED_LEADERS.default,
+        }
+    }
+}
+
+impl WebhookConfig {
+    pub fn covers(&self, cluster: &str) -> bool {
+        self.clusters.is_empty() || self.clusters.iter().any(|c| c == cluster)
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum WebhookFormat {
+    Generic,
+    Slack,
+    PagerDuty,
+    Alertmanager,
+    Teams,
+}
+
+impl WebhookFormat {
+    pub fn as_str(self) -> &'static str {
+        schema::name_of(schema::WEBHOOK_FORMATS, self)
+    }
+}
+
+/// Ordered from least to most severe, so `severity >= min_severity` is the filter.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Severity {
+    Info,
+    Warning,
+    Critical,
+}
+
+impl Severity {
+    pub fn as_str(self) -> &'static str {
+        schema::name_of(schema::SEVERITIES, self)
+    }
+}
+
+/// A credential. It prints as `***` in Debug and Display, so a config dumped into a log
+/// or a panic message leaks nothing; `expose` is the one door to the value.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    pub fn new(value: impl Into<String>) -> Self {
+        Secret(value.into())
+    }
+
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("***")
+    }
+}
+
+impl fmt::Display for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("***")
+    }
+}

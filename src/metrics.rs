@@ -1,0 +1,268 @@
+//! Prometheus metrics, rendered at scrape time from the last completed round of each cluster.
+//! A fresh registry per scrape means a broker or topic that disappears takes its series with
+//! it: nothing lingers from a broker decommissioned an hour ago.
+//!
+//! Crate choice: `prometheus-client` (the Prometheus project's own Rust client, maintained,
+//! typed label sets, OpenMetrics text) rather than the `prometheus` crate, whose last commit
+//! is from April 2025.
+
+use std::sync::atomic::AtomicU64;
+
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+
+use crate::health::Condition;
+use crate::report::ClusterReport;
+use crate::verdict::BrokerState;
+
+type Labels = Vec<(&'static str, String)>;
+type GaugeFamily = Family<Labels, Gauge<f64, AtomicU64>>;
+type CounterFamily = Family<Labels, Counter<u64>>;
+
+/// The content type of what `render` returns.
+pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+fn gauge(reg: &mut Registry, name: &str, help: &str) -> GaugeFamily {
+    let f = GaugeFamily::default();
+    reg.register(name, help, f.clone());
+    f
+}
+
+fn counter(reg: &mut Registry, name: &str, help: &str) -> CounterFamily {
+    let f = CounterFamily::default();
+    reg.register(name, help, f.clone());
+    f
+}
+
+fn set(f: &GaugeFamily, labels: Labels, v: f64) {
+    f.get_or_create(&labels).set(v);
+}
+
+fn secs(t: std::time::SystemTime) -> f64 {
+    t.duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0)
+}
+
+/// Renders every metric of the given reports (one per cluster that completed a round).
+pub fn render<'a>(reports: impl IntoIterator<Item = &'a ClusterReport>) -> String {
+    let mut reg = Registry::with_prefix("kafka_watchdog");
+    let build = gauge(
+        &mut reg,
+        "build_info",
+        "The running kafka-watchdog's version (always 1)",
+    );
+    set(
+        &build,
+        vec![("version", env!("CARGO_PKG_VERSION").into())],
+        1.0,
+    );
+
+    let reachable = gauge(
+        &mut reg,
+        "cluster_reachable",
+        "1 when at least one broker answered every request in the last round",
+    );
+    let rounds = counter(&mut reg, "rounds", "Rounds completed per cluster");
+    let round_duration = gauge(
+        &mut reg,
+        "round_duration_seconds",
+        "Duration of the last round",
+    );
+    let last_success = gauge(
+        &mut reg,
+        "last_successful_round_timestamp_seconds",
+        "Unix time at which the last round that reached the cluster ended",
+    );
+    let partitions = gauge(
+        &mut reg,
+        "partitions",
+        "Partitions in each problem state (offline, under_replicated, under_min_isr, leader_not_in_isr)",
+    );
+    let observed = gauge(
+        &mut reg,
+        "partitions_observed",
+        "Partitions of the watched topics in the last round",
+    );
+    let split = gauge(
+        &mut reg,
+        "split_brain_partitions",
+        "Partitions for which a broker still claims a leadership a newer epoch gave away",
+    );
+    let brokers_in = gauge(&mut reg, "brokers", "Brokers in each verdict state");
+    let up = gauge(
+        &mut reg,
+        "broker_up",
+        "1 when the broker answered every direct request this round, else 0",
+    );
+    let state = gauge(
+        &mut reg,
+        "broker_state",
+        "1 for the broker's current verdict state, 0 for the others",
+    );
+    let registered = gauge(
+        &mut reg,
+        "broker_registered",
+        "1 when the other brokers list this broker as registered (unfenced), else 0",
+    );
+    let latency = gauge(
+        &mut reg,
+        "broker_request_seconds",
+        "Latency of the last direct request of each kind (connect, api_versions, metadata)",
+    );
+    let failures = counter(
+        &mut reg,
+        "broker_request_failures",
+        "Direct requests that failed, by request and failure kind",
+    );
+    let led = gauge(
+        &mut reg,
+        "broker_partitions_led",
+        "Partitions the broker leads",
+    );
+    let replicas = gauge(
+        &mut reg,
+        "broker_replicas",
+        "Partitions the broker is a replica of",
+    );
+    let out_of_isr = gauge(
+        &mut reg,
+        "broker_replicas_out_of_isr",
+        "Partitions the broker replicates but is missing from the ISR of",
+    );
+    let offline_replicas = gauge(
+        &mut reg,
+        "broker_offline_partitions",
+        "Offline partitions the broker is a replica of",
+    );
+    let stale = gauge(
+        &mut reg,
+        "broker_stale_leaderships",
+        "Partitions the broker claims to lead although a newer leader epoch names another broker",
+    );
+    let disagree = gauge(
+        &mut reg,
+        "broker_metadata_disagreements",
+        "Partitions for which the broker's metadata names another leader than the newest view",
+    );
+
+    for r in reports {
+        let c = || r.cluster.clone();
+        set(
+            &reachable,
+            vec![("cluster", c())],
+            f64::from(u8::from(r.reachable)),
+        );
+        rounds
+            .get_or_create(&vec![("cluster", c())])
+            .inc_by(r.round);
+        set(
+            &round_duration,
+            vec![("cluster", c())],
+            r.duration.as_secs_f64(),
+        );
+        if let Some(t) = r.last_success {
+            set(&last_success, vec![("cluster", c())], secs(t));
+        }
+        for cond in Condition::ALL {
+            set(
+                &partitions,
+                vec![("cluster", c()), ("state", cond.as_label().into())],
+                r.health.count(cond) as f64,
+            );
+        }
+        set(
+            &observed,
+            vec![("cluster", c())],
+            r.health.partitions as f64,
+        );
+        let split_partitions: std::collections::BTreeSet<(&str, i32)> = r
+            .stale_leaders
+            .iter()
+            .map(|s| (s.topic.as_str(), s.partition))
+            .collect();
+        set(
+            &split,
+            vec![("cluster", c())],
+            split_partitions.len() as f64,
+        );
+        for s in BrokerState::ALL {
+            let n = r.verdicts.iter().filter(|v| v.state == s).count();
+            set(
+                &brokers_in,
+                vec![("cluster", c()), ("state", s.as_label().into())],
+                n as f64,
+            );
+        }
+        for v in &r.verdicts {
+            let b = || vec![("cluster", c()), ("broker", v.broker.to_string())];
+            let probe = r.probes.get(&v.broker);
+            set(
+                &up,
+                b(),
+                f64::from(u8::from(probe.is_some_and(|p| p.answered()))),
+            );
+            for s in BrokerState::ALL {
+                let mut l = b();
+                l.push(("state", s.as_label().into()));
+                set(&state, l, f64::from(u8::from(v.state == s)));
+            }
+            set(
+                &registered,
+                b(),
+                f64::from(u8::from(r.registered.contains(&v.broker))),
+            );
+            if let Some(p) = probe {
+                let kinds = [
+                    ("connect", p.connect.as_ref().ok().copied()),
+                    (
+                        "api_versions",
+                        p.api_versions
+                            .as_ref()
+                            .and_then(|r| r.as_ref().ok().copied()),
+                    ),
+                    ("metadata", p.metadata_latency()),
+                ];
+                for (request, d) in kinds {
+                    if let Some(d) = d {
+                        let mut l = b();
+                        l.push(("request", request.into()));
+                        set(&latency, l, d.as_secs_f64());
+                    }
+                }
+            }
+            let stats = r.health.brokers.get(&v.broker).cloned().unwrap_or_default();
+            set(&led, b(), f64::from(stats.leader_of));
+            set(&replicas, b(), f64::from(stats.replica_of));
+            set(&out_of_isr, b(), f64::from(stats.missing_from_isr));
+            set(&offline_replicas, b(), f64::from(stats.replica_of_offline));
+            let n_stale = r
+                .stale_leaders
+                .iter()
+                .filter(|s| s.broker == v.broker)
+                .count();
+            set(&stale, b(), n_stale as f64);
+            set(
+                &disagree,
+                b(),
+                f64::from(r.disagreements.get(&v.broker).copied().unwrap_or(0)),
+            );
+        }
+        for ((broker, request, kind), n) in &r.failures_total {
+            failures
+                .get_or_create(&vec![
+                    ("cluster", c()),
+                    ("broker", broker.to_string()),
+                    ("request", (*request).into()),
+                    ("kind", kind.as_label().into()),
+                ])
+                .inc_by(*n);
+        }
+    }
+    let mut out = String::new();
+    encode(&mut out, &reg).expect("writing to a String cannot fail");
+    out
+}

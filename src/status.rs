@@ -1,0 +1,127 @@
+//! The `/status` document: per cluster and broker, what was observed, when, and what the
+//! watchdog concluded. Built from the same reports as the metrics.
+
+use serde::Serialize;
+
+use crate::cluster_view::StaleLeader;
+use crate::health::{BrokerPartitions, PartitionProblem};
+use crate::observe::{BrokerProbe, ProbeFailure};
+use crate::report::{ClusterReport, Severity};
+use crate::verdict::BrokerVerdict;
+
+/// At most this many problem partitions are listed per cluster; the counts are always whole.
+const MAX_LISTED_PROBLEMS: usize = 200;
+
+#[derive(Serialize)]
+pub struct Status<'a> {
+    pub version: &'static str,
+    pub instance_id: &'a str,
+    pub clusters: Vec<ClusterStatus<'a>>,
+}
+
+#[derive(Serialize)]
+pub struct ClusterStatus<'a> {
+    pub name: &'a str,
+    pub severity: Severity,
+    pub round: u64,
+    pub started_at: f64,
+    pub duration_seconds: f64,
+    pub last_success_at: Option<f64>,
+    pub cluster_id: Option<&'a str>,
+    pub reachable: bool,
+    pub brokers: Vec<BrokerStatus<'a>>,
+    pub partitions: PartitionsStatus<'a>,
+    pub split_brain: &'a [StaleLeader],
+    pub bootstrap_failures: Vec<BootstrapFailure<'a>>,
+}
+
+#[derive(Serialize)]
+pub struct BootstrapFailure<'a> {
+    pub address: &'a str,
+    pub failure: &'a ProbeFailure,
+}
+
+#[derive(Serialize)]
+pub struct BrokerStatus<'a> {
+    #[serde(flatten)]
+    pub verdict: &'a BrokerVerdict,
+    pub listed_as_registered: bool,
+    pub probe: Option<&'a BrokerProbe>,
+    pub metadata_seconds: Option<f64>,
+    pub partitions: BrokerPartitions,
+}
+
+#[derive(Serialize)]
+pub struct PartitionsStatus<'a> {
+    pub observed: u64,
+    pub offline: u64,
+    pub under_replicated: u64,
+    pub under_min_isr: u64,
+    pub leader_not_in_isr: u64,
+    pub problems: &'a [PartitionProblem],
+    pub problems_truncated: bool,
+}
+
+fn secs(t: std::time::SystemTime) -> f64 {
+    t.duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0)
+}
+
+pub fn cluster_status(r: &ClusterReport) -> ClusterStatus<'_> {
+    use crate::health::Condition::*;
+    let n = r.health.problems.len().min(MAX_LISTED_PROBLEMS);
+    ClusterStatus {
+        name: &r.cluster,
+        severity: r.severity(),
+        round: r.round,
+        started_at: secs(r.started_at),
+        duration_seconds: r.duration.as_secs_f64(),
+        last_success_at: r.last_success.map(secs),
+        cluster_id: r.cluster_id.as_deref(),
+        reachable: r.reachable,
+        brokers: r
+            .verdicts
+            .iter()
+            .map(|v| {
+                let probe = r.probes.get(&v.broker);
+                BrokerStatus {
+                    verdict: v,
+                    listed_as_registered: r.registered.contains(&v.broker),
+                    probe,
+                    metadata_seconds: probe
+                        .and_then(BrokerProbe::metadata_latency)
+                        .map(|d| d.as_secs_f64()),
+                    partitions: r.health.brokers.get(&v.broker).cloned().unwrap_or_default(),
+                }
+            })
+            .collect(),
+        partitions: PartitionsStatus {
+            observed: r.health.partitions,
+            offline: r.health.count(Offline),
+            under_replicated: r.health.count(UnderReplicated),
+            under_min_isr: r.health.count(UnderMinIsr),
+            leader_not_in_isr: r.health.count(LeaderNotInIsr),
+            problems: &r.health.problems[..n],
+            problems_truncated: n < r.health.problems.len(),
+        },
+        split_brain: &r.stale_leaders,
+        bootstrap_failures: r
+            .bootstrap_failures
+            .iter()
+            .map(|(address, failure)| BootstrapFailure { address, failure })
+            .collect(),
+    }
+}
+
+pub fn render<'a>(
+    instance_id: &'a str,
+    reports: impl IntoIterator<Item = &'a ClusterReport>,
+) -> String {
+    let status = Status {
+        version: env!("CARGO_PKG_VERSION"),
+        instance_id,
+        clusters: reports.into_iter().map(cluster_status).collect(),
+    };
+    serde_json::to_string_pretty(&status).expect("status serializes")
+}

@@ -1,0 +1,294 @@
+//! The requests the watchdog sends to one broker.
+
+use std::time::Duration;
+
+use kafka_protocol::messages::api_versions_response::ApiVersion;
+use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
+use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
+use kafka_protocol::messages::{
+    ApiVersionsRequest, ApiVersionsResponse, DescribeClusterRequest, DescribeConfigsRequest,
+    MetadataRequest, TopicName,
+};
+use kafka_protocol::protocol::{Message, Request, StrBytes, VersionRange};
+use tokio::time::Instant;
+
+use super::connection::{open_tcp, Connection, Stream};
+use super::convert::{self, TopicConfigs, DESCRIBE_CLUSTER_FENCED};
+use super::error::{Phase, WireError};
+use super::frame::leading_error_code;
+use super::guard;
+use super::versions::SupportedVersions;
+use super::{sasl, security};
+use super::{Connected, Timed, WireOptions};
+use crate::observe::{ClusterDescription, MetadataView};
+
+/// Kafka's resource type for topics in config APIs.
+const RESOURCE_TOPIC: i8 = 2;
+const UNSUPPORTED_VERSION: i16 = 35;
+
+/// One connection to one broker. Requests are sent one at a time (`&mut self`), each with its
+/// own deadline. After a timeout or a transport failure the client refuses further requests
+/// with [`WireError::Abandoned`]; open a new one to try again.
+pub struct BrokerClient {
+    address: String,
+    conn: Connection,
+    versions: SupportedVersions,
+    session_lifetime: Option<Duration>,
+}
+
+impl std::fmt::Debug for BrokerClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BrokerClient")
+            .field("address", &self.address)
+            .field("api_versions", &self.versions.api_versions_version())
+            .field("usable", &self.conn.is_usable())
+            .finish()
+    }
+}
+
+impl BrokerClient {
+    /// TCP connect (bounded by `connect_timeout`), the TLS handshake if configured (bounded
+    /// by `connect_timeout` again), ApiVersions negotiation (bounded as a whole by
+    /// `request_timeout`, even when it takes two round trips), then SASL if configured (each
+    /// of its requests bounded by `request_timeout`).
+    pub async fn connect(address: &str, opts: &WireOptions) -> Result<Connected, WireError> {
+        let started = Instant::now();
+        let tcp = open_tcp(address, opts.connect_timeout).await?;
+        let stream = match opts.security.tls() {
+            Some(tls) => Stream::Tls(Box::new(
+                security::handshake(tcp, tls, address, opts.connect_timeout).await?,
+            )),
+            None => Stream::Plain(tcp),
+        };
+        let connect_latency = started.elapsed();
+        let mut conn = Connection::new(
+            stream,
+            &opts.client_id,
+            opts.max_frame_bytes,
+            opts.request_timeout,
+        );
+        let (versions, api_versions_latency) = negotiate(&mut conn).await?;
+        let (session_lifetime, sasl_latency) = match opts.security.sasl() {
+            Some(sasl) => {
+                let started = Instant::now();
+                let lifetime = sasl::authenticate(&mut conn, &versions, sasl).await?;
+                (lifetime, Some(started.elapsed()))
+            }
+            None => (None, None),
+        };
+        tracing::debug!(
+            address,
+            api_versions = versions.api_versions_version(),
+            connect_ms = connect_latency.as_millis() as u64,
+            "connected to broker"
+        );
+        Ok(Connected {
+            client: BrokerClient {
+                address: address.to_owned(),
+                conn,
+                versions,
+                session_lifetime,
+            },
+            connect_latency,
+            api_versions_latency,
+            sasl_latency,
+        })
+    }
+
+    /// The address this client was opened with.
+    pub fn address(&self) -> &str {
+        &self.address
+    }
+
+    /// What the broker announced, and the versions used as a result.
+    pub fn versions(&self) -> &SupportedVersions {
+        &self.versions
+    }
+
+    /// How long the broker keeps the SASL session; it closes the connection after that
+    /// (KIP-368), so a client kept across rounds should be reopened before then.
+    pub fn session_lifetime(&self) -> Option<Duration> {
+        self.session_lifetime
+    }
+
+    /// False once a failure left the connection unusable.
+    pub fn is_usable(&self) -> bool {
+        self.conn.is_usable()
+    }
+
+    /// This broker's view of the cluster. `None` asks for all topics; `Some` for the named
+    /// ones, which the broker may answer with a per-topic error. From Metadata v4 on the
+    /// request forbids auto-creation; below that the broker's own setting decides.
+    pub async fn metadata(
+        &mut self,
+        topics: Option<&[String]>,
+    ) -> Result<Timed<MetadataView>, WireError> {
+        let phase = Phase::Metadata;
+        let version = self.version_for::<MetadataRequest>(phase)?;
+        let request = metadata_request(topics, version);
+        let Timed { value, latency } = self.conn.call(phase, &request, version).await?;
+        if value.error_code != 0 {
+            return Err(WireError::Kafka {
+                phase,
+                code: value.error_code,
+                message: None,
+            });
+        }
+        let view =
+            convert::metadata_view(value, version).map_err(|d| WireError::protocol(phase, d))?;
+        Ok(Timed {
+            value: view,
+            latency,
+        })
+    }
+
+    /// The registered brokers, fenced ones included when the broker speaks DescribeCluster v2
+    /// (Kafka 4.0+). `None` when the broker has no DescribeCluster at all (before Kafka 2.8).
+    pub async fn describe_cluster(
+        &mut self,
+    ) -> Result<Option<Timed<ClusterDescription>>, WireError> {
+        let phase = Phase::DescribeCluster;
+        let Some(version) = self.versions.for_request::<DescribeClusterRequest>() else {
+            return Ok(None);
+        };
+        let request = DescribeClusterRequest::default()
+            .with_include_fenced_brokers(version >= DESCRIBE_CLUSTER_FENCED);
+        let Timed { value, latency } = self.conn.call(phase, &request, version).await?;
+        if value.error_code != 0 {
+            return Err(WireError::Kafka {
+                phase,
+                code: value.error_code,
+                message: value.error_message.map(|m| m.to_string()),
+            });
+        }
+        let description = convert::cluster_description(value, version)
+            .map_err(|d| WireError::protocol(phase, d))?;
+        Ok(Some(Timed {
+            value: description,
+            latency,
+        }))
+    }
+
+    /// The given config keys of each topic (all keys when `keys` is empty), or the Kafka error
+    /// code the broker gave for a topic. Sensitive values, which brokers withhold, are absent.
+    pub async fn describe_topic_configs(
+        &mut self,
+        topics: &[String],
+        keys: &[&str],
+    ) -> Result<Timed<TopicConfigs>, WireError> {
+        let phase = Phase::DescribeConfigs;
+        let version = self.version_for::<DescribeConfigsRequest>(phase)?;
+        let keys: Option<Vec<StrBytes>> = (!keys.is_empty()).then(|| {
+            keys.iter()
+                .map(|k| StrBytes::from_string((*k).to_owned()))
+                .collect()
+        });
+        let resources = topics
+            .iter()
+            .map(|t| {
+                DescribeConfigsResource::default()
+                    .with_resource_type(RESOURCE_TOPIC)
+                    .with_resource_name(StrBytes::from_string(t.clone()))
+                    .with_configuration_keys(keys.clone())
+            })
+            .collect();
+        let request = DescribeConfigsRequest::default().with_resources(resources);
+        let Timed { value, latency } = self.conn.call(phase, &request, version).await?;
+        Ok(Timed {
+            value: convert::topic_configs(value),
+            latency,
+        })
+    }
+
+    fn version_for<R: Request>(&self, phase: Phase) -> Result<i16, WireError> {
+        self.versions
+            .for_request::<R>()
+            .ok_or(WireError::Unsupported { phase })
+    }
+}
+
+fn metadata_request(topics: Option<&[String]>, version: i16) -> MetadataRequest {
+    let topics = match topics {
+        // v0 has no null list: there an empty list means all topics.
+        None if version == 0 => Some(Vec::new()),
+        None => None,
+        Some(names) => Some(
+            names
+                .iter()
+                .map(|n| {
+                    MetadataRequestTopic::default()
+                        .with_name(Some(TopicName(StrBytes::from_string(n.clone()))))
+                })
+                .collect(),
+        ),
+    };
+    MetadataRequest::default()
+        .with_topics(topics)
+        // A probe must never create a topic. Below v4 the field does not exist (the broker's
+        // own setting decides) and the crate refuses to encode anything but its default.
+        .with_allow_auto_topic_creation(version < 4)
+}
+
+/// Sends ApiVersions at the highest version this client speaks. A broker that does not know
+/// that version answers UNSUPPORTED_VERSION with a v0 body carrying its own range; the
+/// request is then repeated once at the highest version both sides speak.
+async fn negotiate(
+    conn: &mut Connection,
+) -> Result<(SupportedVersions, std::time::Duration), WireError> {
+    let phase = Phase::ApiVersions;
+    let started = Instant::now();
+    let deadline = started + conn.request_timeout();
+    let request = ApiVersionsRequest::default()
+        .with_client_software_name(StrBytes::from_static_str("kafka-watchdog"))
+        .with_client_software_version(StrBytes::from_static_str(env!("CARGO_PKG_VERSION")));
+    let ours = ApiVersionsRequest::VERSIONS;
+    let mut version = ours.max;
+    loop {
+        let body = conn.round_trip(phase, &request, version, deadline).await?;
+        if leading_error_code(&body) == Some(UNSUPPORTED_VERSION) {
+            let fallback: ApiVersionsResponse = guard::decode(&body, 0).map_err(|d| {
+                WireError::protocol(
+                    phase,
+                    format!("undecodable UNSUPPORTED_VERSION answer: {d}"),
+                )
+            })?;
+            let theirs = api_versions_range(&fallback.api_keys);
+            let common = theirs.intersect(&ours);
+            if common.is_empty() || common.max >= version {
+                // A broker that rejects a version it claims to speak would loop forever.
+                return Err(WireError::protocol(
+                    phase,
+                    format!("broker rejected ApiVersions v{version} and announces v{theirs}"),
+                ));
+            }
+            version = common.max;
+            continue;
+        }
+        let response: ApiVersionsResponse = guard::decode(&body, version).map_err(|d| {
+            WireError::protocol(phase, format!("undecodable v{version} answer: {d}"))
+        })?;
+        if response.error_code != 0 {
+            return Err(WireError::Kafka {
+                phase,
+                code: response.error_code,
+                message: None,
+            });
+        }
+        let latency: Duration = started.elapsed();
+        return Ok((
+            SupportedVersions::from_response(&response, version),
+            latency,
+        ));
+    }
+}
+
+/// The broker's ApiVersions range; v0 when it does not say, as every broker speaks v0.
+fn api_versions_range(keys: &[ApiVersion]) -> VersionRange {
+    keys.iter()
+        .find(|k| k.api_key == ApiVersionsRequest::KEY)
+        .map(|k| VersionRange {
+            min: k.min_version,
+            max: k.max_version,
+        })
+        .unwrap_or(VersionRange { min: 0, max: 0 })
+}

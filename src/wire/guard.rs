@@ -1,0 +1,665 @@
+//! A structural pre-check of response bodies, run before kafka-protocol decodes them.
+//!
+//! kafka-protocol 0.18 reserves a `Vec` of the element count read from the wire before it
+//! reads the elements. A count of 2^31 in a ten-byte frame then asks the allocator for
+//! hundreds of gigabytes, and a failed allocation aborts the whole daemon. This walk follows
+//! the same layout as the crate's decoders for the few responses this client reads, and
+//! rejects any array that claims more elements than bytes remain, so that what the crate
+//! reserves is bounded by the frame size.
+
+use bytes::Bytes;
+use kafka_protocol::messages::{
+    ApiVersionsResponse, DescribeClusterResponse, DescribeConfigsResponse, MetadataResponse,
+    SaslAuthenticateResponse, SaslHandshakeResponse,
+};
+use kafka_protocol::protocol::Decodable;
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum GuardError {
+    #[error("body ends early at byte {at}: {need} more bytes needed")]
+    Short { at: usize, need: usize },
+    #[error("{what} length {length} at byte {at} is invalid")]
+    BadLength {
+        what: &'static str,
+        length: i64,
+        at: usize,
+    },
+    #[error("array at byte {at} claims {count} elements but only {remaining} bytes remain")]
+    ArrayTooLong {
+        at: usize,
+        count: u64,
+        remaining: usize,
+    },
+    #[error("version {0} is outside what this client decodes")]
+    Version(i16),
+}
+
+type Check = Result<(), GuardError>;
+
+pub(crate) struct Reader<'a> {
+    buf: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Reader<'a> {
+    pub(crate) fn new(buf: &'a [u8]) -> Self {
+        Reader { buf, pos: 0 }
+    }
+
+    fn remaining(&self) -> usize {
+        self.buf.len() - self.pos
+    }
+
+    fn take(&mut self, n: usize) -> Result<&'a [u8], GuardError> {
+        if self.remaining() < n {
+            return Err(GuardError::Short {
+                at: self.pos,
+                need: n - self.remaining(),
+            });
+        }
+        let out = &self.buf[self.pos..self.pos + n];
+        self.pos += n;
+        Ok(out)
+    }
+
+    fn skip(&mut self, n: usize) -> Check {
+        self.take(n).map(|_| ())
+    }
+
+    fn i16(&mut self) -> Result<i16, GuardError> {
+        let b = self.take(2)?;
+        Ok(i16::from_be_bytes([b[0], b[1]]))
+    }
+
+    fn i32(&mut self) -> Result<i32, GuardError> {
+        let b = self.take(4)?;
+        Ok(i32::from_be_bytes([b[0], b[1], b[2], b[3]]))
+    }
+
+    /// Mirrors the crate's reading of an unsigned varint: at most five bytes, the fifth taken
+    /// as final whatever its high bit.
+    fn uvarint(&mut self) -> Result<u32, GuardError> {
+        let mut value = 0u32;
+        for i in 0..5 {
+            let b = u32::from(self.take(1)?[0]);
+            value |= (b & 0x7f).wrapping_shl(i * 7);
+            if b < 0x80 {
+                break;
+            }
+        }
+        Ok(value)
+    }
+
+    fn sized(&mut self, what: &'static str, at: usize, length: i64) -> Check {
+        if length < 0 {
+            return Err(GuardError::BadLength { what, length, at });
+        }
+        let n = usize::try_from(length).map_err(|_| GuardError::BadLength { what, length, at })?;
+        self.skip(n)
+    }
+
+    /// A string, nullable or not: the wire form is the same, and the crate itself rejects a
+    /// null where none is allowed.
+    fn string(&mut self, flexible: bool) -> Check {
+        let at = self.pos;
+        if flexible {
+            match self.uvarint()? {
+                0 => Ok(()),
+                n => self.sized("string", at, i64::from(n) - 1),
+            }
+        } else {
+            match self.i16()? {
+                -1 => Ok(()),
+                n => self.sized("string", at, i64::from(n)),
+            }
+        }
+    }
+
+    fn bytes(&mut self, flexible: bool) -> Check {
+        let at = self.pos;
+        if flexible {
+            match self.uvarint()? {
+                0 => Ok(()),
+                n => self.sized("bytes", at, i64::from(n) - 1),
+            }
+        } else {
+            match self.i32()? {
+                -1 => Ok(()),
+                n => self.sized("bytes", at, i64::from(n)),
+            }
+        }
+    }
+
+    /// An array whose elements each take at least `min_element` bytes, walked with `element`.
+    fn array(
+        &mut self,
+        flexible: bool,
+        min_element: usize,
+        mut element: impl FnMut(&mut Self) -> Check,
+    ) -> Check {
+        let at = self.pos;
+        let count: u64 = if flexible {
+            match self.uvarint()? {
+                0 => return Ok(()),
+                n => u64::from(n) - 1,
+            }
+        } else {
+            match self.i32()? {
+                -1 => return Ok(()),
+                n if n < -1 => {
+                    return Err(GuardError::BadLength {
+                        what: "array",
+                        length: i64::from(n),
+                        at,
+                    })
+                }
+                n => n as u64,
+            }
+        };
+        let remaining = self.remaining();
+        if count.saturating_mul(min_element.max(1) as u64) > remaining as u64 {
+            return Err(GuardError::ArrayTooLong {
+                at,
+                count,
+                remaining,
+            });
+        }
+        for _ in 0..count {
+            element(self)?;
+        }
+        Ok(())
+    }
+
+    fn int32_array(&mut self, flexible: bool) -> Check {
+        self.array(flexible, 4, |r| r.skip(4))
+    }
+
+    /// Tagged fields. `known` walks the value of a tag the crate decodes itself and returns
+    /// false for tags the crate keeps as raw bytes: the crate reads known values from the
+    /// stream without regard to their declared size, so this walk does the same.
+    fn tagged_fields(
+        &mut self,
+        flexible: bool,
+        mut known: impl FnMut(&mut Self, u32) -> Result<bool, GuardError>,
+    ) -> Check {
+        if !flexible {
+            return Ok(());
+        }
+        let count = self.uvarint()?;
+        for _ in 0..count {
+            let tag = self.uvarint()?;
+            let at = self.pos;
+            let size = self.uvarint()?;
+            if !known(self, tag)? {
+                self.sized("tagged field", at, i64::from(size))?;
+            }
+        }
+        Ok(())
+    }
+
+    fn plain_tags(&mut self, flexible: bool) -> Check {
+        self.tagged_fields(flexible, |_, _| Ok(false))
+    }
+}
+
+/// A response type this client decodes, with the walk that guards its decoding.
+pub(crate) trait Guarded: Decodable {
+    fn walk(r: &mut Reader<'_>, version: i16) -> Check;
+}
+
+/// Decodes a response body after the guard accepted it.
+pub(crate) fn decode<T: Guarded>(body: &Bytes, version: i16) -> Result<T, String> {
+    T::walk(&mut Reader::new(body), version).map_err(|e| e.to_string())?;
+    T::decode(&mut body.clone(), version).map_err(|e| format!("{e:#}"))
+}
+
+fn versions(version: i16, min: i16, max: i16) -> Check {
+    if (min..=max).contains(&version) {
+        Ok(())
+    } else {
+        Err(GuardError::Version(version))
+    }
+}
+
+impl Guarded for ApiVersionsResponse {
+    fn walk(r: &mut Reader<'_>, v: i16) -> Check {
+        versions(v, 0, 4)?;
+        let flex = v >= 3;
+        r.skip(2)?;
+        r.array(flex, 6, |r| {
+            r.skip(6)?;
+            r.plain_tags(flex)
+        })?;
+        if v >= 1 {
+            r.skip(4)?;
+        }
+        r.tagged_fields(flex, |r, tag| {
+            match tag {
+                // supported_features and finalized_features: name, two i16, tags.
+                0 | 2 => r.array(true, 6, |r| {
+                    r.string(true)?;
+                    r.skip(4)?;
+                    r.plain_tags(true)
+                })?,
+                1 => r.skip(8)?,
+                3 => r.skip(1)?,
+                _ => return Ok(false),
+            }
+            Ok(true)
+        })
+    }
+}
+
+impl Guarded for MetadataResponse {
+    fn walk(r: &mut Reader<'_>, v: i16) -> Check {
+        versions(v, 0, 13)?;
+        let flex = v >= 9;
+        if v >= 3 {
+            r.skip(4)?;
+        }
+        r.array(flex, 9, |r| {
+            r.skip(4)?;
+            r.string(flex)?;
+            r.skip(4)?;
+            if v >= 1 {
+                r.string(flex)?;
+            }
+            r.plain_tags(flex)
+        })?;
+        if v >= 2 {
+            r.string(flex)?;
+        }
+        if v >= 1 {
+            r.skip(4)?;
+        }
+        r.array(flex, 3, |r| {
+            r.skip(2)?;
+            r.string(flex)?;
+            if v >= 10 {
+                r.skip(16)?;
+            }
+            if v >= 1 {
+                r.skip(1)?;
+            }
+            r.array(flex, 10, |r| {
+                r.skip(10)?;
+                if v >= 7 {
+                    r.skip(4)?;
+                }
+                r.int32_array(flex)?;
+                r.int32_array(flex)?;
+                if v >= 5 {
+                    r.int32_array(flex)?;
+                }
+                r.plain_tags(flex)
+            })?;
+            if v >= 8 {
+                r.skip(4)?;
+            }
+            r.plain_tags(flex)
+        })?;
+        if (8..=10).contains(&v) {
+            r.skip(4)?;
+        }
+        if v >= 13 {
+            r.skip(2)?;
+        }
+        r.plain_tags(flex)
+    }
+}
+
+impl Guarded for DescribeClusterResponse {
+    fn walk(r: &mut Reader<'_>, v: i16) -> Check {
+        versions(v, 0, 2)?;
+        r.skip(4 + 2)?;
+        r.string(true)?;
+        if v >= 1 {
+            r.skip(1)?;
+        }
+        r.string(true)?;
+        r.skip(4)?;
+        r.array(true, 10, |r| {
+            r.skip(4)?;
+            r.string(true)?;
+            r.skip(4)?;
+            r.string(true)?;
+            if v >= 2 {
+                r.skip(1)?;
+            }
+            r.plain_tags(true)
+        })?;
+        r.skip(4)?;
+        r.plain_tags(true)
+    }
+}
+
+impl Guarded for DescribeConfigsResponse {
+    fn walk(r: &mut Reader<'_>, v: i16) -> Check {
+        versions(v, 1, 4)?;
+        let flex = v >= 4;
+        r.skip(4)?;
+        r.array(flex, 5, |r| {
+            r.skip(2)?;
+            r.string(flex)?;
+            r.skip(1)?;
+            r.string(flex)?;
+            r.array(flex, 5, |r| {
+                r.string(flex)?;
+                r.string(flex)?;
+                // read_only, config_source, is_sensitive
+                r.skip(3)?;
+                r.array(flex, 3, |r| {
+                    r.string(flex)?;
+                    r.string(flex)?;
+                    r.skip(1)?;
+                    r.plain_tags(flex)
+                })?;
+                if v >= 3 {
+                    r.skip(1)?;
+                    r.string(flex)?;
+                }
+                r.plain_tags(flex)
+            })?;
+            r.plain_tags(flex)
+        })?;
+        r.plain_tags(flex)
+    }
+}
+
+impl Guarded for SaslHandshakeResponse {
+    fn walk(r: &mut Reader<'_>, v: i16) -> Check {
+        versions(v, 0, 1)?;
+        r.skip(2)?;
+        r.array(false, 2, |r| r.string(false))
+    }
+}
+
+impl Guarded for SaslAuthenticateResponse {
+    fn walk(r: &mut Reader<'_>, v: i16) -> Check {
+        versions(v, 0, 2)?;
+        let flex = v >= 2;
+        r.skip(2)?;
+        r.string(flex)?;
+        r.bytes(flex)?;
+        if v >= 1 {
+            r.skip(8)?;
+        }
+        r.plain_tags(flex)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bytes::BytesMut;
+    use kafka_protocol::messages::api_versions_response::{
+        ApiVersion, FinalizedFeatureKey, SupportedFeatureKey,
+    };
+    use kafka_protocol::messages::describe_cluster_response::DescribeClusterBroker;
+    use kafka_protocol::messages::describe_configs_response::{
+        DescribeConfigsResourceResult, DescribeConfigsResult, DescribeConfigsSynonym,
+    };
+    use kafka_protocol::messages::metadata_response::{
+        MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
+    };
+    use kafka_protocol::messages::{BrokerId, TopicName};
+    use kafka_protocol::protocol::{Encodable, StrBytes};
+    use std::collections::BTreeMap;
+
+    fn s(v: &str) -> StrBytes {
+        StrBytes::from_string(v.to_owned())
+    }
+
+    /// An unknown tagged field, for flexible versions, so that skipping is exercised too.
+    fn extra_tags(flexible: bool) -> BTreeMap<i32, Bytes> {
+        if flexible {
+            BTreeMap::from([(77, Bytes::from_static(b"later"))])
+        } else {
+            BTreeMap::new()
+        }
+    }
+
+    fn encode<T: Encodable>(value: &T, version: i16) -> Bytes {
+        let mut buf = BytesMut::new();
+        value.encode(&mut buf, version).unwrap();
+        buf.freeze()
+    }
+
+    fn api_versions(v: i16) -> ApiVersionsResponse {
+        let flex = v >= 3;
+        let mut r = ApiVersionsResponse::default()
+            .with_error_code(0)
+            .with_api_keys(vec![
+                ApiVersion::default()
+                    .with_api_key(18)
+                    .with_max_version(4)
+                    .with_unknown_tagged_fields(extra_tags(flex)),
+                ApiVersion::default().with_api_key(3).with_max_version(13),
+            ])
+            .with_throttle_time_ms(if v >= 1 { 5 } else { 0 });
+        if flex {
+            r = r
+                .with_supported_features(vec![SupportedFeatureKey::default()
+                    .with_name(s("metadata.version"))
+                    .with_min_version(1)
+                    .with_max_version(27)
+                    .with_unknown_tagged_fields(extra_tags(true))])
+                .with_finalized_features_epoch(42)
+                .with_finalized_features(vec![FinalizedFeatureKey::default()
+                    .with_name(s("kraft.version"))
+                    .with_max_version_level(1)])
+                .with_zk_migration_ready(true)
+                .with_unknown_tagged_fields(extra_tags(true));
+        }
+        r
+    }
+
+    fn metadata(v: i16) -> MetadataResponse {
+        let flex = v >= 9;
+        let partition = MetadataResponsePartition::default()
+            .with_error_code(9)
+            .with_partition_index(3)
+            .with_leader_id(BrokerId(2))
+            .with_leader_epoch(if v >= 7 { 11 } else { -1 })
+            .with_replica_nodes(vec![BrokerId(1), BrokerId(2), BrokerId(3)])
+            .with_isr_nodes(vec![BrokerId(2)])
+            .with_offline_replicas(if v >= 5 { vec![BrokerId(3)] } else { vec![] })
+            .with_unknown_tagged_fields(extra_tags(flex));
+        let mut topic = MetadataResponseTopic::default()
+            .with_name(Some(TopicName(s("orders"))))
+            .with_is_internal(v >= 1)
+            .with_partitions(vec![partition.clone(), partition])
+            .with_unknown_tagged_fields(extra_tags(flex));
+        if v >= 10 {
+            topic = topic.with_topic_id("0102030405060708090a0b0c0d0e0f10".parse().unwrap());
+        }
+        if v >= 8 {
+            topic = topic.with_topic_authorized_operations(8);
+        }
+        let mut r = MetadataResponse::default()
+            .with_throttle_time_ms(if v >= 3 { 1 } else { 0 })
+            .with_brokers(vec![MetadataResponseBroker::default()
+                .with_node_id(BrokerId(1))
+                .with_host(s("broker-1"))
+                .with_port(9092)
+                .with_rack(if v >= 1 { Some(s("r1")) } else { None })
+                .with_unknown_tagged_fields(extra_tags(flex))])
+            .with_cluster_id(if v >= 2 { Some(s("c1")) } else { None })
+            .with_controller_id(BrokerId(if v >= 1 { 1 } else { -1 }))
+            .with_topics(vec![topic.clone(), topic.with_error_code(3)])
+            .with_unknown_tagged_fields(extra_tags(flex));
+        if (8..=10).contains(&v) {
+            r = r.with_cluster_authorized_operations(4);
+        }
+        if v >= 13 {
+            r = r.with_error_code(0);
+        }
+        r
+    }
+
+    fn describe_cluster(v: i16) -> DescribeClusterResponse {
+        let broker = DescribeClusterBroker::default()
+            .with_broker_id(BrokerId(1))
+            .with_host(s("broker-1"))
+            .with_port(9092)
+            .with_rack(Some(s("r1")))
+            .with_is_fenced(v >= 2)
+            .with_unknown_tagged_fields(extra_tags(true));
+        DescribeClusterResponse::default()
+            .with_error_message(Some(s("fine")))
+            .with_cluster_id(s("c1"))
+            .with_controller_id(BrokerId(1))
+            .with_brokers(vec![broker.clone(), broker])
+            .with_unknown_tagged_fields(extra_tags(true))
+    }
+
+    fn describe_configs(v: i16) -> DescribeConfigsResponse {
+        let flex = v >= 4;
+        let mut config = DescribeConfigsResourceResult::default()
+            .with_name(s("min.insync.replicas"))
+            .with_value(Some(s("2")))
+            .with_config_source(5)
+            .with_synonyms(vec![DescribeConfigsSynonym::default()
+                .with_name(s("min.insync.replicas"))
+                .with_value(Some(s("2")))
+                .with_source(5)
+                .with_unknown_tagged_fields(extra_tags(flex))])
+            .with_unknown_tagged_fields(extra_tags(flex));
+        if v >= 3 {
+            config = config
+                .with_config_type(3)
+                .with_documentation(Some(s("docs")));
+        }
+        DescribeConfigsResponse::default()
+            .with_results(vec![
+                DescribeConfigsResult::default()
+                    .with_resource_type(2)
+                    .with_resource_name(s("orders"))
+                    .with_configs(vec![config.clone(), config])
+                    .with_unknown_tagged_fields(extra_tags(flex)),
+                DescribeConfigsResult::default()
+                    .with_error_code(3)
+                    .with_error_message(Some(s("unknown")))
+                    .with_resource_type(2)
+                    .with_resource_name(s("gone")),
+            ])
+            .with_unknown_tagged_fields(extra_tags(flex))
+    }
+
+    fn sasl_handshake(_v: i16) -> SaslHandshakeResponse {
+        SaslHandshakeResponse::default().with_mechanisms(vec![s("PLAIN"), s("SCRAM-SHA-512")])
+    }
+
+    fn sasl_authenticate(v: i16) -> SaslAuthenticateResponse {
+        SaslAuthenticateResponse::default()
+            .with_error_message(Some(s("ok")))
+            .with_auth_bytes(Bytes::from_static(b"v=abc"))
+            .with_session_lifetime_ms(if v >= 1 { 3_600_000 } else { 0 })
+            .with_unknown_tagged_fields(extra_tags(v >= 2))
+    }
+
+    /// The walk must end exactly where the crate's decoder ends, at every version, and every
+    /// truncation must be refused without a panic.
+    fn check_all_versions<T>(range: std::ops::RangeInclusive<i16>, build: fn(i16) -> T)
+    where
+        T: Guarded + Encodable + PartialEq + std::fmt::Debug,
+    {
+        for v in range {
+            let value = build(v);
+            let body = encode(&value, v);
+            let mut r = Reader::new(&body);
+            T::walk(&mut r, v).unwrap_or_else(|e| panic!("v{v}: {e}"));
+            assert_eq!(r.remaining(), 0, "v{v}: walk stopped early");
+            assert_eq!(decode::<T>(&body, v).unwrap(), value, "v{v}");
+            for cut in 0..body.len() {
+                assert!(
+                    decode::<T>(&body.slice(..cut), v).is_err(),
+                    "v{v}: prefix of {cut} bytes accepted"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn walks_match_the_crate_at_every_version() {
+        check_all_versions(0..=4, api_versions);
+        check_all_versions(0..=13, metadata);
+        check_all_versions(0..=2, describe_cluster);
+        check_all_versions(1..=4, describe_configs);
+        check_all_versions(0..=1, sasl_handshake);
+        check_all_versions(0..=2, sasl_authenticate);
+    }
+
+    /// Flipped bytes anywhere in valid bodies must give an answer or an error, never a panic
+    /// or an allocation the frame cannot back.
+    #[test]
+    fn mutated_bodies_never_panic() {
+        fn mutate_all<T: Guarded + Encodable>(
+            versions: std::ops::RangeInclusive<i16>,
+            build: fn(i16) -> T,
+            next: &mut impl FnMut() -> u64,
+        ) {
+            for v in versions {
+                let body = encode(&build(v), v).to_vec();
+                for _ in 0..300 {
+                    let mut copy = body.clone();
+                    for _ in 0..1 + next() % 4 {
+                        let at = (next() % copy.len() as u64) as usize;
+                        copy[at] = next() as u8;
+                    }
+                    let _ = decode::<T>(&Bytes::from(copy), v);
+                }
+            }
+        }
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        mutate_all(0..=4, api_versions, &mut next);
+        mutate_all(0..=13, metadata, &mut next);
+        mutate_all(0..=2, describe_cluster, &mut next);
+        mutate_all(1..=4, describe_configs, &mut next);
+        mutate_all(0..=1, sasl_handshake, &mut next);
+        mutate_all(0..=2, sasl_authenticate, &mut next);
+    }
+
+    #[test]
+    fn inflated_counts_are_refused() {
+        // Metadata v8: throttle, brokers array with i32 count.
+        let classic = [0, 0, 0, 0, 0x7f, 0xff, 0xff, 0xff];
+        let err = decode::<MetadataResponse>(&Bytes::copy_from_slice(&classic), 8).unwrap_err();
+        assert!(err.contains("claims 2147483647 elements"), "{err}");
+
+        // ApiVersions v3: error code, empty api_keys, throttle, then one tagged field,
+        // supported_features, whose array claims 2^28 entries.
+        let tagged = [0, 0, 1, 0, 0, 0, 0, 1, 0, 5, 0x81, 0x80, 0x80, 0x80, 0x01];
+        let err = decode::<ApiVersionsResponse>(&Bytes::copy_from_slice(&tagged), 3).unwrap_err();
+        assert!(err.contains("claims 268435456 elements"), "{err}");
+
+        // A negative array length other than null.
+        let negative = [0, 0, 0, 0, 0xff, 0xff, 0xff, 0xfe];
+        let err = decode::<MetadataResponse>(&Bytes::copy_from_slice(&negative), 8).unwrap_err();
+        assert!(err.contains("array length -2"), "{err}");
+
+        // A partition's replica list claiming more int32s than bytes remain.
+        let mut body = encode(&metadata(8), 8).to_vec();
+        let needle = [0, 0, 0, 3, 0, 0, 0, 1, 0, 0, 0, 2, 0, 0, 0, 3];
+        let at = body
+            .windows(needle.len())
+            .position(|w| w == needle)
+            .unwrap();
+        body[at..at + 4].copy_from_slice(&1_000_000i32.to_be_bytes());
+        let err = decode::<MetadataResponse>(&Bytes::from(body), 8).unwrap_err();
+        assert!(err.contains("claims 1000000 elements"), "{err}");
+    }
+
+    #[test]
+    fn versions_outside_the_crate_are_refused() {
+        let body = Bytes::from_static(&[0, 0, 0, 0]);
+        assert!(decode::<DescribeConfigsResponse>(&body, 0).is_err());
+        assert!(decode::<MetadataResponse>(&body, 14).is_err());
+    }
+}

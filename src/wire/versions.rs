@@ -1,0 +1,112 @@
+//! What the broker said it speaks, and the version used for each API as a result.
+
+use std::collections::BTreeMap;
+
+use kafka_protocol::messages::{ApiKey, ApiVersionsResponse};
+use kafka_protocol::protocol::{Request, VersionRange};
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct SupportedVersions {
+    broker: BTreeMap<i16, VersionRange>,
+    api_versions: i16,
+}
+
+impl SupportedVersions {
+    pub(crate) fn from_response(response: &ApiVersionsResponse, api_versions: i16) -> Self {
+        let broker = response
+            .api_keys
+            .iter()
+            .map(|k| {
+                (
+                    k.api_key,
+                    VersionRange {
+                        min: k.min_version,
+                        max: k.max_version,
+                    },
+                )
+            })
+            .collect();
+        SupportedVersions {
+            broker,
+            api_versions,
+        }
+    }
+
+    /// The ApiVersions version the negotiation ended with.
+    pub fn api_versions_version(&self) -> i16 {
+        self.api_versions
+    }
+
+    /// The range the broker announced for an API key, including keys this client does not know.
+    pub fn broker_range(&self, api_key: i16) -> Option<VersionRange> {
+        self.broker.get(&api_key).copied()
+    }
+
+    /// Every API key the broker announced with its range.
+    pub fn broker_ranges(&self) -> impl Iterator<Item = (i16, VersionRange)> + '_ {
+        self.broker.iter().map(|(k, r)| (*k, *r))
+    }
+
+    /// The highest version of an API that both the broker and this client speak.
+    pub fn negotiated(&self, api: ApiKey) -> Option<i16> {
+        self.pick(api as i16, api.valid_versions())
+    }
+
+    /// The negotiated version of every API both sides know.
+    pub fn negotiated_all(&self) -> BTreeMap<i16, i16> {
+        self.broker
+            .keys()
+            .filter_map(|&key| {
+                let api = ApiKey::try_from(key).ok()?;
+                Some((key, self.negotiated(api)?))
+            })
+            .collect()
+    }
+
+    pub(crate) fn for_request<R: Request>(&self) -> Option<i16> {
+        self.pick(R::KEY, R::VERSIONS)
+    }
+
+    fn pick(&self, key: i16, ours: VersionRange) -> Option<i16> {
+        let common = self.broker.get(&key)?.intersect(&ours);
+        (!common.is_empty()).then_some(common.max)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kafka_protocol::messages::api_versions_response::ApiVersion;
+    use kafka_protocol::messages::{DescribeClusterRequest, MetadataRequest};
+
+    fn response(ranges: &[(i16, i16, i16)]) -> ApiVersionsResponse {
+        ApiVersionsResponse::default().with_api_keys(
+            ranges
+                .iter()
+                .map(|&(k, min, max)| {
+                    ApiVersion::default()
+                        .with_api_key(k)
+                        .with_min_version(min)
+                        .with_max_version(max)
+                })
+                .collect(),
+        )
+    }
+
+    #[test]
+    fn picks_the_highest_common_version() {
+        let v = SupportedVersions::from_response(&response(&[(3, 0, 20), (60, 0, 1)]), 3);
+        assert_eq!(v.for_request::<MetadataRequest>(), Some(13));
+        assert_eq!(v.for_request::<DescribeClusterRequest>(), Some(1));
+        assert_eq!(v.negotiated(ApiKey::Metadata), Some(13));
+        assert_eq!(v.negotiated(ApiKey::Fetch), None);
+        assert_eq!(v.broker_range(3).map(|r| r.max), Some(20));
+    }
+
+    #[test]
+    fn disjoint_ranges_give_nothing() {
+        let v = SupportedVersions::from_response(&response(&[(32, 0, 0)]), 0);
+        // DescribeConfigs v0 is below what the crate encodes.
+        assert_eq!(v.negotiated(ApiKey::DescribeConfigs), None);
+    }
+}
