@@ -1,0 +1,183 @@
+//! Runs the real `kafka-watchdog` binary against the lab and reads its HTTP surface.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU16, Ordering};
+use std::time::{Duration, Instant};
+
+static NEXT_PORT: AtomicU16 = AtomicU16::new(0);
+
+/// A port for this test's watchdog, distinct per test and per test binary run.
+pub fn free_port() -> u16 {
+    let base = 19_700 + (std::process::id() % 200) as u16 * 10;
+    base + NEXT_PORT.fetch_add(1, Ordering::SeqCst) % 10
+}
+
+/// Settings of the watchdog under test, fast enough for tests.
+pub struct WatchdogSettings {
+    pub round_interval_secs: u64,
+    pub request_timeout_ms: u64,
+    pub extra_cluster_yaml: String,
+    pub extra_top_yaml: String,
+}
+
+impl Default for WatchdogSettings {
+    fn default() -> Self {
+        WatchdogSettings {
+            round_interval_secs: 2,
+            request_timeout_ms: 1500,
+            extra_cluster_yaml: String::new(),
+            extra_top_yaml: String::new(),
+        }
+    }
+}
+
+pub struct Watchdog {
+    child: Child,
+    pub port: u16,
+    pub dir: PathBuf,
+}
+
+impl Drop for Watchdog {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+pub fn temp_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!(
+        "kw-test-{name}-{}-{}",
+        std::process::id(),
+        NEXT_PORT.load(Ordering::SeqCst)
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    dir
+}
+
+impl Watchdog {
+    pub fn config_yaml(port: u16, dir: &std::path::Path, s: &WatchdogSettings) -> String {
+        format!(
+            "instance_id: test\nhttp:\n  listen: 127.0.0.1:{port}\nlog:\n  level: debug\nstate_dir: {state}\n{top}\
+             clusters:\n  - name: lab\n    bootstrap_servers: [127.0.0.11:9092, 127.0.0.12:9092, 127.0.0.13:9092]\n    \
+             round_interval_secs: {round}\n    connect_timeout_ms: 1000\n    request_timeout_ms: {req}\n    \
+             canary:\n      produce_timeout_ms: {req}\n{extra}",
+            state = dir.join("state").display(),
+            top = s.extra_top_yaml,
+            round = s.round_interval_secs,
+            req = s.request_timeout_ms,
+            extra = s.extra_cluster_yaml,
+        )
+    }
+
+    /// Starts the daemon and waits until it has completed a round.
+    pub fn start(name: &str, s: &WatchdogSettings) -> Watchdog {
+        let port = free_port();
+        let dir = temp_dir(name);
+        let config = dir.join("watchdog.yaml");
+        std::fs::write(&config, Self::config_yaml(port, &dir, s)).expect("write config");
+        let log = std::fs::File::create(dir.join("watchdog.log")).expect("log file");
+        let child = Command::new(env!("CARGO_BIN_EXE_kafka-watchdog"))
+            .args(["run", "-c"])
+            .arg(&config)
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("start kafka-watchdog");
+        let w = Watchdog { child, port, dir };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Ok((200, _)) = w.get("/readyz") {
+                return w;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "watchdog not ready in 30 s; log:\n{}",
+                w.log()
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("watchdog.log")).unwrap_or_default()
+    }
+
+    /// A plain HTTP/1.0 GET: status code and body.
+    pub fn get(&self, path: &str) -> std::io::Result<(u16, String)> {
+        http_get(self.port, path)
+    }
+
+    pub fn status(&self) -> serde_json::Value {
+        let (code, body) = self.get("/status").expect("GET /status");
+        assert_eq!(code, 200, "{body}");
+        serde_json::from_str(&body).expect("status is JSON")
+    }
+
+    /// The verdict of one broker in cluster `lab`.
+    pub fn broker(&self, id: i32) -> Option<serde_json::Value> {
+        let s = self.status();
+        s["clusters"][0]["brokers"]
+            .as_array()?
+            .iter()
+            .find(|b| b["broker"] == id)
+            .cloned()
+    }
+
+    pub fn broker_state(&self, id: i32) -> Option<String> {
+        self.broker(id)
+            .and_then(|b| b["state"].as_str().map(str::to_string))
+    }
+
+    /// Parses /metrics with a Prometheus text parser.
+    pub fn metrics(&self) -> prometheus_parse::Scrape {
+        let (code, body) = self.get("/metrics").expect("GET /metrics");
+        assert_eq!(code, 200);
+        let lines = body.lines().map(|l| Ok(l.to_string()));
+        prometheus_parse::Scrape::parse(lines).expect("valid Prometheus text exposition")
+    }
+
+    /// The value of one sample whose labels include every pair of `labels`.
+    pub fn metric(&self, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+        metric_value(&self.metrics(), name, labels)
+    }
+}
+
+pub fn metric_value(scrape: &prometheus_parse::Scrape, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+    scrape
+        .samples
+        .iter()
+        .find(|s| {
+            s.metric == name
+                && labels
+                    .iter()
+                    .all(|(k, v)| s.labels.get(k).is_some_and(|x| x == *v))
+        })
+        .map(|s| match s.value {
+            prometheus_parse::Value::Counter(v)
+            | prometheus_parse::Value::Gauge(v)
+            | prometheus_parse::Value::Untyped(v) => v,
+            _ => f64::NAN,
+        })
+}
+
+pub fn http_get(port: u16, path: &str) -> std::io::Result<(u16, String)> {
+    let mut s = TcpStream::connect_timeout(
+        &format!("127.0.0.1:{port}").parse().expect("address"),
+        Duration::from_secs(2),
+    )?;
+    s.set_read_timeout(Some(Duration::from_secs(5)))?;
+    write!(s, "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")?;
+    let mut raw = String::new();
+    s.read_to_string(&mut raw)?;
+    let code = raw
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let body = raw.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default();
+    Ok((code, body))
+}
