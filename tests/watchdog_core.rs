@@ -19,14 +19,24 @@ fn start(name: &str) -> Watchdog {
 fn healthy_cluster_reports_every_broker_healthy_and_valid_metrics() {
     let lab = lab();
     let topic = unique_topic("core-healthy");
-    client::create_topic(&lab.bootstrap(), &topic, &[vec![1, 2, 3], vec![2, 3, 1]], &[]).unwrap();
+    client::create_topic(
+        &lab.bootstrap(),
+        &topic,
+        &[vec![1, 2, 3], vec![2, 3, 1]],
+        &[],
+    )
+    .unwrap();
     let w = start("healthy");
     // A couple of rounds, so rates and counters have moved.
     std::thread::sleep(Duration::from_secs(5));
     let scrape = w.metrics();
     for id in ["1", "2", "3"] {
         assert_eq!(
-            metric_value(&scrape, "kafka_watchdog_broker_up", &[("cluster", "lab"), ("broker", id)]),
+            metric_value(
+                &scrape,
+                "kafka_watchdog_broker_up",
+                &[("cluster", "lab"), ("broker", id)]
+            ),
             Some(1.0),
             "broker {id} up"
         );
@@ -38,31 +48,40 @@ fn healthy_cluster_reports_every_broker_healthy_and_valid_metrics() {
             ),
             Some(1.0)
         );
-        assert!(
-            metric_value(
-                &scrape,
-                "kafka_watchdog_broker_request_seconds",
-                &[("broker", id), ("request", "metadata")]
-            )
-            .is_some_and(|v| v > 0.0 && v < 2.0)
-        );
+        assert!(metric_value(
+            &scrape,
+            "kafka_watchdog_broker_request_seconds",
+            &[("broker", id), ("request", "metadata")]
+        )
+        .is_some_and(|v| v > 0.0 && v < 2.0));
     }
     for state in ["offline", "under_replicated", "under_min_isr"] {
         assert_eq!(
-            metric_value(&scrape, "kafka_watchdog_partitions", &[("cluster", "lab"), ("state", state)]),
+            metric_value(
+                &scrape,
+                "kafka_watchdog_partitions",
+                &[("cluster", "lab"), ("state", state)]
+            ),
             Some(0.0),
             "{state}"
         );
     }
     assert!(metric_value(&scrape, "kafka_watchdog_partitions_observed", &[]).unwrap() >= 2.0);
     assert!(metric_value(&scrape, "kafka_watchdog_round_duration_seconds", &[]).is_some());
-    let last = metric_value(&scrape, "kafka_watchdog_last_successful_round_timestamp_seconds", &[])
-        .expect("last success");
+    let last = metric_value(
+        &scrape,
+        "kafka_watchdog_last_successful_round_timestamp_seconds",
+        &[],
+    )
+    .expect("last success");
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
         .as_secs_f64();
-    assert!((now - last).abs() < 10.0, "last success {last} vs now {now}");
+    assert!(
+        (now - last).abs() < 10.0,
+        "last success {last} vs now {now}"
+    );
     let status = w.status();
     assert_eq!(status["clusters"][0]["severity"], "ok", "{status:#}");
     let (code, body) = w.get("/healthz").unwrap();
@@ -82,29 +101,53 @@ fn frozen_broker_times_out_while_others_answer_and_metrics_stay_prompt() {
         (b["state"] == "zombie").then_some(b)
     });
     let took = frozen_at.elapsed();
-    eprintln!("frozen broker 1 judged zombie after {:.1} s", took.as_secs_f64());
+    eprintln!(
+        "frozen broker 1 judged zombie after {:.1} s",
+        took.as_secs_f64()
+    );
     // One round (2 s) plus the request timeout (1.5 s), with room for a slow machine.
     assert!(took < Duration::from_secs(15), "took {took:?}");
     assert_eq!(b["hits"][0]["rule"], "no_answer", "{b:#}");
-    assert_eq!(b["probe"]["api_versions"]["failure"]["kind"], "timeout", "{b:#}");
-    assert_eq!(b["probe"]["connect"]["ok"], true, "TCP still accepted: {b:#}");
+    assert_eq!(
+        b["probe"]["api_versions"]["failure"]["kind"], "timeout",
+        "{b:#}"
+    );
+    assert_eq!(
+        b["probe"]["connect"]["ok"], true,
+        "TCP still accepted: {b:#}"
+    );
 
     // The HTTP surface answers promptly while a broker hangs.
     for _ in 0..5 {
         let started = Instant::now();
         let scrape = w.metrics();
-        assert!(started.elapsed() < Duration::from_secs(1), "/metrics took {:?}", started.elapsed());
-        assert_eq!(metric_value(&scrape, "kafka_watchdog_broker_up", &[("broker", "1")]), Some(0.0));
-        assert_eq!(metric_value(&scrape, "kafka_watchdog_broker_up", &[("broker", "2")]), Some(1.0));
-        assert_eq!(metric_value(&scrape, "kafka_watchdog_broker_up", &[("broker", "3")]), Some(1.0));
         assert!(
-            metric_value(
-                &scrape,
-                "kafka_watchdog_broker_request_failures_total",
-                &[("broker", "1"), ("request", "api_versions"), ("kind", "timeout")]
-            )
-            .is_some_and(|v| v >= 1.0)
+            started.elapsed() < Duration::from_secs(1),
+            "/metrics took {:?}",
+            started.elapsed()
         );
+        assert_eq!(
+            metric_value(&scrape, "kafka_watchdog_broker_up", &[("broker", "1")]),
+            Some(0.0)
+        );
+        assert_eq!(
+            metric_value(&scrape, "kafka_watchdog_broker_up", &[("broker", "2")]),
+            Some(1.0)
+        );
+        assert_eq!(
+            metric_value(&scrape, "kafka_watchdog_broker_up", &[("broker", "3")]),
+            Some(1.0)
+        );
+        assert!(metric_value(
+            &scrape,
+            "kafka_watchdog_broker_request_failures_total",
+            &[
+                ("broker", "1"),
+                ("request", "api_versions"),
+                ("kind", "timeout")
+            ]
+        )
+        .is_some_and(|v| v >= 1.0));
         std::thread::sleep(Duration::from_millis(700));
     }
     // Fenced meanwhile, it vanished from metadata; the watchdog keeps probing it.
@@ -143,17 +186,30 @@ fn two_replicas_killed_leave_an_offline_partition_attributed_to_them() {
         .cloned()
         .unwrap_or_else(|| panic!("no problem entry for {topic}-0: {status:#}"));
     assert_eq!(problem["leader"], -1);
-    assert!(problem["conditions"].as_array().unwrap().contains(&"offline".into()));
+    assert!(problem["conditions"]
+        .as_array()
+        .unwrap()
+        .contains(&"offline".into()));
     assert_eq!(problem["suspects"], serde_json::json!([2, 3]));
     for id in [2, 3] {
         let b = w.broker(id).unwrap();
         assert_eq!(b["state"], "down", "{b:#}");
         assert_eq!(b["hits"][0]["rule"], "port_closed");
-        assert!(b["partitions"]["replica_of_offline"].as_u64().unwrap() >= 1, "{b:#}");
+        assert!(
+            b["partitions"]["replica_of_offline"].as_u64().unwrap() >= 1,
+            "{b:#}"
+        );
     }
-    assert!(w.metric("kafka_watchdog_partitions", &[("state", "offline")]).unwrap() >= 1.0);
+    assert!(
+        w.metric("kafka_watchdog_partitions", &[("state", "offline")])
+            .unwrap()
+            >= 1.0
+    );
     assert_eq!(
-        w.metric("kafka_watchdog_broker_offline_partitions", &[("broker", "2")]),
+        w.metric(
+            "kafka_watchdog_broker_offline_partitions",
+            &[("broker", "2")]
+        ),
         Some(1.0)
     );
     assert_eq!(w.broker_state(1).as_deref(), Some("healthy"));
@@ -189,7 +245,10 @@ fn cut_replication_is_attributed_to_the_live_follower() {
     assert_eq!(problem["min_isr"], 2);
     assert_eq!(problem["isr"], serde_json::json!([1]));
     let b2 = w.broker(2).unwrap();
-    assert_eq!(b2["listed_as_registered"], true, "the follower stays registered: {b2:#}");
+    assert_eq!(
+        b2["listed_as_registered"], true,
+        "the follower stays registered: {b2:#}"
+    );
     assert_ne!(b2["state"], "healthy", "{b2:#}");
     assert!(
         b2["hits"]
@@ -199,8 +258,19 @@ fn cut_replication_is_attributed_to_the_live_follower() {
             .any(|h| h["rule"] == "out_of_some_isrs" || h["rule"] == "out_of_every_isr"),
         "{b2:#}"
     );
-    assert!(w.metric("kafka_watchdog_partitions", &[("state", "under_min_isr")]).unwrap() >= 1.0);
-    assert!(w.metric("kafka_watchdog_broker_replicas_out_of_isr", &[("broker", "2")]).unwrap() >= 1.0);
+    assert!(
+        w.metric("kafka_watchdog_partitions", &[("state", "under_min_isr")])
+            .unwrap()
+            >= 1.0
+    );
+    assert!(
+        w.metric(
+            "kafka_watchdog_broker_replicas_out_of_isr",
+            &[("broker", "2")]
+        )
+        .unwrap()
+            >= 1.0
+    );
     assert_eq!(w.broker_state(1).as_deref(), Some("healthy"));
     lab.heal(Some(2)).unwrap();
     eventually(WAIT, "broker 2 healthy after heal", || {

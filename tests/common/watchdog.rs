@@ -146,7 +146,11 @@ impl Watchdog {
     }
 }
 
-pub fn metric_value(scrape: &prometheus_parse::Scrape, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+pub fn metric_value(
+    scrape: &prometheus_parse::Scrape,
+    name: &str,
+    labels: &[(&str, &str)],
+) -> Option<f64> {
     scrape
         .samples
         .iter()
@@ -178,6 +182,9 @@ pub fn http_get(port: u16, path: &str) -> std::io::Result<(u16, String)> {
         .nth(1)
         .and_then(|c| c.parse().ok())
         .unwrap_or(0);
-    let body = raw.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default();
+    let body = raw
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
     Ok((code, body))
 }
