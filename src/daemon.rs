@@ -9,6 +9,7 @@ use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use signal_hook_tokio::Signals;
 use tokio::sync::watch;
 
+use crate::canary::{Canary, CanaryRound};
 use crate::config::{ClusterConfig, Config};
 use crate::http::{self, Published};
 use crate::probe::ClusterProber;
@@ -21,12 +22,19 @@ const ROUND_SLACK: Duration = Duration::from_secs(5);
 /// The longest one round can legitimately take: connect plus the requests of one broker
 /// (all brokers are probed at once), plus the min.insync.replicas read, plus slack.
 fn round_limit(c: &ClusterConfig) -> Duration {
-    c.connect_timeout * 2 + c.request_timeout * 6 + ROUND_SLACK
+    let canary = if c.canary.enabled {
+        // Layout change, re-reads, produce, and the wait for read-back.
+        c.canary.produce_timeout * 4 + Duration::from_secs(1)
+    } else {
+        Duration::ZERO
+    };
+    c.connect_timeout * 2 + c.request_timeout * 6 + canary + ROUND_SLACK
 }
 
 /// Runs rounds of one cluster until `shutdown`, publishing each report.
 pub async fn cluster_loop(
     cfg: ClusterConfig,
+    instance: String,
     published: Arc<Published>,
     mut shutdown: watch::Receiver<bool>,
 ) {
@@ -42,17 +50,22 @@ pub async fn cluster_loop(
         &cfg.name,
         setup::verdict_settings(&cfg),
         setup::topic_filter(&cfg),
+        published.canary_stats.clone(),
     );
+    let mut canary = cfg
+        .canary
+        .enabled
+        .then(|| Canary::new(setup::canary_settings(&cfg, &instance)));
     let limit = round_limit(&cfg);
     let mut next = tokio::time::Instant::now();
     loop {
         let round = tokio::select! {
-            r = tokio::time::timeout(limit, prober.round()) => r,
+            r = tokio::time::timeout(limit, one_round(&mut prober, canary.as_mut())) => r,
             _ = shutdown.changed() => return,
         };
         match round {
-            Ok(obs) => {
-                let report = evaluator.evaluate(obs, SystemTime::now());
+            Ok((obs, canary_round)) => {
+                let report = evaluator.evaluate(obs, canary_round, SystemTime::now());
                 log_round(&report);
                 published.publish(report);
             }
@@ -73,6 +86,22 @@ pub async fn cluster_loop(
             _ = shutdown.changed() => return,
         }
     }
+}
+
+/// Direct probes, then the canary with what they saw.
+async fn one_round(
+    prober: &mut ClusterProber,
+    canary: Option<&mut Canary>,
+) -> (crate::observe::RoundObservation, Option<CanaryRound>) {
+    let obs = prober.round().await;
+    let canary_round = match canary {
+        Some(c) => {
+            let view = crate::canary::view_from(&obs, &c.topic());
+            Some(c.round(&view).await)
+        }
+        None => None,
+    };
+    (obs, canary_round)
 }
 
 fn log_round(r: &ClusterReport) {
@@ -115,7 +144,14 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         .clusters
         .iter()
         .cloned()
-        .map(|c| tokio::spawn(cluster_loop(c, published.clone(), stop_rx.clone())))
+        .map(|c| {
+            tokio::spawn(cluster_loop(
+                c,
+                config.instance_id.clone(),
+                published.clone(),
+                stop_rx.clone(),
+            ))
+        })
         .collect();
 
     let mut signals = Signals::new([SIGTERM, SIGINT, SIGHUP])?;
@@ -148,8 +184,12 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
 /// One round of every cluster, at once, for the `check` command.
 pub async fn check_once(config: &Config) -> Vec<ClusterReport> {
     let rounds = config.clusters.iter().map(|c| async move {
-        let mut evaluator =
-            Evaluator::new(&c.name, setup::verdict_settings(c), setup::topic_filter(c));
+        let mut evaluator = Evaluator::new(
+            &c.name,
+            setup::verdict_settings(c),
+            setup::topic_filter(c),
+            Default::default(),
+        );
         let settings = match setup::probe_settings(c) {
             Ok(s) => s,
             Err(e) => {
@@ -158,10 +198,12 @@ pub async fn check_once(config: &Config) -> Vec<ClusterReport> {
             }
         };
         let mut prober = ClusterProber::new(settings);
+        // Direct probes only: a single canary write proves little, and a check run from
+        // cron should not create topics.
         let obs = tokio::time::timeout(round_limit(c), prober.round())
             .await
             .ok()?;
-        Some(evaluator.evaluate(obs, SystemTime::now()))
+        Some(evaluator.evaluate(obs, None, SystemTime::now()))
     });
     futures::future::join_all(rounds)
         .await

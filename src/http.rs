@@ -17,6 +17,7 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
+use crate::canary::stats::CanaryStats;
 use crate::report::ClusterReport;
 
 /// What the HTTP server reads: the latest report of each cluster, replaced whole after each
@@ -26,6 +27,8 @@ pub struct Published {
     /// Clusters the config names; readiness waits for a first report of each.
     pub expected: RwLock<Vec<String>>,
     pub reports: RwLock<BTreeMap<String, Arc<ClusterReport>>>,
+    /// The canary's cumulative metrics, of every cluster.
+    pub canary_stats: CanaryStats,
 }
 
 impl Published {
@@ -34,6 +37,7 @@ impl Published {
             instance_id: instance_id.to_string(),
             expected: RwLock::new(clusters),
             reports: RwLock::new(BTreeMap::new()),
+            canary_stats: CanaryStats::default(),
         })
     }
 
@@ -98,7 +102,10 @@ fn route(published: &Published, req: &Request<Incoming>) -> Response<Full<Bytes>
             text(
                 StatusCode::OK,
                 crate::metrics::CONTENT_TYPE,
-                crate::metrics::render(reports.iter().map(|r| r.as_ref())),
+                crate::metrics::render(
+                    reports.iter().map(|r| r.as_ref()),
+                    Some(&published.canary_stats),
+                ),
             )
         }
         "/healthz" => text(StatusCode::OK, "text/plain; charset=utf-8", "ok\n".into()),

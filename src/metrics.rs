@@ -14,6 +14,8 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
+use crate::canary::stats::CanaryStats;
+use crate::canary::TopicStatus;
 use crate::health::Condition;
 use crate::report::ClusterReport;
 use crate::verdict::BrokerState;
@@ -48,8 +50,43 @@ fn secs(t: std::time::SystemTime) -> f64 {
 }
 
 /// Renders every metric of the given reports (one per cluster that completed a round).
-pub fn render<'a>(reports: impl IntoIterator<Item = &'a ClusterReport>) -> String {
+pub fn render<'a>(
+    reports: impl IntoIterator<Item = &'a ClusterReport>,
+    canary_stats: Option<&CanaryStats>,
+) -> String {
     let mut reg = Registry::with_prefix("kafka_watchdog");
+    if let Some(cs) = canary_stats {
+        reg.register(
+            "canary_produce_seconds",
+            "Latency of acknowledged acks=all canary writes, by partition and leader",
+            cs.produce_seconds.clone(),
+        );
+        reg.register(
+            "canary_end_to_end_seconds",
+            "Time from sending a canary record to reading it back, by partition and leader",
+            cs.end_to_end_seconds.clone(),
+        );
+        reg.register(
+            "partition_unavailable_seconds",
+            "Lengths of closed windows during which a canary partition could not be written",
+            cs.unavailable_seconds.clone(),
+        );
+        reg.register(
+            "canary_produce",
+            "acks=all canary writes by partition, leader and outcome (ok or an error kind)",
+            cs.produce_total.clone(),
+        );
+        reg.register(
+            "canary_records_lost",
+            "Acknowledged canary records later missing from the log, by the broker that acknowledged them",
+            cs.lost_total.clone(),
+        );
+        reg.register(
+            "canary_records_duplicated",
+            "Canary records read back more than once",
+            cs.duplicated_total.clone(),
+        );
+    }
     let build = gauge(
         &mut reg,
         "build_info",
@@ -149,6 +186,36 @@ pub fn render<'a>(reports: impl IntoIterator<Item = &'a ClusterReport>) -> Strin
         "Partitions for which the broker's metadata names another leader than the newest view",
     );
 
+    let canary_ready = gauge(
+        &mut reg,
+        "canary_topic_ready",
+        "1 when the canary topic exists and the canary can write to it, else 0",
+    );
+    let canary_available = gauge(
+        &mut reg,
+        "canary_partition_available",
+        "1 when this round's canary write to the partition was acknowledged, else 0",
+    );
+    let canary_overdue = gauge(
+        &mut reg,
+        "canary_records_overdue",
+        "Acknowledged canary records neither read back nor lost after lost_after",
+    );
+    let unavailable_for = gauge(
+        &mut reg,
+        "partition_unavailable_for_seconds",
+        "How long the canary partition has been unwritable (0 when it works)",
+    );
+    let last_window = gauge(
+        &mut reg,
+        "partition_last_unavailable_seconds",
+        "Length of the canary partition's last closed unavailability window",
+    );
+    let canary_led = gauge(
+        &mut reg,
+        "canary_partitions_led",
+        "Canary partitions the broker leads (0: the canary cannot vouch for it)",
+    );
     for r in reports {
         let c = || r.cluster.clone();
         set(
@@ -250,6 +317,36 @@ pub fn render<'a>(reports: impl IntoIterator<Item = &'a ClusterReport>) -> Strin
                 b(),
                 f64::from(r.disagreements.get(&v.broker).copied().unwrap_or(0)),
             );
+        }
+        if let Some(canary) = &r.canary {
+            set(
+                &canary_ready,
+                vec![("cluster", c())],
+                f64::from(u8::from(canary.status == TopicStatus::Ready)),
+            );
+            for p in &canary.partitions {
+                let part = || vec![("cluster", c()), ("partition", p.partition.to_string())];
+                let mut l = part();
+                l.push(("broker", p.leader.to_string()));
+                set(
+                    &canary_available,
+                    l,
+                    f64::from(u8::from(p.produce_seconds.is_some())),
+                );
+                set(&canary_overdue, part(), p.overdue as f64);
+                set(&unavailable_for, part(), p.unavailable_seconds.unwrap_or(0.0));
+                if let Some(w) = r.canary_last_window.get(&p.partition) {
+                    set(&last_window, part(), *w);
+                }
+            }
+            for v in &r.verdicts {
+                let n = canary.partitions.iter().filter(|p| p.leader == v.broker).count();
+                set(
+                    &canary_led,
+                    vec![("cluster", c()), ("broker", v.broker.to_string())],
+                    n as f64,
+                );
+            }
         }
         for ((broker, request, kind), n) in &r.failures_total {
             failures

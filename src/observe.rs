@@ -97,6 +97,21 @@ pub struct MetadataView {
     pub version: i16,
 }
 
+impl MetadataView {
+    /// Everything but the broker and topic lists, for building a filtered copy cheaply.
+    pub fn clone_header(&self) -> MetadataView {
+        MetadataView {
+            cluster_id: self.cluster_id.clone(),
+            controller_id: self.controller_id,
+            brokers: Vec::new(),
+            topics: BTreeMap::new(),
+            has_leader_epochs: self.has_leader_epochs,
+            has_offline_replicas: self.has_offline_replicas,
+            version: self.version,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct TopicView {
     pub name: String,

@@ -8,6 +8,8 @@ use std::time::{Duration, SystemTime};
 
 use serde::Serialize;
 
+use crate::canary::stats::CanaryStats;
+use crate::canary::CanaryRound;
 use crate::cluster_view::{merge, StaleLeader};
 use crate::health::{classify, Condition, Health};
 use crate::observe::{
@@ -43,6 +45,10 @@ pub struct ClusterReport {
     pub failures_total: FailureCounts,
     /// End of the last round in which the cluster was reachable.
     pub last_success: Option<SystemTime>,
+    /// This round's canary, when the canary is on.
+    pub canary: Option<CanaryRound>,
+    /// Per canary partition: the length of its last closed unavailability window.
+    pub canary_last_window: BTreeMap<i32, f64>,
 }
 
 /// How bad a report is, for `check` (Nagios-style exit codes) and summaries.
@@ -81,7 +87,9 @@ impl ClusterReport {
         if !self.reachable {
             return Severity::Unreachable;
         }
-        let critical = self.health.count(Condition::Offline) > 0
+        let canary_loss = self.canary.as_ref().is_some_and(|c| !c.lost.is_empty());
+        let critical = canary_loss
+            || self.health.count(Condition::Offline) > 0
             || self.health.count(Condition::UnderMinIsr) > 0
             || !self.stale_leaders.is_empty()
             || self
@@ -118,10 +126,18 @@ pub struct Evaluator {
     failures: FailureCounts,
     round: u64,
     last_success: Option<SystemTime>,
+    canary_stats: CanaryStats,
+    canary_last_window: BTreeMap<i32, f64>,
 }
 
 impl Evaluator {
-    pub fn new(cluster: &str, settings: VerdictSettings, include: TopicFilterFn) -> Self {
+    /// `canary_stats` is shared by every cluster's evaluator and the metrics renderer.
+    pub fn new(
+        cluster: &str,
+        settings: VerdictSettings,
+        include: TopicFilterFn,
+        canary_stats: CanaryStats,
+    ) -> Self {
         Evaluator {
             cluster: cluster.to_string(),
             settings,
@@ -130,10 +146,17 @@ impl Evaluator {
             failures: BTreeMap::new(),
             round: 0,
             last_success: None,
+            canary_stats,
+            canary_last_window: BTreeMap::new(),
         }
     }
 
-    pub fn evaluate(&mut self, obs: RoundObservation, now: SystemTime) -> ClusterReport {
+    pub fn evaluate(
+        &mut self,
+        obs: RoundObservation,
+        canary: Option<CanaryRound>,
+        now: SystemTime,
+    ) -> ClusterReport {
         self.round += 1;
         let answers: Vec<(BrokerId, &MetadataView)> = obs
             .probes
@@ -143,7 +166,25 @@ impl Evaluator {
         let view = merge(&answers);
         let include = self.include.clone();
         let health = classify(&view, &obs.min_isr, |t| include(t));
-        let verdicts = verdict::judge(&obs, &view, &health, &self.memory, &self.settings, now);
+        let verdicts = verdict::judge(
+            &obs,
+            &view,
+            &health,
+            canary.as_ref(),
+            &self.memory,
+            &self.settings,
+            now,
+        );
+        if let Some(c) = &canary {
+            self.canary_stats.record(&self.cluster, c);
+            for (partition, _, seconds) in &c.windows_closed {
+                self.canary_last_window.insert(*partition, *seconds);
+            }
+            if !c.partitions.is_empty() {
+                self.canary_last_window
+                    .retain(|p, _| c.partitions.iter().any(|q| q.partition == *p));
+            }
+        }
         verdict::remember(&mut self.memory, &verdicts, now);
 
         for (id, probe) in &obs.probes {
@@ -188,6 +229,8 @@ impl Evaluator {
             failures_total: self.failures.clone(),
             last_success: self.last_success,
             probes: obs.probes,
+            canary,
+            canary_last_window: self.canary_last_window.clone(),
         }
     }
 }

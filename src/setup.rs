@@ -3,6 +3,10 @@
 
 use std::sync::Arc;
 
+use rdkafka::config::ClientConfig;
+
+use crate::canary::layout::LayoutSettings;
+use crate::canary::CanarySettings;
 use crate::config::{ClusterConfig, SaslMechanism, SecurityProtocol};
 use crate::probe::ProbeSettings;
 use crate::report::TopicFilterFn;
@@ -98,4 +102,62 @@ pub fn verdict_settings(c: &ClusterConfig) -> VerdictSettings {
 pub fn topic_filter(c: &ClusterConfig) -> TopicFilterFn {
     let filter = c.topics.clone();
     Arc::new(move |t: &str| filter.matches(t))
+}
+
+/// librdkafka settings shared by the canary's clients: bootstrap, security, deadlines short
+/// enough that a hung broker is an error within a round (librdkafka's defaults would turn
+/// it into half a minute of latency), then the operator's own properties.
+pub fn client_config(c: &ClusterConfig) -> ClientConfig {
+    let mut cc = ClientConfig::new();
+    let ms = |d: std::time::Duration| d.as_millis().max(1).to_string();
+    cc.set("bootstrap.servers", c.bootstrap_servers.join(","))
+        .set("client.id", "kafka-watchdog")
+        .set("socket.timeout.ms", ms(c.request_timeout.max(c.canary.produce_timeout)))
+        .set("socket.connection.setup.timeout.ms", ms(c.connect_timeout))
+        .set("api.version.request.timeout.ms", ms(c.request_timeout))
+        .set("topic.metadata.refresh.interval.ms", ms(c.round_interval * 6))
+        .set("metadata.max.age.ms", ms(c.round_interval * 18))
+        .set("log_level", "4")
+        .set("security.protocol", c.security.protocol.as_str());
+    if let Some(s) = &c.security.sasl {
+        cc.set("sasl.mechanism", s.mechanism.as_str())
+            .set("sasl.username", &s.username)
+            .set("sasl.password", s.password.expose());
+    }
+    if let Some(t) = &c.security.tls {
+        if let Some(ca) = &t.ca_file {
+            cc.set("ssl.ca.location", ca.display().to_string());
+        }
+        if let Some(cert) = &t.client_cert {
+            cc.set("ssl.certificate.location", cert.cert_file.display().to_string())
+                .set("ssl.key.location", cert.key_file.display().to_string());
+        }
+        if t.insecure_skip_verify {
+            cc.set("enable.ssl.certificate.verification", "false")
+                .set("ssl.endpoint.identification.algorithm", "none");
+        }
+    }
+    for (k, v) in &c.librdkafka {
+        cc.set(k, v);
+    }
+    cc
+}
+
+pub fn canary_settings(c: &ClusterConfig, instance: &str) -> CanarySettings {
+    CanarySettings {
+        cluster: c.name.clone(),
+        topic: c.canary.topic.clone(),
+        instance: instance.to_string(),
+        produce_timeout: c.canary.produce_timeout,
+        lost_after: c.canary.lost_after,
+        manage_topic: c.canary.manage_topic,
+        layout: LayoutSettings {
+            replication_factor: c.canary.replication_factor,
+            min_insync_replicas: c.canary.min_insync_replicas,
+            stable_for: c.canary.reassign_stable,
+            min_interval: c.canary.reassign_min_interval,
+            elect_preferred_leaders: c.canary.elect_preferred_leaders,
+        },
+        client: client_config(c),
+    }
 }

@@ -1,6 +1,8 @@
 //! The `/status` document: per cluster and broker, what was observed, when, and what the
 //! watchdog concluded. Built from the same reports as the metrics.
 
+use std::collections::BTreeMap;
+
 use serde::Serialize;
 
 use crate::cluster_view::StaleLeader;
@@ -33,6 +35,8 @@ pub struct ClusterStatus<'a> {
     pub partitions: PartitionsStatus<'a>,
     pub split_brain: &'a [StaleLeader],
     pub bootstrap_failures: Vec<BootstrapFailure<'a>>,
+    pub canary: Option<&'a crate::canary::CanaryRound>,
+    pub canary_last_unavailable_seconds: &'a BTreeMap<i32, f64>,
 }
 
 #[derive(Serialize)]
@@ -111,6 +115,8 @@ pub fn cluster_status(r: &ClusterReport) -> ClusterStatus<'_> {
             .iter()
             .map(|(address, failure)| BootstrapFailure { address, failure })
             .collect(),
+        canary: r.canary.as_ref(),
+        canary_last_unavailable_seconds: &r.canary_last_window,
     }
 }
 

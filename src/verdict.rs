@@ -115,6 +115,20 @@ pub struct BrokerFacts<'a> {
     pub recently_down: bool,
     /// Nothing in the cluster answered this round.
     pub cluster_invisible: bool,
+    pub canary: CanaryFacts,
+}
+
+/// What this round's canary says about one broker.
+#[derive(Debug, Clone, Default)]
+pub struct CanaryFacts {
+    /// Canary partitions it leads.
+    pub led: u32,
+    /// Canary writes to partitions it leads that failed for a reason that points at the
+    /// leader ("partition 3: timeout").
+    pub failed: Vec<String>,
+    /// Canary writes that failed for lack of in-sync replicas while it is one of the
+    /// replicas missing from the ISR.
+    pub blamed: Vec<String>,
 }
 
 type Rule = fn(&BrokerFacts, &VerdictSettings) -> Option<RuleHit>;
@@ -128,7 +142,9 @@ const RULES: &[(&str, Rule)] = &[
     ("fenced_but_serving", fenced_but_serving),
     ("stale_leader", stale_leader),
     ("out_of_every_isr", out_of_every_isr),
+    ("canary_writes_fail", canary_writes_fail),
     ("out_of_some_isrs", out_of_some_isrs),
+    ("canary_not_enough_replicas", canary_not_enough_replicas),
     ("metadata_disagreement", metadata_disagreement),
     ("slow", slow),
 ];
@@ -300,6 +316,48 @@ fn out_of_every_isr(f: &BrokerFacts, _: &VerdictSettings) -> Option<RuleHit> {
     )
 }
 
+fn canary_writes_fail(f: &BrokerFacts, _: &VerdictSettings) -> Option<RuleHit> {
+    let c = &f.canary;
+    if c.failed.is_empty() {
+        return None;
+    }
+    let all = c.failed.len() as u32 >= c.led && f.probe.answered();
+    let state = if all {
+        BrokerState::Zombie
+    } else {
+        BrokerState::Degraded
+    };
+    let detail = if all {
+        format!(
+            "answers requests, but every canary write to the {} partition(s) it leads failed: {}",
+            c.led,
+            c.failed.join(", ")
+        )
+    } else {
+        format!(
+            "canary writes failed on {} of the {} partition(s) it leads: {}",
+            c.failed.len(),
+            c.led,
+            c.failed.join(", ")
+        )
+    };
+    hit("canary_writes_fail", state, detail)
+}
+
+fn canary_not_enough_replicas(f: &BrokerFacts, _: &VerdictSettings) -> Option<RuleHit> {
+    if f.canary.blamed.is_empty() {
+        return None;
+    }
+    hit(
+        "canary_not_enough_replicas",
+        BrokerState::Degraded,
+        format!(
+            "canary writes fail with NOT_ENOUGH_REPLICAS because it is missing from the ISR: {}",
+            f.canary.blamed.join(", ")
+        ),
+    )
+}
+
 fn out_of_some_isrs(f: &BrokerFacts, _: &VerdictSettings) -> Option<RuleHit> {
     let p = &f.partitions;
     if p.missing_from_isr == 0 || !f.probe.tcp_open() {
@@ -394,6 +452,29 @@ pub fn registration(id: BrokerId, obs: &RoundObservation) -> Registration {
     }
 }
 
+/// Attributes each canary partition's result: a failure for lack of in-sync replicas to
+/// the replicas missing from the ISR, any other failure to the leader.
+fn canary_facts(round: &crate::canary::CanaryRound) -> BTreeMap<BrokerId, CanaryFacts> {
+    let mut facts: BTreeMap<BrokerId, CanaryFacts> = BTreeMap::new();
+    for p in &round.partitions {
+        if p.leader >= 0 {
+            facts.entry(p.leader).or_default().led += 1;
+        }
+        let Some(err) = &p.produce_error else {
+            continue;
+        };
+        let what = format!("partition {}: {}", p.partition, err.kind);
+        if crate::canary::blames_followers(err.kind) {
+            for r in p.replicas.iter().filter(|r| !p.isr.contains(r)) {
+                facts.entry(*r).or_default().blamed.push(what.clone());
+            }
+        } else if p.leader >= 0 {
+            facts.entry(p.leader).or_default().failed.push(what);
+        }
+    }
+    facts
+}
+
 fn median(mut values: Vec<Duration>) -> Option<Duration> {
     if values.is_empty() {
         return None;
@@ -407,11 +488,13 @@ pub fn judge(
     obs: &RoundObservation,
     view: &ClusterView,
     health: &Health,
+    canary: Option<&crate::canary::CanaryRound>,
     memory: &BTreeMap<BrokerId, BrokerMemory>,
     settings: &VerdictSettings,
     now: SystemTime,
 ) -> Vec<BrokerVerdict> {
     let cluster_invisible = !obs.probes.values().any(BrokerProbe::answered);
+    let canary_facts = canary.map(canary_facts).unwrap_or_default();
     let mut stale: BTreeMap<BrokerId, Vec<String>> = BTreeMap::new();
     for s in &view.stale_leaders {
         stale.entry(s.broker).or_default().push(format!(
@@ -444,6 +527,7 @@ pub fn judge(
                 peer_median_latency: median(peers),
                 recently_down,
                 cluster_invisible,
+                canary: canary_facts.get(id).cloned().unwrap_or_default(),
             };
             verdict_of(&facts, settings)
         })

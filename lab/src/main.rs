@@ -63,6 +63,14 @@ enum Cmd {
     Heal { node: Option<i32> },
     /// Print a node's server log.
     Log { node: i32 },
+    /// Receive webhooks: print each notification, answer 200 (for trying out alerting).
+    Sink {
+        #[arg(long, default_value = kafka_lab::sink::DEFAULT_LISTEN)]
+        listen: std::net::SocketAddr,
+        /// Also append each body as one JSON line to this file.
+        #[arg(long)]
+        jsonl: Option<std::path::PathBuf>,
+    },
 }
 
 fn main() -> ExitCode {
@@ -144,6 +152,23 @@ fn run(cmd: Cmd) -> Result<(), LabError> {
         Cmd::Slow { node, cpu_percent } => Lab::open()?.slow(node, cpu_percent)?,
         Cmd::Heal { node } => Lab::open()?.heal(node)?,
         Cmd::Log { node } => print!("{}", Lab::open()?.server_log(node)?),
+        Cmd::Sink { listen, jsonl } => sink(listen, jsonl)?,
     }
     Ok(())
+}
+
+/// Serves until the process is stopped (Ctrl-C).
+fn sink(listen: std::net::SocketAddr, jsonl: Option<std::path::PathBuf>) -> Result<(), LabError> {
+    let runtime = tokio::runtime::Runtime::new()
+        .map_err(|e| LabError::Invalid(format!("cannot start the async runtime: {e}")))?;
+    runtime.block_on(async {
+        let options = kafka_lab::sink::SinkOptions { print: true, jsonl };
+        let sink = kafka_lab::sink::Sink::start_with(listen, options).await?;
+        eprintln!(
+            "kafka-lab sink: receiving webhooks at {} (Ctrl-C stops)",
+            sink.url()
+        );
+        std::future::pending::<()>().await;
+        Ok(())
+    })
 }

@@ -42,6 +42,7 @@ struct CanaryLayer {
     topic: Slot<String>,
     manage_topic: Slot<bool>,
     replication_factor: Slot<Option<u16>>,
+    min_insync_replicas: Slot<Option<u16>>,
     produce_timeout: Slot<u64>,
     lost_after: Slot<u64>,
     acks1_probe: Slot<bool>,
@@ -63,6 +64,7 @@ impl CanaryLayer {
             topic: kind.make(),
             manage_topic: kind.make(),
             replication_factor: kind.make(),
+            min_insync_replicas: kind.make(),
             produce_timeout: kind.make(),
             lost_after: kind.make(),
             acks1_probe: kind.make(),
@@ -163,6 +165,21 @@ pub(crate) fn layer(cx: &mut Ctx, f: &mut Fields) -> Layer {
                             });
                         }
                         let v = int(rep, e, &s::CANARY_REPLICATION_FACTOR)?;
+                        Some(Set {
+                            value: u16::try_from(v.value).ok(),
+                            key_pos: v.key_pos,
+                            value_pos: v.value_pos,
+                        })
+                    }),
+                    min_insync_replicas: Slot::read(cf.get(s::CANARY_MIN_INSYNC_REPLICAS.key), |e| {
+                        if e.value.is_null() {
+                            return Some(Set {
+                                value: None,
+                                key_pos: e.key_pos,
+                                value_pos: e.value.pos,
+                            });
+                        }
+                        let v = int(rep, e, &s::CANARY_MIN_INSYNC_REPLICAS)?;
                         Some(Set {
                             value: u16::try_from(v.value).ok(),
                             key_pos: v.key_pos,
@@ -463,6 +480,7 @@ fn merge(cx: &mut Ctx, own: &Layer, d: &Layer, label: &str, cluster_pos: Pos) ->
         s::CANARY_MANAGE_TOPIC.default,
     );
     let replication_factor = pick(&oc.replication_factor, &dc.replication_factor, None);
+    let min_insync_replicas = pick(&oc.min_insync_replicas, &dc.min_insync_replicas, None);
     let produce_timeout = pick(
         &oc.produce_timeout,
         &dc.produce_timeout,
@@ -545,6 +563,7 @@ fn merge(cx: &mut Ctx, own: &Layer, d: &Layer, label: &str, cluster_pos: Pos) ->
             topic: topic?.value,
             manage_topic: manage_topic?.value,
             replication_factor: replication_factor?.value,
+            min_insync_replicas: min_insync_replicas?.value,
             produce_timeout: millis(produce_timeout)?,
             lost_after: secs(lost_after)?,
             acks1_probe: acks1?.value,

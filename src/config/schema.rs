@@ -106,6 +106,13 @@ pub(crate) const CANARY_REPLICATION_FACTOR: IntSpec = IntSpec {
     // Kafka stores a replication factor in an INT16.
     max: i16::MAX as u64,
 };
+/// No built-in value: when unset, the canary module uses replication factor - 1 (at least 1).
+pub(crate) const CANARY_MIN_INSYNC_REPLICAS: IntSpec = IntSpec {
+    key: "min_insync_replicas",
+    default: 0,
+    min: 1,
+    max: i16::MAX as u64,
+};
 pub(crate) const CANARY_PRODUCE_TIMEOUT: IntSpec = IntSpec {
     key: "produce_timeout_ms",
     default: 5000,

@@ -328,7 +328,7 @@ fn unknown_keys_and_hints() {
     );
     assert_eq!(
         one(&cluster_with("canary: {tpoic: x}")),
-        "4:14: unknown key 'tpoic' in clusters[0].canary, did you mean 'topic'? (expected one of: enabled, topic, manage_topic, replication_factor, produce_timeout_ms, lost_after_secs, acks1_probe, reassign_stable_secs, reassign_min_interval_secs, elect_preferred_leaders)"
+        "4:14: unknown key 'tpoic' in clusters[0].canary, did you mean 'topic'? (expected one of: enabled, topic, manage_topic, replication_factor, min_insync_replicas, produce_timeout_ms, lost_after_secs, acks1_probe, reassign_stable_secs, reassign_min_interval_secs, elect_preferred_leaders)"
     );
     // The unit suffix left off.
     assert!(one(&cluster_with("request_timeout: 5")).contains(
@@ -474,6 +474,7 @@ fn built_in_defaults_are_applied() {
             topic: "__kafka_watchdog_canary".into(),
             manage_topic: true,
             replication_factor: None,
+            min_insync_replicas: None,
             produce_timeout: Duration::from_millis(5000),
             lost_after: Duration::from_secs(60),
             acks1_probe: true,

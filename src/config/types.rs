@@ -236,6 +236,8 @@ pub struct CanaryConfig {
     pub manage_topic: bool,
     /// `None`: min(3, number of brokers), decided by the canary module.
     pub replication_factor: Option<u16>,
+    /// `None`: replication factor - 1, at least 1.
+    pub min_insync_replicas: Option<u16>,
     /// Below the cluster's round interval when the canary is enabled.
     pub produce_timeout: Duration,
     pub lost_after: Duration,
@@ -296,6 +298,7 @@ impl Default for CanaryConfig {
             topic: schema::CANARY_TOPIC_DEFAULT.to_string(),
             manage_topic: schema::CANARY_MANAGE_TOPIC.default,
             replication_factor: None,
+            min_insync_replicas: None,
             produce_timeout: Duration::from_millis(schema::CANARY_PRODUCE_TIMEOUT.default),
             lost_after: Duration::from_secs(schema::CANARY_LOST_AFTER.default),
             acks1_probe: schema::CANARY_ACKS1_PROBE.default,

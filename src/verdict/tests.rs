@@ -170,6 +170,7 @@ impl World {
             &obs,
             &view,
             &health,
+            None,
             memory,
             &VerdictSettings::default(),
             SystemTime::UNIX_EPOCH + Duration::from_secs(1000),

@@ -17,6 +17,7 @@ use super::convert::{self, TopicConfigs, DESCRIBE_CLUSTER_FENCED};
 use super::error::{Phase, WireError};
 use super::frame::leading_error_code;
 use super::guard;
+use super::security::SaslSettings;
 use super::versions::SupportedVersions;
 use super::{sasl, security};
 use super::{Connected, Timed, WireOptions};
@@ -52,6 +53,13 @@ impl BrokerClient {
     /// `request_timeout`, even when it takes two round trips), then SASL if configured (each
     /// of its requests bounded by `request_timeout`).
     pub async fn connect(address: &str, opts: &WireOptions) -> Result<Connected, WireError> {
+        Self::open(address, opts).await?.negotiate().await
+    }
+
+    /// The first half of [`connect`](Self::connect): only the transport (TCP, then TLS), so
+    /// that a caller can record the connect latency even when the broker then fails to
+    /// answer ApiVersions.
+    pub async fn open(address: &str, opts: &WireOptions) -> Result<Opened, WireError> {
         let started = Instant::now();
         let tcp = open_tcp(address, opts.connect_timeout).await?;
         let stream = match opts.security.tls() {
@@ -60,38 +68,16 @@ impl BrokerClient {
             )),
             None => Stream::Plain(tcp),
         };
-        let connect_latency = started.elapsed();
-        let mut conn = Connection::new(
-            stream,
-            &opts.client_id,
-            opts.max_frame_bytes,
-            opts.request_timeout,
-        );
-        let (versions, api_versions_latency) = negotiate(&mut conn).await?;
-        let (session_lifetime, sasl_latency) = match opts.security.sasl() {
-            Some(sasl) => {
-                let started = Instant::now();
-                let lifetime = sasl::authenticate(&mut conn, &versions, sasl).await?;
-                (lifetime, Some(started.elapsed()))
-            }
-            None => (None, None),
-        };
-        tracing::debug!(
-            address,
-            api_versions = versions.api_versions_version(),
-            connect_ms = connect_latency.as_millis() as u64,
-            "connected to broker"
-        );
-        Ok(Connected {
-            client: BrokerClient {
-                address: address.to_owned(),
-                conn,
-                versions,
-                session_lifetime,
-            },
-            connect_latency,
-            api_versions_latency,
-            sasl_latency,
+        Ok(Opened {
+            address: address.to_owned(),
+            conn: Connection::new(
+                stream,
+                &opts.client_id,
+                opts.max_frame_bytes,
+                opts.request_timeout,
+            ),
+            sasl: opts.security.sasl().cloned(),
+            connect_latency: started.elapsed(),
         })
     }
 
@@ -204,6 +190,62 @@ impl BrokerClient {
         self.versions
             .for_request::<R>()
             .ok_or(WireError::Unsupported { phase })
+    }
+}
+
+/// A connection whose transport is up but which has not negotiated versions yet.
+pub struct Opened {
+    address: String,
+    conn: Connection,
+    sasl: Option<SaslSettings>,
+    /// Resolution, TCP handshake and, with TLS, the TLS handshake.
+    pub connect_latency: Duration,
+}
+
+impl std::fmt::Debug for Opened {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Opened")
+            .field("address", &self.address)
+            .field("connect_latency", &self.connect_latency)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Opened {
+    /// The second half of [`BrokerClient::connect`]: ApiVersions, then SASL if configured.
+    pub async fn negotiate(self) -> Result<Connected, WireError> {
+        let Opened {
+            address,
+            mut conn,
+            sasl,
+            connect_latency,
+        } = self;
+        let (versions, api_versions_latency) = negotiate(&mut conn).await?;
+        let (session_lifetime, sasl_latency) = match &sasl {
+            Some(sasl) => {
+                let started = Instant::now();
+                let lifetime = sasl::authenticate(&mut conn, &versions, sasl).await?;
+                (lifetime, Some(started.elapsed()))
+            }
+            None => (None, None),
+        };
+        tracing::debug!(
+            address,
+            api_versions = versions.api_versions_version(),
+            connect_ms = connect_latency.as_millis() as u64,
+            "connected to broker"
+        );
+        Ok(Connected {
+            client: BrokerClient {
+                address,
+                conn,
+                versions,
+                session_lifetime,
+            },
+            connect_latency,
+            api_versions_latency,
+            sasl_latency,
+        })
     }
 }
 

@@ -28,7 +28,7 @@ mod tests_security;
 
 use std::time::Duration;
 
-pub use client::BrokerClient;
+pub use client::{BrokerClient, Opened};
 pub use convert::TopicConfigs;
 pub use error::{kafka_error_name, Phase, WireError};
 pub use kafka_protocol::protocol::VersionRange;

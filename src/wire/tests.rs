@@ -483,6 +483,17 @@ async fn silent_broker_times_out_during_api_versions() {
 }
 
 #[tokio::test]
+async fn open_then_negotiate_separates_connect_from_api_versions() {
+    let b = FakeBroker::start(|_| Reply::Hang).await;
+    let opened = BrokerClient::open(&b.address, &opts()).await.unwrap();
+    assert!(opened.connect_latency < SHORT);
+    let started = Instant::now();
+    let err = opened.negotiate().await.unwrap_err();
+    assert_within(started, SHORT);
+    assert_eq!(err.phase(), Some(Phase::ApiVersions));
+}
+
+#[tokio::test]
 async fn broker_freezing_after_connect_times_out_and_abandons_the_connection() {
     let b = broker(KAFKA_4_1.to_vec(), |_| Reply::Hang).await;
     let mut client = connect(&b).await;

@@ -1,0 +1,509 @@
+//! The canary's books, pure: every acknowledged record waits until the consumer reads it
+//! back at its offset. A record the log no longer holds where it was acknowledged is lost
+//! (incident 3 lost 49,260 acknowledged records that way); a record read twice is a
+//! duplicate; a partition that cannot be written opens an unavailability window that closes
+//! when writes work again, so failover time is a number.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, SystemTime};
+
+use serde::Serialize;
+
+use super::record::{Acks, CanaryRecord};
+use crate::observe::BrokerId;
+
+/// Why an acknowledged record counts as lost.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LossReason {
+    /// Another record stands at the offset it was acknowledged at.
+    Overwritten,
+    /// The consumer read past its offset without finding it.
+    Skipped,
+    /// A broker acknowledged it while a newer leader epoch named another leader, and it was
+    /// not read back in time: the write went to a stale leader's log.
+    StaleLeader,
+    /// It was read back once, and a re-read after a leader change no longer finds it
+    /// (truncation, e.g. after an unclean leader election).
+    Truncated,
+}
+
+impl LossReason {
+    pub fn as_label(self) -> &'static str {
+        match self {
+            LossReason::Overwritten => "overwritten",
+            LossReason::Skipped => "skipped",
+            LossReason::StaleLeader => "stale_leader",
+            LossReason::Truncated => "truncated",
+        }
+    }
+}
+
+/// An acknowledged record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    pub seq: u64,
+    pub acks: Acks,
+    pub sent_at: SystemTime,
+    pub acked_at: SystemTime,
+    /// The broker that acknowledged it (the leader the write went to).
+    pub broker: BrokerId,
+    /// True when, at acknowledgement, the newest view named another leader.
+    pub stale_ack: bool,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum LedgerEvent {
+    Confirmed {
+        partition: i32,
+        seq: u64,
+        acks: Acks,
+        broker: BrokerId,
+        end_to_end: Duration,
+    },
+    Lost {
+        partition: i32,
+        offset: i64,
+        seq: u64,
+        acks: Acks,
+        broker: BrokerId,
+        reason: LossReason,
+    },
+    Duplicate {
+        partition: i32,
+        seq: u64,
+        offset: i64,
+        first_offset: i64,
+    },
+}
+
+#[derive(Debug, Default)]
+struct PartitionBook {
+    next_seq: u64,
+    /// (offset, seq) -> acknowledged, not read back yet. Two records can hold one offset:
+    /// a stale leader and the new leader each hand it out on their own log.
+    pending: BTreeMap<(i64, u64), Entry>,
+    /// Read back, kept for the re-read after a leader change.
+    confirmed: BTreeMap<i64, (Entry, SystemTime)>,
+    /// seq -> offset it was first read at, for duplicates.
+    seen: BTreeMap<u64, (i64, SystemTime)>,
+    /// Next offset the consumer will deliver.
+    position: Option<i64>,
+    unavailable_since: Option<SystemTime>,
+}
+
+/// One cluster's canary books.
+#[derive(Debug)]
+pub struct Ledger {
+    instance: String,
+    lost_after: Duration,
+    partitions: BTreeMap<i32, PartitionBook>,
+}
+
+impl Ledger {
+    pub fn new(instance: &str, lost_after: Duration) -> Self {
+        Ledger {
+            instance: instance.to_string(),
+            lost_after,
+            partitions: BTreeMap::new(),
+        }
+    }
+
+    pub fn instance(&self) -> &str {
+        &self.instance
+    }
+
+    /// The sequence number for the next record to `partition`.
+    pub fn next_seq(&mut self, partition: i32) -> u64 {
+        let book = self.partitions.entry(partition).or_default();
+        book.next_seq += 1;
+        book.next_seq
+    }
+
+    pub fn acked(&mut self, partition: i32, offset: i64, entry: Entry) {
+        self.partitions
+            .entry(partition)
+            .or_default()
+            .pending
+            .insert((offset, entry.seq), entry);
+    }
+
+    /// The consumer delivered `record` (any writer's) at `offset` of `partition`.
+    pub fn consumed(
+        &mut self,
+        partition: i32,
+        offset: i64,
+        record: Option<&CanaryRecord>,
+        now: SystemTime,
+    ) -> Vec<LedgerEvent> {
+        let mut events = Vec::new();
+        let ours = record.filter(|r| r.instance == self.instance);
+        let book = self.partitions.entry(partition).or_default();
+        book.position = Some(offset + 1);
+        if let Some(r) = ours {
+            if let Some((first, _)) = book.seen.get(&r.seq) {
+                events.push(LedgerEvent::Duplicate {
+                    partition,
+                    seq: r.seq,
+                    offset,
+                    first_offset: *first,
+                });
+            } else {
+                book.seen.insert(r.seq, (offset, now));
+            }
+            // Confirm wherever it was acknowledged: the offset in the acknowledgement is the
+            // acknowledging leader's, which may differ after a failover retry.
+            let key = book.pending.keys().find(|(_, s)| *s == r.seq).copied();
+            if let Some(key) = key {
+                let entry = book.pending.remove(&key).expect("key just found");
+                events.push(LedgerEvent::Confirmed {
+                    partition,
+                    seq: entry.seq,
+                    acks: entry.acks,
+                    broker: entry.broker,
+                    end_to_end: now.duration_since(entry.sent_at).unwrap_or_default(),
+                });
+                book.confirmed.insert(offset, (entry, now));
+            }
+        }
+        // The consumer delivers in offset order: anything still pending at or below this
+        // offset is not in the log where it was acknowledged.
+        let passed: Vec<(i64, u64)> = book
+            .pending
+            .range(..=(offset, u64::MAX))
+            .map(|(k, _)| *k)
+            .collect();
+        for key in passed {
+            let entry = book.pending.remove(&key).expect("key just listed");
+            let reason = if key.0 == offset {
+                LossReason::Overwritten
+            } else {
+                LossReason::Skipped
+            };
+            events.push(LedgerEvent::Lost {
+                partition,
+                offset: key.0,
+                seq: entry.seq,
+                acks: entry.acks,
+                broker: entry.broker,
+                reason,
+            });
+        }
+        events
+    }
+
+    /// Called once a round: stale-leader acknowledgements not read back within
+    /// `lost_after` are lost; old bookkeeping is dropped.
+    pub fn expire(&mut self, now: SystemTime) -> Vec<LedgerEvent> {
+        let mut events = Vec::new();
+        let lost_after = self.lost_after;
+        let old = |t: SystemTime| now.duration_since(t).is_ok_and(|age| age > lost_after);
+        for (partition, book) in &mut self.partitions {
+            let expired: Vec<(i64, u64)> = book
+                .pending
+                .iter()
+                .filter(|(_, e)| e.stale_ack && old(e.acked_at))
+                .map(|(k, _)| *k)
+                .collect();
+            for key in expired {
+                let entry = book.pending.remove(&key).expect("key just listed");
+                events.push(LedgerEvent::Lost {
+                    partition: *partition,
+                    offset: key.0,
+                    seq: entry.seq,
+                    acks: entry.acks,
+                    broker: entry.broker,
+                    reason: LossReason::StaleLeader,
+                });
+            }
+            // Kept twice as long as the loss deadline: long enough for a re-read after a
+            // leader change, bounded whatever the round rate.
+            let keep = |t: SystemTime| now.duration_since(t).is_ok_and(|a| a > lost_after * 2);
+            book.confirmed.retain(|_, (_, at)| !keep(*at));
+            book.seen.retain(|_, (_, at)| !keep(*at));
+        }
+        events
+    }
+
+    /// Acknowledged records neither read back nor lost after `lost_after`, per partition:
+    /// usually a high watermark that cannot advance (ISR below min.insync.replicas).
+    pub fn overdue(&self, now: SystemTime) -> BTreeMap<i32, u64> {
+        self.partitions
+            .iter()
+            .map(|(p, b)| {
+                let n = b
+                    .pending
+                    .values()
+                    .filter(|e| {
+                        now.duration_since(e.acked_at)
+                            .is_ok_and(|a| a > self.lost_after)
+                    })
+                    .count() as u64;
+                (*p, n)
+            })
+            .collect()
+    }
+
+    /// Offsets of records read back recently: what a re-read after a leader change checks.
+    pub fn confirmed_offsets(&self, partition: i32) -> Option<(i64, i64)> {
+        let book = self.partitions.get(&partition)?;
+        let first = book.confirmed.keys().next()?;
+        let last = book.confirmed.keys().next_back()?;
+        Some((*first, *last))
+    }
+
+    /// Compares a re-read of `partition` (offset -> record, for the offsets from `from` up to
+    /// the log end) with what was read back before: each confirmed record no longer at its
+    /// offset was truncated.
+    pub fn verify(
+        &mut self,
+        partition: i32,
+        from: i64,
+        log: &BTreeMap<i64, Option<CanaryRecord>>,
+    ) -> Vec<LedgerEvent> {
+        let Some(book) = self.partitions.get_mut(&partition) else {
+            return Vec::new();
+        };
+        let instance = &self.instance;
+        let gone: Vec<i64> = book
+            .confirmed
+            .range(from..)
+            .filter(|(offset, (entry, _))| {
+                !matches!(log.get(offset), Some(Some(r)) if r.instance == *instance && r.seq == entry.seq)
+            })
+            .map(|(o, _)| *o)
+            .collect();
+        gone.into_iter()
+            .map(|offset| {
+                let (entry, _) = book.confirmed.remove(&offset).expect("offset just listed");
+                LedgerEvent::Lost {
+                    partition,
+                    offset,
+                    seq: entry.seq,
+                    acks: entry.acks,
+                    broker: entry.broker,
+                    reason: LossReason::Truncated,
+                }
+            })
+            .collect()
+    }
+
+    /// Records whether `partition` could be written this round; returns the length of an
+    /// unavailability window that just closed.
+    pub fn availability(
+        &mut self,
+        partition: i32,
+        available: bool,
+        since: SystemTime,
+        now: SystemTime,
+    ) -> Option<Duration> {
+        let book = self.partitions.entry(partition).or_default();
+        match (available, book.unavailable_since) {
+            (false, None) => {
+                book.unavailable_since = Some(since);
+                None
+            }
+            (true, Some(start)) => {
+                book.unavailable_since = None;
+                Some(now.duration_since(start).unwrap_or_default())
+            }
+            _ => None,
+        }
+    }
+
+    /// How long `partition` has been unavailable, if it is.
+    pub fn unavailable_for(&self, partition: i32, now: SystemTime) -> Option<Duration> {
+        let since = self.partitions.get(&partition)?.unavailable_since?;
+        Some(now.duration_since(since).unwrap_or_default())
+    }
+
+    /// Forgets partitions that no longer exist.
+    pub fn retain_partitions(&mut self, keep: impl Fn(i32) -> bool) {
+        self.partitions.retain(|p, _| keep(*p));
+    }
+
+    pub fn has_position(&self, partition: i32) -> bool {
+        self.partitions
+            .get(&partition)
+            .is_some_and(|b| b.position.is_some())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::UNIX_EPOCH;
+
+    fn t(s: u64) -> SystemTime {
+        UNIX_EPOCH + Duration::from_secs(s)
+    }
+
+    fn entry(seq: u64, acks: Acks, broker: BrokerId, stale: bool, at: u64) -> Entry {
+        Entry {
+            seq,
+            acks,
+            sent_at: t(at),
+            acked_at: t(at),
+            broker,
+            stale_ack: stale,
+        }
+    }
+
+    fn rec(instance: &str, seq: u64) -> CanaryRecord {
+        CanaryRecord {
+            instance: instance.into(),
+            partition: 0,
+            seq,
+            sent_at: t(0),
+            acks: Acks::All,
+        }
+    }
+
+    #[test]
+    fn read_back_records_are_confirmed_with_latency() {
+        let mut l = Ledger::new("me", Duration::from_secs(60));
+        let s = l.next_seq(0);
+        l.acked(0, 10, entry(s, Acks::All, 1, false, 100));
+        let ev = l.consumed(0, 10, Some(&rec("me", s)), t(101));
+        assert_eq!(
+            ev,
+            vec![LedgerEvent::Confirmed {
+                partition: 0,
+                seq: 1,
+                acks: Acks::All,
+                broker: 1,
+                end_to_end: Duration::from_secs(1)
+            }]
+        );
+        assert!(l.expire(t(1000)).is_empty());
+    }
+
+    #[test]
+    fn a_record_overwritten_at_its_offset_is_lost_and_attributed() {
+        // Incident 3: the stale leader acknowledged offset 50; the new leader's log holds
+        // another record there.
+        let mut l = Ledger::new("me", Duration::from_secs(60));
+        l.acked(0, 50, entry(7, Acks::One, 1, true, 100));
+        l.acked(0, 51, entry(8, Acks::One, 1, true, 100));
+        let ev = l.consumed(0, 50, Some(&rec("other-watchdog", 3)), t(110));
+        assert_eq!(
+            ev,
+            vec![LedgerEvent::Lost {
+                partition: 0,
+                offset: 50,
+                seq: 7,
+                acks: Acks::One,
+                broker: 1,
+                reason: LossReason::Overwritten
+            }]
+        );
+        let ev = l.consumed(0, 53, None, t(111));
+        assert!(matches!(
+            ev[..],
+            [LedgerEvent::Lost {
+                seq: 8,
+                reason: LossReason::Skipped,
+                ..
+            }]
+        ));
+    }
+
+    #[test]
+    fn stale_acknowledgements_expire_as_lost_others_only_overdue() {
+        let mut l = Ledger::new("me", Duration::from_secs(30));
+        l.acked(0, 900, entry(1, Acks::One, 1, true, 100));
+        l.acked(1, 5, entry(1, Acks::One, 2, false, 100));
+        assert!(l.expire(t(120)).is_empty());
+        let ev = l.expire(t(131));
+        assert!(matches!(
+            ev[..],
+            [LedgerEvent::Lost {
+                partition: 0,
+                broker: 1,
+                reason: LossReason::StaleLeader,
+                ..
+            }]
+        ));
+        // acks=1 to the real leader while the high watermark is stuck: late, not lost.
+        assert_eq!(l.overdue(t(131)).get(&1), Some(&1));
+        assert_eq!(l.overdue(t(131)).get(&0), Some(&0));
+    }
+
+    #[test]
+    fn a_record_read_twice_is_a_duplicate() {
+        let mut l = Ledger::new("me", Duration::from_secs(60));
+        l.acked(0, 3, entry(1, Acks::All, 1, false, 100));
+        l.consumed(0, 3, Some(&rec("me", 1)), t(100));
+        let ev = l.consumed(0, 4, Some(&rec("me", 1)), t(101));
+        assert_eq!(
+            ev,
+            vec![LedgerEvent::Duplicate {
+                partition: 0,
+                seq: 1,
+                offset: 4,
+                first_offset: 3
+            }]
+        );
+    }
+
+    #[test]
+    fn other_instances_records_are_never_judged() {
+        let mut l = Ledger::new("me", Duration::from_secs(60));
+        assert!(l.consumed(0, 1, Some(&rec("b", 1)), t(1)).is_empty());
+        assert!(l.consumed(0, 2, Some(&rec("b", 1)), t(1)).is_empty());
+    }
+
+    #[test]
+    fn truncation_after_a_leader_change_is_found_by_the_re_read() {
+        let mut l = Ledger::new("me", Duration::from_secs(60));
+        for (offset, seq) in [(10, 1), (11, 2), (12, 3)] {
+            l.acked(0, offset, entry(seq, Acks::All, 2, false, 100));
+            l.consumed(0, offset, Some(&rec("me", seq)), t(100));
+        }
+        assert_eq!(l.confirmed_offsets(0), Some((10, 12)));
+        let mut log = BTreeMap::new();
+        log.insert(10, Some(rec("me", 1)));
+        log.insert(11, Some(rec("someone", 9)));
+        let ev = l.verify(0, 10, &log);
+        let lost: Vec<(i64, u64, LossReason)> = ev
+            .iter()
+            .filter_map(|e| match e {
+                LedgerEvent::Lost {
+                    offset,
+                    seq,
+                    reason,
+                    ..
+                } => Some((*offset, *seq, *reason)),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            lost,
+            vec![(11, 2, LossReason::Truncated), (12, 3, LossReason::Truncated)]
+        );
+        assert!(l.verify(0, 10, &log).is_empty(), "counted once");
+    }
+
+    #[test]
+    fn unavailability_windows_open_and_close() {
+        let mut l = Ledger::new("me", Duration::from_secs(60));
+        assert_eq!(l.availability(0, true, t(10), t(10)), None);
+        assert_eq!(l.availability(0, false, t(20), t(21)), None);
+        assert_eq!(l.availability(0, false, t(25), t(26)), None, "stays open from t=20");
+        assert_eq!(l.unavailable_for(0, t(30)), Some(Duration::from_secs(10)));
+        assert_eq!(
+            l.availability(0, true, t(31), t(32)),
+            Some(Duration::from_secs(12))
+        );
+        assert_eq!(l.unavailable_for(0, t(40)), None);
+    }
+
+    #[test]
+    fn bookkeeping_is_bounded_in_time() {
+        let mut l = Ledger::new("me", Duration::from_secs(10));
+        l.acked(0, 1, entry(1, Acks::All, 1, false, 0));
+        l.consumed(0, 1, Some(&rec("me", 1)), t(0));
+        l.expire(t(100));
+        assert_eq!(l.confirmed_offsets(0), None);
+    }
+}

@@ -1,0 +1,796 @@
+//! Canary round trips, per partition, every round: one acks=all record to each partition of
+//! a dedicated topic (laid out so every broker leads one), read back by an assigned consumer.
+//! Measures produce and end-to-end latency and availability, and catches acknowledged writes
+//! the cluster later loses. rdkafka is used on purpose: the canary sees what a real client
+//! sees, retries and metadata caching included.
+
+pub mod layout;
+pub mod ledger;
+pub mod record;
+pub mod stats;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use rdkafka::admin::{AdminClient, AdminOptions, NewPartitions, NewTopic, TopicReplication};
+use rdkafka::client::DefaultClientContext;
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, Consumer, StreamConsumer};
+use rdkafka::error::KafkaError;
+use rdkafka::message::Message;
+use rdkafka::producer::{FutureProducer, FutureRecord};
+use rdkafka::types::RDKafkaErrorCode;
+use rdkafka::{Offset, TopicPartitionList};
+use serde::Serialize;
+use tokio::sync::mpsc;
+
+use crate::observe::BrokerId;
+use layout::{BrokerInfo, LayoutMemory, LayoutSettings, PartitionState, Plan};
+use ledger::{Entry, Ledger, LedgerEvent};
+use record::{Acks, CanaryRecord};
+
+/// How the canary of one cluster runs.
+#[derive(Clone)]
+pub struct CanarySettings {
+    pub cluster: String,
+    pub topic: String,
+    pub instance: String,
+    pub produce_timeout: Duration,
+    pub lost_after: Duration,
+    pub manage_topic: bool,
+    pub layout: LayoutSettings,
+    /// Bootstrap, security and the operator's extra properties, shared by every client.
+    pub client: ClientConfig,
+}
+
+/// Why a canary write failed, as a bounded label.
+pub fn error_kind(e: &KafkaError) -> &'static str {
+    match e.rdkafka_error_code() {
+        Some(RDKafkaErrorCode::MessageTimedOut) | Some(RDKafkaErrorCode::RequestTimedOut) => {
+            "timeout"
+        }
+        Some(RDKafkaErrorCode::NotEnoughReplicas) => "not_enough_replicas",
+        Some(RDKafkaErrorCode::NotEnoughReplicasAfterAppend) => "not_enough_replicas_after_append",
+        Some(RDKafkaErrorCode::NotLeaderForPartition) => "not_leader",
+        Some(RDKafkaErrorCode::LeaderNotAvailable) => "leader_not_available",
+        Some(RDKafkaErrorCode::UnknownTopicOrPartition)
+        | Some(RDKafkaErrorCode::UnknownPartition)
+        | Some(RDKafkaErrorCode::UnknownTopic) => "unknown_partition",
+        Some(RDKafkaErrorCode::TopicAuthorizationFailed)
+        | Some(RDKafkaErrorCode::ClusterAuthorizationFailed) => "authorization",
+        Some(RDKafkaErrorCode::KafkaStorageError) => "storage_error",
+        Some(RDKafkaErrorCode::BrokerTransportFailure)
+        | Some(RDKafkaErrorCode::AllBrokersDown) => "transport",
+        Some(RDKafkaErrorCode::QueueFull) => "queue_full",
+        _ => "other",
+    }
+}
+
+/// Whether a produce error points at the replicas missing from the ISR rather than at the
+/// leader that answered it.
+pub fn blames_followers(kind: &str) -> bool {
+    kind.starts_with("not_enough_replicas")
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ProduceFailure {
+    pub kind: &'static str,
+    pub detail: String,
+}
+
+/// One canary partition this round.
+#[derive(Debug, Clone, Serialize)]
+pub struct PartitionRound {
+    pub partition: i32,
+    pub leader: BrokerId,
+    pub leader_epoch: i32,
+    pub replicas: Vec<BrokerId>,
+    pub isr: Vec<BrokerId>,
+    /// acks=all produce latency, or why it failed; None when nothing was sent.
+    #[serde(skip)]
+    pub produce: Option<Result<Duration, ProduceFailure>>,
+    pub produce_seconds: Option<f64>,
+    pub produce_error: Option<ProduceFailure>,
+    /// End-to-end latencies of records of this partition read back this round.
+    pub end_to_end_seconds: Vec<f64>,
+    /// How long the partition has been unwritable, when it is.
+    pub unavailable_seconds: Option<f64>,
+    /// Records acknowledged more than `lost_after` ago, neither read back nor lost.
+    pub overdue: u64,
+}
+
+/// The state of the canary topic itself.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case", tag = "state", content = "detail")]
+pub enum TopicStatus {
+    Ready,
+    /// Missing and not ours to create (manage_topic: false) or creation failed.
+    Missing(String),
+    /// The watchdog lacks a permission; the other checks go on.
+    NotPermitted(String),
+    /// The canary could not start its clients.
+    Broken(String),
+}
+
+/// A loss or duplicate, attributed.
+#[derive(Debug, Clone, Serialize)]
+pub struct LossEvent {
+    pub partition: i32,
+    pub offset: i64,
+    pub seq: u64,
+    pub acks: Acks,
+    pub broker: BrokerId,
+    pub reason: &'static str,
+}
+
+/// What the canary did and saw in one round.
+#[derive(Debug, Clone, Serialize)]
+pub struct CanaryRound {
+    pub topic: String,
+    pub status: TopicStatus,
+    pub partitions: Vec<PartitionRound>,
+    /// Layout actions taken, or why one is held back.
+    pub layout: Vec<String>,
+    pub not_leading: Vec<BrokerId>,
+    pub lost: Vec<LossEvent>,
+    pub duplicated: Vec<(i32, BrokerId)>,
+    /// Unavailability windows that closed this round: (partition, leader now, seconds).
+    pub windows_closed: Vec<(i32, BrokerId, f64)>,
+}
+
+/// What the canary needs to know about the cluster this round.
+#[derive(Debug, Clone, Default)]
+pub struct CanaryView {
+    pub brokers: Vec<BrokerInfo>,
+    /// The canary topic's partitions, if the topic exists.
+    pub partitions: Option<Vec<PartitionStateWithEpoch>>,
+}
+
+#[derive(Debug, Clone)]
+pub struct PartitionStateWithEpoch {
+    pub state: PartitionState,
+    pub leader_epoch: i32,
+}
+
+struct Consumed {
+    partition: i32,
+    offset: i64,
+    record: Option<CanaryRecord>,
+    at: SystemTime,
+}
+
+struct Clients {
+    producer: FutureProducer,
+    consumer: Arc<StreamConsumer>,
+    admin: AdminClient<DefaultClientContext>,
+    consumed: mpsc::UnboundedReceiver<Consumed>,
+    reader: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Clients {
+    fn drop(&mut self) {
+        self.reader.abort();
+    }
+}
+
+pub struct Canary {
+    settings: CanarySettings,
+    clients: Option<Clients>,
+    ledger: Ledger,
+    layout: LayoutMemory,
+    assigned: BTreeSet<i32>,
+    epochs: BTreeMap<i32, i32>,
+}
+
+fn config_error(e: KafkaError) -> TopicStatus {
+    TopicStatus::Broken(format!("cannot create the canary's Kafka clients: {e}"))
+}
+
+impl Canary {
+    pub fn new(settings: CanarySettings) -> Self {
+        Canary {
+            ledger: Ledger::new(&settings.instance, settings.lost_after),
+            settings,
+            clients: None,
+            layout: LayoutMemory::default(),
+            assigned: BTreeSet::new(),
+            epochs: BTreeMap::new(),
+        }
+    }
+
+    pub fn topic(&self) -> String {
+        self.settings.topic.clone()
+    }
+
+    fn start_clients(&self) -> Result<Clients, TopicStatus> {
+        let s = &self.settings;
+        let ms = s.produce_timeout.as_millis().max(1).to_string();
+        let producer: FutureProducer = s
+            .client
+            .clone()
+            .set("acks", "all")
+            .set("enable.idempotence", "false")
+            .set("retries", "0")
+            .set("linger.ms", "0")
+            .set("message.timeout.ms", &ms)
+            .set("request.timeout.ms", &ms)
+            .create()
+            .map_err(config_error)?;
+        let consumer: StreamConsumer = s
+            .client
+            .clone()
+            .set("group.id", format!("kafka-watchdog-canary-{}", s.instance))
+            .set("enable.auto.commit", "false")
+            .set("enable.auto.offset.store", "false")
+            .set("auto.offset.reset", "latest")
+            .set("fetch.wait.max.ms", "100")
+            .set("enable.partition.eof", "false")
+            .create()
+            .map_err(config_error)?;
+        let admin: AdminClient<DefaultClientContext> =
+            s.client.clone().create().map_err(config_error)?;
+        let consumer = Arc::new(consumer);
+        let (tx, rx) = mpsc::unbounded_channel();
+        let reader = tokio::spawn(read_loop(consumer.clone(), tx, s.cluster.clone()));
+        Ok(Clients {
+            producer,
+            consumer,
+            admin,
+            consumed: rx,
+            reader,
+        })
+    }
+
+    /// One canary round. Never fails: what goes wrong is reported in the result.
+    pub async fn round(&mut self, view: &CanaryView) -> CanaryRound {
+        let now = SystemTime::now();
+        let mut out = CanaryRound {
+            topic: self.settings.topic.clone(),
+            status: TopicStatus::Ready,
+            partitions: Vec::new(),
+            layout: Vec::new(),
+            not_leading: Vec::new(),
+            lost: Vec::new(),
+            duplicated: Vec::new(),
+            windows_closed: Vec::new(),
+        };
+        if self.clients.is_none() {
+            match self.start_clients() {
+                Ok(c) => self.clients = Some(c),
+                Err(status) => {
+                    out.status = status;
+                    return out;
+                }
+            }
+        }
+        self.layout.observe(&view.brokers, now);
+        if let Some(status) = self.manage_layout(view, &mut out.layout, now).await {
+            out.status = status;
+        }
+        let Some(parts) = &view.partitions else {
+            if out.status == TopicStatus::Ready {
+                out.status = TopicStatus::Missing(format!(
+                    "topic {} does not exist{}",
+                    self.settings.topic,
+                    if self.settings.manage_topic {
+                        " yet"
+                    } else {
+                        " and manage_topic is off"
+                    }
+                ));
+            }
+            return out;
+        };
+        let states: Vec<PartitionState> = parts.iter().map(|p| p.state.clone()).collect();
+        out.not_leading = layout::not_leading(&states, &view.brokers);
+        self.assign(parts).await;
+        self.check_leader_changes(parts, &mut out).await;
+
+        let results = self.produce(parts).await;
+        let sent: BTreeSet<(i32, u64)> = results
+            .iter()
+            .filter_map(|(p, seq, r)| r.as_ref().ok().map(|_| (*p, *seq)))
+            .collect();
+        let mut e2e: BTreeMap<i32, Vec<f64>> = BTreeMap::new();
+        self.drain(&sent, &mut e2e, &mut out).await;
+        for ev in self.ledger.expire(SystemTime::now()) {
+            record_event(ev, &mut e2e, &mut out);
+        }
+        let overdue = self.ledger.overdue(SystemTime::now());
+        let end = SystemTime::now();
+        for ((partition, _seq, result), p) in results.into_iter().zip(parts) {
+            let available = result.is_ok();
+            if let Some(window) = self.ledger.availability(partition, available, now, end) {
+                out.windows_closed
+                    .push((partition, p.state.leader, window.as_secs_f64()));
+            }
+            let (produce_seconds, produce_error) = match &result {
+                Ok(d) => (Some(d.as_secs_f64()), None),
+                Err(f) => (None, Some(f.clone())),
+            };
+            out.partitions.push(PartitionRound {
+                partition,
+                leader: p.state.leader,
+                leader_epoch: p.leader_epoch,
+                replicas: p.state.replicas.clone(),
+                isr: p.state.isr.clone(),
+                produce: Some(result),
+                produce_seconds,
+                produce_error,
+                end_to_end_seconds: e2e.remove(&partition).unwrap_or_default(),
+                unavailable_seconds: self
+                    .ledger
+                    .unavailable_for(partition, end)
+                    .map(|d| d.as_secs_f64()),
+                overdue: overdue.get(&partition).copied().unwrap_or(0),
+            });
+        }
+        let existing: BTreeSet<i32> = parts.iter().map(|p| p.state.partition).collect();
+        self.ledger.retain_partitions(|p| existing.contains(&p));
+        out
+    }
+
+    /// Creates, extends or reassigns the topic when the planner says so.
+    async fn manage_layout(
+        &mut self,
+        view: &CanaryView,
+        notes: &mut Vec<String>,
+        now: SystemTime,
+    ) -> Option<TopicStatus> {
+        if !self.settings.manage_topic || view.brokers.is_empty() {
+            return None;
+        }
+        let states: Option<Vec<PartitionState>> = view
+            .partitions
+            .as_ref()
+            .map(|ps| ps.iter().map(|p| p.state.clone()).collect());
+        let plan = layout::plan(
+            states.as_deref(),
+            &view.brokers,
+            &self.settings.layout,
+            &self.layout,
+            now,
+        );
+        let clients = self.clients.as_ref()?;
+        let opts = AdminOptions::new()
+            .operation_timeout(Some(self.settings.produce_timeout))
+            .request_timeout(Some(self.settings.produce_timeout));
+        let topic = self.settings.topic.clone();
+        let result = match plan {
+            Plan::Nothing => return None,
+            Plan::Waiting { why } => {
+                notes.push(why);
+                return None;
+            }
+            Plan::Create {
+                assignment,
+                min_insync_replicas,
+            } => {
+                let refs: Vec<&[i32]> = assignment.iter().map(Vec::as_slice).collect();
+                let min_isr = min_insync_replicas.to_string();
+                let new = NewTopic::new(
+                    &topic,
+                    assignment.len() as i32,
+                    TopicReplication::Variable(&refs),
+                )
+                .set("min.insync.replicas", &min_isr)
+                // Canary records matter for minutes; keep the topic small.
+                .set("retention.ms", "3600000")
+                .set("segment.ms", "600000")
+                .set("cleanup.policy", "delete");
+                notes.push(format!(
+                    "creating {topic}: {} partitions, replicas {assignment:?}, min.insync.replicas {min_isr}",
+                    assignment.len()
+                ));
+                clients
+                    .admin
+                    .create_topics([&new], &opts)
+                    .await
+                    .map(|r| r.into_iter().map(|x| x.map(|_| ())).collect::<Vec<_>>())
+            }
+            Plan::AddPartitions { assignment } => {
+                let existing = view.partitions.as_ref().map(Vec::len).unwrap_or(0);
+                let refs: Vec<&[i32]> = assignment.iter().map(Vec::as_slice).collect();
+                let new = NewPartitions::new(&topic, existing + assignment.len())
+                    .assign(&refs);
+                notes.push(format!("adding partitions to {topic}: {assignment:?}"));
+                clients
+                    .admin
+                    .create_partitions([&new], &opts)
+                    .await
+                    .map(|r| r.into_iter().map(|x| x.map(|_| ())).collect::<Vec<_>>())
+            }
+            Plan::Reassign { moves } => {
+                notes.push(format!(
+                    "{topic} should move replicas {moves:?}; reassignment needs the Kafka admin API through the direct protocol client, not available yet"
+                ));
+                return None;
+            }
+            Plan::ElectPreferred { partitions } => {
+                notes.push(format!(
+                    "{topic} partitions {partitions:?} are not led by their preferred leader"
+                ));
+                return None;
+            }
+        };
+        self.layout.changed(now);
+        match result {
+            Ok(results) => {
+                for r in results {
+                    if let Err((name, code)) = r {
+                        if code == RDKafkaErrorCode::TopicAlreadyExists {
+                            continue;
+                        }
+                        let detail = format!("{name}: {code}");
+                        notes.push(format!("layout change failed: {detail}"));
+                        return Some(match code {
+                            RDKafkaErrorCode::TopicAuthorizationFailed
+                            | RDKafkaErrorCode::ClusterAuthorizationFailed => TopicStatus::NotPermitted(format!(
+                                "the watchdog may not create or alter {topic} ({code}); grant it Create and Alter on the topic, or create the topic yourself"
+                            )),
+                            _ => TopicStatus::Missing(detail),
+                        });
+                    }
+                }
+                None
+            }
+            Err(e) => {
+                notes.push(format!("layout change failed: {e}"));
+                None
+            }
+        }
+    }
+
+    /// Assigns the consumer to every partition, new ones at their current end, before any
+    /// record is written to them (so none is missed).
+    async fn assign(&mut self, parts: &[PartitionStateWithEpoch]) {
+        let want: BTreeSet<i32> = parts.iter().map(|p| p.state.partition).collect();
+        if want == self.assigned {
+            return;
+        }
+        let Some(clients) = &self.clients else { return };
+        let consumer = clients.consumer.clone();
+        let topic = self.settings.topic.clone();
+        let new: Vec<i32> = want.difference(&self.assigned).copied().collect();
+        let timeout = self.settings.produce_timeout;
+        let ends = tokio::task::spawn_blocking(move || {
+            new.into_iter()
+                .map(|p| (p, consumer.fetch_watermarks(&topic, p, timeout).map(|w| w.1)))
+                .collect::<Vec<_>>()
+        })
+        .await
+        .unwrap_or_default();
+        let mut tpl = TopicPartitionList::new();
+        let current = clients.consumer.position().unwrap_or_default();
+        for p in &want {
+            let offset = if let Some((_, end)) = ends.iter().find(|(q, _)| q == p) {
+                match end {
+                    Ok(o) => Offset::Offset(*o),
+                    Err(e) => {
+                        tracing::warn!(cluster = %self.settings.cluster, partition = p, error = %e, "canary: no end offset yet");
+                        continue;
+                    }
+                }
+            } else {
+                current
+                    .find_partition(&self.settings.topic, *p)
+                    .map(|e| e.offset())
+                    .filter(|o| matches!(o, Offset::Offset(_)))
+                    .unwrap_or(Offset::End)
+            };
+            let _ = tpl.add_partition_offset(&self.settings.topic, *p, offset);
+        }
+        match clients.consumer.assign(&tpl) {
+            Ok(()) => {
+                self.assigned = tpl
+                    .elements()
+                    .iter()
+                    .map(|e| e.partition())
+                    .collect();
+            }
+            Err(e) => {
+                tracing::warn!(cluster = %self.settings.cluster, error = %e, "canary: cannot assign the consumer")
+            }
+        }
+    }
+
+    /// After a leader change, re-reads what was read back before and checks it is all still
+    /// there: a leader elected from outside the ISR truncates acknowledged writes.
+    async fn check_leader_changes(
+        &mut self,
+        parts: &[PartitionStateWithEpoch],
+        out: &mut CanaryRound,
+    ) {
+        for p in parts {
+            let partition = p.state.partition;
+            let previous = self.epochs.insert(partition, p.leader_epoch);
+            let changed = previous.is_some_and(|e| e != p.leader_epoch);
+            if !changed || p.state.leader < 0 {
+                continue;
+            }
+            let Some((from, _)) = self.ledger.confirmed_offsets(partition) else {
+                continue;
+            };
+            let client = self.settings.client.clone();
+            let topic = self.settings.topic.clone();
+            let timeout = self.settings.produce_timeout;
+            let log = tokio::task::spawn_blocking(move || {
+                reread(&client, &topic, partition, from, timeout)
+            })
+            .await;
+            match log {
+                Ok(Ok(log)) => {
+                    for ev in self.ledger.verify(partition, from, &log) {
+                        record_event(ev, &mut BTreeMap::new(), out);
+                    }
+                }
+                Ok(Err(e)) => out.layout.push(format!(
+                    "re-read of partition {partition} after its leader changed failed: {e}"
+                )),
+                Err(_) => {}
+            }
+        }
+    }
+
+    /// One acks=all record to every partition with a leader, all at once.
+    async fn produce(
+        &mut self,
+        parts: &[PartitionStateWithEpoch],
+    ) -> Vec<(i32, u64, Result<Duration, ProduceFailure>)> {
+        let Some(clients) = &self.clients else {
+            return Vec::new();
+        };
+        let mut sends = Vec::new();
+        for p in parts {
+            let partition = p.state.partition;
+            let seq = self.ledger.next_seq(partition);
+            let record = CanaryRecord {
+                instance: self.settings.instance.clone(),
+                partition,
+                seq,
+                sent_at: SystemTime::now(),
+                acks: Acks::All,
+            };
+            let leader = p.state.leader;
+            let producer = clients.producer.clone();
+            let topic = self.settings.topic.clone();
+            let timeout = self.settings.produce_timeout;
+            sends.push(async move {
+                let payload = record.encode();
+                let started = Instant::now();
+                let r = producer
+                    .send(
+                        FutureRecord::<(), str>::to(&topic)
+                            .partition(partition)
+                            .payload(&payload),
+                        timeout,
+                    )
+                    .await;
+                (partition, seq, leader, record.sent_at, started.elapsed(), r)
+            });
+        }
+        let done = futures::future::join_all(sends).await;
+        let now = SystemTime::now();
+        done.into_iter()
+            .map(|(partition, seq, leader, sent_at, took, r)| match r {
+                Ok(delivery) => {
+                    self.ledger.acked(
+                        partition,
+                        delivery.offset,
+                        Entry {
+                            seq,
+                            acks: Acks::All,
+                            sent_at,
+                            acked_at: now,
+                            broker: leader,
+                            stale_ack: false,
+                        },
+                    );
+                    (partition, seq, Ok(took))
+                }
+                Err((e, _)) => (
+                    partition,
+                    seq,
+                    Err(ProduceFailure {
+                        kind: error_kind(&e),
+                        detail: e.to_string(),
+                    }),
+                ),
+            })
+            .collect()
+    }
+
+    /// Takes what the consumer read, waiting briefly for this round's records.
+    async fn drain(
+        &mut self,
+        sent: &BTreeSet<(i32, u64)>,
+        e2e: &mut BTreeMap<i32, Vec<f64>>,
+        out: &mut CanaryRound,
+    ) {
+        let Some(clients) = &mut self.clients else { return };
+        let mut waiting: BTreeSet<(i32, u64)> = sent.clone();
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(1).min(self.settings.produce_timeout);
+        loop {
+            let next = if waiting.is_empty() {
+                match clients.consumed.try_recv() {
+                    Ok(c) => Some(c),
+                    Err(_) => None,
+                }
+            } else {
+                tokio::time::timeout_at(deadline, clients.consumed.recv())
+                    .await
+                    .ok()
+                    .flatten()
+            };
+            let Some(c) = next else { break };
+            if let Some(r) = &c.record {
+                waiting.remove(&(c.partition, r.seq));
+            }
+            for ev in self
+                .ledger
+                .consumed(c.partition, c.offset, c.record.as_ref(), c.at)
+            {
+                record_event(ev, e2e, out);
+            }
+        }
+    }
+}
+
+fn record_event(ev: LedgerEvent, e2e: &mut BTreeMap<i32, Vec<f64>>, out: &mut CanaryRound) {
+    match ev {
+        LedgerEvent::Confirmed {
+            partition,
+            end_to_end,
+            acks: Acks::All,
+            ..
+        } => e2e
+            .entry(partition)
+            .or_default()
+            .push(end_to_end.as_secs_f64()),
+        LedgerEvent::Confirmed { .. } => {}
+        LedgerEvent::Lost {
+            partition,
+            offset,
+            seq,
+            acks,
+            broker,
+            reason,
+        } => out.lost.push(LossEvent {
+            partition,
+            offset,
+            seq,
+            acks,
+            broker,
+            reason: reason.as_label(),
+        }),
+        LedgerEvent::Duplicate { partition, .. } => {
+            let leader = out
+                .partitions
+                .iter()
+                .find(|p| p.partition == partition)
+                .map(|p| p.leader)
+                .unwrap_or(-1);
+            out.duplicated.push((partition, leader));
+        }
+    }
+}
+
+/// Forwards every record the consumer reads to the round, decoded.
+async fn read_loop(
+    consumer: Arc<StreamConsumer>,
+    tx: mpsc::UnboundedSender<Consumed>,
+    cluster: String,
+) {
+    let mut last_error: Option<Instant> = None;
+    loop {
+        match consumer.recv().await {
+            Ok(m) => {
+                let c = Consumed {
+                    partition: m.partition(),
+                    offset: m.offset(),
+                    record: m.payload().and_then(CanaryRecord::decode),
+                    at: SystemTime::now(),
+                };
+                if tx.send(c).is_err() {
+                    return;
+                }
+            }
+            Err(e) => {
+                // A partition without leader makes the consumer complain every poll; one
+                // line a minute is enough.
+                if last_error.is_none_or(|t| t.elapsed() > Duration::from_secs(60)) {
+                    tracing::warn!(%cluster, error = %e, "canary consumer");
+                    last_error = Some(Instant::now());
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    }
+}
+
+/// Reads one partition from `from` to its current end.
+fn reread(
+    client: &ClientConfig,
+    topic: &str,
+    partition: i32,
+    from: i64,
+    timeout: Duration,
+) -> Result<BTreeMap<i64, Option<CanaryRecord>>, KafkaError> {
+    let consumer: BaseConsumer = client
+        .clone()
+        .set("group.id", "kafka-watchdog-canary-verify")
+        .set("enable.auto.commit", "false")
+        .set("auto.offset.reset", "error")
+        .create()?;
+    let (_, high) = consumer.fetch_watermarks(topic, partition, timeout)?;
+    let mut log = BTreeMap::new();
+    if high <= from {
+        return Ok(log);
+    }
+    let mut tpl = TopicPartitionList::new();
+    tpl.add_partition_offset(topic, partition, Offset::Offset(from))?;
+    consumer.assign(&tpl)?;
+    let deadline = Instant::now() + timeout;
+    while Instant::now() < deadline {
+        match consumer.poll(Duration::from_millis(200)) {
+            Some(Ok(m)) => {
+                log.insert(m.offset(), m.payload().and_then(CanaryRecord::decode));
+                if m.offset() + 1 >= high {
+                    break;
+                }
+            }
+            Some(Err(e)) => return Err(e),
+            None => {}
+        }
+    }
+    Ok(log)
+}
+
+/// The canary's picture of the cluster from one round of direct probes: the registered
+/// brokers (as the other brokers list them) and the canary topic's partitions from the
+/// newest leader epochs.
+pub fn view_from(obs: &crate::observe::RoundObservation, topic: &str) -> CanaryView {
+    use crate::observe::MetadataView;
+    let mut listed: BTreeMap<BrokerId, BrokerInfo> = BTreeMap::new();
+    let mut answers: Vec<(BrokerId, MetadataView)> = Vec::new();
+    for (source, probe) in &obs.probes {
+        let Some(md) = probe.metadata_view() else {
+            continue;
+        };
+        for b in &md.brokers {
+            // A broker's own answer may list itself from a stale cache; others decide.
+            if b.id != *source || obs.probes.len() == 1 {
+                listed.entry(b.id).or_insert_with(|| BrokerInfo {
+                    id: b.id,
+                    rack: b.rack.clone(),
+                });
+            }
+        }
+        let mut only = md.clone_header();
+        if let Some(t) = md.topics.get(topic) {
+            only.topics.insert(topic.to_string(), t.clone());
+        }
+        answers.push((*source, only));
+    }
+    let refs: Vec<(BrokerId, &MetadataView)> = answers.iter().map(|(id, m)| (*id, m)).collect();
+    let merged = crate::cluster_view::merge(&refs);
+    let partitions = merged.topics.get(topic).map(|t| {
+        t.partitions
+            .iter()
+            .map(|p| PartitionStateWithEpoch {
+                state: PartitionState {
+                    partition: p.partition,
+                    leader: p.leader,
+                    replicas: p.replicas.clone(),
+                    isr: p.isr.clone(),
+                },
+                leader_epoch: p.leader_epoch,
+            })
+            .collect()
+    });
+    CanaryView {
+        brokers: listed.into_values().collect(),
+        partitions,
+    }
+}

@@ -1,0 +1,356 @@
+//! The incident book: hysteresis over findings, one track per finding key.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::SystemTime;
+
+use serde::{Deserialize, Serialize};
+
+use super::time::{serde_ms, unix_ms};
+use super::{
+    EventKind, Finding, FindingKey, FindingKind, Hysteresis, Incident, IncidentEvent, Previous,
+};
+
+/// Where one finding key stands.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub(super) enum Track {
+    /// Seen in the last `rounds` consecutive rounds, not yet long enough to open.
+    Pending {
+        #[serde(with = "serde_ms")]
+        first_seen: SystemTime,
+        rounds: u32,
+    },
+    Open {
+        incident: Incident,
+        /// Absent in the last rounds; resolves when long enough.
+        clearing: Option<Clearing>,
+    },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub(super) struct Clearing {
+    #[serde(with = "serde_ms")]
+    pub since: SystemTime,
+    pub rounds: u32,
+}
+
+/// Every incident of every cluster, open or about to open.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct IncidentBook {
+    pub(super) tracks: BTreeMap<FindingKey, Track>,
+}
+
+impl IncidentBook {
+    pub fn new() -> Self {
+        IncidentBook::default()
+    }
+
+    /// Takes one round's findings of `cluster` and returns what changed. Findings of
+    /// other clusters are ignored, and so are the incidents of other clusters.
+    ///
+    /// While the cluster is unreachable (a `ClusterUnreachable` finding is present), the
+    /// findings computed from probes (brokers, partitions) are held exactly as they are:
+    /// every verdict is `unknown` then and no partition is seen, which says nothing about
+    /// whether the problems went away.
+    pub fn observe(
+        &mut self,
+        cluster: &str,
+        findings: Vec<Finding>,
+        hysteresis: Hysteresis,
+        now: SystemTime,
+    ) -> Vec<IncidentEvent> {
+        let open_after = hysteresis.open_after_rounds.max(1);
+        let resolve_after = hysteresis.resolve_after_rounds.max(1);
+        let mut present: BTreeMap<FindingKey, Finding> = BTreeMap::new();
+        for f in findings {
+            if f.key.cluster != cluster {
+                continue;
+            }
+            // Two findings with one key (a caller's mistake): the more severe one counts.
+            match present.get(&f.key) {
+                Some(old) if old.severity >= f.severity => {}
+                _ => {
+                    present.insert(f.key.clone(), f);
+                }
+            }
+        }
+        let unreachable = present
+            .keys()
+            .any(|k| k.kind == FindingKind::ClusterUnreachable);
+        let held = |k: &FindingKey| unreachable && k.kind.from_probes();
+        let seen: BTreeSet<FindingKey> = present.keys().cloned().collect();
+
+        let mut events = Vec::new();
+        for (key, finding) in present {
+            if held(&key) {
+                continue;
+            }
+            match self.tracks.get_mut(&key) {
+                None => {
+                    if open_after <= 1 {
+                        let incident = open(&finding, now, now);
+                        events.push(opened(&incident, now));
+                        self.tracks.insert(
+                            key,
+                            Track::Open {
+                                incident,
+                                clearing: None,
+                            },
+                        );
+                    } else {
+                        self.tracks.insert(
+                            key,
+                            Track::Pending {
+                                first_seen: now,
+                                rounds: 1,
+                            },
+                        );
+                    }
+                }
+                Some(Track::Pending { first_seen, rounds }) => {
+                    *rounds += 1;
+                    if *rounds >= open_after {
+                        let incident = open(&finding, *first_seen, now);
+                        events.push(opened(&incident, now));
+                        self.tracks.insert(
+                            key,
+                            Track::Open {
+                                incident,
+                                clearing: None,
+                            },
+                        );
+                    }
+                }
+                Some(Track::Open { incident, clearing }) => {
+                    *clearing = None;
+                    if let Some(e) = refresh(incident, finding, now) {
+                        events.push(e);
+                    }
+                }
+            }
+        }
+
+        let absent: Vec<FindingKey> = self
+            .tracks
+            .keys()
+            .filter(|k| k.cluster == cluster && !held(k) && !seen.contains(*k))
+            .cloned()
+            .collect();
+        for key in absent {
+            let Some(track) = self.tracks.get_mut(&key) else {
+                continue;
+            };
+            match track {
+                Track::Pending { .. } => {
+                    // Rounds must be consecutive: one clean round starts the count anew.
+                    self.tracks.remove(&key);
+                }
+                Track::Open { incident, clearing } => {
+                    let c = clearing.get_or_insert(Clearing {
+                        since: now,
+                        rounds: 0,
+                    });
+                    c.rounds += 1;
+                    if c.rounds >= resolve_after {
+                        let mut incident = incident.clone();
+                        incident.resolved_at = Some(c.since);
+                        events.push(IncidentEvent {
+                            kind: EventKind::Resolved,
+                            at: now,
+                            incident,
+                            previous: None,
+                            changes: Vec::new(),
+                        });
+                        self.tracks.remove(&key);
+                    }
+                }
+            }
+        }
+        events
+    }
+
+    /// The open incidents of every cluster, in key order.
+    pub fn open_incidents(&self) -> Vec<Incident> {
+        self.tracks
+            .values()
+            .filter_map(|t| match t {
+                Track::Open { incident, .. } => Some(incident.clone()),
+                Track::Pending { .. } => None,
+            })
+            .collect()
+    }
+
+    pub fn open_incidents_of(&self, cluster: &str) -> Vec<Incident> {
+        self.open_incidents()
+            .into_iter()
+            .filter(|i| i.cluster == cluster)
+            .collect()
+    }
+
+    /// Drops everything about clusters that are no longer watched. Their open incidents
+    /// resolve now, so that pages opened for them do not stay open forever.
+    pub fn retain_clusters(&mut self, clusters: &[String], now: SystemTime) -> Vec<IncidentEvent> {
+        let gone: Vec<FindingKey> = self
+            .tracks
+            .keys()
+            .filter(|k| !clusters.contains(&k.cluster))
+            .cloned()
+            .collect();
+        let mut events = Vec::new();
+        for key in gone {
+            if let Some(Track::Open { mut incident, .. }) = self.tracks.remove(&key) {
+                incident.resolved_at = Some(now);
+                incident
+                    .evidence
+                    .push("the cluster is no longer watched by this watchdog".into());
+                events.push(IncidentEvent {
+                    kind: EventKind::Resolved,
+                    at: now,
+                    incident,
+                    previous: None,
+                    changes: Vec::new(),
+                });
+            }
+        }
+        events
+    }
+}
+
+fn incident_id(key: &FindingKey, started_at: SystemTime) -> String {
+    let material = format!("{}\n{}", key.dedup_key(), unix_ms(started_at));
+    let digest = ring::digest::digest(&ring::digest::SHA256, material.as_bytes());
+    let hex: String = digest.as_ref()[..10]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    format!("kw-{hex}")
+}
+
+fn open(f: &Finding, started_at: SystemTime, now: SystemTime) -> Incident {
+    Incident {
+        id: incident_id(&f.key, started_at),
+        dedup_key: f.key.dedup_key(),
+        cluster: f.key.cluster.clone(),
+        subject: f.key.subject,
+        kind: f.key.kind,
+        broker: f.key.subject.broker(),
+        broker_address: f.broker_address.clone(),
+        state: f.state,
+        severity: f.severity,
+        peak_severity: f.severity,
+        summary: f.summary.clone(),
+        evidence: f.evidence.clone(),
+        rules: f.rules.clone(),
+        affected_partitions: f.affected_partitions.clone(),
+        affected_partitions_total: f.affected_partitions_total,
+        suspects: f.suspects.clone(),
+        started_at,
+        updated_at: now,
+        resolved_at: None,
+        unavailable_seconds: f.unavailable_seconds,
+    }
+}
+
+fn opened(incident: &Incident, now: SystemTime) -> IncidentEvent {
+    IncidentEvent {
+        kind: EventKind::Opened,
+        at: now,
+        incident: incident.clone(),
+        previous: None,
+        changes: Vec::new(),
+    }
+}
+
+/// What changed that a receiver should hear of. Partitions and suspects count only when
+/// new ones join: an incident shrinking as replicas catch up is recovery in progress, and
+/// a message per recovered partition would drown the one that matters (the resolve).
+pub(super) fn changes(old: &Incident, new: &Finding) -> Vec<String> {
+    let mut out = Vec::new();
+    if old.severity != new.severity {
+        out.push(format!(
+            "severity {} -> {}",
+            old.severity.as_str(),
+            new.severity.as_str()
+        ));
+    }
+    if old.state != new.state {
+        let label = |s: Option<crate::verdict::BrokerState>| s.map_or("none", |s| s.as_label());
+        out.push(format!("state {} -> {}", label(old.state), label(new.state)));
+    }
+    let before: BTreeSet<&str> = old.rules.iter().map(String::as_str).collect();
+    let after: BTreeSet<&str> = new.rules.iter().map(String::as_str).collect();
+    let added: Vec<&str> = after.difference(&before).copied().collect();
+    let removed: Vec<&str> = before.difference(&after).copied().collect();
+    if !added.is_empty() {
+        out.push(format!("now also: {}", added.join(", ")));
+    }
+    if !removed.is_empty() {
+        out.push(format!("no longer: {}", removed.join(", ")));
+    }
+    let listed: BTreeSet<&str> = old.affected_partitions.iter().map(String::as_str).collect();
+    let complete = |total: usize| total <= super::MAX_AFFECTED_PARTITIONS;
+    let new_names: Vec<&str> = if complete(old.affected_partitions_total)
+        && complete(new.affected_partitions_total)
+    {
+        new.affected_partitions
+            .iter()
+            .map(String::as_str)
+            .filter(|p| !listed.contains(p))
+            .collect()
+    } else {
+        Vec::new()
+    };
+    if !new_names.is_empty() || new.affected_partitions_total > old.affected_partitions_total {
+        out.push(format!(
+            "{} partition(s) affected, was {}",
+            new.affected_partitions_total, old.affected_partitions_total
+        ));
+    }
+    let new_suspects: Vec<String> = new
+        .suspects
+        .iter()
+        .filter(|b| !old.suspects.contains(b))
+        .map(|b| b.to_string())
+        .collect();
+    if !new_suspects.is_empty() {
+        out.push(format!("now also suspects broker(s) {}", new_suspects.join(", ")));
+    }
+    out
+}
+
+/// Brings an open incident up to date with this round's finding; an event when the
+/// change is significant.
+fn refresh(incident: &mut Incident, f: Finding, now: SystemTime) -> Option<IncidentEvent> {
+    let changes = changes(incident, &f);
+    let previous = Previous {
+        severity: incident.severity,
+        peak_severity: incident.peak_severity,
+        state: incident.state,
+    };
+    incident.severity = f.severity;
+    incident.peak_severity = incident.peak_severity.max(f.severity);
+    incident.state = f.state;
+    if f.broker_address.is_some() {
+        incident.broker_address = f.broker_address;
+    }
+    incident.summary = f.summary;
+    incident.evidence = f.evidence;
+    incident.rules = f.rules;
+    incident.affected_partitions = f.affected_partitions;
+    incident.affected_partitions_total = f.affected_partitions_total;
+    incident.suspects = f.suspects;
+    if f.unavailable_seconds.is_some() {
+        incident.unavailable_seconds = f.unavailable_seconds;
+    }
+    if changes.is_empty() {
+        return None;
+    }
+    incident.updated_at = now;
+    Some(IncidentEvent {
+        kind: EventKind::Updated,
+        at: now,
+        incident: incident.clone(),
+        previous: Some(previous),
+        changes,
+    })
+}
