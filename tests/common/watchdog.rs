@@ -19,7 +19,11 @@ pub fn free_port() -> u16 {
 pub struct WatchdogSettings {
     pub round_interval_secs: u64,
     pub request_timeout_ms: u64,
+    /// Lines inside the cluster's `canary:` block, each indented by six spaces.
+    pub canary_yaml: String,
+    /// Lines at cluster level, each indented by four spaces.
     pub extra_cluster_yaml: String,
+    /// Lines at the top level.
     pub extra_top_yaml: String,
 }
 
@@ -28,6 +32,7 @@ impl Default for WatchdogSettings {
         WatchdogSettings {
             round_interval_secs: 2,
             request_timeout_ms: 1500,
+            canary_yaml: String::new(),
             extra_cluster_yaml: String::new(),
             extra_top_yaml: String::new(),
         }
@@ -64,11 +69,12 @@ impl Watchdog {
             "instance_id: test\nhttp:\n  listen: 127.0.0.1:{port}\nlog:\n  level: debug\nstate_dir: {state}\n{top}\
              clusters:\n  - name: lab\n    bootstrap_servers: [127.0.0.11:9092, 127.0.0.12:9092, 127.0.0.13:9092]\n    \
              round_interval_secs: {round}\n    connect_timeout_ms: 1000\n    request_timeout_ms: {req}\n    \
-             canary:\n      produce_timeout_ms: {req}\n{extra}",
+             canary:\n      produce_timeout_ms: {req}\n{canary}{extra}",
             state = dir.join("state").display(),
             top = s.extra_top_yaml,
             round = s.round_interval_secs,
             req = s.request_timeout_ms,
+            canary = s.canary_yaml,
             extra = s.extra_cluster_yaml,
         )
     }
@@ -187,4 +193,33 @@ pub fn http_get(port: u16, path: &str) -> std::io::Result<(u16, String)> {
         .map(|(_, b)| b.to_string())
         .unwrap_or_default();
     Ok((code, body))
+}
+
+impl Watchdog {
+    /// The canary section of cluster `lab` in /status.
+    pub fn canary(&self) -> serde_json::Value {
+        self.status()["clusters"][0]["canary"].clone()
+    }
+
+    /// The canary partition `p` this round.
+    pub fn canary_partition(&self, p: i64) -> Option<serde_json::Value> {
+        self.canary()["partitions"]
+            .as_array()?
+            .iter()
+            .find(|x| x["partition"] == p)
+            .cloned()
+    }
+
+    /// Names of the rules that fired for broker `id`.
+    pub fn rules(&self, id: i32) -> Vec<String> {
+        self.broker(id)
+            .and_then(|b| {
+                b["hits"].as_array().map(|hits| {
+                    hits.iter()
+                        .filter_map(|h| h["rule"].as_str().map(str::to_string))
+                        .collect()
+                })
+            })
+            .unwrap_or_default()
+    }
 }

@@ -1,0 +1,219 @@
+//! The canary against the real lab: round trips on every partition, failures attributed to
+//! the broker at fault, unavailability windows measured.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::watchdog::{Watchdog, WatchdogSettings};
+use common::{eventually, lab, unique_topic};
+use kafka_lab::client;
+
+const WAIT: Duration = Duration::from_secs(90);
+
+fn start(name: &str, topic: &str, canary_yaml: &str) -> Watchdog {
+    Watchdog::start(
+        name,
+        &WatchdogSettings {
+            canary_yaml: format!("      topic: {topic}\n{canary_yaml}"),
+            ..WatchdogSettings::default()
+        },
+    )
+}
+
+/// Waits until every canary partition has round-tripped at least once.
+fn wait_round_trips(w: &Watchdog, partitions: usize) -> serde_json::Value {
+    eventually(WAIT, "every canary partition round-trips", || {
+        let c = w.canary();
+        let ps = c["partitions"].as_array()?;
+        (ps.len() == partitions
+            && ps.iter().all(|p| {
+                p["produce_seconds"].is_number()
+                    && p["end_to_end_seconds"].as_array().is_some_and(|v| !v.is_empty())
+            }))
+        .then_some(c)
+    })
+}
+
+#[test]
+fn healthy_canary_round_trips_on_every_partition_led_by_every_broker() {
+    let lab = lab();
+    let topic = unique_topic("kwc-healthy");
+    let w = start("canary-healthy", &topic, "");
+    let c = wait_round_trips(&w, 3);
+    assert_eq!(c["status"]["state"], "ready", "{c:#}");
+    let mut leaders: Vec<i64> = c["partitions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["leader"].as_i64().unwrap())
+        .collect();
+    leaders.sort_unstable();
+    assert_eq!(leaders, vec![1, 2, 3], "every broker leads a canary partition: {c:#}");
+    for p in c["partitions"].as_array().unwrap() {
+        assert_eq!(p["replicas"].as_array().unwrap().len(), 3, "RF = min(3, brokers)");
+    }
+    let md = client::partitions(&lab.bootstrap(), &topic).unwrap();
+    assert_eq!(md.len(), 3);
+    // A few more rounds: nothing lost, nothing duplicated, nothing overdue.
+    std::thread::sleep(Duration::from_secs(6));
+    let scrape = w.metrics();
+    let lost: f64 = scrape
+        .samples
+        .iter()
+        .filter(|s| s.metric == "kafka_watchdog_canary_records_lost_total")
+        .map(|s| match s.value {
+            prometheus_parse::Value::Counter(v) => v,
+            _ => 0.0,
+        })
+        .sum();
+    assert_eq!(lost, 0.0);
+    for b in ["1", "2", "3"] {
+        let ok = common::watchdog::metric_value(
+            &scrape,
+            "kafka_watchdog_canary_produce_total",
+            &[("broker", b), ("outcome", "ok")],
+        )
+        .unwrap_or(0.0);
+        assert!(ok >= 2.0, "broker {b} acknowledged canaries: {ok}");
+        assert!(common::watchdog::metric_value(
+            &scrape,
+            "kafka_watchdog_canary_end_to_end_seconds_count",
+            &[("broker", b)]
+        )
+        .is_some_and(|n| n >= 2.0));
+        assert_eq!(
+            common::watchdog::metric_value(&scrape, "kafka_watchdog_canary_partitions_led", &[("broker", b)]),
+            Some(1.0)
+        );
+    }
+    let c = w.canary();
+    assert!(c["lost"].as_array().unwrap().is_empty());
+    for p in c["partitions"].as_array().unwrap() {
+        assert_eq!(p["overdue"], 0);
+    }
+    drop(w);
+    client::delete_topic(&lab.bootstrap(), &topic).unwrap();
+}
+
+#[test]
+fn frozen_leader_fails_its_canary_partition_then_the_failover_window_is_measured() {
+    let mut lab = lab();
+    let topic = unique_topic("kwc-freeze");
+    let w = start("canary-freeze", &topic, "");
+    let c = wait_round_trips(&w, 3);
+    let led_by_2 = c["partitions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["leader"] == 2)
+        .map(|p| p["partition"].as_i64().unwrap())
+        .expect("broker 2 leads a canary partition");
+    lab.freeze(2).unwrap();
+    let frozen_at = Instant::now();
+    let p = eventually(WAIT, "the frozen leader's canary partition fails", || {
+        let p = w.canary_partition(led_by_2)?;
+        (p["produce_error"]["kind"] == "timeout").then_some(p)
+    });
+    eprintln!(
+        "canary write to partition {led_by_2} (leader 2) failed {:.1} s after the freeze: {p}",
+        frozen_at.elapsed().as_secs_f64()
+    );
+    assert!(w.rules(2).contains(&"no_answer".to_string()));
+    // The controller fences broker 2; the partition gets a new leader; writes work again and
+    // the window closes.
+    let window = eventually(WAIT, "the unavailability window closes", || {
+        let s = w.status();
+        let c = &s["clusters"][0];
+        let w = c["canary_last_unavailable_seconds"][led_by_2.to_string()].as_f64()?;
+        let p = w_partition(c, led_by_2)?;
+        (p["produce_seconds"].is_number() && p["leader"] != 2).then_some(w)
+    });
+    eprintln!(
+        "partition {led_by_2} was unwritable for {window:.1} s (failover after freeze at {:.1} s)",
+        frozen_at.elapsed().as_secs_f64()
+    );
+    assert!(window > 0.5 && window < 60.0, "{window}");
+    assert!(
+        w.metric(
+            "kafka_watchdog_partition_last_unavailable_seconds",
+            &[("partition", &led_by_2.to_string())]
+        )
+        .is_some_and(|v| v > 0.5)
+    );
+    assert!(
+        w.metric(
+            "kafka_watchdog_partition_unavailable_seconds_count",
+            &[("partition", &led_by_2.to_string())]
+        )
+        .is_some_and(|v| v >= 1.0)
+    );
+    assert!(
+        w.metric(
+            "kafka_watchdog_canary_produce_total",
+            &[("broker", "2"), ("outcome", "timeout")]
+        )
+        .is_some_and(|v| v >= 1.0),
+        "the timeout is attributed to broker 2"
+    );
+    lab.thaw(2).unwrap();
+    drop(w);
+    drop(lab);
+    let bs = kafka_lab::Lab::open().unwrap().bootstrap();
+    client::delete_topic(&bs, &topic).unwrap();
+}
+
+fn w_partition(cluster: &serde_json::Value, p: i64) -> Option<serde_json::Value> {
+    cluster["canary"]["partitions"]
+        .as_array()?
+        .iter()
+        .find(|x| x["partition"] == p)
+        .cloned()
+}
+
+#[test]
+fn cut_replication_gives_not_enough_replicas_attributed_to_the_follower() {
+    let mut lab = lab();
+    let topic = unique_topic("kwc-cut");
+    let w = start(
+        "canary-cut",
+        &topic,
+        "      replication_factor: 2\n      min_insync_replicas: 2\n",
+    );
+    let c = wait_round_trips(&w, 3);
+    // Layout [1,2], [2,3], [3,1]: broker 2 follows broker 1 on one partition.
+    let followed = c["partitions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["replicas"] == serde_json::json!([1, 2]))
+        .map(|p| p["partition"].as_i64().unwrap())
+        .unwrap_or_else(|| panic!("a partition with replicas [1, 2]: {c:#}"));
+    lab.cut_replication(2).unwrap();
+    let p = eventually(WAIT, "NOT_ENOUGH_REPLICAS on the partition broker 2 follows", || {
+        let p = w.canary_partition(followed)?;
+        (p["produce_error"]["kind"] == "not_enough_replicas").then_some(p)
+    });
+    assert_eq!(p["leader"], 1);
+    assert_eq!(p["isr"], serde_json::json!([1]));
+    let rules2 = w.rules(2);
+    assert!(rules2.contains(&"canary_not_enough_replicas".to_string()), "{rules2:?}");
+    let rules1 = w.rules(1);
+    assert!(
+        !rules1.iter().any(|r| r.starts_with("canary")),
+        "the leader is not blamed: {rules1:?}"
+    );
+    assert_eq!(w.broker_state(1).as_deref(), Some("healthy"));
+    assert!(w
+        .metric(
+            "kafka_watchdog_canary_produce_total",
+            &[("partition", &followed.to_string()), ("outcome", "not_enough_replicas")]
+        )
+        .is_some_and(|v| v >= 1.0));
+    lab.heal(Some(2)).unwrap();
+    eventually(WAIT, "the partition recovers after heal", || {
+        w.canary_partition(followed)?["produce_seconds"].as_f64()
+    });
+    drop(w);
+    client::delete_topic(&lab.bootstrap(), &topic).unwrap();
+}
