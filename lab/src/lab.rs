@@ -9,6 +9,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use crate::error::LabError;
+use crate::secrets::Secrets;
 use crate::state::{Fault, LabState, NodeRecord};
 use crate::sys::{self, ProcState};
 use crate::topology::{self, KafkaVersion, NodeSpec, Role, Security};
@@ -94,9 +95,10 @@ impl Lab {
 
     /// Brings the cluster up, or makes sure the running one is complete (idempotent).
     pub fn up(opts: &UpOptions) -> Result<Lab, LabError> {
-        if opts.security == Security::SaslSsl {
+        if opts.security == Security::SaslSsl && !opts.version.is_kraft() {
             return Err(LabError::Invalid(
-                "--security sasl_ssl is not available in this lab yet".into(),
+                "--security sasl_ssl needs Kafka 4 (KRaft): SCRAM users are created at format time"
+                    .into(),
             ));
         }
         let dir = lab_dir();
@@ -142,6 +144,17 @@ impl Lab {
                 nodes: Vec::new(),
             },
         };
+        fs::create_dir_all(&lab.dir).map_err(|e| LabError::io(&lab.dir, e))?;
+        if opts.security == Security::SaslSsl {
+            let brokers: Vec<(i32, String)> = specs
+                .iter()
+                .filter(|s| s.role == Role::Broker)
+                .map(|s| (s.id, s.host.clone()))
+                .collect();
+            let secrets = Secrets::create(&lab.dir, &brokers)?;
+            // Broker users must read their keystores; the lab is throw-away.
+            let _ = sys::run("chmod", &["-R", "a+rX", &secrets.dir.display().to_string()]);
+        }
         for spec in &specs {
             lab.prepare_node(spec)?;
         }
@@ -177,10 +190,29 @@ impl Lab {
         let nd = self.node_dir(spec.id);
         let data = nd.join("data");
         fs::create_dir_all(&data).map_err(|e| LabError::io(&data, e))?;
+        let secure = if self.state.security == Security::SaslSsl && spec.role == Role::Broker {
+            let secrets = Secrets::load(&self.dir)?;
+            if !secrets.keystore(spec.id).exists() {
+                secrets.broker_keystore(spec.id, &spec.host)?;
+                let _ = sys::run("chmod", &["-R", "a+rX", &secrets.dir.display().to_string()]);
+            }
+            Some(topology::SecureListener {
+                keystore: secrets.keystore(spec.id).display().to_string(),
+                keystore_password: secrets.keystore_password.clone(),
+                watchdog_password: secrets.watchdog_password.clone(),
+            })
+        } else {
+            None
+        };
         let text = if spec.role == Role::ZooKeeper {
             topology::zookeeper_config(&data.display().to_string())
         } else {
-            topology::server_properties(self.state.version, spec, &data.display().to_string())
+            topology::server_properties(
+                self.state.version,
+                spec,
+                &data.display().to_string(),
+                secure.as_ref(),
+            )
         };
         let cfg = self.config_path(spec.id, spec.role);
         fs::write(&cfg, text).map_err(|e| LabError::io(&cfg, e))?;
@@ -216,6 +248,7 @@ impl Lab {
                 .arg("-c")
                 .arg(self.config_path(spec.id, spec.role))
                 .args(["--feature", "eligible.leader.replicas.version=0"])
+                .args(self.scram_args()?)
                 .uid(uid)
                 .gid(gid)
                 .stdout(std::process::Stdio::piped())
@@ -244,6 +277,38 @@ impl Lab {
             }
         }
         Ok(())
+    }
+
+    /// SCRAM credentials go into the metadata log at format time (KRaft has no ZooKeeper to
+    /// hold them).
+    fn scram_args(&self) -> Result<Vec<String>, LabError> {
+        if self.state.security != Security::SaslSsl {
+            return Ok(Vec::new());
+        }
+        let secrets = Secrets::load(&self.dir)?;
+        Ok(vec![
+            "--add-scram".into(),
+            format!(
+                "SCRAM-SHA-512=[name={},password={}]",
+                crate::secrets::WATCHDOG_USER,
+                secrets.watchdog_password
+            ),
+        ])
+    }
+
+    /// Client bootstrap servers of the SASL_SSL listener, when the lab has one.
+    pub fn secure_bootstrap(&self) -> Option<String> {
+        (self.state.security == Security::SaslSsl).then(|| {
+            self.brokers()
+                .iter()
+                .map(|id| format!("{}:{}", topology::host(*id), topology::SASL_SSL_PORT))
+                .collect::<Vec<_>>()
+                .join(",")
+        })
+    }
+
+    pub fn security(&self) -> Security {
+        self.state.security
     }
 
     fn spawn(&mut self, id: i32, libs: &Path) -> Result<(), LabError> {

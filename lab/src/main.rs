@@ -112,7 +112,18 @@ fn run(cmd: Cmd) -> Result<(), LabError> {
                 security,
                 brokers,
             })?;
-            println!("{}", lab.bootstrap());
+            match lab.secure_bootstrap() {
+                Some(secure) => {
+                    println!("{secure}");
+                    eprintln!(
+                        "kafka-lab: SASL_SSL (SCRAM-SHA-512 or PLAIN, user {}) on the line above; password and CA in {}; PLAINTEXT at {}",
+                        kafka_lab::secrets::WATCHDOG_USER,
+                        kafka_lab::secrets::Secrets::dir(&kafka_lab::lab_dir()).display(),
+                        lab.bootstrap()
+                    );
+                }
+                None => println!("{}", lab.bootstrap()),
+            }
         }
         Cmd::Status => {
             let lab = Lab::open()?;

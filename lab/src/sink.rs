@@ -215,7 +215,8 @@ async fn read_chunked<R: AsyncBufReadExt + Unpin>(r: &mut R) -> Result<Vec<u8>, 
             // Trailers, up to the blank line.
             loop {
                 line.clear();
-                if r.read_line(&mut line).await.map_err(|_| 400u16)? == 0 || line.trim().is_empty() {
+                if r.read_line(&mut line).await.map_err(|_| 400u16)? == 0 || line.trim().is_empty()
+                {
                     return Ok(body);
                 }
             }
@@ -248,7 +249,10 @@ fn record(keep: &Mutex<Vec<Value>>, options: &SinkOptions, value: Value) {
 
 /// `2025-11-29T19:05:00Z`.
 fn utc(t: SystemTime) -> String {
-    let secs = t.duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+    let secs = t
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
     // Days to a civil date in 400-year eras (the Gregorian calendar repeats per era).
     let z = (secs / 86_400) as i64 + 719_468;
     let era = z.div_euclid(146_097);
@@ -373,10 +377,20 @@ mod tests {
         let chunked = "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n5\r\n[1,2,\r\n2\r\n3]\r\n0\r\n\r\n";
         assert!(post(sink.addr(), chunked).await.starts_with("HTTP/1.1 200"));
         let got = sink.wait_for(2, Duration::from_secs(5)).await;
-        assert_eq!(got, vec![json!({"schema_version":1,"event":"opened","cluster":"lab"}), json!([1, 2, 3])]);
+        assert_eq!(
+            got,
+            vec![
+                json!({"schema_version":1,"event":"opened","cluster":"lab"}),
+                json!([1, 2, 3])
+            ]
+        );
         let lines = std::fs::read_to_string(&jsonl).unwrap();
         assert_eq!(lines.lines().count(), 2);
-        assert!(post(sink.addr(), "GET / HTTP/1.1\r\nConnection: close\r\n\r\n").await.starts_with("HTTP/1.1 405"));
+        assert!(
+            post(sink.addr(), "GET / HTTP/1.1\r\nConnection: close\r\n\r\n")
+                .await
+                .starts_with("HTTP/1.1 405")
+        );
         let _ = std::fs::remove_dir_all(&dir);
     }
 
@@ -406,13 +420,25 @@ mod tests {
             out,
             "== 2023-11-14T22:13:20Z  OPENED  critical  cluster lab\n   kind broker  broker 2 (127.0.0.12:9092)  state zombie\n   broker 2 (127.0.0.12:9092) is a zombie\n     - no_answer: timeout after 2.0 s\n   incident kw-1  started 2023-11-14T22:13:20.000Z  duration 20.0 s  seq 5"
         );
-        let pd = render(&json!({"routing_key": "k", "event_action": "resolve"}), UNIX_EPOCH);
-        assert!(pd.starts_with("== 1970-01-01T00:00:00Z  pagerduty body\n"), "{pd}");
+        let pd = render(
+            &json!({"routing_key": "k", "event_action": "resolve"}),
+            UNIX_EPOCH,
+        );
+        assert!(
+            pd.starts_with("== 1970-01-01T00:00:00Z  pagerduty body\n"),
+            "{pd}"
+        );
     }
 
     #[test]
     fn dates_are_right_across_leap_years() {
-        assert_eq!(utc(UNIX_EPOCH + Duration::from_secs(951_782_400)), "2000-02-29T00:00:00Z");
-        assert_eq!(utc(UNIX_EPOCH + Duration::from_secs(4_102_444_799)), "2099-12-31T23:59:59Z");
+        assert_eq!(
+            utc(UNIX_EPOCH + Duration::from_secs(951_782_400)),
+            "2000-02-29T00:00:00Z"
+        );
+        assert_eq!(
+            utc(UNIX_EPOCH + Duration::from_secs(4_102_444_799)),
+            "2099-12-31T23:59:59Z"
+        );
     }
 }

@@ -154,8 +154,20 @@ const FAST_FAILURE: &[(&str, &str)] = &[
     ("unclean.leader.election.enable", "false"),
 ];
 
+/// What a SASL_SSL client listener needs in a broker's config.
+pub struct SecureListener {
+    pub keystore: String,
+    pub keystore_password: String,
+    pub watchdog_password: String,
+}
+
 /// The server.properties of one node.
-pub fn server_properties(version: KafkaVersion, node: &NodeSpec, data_dir: &str) -> String {
+pub fn server_properties(
+    version: KafkaVersion,
+    node: &NodeSpec,
+    data_dir: &str,
+    secure: Option<&SecureListener>,
+) -> String {
     let mut p = String::new();
     let mut set = |k: &str, v: &str| {
         let _ = writeln!(p, "{k}={v}");
@@ -181,11 +193,15 @@ pub fn server_properties(version: KafkaVersion, node: &NodeSpec, data_dir: &str)
         }
         (_, Role::Broker) | (KafkaVersion::V3_9, Role::Controller) => {
             let h = &node.host;
-            let listeners = [
+            let mut listeners = vec![
                 format!("CLIENT://{h}:{CLIENT_PORT}"),
                 format!("REPLICATION://{h}:{REPLICATION_PORT}"),
             ];
             let mut map = vec!["CLIENT:PLAINTEXT", "REPLICATION:PLAINTEXT"];
+            if secure.is_some() {
+                listeners.push(format!("SECURE://{h}:{SASL_SSL_PORT}"));
+                map.push("SECURE:SASL_SSL");
+            }
             if version.is_kraft() {
                 set("process.roles", "broker");
                 set("node.id", &node.id.to_string());
@@ -214,6 +230,25 @@ pub fn server_properties(version: KafkaVersion, node: &NodeSpec, data_dir: &str)
             set("broker.rack", &format!("rack{}", node.id));
             for (k, v) in FAST_FAILURE {
                 set(k, v);
+            }
+            if let Some(sec) = secure {
+                set("sasl.enabled.mechanisms", "PLAIN,SCRAM-SHA-512");
+                set(
+                    "listener.name.secure.plain.sasl.jaas.config",
+                    &format!(
+                        "org.apache.kafka.common.security.plain.PlainLoginModule required user_{}=\"{}\";",
+                        crate::secrets::WATCHDOG_USER,
+                        sec.watchdog_password
+                    ),
+                );
+                set(
+                    "listener.name.secure.scram-sha-512.sasl.jaas.config",
+                    "org.apache.kafka.common.security.scram.ScramLoginModule required;",
+                );
+                set("ssl.keystore.type", "PKCS12");
+                set("ssl.keystore.location", &sec.keystore);
+                set("ssl.keystore.password", &sec.keystore_password);
+                set("ssl.key.password", &sec.keystore_password);
             }
         }
     }
