@@ -29,7 +29,9 @@ fn wait_round_trips(w: &Watchdog, partitions: usize) -> serde_json::Value {
         (ps.len() == partitions
             && ps.iter().all(|p| {
                 p["produce_seconds"].is_number()
-                    && p["end_to_end_seconds"].as_array().is_some_and(|v| !v.is_empty())
+                    && p["end_to_end_seconds"]
+                        .as_array()
+                        .is_some_and(|v| !v.is_empty())
             }))
         .then_some(c)
     })
@@ -49,9 +51,17 @@ fn healthy_canary_round_trips_on_every_partition_led_by_every_broker() {
         .map(|p| p["leader"].as_i64().unwrap())
         .collect();
     leaders.sort_unstable();
-    assert_eq!(leaders, vec![1, 2, 3], "every broker leads a canary partition: {c:#}");
+    assert_eq!(
+        leaders,
+        vec![1, 2, 3],
+        "every broker leads a canary partition: {c:#}"
+    );
     for p in c["partitions"].as_array().unwrap() {
-        assert_eq!(p["replicas"].as_array().unwrap().len(), 3, "RF = min(3, brokers)");
+        assert_eq!(
+            p["replicas"].as_array().unwrap().len(),
+            3,
+            "RF = min(3, brokers)"
+        );
     }
     let md = client::partitions(&lab.bootstrap(), &topic).unwrap();
     assert_eq!(md.len(), 3);
@@ -83,7 +93,11 @@ fn healthy_canary_round_trips_on_every_partition_led_by_every_broker() {
         )
         .is_some_and(|n| n >= 2.0));
         assert_eq!(
-            common::watchdog::metric_value(&scrape, "kafka_watchdog_canary_partitions_led", &[("broker", b)]),
+            common::watchdog::metric_value(
+                &scrape,
+                "kafka_watchdog_canary_partitions_led",
+                &[("broker", b)]
+            ),
             Some(1.0)
         );
     }
@@ -134,20 +148,18 @@ fn frozen_leader_fails_its_canary_partition_then_the_failover_window_is_measured
         frozen_at.elapsed().as_secs_f64()
     );
     assert!(window > 0.5 && window < 60.0, "{window}");
-    assert!(
-        w.metric(
+    assert!(w
+        .metric(
             "kafka_watchdog_partition_last_unavailable_seconds",
             &[("partition", &led_by_2.to_string())]
         )
-        .is_some_and(|v| v > 0.5)
-    );
-    assert!(
-        w.metric(
+        .is_some_and(|v| v > 0.5));
+    assert!(w
+        .metric(
             "kafka_watchdog_partition_unavailable_seconds_count",
             &[("partition", &led_by_2.to_string())]
         )
-        .is_some_and(|v| v >= 1.0)
-    );
+        .is_some_and(|v| v >= 1.0));
     assert!(
         w.metric(
             "kafka_watchdog_canary_produce_total",
@@ -190,14 +202,21 @@ fn cut_replication_gives_not_enough_replicas_attributed_to_the_follower() {
         .map(|p| p["partition"].as_i64().unwrap())
         .unwrap_or_else(|| panic!("a partition with replicas [1, 2]: {c:#}"));
     lab.cut_replication(2).unwrap();
-    let p = eventually(WAIT, "NOT_ENOUGH_REPLICAS on the partition broker 2 follows", || {
-        let p = w.canary_partition(followed)?;
-        (p["produce_error"]["kind"] == "not_enough_replicas").then_some(p)
-    });
+    let p = eventually(
+        WAIT,
+        "NOT_ENOUGH_REPLICAS on the partition broker 2 follows",
+        || {
+            let p = w.canary_partition(followed)?;
+            (p["produce_error"]["kind"] == "not_enough_replicas").then_some(p)
+        },
+    );
     assert_eq!(p["leader"], 1);
     assert_eq!(p["isr"], serde_json::json!([1]));
     let rules2 = w.rules(2);
-    assert!(rules2.contains(&"canary_not_enough_replicas".to_string()), "{rules2:?}");
+    assert!(
+        rules2.contains(&"canary_not_enough_replicas".to_string()),
+        "{rules2:?}"
+    );
     let rules1 = w.rules(1);
     assert!(
         !rules1.iter().any(|r| r.starts_with("canary")),
@@ -207,7 +226,10 @@ fn cut_replication_gives_not_enough_replicas_attributed_to_the_follower() {
     assert!(w
         .metric(
             "kafka_watchdog_canary_produce_total",
-            &[("partition", &followed.to_string()), ("outcome", "not_enough_replicas")]
+            &[
+                ("partition", &followed.to_string()),
+                ("outcome", "not_enough_replicas")
+            ]
         )
         .is_some_and(|v| v >= 1.0));
     lab.heal(Some(2)).unwrap();

@@ -60,18 +60,23 @@ pub fn lab() -> LabGuard {
 
 /// The shared lab of a given release; a lab of another release is taken down first.
 pub fn lab_of(version: KafkaVersion) -> LabGuard {
+    lab_with(UpOptions {
+        version,
+        ..UpOptions::default()
+    })
+}
+
+/// The shared lab with the given options; a lab set up otherwise is taken down first.
+pub fn lab_with(opts: UpOptions) -> LabGuard {
+    let version = opts.version;
     let serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     if let Ok(existing) = Lab::open() {
-        if existing.version() != version {
+        if existing.version() != opts.version || existing.security() != opts.security {
             Lab::down().expect("take down the other lab");
         }
     }
     let started = Instant::now();
-    let mut lab = Lab::up(&UpOptions {
-        version,
-        ..UpOptions::default()
-    })
-    .expect("lab up");
+    let mut lab = Lab::up(&opts).expect("lab up");
     restore(&mut lab).expect("lab healthy");
     eprintln!(
         "lab: Kafka {} ready in {:.1} s",

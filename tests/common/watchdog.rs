@@ -81,10 +81,15 @@ impl Watchdog {
 
     /// Starts the daemon and waits until it has completed a round.
     pub fn start(name: &str, s: &WatchdogSettings) -> Watchdog {
+        Self::start_yaml(name, |port, dir| Self::config_yaml(port, dir, s))
+    }
+
+    /// Starts the daemon with a config of the caller's (given the HTTP port and a folder).
+    pub fn start_yaml(name: &str, yaml: impl FnOnce(u16, &std::path::Path) -> String) -> Watchdog {
         let port = free_port();
         let dir = temp_dir(name);
         let config = dir.join("watchdog.yaml");
-        std::fs::write(&config, Self::config_yaml(port, &dir, s)).expect("write config");
+        std::fs::write(&config, yaml(port, &dir)).expect("write config");
         let log = std::fs::File::create(dir.join("watchdog.log")).expect("log file");
         let child = Command::new(env!("CARGO_BIN_EXE_kafka-watchdog"))
             .args(["run", "-c"])

@@ -1,0 +1,146 @@
+//! A SASL_SSL cluster (SCRAM-SHA-512 over TLS with the lab's own CA): watched, canary
+//! included; a wrong password is a clear per-cluster authentication error that leaves the
+//! other cluster watched and never shows the secret; an untrusted certificate is refused
+//! unless the config says otherwise, explicitly.
+
+mod common;
+
+use std::time::Duration;
+
+use common::watchdog::Watchdog;
+use common::{eventually, lab_with};
+use kafka_lab::secrets::Secrets;
+use kafka_lab::{KafkaVersion, Security, UpOptions};
+
+const WAIT: Duration = Duration::from_secs(90);
+
+fn secure_lab() -> common::LabGuard {
+    lab_with(UpOptions {
+        version: KafkaVersion::V4,
+        security: Security::SaslSsl,
+        brokers: 3,
+    })
+}
+
+fn cluster_yaml(name: &str, bootstrap: &str, password_file: &str, tls: &str) -> String {
+    format!(
+        "  - name: {name}\n    bootstrap_servers: [{bootstrap}]\n    round_interval_secs: 2\n    \
+         connect_timeout_ms: 1000\n    request_timeout_ms: 1500\n    security:\n      protocol: SASL_SSL\n      \
+         sasl:\n        mechanism: SCRAM-SHA-512\n        username: watchdog\n        password_file: {password_file}\n      \
+         tls:\n{tls}    canary:\n      produce_timeout_ms: 1500\n      topic: kwc-secure-{name}\n"
+    )
+}
+
+fn header(port: u16, dir: &std::path::Path) -> String {
+    format!(
+        "instance_id: secure-test\nhttp:\n  listen: 127.0.0.1:{port}\nlog:\n  level: debug\nstate_dir: {}\nclusters:\n",
+        dir.join("state").display()
+    )
+}
+
+#[test]
+fn sasl_ssl_cluster_is_watched_and_a_wrong_password_is_a_clear_error_without_leaks() {
+    let lab = secure_lab();
+    let secure = lab.secure_bootstrap().expect("a SASL_SSL listener");
+    let secrets = Secrets::load(&kafka_lab::lab_dir()).unwrap();
+    let ca = secrets.ca().display().to_string();
+    let good_password = secrets.watchdog_password.clone();
+    let wrong_password = "not-the-password-4d1c0ffee";
+    let w = Watchdog::start_yaml("secure", |port, dir| {
+        let wrong = dir.join("wrong.password");
+        std::fs::write(&wrong, wrong_password).unwrap();
+        let good = secrets.dir.join("watchdog.password");
+        header(port, dir)
+            + &cluster_yaml(
+                "good",
+                &secure,
+                &good.display().to_string(),
+                &format!("        ca_file: {ca}\n"),
+            )
+            + &cluster_yaml(
+                "bad",
+                &secure,
+                &wrong.display().to_string(),
+                &format!("        ca_file: {ca}\n"),
+            )
+    });
+    let status = eventually(WAIT, "the good cluster's canary round-trips", || {
+        let s = w.status();
+        let good = s["clusters"]
+            .as_array()?
+            .iter()
+            .find(|c| c["name"] == "good")?
+            .clone();
+        let ps = good["canary"]["partitions"].as_array()?.clone();
+        (ps.len() == 3 && ps.iter().all(|p| p["produce_seconds"].is_number())).then_some(s)
+    });
+    let clusters = status["clusters"].as_array().unwrap();
+    let good = clusters.iter().find(|c| c["name"] == "good").unwrap();
+    let bad = clusters.iter().find(|c| c["name"] == "bad").unwrap();
+    assert_eq!(good["severity"], "ok", "{good:#}");
+    for b in good["brokers"].as_array().unwrap() {
+        assert_eq!(b["state"], "healthy", "{b:#}");
+    }
+    assert_eq!(bad["severity"], "unreachable", "{bad:#}");
+    let failures = bad["bootstrap_failures"].as_array().unwrap();
+    assert!(!failures.is_empty(), "{bad:#}");
+    for f in failures {
+        assert_eq!(f["failure"]["kind"], "authentication", "{f:#}");
+    }
+    assert_eq!(
+        w.metric("kafka_watchdog_cluster_reachable", &[("cluster", "bad")]),
+        Some(0.0)
+    );
+    assert_eq!(
+        w.metric("kafka_watchdog_cluster_reachable", &[("cluster", "good")]),
+        Some(1.0)
+    );
+    let log = w.log();
+    assert!(
+        log.to_lowercase().contains("authentication"),
+        "the log says why"
+    );
+    let (_, metrics) = w.get("/metrics").unwrap();
+    let (_, status_text) = w.get("/status").unwrap();
+    for secret in [good_password.as_str(), wrong_password] {
+        assert!(!log.contains(secret), "a password leaked into the log");
+        assert!(!metrics.contains(secret), "a password leaked into /metrics");
+        assert!(
+            !status_text.contains(secret),
+            "a password leaked into /status"
+        );
+    }
+}
+
+#[test]
+fn an_untrusted_certificate_is_refused_unless_verification_is_explicitly_off() {
+    let lab = secure_lab();
+    let secure = lab.secure_bootstrap().unwrap();
+    let secrets = Secrets::load(&kafka_lab::lab_dir()).unwrap();
+    let password = secrets.dir.join("watchdog.password").display().to_string();
+    let w = Watchdog::start_yaml("untrusted", |port, dir| {
+        header(port, dir)
+            // No CA: the system roots do not know the lab's CA.
+            + &cluster_yaml("strict", &secure, &password, "        server_name: localhost\n")
+            + &cluster_yaml("lax", &secure, &password, "        insecure_skip_verify: true\n")
+    });
+    let status = eventually(WAIT, "both clusters report", || {
+        let s = w.status();
+        let lax = s["clusters"]
+            .as_array()?
+            .iter()
+            .find(|c| c["name"] == "lax")?
+            .clone();
+        (lax["severity"] == "ok").then_some(s)
+    });
+    let strict = status["clusters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "strict")
+        .unwrap();
+    assert_eq!(strict["severity"], "unreachable", "{strict:#}");
+    for f in strict["bootstrap_failures"].as_array().unwrap() {
+        assert_eq!(f["failure"]["kind"], "tls", "{f:#}");
+    }
+}
