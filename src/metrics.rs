@@ -140,6 +140,11 @@ pub fn render<'a>(
         "broker_state",
         "1 for the broker's current verdict state, 0 for the others",
     );
+    let state_seconds = gauge(
+        &mut reg,
+        "broker_state_seconds",
+        "Seconds the broker has been in its current verdict state",
+    );
     let registered = gauge(
         &mut reg,
         "broker_registered",
@@ -277,6 +282,14 @@ pub fn render<'a>(
                 l.push(("state", s.as_label().into()));
                 set(&state, l, f64::from(u8::from(v.state == s)));
             }
+            if let Some(since) = r.state_since.get(&v.broker) {
+                let end = r.started_at + r.duration;
+                set(
+                    &state_seconds,
+                    b(),
+                    end.duration_since(*since).unwrap_or_default().as_secs_f64(),
+                );
+            }
             set(
                 &registered,
                 b(),
@@ -334,13 +347,21 @@ pub fn render<'a>(
                     f64::from(u8::from(p.produce_seconds.is_some())),
                 );
                 set(&canary_overdue, part(), p.overdue as f64);
-                set(&unavailable_for, part(), p.unavailable_seconds.unwrap_or(0.0));
+                set(
+                    &unavailable_for,
+                    part(),
+                    p.unavailable_seconds.unwrap_or(0.0),
+                );
                 if let Some(w) = r.canary_last_window.get(&p.partition) {
                     set(&last_window, part(), *w);
                 }
             }
             for v in &r.verdicts {
-                let n = canary.partitions.iter().filter(|p| p.leader == v.broker).count();
+                let n = canary
+                    .partitions
+                    .iter()
+                    .filter(|p| p.leader == v.broker)
+                    .count();
                 set(
                     &canary_led,
                     vec![("cluster", c()), ("broker", v.broker.to_string())],

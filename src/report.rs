@@ -47,6 +47,8 @@ pub struct ClusterReport {
     pub last_success: Option<SystemTime>,
     /// This round's canary, when the canary is on.
     pub canary: Option<CanaryRound>,
+    /// Since when each broker has been in its current state.
+    pub state_since: BTreeMap<BrokerId, SystemTime>,
     /// Per canary partition: the length of its last closed unavailability window.
     pub canary_last_window: BTreeMap<i32, f64>,
 }
@@ -186,6 +188,11 @@ impl Evaluator {
             }
         }
         verdict::remember(&mut self.memory, &verdicts, now);
+        let state_since = self
+            .memory
+            .iter()
+            .filter_map(|(id, m)| m.state.map(|(_, since)| (*id, since)))
+            .collect();
 
         for (id, probe) in &obs.probes {
             if let Some((request, failure)) = probe.first_failure() {
@@ -231,6 +238,7 @@ impl Evaluator {
             probes: obs.probes,
             canary,
             canary_last_window: self.canary_last_window.clone(),
+            state_since,
         }
     }
 }

@@ -50,6 +50,8 @@ pub struct BrokerStatus<'a> {
     #[serde(flatten)]
     pub verdict: &'a BrokerVerdict,
     pub listed_as_registered: bool,
+    /// Unix time since which the broker has been in its current state.
+    pub state_since: Option<f64>,
     pub probe: Option<&'a BrokerProbe>,
     pub metadata_seconds: Option<f64>,
     pub partitions: BrokerPartitions,
@@ -92,6 +94,7 @@ pub fn cluster_status(r: &ClusterReport) -> ClusterStatus<'_> {
                 BrokerStatus {
                     verdict: v,
                     listed_as_registered: r.registered.contains(&v.broker),
+                    state_since: r.state_since.get(&v.broker).copied().map(secs),
                     probe,
                     metadata_seconds: probe
                         .and_then(BrokerProbe::metadata_latency)

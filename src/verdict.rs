@@ -100,6 +100,8 @@ impl Default for VerdictSettings {
 pub struct BrokerMemory {
     /// The last time the broker's port was closed or it was judged down.
     pub last_down_at: Option<SystemTime>,
+    /// The state of the last round and since when the broker has been in it.
+    pub state: Option<(BrokerState, SystemTime)>,
 }
 
 /// Everything known about one broker this round, gathered once so rules stay one-liners.
@@ -255,19 +257,25 @@ fn fenced_but_serving(f: &BrokerFacts, _: &VerdictSettings) -> Option<RuleHit> {
     if !f.probe.answered() {
         return None;
     }
-    match f.registration {
-        Registration::Fenced => hit(
+    let why = match f.registration {
+        Registration::Fenced => "the controller has fenced it",
+        Registration::Absent => "the other brokers do not list it as registered",
+        _ => return None,
+    };
+    // A broker that was down moments ago answers before it has registered and caught up:
+    // that is a restart, not a zombie.
+    if f.recently_down {
+        return hit(
             "fenced_but_serving",
-            BrokerState::Zombie,
-            "answers clients but the controller has fenced it: it serves no partition".into(),
-        ),
-        Registration::Absent => hit(
-            "fenced_but_serving",
-            BrokerState::Zombie,
-            "answers clients but the other brokers do not list it as registered".into(),
-        ),
-        _ => None,
+            BrokerState::Degraded,
+            format!("answers clients but {why} (restarted recently: registering)"),
+        );
     }
+    hit(
+        "fenced_but_serving",
+        BrokerState::Zombie,
+        format!("answers clients but {why}: it serves no partition"),
+    )
 }
 
 fn stale_leader(f: &BrokerFacts, _: &VerdictSettings) -> Option<RuleHit> {
@@ -588,6 +596,9 @@ pub fn remember(
         let m = memory.entry(v.broker).or_default();
         if v.state == BrokerState::Down {
             m.last_down_at = Some(now);
+        }
+        if m.state.is_none_or(|(s, _)| s != v.state) {
+            m.state = Some((v.state, now));
         }
     }
     memory.retain(|id, _| verdicts.iter().any(|v| v.broker == *id));

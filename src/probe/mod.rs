@@ -8,7 +8,7 @@ use std::time::{Duration, Instant, SystemTime};
 use futures::future::join_all;
 
 use crate::observe::{BrokerEndpoint, BrokerId, BrokerProbe, ProbeFailure, RoundObservation};
-use crate::wire::{BrokerClient, Phase, WireError, WireOptions};
+use crate::wire::{BrokerClient, WireError, WireOptions};
 
 /// How to probe one cluster.
 #[derive(Debug, Clone)]
@@ -230,31 +230,24 @@ pub async fn probe_broker(endpoint: BrokerEndpoint, wire: &WireOptions) -> Broke
         metadata: None,
         description: None,
     };
-    let mut client = match BrokerClient::connect(&address, wire).await {
+    let opened = match BrokerClient::open(&address, wire).await {
+        Ok(o) => o,
+        Err(e) => {
+            probe.connect = Err(e.to_failure(started.elapsed()));
+            return probe;
+        }
+    };
+    probe.connect = Ok(opened.connect_latency);
+    let handshake_started = Instant::now();
+    let mut client = match opened.negotiate().await {
         Ok(c) => {
-            probe.connect = Ok(c.connect_latency);
             probe.api_versions = Some(Ok(
                 c.api_versions_latency + c.sasl_latency.unwrap_or_default()
             ));
             c.client
         }
         Err(e) => {
-            let elapsed = started.elapsed();
-            match e.phase() {
-                None | Some(Phase::Connect) | Some(Phase::Tls) => {
-                    probe.connect = Err(e.to_failure(elapsed));
-                }
-                Some(_) => {
-                    // TCP (and TLS) succeeded; the handshake requests did not. The time the
-                    // connection took is what is left once the request deadline is removed.
-                    let request_part = match &e {
-                        WireError::Timeout { limit, .. } => *limit,
-                        _ => Duration::ZERO,
-                    };
-                    probe.connect = Ok(elapsed.saturating_sub(request_part));
-                    probe.api_versions = Some(Err(e.to_failure(elapsed - probe_connect(&probe))));
-                }
-            }
+            probe.api_versions = Some(Err(e.to_failure(handshake_started.elapsed())));
             return probe;
         }
     };
@@ -273,8 +266,4 @@ pub async fn probe_broker(endpoint: BrokerEndpoint, wire: &WireOptions) -> Broke
         Err(e) => Some(Err(e.to_failure(dc_started.elapsed()))),
     };
     probe
-}
-
-fn probe_connect(p: &BrokerProbe) -> Duration {
-    p.connect.as_ref().copied().unwrap_or_default()
 }

@@ -343,6 +343,7 @@ fn follower_out_of_every_isr_is_a_zombie_unless_restarting() {
         3,
         BrokerMemory {
             last_down_at: Some(SystemTime::UNIX_EPOCH + Duration::from_secs(990)),
+            state: None,
         },
     )]
     .into_iter()
@@ -403,6 +404,10 @@ fn memory_records_down_and_forgets_gone_brokers() {
     remember(&mut memory, &v, now);
     assert_eq!(memory[&2].last_down_at, Some(now));
     assert!(memory[&1].last_down_at.is_none());
+    assert_eq!(memory[&2].state, Some((BrokerState::Down, now)));
+    // The same state later keeps its start time.
+    remember(&mut memory, &v, now + Duration::from_secs(7));
+    assert_eq!(memory[&2].state, Some((BrokerState::Down, now)));
     assert!(!memory.contains_key(&9));
 }
 
