@@ -112,10 +112,16 @@ pub fn client_config(c: &ClusterConfig) -> ClientConfig {
     let ms = |d: std::time::Duration| d.as_millis().max(1).to_string();
     cc.set("bootstrap.servers", c.bootstrap_servers.join(","))
         .set("client.id", "kafka-watchdog")
-        .set("socket.timeout.ms", ms(c.request_timeout.max(c.canary.produce_timeout)))
+        .set(
+            "socket.timeout.ms",
+            ms(c.request_timeout.max(c.canary.produce_timeout)),
+        )
         .set("socket.connection.setup.timeout.ms", ms(c.connect_timeout))
         .set("api.version.request.timeout.ms", ms(c.request_timeout))
-        .set("topic.metadata.refresh.interval.ms", ms(c.round_interval * 6))
+        .set(
+            "topic.metadata.refresh.interval.ms",
+            ms(c.round_interval * 6),
+        )
         .set("metadata.max.age.ms", ms(c.round_interval * 18))
         .set("log_level", "4")
         .set("security.protocol", c.security.protocol.as_str());
@@ -129,8 +135,11 @@ pub fn client_config(c: &ClusterConfig) -> ClientConfig {
             cc.set("ssl.ca.location", ca.display().to_string());
         }
         if let Some(cert) = &t.client_cert {
-            cc.set("ssl.certificate.location", cert.cert_file.display().to_string())
-                .set("ssl.key.location", cert.key_file.display().to_string());
+            cc.set(
+                "ssl.certificate.location",
+                cert.cert_file.display().to_string(),
+            )
+            .set("ssl.key.location", cert.key_file.display().to_string());
         }
         if t.insecure_skip_verify {
             cc.set("enable.ssl.certificate.verification", "false")

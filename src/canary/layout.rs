@@ -57,13 +57,21 @@ pub enum Plan {
         min_insync_replicas: usize,
     },
     /// New partitions, each with its replica list, appended after the existing ones.
-    AddPartitions { assignment: Vec<Vec<BrokerId>> },
+    AddPartitions {
+        assignment: Vec<Vec<BrokerId>>,
+    },
     /// New replica lists for existing partitions.
-    Reassign { moves: BTreeMap<i32, Vec<BrokerId>> },
+    Reassign {
+        moves: BTreeMap<i32, Vec<BrokerId>>,
+    },
     /// Partitions whose preferred leader is in the ISR but does not lead.
-    ElectPreferred { partitions: Vec<i32> },
+    ElectPreferred {
+        partitions: Vec<i32>,
+    },
     /// Something should change but a guard holds it back; said in `/status`.
-    Waiting { why: String },
+    Waiting {
+        why: String,
+    },
 }
 
 /// What the planner remembers between rounds.
@@ -253,7 +261,10 @@ mod tests {
 
     fn brokers(ids: &[i32]) -> Vec<BrokerInfo> {
         ids.iter()
-            .map(|id| BrokerInfo { id: *id, rack: None })
+            .map(|id| BrokerInfo {
+                id: *id,
+                rack: None,
+            })
             .collect()
     }
 
@@ -287,10 +298,22 @@ mod tests {
     #[test]
     fn every_broker_leads_one_partition_and_racks_alternate() {
         let b = vec![
-            BrokerInfo { id: 1, rack: Some("a".into()) },
-            BrokerInfo { id: 2, rack: Some("a".into()) },
-            BrokerInfo { id: 3, rack: Some("b".into()) },
-            BrokerInfo { id: 4, rack: Some("b".into()) },
+            BrokerInfo {
+                id: 1,
+                rack: Some("a".into()),
+            },
+            BrokerInfo {
+                id: 2,
+                rack: Some("a".into()),
+            },
+            BrokerInfo {
+                id: 3,
+                rack: Some("b".into()),
+            },
+            BrokerInfo {
+                id: 4,
+                rack: Some("b".into()),
+            },
         ];
         let a = assignment(&b, 4, 3);
         let leaders: BTreeSet<i32> = a.iter().map(|r| r[0]).collect();
@@ -311,7 +334,10 @@ mod tests {
                 assignment,
                 min_insync_replicas,
             } => {
-                assert_eq!(assignment, vec![vec![1, 2, 3], vec![2, 3, 1], vec![3, 1, 2]]);
+                assert_eq!(
+                    assignment,
+                    vec![vec![1, 2, 3], vec![2, 3, 1], vec![3, 1, 2]]
+                );
                 assert_eq!(min_insync_replicas, 2);
             }
             other => panic!("{other:?}"),
@@ -354,7 +380,10 @@ mod tests {
         let mut m = LayoutMemory::default();
         m.observe(&b, t(0));
         let p = plan(Some(&parts), &b, &settings(), &m, t(400));
-        assert!(matches!(p, Plan::Reassign { ref moves } if moves.len() == 1), "{p:?}");
+        assert!(
+            matches!(p, Plan::Reassign { ref moves } if moves.len() == 1),
+            "{p:?}"
+        );
         m.changed(t(400));
         assert!(matches!(
             plan(Some(&parts), &b, &settings(), &m, t(500)),
@@ -372,11 +401,16 @@ mod tests {
         let mut parts = state(&[vec![1, 2, 3], vec![2, 3, 1], vec![3, 1, 2]]);
         let mut m = LayoutMemory::default();
         m.observe(&b, t(0));
-        assert_eq!(plan(Some(&parts), &b, &settings(), &m, t(10)), Plan::Nothing);
+        assert_eq!(
+            plan(Some(&parts), &b, &settings(), &m, t(10)),
+            Plan::Nothing
+        );
         parts[1].leader = 3;
         assert_eq!(
             plan(Some(&parts), &b, &settings(), &m, t(10)),
-            Plan::ElectPreferred { partitions: vec![1] }
+            Plan::ElectPreferred {
+                partitions: vec![1]
+            }
         );
         assert_eq!(not_leading(&parts, &b), vec![2]);
         let s = LayoutSettings {

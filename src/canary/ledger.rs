@@ -479,7 +479,10 @@ mod tests {
             .collect();
         assert_eq!(
             lost,
-            vec![(11, 2, LossReason::Truncated), (12, 3, LossReason::Truncated)]
+            vec![
+                (11, 2, LossReason::Truncated),
+                (12, 3, LossReason::Truncated)
+            ]
         );
         assert!(l.verify(0, 10, &log).is_empty(), "counted once");
     }
@@ -489,7 +492,11 @@ mod tests {
         let mut l = Ledger::new("me", Duration::from_secs(60));
         assert_eq!(l.availability(0, true, t(10), t(10)), None);
         assert_eq!(l.availability(0, false, t(20), t(21)), None);
-        assert_eq!(l.availability(0, false, t(25), t(26)), None, "stays open from t=20");
+        assert_eq!(
+            l.availability(0, false, t(25), t(26)),
+            None,
+            "stays open from t=20"
+        );
         assert_eq!(l.unavailable_for(0, t(30)), Some(Duration::from_secs(10)));
         assert_eq!(
             l.availability(0, true, t(31), t(32)),

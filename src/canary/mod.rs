@@ -60,8 +60,9 @@ pub fn error_kind(e: &KafkaError) -> &'static str {
         Some(RDKafkaErrorCode::TopicAuthorizationFailed)
         | Some(RDKafkaErrorCode::ClusterAuthorizationFailed) => "authorization",
         Some(RDKafkaErrorCode::KafkaStorageError) => "storage_error",
-        Some(RDKafkaErrorCode::BrokerTransportFailure)
-        | Some(RDKafkaErrorCode::AllBrokersDown) => "transport",
+        Some(RDKafkaErrorCode::BrokerTransportFailure) | Some(RDKafkaErrorCode::AllBrokersDown) => {
+            "transport"
+        }
         Some(RDKafkaErrorCode::QueueFull) => "queue_full",
         _ => "other",
     }
@@ -392,8 +393,7 @@ impl Canary {
             Plan::AddPartitions { assignment } => {
                 let existing = view.partitions.as_ref().map(Vec::len).unwrap_or(0);
                 let refs: Vec<&[i32]> = assignment.iter().map(Vec::as_slice).collect();
-                let new = NewPartitions::new(&topic, existing + assignment.len())
-                    .assign(&refs);
+                let new = NewPartitions::new(&topic, existing + assignment.len()).assign(&refs);
                 notes.push(format!("adding partitions to {topic}: {assignment:?}"));
                 clients
                     .admin
@@ -456,7 +456,12 @@ impl Canary {
         let timeout = self.settings.produce_timeout;
         let ends = tokio::task::spawn_blocking(move || {
             new.into_iter()
-                .map(|p| (p, consumer.fetch_watermarks(&topic, p, timeout).map(|w| w.1)))
+                .map(|p| {
+                    (
+                        p,
+                        consumer.fetch_watermarks(&topic, p, timeout).map(|w| w.1),
+                    )
+                })
                 .collect::<Vec<_>>()
         })
         .await
@@ -483,11 +488,7 @@ impl Canary {
         }
         match clients.consumer.assign(&tpl) {
             Ok(()) => {
-                self.assigned = tpl
-                    .elements()
-                    .iter()
-                    .map(|e| e.partition())
-                    .collect();
+                self.assigned = tpl.elements().iter().map(|e| e.partition()).collect();
             }
             Err(e) => {
                 tracing::warn!(cluster = %self.settings.cluster, error = %e, "canary: cannot assign the consumer")
@@ -608,9 +609,12 @@ impl Canary {
         e2e: &mut BTreeMap<i32, Vec<f64>>,
         out: &mut CanaryRound,
     ) {
-        let Some(clients) = &mut self.clients else { return };
+        let Some(clients) = &mut self.clients else {
+            return;
+        };
         let mut waiting: BTreeSet<(i32, u64)> = sent.clone();
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(1).min(self.settings.produce_timeout);
+        let deadline =
+            tokio::time::Instant::now() + Duration::from_secs(1).min(self.settings.produce_timeout);
         loop {
             let next = if waiting.is_empty() {
                 match clients.consumed.try_recv() {

@@ -20,7 +20,9 @@ fn latency_histogram() -> Histogram {
 
 fn window_histogram() -> Histogram {
     // Unavailability windows: a leader election takes seconds, a lost broker minutes.
-    Histogram::new([1.0, 2.0, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0])
+    Histogram::new([
+        1.0, 2.0, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0,
+    ])
 }
 
 /// Shared by the evaluator (which adds to it) and the metrics renderer (which reads it).

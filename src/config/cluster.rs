@@ -171,21 +171,24 @@ pub(crate) fn layer(cx: &mut Ctx, f: &mut Fields) -> Layer {
                             value_pos: v.value_pos,
                         })
                     }),
-                    min_insync_replicas: Slot::read(cf.get(s::CANARY_MIN_INSYNC_REPLICAS.key), |e| {
-                        if e.value.is_null() {
-                            return Some(Set {
-                                value: None,
-                                key_pos: e.key_pos,
-                                value_pos: e.value.pos,
-                            });
-                        }
-                        let v = int(rep, e, &s::CANARY_MIN_INSYNC_REPLICAS)?;
-                        Some(Set {
-                            value: u16::try_from(v.value).ok(),
-                            key_pos: v.key_pos,
-                            value_pos: v.value_pos,
-                        })
-                    }),
+                    min_insync_replicas: Slot::read(
+                        cf.get(s::CANARY_MIN_INSYNC_REPLICAS.key),
+                        |e| {
+                            if e.value.is_null() {
+                                return Some(Set {
+                                    value: None,
+                                    key_pos: e.key_pos,
+                                    value_pos: e.value.pos,
+                                });
+                            }
+                            let v = int(rep, e, &s::CANARY_MIN_INSYNC_REPLICAS)?;
+                            Some(Set {
+                                value: u16::try_from(v.value).ok(),
+                                key_pos: v.key_pos,
+                                value_pos: v.value_pos,
+                            })
+                        },
+                    ),
                     produce_timeout: int_slot(rep, &mut cf, &s::CANARY_PRODUCE_TIMEOUT),
                     lost_after: int_slot(rep, &mut cf, &s::CANARY_LOST_AFTER),
                     acks1_probe: bool_slot(rep, &mut cf, &s::CANARY_ACKS1_PROBE),
