@@ -9,6 +9,7 @@ use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use signal_hook_tokio::Signals;
 use tokio::sync::watch;
 
+use crate::alerting::Alerting;
 use crate::canary::{Canary, CanaryRound};
 use crate::config::{ClusterConfig, Config};
 use crate::http::{self, Published};
@@ -36,6 +37,7 @@ pub async fn cluster_loop(
     cfg: ClusterConfig,
     instance: String,
     published: Arc<Published>,
+    alerting: Arc<Alerting>,
     mut shutdown: watch::Receiver<bool>,
 ) {
     let settings = match setup::probe_settings(&cfg) {
@@ -65,8 +67,10 @@ pub async fn cluster_loop(
         };
         match round {
             Ok((obs, canary_round)) => {
-                let report = evaluator.evaluate(obs, canary_round, SystemTime::now());
+                let now = SystemTime::now();
+                let report = evaluator.evaluate(obs, canary_round, now);
                 log_round(&report);
+                alerting.after_round(&cfg, &report, now);
                 published.publish(report);
             }
             Err(_) => tracing::error!(
@@ -137,6 +141,8 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     let listener = http::bind(config.http_listen)
         .await
         .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", config.http_listen))?;
+    let alerting = Arc::new(Alerting::start(&config)?);
+    let _ = published.alerting.set(alerting.clone());
     tracing::info!(listen = %config.http_listen, clusters = config.clusters.len(), "kafka-watchdog serving");
     let (stop_tx, stop_rx) = watch::channel(false);
     let server = tokio::spawn(http::serve(listener, published.clone(), stop_rx.clone()));
@@ -149,6 +155,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
                 c,
                 config.instance_id.clone(),
                 published.clone(),
+                alerting.clone(),
                 stop_rx.clone(),
             ))
         })
@@ -171,6 +178,8 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
             let _ = l.await;
         }
         let _ = server.await;
+        // Whatever is not delivered by then stays in the spool for the next start.
+        alerting.shutdown(Duration::from_secs(5)).await;
     };
     let started = Instant::now();
     tokio::select! {

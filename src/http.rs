@@ -29,6 +29,10 @@ pub struct Published {
     pub reports: RwLock<BTreeMap<String, Arc<ClusterReport>>>,
     /// The canary's cumulative metrics, of every cluster.
     pub canary_stats: CanaryStats,
+    /// Incidents and webhook delivery, once started.
+    pub alerting: std::sync::OnceLock<Arc<crate::alerting::Alerting>>,
+    /// Whether the last configuration reload was applied (1) or refused (0).
+    pub reload_success: std::sync::atomic::AtomicBool,
 }
 
 impl Published {
@@ -38,6 +42,8 @@ impl Published {
             expected: RwLock::new(clusters),
             reports: RwLock::new(BTreeMap::new()),
             canary_stats: CanaryStats::default(),
+            alerting: std::sync::OnceLock::new(),
+            reload_success: std::sync::atomic::AtomicBool::new(true),
         })
     }
 
@@ -62,6 +68,20 @@ impl Published {
             .values()
             .cloned()
             .collect()
+    }
+
+    /// What the outputs show beside the reports.
+    pub fn extras(&self) -> crate::metrics::Extras<'_> {
+        let alerting = self.alerting.get();
+        crate::metrics::Extras {
+            canary_stats: Some(&self.canary_stats),
+            incidents: alerting.map(|a| a.open_incidents()).unwrap_or_default(),
+            webhooks: alerting.map(|a| a.stats()),
+            reload_success: Some(
+                self.reload_success
+                    .load(std::sync::atomic::Ordering::Relaxed),
+            ),
+        }
     }
 
     /// Clusters that have not completed a round yet.
@@ -102,10 +122,7 @@ fn route(published: &Published, req: &Request<Incoming>) -> Response<Full<Bytes>
             text(
                 StatusCode::OK,
                 crate::metrics::CONTENT_TYPE,
-                crate::metrics::render(
-                    reports.iter().map(|r| r.as_ref()),
-                    Some(&published.canary_stats),
-                ),
+                crate::metrics::render(reports.iter().map(|r| r.as_ref()), &published.extras()),
             )
         }
         "/healthz" => text(StatusCode::OK, "text/plain; charset=utf-8", "ok\n".into()),
@@ -133,7 +150,11 @@ fn route(published: &Published, req: &Request<Incoming>) -> Response<Full<Bytes>
             text(
                 StatusCode::OK,
                 "application/json",
-                crate::status::render(&published.instance_id, reports.iter().map(|r| r.as_ref())),
+                crate::status::render(
+                    &published.instance_id,
+                    reports.iter().map(|r| r.as_ref()),
+                    &published.extras(),
+                ),
             )
         }
         _ => text(

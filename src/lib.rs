@@ -2,6 +2,8 @@
 //! no working partition. Data flows one way: config -> probes -> observations -> verdicts ->
 //! outputs.
 
+pub mod alerting;
+pub mod canary;
 pub mod check;
 pub mod cluster_view;
 pub mod config;
@@ -10,6 +12,7 @@ pub mod health;
 pub mod http;
 pub mod incident;
 pub mod metrics;
+pub mod notify;
 pub mod observe;
 pub mod probe;
 pub mod reload;
@@ -19,4 +22,3 @@ pub mod setup;
 pub mod status;
 pub mod verdict;
 pub mod wire;
-pub mod canary;

@@ -49,13 +49,89 @@ fn secs(t: std::time::SystemTime) -> f64 {
         .unwrap_or(0.0)
 }
 
+fn render_extras(reg: &mut Registry, extras: &Extras) {
+    let open = gauge(
+        reg,
+        "incidents_open",
+        "Open incidents by cluster, kind and severity",
+    );
+    let mut counts: std::collections::BTreeMap<(String, &'static str, &'static str), u64> =
+        std::collections::BTreeMap::new();
+    for i in &extras.incidents {
+        *counts
+            .entry((i.cluster.clone(), i.kind.as_str(), i.severity.as_str()))
+            .or_insert(0) += 1;
+    }
+    for ((cluster, kind, severity), n) in counts {
+        set(
+            &open,
+            vec![
+                ("cluster", cluster),
+                ("kind", kind.into()),
+                ("severity", severity.into()),
+            ],
+            n as f64,
+        );
+    }
+    if let Some(w) = &extras.webhooks {
+        let deliveries = counter(
+            reg,
+            "webhook_deliveries",
+            "Webhook notifications by receiver and outcome (ok, failed and retried, dropped)",
+        );
+        let depth = gauge(
+            reg,
+            "webhook_queue_depth",
+            "Notifications waiting per receiver",
+        );
+        let last = gauge(
+            reg,
+            "webhook_last_success_timestamp_seconds",
+            "Unix time of the receiver's last successful delivery",
+        );
+        for r in &w.receivers {
+            for (outcome, n) in r.deliveries() {
+                deliveries
+                    .get_or_create(&vec![
+                        ("receiver", r.receiver.clone()),
+                        ("outcome", outcome.into()),
+                    ])
+                    .inc_by(n);
+            }
+            set(
+                &depth,
+                vec![("receiver", r.receiver.clone())],
+                r.queue_depth as f64,
+            );
+            if let Some(t) = r.last_success {
+                set(&last, vec![("receiver", r.receiver.clone())], secs(t));
+            }
+        }
+    }
+    if let Some(ok) = extras.reload_success {
+        let g = gauge(
+            reg,
+            "config_reload_success",
+            "1 when the last configuration reload (SIGHUP) was applied, 0 when it was refused",
+        );
+        set(&g, Vec::new(), f64::from(u8::from(ok)));
+    }
+}
+
 /// Renders every metric of the given reports (one per cluster that completed a round).
-pub fn render<'a>(
-    reports: impl IntoIterator<Item = &'a ClusterReport>,
-    canary_stats: Option<&CanaryStats>,
-) -> String {
+/// What the metrics show beside the cluster reports.
+#[derive(Default)]
+pub struct Extras<'a> {
+    pub canary_stats: Option<&'a CanaryStats>,
+    pub incidents: Vec<crate::incident::Incident>,
+    pub webhooks: Option<crate::notify::NotifierStats>,
+    pub reload_success: Option<bool>,
+}
+
+pub fn render<'a>(reports: impl IntoIterator<Item = &'a ClusterReport>, extras: &Extras) -> String {
     let mut reg = Registry::with_prefix("kafka_watchdog");
-    if let Some(cs) = canary_stats {
+    render_extras(&mut reg, extras);
+    if let Some(cs) = extras.canary_stats {
         reg.register(
             "canary_produce_seconds",
             "Latency of acknowledged acks=all canary writes, by partition and leader",

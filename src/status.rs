@@ -19,6 +19,22 @@ pub struct Status<'a> {
     pub version: &'static str,
     pub instance_id: &'a str,
     pub clusters: Vec<ClusterStatus<'a>>,
+    pub incidents: &'a [crate::incident::Incident],
+    pub webhooks: Vec<WebhookStatus<'a>>,
+    pub config_reload_success: Option<bool>,
+}
+
+#[derive(Serialize)]
+pub struct WebhookStatus<'a> {
+    pub receiver: &'a str,
+    pub format: &'a str,
+    pub target: &'a str,
+    pub delivered: u64,
+    pub failed_attempts: u64,
+    pub dropped: u64,
+    pub queue_depth: u64,
+    pub last_success_at: Option<f64>,
+    pub last_failure: Option<&'a str>,
 }
 
 #[derive(Serialize)]
@@ -126,11 +142,30 @@ pub fn cluster_status(r: &ClusterReport) -> ClusterStatus<'_> {
 pub fn render<'a>(
     instance_id: &'a str,
     reports: impl IntoIterator<Item = &'a ClusterReport>,
+    extras: &'a crate::metrics::Extras,
 ) -> String {
     let status = Status {
         version: env!("CARGO_PKG_VERSION"),
         instance_id,
         clusters: reports.into_iter().map(cluster_status).collect(),
+        incidents: &extras.incidents,
+        webhooks: extras
+            .webhooks
+            .iter()
+            .flat_map(|w| &w.receivers)
+            .map(|r| WebhookStatus {
+                receiver: &r.receiver,
+                format: r.format,
+                target: &r.target,
+                delivered: r.ok,
+                failed_attempts: r.failed,
+                dropped: r.dropped,
+                queue_depth: r.queue_depth,
+                last_success_at: r.last_success.map(secs),
+                last_failure: r.last_failure.as_deref(),
+            })
+            .collect(),
+        config_reload_success: extras.reload_success,
     };
     serde_json::to_string_pretty(&status).expect("status serializes")
 }

@@ -617,10 +617,7 @@ impl Canary {
             tokio::time::Instant::now() + Duration::from_secs(1).min(self.settings.produce_timeout);
         loop {
             let next = if waiting.is_empty() {
-                match clients.consumed.try_recv() {
-                    Ok(c) => Some(c),
-                    Err(_) => None,
-                }
+                clients.consumed.try_recv().ok()
             } else {
                 tokio::time::timeout_at(deadline, clients.consumed.recv())
                     .await

@@ -21,7 +21,7 @@ pub(super) enum Track {
         rounds: u32,
     },
     Open {
-        incident: Incident,
+        incident: Box<Incident>,
         /// Absent in the last rounds; resolves when long enough.
         clearing: Option<Clearing>,
     },
@@ -85,49 +85,26 @@ impl IncidentBook {
             if held(&key) {
                 continue;
             }
-            match self.tracks.get_mut(&key) {
-                None => {
-                    if open_after <= 1 {
-                        let incident = open(&finding, now, now);
-                        events.push(opened(&incident, now));
-                        self.tracks.insert(
-                            key,
-                            Track::Open {
-                                incident,
-                                clearing: None,
-                            },
-                        );
-                    } else {
-                        self.tracks.insert(
-                            key,
-                            Track::Pending {
-                                first_seen: now,
-                                rounds: 1,
-                            },
-                        );
-                    }
-                }
-                Some(Track::Pending { first_seen, rounds }) => {
-                    *rounds += 1;
-                    if *rounds >= open_after {
-                        let incident = open(&finding, *first_seen, now);
-                        events.push(opened(&incident, now));
-                        self.tracks.insert(
-                            key,
-                            Track::Open {
-                                incident,
-                                clearing: None,
-                            },
-                        );
-                    }
-                }
+            let (first_seen, rounds) = match self.tracks.get_mut(&key) {
                 Some(Track::Open { incident, clearing }) => {
                     *clearing = None;
-                    if let Some(e) = refresh(incident, finding, now) {
-                        events.push(e);
-                    }
+                    events.extend(refresh(incident, finding, now));
+                    continue;
                 }
-            }
+                Some(Track::Pending { first_seen, rounds }) => (*first_seen, *rounds + 1),
+                None => (now, 1),
+            };
+            let track = if rounds >= open_after {
+                let incident = open(&finding, first_seen, now);
+                events.push(opened(&incident, now));
+                Track::Open {
+                    incident: Box::new(incident),
+                    clearing: None,
+                }
+            } else {
+                Track::Pending { first_seen, rounds }
+            };
+            self.tracks.insert(key, track);
         }
 
         let absent: Vec<FindingKey> = self
@@ -152,7 +129,7 @@ impl IncidentBook {
                     });
                     c.rounds += 1;
                     if c.rounds >= resolve_after {
-                        let mut incident = incident.clone();
+                        let mut incident = incident.as_ref().clone();
                         incident.resolved_at = Some(c.since);
                         events.push(IncidentEvent {
                             kind: EventKind::Resolved,
@@ -169,12 +146,17 @@ impl IncidentBook {
         events
     }
 
+    /// Nothing open, pending or clearing: saving it again would write the same empty book.
+    pub fn is_idle(&self) -> bool {
+        self.tracks.is_empty()
+    }
+
     /// The open incidents of every cluster, in key order.
     pub fn open_incidents(&self) -> Vec<Incident> {
         self.tracks
             .values()
             .filter_map(|t| match t {
-                Track::Open { incident, .. } => Some(incident.clone()),
+                Track::Open { incident, .. } => Some(incident.as_ref().clone()),
                 Track::Pending { .. } => None,
             })
             .collect()
@@ -206,7 +188,7 @@ impl IncidentBook {
                 events.push(IncidentEvent {
                     kind: EventKind::Resolved,
                     at: now,
-                    incident,
+                    incident: *incident,
                     previous: None,
                     changes: Vec::new(),
                 });
@@ -275,7 +257,11 @@ pub(super) fn changes(old: &Incident, new: &Finding) -> Vec<String> {
     }
     if old.state != new.state {
         let label = |s: Option<crate::verdict::BrokerState>| s.map_or("none", |s| s.as_label());
-        out.push(format!("state {} -> {}", label(old.state), label(new.state)));
+        out.push(format!(
+            "state {} -> {}",
+            label(old.state),
+            label(new.state)
+        ));
     }
     let before: BTreeSet<&str> = old.rules.iter().map(String::as_str).collect();
     let after: BTreeSet<&str> = new.rules.iter().map(String::as_str).collect();
@@ -289,17 +275,16 @@ pub(super) fn changes(old: &Incident, new: &Finding) -> Vec<String> {
     }
     let listed: BTreeSet<&str> = old.affected_partitions.iter().map(String::as_str).collect();
     let complete = |total: usize| total <= super::MAX_AFFECTED_PARTITIONS;
-    let new_names: Vec<&str> = if complete(old.affected_partitions_total)
-        && complete(new.affected_partitions_total)
-    {
-        new.affected_partitions
-            .iter()
-            .map(String::as_str)
-            .filter(|p| !listed.contains(p))
-            .collect()
-    } else {
-        Vec::new()
-    };
+    let new_names: Vec<&str> =
+        if complete(old.affected_partitions_total) && complete(new.affected_partitions_total) {
+            new.affected_partitions
+                .iter()
+                .map(String::as_str)
+                .filter(|p| !listed.contains(p))
+                .collect()
+        } else {
+            Vec::new()
+        };
     if !new_names.is_empty() || new.affected_partitions_total > old.affected_partitions_total {
         out.push(format!(
             "{} partition(s) affected, was {}",
@@ -313,7 +298,10 @@ pub(super) fn changes(old: &Incident, new: &Finding) -> Vec<String> {
         .map(|b| b.to_string())
         .collect();
     if !new_suspects.is_empty() {
-        out.push(format!("now also suspects broker(s) {}", new_suspects.join(", ")));
+        out.push(format!(
+            "now also suspects broker(s) {}",
+            new_suspects.join(", ")
+        ));
     }
     out
 }

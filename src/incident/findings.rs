@@ -95,7 +95,11 @@ fn sample(names: &[String], total: usize) -> String {
 }
 
 fn broker(report: &ClusterReport, v: &BrokerVerdict) -> Finding {
-    let key = FindingKey::new(&report.cluster, Subject::Broker(v.broker), FindingKind::Broker);
+    let key = FindingKey::new(
+        &report.cluster,
+        Subject::Broker(v.broker),
+        FindingKind::Broker,
+    );
     let who = if v.address.is_empty() {
         format!("broker {}", v.broker)
     } else {
@@ -136,8 +140,8 @@ fn broker(report: &ClusterReport, v: &BrokerVerdict) -> Finding {
                 .map(|s| tp(&s.topic, s.partition)),
         )
         .collect();
-    let mut f = Finding::new(key, format!("{who} {}{why}", state_phrase(v.state)))
-        .with_partitions(touched);
+    let mut f =
+        Finding::new(key, format!("{who} {}{why}", state_phrase(v.state))).with_partitions(touched);
     f.severity = FindingKind::Broker.severity(Some(v.state));
     f.state = Some(v.state);
     f.broker_address = (!v.address.is_empty()).then(|| v.address.clone());
@@ -211,7 +215,10 @@ fn partitions(cluster: &str, kind: FindingKind, problems: &[&PartitionProblem]) 
         .map(|p| partition_line(p))
         .collect();
     if n > MAX_EVIDENCE_LINES {
-        evidence.push(format!("... and {} more partitions", n - MAX_EVIDENCE_LINES));
+        evidence.push(format!(
+            "... and {} more partitions",
+            n - MAX_EVIDENCE_LINES
+        ));
     }
     let mut f = Finding::new(FindingKey::new(cluster, Subject::Cluster, kind), summary)
         .with_partitions(names);
@@ -281,8 +288,15 @@ fn unreachable(report: &ClusterReport) -> Finding {
         .probes
         .iter()
         .map(|(id, p)| match p.first_failure() {
-            Some((step, e)) => format!("broker {id} ({}): {}", p.endpoint.address(), failure(step, e)),
-            None => format!("broker {id} ({}): answered only in part", p.endpoint.address()),
+            Some((step, e)) => format!(
+                "broker {id} ({}): {}",
+                p.endpoint.address(),
+                failure(step, e)
+            ),
+            None => format!(
+                "broker {id} ({}): answered only in part",
+                p.endpoint.address()
+            ),
         })
         .collect();
     evidence.extend(

@@ -30,10 +30,17 @@ fn report(cluster: &str) -> ClusterReport {
         bootstrap_failures: Vec::new(),
         failures_total: BTreeMap::new(),
         last_success: Some(t(0)),
+        canary: None,
+        state_since: BTreeMap::new(),
+        canary_last_window: BTreeMap::new(),
     }
 }
 
-fn verdict(id: i32, state: BrokerState, hits: &[(&'static str, BrokerState, &str)]) -> BrokerVerdict {
+fn verdict(
+    id: i32,
+    state: BrokerState,
+    hits: &[(&'static str, BrokerState, &str)],
+) -> BrokerVerdict {
     BrokerVerdict {
         broker: id,
         address: format!("127.0.0.1{id}:9092"),
@@ -62,12 +69,24 @@ fn zombie_verdict(id: i32) -> BrokerVerdict {
     )
 }
 
-fn problem(topic: &str, partition: i32, conditions: &[Condition], leader: i32, replicas: &[i32], isr: &[i32], min_isr: Option<i32>) -> PartitionProblem {
+fn problem(
+    topic: &str,
+    partition: i32,
+    conditions: &[Condition],
+    leader: i32,
+    replicas: &[i32],
+    isr: &[i32],
+    min_isr: Option<i32>,
+) -> PartitionProblem {
     let isr_set: BTreeSet<i32> = isr.iter().copied().collect();
     let suspects = if leader < 0 {
         replicas.to_vec()
     } else {
-        replicas.iter().copied().filter(|r| !isr_set.contains(r)).collect()
+        replicas
+            .iter()
+            .copied()
+            .filter(|r| !isr_set.contains(r))
+            .collect()
     };
     PartitionProblem {
         topic: topic.into(),
@@ -101,7 +120,10 @@ fn kinds(fs: &[Finding]) -> Vec<(FindingKind, Subject)> {
 #[test]
 fn a_healthy_round_finds_nothing() {
     let mut r = report("lab");
-    r.verdicts = vec![verdict(1, BrokerState::Healthy, &[]), verdict(2, BrokerState::Healthy, &[])];
+    r.verdicts = vec![
+        verdict(1, BrokerState::Healthy, &[]),
+        verdict(2, BrokerState::Healthy, &[]),
+    ];
     assert!(findings(&r, Vec::new()).is_empty());
 }
 
@@ -133,14 +155,31 @@ fn several_rule_hits_are_all_evidence_and_the_summary_counts_the_rest() {
         3,
         BrokerState::Zombie,
         &[
-            ("stale_leader", BrokerState::Zombie, "still claims leadership of 1 partition(s)"),
-            ("metadata_disagreement", BrokerState::Degraded, "its metadata names\na different leader"),
+            (
+                "stale_leader",
+                BrokerState::Zombie,
+                "still claims leadership of 1 partition(s)",
+            ),
+            (
+                "metadata_disagreement",
+                BrokerState::Degraded,
+                "its metadata names\na different leader",
+            ),
         ],
     )];
     let f = &findings(&r, Vec::new())[0];
     assert!(f.summary.ends_with("(+1 more finding)"), "{}", f.summary);
-    assert_eq!(f.evidence[1], "metadata_disagreement: its metadata names a different leader");
-    assert_eq!(f.rules, vec!["metadata_disagreement".to_string(), "stale_leader".to_string()]);
+    assert_eq!(
+        f.evidence[1],
+        "metadata_disagreement: its metadata names a different leader"
+    );
+    assert_eq!(
+        f.rules,
+        vec![
+            "metadata_disagreement".to_string(),
+            "stale_leader".to_string()
+        ]
+    );
 }
 
 #[test]
@@ -188,7 +227,15 @@ fn incident_one_raises_an_offline_and_an_under_replicated_finding() {
         report("lab"),
         vec![
             problem("t", 0, &[UnderReplicated], 110, &[110, 50], &[110], Some(1)),
-            problem("t", 1, &[Offline, UnderMinIsr, UnderReplicated], -1, &[50, 82], &[], Some(1)),
+            problem(
+                "t",
+                1,
+                &[Offline, UnderMinIsr, UnderReplicated],
+                -1,
+                &[50, 82],
+                &[],
+                Some(1),
+            ),
         ],
     );
     let fs = findings(&r, Vec::new());
@@ -203,8 +250,15 @@ fn incident_one_raises_an_offline_and_an_under_replicated_finding() {
     assert_eq!(offline.severity, Severity::Critical);
     assert_eq!(offline.affected_partitions, vec!["t-1".to_string()]);
     assert_eq!(offline.suspects, vec![50, 82]);
-    assert!(offline.summary.starts_with("1 partition offline"), "{}", offline.summary);
-    assert_eq!(offline.evidence, vec!["t-1: no leader, replicas [50, 82], ISR [], min.insync.replicas 1"]);
+    assert!(
+        offline.summary.starts_with("1 partition offline"),
+        "{}",
+        offline.summary
+    );
+    assert_eq!(
+        offline.evidence,
+        vec!["t-1: no leader, replicas [50, 82], ISR [], min.insync.replicas 1"]
+    );
     let under = &fs[1];
     assert_eq!(under.severity, Severity::Warning);
     assert_eq!(under.affected_partitions, vec!["t-0".to_string()]);
@@ -215,11 +269,24 @@ fn incident_one_raises_an_offline_and_an_under_replicated_finding() {
 fn incident_two_is_one_under_min_isr_finding_naming_the_follower() {
     use Condition::*;
     let problems = (0..25)
-        .map(|p| problem("test", p, &[UnderMinIsr, UnderReplicated], 192, &[192, 193], &[192], Some(2)))
+        .map(|p| {
+            problem(
+                "test",
+                p,
+                &[UnderMinIsr, UnderReplicated],
+                192,
+                &[192, 193],
+                &[192],
+                Some(2),
+            )
+        })
         .collect();
     let r = with_problems(report("lab"), problems);
     let fs = findings(&r, Vec::new());
-    assert_eq!(kinds(&fs), vec![(FindingKind::UnderMinIsr, Subject::Cluster)]);
+    assert_eq!(
+        kinds(&fs),
+        vec![(FindingKind::UnderMinIsr, Subject::Cluster)]
+    );
     let f = &fs[0];
     assert_eq!(f.affected_partitions_total, 25);
     assert_eq!(f.suspects, vec![193]);
@@ -232,7 +299,17 @@ fn incident_two_is_one_under_min_isr_finding_naming_the_follower() {
 #[test]
 fn affected_partitions_are_capped_with_the_total() {
     let problems = (0..250)
-        .map(|p| problem("big", p, &[Condition::UnderReplicated], 1, &[1, 2], &[1], None))
+        .map(|p| {
+            problem(
+                "big",
+                p,
+                &[Condition::UnderReplicated],
+                1,
+                &[1, 2],
+                &[1],
+                None,
+            )
+        })
         .collect();
     let r = with_problems(report("lab"), problems);
     let f = &findings(&r, Vec::new())[0];
@@ -248,13 +325,36 @@ fn a_broker_finding_lists_the_partitions_it_is_suspected_for() {
     let mut r = with_problems(
         report("lab"),
         vec![
-            problem("t", 0, &[Condition::UnderReplicated], 1, &[1, 2], &[1], None),
-            problem("t", 1, &[Condition::UnderReplicated], 1, &[1, 3], &[1], None),
+            problem(
+                "t",
+                0,
+                &[Condition::UnderReplicated],
+                1,
+                &[1, 2],
+                &[1],
+                None,
+            ),
+            problem(
+                "t",
+                1,
+                &[Condition::UnderReplicated],
+                1,
+                &[1, 3],
+                &[1],
+                None,
+            ),
         ],
     );
-    r.verdicts = vec![verdict(2, BrokerState::Degraded, &[("out_of_some_isrs", BrokerState::Degraded, "missing")])];
+    r.verdicts = vec![verdict(
+        2,
+        BrokerState::Degraded,
+        &[("out_of_some_isrs", BrokerState::Degraded, "missing")],
+    )];
     let fs = findings(&r, Vec::new());
-    let b = fs.iter().find(|f| f.key.kind == FindingKind::Broker).unwrap();
+    let b = fs
+        .iter()
+        .find(|f| f.key.kind == FindingKind::Broker)
+        .unwrap();
     assert_eq!(b.affected_partitions, vec!["t-0".to_string()]);
 }
 
@@ -270,14 +370,19 @@ fn split_brain_names_the_claimants() {
         current_epoch: 5,
     }];
     let fs = findings(&r, Vec::new());
-    assert_eq!(kinds(&fs), vec![(FindingKind::SplitBrain, Subject::Cluster)]);
+    assert_eq!(
+        kinds(&fs),
+        vec![(FindingKind::SplitBrain, Subject::Cluster)]
+    );
     let f = &fs[0];
     assert_eq!(f.severity, Severity::Critical);
     assert_eq!(f.suspects, vec![3]);
     assert_eq!(f.affected_partitions, vec!["orders-0".to_string()]);
     assert_eq!(
         f.evidence,
-        vec!["orders-0: broker 3 claims it at epoch 4, the newest answer names broker 1 at epoch 5"]
+        vec![
+            "orders-0: broker 3 claims it at epoch 4, the newest answer names broker 1 at epoch 5"
+        ]
     );
 }
 
@@ -311,7 +416,11 @@ fn unreachable_report(cluster: &str) -> ClusterReport {
         r.verdicts.push(verdict(
             id,
             BrokerState::Unknown,
-            &[("cluster_invisible", BrokerState::Unknown, "no broker answered")],
+            &[(
+                "cluster_invisible",
+                BrokerState::Unknown,
+                "no broker answered",
+            )],
         ));
     }
     r
@@ -323,14 +432,29 @@ fn an_unreachable_cluster_is_one_critical_finding_with_every_failure() {
     let fs = findings(&r, Vec::new());
     assert_eq!(fs[0].key.kind, FindingKind::ClusterUnreachable);
     assert_eq!(fs[0].severity, Severity::Critical);
-    assert!(fs[0].summary.contains("none of its 2 broker(s) answered"), "{}", fs[0].summary);
-    assert!(fs[0].summary.contains("last reached 2023-11-14T22:13:20.000Z"), "{}", fs[0].summary);
+    assert!(
+        fs[0].summary.contains("none of its 2 broker(s) answered"),
+        "{}",
+        fs[0].summary
+    );
+    assert!(
+        fs[0]
+            .summary
+            .contains("last reached 2023-11-14T22:13:20.000Z"),
+        "{}",
+        fs[0].summary
+    );
     assert_eq!(
         fs[0].evidence[0],
         "broker 1 (127.0.0.11:9092): connect failed: timeout after 2.0 s (connect timed out)"
     );
     // The unknown verdicts are findings too; the book holds them while unreachable.
-    assert_eq!(fs.iter().filter(|f| f.state == Some(BrokerState::Unknown)).count(), 2);
+    assert_eq!(
+        fs.iter()
+            .filter(|f| f.state == Some(BrokerState::Unknown))
+            .count(),
+        2
+    );
 }
 
 #[test]
@@ -340,9 +464,17 @@ fn a_cluster_never_reached_names_its_bootstrap_servers() {
     r.last_success = None;
     r.bootstrap_failures = vec![("kafka:9092".into(), timeout())];
     let f = &findings(&r, Vec::new())[0];
-    assert!(f.summary.contains("none of its 1 bootstrap server(s) answered"), "{}", f.summary);
+    assert!(
+        f.summary
+            .contains("none of its 1 bootstrap server(s) answered"),
+        "{}",
+        f.summary
+    );
     assert!(f.summary.contains("never reached"), "{}", f.summary);
-    assert_eq!(f.evidence, vec!["bootstrap kafka:9092: connect failed: timeout after 2.0 s (connect timed out)"]);
+    assert_eq!(
+        f.evidence,
+        vec!["bootstrap kafka:9092: connect failed: timeout after 2.0 s (connect timed out)"]
+    );
 }
 
 #[test]
@@ -352,11 +484,18 @@ fn extra_findings_come_last() {
         FindingKey::new("lab", Subject::Cluster, FindingKind::AcknowledgedLoss),
         "3 acknowledged canary records are missing",
     )
-    .with_partitions(vec!["__kw_canary-1".into(), "__kw_canary-0".into(), "__kw_canary-0".into()]);
+    .with_partitions(vec![
+        "__kw_canary-1".into(),
+        "__kw_canary-0".into(),
+        "__kw_canary-0".into(),
+    ]);
     let fs = findings(&r, vec![canary]);
     assert_eq!(fs.len(), 1);
     assert_eq!(fs[0].severity, Severity::Critical);
-    assert_eq!(fs[0].affected_partitions, vec!["__kw_canary-0".to_string(), "__kw_canary-1".to_string()]);
+    assert_eq!(
+        fs[0].affected_partitions,
+        vec!["__kw_canary-0".to_string(), "__kw_canary-1".to_string()]
+    );
     assert_eq!(fs[0].affected_partitions_total, 2);
 }
 
@@ -377,7 +516,8 @@ fn zombie(cluster: &str, id: i32) -> Finding {
 
 fn broker_finding(cluster: &str, id: i32, state: BrokerState, rules: &[&'static str]) -> Finding {
     let mut r = report(cluster);
-    let hits: Vec<(&'static str, BrokerState, &str)> = rules.iter().map(|r| (*r, state, "detail")).collect();
+    let hits: Vec<(&'static str, BrokerState, &str)> =
+        rules.iter().map(|r| (*r, state, "detail")).collect();
     r.verdicts = vec![verdict(id, state, &hits)];
     findings(&r, Vec::new()).remove(0)
 }
@@ -392,20 +532,28 @@ fn one_zombie_round_between_healthy_rounds_opens_nothing() {
     let mut book = IncidentBook::new();
     let rules = h(2, 3);
     assert!(book.observe("lab", vec![], rules, t(0)).is_empty());
-    assert!(book.observe("lab", vec![zombie("lab", 2)], rules, t(10)).is_empty());
+    assert!(book
+        .observe("lab", vec![zombie("lab", 2)], rules, t(10))
+        .is_empty());
     assert!(book.observe("lab", vec![], rules, t(20)).is_empty());
-    assert!(book.observe("lab", vec![zombie("lab", 2)], rules, t(30)).is_empty());
+    assert!(book
+        .observe("lab", vec![zombie("lab", 2)], rules, t(30))
+        .is_empty());
     assert!(book.observe("lab", vec![], rules, t(40)).is_empty());
     assert!(book.open_incidents().is_empty());
-    assert!(book.tracks.is_empty(), "nothing pending after a clean round");
+    assert!(book.is_idle(), "nothing pending after a clean round");
 }
 
 #[test]
 fn an_incident_opens_after_enough_rounds_and_starts_when_first_seen() {
     let mut book = IncidentBook::new();
     let rules = h(3, 2);
-    assert!(book.observe("lab", vec![zombie("lab", 2)], rules, t(10)).is_empty());
-    assert!(book.observe("lab", vec![zombie("lab", 2)], rules, t(20)).is_empty());
+    assert!(book
+        .observe("lab", vec![zombie("lab", 2)], rules, t(10))
+        .is_empty());
+    assert!(book
+        .observe("lab", vec![zombie("lab", 2)], rules, t(20))
+        .is_empty());
     let es = book.observe("lab", vec![zombie("lab", 2)], rules, t(30));
     assert_eq!(event_kinds(&es), vec![EventKind::Opened]);
     let i = &es[0].incident;
@@ -418,7 +566,9 @@ fn an_incident_opens_after_enough_rounds_and_starts_when_first_seen() {
     assert!(i.id.starts_with("kw-") && i.id.len() == 23, "{}", i.id);
     assert_eq!(i.duration(t(40)), Duration::from_secs(30));
     // Still there: no news.
-    assert!(book.observe("lab", vec![zombie("lab", 2)], rules, t(40)).is_empty());
+    assert!(book
+        .observe("lab", vec![zombie("lab", 2)], rules, t(40))
+        .is_empty());
     assert_eq!(book.open_incidents().len(), 1);
 }
 
@@ -441,7 +591,9 @@ fn a_resolve_needs_consecutive_clean_rounds_and_ends_when_it_first_went_away() {
     assert!(book.observe("lab", vec![], rules, t(10)).is_empty());
     assert!(book.observe("lab", vec![], rules, t(20)).is_empty());
     // Back for one round: the clean streak starts again.
-    assert!(book.observe("lab", vec![zombie("lab", 2)], rules, t(30)).is_empty());
+    assert!(book
+        .observe("lab", vec![zombie("lab", 2)], rules, t(30))
+        .is_empty());
     assert!(book.observe("lab", vec![], rules, t(40)).is_empty());
     assert!(book.observe("lab", vec![], rules, t(50)).is_empty());
     let es = book.observe("lab", vec![], rules, t(60));
@@ -457,9 +609,13 @@ fn a_resolve_needs_consecutive_clean_rounds_and_ends_when_it_first_went_away() {
 fn a_reopened_problem_is_a_new_incident_with_the_same_dedup_key() {
     let mut book = IncidentBook::new();
     let rules = h(1, 1);
-    let first = book.observe("lab", vec![zombie("lab", 2)], rules, t(0)).remove(0);
+    let first = book
+        .observe("lab", vec![zombie("lab", 2)], rules, t(0))
+        .remove(0);
     book.observe("lab", vec![], rules, t(10));
-    let second = book.observe("lab", vec![zombie("lab", 2)], rules, t(20)).remove(0);
+    let second = book
+        .observe("lab", vec![zombie("lab", 2)], rules, t(20))
+        .remove(0);
     assert_eq!(second.kind, EventKind::Opened);
     assert_ne!(first.incident.id, second.incident.id);
     assert_eq!(first.incident.dedup_key, second.incident.dedup_key);
@@ -481,10 +637,28 @@ fn a_worse_state_is_an_update_with_what_it_was() {
     assert_eq!(p.severity, Severity::Warning);
     assert_eq!(p.peak_severity, Severity::Warning);
     assert_eq!(p.state, Some(BrokerState::Degraded));
-    assert!(e.changes.contains(&"severity warning -> critical".to_string()), "{:?}", e.changes);
-    assert!(e.changes.contains(&"state degraded -> zombie".to_string()), "{:?}", e.changes);
-    assert!(e.changes.contains(&"now also: no_answer".to_string()), "{:?}", e.changes);
-    assert!(e.changes.contains(&"no longer: out_of_some_isrs".to_string()), "{:?}", e.changes);
+    assert!(
+        e.changes
+            .contains(&"severity warning -> critical".to_string()),
+        "{:?}",
+        e.changes
+    );
+    assert!(
+        e.changes.contains(&"state degraded -> zombie".to_string()),
+        "{:?}",
+        e.changes
+    );
+    assert!(
+        e.changes.contains(&"now also: no_answer".to_string()),
+        "{:?}",
+        e.changes
+    );
+    assert!(
+        e.changes
+            .contains(&"no longer: out_of_some_isrs".to_string()),
+        "{:?}",
+        e.changes
+    );
     // Better again: an update; the peak stays.
     let es = book.observe("lab", vec![degraded], rules, t(20));
     assert_eq!(es[0].incident.severity, Severity::Warning);
@@ -507,7 +681,17 @@ fn new_wording_alone_is_no_update_but_is_kept() {
 
 fn under_replicated(partitions: std::ops::Range<i32>, suspect: i32) -> Finding {
     let problems = partitions
-        .map(|p| problem("t", p, &[Condition::UnderReplicated], 1, &[1, suspect], &[1], None))
+        .map(|p| {
+            problem(
+                "t",
+                p,
+                &[Condition::UnderReplicated],
+                1,
+                &[1, suspect],
+                &[1],
+                None,
+            )
+        })
         .collect();
     findings(&with_problems(report("lab"), problems), Vec::new()).remove(0)
 }
@@ -519,17 +703,27 @@ fn partitions_joining_is_an_update_partitions_recovering_is_not() {
     book.observe("lab", vec![under_replicated(0..3, 2)], rules, t(0));
     let es = book.observe("lab", vec![under_replicated(0..5, 2)], rules, t(10));
     assert_eq!(event_kinds(&es), vec![EventKind::Updated]);
-    assert_eq!(es[0].changes, vec!["5 partition(s) affected, was 3".to_string()]);
+    assert_eq!(
+        es[0].changes,
+        vec!["5 partition(s) affected, was 3".to_string()]
+    );
     // Recovering partition by partition: quiet.
-    assert!(book.observe("lab", vec![under_replicated(0..4, 2)], rules, t(20)).is_empty());
-    assert!(book.observe("lab", vec![under_replicated(0..1, 2)], rules, t(30)).is_empty());
+    assert!(book
+        .observe("lab", vec![under_replicated(0..4, 2)], rules, t(20))
+        .is_empty());
+    assert!(book
+        .observe("lab", vec![under_replicated(0..1, 2)], rules, t(30))
+        .is_empty());
     assert_eq!(book.open_incidents()[0].affected_partitions_total, 1);
     // Same count, a different partition: news.
     let es = book.observe("lab", vec![under_replicated(1..2, 2)], rules, t(40));
     assert_eq!(event_kinds(&es), vec![EventKind::Updated]);
     // Another broker to suspect: news.
     let es = book.observe("lab", vec![under_replicated(1..2, 3)], rules, t(50));
-    assert_eq!(es[0].changes, vec!["now also suspects broker(s) 3".to_string()]);
+    assert_eq!(
+        es[0].changes,
+        vec!["now also suspects broker(s) 3".to_string()]
+    );
 }
 
 #[test]
@@ -553,20 +747,28 @@ fn an_unreachable_cluster_holds_its_broker_and_partition_incidents() {
     assert_eq!(event_kinds(&es), vec![EventKind::Opened]);
     assert_eq!(es[0].incident.kind, FindingKind::ClusterUnreachable);
     for round in 4..20 {
-        assert!(book.observe("lab", blind(), rules, t(round * 10)).is_empty());
+        assert!(book
+            .observe("lab", blind(), rules, t(round * 10))
+            .is_empty());
     }
     let held: Vec<Incident> = book
         .open_incidents()
         .into_iter()
         .filter(|i| i.kind != FindingKind::ClusterUnreachable)
         .collect();
-    assert_eq!(held, before, "held unchanged: no update, no resolve, no unknown incidents");
+    assert_eq!(
+        held, before,
+        "held unchanged: no update, no resolve, no unknown incidents"
+    );
 
     // Back, and healthy: everything resolves after the clean rounds.
     assert!(book.observe("lab", vec![], rules, t(300)).is_empty());
     let es = book.observe("lab", vec![], rules, t(310));
     assert_eq!(event_kinds(&es), vec![EventKind::Resolved; 3]);
-    let broker = es.iter().find(|e| e.incident.kind == FindingKind::Broker).unwrap();
+    let broker = es
+        .iter()
+        .find(|e| e.incident.kind == FindingKind::Broker)
+        .unwrap();
     assert_eq!(broker.incident.resolved_at, Some(t(300)));
 }
 
@@ -575,9 +777,18 @@ fn a_pending_broker_finding_is_held_too_while_unreachable() {
     let mut book = IncidentBook::new();
     let rules = h(2, 1);
     book.observe("lab", vec![zombie("lab", 2)], rules, t(0));
-    book.observe("lab", findings(&unreachable_report("lab"), Vec::new()), rules, t(10));
+    book.observe(
+        "lab",
+        findings(&unreachable_report("lab"), Vec::new()),
+        rules,
+        t(10),
+    );
     let es = book.observe("lab", vec![zombie("lab", 2)], rules, t(20));
-    assert_eq!(event_kinds(&es), vec![EventKind::Opened], "two rounds seen, the blind one between does not count");
+    assert_eq!(
+        event_kinds(&es),
+        vec![EventKind::Opened],
+        "two rounds seen, the blind one between does not count"
+    );
 }
 
 #[test]
@@ -593,7 +804,12 @@ fn canary_findings_are_not_held_while_unreachable() {
     let opened: BTreeSet<FindingKind> = es.iter().map(|e| e.incident.kind).collect();
     assert_eq!(
         opened,
-        [FindingKind::ClusterUnreachable, FindingKind::CanaryUnavailable].into_iter().collect()
+        [
+            FindingKind::ClusterUnreachable,
+            FindingKind::CanaryUnavailable
+        ]
+        .into_iter()
+        .collect()
     );
 }
 
@@ -605,10 +821,15 @@ fn clusters_do_not_touch_each_other() {
     // A round of cluster b, with a stray finding of a: a's incident neither resolves nor
     // changes.
     assert!(book.observe("b", vec![], rules, t(10)).is_empty());
-    assert!(book.observe("b", vec![zombie("a", 9)], rules, t(20)).is_empty());
+    assert!(book
+        .observe("b", vec![zombie("a", 9)], rules, t(20))
+        .is_empty());
     assert_eq!(book.open_incidents_of("a").len(), 1);
     assert!(book.open_incidents_of("b").is_empty());
-    assert_eq!(event_kinds(&book.observe("a", vec![], rules, t(30))), vec![EventKind::Resolved]);
+    assert_eq!(
+        event_kinds(&book.observe("a", vec![], rules, t(30))),
+        vec![EventKind::Resolved]
+    );
 }
 
 #[test]
@@ -623,7 +844,10 @@ fn unavailable_seconds_from_the_caller_are_carried() {
     let es = book.observe("lab", vec![f.clone()], rules, t(0));
     assert_eq!(es[0].incident.unavailable_seconds, Some(4.5));
     f.unavailable_seconds = Some(14.5);
-    assert!(book.observe("lab", vec![f], rules, t(10)).is_empty(), "not news by itself");
+    assert!(
+        book.observe("lab", vec![f], rules, t(10)).is_empty(),
+        "not news by itself"
+    );
     assert_eq!(book.open_incidents()[0].unavailable_seconds, Some(14.5));
 }
 
@@ -652,10 +876,16 @@ fn hysteresis_matches_its_definition_on_every_short_history() {
                 let mut book = IncidentBook::new();
                 let mut is_open = false;
                 for (i, present) in seen.iter().enumerate() {
-                    let fs = if *present { vec![zombie("lab", 1)] } else { vec![] };
-                    let got = event_kinds(&book.observe("lab", fs, h(open, resolve), t(i as u64 * 10)));
+                    let fs = if *present {
+                        vec![zombie("lab", 1)]
+                    } else {
+                        vec![]
+                    };
+                    let got =
+                        event_kinds(&book.observe("lab", fs, h(open, resolve), t(i as u64 * 10)));
                     let run = |want: bool, n: u32| {
-                        i + 1 >= n as usize && seen[i + 1 - n as usize..=i].iter().all(|p| *p == want)
+                        i + 1 >= n as usize
+                            && seen[i + 1 - n as usize..=i].iter().all(|p| *p == want)
                     };
                     let expected = if !is_open && run(true, open) {
                         is_open = true;
@@ -666,7 +896,10 @@ fn hysteresis_matches_its_definition_on_every_short_history() {
                     } else {
                         vec![]
                     };
-                    assert_eq!(got, expected, "open {open} resolve {resolve} history {seen:?} round {i}");
+                    assert_eq!(
+                        got, expected,
+                        "open {open} resolve {resolve} history {seen:?} round {i}"
+                    );
                 }
             }
         }
@@ -687,18 +920,37 @@ fn a_restart_neither_forgets_nor_reopens() {
     let rules = h(2, 2);
     let mut book = IncidentBook::new();
     book.observe("lab", vec![zombie("lab", 1), zombie("lab", 2)], rules, t(0));
-    book.observe("lab", vec![zombie("lab", 1), zombie("lab", 2)], rules, t(10));
+    book.observe(
+        "lab",
+        vec![zombie("lab", 1), zombie("lab", 2)],
+        rules,
+        t(10),
+    );
     // Broker 1 starts clearing; broker 3 is pending.
-    book.observe("lab", vec![zombie("lab", 2), zombie("lab", 3)], rules, t(20));
+    book.observe(
+        "lab",
+        vec![zombie("lab", 2), zombie("lab", 3)],
+        rules,
+        t(20),
+    );
     book.save(&dir).unwrap();
 
     let mut loaded = IncidentBook::load(&dir).unwrap();
     assert_eq!(loaded, book);
-    let es = loaded.observe("lab", vec![zombie("lab", 2), zombie("lab", 3)], rules, t(30));
+    let es = loaded.observe(
+        "lab",
+        vec![zombie("lab", 2), zombie("lab", 3)],
+        rules,
+        t(30),
+    );
     // Broker 1 resolves (its second clean round), broker 3 opens (its third), broker 2
     // stays open without a second "opened".
-    let summary: Vec<(EventKind, Option<i32>)> = es.iter().map(|e| (e.kind, e.incident.broker)).collect();
-    assert_eq!(summary, vec![(EventKind::Opened, Some(3)), (EventKind::Resolved, Some(1))]);
+    let summary: Vec<(EventKind, Option<i32>)> =
+        es.iter().map(|e| (e.kind, e.incident.broker)).collect();
+    assert_eq!(
+        summary,
+        vec![(EventKind::Opened, Some(3)), (EventKind::Resolved, Some(1))]
+    );
     assert_eq!(es[0].incident.started_at, t(20));
     assert_eq!(es[1].incident.resolved_at, Some(t(20)));
     let _ = std::fs::remove_dir_all(&dir);
@@ -718,7 +970,11 @@ fn the_state_file_is_private_and_replaced_whole() {
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .collect();
-    assert_eq!(names, vec![STATE_FILE.to_string()], "no temporary file left behind");
+    assert_eq!(
+        names,
+        vec![STATE_FILE.to_string()],
+        "no temporary file left behind"
+    );
     let _ = std::fs::remove_dir_all(dir.parent().unwrap());
 }
 
@@ -738,7 +994,10 @@ fn an_unwritable_state_dir_names_the_path_and_the_os_error() {
     let e = IncidentBook::new().save(&dir).unwrap_err();
     assert!(matches!(e, StateError::Write { .. }));
     let msg = e.to_string();
-    assert!(msg.contains(&dir.join(STATE_FILE).display().to_string()), "{msg}");
+    assert!(
+        msg.contains(&dir.join(STATE_FILE).display().to_string()),
+        "{msg}"
+    );
     assert!(msg.to_lowercase().contains("not a directory"), "{msg}");
     let _ = std::fs::remove_dir_all(&base);
 }

@@ -40,11 +40,9 @@ pub fn render(cfg: &WebhookConfig, n: &Notification, ctx: &Context) -> Request {
     let body = match cfg.format {
         WebhookFormat::Generic => generic(n, ctx),
         WebhookFormat::Slack => slack(n, ctx),
-        WebhookFormat::PagerDuty => pagerduty(
-            cfg.routing_key.as_ref().map_or("", |k| k.expose()),
-            n,
-            ctx,
-        ),
+        WebhookFormat::PagerDuty => {
+            pagerduty(cfg.routing_key.as_ref().map_or("", |k| k.expose()), n, ctx)
+        }
         WebhookFormat::Alertmanager => alertmanager(cfg.repeat_interval, n, ctx),
         WebhookFormat::Teams => teams(n, ctx),
     };
@@ -224,28 +222,34 @@ pub fn slack(n: &Notification, ctx: &Context) -> Value {
         json!({"type": "section", "fields": fields}),
     ];
     if !i.evidence.is_empty() {
-        blocks.push(json!({"type": "section", "text": {"type": "mrkdwn", "text": cut(
-            &format!("*Evidence*\n```{}```", slack_escape(&i.evidence.join("\n"))),
-            SLACK_SECTION_MAX,
-        )}}));
+        blocks.push(
+            json!({"type": "section", "text": {"type": "mrkdwn", "text": cut(
+                &format!("*Evidence*\n```{}```", slack_escape(&i.evidence.join("\n"))),
+                SLACK_SECTION_MAX,
+            )}}),
+        );
     }
     if i.affected_partitions_total > 0 {
-        blocks.push(json!({"type": "section", "text": {"type": "mrkdwn", "text": cut(
-            &format!(
-                "*Affected partitions* ({})\n{}",
-                i.affected_partitions_total,
-                slack_escape(&i.affected_partitions.join(", "))
-            ),
-            SLACK_SECTION_MAX,
-        )}}));
+        blocks.push(
+            json!({"type": "section", "text": {"type": "mrkdwn", "text": cut(
+                &format!(
+                    "*Affected partitions* ({})\n{}",
+                    i.affected_partitions_total,
+                    slack_escape(&i.affected_partitions.join(", "))
+                ),
+                SLACK_SECTION_MAX,
+            )}}),
+        );
     }
-    blocks.push(json!({"type": "context", "elements": [{"type": "mrkdwn", "text": format!(
-        "incident `{}` · `{}` · kafka-watchdog {} on {}",
-        i.id,
-        slack_escape(&i.dedup_key),
-        env!("CARGO_PKG_VERSION"),
-        slack_escape(ctx.instance_id)
-    )}]}));
+    blocks.push(
+        json!({"type": "context", "elements": [{"type": "mrkdwn", "text": format!(
+            "incident `{}` · `{}` · kafka-watchdog {} on {}",
+            i.id,
+            slack_escape(&i.dedup_key),
+            env!("CARGO_PKG_VERSION"),
+            slack_escape(ctx.instance_id)
+        )}]}),
+    );
     let text = format!("{title}: {}", i.summary);
     json!({
         "text": slack_escape(&text),
@@ -277,7 +281,10 @@ pub fn pagerduty(routing_key: &str, n: &Notification, ctx: &Context) -> Value {
             "dedup_key": i.dedup_key,
         });
     }
-    let source = i.broker_address.clone().unwrap_or_else(|| i.cluster.clone());
+    let source = i
+        .broker_address
+        .clone()
+        .unwrap_or_else(|| i.cluster.clone());
     json!({
         "routing_key": routing_key,
         "event_action": "trigger",

@@ -136,7 +136,7 @@ pub struct NotifierStats {
 /// What goes through the inbox.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 enum Input {
-    Event(IncidentEvent),
+    Event(Box<IncidentEvent>),
     /// Open incidents known after a restart, for reminders.
     Restore(Vec<Incident>),
 }
@@ -174,7 +174,12 @@ impl Notifier {
         state_dir: &Path,
         instance_id: &str,
     ) -> Result<NotifierHandle, NotifyError> {
-        Notifier::spawn_with(webhooks, state_dir, instance_id, DeliverySettings::default())
+        Notifier::spawn_with(
+            webhooks,
+            state_dir,
+            instance_id,
+            DeliverySettings::default(),
+        )
     }
 
     pub fn spawn_with(
@@ -187,10 +192,12 @@ impl Notifier {
         let mut receivers = Vec::new();
         let mut clients = Vec::new();
         for cfg in webhooks {
-            let (spool, waiting) = spool::Spool::open(&spool_root.join(spool::dir_name(&cfg.name)))?;
+            let (spool, waiting) =
+                spool::Spool::open(&spool_root.join(spool::dir_name(&cfg.name)))?;
             clients.push(worker::client(cfg)?);
             receivers.push(Arc::new(worker::Receiver::new(cfg.clone(), spool, waiting)));
         }
+        warn_orphans(&spool_root, webhooks);
         let (inbox_spool, spilled) = spool::Spool::open(&state_dir.join("spool-inbox"))?;
         let shared = Arc::new(Shared {
             instance_id: instance_id.to_string(),
@@ -233,6 +240,28 @@ impl Notifier {
     }
 }
 
+/// Spools of receivers no longer configured are left alone (the receiver may come back
+/// under its name), but said out loud: their notifications will not be sent.
+fn warn_orphans(spool_root: &Path, webhooks: &[WebhookConfig]) {
+    let Ok(entries) = std::fs::read_dir(spool_root) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if webhooks.iter().any(|w| spool::dir_name(&w.name) == name) {
+            continue;
+        }
+        let waiting = std::fs::read_dir(e.path()).map(|d| d.count()).unwrap_or(0);
+        if waiting > 0 {
+            tracing::warn!(
+                dir = %e.path().display(),
+                notifications = waiting,
+                "spool of a webhook that is no longer configured: its notifications are not sent"
+            );
+        }
+    }
+}
+
 struct Tasks {
     dispatcher: JoinHandle<()>,
     workers: Vec<JoinHandle<()>>,
@@ -255,7 +284,12 @@ impl NotifierHandle {
     /// Queues events for delivery and returns at once: no network, and disk only when the
     /// in-memory inbox is full (or delivery was shut down), so nothing is lost.
     pub fn submit(&self, events: Vec<IncidentEvent>) {
-        self.put(events.into_iter().map(Input::Event).collect());
+        self.put(
+            events
+                .into_iter()
+                .map(|e| Input::Event(Box::new(e)))
+                .collect(),
+        );
     }
 
     /// Tells delivery which incidents are open after a restart (from the incident book),

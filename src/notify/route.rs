@@ -76,7 +76,9 @@ pub enum Outcome {
         why: String,
     },
     /// Any other answer: sending it again would be refused again.
-    Drop { why: String },
+    Drop {
+        why: String,
+    },
 }
 
 /// Judges an HTTP status. `retry_after` is the header's value, if any.

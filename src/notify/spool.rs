@@ -48,7 +48,10 @@ impl Spool {
                 let _ = fs::remove_file(entry.path());
                 continue;
             }
-            if let Some(seq) = name.strip_suffix(SUFFIX).and_then(|s| s.parse::<u64>().ok()) {
+            if let Some(seq) = name
+                .strip_suffix(SUFFIX)
+                .and_then(|s| s.parse::<u64>().ok())
+            {
                 seqs.push(seq);
             }
         }

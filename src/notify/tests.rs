@@ -20,9 +20,7 @@ use tokio::net::TcpListener;
 
 use super::*;
 use crate::config::{Secret, Severity, WebhookConfig, WebhookFormat};
-use crate::incident::{
-    EventKind, FindingKind, Incident, IncidentEvent, Previous, Subject,
-};
+use crate::incident::{EventKind, FindingKind, Incident, IncidentEvent, Previous, Subject};
 use crate::verdict::BrokerState;
 
 fn t(secs: u64) -> SystemTime {
@@ -124,14 +122,38 @@ fn is_rfc3339(v: &Value) -> bool {
 
 #[test]
 fn generic_body_has_every_documented_field() {
-    let n = note(EventKind::Opened, incident("lab", Some(2), Severity::Critical));
+    let n = note(
+        EventKind::Opened,
+        incident("lab", Some(2), Severity::Critical),
+    );
     let v = generic(&n, &ctx());
     let expected = [
-        "schema_version", "event", "notification_id", "sequence", "incident_id", "dedup_key",
-        "kind", "cluster", "broker_id", "broker_address", "state", "severity", "summary",
-        "evidence", "affected_partitions", "affected_partitions_total", "suspects", "changes",
-        "started_at", "updated_at", "resolved_at", "duration_seconds", "unavailable_seconds",
-        "sent_at", "instance_id", "watchdog_version",
+        "schema_version",
+        "event",
+        "notification_id",
+        "sequence",
+        "incident_id",
+        "dedup_key",
+        "kind",
+        "cluster",
+        "broker_id",
+        "broker_address",
+        "state",
+        "severity",
+        "summary",
+        "evidence",
+        "affected_partitions",
+        "affected_partitions_total",
+        "suspects",
+        "changes",
+        "started_at",
+        "updated_at",
+        "resolved_at",
+        "duration_seconds",
+        "unavailable_seconds",
+        "sent_at",
+        "instance_id",
+        "watchdog_version",
     ];
     let keys: Vec<&str> = v.as_object().unwrap().keys().map(String::as_str).collect();
     let mut want = expected.to_vec();
@@ -153,12 +175,17 @@ fn generic_body_has_every_documented_field() {
     assert_eq!(v["unavailable_seconds"], 12.5);
     assert_eq!(v["instance_id"], "wd-1");
     assert_eq!(v["watchdog_version"], env!("CARGO_PKG_VERSION"));
-    assert!(v["evidence"].is_array() && v["affected_partitions"].is_array() && v["suspects"].is_array());
+    assert!(
+        v["evidence"].is_array() && v["affected_partitions"].is_array() && v["suspects"].is_array()
+    );
 }
 
 #[test]
 fn generic_body_of_a_cluster_incident_and_a_resolve() {
-    let n = note(EventKind::Resolved, incident("lab", None, Severity::Critical));
+    let n = note(
+        EventKind::Resolved,
+        incident("lab", None, Severity::Critical),
+    );
     let v = generic(&n, &ctx());
     assert_eq!(v["event"], "resolved");
     assert!(v["broker_id"].is_null());
@@ -166,23 +193,38 @@ fn generic_body_of_a_cluster_incident_and_a_resolve() {
     assert!(is_rfc3339(&v["resolved_at"]));
     assert_eq!(v["duration_seconds"], 250.0, "to the resolve, not to now");
     for kind in [EventKind::Updated, EventKind::Reminder] {
-        assert_eq!(generic(&note(kind, incident("lab", None, Severity::Warning)), &ctx())["event"], kind.as_str());
+        assert_eq!(
+            generic(
+                &note(kind, incident("lab", None, Severity::Warning)),
+                &ctx()
+            )["event"],
+            kind.as_str()
+        );
     }
 }
 
 #[test]
 fn generic_body_is_signed_when_a_secret_is_set() {
-    let n = note(EventKind::Opened, incident("lab", Some(2), Severity::Critical));
+    let n = note(
+        EventKind::Opened,
+        incident("lab", Some(2), Severity::Critical),
+    );
     let mut cfg = hook("ops", "http://x", WebhookFormat::Generic);
     let plain = render(&cfg, &n, &ctx());
     assert!(!plain.headers.iter().any(|(k, _)| k == SIGNATURE_HEADER));
     cfg.hmac_secret = Some(Secret::new("s3cret"));
     let signed = render(&cfg, &n, &ctx());
     assert_eq!(signed.body, plain.body);
-    let (_, sig) = signed.headers.iter().find(|(k, _)| k == SIGNATURE_HEADER).unwrap();
+    let (_, sig) = signed
+        .headers
+        .iter()
+        .find(|(k, _)| k == SIGNATURE_HEADER)
+        .unwrap();
     let hex = sig.strip_prefix("sha256=").unwrap();
     assert_eq!(hex.len(), 64);
-    let tag: Vec<u8> = (0..32).map(|i| u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).unwrap()).collect();
+    let tag: Vec<u8> = (0..32)
+        .map(|i| u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).unwrap())
+        .collect();
     let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, b"s3cret");
     ring::hmac::verify(&key, &signed.body, &tag).expect("signature verifies");
     assert!(ring::hmac::verify(&key, b"other body", &tag).is_err());
@@ -201,9 +243,15 @@ fn hmac_matches_a_known_vector() {
 
 #[test]
 fn slack_message_has_text_and_a_coloured_attachment_of_blocks() {
-    let n = note(EventKind::Opened, incident("lab", Some(2), Severity::Critical));
+    let n = note(
+        EventKind::Opened,
+        incident("lab", Some(2), Severity::Critical),
+    );
     let v = slack(&n, &ctx());
-    assert!(v["text"].as_str().unwrap().starts_with("[CRITICAL] lab broker: opened"));
+    assert!(v["text"]
+        .as_str()
+        .unwrap()
+        .starts_with("[CRITICAL] lab broker: opened"));
     let a = &v["attachments"][0];
     assert_eq!(a["color"], "#E01E5A");
     assert!(a["fallback"].is_string());
@@ -217,19 +265,53 @@ fn slack_message_has_text_and_a_coloured_attachment_of_blocks() {
         }
         if let Some(fields) = b["fields"].as_array() {
             assert!(fields.len() <= 10);
-            assert!(fields.iter().all(|f| f["type"] == "mrkdwn" && f["text"].as_str().unwrap().len() <= 2000));
+            assert!(fields
+                .iter()
+                .all(|f| f["type"] == "mrkdwn" && f["text"].as_str().unwrap().len() <= 2000));
         }
     }
-    let evidence = blocks.iter().find(|b| b["text"]["text"].as_str().is_some_and(|t| t.starts_with("*Evidence*"))).unwrap();
-    assert!(evidence["text"]["text"].as_str().unwrap().contains("&lt;fast&gt; &amp; then"), "escaped");
-    assert_eq!(slack(&note(EventKind::Opened, incident("lab", None, Severity::Warning)), &ctx())["attachments"][0]["color"], "#ECB22E");
+    let evidence = blocks
+        .iter()
+        .find(|b| {
+            b["text"]["text"]
+                .as_str()
+                .is_some_and(|t| t.starts_with("*Evidence*"))
+        })
+        .unwrap();
+    assert!(
+        evidence["text"]["text"]
+            .as_str()
+            .unwrap()
+            .contains("&lt;fast&gt; &amp; then"),
+        "escaped"
+    );
+    assert_eq!(
+        slack(
+            &note(EventKind::Opened, incident("lab", None, Severity::Warning)),
+            &ctx()
+        )["attachments"][0]["color"],
+        "#ECB22E"
+    );
 }
 
 #[test]
 fn slack_resolve_is_green_and_says_how_long() {
-    let v = slack(&note(EventKind::Resolved, incident("lab", Some(2), Severity::Critical)), &ctx());
+    let v = slack(
+        &note(
+            EventKind::Resolved,
+            incident("lab", Some(2), Severity::Critical),
+        ),
+        &ctx(),
+    );
     assert_eq!(v["attachments"][0]["color"], "#2EB67D");
-    assert!(v["text"].as_str().unwrap().contains("resolved after 4m 10s"), "{}", v["text"]);
+    assert!(
+        v["text"]
+            .as_str()
+            .unwrap()
+            .contains("resolved after 4m 10s"),
+        "{}",
+        v["text"]
+    );
 }
 
 #[test]
@@ -248,14 +330,24 @@ fn slack_cuts_long_evidence() {
 
 #[test]
 fn pagerduty_trigger_has_the_events_api_v2_fields() {
-    let v = pagerduty("R0UT1NGKEY", &note(EventKind::Opened, incident("lab", Some(2), Severity::Critical)), &ctx());
+    let v = pagerduty(
+        "R0UT1NGKEY",
+        &note(
+            EventKind::Opened,
+            incident("lab", Some(2), Severity::Critical),
+        ),
+        &ctx(),
+    );
     assert_eq!(v["routing_key"], "R0UT1NGKEY");
     assert_eq!(v["event_action"], "trigger");
     assert_eq!(v["dedup_key"], "kafka-watchdog/lab/broker-2/broker");
     assert!(v["dedup_key"].as_str().unwrap().len() <= 255);
     let p = &v["payload"];
     for required in ["summary", "source", "severity"] {
-        assert!(p[required].as_str().is_some_and(|s| !s.is_empty()), "{required}");
+        assert!(
+            p[required].as_str().is_some_and(|s| !s.is_empty()),
+            "{required}"
+        );
     }
     assert!(["critical", "error", "warning", "info"].contains(&p["severity"].as_str().unwrap()));
     assert_eq!(p["severity"], "critical");
@@ -266,7 +358,14 @@ fn pagerduty_trigger_has_the_events_api_v2_fields() {
     assert_eq!(p["class"], "broker");
     assert!(p["custom_details"].is_object());
     assert_eq!(p["custom_details"]["incident_id"], "kw-lab-broker-2");
-    let cluster = pagerduty("k", &note(EventKind::Reminder, incident("lab", None, Severity::Warning)), &ctx());
+    let cluster = pagerduty(
+        "k",
+        &note(
+            EventKind::Reminder,
+            incident("lab", None, Severity::Warning),
+        ),
+        &ctx(),
+    );
     assert_eq!(cluster["event_action"], "trigger");
     assert_eq!(cluster["payload"]["source"], "lab");
     assert_eq!(cluster["payload"]["severity"], "warning");
@@ -277,12 +376,22 @@ fn pagerduty_summary_stays_within_1024_characters() {
     let mut i = incident("lab", Some(2), Severity::Critical);
     i.summary = "é".repeat(3000);
     let v = pagerduty("k", &note(EventKind::Opened, i), &ctx());
-    assert_eq!(v["payload"]["summary"].as_str().unwrap().chars().count(), PAGERDUTY_SUMMARY_MAX);
+    assert_eq!(
+        v["payload"]["summary"].as_str().unwrap().chars().count(),
+        PAGERDUTY_SUMMARY_MAX
+    );
 }
 
 #[test]
 fn pagerduty_resolve_carries_only_what_finds_the_alert() {
-    let v = pagerduty("k", &note(EventKind::Resolved, incident("lab", Some(2), Severity::Critical)), &ctx());
+    let v = pagerduty(
+        "k",
+        &note(
+            EventKind::Resolved,
+            incident("lab", Some(2), Severity::Critical),
+        ),
+        &ctx(),
+    );
     let mut keys: Vec<&str> = v.as_object().unwrap().keys().map(String::as_str).collect();
     keys.sort_unstable();
     assert_eq!(keys, vec!["dedup_key", "event_action", "routing_key"]);
@@ -292,22 +401,38 @@ fn pagerduty_resolve_carries_only_what_finds_the_alert() {
 #[test]
 fn render_uses_the_configured_routing_key() {
     let cfg = hook("pd", "http://x", WebhookFormat::PagerDuty);
-    let r = render(&cfg, &note(EventKind::Opened, incident("lab", None, Severity::Critical)), &ctx());
+    let r = render(
+        &cfg,
+        &note(EventKind::Opened, incident("lab", None, Severity::Critical)),
+        &ctx(),
+    );
     let v: Value = serde_json::from_slice(&r.body).unwrap();
     assert_eq!(v["routing_key"], "R0UT1NGKEY");
-    assert!(r.headers.contains(&("Content-Type".into(), "application/json".into())));
+    assert!(r
+        .headers
+        .contains(&("Content-Type".into(), "application/json".into())));
 }
 
 // ---- Alertmanager ----
 
 #[test]
 fn alertmanager_posts_an_array_of_alerts_firing_into_the_future() {
-    let v = alertmanager(Some(Duration::from_secs(300)), &note(EventKind::Opened, incident("lab", Some(2), Severity::Critical)), &ctx());
+    let v = alertmanager(
+        Some(Duration::from_secs(300)),
+        &note(
+            EventKind::Opened,
+            incident("lab", Some(2), Severity::Critical),
+        ),
+        &ctx(),
+    );
     let alerts = v.as_array().unwrap();
     assert_eq!(alerts.len(), 1);
     let a = &alerts[0];
     let labels = a["labels"].as_object().unwrap();
-    assert!(labels.values().all(Value::is_string), "label values are strings");
+    assert!(
+        labels.values().all(Value::is_string),
+        "label values are strings"
+    );
     assert_eq!(labels["alertname"], "KafkaWatchdogBroker");
     assert_eq!(labels["cluster"], "lab");
     assert_eq!(labels["broker"], "2");
@@ -320,20 +445,37 @@ fn alertmanager_posts_an_array_of_alerts_firing_into_the_future() {
     assert_eq!(a["startsAt"], "2023-11-14T22:13:20.000Z");
     // 300 s after now (t(300)) plus three repeat intervals.
     assert_eq!(a["endsAt"], crate::incident::time::rfc3339(t(300 + 900)));
-    let no_broker = alertmanager(None, &note(EventKind::Opened, incident("lab", None, Severity::Critical)), &ctx());
+    let no_broker = alertmanager(
+        None,
+        &note(EventKind::Opened, incident("lab", None, Severity::Critical)),
+        &ctx(),
+    );
     assert!(no_broker[0]["labels"].get("broker").is_none());
-    assert_eq!(no_broker[0]["endsAt"], crate::incident::time::rfc3339(t(300 + 86_400)));
+    assert_eq!(
+        no_broker[0]["endsAt"],
+        crate::incident::time::rfc3339(t(300 + 86_400))
+    );
 }
 
 #[test]
 fn alertmanager_resolve_ends_the_alert_when_it_went_away() {
-    let v = alertmanager(None, &note(EventKind::Resolved, incident("lab", Some(2), Severity::Critical)), &ctx());
+    let v = alertmanager(
+        None,
+        &note(
+            EventKind::Resolved,
+            incident("lab", Some(2), Severity::Critical),
+        ),
+        &ctx(),
+    );
     assert_eq!(v[0]["endsAt"], crate::incident::time::rfc3339(t(250)));
 }
 
 #[test]
 fn alertmanager_update_of_severity_ends_the_old_alert() {
-    let mut n = note(EventKind::Updated, incident("lab", Some(2), Severity::Critical));
+    let mut n = note(
+        EventKind::Updated,
+        incident("lab", Some(2), Severity::Critical),
+    );
     n.event.previous = Some(Previous {
         severity: Severity::Warning,
         peak_severity: Severity::Warning,
@@ -344,14 +486,24 @@ fn alertmanager_update_of_severity_ends_the_old_alert() {
     assert_eq!(alerts.len(), 2);
     assert_eq!(alerts[1]["labels"]["severity"], "warning");
     assert_eq!(alerts[1]["endsAt"], crate::incident::time::rfc3339(t(300)));
-    assert_eq!(alert_lifetime(Some(Duration::from_secs(60))), Duration::from_secs(300), "at least 5 min");
+    assert_eq!(
+        alert_lifetime(Some(Duration::from_secs(60))),
+        Duration::from_secs(300),
+        "at least 5 min"
+    );
 }
 
 // ---- Teams ----
 
 #[test]
 fn teams_sends_an_adaptive_card_in_a_message() {
-    let v = teams(&note(EventKind::Opened, incident("lab", Some(2), Severity::Critical)), &ctx());
+    let v = teams(
+        &note(
+            EventKind::Opened,
+            incident("lab", Some(2), Severity::Critical),
+        ),
+        &ctx(),
+    );
     assert_eq!(v["type"], "message");
     let a = &v["attachments"][0];
     assert_eq!(a["contentType"], "application/vnd.microsoft.card.adaptive");
@@ -359,14 +511,32 @@ fn teams_sends_an_adaptive_card_in_a_message() {
     let card = &a["content"];
     assert_eq!(card["type"], "AdaptiveCard");
     assert_eq!(card["version"], "1.4");
-    assert_eq!(card["$schema"], "http://adaptivecards.io/schemas/adaptive-card.json");
+    assert_eq!(
+        card["$schema"],
+        "http://adaptivecards.io/schemas/adaptive-card.json"
+    );
     let body = card["body"].as_array().unwrap();
-    assert!(body.iter().all(|b| ["TextBlock", "FactSet"].contains(&b["type"].as_str().unwrap())));
+    assert!(body
+        .iter()
+        .all(|b| ["TextBlock", "FactSet"].contains(&b["type"].as_str().unwrap())));
     assert_eq!(body[0]["color"], "Attention");
-    let facts = body.iter().find(|b| b["type"] == "FactSet").unwrap()["facts"].as_array().unwrap();
-    assert!(facts.iter().all(|f| f["title"].is_string() && f["value"].is_string()));
-    let resolved = teams(&note(EventKind::Resolved, incident("lab", Some(2), Severity::Critical)), &ctx());
-    assert_eq!(resolved["attachments"][0]["content"]["body"][0]["color"], "Good");
+    let facts = body.iter().find(|b| b["type"] == "FactSet").unwrap()["facts"]
+        .as_array()
+        .unwrap();
+    assert!(facts
+        .iter()
+        .all(|f| f["title"].is_string() && f["value"].is_string()));
+    let resolved = teams(
+        &note(
+            EventKind::Resolved,
+            incident("lab", Some(2), Severity::Critical),
+        ),
+        &ctx(),
+    );
+    assert_eq!(
+        resolved["attachments"][0]["content"]["body"][0]["color"],
+        "Good"
+    );
 }
 
 #[test]
@@ -400,21 +570,40 @@ fn routing_follows_severity_and_what_the_receiver_was_told() {
     let warn_open = event(Opened, incident("lab", Some(2), Warning));
     assert_eq!(route(&pd, &warn_open), None);
     // Lifted over the threshold: the first this receiver hears is an "opened".
-    assert_eq!(route(&pd, &updated(Warning, Warning, Critical)), Some(Opened));
+    assert_eq!(
+        route(&pd, &updated(Warning, Warning, Critical)),
+        Some(Opened)
+    );
     // Already told (it peaked at critical): updates, also downwards, go through.
-    assert_eq!(route(&pd, &updated(Critical, Critical, Warning)), Some(Updated));
+    assert_eq!(
+        route(&pd, &updated(Critical, Critical, Warning)),
+        Some(Updated)
+    );
     assert_eq!(route(&pd, &updated(Warning, Warning, Warning)), None);
     let mut calmed = incident("lab", Some(2), Warning);
     calmed.peak_severity = Critical;
     assert_eq!(route(&pd, &event(Resolved, calmed.clone())), Some(Resolved));
     assert_eq!(route(&pd, &event(Reminder, calmed)), Some(Reminder));
-    assert_eq!(route(&pd, &event(Resolved, incident("lab", Some(2), Warning))), None, "never told");
+    assert_eq!(
+        route(&pd, &event(Resolved, incident("lab", Some(2), Warning))),
+        None,
+        "never told"
+    );
     pd.send_resolved = false;
-    assert_eq!(route(&pd, &event(Resolved, incident("lab", Some(2), Critical))), None);
+    assert_eq!(
+        route(&pd, &event(Resolved, incident("lab", Some(2), Critical))),
+        None
+    );
     let mut only_b = hook("b", "http://x", WebhookFormat::Generic);
     only_b.clusters = vec!["b".into()];
-    assert_eq!(route(&only_b, &event(Opened, incident("lab", Some(2), Critical))), None);
-    assert_eq!(route(&only_b, &event(Opened, incident("b", Some(2), Info))), Some(Opened));
+    assert_eq!(
+        route(&only_b, &event(Opened, incident("lab", Some(2), Critical))),
+        None
+    );
+    assert_eq!(
+        route(&only_b, &event(Opened, incident("b", Some(2), Info))),
+        Some(Opened)
+    );
 }
 
 // ---- retry decisions ----
@@ -426,25 +615,48 @@ fn answers_are_judged_retry_or_drop() {
         assert_eq!(judge(s, None, t(0), cap), Outcome::Delivered);
     }
     for s in [408, 429, 500, 502, 503, 504] {
-        assert!(matches!(judge(s, None, t(0), cap), Outcome::Retry { after: None, .. }), "{s}");
+        assert!(
+            matches!(
+                judge(s, None, t(0), cap),
+                Outcome::Retry { after: None, .. }
+            ),
+            "{s}"
+        );
     }
     for s in [301, 400, 401, 403, 404, 410, 413, 422] {
-        assert!(matches!(judge(s, None, t(0), cap), Outcome::Drop { .. }), "{s}");
+        assert!(
+            matches!(judge(s, None, t(0), cap), Outcome::Drop { .. }),
+            "{s}"
+        );
     }
     assert_eq!(
         judge(429, Some("7"), t(0), cap),
-        Outcome::Retry { after: Some(Duration::from_secs(7)), why: "HTTP 429".into() }
+        Outcome::Retry {
+            after: Some(Duration::from_secs(7)),
+            why: "HTTP 429".into()
+        }
     );
-    assert!(matches!(judge(503, Some("99999"), t(0), cap), Outcome::Retry { after: Some(d), .. } if d == cap));
+    assert!(
+        matches!(judge(503, Some("99999"), t(0), cap), Outcome::Retry { after: Some(d), .. } if d == cap)
+    );
 }
 
 #[test]
 fn retry_after_takes_seconds_or_a_date() {
     let now = UNIX_EPOCH + Duration::from_secs(1_445_412_480); // Wed, 21 Oct 2015 07:28:00 GMT
-    assert_eq!(parse_retry_after("120", now), Some(Duration::from_secs(120)));
+    assert_eq!(
+        parse_retry_after("120", now),
+        Some(Duration::from_secs(120))
+    );
     assert_eq!(parse_retry_after(" 5 ", now), Some(Duration::from_secs(5)));
-    assert_eq!(parse_retry_after("Wed, 21 Oct 2015 07:28:30 GMT", now), Some(Duration::from_secs(30)));
-    assert_eq!(parse_retry_after("Wed, 21 Oct 2015 07:27:00 GMT", now), Some(Duration::ZERO));
+    assert_eq!(
+        parse_retry_after("Wed, 21 Oct 2015 07:28:30 GMT", now),
+        Some(Duration::from_secs(30))
+    );
+    assert_eq!(
+        parse_retry_after("Wed, 21 Oct 2015 07:27:00 GMT", now),
+        Some(Duration::ZERO)
+    );
     assert_eq!(parse_retry_after("soon", now), None);
 }
 
@@ -456,11 +668,18 @@ fn backoff_doubles_to_its_cap_with_bounded_jitter() {
         jitter: 0.2,
     };
     let nominal: Vec<u64> = (0..12).map(|a| b.wait(a, 0.0).as_secs()).collect();
-    assert_eq!(nominal, vec![1, 2, 4, 8, 16, 32, 64, 128, 256, 300, 300, 300]);
+    assert_eq!(
+        nominal,
+        vec![1, 2, 4, 8, 16, 32, 64, 128, 256, 300, 300, 300]
+    );
     assert_eq!(b.wait(1000, 0.0), Duration::from_secs(300), "no overflow");
     assert_eq!(b.wait(3, 1.0), Duration::from_millis(9600));
     assert_eq!(b.wait(3, -1.0), Duration::from_millis(6400));
-    assert_eq!(b.wait(3, 7.0), Duration::from_millis(9600), "unit is clamped");
+    assert_eq!(
+        b.wait(3, 7.0),
+        Duration::from_millis(9600),
+        "unit is clamped"
+    );
 }
 
 // ---- reminders, under paused time ----
@@ -475,7 +694,10 @@ async fn reminders_come_at_each_receivers_interval_while_open() {
     let receivers = [&hourly, &am, &never];
     let idle = [true, true, true];
     let mut r = Reminders::default();
-    let opened = event(EventKind::Opened, incident("lab", Some(2), Severity::Critical));
+    let opened = event(
+        EventKind::Opened,
+        incident("lab", Some(2), Severity::Critical),
+    );
     r.record(&opened);
     let start = tokio::time::Instant::now();
     for idx in 0..3 {
@@ -490,14 +712,28 @@ async fn reminders_come_at_each_receivers_interval_while_open() {
             got.push((idx, now.duration_since(start).as_secs()));
         }
     }
-    let hourly_at: Vec<u64> = got.iter().filter(|(i, _)| *i == 0).map(|(_, s)| *s).collect();
+    let hourly_at: Vec<u64> = got
+        .iter()
+        .filter(|(i, _)| *i == 0)
+        .map(|(_, s)| *s)
+        .collect();
     assert_eq!(hourly_at, vec![3600, 7200]);
     assert_eq!(got.iter().filter(|(i, _)| *i == 1).count(), 24);
     assert!(!got.iter().any(|(i, _)| *i == 2));
     // Resolved: no more reminders.
-    r.record(&event(EventKind::Resolved, incident("lab", Some(2), Severity::Critical)));
+    r.record(&event(
+        EventKind::Resolved,
+        incident("lab", Some(2), Severity::Critical),
+    ));
     tokio::time::advance(Duration::from_secs(7200)).await;
-    assert!(r.due(&receivers, &idle, tokio::time::Instant::now(), SystemTime::now()).is_empty());
+    assert!(r
+        .due(
+            &receivers,
+            &idle,
+            tokio::time::Instant::now(),
+            SystemTime::now()
+        )
+        .is_empty());
 }
 
 #[tokio::test(start_paused = true)]
@@ -507,22 +743,65 @@ async fn a_busy_receiver_gets_no_reminders_and_a_restored_incident_waits_an_inte
     let mut r = Reminders::default();
     r.restore(vec![incident("lab", None, Severity::Critical)]);
     let start = tokio::time::Instant::now();
-    assert!(r.due(&[&am], &[true], start, SystemTime::now()).is_empty(), "counts from now");
+    assert!(
+        r.due(&[&am], &[true], start, SystemTime::now()).is_empty(),
+        "counts from now"
+    );
     tokio::time::advance(Duration::from_secs(300)).await;
-    assert!(r.due(&[&am], &[false], tokio::time::Instant::now(), SystemTime::now()).is_empty(), "busy");
+    assert!(
+        r.due(
+            &[&am],
+            &[false],
+            tokio::time::Instant::now(),
+            SystemTime::now()
+        )
+        .is_empty(),
+        "busy"
+    );
     tokio::time::advance(Duration::from_secs(299)).await;
-    assert!(r.due(&[&am], &[true], tokio::time::Instant::now(), SystemTime::now()).is_empty());
+    assert!(r
+        .due(
+            &[&am],
+            &[true],
+            tokio::time::Instant::now(),
+            SystemTime::now()
+        )
+        .is_empty());
     tokio::time::advance(Duration::from_secs(1)).await;
-    assert_eq!(r.due(&[&am], &[true], tokio::time::Instant::now(), SystemTime::now()).len(), 1);
+    assert_eq!(
+        r.due(
+            &[&am],
+            &[true],
+            tokio::time::Instant::now(),
+            SystemTime::now()
+        )
+        .len(),
+        1
+    );
     // Below the receiver's threshold: never reminded.
     let mut strict = am.clone();
     strict.min_severity = Severity::Critical;
     let mut r = Reminders::default();
-    r.record(&event(EventKind::Opened, incident("lab", Some(1), Severity::Warning)));
+    r.record(&event(
+        EventKind::Opened,
+        incident("lab", Some(1), Severity::Warning),
+    ));
     tokio::time::advance(Duration::from_secs(3600)).await;
-    r.due(&[&strict], &[true], tokio::time::Instant::now(), SystemTime::now());
+    r.due(
+        &[&strict],
+        &[true],
+        tokio::time::Instant::now(),
+        SystemTime::now(),
+    );
     tokio::time::advance(Duration::from_secs(3600)).await;
-    assert!(r.due(&[&strict], &[true], tokio::time::Instant::now(), SystemTime::now()).is_empty());
+    assert!(r
+        .due(
+            &[&strict],
+            &[true],
+            tokio::time::Instant::now(),
+            SystemTime::now()
+        )
+        .is_empty());
 }
 
 // ---- spool ----
@@ -549,9 +828,15 @@ fn the_spool_keeps_order_and_sequence_across_reopen() {
     assert_eq!(waiting, seqs[1..].to_vec());
     assert_eq!(s.read::<String>(seqs[2]).unwrap(), "entry 2");
     assert!(s.reserve() > seqs[2]);
-    assert!(!dir.join(".00000000000000000099.json.tmp").exists(), "torn write removed");
+    assert!(
+        !dir.join(".00000000000000000099.json.tmp").exists(),
+        "torn write removed"
+    );
     std::fs::write(dir.join(format!("{:020}.json", seqs[1])), b"{not json").unwrap();
-    assert!(matches!(s.read::<String>(seqs[1]), Err(SpoolError::Corrupt { .. })));
+    assert!(matches!(
+        s.read::<String>(seqs[1]),
+        Err(SpoolError::Corrupt { .. })
+    ));
     assert_eq!(spool::dir_name(".."), "%2E%2E");
     assert_eq!(spool::dir_name("slack-ops"), "slack-ops");
     let _ = std::fs::remove_dir_all(&dir);
@@ -591,7 +876,9 @@ impl TestReceiver {
         let log = hits.clone();
         let task = tokio::spawn(async move {
             loop {
-                let Ok((stream, _)) = listener.accept().await else { return };
+                let Ok((stream, _)) = listener.accept().await else {
+                    return;
+                };
                 let (log, count, script) = (log.clone(), count.clone(), script.clone());
                 tokio::spawn(async move {
                     let service = service_fn(move |req: HttpRequest<Incoming>| {
@@ -603,13 +890,22 @@ impl TestReceiver {
                                 .map(|(k, v)| (k.to_string(), v.to_str().unwrap_or("").to_string()))
                                 .collect();
                             let body = req.into_body().collect().await.unwrap().to_bytes();
-                            let (status, retry_after) = script(count.fetch_add(1, Ordering::SeqCst));
-                            log.lock().unwrap().push(Hit { status, body, headers, at: tokio::time::Instant::now() });
+                            let (status, retry_after) =
+                                script(count.fetch_add(1, Ordering::SeqCst));
+                            log.lock().unwrap().push(Hit {
+                                status,
+                                body,
+                                headers,
+                                at: tokio::time::Instant::now(),
+                            });
                             let mut resp = Response::builder().status(status);
                             if let Some(r) = retry_after {
                                 resp = resp.header("Retry-After", r);
                             }
-                            Ok::<_, Infallible>(resp.body(Full::new(Bytes::from_static(b"{\"why\":\"scripted\"}"))).unwrap())
+                            Ok::<_, Infallible>(
+                                resp.body(Full::new(Bytes::from_static(b"{\"why\":\"scripted\"}")))
+                                    .unwrap(),
+                            )
                         }
                     });
                     let _ = hyper::server::conn::http1::Builder::new()
@@ -630,7 +926,11 @@ impl TestReceiver {
     }
 
     fn delivered(&self) -> Vec<Value> {
-        self.hits().iter().filter(|h| (200..300).contains(&h.status)).map(Hit::json).collect()
+        self.hits()
+            .iter()
+            .filter(|h| (200..300).contains(&h.status))
+            .map(Hit::json)
+            .collect()
     }
 
     async fn wait_delivered(&self, n: usize) -> Vec<Value> {
@@ -671,15 +971,27 @@ fn fast() -> DeliverySettings {
 
 /// n opened events of distinct brokers, in order.
 fn events(n: i32) -> Vec<IncidentEvent> {
-    (1..=n).map(|b| event(EventKind::Opened, incident("lab", Some(b), Severity::Critical))).collect()
+    (1..=n)
+        .map(|b| {
+            event(
+                EventKind::Opened,
+                incident("lab", Some(b), Severity::Critical),
+            )
+        })
+        .collect()
 }
 
 fn brokers(bodies: &[Value]) -> Vec<i64> {
-    bodies.iter().map(|v| v["broker_id"].as_i64().unwrap()).collect()
+    bodies
+        .iter()
+        .map(|v| v["broker_id"].as_i64().unwrap())
+        .collect()
 }
 
 fn sequences_grow(bodies: &[Value]) -> bool {
-    bodies.windows(2).all(|w| w[0]["sequence"].as_u64() < w[1]["sequence"].as_u64())
+    bodies
+        .windows(2)
+        .all(|w| w[0]["sequence"].as_u64() < w[1]["sequence"].as_u64())
 }
 
 fn free_addr() -> SocketAddr {
@@ -689,36 +1001,72 @@ fn free_addr() -> SocketAddr {
 
 #[tokio::test]
 async fn failing_503s_are_retried_until_all_arrive_in_order() {
-    let rx = TestReceiver::start("127.0.0.1:0".parse().unwrap(), Arc::new(|n| (if n < 3 { 503 } else { 200 }, None))).await;
+    let rx = TestReceiver::start(
+        "127.0.0.1:0".parse().unwrap(),
+        Arc::new(|n| (if n < 3 { 503 } else { 200 }, None)),
+    )
+    .await;
     let dir = temp_dir("503");
-    let handle = Notifier::spawn_with(&[hook("ops", &rx.url(), WebhookFormat::Generic)], &dir, "wd-1", fast()).unwrap();
+    let handle = Notifier::spawn_with(
+        &[hook("ops", &rx.url(), WebhookFormat::Generic)],
+        &dir,
+        "wd-1",
+        fast(),
+    )
+    .unwrap();
     handle.submit(events(4));
     let got = rx.wait_delivered(4).await;
     assert_eq!(brokers(&got), vec![1, 2, 3, 4]);
     assert!(sequences_grow(&got));
     let hits = rx.hits();
     assert_eq!(hits.len(), 7, "3 refusals of the first, then 4 deliveries");
-    assert!(hits[..4].iter().all(|h| h.json()["broker_id"] == 1), "head of line waits: order before speed");
+    assert!(
+        hits[..4].iter().all(|h| h.json()["broker_id"] == 1),
+        "head of line waits: order before speed"
+    );
     let stats = handle.shutdown(Duration::from_secs(1)).await;
     let s = &stats.receivers[0];
     assert_eq!((s.ok, s.failed, s.dropped, s.queue_depth), (4, 3, 0, 0));
     assert!(s.last_success.is_some());
     assert_eq!(s.last_failure.as_deref(), Some("HTTP 503"));
-    assert_eq!(std::fs::read_dir(dir.join("spool/ops")).unwrap().count(), 0, "spool emptied");
+    assert_eq!(
+        std::fs::read_dir(dir.join("spool/ops")).unwrap().count(),
+        0,
+        "spool emptied"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[tokio::test]
 async fn a_429_is_retried_after_the_time_it_asks_for() {
-    let rx = TestReceiver::start("127.0.0.1:0".parse().unwrap(), Arc::new(|n| if n == 0 { (429, Some("1")) } else { (200, None) })).await;
+    let rx = TestReceiver::start(
+        "127.0.0.1:0".parse().unwrap(),
+        Arc::new(|n| {
+            if n == 0 {
+                (429, Some("1"))
+            } else {
+                (200, None)
+            }
+        }),
+    )
+    .await;
     let dir = temp_dir("429");
-    let handle = Notifier::spawn_with(&[hook("slack", &rx.url(), WebhookFormat::Slack)], &dir, "wd-1", fast()).unwrap();
+    let handle = Notifier::spawn_with(
+        &[hook("slack", &rx.url(), WebhookFormat::Slack)],
+        &dir,
+        "wd-1",
+        fast(),
+    )
+    .unwrap();
     handle.submit(events(1));
     let got = rx.wait_delivered(1).await;
     assert_eq!(got.len(), 1);
     let hits = rx.hits();
     let waited = hits[1].at.duration_since(hits[0].at);
-    assert!(waited >= Duration::from_millis(950), "honoured Retry-After: waited {waited:?}");
+    assert!(
+        waited >= Duration::from_millis(950),
+        "honoured Retry-After: waited {waited:?}"
+    );
     assert!(got[0]["text"].is_string(), "a Slack body");
     handle.shutdown(Duration::from_secs(1)).await;
     let _ = std::fs::remove_dir_all(&dir);
@@ -728,7 +1076,17 @@ async fn a_429_is_retried_after_the_time_it_asks_for() {
 async fn a_receiver_down_then_up_gets_everything_in_order() {
     let addr = free_addr();
     let dir = temp_dir("down-up");
-    let handle = Notifier::spawn_with(&[hook("ops", &format!("http://{addr}/hook"), WebhookFormat::Generic)], &dir, "wd-1", fast()).unwrap();
+    let handle = Notifier::spawn_with(
+        &[hook(
+            "ops",
+            &format!("http://{addr}/hook"),
+            WebhookFormat::Generic,
+        )],
+        &dir,
+        "wd-1",
+        fast(),
+    )
+    .unwrap();
     handle.submit(events(3));
     handle.submit(events(5).split_off(3));
     tokio::time::sleep(Duration::from_millis(300)).await;
@@ -750,7 +1108,13 @@ async fn the_spool_survives_a_restart() {
     let addr = free_addr();
     let dir = temp_dir("restart");
     let url = format!("http://{addr}/hook");
-    let first = Notifier::spawn_with(&[hook("ops", &url, WebhookFormat::Generic)], &dir, "wd-1", fast()).unwrap();
+    let first = Notifier::spawn_with(
+        &[hook("ops", &url, WebhookFormat::Generic)],
+        &dir,
+        "wd-1",
+        fast(),
+    )
+    .unwrap();
     first.submit(events(3));
     tokio::time::sleep(Duration::from_millis(100)).await;
     let stats = first.shutdown(Duration::from_millis(100)).await;
@@ -759,7 +1123,13 @@ async fn the_spool_survives_a_restart() {
     first.submit(events(4).split_off(3));
 
     let rx = TestReceiver::start(addr, always(200)).await;
-    let second = Notifier::spawn_with(&[hook("ops", &url, WebhookFormat::Generic)], &dir, "wd-1", fast()).unwrap();
+    let second = Notifier::spawn_with(
+        &[hook("ops", &url, WebhookFormat::Generic)],
+        &dir,
+        "wd-1",
+        fast(),
+    )
+    .unwrap();
     second.submit(events(5).split_off(4));
     let got = rx.wait_delivered(5).await;
     assert_eq!(brokers(&got), vec![1, 2, 3, 4, 5]);
@@ -770,17 +1140,34 @@ async fn the_spool_survives_a_restart() {
 
 #[tokio::test]
 async fn a_400_is_dropped_and_counted_and_the_next_goes_on() {
-    let rx = TestReceiver::start("127.0.0.1:0".parse().unwrap(), Arc::new(|n| (if n == 0 { 400 } else { 202 }, None))).await;
+    let rx = TestReceiver::start(
+        "127.0.0.1:0".parse().unwrap(),
+        Arc::new(|n| (if n == 0 { 400 } else { 202 }, None)),
+    )
+    .await;
     let dir = temp_dir("400");
-    let handle = Notifier::spawn_with(&[hook("pd", &rx.url(), WebhookFormat::PagerDuty)], &dir, "wd-1", fast()).unwrap();
+    let handle = Notifier::spawn_with(
+        &[hook("pd", &rx.url(), WebhookFormat::PagerDuty)],
+        &dir,
+        "wd-1",
+        fast(),
+    )
+    .unwrap();
     handle.submit(events(2));
     let got = rx.wait_delivered(1).await;
     assert_eq!(got[0]["payload"]["component"], "broker-2");
     let stats = handle.shutdown(Duration::from_secs(1)).await;
     let s = &stats.receivers[0];
     assert_eq!((s.ok, s.failed, s.dropped, s.queue_depth), (1, 0, 1, 0));
-    assert_eq!(s.last_failure.as_deref(), Some("HTTP 400: {\"why\":\"scripted\"}"));
-    assert_eq!(rx.hits().len(), 2, "a refused notification is not sent again");
+    assert_eq!(
+        s.last_failure.as_deref(),
+        Some("HTTP 400: {\"why\":\"scripted\"}")
+    );
+    assert_eq!(
+        rx.hits().len(),
+        2,
+        "a refused notification is not sent again"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -798,7 +1185,11 @@ async fn the_received_signature_verifies_and_configured_headers_are_sent() {
     rx.wait_delivered(1).await;
     let hit = rx.hits().remove(0);
     let header = |name: &str| {
-        hit.headers.iter().filter(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.clone()).collect::<Vec<_>>()
+        hit.headers
+            .iter()
+            .filter(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.clone())
+            .collect::<Vec<_>>()
     };
     assert_eq!(header("x-scope-orgid"), vec!["kafka".to_string()]);
     assert_eq!(header("content-type"), vec!["application/json".to_string()]);
@@ -820,19 +1211,34 @@ async fn each_receiver_gets_what_its_filters_admit() {
     crit.clusters = vec!["lab".into()];
     let handle = Notifier::spawn_with(&[all, crit], &dir, "wd-1", fast()).unwrap();
     handle.submit(vec![
-        event(EventKind::Opened, incident("lab", Some(1), Severity::Warning)),
-        event(EventKind::Opened, incident("other", Some(2), Severity::Critical)),
+        event(
+            EventKind::Opened,
+            incident("lab", Some(1), Severity::Warning),
+        ),
+        event(
+            EventKind::Opened,
+            incident("other", Some(2), Severity::Critical),
+        ),
         updated(Severity::Warning, Severity::Warning, Severity::Critical),
-        event(EventKind::Resolved, incident("lab", Some(3), Severity::Warning)),
+        event(
+            EventKind::Resolved,
+            incident("lab", Some(3), Severity::Warning),
+        ),
     ]);
     let got_all = rx_all.wait_delivered(4).await;
-    let events_all: Vec<&str> = got_all.iter().map(|v| v["event"].as_str().unwrap()).collect();
+    let events_all: Vec<&str> = got_all
+        .iter()
+        .map(|v| v["event"].as_str().unwrap())
+        .collect();
     assert_eq!(events_all, vec!["opened", "opened", "updated", "resolved"]);
     let got_crit = rx_crit.wait_delivered(1).await;
     tokio::time::sleep(Duration::from_millis(100)).await;
     let got_crit_final = rx_crit.delivered();
     assert_eq!(got_crit_final.len(), 1, "{got_crit_final:?}");
-    assert_eq!(got_crit[0]["event"], "opened", "first heard of when it became critical");
+    assert_eq!(
+        got_crit[0]["event"], "opened",
+        "first heard of when it became critical"
+    );
     assert_eq!(got_crit[0]["broker_id"], 2);
     handle.shutdown(Duration::from_secs(1)).await;
     let _ = std::fs::remove_dir_all(&dir);
@@ -871,7 +1277,17 @@ async fn a_full_inbox_spills_to_disk_and_keeps_order() {
     let dir = temp_dir("spill");
     let mut settings = fast();
     settings.inbox_capacity = 2;
-    let handle = Notifier::spawn_with(&[hook("ops", &format!("http://{addr}/hook"), WebhookFormat::Generic)], &dir, "wd-1", settings).unwrap();
+    let handle = Notifier::spawn_with(
+        &[hook(
+            "ops",
+            &format!("http://{addr}/hook"),
+            WebhookFormat::Generic,
+        )],
+        &dir,
+        "wd-1",
+        settings,
+    )
+    .unwrap();
     for e in events(30) {
         handle.submit(vec![e]);
     }
@@ -880,7 +1296,10 @@ async fn a_full_inbox_spills_to_disk_and_keeps_order() {
     assert_eq!(brokers(&got), (1..=30).collect::<Vec<i64>>());
     let stats = handle.shutdown(Duration::from_secs(1)).await;
     assert_eq!(stats.unrouted_events, 0);
-    assert_eq!(std::fs::read_dir(dir.join("spool-inbox")).unwrap().count(), 0);
+    assert_eq!(
+        std::fs::read_dir(dir.join("spool-inbox")).unwrap().count(),
+        0
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -888,7 +1307,13 @@ async fn a_full_inbox_spills_to_disk_and_keeps_order() {
 async fn shutdown_flushes_what_it_can() {
     let rx = TestReceiver::start("127.0.0.1:0".parse().unwrap(), always(200)).await;
     let dir = temp_dir("flush");
-    let handle = Notifier::spawn_with(&[hook("ops", &rx.url(), WebhookFormat::Teams)], &dir, "wd-1", fast()).unwrap();
+    let handle = Notifier::spawn_with(
+        &[hook("ops", &rx.url(), WebhookFormat::Teams)],
+        &dir,
+        "wd-1",
+        fast(),
+    )
+    .unwrap();
     handle.submit(events(10));
     let stats = handle.shutdown(Duration::from_secs(5)).await;
     assert_eq!(stats.receivers[0].ok, 10);
@@ -902,12 +1327,39 @@ async fn shutdown_flushes_what_it_can() {
 async fn shutdown_gives_up_at_its_deadline() {
     let rx = TestReceiver::start("127.0.0.1:0".parse().unwrap(), always(503)).await;
     let dir = temp_dir("deadline");
-    let handle = Notifier::spawn_with(&[hook("ops", &rx.url(), WebhookFormat::Generic)], &dir, "wd-1", fast()).unwrap();
+    let handle = Notifier::spawn_with(
+        &[hook("ops", &rx.url(), WebhookFormat::Generic)],
+        &dir,
+        "wd-1",
+        fast(),
+    )
+    .unwrap();
     handle.submit(events(2));
     let started = std::time::Instant::now();
     let stats = handle.shutdown(Duration::from_millis(200)).await;
     assert!(started.elapsed() < Duration::from_secs(2));
     assert_eq!(stats.receivers[0].queue_depth, 2);
     assert_eq!(std::fs::read_dir(dir.join("spool/ops")).unwrap().count(), 2);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test]
+async fn the_lab_sink_receives_generic_notifications() {
+    let sink = kafka_lab::sink::Sink::start("127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
+    let dir = temp_dir("sink");
+    let handle = Notifier::spawn_with(
+        &[hook("sink", &sink.url(), WebhookFormat::Generic)],
+        &dir,
+        "wd-1",
+        fast(),
+    )
+    .unwrap();
+    handle.submit(events(2));
+    let got = sink.wait_for(2, Duration::from_secs(10)).await;
+    assert_eq!(brokers(&got), vec![1, 2]);
+    assert_eq!(got[0]["schema_version"], 1);
+    handle.shutdown(Duration::from_secs(1)).await;
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -177,7 +177,7 @@ async fn route_all(shared: &Arc<Shared>, reminders: &mut Reminders, items: Vec<I
                 reminders.record(&ev);
                 for (idx, r) in shared.receivers.iter().enumerate() {
                     if let Some(kind) = route::route(&r.cfg, &ev) {
-                        let mut as_sent = ev.clone();
+                        let mut as_sent = ev.as_ref().clone();
                         as_sent.kind = kind;
                         out.push((idx, as_sent));
                     }
@@ -190,7 +190,11 @@ async fn route_all(shared: &Arc<Shared>, reminders: &mut Reminders, items: Vec<I
 }
 
 /// Writes each notification to its receiver's spool, then queues it and wakes the worker.
-async fn enqueue(shared: &Arc<Shared>, reminders: &mut Reminders, out: Vec<(usize, IncidentEvent)>) {
+async fn enqueue(
+    shared: &Arc<Shared>,
+    reminders: &mut Reminders,
+    out: Vec<(usize, IncidentEvent)>,
+) {
     if out.is_empty() {
         return;
     }
@@ -352,11 +356,17 @@ fn jitter_unit(random: &ring::rand::SystemRandom) -> f64 {
 
 fn headers(cfg: &WebhookConfig, request: &format::Request) -> HeaderMap {
     let mut map = HeaderMap::new();
-    let pairs = cfg.headers.iter().chain(request.headers.iter().map(|(k, v)| (k, v)));
+    let pairs = cfg
+        .headers
+        .iter()
+        .chain(request.headers.iter().map(|(k, v)| (k, v)));
     for (k, v) in pairs {
         // The configuration checked names and values; a pair that still fails is skipped
         // rather than failing the notification.
-        if let (Ok(name), Ok(value)) = (HeaderName::from_bytes(k.as_bytes()), HeaderValue::from_str(v)) {
+        if let (Ok(name), Ok(value)) = (
+            HeaderName::from_bytes(k.as_bytes()),
+            HeaderValue::from_str(v),
+        ) {
             map.insert(name, value);
         }
     }
@@ -392,14 +402,23 @@ async fn send(
         .get(RETRY_AFTER)
         .and_then(|v| v.to_str().ok())
         .map(str::to_string);
-    let outcome = route::judge(status, retry_after.as_deref(), SystemTime::now(), max_retry_after);
+    let outcome = route::judge(
+        status,
+        retry_after.as_deref(),
+        SystemTime::now(),
+        max_retry_after,
+    );
     match outcome {
         Outcome::Drop { why } => {
             let body = response.bytes().await.unwrap_or_default();
             let text = String::from_utf8_lossy(&body[..body.len().min(LOGGED_BODY_BYTES)]);
             let text = text.split_whitespace().collect::<Vec<_>>().join(" ");
             Outcome::Drop {
-                why: if text.is_empty() { why } else { format!("{why}: {text}") },
+                why: if text.is_empty() {
+                    why
+                } else {
+                    format!("{why}: {text}")
+                },
             }
         }
         other => other,

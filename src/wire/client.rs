@@ -6,8 +6,9 @@ use kafka_protocol::messages::api_versions_response::ApiVersion;
 use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::{
-    ApiVersionsRequest, ApiVersionsResponse, DescribeClusterRequest, DescribeConfigsRequest,
-    MetadataRequest, TopicName,
+    AlterPartitionReassignmentsRequest, ApiVersionsRequest, ApiVersionsResponse,
+    DescribeClusterRequest, DescribeConfigsRequest, ElectLeadersRequest, ListOffsetsRequest,
+    ListPartitionReassignmentsRequest, MetadataRequest, ProduceRequest, TopicName,
 };
 use kafka_protocol::protocol::{Message, Request, StrBytes, VersionRange};
 use tokio::time::Instant;
@@ -17,6 +18,8 @@ use super::convert::{self, TopicConfigs, DESCRIBE_CLUSTER_FENCED};
 use super::error::{Phase, WireError};
 use super::frame::leading_error_code;
 use super::guard;
+use super::partitions::{self, OngoingReassignment, PartitionOutcome};
+use super::produce::{self, ProduceAnswer};
 use super::security::SaslSettings;
 use super::versions::SupportedVersions;
 use super::{sasl, security};
@@ -186,10 +189,196 @@ impl BrokerClient {
         })
     }
 
+    /// Writes `records` as one batch to one partition *of this broker*, whatever the cluster
+    /// thinks of its leadership: a broker that is no longer leader but still acknowledges
+    /// writes is what this exposes. The partition's error code comes back in the answer, not
+    /// as an `Err`.
+    ///
+    /// `acks` is 1 (the leader's own log) or -1 (all in-sync replicas); `timeout` is how long
+    /// the broker may wait for those replicas, so the answer is awaited for `timeout` plus the
+    /// request timeout. acks=0 is refused: the broker sends no answer to it, so it could tell
+    /// nothing about the broker.
+    pub async fn produce(
+        &mut self,
+        topic: &str,
+        partition: i32,
+        acks: i16,
+        timeout: Duration,
+        records: &[(Option<Vec<u8>>, Vec<u8>)],
+    ) -> Result<Timed<ProduceAnswer>, WireError> {
+        let phase = Phase::Produce;
+        if acks == 0 {
+            return Err(WireError::InvalidRequest {
+                phase,
+                detail: "acks=0 gets no answer from the broker; use acks=1 or acks=-1".to_owned(),
+            });
+        }
+        let version = self
+            .versions
+            .for_request_within::<ProduceRequest>(produce::PRODUCE_BY_NAME)
+            .ok_or(WireError::Unsupported { phase })?;
+        let batch = produce::encode_batch(records, produce::now_ms())
+            .map_err(|detail| WireError::InvalidRequest { phase, detail })?;
+        let (timeout_ms, limit) = self.broker_wait(timeout);
+        let request = produce::request(topic, partition, acks, timeout_ms, batch);
+        let Timed { value, latency } = self
+            .conn
+            .call_within(phase, &request, version, limit)
+            .await?;
+        let answer = produce::answer(value, topic, partition, version)
+            .map_err(|d| WireError::protocol(phase, d))?;
+        Ok(Timed {
+            value: answer,
+            latency,
+        })
+    }
+
+    /// Asks for a preferred (`preferred`) or unclean leader election on the given partitions.
+    /// KRaft brokers forward it to the active controller. Unclean elections need ElectLeaders
+    /// v1 (Kafka 2.4+); a broker with only v0 gives [`WireError::Unsupported`]. A request-level
+    /// error (v1+) is a [`WireError::Kafka`]; per-partition errors, ELECTION_NOT_NEEDED (84)
+    /// included, come back in the answer.
+    pub async fn elect_leaders(
+        &mut self,
+        preferred: bool,
+        partitions: &[(String, i32)],
+        timeout: Duration,
+    ) -> Result<Timed<Vec<PartitionOutcome>>, WireError> {
+        let phase = Phase::ElectLeaders;
+        let version = if preferred {
+            self.version_for::<ElectLeadersRequest>(phase)?
+        } else {
+            self.versions
+                .for_request_within::<ElectLeadersRequest>(partitions::ELECT_WITH_TYPE)
+                .ok_or(WireError::Unsupported { phase })?
+        };
+        let (timeout_ms, limit) = self.broker_wait(timeout);
+        let request = partitions::elect_leaders_request(preferred, partitions, timeout_ms);
+        let Timed { value, latency } = self
+            .conn
+            .call_within(phase, &request, version, limit)
+            .await?;
+        if version >= partitions::ELECT_TOP_LEVEL_ERROR && value.error_code != 0 {
+            return Err(WireError::Kafka {
+                phase,
+                code: value.error_code,
+                message: None,
+            });
+        }
+        Ok(Timed {
+            value: partitions::election_outcomes(value),
+            latency,
+        })
+    }
+
+    /// Starts reassignments to the given replica lists, or cancels the ongoing one where the
+    /// list is `None`. A KRaft broker forwards it to the active controller; a ZooKeeper-mode
+    /// broker that is not the controller answers NOT_CONTROLLER (41), a [`WireError::Kafka`]
+    /// like every request-level error. Per-partition errors come back in the answer.
+    pub async fn alter_partition_reassignments(
+        &mut self,
+        moves: &[(String, i32, Option<Vec<i32>>)],
+        timeout: Duration,
+    ) -> Result<Timed<Vec<PartitionOutcome>>, WireError> {
+        let phase = Phase::AlterPartitionReassignments;
+        let version = self.version_for::<AlterPartitionReassignmentsRequest>(phase)?;
+        let (timeout_ms, limit) = self.broker_wait(timeout);
+        let request = partitions::alter_reassignments_request(moves, timeout_ms);
+        let Timed { value, latency } = self
+            .conn
+            .call_within(phase, &request, version, limit)
+            .await?;
+        if value.error_code != 0 {
+            return Err(WireError::Kafka {
+                phase,
+                code: value.error_code,
+                message: value.error_message.map(|m| m.to_string()),
+            });
+        }
+        Ok(Timed {
+            value: partitions::reassignment_outcomes(value),
+            latency,
+        })
+    }
+
+    /// The ongoing reassignments of the given partitions, or of all partitions for `None`.
+    /// Partitions that are not being reassigned are absent from the answer. Routed and failing
+    /// like [`alter_partition_reassignments`](Self::alter_partition_reassignments).
+    pub async fn list_partition_reassignments(
+        &mut self,
+        topics: Option<&[(String, Vec<i32>)]>,
+        timeout: Duration,
+    ) -> Result<Timed<Vec<OngoingReassignment>>, WireError> {
+        let phase = Phase::ListPartitionReassignments;
+        let version = self.version_for::<ListPartitionReassignmentsRequest>(phase)?;
+        let (timeout_ms, limit) = self.broker_wait(timeout);
+        let request = partitions::list_reassignments_request(topics, timeout_ms);
+        let Timed { value, latency } = self
+            .conn
+            .call_within(phase, &request, version, limit)
+            .await?;
+        if value.error_code != 0 {
+            return Err(WireError::Kafka {
+                phase,
+                code: value.error_code,
+                message: value.error_message.map(|m| m.to_string()),
+            });
+        }
+        Ok(Timed {
+            value: partitions::ongoing_reassignments(value),
+            latency,
+        })
+    }
+
+    /// This broker's offset for `timestamp` in one partition (-1: latest, which for a consumer
+    /// is the high watermark; -2: earliest), as (error code, offset, leader epoch; -1 below
+    /// ListOffsets v4).
+    ///
+    /// With `leader_epoch`, the broker checks it against its own: a leader that missed an
+    /// election answers UNKNOWN_LEADER_EPOCH (75) to the newer epoch, and any leader answers
+    /// FENCED_LEADER_EPOCH (74) to an older one. Such codes are answers, not `Err`. Sending an
+    /// epoch needs ListOffsets v4 (Kafka 2.1+); an older broker gives
+    /// [`WireError::Unsupported`] rather than an answer that silently skipped the check.
+    pub async fn list_offsets(
+        &mut self,
+        topic: &str,
+        partition: i32,
+        timestamp: i64,
+        leader_epoch: Option<i32>,
+    ) -> Result<Timed<(i16, i64, i32)>, WireError> {
+        let phase = Phase::ListOffsets;
+        let version = match leader_epoch {
+            None => self.version_for::<ListOffsetsRequest>(phase)?,
+            Some(_) => self
+                .versions
+                .for_request_within::<ListOffsetsRequest>(partitions::LIST_OFFSETS_WITH_EPOCH)
+                .ok_or(WireError::Unsupported { phase })?,
+        };
+        let (timeout_ms, _) = self.broker_wait(self.conn.request_timeout());
+        let request =
+            partitions::list_offsets_request(topic, partition, timestamp, leader_epoch, timeout_ms);
+        let Timed { value, latency } = self.conn.call(phase, &request, version).await?;
+        let answer = partitions::offset_answer(value, topic, partition, version)
+            .map_err(|d| WireError::protocol(phase, d))?;
+        Ok(Timed {
+            value: answer,
+            latency,
+        })
+    }
+
     fn version_for<R: Request>(&self, phase: Phase) -> Result<i16, WireError> {
         self.versions
             .for_request::<R>()
             .ok_or(WireError::Unsupported { phase })
+    }
+
+    /// A broker-side wait as the request's `timeout_ms`, and the client-side deadline for the
+    /// answer: the broker may use all of that wait before it starts answering, so the request
+    /// timeout comes on top. Waits beyond what `timeout_ms` holds (about 24 days) are capped.
+    fn broker_wait(&self, timeout: Duration) -> (i32, Duration) {
+        let ms = i32::try_from(timeout.as_millis()).unwrap_or(i32::MAX);
+        let capped = Duration::from_millis(ms.unsigned_abs().into());
+        (ms, capped.saturating_add(self.conn.request_timeout()))
     }
 }
 
@@ -286,7 +475,9 @@ async fn negotiate(
     let ours = ApiVersionsRequest::VERSIONS;
     let mut version = ours.max;
     loop {
-        let body = conn.round_trip(phase, &request, version, deadline).await?;
+        let body = conn
+            .round_trip(phase, &request, version, deadline, conn.request_timeout())
+            .await?;
         if leading_error_code(&body) == Some(UNSUPPORTED_VERSION) {
             let fallback: ApiVersionsResponse = guard::decode(&body, 0).map_err(|d| {
                 WireError::protocol(

@@ -150,7 +150,8 @@ impl Connection {
         self.abandoned.get_or_insert(cause);
     }
 
-    /// Sends one request and returns the body of its answer, all before `deadline`.
+    /// Sends one request and returns the body of its answer, all before `deadline`; `limit` is
+    /// the allowance that deadline stands for, as a timeout error reports it.
     ///
     /// Any failure on the way (timeout, I/O, framing, a foreign correlation id) leaves the
     /// stream in an unknown position, so the connection is abandoned: a late answer must never
@@ -161,6 +162,7 @@ impl Connection {
         request: &R,
         version: i16,
         deadline: Instant,
+        limit: Duration,
     ) -> Result<Bytes, WireError> {
         if let Some(cause) = &self.abandoned {
             return Err(WireError::Abandoned {
@@ -174,13 +176,13 @@ impl Connection {
         let request = frame::encode_request(request, version, correlation_id, &self.client_id)
             .map_err(|d| WireError::protocol(phase, d))?;
         let header_version = R::Response::header_version(version);
-        let limit = self.max_frame_bytes;
+        let max_frame = self.max_frame_bytes;
         let stream = &mut self.stream;
         let exchange = async move {
             frame::write_frame(stream, &request)
                 .await
                 .map_err(|e| WireError::from_io(phase, e))?;
-            let response = frame::read_frame(stream, limit)
+            let response = frame::read_frame(stream, max_frame)
                 .await
                 .map_err(|e| frame_error(phase, e))?;
             let (answered, body) = frame::split_response(response, header_version)
@@ -195,10 +197,7 @@ impl Connection {
         };
         let outcome = match timeout_at(deadline, exchange).await {
             Ok(outcome) => outcome,
-            Err(_) => Err(WireError::Timeout {
-                phase,
-                limit: self.request_timeout,
-            }),
+            Err(_) => Err(WireError::Timeout { phase, limit }),
         };
         if let Err(e) = &outcome {
             let cause = match e {
@@ -221,9 +220,25 @@ impl Connection {
     where
         R::Response: Guarded,
     {
+        self.call_within(phase, request, version, self.request_timeout)
+            .await
+    }
+
+    /// [`call`](Self::call) with a deadline of `limit` instead of the request timeout, for
+    /// requests the broker itself may hold for a while (acks=all, elections).
+    pub(crate) async fn call_within<R: Request>(
+        &mut self,
+        phase: Phase,
+        request: &R,
+        version: i16,
+        limit: Duration,
+    ) -> Result<Timed<R::Response>, WireError>
+    where
+        R::Response: Guarded,
+    {
         let started = Instant::now();
         let body = self
-            .round_trip(phase, request, version, started + self.request_timeout)
+            .round_trip(phase, request, version, started + limit, limit)
             .await?;
         let latency = started.elapsed();
         let value = guard::decode::<R::Response>(&body, version).map_err(|d| {

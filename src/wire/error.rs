@@ -21,6 +21,11 @@ pub enum Phase {
     Metadata,
     DescribeCluster,
     DescribeConfigs,
+    Produce,
+    ElectLeaders,
+    AlterPartitionReassignments,
+    ListPartitionReassignments,
+    ListOffsets,
 }
 
 impl Phase {
@@ -34,6 +39,11 @@ impl Phase {
             Phase::Metadata => "metadata",
             Phase::DescribeCluster => "describe_cluster",
             Phase::DescribeConfigs => "describe_configs",
+            Phase::Produce => "produce",
+            Phase::ElectLeaders => "elect_leaders",
+            Phase::AlterPartitionReassignments => "alter_partition_reassignments",
+            Phase::ListPartitionReassignments => "list_partition_reassignments",
+            Phase::ListOffsets => "list_offsets",
         }
     }
 }
@@ -68,6 +78,11 @@ pub enum WireError {
 
     #[error("broker supports no version of {phase} that this client speaks")]
     Unsupported { phase: Phase },
+
+    /// The caller asked for something this client will not send (acks=0, an empty batch).
+    /// Nothing went on the wire and the connection stays usable.
+    #[error("{phase} not sent: {detail}")]
+    InvalidRequest { phase: Phase, detail: String },
 
     #[error("{phase}: Kafka error {code} {}{}", kafka_error_name(*code), message_suffix(message))]
     Kafka {
@@ -106,7 +121,11 @@ impl WireError {
             WireError::ConnectionClosed { .. } | WireError::Abandoned { .. } => {
                 FailureKind::ConnectionClosed
             }
-            WireError::Protocol { .. } | WireError::Unsupported { .. } => FailureKind::Protocol,
+            // A refused request is a bug in the caller, not news about the broker; Protocol
+            // is the closest label and is what an unencodable request already gives.
+            WireError::Protocol { .. }
+            | WireError::Unsupported { .. }
+            | WireError::InvalidRequest { .. } => FailureKind::Protocol,
             WireError::Kafka { .. } => FailureKind::KafkaError,
             WireError::Tls { .. } => FailureKind::Tls,
             WireError::Authentication { .. } => FailureKind::Authentication,
@@ -131,6 +150,7 @@ impl WireError {
             | WireError::Abandoned { phase, .. }
             | WireError::Protocol { phase, .. }
             | WireError::Unsupported { phase }
+            | WireError::InvalidRequest { phase, .. }
             | WireError::Kafka { phase, .. }
             | WireError::Tls { phase, .. }
             | WireError::Authentication { phase, .. }
@@ -222,6 +242,14 @@ mod tests {
         assert_eq!(kafka_error_name(-1), "UNKNOWN_SERVER_ERROR");
         assert_eq!(kafka_error_name(0), "NONE");
         assert_eq!(kafka_error_name(9999), "UNKNOWN_CODE");
+        // The codes the partition requests hand back for the caller to classify.
+        assert_eq!(kafka_error_name(19), "NOT_ENOUGH_REPLICAS");
+        assert_eq!(kafka_error_name(20), "NOT_ENOUGH_REPLICAS_AFTER_APPEND");
+        assert_eq!(kafka_error_name(41), "NOT_CONTROLLER");
+        assert_eq!(kafka_error_name(74), "FENCED_LEADER_EPOCH");
+        assert_eq!(kafka_error_name(75), "UNKNOWN_LEADER_EPOCH");
+        assert_eq!(kafka_error_name(84), "ELECTION_NOT_NEEDED");
+        assert_eq!(kafka_error_name(85), "NO_REASSIGNMENT_IN_PROGRESS");
     }
 
     #[test]

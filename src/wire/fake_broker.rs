@@ -33,6 +33,9 @@ impl Received {
 pub(crate) enum Reply {
     /// Bytes written as they are, length prefix included.
     Raw(Vec<u8>),
+    /// Bytes written as they are after a pause: a broker holding a request (acks=all
+    /// waiting for replicas, an election in progress).
+    Delayed(std::time::Duration, Vec<u8>),
     /// Read on, answer nothing: a frozen broker.
     Hang,
     /// Drop the connection without answering.
@@ -175,6 +178,12 @@ where
                     return;
                 }
             }
+            Reply::Delayed(pause, bytes) => {
+                tokio::time::sleep(pause).await;
+                if socket.write_all(&bytes).await.is_err() {
+                    return;
+                }
+            }
             Reply::Hang => {
                 let mut sink = [0u8; 1024];
                 while matches!(socket.read(&mut sink).await, Ok(n) if n > 0) {}
@@ -211,11 +220,18 @@ pub(crate) fn answer<T: Encodable + HeaderVersion>(request: &Received, body: &T)
 
 /// The ranges a Kafka 4.1 broker announces for the APIs this client uses.
 pub(crate) const KAFKA_4_1: &[(ApiKey, i16, i16)] = &[
+    // As the lab's 4.1 brokers announce it, from v0, although Kafka 4.0 removed Produce
+    // v0-v2 (KIP-896).
+    (ApiKey::Produce, 0, 13),
+    (ApiKey::ListOffsets, 1, 10),
     (ApiKey::Metadata, 0, 13),
     (ApiKey::SaslHandshake, 0, 1),
     (ApiKey::ApiVersions, 0, 4),
     (ApiKey::DescribeConfigs, 1, 4),
     (ApiKey::SaslAuthenticate, 0, 2),
+    (ApiKey::ElectLeaders, 0, 2),
+    (ApiKey::AlterPartitionReassignments, 0, 1),
+    (ApiKey::ListPartitionReassignments, 0, 0),
     (ApiKey::DescribeCluster, 0, 2),
 ];
 

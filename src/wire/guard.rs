@@ -9,7 +9,9 @@
 
 use bytes::Bytes;
 use kafka_protocol::messages::{
-    ApiVersionsResponse, DescribeClusterResponse, DescribeConfigsResponse, MetadataResponse,
+    AlterPartitionReassignmentsResponse, ApiVersionsResponse, DescribeClusterResponse,
+    DescribeConfigsResponse, ElectLeadersResponse, ListOffsetsResponse,
+    ListPartitionReassignmentsResponse, MetadataResponse, ProduceResponse,
     SaslAuthenticateResponse, SaslHandshakeResponse,
 };
 use kafka_protocol::protocol::Decodable;
@@ -388,6 +390,152 @@ impl Guarded for SaslAuthenticateResponse {
     }
 }
 
+impl Guarded for ProduceResponse {
+    fn walk(r: &mut Reader<'_>, v: i16) -> Check {
+        versions(v, 3, 13)?;
+        let flex = v >= 9;
+        let topic_min = match (v >= 13, flex) {
+            (true, _) => 18,
+            (false, true) => 3,
+            (false, false) => 6,
+        };
+        r.array(flex, topic_min, |r| {
+            if v >= 13 {
+                r.skip(16)?;
+            } else {
+                r.string(flex)?;
+            }
+            // index, error_code, base_offset, log_append_time_ms
+            r.array(flex, 22, |r| {
+                r.skip(22)?;
+                if v >= 5 {
+                    r.skip(8)?;
+                }
+                if v >= 8 {
+                    r.array(flex, 5, |r| {
+                        r.skip(4)?;
+                        r.string(flex)?;
+                        r.plain_tags(flex)
+                    })?;
+                    r.string(flex)?;
+                }
+                r.tagged_fields(flex, |r, tag| {
+                    // current_leader: leader id, leader epoch, tags. Below v10 the crate
+                    // refuses the tag itself.
+                    if tag != 0 || v < 10 {
+                        return Ok(false);
+                    }
+                    r.skip(8)?;
+                    r.plain_tags(true)?;
+                    Ok(true)
+                })
+            })?;
+            r.plain_tags(flex)
+        })?;
+        r.skip(4)?;
+        r.tagged_fields(flex, |r, tag| {
+            // node_endpoints: node id, host, port, rack, tags.
+            if tag != 0 || v < 10 {
+                return Ok(false);
+            }
+            r.array(true, 11, |r| {
+                r.skip(4)?;
+                r.string(true)?;
+                r.skip(4)?;
+                r.string(true)?;
+                r.plain_tags(true)
+            })?;
+            Ok(true)
+        })
+    }
+}
+
+impl Guarded for ElectLeadersResponse {
+    fn walk(r: &mut Reader<'_>, v: i16) -> Check {
+        versions(v, 0, 2)?;
+        let flex = v >= 2;
+        r.skip(4)?;
+        if v >= 1 {
+            r.skip(2)?;
+        }
+        r.array(flex, if flex { 3 } else { 6 }, |r| {
+            r.string(flex)?;
+            r.array(flex, 8, |r| {
+                r.skip(6)?;
+                r.string(flex)?;
+                r.plain_tags(flex)
+            })?;
+            r.plain_tags(flex)
+        })?;
+        r.plain_tags(flex)
+    }
+}
+
+impl Guarded for AlterPartitionReassignmentsResponse {
+    fn walk(r: &mut Reader<'_>, v: i16) -> Check {
+        versions(v, 0, 1)?;
+        r.skip(4)?;
+        if v >= 1 {
+            r.skip(1)?;
+        }
+        r.skip(2)?;
+        r.string(true)?;
+        r.array(true, 3, |r| {
+            r.string(true)?;
+            r.array(true, 8, |r| {
+                r.skip(6)?;
+                r.string(true)?;
+                r.plain_tags(true)
+            })?;
+            r.plain_tags(true)
+        })?;
+        r.plain_tags(true)
+    }
+}
+
+impl Guarded for ListPartitionReassignmentsResponse {
+    fn walk(r: &mut Reader<'_>, v: i16) -> Check {
+        versions(v, 0, 0)?;
+        r.skip(4 + 2)?;
+        r.string(true)?;
+        r.array(true, 3, |r| {
+            r.string(true)?;
+            r.array(true, 8, |r| {
+                r.skip(4)?;
+                r.int32_array(true)?;
+                r.int32_array(true)?;
+                r.int32_array(true)?;
+                r.plain_tags(true)
+            })?;
+            r.plain_tags(true)
+        })?;
+        r.plain_tags(true)
+    }
+}
+
+impl Guarded for ListOffsetsResponse {
+    fn walk(r: &mut Reader<'_>, v: i16) -> Check {
+        versions(v, 1, 10)?;
+        let flex = v >= 6;
+        if v >= 2 {
+            r.skip(4)?;
+        }
+        r.array(flex, if flex { 3 } else { 6 }, |r| {
+            r.string(flex)?;
+            // partition_index, error_code, timestamp, offset
+            r.array(flex, 22, |r| {
+                r.skip(22)?;
+                if v >= 4 {
+                    r.skip(4)?;
+                }
+                r.plain_tags(flex)
+            })?;
+            r.plain_tags(flex)
+        })?;
+        r.plain_tags(flex)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -401,6 +549,11 @@ mod tests {
     };
     use kafka_protocol::messages::metadata_response::{
         MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
+    };
+    use kafka_protocol::messages::{
+        alter_partition_reassignments_response as alter, elect_leaders_response as elect,
+        list_offsets_response as offsets, list_partition_reassignments_response as listing,
+        produce_response as produce,
     };
     use kafka_protocol::messages::{BrokerId, TopicName};
     use kafka_protocol::protocol::{Encodable, StrBytes};
@@ -558,6 +711,138 @@ mod tests {
             .with_unknown_tagged_fields(extra_tags(v >= 2))
     }
 
+    /// Partition indexes that mark where a partition array's first element starts, so a test
+    /// can find the array's count just before it.
+    const PARTITION_MARK: i32 = 0x5a5a_5a5a;
+    const NODE_MARK: i32 = 0x5b5b_5b5b;
+
+    fn produce(v: i16) -> ProduceResponse {
+        let flex = v >= 9;
+        let mut partition = produce::PartitionProduceResponse::default()
+            .with_index(PARTITION_MARK)
+            .with_error_code(6)
+            .with_base_offset(41)
+            .with_log_append_time_ms(-1)
+            .with_unknown_tagged_fields(extra_tags(flex));
+        if v >= 5 {
+            partition = partition.with_log_start_offset(7);
+        }
+        if v >= 8 {
+            partition = partition
+                .with_record_errors(vec![produce::BatchIndexAndErrorMessage::default()
+                    .with_batch_index(0)
+                    .with_batch_index_error_message(Some(s("bad record")))
+                    .with_unknown_tagged_fields(extra_tags(flex))])
+                .with_error_message(Some(s("not the leader")));
+        }
+        if v >= 10 {
+            partition = partition.with_current_leader(
+                produce::LeaderIdAndEpoch::default()
+                    .with_leader_id(BrokerId(2))
+                    .with_leader_epoch(9)
+                    .with_unknown_tagged_fields(extra_tags(true)),
+            );
+        }
+        let mut topic = produce::TopicProduceResponse::default()
+            .with_partition_responses(vec![partition.clone(), partition.with_index(1)])
+            .with_unknown_tagged_fields(extra_tags(flex));
+        topic = if v >= 13 {
+            topic.with_topic_id("0102030405060708090a0b0c0d0e0f10".parse().unwrap())
+        } else {
+            topic.with_name(TopicName(s("orders")))
+        };
+        let mut r = ProduceResponse::default()
+            .with_responses(vec![topic.clone(), topic])
+            .with_throttle_time_ms(3)
+            .with_unknown_tagged_fields(extra_tags(flex));
+        if v >= 10 {
+            r = r.with_node_endpoints(vec![produce::NodeEndpoint::default()
+                .with_node_id(BrokerId(NODE_MARK))
+                .with_host(s("broker-2"))
+                .with_port(9092)
+                .with_rack(Some(s("r2")))
+                .with_unknown_tagged_fields(extra_tags(true))]);
+        }
+        r
+    }
+
+    fn elect_leaders(v: i16) -> ElectLeadersResponse {
+        let flex = v >= 2;
+        let partition = elect::PartitionResult::default()
+            .with_partition_id(PARTITION_MARK)
+            .with_error_code(84)
+            .with_error_message(Some(s("election not needed")))
+            .with_unknown_tagged_fields(extra_tags(flex));
+        let topic = elect::ReplicaElectionResult::default()
+            .with_topic(TopicName(s("orders")))
+            .with_partition_result(vec![
+                partition.clone(),
+                partition.with_partition_id(1).with_error_message(None),
+            ])
+            .with_unknown_tagged_fields(extra_tags(flex));
+        ElectLeadersResponse::default()
+            .with_throttle_time_ms(2)
+            .with_error_code(if v >= 1 { 41 } else { 0 })
+            .with_replica_election_results(vec![topic.clone(), topic])
+            .with_unknown_tagged_fields(extra_tags(flex))
+    }
+
+    fn alter_reassignments(v: i16) -> AlterPartitionReassignmentsResponse {
+        let partition = alter::ReassignablePartitionResponse::default()
+            .with_partition_index(PARTITION_MARK)
+            .with_error_code(85)
+            .with_error_message(Some(s("no reassignment in progress")))
+            .with_unknown_tagged_fields(extra_tags(true));
+        let topic = alter::ReassignableTopicResponse::default()
+            .with_name(TopicName(s("orders")))
+            .with_partitions(vec![partition.clone(), partition.with_partition_index(1)])
+            .with_unknown_tagged_fields(extra_tags(true));
+        AlterPartitionReassignmentsResponse::default()
+            .with_throttle_time_ms(2)
+            // v0 has no such field and decodes it as true.
+            .with_allow_replication_factor_change(v < 1)
+            .with_error_message(Some(s("partly")))
+            .with_responses(vec![topic.clone(), topic])
+            .with_unknown_tagged_fields(extra_tags(true))
+    }
+
+    fn list_reassignments(_v: i16) -> ListPartitionReassignmentsResponse {
+        let partition = listing::OngoingPartitionReassignment::default()
+            .with_partition_index(PARTITION_MARK)
+            .with_replicas(vec![BrokerId(1), BrokerId(2), BrokerId(4)])
+            .with_adding_replicas(vec![BrokerId(4)])
+            .with_removing_replicas(vec![BrokerId(3)])
+            .with_unknown_tagged_fields(extra_tags(true));
+        let topic = listing::OngoingTopicReassignment::default()
+            .with_name(TopicName(s("orders")))
+            .with_partitions(vec![partition.clone(), partition.with_partition_index(1)])
+            .with_unknown_tagged_fields(extra_tags(true));
+        ListPartitionReassignmentsResponse::default()
+            .with_throttle_time_ms(2)
+            .with_error_message(None)
+            .with_topics(vec![topic.clone(), topic])
+            .with_unknown_tagged_fields(extra_tags(true))
+    }
+
+    fn list_offsets(v: i16) -> ListOffsetsResponse {
+        let flex = v >= 6;
+        let partition = offsets::ListOffsetsPartitionResponse::default()
+            .with_partition_index(PARTITION_MARK)
+            .with_error_code(74)
+            .with_timestamp(-1)
+            .with_offset(1234)
+            .with_leader_epoch(if v >= 4 { 12 } else { -1 })
+            .with_unknown_tagged_fields(extra_tags(flex));
+        let topic = offsets::ListOffsetsTopicResponse::default()
+            .with_name(TopicName(s("orders")))
+            .with_partitions(vec![partition.clone(), partition.with_partition_index(1)])
+            .with_unknown_tagged_fields(extra_tags(flex));
+        ListOffsetsResponse::default()
+            .with_throttle_time_ms(if v >= 2 { 2 } else { 0 })
+            .with_topics(vec![topic.clone(), topic])
+            .with_unknown_tagged_fields(extra_tags(flex))
+    }
+
     /// The walk must end exactly where the crate's decoder ends, at every version, and every
     /// truncation must be refused without a panic.
     fn check_all_versions<T>(range: std::ops::RangeInclusive<i16>, build: fn(i16) -> T)
@@ -588,6 +873,11 @@ mod tests {
         check_all_versions(1..=4, describe_configs);
         check_all_versions(0..=1, sasl_handshake);
         check_all_versions(0..=2, sasl_authenticate);
+        check_all_versions(3..=13, produce);
+        check_all_versions(0..=2, elect_leaders);
+        check_all_versions(0..=1, alter_reassignments);
+        check_all_versions(0..=0, list_reassignments);
+        check_all_versions(1..=10, list_offsets);
     }
 
     /// Flipped bytes anywhere in valid bodies must give an answer or an error, never a panic
@@ -624,6 +914,140 @@ mod tests {
         mutate_all(1..=4, describe_configs, &mut next);
         mutate_all(0..=1, sasl_handshake, &mut next);
         mutate_all(0..=2, sasl_authenticate, &mut next);
+        mutate_all(3..=13, produce, &mut next);
+        mutate_all(0..=2, elect_leaders, &mut next);
+        mutate_all(0..=1, alter_reassignments, &mut next);
+        mutate_all(0..=0, list_reassignments, &mut next);
+        mutate_all(1..=10, list_offsets, &mut next);
+    }
+
+    /// Where `needle` first occurs in `body`.
+    fn find(body: &[u8], needle: &[u8]) -> usize {
+        body.windows(needle.len())
+            .position(|w| w == needle)
+            .unwrap_or_else(|| panic!("{needle:?} not in body"))
+    }
+
+    /// Offset of the count of the array whose first element starts with `mark`.
+    fn count_before(body: &[u8], mark: i32, flexible: bool) -> usize {
+        find(body, &mark.to_be_bytes()) - if flexible { 1 } else { 4 }
+    }
+
+    /// `body` with the array count at `at` replaced by the largest one its encoding holds:
+    /// 2^31-1 for a classic count, 2^32-2 for a compact one (a one-byte varint made five).
+    fn inflate(body: &[u8], at: usize, flexible: bool) -> (Bytes, u64) {
+        let mut out = body[..at].to_vec();
+        let rest = if flexible {
+            assert!(body[at] < 0x80, "count at {at} is not a one-byte varint");
+            out.extend([0xff, 0xff, 0xff, 0xff, 0x0f]);
+            (&body[at + 1..], u64::from(u32::MAX) - 1)
+        } else {
+            out.extend(i32::MAX.to_be_bytes());
+            (&body[at + 4..], i32::MAX as u64)
+        };
+        out.extend(rest.0);
+        (Bytes::from(out), rest.1)
+    }
+
+    /// Each array of each new response, inflated in turn, at classic and flexible versions.
+    #[test]
+    fn inflated_counts_in_new_responses_are_refused() {
+        fn refused<T: Guarded + std::fmt::Debug>(
+            what: &str,
+            v: i16,
+            body: &[u8],
+            at: usize,
+            flexible: bool,
+        ) {
+            let (bad, count) = inflate(body, at, flexible);
+            let err = decode::<T>(&bad, v).unwrap_err();
+            assert!(
+                err.contains(&format!("claims {count} elements")),
+                "{what} v{v}: {err}"
+            );
+        }
+
+        for v in [3, 5, 8, 9, 10, 12, 13] {
+            let flex = v >= 9;
+            let body = encode(&produce(v), v);
+            refused::<ProduceResponse>("topics", v, &body, 0, flex);
+            let partitions = count_before(&body, PARTITION_MARK, flex);
+            refused::<ProduceResponse>("partitions", v, &body, partitions, flex);
+            if v >= 8 {
+                // index, error, base offset, append time, log start offset
+                let errors = partitions + if flex { 1 } else { 4 } + 30;
+                refused::<ProduceResponse>("record_errors", v, &body, errors, flex);
+            }
+            if v >= 10 {
+                let nodes = count_before(&body, NODE_MARK, true);
+                refused::<ProduceResponse>("node_endpoints", v, &body, nodes, true);
+            }
+        }
+
+        for v in 0..=2 {
+            let flex = v >= 2;
+            let body = encode(&elect_leaders(v), v);
+            let results = if v >= 1 { 6 } else { 4 };
+            refused::<ElectLeadersResponse>("results", v, &body, results, flex);
+            let partitions = count_before(&body, PARTITION_MARK, flex);
+            refused::<ElectLeadersResponse>("partitions", v, &body, partitions, flex);
+        }
+
+        for v in 0..=1 {
+            let body = encode(&alter_reassignments(v), v);
+            // throttle, [allow_rf_change], error code, then a 7-byte message
+            let topics = 4 + usize::from(v >= 1) + 2 + 7;
+            refused::<AlterPartitionReassignmentsResponse>("topics", v, &body, topics, true);
+            let partitions = count_before(&body, PARTITION_MARK, true);
+            refused::<AlterPartitionReassignmentsResponse>(
+                "partitions",
+                v,
+                &body,
+                partitions,
+                true,
+            );
+        }
+
+        let body = encode(&list_reassignments(0), 0);
+        // throttle, error code, null message
+        refused::<ListPartitionReassignmentsResponse>("topics", 0, &body, 7, true);
+        let partitions = count_before(&body, PARTITION_MARK, true);
+        refused::<ListPartitionReassignmentsResponse>("partitions", 0, &body, partitions, true);
+        let replicas = partitions + 1 + 4;
+        refused::<ListPartitionReassignmentsResponse>("replicas", 0, &body, replicas, true);
+        // replicas holds three ids; adding_replicas follows it.
+        let adding = replicas + 1 + 12;
+        refused::<ListPartitionReassignmentsResponse>("adding", 0, &body, adding, true);
+        refused::<ListPartitionReassignmentsResponse>("removing", 0, &body, adding + 5, true);
+
+        for v in [1, 2, 4, 5, 6, 9, 10] {
+            let flex = v >= 6;
+            let body = encode(&list_offsets(v), v);
+            let topics = if v >= 2 { 4 } else { 0 };
+            refused::<ListOffsetsResponse>("topics", v, &body, topics, flex);
+            let partitions = count_before(&body, PARTITION_MARK, flex);
+            refused::<ListOffsetsResponse>("partitions", v, &body, partitions, flex);
+        }
+    }
+
+    /// A stream of bytes far shorter than any element: even modest counts are refused before
+    /// the crate reserves anything for them.
+    #[test]
+    fn counts_beyond_the_body_are_refused_in_new_responses() {
+        // Produce v8: a topic array of 1000 in four bytes.
+        let err =
+            decode::<ProduceResponse>(&Bytes::from_static(&[0, 0, 0x03, 0xe8]), 8).unwrap_err();
+        assert!(err.contains("claims 1000 elements"), "{err}");
+        // ListOffsets v1: 5 topics, nothing after.
+        let err = decode::<ListOffsetsResponse>(&Bytes::from_static(&[0, 0, 0, 5]), 1).unwrap_err();
+        assert!(err.contains("claims 5 elements"), "{err}");
+        // ElectLeaders v0: throttle, then -2 topics.
+        let err = decode::<ElectLeadersResponse>(
+            &Bytes::from_static(&[0, 0, 0, 0, 0xff, 0xff, 0xff, 0xfe]),
+            0,
+        )
+        .unwrap_err();
+        assert!(err.contains("array length -2"), "{err}");
     }
 
     #[test]
@@ -661,5 +1085,12 @@ mod tests {
         let body = Bytes::from_static(&[0, 0, 0, 0]);
         assert!(decode::<DescribeConfigsResponse>(&body, 0).is_err());
         assert!(decode::<MetadataResponse>(&body, 14).is_err());
+        assert!(decode::<ProduceResponse>(&body, 2).is_err());
+        assert!(decode::<ProduceResponse>(&body, 14).is_err());
+        assert!(decode::<ElectLeadersResponse>(&body, 3).is_err());
+        assert!(decode::<AlterPartitionReassignmentsResponse>(&body, 2).is_err());
+        assert!(decode::<ListPartitionReassignmentsResponse>(&body, 1).is_err());
+        assert!(decode::<ListOffsetsResponse>(&body, 0).is_err());
+        assert!(decode::<ListOffsetsResponse>(&body, 11).is_err());
     }
 }

@@ -5,6 +5,10 @@
 //! its own connection to the chosen address, negotiates versions, and sends Metadata,
 //! DescribeCluster and DescribeConfigs with a deadline on every request, so a broker that
 //! accepts TCP but never answers (a frozen JVM) shows up as a timeout instead of a hang.
+//! It also writes straight to one broker (Produce), so that a stale leader that still
+//! acknowledges writes is caught by name; asks one broker for its offsets under a leader
+//! epoch (ListOffsets), which a stale leader fails; and drives leader elections and
+//! partition reassignments.
 //! TLS (rustls with the ring provider) and SASL PLAIN / SCRAM-SHA-256 / SCRAM-SHA-512 are
 //! supported through [`WireOptions::security`].
 
@@ -14,6 +18,8 @@ mod convert;
 mod error;
 mod frame;
 mod guard;
+mod partitions;
+mod produce;
 mod sasl;
 mod scram;
 mod security;
@@ -24,6 +30,8 @@ mod fake_broker;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
+mod tests_partitions;
+#[cfg(test)]
 mod tests_security;
 
 use std::time::Duration;
@@ -32,6 +40,8 @@ pub use client::{BrokerClient, Opened};
 pub use convert::TopicConfigs;
 pub use error::{kafka_error_name, Phase, WireError};
 pub use kafka_protocol::protocol::VersionRange;
+pub use partitions::{OngoingReassignment, PartitionOutcome};
+pub use produce::ProduceAnswer;
 pub use security::{SaslMechanism, SaslSettings, Security, TlsSettings};
 pub use versions::SupportedVersions;
 

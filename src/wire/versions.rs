@@ -67,6 +67,12 @@ impl SupportedVersions {
         self.pick(R::KEY, R::VERSIONS)
     }
 
+    /// Like [`for_request`](Self::for_request), but only within `allowed`: for requests whose
+    /// content needs a field a version added, or that a later version would change.
+    pub(crate) fn for_request_within<R: Request>(&self, allowed: VersionRange) -> Option<i16> {
+        self.pick(R::KEY, R::VERSIONS.intersect(&allowed))
+    }
+
     fn pick(&self, key: i16, ours: VersionRange) -> Option<i16> {
         let common = self.broker.get(&key)?.intersect(&ours);
         (!common.is_empty()).then_some(common.max)
@@ -101,6 +107,17 @@ mod tests {
         assert_eq!(v.negotiated(ApiKey::Metadata), Some(13));
         assert_eq!(v.negotiated(ApiKey::Fetch), None);
         assert_eq!(v.broker_range(3).map(|r| r.max), Some(20));
+    }
+
+    #[test]
+    fn a_narrower_range_caps_or_excludes() {
+        use kafka_protocol::messages::ProduceRequest;
+        let v = SupportedVersions::from_response(&response(&[(0, 3, 13)]), 4);
+        assert_eq!(v.for_request::<ProduceRequest>(), Some(13));
+        let below_13 = VersionRange { min: 0, max: 12 };
+        assert_eq!(v.for_request_within::<ProduceRequest>(below_13), Some(12));
+        let only_13 = SupportedVersions::from_response(&response(&[(0, 13, 13)]), 4);
+        assert_eq!(only_13.for_request_within::<ProduceRequest>(below_13), None);
     }
 
     #[test]

@@ -1,0 +1,207 @@
+//! `fanout`: rounds of the real `ClusterProber` against K local fake brokers that answer,
+//! hang or refuse. However many brokers hang, a round must end within the larger of the
+//! connect and request timeouts plus a small margin, because every broker is probed at once
+//! with deadlines of its own.
+//!
+//! The listeners run on a runtime of their own (one worker) and the prober on one like the
+//! daemon's (two workers), so the prober's timers are not starved by the listeners' work;
+//! on a 2-core machine they still share the CPUs, as they would not in production.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use serde_json::{json, Value};
+
+use kafka_watchdog::observe::{FailureKind, RoundObservation};
+use kafka_watchdog::probe::{ClusterProber, ProbeSettings};
+use kafka_watchdog::wire::WireOptions;
+
+use crate::fake::{FakeCluster, Kind};
+use crate::output::{num, opt_num, Section, Table};
+use crate::stats::summarize;
+use crate::sys;
+
+pub struct FanoutOptions {
+    pub brokers: Vec<usize>,
+    pub kinds: Vec<Kind>,
+    pub rounds: usize,
+    pub connect_timeout: Duration,
+    pub request_timeout: Duration,
+    pub margin: Duration,
+}
+
+/// How the probes of one round ended.
+#[derive(Default)]
+struct Outcomes {
+    answered: usize,
+    timeout: usize,
+    refused: usize,
+    other: BTreeMap<&'static str, usize>,
+}
+
+fn outcomes(obs: &RoundObservation) -> Outcomes {
+    let mut o = Outcomes::default();
+    for p in obs.probes.values() {
+        if p.answered() {
+            o.answered += 1;
+            continue;
+        }
+        match p.first_failure().map(|(_, f)| f.kind) {
+            Some(FailureKind::Timeout) => o.timeout += 1,
+            Some(FailureKind::ConnectionRefused) => o.refused += 1,
+            Some(k) => *o.other.entry(k.as_label()).or_insert(0) += 1,
+            None => *o.other.entry("incomplete").or_insert(0) += 1,
+        }
+    }
+    o
+}
+
+pub fn run(opts: &FanoutOptions) -> Result<Section> {
+    let (before, after) = sys::raise_nofile();
+    let limit = opts.connect_timeout.max(opts.request_timeout) + opts.margin;
+    let mut section = Section::new(
+        "fanout",
+        json!({
+            "brokers": opts.brokers,
+            "kinds": opts.kinds.iter().map(|k| k.as_str()).collect::<Vec<_>>(),
+            "rounds": opts.rounds,
+            "connect_timeout_ms": opts.connect_timeout.as_millis() as u64,
+            "request_timeout_ms": opts.request_timeout.as_millis() as u64,
+            "margin_ms": opts.margin.as_millis() as u64,
+        }),
+    );
+    if sys::build_profile() == "debug" {
+        section.note("DEBUG build: these timings are not representative; use --release");
+    }
+    section.note(format!(
+        "RLIMIT_NOFILE soft limit {before} -> {after}; a round must end within max(connect, request timeout) + margin = {} ms",
+        limit.as_millis()
+    ));
+    section.note(
+        "listeners: answer = ApiVersions, Metadata (every listed broker, 10 topics x 10 partitions), \
+         DescribeCluster and DescribeConfigs answered; hang = TCP accepted, nothing answered; \
+         refuse = closed port; mix = a third of each. The discovery round (bootstrap from an extra \
+         answering listener, min.insync.replicas read) is listed apart.",
+    );
+    let prober_rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("prober runtime")?;
+    let mut table = Table::new(
+        "Probe round duration vs the timeouts (ms)",
+        &[
+            "brokers",
+            "kind",
+            "discovery_ms",
+            "round_median_ms",
+            "round_max_ms",
+            "limit_ms",
+            "within_limit",
+            "answered",
+            "timeouts",
+            "refused",
+            "other",
+        ],
+    );
+    let mut raw = Vec::new();
+    let mut all_within = true;
+    for &count in &opts.brokers {
+        for &kind in &opts.kinds {
+            let fake_rt = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(1)
+                .enable_all()
+                .build()
+                .context("listener runtime")?;
+            let cluster = fake_rt.block_on(FakeCluster::start(kind, count))?;
+            let settings = ProbeSettings {
+                cluster: format!("fanout-{}-{count}", kind.as_str()),
+                bootstrap_servers: vec![cluster.bootstrap.clone()],
+                wire: WireOptions {
+                    connect_timeout: opts.connect_timeout,
+                    request_timeout: opts.request_timeout,
+                    ..WireOptions::default()
+                },
+                forget_broker_after: Duration::from_secs(3600),
+                topic_config_refresh: Duration::from_secs(300),
+            };
+            let mut prober = ClusterProber::new(settings);
+            let (discovery_ms, first) = prober_rt.block_on(async {
+                let t = Instant::now();
+                let obs = prober.round().await;
+                (t.elapsed().as_secs_f64() * 1000.0, obs)
+            });
+            if first.probes.len() != count {
+                section.note(format!(
+                    "{count} {}: discovery found {} of {count} brokers",
+                    kind.as_str(),
+                    first.probes.len()
+                ));
+            }
+            let mut times = Vec::new();
+            let mut last = first;
+            for _ in 0..opts.rounds {
+                let (ms, obs) = prober_rt.block_on(async {
+                    let t = Instant::now();
+                    let obs = prober.round().await;
+                    (t.elapsed().as_secs_f64() * 1000.0, obs)
+                });
+                times.push(ms);
+                last = obs;
+            }
+            fake_rt.shutdown_background();
+            let s = summarize(&times);
+            let max = s.map(|s| s.max);
+            let within = max.is_some_and(|m| m <= limit.as_secs_f64() * 1000.0);
+            all_within &= within;
+            let o = outcomes(&last);
+            let other = o
+                .other
+                .iter()
+                .map(|(k, n)| format!("{n} {k}"))
+                .collect::<Vec<_>>()
+                .join(", ");
+            let row = vec![
+                json!(count),
+                json!(kind.as_str()),
+                num(discovery_ms, 1),
+                opt_num(s.map(|s| s.median), 1),
+                opt_num(max, 1),
+                json!(limit.as_millis() as u64),
+                json!(within),
+                json!(o.answered),
+                json!(o.timeout),
+                json!(o.refused),
+                json!(other),
+            ];
+            println!(
+                "  {count} x {}: rounds {:?} ms (discovery {:.0} ms), answered {}, timeouts {}, refused {}{}",
+                kind.as_str(),
+                times.iter().map(|t| t.round() as u64).collect::<Vec<_>>(),
+                discovery_ms,
+                o.answered,
+                o.timeout,
+                o.refused,
+                if other.is_empty() { String::new() } else { format!(", {other}") }
+            );
+            table.push(row);
+            raw.push(json!({
+                "brokers": count,
+                "kind": kind.as_str(),
+                "discovery_ms": discovery_ms,
+                "rounds_ms": times,
+                "probes_seen": last.probes.len(),
+            }));
+        }
+    }
+    table.print();
+    section.note(if all_within {
+        "every round ended within the limit".to_string()
+    } else {
+        "SOME ROUNDS EXCEEDED THE LIMIT (within_limit = no)".to_string()
+    });
+    section.tables.push(table);
+    section.raw = Value::Array(raw);
+    Ok(section)
+}

@@ -1,0 +1,469 @@
+//! What the lab benchmarks share: the watchdog profiles, the real kafka-watchdog process with
+//! a generated config, its HTTP surface, Kafka's own view read over the wire module, and
+//! bringing the lab back to a healthy state between trials.
+
+pub mod detect;
+pub mod overhead;
+pub mod soak;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use kafka_lab::{Lab, UpOptions};
+use serde::Serialize;
+use serde_json::Value;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use kafka_watchdog::observe::{BrokerId, MetadataView};
+use kafka_watchdog::wire::{BrokerClient, WireOptions};
+
+/// The watchdog settings a lab benchmark runs with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "snake_case")]
+pub enum Profile {
+    /// The built-in defaults: a round every 10 s, connect 2 s, request 3 s.
+    Default,
+    /// A round every 2 s, connect and request 1 s.
+    Aggressive,
+}
+
+impl Profile {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Profile::Default => "default",
+            Profile::Aggressive => "aggressive",
+        }
+    }
+
+    pub fn round_interval(self) -> Duration {
+        match self {
+            Profile::Default => Duration::from_secs(10),
+            Profile::Aggressive => Duration::from_secs(2),
+        }
+    }
+
+    /// Cluster-level YAML lines (four spaces in). The default profile writes nothing, so it
+    /// follows whatever the built-in defaults are.
+    fn cluster_yaml(self) -> &'static str {
+        match self {
+            Profile::Default => "",
+            Profile::Aggressive => {
+                "    round_interval_secs: 2\n    connect_timeout_ms: 1000\n    request_timeout_ms: 1000\n    canary:\n      produce_timeout_ms: 1000\n"
+            }
+        }
+    }
+}
+
+/// Good rounds in a row before an incident resolves (the built-in `resolve_after_rounds`).
+pub const RESOLVE_AFTER_ROUNDS: u32 = 3;
+
+/// The bench topics: RF 3 (min ISR 2), each broker the preferred leader of one partition; and
+/// RF 2, so that killing both replicas of a partition leaves it without a leader.
+pub const TOPIC_RF3: &str = "bench-detect-rf3";
+pub const TOPIC_RF2: &str = "bench-detect-rf2";
+
+/// A free TCP port on loopback (bound, then released).
+pub fn free_port() -> Result<u16> {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").context("find a free port")?;
+    Ok(l.local_addr()?.port())
+}
+
+/// The binary as given, else relative to the workspace root (the bench may run from anywhere).
+pub fn resolve_bin(bin: &Path) -> Result<PathBuf> {
+    if bin.exists() {
+        return Ok(bin.to_path_buf());
+    }
+    if bin.is_relative() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(bin);
+        if root.exists() {
+            return Ok(root);
+        }
+    }
+    bail!(
+        "{} not found; build it first (cargo build --release) or pass --watchdog-bin",
+        bin.display()
+    )
+}
+
+/// A running kafka-watchdog; killed when dropped.
+pub struct Watchdog {
+    child: Child,
+    pub port: u16,
+    pub dir: PathBuf,
+}
+
+impl Drop for Watchdog {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Watchdog {
+    /// Writes a config for the lab with `profile` (and a generic webhook to `webhook_url`),
+    /// validates it with `check-config`, starts `run` and waits for `/readyz`.
+    pub fn start(
+        bin: &Path,
+        name: &str,
+        lab: &Lab,
+        profile: Profile,
+        webhook_url: Option<&str>,
+    ) -> Result<Watchdog> {
+        let bin = resolve_bin(bin)?;
+        let port = free_port()?;
+        let stamp = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis());
+        let dir = std::env::temp_dir().join(format!("kw-bench-{name}-{stamp}"));
+        std::fs::create_dir_all(&dir).with_context(|| format!("create {}", dir.display()))?;
+        let bootstrap: Vec<String> = lab.bootstrap().split(',').map(str::to_string).collect();
+        let mut yaml = format!(
+            "instance_id: bench\nhttp:\n  listen: 127.0.0.1:{port}\nlog:\n  level: info\nstate_dir: {}\nclusters:\n  - name: lab\n    bootstrap_servers: [{}]\n{}",
+            dir.join("state").display(),
+            bootstrap.join(", "),
+            profile.cluster_yaml(),
+        );
+        if let Some(url) = webhook_url {
+            yaml.push_str(&format!(
+                "webhooks:\n  - name: bench-sink\n    url: {url}\n    format: generic\n    min_severity: info\n"
+            ));
+        }
+        let config = dir.join("watchdog.yaml");
+        std::fs::write(&config, &yaml)?;
+        let check = Command::new(&bin)
+            .args(["check-config", "-c"])
+            .arg(&config)
+            .output()
+            .with_context(|| format!("run {}", bin.display()))?;
+        if !check.status.success() {
+            bail!(
+                "the generated config is refused by {} check-config:\n{}{}\n--- config:\n{yaml}",
+                bin.display(),
+                String::from_utf8_lossy(&check.stdout),
+                String::from_utf8_lossy(&check.stderr)
+            );
+        }
+        let log = std::fs::File::create(dir.join("watchdog.log"))?;
+        let child = Command::new(&bin)
+            .args(["run", "-c"])
+            .arg(&config)
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .with_context(|| format!("start {}", bin.display()))?;
+        let w = Watchdog { child, port, dir };
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            if let Ok((200, _)) = http_get_blocking(port, "/readyz") {
+                println!(
+                    "  watchdog ({} profile) ready on 127.0.0.1:{port}, files in {}",
+                    profile.as_str(),
+                    w.dir.display()
+                );
+                return Ok(w);
+            }
+            if Instant::now() > deadline {
+                bail!(
+                    "the watchdog was not ready within 60 s; see {}",
+                    w.dir.join("watchdog.log").display()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    pub fn status_blocking(&self) -> Result<Value> {
+        let (code, body) = http_get_blocking(self.port, "/status")?;
+        if code != 200 {
+            bail!("GET /status: HTTP {code}");
+        }
+        Ok(serde_json::from_str(&body)?)
+    }
+
+    pub async fn status(&self) -> Result<Value> {
+        let (code, body) = http_get(self.port, "/status").await?;
+        if code != 200 {
+            bail!("GET /status: HTTP {code}");
+        }
+        Ok(serde_json::from_str(&body)?)
+    }
+
+    /// Waits until every given broker is `healthy` in /status.
+    pub fn wait_healthy(&self, brokers: &[BrokerId], timeout: Duration) -> Result<()> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Ok(s) = self.status_blocking() {
+                let states = broker_states(&s);
+                if brokers
+                    .iter()
+                    .all(|b| states.get(b).map(String::as_str) == Some("healthy"))
+                {
+                    return Ok(());
+                }
+                if Instant::now() > deadline {
+                    bail!(
+                        "brokers not all healthy after {} s: {states:?}",
+                        timeout.as_secs()
+                    );
+                }
+            } else if Instant::now() > deadline {
+                bail!("no /status within {} s", timeout.as_secs());
+            }
+            std::thread::sleep(Duration::from_millis(250));
+        }
+    }
+}
+
+/// Broker id -> verdict state of the first cluster in a /status document.
+pub fn broker_states(status: &Value) -> BTreeMap<BrokerId, String> {
+    status["clusters"][0]["brokers"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|b| {
+            Some((
+                i32::try_from(b["broker"].as_i64()?).ok()?,
+                b["state"].as_str()?.to_string(),
+            ))
+        })
+        .collect()
+}
+
+/// Rules that fired for a broker, "rule,rule".
+pub fn broker_rules(status: &Value, broker: BrokerId) -> String {
+    status["clusters"][0]["brokers"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|b| b["broker"] == broker)
+        .and_then(|b| b["hits"].as_array())
+        .map(|hits| {
+            hits.iter()
+                .filter_map(|h| h["rule"].as_str())
+                .collect::<Vec<_>>()
+                .join(",")
+        })
+        .unwrap_or_default()
+}
+
+pub fn status_round(status: &Value) -> Option<u64> {
+    status["clusters"][0]["round"].as_u64()
+}
+
+fn split_response(raw: &[u8]) -> (u16, String) {
+    let text = String::from_utf8_lossy(raw);
+    let code = text
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let body = text
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
+    (code, body)
+}
+
+/// HTTP/1.0 GET so the server closes the connection after the body.
+pub fn http_get_blocking(port: u16, path: &str) -> Result<(u16, String)> {
+    use std::io::{Read, Write};
+    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+    let mut s = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(2))?;
+    s.set_read_timeout(Some(Duration::from_secs(5)))?;
+    write!(s, "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")?;
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw)?;
+    Ok(split_response(&raw))
+}
+
+pub async fn http_get(port: u16, path: &str) -> Result<(u16, String)> {
+    let get = async {
+        let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port)).await?;
+        s.write_all(format!("GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").as_bytes())
+            .await?;
+        let mut raw = Vec::new();
+        s.read_to_end(&mut raw).await?;
+        Ok::<_, std::io::Error>(raw)
+    };
+    let raw = tokio::time::timeout(Duration::from_secs(5), get)
+        .await
+        .context("GET timed out")??;
+    Ok(split_response(&raw))
+}
+
+/// Brings the lab up (idempotent) and back to health: no faults, every broker running and
+/// registered.
+pub fn lab_up() -> Result<Lab> {
+    let mut lab = Lab::up(&UpOptions::default()).context("kafka-lab up")?;
+    restore(&mut lab)?;
+    Ok(lab)
+}
+
+pub fn restore(lab: &mut Lab) -> Result<()> {
+    lab.heal(None)?;
+    for id in lab.brokers() {
+        if lab.running_pid(id).is_none() {
+            lab.start(id)?;
+        }
+    }
+    lab.wait_ready(Duration::from_secs(150))?;
+    Ok(())
+}
+
+/// The bench topics' replica assignments.
+pub fn bench_topics(brokers: &[BrokerId]) -> Vec<(&'static str, Vec<Vec<BrokerId>>, &'static str)> {
+    let n = brokers.len();
+    let rotate = |k: usize, len: usize| -> Vec<BrokerId> {
+        (0..len).map(|i| brokers[(k + i) % n]).collect()
+    };
+    vec![
+        (
+            TOPIC_RF3,
+            (0..n).map(|k| rotate(k, 3.min(n))).collect(),
+            "2",
+        ),
+        (
+            TOPIC_RF2,
+            (0..n).map(|k| rotate(k, 2.min(n))).collect(),
+            "1",
+        ),
+    ]
+}
+
+pub fn create_bench_topics(lab: &Lab) -> Result<()> {
+    let bs = lab.bootstrap();
+    for (topic, assignment, min_isr) in bench_topics(&lab.brokers()) {
+        kafka_lab::client::create_topic(
+            &bs,
+            topic,
+            &assignment,
+            &[("min.insync.replicas", min_isr)],
+        )
+        .with_context(|| format!("create {topic}"))?;
+    }
+    Ok(())
+}
+
+/// Kafka's own view, read from chosen brokers over the watchdog's wire client with short
+/// deadlines; connections are kept between polls and reopened after a failure.
+pub struct KafkaEyes {
+    opts: WireOptions,
+    clients: BTreeMap<String, BrokerClient>,
+}
+
+impl KafkaEyes {
+    pub fn new() -> KafkaEyes {
+        KafkaEyes {
+            opts: WireOptions {
+                connect_timeout: Duration::from_millis(1000),
+                request_timeout: Duration::from_millis(1000),
+                client_id: "kafka-watchdog-bench".into(),
+                ..WireOptions::default()
+            },
+            clients: BTreeMap::new(),
+        }
+    }
+
+    /// `address`'s Metadata for `topics` (all topics when None).
+    pub async fn metadata(
+        &mut self,
+        address: &str,
+        topics: Option<&[String]>,
+    ) -> Result<MetadataView> {
+        if !self
+            .clients
+            .get(address)
+            .is_some_and(BrokerClient::is_usable)
+        {
+            let c = BrokerClient::connect(address, &self.opts).await?;
+            self.clients.insert(address.to_string(), c.client);
+        }
+        let client = self.clients.get_mut(address).expect("just inserted");
+        match client.metadata(topics).await {
+            Ok(t) => Ok(t.value),
+            Err(e) => {
+                self.clients.remove(address);
+                Err(e.into())
+            }
+        }
+    }
+
+    /// Partitions whose ISR is smaller than their replica set, over every topic `address` knows.
+    pub async fn under_replicated(&mut self, address: &str) -> Result<usize> {
+        let md = self.metadata(address, None).await?;
+        Ok(md
+            .topics
+            .values()
+            .flat_map(|t| &t.partitions)
+            .filter(|p| p.isr.len() < p.replicas.len() || p.leader < 0)
+            .count())
+    }
+
+    /// Asks for preferred leaders on the bench topics, so every trial starts from the same
+    /// layout (the lab runs with auto leader rebalancing off). Best effort.
+    pub async fn elect_preferred(
+        &mut self,
+        address: &str,
+        partitions: &[(String, i32)],
+    ) -> Result<()> {
+        if !self
+            .clients
+            .get(address)
+            .is_some_and(BrokerClient::is_usable)
+        {
+            let c = BrokerClient::connect(address, &self.opts).await?;
+            self.clients.insert(address.to_string(), c.client);
+        }
+        let client = self.clients.get_mut(address).expect("just inserted");
+        let r = client
+            .elect_leaders(true, partitions, Duration::from_secs(5))
+            .await;
+        if r.is_err() {
+            self.clients.remove(address);
+        }
+        r.map(|_| ()).map_err(Into::into)
+    }
+}
+
+/// Waits until nothing in the cluster is under-replicated, as a careful operator does
+/// before the next step of a rolling restart.
+pub async fn wait_fully_replicated(
+    eyes: &mut KafkaEyes,
+    lab: &Lab,
+    timeout: Duration,
+) -> Result<()> {
+    let deadline = Instant::now() + timeout;
+    let addresses: Vec<String> = lab
+        .brokers()
+        .iter()
+        .map(|b| kafka_lab::broker_address(*b))
+        .collect();
+    loop {
+        // Every broker that answers must agree: a restarted broker's cache may lag.
+        let mut answered = 0;
+        let mut clean = true;
+        for a in &addresses {
+            if let Ok(n) = eyes.under_replicated(a).await {
+                answered += 1;
+                clean &= n == 0;
+            }
+        }
+        if answered > 0 && clean {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            bail!(
+                "partitions still under-replicated after {} s",
+                timeout.as_secs()
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}

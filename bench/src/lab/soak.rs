@@ -1,0 +1,233 @@
+//! `false-positives`: a healthy lab watched for `--soak-secs`, then `--restarts` rolling
+//! restarts (every broker in turn: controlled shutdown, start, wait until nothing is
+//! under-replicated). Every round's verdicts are read from /status and counted by state, per
+//! phase, with the episodes (a broker entering a state) and the webhooks received. During
+//! the soak anything but `healthy` is a false positive; during restarts `down` for the
+//! stopped broker and `degraded` while it catches up are right, and `zombie` never is.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::Result;
+use kafka_lab::sink::Sink;
+use serde_json::{json, Value};
+
+use kafka_watchdog::observe::BrokerId;
+
+use super::{
+    broker_states, lab_up, status_round, wait_fully_replicated, KafkaEyes, Profile, Watchdog,
+};
+use crate::output::{Section, Table};
+
+pub struct SoakOptions {
+    pub watchdog_bin: PathBuf,
+    pub soak: Duration,
+    pub restarts: usize,
+    pub profile: Profile,
+}
+
+const STATES: [&str; 5] = ["healthy", "degraded", "zombie", "down", "unknown"];
+
+#[derive(Default)]
+struct Tally {
+    /// phase -> state -> broker-rounds.
+    verdicts: BTreeMap<String, BTreeMap<String, u64>>,
+    /// phase -> state -> times a broker entered that state.
+    episodes: BTreeMap<String, BTreeMap<String, u64>>,
+    /// phase -> rounds seen.
+    rounds: BTreeMap<String, BTreeSet<u64>>,
+    last_state: BTreeMap<BrokerId, String>,
+    /// (phase, broker, state, rules) of each non-healthy episode, for the record.
+    episodes_seen: Vec<Value>,
+}
+
+pub fn run(opts: &SoakOptions) -> Result<Section> {
+    let mut section = Section::new(
+        "false-positives",
+        json!({
+            "soak_secs": opts.soak.as_secs(),
+            "restarts": opts.restarts,
+            "profile": opts.profile.as_str(),
+        }),
+    );
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    let mut lab = lab_up()?;
+    let brokers = lab.brokers();
+    let sink = rt.block_on(Sink::start("127.0.0.1:0".parse()?))?;
+    let wd = Watchdog::start(
+        &opts.watchdog_bin,
+        "false-positives",
+        &lab,
+        opts.profile,
+        Some(&sink.url()),
+    )?;
+    // Counting starts once the watchdog has seen the healthy cluster (its canary topic may
+    // need a few rounds to be set up).
+    wd.wait_healthy(&brokers, Duration::from_secs(300))?;
+    let webhooks_before = sink.received().len();
+
+    let tally = Arc::new(Mutex::new(Tally::default()));
+    let phase = Arc::new(Mutex::new("soak".to_string()));
+    let stop = Arc::new(AtomicBool::new(false));
+    let port = wd.port;
+    let recorder = {
+        let (tally, phase, stop) = (tally.clone(), phase.clone(), stop.clone());
+        rt.spawn(async move {
+            let mut last_round = 0;
+            while !stop.load(Ordering::SeqCst) {
+                tokio::time::sleep(Duration::from_millis(500)).await;
+                let Ok((200, body)) = super::http_get(port, "/status").await else {
+                    continue;
+                };
+                let Ok(status) = serde_json::from_str::<Value>(&body) else {
+                    continue;
+                };
+                let Some(round) = status_round(&status) else {
+                    continue;
+                };
+                if round == last_round {
+                    continue;
+                }
+                last_round = round;
+                let phase = phase.lock().expect("phase lock").clone();
+                let mut t = tally.lock().expect("tally lock");
+                t.rounds.entry(phase.clone()).or_default().insert(round);
+                for (broker, state) in broker_states(&status) {
+                    *t.verdicts
+                        .entry(phase.clone())
+                        .or_default()
+                        .entry(state.clone())
+                        .or_insert(0) += 1;
+                    if t.last_state.get(&broker) != Some(&state) {
+                        *t.episodes
+                            .entry(phase.clone())
+                            .or_default()
+                            .entry(state.clone())
+                            .or_insert(0) += 1;
+                        if state != "healthy" {
+                            let rules = super::broker_rules(&status, broker);
+                            t.episodes_seen.push(json!({
+                                "phase": phase, "round": round, "broker": broker,
+                                "state": state, "rules": rules,
+                            }));
+                        }
+                        t.last_state.insert(broker, state);
+                    }
+                }
+            }
+        })
+    };
+    // A broker is healthy when the count starts; entering `healthy` again later is an episode
+    // of its own, but the first sighting is not.
+    {
+        let mut t = tally.lock().expect("tally lock");
+        for b in &brokers {
+            t.last_state.insert(*b, "healthy".into());
+        }
+    }
+
+    println!("false-positives: soaking for {} s", opts.soak.as_secs());
+    std::thread::sleep(opts.soak);
+
+    let mut eyes = KafkaEyes::new();
+    let started = Instant::now();
+    if opts.restarts > 0 {
+        *phase.lock().expect("phase lock") = "restarts".into();
+    }
+    for r in 0..opts.restarts {
+        for &b in &brokers {
+            println!("  restart {}: broker {b}", r + 1);
+            lab.stop(b)?;
+            lab.start(b)?;
+            rt.block_on(wait_fully_replicated(
+                &mut eyes,
+                &lab,
+                Duration::from_secs(300),
+            ))?;
+        }
+    }
+    if opts.restarts > 0 {
+        // The watchdog's incidents close after a few good rounds; they belong to the restarts.
+        let tail = opts.profile.round_interval() * (super::RESOLVE_AFTER_ROUNDS + 2);
+        std::thread::sleep(tail);
+    }
+    let restarts_secs = started.elapsed().as_secs_f64();
+    stop.store(true, Ordering::SeqCst);
+    let _ = rt.block_on(recorder);
+
+    let t = tally.lock().expect("tally lock");
+    let mut columns = vec!["phase", "rounds"];
+    columns.extend(STATES.iter().map(|s| *s));
+    columns.extend(STATES.iter().skip(1).map(|s| match *s {
+        "degraded" => "degraded episodes",
+        "zombie" => "zombie episodes",
+        "down" => "down episodes",
+        _ => "unknown episodes",
+    }));
+    let mut verdicts = Table::new(
+        "Verdicts per phase (broker-rounds by state, and episodes)",
+        &columns,
+    );
+    let mut zombies = 0;
+    let mut soak_false = 0;
+    for ph in ["soak", "restarts"] {
+        let Some(v) = t.verdicts.get(ph) else {
+            continue;
+        };
+        let e = t.episodes.get(ph).cloned().unwrap_or_default();
+        let mut row = vec![json!(ph), json!(t.rounds.get(ph).map_or(0, BTreeSet::len))];
+        for s in STATES {
+            row.push(json!(v.get(s).copied().unwrap_or(0)));
+        }
+        for s in STATES.iter().skip(1) {
+            row.push(json!(e.get(*s).copied().unwrap_or(0)));
+        }
+        zombies += v.get("zombie").copied().unwrap_or(0);
+        if ph == "soak" {
+            soak_false += STATES
+                .iter()
+                .skip(1)
+                .map(|s| v.get(*s).copied().unwrap_or(0))
+                .sum::<u64>();
+        }
+        verdicts.push(row);
+    }
+    let mut hooks: BTreeMap<(String, String, String), u64> = BTreeMap::new();
+    for b in sink.received().iter().skip(webhooks_before) {
+        let f = |k: &str| b[k].as_str().unwrap_or("-").to_string();
+        *hooks
+            .entry((f("event"), f("kind"), f("state")))
+            .or_insert(0) += 1;
+    }
+    let mut webhooks = Table::new(
+        "Webhooks received (soak and restarts)",
+        &["event", "kind", "state", "count"],
+    );
+    for ((event, kind, state), n) in &hooks {
+        webhooks.push(vec![json!(event), json!(kind), json!(state), json!(n)]);
+    }
+    if hooks.is_empty() {
+        webhooks.push(vec![json!("none"), Value::Null, Value::Null, json!(0)]);
+    }
+    verdicts.print();
+    webhooks.print();
+    section.note(format!(
+        "zombie verdicts: {zombies} ({}); non-healthy verdicts during the healthy soak: {soak_false}",
+        if zombies == 0 { "PASS" } else { "FAIL: must be 0" }
+    ));
+    section.note(format!(
+        "{} rolling restart(s) of {} brokers took {restarts_secs:.0} s including the tail; `down` there is the stopped broker",
+        opts.restarts,
+        brokers.len()
+    ));
+    section.tables.push(verdicts);
+    section.tables.push(webhooks);
+    section.raw = json!({ "episodes": t.episodes_seen });
+    Ok(section)
+}

@@ -1,0 +1,281 @@
+//! kafka-watchdog-bench: the benchmarks of issue 7. `scale` and `fanout` need nothing but
+//! this machine; `detect`, `false-positives` and `overhead` drive the real kafka-lab cluster
+//! and the real kafka-watchdog binary. Every subcommand appends its section to
+//! `target/bench/report.json` and regenerates `target/bench/report.md`.
+
+mod fake;
+mod fanout;
+mod lab;
+mod output;
+mod scale;
+mod stats;
+mod synth;
+mod sys;
+
+use std::path::PathBuf;
+
+use anyhow::Result;
+use clap::{Args, Parser, Subcommand};
+
+use crate::output::Output;
+
+#[derive(Parser)]
+#[command(
+    name = "kafka-watchdog-bench",
+    about = "Benchmarks of kafka-watchdog (issue 7)"
+)]
+struct Cli {
+    /// Where report.json and report.md go (default: the workspace's target/bench).
+    #[arg(long, global = true)]
+    out: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Verdict engine on synthetic rounds (no network, no lab).
+    Scale(ScaleArgs),
+    /// Per-broker probe fan-out against local fake listeners (no lab).
+    Fanout(FanoutArgs),
+    /// Detection latency per fault on the real lab.
+    Detect(DetectArgs),
+    /// Healthy soak and rolling restarts on the real lab: incidents by state.
+    FalsePositives(FalsePositivesArgs),
+    /// The daemon's peak RSS and CPU use while watching the lab.
+    Overhead(OverheadArgs),
+    /// scale + fanout with their defaults.
+    All,
+    /// detect + false-positives + overhead with their defaults (and the given watchdog).
+    Lab(LabAllArgs),
+    /// Only regenerate report.md from report.json.
+    Report,
+}
+
+#[derive(Parser, Clone)]
+struct ScaleArgs {
+    /// Partition counts, comma-separated.
+    #[arg(long, default_value = "10000,100000,200000", value_delimiter = ',')]
+    partitions: Vec<usize>,
+    /// Broker counts, comma-separated.
+    #[arg(long, default_value = "50,200,500", value_delimiter = ',')]
+    brokers: Vec<usize>,
+    /// Measured runs per figure (after one warm-up).
+    #[arg(long, default_value_t = 5)]
+    runs: usize,
+    /// Brokers sending full metadata in the "few" variant (the others send a thin answer).
+    #[arg(long, default_value_t = 3)]
+    few_sources: usize,
+    /// Memory the owned observations may take (default: half of MemAvailable).
+    #[arg(long)]
+    max_mem_gib: Option<f64>,
+    /// A stage whose warm-up run alone takes longer is reported from that single run.
+    #[arg(long, default_value_t = 20.0)]
+    max_stage_secs: f64,
+}
+
+impl Default for ScaleArgs {
+    fn default() -> Self {
+        ScaleArgs::parse_from(["scale"])
+    }
+}
+
+#[derive(Parser, Clone)]
+struct FanoutArgs {
+    /// Listener counts, comma-separated.
+    #[arg(long, default_value = "50,200,500", value_delimiter = ',')]
+    brokers: Vec<usize>,
+    /// Listener behaviours: answer, hang, refuse, mix.
+    #[arg(
+        long,
+        value_enum,
+        default_value = "answer,hang,refuse,mix",
+        value_delimiter = ','
+    )]
+    kinds: Vec<fake::Kind>,
+    /// Measured rounds per combination (after the discovery round).
+    #[arg(long, default_value_t = 3)]
+    rounds: usize,
+    /// The watchdog's defaults.
+    #[arg(long, default_value_t = 2000)]
+    connect_timeout_ms: u64,
+    #[arg(long, default_value_t = 3000)]
+    request_timeout_ms: u64,
+    /// Allowed excess of a round over the larger timeout.
+    #[arg(long, default_value_t = 500)]
+    margin_ms: u64,
+}
+
+impl Default for FanoutArgs {
+    fn default() -> Self {
+        FanoutArgs::parse_from(["fanout"])
+    }
+}
+
+#[derive(Args, Clone)]
+struct WatchdogArg {
+    /// The kafka-watchdog binary to run (build it with `cargo build --release`).
+    #[arg(long, default_value = "target/release/kafka-watchdog")]
+    watchdog_bin: PathBuf,
+}
+
+#[derive(Parser, Clone)]
+struct DetectArgs {
+    #[command(flatten)]
+    watchdog: WatchdogArg,
+    #[arg(long, default_value_t = 5)]
+    trials: usize,
+    /// default (round 10 s, request timeout 3 s), aggressive (round 2 s, request timeout 1 s).
+    #[arg(
+        long,
+        value_enum,
+        default_value = "default,aggressive",
+        value_delimiter = ','
+    )]
+    profiles: Vec<lab::Profile>,
+    /// freeze, cut-replication, isolate, kill, kill-two.
+    #[arg(
+        long,
+        value_enum,
+        default_value = "freeze,cut-replication,isolate,kill,kill-two",
+        value_delimiter = ','
+    )]
+    faults: Vec<lab::detect::Fault>,
+    /// Give up on a trial's remaining events after this long.
+    #[arg(long, default_value_t = 120)]
+    trial_timeout_secs: u64,
+}
+
+#[derive(Parser, Clone)]
+struct FalsePositivesArgs {
+    #[command(flatten)]
+    watchdog: WatchdogArg,
+    #[arg(long, default_value_t = 300)]
+    soak_secs: u64,
+    /// Rolling restarts: every broker stopped (controlled shutdown) and started, in turn.
+    #[arg(long, default_value_t = 1)]
+    restarts: usize,
+    #[arg(long, value_enum, default_value = "default")]
+    profile: lab::Profile,
+}
+
+#[derive(Parser, Clone)]
+struct OverheadArgs {
+    #[command(flatten)]
+    watchdog: WatchdogArg,
+    #[arg(long, default_value_t = 60)]
+    secs: u64,
+    #[arg(
+        long,
+        value_enum,
+        default_value = "default,aggressive",
+        value_delimiter = ','
+    )]
+    profiles: Vec<lab::Profile>,
+}
+
+#[derive(Args, Clone)]
+struct LabAllArgs {
+    #[command(flatten)]
+    watchdog: WatchdogArg,
+    #[arg(long, default_value_t = 5)]
+    trials: usize,
+}
+
+fn default_out() -> PathBuf {
+    // The workspace root is the bench crate's parent, wherever cargo was started from.
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map(|p| p.join("target").join("bench"))
+        .unwrap_or_else(|| PathBuf::from("target/bench"))
+}
+
+fn main() -> Result<()> {
+    let cli = Cli::parse();
+    let out = Output::new(cli.out.unwrap_or_else(default_out));
+    println!("kafka-watchdog-bench ({} build)", sys::build_profile());
+    match cli.command {
+        Command::Scale(a) => run_scale(&out, &a),
+        Command::Fanout(a) => run_fanout(&out, &a),
+        Command::Detect(a) => run_detect(&out, &a),
+        Command::FalsePositives(a) => run_false_positives(&out, &a),
+        Command::Overhead(a) => run_overhead(&out, &a),
+        Command::All => {
+            run_scale(&out, &ScaleArgs::default())?;
+            run_fanout(&out, &FanoutArgs::default())
+        }
+        Command::Lab(a) => {
+            let detect = DetectArgs {
+                watchdog: a.watchdog.clone(),
+                trials: a.trials,
+                ..DetectArgs::parse_from(["detect"])
+            };
+            run_detect(&out, &detect)?;
+            let fp = FalsePositivesArgs {
+                watchdog: a.watchdog.clone(),
+                ..FalsePositivesArgs::parse_from(["false-positives"])
+            };
+            run_false_positives(&out, &fp)?;
+            let oh = OverheadArgs {
+                watchdog: a.watchdog,
+                ..OverheadArgs::parse_from(["overhead"])
+            };
+            run_overhead(&out, &oh)
+        }
+        Command::Report => out.regenerate(),
+    }
+}
+
+fn run_scale(out: &Output, a: &ScaleArgs) -> Result<()> {
+    let section = scale::run(&scale::ScaleOptions {
+        partitions: a.partitions.clone(),
+        brokers: a.brokers.clone(),
+        runs: a.runs,
+        few_sources: a.few_sources,
+        max_mem_gib: a.max_mem_gib,
+        max_stage_secs: a.max_stage_secs,
+    })?;
+    out.append(section)
+}
+
+fn run_fanout(out: &Output, a: &FanoutArgs) -> Result<()> {
+    let section = fanout::run(&fanout::FanoutOptions {
+        brokers: a.brokers.clone(),
+        kinds: a.kinds.clone(),
+        rounds: a.rounds,
+        connect_timeout: std::time::Duration::from_millis(a.connect_timeout_ms),
+        request_timeout: std::time::Duration::from_millis(a.request_timeout_ms),
+        margin: std::time::Duration::from_millis(a.margin_ms),
+    })?;
+    out.append(section)
+}
+
+fn run_detect(out: &Output, a: &DetectArgs) -> Result<()> {
+    let section = lab::detect::run(&lab::detect::DetectOptions {
+        watchdog_bin: a.watchdog.watchdog_bin.clone(),
+        trials: a.trials,
+        profiles: a.profiles.clone(),
+        faults: a.faults.clone(),
+        trial_timeout: std::time::Duration::from_secs(a.trial_timeout_secs),
+    })?;
+    out.append(section)
+}
+
+fn run_false_positives(out: &Output, a: &FalsePositivesArgs) -> Result<()> {
+    let section = lab::soak::run(&lab::soak::SoakOptions {
+        watchdog_bin: a.watchdog.watchdog_bin.clone(),
+        soak: std::time::Duration::from_secs(a.soak_secs),
+        restarts: a.restarts,
+        profile: a.profile,
+    })?;
+    out.append(section)
+}
+
+fn run_overhead(out: &Output, a: &OverheadArgs) -> Result<()> {
+    let section = lab::overhead::run(&lab::overhead::OverheadOptions {
+        watchdog_bin: a.watchdog.watchdog_bin.clone(),
+        duration: std::time::Duration::from_secs(a.secs),
+        profiles: a.profiles.clone(),
+    })?;
+    out.append(section)
+}

@@ -1,0 +1,357 @@
+//! `scale`: the pure pipeline (merge, classify, judge via `Evaluator::evaluate`, then the
+//! metrics and status renderers) on synthetic rounds of up to 200k partitions and 500
+//! brokers, single-threaded, as the daemon runs it once per round and cluster.
+//!
+//! Two shapes of round are measured. "all": every answering broker sends the full Metadata
+//! answer, as the watchdog asks today; that is brokers x partitions entries to merge (100M
+//! for 200k x 500). "few": only `few_sources` brokers send the topics and the rest a Metadata
+//! answer without topics, the shape of a cheaper probing design.
+//!
+//! Stage timings (merge, classify, judge) pass the same view by reference for every source,
+//! so they fit in memory at any size; the end-to-end `evaluate` needs one owned copy per
+//! source and is skipped when that would not fit in the memory budget (the table says so).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Instant, SystemTime};
+
+use anyhow::Result;
+use serde_json::{json, Value};
+
+use kafka_watchdog::canary::stats::CanaryStats;
+use kafka_watchdog::cluster_view::merge;
+use kafka_watchdog::health::{classify, Condition};
+use kafka_watchdog::observe::{BrokerId, MetadataView};
+use kafka_watchdog::report::{ClusterReport, Evaluator};
+use kafka_watchdog::verdict::{judge, BrokerState, VerdictSettings};
+
+use crate::output::{num, opt_num, Section, Table};
+use crate::stats::median;
+use crate::synth::{self, Answer};
+use crate::sys;
+
+pub struct ScaleOptions {
+    pub partitions: Vec<usize>,
+    pub brokers: Vec<usize>,
+    pub runs: usize,
+    pub few_sources: usize,
+    /// Memory the owned observations may take, in GiB; None: half of MemAvailable.
+    pub max_mem_gib: Option<f64>,
+    /// A stage whose single warm-up run takes longer than this is not repeated.
+    pub max_stage_secs: f64,
+}
+
+/// Runs `f` once to warm up and then `runs` times; returns the timings in ms of the measured
+/// runs (only the warm-up when it alone exceeded `max_secs`) and the last result.
+fn timed<T>(runs: usize, max_secs: f64, mut f: impl FnMut() -> T) -> (Vec<f64>, T) {
+    let t = Instant::now();
+    let mut last = f();
+    let warm = t.elapsed().as_secs_f64();
+    if warm > max_secs {
+        return (vec![warm * 1000.0], last);
+    }
+    let mut times = Vec::with_capacity(runs);
+    for _ in 0..runs {
+        drop(last);
+        let t = Instant::now();
+        last = f();
+        times.push(t.elapsed().as_secs_f64() * 1000.0);
+    }
+    (times, last)
+}
+
+fn mib(kib: u64) -> f64 {
+    kib as f64 / 1024.0
+}
+
+fn rss_kib() -> u64 {
+    sys::status_kib("self", "VmRSS").unwrap_or(0)
+}
+
+struct Variant {
+    label: &'static str,
+    full_sources: Option<usize>,
+}
+
+pub fn run(opts: &ScaleOptions) -> Result<Section> {
+    let mut section = Section::new(
+        "scale",
+        json!({
+            "partitions": opts.partitions,
+            "brokers": opts.brokers,
+            "runs": opts.runs,
+            "few_sources": opts.few_sources,
+            "partitions_per_topic": synth::PARTITIONS_PER_TOPIC,
+            "replication_factor": 3,
+        }),
+    );
+    if sys::build_profile() == "debug" {
+        section.note("DEBUG build: these timings are not representative; use --release");
+    }
+    let budget_kib = opts.max_mem_gib.map_or_else(
+        || sys::meminfo_kib("MemAvailable").unwrap_or(0) / 2,
+        |g| (g * 1024.0 * 1024.0) as u64,
+    );
+    let can_reset_peak = sys::reset_peak_rss();
+    if !can_reset_peak {
+        section.note("cannot reset VmHWM (/proc/self/clear_refs): peak memory is since start");
+    }
+    section.note(format!(
+        "single thread; median of {} runs after one warm-up; memory budget for owned observations {:.1} GiB",
+        opts.runs,
+        mib(budget_kib) / 1024.0
+    ));
+    section.note(
+        "stage columns (merge/classify/judge) pass one shared view per source by reference; \
+         `evaluate` is the real Evaluator::evaluate on an owned observation (one decoded copy \
+         per source, as the daemon holds it)",
+    );
+    let mut table = Table::new(
+        "Verdict engine per round (ms), memory (MiB)",
+        &[
+            "partitions",
+            "brokers",
+            "sources",
+            "evaluate_ms",
+            "merge_ms",
+            "classify_ms",
+            "judge_ms",
+            "metrics_ms",
+            "status_ms",
+            "drop_ms",
+            "view_mib",
+            "observation_mib",
+            "eval_peak_mib",
+            "metrics_kib",
+            "status_kib",
+            "verdicts",
+            "note",
+        ],
+    );
+    let mut raw = Vec::new();
+    let variants = [
+        Variant {
+            label: "all",
+            full_sources: None,
+        },
+        Variant {
+            label: "few",
+            full_sources: Some(opts.few_sources),
+        },
+    ];
+    for &partitions in &opts.partitions {
+        for &brokers in &opts.brokers {
+            sys::trim_heap();
+            let before = rss_kib();
+            let views = synth::views(partitions, brokers);
+            // The full and the stale view are about the same size.
+            let view_kib = rss_kib().saturating_sub(before) / 2;
+            for v in &variants {
+                let row = measure(opts, &views, partitions, brokers, v, view_kib, budget_kib);
+                println!(
+                    "  {partitions} partitions x {brokers} brokers, {}: evaluate {} ms (merge {} classify {} judge {}), metrics {} ms, status {} ms",
+                    row["sources"].as_str().unwrap_or(""),
+                    show(&row["evaluate_ms"]),
+                    show(&row["merge_ms"]),
+                    show(&row["classify_ms"]),
+                    show(&row["judge_ms"]),
+                    show(&row["metrics_ms"]),
+                    show(&row["status_ms"]),
+                );
+                table.push(
+                    table
+                        .columns
+                        .iter()
+                        .map(|c| row.get(c).cloned().unwrap_or(Value::Null))
+                        .collect(),
+                );
+                raw.push(row);
+            }
+            drop(views);
+        }
+    }
+    table.print();
+    let worst = raw
+        .iter()
+        .filter(|r| r["variant"] == "all")
+        .max_by_key(|r| (r["partitions"].as_u64(), r["brokers"].as_u64()));
+    if let Some(w) = worst {
+        let ms = w["evaluate_ms"]
+            .as_f64()
+            .or_else(|| stage_sum(w))
+            .unwrap_or(f64::NAN);
+        section.note(format!(
+            "largest round ({} partitions x {} brokers, every broker sending full metadata): {:.0} ms per round ({}); the issue's target is well under 100 ms",
+            w["partitions"], w["brokers"], ms,
+            if w["evaluate_ms"].is_null() { "sum of stages, evaluate skipped" } else { "evaluate" }
+        ));
+    }
+    section.tables.push(table);
+    section.raw = Value::Array(raw);
+    Ok(section)
+}
+
+fn show(v: &Value) -> String {
+    match v {
+        Value::Null => "n/a".into(),
+        other => other.to_string(),
+    }
+}
+
+fn stage_sum(row: &Value) -> Option<f64> {
+    Some(row["merge_ms"].as_f64()? + row["classify_ms"].as_f64()? + row["judge_ms"].as_f64()?)
+}
+
+fn measure(
+    opts: &ScaleOptions,
+    views: &synth::Views,
+    partitions: usize,
+    brokers: usize,
+    variant: &Variant,
+    view_kib: u64,
+    budget_kib: u64,
+) -> Value {
+    let (full_n, thin_n) = synth::source_counts(brokers, variant.full_sources);
+    let mut row = serde_json::Map::new();
+    row.insert("partitions".into(), json!(partitions));
+    row.insert("brokers".into(), json!(brokers));
+    row.insert("variant".into(), json!(variant.label));
+    row.insert(
+        "sources".into(),
+        json!(format!("{full_n} full + {thin_n} thin")),
+    );
+    row.insert("view_mib".into(), num(mib(view_kib), 1));
+    let settings = VerdictSettings::default();
+    let now = SystemTime::now();
+
+    // Stages, on shared views.
+    let answers: Vec<(BrokerId, &MetadataView)> = (1..=brokers as i32)
+        .filter_map(|id| {
+            let view = match synth::answer_of(id, variant.full_sources) {
+                Answer::Full => &views.full,
+                Answer::Stale => &views.stale,
+                Answer::Thin => &views.thin,
+                Answer::None => return None,
+            };
+            Some((id, view))
+        })
+        .collect();
+    let (merge_ms, view) = timed(opts.runs, opts.max_stage_secs, || merge(&answers));
+    let min_isr: BTreeMap<String, i32> = views
+        .full
+        .topics
+        .keys()
+        .map(|t| (t.clone(), synth::MIN_ISR))
+        .collect();
+    let (classify_ms, health) = timed(opts.runs, opts.max_stage_secs, || {
+        classify(&view, &min_isr, |_| true)
+    });
+    // judge reads the probes' broker lists, latencies and descriptions, never the topics,
+    // so a round of thin answers gives it exactly the work of a full one.
+    let thin_obs = synth::observation(brokers, views, |_| Some(views.thin.clone()));
+    let memory = BTreeMap::new();
+    let (judge_ms, _) = timed(opts.runs, opts.max_stage_secs, || {
+        judge(&thin_obs, &view, &health, None, &memory, &settings, now)
+    });
+    drop((thin_obs, health, view));
+    for (k, v) in [
+        ("merge_ms", &merge_ms),
+        ("classify_ms", &classify_ms),
+        ("judge_ms", &judge_ms),
+    ] {
+        row.insert(k.into(), opt_num(median(v), 2));
+        row.insert(format!("{k}_runs"), json!(v));
+    }
+
+    // End to end, on an owned observation.
+    let need_kib = full_n as u64 * view_kib;
+    // The observation, one clone handed to evaluate, and the merge's own candidates.
+    if need_kib * 3 > budget_kib {
+        row.insert(
+            "note".into(),
+            json!(format!(
+                "evaluate skipped: {full_n} owned full views need ~{:.1} GiB (x3 with the clone and the merge), budget {:.1} GiB",
+                mib(need_kib) / 1024.0,
+                mib(budget_kib) / 1024.0
+            )),
+        );
+        row.insert("observation_mib".into(), num(mib(need_kib), 0));
+        return Value::Object(row);
+    }
+    sys::trim_heap();
+    let before = rss_kib();
+    let obs = synth::round(brokers, views, variant.full_sources);
+    row.insert(
+        "observation_mib".into(),
+        num(mib(rss_kib().saturating_sub(before)), 1),
+    );
+    let filter: kafka_watchdog::report::TopicFilterFn = Arc::new(|_| true);
+    let mut evaluator = Evaluator::new("bench", settings, filter, CanaryStats::default());
+    let mut eval_ms = Vec::new();
+    let mut drop_ms = Vec::new();
+    let mut peak_kib = 0u64;
+    let mut report: Option<ClusterReport> = None;
+    for i in 0..=opts.runs {
+        let input = obs.clone();
+        if let Some(old) = report.take() {
+            let t = Instant::now();
+            drop(old);
+            drop_ms.push(t.elapsed().as_secs_f64() * 1000.0);
+        }
+        sys::trim_heap();
+        sys::reset_peak_rss();
+        let base = rss_kib();
+        let t = Instant::now();
+        let r = evaluator.evaluate(input, None, now);
+        let elapsed = t.elapsed().as_secs_f64() * 1000.0;
+        let hwm = sys::status_kib("self", "VmHWM").unwrap_or(0);
+        peak_kib = peak_kib.max(hwm.saturating_sub(base));
+        if i > 0 {
+            eval_ms.push(elapsed);
+        }
+        report = Some(r);
+        if i == 0 && elapsed / 1000.0 > opts.max_stage_secs {
+            eval_ms.push(elapsed);
+            break;
+        }
+    }
+    let report = report.expect("at least one round ran");
+    row.insert("evaluate_ms".into(), opt_num(median(&eval_ms), 2));
+    row.insert("evaluate_ms_runs".into(), json!(eval_ms));
+    row.insert("drop_ms".into(), opt_num(median(&drop_ms), 2));
+    row.insert("eval_peak_mib".into(), num(mib(peak_kib), 1));
+    let (metrics_ms, text) = timed(opts.runs, opts.max_stage_secs, || {
+        kafka_watchdog::metrics::render([&report], None)
+    });
+    row.insert("metrics_ms".into(), opt_num(median(&metrics_ms), 2));
+    row.insert("metrics_kib".into(), num(text.len() as f64 / 1024.0, 0));
+    let (status_ms, json_text) = timed(opts.runs, opts.max_stage_secs, || {
+        kafka_watchdog::status::render("bench", [&report])
+    });
+    row.insert("status_ms".into(), opt_num(median(&status_ms), 2));
+    row.insert("status_kib".into(), num(json_text.len() as f64 / 1024.0, 0));
+    row.insert("verdicts".into(), json!(verdict_summary(&report)));
+    row.insert(
+        "health".into(),
+        json!({
+            "observed": report.health.partitions,
+            "offline": report.health.count(Condition::Offline),
+            "under_min_isr": report.health.count(Condition::UnderMinIsr),
+            "under_replicated": report.health.count(Condition::UnderReplicated),
+            "split_brain_claims": report.stale_leaders.len(),
+        }),
+    );
+    Value::Object(row)
+}
+
+/// "45 healthy, 2 zombie, ..." so a reader can see the round exercised every rule kind.
+fn verdict_summary(r: &ClusterReport) -> String {
+    BrokerState::ALL
+        .iter()
+        .filter_map(|s| {
+            let n = r.verdicts.iter().filter(|v| v.state == *s).count();
+            (n > 0).then(|| format!("{n} {}", s.as_label()))
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}

@@ -1,0 +1,266 @@
+//! Requests about partitions: leader elections, reassignments and offsets. Requests are built
+//! from plain (topic, partition) lists and answers flattened back into them, so callers never
+//! handle kafka-protocol's nested topic/partition structures.
+
+use kafka_protocol::messages::alter_partition_reassignments_request::{
+    ReassignablePartition, ReassignableTopic,
+};
+use kafka_protocol::messages::elect_leaders_request::TopicPartitions;
+use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
+use kafka_protocol::messages::list_partition_reassignments_request::ListPartitionReassignmentsTopics;
+use kafka_protocol::messages::{
+    AlterPartitionReassignmentsRequest, AlterPartitionReassignmentsResponse, BrokerId,
+    ElectLeadersRequest, ElectLeadersResponse, ListOffsetsRequest, ListOffsetsResponse,
+    ListPartitionReassignmentsRequest, ListPartitionReassignmentsResponse, TopicName,
+};
+use kafka_protocol::protocol::{StrBytes, VersionRange};
+
+/// Per partition: topic, partition, Kafka error code (0 for success) and the broker's message,
+/// if it gave a non-empty one.
+pub type PartitionOutcome = (String, i32, i16, Option<String>);
+
+/// An ongoing reassignment: topic, partition, the full replica list, the replicas being added
+/// and those being removed.
+pub type OngoingReassignment = (String, i32, Vec<i32>, Vec<i32>, Vec<i32>);
+
+/// ElectLeaders v1 added the election type; v0 elects preferred leaders only.
+pub(crate) const ELECT_WITH_TYPE: VersionRange = VersionRange {
+    min: 1,
+    max: i16::MAX,
+};
+const ELECTION_PREFERRED: i8 = 0;
+const ELECTION_UNCLEAN: i8 = 1;
+/// ElectLeaders v1 added the top-level error code.
+pub(crate) const ELECT_TOP_LEVEL_ERROR: i16 = 1;
+
+/// ListOffsets v4 added `current_leader_epoch`, and with it the broker's epoch check.
+pub(crate) const LIST_OFFSETS_WITH_EPOCH: VersionRange = VersionRange {
+    min: 4,
+    max: i16::MAX,
+};
+/// ListOffsets v4 added the answer's `leader_epoch`.
+const LIST_OFFSETS_LEADER_EPOCH: i16 = 4;
+/// Asks as a consumer does; a broker id here would make the broker answer as to a follower.
+const CONSUMER_REPLICA_ID: i32 = -1;
+
+fn topic_name(name: &str) -> TopicName {
+    TopicName(StrBytes::from_string(name.to_owned()))
+}
+
+fn broker_ids(ids: &[i32]) -> Vec<BrokerId> {
+    ids.iter().copied().map(BrokerId).collect()
+}
+
+/// A message that says nothing (null, or empty as some encoders default it) is `None`.
+fn message(m: Option<StrBytes>) -> Option<String> {
+    m.filter(|m| !m.is_empty()).map(|m| m.to_string())
+}
+
+fn ids(ids: Vec<BrokerId>) -> Vec<i32> {
+    ids.into_iter().map(|b| b.0).collect()
+}
+
+/// Groups items by topic, topics in order of first appearance and items in their given order,
+/// so that what is sent follows what the caller asked.
+fn by_topic<'a, T>(items: impl IntoIterator<Item = (&'a str, T)>) -> Vec<(&'a str, Vec<T>)> {
+    let mut groups: Vec<(&str, Vec<T>)> = Vec::new();
+    for (topic, item) in items {
+        match groups.iter_mut().find(|(t, _)| *t == topic) {
+            Some((_, list)) => list.push(item),
+            None => groups.push((topic, vec![item])),
+        }
+    }
+    groups
+}
+
+/// An empty list is sent as an empty list, never as null, which would elect every partition.
+pub(crate) fn elect_leaders_request(
+    preferred: bool,
+    partitions: &[(String, i32)],
+    timeout_ms: i32,
+) -> ElectLeadersRequest {
+    let topics = by_topic(partitions.iter().map(|(t, p)| (t.as_str(), *p)))
+        .into_iter()
+        .map(|(topic, partitions)| {
+            TopicPartitions::default()
+                .with_topic(topic_name(topic))
+                .with_partitions(partitions)
+        })
+        .collect();
+    ElectLeadersRequest::default()
+        .with_election_type(if preferred {
+            ELECTION_PREFERRED
+        } else {
+            ELECTION_UNCLEAN
+        })
+        .with_topic_partitions(Some(topics))
+        .with_timeout_ms(timeout_ms)
+}
+
+pub(crate) fn election_outcomes(response: ElectLeadersResponse) -> Vec<PartitionOutcome> {
+    response
+        .replica_election_results
+        .into_iter()
+        .flat_map(|t| {
+            let topic = t.topic.0.to_string();
+            t.partition_result.into_iter().map(move |p| {
+                (
+                    topic.clone(),
+                    p.partition_id,
+                    p.error_code,
+                    message(p.error_message),
+                )
+            })
+        })
+        .collect()
+}
+
+/// `None` as the target replicas cancels the partition's ongoing reassignment.
+pub(crate) fn alter_reassignments_request(
+    moves: &[(String, i32, Option<Vec<i32>>)],
+    timeout_ms: i32,
+) -> AlterPartitionReassignmentsRequest {
+    let topics = by_topic(moves.iter().map(|(t, p, r)| (t.as_str(), (*p, r))))
+        .into_iter()
+        .map(|(topic, partitions)| {
+            ReassignableTopic::default()
+                .with_name(topic_name(topic))
+                .with_partitions(
+                    partitions
+                        .into_iter()
+                        .map(|(p, replicas)| {
+                            ReassignablePartition::default()
+                                .with_partition_index(p)
+                                .with_replicas(replicas.as_deref().map(broker_ids))
+                        })
+                        .collect(),
+                )
+        })
+        .collect();
+    AlterPartitionReassignmentsRequest::default()
+        .with_timeout_ms(timeout_ms)
+        .with_topics(topics)
+}
+
+pub(crate) fn reassignment_outcomes(
+    response: AlterPartitionReassignmentsResponse,
+) -> Vec<PartitionOutcome> {
+    response
+        .responses
+        .into_iter()
+        .flat_map(|t| {
+            let topic = t.name.0.to_string();
+            t.partitions.into_iter().map(move |p| {
+                (
+                    topic.clone(),
+                    p.partition_index,
+                    p.error_code,
+                    message(p.error_message),
+                )
+            })
+        })
+        .collect()
+}
+
+/// `None` asks for every ongoing reassignment.
+pub(crate) fn list_reassignments_request(
+    topics: Option<&[(String, Vec<i32>)]>,
+    timeout_ms: i32,
+) -> ListPartitionReassignmentsRequest {
+    let topics = topics.map(|topics| {
+        topics
+            .iter()
+            .map(|(topic, partitions)| {
+                ListPartitionReassignmentsTopics::default()
+                    .with_name(topic_name(topic))
+                    .with_partition_indexes(partitions.clone())
+            })
+            .collect()
+    });
+    ListPartitionReassignmentsRequest::default()
+        .with_timeout_ms(timeout_ms)
+        .with_topics(topics)
+}
+
+pub(crate) fn ongoing_reassignments(
+    response: ListPartitionReassignmentsResponse,
+) -> Vec<OngoingReassignment> {
+    response
+        .topics
+        .into_iter()
+        .flat_map(|t| {
+            let topic = t.name.0.to_string();
+            t.partitions.into_iter().map(move |p| {
+                (
+                    topic.clone(),
+                    p.partition_index,
+                    ids(p.replicas),
+                    ids(p.adding_replicas),
+                    ids(p.removing_replicas),
+                )
+            })
+        })
+        .collect()
+}
+
+/// Read-uncommitted, as a plain consumer: for the latest offset (-1) the broker answers its
+/// high watermark, not its log end offset.
+pub(crate) fn list_offsets_request(
+    topic: &str,
+    partition: i32,
+    timestamp: i64,
+    leader_epoch: Option<i32>,
+    timeout_ms: i32,
+) -> ListOffsetsRequest {
+    ListOffsetsRequest::default()
+        .with_replica_id(BrokerId(CONSUMER_REPLICA_ID))
+        .with_topics(vec![ListOffsetsTopic::default()
+            .with_name(topic_name(topic))
+            .with_partitions(vec![ListOffsetsPartition::default()
+                .with_partition_index(partition)
+                .with_current_leader_epoch(leader_epoch.unwrap_or(-1))
+                .with_timestamp(timestamp)])])
+        // v10 added a broker-side wait (for offsets in tiered storage); older versions
+        // leave the field off the wire.
+        .with_timeout_ms(timeout_ms)
+}
+
+/// Error code, offset and the leader epoch of that offset (-1 below v4) for the one partition
+/// asked about.
+pub(crate) fn offset_answer(
+    response: ListOffsetsResponse,
+    topic: &str,
+    partition: i32,
+    version: i16,
+) -> Result<(i16, i64, i32), String> {
+    let found = response
+        .topics
+        .into_iter()
+        .filter(|t| t.name.0.as_str() == topic)
+        .flat_map(|t| t.partitions)
+        .find(|p| p.partition_index == partition)
+        .ok_or_else(|| format!("answer lacks partition {topic}-{partition}"))?;
+    let epoch = if version >= LIST_OFFSETS_LEADER_EPOCH {
+        found.leader_epoch
+    } else {
+        -1
+    };
+    Ok((found.error_code, found.offset, epoch))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn grouping_keeps_the_callers_order() {
+        let groups = by_topic([("b", 1), ("a", 0), ("b", 0), ("a", 2)]);
+        assert_eq!(groups, vec![("b", vec![1, 0]), ("a", vec![0, 2])]);
+    }
+
+    #[test]
+    fn an_empty_election_is_never_null() {
+        let r = elect_leaders_request(true, &[], 1000);
+        assert_eq!(r.topic_partitions, Some(vec![]));
+    }
+}
