@@ -42,6 +42,62 @@ pub struct CanaryMemory {
     window_leader: BTreeMap<i32, BrokerId>,
     /// Per broker: the longest window of a partition it led, closed recently.
     closed: BTreeMap<BrokerId, (SystemTime, f64)>,
+    /// Unclean elections of the last `LOSS_MEMORY`.
+    unclean: Vec<(SystemTime, crate::report::UncleanElection)>,
+}
+
+/// An unclean election is an event; its incident stays open `LOSS_MEMORY` after the last one.
+pub fn unclean_findings(
+    cluster: &str,
+    report: &ClusterReport,
+    memory: &mut CanaryMemory,
+    now: SystemTime,
+) -> Option<Finding> {
+    memory
+        .unclean
+        .extend(report.unclean_elections.iter().cloned().map(|u| (now, u)));
+    memory
+        .unclean
+        .retain(|(t, _)| now.duration_since(*t).is_ok_and(|a| a <= LOSS_MEMORY));
+    if memory.unclean.is_empty() {
+        return None;
+    }
+    let mut f = Finding::new(
+        FindingKey::new(cluster, Subject::Cluster, FindingKind::UncleanElection),
+        format!(
+            "{} partition(s) got a leader from outside their in-sync replicas: acknowledged writes may be lost",
+            memory.unclean.len()
+        ),
+    );
+    f.evidence = memory
+        .unclean
+        .iter()
+        .take(20)
+        .map(|(_, u)| {
+            format!(
+                "{}-{}: broker {} elected at epoch {}, previous leader {}, previous ISR {:?}",
+                u.topic, u.partition, u.leader, u.leader_epoch, u.previous_leader, u.previous_isr
+            )
+        })
+        .collect();
+    f.rules = vec!["unclean_election".into()];
+    let mut suspects: Vec<BrokerId> = memory
+        .unclean
+        .iter()
+        .flat_map(|(_, u)| std::iter::once(u.leader).chain(u.previous_isr.iter().copied()))
+        .collect();
+    suspects.sort_unstable();
+    suspects.dedup();
+    f.suspects = suspects;
+    Some(
+        f.with_partitions(
+            memory
+                .unclean
+                .iter()
+                .map(|(_, u)| format!("{}-{}", u.topic, u.partition))
+                .collect(),
+        ),
+    )
 }
 
 /// The canary's findings this round (pure but for the memory it updates).
@@ -257,6 +313,7 @@ impl Alerting {
         if let Some(round) = &report.canary {
             extra = canary_findings(&report.cluster, round, memory, now);
         }
+        extra.extend(unclean_findings(&report.cluster, report, memory, now));
         let mut findings = incident::findings(report, extra);
         if let Some(round) = &report.canary {
             for f in &mut findings {

@@ -47,6 +47,7 @@ pub async fn cluster_loop(
             return;
         }
     };
+    let wire = settings.wire.clone();
     let mut prober = ClusterProber::new(settings);
     let mut evaluator = Evaluator::new(
         &cfg.name,
@@ -57,7 +58,7 @@ pub async fn cluster_loop(
     let mut canary = cfg
         .canary
         .enabled
-        .then(|| Canary::new(setup::canary_settings(&cfg, &instance)));
+        .then(|| Canary::new(setup::canary_settings(&cfg, &instance, wire)));
     let limit = round_limit(&cfg);
     let mut next = tokio::time::Instant::now();
     loop {

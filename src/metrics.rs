@@ -206,6 +206,11 @@ pub fn render<'a>(reports: impl IntoIterator<Item = &'a ClusterReport>, extras: 
         "Partitions for which a broker still claims a leadership a newer epoch gave away",
     );
     let brokers_in = gauge(&mut reg, "brokers", "Brokers in each verdict state");
+    let unclean = counter(
+        &mut reg,
+        "unclean_elections",
+        "Partitions that got a leader from outside their previous ISR",
+    );
     let up = gauge(
         &mut reg,
         "broker_up",
@@ -327,6 +332,9 @@ pub fn render<'a>(reports: impl IntoIterator<Item = &'a ClusterReport>, extras: 
             vec![("cluster", c())],
             r.health.partitions as f64,
         );
+        unclean
+            .get_or_create(&vec![("cluster", c())])
+            .inc_by(r.unclean_elections_total);
         let split_partitions: std::collections::BTreeSet<(&str, i32)> = r
             .stale_leaders
             .iter()

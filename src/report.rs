@@ -47,10 +47,64 @@ pub struct ClusterReport {
     pub last_success: Option<SystemTime>,
     /// This round's canary, when the canary is on.
     pub canary: Option<CanaryRound>,
+    /// Leaders elected this round from outside the partition's previous ISR.
+    pub unclean_elections: Vec<UncleanElection>,
+    /// Unclean elections seen since the watchdog started.
+    pub unclean_elections_total: u64,
     /// Since when each broker has been in its current state.
     pub state_since: BTreeMap<BrokerId, SystemTime>,
     /// Per canary partition: the length of its last closed unavailability window.
     pub canary_last_window: BTreeMap<i32, f64>,
+}
+
+/// A partition whose new leader was not in the ISR the round before: it was elected
+/// uncleanly, and writes acknowledged by the old ISR may be gone (incident 4).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct UncleanElection {
+    pub topic: String,
+    pub partition: i32,
+    pub leader: BrokerId,
+    pub leader_epoch: i32,
+    pub previous_leader: BrokerId,
+    pub previous_isr: Vec<BrokerId>,
+}
+
+/// What the last round saw of one partition: leader, epoch, ISR.
+type PartitionMemory = std::collections::HashMap<(String, i32), (BrokerId, i32, Vec<BrokerId>)>;
+
+/// Compares this round's partitions with the last round's and remembers them.
+fn unclean_elections(
+    view: &crate::cluster_view::ClusterView,
+    memory: &mut PartitionMemory,
+) -> Vec<UncleanElection> {
+    let mut found = Vec::new();
+    let mut next = PartitionMemory::with_capacity(memory.len());
+    for (topic, t) in &view.topics {
+        for p in &t.partitions {
+            let key = (topic.clone(), p.partition);
+            if let Some((prev_leader, prev_epoch, prev_isr)) = memory.remove(&key) {
+                let newer = !view.has_leader_epochs || p.leader_epoch > prev_epoch;
+                if p.leader >= 0
+                    && p.leader != prev_leader
+                    && newer
+                    && !prev_isr.is_empty()
+                    && !prev_isr.contains(&p.leader)
+                {
+                    found.push(UncleanElection {
+                        topic: topic.clone(),
+                        partition: p.partition,
+                        leader: p.leader,
+                        leader_epoch: p.leader_epoch,
+                        previous_leader: prev_leader,
+                        previous_isr: prev_isr,
+                    });
+                }
+            }
+            next.insert(key, (p.leader, p.leader_epoch, p.isr.clone()));
+        }
+    }
+    *memory = next;
+    found
 }
 
 /// How bad a report is, for `check` (Nagios-style exit codes) and summaries.
@@ -85,11 +139,38 @@ impl Severity {
 }
 
 impl ClusterReport {
+    /// A report of a round that saw nothing, to build on in tests and benchmarks.
+    pub fn empty(cluster: &str, started_at: SystemTime) -> Self {
+        ClusterReport {
+            cluster: cluster.to_string(),
+            round: 0,
+            started_at,
+            duration: Duration::ZERO,
+            cluster_id: None,
+            reachable: false,
+            probes: BTreeMap::new(),
+            registered: BTreeSet::new(),
+            health: Health::default(),
+            verdicts: Vec::new(),
+            stale_leaders: Vec::new(),
+            disagreements: BTreeMap::new(),
+            bootstrap_failures: Vec::new(),
+            failures_total: BTreeMap::new(),
+            last_success: None,
+            canary: None,
+            canary_last_window: BTreeMap::new(),
+            state_since: BTreeMap::new(),
+            unclean_elections: Vec::new(),
+            unclean_elections_total: 0,
+        }
+    }
+
     pub fn severity(&self) -> Severity {
         if !self.reachable {
             return Severity::Unreachable;
         }
-        let canary_loss = self.canary.as_ref().is_some_and(|c| !c.lost.is_empty());
+        let canary_loss = self.canary.as_ref().is_some_and(|c| !c.lost.is_empty())
+            || !self.unclean_elections.is_empty();
         let critical = canary_loss
             || self.health.count(Condition::Offline) > 0
             || self.health.count(Condition::UnderMinIsr) > 0
@@ -130,6 +211,8 @@ pub struct Evaluator {
     last_success: Option<SystemTime>,
     canary_stats: CanaryStats,
     canary_last_window: BTreeMap<i32, f64>,
+    partitions: PartitionMemory,
+    unclean_total: u64,
 }
 
 impl Evaluator {
@@ -150,6 +233,8 @@ impl Evaluator {
             last_success: None,
             canary_stats,
             canary_last_window: BTreeMap::new(),
+            partitions: PartitionMemory::new(),
+            unclean_total: 0,
         }
     }
 
@@ -166,6 +251,13 @@ impl Evaluator {
             .filter_map(|(id, p)| p.metadata_view().map(|m| (*id, m)))
             .collect();
         let view = merge(&answers);
+        // Only a round that saw the cluster says anything about elections.
+        let unclean_elections = if answers.is_empty() {
+            Vec::new()
+        } else {
+            unclean_elections(&view, &mut self.partitions)
+        };
+        self.unclean_total += unclean_elections.len() as u64;
         let include = self.include.clone();
         let health = classify(&view, &obs.min_isr, |t| include(t));
         let verdicts = verdict::judge(
@@ -239,6 +331,72 @@ impl Evaluator {
             canary,
             canary_last_window: self.canary_last_window.clone(),
             state_since,
+            unclean_elections_total: self.unclean_total,
+            unclean_elections,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cluster_view::{ClusterView, ViewTopic};
+    use crate::observe::PartitionView;
+
+    fn view(leader: i32, epoch: i32, isr: &[i32]) -> ClusterView {
+        let mut v = ClusterView {
+            has_leader_epochs: true,
+            ..ClusterView::default()
+        };
+        v.topics.insert(
+            "t".into(),
+            ViewTopic {
+                is_internal: false,
+                partitions: vec![PartitionView {
+                    partition: 0,
+                    error_code: 0,
+                    leader,
+                    leader_epoch: epoch,
+                    replicas: vec![2, 3],
+                    isr: isr.to_vec(),
+                    offline_replicas: Vec::new(),
+                }],
+            },
+        );
+        v
+    }
+
+    #[test]
+    fn a_leader_from_outside_the_last_isr_is_an_unclean_election() {
+        let mut m = PartitionMemory::new();
+        assert!(unclean_elections(&view(3, 1, &[3, 2]), &mut m).is_empty());
+        assert!(unclean_elections(&view(3, 1, &[3]), &mut m).is_empty());
+        assert!(unclean_elections(&view(-1, 2, &[3]), &mut m).is_empty());
+        let found = unclean_elections(&view(2, 3, &[2]), &mut m);
+        assert_eq!(
+            found,
+            vec![UncleanElection {
+                topic: "t".into(),
+                partition: 0,
+                leader: 2,
+                leader_epoch: 3,
+                previous_leader: -1,
+                previous_isr: vec![3],
+            }]
+        );
+        assert!(
+            unclean_elections(&view(2, 3, &[2]), &mut m).is_empty(),
+            "reported once"
+        );
+    }
+
+    #[test]
+    fn clean_failovers_and_recreated_topics_are_not_unclean() {
+        let mut m = PartitionMemory::new();
+        unclean_elections(&view(3, 1, &[3, 2]), &mut m);
+        assert!(unclean_elections(&view(2, 2, &[2]), &mut m).is_empty());
+        // A recreated topic starts again at epoch 0.
+        unclean_elections(&view(2, 5, &[2]), &mut m);
+        assert!(unclean_elections(&view(3, 0, &[3]), &mut m).is_empty());
     }
 }

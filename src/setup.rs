@@ -152,8 +152,14 @@ pub fn client_config(c: &ClusterConfig) -> ClientConfig {
     cc
 }
 
-pub fn canary_settings(c: &ClusterConfig, instance: &str) -> CanarySettings {
+pub fn canary_settings(
+    c: &ClusterConfig,
+    instance: &str,
+    wire: crate::wire::WireOptions,
+) -> CanarySettings {
     CanarySettings {
+        acks1_probe: c.canary.acks1_probe,
+        wire,
         cluster: c.name.clone(),
         topic: c.canary.topic.clone(),
         instance: instance.to_string(),

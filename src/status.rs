@@ -50,6 +50,7 @@ pub struct ClusterStatus<'a> {
     pub brokers: Vec<BrokerStatus<'a>>,
     pub partitions: PartitionsStatus<'a>,
     pub split_brain: &'a [StaleLeader],
+    pub unclean_elections: &'a [crate::report::UncleanElection],
     pub bootstrap_failures: Vec<BootstrapFailure<'a>>,
     pub canary: Option<&'a crate::canary::CanaryRound>,
     pub canary_last_unavailable_seconds: &'a BTreeMap<i32, f64>,
@@ -129,6 +130,7 @@ pub fn cluster_status(r: &ClusterReport) -> ClusterStatus<'_> {
             problems_truncated: n < r.health.problems.len(),
         },
         split_brain: &r.stale_leaders,
+        unclean_elections: &r.unclean_elections,
         bootstrap_failures: r
             .bootstrap_failures
             .iter()

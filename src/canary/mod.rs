@@ -42,6 +42,10 @@ pub struct CanarySettings {
     pub layout: LayoutSettings,
     /// Bootstrap, security and the operator's extra properties, shared by every client.
     pub client: ClientConfig,
+    /// Also write acks=1 records straight to every broker that claims a leadership.
+    pub acks1_probe: bool,
+    /// How to reach one broker directly, for the acks=1 probe and layout changes.
+    pub wire: crate::wire::WireOptions,
 }
 
 /// Why a canary write failed, as a bounded label.
@@ -138,6 +142,8 @@ pub struct CanaryRound {
     pub duplicated: Vec<(i32, BrokerId)>,
     /// Unavailability windows that closed this round: (partition, leader now, seconds).
     pub windows_closed: Vec<(i32, BrokerId, f64)>,
+    /// Direct acks=1 writes to every broker claiming a canary leadership.
+    pub acks1: Vec<Acks1Probe>,
 }
 
 /// What the canary needs to know about the cluster this round.
@@ -146,6 +152,29 @@ pub struct CanaryView {
     pub brokers: Vec<BrokerInfo>,
     /// The canary topic's partitions, if the topic exists.
     pub partitions: Option<Vec<PartitionStateWithEpoch>>,
+    /// Every broker whose own metadata says it leads a canary partition, at its address.
+    pub claims: Vec<LeaderClaim>,
+}
+
+/// A broker's belief that it leads a canary partition.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeaderClaim {
+    pub partition: i32,
+    pub broker: BrokerId,
+    pub address: String,
+    pub epoch: i32,
+}
+
+/// The outcome of one direct acks=1 write to a broker claiming a leadership.
+#[derive(Debug, Clone, Serialize)]
+pub struct Acks1Probe {
+    pub partition: i32,
+    pub broker: BrokerId,
+    /// The claim was stale: the newest view names another leader.
+    pub stale: bool,
+    /// Offset acknowledged, or the failure kind.
+    pub offset: Option<i64>,
+    pub error: Option<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -255,6 +284,7 @@ impl Canary {
             lost: Vec::new(),
             duplicated: Vec::new(),
             windows_closed: Vec::new(),
+            acks1: Vec::new(),
         };
         if self.clients.is_none() {
             match self.start_clients() {
@@ -288,7 +318,53 @@ impl Canary {
         self.assign(parts).await;
         self.check_leader_changes(parts, &mut out).await;
 
-        let results = self.produce(parts).await;
+        let seqs: Vec<u64> = parts
+            .iter()
+            .map(|p| self.ledger.next_seq(p.state.partition))
+            .collect();
+        let claims: Vec<(LeaderClaim, u64)> = if self.settings.acks1_probe {
+            view.claims
+                .iter()
+                .map(|c| (c.clone(), self.ledger.next_seq(c.partition)))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let Some(clients) = &self.clients else {
+            return out;
+        };
+        let (sent_all, acks1) = tokio::join!(
+            produce_all(&clients.producer, &self.settings, parts, &seqs),
+            acks1_probes(&self.settings, parts, &claims)
+        );
+        let acked_at = SystemTime::now();
+        let mut results = Vec::new();
+        for s in sent_all {
+            match s.result {
+                Ok((offset, took)) => {
+                    self.ledger.acked(
+                        s.partition,
+                        offset,
+                        Entry {
+                            seq: s.seq,
+                            acks: Acks::All,
+                            sent_at: s.sent_at,
+                            acked_at,
+                            broker: s.leader,
+                            stale_ack: false,
+                        },
+                    );
+                    results.push((s.partition, s.seq, Ok(took)));
+                }
+                Err(f) => results.push((s.partition, s.seq, Err(f))),
+            }
+        }
+        for (probe, acked) in acks1 {
+            if let Some((offset, entry)) = acked {
+                self.ledger.acked(probe.partition, offset, entry);
+            }
+            out.acks1.push(probe);
+        }
         let sent: BTreeSet<(i32, u64)> = results
             .iter()
             .filter_map(|(p, seq, r)| r.as_ref().ok().map(|_| (*p, *seq)))
@@ -534,74 +610,6 @@ impl Canary {
         }
     }
 
-    /// One acks=all record to every partition with a leader, all at once.
-    async fn produce(
-        &mut self,
-        parts: &[PartitionStateWithEpoch],
-    ) -> Vec<(i32, u64, Result<Duration, ProduceFailure>)> {
-        let Some(clients) = &self.clients else {
-            return Vec::new();
-        };
-        let mut sends = Vec::new();
-        for p in parts {
-            let partition = p.state.partition;
-            let seq = self.ledger.next_seq(partition);
-            let record = CanaryRecord {
-                instance: self.settings.instance.clone(),
-                partition,
-                seq,
-                sent_at: SystemTime::now(),
-                acks: Acks::All,
-            };
-            let leader = p.state.leader;
-            let producer = clients.producer.clone();
-            let topic = self.settings.topic.clone();
-            let timeout = self.settings.produce_timeout;
-            sends.push(async move {
-                let payload = record.encode();
-                let started = Instant::now();
-                let r = producer
-                    .send(
-                        FutureRecord::<(), str>::to(&topic)
-                            .partition(partition)
-                            .payload(&payload),
-                        timeout,
-                    )
-                    .await;
-                (partition, seq, leader, record.sent_at, started.elapsed(), r)
-            });
-        }
-        let done = futures::future::join_all(sends).await;
-        let now = SystemTime::now();
-        done.into_iter()
-            .map(|(partition, seq, leader, sent_at, took, r)| match r {
-                Ok(delivery) => {
-                    self.ledger.acked(
-                        partition,
-                        delivery.offset,
-                        Entry {
-                            seq,
-                            acks: Acks::All,
-                            sent_at,
-                            acked_at: now,
-                            broker: leader,
-                            stale_ack: false,
-                        },
-                    );
-                    (partition, seq, Ok(took))
-                }
-                Err((e, _)) => (
-                    partition,
-                    seq,
-                    Err(ProduceFailure {
-                        kind: error_kind(&e),
-                        detail: e.to_string(),
-                    }),
-                ),
-            })
-            .collect()
-    }
-
     /// Takes what the consumer read, waiting briefly for this round's records.
     async fn drain(
         &mut self,
@@ -755,6 +763,7 @@ pub fn view_from(obs: &crate::observe::RoundObservation, topic: &str) -> CanaryV
     use crate::observe::MetadataView;
     let mut listed: BTreeMap<BrokerId, BrokerInfo> = BTreeMap::new();
     let mut answers: Vec<(BrokerId, MetadataView)> = Vec::new();
+    let mut claims = Vec::new();
     for (source, probe) in &obs.probes {
         let Some(md) = probe.metadata_view() else {
             continue;
@@ -771,6 +780,14 @@ pub fn view_from(obs: &crate::observe::RoundObservation, topic: &str) -> CanaryV
         let mut only = md.clone_header();
         if let Some(t) = md.topics.get(topic) {
             only.topics.insert(topic.to_string(), t.clone());
+            for p in t.partitions.iter().filter(|p| p.leader == *source) {
+                claims.push(LeaderClaim {
+                    partition: p.partition,
+                    broker: *source,
+                    address: probe.endpoint.address(),
+                    epoch: p.leader_epoch,
+                });
+            }
         }
         answers.push((*source, only));
     }
@@ -793,5 +810,123 @@ pub fn view_from(obs: &crate::observe::RoundObservation, topic: &str) -> CanaryV
     CanaryView {
         brokers: listed.into_values().collect(),
         partitions,
+        claims,
     }
+}
+
+struct Sent {
+    partition: i32,
+    seq: u64,
+    leader: BrokerId,
+    sent_at: SystemTime,
+    result: Result<(i64, Duration), ProduceFailure>,
+}
+
+/// One acks=all record to every partition, all at once, through the regular producer.
+async fn produce_all(
+    producer: &FutureProducer,
+    settings: &CanarySettings,
+    parts: &[PartitionStateWithEpoch],
+    seqs: &[u64],
+) -> Vec<Sent> {
+    let sends = parts.iter().zip(seqs).map(|(p, seq)| async move {
+        let partition = p.state.partition;
+        let record = CanaryRecord {
+            instance: settings.instance.clone(),
+            partition,
+            seq: *seq,
+            sent_at: SystemTime::now(),
+            acks: Acks::All,
+        };
+        let payload = record.encode();
+        let started = Instant::now();
+        let r = producer
+            .send(
+                FutureRecord::<(), str>::to(&settings.topic)
+                    .partition(partition)
+                    .payload(&payload),
+                settings.produce_timeout,
+            )
+            .await;
+        Sent {
+            partition,
+            seq: *seq,
+            leader: p.state.leader,
+            sent_at: record.sent_at,
+            result: match r {
+                Ok(d) => Ok((d.offset, started.elapsed())),
+                Err((e, _)) => Err(ProduceFailure {
+                    kind: error_kind(&e),
+                    detail: e.to_string(),
+                }),
+            },
+        }
+    });
+    futures::future::join_all(sends).await
+}
+
+/// One acks=1 record sent straight to every broker that claims to lead a canary partition,
+/// stale claims included: a leader cut off from the controller and its followers keeps
+/// acknowledging such writes and loses them when the network heals (incident 3). Returns
+/// what each broker answered and, for acknowledged writes, the ledger entry.
+async fn acks1_probes(
+    settings: &CanarySettings,
+    parts: &[PartitionStateWithEpoch],
+    claims: &[(LeaderClaim, u64)],
+) -> Vec<(Acks1Probe, Option<(i64, Entry)>)> {
+    let probes = claims.iter().map(|(claim, seq)| async move {
+        let current = parts
+            .iter()
+            .find(|p| p.state.partition == claim.partition)
+            .map(|p| p.state.leader);
+        let stale = current != Some(claim.broker);
+        let record = CanaryRecord {
+            instance: settings.instance.clone(),
+            partition: claim.partition,
+            seq: *seq,
+            sent_at: SystemTime::now(),
+            acks: Acks::One,
+        };
+        let answer = async {
+            let mut c = crate::wire::BrokerClient::connect(&claim.address, &settings.wire).await?;
+            c.client
+                .produce(
+                    &settings.topic,
+                    claim.partition,
+                    1,
+                    settings.produce_timeout,
+                    &[(None, record.encode().into_bytes())],
+                )
+                .await
+        }
+        .await;
+        let mut probe = Acks1Probe {
+            partition: claim.partition,
+            broker: claim.broker,
+            stale,
+            offset: None,
+            error: None,
+        };
+        let mut acked = None;
+        match answer {
+            Ok(t) if t.value.error_code == 0 => {
+                probe.offset = Some(t.value.base_offset);
+                acked = Some((
+                    t.value.base_offset,
+                    Entry {
+                        seq: *seq,
+                        acks: Acks::One,
+                        sent_at: record.sent_at,
+                        acked_at: SystemTime::now(),
+                        broker: claim.broker,
+                        stale_ack: stale,
+                    },
+                ));
+            }
+            Ok(t) => probe.error = Some(crate::wire::kafka_error_name(t.value.error_code)),
+            Err(e) => probe.error = Some(e.kind().as_label().to_string()),
+        }
+        (probe, acked)
+    });
+    futures::future::join_all(probes).await
 }

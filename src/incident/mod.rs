@@ -75,10 +75,13 @@ pub enum FindingKind {
     AcknowledgedLoss,
     /// The canary could not write or read (produced by the canary).
     CanaryUnavailable,
+    /// A partition's new leader was not in its previous ISR: acknowledged writes may be
+    /// gone (incident 4).
+    UncleanElection,
 }
 
 impl FindingKind {
-    pub const ALL: [FindingKind; 8] = [
+    pub const ALL: [FindingKind; 9] = [
         FindingKind::Broker,
         FindingKind::OfflinePartitions,
         FindingKind::UnderMinIsr,
@@ -87,6 +90,7 @@ impl FindingKind {
         FindingKind::ClusterUnreachable,
         FindingKind::AcknowledgedLoss,
         FindingKind::CanaryUnavailable,
+        FindingKind::UncleanElection,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -99,6 +103,7 @@ impl FindingKind {
             FindingKind::ClusterUnreachable => "cluster_unreachable",
             FindingKind::AcknowledgedLoss => "acknowledged_loss",
             FindingKind::CanaryUnavailable => "canary_unavailable",
+            FindingKind::UncleanElection => "unclean_election",
         }
     }
 
@@ -113,6 +118,7 @@ impl FindingKind {
             FindingKind::ClusterUnreachable => "KafkaWatchdogClusterUnreachable",
             FindingKind::AcknowledgedLoss => "KafkaWatchdogAcknowledgedLoss",
             FindingKind::CanaryUnavailable => "KafkaWatchdogCanaryUnavailable",
+            FindingKind::UncleanElection => "KafkaWatchdogUncleanElection",
         }
     }
 
@@ -128,6 +134,7 @@ impl FindingKind {
             | FindingKind::UnderMinIsr
             | FindingKind::SplitBrain
             | FindingKind::AcknowledgedLoss
+            | FindingKind::UncleanElection
             | FindingKind::ClusterUnreachable => Severity::Critical,
             FindingKind::UnderReplicated | FindingKind::CanaryUnavailable => Severity::Warning,
         }

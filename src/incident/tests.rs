@@ -15,24 +15,12 @@ fn t(secs: u64) -> SystemTime {
 
 fn report(cluster: &str) -> ClusterReport {
     ClusterReport {
-        cluster: cluster.into(),
         round: 1,
-        started_at: t(0),
         duration: Duration::from_millis(20),
         cluster_id: Some("id".into()),
         reachable: true,
-        probes: BTreeMap::new(),
-        registered: BTreeSet::new(),
-        health: Health::default(),
-        verdicts: Vec::new(),
-        stale_leaders: Vec::new(),
-        disagreements: BTreeMap::new(),
-        bootstrap_failures: Vec::new(),
-        failures_total: BTreeMap::new(),
         last_success: Some(t(0)),
-        canary: None,
-        state_since: BTreeMap::new(),
-        canary_last_window: BTreeMap::new(),
+        ..ClusterReport::empty(cluster, t(0))
     }
 }
 
