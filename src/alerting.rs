@@ -259,7 +259,7 @@ pub fn broker_unavailability(
 pub struct Alerting {
     book: Mutex<IncidentBook>,
     canary: Mutex<BTreeMap<String, CanaryMemory>>,
-    notifier: NotifierHandle,
+    notifier: std::sync::RwLock<NotifierHandle>,
     state_dir: PathBuf,
 }
 
@@ -300,7 +300,7 @@ impl Alerting {
         Ok(Alerting {
             book: Mutex::new(book),
             canary: Mutex::new(BTreeMap::new()),
-            notifier,
+            notifier: std::sync::RwLock::new(notifier),
             state_dir: config.state_dir.clone(),
         })
     }
@@ -346,7 +346,25 @@ impl Alerting {
             }
         }
         drop(book);
-        self.notifier.submit(events);
+        self.notifier().submit(events);
+    }
+
+    fn notifier(&self) -> NotifierHandle {
+        self.notifier
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Replaces the receivers after a reload: the old delivery drains briefly, what it could
+    /// not send stays in the spool, which the new one (same state folder) picks up.
+    pub async fn reconfigure(&self, config: &Config) -> Result<(), AlertingError> {
+        let old = self.notifier();
+        old.shutdown(Duration::from_secs(2)).await;
+        let new = Notifier::spawn(&config.webhooks, &config.state_dir, &config.instance_id)?;
+        new.restore_open(self.open_incidents());
+        *self.notifier.write().unwrap_or_else(|p| p.into_inner()) = new;
+        Ok(())
     }
 
     /// Resolves the incidents of clusters no longer configured (after a reload).
@@ -357,7 +375,7 @@ impl Alerting {
             tracing::error!(error = %e, "cannot save incident state");
         }
         drop(book);
-        self.notifier.submit(events);
+        self.notifier().submit(events);
     }
 
     pub fn open_incidents(&self) -> Vec<Incident> {
@@ -368,11 +386,11 @@ impl Alerting {
     }
 
     pub fn stats(&self) -> NotifierStats {
-        self.notifier.stats()
+        self.notifier().stats()
     }
 
     /// Flushes what delivery can within `deadline`; the rest stays spooled on disk.
     pub async fn shutdown(&self, deadline: Duration) -> NotifierStats {
-        self.notifier.shutdown(deadline).await
+        self.notifier().shutdown(deadline).await
     }
 }

@@ -1,7 +1,7 @@
 //! The daemon: bind the HTTP listener, run one round loop per cluster, stop cleanly on
 //! SIGTERM or SIGINT. Things that take requests start before things that send them.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 use futures::StreamExt;
@@ -15,7 +15,8 @@ use crate::config::{ClusterConfig, Config};
 use crate::http::{self, Published};
 use crate::probe::ClusterProber;
 use crate::report::{ClusterReport, Evaluator};
-use crate::setup;
+use crate::service::{self, LoopHealth, StatusCounts};
+use crate::{reload, setup};
 
 /// A round may overrun its deadlines by this much before it is abandoned.
 const ROUND_SLACK: Duration = Duration::from_secs(5);
@@ -38,12 +39,15 @@ pub async fn cluster_loop(
     instance: String,
     published: Arc<Published>,
     alerting: Arc<Alerting>,
+    health: Arc<Mutex<LoopHealth>>,
     mut shutdown: watch::Receiver<bool>,
 ) {
     let settings = match setup::probe_settings(&cfg) {
         Ok(s) => s,
         Err(e) => {
             tracing::error!(cluster = %cfg.name, error = %e, "cluster not watched");
+            // A loop that ended on purpose must not hold back the systemd watchdog.
+            lock(&health).unwatch(&cfg.name);
             return;
         }
     };
@@ -80,6 +84,8 @@ pub async fn cluster_loop(
                 "round abandoned: it outlived every deadline"
             ),
         }
+        lock(&health).round_completed(&cfg.name, Instant::now());
+        stall_for_tests(&mut shutdown).await;
         // Rounds start on a fixed cadence; a round that overran starts the next one at once.
         next += cfg.round_interval;
         let now = tokio::time::Instant::now();
@@ -90,6 +96,15 @@ pub async fn cluster_loop(
             _ = tokio::time::sleep_until(next) => {}
             _ = shutdown.changed() => return,
         }
+    }
+}
+
+/// Debug builds only: `KAFKA_WATCHDOG_TEST_STALL=1` makes every round loop hang after its
+/// round, so a test can show that a stuck loop stops the systemd watchdog pings. Release
+/// builds never read the variable.
+async fn stall_for_tests(shutdown: &mut watch::Receiver<bool>) {
+    if cfg!(debug_assertions) && std::env::var_os("KAFKA_WATCHDOG_TEST_STALL").is_some() {
+        let _ = shutdown.changed().await;
     }
 }
 
@@ -135,8 +150,174 @@ fn log_round(r: &ClusterReport) {
     );
 }
 
-/// Runs the daemon until SIGTERM or SIGINT. A second signal exits at once.
-pub async fn run(config: Config) -> anyhow::Result<()> {
+/// The running cluster loops, each with its own stop switch so a reload can restart one.
+struct Loops {
+    running: std::collections::BTreeMap<String, (tokio::task::JoinHandle<()>, watch::Sender<bool>)>,
+    health: Arc<Mutex<LoopHealth>>,
+    published: Arc<Published>,
+    alerting: Arc<Alerting>,
+    instance_id: String,
+}
+
+impl Loops {
+    fn start(&mut self, cfg: ClusterConfig) {
+        let (tx, rx) = watch::channel(false);
+        lock(&self.health).watch(
+            &cfg.name,
+            cfg.round_interval,
+            round_limit(&cfg),
+            Instant::now(),
+        );
+        let name = cfg.name.clone();
+        let handle = tokio::spawn(cluster_loop(
+            cfg,
+            self.instance_id.clone(),
+            self.published.clone(),
+            self.alerting.clone(),
+            self.health.clone(),
+            rx,
+        ));
+        self.running.insert(name, (handle, tx));
+    }
+
+    async fn stop(&mut self, name: &str) {
+        lock(&self.health).unwatch(name);
+        if let Some((handle, tx)) = self.running.remove(name) {
+            let _ = tx.send(true);
+            let _ = handle.await;
+        }
+    }
+
+    async fn stop_all(&mut self) {
+        let names: Vec<String> = self.running.keys().cloned().collect();
+        for (_, (_, tx)) in self.running.iter() {
+            let _ = tx.send(true);
+        }
+        for name in names {
+            self.stop(&name).await;
+        }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Sends WATCHDOG=1 while every cluster loop makes progress, and STATUS= when the summary
+/// changes. Without a systemd watchdog it only keeps STATUS= current.
+async fn supervise(
+    health: Arc<Mutex<LoopHealth>>,
+    published: Arc<Published>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let interval = service::watchdog_interval()
+        .map(|wd| wd / 2)
+        .unwrap_or(Duration::from_secs(5));
+    let mut last_status = String::new();
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(interval) => {}
+            _ = shutdown.changed() => return,
+        }
+        let now = Instant::now();
+        if service::watchdog_interval().is_some() {
+            let h = lock(&health);
+            if h.should_ping(now) {
+                service::watchdog_ping();
+            } else {
+                let stalled: Vec<String> = h
+                    .stalled(now)
+                    .iter()
+                    .map(|(c, d)| format!("{c} ({} s)", d.as_secs()))
+                    .collect();
+                tracing::error!(stalled = %stalled.join(", "), "a round loop makes no progress: withholding the systemd watchdog ping");
+            }
+        }
+        let reports = published.snapshot();
+        let expected = published
+            .expected
+            .read()
+            .map(|e| e.len())
+            .unwrap_or_default();
+        let line = StatusCounts::from_reports(expected, reports.iter().map(|r| r.as_ref())).line();
+        if line != last_status {
+            service::status(&line);
+            last_status = line;
+        }
+    }
+}
+
+/// Applies a new configuration file: validated first; a bad file keeps the running
+/// configuration. Returns the configuration now running.
+async fn reload(
+    path: &std::path::Path,
+    running: Config,
+    loops: &mut Loops,
+    log_level: &dyn Fn(crate::config::LogLevel),
+) -> Config {
+    service::reloading();
+    let new = match crate::config::load(path) {
+        Ok(c) => c,
+        Err(e) => {
+            for line in e.to_string().lines() {
+                tracing::error!(problem = %line, "reload refused: the running configuration stays");
+            }
+            loops
+                .published
+                .reload_success
+                .store(false, std::sync::atomic::Ordering::Relaxed);
+            service::ready();
+            return running;
+        }
+    };
+    let plan = reload::plan(&running, &new);
+    for line in &plan.not_applied {
+        tracing::warn!(setting = %line, "not applied by a reload");
+    }
+    for name in plan.remove_clusters.iter().chain(&plan.restart_clusters) {
+        loops.stop(name).await;
+    }
+    let applied = reload::applied(&running, new);
+    for name in plan.restart_clusters.iter().chain(&plan.add_clusters) {
+        if let Some(c) = applied.cluster(name) {
+            loops.start(c.clone());
+        }
+    }
+    let names: Vec<String> = applied.clusters.iter().map(|c| c.name.clone()).collect();
+    loops.published.retain_clusters(&names);
+    if !plan.remove_clusters.is_empty() {
+        loops.alerting.retain_clusters(&names);
+    }
+    if plan.webhooks_changed {
+        if let Err(e) = loops.alerting.reconfigure(&applied).await {
+            tracing::error!(error = %e, "webhooks not reconfigured; the previous receivers stay");
+        }
+    }
+    if let Some(level) = plan.log_level {
+        log_level(level);
+    }
+    tracing::info!(
+        changed = plan.changed.len(),
+        restarted = ?plan.restart_clusters,
+        added = ?plan.add_clusters,
+        removed = ?plan.remove_clusters,
+        "configuration reloaded"
+    );
+    loops
+        .published
+        .reload_success
+        .store(true, std::sync::atomic::Ordering::Relaxed);
+    service::ready();
+    applied
+}
+
+/// Runs the daemon until SIGTERM or SIGINT; SIGHUP reloads `path`. A second stop signal
+/// exits at once. `log_level` changes the log level of the running process.
+pub async fn run(
+    config: Config,
+    path: std::path::PathBuf,
+    log_level: Box<dyn Fn(crate::config::LogLevel) + Send + Sync>,
+) -> anyhow::Result<()> {
     let names: Vec<String> = config.clusters.iter().map(|c| c.name.clone()).collect();
     let published = Published::new(&config.instance_id, names);
     let listener = http::bind(config.http_listen)
@@ -144,40 +325,40 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", config.http_listen))?;
     let alerting = Arc::new(Alerting::start(&config)?);
     let _ = published.alerting.set(alerting.clone());
-    tracing::info!(listen = %config.http_listen, clusters = config.clusters.len(), "kafka-watchdog serving");
     let (stop_tx, stop_rx) = watch::channel(false);
     let server = tokio::spawn(http::serve(listener, published.clone(), stop_rx.clone()));
-    let loops: Vec<_> = config
-        .clusters
-        .iter()
-        .cloned()
-        .map(|c| {
-            tokio::spawn(cluster_loop(
-                c,
-                config.instance_id.clone(),
-                published.clone(),
-                alerting.clone(),
-                stop_rx.clone(),
-            ))
-        })
-        .collect();
+    let health = Arc::new(Mutex::new(LoopHealth::new()));
+    let mut loops = Loops {
+        running: Default::default(),
+        health: health.clone(),
+        published: published.clone(),
+        alerting: alerting.clone(),
+        instance_id: config.instance_id.clone(),
+    };
+    for c in &config.clusters {
+        loops.start(c.clone());
+    }
+    let supervisor = tokio::spawn(supervise(health, published.clone(), stop_rx.clone()));
+    // Ready once serving: reporting an unhealthy Kafka is the job, not a reason to wait.
+    service::ready();
+    tracing::info!(listen = %config.http_listen, clusters = config.clusters.len(), "kafka-watchdog serving");
 
     let mut signals = Signals::new([SIGTERM, SIGINT, SIGHUP])?;
+    let mut running = config;
     while let Some(sig) = signals.next().await {
         if sig == SIGHUP {
-            tracing::warn!(
-                "SIGHUP received: reloading is not supported yet; restart to apply a new config"
-            );
+            tracing::info!(file = %path.display(), "SIGHUP: reloading the configuration");
+            running = reload(&path, running, &mut loops, log_level.as_ref()).await;
             continue;
         }
         tracing::info!(signal = sig, "shutting down");
         break;
     }
+    service::stopping();
     let _ = stop_tx.send(true);
     let drained = async {
-        for l in loops {
-            let _ = l.await;
-        }
+        loops.stop_all().await;
+        let _ = supervisor.await;
         let _ = server.await;
         // Whatever is not delivered by then stays in the spool for the next start.
         alerting.shutdown(Duration::from_secs(5)).await;

@@ -46,17 +46,41 @@ fn load(path: &std::path::Path) -> Result<config::Config, ExitCode> {
     })
 }
 
-fn init_logging(cfg: &config::Config, stderr_only: bool) {
+type SetLevel = Box<dyn Fn(config::LogLevel) + Send + Sync>;
+
+/// Starts logging; the returned function changes the level later (on reload). RUST_LOG,
+/// when set, wins over the configuration, then and on reload.
+fn init_logging(cfg: &config::Config, stderr_only: bool) -> SetLevel {
     use tracing_subscriber::EnvFilter;
-    let filter = EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| EnvFilter::new(format!("kafka_watchdog={}", cfg.log.level.as_str())));
+    let from_env = std::env::var_os("RUST_LOG").is_some();
+    let filter_for = move |level: config::LogLevel| {
+        if from_env {
+            EnvFilter::from_default_env()
+        } else {
+            EnvFilter::new(format!("kafka_watchdog={}", level.as_str()))
+        }
+    };
     let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
+        .with_env_filter(filter_for(cfg.log.level))
         .with_writer(std::io::stderr)
         .with_ansi(!stderr_only && std::io::IsTerminal::is_terminal(&std::io::stderr()));
     match cfg.log.format {
-        config::LogFormat::Json => builder.json().init(),
-        config::LogFormat::Text => builder.init(),
+        config::LogFormat::Json => {
+            let b = builder.json().with_filter_reloading();
+            let handle = b.reload_handle();
+            b.init();
+            Box::new(move |l| {
+                let _ = handle.reload(filter_for(l));
+            })
+        }
+        config::LogFormat::Text => {
+            let b = builder.with_filter_reloading();
+            let handle = b.reload_handle();
+            b.init();
+            Box::new(move |l| {
+                let _ = handle.reload(filter_for(l));
+            })
+        }
     }
 }
 
@@ -88,7 +112,7 @@ fn main() -> ExitCode {
                 Ok(c) => c,
                 Err(code) => return code,
             };
-            init_logging(&cfg, true);
+            let _ = init_logging(&cfg, true);
             let reports = runtime().block_on(daemon::check_once(&cfg));
             let mut worst = if reports.len() < cfg.clusters.len() {
                 Severity::Unreachable
@@ -106,8 +130,8 @@ fn main() -> ExitCode {
                 Ok(c) => c,
                 Err(code) => return code,
             };
-            init_logging(&cfg, false);
-            match runtime().block_on(daemon::run(cfg)) {
+            let set_level = init_logging(&cfg, false);
+            match runtime().block_on(daemon::run(cfg, config, set_level)) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
                     tracing::error!(error = %e, "kafka-watchdog stopped");

@@ -1,0 +1,227 @@
+//! The real binary under a fake systemd notify socket: READY once serving, WATCHDOG while
+//! the round loops make progress and not when they stall, STATUS, RELOADING/READY around
+//! SIGHUP, a broken config on SIGHUP keeps the running one, SIGTERM exits 0 in time.
+//! No Kafka needed: the cluster is an address where nothing listens.
+
+mod common;
+
+use std::os::unix::net::UnixDatagram;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::watchdog::{free_port, http_get, temp_dir};
+
+struct Daemon {
+    child: Child,
+    socket: UnixDatagram,
+    port: u16,
+    config: std::path::PathBuf,
+    seen: Vec<(Instant, String)>,
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn config(port: u16, dir: &std::path::Path, round_secs: u32) -> String {
+    format!(
+        "instance_id: svc\nhttp:\n  listen: 127.0.0.1:{port}\nstate_dir: {}\nclusters:\n  - name: nowhere\n    \
+         bootstrap_servers: [127.0.0.1:1]\n    round_interval_secs: {round_secs}\n    connect_timeout_ms: 300\n    \
+         request_timeout_ms: 300\n    canary:\n      enabled: false\n",
+        dir.join("state").display()
+    )
+}
+
+impl Daemon {
+    fn start(name: &str, stall: bool) -> Daemon {
+        let dir = temp_dir(name);
+        let port = free_port();
+        let sock_path = dir.join("notify.sock");
+        let socket = UnixDatagram::bind(&sock_path).expect("bind notify socket");
+        socket
+            .set_read_timeout(Some(Duration::from_millis(200)))
+            .unwrap();
+        let cfg = dir.join("config.yaml");
+        std::fs::write(&cfg, config(port, &dir, 1)).unwrap();
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_kafka-watchdog"));
+        cmd.args(["run", "-c"])
+            .arg(&cfg)
+            .env("NOTIFY_SOCKET", &sock_path)
+            .env("WATCHDOG_USEC", "2000000")
+            .env_remove("WATCHDOG_PID")
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(dir.join("log")).unwrap());
+        if stall {
+            cmd.env("KAFKA_WATCHDOG_TEST_STALL", "1");
+        }
+        let child = cmd.spawn().expect("start kafka-watchdog");
+        Daemon {
+            child,
+            socket,
+            port,
+            config: cfg,
+            seen: Vec::new(),
+        }
+    }
+
+    /// Reads notifications for `d`, keeping them all.
+    fn read_for(&mut self, d: Duration) {
+        let end = Instant::now() + d;
+        let mut buf = [0u8; 4096];
+        while Instant::now() < end {
+            if let Ok(n) = self.socket.recv(&mut buf) {
+                let text = String::from_utf8_lossy(&buf[..n]).to_string();
+                for line in text.lines() {
+                    self.seen.push((Instant::now(), line.to_string()));
+                }
+            }
+        }
+    }
+
+    /// Waits until a notification starting with `prefix` arrives after index `from`.
+    fn wait_for(&mut self, prefix: &str, from: usize, timeout: Duration) -> usize {
+        let end = Instant::now() + timeout;
+        loop {
+            if let Some(i) = self.seen[from..]
+                .iter()
+                .position(|(_, l)| l.starts_with(prefix))
+            {
+                return from + i;
+            }
+            assert!(
+                Instant::now() < end,
+                "no {prefix} within {timeout:?}; seen: {:?}",
+                self.seen
+            );
+            self.read_for(Duration::from_millis(200));
+        }
+    }
+
+    fn count(&self, prefix: &str, from: usize) -> usize {
+        self.seen[from..]
+            .iter()
+            .filter(|(_, l)| l.starts_with(prefix))
+            .count()
+    }
+
+    fn signal(&self, sig: i32) {
+        // SAFETY: kill(2) on our own child.
+        unsafe { libc::kill(self.child.id() as i32, sig) };
+    }
+
+    fn metric(&self, name: &str) -> Option<f64> {
+        let (_, body) = http_get(self.port, "/metrics").ok()?;
+        body.lines()
+            .find(|l| l.starts_with(name) && !l.starts_with('#'))
+            .and_then(|l| l.rsplit(' ').next()?.parse().ok())
+    }
+}
+
+#[test]
+fn notify_watchdog_status_reload_and_clean_exit() {
+    let mut d = Daemon::start("svc", false);
+    let ready = d.wait_for("READY=1", 0, Duration::from_secs(20));
+    let (code, _) = http_get(d.port, "/healthz").expect("serving when READY");
+    assert_eq!(code, 200);
+    d.wait_for("STATUS=", ready, Duration::from_secs(20));
+    d.read_for(Duration::from_secs(4));
+    let pings = d.count("WATCHDOG=1", ready);
+    assert!(
+        pings >= 3,
+        "WATCHDOG=1 about every second while healthy: {pings}"
+    );
+    let status = d
+        .seen
+        .iter()
+        .rev()
+        .find(|(_, l)| l.starts_with("STATUS="))
+        .map(|(_, l)| l.clone())
+        .unwrap();
+    assert!(status.contains("1 cluster"), "{status}");
+
+    // A valid change: RELOADING, then READY, metric 1.
+    let before = d.seen.len();
+    std::fs::write(
+        &d.config,
+        std::fs::read_to_string(&d.config)
+            .unwrap()
+            .replace("round_interval_secs: 1", "round_interval_secs: 2"),
+    )
+    .unwrap();
+    d.signal(libc::SIGHUP);
+    let reloading = d.wait_for("RELOADING=1", before, Duration::from_secs(10));
+    d.wait_for("READY=1", reloading, Duration::from_secs(10));
+    assert_eq!(d.metric("kafka_watchdog_config_reload_success"), Some(1.0));
+
+    // A broken file: refused, the old config keeps running, metric 0.
+    let before = d.seen.len();
+    std::fs::write(
+        &d.config,
+        "clusters: [ {name: \"bad name!\"} ]\nbogus_key: 1\n",
+    )
+    .unwrap();
+    d.signal(libc::SIGHUP);
+    let reloading = d.wait_for("RELOADING=1", before, Duration::from_secs(10));
+    d.wait_for("READY=1", reloading, Duration::from_secs(10));
+    assert_eq!(d.metric("kafka_watchdog_config_reload_success"), Some(0.0));
+    let (_, status) = http_get(d.port, "/status").unwrap();
+    assert!(
+        status.contains("\"nowhere\""),
+        "the old cluster is still watched"
+    );
+    let after = d.seen.len();
+    d.read_for(Duration::from_secs(3));
+    assert!(
+        d.count("WATCHDOG=1", after) >= 1,
+        "still pinging after a refused reload"
+    );
+
+    // SIGTERM: STOPPING, exit 0 within the bound.
+    let stopping_from = d.seen.len();
+    let asked = Instant::now();
+    d.signal(libc::SIGTERM);
+    let status = loop {
+        if let Some(s) = d.child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(
+            asked.elapsed() < Duration::from_secs(15),
+            "no exit within 15 s"
+        );
+        d.read_for(Duration::from_millis(100));
+    };
+    d.read_for(Duration::from_millis(300));
+    eprintln!(
+        "exit after SIGTERM in {:.2} s",
+        asked.elapsed().as_secs_f64()
+    );
+    assert!(status.success(), "{status:?}");
+    assert!(d.count("STOPPING=1", stopping_from) >= 1);
+}
+
+#[test]
+fn a_stalled_round_loop_gets_no_watchdog_pings() {
+    let mut d = Daemon::start("svc-stall", true);
+    let ready = d.wait_for("READY=1", 0, Duration::from_secs(20));
+    // The allowance is at least 30 s (a round against hung brokers may legitimately take
+    // long); after it the pings stop.
+    d.read_for(Duration::from_secs(40));
+    let last_ping = d
+        .seen
+        .iter()
+        .skip(ready)
+        .filter(|(_, l)| l.starts_with("WATCHDOG=1"))
+        .map(|(t, _)| *t)
+        .last();
+    let quiet_since = last_ping
+        .map(|t| t.elapsed())
+        .unwrap_or(Duration::from_secs(40));
+    assert!(
+        quiet_since > Duration::from_secs(5),
+        "pings must stop once the loop stalls (last one {quiet_since:?} ago)"
+    );
+    d.signal(libc::SIGTERM);
+}
