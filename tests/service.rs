@@ -213,9 +213,8 @@ fn a_stalled_round_loop_gets_no_watchdog_pings() {
         .seen
         .iter()
         .skip(ready)
-        .filter(|(_, l)| l.starts_with("WATCHDOG=1"))
-        .map(|(t, _)| *t)
-        .last();
+        .rfind(|(_, l)| l.starts_with("WATCHDOG=1"))
+        .map(|(t, _)| *t);
     let quiet_since = last_ping
         .map(|t| t.elapsed())
         .unwrap_or(Duration::from_secs(40));

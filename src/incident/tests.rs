@@ -1,10 +1,10 @@
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use super::*;
 use crate::cluster_view::StaleLeader;
 use crate::config::Severity;
-use crate::health::{Condition, Health, PartitionProblem};
+use crate::health::{Condition, PartitionProblem};
 use crate::observe::{BrokerEndpoint, BrokerProbe, FailureKind, ProbeFailure};
 use crate::report::ClusterReport;
 use crate::verdict::{BrokerState, BrokerVerdict, Registration, RuleHit};
