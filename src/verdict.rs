@@ -360,7 +360,7 @@ fn canary_not_enough_replicas(f: &BrokerFacts, _: &VerdictSettings) -> Option<Ru
         "canary_not_enough_replicas",
         BrokerState::Degraded,
         format!(
-            "canary writes fail with NOT_ENOUGH_REPLICAS because it is missing from the ISR: {}",
+            "canary acks=all writes fail because this follower does not keep up (NOT_ENOUGH_REPLICAS or waiting on it): {}",
             f.canary.blamed.join(", ")
         ),
     )
@@ -472,8 +472,23 @@ fn canary_facts(round: &crate::canary::CanaryRound) -> BTreeMap<BrokerId, Canary
             continue;
         };
         let what = format!("partition {}: {}", p.partition, err.kind);
+        // acks=all timed out, yet the same leader took an acks=1 write this round: it
+        // appends fine and waits for followers that do not fetch.
+        let leader_appends = err.kind == "timeout"
+            && round
+                .acks1
+                .iter()
+                .any(|a| a.partition == p.partition && a.broker == p.leader && a.offset.is_some());
         if crate::canary::blames_followers(err.kind) {
             for r in p.replicas.iter().filter(|r| !p.isr.contains(r)) {
+                facts.entry(*r).or_default().blamed.push(what.clone());
+            }
+        } else if leader_appends {
+            let what = format!(
+                "partition {}: acks=all timed out while the leader took acks=1 writes",
+                p.partition
+            );
+            for r in p.isr.iter().filter(|r| **r != p.leader) {
                 facts.entry(*r).or_default().blamed.push(what.clone());
             }
         } else if p.leader >= 0 {

@@ -228,3 +228,67 @@ impl Watchdog {
             .unwrap_or_default()
     }
 }
+
+/// A local webhook receiver (the lab's sink) on a runtime of its own, for sync tests.
+pub struct Receiver {
+    sink: kafka_lab::sink::Sink,
+    _rt: tokio::runtime::Runtime,
+}
+
+impl Receiver {
+    pub fn start() -> Receiver {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .expect("runtime");
+        let sink = rt
+            .block_on(kafka_lab::sink::Sink::start("127.0.0.1:0".parse().unwrap()))
+            .expect("sink");
+        Receiver { sink, _rt: rt }
+    }
+
+    pub fn url(&self) -> String {
+        self.sink.url()
+    }
+
+    pub fn received(&self) -> Vec<serde_json::Value> {
+        self.sink.received()
+    }
+
+    /// Waits for a notification that satisfies `pred`; panics with everything received.
+    pub fn wait(
+        &self,
+        what: &str,
+        timeout: Duration,
+        pred: impl Fn(&serde_json::Value) -> bool,
+    ) -> serde_json::Value {
+        let end = Instant::now() + timeout;
+        loop {
+            if let Some(v) = self.received().into_iter().find(|v| pred(v)) {
+                return v;
+            }
+            assert!(
+                Instant::now() < end,
+                "no webhook {what} within {timeout:?}; received:\n{:#}",
+                serde_json::Value::Array(self.received())
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
+    /// The webhook YAML block sending generic JSON here, for `extra_top_yaml`.
+    pub fn yaml(&self) -> String {
+        format!(
+            "webhooks:\n  - name: test-sink\n    url: {}\n    format: generic\n    min_severity: info\n    repeat_interval_secs: 0\n",
+            self.url()
+        )
+    }
+}
+
+/// `event` and `kind` (and, when given, `broker_id`) of a generic webhook body match.
+pub fn is_event(v: &serde_json::Value, event: &str, kind: &str, broker: Option<i64>) -> bool {
+    v["event"] == event
+        && v["kind"] == kind
+        && broker.is_none_or(|b| v["broker_id"].as_i64() == Some(b))
+}

@@ -1,0 +1,393 @@
+//! Every seed incident of `shared/incidents.md`, reproduced on the real lab and caught end
+//! to end: the verdict, the broker named, the metric, the webhook received with its content,
+//! and the resolve after healing. And the negatives: a healthy cluster and a rolling restart
+//! raise no zombie incident.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::watchdog::{is_event, Receiver, Watchdog, WatchdogSettings};
+use common::{eventually, lab, lab_of, unique_topic};
+use kafka_lab::{client, KafkaVersion};
+
+const WAIT: Duration = Duration::from_secs(90);
+
+fn start(name: &str, rx: &Receiver, canary_yaml: &str) -> Watchdog {
+    let canary_topic = unique_topic(&format!("kwc-{name}"));
+    Watchdog::start(
+        name,
+        &WatchdogSettings {
+            canary_yaml: format!("      topic: {canary_topic}\n{canary_yaml}"),
+            extra_cluster_yaml: "    verdict:\n      open_after_rounds: 2\n      resolve_after_rounds: 2\n"
+                .into(),
+            extra_top_yaml: rx.yaml(),
+            ..WatchdogSettings::default()
+        },
+    )
+}
+
+fn has(v: &serde_json::Value, field: &str, needle: &str) -> bool {
+    v[field]
+        .as_array()
+        .is_some_and(|a| a.iter().any(|x| x.as_str().is_some_and(|s| s.contains(needle))))
+}
+
+fn ids(v: &serde_json::Value, field: &str) -> Vec<i64> {
+    v[field]
+        .as_array()
+        .map(|a| a.iter().filter_map(|x| x.as_i64()).collect())
+        .unwrap_or_default()
+}
+
+/// Incident 1: two brokers alive at process and port level but serving nothing. A
+/// partition of RF 2 on them loses its leader; another shrinks its ISR to one.
+#[test]
+fn incident1_frozen_brokers_are_zombies_with_a_leaderless_partition() {
+    let mut lab = lab();
+    let bs = lab.bootstrap();
+    let topic = unique_topic("inc1");
+    client::create_topic(&bs, &topic, &[vec![1, 2], vec![2, 3]], &[]).unwrap();
+    let rx = Receiver::start();
+    let w = start("inc1", &rx, "");
+    lab.freeze(2).unwrap();
+    lab.freeze(3).unwrap();
+    let frozen_at = Instant::now();
+    for b in [2, 3] {
+        let v = rx.wait(&format!("opened broker {b} zombie"), WAIT, |v| {
+            is_event(v, "opened", "broker", Some(b)) && v["state"] == "zombie"
+        });
+        assert_eq!(v["severity"], "critical");
+        assert!(has(&v, "evidence", "no_answer"), "{v:#}");
+        assert!(v["summary"].as_str().unwrap().contains("zombie"));
+    }
+    eprintln!(
+        "incident 1: both zombies announced {:.1} s after the freeze",
+        frozen_at.elapsed().as_secs_f64()
+    );
+    let offline = rx.wait("opened offline partitions", WAIT, |v| {
+        is_event(v, "opened", "offline_partitions", None)
+            && has(v, "affected_partitions", &format!("{topic}-1"))
+    });
+    let suspects = ids(&offline, "suspects");
+    assert!(suspects.contains(&2) && suspects.contains(&3), "{offline:#}");
+    assert_eq!(offline["severity"], "critical");
+    let s = w.status();
+    let problem = s["clusters"][0]["partitions"]["problems"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["topic"] == topic.as_str() && p["partition"] == 0)
+        .cloned()
+        .expect("partition 0 is a problem");
+    assert_eq!(problem["isr"], serde_json::json!([1]), "ISR of one: {problem:#}");
+    assert_eq!(w.metric("kafka_watchdog_broker_state", &[("broker", "2"), ("state", "zombie")]), Some(1.0));
+    assert!(w.metric("kafka_watchdog_partitions", &[("state", "offline")]).unwrap() >= 1.0);
+    assert!(w.metric("kafka_watchdog_incidents_open", &[("kind", "broker"), ("severity", "critical")]).unwrap() >= 2.0);
+
+    lab.thaw(2).unwrap();
+    lab.thaw(3).unwrap();
+    for b in [2, 3] {
+        let v = rx.wait(&format!("resolved broker {b}"), WAIT, |v| {
+            is_event(v, "resolved", "broker", Some(b))
+        });
+        assert!(v["duration_seconds"].as_f64().unwrap() > 1.0, "{v:#}");
+    }
+    rx.wait("resolved offline partitions", WAIT, |v| {
+        is_event(v, "resolved", "offline_partitions", None)
+    });
+    drop(w);
+    client::delete_topic(&bs, &topic).unwrap();
+}
+
+/// Incident 2: a follower alive and registered that stopped replicating, min ISR 2: the
+/// follower is named, partitions fall under min ISR, acks=all canaries fail with
+/// NOT_ENOUGH_REPLICAS.
+#[test]
+fn incident2_follower_not_replicating_is_named_with_under_min_isr_evidence() {
+    let mut lab = lab();
+    let bs = lab.bootstrap();
+    let topic = unique_topic("inc2");
+    let assignment = vec![vec![1, 2]; 5];
+    client::create_topic(&bs, &topic, &assignment, &[("min.insync.replicas", "2")]).unwrap();
+    let rx = Receiver::start();
+    let w = start(
+        "inc2",
+        &rx,
+        "      replication_factor: 2\n      min_insync_replicas: 2\n",
+    );
+    lab.cut_replication(2).unwrap();
+    let producer = client::LabProducer::new(&bs, "1", Duration::from_secs(3)).unwrap();
+    // Traffic on every partition: an idle follower that is caught up stays in the ISR.
+    let tick = || {
+        for p in 0..5 {
+            let _ = producer.send(&topic, p, &common::payloads("tick", 1));
+        }
+    };
+    let under = eventually(WAIT, "under_min_isr incident", || {
+        tick();
+        rx.received()
+            .into_iter()
+            .find(|v| is_event(v, "opened", "under_min_isr", None) && has(v, "affected_partitions", &topic))
+    });
+    assert_eq!(ids(&under, "suspects"), vec![2], "{under:#}");
+    assert_eq!(under["severity"], "critical");
+    // Partitions shrink their ISR one by one; new ones join the open incident.
+    eventually(WAIT, "all five partitions under min ISR", || {
+        tick();
+        let s = w.status();
+        let n = s["clusters"][0]["partitions"]["problems"]
+            .as_array()?
+            .iter()
+            .filter(|p| p["topic"] == topic.as_str() && p["isr"] == serde_json::json!([1]))
+            .count();
+        (n == 5).then_some(())
+    });
+    rx.wait("the incident lists all five", WAIT, |v| {
+        (is_event(v, "opened", "under_min_isr", None) || is_event(v, "updated", "under_min_isr", None))
+            && v["affected_partitions"]
+                .as_array()
+                .is_some_and(|a| a.iter().filter(|p| p.as_str().is_some_and(|p| p.contains(&topic))).count() >= 5)
+    });
+    let b2 = rx.wait("broker 2 named", WAIT, |v| {
+        (is_event(v, "opened", "broker", Some(2)) || is_event(v, "updated", "broker", Some(2)))
+            && has(v, "evidence", "canary_not_enough_replicas")
+    });
+    assert!(has(&b2, "evidence", "NOT_ENOUGH_REPLICAS"), "{b2:#}");
+    assert!(
+        !rx.received().iter().any(|v| v["kind"] == "broker" && v["broker_id"] == 1),
+        "the leader is not blamed"
+    );
+    assert!(w.metric("kafka_watchdog_partitions", &[("state", "under_min_isr")]).unwrap() >= 5.0);
+    lab.heal(Some(2)).unwrap();
+    rx.wait("resolved under_min_isr", WAIT, |v| is_event(v, "resolved", "under_min_isr", None));
+    rx.wait("resolved broker 2", WAIT, |v| is_event(v, "resolved", "broker", Some(2)));
+    drop(w);
+    client::delete_topic(&bs, &topic).unwrap();
+}
+
+/// Incident 3, scenarios 4-5 (KRaft): a leader cut off from the controller and the other
+/// brokers, still reachable by clients: a split brain naming it, and acks=1 canary records
+/// it acknowledged are lost.
+#[test]
+fn incident3_isolated_leader_is_a_split_brain_that_loses_acknowledged_writes() {
+    let mut lab = lab();
+    let rx = Receiver::start();
+    let w = start("inc3", &rx, "      lost_after_secs: 8\n      acks1_probe: true\n");
+    eventually(WAIT, "canary round trips", || {
+        let c = w.canary();
+        let ps = c["partitions"].as_array()?.clone();
+        (ps.len() == 3 && ps.iter().all(|p| p["produce_seconds"].is_number())).then_some(())
+    });
+    lab.isolate(1, true).unwrap();
+    let isolated_at = Instant::now();
+    let split = rx.wait("split brain naming broker 1", WAIT, |v| {
+        is_event(v, "opened", "split_brain", None) && ids(v, "suspects").contains(&1)
+    });
+    eprintln!(
+        "incident 3: split brain announced {:.1} s after isolation: {}",
+        isolated_at.elapsed().as_secs_f64(),
+        split["summary"]
+    );
+    let zombie = rx.wait("broker 1 zombie", WAIT, |v| {
+        (is_event(v, "opened", "broker", Some(1)) || is_event(v, "updated", "broker", Some(1)))
+            && v["state"] == "zombie"
+            && has(v, "evidence", "stale_leader")
+    });
+    assert_eq!(zombie["severity"], "critical");
+    let loss = rx.wait("acknowledged loss attributed to broker 1", WAIT, |v| {
+        is_event(v, "opened", "acknowledged_loss", Some(1))
+    });
+    eprintln!(
+        "incident 3: acknowledged loss announced {:.1} s after isolation: {}",
+        isolated_at.elapsed().as_secs_f64(),
+        loss["summary"]
+    );
+    assert!(has(&loss, "evidence", "acks=1"), "{loss:#}");
+    let lost = w
+        .metrics()
+        .samples
+        .iter()
+        .filter(|s| s.metric == "kafka_watchdog_canary_records_lost_total" && s.labels.get("broker") == Some("1"))
+        .map(|s| match s.value {
+            prometheus_parse::Value::Counter(v) => v,
+            _ => 0.0,
+        })
+        .sum::<f64>();
+    assert!(lost >= 1.0, "lost records counted against broker 1: {lost}");
+    lab.heal(Some(1)).unwrap();
+    rx.wait("resolved broker 1", WAIT, |v| is_event(v, "resolved", "broker", Some(1)));
+    rx.wait("resolved split brain", WAIT, |v| is_event(v, "resolved", "split_brain", None));
+}
+
+/// Incident 3 on ZooKeeper (Kafka 3.9): the leader cut off from ZooKeeper and the other
+/// brokers is named as a split brain.
+#[test]
+fn incident3_zookeeper_isolated_leader_is_named_as_split_brain() {
+    let mut lab = lab_of(KafkaVersion::V3_9);
+    let bs = lab.bootstrap();
+    let topic = unique_topic("inc3zk");
+    client::create_topic(&bs, &topic, &[vec![1, 2, 3]], &[]).unwrap();
+    let rx = Receiver::start();
+    let w = start("inc3zk", &rx, "");
+    lab.isolate(1, true).unwrap();
+    let split = rx.wait("split brain naming broker 1", WAIT, |v| {
+        is_event(v, "opened", "split_brain", None) && ids(v, "suspects").contains(&1)
+    });
+    assert!(has(&split, "affected_partitions", &topic), "{split:#}");
+    rx.wait("broker 1 zombie", WAIT, |v| {
+        (is_event(v, "opened", "broker", Some(1)) || is_event(v, "updated", "broker", Some(1)))
+            && v["state"] == "zombie"
+    });
+    lab.heal(Some(1)).unwrap();
+    rx.wait("resolved split brain", WAIT, |v| is_event(v, "resolved", "split_brain", None));
+    drop(w);
+}
+
+/// Incident 3, leader killed, and incident 5: the broker is down, its canary partition is
+/// unwritable until the failover, and the time it was unavailable is a number.
+#[test]
+fn incident3_killed_leader_is_down_and_the_failover_time_is_recorded() {
+    let mut lab = lab();
+    let rx = Receiver::start();
+    let w = start("inc3kill", &rx, "");
+    let c = eventually(WAIT, "canary round trips", || {
+        let c = w.canary();
+        let ps = c["partitions"].as_array()?.clone();
+        (ps.len() == 3 && ps.iter().all(|p| p["produce_seconds"].is_number())).then_some(c)
+    });
+    let p2 = c["partitions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["leader"] == 2)
+        .map(|p| p["partition"].as_i64().unwrap())
+        .unwrap();
+    lab.kill(2).unwrap();
+    let down = rx.wait("broker 2 down", WAIT, |v| {
+        is_event(v, "opened", "broker", Some(2)) && v["state"] == "down"
+    });
+    assert!(has(&down, "evidence", "port_closed"), "{down:#}");
+    let window = eventually(WAIT, "the failover window closes", || {
+        w.metric(
+            "kafka_watchdog_partition_last_unavailable_seconds",
+            &[("partition", &p2.to_string())],
+        )
+    });
+    eprintln!("incident 3/5: partition {p2} was unwritable for {window:.1} s after broker 2 was killed");
+    assert!(window > 0.0 && window < 60.0);
+    lab.start(2).unwrap();
+    let resolved = rx.wait("broker 2 resolved", WAIT, |v| is_event(v, "resolved", "broker", Some(2)));
+    assert!(resolved["duration_seconds"].as_f64().unwrap() > 1.0);
+    assert!(
+        resolved["unavailable_seconds"].as_f64().is_some_and(|s| s > 0.0),
+        "the broker's incident says how long its partition was unavailable: {resolved:#}"
+    );
+}
+
+/// Incident 4: a broker down with partitions only on it: offline partitions attributed to
+/// it; a leader elected from outside the ISR is reported as an unclean election.
+#[test]
+fn incident4_offline_partitions_attributed_and_unclean_election_reported() {
+    let mut lab = lab();
+    let bs = lab.bootstrap();
+    let only3 = unique_topic("inc4-rf1");
+    let unclean = unique_topic("inc4-unclean");
+    client::create_topic(&bs, &only3, &[vec![3]], &[]).unwrap();
+    client::create_topic(
+        &bs,
+        &unclean,
+        &[vec![3, 2]],
+        &[("unclean.leader.election.enable", "true")],
+    )
+    .unwrap();
+    let rx = Receiver::start();
+    let w = start("inc4", &rx, "");
+    // Broker 2 falls out of the ISR first, so the only in-sync replica is broker 3.
+    lab.cut_replication(2).unwrap();
+    let producer = client::LabProducer::new(&bs, "1", Duration::from_secs(3)).unwrap();
+    eventually(WAIT, "ISR of the unclean topic shrinks to [3]", || {
+        let _ = producer.send(&unclean, 0, &common::payloads("x", 1));
+        let ps = client::partitions(&bs, &unclean).ok()?;
+        (ps[0].isr == vec![3]).then_some(())
+    });
+    lab.kill(3).unwrap();
+    lab.heal(Some(2)).unwrap();
+    let offline = rx.wait("offline partition of the RF=1 topic", WAIT, |v| {
+        is_event(v, "opened", "offline_partitions", None)
+            && has(v, "affected_partitions", &format!("{only3}-0"))
+    });
+    assert!(ids(&offline, "suspects").contains(&3), "{offline:#}");
+    rx.wait("broker 3 down", WAIT, |v| {
+        is_event(v, "opened", "broker", Some(3)) && v["state"] == "down"
+    });
+    let u = rx.wait("unclean election", WAIT, |v| {
+        is_event(v, "opened", "unclean_election", None)
+            && has(v, "affected_partitions", &format!("{unclean}-0"))
+    });
+    assert!(has(&u, "evidence", "previous ISR [3]"), "{u:#}");
+    assert_eq!(u["severity"], "critical");
+    assert!(w.metric("kafka_watchdog_unclean_elections_total", &[]).unwrap() >= 1.0);
+    lab.start(3).unwrap();
+    rx.wait("offline resolved", WAIT, |v| is_event(v, "resolved", "offline_partitions", None));
+    drop(w);
+    client::delete_topic(&bs, &only3).unwrap();
+    client::delete_topic(&bs, &unclean).unwrap();
+}
+
+fn soak_secs() -> u64 {
+    std::env::var("KW_SOAK_SECS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(300)
+}
+
+/// Negative: a healthy cluster for five minutes raises nothing at all.
+#[test]
+fn healthy_cluster_raises_no_incident() {
+    let _lab = lab();
+    let rx = Receiver::start();
+    let w = start("healthy-soak", &rx, "");
+    let secs = soak_secs();
+    std::thread::sleep(Duration::from_secs(secs));
+    let got = rx.received();
+    assert!(got.is_empty(), "webhooks during a healthy {secs} s soak: {got:#?}");
+    let s = w.status();
+    assert!(s["incidents"].as_array().unwrap().is_empty(), "{s:#}");
+    for b in s["clusters"][0]["brokers"].as_array().unwrap() {
+        assert_eq!(b["state"], "healthy", "{b:#}");
+    }
+}
+
+/// Negative: a rolling restart of every broker with controlled shutdown raises no zombie
+/// incident and no webhook at zombie severity.
+#[test]
+fn rolling_restart_raises_no_zombie() {
+    let mut lab = lab();
+    let bs = lab.bootstrap();
+    let rx = Receiver::start();
+    let w = start("rolling", &rx, "");
+    for id in lab.brokers() {
+        lab.stop(id).unwrap();
+        lab.start(id).unwrap();
+        // Wait until every partition has its full ISR again, as an operator would.
+        eventually(WAIT, "ISRs complete after the restart", || {
+            let s = w.status();
+            let p = &s["clusters"][0]["partitions"];
+            (p["under_replicated"] == 0 && p["offline"] == 0).then_some(())
+        });
+        let _ = &bs;
+    }
+    std::thread::sleep(Duration::from_secs(10));
+    let got = rx.received();
+    let zombies: Vec<_> = got
+        .iter()
+        .filter(|v| v["state"] == "zombie" || (v["kind"] == "broker" && v["severity"] == "critical"))
+        .collect();
+    assert!(zombies.is_empty(), "a clean rolling restart is not a zombie: {zombies:#?}");
+    eprintln!(
+        "rolling restart: {} webhook(s), kinds {:?}",
+        got.len(),
+        got.iter().map(|v| format!("{} {} {}", v["event"], v["kind"], v["state"])).collect::<Vec<_>>()
+    );
+}
