@@ -68,15 +68,14 @@ fn healthy_canary_round_trips_on_every_partition_led_by_every_broker() {
     // A few more rounds: nothing lost, nothing duplicated, nothing overdue.
     std::thread::sleep(Duration::from_secs(6));
     let scrape = w.metrics();
-    let lost: f64 = scrape
-        .samples
-        .iter()
-        .filter(|s| s.metric == "kafka_watchdog_canary_records_lost_total")
-        .map(|s| match s.value {
-            prometheus_parse::Value::Counter(v) => v,
-            _ => 0.0,
-        })
-        .sum();
+    let lost = common::watchdog::metric_sum(&scrape, "kafka_watchdog_canary_records_lost_total", &[]);
+    assert!(
+        scrape
+            .samples
+            .iter()
+            .any(|s| s.metric == "kafka_watchdog_canary_produce_total"),
+        "the sums below read real series"
+    );
     assert_eq!(lost, 0.0);
     for b in ["1", "2", "3"] {
         let ok = common::watchdog::metric_value(

@@ -204,16 +204,11 @@ fn incident3_isolated_leader_is_a_split_brain_that_loses_acknowledged_writes() {
         loss["summary"]
     );
     assert!(has(&loss, "evidence", "acks=1"), "{loss:#}");
-    let lost = w
-        .metrics()
-        .samples
-        .iter()
-        .filter(|s| s.metric == "kafka_watchdog_canary_records_lost_total" && s.labels.get("broker") == Some("1"))
-        .map(|s| match s.value {
-            prometheus_parse::Value::Counter(v) => v,
-            _ => 0.0,
-        })
-        .sum::<f64>();
+    let lost = common::watchdog::metric_sum(
+        &w.metrics(),
+        "kafka_watchdog_canary_records_lost_total",
+        &[("broker", "1")],
+    );
     assert!(lost >= 1.0, "lost records counted against broker 1: {lost}");
     lab.heal(Some(1)).unwrap();
     rx.wait("resolved broker 1", WAIT, |v| is_event(v, "resolved", "broker", Some(1)));
@@ -256,28 +251,38 @@ fn incident3_killed_leader_is_down_and_the_failover_time_is_recorded() {
         let ps = c["partitions"].as_array()?.clone();
         (ps.len() == 3 && ps.iter().all(|p| p["produce_seconds"].is_number())).then_some(c)
     });
-    let p2 = c["partitions"]
+    // Kill whichever broker leads a canary partition now (leaders may have moved in earlier
+    // tests; automatic rebalancing is off in the lab).
+    let (victim, partition) = c["partitions"]
         .as_array()
         .unwrap()
         .iter()
-        .find(|p| p["leader"] == 2)
-        .map(|p| p["partition"].as_i64().unwrap())
+        .find(|p| p["leader"].as_i64().is_some_and(|l| l > 0))
+        .map(|p| (p["leader"].as_i64().unwrap() as i32, p["partition"].as_i64().unwrap()))
         .unwrap();
-    lab.kill(2).unwrap();
-    let down = rx.wait("broker 2 down", WAIT, |v| {
-        is_event(v, "opened", "broker", Some(2)) && v["state"] == "down"
+    lab.kill(victim).unwrap();
+    let down = rx.wait(&format!("broker {victim} down"), WAIT, |v| {
+        is_event(v, "opened", "broker", Some(victim as i64)) && v["state"] == "down"
     });
     assert!(has(&down, "evidence", "port_closed"), "{down:#}");
     let window = eventually(WAIT, "the failover window closes", || {
-        w.metric(
-            "kafka_watchdog_partition_last_unavailable_seconds",
-            &[("partition", &p2.to_string())],
-        )
+        let s = w.status();
+        s["clusters"][0]["canary_last_unavailable_seconds"][partition.to_string()].as_f64()
     });
-    eprintln!("incident 3/5: partition {p2} was unwritable for {window:.1} s after broker 2 was killed");
+    eprintln!(
+        "incident 3/5: partition {partition} was unwritable for {window:.1} s after broker {victim} was killed"
+    );
     assert!(window > 0.0 && window < 60.0);
-    lab.start(2).unwrap();
-    let resolved = rx.wait("broker 2 resolved", WAIT, |v| is_event(v, "resolved", "broker", Some(2)));
+    assert!(w
+        .metric(
+            "kafka_watchdog_partition_last_unavailable_seconds",
+            &[("partition", &partition.to_string())]
+        )
+        .is_some_and(|v| v > 0.0));
+    lab.start(victim).unwrap();
+    let resolved = rx.wait("broker resolved", WAIT, |v| {
+        is_event(v, "resolved", "broker", Some(victim as i64))
+    });
     assert!(resolved["duration_seconds"].as_f64().unwrap() > 1.0);
     assert!(
         resolved["unavailable_seconds"].as_f64().is_some_and(|s| s > 0.0),

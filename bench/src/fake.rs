@@ -253,8 +253,6 @@ impl Script {
 pub struct FakeCluster {
     /// An extra answering listener, not listed in Metadata, to bootstrap from.
     pub bootstrap: String,
-    /// (broker id, behaviour, address) of each listed broker.
-    pub brokers: Vec<(i32, Behaviour, SocketAddr)>,
 }
 
 impl FakeCluster {
@@ -282,14 +280,12 @@ impl FakeCluster {
         let boot = TcpListener::bind("127.0.0.1:0").await?;
         let bootstrap = boot.local_addr()?.to_string();
         tokio::spawn(accept_loop(boot, Behaviour::Answer, script.clone()));
-        let mut brokers = Vec::with_capacity(count);
-        for (id, behaviour, addr, listener) in bound {
+        for (_, behaviour, _, listener) in bound {
             if let Some(l) = listener {
                 tokio::spawn(accept_loop(l, behaviour, script.clone()));
             }
-            brokers.push((id, behaviour, addr));
         }
-        Ok(FakeCluster { bootstrap, brokers })
+        Ok(FakeCluster { bootstrap })
     }
 }
 

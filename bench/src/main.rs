@@ -66,6 +66,9 @@ struct ScaleArgs {
     /// Brokers sending full metadata in the "few" variant (the others send a thin answer).
     #[arg(long, default_value_t = 3)]
     few_sources: usize,
+    /// Round shapes: all (every broker sends full metadata), few (only --few-sources do).
+    #[arg(long, default_value = "all,few", value_delimiter = ',', value_parser = ["all", "few"])]
+    variants: Vec<String>,
     /// Memory the owned observations may take (default: half of MemAvailable).
     #[arg(long)]
     max_mem_gib: Option<f64>,
@@ -232,6 +235,7 @@ fn run_scale(out: &Output, a: &ScaleArgs) -> Result<()> {
         brokers: a.brokers.clone(),
         runs: a.runs,
         few_sources: a.few_sources,
+        variants: a.variants.clone(),
         max_mem_gib: a.max_mem_gib,
         max_stage_secs: a.max_stage_secs,
     })?;

@@ -210,7 +210,7 @@ pub fn markdown(doc: &Value) -> String {
         let m = &s["machine"];
         out.push_str(&format!("\n## {name}\n\n"));
         out.push_str(&format!(
-            "Run {} ({} build) on {} ({} CPUs, {} GiB, Linux {}, {}).",
+            "Run {} ({} build) on {} ({} CPUs, {} GiB, Linux {}, {}; load average {} at the start).",
             text(&s["started_at"]),
             text(&m["build"]),
             text(&m["cpu_model"]),
@@ -218,6 +218,7 @@ pub fn markdown(doc: &Value) -> String {
             text(&m["memory_gib"]),
             text(&m["kernel"]),
             text(&m["rustc"]),
+            text(&m["loadavg"]),
         ));
         if runs.len() > 1 {
             out.push_str(&format!(

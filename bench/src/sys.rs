@@ -23,6 +23,9 @@ pub struct Machine {
     pub rustc: String,
     pub build: &'static str,
     pub date: String,
+    /// 1, 5 and 15 minute load averages when the run started: other work on the machine
+    /// (a lab, a build) shows up in the timings.
+    pub loadavg: String,
 }
 
 pub fn machine() -> Machine {
@@ -53,6 +56,9 @@ pub fn machine() -> Machine {
         rustc,
         build: build_profile(),
         date: utc_now(),
+        loadavg: std::fs::read_to_string("/proc/loadavg")
+            .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+            .unwrap_or_default(),
     }
 }
 

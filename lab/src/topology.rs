@@ -138,7 +138,7 @@ const FAST_FAILURE: &[(&str, &str)] = &[
     ("auto.leader.rebalance.enable", "false"),
     ("group.initial.rebalance.delay.ms", "0"),
     ("num.network.threads", "2"),
-    ("num.io.threads", "2"),
+    ("num.io.threads", "8"),
     ("num.replica.fetchers", "1"),
     ("background.threads", "2"),
     ("log.cleaner.threads", "1"),

@@ -72,6 +72,11 @@ pub fn error_kind(e: &KafkaError) -> &'static str {
     }
 }
 
+/// A canary write slower than this counts as an unavailability window, however it ended.
+pub fn slow_write(produce_timeout: Duration) -> Duration {
+    (produce_timeout / 3).max(Duration::from_millis(500))
+}
+
 /// Whether a produce error points at the replicas missing from the ISR rather than at the
 /// leader that answered it.
 pub fn blames_followers(kind: &str) -> bool {
@@ -377,6 +382,12 @@ impl Canary {
         let overdue = self.ledger.overdue(SystemTime::now());
         let end = SystemTime::now();
         for ((partition, _seq, result), p) in results.into_iter().zip(parts) {
+            // A write that librdkafka held until a new leader was elected succeeds late: the
+            // partition was unusable for that long even though nothing failed.
+            let slow = result.as_ref().is_ok_and(|d| *d >= slow_write(self.settings.produce_timeout));
+            if slow {
+                self.ledger.availability(partition, false, now, end);
+            }
             let available = result.is_ok();
             if let Some(window) = self.ledger.availability(partition, available, now, end) {
                 out.windows_closed

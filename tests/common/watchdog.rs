@@ -157,6 +157,26 @@ impl Watchdog {
     }
 }
 
+/// The sum of every sample of `name` whose labels include every pair of `labels`.
+pub fn metric_sum(scrape: &prometheus_parse::Scrape, name: &str, labels: &[(&str, &str)]) -> f64 {
+    scrape
+        .samples
+        .iter()
+        .filter(|s| {
+            s.metric == name
+                && labels
+                    .iter()
+                    .all(|(k, v)| s.labels.get(k).is_some_and(|x| x == *v))
+        })
+        .map(|s| match s.value {
+            prometheus_parse::Value::Counter(v)
+            | prometheus_parse::Value::Gauge(v)
+            | prometheus_parse::Value::Untyped(v) => v,
+            _ => 0.0,
+        })
+        .sum()
+}
+
 pub fn metric_value(
     scrape: &prometheus_parse::Scrape,
     name: &str,

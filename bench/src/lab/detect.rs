@@ -10,7 +10,7 @@ use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use kafka_lab::sink::Sink;
 use kafka_lab::{broker_address, Lab};
 use serde::Serialize;
@@ -181,41 +181,24 @@ pub fn run(opts: &DetectOptions) -> Result<Section> {
                 profile.as_str(),
                 fault.as_str()
             );
-            let wd = Watchdog::start(
-                &opts.watchdog_bin,
-                &format!("detect-{}-{}", profile.as_str(), fault.as_str()),
-                &lab,
-                profile,
-                Some(&sink.url()),
-            )?;
-            let mut opened = BTreeSet::new();
-            for i in 0..opts.trials {
-                settle(&rt, &mut lab, &wd, &mut eyes, &sink, profile, &opened)
-                    .context("bring the lab back to health before a trial")?;
-                let targets = targets(fault, &brokers, i);
-                let mut trial = Trial {
-                    profile: profile.as_str(),
-                    fault: fault.as_str(),
-                    trial: i + 1,
-                    targets: targets.clone(),
-                    ..Trial::default()
-                };
-                let outcome = run_trial(
-                    &rt, &mut lab, &wd, &mut eyes, &sink, &brokers, fault, profile, opts,
-                    &mut trial,
-                );
-                if let Err(e) = &outcome {
-                    trial.error = Some(format!("{e:#}"));
-                }
-                opened = outcome.unwrap_or_default();
-                println!("  trial {}: {}", i + 1, serde_json::to_string(&trial)?);
-                if let Err(e) = heal(&mut lab, fault, &targets) {
-                    println!("  heal failed ({e:#}); restoring the whole lab");
-                    restore(&mut lab)?;
-                }
-                trials.push(trial);
+            let mut ctx = Ctx {
+                rt: &rt,
+                lab: &mut lab,
+                eyes: &mut eyes,
+                sink: &sink,
+                brokers: &brokers,
+                opts,
+            };
+            // One fault's failure (the watchdog does not start, the lab does not heal) must not
+            // throw away an hour of other trials.
+            if let Err(e) = run_fault(&mut ctx, profile, fault, &mut trials, &mut section) {
+                section.note(format!(
+                    "{} {}: stopped early: {e:#}",
+                    profile.as_str(),
+                    fault.as_str()
+                ));
+                let _ = restore(&mut lab);
             }
-            settle(&rt, &mut lab, &wd, &mut eyes, &sink, profile, &opened)?;
         }
     }
     for (topic, _, _) in bench_topics(&brokers) {
@@ -226,20 +209,89 @@ pub fn run(opts: &DetectOptions) -> Result<Section> {
     Ok(section)
 }
 
+/// What every trial uses.
+struct Ctx<'a> {
+    rt: &'a tokio::runtime::Runtime,
+    lab: &'a mut Lab,
+    eyes: &'a mut KafkaEyes,
+    sink: &'a Sink,
+    brokers: &'a [BrokerId],
+    opts: &'a DetectOptions,
+}
+
+/// Every trial of one fault under one profile, with a watchdog of its own (so that nothing a
+/// previous fault left in its memory, such as a recent restart, shapes the verdicts).
+fn run_fault(
+    cx: &mut Ctx,
+    profile: Profile,
+    fault: Fault,
+    trials: &mut Vec<Trial>,
+    section: &mut Section,
+) -> Result<()> {
+    let wd = Watchdog::start(
+        &cx.opts.watchdog_bin,
+        &format!("detect-{}-{}", profile.as_str(), fault.as_str()),
+        cx.lab,
+        profile,
+        Some(&cx.sink.url()),
+    )?;
+    let mut opened = BTreeSet::new();
+    for i in 0..cx.opts.trials {
+        // A trial after an unsettled lab is still worth running; the note says so.
+        if let Err(e) = settle(cx.rt, cx.lab, &wd, cx.eyes, cx.sink, profile, &opened) {
+            section.note(format!(
+                "{} {} trial {}: the lab did not settle before it: {e:#}",
+                profile.as_str(),
+                fault.as_str(),
+                i + 1
+            ));
+        }
+        let targets = targets(fault, cx.brokers, i);
+        let mut trial = Trial {
+            profile: profile.as_str(),
+            fault: fault.as_str(),
+            trial: i + 1,
+            targets: targets.clone(),
+            ..Trial::default()
+        };
+        let outcome = run_trial(cx, &wd, fault, profile, &mut trial);
+        if let Err(e) = &outcome {
+            trial.error = Some(format!("{e:#}"));
+        }
+        opened = outcome.unwrap_or_default();
+        println!("  trial {}: {}", i + 1, serde_json::to_string(&trial)?);
+        trials.push(trial);
+        if let Err(e) = heal(cx.lab, fault, &targets) {
+            println!("  heal failed ({e:#}); restoring the whole lab");
+            restore(cx.lab)?;
+        }
+    }
+    if let Err(e) = settle(cx.rt, cx.lab, &wd, cx.eyes, cx.sink, profile, &opened) {
+        section.note(format!(
+            "{} {}: the lab did not settle after the last trial: {e:#}",
+            profile.as_str(),
+            fault.as_str()
+        ));
+    }
+    Ok(())
+}
+
 /// Runs one trial; returns the incident ids of the webhooks it saw opened.
-#[allow(clippy::too_many_arguments)]
 fn run_trial(
-    rt: &tokio::runtime::Runtime,
-    lab: &mut Lab,
+    cx: &mut Ctx,
     wd: &Watchdog,
-    eyes: &mut KafkaEyes,
-    sink: &Sink,
-    brokers: &[BrokerId],
     fault: Fault,
     profile: Profile,
-    opts: &DetectOptions,
     trial: &mut Trial,
 ) -> Result<BTreeSet<String>> {
+    let Ctx {
+        rt,
+        lab,
+        eyes,
+        sink,
+        brokers,
+        opts,
+    } = cx;
     let targets = trial.targets.clone();
     let observers: Vec<String> = brokers
         .iter()
@@ -585,12 +637,32 @@ fn report(section: &mut Section, trials: &[Trial], opts: &DetectOptions) {
          neither fences it nor moves its leaderships, so those columns stay n/a",
     );
     section.note(
-        "kill-two kills both replicas of one RF 2 partition; its 'leader changed' is the \
-         partition going offline (no leader)",
+        "kill-two kills both replicas of one RF 2 partition: 'leader changed' is the first \
+         partition they led that got another leader or none (that RF 2 partition goes offline)",
     );
     latency.print();
     versus.print();
     section.tables.push(latency);
     section.tables.push(versus);
     section.tables.push(per_trial);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kill_two_targets_are_the_replicas_of_one_rf2_partition() {
+        let brokers = [1, 2, 3];
+        let topics = bench_topics(&brokers);
+        let (name, rf2, _) = &topics[1];
+        assert_eq!(*name, TOPIC_RF2);
+        for i in 0..6 {
+            let t = targets(Fault::KillTwo, &brokers, i);
+            assert_eq!(&t, &rf2[i % 3], "trial {i}");
+        }
+        assert_eq!(targets(Fault::Freeze, &brokers, 4), vec![2]);
+        let (_, rf3, _) = &topics[0];
+        assert_eq!(rf3, &vec![vec![1, 2, 3], vec![2, 3, 1], vec![3, 1, 2]]);
+    }
 }

@@ -40,6 +40,10 @@ struct Tally {
     /// phase -> rounds seen.
     rounds: BTreeMap<String, BTreeSet<u64>>,
     last_state: BTreeMap<BrokerId, String>,
+    /// Incident id -> (phase first seen, kind, state), from the `incidents` list of /status.
+    incidents: BTreeMap<String, (String, String, String)>,
+    /// Whether /status has an `incidents` list at all.
+    incidents_listed: bool,
     /// (phase, broker, state, rules) of each non-healthy episode, for the record.
     episodes_seen: Vec<Value>,
 }
@@ -69,7 +73,11 @@ pub fn run(opts: &SoakOptions) -> Result<Section> {
     )?;
     // Counting starts once the watchdog has seen the healthy cluster (its canary topic may
     // need a few rounds to be set up).
-    wd.wait_healthy(&brokers, Duration::from_secs(300))?;
+    if let Err(e) = wd.wait_healthy(&brokers, Duration::from_secs(300)) {
+        section.note(format!(
+            "the soak started before every broker was healthy: {e:#}"
+        ));
+    }
     let webhooks_before = sink.received().len();
 
     let tally = Arc::new(Mutex::new(Tally::default()));
@@ -97,6 +105,16 @@ pub fn run(opts: &SoakOptions) -> Result<Section> {
                 last_round = round;
                 let phase = phase.lock().expect("phase lock").clone();
                 let mut t = tally.lock().expect("tally lock");
+                if let Some(list) = status["incidents"].as_array() {
+                    t.incidents_listed = true;
+                    for i in list {
+                        let f = |k: &str| i[k].as_str().unwrap_or("-").to_string();
+                        let id = f("id");
+                        t.incidents
+                            .entry(id)
+                            .or_insert_with(|| (phase.clone(), f("kind"), f("state")));
+                    }
+                }
                 t.rounds.entry(phase.clone()).or_default().insert(round);
                 for (broker, state) in broker_states(&status) {
                     *t.verdicts
@@ -163,7 +181,7 @@ pub fn run(opts: &SoakOptions) -> Result<Section> {
 
     let t = tally.lock().expect("tally lock");
     let mut columns = vec!["phase", "rounds"];
-    columns.extend(STATES.iter().map(|s| *s));
+    columns.extend(STATES.iter().copied());
     columns.extend(STATES.iter().skip(1).map(|s| match *s {
         "degraded" => "degraded episodes",
         "zombie" => "zombie episodes",
@@ -198,6 +216,34 @@ pub fn run(opts: &SoakOptions) -> Result<Section> {
         }
         verdicts.push(row);
     }
+    let mut by_state: BTreeMap<(String, String, String), u64> = BTreeMap::new();
+    for (ph, kind, state) in t.incidents.values() {
+        *by_state
+            .entry((ph.clone(), kind.clone(), state.clone()))
+            .or_insert(0) += 1;
+    }
+    let mut incidents = Table::new(
+        "Incidents seen open in /status, by phase, kind and state",
+        &["phase", "kind", "state", "count"],
+    );
+    for ((ph, kind, state), n) in &by_state {
+        incidents.push(vec![json!(ph), json!(kind), json!(state), json!(n)]);
+        if state == "zombie" {
+            zombies += n;
+        }
+    }
+    if by_state.is_empty() {
+        incidents.push(vec![
+            json!(if t.incidents_listed {
+                "none"
+            } else {
+                "n/a: /status lists no incidents"
+            }),
+            Value::Null,
+            Value::Null,
+            json!(0),
+        ]);
+    }
     let mut hooks: BTreeMap<(String, String, String), u64> = BTreeMap::new();
     for b in sink.received().iter().skip(webhooks_before) {
         let f = |k: &str| b[k].as_str().unwrap_or("-").to_string();
@@ -216,9 +262,10 @@ pub fn run(opts: &SoakOptions) -> Result<Section> {
         webhooks.push(vec![json!("none"), Value::Null, Value::Null, json!(0)]);
     }
     verdicts.print();
+    incidents.print();
     webhooks.print();
     section.note(format!(
-        "zombie verdicts: {zombies} ({}); non-healthy verdicts during the healthy soak: {soak_false}",
+        "zombie verdicts and incidents: {zombies} ({}); non-healthy verdicts during the healthy soak: {soak_false}",
         if zombies == 0 { "PASS" } else { "FAIL: must be 0" }
     ));
     section.note(format!(
@@ -227,6 +274,7 @@ pub fn run(opts: &SoakOptions) -> Result<Section> {
         brokers.len()
     ));
     section.tables.push(verdicts);
+    section.tables.push(incidents);
     section.tables.push(webhooks);
     section.raw = json!({ "episodes": t.episodes_seen });
     Ok(section)
