@@ -461,9 +461,12 @@ pub fn registration(id: BrokerId, obs: &RoundObservation) -> Registration {
 }
 
 /// Attributes each canary partition's result: a failure for lack of in-sync replicas to
-/// the replicas missing from the ISR, any other failure to the leader.
+/// the replicas missing from the ISR; an acks=all timeout on a leader that still takes
+/// acks=1 writes to its followers (those common to every such partition, when several
+/// time out: the one follower that stopped fetching); any other failure to the leader.
 fn canary_facts(round: &crate::canary::CanaryRound) -> BTreeMap<BrokerId, CanaryFacts> {
     let mut facts: BTreeMap<BrokerId, CanaryFacts> = BTreeMap::new();
+    let mut waiting_on: Vec<(i32, Vec<BrokerId>)> = Vec::new();
     for p in &round.partitions {
         if p.leader >= 0 {
             facts.entry(p.leader).or_default().led += 1;
@@ -472,8 +475,6 @@ fn canary_facts(round: &crate::canary::CanaryRound) -> BTreeMap<BrokerId, Canary
             continue;
         };
         let what = format!("partition {}: {}", p.partition, err.kind);
-        // acks=all timed out, yet the same leader took an acks=1 write this round: it
-        // appends fine and waits for followers that do not fetch.
         let leader_appends = err.kind == "timeout"
             && round
                 .acks1
@@ -484,15 +485,23 @@ fn canary_facts(round: &crate::canary::CanaryRound) -> BTreeMap<BrokerId, Canary
                 facts.entry(*r).or_default().blamed.push(what.clone());
             }
         } else if leader_appends {
-            let what = format!(
-                "partition {}: acks=all timed out while the leader took acks=1 writes",
-                p.partition
-            );
-            for r in p.isr.iter().filter(|r| **r != p.leader) {
-                facts.entry(*r).or_default().blamed.push(what.clone());
-            }
+            let followers = p.isr.iter().copied().filter(|r| *r != p.leader).collect();
+            waiting_on.push((p.partition, followers));
         } else if p.leader >= 0 {
             facts.entry(p.leader).or_default().failed.push(what);
+        }
+    }
+    let common: Vec<BrokerId> = waiting_on
+        .iter()
+        .map(|(_, f)| f.clone())
+        .reduce(|a, b| a.into_iter().filter(|x| b.contains(x)).collect())
+        .unwrap_or_default();
+    for (partition, followers) in &waiting_on {
+        let blamed = if common.is_empty() { followers } else { &common };
+        for r in blamed {
+            facts.entry(*r).or_default().blamed.push(format!(
+                "partition {partition}: acks=all timed out while the leader took acks=1 writes"
+            ));
         }
     }
     facts

@@ -262,7 +262,9 @@ fn incident3_killed_leader_is_down_and_the_failover_time_is_recorded() {
         .unwrap();
     lab.kill(victim).unwrap();
     let down = rx.wait(&format!("broker {victim} down"), WAIT, |v| {
-        is_event(v, "opened", "broker", Some(victim as i64)) && v["state"] == "down"
+        (is_event(v, "opened", "broker", Some(victim as i64))
+            || is_event(v, "updated", "broker", Some(victim as i64)))
+            && v["state"] == "down"
     });
     assert!(has(&down, "evidence", "port_closed"), "{down:#}");
     let window = eventually(WAIT, "the failover window closes", || {
@@ -324,7 +326,8 @@ fn incident4_offline_partitions_attributed_and_unclean_election_reported() {
     });
     assert!(ids(&offline, "suspects").contains(&3), "{offline:#}");
     rx.wait("broker 3 down", WAIT, |v| {
-        is_event(v, "opened", "broker", Some(3)) && v["state"] == "down"
+        (is_event(v, "opened", "broker", Some(3)) || is_event(v, "updated", "broker", Some(3)))
+            && v["state"] == "down"
     });
     let u = rx.wait("unclean election", WAIT, |v| {
         is_event(v, "opened", "unclean_election", None)
