@@ -57,6 +57,14 @@ fn render_extras(reg: &mut Registry, extras: &Extras) {
     );
     let mut counts: std::collections::BTreeMap<(String, &'static str, &'static str), u64> =
         std::collections::BTreeMap::new();
+    // Every kind at zero for every cluster, so "no incident" is a value and not an absence.
+    for cluster in &extras.clusters {
+        for kind in crate::incident::FindingKind::ALL {
+            for severity in [crate::config::Severity::Warning, crate::config::Severity::Critical] {
+                counts.insert((cluster.clone(), kind.as_str(), severity.as_str()), 0);
+            }
+        }
+    }
     for i in &extras.incidents {
         *counts
             .entry((i.cluster.clone(), i.kind.as_str(), i.severity.as_str()))
@@ -122,6 +130,8 @@ fn render_extras(reg: &mut Registry, extras: &Extras) {
 /// What the metrics show beside the cluster reports.
 #[derive(Default)]
 pub struct Extras<'a> {
+    /// The configured clusters.
+    pub clusters: Vec<String>,
     pub canary_stats: Option<&'a CanaryStats>,
     pub incidents: Vec<crate::incident::Incident>,
     pub webhooks: Option<crate::notify::NotifierStats>,
@@ -436,9 +446,11 @@ pub fn render<'a>(reports: impl IntoIterator<Item = &'a ClusterReport>, extras: 
                     part(),
                     p.unavailable_seconds.unwrap_or(0.0),
                 );
-                if let Some(w) = r.canary_last_window.get(&p.partition) {
-                    set(&last_window, part(), *w);
-                }
+                set(
+                    &last_window,
+                    part(),
+                    r.canary_last_window.get(&p.partition).copied().unwrap_or(0.0),
+                );
             }
             for v in &r.verdicts {
                 let n = canary

@@ -29,6 +29,13 @@ pub enum LossReason {
 }
 
 impl LossReason {
+    pub const ALL: [LossReason; 4] = [
+        LossReason::Overwritten,
+        LossReason::Skipped,
+        LossReason::StaleLeader,
+        LossReason::Truncated,
+    ];
+
     pub fn as_label(self) -> &'static str {
         match self {
             LossReason::Overwritten => "overwritten",

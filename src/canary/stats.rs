@@ -70,6 +70,20 @@ impl CanaryStats {
         };
         for p in &round.partitions {
             let labels = pb(p.partition, p.leader);
+            // Counters start at zero, so the first loss is an increase Prometheus can see.
+            for acks in [super::record::Acks::All, super::record::Acks::One] {
+                for reason in super::ledger::LossReason::ALL {
+                    let mut l = labels.clone();
+                    l.push(("acks", acks.as_label().to_string()));
+                    l.push(("reason", reason.as_label().to_string()));
+                    self.lost_total.get_or_create(&l);
+                }
+            }
+            self.duplicated_total.get_or_create(&labels);
+            self.unavailable_seconds.get_or_create(&vec![
+                ("cluster", cluster.to_string()),
+                ("partition", p.partition.to_string()),
+            ]);
             let outcome = match (&p.produce_seconds, &p.produce_error) {
                 (Some(s), _) => {
                     self.produce_seconds.get_or_create(&labels).observe(*s);
