@@ -74,11 +74,7 @@ impl Published {
     pub fn extras(&self) -> crate::metrics::Extras<'_> {
         let alerting = self.alerting.get();
         crate::metrics::Extras {
-            clusters: self
-                .expected
-                .read()
-                .map(|e| e.clone())
-                .unwrap_or_default(),
+            clusters: self.expected.read().map(|e| e.clone()).unwrap_or_default(),
             canary_stats: Some(&self.canary_stats),
             incidents: alerting.map(|a| a.open_incidents()).unwrap_or_default(),
             webhooks: alerting.map(|a| a.stats()),

@@ -60,7 +60,10 @@ fn render_extras(reg: &mut Registry, extras: &Extras) {
     // Every kind at zero for every cluster, so "no incident" is a value and not an absence.
     for cluster in &extras.clusters {
         for kind in crate::incident::FindingKind::ALL {
-            for severity in [crate::config::Severity::Warning, crate::config::Severity::Critical] {
+            for severity in [
+                crate::config::Severity::Warning,
+                crate::config::Severity::Critical,
+            ] {
                 counts.insert((cluster.clone(), kind.as_str(), severity.as_str()), 0);
             }
         }
@@ -449,7 +452,10 @@ pub fn render<'a>(reports: impl IntoIterator<Item = &'a ClusterReport>, extras: 
                 set(
                     &last_window,
                     part(),
-                    r.canary_last_window.get(&p.partition).copied().unwrap_or(0.0),
+                    r.canary_last_window
+                        .get(&p.partition)
+                        .copied()
+                        .unwrap_or(0.0),
                 );
             }
             for v in &r.verdicts {

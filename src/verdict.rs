@@ -497,7 +497,11 @@ fn canary_facts(round: &crate::canary::CanaryRound) -> BTreeMap<BrokerId, Canary
         .reduce(|a, b| a.into_iter().filter(|x| b.contains(x)).collect())
         .unwrap_or_default();
     for (partition, followers) in &waiting_on {
-        let blamed = if common.is_empty() { followers } else { &common };
+        let blamed = if common.is_empty() {
+            followers
+        } else {
+            &common
+        };
         for r in blamed {
             facts.entry(*r).or_default().blamed.push(format!(
                 "partition {partition}: acks=all timed out while the leader took acks=1 writes"

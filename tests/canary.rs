@@ -68,7 +68,8 @@ fn healthy_canary_round_trips_on_every_partition_led_by_every_broker() {
     // A few more rounds: nothing lost, nothing duplicated, nothing overdue.
     std::thread::sleep(Duration::from_secs(6));
     let scrape = w.metrics();
-    let lost = common::watchdog::metric_sum(&scrape, "kafka_watchdog_canary_records_lost_total", &[]);
+    let lost =
+        common::watchdog::metric_sum(&scrape, "kafka_watchdog_canary_records_lost_total", &[]);
     assert!(
         scrape
             .samples

@@ -19,8 +19,8 @@ fn start(name: &str, rx: &Receiver, canary_yaml: &str) -> Watchdog {
         name,
         &WatchdogSettings {
             canary_yaml: format!("      topic: {canary_topic}\n{canary_yaml}"),
-            extra_cluster_yaml: "    verdict:\n      open_after_rounds: 2\n      resolve_after_rounds: 2\n"
-                .into(),
+            extra_cluster_yaml:
+                "    verdict:\n      open_after_rounds: 2\n      resolve_after_rounds: 2\n".into(),
             extra_top_yaml: rx.yaml(),
             ..WatchdogSettings::default()
         },
@@ -28,9 +28,10 @@ fn start(name: &str, rx: &Receiver, canary_yaml: &str) -> Watchdog {
 }
 
 fn has(v: &serde_json::Value, field: &str, needle: &str) -> bool {
-    v[field]
-        .as_array()
-        .is_some_and(|a| a.iter().any(|x| x.as_str().is_some_and(|s| s.contains(needle))))
+    v[field].as_array().is_some_and(|a| {
+        a.iter()
+            .any(|x| x.as_str().is_some_and(|s| s.contains(needle)))
+    })
 }
 
 fn ids(v: &serde_json::Value, field: &str) -> Vec<i64> {
@@ -70,7 +71,10 @@ fn incident1_frozen_brokers_are_zombies_with_a_leaderless_partition() {
             && has(v, "affected_partitions", &format!("{topic}-1"))
     });
     let suspects = ids(&offline, "suspects");
-    assert!(suspects.contains(&2) && suspects.contains(&3), "{offline:#}");
+    assert!(
+        suspects.contains(&2) && suspects.contains(&3),
+        "{offline:#}"
+    );
     assert_eq!(offline["severity"], "critical");
     let s = w.status();
     let problem = s["clusters"][0]["partitions"]["problems"]
@@ -80,10 +84,31 @@ fn incident1_frozen_brokers_are_zombies_with_a_leaderless_partition() {
         .find(|p| p["topic"] == topic.as_str() && p["partition"] == 0)
         .cloned()
         .expect("partition 0 is a problem");
-    assert_eq!(problem["isr"], serde_json::json!([1]), "ISR of one: {problem:#}");
-    assert_eq!(w.metric("kafka_watchdog_broker_state", &[("broker", "2"), ("state", "zombie")]), Some(1.0));
-    assert!(w.metric("kafka_watchdog_partitions", &[("state", "offline")]).unwrap() >= 1.0);
-    assert!(w.metric("kafka_watchdog_incidents_open", &[("kind", "broker"), ("severity", "critical")]).unwrap() >= 2.0);
+    assert_eq!(
+        problem["isr"],
+        serde_json::json!([1]),
+        "ISR of one: {problem:#}"
+    );
+    assert_eq!(
+        w.metric(
+            "kafka_watchdog_broker_state",
+            &[("broker", "2"), ("state", "zombie")]
+        ),
+        Some(1.0)
+    );
+    assert!(
+        w.metric("kafka_watchdog_partitions", &[("state", "offline")])
+            .unwrap()
+            >= 1.0
+    );
+    assert!(
+        w.metric(
+            "kafka_watchdog_incidents_open",
+            &[("kind", "broker"), ("severity", "critical")]
+        )
+        .unwrap()
+            >= 2.0
+    );
 
     lab.thaw(2).unwrap();
     lab.thaw(3).unwrap();
@@ -126,9 +151,9 @@ fn incident2_follower_not_replicating_is_named_with_under_min_isr_evidence() {
     };
     let under = eventually(WAIT, "under_min_isr incident", || {
         tick();
-        rx.received()
-            .into_iter()
-            .find(|v| is_event(v, "opened", "under_min_isr", None) && has(v, "affected_partitions", &topic))
+        rx.received().into_iter().find(|v| {
+            is_event(v, "opened", "under_min_isr", None) && has(v, "affected_partitions", &topic)
+        })
     });
     assert_eq!(ids(&under, "suspects"), vec![2], "{under:#}");
     assert_eq!(under["severity"], "critical");
@@ -144,10 +169,14 @@ fn incident2_follower_not_replicating_is_named_with_under_min_isr_evidence() {
         (n == 5).then_some(())
     });
     rx.wait("the incident lists all five", WAIT, |v| {
-        (is_event(v, "opened", "under_min_isr", None) || is_event(v, "updated", "under_min_isr", None))
-            && v["affected_partitions"]
-                .as_array()
-                .is_some_and(|a| a.iter().filter(|p| p.as_str().is_some_and(|p| p.contains(&topic))).count() >= 5)
+        (is_event(v, "opened", "under_min_isr", None)
+            || is_event(v, "updated", "under_min_isr", None))
+            && v["affected_partitions"].as_array().is_some_and(|a| {
+                a.iter()
+                    .filter(|p| p.as_str().is_some_and(|p| p.contains(&topic)))
+                    .count()
+                    >= 5
+            })
     });
     let b2 = rx.wait("broker 2 named", WAIT, |v| {
         (is_event(v, "opened", "broker", Some(2)) || is_event(v, "updated", "broker", Some(2)))
@@ -155,13 +184,23 @@ fn incident2_follower_not_replicating_is_named_with_under_min_isr_evidence() {
     });
     assert!(has(&b2, "evidence", "NOT_ENOUGH_REPLICAS"), "{b2:#}");
     assert!(
-        !rx.received().iter().any(|v| v["kind"] == "broker" && v["broker_id"] == 1),
+        !rx.received()
+            .iter()
+            .any(|v| v["kind"] == "broker" && v["broker_id"] == 1),
         "the leader is not blamed"
     );
-    assert!(w.metric("kafka_watchdog_partitions", &[("state", "under_min_isr")]).unwrap() >= 5.0);
+    assert!(
+        w.metric("kafka_watchdog_partitions", &[("state", "under_min_isr")])
+            .unwrap()
+            >= 5.0
+    );
     lab.heal(Some(2)).unwrap();
-    rx.wait("resolved under_min_isr", WAIT, |v| is_event(v, "resolved", "under_min_isr", None));
-    rx.wait("resolved broker 2", WAIT, |v| is_event(v, "resolved", "broker", Some(2)));
+    rx.wait("resolved under_min_isr", WAIT, |v| {
+        is_event(v, "resolved", "under_min_isr", None)
+    });
+    rx.wait("resolved broker 2", WAIT, |v| {
+        is_event(v, "resolved", "broker", Some(2))
+    });
     drop(w);
     client::delete_topic(&bs, &topic).unwrap();
 }
@@ -173,7 +212,11 @@ fn incident2_follower_not_replicating_is_named_with_under_min_isr_evidence() {
 fn incident3_isolated_leader_is_a_split_brain_that_loses_acknowledged_writes() {
     let mut lab = lab();
     let rx = Receiver::start();
-    let w = start("inc3", &rx, "      lost_after_secs: 8\n      acks1_probe: true\n");
+    let w = start(
+        "inc3",
+        &rx,
+        "      lost_after_secs: 8\n      acks1_probe: true\n",
+    );
     eventually(WAIT, "canary round trips", || {
         let c = w.canary();
         let ps = c["partitions"].as_array()?.clone();
@@ -211,8 +254,12 @@ fn incident3_isolated_leader_is_a_split_brain_that_loses_acknowledged_writes() {
     );
     assert!(lost >= 1.0, "lost records counted against broker 1: {lost}");
     lab.heal(Some(1)).unwrap();
-    rx.wait("resolved broker 1", WAIT, |v| is_event(v, "resolved", "broker", Some(1)));
-    rx.wait("resolved split brain", WAIT, |v| is_event(v, "resolved", "split_brain", None));
+    rx.wait("resolved broker 1", WAIT, |v| {
+        is_event(v, "resolved", "broker", Some(1))
+    });
+    rx.wait("resolved split brain", WAIT, |v| {
+        is_event(v, "resolved", "split_brain", None)
+    });
 }
 
 /// Incident 3 on ZooKeeper (Kafka 3.9): the leader cut off from ZooKeeper and the other
@@ -235,7 +282,9 @@ fn incident3_zookeeper_isolated_leader_is_named_as_split_brain() {
             && v["state"] == "zombie"
     });
     lab.heal(Some(1)).unwrap();
-    rx.wait("resolved split brain", WAIT, |v| is_event(v, "resolved", "split_brain", None));
+    rx.wait("resolved split brain", WAIT, |v| {
+        is_event(v, "resolved", "split_brain", None)
+    });
     drop(w);
 }
 
@@ -258,7 +307,12 @@ fn incident3_killed_leader_is_down_and_the_failover_time_is_recorded() {
         .unwrap()
         .iter()
         .find(|p| p["leader"].as_i64().is_some_and(|l| l > 0))
-        .map(|p| (p["leader"].as_i64().unwrap() as i32, p["partition"].as_i64().unwrap()))
+        .map(|p| {
+            (
+                p["leader"].as_i64().unwrap() as i32,
+                p["partition"].as_i64().unwrap(),
+            )
+        })
         .unwrap();
     lab.kill(victim).unwrap();
     let down = rx.wait(&format!("broker {victim} down"), WAIT, |v| {
@@ -288,7 +342,9 @@ fn incident3_killed_leader_is_down_and_the_failover_time_is_recorded() {
     });
     assert!(resolved["duration_seconds"].as_f64().unwrap() > 1.0);
     assert!(
-        resolved["unavailable_seconds"].as_f64().is_some_and(|s| s > 0.0),
+        resolved["unavailable_seconds"]
+            .as_f64()
+            .is_some_and(|s| s > 0.0),
         "the broker's incident says how long its partition was unavailable: {resolved:#}"
     );
 }
@@ -336,9 +392,15 @@ fn incident4_offline_partitions_attributed_and_unclean_election_reported() {
     });
     assert!(has(&u, "evidence", "previous ISR [3]"), "{u:#}");
     assert_eq!(u["severity"], "critical");
-    assert!(w.metric("kafka_watchdog_unclean_elections_total", &[]).unwrap() >= 1.0);
+    assert!(
+        w.metric("kafka_watchdog_unclean_elections_total", &[])
+            .unwrap()
+            >= 1.0
+    );
     lab.start(3).unwrap();
-    rx.wait("offline resolved", WAIT, |v| is_event(v, "resolved", "offline_partitions", None));
+    rx.wait("offline resolved", WAIT, |v| {
+        is_event(v, "resolved", "offline_partitions", None)
+    });
     drop(w);
     client::delete_topic(&bs, &only3).unwrap();
     client::delete_topic(&bs, &unclean).unwrap();
@@ -360,7 +422,10 @@ fn healthy_cluster_raises_no_incident() {
     let secs = soak_secs();
     std::thread::sleep(Duration::from_secs(secs));
     let got = rx.received();
-    assert!(got.is_empty(), "webhooks during a healthy {secs} s soak: {got:#?}");
+    assert!(
+        got.is_empty(),
+        "webhooks during a healthy {secs} s soak: {got:#?}"
+    );
     let s = w.status();
     assert!(s["incidents"].as_array().unwrap().is_empty(), "{s:#}");
     for b in s["clusters"][0]["brokers"].as_array().unwrap() {
@@ -391,13 +456,20 @@ fn rolling_restart_raises_no_zombie() {
     let got = rx.received();
     let zombies: Vec<_> = got
         .iter()
-        .filter(|v| v["state"] == "zombie" || (v["kind"] == "broker" && v["severity"] == "critical"))
+        .filter(|v| {
+            v["state"] == "zombie" || (v["kind"] == "broker" && v["severity"] == "critical")
+        })
         .collect();
-    assert!(zombies.is_empty(), "a clean rolling restart is not a zombie: {zombies:#?}");
+    assert!(
+        zombies.is_empty(),
+        "a clean rolling restart is not a zombie: {zombies:#?}"
+    );
     eprintln!(
         "rolling restart: {} webhook(s), kinds {:?}",
         got.len(),
-        got.iter().map(|v| format!("{} {} {}", v["event"], v["kind"], v["state"])).collect::<Vec<_>>()
+        got.iter()
+            .map(|v| format!("{} {} {}", v["event"], v["kind"], v["state"]))
+            .collect::<Vec<_>>()
     );
 }
 
@@ -435,5 +507,8 @@ fn dashboard_metrics_exist(w: &Watchdog) {
         })
         .collect();
     assert!(used.len() > 15, "names read from the dashboard: {used:?}");
-    assert!(missing.is_empty(), "used by the dashboard or rules but not exposed: {missing:?}");
+    assert!(
+        missing.is_empty(),
+        "used by the dashboard or rules but not exposed: {missing:?}"
+    );
 }

@@ -384,7 +384,9 @@ impl Canary {
         for ((partition, _seq, result), p) in results.into_iter().zip(parts) {
             // A write that librdkafka held until a new leader was elected succeeds late: the
             // partition was unusable for that long even though nothing failed.
-            let slow = result.as_ref().is_ok_and(|d| *d >= slow_write(self.settings.produce_timeout));
+            let slow = result
+                .as_ref()
+                .is_ok_and(|d| *d >= slow_write(self.settings.produce_timeout));
             if slow {
                 self.ledger.availability(partition, false, now, end);
             }

@@ -76,14 +76,14 @@ impl CanaryStats {
                     let mut l = labels.clone();
                     l.push(("acks", acks.as_label().to_string()));
                     l.push(("reason", reason.as_label().to_string()));
-                    self.lost_total.get_or_create(&l);
+                    drop(self.lost_total.get_or_create(&l));
                 }
             }
-            self.duplicated_total.get_or_create(&labels);
-            self.unavailable_seconds.get_or_create(&vec![
+            drop(self.duplicated_total.get_or_create(&labels));
+            drop(self.unavailable_seconds.get_or_create(&vec![
                 ("cluster", cluster.to_string()),
                 ("partition", p.partition.to_string()),
-            ]);
+            ]));
             let outcome = match (&p.produce_seconds, &p.produce_error) {
                 (Some(s), _) => {
                     self.produce_seconds.get_or_create(&labels).observe(*s);
