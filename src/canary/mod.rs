@@ -159,6 +159,8 @@ pub struct CanaryView {
     pub partitions: Option<Vec<PartitionStateWithEpoch>>,
     /// Every broker whose own metadata says it leads a canary partition, at its address.
     pub claims: Vec<LeaderClaim>,
+    /// Addresses of the brokers that answered this round, for admin requests.
+    pub addresses: Vec<String>,
 }
 
 /// A broker's belief that it leads a canary partition.
@@ -491,16 +493,38 @@ impl Canary {
                     .map(|r| r.into_iter().map(|x| x.map(|_| ())).collect::<Vec<_>>())
             }
             Plan::Reassign { moves } => {
-                notes.push(format!(
-                    "{topic} should move replicas {moves:?}; reassignment needs the Kafka admin API through the direct protocol client, not available yet"
-                ));
-                return None;
+                notes.push(format!("moving replicas of {topic}: {moves:?}"));
+                let requested: Vec<(String, i32, Option<Vec<i32>>)> = moves
+                    .iter()
+                    .map(|(p, r)| (topic.clone(), *p, Some(r.clone())))
+                    .collect();
+                let timeout = self.settings.produce_timeout;
+                let answer = match direct(&self.settings, view).await {
+                    Ok(mut c) => c
+                        .alter_partition_reassignments(&requested, timeout)
+                        .await
+                        .map(|t| t.value),
+                    Err(e) => Err(e),
+                };
+                self.layout.changed(now);
+                return layout_outcome(&topic, answer, notes);
             }
             Plan::ElectPreferred { partitions } => {
                 notes.push(format!(
-                    "{topic} partitions {partitions:?} are not led by their preferred leader"
+                    "electing the preferred leaders of {topic} partitions {partitions:?}"
                 ));
-                return None;
+                let requested: Vec<(String, i32)> =
+                    partitions.iter().map(|p| (topic.clone(), *p)).collect();
+                let timeout = self.settings.produce_timeout;
+                let answer = match direct(&self.settings, view).await {
+                    Ok(mut c) => c
+                        .elect_leaders(true, &requested, timeout)
+                        .await
+                        .map(|t| t.value),
+                    Err(e) => Err(e),
+                };
+                self.layout.changed(now);
+                return layout_outcome(&topic, answer, notes);
             }
         };
         self.layout.changed(now);
@@ -777,10 +801,12 @@ pub fn view_from(obs: &crate::observe::RoundObservation, topic: &str) -> CanaryV
     let mut listed: BTreeMap<BrokerId, BrokerInfo> = BTreeMap::new();
     let mut answers: Vec<(BrokerId, MetadataView)> = Vec::new();
     let mut claims = Vec::new();
+    let mut addresses = Vec::new();
     for (source, probe) in &obs.probes {
         let Some(md) = probe.metadata_view() else {
             continue;
         };
+        addresses.push(probe.endpoint.address());
         for b in &md.brokers {
             // A broker's own answer may list itself from a stale cache; others decide.
             if b.id != *source || obs.probes.len() == 1 {
@@ -824,6 +850,7 @@ pub fn view_from(obs: &crate::observe::RoundObservation, topic: &str) -> CanaryV
         brokers: listed.into_values().collect(),
         partitions,
         claims,
+        addresses,
     }
 }
 
@@ -942,4 +969,57 @@ async fn acks1_probes(
         (probe, acked)
     });
     futures::future::join_all(probes).await
+}
+
+/// A direct connection to the first broker that answers. Admin requests are forwarded to
+/// the controller by any broker in KRaft.
+async fn direct(
+    settings: &CanarySettings,
+    view: &CanaryView,
+) -> Result<crate::wire::BrokerClient, crate::wire::WireError> {
+    let mut last = None;
+    for address in &view.addresses {
+        match crate::wire::BrokerClient::connect(address, &settings.wire).await {
+            Ok(c) => return Ok(c.client),
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(last.unwrap_or(crate::wire::WireError::ConnectionClosed {
+        phase: crate::wire::Phase::Connect,
+        detail: "no broker address known".into(),
+    }))
+}
+
+/// Notes what a reassignment or election did; a refusal for lack of permission becomes the
+/// topic's status.
+fn layout_outcome(
+    topic: &str,
+    answer: Result<Vec<crate::wire::PartitionOutcome>, crate::wire::WireError>,
+    notes: &mut Vec<String>,
+) -> Option<TopicStatus> {
+    match answer {
+        Ok(outcomes) => {
+            for (_, partition, code, message) in outcomes {
+                // 84 ELECTION_NOT_NEEDED: the preferred leader leads already.
+                if code != 0 && code != 84 {
+                    notes.push(format!(
+                        "{topic}-{partition}: {} {}",
+                        crate::wire::kafka_error_name(code),
+                        message.unwrap_or_default()
+                    ));
+                }
+            }
+            None
+        }
+        Err(e) => {
+            notes.push(format!("layout change failed: {e}"));
+            match e.kafka_code() {
+                // CLUSTER_AUTHORIZATION_FAILED, TOPIC_AUTHORIZATION_FAILED
+                Some(31) | Some(29) => Some(TopicStatus::NotPermitted(format!(
+                    "the watchdog may not alter {topic} ({e}); grant it Alter on the topic and cluster, or move its replicas yourself"
+                ))),
+                _ => None,
+            }
+        }
+    }
 }
