@@ -439,3 +439,39 @@ fn a_replica_nobody_lists_is_down() {
     assert_eq!(rules(&v[&7]), vec!["not_registered"]);
     assert_eq!(v.len(), 4);
 }
+
+#[test]
+fn peer_medians_match_the_median_of_the_others() {
+    // Latencies with ties and one broker without an answer.
+    let lat = [40u64, 10, 30, 10, 50, 20, 0];
+    let mut w = World::healthy();
+    w.probes.clear();
+    for (i, ms) in lat.iter().enumerate() {
+        let id = i as i32 + 1;
+        if *ms == 0 {
+            w.silent(id);
+        } else {
+            w.answering(id, *ms);
+        }
+    }
+    let obs = RoundObservation {
+        cluster: "lab".into(),
+        started_at: SystemTime::UNIX_EPOCH,
+        duration: Duration::ZERO,
+        probes: w.probes.clone(),
+        bootstrap_failures: Vec::new(),
+        min_isr: BTreeMap::new(),
+    };
+    let fast = super::peer_medians(&obs);
+    for (id, _) in &obs.probes {
+        let mut others: Vec<Duration> = obs
+            .probes
+            .iter()
+            .filter(|(o, _)| *o != id)
+            .filter_map(|(_, p)| p.metadata_latency())
+            .collect();
+        others.sort_unstable();
+        let naive = others.get(others.len() / 2).copied();
+        assert_eq!(fast.get(id).copied(), naive, "broker {id}");
+    }
+}
