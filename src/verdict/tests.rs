@@ -463,7 +463,7 @@ fn peer_medians_match_the_median_of_the_others() {
         min_isr: BTreeMap::new(),
     };
     let fast = super::peer_medians(&obs);
-    for (id, _) in &obs.probes {
+    for id in obs.probes.keys() {
         let mut others: Vec<Duration> = obs
             .probes
             .iter()
