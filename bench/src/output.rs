@@ -193,7 +193,7 @@ pub fn markdown(doc: &Value) -> String {
     let empty = Vec::new();
     let sections = doc["sections"].as_array().unwrap_or(&empty);
     let mut out = String::from("# kafka-watchdog benchmarks\n\n");
-    out.push_str("Generated from `report.json` by `kafka-watchdog-bench`; each section is the latest run of its kind.\n");
+    out.push_str("Generated from `report.json` by `kafka-watchdog-bench`; each section is the latest run of its kind with those parameters, the latest parameters first.\n");
     let mut names: Vec<&str> = ORDER.to_vec();
     for s in sections {
         if let Some(n) = s["name"].as_str() {
@@ -204,9 +204,24 @@ pub fn markdown(doc: &Value) -> String {
     }
     for name in names {
         let runs: Vec<&Value> = sections.iter().filter(|s| s["name"] == name).collect();
-        let Some(s) = runs.last() else {
-            continue;
-        };
+        // A run with other parameters (say, only some sizes) does not hide the last full one.
+        let mut shown: Vec<&Value> = Vec::new();
+        for s in runs.iter().rev() {
+            let params = &s["params"];
+            if shown.contains(&params) {
+                continue;
+            }
+            shown.push(params);
+            let same = runs.iter().filter(|r| &r["params"] == params).count();
+            section_md(&mut out, name, s, same - 1);
+        }
+    }
+    out
+}
+
+fn section_md(out: &mut String, name: &str, s: &Value, earlier: usize) {
+    let empty = Vec::new();
+    {
         let m = &s["machine"];
         out.push_str(&format!("\n## {name}\n\n"));
         out.push_str(&format!(
@@ -220,10 +235,9 @@ pub fn markdown(doc: &Value) -> String {
             text(&m["rustc"]),
             text(&m["loadavg"]),
         ));
-        if runs.len() > 1 {
+        if earlier > 0 {
             out.push_str(&format!(
-                " {} earlier run(s) of this kind are kept in report.json.",
-                runs.len() - 1
+                " {earlier} earlier run(s) with these parameters are kept in report.json."
             ));
         }
         out.push('\n');
@@ -267,7 +281,6 @@ pub fn markdown(doc: &Value) -> String {
             }
         }
     }
-    out
 }
 
 fn text(v: &Value) -> String {

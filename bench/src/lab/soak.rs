@@ -81,6 +81,14 @@ pub fn run(opts: &SoakOptions) -> Result<Section> {
     let webhooks_before = sink.received().len();
 
     let tally = Arc::new(Mutex::new(Tally::default()));
+    // A broker is healthy when the count starts; entering `healthy` again later is an episode
+    // of its own, but the first sighting is not.
+    {
+        let mut t = tally.lock().expect("tally lock");
+        for b in &brokers {
+            t.last_state.insert(*b, "healthy".into());
+        }
+    }
     let phase = Arc::new(Mutex::new("soak".to_string()));
     let stop = Arc::new(AtomicBool::new(false));
     let port = wd.port;
@@ -141,14 +149,6 @@ pub fn run(opts: &SoakOptions) -> Result<Section> {
             }
         })
     };
-    // A broker is healthy when the count starts; entering `healthy` again later is an episode
-    // of its own, but the first sighting is not.
-    {
-        let mut t = tally.lock().expect("tally lock");
-        for b in &brokers {
-            t.last_state.insert(*b, "healthy".into());
-        }
-    }
 
     println!("false-positives: soaking for {} s", opts.soak.as_secs());
     std::thread::sleep(opts.soak);
