@@ -326,7 +326,14 @@ pub async fn run(
     let alerting = Arc::new(Alerting::start(&config)?);
     let _ = published.alerting.set(alerting.clone());
     let (stop_tx, stop_rx) = watch::channel(false);
-    let server = tokio::spawn(http::serve(listener, published.clone(), stop_rx.clone()));
+    let http_options = http::ServeOptions::from_config(&config)
+        .map_err(|e| anyhow::anyhow!("cannot serve HTTPS: http.tls.{e}"))?;
+    let server = tokio::spawn(http::serve_with(
+        listener,
+        published.clone(),
+        stop_rx.clone(),
+        http_options,
+    ));
     let health = Arc::new(Mutex::new(LoopHealth::new()));
     let mut loops = Loops {
         running: Default::default(),

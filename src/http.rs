@@ -1,5 +1,11 @@
 //! The HTTP surface: `/metrics`, `/healthz`, `/readyz`, `/status`. GET only. Every answer is
 //! rendered from the published reports, so a hung broker can never make a scrape wait.
+//!
+//! The server faces whatever can reach its address, so every resource a client can hold is
+//! bounded: connections (a semaphore), header bytes and time, connection lifetime, and the
+//! request body, which is never read. HTTPS (rustls) and a credential for `/metrics` and
+//! `/status` are optional; `/healthz` and `/readyz` stay open for service managers and
+//! load balancers, and tell nothing about the clusters beyond "ready".
 
 use std::collections::BTreeMap;
 use std::convert::Infallible;
@@ -7,18 +13,82 @@ use std::net::SocketAddr;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
+use base64::engine::general_purpose::STANDARD as BASE64;
+use base64::Engine;
 use bytes::Bytes;
 use http_body_util::Full;
-use hyper::body::Incoming;
-use hyper::header::{HeaderValue, ALLOW, CONTENT_TYPE};
+use hyper::body::{Body, Incoming};
+use hyper::header::{
+    HeaderValue, ALLOW, AUTHORIZATION, CONNECTION, CONTENT_TYPE, WWW_AUTHENTICATE,
+};
 use hyper::service::service_fn;
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpListener;
-use tokio::sync::watch;
+use tokio::sync::{watch, Semaphore};
+use tokio_rustls::TlsAcceptor;
 
 use crate::canary::stats::CanaryStats;
+use crate::config::{Config, HttpAuth, HttpTlsError};
 use crate::report::ClusterReport;
+
+/// Far more than the scrapers and dashboards of one watchdog; a client flood beyond it
+/// waits in the kernel's accept queue instead of costing tasks and buffers here.
+pub const MAX_CONNECTIONS: usize = 64;
+/// Headers must arrive within this, and a TLS handshake must end within it.
+const HEADER_TIMEOUT: Duration = Duration::from_secs(5);
+/// Request line and headers; the body is never read, so this bounds what one connection
+/// can make the server buffer.
+const MAX_HEAD_BYTES: usize = 16 * 1024;
+/// A slow or idle client may hold a connection this long at most.
+const CONNECTION_LIFETIME: Duration = Duration::from_secs(30);
+const REALM: &str = "kafka-watchdog";
+
+/// What the server does beyond routing. The default is plain HTTP without credentials.
+#[derive(Clone)]
+pub struct ServeOptions {
+    pub tls: Option<TlsAcceptor>,
+    /// Asked for by every page but `/healthz` and `/readyz`.
+    pub auth: Option<HttpAuth>,
+    pub max_connections: usize,
+}
+
+impl Default for ServeOptions {
+    fn default() -> Self {
+        ServeOptions {
+            tls: None,
+            auth: None,
+            max_connections: MAX_CONNECTIONS,
+        }
+    }
+}
+
+impl std::fmt::Debug for ServeOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServeOptions")
+            .field("tls", &self.tls.is_some())
+            .field("auth", &self.auth)
+            .field("max_connections", &self.max_connections)
+            .finish()
+    }
+}
+
+impl ServeOptions {
+    /// The `http:` settings of `config`. The certificate and key are read again here:
+    /// loading checked them, but the files may have changed since.
+    pub fn from_config(config: &Config) -> Result<Self, HttpTlsError> {
+        let tls = match &config.http_tls {
+            Some(t) => Some(TlsAcceptor::from(t.server_config()?)),
+            None => None,
+        };
+        Ok(ServeOptions {
+            tls,
+            auth: config.http_auth.clone(),
+            max_connections: MAX_CONNECTIONS,
+        })
+    }
+}
 
 /// What the HTTP server reads: the latest report of each cluster, replaced whole after each
 /// round.
@@ -106,8 +176,80 @@ fn text(status: StatusCode, content_type: &'static str, body: String) -> Respons
     r
 }
 
-fn route(published: &Published, req: &Request<Incoming>) -> Response<Full<Bytes>> {
-    if req.method() != Method::GET && req.method() != Method::HEAD {
+/// Compares a secret with what a client sent in time that does not depend on where they
+/// differ. Both sides are hashed first, so the comparison is over equal lengths and even
+/// the length of the secret stays hidden.
+fn secrets_equal(sent: &[u8], secret: &[u8]) -> bool {
+    let a = ring::digest::digest(&ring::digest::SHA256, sent);
+    let b = ring::digest::digest(&ring::digest::SHA256, secret);
+    let diff = a
+        .as_ref()
+        .iter()
+        .zip(b.as_ref())
+        .fold(0u8, |acc, (x, y)| acc | (x ^ y));
+    // Keeps the optimizer from turning the fold into an early exit.
+    std::hint::black_box(diff) == 0
+}
+
+/// Whether the `Authorization` header carries the configured credential. The scheme name
+/// is case-insensitive (RFC 9110); the parts an attacker sends are parsed without care
+/// for timing, the secrets are compared only through `secrets_equal`.
+fn authorized(auth: &HttpAuth, header: Option<&HeaderValue>) -> bool {
+    let Some(value) = header.and_then(|h| h.to_str().ok()) else {
+        return false;
+    };
+    let value = value.trim();
+    let (scheme, rest) = value.split_once(' ').unwrap_or((value, ""));
+    let rest = rest.trim();
+    match auth {
+        HttpAuth::Basic { username, password } => {
+            if !scheme.eq_ignore_ascii_case("basic") {
+                return false;
+            }
+            let Ok(decoded) = BASE64.decode(rest) else {
+                return false;
+            };
+            let Some(colon) = decoded.iter().position(|&b| b == b':') else {
+                return false;
+            };
+            let user_ok = secrets_equal(&decoded[..colon], username.as_bytes());
+            let password_ok = secrets_equal(&decoded[colon + 1..], password.expose().as_bytes());
+            // Both are compared whatever the first gave, so timing does not tell which failed.
+            user_ok & password_ok
+        }
+        HttpAuth::Bearer { token } => {
+            scheme.eq_ignore_ascii_case("bearer")
+                && secrets_equal(rest.as_bytes(), token.expose().as_bytes())
+        }
+    }
+}
+
+fn unauthorized(auth: &HttpAuth) -> Response<Full<Bytes>> {
+    let mut r = text(
+        StatusCode::UNAUTHORIZED,
+        "text/plain; charset=utf-8",
+        "credentials required (only /healthz and /readyz are open)\n".into(),
+    );
+    let challenge = match auth {
+        HttpAuth::Basic { .. } => format!("Basic realm=\"{REALM}\", charset=\"UTF-8\""),
+        HttpAuth::Bearer { .. } => format!("Bearer realm=\"{REALM}\""),
+    };
+    if let Ok(v) = HeaderValue::from_str(&challenge) {
+        r.headers_mut().insert(WWW_AUTHENTICATE, v);
+    }
+    r
+}
+
+/// Answers one request. A request that comes with a body is refused and its connection
+/// closed after the answer: the body is never read, so a client cannot make the server
+/// buffer more than the headers.
+fn respond(
+    published: &Published,
+    auth: Option<&HttpAuth>,
+    req: &Request<Incoming>,
+) -> Response<Full<Bytes>> {
+    let has_body = !req.body().is_end_stream();
+    let mut r = if req.method() != Method::GET && req.method() != Method::HEAD {
         let mut r = text(
             StatusCode::METHOD_NOT_ALLOWED,
             "text/plain; charset=utf-8",
@@ -115,8 +257,34 @@ fn route(published: &Published, req: &Request<Incoming>) -> Response<Full<Bytes>
         );
         r.headers_mut()
             .insert(ALLOW, HeaderValue::from_static("GET, HEAD"));
-        return r;
+        r
+    } else if has_body {
+        text(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "text/plain; charset=utf-8",
+            "a request body is not accepted\n".into(),
+        )
+    } else {
+        // Everything but the probes is guarded, so a page added later is guarded too
+        // and a client without credentials cannot tell which pages exist.
+        match auth {
+            Some(a)
+                if !matches!(req.uri().path(), "/healthz" | "/readyz")
+                    && !authorized(a, req.headers().get(AUTHORIZATION)) =>
+            {
+                unauthorized(a)
+            }
+            _ => route(published, req),
+        }
+    };
+    if has_body {
+        r.headers_mut()
+            .insert(CONNECTION, HeaderValue::from_static("close"));
     }
+    r
+}
+
+fn route(published: &Published, req: &Request<Incoming>) -> Response<Full<Bytes>> {
     match req.uri().path() {
         "/metrics" => {
             let reports = published.snapshot();
@@ -171,18 +339,36 @@ pub async fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
     TcpListener::bind(addr).await
 }
 
-/// Serves until `shutdown` turns true.
+/// Serves plain HTTP without credentials until `shutdown` turns true.
 pub async fn serve(
     listener: TcpListener,
     published: Arc<Published>,
-    mut shutdown: watch::Receiver<bool>,
+    shutdown: watch::Receiver<bool>,
 ) {
+    serve_with(listener, published, shutdown, ServeOptions::default()).await
+}
+
+/// Serves with `options` until `shutdown` turns true.
+pub async fn serve_with(
+    listener: TcpListener,
+    published: Arc<Published>,
+    mut shutdown: watch::Receiver<bool>,
+    options: ServeOptions,
+) {
+    let slots = Arc::new(Semaphore::new(options.max_connections.max(1)));
     loop {
+        // A slot first, then the connection: beyond the limit, clients wait in the
+        // kernel's queue rather than in memory here.
+        let slot = tokio::select! {
+            s = slots.clone().acquire_owned() => s,
+            _ = shutdown.changed() => return,
+        };
+        let Ok(slot) = slot else { return };
         let accepted = tokio::select! {
             a = listener.accept() => a,
             _ = shutdown.changed() => return,
         };
-        let (stream, _) = match accepted {
+        let (stream, peer) = match accepted {
             Ok(s) => s,
             Err(e) => {
                 tracing::warn!(error = %e, "accepting an HTTP connection failed");
@@ -191,18 +377,381 @@ pub async fn serve(
             }
         };
         let published = published.clone();
+        let options = options.clone();
         tokio::spawn(async move {
-            let service = service_fn(move |req: Request<Incoming>| {
-                let response = route(&published, &req);
-                async move { Ok::<_, Infallible>(response) }
-            });
-            let conn = hyper::server::conn::http1::Builder::new()
-                .timer(TokioTimer::new())
-                .header_read_timeout(Duration::from_secs(5))
-                .max_buf_size(16 * 1024)
-                .serve_connection(TokioIo::new(stream), service);
-            // A slow or idle client may hold a connection this long at most.
-            let _ = tokio::time::timeout(Duration::from_secs(30), conn).await;
+            let _slot = slot;
+            let connection = async {
+                match &options.tls {
+                    None => connection(stream, published, options.auth).await,
+                    Some(acceptor) => {
+                        match tokio::time::timeout(HEADER_TIMEOUT, acceptor.accept(stream)).await {
+                            Ok(Ok(tls)) => connection(tls, published, options.auth).await,
+                            Ok(Err(e)) => {
+                                tracing::debug!(%peer, error = %e, "TLS handshake failed");
+                            }
+                            Err(_) => tracing::debug!(%peer, "TLS handshake timed out"),
+                        }
+                    }
+                }
+            };
+            let _ = tokio::time::timeout(CONNECTION_LIFETIME, connection).await;
         });
+    }
+}
+
+async fn connection<S>(stream: S, published: Arc<Published>, auth: Option<HttpAuth>)
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let service = service_fn(move |req: Request<Incoming>| {
+        let response = respond(&published, auth.as_ref(), &req);
+        async move { Ok::<_, Infallible>(response) }
+    });
+    let _ = hyper::server::conn::http1::Builder::new()
+        .timer(TokioTimer::new())
+        .header_read_timeout(HEADER_TIMEOUT)
+        .max_buf_size(MAX_HEAD_BYTES)
+        .serve_connection(TokioIo::new(stream), service)
+        .await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{HttpTlsConfig, Secret};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::TcpStream;
+    use tokio_rustls::rustls::crypto::ring as ring_provider;
+    use tokio_rustls::rustls::pki_types::pem::PemObject;
+    use tokio_rustls::rustls::pki_types::{CertificateDer, ServerName};
+    use tokio_rustls::rustls::{ClientConfig, RootCertStore};
+    use tokio_rustls::TlsConnector;
+
+    const TESTDATA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/src/wire/testdata");
+    const CA: &[u8] = include_bytes!("wire/testdata/ca.pem");
+    const ANSWER_WITHIN: Duration = Duration::from_secs(5);
+
+    struct Server {
+        addr: SocketAddr,
+        stop: watch::Sender<bool>,
+    }
+
+    impl Drop for Server {
+        fn drop(&mut self) {
+            let _ = self.stop.send(true);
+        }
+    }
+
+    async fn start(options: ServeOptions) -> Server {
+        let listener = bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (stop, stop_rx) = watch::channel(false);
+        let published = Published::new("wd-test", vec!["orders".into()]);
+        tokio::spawn(serve_with(listener, published, stop_rx, options));
+        Server { addr, stop }
+    }
+
+    fn with_auth(auth: HttpAuth) -> ServeOptions {
+        ServeOptions {
+            auth: Some(auth),
+            ..ServeOptions::default()
+        }
+    }
+
+    fn basic() -> HttpAuth {
+        HttpAuth::Basic {
+            username: "prometheus".into(),
+            password: Secret::new("pa:ss wörd"),
+        }
+    }
+
+    /// Sends `head` (request line and headers, without the blank line) and reads until the
+    /// server closes: (status, everything after the status line).
+    async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(mut s: S, head: &str) -> (u16, String) {
+        let request = format!("{head}\r\nHost: test\r\nConnection: close\r\n\r\n");
+        s.write_all(request.as_bytes()).await.unwrap();
+        let mut out = Vec::new();
+        tokio::time::timeout(ANSWER_WITHIN, s.read_to_end(&mut out))
+            .await
+            .expect("the server answers and closes")
+            .unwrap();
+        let out = String::from_utf8_lossy(&out).into_owned();
+        let status = out
+            .get(9..12)
+            .and_then(|c| c.parse().ok())
+            .unwrap_or_else(|| panic!("no status line in {out:?}"));
+        (status, out)
+    }
+
+    async fn get(server: &Server, path: &str, headers: &[&str]) -> (u16, String) {
+        let stream = TcpStream::connect(server.addr).await.unwrap();
+        let mut head = format!("GET {path} HTTP/1.1");
+        for h in headers {
+            head.push_str("\r\n");
+            head.push_str(h);
+        }
+        exchange(stream, &head).await
+    }
+
+    fn basic_header(user: &str, password: &str) -> String {
+        format!(
+            "Authorization: Basic {}",
+            BASE64.encode(format!("{user}:{password}"))
+        )
+    }
+
+    #[tokio::test]
+    async fn without_auth_everything_is_open() {
+        let server = start(ServeOptions::default()).await;
+        assert_eq!(get(&server, "/metrics", &[]).await.0, 200);
+        assert_eq!(get(&server, "/status", &[]).await.0, 200);
+        assert_eq!(get(&server, "/healthz", &[]).await.0, 200);
+        assert_eq!(get(&server, "/readyz", &[]).await.0, 503);
+    }
+
+    #[tokio::test]
+    async fn basic_auth_guards_everything_but_the_probes() {
+        let server = start(with_auth(basic())).await;
+        let right = basic_header("prometheus", "pa:ss wörd");
+        for path in ["/metrics", "/status"] {
+            let (status, answer) = get(&server, path, &[]).await;
+            assert_eq!(status, 401, "{path}");
+            assert!(
+                answer.contains("www-authenticate: Basic realm=\"kafka-watchdog\""),
+                "{answer}"
+            );
+            for wrong in [
+                basic_header("prometheus", "pa:ss"),
+                basic_header("prometheus", "pa:ss wörd "),
+                basic_header("grafana", "pa:ss wörd"),
+                basic_header("", ""),
+                "Authorization: Basic !!!".into(),
+                "Authorization: Basic".into(),
+                "Authorization: Bearer pa:ss wörd".into(),
+                right.replace("Basic", "Digest"),
+            ] {
+                assert_eq!(get(&server, path, &[&wrong]).await.0, 401, "{path} {wrong}");
+            }
+            assert_eq!(get(&server, path, &[&right]).await.0, 200, "{path}");
+            let lower = right.replace("Basic", "basic");
+            assert_eq!(get(&server, path, &[&lower]).await.0, 200, "{path}");
+        }
+        assert_eq!(get(&server, "/healthz", &[]).await.0, 200);
+        assert_eq!(get(&server, "/readyz", &[]).await.0, 503);
+        assert_eq!(get(&server, "/nothing", &[]).await.0, 401);
+        assert_eq!(get(&server, "/nothing", &[&right]).await.0, 404);
+    }
+
+    #[tokio::test]
+    async fn bearer_auth() {
+        let token = "c2VjcmV0LXRva2Vu.x_y~z+/==";
+        let server = start(with_auth(HttpAuth::Bearer {
+            token: Secret::new(token),
+        }))
+        .await;
+        let (status, answer) = get(&server, "/metrics", &[]).await;
+        assert_eq!(status, 401);
+        assert!(
+            answer.contains("www-authenticate: Bearer realm=\"kafka-watchdog\""),
+            "{answer}"
+        );
+        for wrong in [
+            format!("Authorization: Bearer {}", &token[..token.len() - 1]),
+            format!("Authorization: Bearer {token}x"),
+            format!("Authorization: Basic {token}"),
+            "Authorization: Bearer".into(),
+        ] {
+            assert_eq!(get(&server, "/metrics", &[&wrong]).await.0, 401, "{wrong}");
+        }
+        let right = format!("Authorization: Bearer {token}");
+        assert_eq!(get(&server, "/metrics", &[&right]).await.0, 200);
+        assert_eq!(get(&server, "/status", &[&right]).await.0, 200);
+        assert_eq!(get(&server, "/healthz", &[]).await.0, 200);
+    }
+
+    #[test]
+    fn secrets_compare_whole_values() {
+        assert!(secrets_equal(b"s3cret", b"s3cret"));
+        assert!(secrets_equal(b"", b""));
+        assert!(
+            !secrets_equal(b"s3cre", b"s3cret"),
+            "a prefix is not the secret"
+        );
+        assert!(!secrets_equal(b"s3cretx", b"s3cret"));
+        assert!(!secrets_equal(b"S3cret", b"s3cret"));
+        assert!(!secrets_equal(b"", b"s3cret"));
+    }
+
+    fn tls_client() -> TlsConnector {
+        let mut roots = RootCertStore::empty();
+        roots
+            .add(CertificateDer::from_pem_slice(CA).unwrap())
+            .unwrap();
+        let mut config =
+            ClientConfig::builder_with_provider(Arc::new(ring_provider::default_provider()))
+                .with_safe_default_protocol_versions()
+                .unwrap()
+                .with_root_certificates(roots)
+                .with_no_client_auth();
+        // As curl offers: the server must pick the one it speaks.
+        config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+        TlsConnector::from(Arc::new(config))
+    }
+
+    fn tls_options(auth: Option<HttpAuth>) -> ServeOptions {
+        let tls = HttpTlsConfig {
+            cert_file: format!("{TESTDATA}/server.pem").into(),
+            key_file: format!("{TESTDATA}/server.key").into(),
+        };
+        ServeOptions {
+            tls: Some(TlsAcceptor::from(tls.server_config().unwrap())),
+            auth,
+            ..ServeOptions::default()
+        }
+    }
+
+    #[tokio::test]
+    async fn https_with_the_configured_certificate() {
+        let server = start(tls_options(Some(basic()))).await;
+        let connect = || async {
+            let tcp = TcpStream::connect(server.addr).await.unwrap();
+            tls_client()
+                .connect(ServerName::try_from("localhost").unwrap(), tcp)
+                .await
+                .expect("the handshake succeeds with the test CA")
+        };
+        let (status, _) = exchange(connect().await, "GET /healthz HTTP/1.1").await;
+        assert_eq!(status, 200);
+        let (status, _) = exchange(connect().await, "GET /metrics HTTP/1.1").await;
+        assert_eq!(status, 401);
+        let right = basic_header("prometheus", "pa:ss wörd");
+        let (status, _) = exchange(
+            connect().await,
+            &format!("GET /metrics HTTP/1.1\r\n{right}"),
+        )
+        .await;
+        assert_eq!(status, 200);
+        let tls = connect().await;
+        assert_eq!(tls.get_ref().1.alpn_protocol(), Some(&b"http/1.1"[..]));
+
+        // Plain HTTP to the TLS port gets no HTTP answer.
+        let mut plain = TcpStream::connect(server.addr).await.unwrap();
+        plain
+            .write_all(b"GET /healthz HTTP/1.1\r\nHost: test\r\n\r\n")
+            .await
+            .unwrap();
+        let mut out = Vec::new();
+        let _ = tokio::time::timeout(ANSWER_WITHIN, plain.read_to_end(&mut out)).await;
+        assert!(!out.starts_with(b"HTTP/"), "{out:?}");
+    }
+
+    #[tokio::test]
+    async fn a_silent_client_cannot_hold_the_tls_handshake() {
+        let server = start(ServeOptions {
+            max_connections: 1,
+            ..tls_options(None)
+        })
+        .await;
+        let _silent = TcpStream::connect(server.addr).await.unwrap();
+        // The only slot frees once the handshake times out.
+        let started = tokio::time::Instant::now();
+        let tcp = TcpStream::connect(server.addr).await.unwrap();
+        let tls = tls_client()
+            .connect(ServerName::try_from("localhost").unwrap(), tcp)
+            .await
+            .unwrap();
+        let (status, _) = exchange(tls, "GET /healthz HTTP/1.1").await;
+        assert_eq!(status, 200);
+        assert!(started.elapsed() < HEADER_TIMEOUT + Duration::from_secs(2));
+    }
+
+    #[tokio::test]
+    async fn a_request_body_is_refused_without_being_read() {
+        let server = start(ServeOptions::default()).await;
+        let mut s = TcpStream::connect(server.addr).await.unwrap();
+        // Announces a gigabyte and sends a little of it.
+        s.write_all(
+            b"GET /metrics HTTP/1.1\r\nHost: test\r\nContent-Length: 1073741824\r\n\r\nxxxxxxxx",
+        )
+        .await
+        .unwrap();
+        let mut out = Vec::new();
+        tokio::time::timeout(ANSWER_WITHIN, s.read_to_end(&mut out))
+            .await
+            .expect("answered and closed without waiting for the body")
+            .unwrap();
+        let out = String::from_utf8_lossy(&out);
+        assert!(out.starts_with("HTTP/1.1 413"), "{out}");
+        assert!(out.contains("connection: close"), "{out}");
+
+        let mut s = TcpStream::connect(server.addr).await.unwrap();
+        s.write_all(b"GET /healthz HTTP/1.1\r\nHost: test\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n")
+            .await
+            .unwrap();
+        let mut out = Vec::new();
+        tokio::time::timeout(ANSWER_WITHIN, s.read_to_end(&mut out))
+            .await
+            .expect("answered and closed without waiting for the last chunk")
+            .unwrap();
+        assert!(out.starts_with(b"HTTP/1.1 413"));
+    }
+
+    #[tokio::test]
+    async fn oversized_headers_and_other_methods_are_refused() {
+        let server = start(ServeOptions::default()).await;
+        let big = format!("X-Padding: {}", "a".repeat(MAX_HEAD_BYTES + 1));
+        let (status, _) = get(&server, "/healthz", &[&big]).await;
+        assert_eq!(status, 431);
+        let stream = TcpStream::connect(server.addr).await.unwrap();
+        let (status, answer) = exchange(stream, "DELETE /status HTTP/1.1").await;
+        assert_eq!(status, 405);
+        assert!(answer.contains("allow: GET, HEAD"), "{answer}");
+    }
+
+    #[tokio::test]
+    async fn connections_beyond_the_limit_wait_for_a_free_slot() {
+        let server = start(ServeOptions {
+            max_connections: 2,
+            ..ServeOptions::default()
+        })
+        .await;
+        let first = TcpStream::connect(server.addr).await.unwrap();
+        let _second = TcpStream::connect(server.addr).await.unwrap();
+        // Both slots are taken by clients that send nothing; a third is not served...
+        let mut third = TcpStream::connect(server.addr).await.unwrap();
+        third
+            .write_all(b"GET /healthz HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n")
+            .await
+            .unwrap();
+        let mut out = Vec::new();
+        let waited =
+            tokio::time::timeout(Duration::from_millis(500), third.read_to_end(&mut out)).await;
+        assert!(waited.is_err(), "served beyond the limit: {out:?}");
+        // ...until one of them goes away.
+        drop(first);
+        tokio::time::timeout(ANSWER_WITHIN, third.read_to_end(&mut out))
+            .await
+            .expect("served once a slot is free")
+            .unwrap();
+        assert!(out.starts_with(b"HTTP/1.1 200"), "{out:?}");
+    }
+
+    #[test]
+    fn options_come_from_the_configuration() {
+        let text = format!(
+            "clusters: [{{name: a, bootstrap_servers: ['k:9092']}}]\nhttp:\n  tls: {{cert_file: {TESTDATA}/server.pem, key_file: {TESTDATA}/server.key}}\n  auth: {{bearer_token_env: TOKEN}}\n"
+        );
+        let env = |k: &str| (k == "TOKEN").then(|| "t0ken".to_string());
+        let config = crate::config::parse_with_env(&text, "t.yaml", &env).unwrap();
+        let options = ServeOptions::from_config(&config).unwrap();
+        assert!(options.tls.is_some());
+        assert_eq!(
+            options.auth,
+            Some(HttpAuth::Bearer {
+                token: Secret::new("t0ken")
+            })
+        );
+        assert_eq!(options.max_connections, MAX_CONNECTIONS);
+        assert!(!format!("{options:?}").contains("t0ken"));
     }
 }

@@ -10,7 +10,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::config::{ClusterConfig, Config, LogFormat, LogLevel, WebhookConfig};
+use crate::config::{
+    ClusterConfig, Config, HttpAuth, HttpTlsConfig, LogFormat, LogLevel, WebhookConfig,
+};
 
 /// What applying a new configuration takes. Cluster lists follow the file order.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -45,6 +47,8 @@ pub fn plan(old: &Config, new: &Config) -> ReloadPlan {
     let Config {
         instance_id,
         http_listen,
+        http_tls,
+        http_auth,
         log,
         state_dir,
         clusters,
@@ -75,6 +79,25 @@ pub fn plan(old: &Config, new: &Config) -> ReloadPlan {
             old.http_listen.to_string(),
             http_listen.to_string(),
         );
+    }
+    // The server, its TLS acceptor and its credential check are built once, with the
+    // listener. A renewed certificate at the same path therefore also needs a restart.
+    if *http_tls != old.http_tls {
+        needs_restart(
+            &mut p,
+            "http.tls",
+            tls_summary(old.http_tls.as_ref()),
+            tls_summary(http_tls.as_ref()),
+        );
+    }
+    if *http_auth != old.http_auth {
+        let running = auth_summary(old.http_auth.as_ref());
+        let mut file = auth_summary(http_auth.as_ref());
+        // Only the secret differs: say so without showing either value.
+        if file == running {
+            file.push_str(" with another secret");
+        }
+        needs_restart(&mut p, "http.auth", running, file);
     }
     // The process may run without the permission to open another directory (systemd's
     // StateDirectory= grants exactly one), and open incidents live in the old one.
@@ -151,9 +174,31 @@ pub fn plan(old: &Config, new: &Config) -> ReloadPlan {
 pub fn applied(old: &Config, mut new: Config) -> Config {
     new.instance_id.clone_from(&old.instance_id);
     new.http_listen = old.http_listen;
+    new.http_tls.clone_from(&old.http_tls);
+    new.http_auth.clone_from(&old.http_auth);
     new.state_dir.clone_from(&old.state_dir);
     new.log.format = old.log.format;
     new
+}
+
+fn tls_summary(tls: Option<&HttpTlsConfig>) -> String {
+    match tls {
+        None => "plain HTTP".into(),
+        Some(t) => format!(
+            "certificate {}, key {}",
+            t.cert_file.display(),
+            t.key_file.display()
+        ),
+    }
+}
+
+/// The scheme and user name, never the secret: these lines go to the log.
+fn auth_summary(auth: Option<&HttpAuth>) -> String {
+    match auth {
+        None => "no authentication".into(),
+        Some(HttpAuth::Basic { username, .. }) => format!("basic for user {username}"),
+        Some(HttpAuth::Bearer { .. }) => "a bearer token".into(),
+    }
 }
 
 fn format_name(f: LogFormat) -> &'static str {
@@ -403,6 +448,53 @@ webhooks:";
         let p = plan(&base(), &edited("name: sink", "name: sink2"));
         assert!(p.webhooks_changed);
         assert_eq!(p.changed, ["webhooks.sink2", "webhooks.sink"]);
+    }
+
+    #[test]
+    fn http_tls_and_auth_need_a_restart_and_show_no_secret() {
+        let testdata = concat!(env!("CARGO_MANIFEST_DIR"), "/src/wire/testdata");
+        let with_http = |auth: &str| {
+            let text = BASE.replace(
+                "  listen: 127.0.0.1:9644\n",
+                &format!(
+                    "  listen: 127.0.0.1:9644\n  tls: {{cert_file: {testdata}/server.pem, key_file: {testdata}/server.key}}\n  auth: {auth}\n"
+                ),
+            );
+            let env = |k: &str| match k {
+                "KW_PAYMENTS_PASSWORD" => Some("s3cret".to_string()),
+                "KW_HTTP_TOKEN" => Some("t0ken-one".to_string()),
+                "KW_HTTP_TOKEN_2" => Some("t0ken-two".to_string()),
+                _ => None,
+            };
+            crate::config::parse_with_env(&text, "t.yaml", &env).unwrap()
+        };
+        let old = base();
+        let new = with_http("{bearer_token_env: KW_HTTP_TOKEN}");
+        let p = plan(&old, &new);
+        assert_eq!(
+            p.not_applied,
+            [
+                format!(
+                    "http.tls: restart needed (running plain HTTP, file has certificate {testdata}/server.pem, key {testdata}/server.key)"
+                ),
+                "http.auth: restart needed (running no authentication, file has a bearer token)"
+                    .to_string(),
+            ]
+        );
+        let running = applied(&old, new);
+        assert_eq!(running.http_tls, None);
+        assert_eq!(running.http_auth, None);
+
+        let rotated = plan(
+            &with_http("{bearer_token_env: KW_HTTP_TOKEN}"),
+            &with_http("{bearer_token_env: KW_HTTP_TOKEN_2}"),
+        );
+        assert_eq!(
+            rotated.not_applied,
+            ["http.auth: restart needed (running a bearer token, file has a bearer token with another secret)"]
+        );
+        let shown = format!("{rotated:?}");
+        assert!(!shown.contains("t0ken"), "{shown}");
     }
 
     #[test]

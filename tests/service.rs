@@ -224,3 +224,54 @@ fn a_stalled_round_loop_gets_no_watchdog_pings() {
     );
     d.signal(libc::SIGTERM);
 }
+
+/// `http.auth` is enforced by the real daemon: /metrics and /status need the bearer token,
+/// /healthz does not, and the token never appears in the log.
+#[test]
+fn http_auth_protects_metrics_and_status() {
+    let dir = temp_dir("svc-auth");
+    let port = free_port();
+    let token = "s3cr3t-token-7f1e";
+    let yaml = config(port, &dir, 1).replace(
+        "http:\n",
+        "http:\n  auth:\n    bearer_token_env: KW_TEST_TOKEN\n",
+    );
+    let cfg = dir.join("config.yaml");
+    std::fs::write(&cfg, yaml).unwrap();
+    let log = dir.join("log");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_kafka-watchdog"))
+        .args(["run", "-c"])
+        .arg(&cfg)
+        .env("KW_TEST_TOKEN", token)
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let end = Instant::now() + Duration::from_secs(20);
+    while http_get(port, "/healthz").map(|(c, _)| c).ok() != Some(200) {
+        assert!(Instant::now() < end, "not serving");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let get = |path: &str, auth: Option<&str>| -> u16 {
+        use std::io::{Read, Write};
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        let header = auth
+            .map(|t| format!("Authorization: Bearer {t}\r\n"))
+            .unwrap_or_default();
+        write!(s, "GET {path} HTTP/1.0\r\nHost: x\r\n{header}\r\n").unwrap();
+        let mut raw = String::new();
+        let _ = s.read_to_string(&mut raw);
+        raw.split_whitespace()
+            .nth(1)
+            .and_then(|c| c.parse().ok())
+            .unwrap_or(0)
+    };
+    assert_eq!(get("/metrics", None), 401);
+    assert_eq!(get("/status", Some("wrong")), 401);
+    assert_eq!(get("/metrics", Some(token)), 200);
+    assert_eq!(get("/status", Some(token)), 200);
+    assert_eq!(get("/healthz", None), 200);
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(!std::fs::read_to_string(&log).unwrap().contains(token));
+}

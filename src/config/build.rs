@@ -3,7 +3,6 @@
 //! read from the environment or from files in `secret`.
 
 use std::collections::HashMap;
-use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
 use super::checks;
@@ -68,7 +67,7 @@ pub(crate) fn config(cx: &mut Ctx, root: Option<&Node>) -> Option<Config> {
             }),
             None => Some(default_instance_id()),
         };
-    let http_listen = http(cx, f.get("http"));
+    let http = super::http::http(cx, f.get("http"));
     let log = log(cx, f.get("log"));
     let state_dir = match f.get("state_dir") {
         Some(e) => text(&mut cx.rep, e, "a directory path").and_then(|t| {
@@ -167,9 +166,12 @@ pub(crate) fn config(cx: &mut Ctx, root: Option<&Node>) -> Option<Config> {
     if !(clusters_ok && webhooks_ok) {
         return None;
     }
+    let http = http?;
     Some(Config {
         instance_id: instance_id?,
-        http_listen: http_listen?,
+        http_listen: http.listen,
+        http_tls: http.tls,
+        http_auth: http.auth,
         log: log?,
         state_dir: state_dir?,
         clusters,
@@ -204,32 +206,6 @@ fn default_instance_id() -> String {
         .map(|h| h.trim().to_string())
         .find(|h| checks::instance_id(h, s::INSTANCE_ID_MAX_CHARS).is_ok())
         .unwrap_or_else(|| s::INSTANCE_ID_FALLBACK.to_string())
-}
-
-fn http(cx: &mut Ctx, e: Option<&Entry>) -> Option<SocketAddr> {
-    let Some(e) = e else {
-        return Some(s::HTTP_LISTEN_DEFAULT);
-    };
-    let mut f = Fields::open(&mut cx.rep, &e.value, Some(e), "http".into())?;
-    let listen = match f.get("listen") {
-        Some(le) => {
-            let expected = "an IP address and port, e.g. 127.0.0.1:9644 or [::]:9644";
-            text(&mut cx.rep, le, expected).and_then(|t| match t.value.parse::<SocketAddr>() {
-                Ok(a) => Some(a),
-                Err(_) => {
-                    cx.rep.add(
-                        t.value_pos,
-                        format!("'{}' is not a socket address", shorten(&t.value)),
-                        Some(expected.into()),
-                    );
-                    None
-                }
-            })
-        }
-        None => Some(s::HTTP_LISTEN_DEFAULT),
-    };
-    f.finish(&mut cx.rep, &|_| None);
-    listen
 }
 
 fn log(cx: &mut Ctx, e: Option<&Entry>) -> Option<LogConfig> {

@@ -8,7 +8,8 @@
 //!    Aliases are expanded under a node budget (alias bombs are refused).
 //! 2. `build`: typed readers (`read`) walk that tree; each wrong value is recorded as a
 //!    `Problem` and reading goes on. `schema` is the single table of key names, ranges and
-//!    built-in defaults; `checks` holds the value rules; `types` the resolved result.
+//!    built-in defaults; `checks` holds the value rules; `types` the resolved result;
+//!    `http` the `http:` block (listen address, HTTPS, credentials).
 //!
 //! Dependencies, and why each:
 //! - `saphyr-parser`: a pure-Rust YAML 1.2 event parser whose events carry line and
@@ -19,10 +20,13 @@
 //! - `url`: webhook URLs are checked by the same parser the HTTP client (reqwest) uses,
 //!   so a URL that loads is a URL that sends.
 //! - `thiserror`: `ConfigError`.
+//! - `tokio-rustls` (rustls with ring, already the wire client's TLS): the HTTP server's
+//!   certificate and key are parsed while loading, by the code the server starts with.
 
 mod build;
 mod checks;
 mod cluster;
+mod http;
 mod read;
 mod schema;
 mod secret;
@@ -37,10 +41,11 @@ use std::fmt;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
+pub use http::HttpTlsError;
 pub use types::{
-    CanaryConfig, ClientCert, ClusterConfig, Config, LogConfig, LogFormat, LogLevel, SaslConfig,
-    SaslMechanism, Secret, Security, SecurityProtocol, Severity, TlsConfig, TopicFilter,
-    VerdictConfig, WebhookConfig, WebhookFormat,
+    CanaryConfig, ClientCert, ClusterConfig, Config, HttpAuth, HttpTlsConfig, LogConfig, LogFormat,
+    LogLevel, SaslConfig, SaslMechanism, Secret, Security, SecurityProtocol, Severity, TlsConfig,
+    TopicFilter, VerdictConfig, WebhookConfig, WebhookFormat,
 };
 
 /// More lines than anyone reads; the count line still gives the total.

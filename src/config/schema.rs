@@ -171,6 +171,8 @@ pub(crate) const INSTANCE_ID_FALLBACK: &str = "kafka-watchdog";
 pub(crate) const INSTANCE_ID_MAX_CHARS: usize = 128;
 pub(crate) const HTTP_LISTEN_DEFAULT: SocketAddr =
     SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 9644));
+pub(crate) const HTTP_TLS_CERT_FILE: &str = "cert_file";
+pub(crate) const HTTP_TLS_KEY_FILE: &str = "key_file";
 pub(crate) const STATE_DIR_DEFAULT: &str = "/var/lib/kafka-watchdog";
 pub(crate) const LOG_LEVEL_DEFAULT: LogLevel = LogLevel::Info;
 pub(crate) const LOG_FORMAT_DEFAULT: LogFormat = LogFormat::Text;
@@ -269,6 +271,16 @@ pub(crate) const WEBHOOK_ROUTING_KEY: SecretKeys = SecretKeys {
     inline_allowed: false,
     env: "routing_key_env",
     file: "routing_key_file",
+};
+
+pub(crate) const HTTP_BASIC_USERNAME: SecretKeys = SASL_USERNAME;
+pub(crate) const HTTP_BASIC_PASSWORD: SecretKeys = SASL_PASSWORD;
+pub(crate) const HTTP_BEARER_TOKEN: SecretKeys = SecretKeys {
+    what: "bearer token",
+    inline: "bearer_token",
+    inline_allowed: false,
+    env: "bearer_token_env",
+    file: "bearer_token_file",
 };
 
 /// Secret files are small; reading stops here so a wrong path (a log, a device) cannot

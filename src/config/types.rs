@@ -17,6 +17,10 @@ pub struct Config {
     /// on one cluster can tell their records apart.
     pub instance_id: String,
     pub http_listen: SocketAddr,
+    /// `None`: plain HTTP.
+    pub http_tls: Option<HttpTlsConfig>,
+    /// `None`: `/metrics` and `/status` are open to anyone who reaches the address.
+    pub http_auth: Option<HttpAuth>,
     pub log: LogConfig,
     /// Where incident state survives restarts.
     pub state_dir: PathBuf,
@@ -30,6 +34,26 @@ impl Config {
     pub fn cluster(&self, name: &str) -> Option<&ClusterConfig> {
         self.clusters.iter().find(|c| c.name == name)
     }
+}
+
+/// HTTPS for the HTTP server. Both files were read and found to go together while
+/// loading; the server reads them again when it starts.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HttpTlsConfig {
+    /// PEM: the server certificate, then any intermediates.
+    pub cert_file: PathBuf,
+    /// PEM: its private key, unencrypted.
+    pub key_file: PathBuf,
+}
+
+/// The credential `/metrics` and `/status` ask for. `/healthz` and `/readyz` stay open:
+/// service managers and load balancers probe them without credentials.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum HttpAuth {
+    /// RFC 7617; the username holds no colon.
+    Basic { username: String, password: Secret },
+    /// RFC 6750; the token is a `b64token`.
+    Bearer { token: Secret },
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

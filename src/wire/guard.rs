@@ -921,6 +921,75 @@ mod tests {
         mutate_all(1..=10, list_offsets, &mut next);
     }
 
+    /// Every version of every response above is a seed for the `wire_decode` fuzz target
+    /// (`fuzz/`), whose input is `[api key: i16][version: i16][body]`, big-endian. Run with
+    /// `KAFKA_WATCHDOG_FUZZ_SEEDS=fuzz/corpus/wire_decode` to write them there.
+    #[test]
+    fn fuzz_seeds_pass_the_fuzzing_entry() {
+        use kafka_protocol::messages::ApiKey;
+        fn seeds<T: Encodable>(
+            out: &mut Vec<(String, Vec<u8>)>,
+            key: ApiKey,
+            versions: std::ops::RangeInclusive<i16>,
+            build: fn(i16) -> T,
+        ) {
+            for v in versions {
+                let mut input = (key as i16).to_be_bytes().to_vec();
+                input.extend(v.to_be_bytes());
+                input.extend(encode(&build(v), v));
+                out.push((format!("{key:?}-v{v}"), input));
+            }
+        }
+        let mut all = Vec::new();
+        seeds(&mut all, ApiKey::ApiVersions, 0..=4, api_versions);
+        seeds(&mut all, ApiKey::Metadata, 0..=13, metadata);
+        seeds(&mut all, ApiKey::DescribeCluster, 0..=2, describe_cluster);
+        seeds(&mut all, ApiKey::DescribeConfigs, 1..=4, describe_configs);
+        seeds(&mut all, ApiKey::SaslHandshake, 0..=1, sasl_handshake);
+        seeds(&mut all, ApiKey::SaslAuthenticate, 0..=2, sasl_authenticate);
+        seeds(&mut all, ApiKey::Produce, 3..=13, produce);
+        seeds(&mut all, ApiKey::ElectLeaders, 0..=2, elect_leaders);
+        seeds(
+            &mut all,
+            ApiKey::AlterPartitionReassignments,
+            0..=1,
+            alter_reassignments,
+        );
+        seeds(
+            &mut all,
+            ApiKey::ListPartitionReassignments,
+            0..=0,
+            list_reassignments,
+        );
+        seeds(&mut all, ApiKey::ListOffsets, 1..=10, list_offsets);
+
+        let keys: std::collections::BTreeSet<i16> = all
+            .iter()
+            .map(|(_, s)| i16::from_be_bytes([s[0], s[1]]))
+            .collect();
+        let mut fuzzed = super::super::fuzzing::FUZZED_API_KEYS.to_vec();
+        fuzzed.sort_unstable();
+        assert_eq!(
+            keys.into_iter().collect::<Vec<_>>(),
+            fuzzed,
+            "a decoded type has no seed"
+        );
+
+        let out = std::env::var_os("KAFKA_WATCHDOG_FUZZ_SEEDS").map(std::path::PathBuf::from);
+        for (name, input) in &all {
+            let key = i16::from_be_bytes([input[0], input[1]]);
+            let version = i16::from_be_bytes([input[2], input[3]]);
+            // Produce and ListOffsets seeds answer for partition 1 of "orders", which is
+            // what the entry looks for, so every seed reaches the end of its path.
+            super::super::decode_response_for_fuzzing(key, version, &input[4..])
+                .unwrap_or_else(|e| panic!("{name}: {e}"));
+            if let Some(dir) = &out {
+                std::fs::create_dir_all(dir).unwrap();
+                std::fs::write(dir.join(name), input).unwrap();
+            }
+        }
+    }
+
     /// Where `needle` first occurs in `body`.
     fn find(body: &[u8], needle: &[u8]) -> usize {
         body.windows(needle.len())

@@ -17,6 +17,7 @@ mod connection;
 mod convert;
 mod error;
 mod frame;
+mod fuzzing;
 mod guard;
 mod partitions;
 mod produce;
@@ -39,6 +40,8 @@ use std::time::Duration;
 pub use client::{BrokerClient, Opened};
 pub use convert::TopicConfigs;
 pub use error::{kafka_error_name, Phase, WireError};
+#[doc(hidden)]
+pub use fuzzing::decode_response_for_fuzzing;
 pub use kafka_protocol::protocol::VersionRange;
 pub use partitions::{OngoingReassignment, PartitionOutcome};
 pub use produce::ProduceAnswer;

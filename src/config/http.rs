@@ -1,0 +1,282 @@
+//! The `http:` block: where the server listens, and optionally HTTPS and who may read
+//! `/metrics` and `/status`.
+//!
+//! The certificate and key are parsed here, with the same code the server runs at start,
+//! so that `check-config` refuses a file the server could not serve.
+
+use std::io::Read;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use tokio_rustls::rustls::crypto::ring as ring_provider;
+use tokio_rustls::rustls::pki_types::pem::PemObject;
+use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use tokio_rustls::rustls::{Error, ServerConfig};
+
+use super::build::Ctx;
+use super::read::{text, Fields};
+use super::schema as s;
+use super::secret::{readable_file, secret, Need};
+use super::types::{HttpAuth, HttpTlsConfig, Secret};
+use super::yaml::{shorten, Entry};
+
+/// What the `http:` block resolves to.
+pub(crate) struct Http {
+    pub listen: SocketAddr,
+    pub tls: Option<HttpTlsConfig>,
+    pub auth: Option<HttpAuth>,
+}
+
+pub(crate) fn http(cx: &mut Ctx, e: Option<&Entry>) -> Option<Http> {
+    let Some(e) = e else {
+        return Some(Http {
+            listen: s::HTTP_LISTEN_DEFAULT,
+            tls: None,
+            auth: None,
+        });
+    };
+    let mut f = Fields::open(&mut cx.rep, &e.value, Some(e), "http".into())?;
+    let listen = match f.get("listen") {
+        Some(le) => {
+            let expected = "an IP address and port, e.g. 127.0.0.1:9644 or [::]:9644";
+            text(&mut cx.rep, le, expected).and_then(|t| match t.value.parse::<SocketAddr>() {
+                Ok(a) => Some(a),
+                Err(_) => {
+                    cx.rep.add(
+                        t.value_pos,
+                        format!("'{}' is not a socket address", shorten(&t.value)),
+                        Some(expected.into()),
+                    );
+                    None
+                }
+            })
+        }
+        None => Some(s::HTTP_LISTEN_DEFAULT),
+    };
+    let tls_entry = f.get("tls");
+    let auth_entry = f.get("auth");
+    f.finish(&mut cx.rep, &|_| None);
+    // Each block is read whatever happened to the others, so all their problems show.
+    let tls = tls_entry.map(|e| tls(cx, e, f.child("tls")));
+    let auth = auth_entry.map(|e| auth(cx, e, f.child("auth")));
+    Some(Http {
+        listen: listen?,
+        tls: tls.map_or(Some(None), |t| t.map(Some))?,
+        auth: auth.map_or(Some(None), |a| a.map(Some))?,
+    })
+}
+
+fn tls(cx: &mut Ctx, e: &Entry, path: String) -> Option<HttpTlsConfig> {
+    let mut f = Fields::open(&mut cx.rep, &e.value, Some(e), path)?;
+    let cert_entry = f.get(s::HTTP_TLS_CERT_FILE);
+    let key_entry = f.get(s::HTTP_TLS_KEY_FILE);
+    f.finish(&mut cx.rep, &|_| None);
+    let file = |cx: &mut Ctx, entry: Option<&Entry>, key: &str, what: &str| match entry {
+        Some(e) => readable_file(cx, e).map(|p| (p, e.value.pos)),
+        None => {
+            f.missing(&mut cx.rep, key, format!("a PEM file holding {what}"));
+            None
+        }
+    };
+    let cert = file(
+        cx,
+        cert_entry,
+        s::HTTP_TLS_CERT_FILE,
+        "the server certificate chain",
+    );
+    let key = file(cx, key_entry, s::HTTP_TLS_KEY_FILE, "its private key");
+    let ((cert_file, cert_pos), (key_file, key_pos)) = cert.zip(key)?;
+    let config = HttpTlsConfig {
+        cert_file,
+        key_file,
+    };
+    match config.server_config() {
+        Ok(_) => Some(config),
+        Err(err) => {
+            let pos = if err.key == s::HTTP_TLS_CERT_FILE {
+                cert_pos
+            } else {
+                key_pos
+            };
+            cx.rep.add(pos, err.to_string(), Some(err.expected.into()));
+            None
+        }
+    }
+}
+
+fn auth(cx: &mut Ctx, e: &Entry, path: String) -> Option<HttpAuth> {
+    let mut f = Fields::open(&mut cx.rep, &e.value, Some(e), path)?;
+    let basic_entry = f.get("basic");
+    // One scheme only: a second one would be a credential nobody checks the use of.
+    let bearer_need = if basic_entry.is_some() {
+        Need::Forbidden("basic is set too")
+    } else {
+        Need::Optional
+    };
+    let bearer = secret(cx, &mut f, &s::HTTP_BEARER_TOKEN, bearer_need);
+    f.finish(&mut cx.rep, &|_| None);
+    if let Some(be) = basic_entry {
+        let basic = basic(cx, be, f.child("basic"));
+        return bearer.ok().and(basic);
+    }
+    match bearer {
+        Ok(Some(token)) => match check_token(&token.value) {
+            Ok(()) => Some(HttpAuth::Bearer {
+                token: Secret::new(token.value),
+            }),
+            Err(m) => {
+                cx.rep.add(
+                    token.pos,
+                    format!("the bearer token from {} {m}", token.key),
+                    Some("letters, digits and - . _ ~ + / only, then optional '=' padding".into()),
+                );
+                None
+            }
+        },
+        Ok(None) => {
+            f.missing_what(
+                &mut cx.rep,
+                "a credential",
+                format!(
+                    "basic (username and {}) or {}",
+                    s::HTTP_BASIC_PASSWORD.choices(),
+                    s::HTTP_BEARER_TOKEN.choices()
+                ),
+            );
+            None
+        }
+        Err(()) => None,
+    }
+}
+
+fn basic(cx: &mut Ctx, e: &Entry, path: String) -> Option<HttpAuth> {
+    let mut f = Fields::open(&mut cx.rep, &e.value, Some(e), path)?;
+    let username = secret(cx, &mut f, &s::HTTP_BASIC_USERNAME, Need::Required);
+    let password = secret(cx, &mut f, &s::HTTP_BASIC_PASSWORD, Need::Required);
+    f.finish(&mut cx.rep, &|_| None);
+    let username = username.ok()??;
+    // RFC 7617: the user-id ends at the first colon, so one inside it could never match.
+    if username.value.contains(':') || username.value.chars().any(char::is_control) {
+        cx.rep.add(
+            username.pos,
+            format!(
+                "the username{} holds a colon or a control character",
+                if username.key == s::HTTP_BASIC_USERNAME.inline {
+                    String::new()
+                } else {
+                    format!(" from {}", username.key)
+                }
+            ),
+            Some("a username without ':' (HTTP Basic ends the name at the first colon)".into()),
+        );
+        return None;
+    }
+    Some(HttpAuth::Basic {
+        username: username.value,
+        password: Secret::new(password.ok()??.value),
+    })
+}
+
+/// RFC 6750 `b64token`: what a client can put after `Bearer ` without quoting.
+fn check_token(token: &str) -> Result<(), &'static str> {
+    let body = token.trim_end_matches('=');
+    if body.is_empty() {
+        return Err("is empty");
+    }
+    let allowed = |c: char| c.is_ascii_alphanumeric() || "-._~+/".contains(c);
+    if body.chars().all(allowed) {
+        Ok(())
+    } else {
+        Err("holds a character a bearer token cannot carry (a space, a newline, ...)")
+    }
+}
+
+/// Why a certificate or key cannot be served, and which key of `http.tls` names the file.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{key} '{}': {message}", path.display())]
+pub struct HttpTlsError {
+    pub key: &'static str,
+    pub path: PathBuf,
+    pub message: String,
+    pub expected: &'static str,
+}
+
+/// Far above any certificate chain; a wrong path (a log, a device) fails fast.
+const PEM_MAX_BYTES: u64 = 1024 * 1024;
+
+fn read_pem(
+    key: &'static str,
+    path: &Path,
+    expected: &'static str,
+) -> Result<Vec<u8>, HttpTlsError> {
+    let fail = |message: String| HttpTlsError {
+        key,
+        path: path.to_path_buf(),
+        message,
+        expected,
+    };
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)
+        .and_then(|f| f.take(PEM_MAX_BYTES + 1).read_to_end(&mut bytes))
+        .map_err(|e| fail(format!("cannot read it: {e}")))?;
+    if bytes.len() as u64 > PEM_MAX_BYTES {
+        return Err(fail(format!("larger than {PEM_MAX_BYTES} bytes")));
+    }
+    Ok(bytes)
+}
+
+impl HttpTlsConfig {
+    /// Reads the files and builds what the server hands to rustls: TLS 1.2 and 1.3 with
+    /// the ring provider, HTTP/1.1 only (the server speaks nothing else).
+    pub fn server_config(&self) -> Result<Arc<ServerConfig>, HttpTlsError> {
+        const CERT_EXPECTED: &str =
+            "a PEM file with the server certificate first, then any intermediates";
+        const KEY_EXPECTED: &str =
+            "a PEM file with the certificate's private key (PKCS#8, PKCS#1 or SEC1), unencrypted";
+        let cert_fail = |message: String| HttpTlsError {
+            key: s::HTTP_TLS_CERT_FILE,
+            path: self.cert_file.clone(),
+            message,
+            expected: CERT_EXPECTED,
+        };
+        let key_fail = |message: String| HttpTlsError {
+            key: s::HTTP_TLS_KEY_FILE,
+            path: self.key_file.clone(),
+            message,
+            expected: KEY_EXPECTED,
+        };
+        let cert_pem = read_pem(s::HTTP_TLS_CERT_FILE, &self.cert_file, CERT_EXPECTED)?;
+        let chain = CertificateDer::pem_slice_iter(&cert_pem)
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| cert_fail(format!("not valid PEM: {e}")))?;
+        if chain.is_empty() {
+            return Err(cert_fail("holds no CERTIFICATE block".into()));
+        }
+        let key_pem = read_pem(s::HTTP_TLS_KEY_FILE, &self.key_file, KEY_EXPECTED)?;
+        let key = PrivateKeyDer::from_pem_slice(&key_pem).map_err(|e| {
+            key_fail(match e {
+                tokio_rustls::rustls::pki_types::pem::Error::NoItemsFound => {
+                    "holds no private key block (an encrypted key is not accepted)".into()
+                }
+                other => format!("not a valid PEM private key: {other}"),
+            })
+        })?;
+        let provider = Arc::new(ring_provider::default_provider());
+        let mut config = ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .map_err(|e| key_fail(format!("no TLS version available: {e}")))?
+            .with_no_client_auth()
+            .with_single_cert(chain, key)
+            .map_err(|e| match e {
+                Error::InvalidCertificate(_) => cert_fail(format!("unusable certificate: {e}")),
+                Error::InconsistentKeys(_) => key_fail(format!(
+                    "is not the key of the certificate in {}",
+                    self.cert_file.display()
+                )),
+                other => key_fail(format!("unusable key: {other}")),
+            })?;
+        config.alpn_protocols = vec![b"http/1.1".to_vec()];
+        Ok(Arc::new(config))
+    }
+}
