@@ -4,6 +4,7 @@
 //! among equal epochs the one most brokers agree on. Brokers that claim a leadership the
 //! newest answer has taken away are the split brains of incident 3.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
@@ -57,14 +58,21 @@ impl ClusterView {
     }
 }
 
+/// One broker's partitions of one topic, and whether it calls the topic internal.
+type TopicAnswer<'a> = (BrokerId, &'a [PartitionView], bool);
+
 /// Merges the Metadata answers of several brokers, keyed by the broker that answered.
+///
+/// Linear in the number of partition answers: topics are grouped by name once, and within a
+/// topic every answer's partitions are read in partition order side by side (the decoder
+/// sorts them), so a round of 200k partitions from a few brokers costs no per-partition map.
 pub fn merge(answers: &[(BrokerId, &MetadataView)]) -> ClusterView {
     let mut view = ClusterView {
         has_leader_epochs: !answers.is_empty() && answers.iter().all(|(_, m)| m.has_leader_epochs),
         ..ClusterView::default()
     };
-    // (topic, partition) -> every broker's answer for it.
-    let mut candidates: BTreeMap<(&str, i32), Vec<(BrokerId, &PartitionView)>> = BTreeMap::new();
+    // topic -> every broker's answer for it, in the order of `answers`.
+    let mut by_topic: BTreeMap<&str, Vec<TopicAnswer>> = BTreeMap::new();
     for (source, md) in answers {
         view.sources.insert(*source);
         if view.cluster_id.is_none() {
@@ -75,66 +83,143 @@ pub fn merge(answers: &[(BrokerId, &MetadataView)]) -> ClusterView {
         }
         for (name, topic) in &md.topics {
             // A topic-level error (being deleted, unknown) carries no partition truth.
-            if topic.error_code != 0 {
+            if topic.error_code != 0 || topic.partitions.is_empty() {
                 continue;
             }
-            let t = view.topics.entry(name.clone()).or_default();
-            t.is_internal |= topic.is_internal;
-            for p in &topic.partitions {
-                candidates
-                    .entry((name.as_str(), p.partition))
-                    .or_default()
-                    .push((*source, p));
-            }
+            by_topic.entry(name.as_str()).or_default().push((
+                *source,
+                &topic.partitions,
+                topic.is_internal,
+            ));
         }
     }
-    for ((topic, partition), answers) in candidates {
-        let chosen = choose(&answers).clone();
-        for (source, p) in &answers {
-            if p.leader != chosen.leader {
-                *view.disagreements.entry(*source).or_insert(0) += 1;
-            }
-            let claims_leadership = p.leader == *source;
-            if claims_leadership
-                && chosen.leader != *source
-                && (chosen.leader_epoch > p.leader_epoch || !view.has_leader_epochs)
-            {
-                view.stale_leaders.push(StaleLeader {
-                    topic: topic.to_string(),
-                    partition,
-                    broker: *source,
-                    claimed_epoch: p.leader_epoch,
-                    current_leader: chosen.leader,
-                    current_epoch: chosen.leader_epoch,
-                });
-            }
+    for (topic, sources) in by_topic {
+        let is_internal = sources.iter().any(|(_, _, internal)| *internal);
+        // Nearly always every answer about a topic is the same: then there is nothing to
+        // choose, no disagreement and no stale claim, and one comparison per partition is
+        // all the work.
+        let first = sources[0].1;
+        if first.is_sorted_by(|a, b| a.partition < b.partition)
+            && sources[1..].iter().all(|(_, parts, _)| *parts == first)
+        {
+            view.topics.insert(
+                topic.to_string(),
+                ViewTopic {
+                    is_internal,
+                    partitions: first.to_vec(),
+                },
+            );
+            continue;
         }
-        if let Some(t) = view.topics.get_mut(topic) {
-            t.partitions.push(chosen);
+        let mut merged = ViewTopic {
+            is_internal,
+            partitions: Vec::with_capacity(sources.iter().map(|s| s.1.len()).max().unwrap_or(0)),
+        };
+        let sorted: Vec<Cow<[PartitionView]>> = sources
+            .iter()
+            .map(|(_, parts, _)| {
+                if parts.is_sorted_by_key(|p| p.partition) {
+                    Cow::Borrowed(*parts)
+                } else {
+                    let mut owned = parts.to_vec();
+                    owned.sort_by_key(|p| p.partition);
+                    Cow::Owned(owned)
+                }
+            })
+            .collect();
+        let mut cursors = vec![0usize; sources.len()];
+        let mut candidates: Vec<(BrokerId, &PartitionView)> = Vec::with_capacity(sources.len());
+        loop {
+            // The lowest partition any answer has not consumed yet.
+            let next = sorted
+                .iter()
+                .zip(&cursors)
+                .filter_map(|(parts, &c)| parts.get(c).map(|p| p.partition))
+                .min();
+            let Some(partition) = next else { break };
+            candidates.clear();
+            for (i, parts) in sorted.iter().enumerate() {
+                // A duplicated partition in one answer counts once.
+                while let Some(p) = parts.get(cursors[i]).filter(|p| p.partition == partition) {
+                    if candidates.last().is_none_or(|(s, _)| *s != sources[i].0) {
+                        candidates.push((sources[i].0, p));
+                    }
+                    cursors[i] += 1;
+                }
+            }
+            let chosen = choose(&candidates);
+            judge_claims(&mut view, topic, chosen, &candidates);
+            merged.partitions.push(chosen.clone());
         }
+        view.topics.insert(topic.to_string(), merged);
     }
-    view.topics.retain(|_, t| !t.partitions.is_empty());
     view
+}
+
+/// Counts the answers that name another leader than the chosen one, and records the brokers
+/// that still claim a leadership a newer epoch gave away.
+fn judge_claims(
+    view: &mut ClusterView,
+    topic: &str,
+    chosen: &PartitionView,
+    answers: &[(BrokerId, &PartitionView)],
+) {
+    for (source, p) in answers {
+        if p.leader != chosen.leader {
+            *view.disagreements.entry(*source).or_insert(0) += 1;
+        }
+        let claims_leadership = p.leader == *source;
+        if claims_leadership
+            && chosen.leader != *source
+            && (chosen.leader_epoch > p.leader_epoch || !view.has_leader_epochs)
+        {
+            view.stale_leaders.push(StaleLeader {
+                topic: topic.to_string(),
+                partition: chosen.partition,
+                broker: *source,
+                claimed_epoch: p.leader_epoch,
+                current_leader: chosen.leader,
+                current_epoch: chosen.leader_epoch,
+            });
+        }
+    }
 }
 
 /// The answer to trust for one partition: highest leader epoch, then the most common
 /// (leader, ISR), then the lowest answering broker id, so the choice is deterministic.
+/// Nearly always every answer agrees, which is checked first; counting support is only
+/// needed among disagreeing answers of the same epoch.
 fn choose<'a>(answers: &[(BrokerId, &'a PartitionView)]) -> &'a PartitionView {
-    let support = |p: &PartitionView| {
-        answers
-            .iter()
-            .filter(|(_, q)| q.leader == p.leader && q.isr == p.isr)
-            .count()
-    };
-    answers
+    let (first_src, first) = answers[0];
+    let same = |p: &PartitionView, q: &PartitionView| p.leader == q.leader && p.isr == q.isr;
+    if answers
         .iter()
-        .max_by(|(a_src, a), (b_src, b)| {
-            a.leader_epoch
-                .cmp(&b.leader_epoch)
-                .then_with(|| support(a).cmp(&support(b)))
-                .then_with(|| b_src.cmp(a_src))
-        })
-        .map(|(_, p)| *p)
+        .all(|(_, p)| p.leader_epoch == first.leader_epoch && same(p, first))
+    {
+        let lowest = answers
+            .iter()
+            .min_by_key(|(s, _)| *s)
+            .map_or(first_src, |a| a.0);
+        return answers
+            .iter()
+            .find(|(s, _)| *s == lowest)
+            .map_or(first, |a| a.1);
+    }
+    let newest = answers
+        .iter()
+        .map(|(_, p)| p.leader_epoch)
+        .max()
+        .expect("a partition has at least one answer");
+    let tied: Vec<(BrokerId, &PartitionView)> = answers
+        .iter()
+        .copied()
+        .filter(|(_, p)| p.leader_epoch == newest)
+        .collect();
+    let support = |p: &PartitionView| answers.iter().filter(|(_, q)| same(q, p)).count();
+    tied.iter()
+        .map(|(src, p)| (support(p), *src, *p))
+        .max_by(|(a_n, a_src, _), (b_n, b_src, _)| a_n.cmp(b_n).then_with(|| b_src.cmp(a_src)))
+        .map(|(_, _, p)| p)
         .expect("a partition has at least one answer")
 }
 
@@ -160,9 +245,9 @@ mod tests {
             error_code: if leader == NO_LEADER { 5 } else { 0 },
             leader,
             leader_epoch: epoch,
-            replicas: replicas.to_vec(),
-            isr: isr.to_vec(),
-            offline_replicas: Vec::new(),
+            replicas: replicas.into(),
+            isr: isr.into(),
+            offline_replicas: Default::default(),
         }
     }
 
@@ -193,6 +278,7 @@ mod tests {
             has_leader_epochs: true,
             has_offline_replicas: true,
             version: 12,
+            all_topics: true,
         }
     }
 
@@ -232,7 +318,7 @@ mod tests {
         let a = md(&[1, 2, 3], vec![part(0, 1, 4, &[1, 2, 3], &[1, 2, 3])]);
         let b = md(&[1, 2, 3], vec![part(0, 1, 4, &[1, 2, 3], &[1, 2])]);
         let view = merge(&[(1, &b), (2, &b), (3, &a)]);
-        assert_eq!(view.topics["t"].partitions[0].isr, vec![1, 2]);
+        assert_eq!(view.topics["t"].partitions[0].isr.as_slice(), [1, 2]);
         assert!(view.stale_leaders.is_empty());
     }
 
@@ -244,6 +330,38 @@ mod tests {
         assert!(is_offline(&view.topics["t"].partitions[0]));
         assert_eq!(view.stale_leaders.len(), 1);
         assert_eq!(view.stale_leaders[0].broker, 1);
+    }
+
+    #[test]
+    fn answers_in_any_partition_order_and_with_gaps_merge_by_partition() {
+        let a = md(
+            &[1, 2],
+            vec![
+                part(2, 1, 3, &[1, 2], &[1, 2]),
+                part(0, 1, 3, &[1, 2], &[1, 2]),
+            ],
+        );
+        let b = md(
+            &[1, 2],
+            vec![
+                part(0, 2, 4, &[1, 2], &[2]),
+                part(1, 2, 1, &[1, 2], &[2, 1]),
+                part(1, 2, 1, &[1, 2], &[2, 1]),
+            ],
+        );
+        let view = merge(&[(1, &a), (2, &b)]);
+        let got: Vec<(i32, i32, i32)> = view.topics["t"]
+            .partitions
+            .iter()
+            .map(|p| (p.partition, p.leader, p.leader_epoch))
+            .collect();
+        assert_eq!(got, vec![(0, 2, 4), (1, 2, 1), (2, 1, 3)]);
+        assert_eq!(
+            view.stale_leaders.len(),
+            1,
+            "broker 1 still claims partition 0"
+        );
+        assert_eq!(view.disagreements.get(&1), Some(&1));
     }
 
     #[test]

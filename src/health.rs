@@ -2,12 +2,12 @@
 //! `min.insync.replicas`, or led from outside their ISR, and which brokers each one points
 //! at. Aggregated per broker for the verdicts.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 use serde::Serialize;
 
 use crate::cluster_view::ClusterView;
-use crate::observe::{BrokerId, NO_LEADER};
+use crate::observe::{BrokerId, IdMap, NO_LEADER};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -94,12 +94,20 @@ pub fn classify(
     include: impl Fn(&str) -> bool,
 ) -> Health {
     let mut health = Health::default();
-    for c in Condition::ALL {
-        health.counts.insert(c, 0);
-    }
+    // Per-broker tallies in a dense table: a map lookup for every replica of 200k
+    // partitions was most of this function's time.
+    let mut index: IdMap<usize> = IdMap::default();
+    let mut tallies: Vec<(BrokerId, BrokerPartitions)> = Vec::new();
+    let mut slot = |id: BrokerId, tallies: &mut Vec<(BrokerId, BrokerPartitions)>| -> usize {
+        *index.entry(id).or_insert_with(|| {
+            tallies.push((id, BrokerPartitions::default()));
+            tallies.len() - 1
+        })
+    };
     for id in view.brokers.keys() {
-        health.brokers.entry(*id).or_default();
+        slot(*id, &mut tallies);
     }
+    let mut counts = [0u64; Condition::ALL.len()];
     for (topic, t) in &view.topics {
         if !include(topic) {
             continue;
@@ -107,34 +115,38 @@ pub fn classify(
         let topic_min_isr = min_isr.get(topic).copied();
         for p in &t.partitions {
             health.partitions += 1;
-            let isr: BTreeSet<BrokerId> = p.isr.iter().copied().collect();
+            // Replica lists are a handful of ids: a scan beats building a set.
+            let in_isr = |b: &BrokerId| p.isr.contains(b);
+            let isr_len = distinct(&p.isr);
             let offline = p.leader == NO_LEADER;
             let mut conditions = Vec::new();
             if offline {
                 conditions.push(Condition::Offline);
             }
             if let Some(m) = topic_min_isr {
-                if (isr.len() as i32) < m {
+                if (isr_len as i32) < m {
                     conditions.push(Condition::UnderMinIsr);
                 }
             }
-            if isr.len() < p.replicas.len() {
+            if isr_len < p.replicas.len() {
                 conditions.push(Condition::UnderReplicated);
             }
-            if !offline && !isr.contains(&p.leader) {
+            if !offline && !in_isr(&p.leader) {
                 conditions.push(Condition::LeaderNotInIsr);
             }
             if !offline {
-                health.brokers.entry(p.leader).or_default().leader_of += 1;
+                let i = slot(p.leader, &mut tallies);
+                tallies[i].1.leader_of += 1;
             }
             let under_min = conditions.contains(&Condition::UnderMinIsr);
             for r in &p.replicas {
-                let b = health.brokers.entry(*r).or_default();
+                let i = slot(*r, &mut tallies);
+                let b = &mut tallies[i].1;
                 b.replica_of += 1;
                 if offline {
                     b.replica_of_offline += 1;
                 }
-                if !isr.contains(r) {
+                if !in_isr(r) {
                     b.missing_from_isr += 1;
                     if under_min {
                         b.causes_under_min_isr += 1;
@@ -145,18 +157,14 @@ pub fn classify(
                 continue;
             }
             for c in &conditions {
-                *health.counts.entry(*c).or_insert(0) += 1;
+                counts[*c as usize] += 1;
             }
             let suspects = if offline {
-                p.replicas.clone()
+                p.replicas.to_vec()
             } else {
-                let mut s: Vec<BrokerId> = p
-                    .replicas
-                    .iter()
-                    .copied()
-                    .filter(|r| !isr.contains(r))
-                    .collect();
-                if !isr.contains(&p.leader) && !s.contains(&p.leader) {
+                let mut s: Vec<BrokerId> =
+                    p.replicas.iter().copied().filter(|r| !in_isr(r)).collect();
+                if !in_isr(&p.leader) && !s.contains(&p.leader) {
                     s.push(p.leader);
                 }
                 s
@@ -167,14 +175,27 @@ pub fn classify(
                 conditions,
                 leader: p.leader,
                 leader_epoch: p.leader_epoch,
-                replicas: p.replicas.clone(),
-                isr: p.isr.clone(),
+                replicas: p.replicas.to_vec(),
+                isr: p.isr.to_vec(),
                 min_isr: topic_min_isr,
                 suspects,
             });
         }
     }
+    health.counts = Condition::ALL
+        .iter()
+        .map(|c| (*c, counts[*c as usize]))
+        .collect();
+    health.brokers = tallies.into_iter().collect();
     health
+}
+
+/// The number of different ids in a short list (a broker listed twice in an ISR counts once).
+fn distinct(ids: &[BrokerId]) -> usize {
+    ids.iter()
+        .enumerate()
+        .filter(|(i, b)| !ids[..*i].contains(b))
+        .count()
 }
 
 #[cfg(test)]
@@ -197,9 +218,9 @@ mod tests {
                         error_code: 0,
                         leader: *leader,
                         leader_epoch: 1,
-                        replicas: replicas.to_vec(),
-                        isr: isr.to_vec(),
-                        offline_replicas: Vec::new(),
+                        replicas: (*replicas).into(),
+                        isr: (*isr).into(),
+                        offline_replicas: Default::default(),
                     })
                     .collect(),
             },

@@ -10,6 +10,37 @@ use serde::Serialize;
 /// A broker id as Kafka knows it (`node.id` / `broker.id`).
 pub type BrokerId = i32;
 
+/// A partition's replicas, ISR or offline replicas: inline up to four ids, so the usual
+/// replication factors never allocate.
+pub type BrokerList = smallvec::SmallVec<[BrokerId; 4]>;
+
+/// A map keyed by broker id for per-partition hot loops. Ids are small trusted integers
+/// from Kafka, so a multiply-shift hash replaces SipHash, which cost more than the work
+/// around it at 200k partitions a round.
+pub type IdMap<V> = std::collections::HashMap<BrokerId, V, std::hash::BuildHasherDefault<IdHasher>>;
+
+pub type IdSet = std::collections::HashSet<BrokerId, std::hash::BuildHasherDefault<IdHasher>>;
+
+#[derive(Debug, Default, Clone, Copy)]
+pub struct IdHasher(u64);
+
+impl std::hash::Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 =
+                (self.0.rotate_left(5) ^ u64::from(*b)).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+        }
+    }
+
+    fn write_i32(&mut self, i: i32) {
+        self.0 = (u64::from(i as u32)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+}
+
 /// Kafka's "no broker" value, used for a partition without a leader.
 pub const NO_LEADER: BrokerId = -1;
 
@@ -95,6 +126,9 @@ pub struct MetadataView {
     pub has_offline_replicas: bool,
     /// The negotiated Metadata version.
     pub version: i16,
+    /// The answer covers every topic (asked with a null topic list). False for an answer
+    /// about some topics only: a topic it does not list may still exist.
+    pub all_topics: bool,
 }
 
 impl MetadataView {
@@ -108,6 +142,7 @@ impl MetadataView {
             has_leader_epochs: self.has_leader_epochs,
             has_offline_replicas: self.has_offline_replicas,
             version: self.version,
+            all_topics: false,
         }
     }
 }
@@ -121,7 +156,7 @@ pub struct TopicView {
     pub partitions: Vec<PartitionView>,
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Default, PartialEq, Eq, Serialize)]
 pub struct PartitionView {
     pub partition: i32,
     /// Partition-level Kafka error code: 5 LEADER_NOT_AVAILABLE for an offline partition,
@@ -131,9 +166,25 @@ pub struct PartitionView {
     pub leader: BrokerId,
     /// -1 when unknown (Metadata below v7).
     pub leader_epoch: i32,
-    pub replicas: Vec<BrokerId>,
-    pub isr: Vec<BrokerId>,
-    pub offline_replicas: Vec<BrokerId>,
+    pub replicas: BrokerList,
+    pub isr: BrokerList,
+    pub offline_replicas: BrokerList,
+}
+
+// By hand: SmallVec's own Clone pushes element by element; ids are Copy, so a slice copy
+// is a memcpy, and the merge clones one of these per partition per round.
+impl Clone for PartitionView {
+    fn clone(&self) -> Self {
+        PartitionView {
+            partition: self.partition,
+            error_code: self.error_code,
+            leader: self.leader,
+            leader_epoch: self.leader_epoch,
+            replicas: BrokerList::from_slice(&self.replicas),
+            isr: BrokerList::from_slice(&self.isr),
+            offline_replicas: BrokerList::from_slice(&self.offline_replicas),
+        }
+    }
 }
 
 /// A broker's registration as the cluster sees it through DescribeCluster (v2 on Kafka 4.0+

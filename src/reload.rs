@@ -221,6 +221,7 @@ fn cluster_diff(old: &ClusterConfig, new: &ClusterConfig) -> Vec<&'static str> {
         request_timeout,
         topic_config_refresh,
         forget_broker_after,
+        full_metadata_budget,
         topics,
         canary,
         verdict,
@@ -254,6 +255,10 @@ fn cluster_diff(old: &ClusterConfig, new: &ClusterConfig) -> Vec<&'static str> {
     check(
         *forget_broker_after != old.forget_broker_after,
         "forget_broker_after_secs",
+    );
+    check(
+        *full_metadata_budget != old.full_metadata_budget,
+        "full_metadata_partition_budget",
     );
     // Compiled patterns have no equality; the text they came from does.
     check(

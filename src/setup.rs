@@ -89,6 +89,14 @@ pub fn probe_settings(c: &ClusterConfig) -> Result<ProbeSettings, SetupError> {
         },
         forget_broker_after: c.forget_broker_after,
         topic_config_refresh: c.topic_config_refresh,
+        full_metadata_budget: c.full_metadata_budget,
+        // Brokers asked for less than every topic still say what they believe about the
+        // canary topic, where every broker leads a partition: a stale leader shows there.
+        scoped_topics: if c.canary.enabled {
+            vec![c.canary.topic.clone()]
+        } else {
+            Vec::new()
+        },
     })
 }
 

@@ -426,61 +426,86 @@ fn slow(f: &BrokerFacts, s: &VerdictSettings) -> Option<RuleHit> {
 }
 
 /// How the other brokers see each probed broker: DescribeCluster answers first (they know
-/// fencing), else Metadata broker lists; a broker's own answer does not count. One pass
-/// over the answers with hashed lookups, so 500 brokers cost 250k lookups, not 500^3.
+/// fencing), else Metadata broker lists; a broker's own answer does not count.
+///
+/// Every answer lists every broker, so the input is brokers^2 entries; they are counted in
+/// one pass into dense tables, and what an answer does not list is derived from how many
+/// answers of each kind there were.
 pub fn registrations(obs: &RoundObservation) -> BTreeMap<BrokerId, Registration> {
-    use std::collections::{HashMap, HashSet};
-    enum Answer {
-        /// broker -> fenced, and whether fenced brokers are listed at all.
-        Described(HashMap<BrokerId, bool>, bool),
-        Listed(HashSet<BrokerId>),
+    /// How one answer speaks about a broker it does not list.
+    #[derive(Clone, Copy, PartialEq)]
+    enum Kind {
+        /// DescribeCluster with fenced brokers: unlisted = absent.
+        DescribedAll,
+        /// DescribeCluster without fenced brokers: unlisted may be fenced.
+        DescribedUnfenced,
+        /// Metadata: unlisted = absent.
+        Listed,
     }
-    let answers: Vec<(BrokerId, Answer)> = obs
+    #[derive(Clone, Copy, Default)]
+    struct Tally {
+        registered: u32,
+        fenced: u32,
+        /// Listed (registered or fenced) by answers of each kind.
+        listed: [u32; 3],
+        /// The kind of this broker's own answer, which does not count.
+        own: Option<usize>,
+        /// The last answer that listed it, so a duplicated entry counts once.
+        stamp: usize,
+    }
+    let index: crate::observe::IdMap<usize> = obs
         .probes
-        .iter()
-        .filter_map(|(source, probe)| {
-            if let Some(Ok(d)) = &probe.description {
-                let map = d
-                    .brokers
-                    .iter()
-                    .map(|b| (b.endpoint.id, b.fenced))
-                    .collect();
-                Some((*source, Answer::Described(map, d.includes_fenced)))
-            } else {
-                probe.metadata_view().map(|m| {
-                    (
-                        *source,
-                        Answer::Listed(m.brokers.iter().map(|b| b.id).collect()),
-                    )
-                })
-            }
-        })
+        .keys()
+        .enumerate()
+        .map(|(i, id)| (*id, i))
         .collect();
+    let mut tallies = vec![Tally::default(); index.len()];
+    let mut answers_of_kind = [0u32; 3];
+    for (n, (source, probe)) in obs.probes.iter().enumerate() {
+        let kind = match (&probe.description, probe.metadata_view()) {
+            (Some(Ok(d)), _) if d.includes_fenced => Kind::DescribedAll,
+            (Some(Ok(_)), _) => Kind::DescribedUnfenced,
+            (_, Some(_)) => Kind::Listed,
+            _ => continue,
+        } as usize;
+        tallies[n].own = Some(kind);
+        answers_of_kind[kind] += 1;
+        let mut count = |id: BrokerId, fenced: bool| {
+            let Some(&i) = index.get(&id) else { return };
+            if id == *source || tallies[i].stamp == n + 1 {
+                return;
+            }
+            let t = &mut tallies[i];
+            t.stamp = n + 1;
+            t.listed[kind] += 1;
+            if fenced {
+                t.fenced += 1;
+            } else {
+                t.registered += 1;
+            }
+        };
+        match (&probe.description, probe.metadata_view()) {
+            (Some(Ok(d)), _) => d
+                .brokers
+                .iter()
+                .for_each(|b| count(b.endpoint.id, b.fenced)),
+            (_, Some(m)) => m.brokers.iter().for_each(|b| count(b.id, false)),
+            _ => {}
+        }
+    }
     obs.probes
         .keys()
-        .map(|id| {
-            let (mut registered, mut fenced, mut absent) = (0, 0, 0);
-            for (source, answer) in &answers {
-                if source == id {
-                    continue;
-                }
-                match answer {
-                    Answer::Described(map, includes_fenced) => match map.get(id) {
-                        Some(true) => fenced += 1,
-                        Some(false) => registered += 1,
-                        None if *includes_fenced => absent += 1,
-                        // Without fenced brokers listed, absence may mean fenced.
-                        None => fenced += 1,
-                    },
-                    Answer::Listed(set) => {
-                        if set.contains(id) {
-                            registered += 1;
-                        } else {
-                            absent += 1;
-                        }
-                    }
-                }
-            }
+        .zip(&tallies)
+        .map(|(id, t)| {
+            // Answers of each kind from the other brokers that did not list this one.
+            let unlisted = |kind: Kind| {
+                let k = kind as usize;
+                let others = answers_of_kind[k] - u32::from(t.own == Some(k));
+                others - t.listed[k]
+            };
+            let registered = t.registered;
+            let fenced = t.fenced + unlisted(Kind::DescribedUnfenced);
+            let absent = unlisted(Kind::DescribedAll) + unlisted(Kind::Listed);
             let r = if registered + fenced + absent == 0 {
                 Registration::Unknown
             } else if registered > fenced + absent {

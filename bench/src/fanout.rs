@@ -125,6 +125,8 @@ pub fn run(opts: &FanoutOptions) -> Result<Section> {
                 },
                 forget_broker_after: Duration::from_secs(3600),
                 topic_config_refresh: Duration::from_secs(300),
+                full_metadata_budget: kafka_watchdog::probe::DEFAULT_FULL_METADATA_BUDGET,
+                scoped_topics: Vec::new(),
             };
             let mut prober = ClusterProber::new(settings);
             let (discovery_ms, first) = prober_rt.block_on(async {

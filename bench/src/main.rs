@@ -64,8 +64,9 @@ struct ScaleArgs {
     #[arg(long, default_value_t = 5)]
     runs: usize,
     /// Brokers sending full metadata in the "few" variant (the others send a thin answer).
-    #[arg(long, default_value_t = 3)]
-    few_sources: usize,
+    /// Default: as many as the daemon asks with its default full_metadata_partition_budget.
+    #[arg(long)]
+    few_sources: Option<usize>,
     /// Round shapes: all (every broker sends full metadata), few (only --few-sources do).
     #[arg(long, default_value = "all,few", value_delimiter = ',', value_parser = ["all", "few"])]
     variants: Vec<String>,

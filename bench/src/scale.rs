@@ -3,9 +3,10 @@
 //! brokers, single-threaded, as the daemon runs it once per round and cluster.
 //!
 //! Two shapes of round are measured. "all": every answering broker sends the full Metadata
-//! answer, as the watchdog asks today; that is brokers x partitions entries to merge (100M
-//! for 200k x 500). "few": only `few_sources` brokers send the topics and the rest a Metadata
-//! answer without topics, the shape of a cheaper probing design.
+//! answer; that is brokers x partitions entries to merge (100M for 200k x 500), what the
+//! watchdog would ask without its budget. "few": only some brokers send every topic and the
+//! rest a Metadata answer without them, the shape the daemon uses once partitions x brokers
+//! exceed `full_metadata_partition_budget` (by default as many as the daemon would ask).
 //!
 //! Stage timings (merge, classify, judge) pass the same view by reference for every source,
 //! so they fit in memory at any size; the end-to-end `evaluate` needs one owned copy per
@@ -34,7 +35,8 @@ pub struct ScaleOptions {
     pub partitions: Vec<usize>,
     pub brokers: Vec<usize>,
     pub runs: usize,
-    pub few_sources: usize,
+    /// None: as many as the daemon asks for every topic with its default budget.
+    pub few_sources: Option<usize>,
     /// Which shapes to run: "all" (every broker sends full metadata) and/or "few".
     pub variants: Vec<String>,
     /// Memory the owned observations may take, in GiB; None: half of MemAvailable.
@@ -72,7 +74,8 @@ fn rss_kib() -> u64 {
 
 struct Variant {
     label: &'static str,
-    full_sources: Option<usize>,
+    /// None: every broker; Some(None): as many as the daemon asks with its default budget.
+    full_sources: Option<Option<usize>>,
 }
 
 pub fn run(opts: &ScaleOptions) -> Result<Section> {
@@ -239,7 +242,16 @@ fn measure(
     view_kib: u64,
     budget_kib: u64,
 ) -> Value {
-    let (full_n, thin_n) = synth::source_counts(brokers, variant.full_sources);
+    let full_sources = variant.full_sources.map(|n| {
+        n.unwrap_or_else(|| {
+            kafka_watchdog::probe::full_sources(
+                partitions as u64,
+                brokers,
+                kafka_watchdog::probe::DEFAULT_FULL_METADATA_BUDGET,
+            )
+        })
+    });
+    let (full_n, thin_n) = synth::source_counts(brokers, full_sources);
     let mut row = serde_json::Map::new();
     row.insert("partitions".into(), json!(partitions));
     row.insert("brokers".into(), json!(brokers));
@@ -255,7 +267,7 @@ fn measure(
     // Stages, on shared views.
     let answers: Vec<(BrokerId, &MetadataView)> = (1..=brokers as i32)
         .filter_map(|id| {
-            let view = match synth::answer_of(id, variant.full_sources) {
+            let view = match synth::answer_of(id, full_sources) {
                 Answer::Full => &views.full,
                 Answer::Stale => &views.stale,
                 Answer::Thin => &views.thin,
@@ -308,7 +320,7 @@ fn measure(
     }
     sys::trim_heap();
     let before = rss_kib();
-    let obs = synth::round(brokers, views, variant.full_sources);
+    let obs = synth::round(brokers, views, full_sources);
     row.insert(
         "observation_mib".into(),
         num(mib(rss_kib().saturating_sub(before)), 1),

@@ -93,8 +93,10 @@ pub fn views(partitions: usize, brokers: usize) -> Views {
         has_leader_epochs: true,
         has_offline_replicas: true,
         version: 12,
+        all_topics: true,
     };
-    let thin = header.clone();
+    let mut thin = header.clone();
+    thin.all_topics = false;
     let mut full = header.clone();
     let mut stale = header;
     let topics = partitions.div_ceil(PARTITIONS_PER_TOPIC);
@@ -132,16 +134,16 @@ pub fn views(partitions: usize, brokers: usize) -> Views {
                 error_code: if leader == NO_LEADER { 5 } else { 0 },
                 leader,
                 leader_epoch: epoch,
-                replicas: replicas.clone(),
-                isr: isr.clone(),
-                offline_replicas,
+                replicas: replicas.as_slice().into(),
+                isr: isr.as_slice().into(),
+                offline_replicas: offline_replicas.into(),
             };
             let mut old = view.clone();
             if replicas.contains(&STALE_BROKER) && leader != STALE_BROKER && rng.chance(100) {
                 old.leader = STALE_BROKER;
                 old.leader_epoch = epoch - 1;
                 old.error_code = 0;
-                old.isr = replicas.clone();
+                old.isr = replicas.as_slice().into();
             }
             parts.push(view);
             stale_parts.push(old);

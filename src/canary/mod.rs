@@ -839,8 +839,8 @@ pub fn view_from(obs: &crate::observe::RoundObservation, topic: &str) -> CanaryV
                 state: PartitionState {
                     partition: p.partition,
                     leader: p.leader,
-                    replicas: p.replicas.clone(),
-                    isr: p.isr.clone(),
+                    replicas: p.replicas.to_vec(),
+                    isr: p.isr.to_vec(),
                 },
                 leader_epoch: p.leader_epoch,
             })

@@ -30,6 +30,7 @@ pub(crate) struct Layer {
     request_timeout: Slot<u64>,
     topic_config_refresh: Slot<u64>,
     forget_broker_after: Slot<u64>,
+    full_metadata_budget: Slot<u64>,
     include: Slot<Patterns>,
     exclude: Slot<Patterns>,
     canary: CanaryLayer,
@@ -108,6 +109,7 @@ pub(crate) fn empty_layer(kind: SlotKind) -> Layer {
         request_timeout: kind.make(),
         topic_config_refresh: kind.make(),
         forget_broker_after: kind.make(),
+        full_metadata_budget: kind.make(),
         include: kind.make(),
         exclude: kind.make(),
         canary: CanaryLayer::all(kind),
@@ -124,6 +126,7 @@ pub(crate) fn layer(cx: &mut Ctx, f: &mut Fields) -> Layer {
     let request_timeout = int_slot(rep, f, &s::REQUEST_TIMEOUT);
     let topic_config_refresh = int_slot(rep, f, &s::TOPIC_CONFIG_REFRESH);
     let forget_broker_after = int_slot(rep, f, &s::FORGET_BROKER_AFTER);
+    let full_metadata_budget = int_slot(rep, f, &s::FULL_METADATA_BUDGET);
 
     let (include, exclude) = match f.get("topics") {
         None => (Slot::Unset, Slot::Unset),
@@ -235,6 +238,7 @@ pub(crate) fn layer(cx: &mut Ctx, f: &mut Fields) -> Layer {
         request_timeout,
         topic_config_refresh,
         forget_broker_after,
+        full_metadata_budget,
         include,
         exclude,
         canary,
@@ -375,6 +379,7 @@ pub(crate) fn cluster(
             request_timeout: m.request_timeout,
             topic_config_refresh: m.topic_config_refresh,
             forget_broker_after: m.forget_broker_after,
+            full_metadata_budget: m.full_metadata_budget,
             topics: m.topics,
             canary: m.canary,
             verdict: m.verdict,
@@ -424,6 +429,7 @@ struct Merged {
     request_timeout: Duration,
     topic_config_refresh: Duration,
     forget_broker_after: Duration,
+    full_metadata_budget: u64,
     topics: TopicFilter,
     canary: CanaryConfig,
     verdict: VerdictConfig,
@@ -457,6 +463,11 @@ fn merge(cx: &mut Ctx, own: &Layer, d: &Layer, label: &str, cluster_pos: Pos) ->
         &own.forget_broker_after,
         &d.forget_broker_after,
         s::FORGET_BROKER_AFTER.default,
+    );
+    let budget = pick(
+        &own.full_metadata_budget,
+        &d.full_metadata_budget,
+        s::FULL_METADATA_BUDGET.default,
     );
     let builtin_patterns = |list: &[&str]| -> Patterns {
         list.iter()
@@ -555,6 +566,7 @@ fn merge(cx: &mut Ctx, own: &Layer, d: &Layer, label: &str, cluster_pos: Pos) ->
         request_timeout: millis(request)?,
         topic_config_refresh: secs(refresh)?,
         forget_broker_after: secs(forget)?,
+        full_metadata_budget: budget?.value,
         topics: TopicFilter {
             include_src: include.iter().map(|(s, _)| s.clone()).collect(),
             include: include.into_iter().map(|(_, r)| r).collect(),

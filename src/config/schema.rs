@@ -77,6 +77,15 @@ pub(crate) const FORGET_BROKER_AFTER: IntSpec = IntSpec {
     min: 1,
     max: 30 * DAY_SECS,
 };
+/// Partition entries per round in full Metadata answers, over all brokers. Beyond it only
+/// some brokers (at least three, in turn) are asked for every topic; the others for the
+/// canary topic only. A million keeps a round of 200k partitions under 100 ms.
+pub(crate) const FULL_METADATA_BUDGET: IntSpec = IntSpec {
+    key: "full_metadata_partition_budget",
+    default: crate::probe::DEFAULT_FULL_METADATA_BUDGET,
+    min: 1,
+    max: 1_000_000_000,
+};
 
 // Topic filter. Patterns are matched against the whole topic name.
 pub(crate) const TOPICS_INCLUDE_KEY: &str = "include";

@@ -106,6 +106,8 @@ pub struct ClusterConfig {
     pub request_timeout: Duration,
     pub topic_config_refresh: Duration,
     pub forget_broker_after: Duration,
+    /// Partition entries per round in full Metadata answers (see `probe::full_sources`).
+    pub full_metadata_budget: u64,
     pub topics: TopicFilter,
     pub canary: CanaryConfig,
     pub verdict: VerdictConfig,

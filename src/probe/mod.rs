@@ -21,6 +21,37 @@ pub struct ProbeSettings {
     pub forget_broker_after: Duration,
     /// How often topics' min.insync.replicas is read again.
     pub topic_config_refresh: Duration,
+    /// Partition entries per round in full Metadata answers, over all brokers.
+    pub full_metadata_budget: u64,
+    /// What brokers not asked for every topic this round are asked about.
+    pub scoped_topics: Vec<String>,
+}
+
+/// See `full_metadata_partition_budget` in the configuration.
+pub const DEFAULT_FULL_METADATA_BUDGET: u64 = 1_000_000;
+
+/// How many brokers are asked for every topic this round: all of them while
+/// `partitions x brokers` fits the budget, else as many as fit, never fewer than three (a
+/// majority of answers to merge even when one is stale). Unknown size (0): three, until the
+/// first answer tells.
+pub fn full_sources(partitions: u64, brokers: usize, budget: u64) -> usize {
+    const MIN_FULL: usize = 3;
+    if partitions == 0 {
+        return brokers.min(MIN_FULL);
+    }
+    let fit = usize::try_from(budget / partitions).unwrap_or(usize::MAX);
+    fit.max(MIN_FULL).min(brokers)
+}
+
+/// Which of `targets` (sorted by id) are asked for every topic: `n` of them starting at
+/// `cursor`, wrapping, so that over rounds every broker's whole picture is compared.
+fn rotate(targets: &[BrokerEndpoint], n: usize, cursor: usize) -> Vec<bool> {
+    let len = targets.len();
+    let mut full = vec![false; len];
+    for k in 0..n.min(len) {
+        full[(cursor + k) % len] = true;
+    }
+    full
 }
 
 struct Known {
@@ -34,6 +65,10 @@ pub struct ClusterProber {
     known: BTreeMap<BrokerId, Known>,
     min_isr: BTreeMap<String, i32>,
     min_isr_read_at: Option<Instant>,
+    /// Partitions in the last full answer, to size the next round's full asks.
+    partitions: u64,
+    /// Where the next round's turn of full asks starts.
+    cursor: usize,
 }
 
 impl ClusterProber {
@@ -43,6 +78,8 @@ impl ClusterProber {
             known: BTreeMap::new(),
             min_isr: BTreeMap::new(),
             min_isr_read_at: None,
+            partitions: 0,
+            cursor: 0,
         }
     }
 
@@ -62,10 +99,44 @@ impl ClusterProber {
         let targets: Vec<BrokerEndpoint> =
             self.known.values().map(|k| k.endpoint.clone()).collect();
         let wire = &self.settings.wire;
-        let results = join_all(targets.into_iter().map(|ep| probe_broker(ep, wire))).await;
-        let probes: BTreeMap<BrokerId, BrokerProbe> =
+        let n = full_sources(
+            self.partitions,
+            targets.len(),
+            self.settings.full_metadata_budget,
+        );
+        let full = rotate(&targets, n, self.cursor);
+        self.cursor = if targets.is_empty() {
+            0
+        } else {
+            (self.cursor + n) % targets.len()
+        };
+        let scoped = &self.settings.scoped_topics;
+        let results = join_all(targets.into_iter().zip(full).map(|(ep, full)| {
+            let topics = if full { None } else { Some(scoped.as_slice()) };
+            probe_broker(ep, wire, topics)
+        }))
+        .await;
+        let mut probes: BTreeMap<BrokerId, BrokerProbe> =
             results.into_iter().map(|p| (p.endpoint.id, p)).collect();
+        // When every broker whose turn it was failed, one that answered is asked again for
+        // every topic, so that no round's picture is limited to the scoped topics.
+        let complete = |p: &BrokerProbe| p.metadata_view().is_some_and(|m| m.all_topics);
+        if !probes.values().any(complete) {
+            if let Some(p) = probes.values().find(|p| p.answered()) {
+                let again = probe_broker(p.endpoint.clone(), wire, None).await;
+                if again.answered() {
+                    probes.insert(again.endpoint.id, again);
+                }
+            }
+        }
         self.learn(&probes);
+        if let Some(m) = probes
+            .values()
+            .filter(|p| complete(p))
+            .find_map(BrokerProbe::metadata_view)
+        {
+            self.partitions = m.topics.values().map(|t| t.partitions.len() as u64).sum();
+        }
         self.refresh_min_isr(&probes).await;
         RoundObservation {
             cluster: self.settings.cluster.clone(),
@@ -156,7 +227,11 @@ impl ClusterProber {
     /// Reads min.insync.replicas of every topic from one answering broker when due, or when
     /// topics appeared that have no value yet.
     async fn refresh_min_isr(&mut self, probes: &BTreeMap<BrokerId, BrokerProbe>) {
-        let Some(source) = probes.values().find(|p| p.answered()) else {
+        // Only an answer about every topic says which topics exist.
+        let Some(source) = probes
+            .values()
+            .find(|p| p.answered() && p.metadata_view().is_some_and(|m| m.all_topics))
+        else {
             return;
         };
         let topics: Vec<String> = source
@@ -219,8 +294,13 @@ impl ClusterProber {
     }
 }
 
-/// Connect, ApiVersions, Metadata (all topics) and DescribeCluster to one broker.
-pub async fn probe_broker(endpoint: BrokerEndpoint, wire: &WireOptions) -> BrokerProbe {
+/// Connect, ApiVersions, Metadata and DescribeCluster to one broker. Metadata asks for
+/// every topic when `topics` is None, else for those only (an empty list: none).
+pub async fn probe_broker(
+    endpoint: BrokerEndpoint,
+    wire: &WireOptions,
+    topics: Option<&[String]>,
+) -> BrokerProbe {
     let address = endpoint.address();
     let started = Instant::now();
     let mut probe = BrokerProbe {
@@ -252,7 +332,7 @@ pub async fn probe_broker(endpoint: BrokerEndpoint, wire: &WireOptions) -> Broke
         }
     };
     let md_started = Instant::now();
-    match client.metadata(None).await {
+    match client.metadata(topics).await {
         Ok(t) => probe.metadata = Some(Ok((t.value, t.latency))),
         Err(e) => {
             probe.metadata = Some(Err(e.to_failure(md_started.elapsed())));
@@ -266,4 +346,56 @@ pub async fn probe_broker(endpoint: BrokerEndpoint, wire: &WireOptions) -> Broke
         Err(e) => Some(Err(e.to_failure(dc_started.elapsed()))),
     };
     probe
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn small_clusters_ask_every_broker_for_every_topic() {
+        assert_eq!(full_sources(3_000, 3, DEFAULT_FULL_METADATA_BUDGET), 3);
+        assert_eq!(full_sources(10_000, 50, DEFAULT_FULL_METADATA_BUDGET), 50);
+        assert_eq!(full_sources(20_000, 50, DEFAULT_FULL_METADATA_BUDGET), 50);
+    }
+
+    #[test]
+    fn large_clusters_ask_as_many_as_the_budget_allows_but_at_least_three() {
+        assert_eq!(full_sources(200_000, 500, DEFAULT_FULL_METADATA_BUDGET), 5);
+        assert_eq!(full_sources(100_000, 200, DEFAULT_FULL_METADATA_BUDGET), 10);
+        assert_eq!(
+            full_sources(10_000_000, 500, DEFAULT_FULL_METADATA_BUDGET),
+            3
+        );
+        assert_eq!(full_sources(10_000_000, 2, DEFAULT_FULL_METADATA_BUDGET), 2);
+        // Size unknown before the first answer: three, not everyone.
+        assert_eq!(full_sources(0, 500, DEFAULT_FULL_METADATA_BUDGET), 3);
+        assert_eq!(full_sources(0, 1, DEFAULT_FULL_METADATA_BUDGET), 1);
+    }
+
+    #[test]
+    fn the_turn_of_full_asks_visits_every_broker() {
+        let targets: Vec<BrokerEndpoint> = (1..=7)
+            .map(|id| BrokerEndpoint {
+                id,
+                host: "h".into(),
+                port: 9092,
+                rack: None,
+            })
+            .collect();
+        let mut asked = [0; 7];
+        let mut cursor = 0;
+        for _ in 0..7 {
+            for (i, full) in rotate(&targets, 3, cursor).into_iter().enumerate() {
+                asked[i] += u32::from(full);
+            }
+            cursor = (cursor + 3) % targets.len();
+        }
+        assert_eq!(asked, [3; 7], "every broker asked equally often");
+        assert_eq!(
+            rotate(&targets, 3, 6),
+            [true, true, false, false, false, false, true]
+        );
+        assert_eq!(rotate(&targets, 10, 0), [true; 7]);
+    }
 }

@@ -60,9 +60,9 @@ impl World {
                 error_code: if *leader == NO_LEADER { 5 } else { 0 },
                 leader: *leader,
                 leader_epoch: *epoch,
-                replicas: replicas.clone(),
-                isr: isr.clone(),
-                offline_replicas: Vec::new(),
+                replicas: replicas.as_slice().into(),
+                isr: isr.as_slice().into(),
+                offline_replicas: Default::default(),
             })
             .collect();
         let mut topics = BTreeMap::new();
@@ -83,6 +83,7 @@ impl World {
             has_leader_epochs: true,
             has_offline_replicas: true,
             version: 12,
+            all_topics: true,
         }
     }
 

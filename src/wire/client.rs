@@ -123,8 +123,9 @@ impl BrokerClient {
                 message: None,
             });
         }
-        let view =
+        let mut view =
             convert::metadata_view(value, version).map_err(|d| WireError::protocol(phase, d))?;
+        view.all_topics = topics.is_none();
         Ok(Timed {
             value: view,
             latency,

@@ -71,7 +71,7 @@ pub(crate) fn metadata_view(
                 offline_replicas: if has_offline_replicas {
                     p.offline_replicas.into_iter().map(|b| b.0).collect()
                 } else {
-                    Vec::new()
+                    Default::default()
                 },
             })
             .collect();
@@ -95,6 +95,8 @@ pub(crate) fn metadata_view(
         has_leader_epochs,
         has_offline_replicas,
         version,
+        // The request, not the answer, says whether every topic was asked; the caller sets it.
+        all_topics: false,
     })
 }
 

@@ -214,9 +214,9 @@ async fn metadata_converts_leaders_epochs_and_offline_replicas() {
     assert_eq!(offline.leader, NO_LEADER);
     assert_eq!(offline.error_code, 5);
     assert_eq!(offline.leader_epoch, 8);
-    assert_eq!(offline.offline_replicas, vec![3]);
-    assert_eq!(offline.replicas, vec![1, 2, 3]);
-    assert_eq!(offline.isr, vec![1, 2]);
+    assert_eq!(offline.offline_replicas.as_slice(), [3]);
+    assert_eq!(offline.replicas.as_slice(), [1, 2, 3]);
+    assert_eq!(offline.isr.as_slice(), [1, 2]);
     let offsets = &view.topics["__consumer_offsets"];
     assert!(offsets.is_internal);
     assert_eq!(offsets.partitions[0].error_code, 9);
@@ -242,7 +242,7 @@ async fn metadata_fields_follow_the_negotiated_version() {
         let p = &view.topics["orders"].partitions[1];
         assert_eq!(p.leader_epoch, if epochs { 8 } else { -1 }, "v{max}");
         let expected: Vec<i32> = if offline { vec![3] } else { vec![] };
-        assert_eq!(p.offline_replicas, expected, "v{max}");
+        assert_eq!(p.offline_replicas.to_vec(), expected, "v{max}");
         assert_eq!(p.leader, NO_LEADER);
     }
 }

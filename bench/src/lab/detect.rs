@@ -145,8 +145,8 @@ fn bench_partitions(md: &MetadataView) -> Vec<(String, BrokerId, Vec<BrokerId>, 
                 (
                     format!("{name}-{}", p.partition),
                     p.leader,
-                    p.replicas.clone(),
-                    p.isr.clone(),
+                    p.replicas.to_vec(),
+                    p.isr.to_vec(),
                 )
             })
         })
