@@ -22,11 +22,12 @@ pub const LOSS_MEMORY: Duration = Duration::from_secs(600);
 
 #[derive(Debug, thiserror::Error)]
 pub enum AlertingError {
-    #[error("state directory {path}: {source}")]
-    StateDir {
-        path: String,
-        source: std::io::Error,
-    },
+    // The I/O error is part of the sentence, not a chained source: the chain would print
+    // it twice.
+    #[error(
+        "state directory {path} is not usable: {error} (expected a directory this user can create and write; under systemd, StateDirectory=kafka-watchdog provides /var/lib/kafka-watchdog)"
+    )]
+    StateDir { path: String, error: std::io::Error },
     #[error(transparent)]
     State(#[from] StateError),
     #[error(transparent)]
@@ -264,9 +265,9 @@ pub struct Alerting {
 }
 
 fn ensure_writable(dir: &Path) -> Result<(), AlertingError> {
-    let err = |source| AlertingError::StateDir {
+    let err = |error| AlertingError::StateDir {
         path: dir.display().to_string(),
-        source,
+        error,
     };
     std::fs::create_dir_all(dir).map_err(err)?;
     let probe = dir.join(".write-test");

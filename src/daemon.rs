@@ -125,6 +125,27 @@ async fn one_round(
 }
 
 fn log_round(r: &ClusterReport) {
+    use crate::canary::TopicStatus;
+    if let Some(c) = &r.canary {
+        let (state, detail) = match &c.status {
+            TopicStatus::Ready => ("ready", None),
+            TopicStatus::Missing(d) => ("missing", Some(d)),
+            TopicStatus::NotPermitted(d) => ("not_permitted", Some(d)),
+            TopicStatus::Broken(d) => ("broken", Some(d)),
+        };
+        if let Some(detail) = detail {
+            tracing::warn!(cluster = %r.cluster, topic = %c.topic, state, %detail, "canary not running; the other checks go on");
+        }
+    }
+    for (address, f) in &r.bootstrap_failures {
+        tracing::warn!(
+            cluster = %r.cluster,
+            address = %address,
+            kind = f.kind.as_label(),
+            detail = %f.detail,
+            "bootstrap server failed and no broker is known yet"
+        );
+    }
     for v in &r.verdicts {
         if v.state != crate::verdict::BrokerState::Healthy {
             let evidence: Vec<String> = v

@@ -218,6 +218,11 @@ pub fn render<'a>(reports: impl IntoIterator<Item = &'a ClusterReport>, extras: 
         "split_brain_partitions",
         "Partitions for which a broker still claims a leadership a newer epoch gave away",
     );
+    let bootstrap = gauge(
+        &mut reg,
+        "bootstrap_failures",
+        "1 per bootstrap address that failed in the last round while no broker was known, by failure kind",
+    );
     let brokers_in = gauge(&mut reg, "brokers", "Brokers in each verdict state");
     let unclean = counter(
         &mut reg,
@@ -325,6 +330,17 @@ pub fn render<'a>(reports: impl IntoIterator<Item = &'a ClusterReport>, extras: 
         rounds
             .get_or_create(&vec![("cluster", c())])
             .inc_by(r.round);
+        for (address, failure) in &r.bootstrap_failures {
+            set(
+                &bootstrap,
+                vec![
+                    ("cluster", c()),
+                    ("address", address.clone()),
+                    ("kind", failure.kind.as_label().into()),
+                ],
+                1.0,
+            );
+        }
         set(
             &round_duration,
             vec![("cluster", c())],

@@ -567,6 +567,10 @@ fn canary_facts(round: &crate::canary::CanaryRound) -> BTreeMap<BrokerId, Canary
         let Some(err) = &p.produce_error else {
             continue;
         };
+        // Refused to the watchdog's user: its permissions, not the broker, are at fault.
+        if err.kind == crate::canary::AUTHORIZATION {
+            continue;
+        }
         let what = format!("partition {}: {}", p.partition, err.kind);
         let leader_appends = err.kind == "timeout"
             && round

@@ -1,5 +1,7 @@
-//! A SASL_SSL cluster (SCRAM-SHA-512 over TLS with the lab's own CA): watched, canary
-//! included; a wrong password is a clear per-cluster authentication error that leaves the
+//! A SASL_SSL cluster (SCRAM-SHA-512 over TLS with the lab's own CA) with Kafka's
+//! authorizer on, the watchdog's user holding only the ACLs of docs/install.md: watched,
+//! canary included; without rights on its canary topic it says so and runs every other
+//! check; a wrong password is a clear per-cluster authentication error that leaves the
 //! other cluster watched and never shows the secret; an untrusted certificate is refused
 //! unless the config says otherwise, explicitly.
 
@@ -23,11 +25,28 @@ fn secure_lab() -> common::LabGuard {
 }
 
 fn cluster_yaml(name: &str, bootstrap: &str, password_file: &str, tls: &str) -> String {
+    // Under the canary prefix the lab grants (kafka_lab::CANARY_TOPIC_PREFIX).
+    canary_cluster_yaml(
+        name,
+        bootstrap,
+        password_file,
+        tls,
+        &format!("__kafka_watchdog_canary-secure-{name}"),
+    )
+}
+
+fn canary_cluster_yaml(
+    name: &str,
+    bootstrap: &str,
+    password_file: &str,
+    tls: &str,
+    canary_topic: &str,
+) -> String {
     format!(
         "  - name: {name}\n    bootstrap_servers: [{bootstrap}]\n    round_interval_secs: 2\n    \
          connect_timeout_ms: 1000\n    request_timeout_ms: 1500\n    security:\n      protocol: SASL_SSL\n      \
          sasl:\n        mechanism: SCRAM-SHA-512\n        username: watchdog\n        password_file: {password_file}\n      \
-         tls:\n{tls}    canary:\n      produce_timeout_ms: 1500\n      topic: kwc-secure-{name}\n"
+         tls:\n{tls}    canary:\n      produce_timeout_ms: 1500\n      topic: {canary_topic}\n"
     )
 }
 
@@ -143,4 +162,62 @@ fn an_untrusted_certificate_is_refused_unless_verification_is_explicitly_off() {
     for f in strict["bootstrap_failures"].as_array().unwrap() {
         assert_eq!(f["failure"]["kind"], "tls", "{f:#}");
     }
+}
+
+/// With only the ACLs of docs/install.md, a canary topic outside the granted prefix cannot
+/// be created: the canary says it is not permitted, what to grant, and no broker is blamed;
+/// metadata, partition health and verdicts go on.
+#[test]
+fn without_rights_on_its_canary_topic_the_watchdog_says_so_and_checks_the_rest() {
+    let lab = secure_lab();
+    let secure = lab.secure_bootstrap().unwrap();
+    let secrets = Secrets::load(&kafka_lab::lab_dir()).unwrap();
+    let password = secrets.dir.join("watchdog.password").display().to_string();
+    let ca = secrets.ca().display().to_string();
+    let topic = common::unique_topic("kwc-not-granted");
+    let w = Watchdog::start_yaml("no-canary-acl", |port, dir| {
+        header(port, dir)
+            + &canary_cluster_yaml(
+                "limited",
+                &secure,
+                &password,
+                &format!("        ca_file: {ca}\n"),
+                &topic,
+            )
+    });
+    let c = eventually(WAIT, "the canary reports a missing permission", || {
+        let s = w.status();
+        let c = s["clusters"][0].clone();
+        (c["canary"]["status"]["state"] == "not_permitted").then_some(c)
+    });
+    let detail = c["canary"]["status"]["detail"].as_str().unwrap();
+    assert!(
+        detail.contains(&topic) && detail.contains("grant"),
+        "{detail}"
+    );
+    // Every other check runs: the topics are seen, every broker is judged healthy.
+    std::thread::sleep(Duration::from_secs(6));
+    let s = w.status();
+    let c = &s["clusters"][0];
+    assert!(c["partitions"]["observed"].as_u64().unwrap() > 0, "{c:#}");
+    assert_eq!(c["reachable"], true, "{c:#}");
+    for b in c["brokers"].as_array().unwrap() {
+        assert_eq!(
+            b["state"], "healthy",
+            "a permission is not a broker fault: {b:#}"
+        );
+    }
+    assert_eq!(
+        w.metric(
+            "kafka_watchdog_canary_topic_ready",
+            &[("cluster", "limited")]
+        ),
+        Some(0.0)
+    );
+    assert!(
+        w.log().contains("not_permitted") || w.log().contains("may not"),
+        "the log says what it cannot do"
+    );
+    // The topic was not created behind the ACLs' back.
+    assert!(kafka_lab::client::partitions(&lab.bootstrap(), &topic).map_or(true, |p| p.is_empty()));
 }

@@ -27,8 +27,9 @@ fn pom(version: KafkaVersion) -> &'static str {
 pub fn ensure(version: KafkaVersion) -> Result<PathBuf, LabError> {
     let dir = cache_root().join(format!("kafka-{}", version.maven_version()));
     let libs = dir.join("libs");
+    // The marker holds the pom it was resolved from: a changed pom resolves again.
     let marker = dir.join(".complete");
-    if marker.exists() {
+    if fs::read_to_string(&marker).is_ok_and(|m| m == pom(version)) {
         return Ok(libs);
     }
     fs::create_dir_all(&dir).map_err(|e| LabError::io(&dir, e))?;
@@ -64,7 +65,7 @@ pub fn ensure(version: KafkaVersion) -> Result<PathBuf, LabError> {
         });
     }
     check_jars(&libs, version)?;
-    fs::write(&marker, b"").map_err(|e| LabError::io(&marker, e))?;
+    fs::write(&marker, pom(version)).map_err(|e| LabError::io(&marker, e))?;
     Ok(libs)
 }
 

@@ -119,6 +119,7 @@ impl Lab {
             }
             None => Lab::create(dir, opts)?,
         };
+        let fresh = lab.state.nodes.iter().all(|n| n.pid.is_none());
         let libs = dist::ensure(lab.state.version)?;
         let ids: Vec<i32> = lab.state.nodes.iter().map(|n| n.spec.id).collect();
         for id in ids {
@@ -128,7 +129,53 @@ impl Lab {
         }
         lab.state.save(&lab.dir)?;
         lab.wait_ready(READY_TIMEOUT)?;
+        // ACLs live in the metadata log: granted once, when the cluster is new.
+        if fresh && lab.state.security == Security::SaslSsl {
+            lab.grant(&watchdog_acls(crate::secrets::WATCHDOG_USER))?;
+        }
         Ok(lab)
+    }
+
+    /// Runs Kafka's AclCommand once per argument list (at once), through a plaintext
+    /// listener, whose ANONYMOUS user is a super user. `--bootstrap-server` is added.
+    pub fn grant(&self, acls: &[Vec<String>]) -> Result<(), LabError> {
+        let libs = dist::ensure(self.state.version)?;
+        let bootstrap = self.bootstrap();
+        let mut children = Vec::new();
+        for args in acls {
+            let child = Command::new(java())
+                .args(["-Xmx128m", "-XX:TieredStopAtLevel=1", "-cp"])
+                .arg(dist::classpath(&libs))
+                .arg("org.apache.kafka.tools.AclCommand")
+                .args(["--bootstrap-server", &bootstrap])
+                .args(args)
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .map_err(|e| LabError::Tool {
+                    tool: "java".into(),
+                    detail: format!("cannot run AclCommand: {e}"),
+                })?;
+            children.push((args, child));
+        }
+        for (args, child) in children {
+            let out = child.wait_with_output().map_err(|e| LabError::Tool {
+                tool: "java".into(),
+                detail: e.to_string(),
+            })?;
+            if !out.status.success() {
+                return Err(LabError::Tool {
+                    tool: "kafka-acls".into(),
+                    detail: format!(
+                        "{}: {}{}",
+                        args.join(" "),
+                        String::from_utf8_lossy(&out.stdout),
+                        String::from_utf8_lossy(&out.stderr)
+                    ),
+                });
+            }
+        }
+        Ok(())
     }
 
     fn create(dir: PathBuf, opts: &UpOptions) -> Result<Lab, LabError> {
@@ -212,6 +259,7 @@ impl Lab {
                 spec,
                 &data.display().to_string(),
                 secure.as_ref(),
+                self.state.security == Security::SaslSsl,
             )
         };
         let cfg = self.config_path(spec.id, spec.role);
@@ -753,6 +801,52 @@ fn pids_with(marker: &str) -> Vec<u32> {
         .filter(|pid| sys::proc_state(*pid, marker) != ProcState::Dead)
         .collect()
 }
+
+/// The least privilege kafka-watchdog needs (docs/install.md, "Least privilege"), as
+/// AclCommand arguments for `principal`: describe the cluster, describe every topic and its
+/// configs, and create, write, read and extend only its canary topics (default name
+/// prefix), read its consumer groups.
+pub fn watchdog_acls(principal: &str) -> Vec<Vec<String>> {
+    let user = format!("User:{principal}");
+    let acl = |resource: &[&str], ops: &[&str]| {
+        let mut a = vec![
+            "--add".to_string(),
+            "--allow-principal".into(),
+            user.clone(),
+        ];
+        a.extend(resource.iter().map(|s| s.to_string()));
+        for op in ops {
+            a.push("--operation".into());
+            a.push(op.to_string());
+        }
+        a
+    };
+    vec![
+        acl(&["--cluster"], &["Describe"]),
+        acl(&["--topic", "*"], &["Describe", "DescribeConfigs"]),
+        acl(
+            &[
+                "--resource-pattern-type",
+                "prefixed",
+                "--topic",
+                CANARY_TOPIC_PREFIX,
+            ],
+            &["Create", "Write", "Read", "Describe", "Alter"],
+        ),
+        acl(
+            &[
+                "--resource-pattern-type",
+                "prefixed",
+                "--group",
+                "kafka-watchdog-canary-",
+            ],
+            &["Read"],
+        ),
+    ]
+}
+
+/// The watchdog's default canary topic name, granted as a prefix.
+pub const CANARY_TOPIC_PREFIX: &str = "__kafka_watchdog_canary";
 
 fn java() -> String {
     match std::env::var_os("JAVA_HOME") {

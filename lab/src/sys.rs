@@ -160,7 +160,18 @@ pub fn spawn_detached(
     // sh starts the program in the background and prints its pid; `setsid` execs in place
     // (a background job is not a group leader), so the printed pid is the program's.
     let script = "setsid \"$@\" >>\"$LAB_LOG\" 2>&1 </dev/null & echo $!";
-    let out = Command::new("/bin/sh")
+    let mut cmd = Command::new("/bin/sh");
+    // A node outlives whoever started it: it must not keep their open files, such as the
+    // lock of a `flock ... cargo test` that would then never be released.
+    // Marked close-on-exec rather than closed, so the pipe std uses to report a failed exec
+    // stays usable. SAFETY: close_range is async-signal-safe and touches no memory.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::close_range(3, libc::c_uint::MAX, libc::CLOSE_RANGE_CLOEXEC as libc::c_int);
+            Ok(())
+        });
+    }
+    let out = cmd
         .arg("-c")
         .arg(script)
         .arg("sh")

@@ -161,12 +161,25 @@ pub struct SecureListener {
     pub watchdog_password: String,
 }
 
-/// The server.properties of one node.
+/// Kafka's own authorizer. Only the SASL_SSL listener authenticates users; everything on
+/// the plaintext listeners (the test harness, replication, the controller) is ANONYMOUS,
+/// made a super user, so ACLs bind the watchdog's user and nothing else.
+fn authorizer(set: &mut impl FnMut(&str, &str)) {
+    set(
+        "authorizer.class.name",
+        "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+    );
+    set("super.users", "User:ANONYMOUS");
+    set("allow.everyone.if.no.acl.found", "false");
+}
+
+/// The server.properties of one node. `acls`: Kafka's authorizer is on (SASL_SSL labs).
 pub fn server_properties(
     version: KafkaVersion,
     node: &NodeSpec,
     data_dir: &str,
     secure: Option<&SecureListener>,
+    acls: bool,
 ) -> String {
     let mut p = String::new();
     let mut set = |k: &str, v: &str| {
@@ -186,6 +199,10 @@ pub fn server_properties(
             set("listeners", &format!("CONTROLLER://{controller}"));
             set("controller.listener.names", "CONTROLLER");
             set("listener.security.protocol.map", "CONTROLLER:PLAINTEXT");
+            if acls {
+                // ACLs live in the metadata log; the controller applies CreateAcls.
+                authorizer(&mut set);
+            }
             set("log.dirs", data_dir);
             // The controller's value is the one that fences brokers.
             set("broker.session.timeout.ms", "3000");
@@ -230,6 +247,9 @@ pub fn server_properties(
             set("broker.rack", &format!("rack{}", node.id));
             for (k, v) in FAST_FAILURE {
                 set(k, v);
+            }
+            if acls {
+                authorizer(&mut set);
             }
             if let Some(sec) = secure {
                 set("sasl.enabled.mechanisms", "PLAIN,SCRAM-SHA-512");

@@ -48,6 +48,10 @@ pub struct CanarySettings {
     pub wire: crate::wire::WireOptions,
 }
 
+/// The error kind of a write the cluster refused to this watchdog's user: a fact about the
+/// watchdog's permissions, never about a broker.
+pub const AUTHORIZATION: &str = "authorization";
+
 /// Why a canary write failed, as a bounded label.
 pub fn error_kind(e: &KafkaError) -> &'static str {
     match e.rdkafka_error_code() {
@@ -62,7 +66,7 @@ pub fn error_kind(e: &KafkaError) -> &'static str {
         | Some(RDKafkaErrorCode::UnknownPartition)
         | Some(RDKafkaErrorCode::UnknownTopic) => "unknown_partition",
         Some(RDKafkaErrorCode::TopicAuthorizationFailed)
-        | Some(RDKafkaErrorCode::ClusterAuthorizationFailed) => "authorization",
+        | Some(RDKafkaErrorCode::ClusterAuthorizationFailed) => AUTHORIZATION,
         Some(RDKafkaErrorCode::KafkaStorageError) => "storage_error",
         Some(RDKafkaErrorCode::BrokerTransportFailure) | Some(RDKafkaErrorCode::AllBrokersDown) => {
             "transport"
@@ -384,6 +388,16 @@ impl Canary {
         let overdue = self.ledger.overdue(SystemTime::now());
         let end = SystemTime::now();
         for ((partition, _seq, result), p) in results.into_iter().zip(parts) {
+            // A refused write says what the watchdog may do, not how the partition is: it is
+            // reported as such and measures nothing.
+            let refused = result.as_ref().err().filter(|f| f.kind == AUTHORIZATION);
+            if let Some(f) = refused.filter(|_| out.status == TopicStatus::Ready) {
+                out.status = TopicStatus::NotPermitted(format!(
+                    "the watchdog may not write to {} ({}); grant it Write, Read and Describe on the topic and Read on its consumer group",
+                    self.settings.topic, f.detail
+                ));
+            }
+            let refused = refused.is_some();
             // A write that librdkafka held until a new leader was elected succeeds late: the
             // partition was unusable for that long even though nothing failed.
             let slow = result
@@ -393,7 +407,10 @@ impl Canary {
                 self.ledger.availability(partition, false, now, end);
             }
             let available = result.is_ok();
-            if let Some(window) = self.ledger.availability(partition, available, now, end) {
+            if let Some(window) = (!refused)
+                .then(|| self.ledger.availability(partition, available, now, end))
+                .flatten()
+            {
                 out.windows_closed
                     .push((partition, p.state.leader, window.as_secs_f64()));
             }

@@ -257,13 +257,20 @@ pub struct Receiver {
 
 impl Receiver {
     pub fn start() -> Receiver {
+        Self::start_on(0)
+    }
+
+    /// A receiver on a given port (0: any), e.g. one a watchdog has been sending to while
+    /// nothing listened.
+    pub fn start_on(port: u16) -> Receiver {
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .enable_all()
             .build()
             .expect("runtime");
+        let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
         let sink = rt
-            .block_on(kafka_lab::sink::Sink::start("127.0.0.1:0".parse().unwrap()))
+            .block_on(kafka_lab::sink::Sink::start(addr))
             .expect("sink");
         Receiver { sink, _rt: rt }
     }
