@@ -95,18 +95,29 @@ pub fn merge(answers: &[(BrokerId, &MetadataView)]) -> ClusterView {
     }
     for (topic, sources) in by_topic {
         let is_internal = sources.iter().any(|(_, _, internal)| *internal);
-        // Nearly always every answer about a topic is the same: then there is nothing to
-        // choose, no disagreement and no stale claim, and one comparison per partition is
-        // all the work.
-        let first = sources[0].1;
-        if first.is_sorted_by(|a, b| a.partition < b.partition)
-            && sources[1..].iter().all(|(_, parts, _)| *parts == first)
+        // Nearly always every answer names the same leader, epoch and ISR for every
+        // partition of a topic: then `choose` would take the lowest broker's answer, nothing
+        // disagrees and nothing is stale, so one comparison per partition is all the work.
+        let lowest = sources
+            .iter()
+            .min_by_key(|s| s.0)
+            .map(|s| s.1)
+            .expect("a topic has at least one answer");
+        if lowest.is_sorted_by(|a, b| a.partition < b.partition)
+            && sources.iter().all(|(_, parts, _)| {
+                std::ptr::eq(*parts, lowest)
+                    || (parts.len() == lowest.len()
+                        && parts
+                            .iter()
+                            .zip(lowest)
+                            .all(|(p, q)| p.partition == q.partition && same_claim(p, q)))
+            })
         {
             view.topics.insert(
                 topic.to_string(),
                 ViewTopic {
                     is_internal,
-                    partitions: first.to_vec(),
+                    partitions: lowest.to_vec(),
                 },
             );
             continue;
@@ -189,6 +200,16 @@ fn judge_claims(
 /// (leader, ISR), then the lowest answering broker id, so the choice is deterministic.
 /// Nearly always every answer agrees, which is checked first; counting support is only
 /// needed among disagreeing answers of the same epoch.
+/// Two answers agree on what matters for choosing: leader, epoch and ISR. Compared element
+/// by element: these lists hold a few ids, for which a memcmp call costs more than the
+/// comparison.
+fn same_claim(p: &PartitionView, q: &PartitionView) -> bool {
+    p.leader == q.leader
+        && p.leader_epoch == q.leader_epoch
+        && p.isr.len() == q.isr.len()
+        && p.isr.iter().zip(q.isr.iter()).all(|(a, b)| a == b)
+}
+
 fn choose<'a>(answers: &[(BrokerId, &'a PartitionView)]) -> &'a PartitionView {
     let (first_src, first) = answers[0];
     let same = |p: &PartitionView, q: &PartitionView| p.leader == q.leader && p.isr == q.isr;

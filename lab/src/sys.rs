@@ -167,7 +167,11 @@ pub fn spawn_detached(
     // stays usable. SAFETY: close_range is async-signal-safe and touches no memory.
     unsafe {
         cmd.pre_exec(|| {
-            libc::close_range(3, libc::c_uint::MAX, libc::CLOSE_RANGE_CLOEXEC as libc::c_int);
+            libc::close_range(
+                3,
+                libc::c_uint::MAX,
+                libc::CLOSE_RANGE_CLOEXEC as libc::c_int,
+            );
             Ok(())
         });
     }
