@@ -311,10 +311,6 @@ fn a_receiver_down_for_minutes_gets_every_notification_once_when_it_returns() {
         .expect("the zombie incident's opening was delivered");
     let resolved_pos = got.iter().position(|v| *v == resolved).unwrap();
     assert!(opened_pos < resolved_pos, "opened before resolved");
-    assert_eq!(
-        seqs[0], 1,
-        "the first notification ever sent is the first received"
-    );
 }
 
 /// A state directory that cannot be created: the daemon exits non-zero at once with a
