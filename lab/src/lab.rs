@@ -143,39 +143,11 @@ impl Lab {
         let bootstrap = self.bootstrap();
         let mut children = Vec::new();
         for args in acls {
-            let child = Command::new(java())
-                .args(["-Xmx128m", "-XX:TieredStopAtLevel=1", "-cp"])
-                .arg(dist::classpath(&libs))
-                .arg("org.apache.kafka.tools.AclCommand")
-                .args(["--bootstrap-server", &bootstrap])
-                .args(args)
-                .stdout(std::process::Stdio::piped())
-                .stderr(std::process::Stdio::piped())
-                .spawn()
-                .map_err(|e| LabError::Tool {
-                    tool: "java".into(),
-                    detail: format!("cannot run AclCommand: {e}"),
-                })?;
-            children.push((args, child));
+            let mut cmd = java_tool(&libs, &[], "org.apache.kafka.tools.AclCommand");
+            cmd.args(["--bootstrap-server", &bootstrap]).args(args);
+            children.push((args.join(" "), spawn_tool(cmd, "AclCommand")?));
         }
-        for (args, child) in children {
-            let out = child.wait_with_output().map_err(|e| LabError::Tool {
-                tool: "java".into(),
-                detail: e.to_string(),
-            })?;
-            if !out.status.success() {
-                return Err(LabError::Tool {
-                    tool: "kafka-acls".into(),
-                    detail: format!(
-                        "{}: {}{}",
-                        args.join(" "),
-                        String::from_utf8_lossy(&out.stdout),
-                        String::from_utf8_lossy(&out.stderr)
-                    ),
-                });
-            }
-        }
-        Ok(())
+        wait_tools(children, "kafka-acls")
     }
 
     fn create(dir: PathBuf, opts: &UpOptions) -> Result<Lab, LabError> {
@@ -284,47 +256,23 @@ impl Lab {
         for spec in specs {
             let (uid, gid) = sys::ensure_user(&topology::user(spec.id))?;
             use std::os::unix::process::CommandExt;
-            let child = Command::new(java())
-                .args(["-Xmx128m", "-XX:TieredStopAtLevel=1", "-cp"])
-                .arg(dist::classpath(libs))
-                .arg(format!(
-                    "-Dlog4j2.configurationFile={}",
-                    self.node_dir(spec.id).join("log4j2.properties").display()
-                ))
-                .args(["kafka.tools.StorageTool", "format", "-t"])
+            let log4j = format!(
+                "-Dlog4j2.configurationFile={}",
+                self.node_dir(spec.id).join("log4j2.properties").display()
+            );
+            let mut cmd = java_tool(libs, &[log4j], "kafka.tools.StorageTool");
+            cmd.arg("format")
+                .arg("-t")
                 .arg(&self.state.cluster_id)
                 .arg("-c")
                 .arg(self.config_path(spec.id, spec.role))
                 .args(["--feature", "eligible.leader.replicas.version=0"])
                 .args(self.scram_args()?)
                 .uid(uid)
-                .gid(gid)
-                .stdout(std::process::Stdio::piped())
-                .stderr(std::process::Stdio::piped())
-                .spawn()
-                .map_err(|e| LabError::Tool {
-                    tool: "java".into(),
-                    detail: format!("cannot run StorageTool: {e}"),
-                })?;
-            children.push((spec.id, child));
+                .gid(gid);
+            children.push((format!("node {}", spec.id), spawn_tool(cmd, "StorageTool")?));
         }
-        for (id, child) in children {
-            let out = child.wait_with_output().map_err(|e| LabError::Tool {
-                tool: "java".into(),
-                detail: e.to_string(),
-            })?;
-            if !out.status.success() {
-                return Err(LabError::Tool {
-                    tool: "kafka-storage format".into(),
-                    detail: format!(
-                        "node {id}: {}{}",
-                        String::from_utf8_lossy(&out.stdout),
-                        String::from_utf8_lossy(&out.stderr)
-                    ),
-                });
-            }
-        }
-        Ok(())
+        wait_tools(children, "kafka-storage format")
     }
 
     /// SCRAM credentials go into the metadata log at format time (KRaft has no ZooKeeper to
@@ -847,6 +795,47 @@ pub fn watchdog_acls(principal: &str) -> Vec<Vec<String>> {
 
 /// The watchdog's default canary topic name, granted as a prefix.
 pub const CANARY_TOPIC_PREFIX: &str = "__kafka_watchdog_canary";
+
+/// `java` with the lab's small heap, Kafka's jars and `jvm_options`, ready for the tool
+/// class's own arguments.
+fn java_tool(libs: &Path, jvm_options: &[String], class: &str) -> Command {
+    let mut cmd = Command::new(java());
+    cmd.args(["-Xmx128m", "-XX:TieredStopAtLevel=1", "-cp"])
+        .arg(dist::classpath(libs))
+        .args(jvm_options)
+        .arg(class)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    cmd
+}
+
+fn spawn_tool(mut cmd: Command, name: &str) -> Result<std::process::Child, LabError> {
+    cmd.spawn().map_err(|e| LabError::Tool {
+        tool: "java".into(),
+        detail: format!("cannot run {name}: {e}"),
+    })
+}
+
+/// Waits for tools started side by side; the first failure is the error, with its output.
+fn wait_tools(children: Vec<(String, std::process::Child)>, tool: &str) -> Result<(), LabError> {
+    for (label, child) in children {
+        let out = child.wait_with_output().map_err(|e| LabError::Tool {
+            tool: "java".into(),
+            detail: e.to_string(),
+        })?;
+        if !out.status.success() {
+            return Err(LabError::Tool {
+                tool: tool.into(),
+                detail: format!(
+                    "{label}: {}{}",
+                    String::from_utf8_lossy(&out.stdout),
+                    String::from_utf8_lossy(&out.stderr)
+                ),
+            });
+        }
+    }
+    Ok(())
+}
 
 fn java() -> String {
     match std::env::var_os("JAVA_HOME") {
