@@ -286,6 +286,9 @@ pub struct RoundObservation {
     pub bootstrap_failures: Vec<(String, ProbeFailure)>,
     /// Each topic's min.insync.replicas, where known.
     pub min_isr: BTreeMap<String, i32>,
+    /// Topics known to have unclean.leader.election.enable=false: on these Kafka elects no
+    /// leader from outside the ISR, so one that seems to be is an ISR change between rounds.
+    pub unclean_disabled: std::collections::BTreeSet<String>,
 }
 
 mod serde_result {

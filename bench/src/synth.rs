@@ -276,6 +276,7 @@ pub fn observation(
         probes,
         bootstrap_failures: Vec::new(),
         min_isr,
+        unclean_disabled: Default::default(),
     }
 }
 

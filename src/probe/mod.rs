@@ -2,7 +2,7 @@
 //! of its own and with its own deadlines, whether it answers and what it believes. A hung
 //! broker costs at most its own deadlines; it never stalls the others.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant, SystemTime};
 
 use futures::future::join_all;
@@ -64,6 +64,8 @@ pub struct ClusterProber {
     settings: ProbeSettings,
     known: BTreeMap<BrokerId, Known>,
     min_isr: BTreeMap<String, i32>,
+    /// Topics whose unclean.leader.election.enable is false, read with min_isr.
+    unclean_disabled: BTreeSet<String>,
     min_isr_read_at: Option<Instant>,
     /// Partitions in the last full answer, to size the next round's full asks.
     partitions: u64,
@@ -77,6 +79,7 @@ impl ClusterProber {
             settings,
             known: BTreeMap::new(),
             min_isr: BTreeMap::new(),
+            unclean_disabled: BTreeSet::new(),
             min_isr_read_at: None,
             partitions: 0,
             cursor: 0,
@@ -145,6 +148,7 @@ impl ClusterProber {
             probes,
             bootstrap_failures,
             min_isr: self.min_isr.clone(),
+            unclean_disabled: self.unclean_disabled.clone(),
         }
     }
 
@@ -254,14 +258,24 @@ impl ClusterProber {
         let read = async {
             let mut c = BrokerClient::connect(&address, &self.settings.wire).await?;
             let mut values = BTreeMap::new();
+            let mut clean_only = BTreeSet::new();
             // Bounded batches keep each answer small on clusters with many topics.
             for chunk in ask.chunks(500) {
                 let answer = c
                     .client
-                    .describe_topic_configs(chunk, &["min.insync.replicas"])
+                    .describe_topic_configs(
+                        chunk,
+                        &["min.insync.replicas", "unclean.leader.election.enable"],
+                    )
                     .await?;
                 for (topic, configs) in answer.value {
                     if let Ok(configs) = configs {
+                        if configs
+                            .get("unclean.leader.election.enable")
+                            .is_some_and(|v| v == "false")
+                        {
+                            clean_only.insert(topic.clone());
+                        }
                         if let Some(v) = configs
                             .get("min.insync.replicas")
                             .and_then(|v| v.parse::<i32>().ok())
@@ -271,18 +285,21 @@ impl ClusterProber {
                     }
                 }
             }
-            Ok::<_, WireError>(values)
+            Ok::<_, WireError>((values, clean_only))
         }
         .await;
         match read {
-            Ok(values) => {
+            Ok((values, clean_only)) => {
                 if due {
                     self.min_isr = values;
                     self.min_isr_read_at = Some(Instant::now());
+                    self.unclean_disabled = clean_only;
                 } else {
                     self.min_isr.extend(values);
+                    self.unclean_disabled.extend(clean_only);
                 }
                 self.min_isr.retain(|t, _| topics.contains(t));
+                self.unclean_disabled.retain(|t| topics.contains(t));
             }
             Err(e) => tracing::warn!(
                 cluster = %self.settings.cluster,

@@ -159,6 +159,7 @@ impl World {
             probes: self.probes.clone(),
             bootstrap_failures: Vec::new(),
             min_isr: [("t".to_string(), 2)].into_iter().collect(),
+            unclean_disabled: Default::default(),
         };
         let answers: Vec<(i32, &MetadataView)> = obs
             .probes
@@ -462,6 +463,7 @@ fn peer_medians_match_the_median_of_the_others() {
         probes: w.probes.clone(),
         bootstrap_failures: Vec::new(),
         min_isr: BTreeMap::new(),
+        unclean_disabled: Default::default(),
     };
     let fast = super::peer_medians(&obs);
     for id in obs.probes.keys() {
