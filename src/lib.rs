@@ -9,6 +9,7 @@ pub mod cluster_view;
 pub mod config;
 pub mod daemon;
 pub mod health;
+pub mod host;
 pub mod http;
 pub mod incident;
 pub mod metrics;
