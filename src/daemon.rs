@@ -12,6 +12,7 @@ use tokio::sync::watch;
 use crate::alerting::Alerting;
 use crate::canary::{Canary, CanaryRound};
 use crate::config::{ClusterConfig, Config};
+use crate::host::HostObserver;
 use crate::http::{self, Published};
 use crate::probe::ClusterProber;
 use crate::report::{ClusterReport, Evaluator};
@@ -63,11 +64,12 @@ pub async fn cluster_loop(
         .canary
         .enabled
         .then(|| Canary::new(setup::canary_settings(&cfg, &instance, wire)));
+    let mut host = cfg.host.clone().map(HostObserver::new);
     let limit = round_limit(&cfg);
     let mut next = tokio::time::Instant::now();
     loop {
         let round = tokio::select! {
-            r = tokio::time::timeout(limit, one_round(&mut prober, canary.as_mut())) => r,
+            r = tokio::time::timeout(limit, one_round(&mut prober, canary.as_mut(), host.as_mut())) => r,
             _ = shutdown.changed() => return,
         };
         match round {
@@ -108,12 +110,21 @@ async fn stall_for_tests(shutdown: &mut watch::Receiver<bool>) {
     }
 }
 
-/// Direct probes, then the canary with what they saw.
+/// Direct probes (and, in host mode, the look at the local brokers' processes at the same
+/// moment), then the canary with what they saw.
 async fn one_round(
     prober: &mut ClusterProber,
     canary: Option<&mut Canary>,
+    host: Option<&mut HostObserver>,
 ) -> (crate::observe::RoundObservation, Option<CanaryRound>) {
-    let obs = prober.round().await;
+    let obs = match host {
+        Some(h) => {
+            let (mut obs, seen) = futures::join!(prober.round(), h.observe());
+            obs.host = seen;
+            obs
+        }
+        None => prober.round().await,
+    };
     let canary_round = match canary {
         Some(c) => {
             let view = crate::canary::view_from(&obs, &c.topic());
@@ -396,11 +407,13 @@ pub async fn check_once(config: &Config) -> Vec<ClusterReport> {
             }
         };
         let mut prober = ClusterProber::new(settings);
-        // Direct probes only: a single canary write proves little, and a check run from
-        // cron should not create topics.
-        let obs = tokio::time::timeout(round_limit(c), prober.round())
+        let mut host = c.host.clone().map(HostObserver::new);
+        // Direct probes (and host mode) only: a single canary write proves little, and a
+        // check run from cron should not create topics.
+        let obs = tokio::time::timeout(round_limit(c), one_round(&mut prober, None, host.as_mut()))
             .await
-            .ok()?;
+            .ok()?
+            .0;
         Some(evaluator.evaluate(obs, None, SystemTime::now()))
     });
     futures::future::join_all(rounds)

@@ -235,6 +235,8 @@ pub struct RoundObservation {
     pub bootstrap_failures: Vec<(String, ProbeFailure)>,
     /// Each topic's min.insync.replicas, where known.
     pub min_isr: BTreeMap<String, i32>,
+    /// Host mode: what this host shows of the brokers that run on it (empty without).
+    pub host: BTreeMap<BrokerId, crate::host::HostObservation>,
 }
 
 mod serde_result {

@@ -72,6 +72,8 @@ pub struct BrokerStatus<'a> {
     pub probe: Option<&'a BrokerProbe>,
     pub metadata_seconds: Option<f64>,
     pub partitions: BrokerPartitions,
+    /// Host mode's look at its process, ports and log directories.
+    pub host: Option<&'a crate::host::HostObservation>,
 }
 
 #[derive(Serialize)]
@@ -117,6 +119,7 @@ pub fn cluster_status(r: &ClusterReport) -> ClusterStatus<'_> {
                         .and_then(BrokerProbe::metadata_latency)
                         .map(|d| d.as_secs_f64()),
                     partitions: r.health.brokers.get(&v.broker).cloned().unwrap_or_default(),
+                    host: r.host.get(&v.broker),
                 }
             })
             .collect(),

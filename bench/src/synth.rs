@@ -274,6 +274,7 @@ pub fn observation(
         probes,
         bootstrap_failures: Vec::new(),
         min_isr,
+        host: Default::default(),
     }
 }
 

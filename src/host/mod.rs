@@ -70,9 +70,11 @@ pub struct HostObservation {
     pub broker: BrokerId,
     /// How the process is looked for, in words.
     pub locator: String,
-    /// `None`: no process found (`not_found` says why).
+    /// `None`: no process found (`not_found` says why), or the look failed (`error`).
     pub process: Option<ProcessSeen>,
     pub not_found: Option<String>,
+    /// The look itself failed (timed out): nothing is known of the process this round.
+    pub error: Option<String>,
     /// Something worth knowing about the lookup (several candidates).
     pub locate_note: Option<String>,
     pub ports: Vec<PortSeen>,
@@ -83,8 +85,9 @@ pub struct HostObservation {
 }
 
 impl HostObservation {
-    pub fn process_found(&self) -> bool {
-        self.process.is_some()
+    /// The process was looked for and is not there.
+    pub fn process_gone(&self) -> bool {
+        self.process.is_none() && self.error.is_none()
     }
 
     /// Log directories below the configured free-space ratio.
@@ -211,6 +214,7 @@ impl HostObserver {
             locator: b.process.describe(),
             process: None,
             not_found: None,
+            error: None,
             locate_note: None,
             ports: Vec::new(),
             ports_error: None,
@@ -220,11 +224,11 @@ impl HostObserver {
         let raw = match reads {
             Ok(Ok(raw)) => raw,
             Ok(Err(join)) => {
-                obs.not_found = Some(format!("host observation failed: {join}"));
+                obs.error = Some(format!("host observation failed: {join}"));
                 return obs;
             }
             Err(_) => {
-                obs.not_found = Some(format!(
+                obs.error = Some(format!(
                     "reading /proc and the log directories took over {} s",
                     LOOK_TIMEOUT.as_secs()
                 ));
@@ -438,6 +442,7 @@ mod tests {
             locator: String::new(),
             process: None,
             not_found: None,
+            error: None,
             locate_note: None,
             ports: Vec::new(),
             ports_error: None,

@@ -74,6 +74,7 @@ impl ClusterProber {
             probes,
             bootstrap_failures,
             min_isr: self.min_isr.clone(),
+            host: BTreeMap::new(),
         }
     }
 
