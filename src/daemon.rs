@@ -15,6 +15,7 @@ use crate::config::{ClusterConfig, Config};
 use crate::host::HostObserver;
 use crate::http::{self, Published};
 use crate::probe::ClusterProber;
+use crate::remediate::Remediator;
 use crate::report::{ClusterReport, Evaluator};
 use crate::service::{self, LoopHealth, StatusCounts};
 use crate::{reload, setup};
@@ -65,6 +66,7 @@ pub async fn cluster_loop(
         .enabled
         .then(|| Canary::new(setup::canary_settings(&cfg, &instance, wire)));
     let mut host = cfg.host.clone().map(HostObserver::new);
+    let mut remediator = remediator(&cfg, &published, &alerting);
     let limit = round_limit(&cfg);
     let mut next = tokio::time::Instant::now();
     loop {
@@ -78,6 +80,9 @@ pub async fn cluster_loop(
                 let report = evaluator.evaluate(obs, canary_round, now);
                 log_round(&report);
                 alerting.after_round(&cfg, &report, now);
+                if let Some(r) = remediator.as_mut() {
+                    r.after_round(&report, now);
+                }
                 published.publish(report);
             }
             Err(_) => tracing::error!(
@@ -97,6 +102,39 @@ pub async fn cluster_loop(
         tokio::select! {
             _ = tokio::time::sleep_until(next) => {}
             _ = shutdown.changed() => return,
+        }
+    }
+}
+
+/// The cluster's remediator, when a broker of it has remediation enabled. A history that
+/// cannot be read disables remediation for the cluster: acting without knowing what was
+/// done before would ignore the cool-down and the daily limit.
+fn remediator(
+    cfg: &ClusterConfig,
+    published: &Arc<Published>,
+    alerting: &Arc<Alerting>,
+) -> Option<Remediator> {
+    let host = cfg.host.clone()?;
+    if !host
+        .brokers
+        .iter()
+        .any(|b| b.remediation.as_ref().is_some_and(|r| r.enabled))
+    {
+        return None;
+    }
+    let sink_alerting = alerting.clone();
+    let sink: crate::remediate::Sink = Arc::new(move |r| sink_alerting.remediation(r));
+    match Remediator::new(
+        &cfg.name,
+        host,
+        alerting.state_dir().join("remediation"),
+        published.remediation.clone(),
+        sink,
+    ) {
+        Ok(r) => Some(r),
+        Err(e) => {
+            tracing::error!(cluster = %cfg.name, error = %e, "remediation disabled for this cluster");
+            None
         }
     }
 }

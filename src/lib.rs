@@ -17,6 +17,7 @@ pub mod notify;
 pub mod observe;
 pub mod probe;
 pub mod reload;
+pub mod remediate;
 pub mod report;
 pub mod service;
 pub mod setup;

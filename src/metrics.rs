@@ -120,6 +120,22 @@ fn render_extras(reg: &mut Registry, extras: &Extras) {
             }
         }
     }
+    if !extras.remediation_counts.is_empty() {
+        let total = counter(
+            reg,
+            "remediations",
+            "Remediation decisions by cluster, broker and outcome (acted, failed, refused, dry_run)",
+        );
+        for ((cluster, broker, outcome), n) in &extras.remediation_counts {
+            total
+                .get_or_create(&vec![
+                    ("cluster", cluster.clone()),
+                    ("broker", broker.to_string()),
+                    ("outcome", outcome.as_label().into()),
+                ])
+                .inc_by(*n);
+        }
+    }
     if let Some(ok) = extras.reload_success {
         let g = gauge(
             reg,
@@ -140,6 +156,10 @@ pub struct Extras<'a> {
     pub incidents: Vec<crate::incident::Incident>,
     pub webhooks: Option<crate::notify::NotifierStats>,
     pub reload_success: Option<bool>,
+    /// `remediations_total` by (cluster, broker, outcome).
+    pub remediation_counts: Vec<((String, i32, crate::remediate::Outcome), u64)>,
+    /// The latest remediation decisions, for `/status`.
+    pub remediations: Vec<crate::remediate::Record>,
 }
 
 pub fn render<'a>(reports: impl IntoIterator<Item = &'a ClusterReport>, extras: &Extras) -> String {

@@ -22,6 +22,8 @@ pub struct Status<'a> {
     pub incidents: &'a [crate::incident::Incident],
     pub webhooks: Vec<WebhookStatus<'a>>,
     pub config_reload_success: Option<bool>,
+    /// The latest remediation decisions (acted, failed, refused, dry run), oldest first.
+    pub remediations: &'a [crate::remediate::Record],
 }
 
 #[derive(Serialize)]
@@ -171,6 +173,7 @@ pub fn render<'a>(
             })
             .collect(),
         config_reload_success: extras.reload_success,
+        remediations: &extras.remediations,
     };
     serde_json::to_string_pretty(&status).expect("status serializes")
 }
