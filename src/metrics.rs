@@ -120,21 +120,20 @@ fn render_extras(reg: &mut Registry, extras: &Extras) {
             }
         }
     }
-    if !extras.remediation_counts.is_empty() {
-        let total = counter(
-            reg,
-            "remediations",
-            "Remediation decisions by cluster, broker and outcome (acted, failed, refused, dry_run)",
-        );
-        for ((cluster, broker, outcome), n) in &extras.remediation_counts {
-            total
-                .get_or_create(&vec![
-                    ("cluster", cluster.clone()),
-                    ("broker", broker.to_string()),
-                    ("outcome", outcome.as_label().into()),
-                ])
-                .inc_by(*n);
-        }
+    // Always registered, so dashboards find the family before any broker has remediation.
+    let total = counter(
+        reg,
+        "remediations",
+        "Remediation decisions by cluster, broker and outcome (acted, failed, refused, dry_run)",
+    );
+    for ((cluster, broker, outcome), n) in &extras.remediation_counts {
+        total
+            .get_or_create(&vec![
+                ("cluster", cluster.clone()),
+                ("broker", broker.to_string()),
+                ("outcome", outcome.as_label().into()),
+            ])
+            .inc_by(*n);
     }
     if let Some(ok) = extras.reload_success {
         let g = gauge(

@@ -1688,3 +1688,42 @@ fn host_mode_needs_brokers_and_stays_out_of_defaults() {
         one(&text)
     );
 }
+
+#[test]
+fn example_host_block_loads_uncommented() {
+    let shipped = std::fs::read_to_string(example_path("example.yaml")).unwrap();
+    let start = shipped
+        .find("    # host:\n")
+        .expect("the host block is shown");
+    let end = start
+        + shipped[start..]
+            .find("\n\n")
+            .expect("a blank line after the block");
+    let block: String = shipped[start..end]
+        .lines()
+        .filter_map(|l| {
+            let l = l.strip_prefix("    ")?;
+            // Lines of the block start "# " at the block's indentation; explanations
+            // nested as "# #" or "#   #" stay comments.
+            let l = l.strip_prefix("# ")?;
+            (!l.trim_start().starts_with('#')).then(|| format!("    {l}\n"))
+        })
+        .filter(|l| {
+            l.trim_start()
+                .starts_with(|c: char| c.is_ascii_alphabetic() || c == '-')
+        })
+        .collect();
+    let c = ok(&format!("{MINIMAL}{block}"));
+    let h = c.clusters[0].host.as_ref().expect("host");
+    assert_eq!(h.log_dir_min_free_ratio, 0.05);
+    assert_eq!(h.remediation_cooldown, Duration::from_secs(1800));
+    let b = &h.brokers[0];
+    assert_eq!(
+        b.process,
+        ProcessLocator::SystemdUnit("kafka.service".into())
+    );
+    assert_eq!(b.ports.len(), 2);
+    let r = b.remediation.as_ref().unwrap();
+    assert!(!r.enabled && r.dry_run);
+    assert_eq!(r.before_command.as_ref().unwrap()[1], "{pid}");
+}
