@@ -253,6 +253,26 @@ mod tests {
         let _ = std::fs::remove_dir_all(root);
     }
 
+    /// Whatever this machine is (systemd or not, systemctl installed or not), a unit that
+    /// does not exist yields no pid and a reason, within the deadline.
+    #[tokio::test]
+    async fn an_unknown_systemd_unit_has_no_pid_and_says_why() {
+        let started = std::time::Instant::now();
+        let l = by_systemd_unit(
+            Path::new("/proc"),
+            "kw-no-such-unit-for-tests.service",
+            Duration::from_secs(3),
+        )
+        .await;
+        assert_eq!(l.pid, None);
+        let why = l.note.unwrap();
+        assert!(
+            why.contains("kw-no-such-unit-for-tests.service"),
+            "the reason names the unit: {why}"
+        );
+        assert!(started.elapsed() < Duration::from_secs(10));
+    }
+
     #[test]
     fn pid_file_lookup_checks_the_process_exists() {
         let root = fake_proc();
