@@ -183,7 +183,7 @@ pub fn sole_in_sync_of(view: &ClusterView, broker: BrokerId) -> Vec<String> {
         .flat_map(|(topic, t)| {
             t.partitions
                 .iter()
-                .filter(|p| p.isr == [broker])
+                .filter(|p| p.isr[..] == [broker])
                 .map(move |p| format!("{topic}-{}", p.partition))
         })
         .collect()
@@ -400,9 +400,10 @@ mod tests {
             error_code: 0,
             leader: isr.first().copied().unwrap_or(-1),
             leader_epoch: 1,
-            replicas: vec![1, 2, 3],
-            isr: isr.to_vec(),
-            offline_replicas: Vec::new(),
+            // Collected, not `vec!`: the list type may be a small vector.
+            replicas: [1, 2, 3].into_iter().collect(),
+            isr: isr.iter().copied().collect(),
+            offline_replicas: Default::default(),
         };
         view.topics.insert(
             "t".into(),

@@ -293,8 +293,8 @@ fn the_last_in_sync_replica_guard_reads_the_newest_metadata() {
                 partition: 4,
                 leader: 1,
                 leader_epoch: 3,
-                replicas: vec![1, 2],
-                isr: vec![1],
+                replicas: [1, 2].into_iter().collect(),
+                isr: [1].into_iter().collect(),
                 ..PartitionView::default()
             }],
             ..TopicView::default()
