@@ -393,6 +393,8 @@ mod tests {
     }
 
     #[test]
+    // collect() rather than to_vec(): the partition's list type may not be a Vec.
+    #[allow(clippy::iter_cloned_collect)]
     fn sole_in_sync_replicas_from_the_view() {
         let mut view = ClusterView::default();
         let p = |partition, isr: &[i32]| PartitionView {
