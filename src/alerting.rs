@@ -350,6 +350,18 @@ impl Alerting {
         self.notifier().submit(events);
     }
 
+    /// Where the incident book lives; remediation keeps its history and thread dumps
+    /// below it.
+    pub fn state_dir(&self) -> &Path {
+        &self.state_dir
+    }
+
+    /// A remediation decision as a one-shot incident event (kind `remediation`): it goes
+    /// to the receivers like any event, and opens nothing in the book.
+    pub fn remediation(&self, r: crate::remediate::Record) {
+        self.notifier().submit(vec![remediation_event(&r)]);
+    }
+
     fn notifier(&self) -> NotifierHandle {
         self.notifier
             .read()
@@ -393,5 +405,49 @@ impl Alerting {
     /// Flushes what delivery can within `deadline`; the rest stays spooled on disk.
     pub async fn shutdown(&self, deadline: Duration) -> NotifierStats {
         self.notifier().shutdown(deadline).await
+    }
+}
+
+/// The incident event of a remediation record.
+pub fn remediation_event(r: &crate::remediate::Record) -> incident::IncidentEvent {
+    use crate::remediate::Outcome;
+    let key = FindingKey::new(
+        &r.cluster,
+        Subject::Broker(r.broker),
+        FindingKind::Remediation,
+    );
+    // A broker restarted (or a restart that failed) is worth a page; a refusal or a dry
+    // run is a warning: the zombie incident itself already pages.
+    let severity = match r.outcome {
+        Outcome::Acted | Outcome::Failed => crate::config::Severity::Critical,
+        Outcome::Refused | Outcome::DryRun => crate::config::Severity::Warning,
+    };
+    incident::IncidentEvent {
+        kind: r.outcome.event_kind(),
+        at: r.at,
+        incident: Incident {
+            id: incident::incident_id(&key, r.at),
+            dedup_key: key.dedup_key(),
+            cluster: r.cluster.clone(),
+            subject: key.subject,
+            kind: FindingKind::Remediation,
+            broker: Some(r.broker),
+            broker_address: (!r.address.is_empty()).then(|| r.address.clone()),
+            state: Some(crate::verdict::BrokerState::Zombie),
+            severity,
+            peak_severity: severity,
+            summary: r.summary(),
+            evidence: r.evidence(),
+            rules: vec![format!("remediation_{}", r.outcome.as_label())],
+            affected_partitions: Vec::new(),
+            affected_partitions_total: 0,
+            suspects: vec![r.broker],
+            started_at: r.at,
+            updated_at: r.at,
+            resolved_at: None,
+            unavailable_seconds: None,
+        },
+        previous: None,
+        changes: Vec::new(),
     }
 }

@@ -12,8 +12,10 @@ use tokio::sync::watch;
 use crate::alerting::Alerting;
 use crate::canary::{Canary, CanaryRound};
 use crate::config::{ClusterConfig, Config};
+use crate::host::HostObserver;
 use crate::http::{self, Published};
 use crate::probe::ClusterProber;
+use crate::remediate::Remediator;
 use crate::report::{ClusterReport, Evaluator};
 use crate::service::{self, LoopHealth, StatusCounts};
 use crate::{reload, setup};
@@ -63,11 +65,13 @@ pub async fn cluster_loop(
         .canary
         .enabled
         .then(|| Canary::new(setup::canary_settings(&cfg, &instance, wire)));
+    let mut host = cfg.host.clone().map(HostObserver::new);
+    let mut remediator = remediator(&cfg, &published, &alerting);
     let limit = round_limit(&cfg);
     let mut next = tokio::time::Instant::now();
     loop {
         let round = tokio::select! {
-            r = tokio::time::timeout(limit, one_round(&mut prober, canary.as_mut())) => r,
+            r = tokio::time::timeout(limit, one_round(&mut prober, canary.as_mut(), host.as_mut())) => r,
             _ = shutdown.changed() => return,
         };
         match round {
@@ -76,6 +80,9 @@ pub async fn cluster_loop(
                 let report = evaluator.evaluate(obs, canary_round, now);
                 log_round(&report);
                 alerting.after_round(&cfg, &report, now);
+                if let Some(r) = remediator.as_mut() {
+                    r.after_round(&report, now);
+                }
                 published.publish(report);
             }
             Err(_) => tracing::error!(
@@ -99,6 +106,39 @@ pub async fn cluster_loop(
     }
 }
 
+/// The cluster's remediator, when a broker of it has remediation enabled. A history that
+/// cannot be read disables remediation for the cluster: acting without knowing what was
+/// done before would ignore the cool-down and the daily limit.
+fn remediator(
+    cfg: &ClusterConfig,
+    published: &Arc<Published>,
+    alerting: &Arc<Alerting>,
+) -> Option<Remediator> {
+    let host = cfg.host.clone()?;
+    if !host
+        .brokers
+        .iter()
+        .any(|b| b.remediation.as_ref().is_some_and(|r| r.enabled))
+    {
+        return None;
+    }
+    let sink_alerting = alerting.clone();
+    let sink: crate::remediate::Sink = Arc::new(move |r| sink_alerting.remediation(r));
+    match Remediator::new(
+        &cfg.name,
+        host,
+        alerting.state_dir().join("remediation"),
+        published.remediation.clone(),
+        sink,
+    ) {
+        Ok(r) => Some(r),
+        Err(e) => {
+            tracing::error!(cluster = %cfg.name, error = %e, "remediation disabled for this cluster");
+            None
+        }
+    }
+}
+
 /// Debug builds only: `KAFKA_WATCHDOG_TEST_STALL=1` makes every round loop hang after its
 /// round, so a test can show that a stuck loop stops the systemd watchdog pings. Release
 /// builds never read the variable.
@@ -108,12 +148,21 @@ async fn stall_for_tests(shutdown: &mut watch::Receiver<bool>) {
     }
 }
 
-/// Direct probes, then the canary with what they saw.
+/// Direct probes (and, in host mode, the look at the local brokers' processes at the same
+/// moment), then the canary with what they saw.
 async fn one_round(
     prober: &mut ClusterProber,
     canary: Option<&mut Canary>,
+    host: Option<&mut HostObserver>,
 ) -> (crate::observe::RoundObservation, Option<CanaryRound>) {
-    let obs = prober.round().await;
+    let obs = match host {
+        Some(h) => {
+            let (mut obs, seen) = futures::join!(prober.round(), h.observe());
+            obs.host = seen;
+            obs
+        }
+        None => prober.round().await,
+    };
     let canary_round = match canary {
         Some(c) => {
             let view = crate::canary::view_from(&obs, &c.topic());
@@ -417,11 +466,13 @@ pub async fn check_once(config: &Config) -> Vec<ClusterReport> {
             }
         };
         let mut prober = ClusterProber::new(settings);
-        // Direct probes only: a single canary write proves little, and a check run from
-        // cron should not create topics.
-        let obs = tokio::time::timeout(round_limit(c), prober.round())
+        let mut host = c.host.clone().map(HostObserver::new);
+        // Direct probes (and host mode) only: a single canary write proves little, and a
+        // check run from cron should not create topics.
+        let obs = tokio::time::timeout(round_limit(c), one_round(&mut prober, None, host.as_mut()))
             .await
-            .ok()?;
+            .ok()?
+            .0;
         Some(evaluator.evaluate(obs, None, SystemTime::now()))
     });
     futures::future::join_all(rounds)

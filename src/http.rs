@@ -103,6 +103,8 @@ pub struct Published {
     pub alerting: std::sync::OnceLock<Arc<crate::alerting::Alerting>>,
     /// Whether the last configuration reload was applied (1) or refused (0).
     pub reload_success: std::sync::atomic::AtomicBool,
+    /// Remediation counters and recent decisions, of every cluster.
+    pub remediation: crate::remediate::RemediationLog,
 }
 
 impl Published {
@@ -114,6 +116,7 @@ impl Published {
             canary_stats: CanaryStats::default(),
             alerting: std::sync::OnceLock::new(),
             reload_success: std::sync::atomic::AtomicBool::new(true),
+            remediation: Default::default(),
         })
     }
 
@@ -125,6 +128,7 @@ impl Published {
     /// Keeps only the given clusters (after a reload removed some).
     pub fn retain_clusters(&self, names: &[String]) {
         *self.expected.write().unwrap_or_else(|p| p.into_inner()) = names.to_vec();
+        self.remediation.retain_clusters(names);
         self.reports
             .write()
             .unwrap_or_else(|p| p.into_inner())
@@ -152,6 +156,8 @@ impl Published {
                 self.reload_success
                     .load(std::sync::atomic::Ordering::Relaxed),
             ),
+            remediation_counts: self.remediation.counts(),
+            remediations: self.remediation.recent(),
         }
     }
 

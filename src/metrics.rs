@@ -23,6 +23,7 @@ use crate::verdict::BrokerState;
 type Labels = Vec<(&'static str, String)>;
 type GaugeFamily = Family<Labels, Gauge<f64, AtomicU64>>;
 type CounterFamily = Family<Labels, Counter<u64>>;
+type FloatCounterFamily = Family<Labels, Counter<f64, AtomicU64>>;
 
 /// The content type of what `render` returns.
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
@@ -119,6 +120,21 @@ fn render_extras(reg: &mut Registry, extras: &Extras) {
             }
         }
     }
+    // Always registered, so dashboards find the family before any broker has remediation.
+    let total = counter(
+        reg,
+        "remediations",
+        "Remediation decisions by cluster, broker and outcome (acted, failed, refused, dry_run)",
+    );
+    for ((cluster, broker, outcome), n) in &extras.remediation_counts {
+        total
+            .get_or_create(&vec![
+                ("cluster", cluster.clone()),
+                ("broker", broker.to_string()),
+                ("outcome", outcome.as_label().into()),
+            ])
+            .inc_by(*n);
+    }
     if let Some(ok) = extras.reload_success {
         let g = gauge(
             reg,
@@ -139,6 +155,10 @@ pub struct Extras<'a> {
     pub incidents: Vec<crate::incident::Incident>,
     pub webhooks: Option<crate::notify::NotifierStats>,
     pub reload_success: Option<bool>,
+    /// `remediations_total` by (cluster, broker, outcome).
+    pub remediation_counts: Vec<((String, i32, crate::remediate::Outcome), u64)>,
+    /// The latest remediation decisions, for `/status`.
+    pub remediations: Vec<crate::remediate::Record>,
 }
 
 pub fn render<'a>(reports: impl IntoIterator<Item = &'a ClusterReport>, extras: &Extras) -> String {
@@ -320,7 +340,9 @@ pub fn render<'a>(reports: impl IntoIterator<Item = &'a ClusterReport>, extras: 
         "canary_partitions_led",
         "Canary partitions the broker leads (0: the canary cannot vouch for it)",
     );
+    let host = HostFamilies::register(&mut reg);
     for r in reports {
+        host.record(r);
         let c = || r.cluster.clone();
         set(
             &reachable,
@@ -501,4 +523,237 @@ pub fn render<'a>(reports: impl IntoIterator<Item = &'a ClusterReport>, extras: 
     let mut out = String::new();
     encode(&mut out, &reg).expect("writing to a String cannot fail");
     out
+}
+
+/// Host mode's series: the broker's process, ports and log directories as this host sees
+/// them. Only brokers configured in host mode have them.
+struct HostFamilies {
+    up: GaugeFamily,
+    state: GaugeFamily,
+    cpu: FloatCounterFamily,
+    threads: GaugeFamily,
+    threads_io_wait: GaugeFamily,
+    fds: GaugeFamily,
+    listening: GaugeFamily,
+    free_bytes: GaugeFamily,
+    free_ratio: GaugeFamily,
+}
+
+impl HostFamilies {
+    fn register(reg: &mut Registry) -> Self {
+        let cpu = FloatCounterFamily::default();
+        reg.register(
+            "host_process_cpu_seconds",
+            "CPU time (user + system) of the broker's process, host mode",
+            cpu.clone(),
+        );
+        HostFamilies {
+            up: gauge(
+                reg,
+                "host_process_up",
+                "1 when host mode finds the broker's process and it has not exited, else 0",
+            ),
+            state: gauge(
+                reg,
+                "host_process_state",
+                "1 for the process's current state (running, sleeping, disk_sleep, stopped, traced, zombie, dead, idle, other), 0 for the others",
+            ),
+            cpu,
+            threads: gauge(reg, "host_process_threads", "Threads of the broker's process"),
+            threads_io_wait: gauge(
+                reg,
+                "host_process_threads_io_wait",
+                "Threads of the broker's process in uninterruptible wait (D state)",
+            ),
+            fds: gauge(
+                reg,
+                "host_process_open_fds",
+                "Open file descriptors of the broker's process (absent when they cannot be read)",
+            ),
+            listening: gauge(
+                reg,
+                "host_port_listening",
+                "1 when something listens on the configured port (address:port or port), else 0",
+            ),
+            free_bytes: gauge(
+                reg,
+                "host_log_dir_free_bytes",
+                "Bytes the broker can still write in the log directory's file system",
+            ),
+            free_ratio: gauge(
+                reg,
+                "host_log_dir_free_ratio",
+                "Free fraction (0 to 1) of the log directory's file system",
+            ),
+        }
+    }
+
+    fn record(&self, r: &ClusterReport) {
+        for (broker, h) in &r.host {
+            let b = || {
+                vec![
+                    ("cluster", r.cluster.clone()),
+                    ("broker", broker.to_string()),
+                ]
+            };
+            // A failed look says nothing; its series are left out rather than zeroed.
+            if h.error.is_some() {
+                continue;
+            }
+            let alive = h.process.as_ref().filter(|p| !p.state.has_exited());
+            set(&self.up, b(), f64::from(u8::from(alive.is_some())));
+            for s in crate::host::ProcessState::ALL {
+                let mut l = b();
+                l.push(("state", s.as_label().into()));
+                let now = h.process.as_ref().is_some_and(|p| p.state == s);
+                set(&self.state, l, f64::from(u8::from(now)));
+            }
+            if let Some(p) = &h.process {
+                self.cpu.get_or_create(&b()).inc_by(p.cpu_seconds);
+                set(&self.threads, b(), f64::from(p.threads));
+                if let Some(d) = p.threads_in_io_wait {
+                    set(&self.threads_io_wait, b(), f64::from(d));
+                }
+                if let Some(n) = p.open_fds {
+                    set(&self.fds, b(), n as f64);
+                }
+            }
+            for port in &h.ports {
+                let mut l = b();
+                l.push(("port", port.port.clone()));
+                set(&self.listening, l, f64::from(u8::from(port.listening)));
+            }
+            for d in &h.log_dirs {
+                let mut l = b();
+                l.push(("path", d.path.clone()));
+                if let Some(free) = d.free_bytes {
+                    set(&self.free_bytes, l.clone(), free as f64);
+                }
+                if let Some(ratio) = d.free_ratio {
+                    set(&self.free_ratio, l, ratio);
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::host::{HostObservation, LogDirSeen, PortSeen, ProcessSeen, ProcessState};
+
+    fn sample<'a>(text: &'a str, series: &str) -> Option<&'a str> {
+        text.lines()
+            .find_map(|l| l.strip_prefix(series)?.strip_prefix(' '))
+    }
+
+    #[test]
+    fn host_mode_series() {
+        let mut r = ClusterReport::empty("lab", std::time::SystemTime::UNIX_EPOCH);
+        let obs = |process: Option<ProcessSeen>| HostObservation {
+            broker: 1,
+            locator: "pid file k.pid".into(),
+            process,
+            not_found: None,
+            error: None,
+            locate_note: None,
+            ports: vec![PortSeen {
+                port: "127.0.0.11:9092".into(),
+                listening: true,
+                owned_by_process: Some(true),
+            }],
+            ports_error: None,
+            log_dirs: vec![LogDirSeen {
+                path: "/kw/data".into(),
+                total_bytes: Some(1000),
+                free_bytes: Some(250),
+                free_ratio: Some(0.25),
+                error: None,
+            }],
+            log_dir_min_free_ratio: 0.05,
+        };
+        r.host.insert(
+            1,
+            obs(Some(ProcessSeen {
+                pid: 4711,
+                state: ProcessState::Stopped,
+                threads: 74,
+                threads_in_io_wait: Some(2),
+                cpu_seconds: 28.5,
+                cpu_advancing: Some(false),
+                open_fds: None,
+                open_fds_error: Some("denied".into()),
+            })),
+        );
+        r.host.insert(2, obs(None));
+        let text = render([&r], &Extras::default());
+        let b1 = r#"{cluster="lab",broker="1""#;
+        assert_eq!(
+            sample(&text, &format!("kafka_watchdog_host_process_up{b1}}}")),
+            Some("1.0")
+        );
+        assert_eq!(
+            sample(
+                &text,
+                &format!(r#"kafka_watchdog_host_process_state{b1},state="stopped"}}"#)
+            ),
+            Some("1.0")
+        );
+        assert_eq!(
+            sample(
+                &text,
+                &format!(r#"kafka_watchdog_host_process_state{b1},state="running"}}"#)
+            ),
+            Some("0.0")
+        );
+        assert_eq!(
+            sample(
+                &text,
+                &format!("kafka_watchdog_host_process_cpu_seconds_total{b1}}}")
+            ),
+            Some("28.5")
+        );
+        assert_eq!(
+            sample(&text, &format!("kafka_watchdog_host_process_threads{b1}}}")),
+            Some("74.0")
+        );
+        assert_eq!(
+            sample(
+                &text,
+                &format!("kafka_watchdog_host_process_threads_io_wait{b1}}}")
+            ),
+            Some("2.0")
+        );
+        assert!(
+            !text.contains("kafka_watchdog_host_process_open_fds{"),
+            "unreadable descriptors leave no series"
+        );
+        assert_eq!(
+            sample(
+                &text,
+                &format!(r#"kafka_watchdog_host_port_listening{b1},port="127.0.0.11:9092"}}"#)
+            ),
+            Some("1.0")
+        );
+        assert_eq!(
+            sample(
+                &text,
+                &format!(r#"kafka_watchdog_host_log_dir_free_bytes{b1},path="/kw/data"}}"#)
+            ),
+            Some("250.0")
+        );
+        assert_eq!(
+            sample(
+                &text,
+                &format!(r#"kafka_watchdog_host_log_dir_free_ratio{b1},path="/kw/data"}}"#)
+            ),
+            Some("0.25")
+        );
+        let b2 = r#"{cluster="lab",broker="2""#;
+        assert_eq!(
+            sample(&text, &format!("kafka_watchdog_host_process_up{b2}}}")),
+            Some("0.0")
+        );
+        assert!(!text.contains(&format!("kafka_watchdog_host_process_threads{b2}")));
+    }
 }

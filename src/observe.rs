@@ -289,6 +289,8 @@ pub struct RoundObservation {
     /// Topics known to have unclean.leader.election.enable=false: on these Kafka elects no
     /// leader from outside the ISR, so one that seems to be is an ISR change between rounds.
     pub unclean_disabled: std::collections::BTreeSet<String>,
+    /// Host mode: what this host shows of the brokers that run on it (empty without).
+    pub host: BTreeMap<BrokerId, crate::host::HostObservation>,
 }
 
 mod serde_result {

@@ -226,6 +226,7 @@ fn cluster_diff(old: &ClusterConfig, new: &ClusterConfig) -> Vec<&'static str> {
         canary,
         verdict,
         librdkafka,
+        host,
     } = new;
     let mut d = Vec::new();
     let mut check = |differs: bool, key: &'static str| {
@@ -269,6 +270,7 @@ fn cluster_diff(old: &ClusterConfig, new: &ClusterConfig) -> Vec<&'static str> {
     check(*canary != old.canary, "canary");
     check(*verdict != old.verdict, "verdict");
     check(*librdkafka != old.librdkafka, "librdkafka");
+    check(*host != old.host, "host");
     d
 }
 

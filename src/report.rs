@@ -55,6 +55,8 @@ pub struct ClusterReport {
     pub state_since: BTreeMap<BrokerId, SystemTime>,
     /// Per canary partition: the length of its last closed unavailability window.
     pub canary_last_window: BTreeMap<i32, f64>,
+    /// Host mode: this round's look at the brokers on the watchdog's host.
+    pub host: BTreeMap<BrokerId, crate::host::HostObservation>,
 }
 
 /// A partition whose new leader was not in the ISR the round before: it was elected
@@ -211,6 +213,7 @@ impl ClusterReport {
             state_since: BTreeMap::new(),
             unclean_elections: Vec::new(),
             unclean_elections_total: 0,
+            host: BTreeMap::new(),
         }
     }
 
@@ -387,6 +390,7 @@ impl Evaluator {
             state_since,
             unclean_elections_total: self.unclean_total,
             unclean_elections,
+            host: obs.host,
         }
     }
 }

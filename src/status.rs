@@ -22,6 +22,8 @@ pub struct Status<'a> {
     pub incidents: &'a [crate::incident::Incident],
     pub webhooks: Vec<WebhookStatus<'a>>,
     pub config_reload_success: Option<bool>,
+    /// The latest remediation decisions (acted, failed, refused, dry run), oldest first.
+    pub remediations: &'a [crate::remediate::Record],
 }
 
 #[derive(Serialize)]
@@ -72,6 +74,8 @@ pub struct BrokerStatus<'a> {
     pub probe: Option<&'a BrokerProbe>,
     pub metadata_seconds: Option<f64>,
     pub partitions: BrokerPartitions,
+    /// Host mode's look at its process, ports and log directories.
+    pub host: Option<&'a crate::host::HostObservation>,
 }
 
 #[derive(Serialize)]
@@ -117,6 +121,7 @@ pub fn cluster_status(r: &ClusterReport) -> ClusterStatus<'_> {
                         .and_then(BrokerProbe::metadata_latency)
                         .map(|d| d.as_secs_f64()),
                     partitions: r.health.brokers.get(&v.broker).cloned().unwrap_or_default(),
+                    host: r.host.get(&v.broker),
                 }
             })
             .collect(),
@@ -168,6 +173,7 @@ pub fn render<'a>(
             })
             .collect(),
         config_reload_success: extras.reload_success,
+        remediations: &extras.remediations,
     };
     serde_json::to_string_pretty(&status).expect("status serializes")
 }

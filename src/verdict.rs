@@ -9,6 +9,7 @@ use serde::Serialize;
 
 use crate::cluster_view::ClusterView;
 use crate::health::{BrokerPartitions, Health};
+use crate::host::HostObservation;
 use crate::observe::{BrokerId, BrokerProbe, FailureKind, RoundObservation};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
@@ -69,6 +70,8 @@ pub struct BrokerVerdict {
     pub address: String,
     pub state: BrokerState,
     pub registration: Registration,
+    /// It answered every direct request this round.
+    pub answered: bool,
     /// Every rule that fired, worst first.
     pub hits: Vec<RuleHit>,
 }
@@ -102,6 +105,8 @@ pub struct BrokerMemory {
     pub last_down_at: Option<SystemTime>,
     /// The state of the last round and since when the broker has been in it.
     pub state: Option<(BrokerState, SystemTime)>,
+    /// The last round in which it answered every direct request.
+    pub last_answered_at: Option<SystemTime>,
 }
 
 /// Everything known about one broker this round, gathered once so rules stay one-liners.
@@ -118,6 +123,10 @@ pub struct BrokerFacts<'a> {
     /// Nothing in the cluster answered this round.
     pub cluster_invisible: bool,
     pub canary: CanaryFacts,
+    /// Host mode's look at its process, when it runs on the watchdog's host.
+    pub host: Option<&'a HostObservation>,
+    /// How long since it last answered; `None` while it answers or when it never did.
+    pub silent_for: Option<Duration>,
 }
 
 /// What this round's canary says about one broker.
@@ -138,8 +147,12 @@ type Rule = fn(&BrokerFacts, &VerdictSettings) -> Option<RuleHit>;
 /// The rules, most severe first. Each returns a hit or nothing.
 const RULES: &[(&str, Rule)] = &[
     ("port_closed", port_closed),
+    ("process_gone", process_gone),
+    ("process_exited", process_exited),
+    ("process_stopped", process_stopped),
     ("unreachable", unreachable),
     ("cluster_invisible", cluster_invisible),
+    ("process_alive_no_answer", process_alive_no_answer),
     ("no_answer", no_answer),
     ("fenced_but_serving", fenced_but_serving),
     ("stale_leader", stale_leader),
@@ -149,6 +162,9 @@ const RULES: &[(&str, Rule)] = &[
     ("canary_not_enough_replicas", canary_not_enough_replicas),
     ("metadata_disagreement", metadata_disagreement),
     ("slow", slow),
+    ("port_not_listening", port_not_listening),
+    ("log_dir_low_space", log_dir_low_space),
+    ("log_dir_unreadable", log_dir_unreadable),
 ];
 
 fn hit(rule: &'static str, state: BrokerState, detail: String) -> Option<RuleHit> {
@@ -425,6 +441,216 @@ fn slow(f: &BrokerFacts, s: &VerdictSettings) -> Option<RuleHit> {
         .flatten()
 }
 
+// Host mode. Each rule says what the host shows in one sentence with what the protocol
+// said, so the evidence reads like an operator's notes: "process 4711 stopped by a signal,
+// port 9092 listening, no request answered for 12 s".
+
+/// "no request answered for 12 s", or nothing while it answers.
+fn silence(f: &BrokerFacts) -> String {
+    if f.probe.answered() {
+        return "it answers requests".into();
+    }
+    match f.silent_for {
+        Some(d) => format!("no request answered for {} s", d.as_secs()),
+        None => "no request answered this round".into(),
+    }
+}
+
+/// The process in words: pid, state, CPU, threads, descriptors.
+fn process_words(h: &HostObservation) -> String {
+    let Some(p) = &h.process else {
+        return match &h.not_found {
+            Some(why) => format!("no process found ({why})"),
+            None => "no process found".into(),
+        };
+    };
+    let mut parts = vec![format!("process {} {}", p.pid, p.state.words())];
+    match p.cpu_advancing {
+        Some(true) => parts.push("CPU time advancing".into()),
+        Some(false) => parts.push(format!("CPU time not advancing ({:.1} s)", p.cpu_seconds)),
+        None => {}
+    }
+    let mut threads = format!("{} threads", p.threads);
+    if let Some(d) = p.threads_in_io_wait.filter(|d| *d > 0) {
+        threads.push_str(&format!(", {d} in uninterruptible I/O wait (D)"));
+    }
+    parts.push(threads);
+    match (&p.open_fds, &p.open_fds_error) {
+        (Some(n), _) => parts.push(format!("{n} open fds")),
+        (None, Some(_)) => parts.push("open fds: cannot read (permission)".into()),
+        (None, None) => {}
+    }
+    parts.join(", ")
+}
+
+/// The configured ports in words: "port 127.0.0.11:9092 listening (its socket)".
+fn ports_words(h: &HostObservation) -> Option<String> {
+    if let Some(e) = &h.ports_error {
+        return Some(format!("ports: {e}"));
+    }
+    if h.ports.is_empty() {
+        return None;
+    }
+    let words: Vec<String> = h
+        .ports
+        .iter()
+        .map(|p| {
+            let whose = match p.owned_by_process {
+                Some(true) => " (its socket)",
+                Some(false) => " (by another process)",
+                None => "",
+            };
+            if p.listening {
+                format!("port {} listening{whose}", p.port)
+            } else {
+                format!("port {} not listening", p.port)
+            }
+        })
+        .collect();
+    Some(words.join(", "))
+}
+
+/// Process, ports and silence in one sentence.
+fn host_sentence(h: &HostObservation, f: &BrokerFacts) -> String {
+    let mut parts = vec![process_words(h)];
+    parts.extend(ports_words(h));
+    parts.push(silence(f));
+    parts.join("; ")
+}
+
+fn process_gone(f: &BrokerFacts, _: &VerdictSettings) -> Option<RuleHit> {
+    let h = f.host?;
+    if !h.process_gone() {
+        return None;
+    }
+    if f.probe.answered() {
+        // Something answers at its address: the lookup is more likely wrong than Kafka.
+        return hit(
+            "process_gone",
+            BrokerState::Degraded,
+            format!(
+                "{}; yet the broker answers at {}: check the host.brokers process setting",
+                process_words(h),
+                f.probe.endpoint.address()
+            ),
+        );
+    }
+    hit("process_gone", BrokerState::Down, host_sentence(h, f))
+}
+
+fn process_exited(f: &BrokerFacts, _: &VerdictSettings) -> Option<RuleHit> {
+    let h = f.host?;
+    let p = h.process.as_ref()?;
+    p.state
+        .has_exited()
+        .then(|| hit("process_exited", BrokerState::Down, host_sentence(h, f)))
+        .flatten()
+}
+
+fn process_stopped(f: &BrokerFacts, _: &VerdictSettings) -> Option<RuleHit> {
+    let h = f.host?;
+    let p = h.process.as_ref()?;
+    // A stopped process serves nothing whatever its port says: the kernel still completes
+    // TCP handshakes for it, which is why a port check calls it alive.
+    p.state
+        .is_stopped()
+        .then(|| hit("process_stopped", BrokerState::Zombie, host_sentence(h, f)))
+        .flatten()
+}
+
+fn process_alive_no_answer(f: &BrokerFacts, _: &VerdictSettings) -> Option<RuleHit> {
+    let h = f.host?;
+    let p = h.process.as_ref()?;
+    if p.state.is_stopped()
+        || p.state.has_exited()
+        || f.cluster_invisible
+        || !f.probe.tcp_open()
+        || f.probe.answered()
+    {
+        return None;
+    }
+    hit(
+        "process_alive_no_answer",
+        BrokerState::Zombie,
+        host_sentence(h, f),
+    )
+}
+
+fn port_not_listening(f: &BrokerFacts, _: &VerdictSettings) -> Option<RuleHit> {
+    let h = f.host?;
+    let p = h.process.as_ref()?;
+    if p.state.has_exited() {
+        return None;
+    }
+    let bad: Vec<String> = h
+        .ports
+        .iter()
+        .filter_map(|port| match (port.listening, port.owned_by_process) {
+            (false, _) => Some(format!("nothing listens on {}", port.port)),
+            (true, Some(false)) => Some(format!("{} is held by another process", port.port)),
+            _ => None,
+        })
+        .collect();
+    if bad.is_empty() {
+        return None;
+    }
+    hit(
+        "port_not_listening",
+        BrokerState::Degraded,
+        format!(
+            "process {} is {}, but {}",
+            p.pid,
+            p.state.words(),
+            bad.join(", ")
+        ),
+    )
+}
+
+fn log_dir_low_space(f: &BrokerFacts, _: &VerdictSettings) -> Option<RuleHit> {
+    let h = f.host?;
+    let low: Vec<String> = h
+        .low_log_dirs()
+        .map(|d| {
+            format!(
+                "log dir {}: {} free of {} ({:.1}%)",
+                d.path,
+                crate::host::disk::human_bytes(d.free_bytes.unwrap_or(0)),
+                crate::host::disk::human_bytes(d.total_bytes.unwrap_or(0)),
+                d.free_ratio.unwrap_or(0.0) * 100.0
+            )
+        })
+        .collect();
+    if low.is_empty() {
+        return None;
+    }
+    hit(
+        "log_dir_low_space",
+        BrokerState::Degraded,
+        format!(
+            "low free space, below {:.1}%: {}",
+            h.log_dir_min_free_ratio * 100.0,
+            low.join("; ")
+        ),
+    )
+}
+
+fn log_dir_unreadable(f: &BrokerFacts, _: &VerdictSettings) -> Option<RuleHit> {
+    let h = f.host?;
+    let bad: Vec<String> = h
+        .log_dirs
+        .iter()
+        .filter_map(|d| d.error.as_ref().map(|e| format!("{} ({e})", d.path)))
+        .collect();
+    if bad.is_empty() {
+        return None;
+    }
+    hit(
+        "log_dir_unreadable",
+        BrokerState::Degraded,
+        format!("free space cannot be read: {}", bad.join("; ")),
+    )
+}
+
 /// How the other brokers see each probed broker: DescribeCluster answers first (they know
 /// fencing), else Metadata broker lists; a broker's own answer does not count.
 ///
@@ -652,6 +878,15 @@ pub fn judge(
                 recently_down,
                 cluster_invisible,
                 canary: canary_facts.get(id).cloned().unwrap_or_default(),
+                host: obs.host.get(id),
+                silent_for: if probe.answered() {
+                    None
+                } else {
+                    memory
+                        .get(id)
+                        .and_then(|m| m.last_answered_at)
+                        .and_then(|t| now.duration_since(t).ok())
+                },
             };
             verdict_of(&facts, settings)
         })
@@ -668,6 +903,7 @@ pub fn judge(
                 address: String::new(),
                 state: BrokerState::Down,
                 registration: Registration::Absent,
+                answered: false,
                 hits: vec![RuleHit {
                     rule: "not_registered",
                     state: BrokerState::Down,
@@ -698,6 +934,7 @@ pub fn verdict_of(facts: &BrokerFacts, settings: &VerdictSettings) -> BrokerVerd
             .map(|h| h.state)
             .unwrap_or(BrokerState::Healthy),
         registration: facts.registration,
+        answered: facts.probe.answered(),
         hits,
     }
 }
@@ -712,6 +949,9 @@ pub fn remember(
         let m = memory.entry(v.broker).or_default();
         if v.state == BrokerState::Down {
             m.last_down_at = Some(now);
+        }
+        if v.answered {
+            m.last_answered_at = Some(now);
         }
         if m.state.is_none_or(|(s, _)| s != v.state) {
             m.state = Some((v.state, now));

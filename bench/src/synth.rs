@@ -277,6 +277,7 @@ pub fn observation(
         bootstrap_failures: Vec::new(),
         min_isr,
         unclean_disabled: Default::default(),
+        host: Default::default(),
     }
 }
 

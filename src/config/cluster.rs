@@ -363,6 +363,10 @@ pub(crate) fn cluster(
         }),
     };
     let own = layer(cx, &mut f);
+    let host = match f.get(s::HOST_KEY) {
+        None => Some(None),
+        Some(e) => super::host::host(cx, e, f.child(s::HOST_KEY)).map(Some),
+    };
     let cluster_pos = f.pos;
     f.finish(&mut cx.rep, &|_| None);
 
@@ -384,6 +388,7 @@ pub(crate) fn cluster(
             canary: m.canary,
             verdict: m.verdict,
             librdkafka: m.librdkafka,
+            host: host?,
         })
     })();
     (raw_name, built)

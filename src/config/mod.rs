@@ -9,7 +9,8 @@
 //! 2. `build`: typed readers (`read`) walk that tree; each wrong value is recorded as a
 //!    `Problem` and reading goes on. `schema` is the single table of key names, ranges and
 //!    built-in defaults; `checks` holds the value rules; `types` the resolved result;
-//!    `http` the `http:` block (listen address, HTTPS, credentials).
+//!    `http` the `http:` block (listen address, HTTPS, credentials); `host` a cluster's
+//!    `host:` block (host mode and remediation).
 //!
 //! Dependencies, and why each:
 //! - `saphyr-parser`: a pure-Rust YAML 1.2 event parser whose events carry line and
@@ -26,6 +27,7 @@
 mod build;
 mod checks;
 mod cluster;
+mod host;
 mod http;
 mod read;
 mod schema;
@@ -43,8 +45,9 @@ use std::path::{Path, PathBuf};
 
 pub use http::HttpTlsError;
 pub use types::{
-    CanaryConfig, ClientCert, ClusterConfig, Config, HttpAuth, HttpTlsConfig, LogConfig, LogFormat,
-    LogLevel, SaslConfig, SaslMechanism, Secret, Security, SecurityProtocol, Severity, TlsConfig,
+    CanaryConfig, ClientCert, ClusterConfig, Config, HostBrokerConfig, HostConfig, HttpAuth,
+    HttpTlsConfig, LogConfig, LogFormat, LogLevel, PortSpec, ProcessLocator, RemediationConfig,
+    SaslConfig, SaslMechanism, Secret, Security, SecurityProtocol, Severity, TlsConfig,
     TopicFilter, VerdictConfig, WebhookConfig, WebhookFormat,
 };
 

@@ -79,7 +79,7 @@ pub(crate) const FORGET_BROKER_AFTER: IntSpec = IntSpec {
 };
 /// Partition entries per round in full Metadata answers, over all brokers. Beyond it only
 /// some brokers (at least three, in turn) are asked for every topic; the others for the
-/// canary topic only. A million keeps a round of 200k partitions under 100 ms.
+/// canary topic only. 600k: three full answers of 200k partitions, a round of about 60 ms.
 pub(crate) const FULL_METADATA_BUDGET: IntSpec = IntSpec {
     key: "full_metadata_partition_budget",
     default: crate::probe::DEFAULT_FULL_METADATA_BUDGET,
@@ -174,6 +174,74 @@ pub(crate) const VERDICT_LATENCY_FACTOR: FloatSpec = FloatSpec {
     above: 1.0,
     max: 1000.0,
 };
+
+// Host mode (`clusters[].host`): what the watchdog observes of the brokers on its own host,
+// and the guarded remediation it may run for them.
+pub(crate) const HOST_KEY: &str = "host";
+pub(crate) const HOST_BROKERS_KEY: &str = "brokers";
+pub(crate) const HOST_LOG_DIR_MIN_FREE_RATIO: FloatSpec = FloatSpec {
+    key: "log_dir_min_free_ratio",
+    default: 0.05,
+    above: 0.0,
+    max: 1.0,
+};
+/// Cluster-wide: no second remediation in a cluster this soon after one.
+pub(crate) const HOST_REMEDIATION_COOLDOWN: IntSpec = IntSpec {
+    key: "remediation_cooldown_secs",
+    default: 1800,
+    min: 0,
+    max: 7 * DAY_SECS,
+};
+/// Cluster-wide: remediations in any 24 hours.
+pub(crate) const HOST_REMEDIATION_MAX_PER_DAY: IntSpec = IntSpec {
+    key: "remediation_max_per_day",
+    default: 3,
+    min: 1,
+    max: 1000,
+};
+pub(crate) const HOST_BROKER_ID: IntSpec = IntSpec {
+    key: "id",
+    default: 0,
+    min: 0,
+    max: i32::MAX as u64,
+};
+/// Exactly one of these finds a broker's process.
+pub(crate) const HOST_PROCESS_SYSTEMD_UNIT: &str = "systemd_unit";
+pub(crate) const HOST_PROCESS_PID_FILE: &str = "pid_file";
+pub(crate) const HOST_PROCESS_CMDLINE_REGEX: &str = "cmdline_regex";
+pub(crate) const HOST_LOG_DIRS_KEY: &str = "log_dirs";
+pub(crate) const HOST_PORTS_KEY: &str = "ports";
+pub(crate) const REMEDIATION_KEY: &str = "remediation";
+pub(crate) const REMEDIATION_ENABLED: BoolSpec = BoolSpec {
+    key: "enabled",
+    default: false,
+};
+pub(crate) const REMEDIATION_DRY_RUN: BoolSpec = BoolSpec {
+    key: "dry_run",
+    default: false,
+};
+pub(crate) const REMEDIATION_COMMAND_KEY: &str = "command";
+pub(crate) const REMEDIATION_BEFORE_COMMAND_KEY: &str = "before_command";
+pub(crate) const REMEDIATION_ZOMBIE_FOR: IntSpec = IntSpec {
+    key: "zombie_for_secs",
+    default: 120,
+    min: 1,
+    max: DAY_SECS,
+};
+pub(crate) const REMEDIATION_TIMEOUT: IntSpec = IntSpec {
+    key: "timeout_secs",
+    default: 300,
+    min: 1,
+    max: 3600,
+};
+pub(crate) const REMEDIATION_BEFORE_TIMEOUT: IntSpec = IntSpec {
+    key: "before_timeout_secs",
+    default: 60,
+    min: 1,
+    max: 3600,
+};
+/// Words replaced in command arguments when a command runs.
+pub(crate) const REMEDIATION_PLACEHOLDERS: &[&str] = &["{pid}", "{broker}", "{cluster}"];
 
 // Top level.
 pub(crate) const INSTANCE_ID_FALLBACK: &str = "kafka-watchdog";
@@ -320,7 +388,7 @@ pub(crate) const LIBRDKAFKA_RESERVED: &[(&str, &str)] = &[
 ];
 
 /// Keys a cluster has that `defaults:` cannot carry, for a precise message there.
-pub(crate) const CLUSTER_ONLY_KEYS: &[&str] = &["name", "bootstrap_servers", "security"];
+pub(crate) const CLUSTER_ONLY_KEYS: &[&str] = &["name", "bootstrap_servers", "security", "host"];
 
 pub(crate) const PROTOCOLS: &[(&str, SecurityProtocol)] = &[
     ("PLAINTEXT", SecurityProtocol::Plaintext),

@@ -113,6 +113,107 @@ pub struct ClusterConfig {
     pub verdict: VerdictConfig,
     /// Extra librdkafka properties; never one the watchdog sets itself.
     pub librdkafka: BTreeMap<String, String>,
+    /// Host mode: brokers of this cluster that run on the watchdog's own host.
+    pub host: Option<HostConfig>,
+}
+
+/// Host mode of one cluster: the brokers on this host and the cluster-wide remediation
+/// limits.
+#[derive(Clone, Debug, PartialEq)]
+pub struct HostConfig {
+    /// In (0, 1]: a log directory with less free space than this is reported.
+    pub log_dir_min_free_ratio: f64,
+    pub remediation_cooldown: Duration,
+    pub remediation_max_per_day: u32,
+    /// Never empty; broker ids are unique.
+    pub brokers: Vec<HostBrokerConfig>,
+}
+
+impl HostConfig {
+    pub fn broker(&self, id: i32) -> Option<&HostBrokerConfig> {
+        self.brokers.iter().find(|b| b.broker_id == id)
+    }
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct HostBrokerConfig {
+    pub broker_id: i32,
+    pub process: ProcessLocator,
+    pub log_dirs: Vec<PathBuf>,
+    pub ports: Vec<PortSpec>,
+    /// `None`: no remediation block.
+    pub remediation: Option<RemediationConfig>,
+}
+
+/// How a broker's process is found.
+#[derive(Clone, Debug)]
+pub enum ProcessLocator {
+    /// MainPID of the unit.
+    SystemdUnit(String),
+    PidFile(PathBuf),
+    /// Searched (not anchored) in each `/proc/<pid>/cmdline`, arguments joined by spaces.
+    Cmdline {
+        regex: Regex,
+        source: String,
+    },
+}
+
+impl ProcessLocator {
+    /// In words, for `/status` and evidence.
+    pub fn describe(&self) -> String {
+        match self {
+            ProcessLocator::SystemdUnit(u) => format!("systemd unit {u}"),
+            ProcessLocator::PidFile(p) => format!("pid file {}", p.display()),
+            ProcessLocator::Cmdline { source, .. } => format!("command line matching '{source}'"),
+        }
+    }
+}
+
+/// Compiled patterns have no equality; the text they came from does.
+impl PartialEq for ProcessLocator {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (ProcessLocator::SystemdUnit(a), ProcessLocator::SystemdUnit(b)) => a == b,
+            (ProcessLocator::PidFile(a), ProcessLocator::PidFile(b)) => a == b,
+            (
+                ProcessLocator::Cmdline { source: a, .. },
+                ProcessLocator::Cmdline { source: b, .. },
+            ) => a == b,
+            _ => false,
+        }
+    }
+}
+
+/// A port to check, on one address or (without one) on any.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct PortSpec {
+    pub addr: Option<std::net::IpAddr>,
+    pub port: u16,
+}
+
+impl fmt::Display for PortSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.addr {
+            Some(std::net::IpAddr::V6(a)) => write!(f, "[{a}]:{}", self.port),
+            Some(a) => write!(f, "{a}:{}", self.port),
+            None => write!(f, "{}", self.port),
+        }
+    }
+}
+
+/// What to run for a broker that has been a zombie for `zombie_for`, under the guards.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RemediationConfig {
+    pub enabled: bool,
+    /// Decide and report, never run.
+    pub dry_run: bool,
+    /// argv: run directly, never through a shell. Never empty.
+    pub command: Vec<String>,
+    /// Run first; its output is kept in the state folder for the post-mortem.
+    pub before_command: Option<Vec<String>>,
+    pub zombie_for: Duration,
+    pub timeout: Duration,
+    pub before_timeout: Duration,
 }
 
 /// Invariants: `sasl` is `Some` exactly for the SASL protocols and `tls` exactly for the

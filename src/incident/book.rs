@@ -198,7 +198,8 @@ impl IncidentBook {
     }
 }
 
-fn incident_id(key: &FindingKey, started_at: SystemTime) -> String {
+/// `kw-` and 20 hex digits of a hash of the dedup key and the start time.
+pub(crate) fn incident_id(key: &FindingKey, started_at: SystemTime) -> String {
     let material = format!("{}\n{}", key.dedup_key(), unix_ms(started_at));
     let digest = ring::digest::digest(&ring::digest::SHA256, material.as_bytes());
     let hex: String = digest.as_ref()[..10]

@@ -24,6 +24,7 @@ use crate::config::{Severity, VerdictConfig};
 use crate::observe::BrokerId;
 use crate::verdict::BrokerState;
 
+pub(crate) use book::incident_id;
 pub use book::IncidentBook;
 pub use findings::{findings, MAX_AFFECTED_PARTITIONS};
 pub(crate) use state::{ensure_dir, write_atomic};
@@ -78,10 +79,13 @@ pub enum FindingKind {
     /// A partition's new leader was not in its previous ISR: acknowledged writes may be
     /// gone (incident 4).
     UncleanElection,
+    /// The watchdog ran, refused to run, or would have run (dry run) a broker's remediation
+    /// command. Its events are one-shot (`EventKind::is_one_shot`), never an open incident.
+    Remediation,
 }
 
 impl FindingKind {
-    pub const ALL: [FindingKind; 9] = [
+    pub const ALL: [FindingKind; 10] = [
         FindingKind::Broker,
         FindingKind::OfflinePartitions,
         FindingKind::UnderMinIsr,
@@ -91,6 +95,7 @@ impl FindingKind {
         FindingKind::AcknowledgedLoss,
         FindingKind::CanaryUnavailable,
         FindingKind::UncleanElection,
+        FindingKind::Remediation,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -104,6 +109,7 @@ impl FindingKind {
             FindingKind::AcknowledgedLoss => "acknowledged_loss",
             FindingKind::CanaryUnavailable => "canary_unavailable",
             FindingKind::UncleanElection => "unclean_election",
+            FindingKind::Remediation => "remediation",
         }
     }
 
@@ -119,6 +125,7 @@ impl FindingKind {
             FindingKind::AcknowledgedLoss => "KafkaWatchdogAcknowledgedLoss",
             FindingKind::CanaryUnavailable => "KafkaWatchdogCanaryUnavailable",
             FindingKind::UncleanElection => "KafkaWatchdogUncleanElection",
+            FindingKind::Remediation => "KafkaWatchdogRemediation",
         }
     }
 
@@ -136,7 +143,9 @@ impl FindingKind {
             | FindingKind::AcknowledgedLoss
             | FindingKind::UncleanElection
             | FindingKind::ClusterUnreachable => Severity::Critical,
-            FindingKind::UnderReplicated | FindingKind::CanaryUnavailable => Severity::Warning,
+            FindingKind::UnderReplicated
+            | FindingKind::CanaryUnavailable
+            | FindingKind::Remediation => Severity::Warning,
         }
     }
 
@@ -333,6 +342,12 @@ pub enum EventKind {
     Resolved,
     /// Still open; made by delivery at each receiver's repeat interval.
     Reminder,
+    /// Remediation: the command ran (its exit status is in the evidence).
+    Acted,
+    /// Remediation: a guard refused it; the reasons are in the evidence.
+    Refused,
+    /// Remediation in dry-run mode: what would have happened.
+    DryRun,
 }
 
 impl EventKind {
@@ -342,7 +357,18 @@ impl EventKind {
             EventKind::Updated => "updated",
             EventKind::Resolved => "resolved",
             EventKind::Reminder => "reminder",
+            EventKind::Acted => "acted",
+            EventKind::Refused => "refused",
+            EventKind::DryRun => "dry_run",
         }
+    }
+
+    /// An event that is news once and opens nothing: no reminders, no resolve.
+    pub fn is_one_shot(self) -> bool {
+        matches!(
+            self,
+            EventKind::Acted | EventKind::Refused | EventKind::DryRun
+        )
     }
 }
 

@@ -34,6 +34,7 @@ fn verdict(
         address: format!("127.0.0.1{id}:9092"),
         state,
         registration: Registration::Registered,
+        answered: state == BrokerState::Healthy,
         hits: hits
             .iter()
             .map(|(rule, state, detail)| RuleHit {

@@ -17,6 +17,8 @@ pub const GENERIC_SCHEMA_VERSION: u32 = 1;
 pub const SIGNATURE_HEADER: &str = "X-Kafka-Watchdog-Signature";
 /// Events API v2 refuses longer summaries.
 pub const PAGERDUTY_SUMMARY_MAX: usize = 1024;
+/// How long Alertmanager shows a one-shot event (remediation acted, refused, dry run).
+pub const ONE_SHOT_ALERT_LIFETIME: Duration = Duration::from_secs(900);
 
 /// What a format needs besides the notification.
 #[derive(Debug, Clone, Copy)]
@@ -105,6 +107,9 @@ fn headline(n: &Notification, now: SystemTime) -> String {
         EventKind::Updated => format!("updated ({})", n.event.changes.join("; ")),
         EventKind::Resolved => format!("resolved after {}", human(i.duration(now))),
         EventKind::Reminder => format!("still open after {}", human(i.duration(now))),
+        EventKind::Acted => "command run".to_string(),
+        EventKind::Refused => "refused".to_string(),
+        EventKind::DryRun => "dry run".to_string(),
     };
     format!(
         "[{}] {} {}: {what}",
@@ -119,12 +124,12 @@ fn headline(n: &Notification, now: SystemTime) -> String {
 /// | field | type | meaning |
 /// |---|---|---|
 /// | `schema_version` | number | 1 |
-/// | `event` | string | `opened`, `updated`, `resolved`, `reminder` |
+/// | `event` | string | `opened`, `updated`, `resolved`, `reminder`; for kind `remediation`: `acted`, `refused`, `dry_run` |
 /// | `notification_id` | string | `<instance_id>/<receiver>/<sequence>`: unique per notification |
 /// | `sequence` | number | grows with every notification to this receiver, also across restarts |
 /// | `incident_id` | string | unique per incident (a problem that comes back gets a new one) |
 /// | `dedup_key` | string | `kafka-watchdog/<cluster>/<subject>/<kind>`, the same on every watchdog |
-/// | `kind` | string | `broker`, `offline_partitions`, `under_min_isr`, `under_replicated`, `split_brain`, `cluster_unreachable`, `acknowledged_loss`, `canary_unavailable` |
+/// | `kind` | string | `broker`, `offline_partitions`, `under_min_isr`, `under_replicated`, `split_brain`, `cluster_unreachable`, `acknowledged_loss`, `canary_unavailable`, `unclean_election`, `remediation` |
 /// | `cluster` | string | the cluster's configured name |
 /// | `broker_id`, `broker_address` | number, string or null | for broker incidents |
 /// | `state` | string or null | the broker's verdict: `degraded`, `zombie`, `down`, `unknown` |
@@ -285,10 +290,23 @@ pub fn pagerduty(routing_key: &str, n: &Notification, ctx: &Context) -> Value {
         .broker_address
         .clone()
         .unwrap_or_else(|| i.cluster.clone());
+    // A remediation event joins the alert of the broker it is about (PagerDuty logs a
+    // trigger with an open alert's key on that alert) rather than opening an alert of its
+    // own that nothing would ever resolve.
+    let dedup_key = if n.event.kind.is_one_shot() {
+        crate::incident::FindingKey::new(
+            &i.cluster,
+            i.subject,
+            crate::incident::FindingKind::Broker,
+        )
+        .dedup_key()
+    } else {
+        i.dedup_key.clone()
+    };
     json!({
         "routing_key": routing_key,
         "event_action": "trigger",
-        "dedup_key": i.dedup_key,
+        "dedup_key": dedup_key,
         "client": format!("kafka-watchdog on {}", ctx.instance_id),
         "payload": {
             "summary": cut(&format!("{}: {}", i.cluster, i.summary), PAGERDUTY_SUMMARY_MAX),
@@ -379,12 +397,14 @@ pub fn alertmanager(repeat_interval: Option<Duration>, n: &Notification, ctx: &C
         let ended = i.resolved_at.unwrap_or(ctx.now);
         return json!([alert(i, i.severity, ended, ctx)]);
     }
-    let mut alerts = vec![alert(
-        i,
-        i.severity,
-        ctx.now + alert_lifetime(repeat_interval),
-        ctx,
-    )];
+    // A one-shot event (remediation) fires briefly and ends by itself: it is news, not a
+    // condition that stays.
+    let lifetime = if n.event.kind.is_one_shot() {
+        ONE_SHOT_ALERT_LIFETIME
+    } else {
+        alert_lifetime(repeat_interval)
+    };
+    let mut alerts = vec![alert(i, i.severity, ctx.now + lifetime, ctx)];
     if let (EventKind::Updated, Some(p)) = (n.event.kind, n.event.previous) {
         if p.severity != i.severity {
             alerts.push(alert(i, p.severity, ctx.now, ctx));

@@ -37,7 +37,8 @@ use crate::incident::{Incident, IncidentEvent};
 
 pub use format::{
     alert_lifetime, alertmanager, generic, human, pagerduty, render, signature, slack, teams,
-    Context, Request, GENERIC_SCHEMA_VERSION, PAGERDUTY_SUMMARY_MAX, SIGNATURE_HEADER,
+    Context, Request, GENERIC_SCHEMA_VERSION, ONE_SHOT_ALERT_LIFETIME, PAGERDUTY_SUMMARY_MAX,
+    SIGNATURE_HEADER,
 };
 pub use route::{judge, parse_retry_after, route, Backoff, Outcome, Reminders};
 pub use spool::SpoolError;

@@ -40,6 +40,9 @@ pub fn route(cfg: &WebhookConfig, ev: &IncidentEvent) -> Option<EventKind> {
         EventKind::Resolved => {
             (cfg.send_resolved && i.peak_severity >= min).then_some(EventKind::Resolved)
         }
+        EventKind::Acted | EventKind::Refused | EventKind::DryRun => {
+            (i.severity >= min).then_some(ev.kind)
+        }
     }
 }
 
@@ -119,6 +122,10 @@ pub struct Reminders {
 impl Reminders {
     /// Keeps the open set in step with the events.
     pub fn record(&mut self, ev: &IncidentEvent) {
+        // A remediation event is told once; there is nothing open to remind of.
+        if ev.kind.is_one_shot() {
+            return;
+        }
         let id = &ev.incident.id;
         if ev.kind == EventKind::Resolved {
             self.open.remove(id);

@@ -28,7 +28,7 @@ pub struct ProbeSettings {
 }
 
 /// See `full_metadata_partition_budget` in the configuration.
-pub const DEFAULT_FULL_METADATA_BUDGET: u64 = 1_000_000;
+pub const DEFAULT_FULL_METADATA_BUDGET: u64 = 600_000;
 
 /// How many brokers are asked for every topic this round: all of them while
 /// `partitions x brokers` fits the budget, else as many as fit, never fewer than three (a
@@ -149,6 +149,7 @@ impl ClusterProber {
             bootstrap_failures,
             min_isr: self.min_isr.clone(),
             unclean_disabled: self.unclean_disabled.clone(),
+            host: BTreeMap::new(),
         }
     }
 
@@ -373,13 +374,13 @@ mod tests {
     fn small_clusters_ask_every_broker_for_every_topic() {
         assert_eq!(full_sources(3_000, 3, DEFAULT_FULL_METADATA_BUDGET), 3);
         assert_eq!(full_sources(10_000, 50, DEFAULT_FULL_METADATA_BUDGET), 50);
-        assert_eq!(full_sources(20_000, 50, DEFAULT_FULL_METADATA_BUDGET), 50);
+        assert_eq!(full_sources(12_000, 50, DEFAULT_FULL_METADATA_BUDGET), 50);
     }
 
     #[test]
     fn large_clusters_ask_as_many_as_the_budget_allows_but_at_least_three() {
-        assert_eq!(full_sources(200_000, 500, DEFAULT_FULL_METADATA_BUDGET), 5);
-        assert_eq!(full_sources(100_000, 200, DEFAULT_FULL_METADATA_BUDGET), 10);
+        assert_eq!(full_sources(200_000, 500, DEFAULT_FULL_METADATA_BUDGET), 3);
+        assert_eq!(full_sources(100_000, 200, DEFAULT_FULL_METADATA_BUDGET), 6);
         assert_eq!(
             full_sources(10_000_000, 500, DEFAULT_FULL_METADATA_BUDGET),
             3

@@ -1,0 +1,271 @@
+//! Running a remediation command: an argv (never a shell string), placeholders replaced,
+//! a deadline, stdin closed, stderr's tail kept for the event. Runs on tokio, so a slow
+//! command never holds up a round.
+
+use std::path::Path;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use tokio::io::AsyncReadExt;
+
+/// How much of stderr is kept for logs and the event: the end is where the error is.
+pub const STDERR_TAIL_BYTES: usize = 2048;
+
+/// What the placeholders of a command stand for.
+#[derive(Debug, Clone, Copy)]
+pub struct Values<'a> {
+    pub pid: Option<u32>,
+    pub broker: i32,
+    pub cluster: &'a str,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ExpandError {
+    #[error("the command needs {{pid}} but host mode found no process")]
+    NoPid,
+}
+
+/// The argv with `{pid}`, `{broker}` and `{cluster}` replaced.
+pub fn expand(argv: &[String], v: &Values) -> Result<Vec<String>, ExpandError> {
+    argv.iter()
+        .map(|a| {
+            let mut out = a
+                .replace("{broker}", &v.broker.to_string())
+                .replace("{cluster}", v.cluster);
+            if out.contains("{pid}") {
+                let pid = v.pid.ok_or(ExpandError::NoPid)?;
+                out = out.replace("{pid}", &pid.to_string());
+            }
+            Ok(out)
+        })
+        .collect()
+}
+
+/// How a command ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ran {
+    /// "exit status 0", "killed by signal 9", "timed out after 60 s (killed)", "cannot
+    /// start: No such file or directory".
+    pub status: String,
+    pub success: bool,
+    pub duration: Duration,
+    /// The last `STDERR_TAIL_BYTES` of stderr, lossily decoded.
+    pub stderr_tail: String,
+}
+
+/// Where stdout goes: nowhere, or a file kept for the post-mortem (a thread dump).
+pub enum Output<'a> {
+    Discard,
+    /// stdout and stderr both, in the file.
+    File(&'a Path),
+}
+
+pub async fn run(argv: &[String], timeout: Duration, output: Output<'_>) -> Ran {
+    let started = Instant::now();
+    let failed = |status: String| Ran {
+        status,
+        success: false,
+        duration: started.elapsed(),
+        stderr_tail: String::new(),
+    };
+    let Some((program, args)) = argv.split_first() else {
+        return failed("empty command".into());
+    };
+    let mut cmd = tokio::process::Command::new(program);
+    cmd.args(args).stdin(Stdio::null()).kill_on_drop(true);
+    let keep_stderr = match output {
+        Output::Discard => {
+            cmd.stdout(Stdio::null()).stderr(Stdio::piped());
+            true
+        }
+        Output::File(path) => {
+            let file = match std::fs::File::create(path) {
+                Ok(f) => f,
+                Err(e) => return failed(format!("cannot create {}: {e}", path.display())),
+            };
+            let err = match file.try_clone() {
+                Ok(f) => f,
+                Err(e) => return failed(format!("cannot share {}: {e}", path.display())),
+            };
+            cmd.stdout(file).stderr(err);
+            false
+        }
+    };
+    let mut child = match cmd.spawn() {
+        Ok(c) => c,
+        Err(e) => return failed(format!("cannot start {program}: {e}")),
+    };
+    let stderr = child.stderr.take();
+    let tail = async move {
+        let mut tail: Vec<u8> = Vec::new();
+        if let (true, Some(mut s)) = (keep_stderr, stderr) {
+            let mut buf = [0u8; 4096];
+            // Read to the end so the child never blocks on a full pipe; keep only the tail.
+            while let Ok(n) = s.read(&mut buf).await {
+                if n == 0 {
+                    break;
+                }
+                tail.extend_from_slice(&buf[..n]);
+                if tail.len() > STDERR_TAIL_BYTES {
+                    tail.drain(..tail.len() - STDERR_TAIL_BYTES);
+                }
+            }
+        }
+        tail
+    };
+    let waited = tokio::time::timeout(timeout, async { tokio::join!(child.wait(), tail) }).await;
+    let (status, success, tail) = match waited {
+        Ok((Ok(st), tail)) => (describe(st), st.success(), tail),
+        Ok((Err(e), tail)) => (format!("cannot wait for {program}: {e}"), false, tail),
+        Err(_) => {
+            // SIGKILL reaches the command itself; processes it started and detached are
+            // its own business (a restart script's broker must survive this).
+            let _ = child.start_kill();
+            let _ = tokio::time::timeout(Duration::from_secs(5), child.wait()).await;
+            (
+                format!("timed out after {} s (killed)", timeout.as_secs_f64()),
+                false,
+                Vec::new(),
+            )
+        }
+    };
+    Ran {
+        status,
+        success,
+        duration: started.elapsed(),
+        stderr_tail: String::from_utf8_lossy(&tail).trim().to_string(),
+    }
+}
+
+fn describe(st: std::process::ExitStatus) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    match (st.code(), st.signal()) {
+        (Some(c), _) => format!("exit status {c}"),
+        (None, Some(s)) => format!("killed by signal {s}"),
+        _ => "ended".into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn argv(a: &[&str]) -> Vec<String> {
+        a.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn placeholders() {
+        let v = Values {
+            pid: Some(4711),
+            broker: 2,
+            cluster: "lab",
+        };
+        assert_eq!(
+            expand(
+                &argv(&["jcmd", "{pid}", "Thread.print", "--b={broker}@{cluster}"]),
+                &v
+            )
+            .unwrap(),
+            argv(&["jcmd", "4711", "Thread.print", "--b=2@lab"])
+        );
+        let no_pid = Values { pid: None, ..v };
+        assert_eq!(
+            expand(&argv(&["jcmd", "{pid}"]), &no_pid),
+            Err(ExpandError::NoPid)
+        );
+        assert_eq!(
+            expand(&argv(&["systemctl", "restart", "kafka"]), &no_pid).unwrap(),
+            argv(&["systemctl", "restart", "kafka"])
+        );
+    }
+
+    #[tokio::test]
+    async fn exit_status_and_stderr_tail() {
+        let r = run(
+            &argv(&["/bin/sh", "-c", "echo out; echo oops >&2; exit 3"]),
+            Duration::from_secs(10),
+            Output::Discard,
+        )
+        .await;
+        assert_eq!(r.status, "exit status 3");
+        assert!(!r.success);
+        assert_eq!(r.stderr_tail, "oops");
+        let ok = run(
+            &argv(&["/bin/true"]),
+            Duration::from_secs(10),
+            Output::Discard,
+        )
+        .await;
+        assert!(ok.success);
+        assert_eq!(ok.status, "exit status 0");
+    }
+
+    #[tokio::test]
+    async fn only_the_tail_of_a_long_stderr_is_kept() {
+        let r = run(
+            &argv(&[
+                "/bin/sh",
+                "-c",
+                "head -c 100000 /dev/zero | tr '\\0' a >&2; echo END >&2",
+            ]),
+            Duration::from_secs(10),
+            Output::Discard,
+        )
+        .await;
+        assert!(r.success, "{r:?}");
+        assert!(r.stderr_tail.len() <= STDERR_TAIL_BYTES);
+        assert!(
+            r.stderr_tail.ends_with("aEND"),
+            "{}",
+            &r.stderr_tail[r.stderr_tail.len() - 10..]
+        );
+    }
+
+    #[tokio::test]
+    async fn a_command_past_its_deadline_is_killed() {
+        let started = Instant::now();
+        let r = run(
+            &argv(&["/bin/sleep", "30"]),
+            Duration::from_millis(300),
+            Output::Discard,
+        )
+        .await;
+        assert_eq!(r.status, "timed out after 0.3 s (killed)");
+        assert!(!r.success);
+        assert!(started.elapsed() < Duration::from_secs(5));
+    }
+
+    #[tokio::test]
+    async fn a_missing_program_is_reported() {
+        let r = run(
+            &argv(&["/no/such/kw-program"]),
+            Duration::from_secs(1),
+            Output::Discard,
+        )
+        .await;
+        assert!(
+            r.status.starts_with("cannot start /no/such/kw-program"),
+            "{}",
+            r.status
+        );
+        assert!(!r.success);
+        let r = run(&[], Duration::from_secs(1), Output::Discard).await;
+        assert_eq!(r.status, "empty command");
+    }
+
+    #[tokio::test]
+    async fn output_to_a_file_keeps_stdout_and_stderr() {
+        let path = std::env::temp_dir().join(format!("kw-run-{}.txt", std::process::id()));
+        let r = run(
+            &argv(&["/bin/sh", "-c", "echo dump; echo warn >&2"]),
+            Duration::from_secs(10),
+            Output::File(&path),
+        )
+        .await;
+        assert!(r.success);
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(text.contains("dump") && text.contains("warn"), "{text}");
+        let _ = std::fs::remove_file(path);
+    }
+}
