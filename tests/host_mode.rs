@@ -382,6 +382,9 @@ fn remediation_restarts_a_frozen_broker_after_the_configured_time() {
     let status = w.status();
     let rec = &status["remediations"][0];
     assert_eq!(rec["outcome"], "acted", "{status:#}");
+    // With host mode on and a remediation made, every host and remediation metric the
+    // dashboard and the alert rules use is exposed.
+    common::watchdog::dashboard_metrics_exist(&w, common::watchdog::host_mode_metric);
     drop(w);
 }
 

@@ -319,3 +319,50 @@ pub fn is_event(v: &serde_json::Value, event: &str, kind: &str, broker: Option<i
         && v["kind"] == kind
         && broker.is_none_or(|b| v["broker_id"].as_i64() == Some(b))
 }
+
+/// Metrics that exist only with host mode (a cluster's `host:` block) or remediation.
+pub fn host_mode_metric(name: &str) -> bool {
+    name.starts_with("kafka_watchdog_host_") || name.starts_with("kafka_watchdog_remediations")
+}
+
+/// Every metric the Grafana dashboard and the alert rules use, among those `which` selects,
+/// exists in this daemon's real /metrics.
+pub fn dashboard_metrics_exist(w: &Watchdog, which: impl Fn(&str) -> bool) {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut used = std::collections::BTreeSet::new();
+    for file in ["dashboards/kafka-watchdog.json", "dashboards/alerts.yaml"] {
+        let text = std::fs::read_to_string(root.join(file)).unwrap();
+        let mut rest = text.as_str();
+        while let Some(i) = rest.find("kafka_watchdog_") {
+            let name: String = rest[i..]
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                .collect();
+            rest = &rest[i + name.len()..];
+            if which(&name) {
+                used.insert(name);
+            }
+        }
+    }
+    let (_, text) = w.get("/metrics").unwrap();
+    let families: std::collections::BTreeSet<&str> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE "))
+        .filter_map(|l| l.split_whitespace().next())
+        .collect();
+    let missing: Vec<&String> = used
+        .iter()
+        .filter(|name| {
+            let base = ["_bucket", "_count", "_sum", "_total"]
+                .iter()
+                .find_map(|s| name.strip_suffix(s))
+                .unwrap_or(name);
+            !families.contains(name.as_str()) && !families.contains(base)
+        })
+        .collect();
+    assert!(!used.is_empty(), "no metric name read from the dashboard");
+    assert!(
+        missing.is_empty(),
+        "used by the dashboard or rules but not exposed: {missing:?}"
+    );
+}
