@@ -101,7 +101,7 @@ pub fn trim_heap() {
 /// utime + stime of a process in seconds, from /proc/<pid>/stat.
 pub fn cpu_seconds(pid: u32) -> Option<f64> {
     let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    parse_stat_cpu_ticks(&text).map(|ticks| ticks as f64 / clock_ticks())
+    parse_stat_cpu_ticks(&text).map(|ticks| ticks as f64 / kafka_watchdog::host::clock_ticks())
 }
 
 /// The process name (field 2) may hold spaces and parentheses, so fields are counted from
@@ -113,16 +113,6 @@ fn parse_stat_cpu_ticks(stat: &str) -> Option<u64> {
     let utime: u64 = fields.get(14 - 3)?.parse().ok()?;
     let stime: u64 = fields.get(15 - 3)?.parse().ok()?;
     Some(utime + stime)
-}
-
-fn clock_ticks() -> f64 {
-    // SAFETY: sysconf has no preconditions.
-    let t = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-    if t > 0 {
-        t as f64
-    } else {
-        100.0
-    }
 }
 
 /// Raises the soft RLIMIT_NOFILE to the hard limit; returns (soft before, soft after).

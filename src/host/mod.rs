@@ -151,7 +151,7 @@ pub struct HostObserver {
 }
 
 /// Clock ticks per second, for utime and stime (100 on every common Linux).
-fn clock_ticks() -> f64 {
+pub fn clock_ticks() -> f64 {
     // SAFETY: sysconf has no preconditions.
     let t = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
     if t > 0 {
