@@ -375,7 +375,7 @@ fn incident4_offline_partitions_attributed_and_unclean_election_reported() {
     eventually(WAIT, "ISR of the unclean topic shrinks to [3]", || {
         let _ = producer.send(&unclean, 0, &common::payloads("x", 1));
         let ps = client::partitions(&bs, &unclean).ok()?;
-        (ps[0].isr == vec![3]).then_some(())
+        (ps.first()?.isr == vec![3]).then_some(())
     });
     lab.kill(3).unwrap();
     lab.heal(Some(2)).unwrap();
