@@ -85,6 +85,22 @@ pub struct HostObservation {
 }
 
 impl HostObservation {
+    /// A look at `broker` before anything was seen: no process, ports or log dirs yet.
+    pub fn unseen(broker: BrokerId, locator: String, log_dir_min_free_ratio: f64) -> Self {
+        HostObservation {
+            broker,
+            locator,
+            process: None,
+            not_found: None,
+            error: None,
+            locate_note: None,
+            ports: Vec::new(),
+            ports_error: None,
+            log_dirs: Vec::new(),
+            log_dir_min_free_ratio,
+        }
+    }
+
     /// The process was looked for and is not there.
     pub fn process_gone(&self) -> bool {
         self.process.is_none() && self.error.is_none()
@@ -209,18 +225,11 @@ impl HostObserver {
             tokio::task::spawn_blocking(move || read_all(&root, &cfg, pid)),
         )
         .await;
-        let mut obs = HostObservation {
-            broker: b.broker_id,
-            locator: b.process.describe(),
-            process: None,
-            not_found: None,
-            error: None,
-            locate_note: None,
-            ports: Vec::new(),
-            ports_error: None,
-            log_dirs: Vec::new(),
-            log_dir_min_free_ratio: self.config.log_dir_min_free_ratio,
-        };
+        let mut obs = HostObservation::unseen(
+            b.broker_id,
+            b.process.describe(),
+            self.config.log_dir_min_free_ratio,
+        );
         let raw = match reads {
             Ok(Ok(raw)) => raw,
             Ok(Err(join)) => {
@@ -438,16 +447,8 @@ mod tests {
             error: None,
         };
         let obs = HostObservation {
-            broker: 1,
-            locator: String::new(),
-            process: None,
-            not_found: None,
-            error: None,
-            locate_note: None,
-            ports: Vec::new(),
-            ports_error: None,
             log_dirs: vec![dir(Some(0.01)), dir(Some(0.5)), dir(None)],
-            log_dir_min_free_ratio: 0.05,
+            ..HostObservation::unseen(1, String::new(), 0.05)
         };
         assert_eq!(obs.low_log_dirs().count(), 1);
     }

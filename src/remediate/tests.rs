@@ -328,8 +328,6 @@ async fn an_action_runs_in_a_task_and_reports_its_exit_status() {
     r.host.insert(
         1,
         crate::host::HostObservation {
-            broker: 1,
-            locator: String::new(),
             process: Some(crate::host::ProcessSeen {
                 pid: 4711,
                 state: crate::host::ProcessState::Stopped,
@@ -340,13 +338,7 @@ async fn an_action_runs_in_a_task_and_reports_its_exit_status() {
                 open_fds: None,
                 open_fds_error: None,
             }),
-            not_found: None,
-            error: None,
-            locate_note: None,
-            ports: Vec::new(),
-            ports_error: None,
-            log_dirs: Vec::new(),
-            log_dir_min_free_ratio: 0.05,
+            ..crate::host::HostObservation::unseen(1, String::new(), 0.05)
         },
     );
     f.r.after_round(&r, t(30));
