@@ -80,6 +80,41 @@ impl LabLock {
     }
 }
 
+/// Exclusive use of the lab for a whole test or benchmark, across processes: test binaries,
+/// benchmarks and developers' worktrees share one set of loopback addresses and one
+/// `lab_dir()`, so two of them injecting faults at once would read each other's faults.
+/// Held for as long as the value lives; `LabLock` (above) only guards single mutations.
+pub struct SessionLock {
+    _file: fs::File,
+}
+
+impl SessionLock {
+    /// Blocks until no other session holds the lab.
+    pub fn take() -> Result<Self, LabError> {
+        use std::os::fd::AsRawFd;
+        let dir = lab_dir();
+        let path = dir.with_extension("session.lock");
+        let file = fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .map_err(|e| LabError::io(&path, e))?;
+        // SAFETY: flock on an fd we own.
+        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+            eprintln!(
+                "kafka-lab: another test or benchmark holds the lab ({}); waiting",
+                path.display()
+            );
+            // SAFETY: as above, blocking this time.
+            if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) } != 0 {
+                return Err(LabError::io(&path, std::io::Error::last_os_error()));
+            }
+        }
+        Ok(SessionLock { _file: file })
+    }
+}
+
 pub struct Lab {
     dir: PathBuf,
     state: LabState,
@@ -121,14 +156,21 @@ impl Lab {
         };
         let fresh = lab.state.nodes.iter().all(|n| n.pid.is_none());
         let libs = dist::ensure(lab.state.version)?;
-        let ids: Vec<i32> = lab.state.nodes.iter().map(|n| n.spec.id).collect();
-        for id in ids {
+        let deadline = Instant::now() + READY_TIMEOUT;
+        // The quorum first, and serving: a ZooKeeper-mode broker that cannot reach ZooKeeper
+        // within its connection timeout gives up and exits (seen in CI).
+        if lab.running_pid(topology::QUORUM_NODE).is_none() {
+            lab.spawn(topology::QUORUM_NODE, &libs)?;
+            lab.state.save(&lab.dir)?;
+        }
+        lab.wait_quorum(deadline)?;
+        for id in lab.brokers() {
             if lab.running_pid(id).is_none() {
                 lab.spawn(id, &libs)?;
             }
         }
         lab.state.save(&lab.dir)?;
-        lab.wait_ready(READY_TIMEOUT)?;
+        lab.wait_started(deadline, &libs)?;
         // ACLs live in the metadata log: granted once, when the cluster is new.
         if fresh && lab.state.security == Security::SaslSsl {
             lab.grant(&watchdog_acls(crate::secrets::WATCHDOG_USER))?;
@@ -394,6 +436,90 @@ impl Lab {
             },
         )
         .map_err(|_| self.not_ready(timeout, "every broker to register"))
+    }
+
+    /// Waits until the quorum node serves: ZooKeeper answers `ruok` with `imok`, a KRaft
+    /// controller listens.
+    fn wait_quorum(&self, deadline: Instant) -> Result<(), LabError> {
+        let quorum = self.quorum_address();
+        let zookeeper = !self.state.version.is_kraft();
+        loop {
+            let serving = if zookeeper {
+                sys::zookeeper_ok(&quorum)
+            } else {
+                sys::port_open(&quorum)
+            };
+            if serving {
+                return Ok(());
+            }
+            if self.running_pid(topology::QUORUM_NODE).is_none() {
+                return Err(self.startup_failed(
+                    topology::QUORUM_NODE,
+                    "the quorum node exited while starting",
+                ));
+            }
+            if Instant::now() > deadline {
+                return Err(self.not_ready(READY_TIMEOUT, "the quorum node to serve"));
+            }
+            std::thread::sleep(Duration::from_millis(250));
+        }
+    }
+
+    /// Waits until every broker is registered, starting again (a bounded number of times)
+    /// a broker whose process exited meanwhile, and saying why it exited.
+    fn wait_started(&mut self, deadline: Instant, libs: &Path) -> Result<(), LabError> {
+        const RESTARTS: u32 = 3;
+        let mut restarts: std::collections::BTreeMap<i32, u32> = Default::default();
+        loop {
+            let want = self.brokers();
+            if let Ok(ids) = crate::client::registered_brokers(&self.bootstrap()) {
+                if want.iter().all(|w| ids.contains(w)) {
+                    return Ok(());
+                }
+            }
+            for id in want {
+                if self.running_pid(id).is_some() {
+                    continue;
+                }
+                let n = restarts.entry(id).or_insert(0);
+                let cause = self.exit_cause(id);
+                if *n >= RESTARTS {
+                    return Err(self.startup_failed(
+                        id,
+                        &format!(
+                            "broker {id} exited during startup {RESTARTS} times; last: {cause}"
+                        ),
+                    ));
+                }
+                *n += 1;
+                eprintln!(
+                    "kafka-lab: broker {id} exited during startup ({cause}); starting it again ({n}/{RESTARTS})"
+                );
+                self.spawn(id, libs)?;
+                self.state.save(&self.dir)?;
+            }
+            if Instant::now() > deadline {
+                return Err(self.not_ready(READY_TIMEOUT, "every broker to register"));
+            }
+            std::thread::sleep(Duration::from_millis(250));
+        }
+    }
+
+    /// The last error line of a node's log, the likeliest reason it exited.
+    fn exit_cause(&self, id: i32) -> String {
+        let tail = self.server_log_tail(id, 200);
+        tail.lines()
+            .rev()
+            .find(|l| l.contains("ERROR") || l.contains("FATAL") || l.contains("Exception"))
+            .map(|l| l.trim().chars().take(300).collect())
+            .unwrap_or_else(|| "no error in its log".into())
+    }
+
+    fn startup_failed(&self, id: i32, what: &str) -> LabError {
+        LabError::Invalid(format!(
+            "{what}\n--- node {id} log tail:\n{}",
+            self.server_log_tail(id, 15)
+        ))
     }
 
     fn not_ready(&self, timeout: Duration, what: &str) -> LabError {
@@ -877,13 +1003,24 @@ fn set_mode(path: &Path, mode: u32) -> Result<(), LabError> {
     fs::set_permissions(path, fs::Permissions::from_mode(mode)).map_err(|e| LabError::io(path, e))
 }
 
-/// A Kafka cluster id: 16 random bytes, base64url without padding.
+/// A Kafka cluster id: 16 random bytes, base64url without padding, never starting with `-`
+/// (kafka-storage's argument parser would take it for an option: one id in 64).
 fn random_cluster_id() -> Result<String, LabError> {
-    let mut bytes = [0u8; 16];
     let path = Path::new("/dev/urandom");
-    fs::File::open(path)
-        .and_then(|mut f| f.read_exact(&mut bytes))
-        .map_err(|e| LabError::io(path, e))?;
+    let mut urandom = fs::File::open(path).map_err(|e| LabError::io(path, e))?;
+    loop {
+        let mut bytes = [0u8; 16];
+        urandom
+            .read_exact(&mut bytes)
+            .map_err(|e| LabError::io(path, e))?;
+        let id = cluster_id_of(bytes);
+        if !id.starts_with('-') {
+            return Ok(id);
+        }
+    }
+}
+
+fn cluster_id_of(bytes: [u8; 16]) -> String {
     const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
     let mut bits: u32 = 0;
     let mut nbits = 0;
@@ -899,5 +1036,22 @@ fn random_cluster_id() -> Result<String, LabError> {
     if nbits > 0 {
         out.push(ALPHABET[((bits << (6 - nbits)) & 63) as usize] as char);
     }
-    Ok(out)
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cluster_ids_are_kafka_uuids_and_never_look_like_options() {
+        // 0xF8.. encodes to '-' first: the id kafka-storage rejected.
+        assert!(cluster_id_of([0xF8; 16]).starts_with('-'));
+        assert_eq!(cluster_id_of([0; 16]), "AAAAAAAAAAAAAAAAAAAAAA");
+        for _ in 0..500 {
+            let id = random_cluster_id().unwrap();
+            assert_eq!(id.len(), 22, "{id}");
+            assert!(!id.starts_with('-'), "{id}");
+        }
+    }
 }

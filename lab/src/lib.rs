@@ -14,6 +14,6 @@ pub mod sys;
 pub mod topology;
 
 pub use error::LabError;
-pub use lab::{broker_address, lab_dir, Lab, NodeStatus, UpOptions};
+pub use lab::{broker_address, lab_dir, Lab, NodeStatus, SessionLock, UpOptions};
 pub use state::Fault;
 pub use topology::{KafkaVersion, Role, Security};

@@ -146,6 +146,19 @@ pub fn port_open(addr: &str) -> bool {
         .is_some()
 }
 
+/// True when ZooKeeper at `addr` answers the `ruok` four-letter command with `imok` (it
+/// serves; an open port alone can precede that).
+pub fn zookeeper_ok(addr: &str) -> bool {
+    use std::io::{Read, Write};
+    let Ok(a) = addr.parse() else { return false };
+    let Ok(mut s) = std::net::TcpStream::connect_timeout(&a, Duration::from_millis(300)) else {
+        return false;
+    };
+    let _ = s.set_read_timeout(Some(Duration::from_secs(1)));
+    let mut answer = String::new();
+    s.write_all(b"ruok").is_ok() && s.read_to_string(&mut answer).is_ok() && answer == "imok"
+}
+
 /// Starts `program args` detached from the caller (own session, reparented to init), as the
 /// given user, with stdout and stderr appended to `log`. Returns the pid.
 pub fn spawn_detached(

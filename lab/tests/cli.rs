@@ -27,6 +27,7 @@ fn ok(args: &[&str]) -> String {
 
 #[test]
 fn up_faults_status_down_leaves_nothing_behind() {
+    let _session = kafka_lab::SessionLock::take().expect("lab session lock");
     ok(&["down"]);
     assert_eq!(Lab::leftovers(), Vec::<String>::new());
 

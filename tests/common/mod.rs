@@ -19,6 +19,8 @@ static SERIAL: Mutex<()> = Mutex::new(());
 pub struct LabGuard {
     pub lab: Lab,
     _serial: MutexGuard<'static, ()>,
+    // Declared last so it is released after the teardown above has healed the lab.
+    _session: kafka_lab::SessionLock,
 }
 
 impl std::ops::Deref for LabGuard {
@@ -70,6 +72,7 @@ pub fn lab_of(version: KafkaVersion) -> LabGuard {
 pub fn lab_with(opts: UpOptions) -> LabGuard {
     let version = opts.version;
     let serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let session = kafka_lab::SessionLock::take().expect("lab session lock");
     if let Ok(existing) = Lab::open() {
         if existing.version() != opts.version || existing.security() != opts.security {
             Lab::down().expect("take down the other lab");
@@ -86,6 +89,7 @@ pub fn lab_with(opts: UpOptions) -> LabGuard {
     LabGuard {
         lab,
         _serial: serial,
+        _session: session,
     }
 }
 

@@ -301,6 +301,11 @@ pub async fn http_get(port: u16, path: &str) -> Result<(u16, String)> {
 /// Brings the lab up (idempotent) and back to health: no faults, every broker running and
 /// registered.
 pub fn lab_up() -> Result<Lab> {
+    // Held until the benchmark exits, so no test run injects faults into its lab meanwhile.
+    static SESSION: std::sync::OnceLock<kafka_lab::SessionLock> = std::sync::OnceLock::new();
+    if SESSION.get().is_none() {
+        let _ = SESSION.set(kafka_lab::SessionLock::take().context("lab session lock")?);
+    }
     let mut lab = Lab::up(&UpOptions::default()).context("kafka-lab up")?;
     restore(&mut lab)?;
     Ok(lab)
