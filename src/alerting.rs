@@ -296,7 +296,7 @@ impl Alerting {
             }
             Err(e) => return Err(e.into()),
         };
-        let notifier = Notifier::spawn(&config.webhooks, &config.state_dir, &config.instance_id)?;
+        let notifier = Notifier::spawn(&config.webhooks, &config.state_dir, config)?;
         notifier.restore_open(book.open_incidents());
         Ok(Alerting {
             book: Mutex::new(book),
@@ -374,7 +374,7 @@ impl Alerting {
     pub async fn reconfigure(&self, config: &Config) -> Result<(), AlertingError> {
         let old = self.notifier();
         old.shutdown(Duration::from_secs(2)).await;
-        let new = Notifier::spawn(&config.webhooks, &config.state_dir, &config.instance_id)?;
+        let new = Notifier::spawn(&config.webhooks, &config.state_dir, config)?;
         new.restore_open(self.open_incidents());
         *self.notifier.write().unwrap_or_else(|p| p.into_inner()) = new;
         Ok(())

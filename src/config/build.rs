@@ -170,6 +170,7 @@ pub(crate) fn config(cx: &mut Ctx, root: Option<&Node>) -> Option<Config> {
     Some(Config {
         instance_id: instance_id?,
         http_listen: http.listen,
+        http_external_url: http.external_url,
         http_tls: http.tls,
         http_auth: http.auth,
         log: log?,
@@ -199,7 +200,7 @@ fn unique(rep: &mut Report, seen: &mut HashMap<String, Pos>, name: Set<String>, 
 
 /// The host name identifies a watchdog well enough when nobody chose a name; it is read
 /// from the kernel so no extra dependency is needed for one call.
-fn default_instance_id() -> String {
+pub(crate) fn default_instance_id() -> String {
     ["/proc/sys/kernel/hostname", "/etc/hostname"]
         .iter()
         .filter_map(|p| std::fs::read_to_string(p).ok())

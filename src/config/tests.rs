@@ -377,6 +377,27 @@ fn enum_values_and_case_hints() {
 }
 
 #[test]
+fn http_external_url_names_the_status_page_in_links() {
+    let c = ok(&format!(
+        "{MINIMAL}http: {{listen: '0.0.0.0:9644', external_url: 'https://wd.example.com/kafka'}}\n"
+    ));
+    assert_eq!(c.status_url(), "https://wd.example.com/kafka/status");
+    let c = ok(&format!(
+        "{MINIMAL}http: {{external_url: 'https://wd.example.com/'}}\n"
+    ));
+    assert_eq!(c.status_url(), "https://wd.example.com/status");
+    let c = ok(&format!("{MINIMAL}http: {{listen: '127.0.0.1:9650'}}\n"));
+    assert_eq!(c.status_url(), "http://127.0.0.1:9650/status");
+    let p = one(&format!(
+        "{MINIMAL}http: {{external_url: 'wd.example.com'}}\n"
+    ));
+    assert!(
+        p.starts_with("4:22: 'wd.example.com' is not an absolute http or https URL (expected the absolute http(s) URL"),
+        "{p}"
+    );
+}
+
+#[test]
 fn http_listen_and_instance_id() {
     assert_eq!(
         one(&format!("{MINIMAL}http: {{listen: 'localhost:9644'}}\n")),
@@ -946,8 +967,10 @@ fn webhooks_resolve() {
 
     assert_eq!(pd.routing_key.as_ref().map(Secret::expose), Some("rk"));
     assert_eq!(pd.min_severity, Severity::Critical);
-    assert_eq!(pd.repeat_interval, Some(Duration::from_secs(3600)));
+    // A PagerDuty reminder is a trigger, which re-opens an alert a person resolved.
+    assert_eq!(pd.repeat_interval, None);
     assert!(pd.covers("anything"));
+    assert_eq!(own.repeat_interval, Some(Duration::from_secs(3600)));
 
     assert_eq!(own.format, WebhookFormat::Generic);
     assert_eq!(own.target, "http://127.0.0.1:9645");
