@@ -446,6 +446,8 @@ pub fn remediation_event(r: &crate::remediate::Record) -> incident::IncidentEven
             updated_at: r.at,
             resolved_at: None,
             unavailable_seconds: None,
+            silenced: None,
+            notified_peak: Some(severity),
         },
         previous: None,
         changes: Vec::new(),

@@ -21,6 +21,7 @@ pub mod remediate;
 pub mod report;
 pub mod service;
 pub mod setup;
+pub mod silence;
 pub mod status;
 pub mod verdict;
 pub mod wire;

@@ -55,6 +55,8 @@ fn incident(cluster: &str, broker: Option<i32>, severity: Severity) -> Incident 
         updated_at: t(20),
         resolved_at: None,
         unavailable_seconds: Some(12.5),
+        silenced: None,
+        notified_peak: Some(severity),
     }
 }
 
@@ -528,6 +530,7 @@ fn alertmanager_update_of_severity_ends_the_old_alert() {
         severity: Severity::Warning,
         peak_severity: Severity::Warning,
         state: Some(BrokerState::Degraded),
+        notified_peak: Some(Severity::Warning),
     });
     let v = alertmanager(Some(Duration::from_secs(60)), &n, &ctx());
     let alerts = v.as_array().unwrap();
@@ -600,11 +603,13 @@ fn durations_read_like_a_person_wrote_them() {
 fn updated(from: Severity, peak_before: Severity, to: Severity) -> IncidentEvent {
     let mut i = incident("lab", Some(2), to);
     i.peak_severity = peak_before.max(to);
+    i.notified_peak = Some(i.peak_severity);
     let mut e = event(EventKind::Updated, i);
     e.previous = Some(Previous {
         severity: from,
         peak_severity: peak_before,
         state: None,
+        notified_peak: Some(peak_before),
     });
     e
 }
