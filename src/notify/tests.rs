@@ -635,6 +635,7 @@ fn routing_follows_severity_and_what_the_receiver_was_told() {
     assert_eq!(route(&pd, &updated(Warning, Warning, Warning)), None);
     let mut calmed = incident("lab", Some(2), Warning);
     calmed.peak_severity = Critical;
+    calmed.notified_peak = Some(Critical);
     assert_eq!(route(&pd, &event(Resolved, calmed.clone())), Some(Resolved));
     assert_eq!(route(&pd, &event(Reminder, calmed)), Some(Reminder));
     assert_eq!(
