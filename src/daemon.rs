@@ -358,6 +358,7 @@ async fn reload(
     if !plan.remove_clusters.is_empty() {
         loops.alerting.retain_clusters(&names);
     }
+    loops.alerting.set_config_silences(applied.silences.clone());
     if plan.webhooks_changed {
         if let Err(e) = loops.alerting.reconfigure(&applied).await {
             tracing::error!(error = %e, "webhooks not reconfigured; the previous receivers stay");

@@ -54,6 +54,7 @@ pub fn plan(old: &Config, new: &Config) -> ReloadPlan {
         state_dir,
         clusters,
         webhooks,
+        silences,
     } = new;
     let mut p = ReloadPlan::default();
     let needs_restart = |p: &mut ReloadPlan, key: &str, running: String, file: String| {
@@ -178,6 +179,10 @@ pub fn plan(old: &Config, new: &Config) -> ReloadPlan {
         }
     }
     p.webhooks_changed = p.changed.iter().any(|k| k.starts_with("webhooks."));
+    // Applied at once: the next round of each cluster sees the new list.
+    if *silences != old.silences {
+        p.changed.push("silences".into());
+    }
     p
 }
 

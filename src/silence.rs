@@ -64,21 +64,34 @@ impl Silence {
 
     /// Whether it covers `incident` (activity aside).
     pub fn covers(&self, incident: &Incident) -> bool {
-        if self
-            .cluster
-            .as_ref()
-            .is_some_and(|c| *c != incident.cluster)
-        {
+        self.covers_parts(
+            &incident.cluster,
+            incident.kind,
+            incident.broker,
+            &incident.suspects,
+        )
+    }
+
+    /// Whether it covers an incident of `kind` in `cluster` about `broker` (or, for a
+    /// cluster-wide one, suspecting `suspects`).
+    pub fn covers_parts(
+        &self,
+        cluster: &str,
+        kind: FindingKind,
+        broker: Option<BrokerId>,
+        suspects: &[BrokerId],
+    ) -> bool {
+        if self.cluster.as_ref().is_some_and(|c| c != cluster) {
             return false;
         }
-        if self.kind.is_some_and(|k| k != incident.kind) {
+        if self.kind.is_some_and(|k| k != kind) {
             return false;
         }
         match self.broker {
             None => true,
-            Some(b) => match incident.broker {
+            Some(b) => match broker {
                 Some(ib) => ib == b,
-                None => !incident.suspects.is_empty() && incident.suspects.iter().all(|s| *s == b),
+                None => !suspects.is_empty() && suspects.iter().all(|s| *s == b),
             },
         }
     }
@@ -194,23 +207,34 @@ impl Request {
         if comment.chars().count() > MAX_COMMENT_CHARS {
             return bad(format!("the comment is longer than {MAX_COMMENT_CHARS} characters"));
         }
+        // A file's silence is the same silence on every load: it starts when it says (or
+        // has always been), ends at a written time, and one that ended is merely over.
+        let fixed = origin == Origin::Config;
         let starts_at = match &self.starts_at {
+            None if fixed => SystemTime::UNIX_EPOCH,
             None => now,
-            Some(t) => parse_rfc3339(t).map_err(Invalid)?,
+            Some(t) => parse_rfc3339(t).map_err(|e| Invalid(format!("starts_at: {e}")))?,
         };
         let ends_at = match (&self.ends_at, &self.duration) {
             (Some(_), Some(_)) => return bad("give ends_at or duration, not both".into()),
+            (None, Some(_)) if fixed => {
+                return bad("a silence in the file needs ends_at (RFC 3339), not a duration".into())
+            }
             (None, None) => return bad("an end is required: ends_at (RFC 3339) or duration (e.g. 2h)".into()),
-            (Some(t), None) => parse_rfc3339(t).map_err(Invalid)?,
-            (None, Some(d)) => starts_at + parse_duration(d).map_err(Invalid)?,
+            (Some(t), None) => parse_rfc3339(t).map_err(|e| Invalid(format!("ends_at: {e}")))?,
+            (None, Some(d)) => {
+                starts_at + parse_duration(d).map_err(|e| Invalid(format!("duration: {e}")))?
+            }
         };
-        if ends_at <= starts_at.max(now) {
+        let floor = if fixed { starts_at } else { starts_at.max(now) };
+        if ends_at <= floor {
             return bad(format!(
-                "the silence would end at {}, which is not after its start and now",
-                rfc3339(ends_at)
+                "the silence would end at {}, which is not after its start{}",
+                rfc3339(ends_at),
+                if fixed { "" } else { " and now" }
             ));
         }
-        if ends_at.duration_since(starts_at).unwrap_or_default() > MAX_DURATION {
+        if !fixed && ends_at.duration_since(starts_at).unwrap_or_default() > MAX_DURATION {
             return bad(format!(
                 "a silence lasts at most {} days",
                 MAX_DURATION.as_secs() / 86_400

@@ -101,6 +101,7 @@ pub(crate) fn config(cx: &mut Ctx, root: Option<&Node>) -> Option<Config> {
     };
     let clusters_entry = f.get("clusters");
     let webhooks_entry = f.get("webhooks");
+    let silences_entry = f.get("silences");
 
     let mut clusters = Vec::new();
     let mut clusters_ok = true;
@@ -162,6 +163,7 @@ pub(crate) fn config(cx: &mut Ctx, root: Option<&Node>) -> Option<Config> {
         }
     }
     f.finish(&mut cx.rep, &|_| None);
+    let silences = super::silences::silences(cx, silences_entry, &names);
 
     if !(clusters_ok && webhooks_ok) {
         return None;
@@ -177,6 +179,7 @@ pub(crate) fn config(cx: &mut Ctx, root: Option<&Node>) -> Option<Config> {
         state_dir: state_dir?,
         clusters,
         webhooks,
+        silences: silences?,
     })
 }
 

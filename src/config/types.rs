@@ -31,6 +31,8 @@ pub struct Config {
     pub clusters: Vec<ClusterConfig>,
     /// Names are unique; every name in `WebhookConfig::clusters` is in `clusters`.
     pub webhooks: Vec<WebhookConfig>,
+    /// The file's `silences:`; each names only configured clusters.
+    pub silences: Vec<crate::silence::Silence>,
 }
 
 impl Config {
