@@ -19,6 +19,7 @@ pub mod probe;
 pub mod reload;
 pub mod remediate;
 pub mod report;
+pub mod self_metrics;
 pub mod service;
 pub mod setup;
 pub mod status;
