@@ -23,5 +23,6 @@ pub mod self_metrics;
 pub mod service;
 pub mod setup;
 pub mod status;
+pub mod status_view;
 pub mod verdict;
 pub mod wire;
