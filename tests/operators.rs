@@ -163,8 +163,31 @@ fn a_real_scrape_passes_promtool_check_metrics() {
     for accept in [Some("text/plain;version=0.0.4"), None] {
         let (content_type, body) = scrape(w.port, accept);
         assert_eq!(content_type, "text/plain; version=0.0.4; charset=utf-8");
-        assert!(body.contains("\nprocess_resident_memory_bytes "), "{body}");
         assert!(body.contains("\nprocess_start_time_seconds "), "{body}");
+        // Every process_* name the dashboard reads is served.
+        let dashboard = std::fs::read_to_string(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("dashboards/kafka-watchdog.json"),
+        )
+        .unwrap();
+        let mut used = 0;
+        for (i, _) in dashboard.match_indices("process_") {
+            if dashboard[..i].ends_with(|c: char| c.is_ascii_alphanumeric() || c == '_') {
+                continue;
+            }
+            let name: String = dashboard[i..]
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                .collect();
+            if name == "process_" {
+                continue; // prose: "process_* metrics"
+            }
+            used += 1;
+            assert!(
+                body.contains(&format!("\n{name} ")),
+                "{name} used by the dashboard, not served"
+            );
+        }
+        assert!(used >= 4, "the dashboard reads the process metrics");
         let mut child = match Command::new("promtool")
             .args(["check", "metrics"])
             .stdin(std::process::Stdio::piped())
