@@ -215,3 +215,27 @@ fn a_real_scrape_passes_promtool_check_metrics() {
         );
     }
 }
+
+/// The lab tests read /metrics through the harness (no Accept header, so the text format
+/// 0.0.4 now): counters, gauges and histograms still parse and keep their names.
+#[test]
+fn the_harness_still_reads_the_text_format() {
+    let w = daemon("ops-parse", "", &[]);
+    let scrape = w.metrics();
+    let rounds = w.metric("kafka_watchdog_rounds_total", &[("cluster", "nowhere")]);
+    assert!(rounds.is_some_and(|v| v >= 1.0), "{rounds:?}");
+    assert_eq!(
+        w.metric(
+            "kafka_watchdog_cluster_reachable",
+            &[("cluster", "nowhere")]
+        ),
+        Some(0.0)
+    );
+    assert!(scrape.samples.iter().any(|s| s.metric == "process_open_fds"
+        && matches!(s.value, prometheus_parse::Value::Gauge(v) if v >= 3.0)));
+    assert!(scrape
+        .samples
+        .iter()
+        .any(|s| s.metric == "kafka_watchdog_rounds_total"
+            && matches!(s.value, prometheus_parse::Value::Counter(_))));
+}
