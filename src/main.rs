@@ -37,9 +37,9 @@ enum Cmd {
         #[arg(short, long, value_name = "FILE")]
         config: PathBuf,
     },
-    /// Live view of a running daemon's /status: clusters, brokers, open incidents. Exit
-    /// (with --once, or when the daemon stops answering) 0 OK, 1 warning, 2 critical,
-    /// 3 unreachable or no answer, 78 bad configuration or URL.
+    /// Live view of a running daemon's /status: clusters, brokers, open incidents, redrawn
+    /// until Ctrl-C. With --once: one page, exit 0 OK, 1 warning, 2 critical, 3 a cluster
+    /// unreachable or the daemon not answering; 78 bad configuration or URL.
     #[command(group(clap::ArgGroup::new("where").required(true).multiple(true).args(["config", "url"])))]
     Status {
         /// The daemon's configuration: its http.listen, http.tls and http.auth are used.
@@ -123,6 +123,10 @@ fn status(config: Option<PathBuf>, url: Option<String>, once: bool, interval: f6
             }
             return ExitCode::from(code);
         }
+        let page = format!(
+            "{page}\n{} - every {interval} s, Ctrl-C leaves\n",
+            httpdate::fmt_http_date(std::time::SystemTime::now())
+        );
         let mut out = std::io::stdout().lock();
         // Off a terminal, pages follow each other: escape codes would only litter a file.
         let written = if terminal {

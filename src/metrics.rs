@@ -606,7 +606,7 @@ pub fn to_text_004(openmetrics: &str) -> String {
         } else if line.starts_with('#') {
             continue;
         } else {
-            let sample = line.split_once(" # ").map_or(line, |(s, _)| s);
+            let sample = line.split_once(" # {").map_or(line, |(s, _)| s);
             let name_end = sample.find(['{', ' ']).unwrap_or(sample.len());
             let created = sample[..name_end]
                 .strip_suffix("_created")
