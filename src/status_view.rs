@@ -25,7 +25,8 @@ pub struct Target {
     /// Up to and without `/status`.
     pub base_url: String,
     pub auth: Option<HttpAuth>,
-    /// The daemon's own certificate (`http.tls.cert_file`), trusted besides the system's.
+    /// The daemon's `http.tls.cert_file`: every certificate in it is trusted, besides the
+    /// system's store, so a self-signed certificate or one whose file carries its CA works.
     pub ca_file: Option<PathBuf>,
 }
 
@@ -99,6 +100,13 @@ pub fn client(target: &Target) -> Result<reqwest::Client, StatusError> {
     let mut b = reqwest::Client::builder()
         .timeout(FETCH_TIMEOUT)
         .user_agent(concat!("kafka-watchdog-status/", env!("CARGO_PKG_VERSION")));
+    // reqwest's rustls build trusts only the Mozilla roots it carries: an internal CA the
+    // operator installed on the host would not count without the system store.
+    for c in rustls_native_certs::load_native_certs().certs {
+        if let Ok(c) = reqwest::Certificate::from_der(c.as_ref()) {
+            b = b.add_root_certificate(c);
+        }
+    }
     if let Some(path) = &target.ca_file {
         let cert_error = |why: String| StatusError::Certificate {
             path: path.clone(),

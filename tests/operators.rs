@@ -12,26 +12,36 @@ use std::time::Duration;
 
 use common::watchdog::Watchdog;
 
-/// A daemon watching a cluster nobody serves (port 1 refuses at once), fast enough for tests.
-fn daemon(name: &str, http_extra: &str, dir_files: &[(&str, &str)]) -> Watchdog {
+/// The configuration of a daemon watching a cluster nobody serves (port 1 refuses at once),
+/// fast enough for tests; `{dir}` in `http_extra` is the daemon's folder, where `dir_files`
+/// are written.
+fn daemon_yaml(
+    http_extra: &str,
+    dir_files: &[(&str, &str)],
+) -> impl FnOnce(u16, &std::path::Path) -> String {
     let extra = http_extra.to_string();
     let files: Vec<(String, String)> = dir_files
         .iter()
         .map(|(n, c)| (n.to_string(), c.to_string()))
         .collect();
-    Watchdog::start_yaml(name, move |port, dir| {
+    move |port, dir| {
         for (n, c) in &files {
             std::fs::write(dir.join(n), c).unwrap();
         }
         format!(
             "instance_id: ops-test\nhttp:\n  listen: 127.0.0.1:{port}\n{extra}state_dir: {state}\n\
              clusters:\n  - name: nowhere\n    bootstrap_servers: [127.0.0.1:1]\n    \
-             round_interval_secs: 2\n    connect_timeout_ms: 500\n    request_timeout_ms: 500\n    \
-             canary:\n      produce_timeout_ms: 500\n",
+             round_interval_secs: 2\n    connect_timeout_ms: 1000\n    request_timeout_ms: 1000\n    \
+             canary:\n      produce_timeout_ms: 1000\n",
             state = dir.join("state").display(),
             extra = extra.replace("{dir}", &dir.display().to_string()),
         )
-    })
+    }
+}
+
+/// That daemon, started; the harness waits for it over plain http.
+fn daemon(name: &str, http_extra: &str, dir_files: &[(&str, &str)]) -> Watchdog {
+    Watchdog::start_yaml(name, daemon_yaml(http_extra, dir_files))
 }
 
 fn status(args: &[&str]) -> Output {
@@ -113,6 +123,55 @@ fn status_uses_the_configured_credential() {
     let out = status(&["--once", "-c", cfg.to_str().unwrap(), "--url", &other]);
     assert_eq!(out.status.code(), Some(3), "{}", text(&out.stderr));
     assert!(text(&out.stdout).contains(&format!("at {other},")));
+}
+
+/// `http.tls`: status asks over https and trusts what the daemon's cert_file holds (here
+/// the test server certificate followed by its CA, as a file with the chain may).
+#[test]
+fn status_over_https_trusts_the_configured_certificate() {
+    let testdata = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/wire/testdata");
+    let read = |f: &str| std::fs::read_to_string(testdata.join(f)).unwrap();
+    let chain = format!("{}{}", read("server.pem"), read("ca.pem"));
+    let port = common::watchdog::free_port();
+    let dir = common::watchdog::temp_dir("ops-tls");
+    let cfg = dir.join("watchdog.yaml");
+    let yaml = daemon_yaml(
+        "  tls:\n    cert_file: {dir}/chain.pem\n    key_file: {dir}/server.key\n",
+        &[("chain.pem", &chain), ("server.key", &read("server.key"))],
+    )(port, &dir);
+    std::fs::write(&cfg, yaml).unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_kafka-watchdog"))
+        .args(["run", "-c"])
+        .arg(&cfg)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(dir.join("watchdog.log")).unwrap())
+        .spawn()
+        .unwrap();
+    // Until the first round, /status lists no cluster.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let (out, page) = loop {
+        let out = status(&["--once", "-c", cfg.to_str().unwrap()]);
+        let page = text(&out.stdout);
+        if page.contains("cluster nowhere") || std::time::Instant::now() > deadline {
+            break (out, page);
+        }
+        std::thread::sleep(Duration::from_millis(300));
+    };
+    let plain = status(&["--once", "--url", &format!("http://127.0.0.1:{port}")]);
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!(out.status.code(), Some(3), "{page}{}", text(&out.stderr));
+    assert!(
+        page.starts_with(&format!(
+            "kafka-watchdog ops-test {} at https://127.0.0.1:{port},",
+            env!("CARGO_PKG_VERSION"),
+        )),
+        "{page}"
+    );
+    assert!(page.contains("cluster nowhere"), "{page}");
+    // Plain http to the TLS port gets no /status document.
+    assert_eq!(plain.status.code(), Some(3));
+    assert!(plain.stdout.is_empty());
 }
 
 #[test]
