@@ -37,9 +37,11 @@ enum Cmd {
         #[arg(short, long, value_name = "FILE")]
         config: PathBuf,
     },
-    /// Live view of a running daemon's /status: clusters, brokers, open incidents, redrawn
-    /// until Ctrl-C. With --once: one page, exit 0 OK, 1 warning, 2 critical, 3 a cluster
-    /// unreachable or the daemon not answering; 78 bad configuration or URL.
+    /// Live view of a running daemon: clusters, brokers, open incidents; --once for scripts.
+    ///
+    /// Reads the daemon's /status and redraws it every --interval seconds until Ctrl-C.
+    /// With --once: one page, exit 0 OK, 1 warning, 2 critical, 3 a cluster unreachable or
+    /// the daemon not answering; 78 bad configuration or URL.
     #[command(group(clap::ArgGroup::new("where").required(true).multiple(true).args(["config", "url"])))]
     Status {
         /// The daemon's configuration: its http.listen, http.tls and http.auth are used.
