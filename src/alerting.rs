@@ -403,7 +403,11 @@ impl Alerting {
     }
 
     /// Ends a runtime silence now; `Ok(false)` when there is none with that id.
-    pub fn expire_silence(&self, id: &str, now: SystemTime) -> Result<bool, crate::silence::Invalid> {
+    pub fn expire_silence(
+        &self,
+        id: &str,
+        now: SystemTime,
+    ) -> Result<bool, crate::silence::Invalid> {
         let mut store = self.lock_silences();
         let found = store.expire(id, now)?;
         if found {
@@ -421,7 +425,12 @@ impl Alerting {
     }
 
     /// The active silence that keeps remediation of `broker` from acting, described.
-    pub fn remediation_silenced(&self, cluster: &str, broker: BrokerId, now: SystemTime) -> Option<String> {
+    pub fn remediation_silenced(
+        &self,
+        cluster: &str,
+        broker: BrokerId,
+        now: SystemTime,
+    ) -> Option<String> {
         self.lock_silences()
             .active(now)
             .into_iter()

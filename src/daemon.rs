@@ -131,7 +131,12 @@ fn remediator(
         published.remediation.clone(),
         sink,
     ) {
-        Ok(r) => Some(r),
+        Ok(r) => {
+            let (silences, cluster) = (alerting.clone(), cfg.name.clone());
+            Some(r.with_silences(Arc::new(move |broker, now| {
+                silences.remediation_silenced(&cluster, broker, now)
+            })))
+        }
         Err(e) => {
             tracing::error!(cluster = %cfg.name, error = %e, "remediation disabled for this cluster");
             None

@@ -142,11 +142,35 @@ pub struct SilenceMark {
 
 /// The first active silence covering `incident`, ending last first (the one that keeps it
 /// quiet longest is the one worth naming).
-pub fn find<'a>(silences: &'a [Silence], incident: &Incident, now: SystemTime) -> Option<&'a Silence> {
+pub fn find<'a>(
+    silences: &'a [Silence],
+    incident: &Incident,
+    now: SystemTime,
+) -> Option<&'a Silence> {
     silences
         .iter()
         .filter(|s| s.is_active(now) && s.covers(incident))
         .max_by_key(|s| s.ends_at)
+}
+
+/// A silence as the API and `/status` show it: times in RFC 3339, and whether it is in
+/// force now.
+pub fn to_json(s: &Silence, now: SystemTime) -> serde_json::Value {
+    serde_json::json!({
+        "id": s.id,
+        "cluster": s.cluster,
+        "broker": s.broker,
+        "kind": s.kind.map(|k| k.as_str()),
+        "starts_at": rfc3339(s.starts_at),
+        "ends_at": rfc3339(s.ends_at),
+        "active": s.is_active(now),
+        "comment": s.comment,
+        "created_by": s.created_by,
+        "origin": match s.origin {
+            Origin::Config => "config",
+            Origin::Api => "api",
+        },
+    })
 }
 
 /// What someone asks to silence, before it is checked.
@@ -205,7 +229,9 @@ impl Request {
             return bad("a comment is required: say why, so the next person knows".into());
         }
         if comment.chars().count() > MAX_COMMENT_CHARS {
-            return bad(format!("the comment is longer than {MAX_COMMENT_CHARS} characters"));
+            return bad(format!(
+                "the comment is longer than {MAX_COMMENT_CHARS} characters"
+            ));
         }
         // A file's silence is the same silence on every load: it starts when it says (or
         // has always been), ends at a written time, and one that ended is merely over.
@@ -220,7 +246,9 @@ impl Request {
             (None, Some(_)) if fixed => {
                 return bad("a silence in the file needs ends_at (RFC 3339), not a duration".into())
             }
-            (None, None) => return bad("an end is required: ends_at (RFC 3339) or duration (e.g. 2h)".into()),
+            (None, None) => {
+                return bad("an end is required: ends_at (RFC 3339) or duration (e.g. 2h)".into())
+            }
             (Some(t), None) => parse_rfc3339(t).map_err(|e| Invalid(format!("ends_at: {e}")))?,
             (None, Some(d)) => {
                 starts_at + parse_duration(d).map_err(|e| Invalid(format!("duration: {e}")))?
@@ -327,7 +355,13 @@ pub fn parse_rfc3339(text: &str) -> Result<SystemTime, String> {
     let t = text.trim();
     let wrong = || format!("'{t}' is not an RFC 3339 time (e.g. 2026-12-01T14:00:00Z)");
     let b = t.as_bytes();
-    if b.len() < 20 || b[4] != b'-' || b[7] != b'-' || !matches!(b[10], b'T' | b't' | b' ') || b[13] != b':' || b[16] != b':' {
+    if b.len() < 20
+        || b[4] != b'-'
+        || b[7] != b'-'
+        || !matches!(b[10], b'T' | b't' | b' ')
+        || b[13] != b':'
+        || b[16] != b':'
+    {
         return Err(wrong());
     }
     let num = |r: std::ops::Range<usize>| -> Result<i64, String> {
@@ -338,7 +372,12 @@ pub fn parse_rfc3339(text: &str) -> Result<SystemTime, String> {
     };
     let (year, month, day) = (num(0..4)?, num(5..7)?, num(8..10)?);
     let (hour, minute, second) = (num(11..13)?, num(14..16)?, num(17..19)?);
-    if !(1..=12).contains(&month) || !(1..=31).contains(&day) || hour > 23 || minute > 59 || second > 60 {
+    if !(1..=12).contains(&month)
+        || !(1..=31).contains(&day)
+        || hour > 23
+        || minute > 59
+        || second > 60
+    {
         return Err(wrong());
     }
     let mut rest = &t[19..];
@@ -348,7 +387,11 @@ pub fn parse_rfc3339(text: &str) -> Result<SystemTime, String> {
         if n == 0 {
             return Err(wrong());
         }
-        let digits: String = frac[..n].chars().chain(std::iter::repeat('0')).take(9).collect();
+        let digits: String = frac[..n]
+            .chars()
+            .chain(std::iter::repeat('0'))
+            .take(9)
+            .collect();
         nanos = digits.parse().map_err(|_| wrong())?;
         rest = &frac[n..];
     }
@@ -409,13 +452,17 @@ impl Silences {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Silences::default()),
             Err(source) => return Err(StoreError::Read { path, source }),
         };
-        let api: Vec<Silence> = serde_json::from_slice(&bytes).map_err(|e| StoreError::Corrupt {
-            path: path.clone(),
-            detail: e.to_string(),
-        })?;
+        let api: Vec<Silence> =
+            serde_json::from_slice(&bytes).map_err(|e| StoreError::Corrupt {
+                path: path.clone(),
+                detail: e.to_string(),
+            })?;
         Ok(Silences {
             config: Vec::new(),
-            api: api.into_iter().filter(|s| s.origin == Origin::Api).collect(),
+            api: api
+                .into_iter()
+                .filter(|s| s.origin == Origin::Api)
+                .collect(),
         })
     }
 
@@ -463,8 +510,10 @@ impl Silences {
 
     /// Drops runtime silences that ended more than a day ago.
     pub fn prune(&mut self, now: SystemTime) {
-        self.api
-            .retain(|s| now.duration_since(s.ends_at).map_or(true, |ago| ago < KEEP_EXPIRED));
+        self.api.retain(|s| {
+            now.duration_since(s.ends_at)
+                .map_or(true, |ago| ago < KEEP_EXPIRED)
+        });
     }
 
     /// Every silence, configuration's first, in start order.

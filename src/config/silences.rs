@@ -34,8 +34,9 @@ pub(crate) fn silences(
             continue;
         };
         let mut read = |key: &'static str, expected: &str| {
-            f.get(key)
-                .and_then(|entry| text(&mut cx.rep, entry, expected).map(|t| (t.value, entry.value.pos)))
+            f.get(key).and_then(|entry| {
+                text(&mut cx.rep, entry, expected).map(|t| (t.value, entry.value.pos))
+            })
         };
         let cluster = read("cluster", "a configured cluster's name");
         let broker = read("broker", "a broker id");
@@ -90,7 +91,8 @@ pub(crate) fn silences(
                 .and_then(|(_, v)| v.as_ref().map(|(_, p)| *p))
                 .or_else(|| ends_at.as_ref().map(|(_, p)| *p))
                 .unwrap_or(item.pos);
-                cx.rep.add(pos, format!("silences[{i}]: {m}"), Some(EXPECTED.into()));
+                cx.rep
+                    .add(pos, format!("silences[{i}]: {m}"), Some(EXPECTED.into()));
                 ok = false;
             }
         }

@@ -117,11 +117,16 @@ fn an_incident_still_open_when_its_silence_ends_is_told_as_opened() {
     let events = book.observe("lab", vec![broker_finding(2)], ONE_ROUND, t(50));
     assert_eq!(sent(&events), vec![]);
     // Reminders of a silenced incident go nowhere.
-    let reminder = crate::incident::IncidentEvent::reminder(book.open_incidents()[0].clone(), t(60));
+    let reminder =
+        crate::incident::IncidentEvent::reminder(book.open_incidents()[0].clone(), t(60));
     assert_eq!(sent(&[reminder]), vec![]);
     let events = book.observe("lab", vec![broker_finding(2)], ONE_ROUND, t(110));
     assert_eq!(sent(&events), vec![EventKind::Opened]);
-    assert!(events[0].changes[0].contains("ended"), "{:?}", events[0].changes);
+    assert!(
+        events[0].changes[0].contains("ended"),
+        "{:?}",
+        events[0].changes
+    );
     let events = book.observe("lab", vec![], ONE_ROUND, t(120));
     assert_eq!(sent(&events), vec![EventKind::Resolved]);
 }
@@ -141,7 +146,11 @@ fn a_silenced_incident_that_resolves_tells_nobody_and_a_told_one_tells_its_end()
     assert_eq!(sent(&events), vec![EventKind::Opened]);
     book.set_silences(vec![silence(Some(3), None, 15, 600)]);
     let events = book.observe("lab", vec![broker_finding(3)], ONE_ROUND, t(20));
-    assert_eq!(events.len(), 1, "the silence is an event, so reminders learn of it");
+    assert_eq!(
+        events.len(),
+        1,
+        "the silence is an event, so reminders learn of it"
+    );
     assert_eq!(sent(&events), vec![]);
     let events = book.observe("lab", vec![], ONE_ROUND, t(30));
     assert_eq!(sent(&events), vec![EventKind::Resolved]);
@@ -166,7 +175,10 @@ fn silences_match_by_cluster_broker_and_kind_while_active() {
     assert!(other.covers(&i));
     let s = silence(None, None, 20, 100);
     assert!(!s.is_active(t(19)) && s.is_active(t(20)) && !s.is_active(t(100)));
-    assert_eq!(find(&[s.clone()], &i, t(50)).map(|f| f.id.clone()), Some(s.id));
+    assert_eq!(
+        find(&[s.clone()], &i, t(50)).map(|f| f.id.clone()),
+        Some(s.id)
+    );
 }
 
 #[test]
@@ -186,12 +198,36 @@ fn requests_are_checked_with_a_sentence_per_problem() {
     assert!(s.id.starts_with("s-"));
     assert_eq!(s.created_by, "api");
     let err = |r: Request| r.check(&known, t(0), Origin::Api).unwrap_err().0;
-    assert!(err(Request { cluster: Some("nope".into()), ..ok.clone() }).contains("not watched"));
-    assert!(err(Request { kind: Some("zombie".into()), ..ok.clone() }).contains("one of: broker"));
-    assert!(err(Request { comment: " ".into(), ..ok.clone() }).contains("comment is required"));
-    assert!(err(Request { duration: None, ..ok.clone() }).contains("an end is required"));
-    assert!(err(Request { ends_at: Some("2026-12-01T00:00:00Z".into()), ..ok.clone() }).contains("not both"));
-    assert!(err(Request { duration: Some("31d".into()), ..ok.clone() }).contains("at most 30 days"));
+    assert!(err(Request {
+        cluster: Some("nope".into()),
+        ..ok.clone()
+    })
+    .contains("not watched"));
+    assert!(err(Request {
+        kind: Some("zombie".into()),
+        ..ok.clone()
+    })
+    .contains("one of: broker"));
+    assert!(err(Request {
+        comment: " ".into(),
+        ..ok.clone()
+    })
+    .contains("comment is required"));
+    assert!(err(Request {
+        duration: None,
+        ..ok.clone()
+    })
+    .contains("an end is required"));
+    assert!(err(Request {
+        ends_at: Some("2026-12-01T00:00:00Z".into()),
+        ..ok.clone()
+    })
+    .contains("not both"));
+    assert!(err(Request {
+        duration: Some("31d".into()),
+        ..ok.clone()
+    })
+    .contains("at most 30 days"));
     assert!(err(Request {
         duration: None,
         ends_at: Some("2000-01-01T00:00:00Z".into()),
@@ -221,7 +257,12 @@ fn durations_and_times_parse() {
         parse_rfc3339("2024-02-29T00:00:00Z"),
         Ok(UNIX_EPOCH + Duration::from_secs(1_709_164_800))
     );
-    for bad in ["2023-11-14", "2023-13-14T00:00:00Z", "2023-11-14T22:13:20", "yesterday"] {
+    for bad in [
+        "2023-11-14",
+        "2023-13-14T00:00:00Z",
+        "2023-11-14T22:13:20",
+        "yesterday",
+    ] {
         assert!(parse_rfc3339(bad).is_err(), "{bad}");
     }
     // What the watchdog writes, it reads.
@@ -242,8 +283,16 @@ fn the_store_keeps_runtime_silences_and_refuses_to_expire_config_ones() {
     store.add(api.clone(), t(10)).unwrap();
     store.save(&dir).unwrap();
     let loaded = Silences::load(&dir).unwrap();
-    assert_eq!(loaded.all(), vec![api.clone()], "config silences are not stored");
-    assert!(store.expire("s-config", t(20)).unwrap_err().0.contains("configuration file"));
+    assert_eq!(
+        loaded.all(),
+        vec![api.clone()],
+        "config silences are not stored"
+    );
+    assert!(store
+        .expire("s-config", t(20))
+        .unwrap_err()
+        .0
+        .contains("configuration file"));
     assert_eq!(store.expire("s-none", t(20)), Ok(false));
     assert_eq!(store.expire(&api.id, t(20)), Ok(true));
     assert_eq!(store.active(t(30)).len(), 1);
