@@ -737,3 +737,93 @@ fn the_last_answer_is_remembered() {
         Some(t0 + Duration::from_secs(5))
     );
 }
+
+/// DescribeCluster v2 with fenced brokers: (id, fenced) for each listed broker.
+fn described(brokers: &[(i32, bool)]) -> ClusterDescription {
+    ClusterDescription {
+        cluster_id: "c".into(),
+        controller_id: 1,
+        brokers: brokers
+            .iter()
+            .map(|(id, fenced)| RegisteredBroker {
+                endpoint: ep(*id),
+                fenced: *fenced,
+            })
+            .collect(),
+        includes_fenced: true,
+    }
+}
+
+/// Broker `lister` answers like the others but its Metadata omits `missing`.
+fn without(w: &mut World, lister: i32, missing: i32) {
+    let mut m = w.metadata();
+    m.brokers.retain(|b| b.id != missing);
+    if let Some(Ok((md, _))) = &mut w.probes.get_mut(&lister).unwrap().metadata {
+        *md = m;
+    }
+}
+
+#[test]
+fn a_registration_tie_without_the_controllers_view_is_unknown_not_guilt() {
+    // Three brokers, Metadata only: broker 1 lists broker 2, broker 3 (cache behind) does
+    // not. One to one says nothing about broker 2.
+    let mut w = World::healthy();
+    without(&mut w, 3, 2);
+    let v = w.judge();
+    assert_eq!(v[&2].registration, Registration::Unknown);
+    assert_ne!(v[&2].state, BrokerState::Zombie, "{:?}", v[&2].hits);
+    assert!(!rules(&v[&2]).contains(&"fenced_but_serving"));
+    // Two to nothing still decides.
+    without(&mut w, 1, 2);
+    let v = w.judge();
+    assert_eq!(v[&2].registration, Registration::Absent);
+    assert_eq!(v[&2].state, BrokerState::Zombie);
+}
+
+#[test]
+fn describe_cluster_with_fenced_brokers_decides_over_metadata_lists() {
+    // Broker 1 reports the controller's records: broker 2 registered, unfenced. Broker 3's
+    // DescribeCluster failed and its Metadata does not list broker 2.
+    let mut w = World::healthy();
+    w.probes.get_mut(&1).unwrap().description =
+        Some(Ok(described(&[(1, false), (2, false), (3, false)])));
+    without(&mut w, 3, 2);
+    let v = w.judge();
+    assert_eq!(v[&2].registration, Registration::Registered);
+    assert_eq!(v[&2].state, BrokerState::Healthy, "{:?}", v[&2].hits);
+    // And the other way: fenced in the controller's records though a Metadata lists it.
+    let mut w = World::healthy();
+    w.probes.get_mut(&1).unwrap().description =
+        Some(Ok(described(&[(1, false), (2, true), (3, false)])));
+    let v = w.judge();
+    assert_eq!(v[&2].registration, Registration::Fenced);
+    assert_eq!(v[&2].state, BrokerState::Zombie);
+}
+
+#[test]
+fn a_tie_between_describe_cluster_answers_is_unknown() {
+    let mut w = World::healthy();
+    w.probes.get_mut(&1).unwrap().description =
+        Some(Ok(described(&[(1, false), (2, true), (3, false)])));
+    w.probes.get_mut(&3).unwrap().description =
+        Some(Ok(described(&[(1, false), (2, false), (3, false)])));
+    let v = w.judge();
+    assert_eq!(v[&2].registration, Registration::Unknown);
+    assert_eq!(v[&2].state, BrokerState::Healthy, "{:?}", v[&2].hits);
+}
+
+#[test]
+fn a_replica_listed_this_round_but_not_yet_probed_is_unknown_not_down() {
+    // Broker 7 joined: every answer lists it, but its address was learned from this round's
+    // answers, so it is probed from the next round on.
+    let mut w = World::healthy();
+    w.registered.push(7);
+    w.parts.push((1, 1, vec![1, 7], vec![1]));
+    w.refresh();
+    let v = w.judge();
+    assert_eq!(v[&7].state, BrokerState::Unknown, "{:?}", v[&7].hits);
+    assert_eq!(rules(&v[&7]), vec!["not_probed_yet"]);
+    assert!(!v[&7].hits[0].detail.contains("no broker lists it"));
+    assert_eq!(v[&7].address, "127.0.0.17:9092");
+    assert_eq!(v[&7].registration, Registration::Registered);
+}
