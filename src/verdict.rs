@@ -151,6 +151,10 @@ const RULES: &[(&str, Rule)] = &[
     ("process_exited", process_exited),
     ("process_stopped", process_stopped),
     ("unreachable", unreachable),
+    // Before cluster_invisible: when the watchdog's password is wrong everywhere, that is
+    // the first thing to say.
+    ("auth_failed", auth_failed),
+    ("protocol_error", protocol_error),
     ("cluster_invisible", cluster_invisible),
     ("process_alive_no_answer", process_alive_no_answer),
     ("no_answer", no_answer),
@@ -182,6 +186,66 @@ fn closed(kind: FailureKind) -> bool {
     )
 }
 
+/// Failures that are the watchdog's own access or compatibility problem, not news about the
+/// broker: its credentials or certificates were refused (or the broker's certificate is not
+/// one it trusts), or it cannot decode what the broker said. The broker may be perfectly
+/// healthy for its own clients, so these never make a zombie.
+pub fn access_rule(kind: FailureKind) -> Option<&'static str> {
+    match kind {
+        FailureKind::Authentication | FailureKind::Tls => Some("auth_failed"),
+        FailureKind::Protocol => Some("protocol_error"),
+        _ => None,
+    }
+}
+
+/// The rules whose hits are the watchdog's own access problems (see `access_rule`).
+pub const ACCESS_RULES: [&str; 2] = ["auth_failed", "protocol_error"];
+
+/// The step and failure that kept the watchdog from an answer, when it is an access problem.
+fn access_failure<'a>(
+    f: &'a BrokerFacts,
+) -> Option<(&'static str, &'static str, &'a crate::observe::ProbeFailure)> {
+    if f.probe.answered() {
+        return None;
+    }
+    let (step, e) = f.probe.first_failure()?;
+    access_rule(e.kind).map(|rule| (rule, step, e))
+}
+
+fn auth_failed(f: &BrokerFacts, _: &VerdictSettings) -> Option<RuleHit> {
+    let (rule, step, e) = access_failure(f)?;
+    if rule != "auth_failed" {
+        return None;
+    }
+    hit(
+        "auth_failed",
+        BrokerState::Unknown,
+        format!(
+            "the watchdog cannot get in to {}: {step} failed: {} ({}); check the watchdog's credentials and certificates, and this broker's certificate. This is the watchdog's access, not a verdict on the broker",
+            f.probe.endpoint.address(),
+            e.kind.as_label(),
+            e.detail
+        ),
+    )
+}
+
+fn protocol_error(f: &BrokerFacts, _: &VerdictSettings) -> Option<RuleHit> {
+    let (rule, step, e) = access_failure(f)?;
+    if rule != "protocol_error" {
+        return None;
+    }
+    hit(
+        "protocol_error",
+        BrokerState::Unknown,
+        format!(
+            "the watchdog cannot understand {}: {step} failed: {} ({}); a compatibility problem between the watchdog and this broker's version, not a verdict on the broker",
+            f.probe.endpoint.address(),
+            e.kind.as_label(),
+            e.detail
+        ),
+    )
+}
+
 fn port_closed(f: &BrokerFacts, _: &VerdictSettings) -> Option<RuleHit> {
     let Err(e) = &f.probe.connect else {
         return None;
@@ -205,7 +269,8 @@ fn unreachable(f: &BrokerFacts, _: &VerdictSettings) -> Option<RuleHit> {
     let Err(e) = &f.probe.connect else {
         return None;
     };
-    if closed(e.kind) || f.cluster_invisible {
+    // A refused certificate is an answer: the port is reached (`auth_failed` says it).
+    if closed(e.kind) || f.cluster_invisible || access_rule(e.kind).is_some() {
         return None;
     }
     if f.registration == Registration::Registered {
@@ -250,6 +315,9 @@ fn no_answer(f: &BrokerFacts, _: &VerdictSettings) -> Option<RuleHit> {
         return None;
     }
     let (step, e) = f.probe.first_failure()?;
+    if access_rule(e.kind).is_some() {
+        return None;
+    }
     let connect_ms = f
         .probe
         .connect
@@ -566,6 +634,7 @@ fn process_alive_no_answer(f: &BrokerFacts, _: &VerdictSettings) -> Option<RuleH
         || f.cluster_invisible
         || !f.probe.tcp_open()
         || f.probe.answered()
+        || access_failure(f).is_some()
     {
         return None;
     }

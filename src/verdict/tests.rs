@@ -827,3 +827,74 @@ fn a_replica_listed_this_round_but_not_yet_probed_is_unknown_not_down() {
     assert_eq!(v[&7].address, "127.0.0.17:9092");
     assert_eq!(v[&7].registration, Registration::Registered);
 }
+
+/// Broker `id` accepted TCP, then `step` failed with `kind`.
+fn failing_at(w: &mut World, id: i32, step: &str, kind: FailureKind) {
+    let p = w.answering(id, 10);
+    match step {
+        "connect" => {
+            p.connect = Err(fail(kind));
+            p.api_versions = None;
+            p.metadata = None;
+        }
+        "api_versions" => {
+            p.api_versions = Some(Err(fail(kind)));
+            p.metadata = None;
+        }
+        _ => p.metadata = Some(Err(fail(kind))),
+    }
+}
+
+#[test]
+fn a_refused_login_on_one_broker_is_the_watchdogs_access_not_a_zombie() {
+    // SASL refused during the handshake (wrong credentials on this broker).
+    let mut w = World::healthy();
+    failing_at(&mut w, 2, "api_versions", FailureKind::Authentication);
+    let v = w.judge();
+    assert_eq!(v[&2].state, BrokerState::Unknown, "{:?}", v[&2].hits);
+    assert_eq!(rules(&v[&2]), vec!["auth_failed"]);
+    assert!(v[&2].hits[0].detail.contains("credentials"));
+    // An expired or untrusted certificate fails the TLS handshake, reported by connect:
+    // the port was reached, so neither unreachable nor down.
+    let mut w = World::healthy();
+    failing_at(&mut w, 2, "connect", FailureKind::Tls);
+    let v = w.judge();
+    assert_eq!(v[&2].state, BrokerState::Unknown, "{:?}", v[&2].hits);
+    assert_eq!(rules(&v[&2]), vec!["auth_failed"]);
+}
+
+#[test]
+fn an_answer_the_watchdog_cannot_decode_is_a_protocol_error_not_a_zombie() {
+    let mut w = World::healthy();
+    failing_at(&mut w, 3, "metadata", FailureKind::Protocol);
+    let v = w.judge();
+    assert_eq!(v[&3].state, BrokerState::Unknown, "{:?}", v[&3].hits);
+    assert_eq!(rules(&v[&3]), vec!["protocol_error"]);
+    // A timeout in the same step is still a broker that does not answer.
+    let mut w = World::healthy();
+    failing_at(&mut w, 3, "metadata", FailureKind::Timeout);
+    assert_eq!(w.judge()[&3].state, BrokerState::Zombie);
+}
+
+#[test]
+fn host_mode_does_not_turn_a_refused_login_into_a_zombie() {
+    let mut w = World::healthy();
+    failing_at(&mut w, 1, "api_versions", FailureKind::Authentication);
+    w.host.insert(1, host(Some(ProcessState::Sleeping), true));
+    let v = w.judge_with(&answered_12s_ago()).remove(&1).unwrap();
+    assert_eq!(v.state, BrokerState::Unknown, "{:?}", v.hits);
+    assert_eq!(rules(&v), vec!["auth_failed"]);
+}
+
+#[test]
+fn a_wrong_password_everywhere_says_so_first() {
+    let mut w = World::healthy();
+    for id in 1..=3 {
+        failing_at(&mut w, id, "api_versions", FailureKind::Authentication);
+    }
+    let v = w.judge();
+    for id in 1..=3 {
+        assert_eq!(v[&id].state, BrokerState::Unknown);
+        assert_eq!(rules(&v[&id]), vec!["auth_failed", "cluster_invisible"]);
+    }
+}
