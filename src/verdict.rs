@@ -284,6 +284,17 @@ fn unreachable(f: &BrokerFacts, _: &VerdictSettings) -> Option<RuleHit> {
                 e.detail
             ),
         )
+    } else if f.registration == Registration::Unknown {
+        // The other brokers are split on it: a tie convicts nobody.
+        hit(
+            "unreachable",
+            BrokerState::Degraded,
+            format!(
+                "no TCP connection to {} ({}); the other brokers disagree on whether it is registered",
+                f.probe.endpoint.address(),
+                e.detail
+            ),
+        )
     } else {
         hit(
             "unreachable",

@@ -898,3 +898,14 @@ fn a_wrong_password_everywhere_says_so_first() {
         assert_eq!(rules(&v[&id]), vec!["auth_failed", "cluster_invisible"]);
     }
 }
+
+#[test]
+fn an_unreachable_broker_the_others_are_split_on_is_not_down() {
+    let mut w = World::healthy();
+    w.connect_timeout(2);
+    without(&mut w, 3, 2);
+    let v = w.judge();
+    assert_eq!(v[&2].registration, Registration::Unknown);
+    assert_eq!(v[&2].state, BrokerState::Degraded, "{:?}", v[&2].hits);
+    assert!(!v[&2].hits[0].detail.contains("does not list it"));
+}
