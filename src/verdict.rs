@@ -867,9 +867,10 @@ pub fn registrations(obs: &RoundObservation) -> BTreeMap<BrokerId, Registration>
         .zip(&tallies)
         .map(|(id, t)| {
             let mut votes = t.votes;
-            for k in 0..3 {
+            // Answers of each kind from the other brokers that did not list this one.
+            for (k, unlisted) in votes.unlisted.iter_mut().enumerate() {
                 let others = answers_of_kind[k] - u32::from(t.own == Some(k));
-                votes.unlisted[k] = others - t.listed[k];
+                *unlisted = others - t.listed[k];
             }
             (*id, votes.decide())
         })
