@@ -335,6 +335,18 @@ fn failure(step: &str, e: &ProbeFailure) -> String {
     )
 }
 
+/// Every broker and bootstrap server that failed failed on the watchdog's own access
+/// (`verdict::access_rule`), and at least one did.
+fn every_failure_is_access(report: &ClusterReport) -> bool {
+    let mut kinds = report
+        .probes
+        .values()
+        .filter_map(|p| p.first_failure().map(|(_, e)| e.kind))
+        .chain(report.bootstrap_failures.iter().map(|(_, e)| e.kind))
+        .peekable();
+    kinds.peek().is_some() && kinds.all(|k| crate::verdict::access_rule(k).is_some())
+}
+
 fn unreachable(report: &ClusterReport) -> Finding {
     let mut evidence: Vec<String> = report
         .probes
@@ -376,8 +388,13 @@ fn unreachable(report: &ClusterReport) -> Finding {
             FindingKind::ClusterUnreachable,
         ),
         format!(
-            "cluster {} is unreachable: {asked} ({last}); the fault may be the watchdog's own network",
-            report.cluster
+            "cluster {} is unreachable: {asked} ({last}); {}",
+            report.cluster,
+            if every_failure_is_access(report) {
+                "every one refused the watchdog's credentials or certificates, or said what it cannot decode: check the watchdog's access (its password, certificates, security protocol)"
+            } else {
+                "the fault may be the watchdog's own network"
+            }
         ),
     );
     f.evidence = evidence;

@@ -496,6 +496,34 @@ fn a_refused_login_is_a_watchdog_access_incident_not_a_broker_one() {
 }
 
 #[test]
+fn a_cluster_refusing_the_watchdogs_password_everywhere_says_so() {
+    let mut r = unreachable_report("lab");
+    for p in r.probes.values_mut() {
+        p.connect = Ok(Duration::from_millis(1));
+        p.api_versions = Some(Err(ProbeFailure {
+            kind: FailureKind::Authentication,
+            detail: "authentication failed during sasl_authenticate: SASL_AUTHENTICATION_FAILED"
+                .into(),
+            after: Duration::from_millis(20),
+        }));
+    }
+    let fs = findings(&r, Vec::new());
+    let f = fs
+        .iter()
+        .find(|f| f.key.kind == FindingKind::ClusterUnreachable)
+        .unwrap();
+    assert!(
+        f.summary.contains("check the watchdog's access"),
+        "{}",
+        f.summary
+    );
+    assert!(!f.summary.contains("own network"), "{}", f.summary);
+    // A timeout anywhere keeps the network in the picture.
+    let f = &findings(&unreachable_report("lab"), Vec::new())[0];
+    assert!(f.summary.contains("own network"), "{}", f.summary);
+}
+
+#[test]
 fn an_unreachable_cluster_is_one_critical_finding_with_every_failure() {
     let r = unreachable_report("lab");
     let fs = findings(&r, Vec::new());
