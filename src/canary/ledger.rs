@@ -601,6 +601,32 @@ mod tests {
     }
 
     #[test]
+    fn a_partition_read_all_along_keeps_its_books_when_reassigned() {
+        // Another partition was added: the consumer is reassigned and resumes this one
+        // where it stood; what it acknowledged meanwhile is still read back.
+        let mut l = reading(60);
+        l.acked(0, 3, entry(1, Acks::All, 1, false, 100));
+        l.reading_from(0, 4);
+        assert_eq!(l.position(0), Some(0), "continues where it stood");
+        let ev = l.consumed(0, 3, Some(&rec("me", 1)), t(101));
+        assert!(
+            matches!(ev[..], [LedgerEvent::Confirmed { seq: 1, .. }]),
+            "{ev:?}"
+        );
+    }
+
+    #[test]
+    fn a_re_read_of_a_log_whose_end_is_still_behind_judges_nothing_yet() {
+        // The new leader's high watermark lags the old one's for a moment after the change.
+        let mut l = reading(60);
+        l.acked(0, 10, entry(1, Acks::All, 2, false, 100));
+        l.consumed(0, 10, Some(&rec("me", 1)), t(100));
+        l.leader_changed(0);
+        assert!(l.verify(0, &BTreeMap::new(), 10).is_empty());
+        assert_eq!(l.verification_owed(0), Some(10));
+    }
+
+    #[test]
     fn a_re_read_cut_short_judges_only_what_it_read() {
         let mut l = reading(60);
         for (offset, seq) in [(10, 1), (11, 2), (12, 3)] {
