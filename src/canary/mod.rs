@@ -350,10 +350,12 @@ impl Canary {
         );
         let acked_at = SystemTime::now();
         let mut results = Vec::new();
+        // Records the consumer will read back, for the drain to wait for.
+        let mut booked: BTreeSet<(i32, u64)> = BTreeSet::new();
         for s in sent_all {
             match s.result {
                 Ok((offset, took)) => {
-                    self.ledger.acked(
+                    let read = self.ledger.acked(
                         s.partition,
                         offset,
                         Entry {
@@ -365,6 +367,9 @@ impl Canary {
                             stale_ack: false,
                         },
                     );
+                    if read {
+                        booked.insert((s.partition, s.seq));
+                    }
                     results.push((s.partition, s.seq, Ok(took)));
                 }
                 Err(f) => results.push((s.partition, s.seq, Err(f))),
@@ -376,12 +381,8 @@ impl Canary {
             }
             out.acks1.push(probe);
         }
-        let sent: BTreeSet<(i32, u64)> = results
-            .iter()
-            .filter_map(|(p, seq, r)| r.as_ref().ok().map(|_| (*p, *seq)))
-            .collect();
         let mut e2e: BTreeMap<i32, Vec<f64>> = BTreeMap::new();
-        self.drain(&sent, &mut e2e, &mut out).await;
+        self.drain(&booked, &mut e2e, &mut out).await;
         for ev in self.ledger.expire(SystemTime::now()) {
             record_event(ev, &mut e2e, &mut out);
         }
