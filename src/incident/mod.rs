@@ -72,8 +72,14 @@ pub enum FindingKind {
     SplitBrain,
     /// No broker of the cluster answered.
     ClusterUnreachable,
-    /// The canary lost a record the cluster had acknowledged (produced by the canary).
+    /// The canary lost an acks=all record the cluster had acknowledged (produced by the
+    /// canary): the cluster broke its promise.
     AcknowledgedLoss,
+    /// A broker kept acknowledging acks=1 canary records, round after round, that the
+    /// partition's log does not hold: it took writes as a leader the others had replaced
+    /// (isolated or split-brain leader, incident 3). One such record at a leader change is
+    /// what acks=1 means and raises nothing.
+    Acks1Loss,
     /// The canary could not write or read (produced by the canary).
     CanaryUnavailable,
     /// A partition's new leader was not in its previous ISR: acknowledged writes may be
@@ -89,7 +95,7 @@ pub enum FindingKind {
 }
 
 impl FindingKind {
-    pub const ALL: [FindingKind; 11] = [
+    pub const ALL: [FindingKind; 12] = [
         FindingKind::Broker,
         FindingKind::OfflinePartitions,
         FindingKind::UnderMinIsr,
@@ -97,6 +103,7 @@ impl FindingKind {
         FindingKind::SplitBrain,
         FindingKind::ClusterUnreachable,
         FindingKind::AcknowledgedLoss,
+        FindingKind::Acks1Loss,
         FindingKind::CanaryUnavailable,
         FindingKind::UncleanElection,
         FindingKind::Remediation,
@@ -116,6 +123,7 @@ impl FindingKind {
             FindingKind::UncleanElection => "unclean_election",
             FindingKind::Remediation => "remediation",
             FindingKind::WatchdogAccess => "watchdog_access",
+            FindingKind::Acks1Loss => "acks1_loss",
         }
     }
 
@@ -133,6 +141,7 @@ impl FindingKind {
             FindingKind::UncleanElection => "KafkaWatchdogUncleanElection",
             FindingKind::Remediation => "KafkaWatchdogRemediation",
             FindingKind::WatchdogAccess => "KafkaWatchdogAccess",
+            FindingKind::Acks1Loss => "KafkaWatchdogAcks1Loss",
         }
     }
 
@@ -150,8 +159,11 @@ impl FindingKind {
             | FindingKind::AcknowledgedLoss
             | FindingKind::UncleanElection
             | FindingKind::ClusterUnreachable => Severity::Critical,
+            // Evidence about one broker's leadership, not a broken promise: the split brain
+            // and the broker's own verdict page when it is one.
             FindingKind::UnderReplicated
             | FindingKind::CanaryUnavailable
+            | FindingKind::Acks1Loss
             | FindingKind::Remediation
             | FindingKind::WatchdogAccess => Severity::Warning,
         }

@@ -195,6 +195,7 @@ fn every_kind_has_its_severity() {
         (UnderMinIsr, Severity::Critical),
         (SplitBrain, Severity::Critical),
         (AcknowledgedLoss, Severity::Critical),
+        (Acks1Loss, Severity::Warning),
         (ClusterUnreachable, Severity::Critical),
         (UnderReplicated, Severity::Warning),
         (CanaryUnavailable, Severity::Warning),
