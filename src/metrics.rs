@@ -18,7 +18,7 @@ use crate::canary::stats::CanaryStats;
 use crate::canary::TopicStatus;
 use crate::health::Condition;
 use crate::report::ClusterReport;
-use crate::verdict::BrokerState;
+use crate::verdict::{BrokerState, Registration};
 
 type Labels = Vec<(&'static str, String)>;
 type GaugeFamily = Family<Labels, Gauge<f64, AtomicU64>>;
@@ -309,7 +309,7 @@ pub fn render<'a>(reports: impl IntoIterator<Item = &'a ClusterReport>, extras: 
     let registered = gauge(
         &mut reg,
         "broker_registered",
-        "1 when the other brokers list this broker as registered (unfenced), else 0",
+        "1 when the other brokers count it as registered and unfenced (the verdict's registration), else 0",
     );
     let latency = gauge(
         &mut reg,
@@ -470,7 +470,7 @@ pub fn render<'a>(reports: impl IntoIterator<Item = &'a ClusterReport>, extras: 
             set(
                 &registered,
                 b(),
-                f64::from(u8::from(r.registered.contains(&v.broker))),
+                f64::from(u8::from(v.registration == Registration::Registered)),
             );
             if let Some(p) = probe {
                 let kinds = [
