@@ -150,6 +150,7 @@ impl ClusterProber {
             min_isr: self.min_isr.clone(),
             unclean_disabled: self.unclean_disabled.clone(),
             host: BTreeMap::new(),
+            followers: BTreeMap::new(),
         }
     }
 
