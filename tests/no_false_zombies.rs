@@ -171,7 +171,7 @@ fn a_frozen_broker_whose_accept_queue_fills_stays_one_zombie_episode() {
     let mut states = Vec::new();
     let mut queue_full_at = None;
     while frozen_at.elapsed() < Duration::from_secs(70)
-        || (queue_full_at.is_none() && frozen_at.elapsed() < Duration::from_secs(120))
+        || (queue_full_at.is_none() && frozen_at.elapsed() < Duration::from_secs(150))
     {
         if let Some(b2) = w.broker(2) {
             let state = b2["state"].as_str().unwrap_or_default().to_string();
