@@ -423,6 +423,15 @@ fn out_of_every_isr(f: &BrokerFacts, s: &VerdictSettings) -> Option<RuleHit> {
             BrokerState::Degraded,
             format!("catching up: its logs grew by {g} offset(s) since the last round{behind}"),
         )
+    } else if c.behind.is_none() {
+        // Its logs can only grow while a leader serves them.
+        (
+            BrokerState::Degraded,
+            format!(
+                "its logs have not grown for {} s, but no leader of its partitions answered: it has nothing to fetch from",
+                c.stalled_for.as_secs()
+            ),
+        )
     } else if c.stalled_for < s.catch_up_window {
         (
             BrokerState::Degraded,

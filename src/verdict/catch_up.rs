@@ -154,7 +154,12 @@ pub fn remember_silence(
         let Some(m) = memory.get_mut(id) else {
             continue;
         };
-        let accepted_silently = probe.tcp_open() && !probe.answered() && !cluster_invisible;
+        // Silence, not an answer it could not pass (TLS, SASL, an error code).
+        let accepted_silently = probe.tcp_open()
+            && !cluster_invisible
+            && probe
+                .first_failure()
+                .is_some_and(|(_, e)| e.kind == FailureKind::Timeout);
         let connect_timed_out = probe
             .connect
             .as_ref()

@@ -413,6 +413,19 @@ fn follower_out_of_every_isr_whose_logs_stand_still_for_the_window_is_a_zombie()
     assert!(v[&3].hits[1]
         .detail
         .contains("2 of them now under min.insync.replicas"));
+    // Without a leader that answers, standing still is not its fault.
+    let mut w = out_of_every_isr();
+    let mut memory = BTreeMap::new();
+    measured(&mut w, [100, 100], 500, None);
+    for o in w.followers.get_mut(&3).unwrap().offsets.values_mut() {
+        o.leader_high_watermark = None;
+    }
+    w.round(&mut memory, 1000);
+    let v = w.round(&mut memory, 1100);
+    assert_eq!(v[&3].state, BrokerState::Degraded, "{:?}", v[&3]);
+    assert!(v[&3].hits[0]
+        .detail
+        .contains("no leader of its partitions answered"));
     // Caught up and still outside the ISRs is no better: nothing fetches.
     let mut w = out_of_every_isr();
     let mut memory = BTreeMap::new();
@@ -525,6 +538,12 @@ fn a_connect_timeout_never_preceded_by_silence_is_a_host_gone() {
     let v = w.round(&mut memory, 1000);
     assert_eq!(v[&2].state, BrokerState::Down, "{:?}", v[&2]);
     assert_eq!(rules(&v[&2]), vec!["unreachable"]);
+    // Refused at authentication is an answer, not silence: no accept-queue episode follows.
+    w.silent(2);
+    w.probes.get_mut(&2).unwrap().api_versions = Some(Err(fail(FailureKind::Authentication)));
+    w.round(&mut memory, 1010);
+    w.connect_timeout(2);
+    assert_eq!(w.round(&mut memory, 1020)[&2].state, BrokerState::Down);
 }
 
 #[test]
