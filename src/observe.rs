@@ -291,8 +291,8 @@ pub struct RoundObservation {
     pub unclean_disabled: std::collections::BTreeSet<String>,
     /// Host mode: what this host shows of the brokers that run on it (empty without).
     pub host: BTreeMap<BrokerId, crate::host::HostObservation>,
-    /// Brokers that replicate partitions but lead none and are in none of their ISRs: how
-    /// far their logs are, so the verdict can tell one catching up from one stuck.
+    /// Answering brokers missing from ISRs: how far their logs are, so the verdict can tell
+    /// a broker out of every ISR that catches up from one that is stuck.
     pub followers: BTreeMap<BrokerId, FollowerProgress>,
 }
 

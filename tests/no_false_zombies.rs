@@ -154,6 +154,71 @@ fn a_broker_catching_up_under_a_replication_throttle_is_never_a_zombie() {
     }
 }
 
+/// Incident 2's dead fetcher on a broker that leads nothing of the watched topic: its logs
+/// stand still while its leaders' grow, so after the catch-up window it is still a zombie.
+#[test]
+fn a_follower_that_stopped_replicating_is_still_a_zombie_after_the_window() {
+    let mut lab = lab();
+    let bs = lab.bootstrap();
+    let topic = unique_topic("stuck");
+    client::create_topic(&bs, &topic, &[vec![1, 3], vec![2, 3]], &[]).unwrap();
+    let w = Watchdog::start(
+        "stuck",
+        &WatchdogSettings {
+            canary_yaml: "      enabled: false\n".into(),
+            // Only this topic: broker 3 leads partitions of others.
+            extra_cluster_yaml: format!("    topics:\n      include: ['{topic}']\n"),
+            ..WatchdogSettings::default()
+        },
+    );
+    let producer = client::LabProducer::new(&bs, "1", Duration::from_secs(3)).unwrap();
+    // Traffic: a follower that is caught up stays in the ISR even when it cannot fetch.
+    let tick = || {
+        for p in 0..2 {
+            let _ = producer.send(&topic, p, &common::payloads("tick", 5));
+        }
+    };
+    lab.cut_replication(3).unwrap();
+    let cut_at = Instant::now();
+    let mut first_out = None;
+    let zombie = eventually(Duration::from_secs(150), "broker 3 a zombie", || {
+        tick();
+        let b3 = w.broker(3)?;
+        let hit = b3["hits"]
+            .as_array()?
+            .iter()
+            .find(|h| h["rule"] == "out_of_every_isr")?
+            .clone();
+        first_out.get_or_insert(cut_at.elapsed());
+        std::thread::sleep(Duration::from_millis(500));
+        (b3["state"] == "zombie").then_some(hit)
+    });
+    let first_out = first_out.unwrap();
+    eprintln!(
+        "out of every ISR {:.0} s after the cut, zombie {:.0} s after the cut: {zombie:#}",
+        first_out.as_secs_f64(),
+        cut_at.elapsed().as_secs_f64()
+    );
+    let detail = zombie["detail"].as_str().unwrap();
+    assert!(detail.contains("have not grown for"), "{detail}");
+    assert!(detail.contains("behind its leaders"), "{detail}");
+    assert!(
+        cut_at.elapsed() >= first_out + Duration::from_secs(55),
+        "a zombie only after the 60 s window"
+    );
+    lab.heal(Some(3)).unwrap();
+    eventually(
+        Duration::from_secs(90),
+        "broker 3 healthy after heal",
+        || {
+            tick();
+            (w.broker_state(3)? == "healthy").then_some(())
+        },
+    );
+    drop(w);
+    client::delete_topic(&bs, &topic).unwrap();
+}
+
 /// A frozen broker: the kernel completes TCP handshakes for it until its listen backlog (50)
 /// is full, then connects time out. Same process, same episode: one zombie incident, never
 /// `down`.

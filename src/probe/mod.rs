@@ -324,16 +324,16 @@ impl ClusterProber {
 /// is evidence enough, and the request stays small on a broker with many replicas.
 const MEASURED_PARTITIONS: usize = 1000;
 
-/// The brokers a catch-up measurement is for, from one answer about every topic: those that
-/// lead no partition and are missing from some ISR, each with the partitions whose ISR lacks
-/// it and their leaders. Looser than the verdict's "out of every ISR" (which counts only the
-/// topics the filter admits), so whatever the verdict calls out of every ISR is measured.
+/// The brokers a catch-up measurement is for, from one answer about every topic: those
+/// missing from some ISR, each with the partitions whose ISR lacks it and their leaders.
+/// Looser than the verdict's "out of every ISR, leading none", which counts only the topics
+/// the filter admits (a broker may lead a topic the filter leaves out), so whatever the
+/// verdict calls out of every ISR has been measured. Few brokers miss ISRs on a healthy
+/// cluster, and those that do not answer are not asked.
 pub fn catch_up_candidates(m: &MetadataView) -> BTreeMap<BrokerId, Vec<(String, i32, BrokerId)>> {
-    let mut leads: BTreeSet<BrokerId> = BTreeSet::new();
     let mut missing: BTreeMap<BrokerId, Vec<(String, i32, BrokerId)>> = BTreeMap::new();
     for t in m.topics.values() {
         for p in &t.partitions {
-            leads.insert(p.leader);
             for r in p.replicas.iter().filter(|r| !p.isr.contains(r)) {
                 let list = missing.entry(*r).or_default();
                 if list.len() < MEASURED_PARTITIONS {
@@ -342,7 +342,6 @@ pub fn catch_up_candidates(m: &MetadataView) -> BTreeMap<BrokerId, Vec<(String, 
             }
         }
     }
-    missing.retain(|id, _| !leads.contains(id));
     missing
 }
 
@@ -372,7 +371,7 @@ fn error_counts(answers: &[LatestOffset]) -> Vec<String> {
         .collect()
 }
 
-/// Measures the brokers that lead nothing and are missing from ISRs: their own log end
+/// Measures the answering brokers that are missing from ISRs: their own log end
 /// offsets (ListOffsets with the debugging replica id, one request each), their leaders' high
 /// watermarks (one consumer ListOffsets per leader) and the ongoing reassignments (one
 /// ListPartitionReassignments). Chosen over DescribeLogDirs because offsets compare exactly
@@ -554,7 +553,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn catch_up_candidates_lead_nothing_and_miss_some_isr() {
+    fn catch_up_candidates_miss_some_isr() {
         use crate::observe::{PartitionView, TopicView};
         let part = |partition, leader, replicas: &[i32], isr: &[i32]| PartitionView {
             partition,
@@ -583,10 +582,14 @@ mod tests {
             },
         );
         let c = catch_up_candidates(&m);
-        // Broker 4 leads nothing and misses t-0; broker 1 misses t-2 but leads t-0.
+        // Whether it leads is the verdict's business: it may lead a topic the filter drops.
         assert_eq!(
             c.into_iter().collect::<Vec<_>>(),
-            vec![(4, vec![("t".to_string(), 0, 1)])]
+            vec![
+                (1, vec![("t".to_string(), 2, 3)]),
+                (3, vec![("t".to_string(), 1, 2)]),
+                (4, vec![("t".to_string(), 0, 1)]),
+            ]
         );
     }
 
