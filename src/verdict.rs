@@ -415,7 +415,11 @@ fn out_of_every_isr(f: &BrokerFacts, s: &VerdictSettings) -> Option<RuleHit> {
             BrokerState::Degraded,
             format!(
                 "whether it catches up cannot be measured ({})",
-                c.errors.join("; ")
+                if c.errors.is_empty() {
+                    "not measured this round".to_string()
+                } else {
+                    c.errors.join("; ")
+                }
             ),
         )
     } else if let Some(g) = c.grew.filter(|g| *g > 0) {

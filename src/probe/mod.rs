@@ -410,7 +410,12 @@ async fn measure_followers(
         let partitions = list.iter().map(|(t, p, _)| (t.clone(), *p)).collect();
         latest_offsets(address(*id).unwrap_or_default(), wire, partitions, true)
     }));
+    // A leader that did not answer its probe would only cost another timeout.
+    let answered = |id: &BrokerId| probes.get(id).is_some_and(BrokerProbe::answered);
     let leaders = join_all(by_leader.iter().filter_map(|(leader, set)| {
+        if !answered(leader) {
+            return None;
+        }
         let a = address(*leader)?;
         let leader = *leader;
         let fut = latest_offsets(a, wire, set.iter().cloned().collect(), false);
@@ -442,6 +447,12 @@ async fn measure_followers(
                 leader_errors.insert(leader, format!("leader {leader}: {e}"));
             }
         }
+    }
+    for leader in by_leader.keys().filter(|l| !answered(l)) {
+        leader_errors.insert(
+            *leader,
+            format!("leader {leader} did not answer this round"),
+        );
     }
     let adding: Option<BTreeMap<BrokerId, u32>> = match &reassignments {
         Ok(list) => {

@@ -8,6 +8,8 @@
 //!
 //! What is remembered is one measurement per broker out of every ISR (its log end offsets and
 //! its leaders' high watermarks), when its logs last grew, and when it was first seen so.
+//! Beside it, the other evidence over rounds of this issue: since when a broker has accepted
+//! connections without answering (a frozen process, whose accept queue later fills up).
 
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};
@@ -88,7 +90,6 @@ pub fn facts(
             stalled_for: remembered
                 .and_then(|c| now.duration_since(c.progress_at).ok())
                 .unwrap_or_default(),
-            errors: vec!["not measured this round".into()],
             ..CatchUpFacts::default()
         };
     };
