@@ -333,7 +333,7 @@ impl Evaluator {
                     .retain(|p, _| c.partitions.iter().any(|q| q.partition == *p));
             }
         }
-        verdict::remember(&mut self.memory, &verdicts, now);
+        verdict::remember_round(&mut self.memory, &obs, &verdicts, now);
         let state_since = self
             .memory
             .iter()
@@ -454,6 +454,7 @@ mod tests {
             min_isr: BTreeMap::new(),
             unclean_disabled: Default::default(),
             host: BTreeMap::new(),
+            followers: BTreeMap::new(),
         }
     }
 

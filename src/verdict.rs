@@ -83,9 +83,13 @@ pub struct VerdictSettings {
     pub latency_degraded_factor: f64,
     /// ...and exceeds this floor is slow (milliseconds of noise are not a finding).
     pub latency_floor: Duration,
-    /// A broker that was down this recently is catching up, not a zombie, while it is out
-    /// of the ISRs.
+    /// A broker that was down this recently and answers before it is registered again is
+    /// registering, not a zombie (`verdict.restart_grace_secs`).
     pub restart_grace: Duration,
+    /// A broker out of every ISR whose logs have not grown for this long (and that no
+    /// reassignment is adding) has stopped replicating: a zombie. Until then it may be
+    /// catching up (`verdict.catch_up_window_secs`).
+    pub catch_up_window: Duration,
 }
 
 impl Default for VerdictSettings {
@@ -94,6 +98,7 @@ impl Default for VerdictSettings {
             latency_degraded_factor: 5.0,
             latency_floor: Duration::from_millis(250),
             restart_grace: Duration::from_secs(120),
+            catch_up_window: Duration::from_secs(60),
         }
     }
 }
@@ -107,6 +112,11 @@ pub struct BrokerMemory {
     pub state: Option<(BrokerState, SystemTime)>,
     /// The last round in which it answered every direct request.
     pub last_answered_at: Option<SystemTime>,
+    /// Since when it has accepted TCP connections without answering; kept while connects
+    /// then time out (its accept queue is full), so a frozen broker stays one episode.
+    pub accepting_silently_since: Option<SystemTime>,
+    /// While it is out of every ISR: what its logs looked like, and when they last grew.
+    pub catch_up: Option<catch_up::CatchUpMemory>,
 }
 
 /// Everything known about one broker this round, gathered once so rules stay one-liners.
@@ -127,6 +137,11 @@ pub struct BrokerFacts<'a> {
     pub host: Option<&'a HostObservation>,
     /// How long since it last answered; `None` while it answers or when it never did.
     pub silent_for: Option<Duration>,
+    /// How long it has accepted TCP connections without answering, counted from the first
+    /// such round and kept while connects then time out; `None` outside such an episode.
+    pub accepting_silently_for: Option<Duration>,
+    /// Whether it is catching up, when it is out of every ISR.
+    pub catch_up: catch_up::CatchUpFacts,
 }
 
 /// What this round's canary says about one broker.
@@ -270,8 +285,24 @@ fn unreachable(f: &BrokerFacts, _: &VerdictSettings) -> Option<RuleHit> {
         return None;
     };
     // A refused certificate is an answer: the port is reached (`auth_failed` says it).
-    if closed(e.kind) || f.cluster_invisible || access_rule(e.kind).is_some() {
+    if closed(e.kind)
+        || f.cluster_invisible
+        || access_rule(e.kind).is_some()
+        || accept_queue_full(f)
+    {
         return None;
+    }
+    if process_alive(f) {
+        // Host mode sees the process: the host is not gone, whatever the cluster says.
+        return hit(
+            "unreachable",
+            BrokerState::Degraded,
+            format!(
+                "no TCP connection to {} ({}), yet its process is alive on this host",
+                f.probe.endpoint.address(),
+                e.detail
+            ),
+        );
     }
     if f.registration == Registration::Registered {
         // The cluster still sees it heartbeating: the fault may be on the watchdog's path.
@@ -321,8 +352,46 @@ fn cluster_invisible(f: &BrokerFacts, _: &VerdictSettings) -> Option<RuleHit> {
     )
 }
 
+/// The connect timed out after the broker had accepted connections without answering: the
+/// same frozen process, whose listen backlog is now full (the kernel completes handshakes
+/// for a stopped process until then). A host that is gone also times out, but it was not
+/// accepting silently the round before; a port that refuses ends the episode.
+fn accept_queue_full(f: &BrokerFacts) -> bool {
+    let timed_out = f
+        .probe
+        .connect
+        .as_ref()
+        .is_err_and(|e| e.kind == FailureKind::Timeout);
+    timed_out && f.accepting_silently_for.is_some()
+}
+
+/// Host mode shows its process there and not exited: whatever the network says, the host
+/// is not gone.
+fn process_alive(f: &BrokerFacts) -> bool {
+    f.host
+        .and_then(|h| h.process.as_ref())
+        .is_some_and(|p| !p.state.has_exited())
+}
+
 fn no_answer(f: &BrokerFacts, _: &VerdictSettings) -> Option<RuleHit> {
-    if f.cluster_invisible || !f.probe.tcp_open() || f.probe.answered() {
+    if f.cluster_invisible || f.probe.answered() {
+        return None;
+    }
+    if accept_queue_full(f) {
+        let e = f.probe.connect.as_ref().err()?;
+        let secs = f.accepting_silently_for.unwrap_or_default().as_secs();
+        return hit(
+            "no_answer",
+            BrokerState::Zombie,
+            format!(
+                "TCP connect to {} timed out after {:.1} s: its accept queue is full, after it accepted connections without answering for {secs} s ({})",
+                f.probe.endpoint.address(),
+                e.after.as_secs_f64(),
+                e.detail
+            ),
+        );
+    }
+    if !f.probe.tcp_open() {
         return None;
     }
     let (step, e) = f.probe.first_failure()?;
@@ -395,7 +464,7 @@ fn stale_leader(f: &BrokerFacts, _: &VerdictSettings) -> Option<RuleHit> {
     )
 }
 
-fn out_of_every_isr(f: &BrokerFacts, _: &VerdictSettings) -> Option<RuleHit> {
+fn out_of_every_isr(f: &BrokerFacts, s: &VerdictSettings) -> Option<RuleHit> {
     let p = &f.partitions;
     if !f.probe.answered()
         || p.replica_of == 0
@@ -404,19 +473,70 @@ fn out_of_every_isr(f: &BrokerFacts, _: &VerdictSettings) -> Option<RuleHit> {
     {
         return None;
     }
-    let (state, why) = if f.recently_down {
-        (BrokerState::Degraded, " (restarted recently: catching up)")
-    } else {
-        (BrokerState::Zombie, "")
+    // Catching up (a broker added by a reassignment, restarted between rounds, back from a
+    // long outage) and stuck (a dead fetcher) look the same in one round; only its logs over
+    // rounds tell them apart. Until they have been still for the window: degraded.
+    let c = &f.catch_up;
+    let base = format!(
+        "alive and answering, but missing from the ISR of all {} partition(s) it replicates and leads none",
+        p.replica_of
+    );
+    let behind = match c.behind {
+        Some(b) => format!(", {b} offset(s) behind its leaders"),
+        None => String::new(),
     };
-    hit(
-        "out_of_every_isr",
-        state,
-        format!(
-            "alive and answering, but missing from the ISR of all {} partition(s) it replicates and leads none{why}",
-            p.replica_of
-        ),
-    )
+    let window = s.catch_up_window.as_secs();
+    let (state, why) = if let Some(n) = c.adding.filter(|n| *n > 0) {
+        (
+            BrokerState::Degraded,
+            format!(
+                "catching up: an ongoing reassignment is adding it to {n} partition(s){behind}"
+            ),
+        )
+    } else if c.measured == 0 {
+        (
+            BrokerState::Degraded,
+            format!(
+                "whether it catches up cannot be measured ({})",
+                if c.errors.is_empty() {
+                    "not measured this round".to_string()
+                } else {
+                    c.errors.join("; ")
+                }
+            ),
+        )
+    } else if let Some(g) = c.grew.filter(|g| *g > 0) {
+        (
+            BrokerState::Degraded,
+            format!("catching up: its logs grew by {g} offset(s) since the last round{behind}"),
+        )
+    } else if c.behind.is_none() {
+        // Its logs can only grow while a leader serves them.
+        (
+            BrokerState::Degraded,
+            format!(
+                "its logs have not grown for {} s, but no leader of its partitions answered: it has nothing to fetch from",
+                c.stalled_for.as_secs()
+            ),
+        )
+    } else if c.stalled_for < s.catch_up_window {
+        (
+            BrokerState::Degraded,
+            format!(
+                "watching whether it catches up: its logs have not grown for {} s of {window} s{behind}",
+                c.stalled_for.as_secs()
+            ),
+        )
+    } else {
+        (
+            BrokerState::Zombie,
+            format!(
+                "its logs have not grown for {} s{behind}: it does not replicate",
+                c.stalled_for.as_secs()
+            ),
+        )
+    };
+    hit("out_of_every_isr", state, format!("{base}; {why}"))
 }
 
 fn canary_writes_fail(f: &BrokerFacts, _: &VerdictSettings) -> Option<RuleHit> {
@@ -1018,8 +1138,8 @@ pub fn judge(
         .probes
         .iter()
         .map(|(id, probe)| {
-            let recently_down = memory
-                .get(id)
+            let mem = memory.get(id);
+            let recently_down = mem
                 .and_then(|m| m.last_down_at)
                 .and_then(|t| now.duration_since(t).ok())
                 .is_some_and(|ago| ago < settings.restart_grace);
@@ -1041,11 +1161,13 @@ pub fn judge(
                 silent_for: if probe.answered() {
                     None
                 } else {
-                    memory
-                        .get(id)
-                        .and_then(|m| m.last_answered_at)
+                    mem.and_then(|m| m.last_answered_at)
                         .and_then(|t| now.duration_since(t).ok())
                 },
+                accepting_silently_for: mem
+                    .and_then(|m| m.accepting_silently_since)
+                    .map(|t| now.duration_since(t).unwrap_or_default()),
+                catch_up: catch_up::facts(obs, *id, mem, now),
             };
             verdict_of(&facts, settings)
         })
@@ -1153,6 +1275,21 @@ pub fn remember(
     }
     memory.retain(|id, _| verdicts.iter().any(|v| v.broker == *id));
 }
+
+/// [`remember`], plus what this round's observation adds: since when a broker accepts
+/// connections without answering, and the catch-up measurements of brokers out of every ISR.
+pub fn remember_round(
+    memory: &mut BTreeMap<BrokerId, BrokerMemory>,
+    obs: &RoundObservation,
+    verdicts: &[BrokerVerdict],
+    now: SystemTime,
+) {
+    remember(memory, verdicts, now);
+    catch_up::remember_silence(memory, obs, now);
+    catch_up::remember(memory, obs, verdicts, now);
+}
+
+pub mod catch_up;
 
 #[cfg(test)]
 mod tests;

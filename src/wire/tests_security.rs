@@ -551,6 +551,7 @@ async fn verdict_on_probed(address: &str, security: Security) -> crate::verdict:
         min_isr: BTreeMap::new(),
         unclean_disabled: Default::default(),
         host: BTreeMap::new(),
+        followers: BTreeMap::new(),
     };
     let answers: Vec<_> = obs
         .probes
