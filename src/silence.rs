@@ -519,7 +519,7 @@ impl Silences {
     /// Every silence, configuration's first, in start order.
     pub fn all(&self) -> Vec<Silence> {
         let mut out: Vec<Silence> = self.config.iter().chain(&self.api).cloned().collect();
-        out.sort_by(|a, b| (a.origin as u8, a.starts_at).cmp(&(b.origin as u8, b.starts_at)));
+        out.sort_by_key(|s| (s.origin as u8, s.starts_at));
         out
     }
 

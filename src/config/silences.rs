@@ -44,11 +44,18 @@ pub(crate) fn silences(
         let starts_at = read("starts_at", "an RFC 3339 time, e.g. 2026-12-01T22:00:00Z");
         let ends_at = read("ends_at", "an RFC 3339 time, e.g. 2026-12-02T02:00:00Z");
         let comment = read("comment", "why, for the next person");
-        f.finish(&mut cx.rep, &|k| {
-            (k == "duration").then(|| {
-                "a silence in the file ends at a written time: use ends_at, not duration".into()
-            })
-        });
+        // Offered by the API, not here: said once, where it is written.
+        if let Some(d) = f.get_unlisted("duration") {
+            cx.rep.add(
+                d.key_pos,
+                format!("silences[{i}]: a silence in the file ends at a written time: use ends_at, not duration"),
+                Some("ends_at: an RFC 3339 time, e.g. 2026-12-02T02:00:00Z".into()),
+            );
+            ok = false;
+            f.finish(&mut cx.rep, &|_| None);
+            continue;
+        }
+        f.finish(&mut cx.rep, &|_| None);
         let broker_id = match &broker {
             None => None,
             Some((b, pos)) => match b.trim().parse::<i32>() {

@@ -176,7 +176,7 @@ fn silences_match_by_cluster_broker_and_kind_while_active() {
     let s = silence(None, None, 20, 100);
     assert!(!s.is_active(t(19)) && s.is_active(t(20)) && !s.is_active(t(100)));
     assert_eq!(
-        find(&[s.clone()], &i, t(50)).map(|f| f.id.clone()),
+        find(std::slice::from_ref(&s), &i, t(50)).map(|f| f.id.clone()),
         Some(s.id)
     );
 }
