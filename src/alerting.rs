@@ -16,6 +16,7 @@ use crate::incident::{
 use crate::notify::{Notifier, NotifierHandle, NotifierStats, NotifyError};
 use crate::observe::BrokerId;
 use crate::report::ClusterReport;
+use crate::silence::{Origin, Silence, Silences};
 
 /// How long an acknowledged-write loss keeps its incident open after the last lost record:
 /// a loss is an event, and an incident that flapped with every round would be noise.
@@ -40,6 +41,8 @@ pub enum AlertingError {
     State(#[from] StateError),
     #[error(transparent)]
     Notify(#[from] NotifyError),
+    #[error(transparent)]
+    Silences(crate::silence::StoreError),
 }
 
 /// What the canary findings remember between rounds, per cluster.
@@ -329,6 +332,7 @@ pub fn broker_unavailability(
 
 pub struct Alerting {
     book: Mutex<IncidentBook>,
+    silences: Mutex<Silences>,
     canary: Mutex<BTreeMap<String, CanaryMemory>>,
     notifier: std::sync::RwLock<NotifierHandle>,
     state_dir: PathBuf,
@@ -366,10 +370,29 @@ impl Alerting {
             }
             Err(e) => return Err(e.into()),
         };
-        let notifier = Notifier::spawn(&config.webhooks, &config.state_dir, &config.instance_id)?;
+        let mut silences = match Silences::load(&config.state_dir) {
+            Ok(s) => s,
+            Err(e @ crate::silence::StoreError::Corrupt { .. }) => {
+                // Losing runtime silences pages for what someone meant to keep quiet; the
+                // file is kept aside for a person, and the error says it loudly.
+                let file = config.state_dir.join(crate::silence::STATE_FILE);
+                let aside = config.state_dir.join(format!(
+                    "{}.corrupt-{}",
+                    crate::silence::STATE_FILE,
+                    incident::time::unix_ms(SystemTime::now())
+                ));
+                let _ = std::fs::rename(&file, &aside);
+                tracing::error!(error = %e, kept = %aside.display(), "silences file is corrupt; starting without the silences added at runtime");
+                Silences::default()
+            }
+            Err(e) => return Err(AlertingError::Silences(e)),
+        };
+        silences.set_config(config.silences.clone());
+        let notifier = Notifier::spawn(&config.webhooks, &config.state_dir, config)?;
         notifier.restore_open(book.open_incidents());
         Ok(Alerting {
             book: Mutex::new(book),
+            silences: Mutex::new(silences),
             canary: Mutex::new(BTreeMap::new()),
             notifier: std::sync::RwLock::new(notifier),
             state_dir: config.state_dir.clone(),
@@ -394,7 +417,9 @@ impl Alerting {
             }
         }
         drop(canary_memory);
+        let active = self.lock_silences().active(now);
         let mut book = self.book.lock().unwrap_or_else(|p| p.into_inner());
+        book.set_silences(active);
         let events = book.observe(
             &report.cluster,
             findings,
@@ -418,6 +443,69 @@ impl Alerting {
         }
         drop(book);
         self.notifier().submit(events);
+    }
+
+    fn lock_silences(&self) -> std::sync::MutexGuard<'_, Silences> {
+        self.silences.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Every silence, active or not (expired ones for a day).
+    pub fn silences(&self) -> Vec<Silence> {
+        self.lock_silences().all()
+    }
+
+    /// Checks and keeps a silence asked for at runtime; it takes effect at each cluster's
+    /// next round.
+    pub fn add_silence(
+        &self,
+        request: &crate::silence::Request,
+        clusters: &[String],
+        now: SystemTime,
+    ) -> Result<Silence, crate::silence::Invalid> {
+        let silence = request.check(clusters, now, Origin::Api)?;
+        let mut store = self.lock_silences();
+        store.add(silence.clone(), now)?;
+        if let Err(e) = store.save(&self.state_dir) {
+            tracing::error!(error = %e, "cannot save silences; the silence holds until a restart");
+        }
+        tracing::info!(silence = %silence.describe(), by = %silence.created_by, "silence added");
+        Ok(silence)
+    }
+
+    /// Ends a runtime silence now; `Ok(false)` when there is none with that id.
+    pub fn expire_silence(
+        &self,
+        id: &str,
+        now: SystemTime,
+    ) -> Result<bool, crate::silence::Invalid> {
+        let mut store = self.lock_silences();
+        let found = store.expire(id, now)?;
+        if found {
+            if let Err(e) = store.save(&self.state_dir) {
+                tracing::error!(error = %e, "cannot save silences");
+            }
+            tracing::info!(silence = %id, "silence expired");
+        }
+        Ok(found)
+    }
+
+    /// The configuration's silences changed (a reload).
+    pub fn set_config_silences(&self, silences: Vec<Silence>) {
+        self.lock_silences().set_config(silences);
+    }
+
+    /// The active silence that keeps remediation of `broker` from acting, described.
+    pub fn remediation_silenced(
+        &self,
+        cluster: &str,
+        broker: BrokerId,
+        now: SystemTime,
+    ) -> Option<String> {
+        self.lock_silences()
+            .active(now)
+            .into_iter()
+            .find(|s| s.covers_parts(cluster, FindingKind::Broker, Some(broker), &[broker]))
+            .map(|s| s.describe())
     }
 
     /// Where the incident book lives; remediation keeps its history and thread dumps
@@ -444,7 +532,7 @@ impl Alerting {
     pub async fn reconfigure(&self, config: &Config) -> Result<(), AlertingError> {
         let old = self.notifier();
         old.shutdown(Duration::from_secs(2)).await;
-        let new = Notifier::spawn(&config.webhooks, &config.state_dir, &config.instance_id)?;
+        let new = Notifier::spawn(&config.webhooks, &config.state_dir, config)?;
         new.restore_open(self.open_incidents());
         *self.notifier.write().unwrap_or_else(|p| p.into_inner()) = new;
         Ok(())
@@ -516,6 +604,8 @@ pub fn remediation_event(r: &crate::remediate::Record) -> incident::IncidentEven
             updated_at: r.at,
             resolved_at: None,
             unavailable_seconds: None,
+            silenced: None,
+            notified_peak: Some(severity),
         },
         previous: None,
         changes: Vec::new(),

@@ -137,7 +137,12 @@ fn remediator(
         published.remediation.clone(),
         sink,
     ) {
-        Ok(r) => Some(r),
+        Ok(r) => {
+            let (silences, cluster) = (alerting.clone(), cfg.name.clone());
+            Some(r.with_silences(Arc::new(move |broker, now| {
+                silences.remediation_silenced(&cluster, broker, now)
+            })))
+        }
         Err(e) => {
             tracing::error!(cluster = %cfg.name, error = %e, "remediation disabled for this cluster");
             None
@@ -373,6 +378,7 @@ async fn reload(
     if !plan.remove_clusters.is_empty() {
         loops.alerting.retain_clusters(&names);
     }
+    loops.alerting.set_config_silences(applied.silences.clone());
     if plan.webhooks_changed {
         if let Err(e) = loops.alerting.reconfigure(&applied).await {
             tracing::error!(error = %e, "webhooks not reconfigured; the previous receivers stay");

@@ -24,6 +24,8 @@ pub struct Status<'a> {
     pub config_reload_success: Option<bool>,
     /// The latest remediation decisions (acted, failed, refused, dry run), oldest first.
     pub remediations: &'a [crate::remediate::Record],
+    /// Every silence, as the silences API lists it.
+    pub silences: Vec<serde_json::Value>,
 }
 
 #[derive(Serialize)]
@@ -173,6 +175,11 @@ pub fn render<'a>(
             })
             .collect(),
         config_reload_success: extras.reload_success,
+        silences: extras
+            .silences
+            .iter()
+            .map(|s| crate::silence::to_json(s, std::time::SystemTime::now()))
+            .collect(),
         remediations: &extras.remediations,
     };
     serde_json::to_string_pretty(&status).expect("status serializes")

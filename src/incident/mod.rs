@@ -333,6 +333,13 @@ pub struct Incident {
     #[serde(with = "time::serde_opt_ms")]
     pub resolved_at: Option<SystemTime>,
     pub unavailable_seconds: Option<f64>,
+    /// The silence it is under now: receivers do not hear of it, remediation does not act.
+    #[serde(default)]
+    pub silenced: Option<crate::silence::SilenceMark>,
+    /// The worst severity it reached while not silenced: the receivers whose threshold
+    /// this reaches have been told of it (and hear of its end). `None`: nobody was.
+    #[serde(default, with = "serde_opt_severity")]
+    pub notified_peak: Option<Severity>,
 }
 
 impl Incident {
@@ -403,6 +410,9 @@ pub struct Previous {
     pub peak_severity: Severity,
     #[serde(with = "serde_state")]
     pub state: Option<BrokerState>,
+    /// `notified_peak` before the update.
+    #[serde(default, with = "serde_opt_severity")]
+    pub notified_peak: Option<Severity>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -448,6 +458,28 @@ pub(crate) mod serde_severity {
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Severity, D::Error> {
         let s = String::deserialize(d)?;
         parse(&s).ok_or_else(|| D::Error::custom(format!("unknown severity '{s}'")))
+    }
+}
+
+/// An optional severity as its configuration spelling.
+pub(crate) mod serde_opt_severity {
+    use crate::config::Severity;
+    use serde::{de::Error, Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(s: &Option<Severity>, ser: S) -> Result<S::Ok, S::Error> {
+        match s {
+            Some(s) => ser.serialize_some(s.as_str()),
+            None => ser.serialize_none(),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Severity>, D::Error> {
+        let Some(s) = Option::<String>::deserialize(d)? else {
+            return Ok(None);
+        };
+        super::serde_severity::parse(&s)
+            .map(Some)
+            .ok_or_else(|| D::Error::custom(format!("unknown severity '{s}'")))
     }
 }
 
