@@ -228,32 +228,34 @@ fn access_failure<'a>(
 }
 
 fn auth_failed(f: &BrokerFacts, _: &VerdictSettings) -> Option<RuleHit> {
-    let (rule, step, e) = access_failure(f)?;
-    if rule != "auth_failed" {
-        return None;
-    }
-    hit(
+    access_hit(
+        f,
         "auth_failed",
-        BrokerState::Unknown,
-        format!(
-            "the watchdog cannot get in to {}: {step} failed: {} ({}); check the watchdog's credentials and certificates, and this broker's certificate. This is the watchdog's access, not a verdict on the broker",
-            f.probe.endpoint.address(),
-            e.kind.as_label(),
-            e.detail
-        ),
+        "cannot get in to",
+        "check the watchdog's credentials and certificates, and this broker's certificate. This is the watchdog's access, not a verdict on the broker",
     )
 }
 
 fn protocol_error(f: &BrokerFacts, _: &VerdictSettings) -> Option<RuleHit> {
-    let (rule, step, e) = access_failure(f)?;
-    if rule != "protocol_error" {
+    access_hit(
+        f,
+        "protocol_error",
+        "cannot understand",
+        "a compatibility problem between the watchdog and this broker's version, not a verdict on the broker",
+    )
+}
+
+/// The hit of access rule `rule` when the broker's first failure is of its kind.
+fn access_hit(f: &BrokerFacts, rule: &'static str, cannot: &str, advice: &str) -> Option<RuleHit> {
+    let (found, step, e) = access_failure(f)?;
+    if found != rule {
         return None;
     }
     hit(
-        "protocol_error",
+        rule,
         BrokerState::Unknown,
         format!(
-            "the watchdog cannot understand {}: {step} failed: {} ({}); a compatibility problem between the watchdog and this broker's version, not a verdict on the broker",
+            "the watchdog {cannot} {}: {step} failed: {} ({}); {advice}",
             f.probe.endpoint.address(),
             e.kind.as_label(),
             e.detail
