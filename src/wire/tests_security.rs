@@ -186,11 +186,7 @@ async fn silent_listener_times_out_in_the_tls_handshake() {
 // ---- SASL ----
 
 fn sasl(mechanism: SaslMechanism, password: &str) -> SaslSettings {
-    SaslSettings {
-        mechanism,
-        username: "watchdog".into(),
-        password: password.into(),
-    }
+    SaslSettings::user_password(mechanism, "watchdog", password)
 }
 
 /// A broker enabling `mechanisms`, checking each SaslAuthenticate token with `check`, which
