@@ -1869,3 +1869,26 @@ fn oauthbearer_properties_belong_to_the_config_keys() {
     let p = one(&text);
     assert!(p.contains("client_secret_env"), "{p}");
 }
+
+#[test]
+fn example_lab_oauth_loads() {
+    let dir = temp_dir();
+    std::fs::write(dir.join("client.secret"), "lab-secret\n").unwrap();
+    let text = std::fs::read_to_string(example_path("lab-oauth.yaml"))
+        .unwrap()
+        .replace("/tmp/kafka-lab/oauth/", &format!("{}/", dir.display()));
+    let path = dir.join("lab-oauth.yaml");
+    std::fs::write(&path, text).unwrap();
+    let c = load(&path).unwrap_or_else(|e| panic!("{e}"));
+    let lab = &c.clusters[0];
+    assert_eq!(lab.bootstrap_servers[0], "127.0.0.11:9292");
+    assert_eq!(lab.security.protocol, SecurityProtocol::SaslPlaintext);
+    let sasl = lab.security.sasl.as_ref().unwrap();
+    assert_eq!(sasl.mechanism, SaslMechanism::OAuthBearer);
+    let o = sasl.oauthbearer.as_ref().unwrap();
+    assert_eq!(o.token_endpoint_url, "http://127.0.0.1:9650/token");
+    assert_eq!(o.client_id, "watchdog");
+    assert_eq!(o.client_secret.expose(), "lab-secret");
+    let shipped = std::fs::read_to_string(example_path("lab-oauth.yaml")).unwrap();
+    assert!(shipped.contains("client_secret_file: /tmp/kafka-lab/oauth/client.secret"));
+}
