@@ -80,6 +80,26 @@ impl TokenSource {
         }
     }
 
+    /// A source holding `token` for an hour, for tests of the SASL exchange.
+    #[cfg(test)]
+    pub(crate) fn with_cached(token: &str, principal: &str) -> Self {
+        let s = TokenSource::new(
+            "http://127.0.0.1:1/token".into(),
+            principal.into(),
+            "unused".into(),
+            None,
+            None,
+            Duration::from_secs(1),
+        );
+        *s.cache.lock().unwrap() = Some(Token {
+            value: token.into(),
+            principal: principal.into(),
+            expires_at: SystemTime::now() + Duration::from_secs(3600),
+            refresh_at: Instant::now() + Duration::from_secs(3600),
+        });
+        s
+    }
+
     pub fn endpoint(&self) -> &str {
         &self.endpoint
     }
