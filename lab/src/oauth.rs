@@ -342,6 +342,17 @@ fn basic(header: Option<&str>) -> Option<(String, String)> {
     Some((percent_decode(id), percent_decode(secret)))
 }
 
+/// Bootstrap servers of the OAUTHBEARER listeners, when the lab has them.
+pub fn bootstrap(lab: &crate::Lab) -> Option<String> {
+    (lab.security() == crate::Security::SaslOauthbearer).then(|| {
+        lab.brokers()
+            .iter()
+            .map(|id| format!("{}:{OAUTH_PORT}", crate::topology::host(*id)))
+            .collect::<Vec<_>>()
+            .join(",")
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -397,15 +408,4 @@ mod tests {
         let form = url_form(b"grant_type=client_credentials&scope=a+b");
         assert_eq!(form[1], ("scope".into(), "a b".into()));
     }
-}
-
-/// Bootstrap servers of the OAUTHBEARER listeners, when the lab has them.
-pub fn bootstrap(lab: &crate::Lab) -> Option<String> {
-    (lab.security() == crate::Security::SaslOauthbearer).then(|| {
-        lab.brokers()
-            .iter()
-            .map(|id| format!("{}:{OAUTH_PORT}", crate::topology::host(*id)))
-            .collect::<Vec<_>>()
-            .join(",")
-    })
 }

@@ -1863,10 +1863,8 @@ fn aws_msk_iam_takes_a_region_and_no_password() {
 
 #[test]
 fn oauthbearer_properties_belong_to_the_config_keys() {
-    let text = format!(
-        "clusters:\n  - name: a\n    bootstrap_servers: [a:1]\n    librdkafka:\n      sasl.oauthbearer.client.secret: x\n"
-    );
-    let p = one(&text);
+    let text = "clusters:\n  - name: a\n    bootstrap_servers: [a:1]\n    librdkafka:\n      sasl.oauthbearer.client.secret: x\n";
+    let p = one(text);
     assert!(p.contains("client_secret_env"), "{p}");
 }
 
