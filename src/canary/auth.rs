@@ -27,6 +27,14 @@ impl CanaryContext {
         }
     }
 
+    /// A token can be had (always true without OAUTHBEARER).
+    pub fn token_ready(&self) -> Result<(), String> {
+        match &self.token {
+            Some(source) => source.token_blocking().map(|_| ()),
+            None => Ok(()),
+        }
+    }
+
     /// The admin client polls only its own result queue, never the one the refresh event
     /// arrives on: its token is handed over directly, before use.
     pub fn prime<C: ClientContext>(&self, client: &Client<C>) -> Result<(), String> {

@@ -252,6 +252,11 @@ impl Canary {
             return Err(TopicStatus::Broken(why));
         }
         let context = CanaryContext::new(&s.wire);
+        // Without a token no client can authenticate: say so once, rather than create and
+        // drop three clients every round.
+        context.token_ready().map_err(|e| {
+            TopicStatus::Broken(format!("cannot get a token for the canary's clients: {e}"))
+        })?;
         let ms = s.produce_timeout.as_millis().max(1).to_string();
         let producer: FutureProducer<CanaryContext> = s
             .client
