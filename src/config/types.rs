@@ -279,7 +279,7 @@ pub struct OAuthBearerConfig {
     pub client_id: String,
     pub client_secret: Secret,
     pub scope: Option<String>,
-    /// Extra CA certificates (PEM) for the token endpoint's TLS; the system's otherwise.
+    /// Extra CA certificates (PEM) for the token endpoint's TLS; the built-in Mozilla roots otherwise.
     pub ca_file: Option<PathBuf>,
 }
 
