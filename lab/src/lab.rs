@@ -167,6 +167,9 @@ impl Lab {
             }
         }
         lab.state.save(&lab.dir)?;
+        if lab.state.security == Security::SaslOauthbearer {
+            crate::oauth::ensure_endpoint(&lab.dir)?;
+        }
         lab.wait_started(deadline, &libs)?;
         // ACLs live in the metadata log: granted once, when the cluster is new.
         if fresh && lab.state.security == Security::SaslSsl {
@@ -212,6 +215,11 @@ impl Lab {
             let secrets = Secrets::create(&lab.dir, &brokers)?;
             // Broker users must read their keystores; the lab is throw-away.
             let _ = sys::run("chmod", &["-R", "a+rX", &secrets.dir.display().to_string()]);
+        }
+        if opts.security == Security::SaslOauthbearer {
+            crate::oauth::create(&lab.dir)?;
+            let d = crate::oauth::dir(&lab.dir).display().to_string();
+            let _ = sys::run("chmod", &["-R", "a+rX", &d]);
         }
         for spec in &specs {
             lab.prepare_node(spec)?;
@@ -272,6 +280,18 @@ impl Lab {
                 secure.as_ref(),
                 self.state.security == Security::SaslSsl,
             )
+        };
+        let text = if self.state.security == Security::SaslOauthbearer && spec.role == Role::Broker
+        {
+            text + &crate::oauth::broker_properties(
+                &self.dir,
+                &spec.host,
+                self.state.version.is_kraft(),
+                topology::CLIENT_PORT,
+                topology::REPLICATION_PORT,
+            )
+        } else {
+            text
         };
         let cfg = self.config_path(spec.id, spec.role);
         fs::write(&cfg, text).map_err(|e| LabError::io(&cfg, e))?;
@@ -378,6 +398,9 @@ impl Lab {
                 "-Dlog4j.configuration=file:{}",
                 nd.join("log4j.properties").display()
             ));
+        }
+        if self.state.security == Security::SaslOauthbearer && node.role == Role::Broker {
+            args.extend(crate::oauth::jvm_args(&self.dir));
         }
         args.push("-cp".into());
         args.push(dist::classpath(libs));

@@ -4,6 +4,7 @@
 //! the cluster later loses. rdkafka is used on purpose: the canary sees what a real client
 //! sees, retries and metadata caching included.
 
+mod auth;
 pub mod layout;
 pub mod ledger;
 pub mod record;
@@ -14,7 +15,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use rdkafka::admin::{AdminClient, AdminOptions, NewPartitions, NewTopic, TopicReplication};
-use rdkafka::client::DefaultClientContext;
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer, StreamConsumer};
 use rdkafka::error::KafkaError;
@@ -26,6 +26,7 @@ use serde::Serialize;
 use tokio::sync::mpsc;
 
 use crate::observe::BrokerId;
+use auth::CanaryContext;
 use layout::{BrokerInfo, LayoutMemory, LayoutSettings, PartitionState, Plan};
 use ledger::{Entry, Ledger, LedgerEvent};
 use record::{Acks, CanaryRecord};
@@ -202,9 +203,10 @@ struct Consumed {
 }
 
 struct Clients {
-    producer: FutureProducer,
-    consumer: Arc<StreamConsumer>,
-    admin: AdminClient<DefaultClientContext>,
+    producer: FutureProducer<CanaryContext>,
+    consumer: Arc<StreamConsumer<CanaryContext>>,
+    admin: AdminClient<CanaryContext>,
+    context: CanaryContext,
     consumed: mpsc::UnboundedReceiver<Consumed>,
     reader: tokio::task::JoinHandle<()>,
 }
@@ -246,8 +248,17 @@ impl Canary {
 
     fn start_clients(&self) -> Result<Clients, TopicStatus> {
         let s = &self.settings;
+        if let Some(why) = auth::unsupported(&s.wire) {
+            return Err(TopicStatus::Broken(why));
+        }
+        let context = CanaryContext::new(&s.wire);
+        // Without a token no client can authenticate: say so once, rather than create and
+        // drop three clients every round.
+        context.token_ready().map_err(|e| {
+            TopicStatus::Broken(format!("cannot get a token for the canary's clients: {e}"))
+        })?;
         let ms = s.produce_timeout.as_millis().max(1).to_string();
-        let producer: FutureProducer = s
+        let producer: FutureProducer<CanaryContext> = s
             .client
             .clone()
             .set("acks", "all")
@@ -256,9 +267,9 @@ impl Canary {
             .set("linger.ms", "0")
             .set("message.timeout.ms", &ms)
             .set("request.timeout.ms", &ms)
-            .create()
+            .create_with_context(context.clone())
             .map_err(config_error)?;
-        let consumer: StreamConsumer = s
+        let consumer: StreamConsumer<CanaryContext> = s
             .client
             .clone()
             .set("group.id", format!("kafka-watchdog-canary-{}", s.instance))
@@ -267,10 +278,18 @@ impl Canary {
             .set("auto.offset.reset", "latest")
             .set("fetch.wait.max.ms", "100")
             .set("enable.partition.eof", "false")
-            .create()
+            .create_with_context(context.clone())
             .map_err(config_error)?;
-        let admin: AdminClient<DefaultClientContext> =
-            s.client.clone().create().map_err(config_error)?;
+        let admin: AdminClient<CanaryContext> = s
+            .client
+            .clone()
+            .create_with_context(context.clone())
+            .map_err(config_error)?;
+        context.prime(admin.inner()).map_err(|e| {
+            TopicStatus::Broken(format!(
+                "cannot authenticate the canary's admin client: {e}"
+            ))
+        })?;
         let consumer = Arc::new(consumer);
         let (tx, rx) = mpsc::unbounded_channel();
         let reader = tokio::spawn(read_loop(consumer.clone(), tx, s.cluster.clone()));
@@ -278,6 +297,7 @@ impl Canary {
             producer,
             consumer,
             admin,
+            context,
             consumed: rx,
             reader,
         })
@@ -304,6 +324,12 @@ impl Canary {
                     out.status = status;
                     return out;
                 }
+            }
+        } else if let Some(c) = &self.clients {
+            // The admin client's token is renewed here (see auth::CanaryContext::prime);
+            // a failure shows in the admin request that needs it.
+            if let Err(e) = c.context.prime(c.admin.inner()) {
+                tracing::warn!(cluster = %self.settings.cluster, "canary admin token: {e}");
             }
         }
         self.layout.observe(&view.brokers, now);
@@ -774,7 +800,7 @@ fn record_event(ev: LedgerEvent, e2e: &mut BTreeMap<i32, Vec<f64>>, out: &mut Ca
 
 /// Forwards every record the consumer reads to the round, decoded.
 async fn read_loop(
-    consumer: Arc<StreamConsumer>,
+    consumer: Arc<StreamConsumer<CanaryContext>>,
     tx: mpsc::UnboundedSender<Consumed>,
     cluster: String,
 ) {
@@ -937,7 +963,7 @@ struct Sent {
 
 /// One acks=all record to every partition, all at once, through the regular producer.
 async fn produce_all(
-    producer: &FutureProducer,
+    producer: &FutureProducer<CanaryContext>,
     settings: &CanarySettings,
     parts: &[PartitionStateWithEpoch],
     seqs: &[u64],

@@ -16,8 +16,9 @@ use super::read::{
     bool_slot, choice, float, int, int_slot, list, pick, text, text_node, value_or, Fields, Origin,
     Report, Resolved, Set, Slot,
 };
+use super::sasl::sasl;
 use super::schema::{self as s, IntSpec};
-use super::secret::{readable_file, secret, Need};
+use super::secret::readable_file;
 use super::types::*;
 use super::yaml::{shorten, Entry, Kind, Node, Pos};
 
@@ -737,30 +738,6 @@ fn security(cx: &mut Ctx, e: &Entry, path: String) -> Option<Security> {
         protocol: p,
         sasl,
         tls,
-    })
-}
-
-fn sasl(cx: &mut Ctx, e: &Entry, path: String) -> Option<SaslConfig> {
-    let mut f = Fields::open(&mut cx.rep, &e.value, Some(e), path)?;
-    let mechanism = match f.get("mechanism") {
-        Some(me) => choice(&mut cx.rep, me, s::MECHANISMS).map(|m| m.value),
-        None => {
-            let names: Vec<&str> = s::MECHANISMS.iter().map(|(n, _)| *n).collect();
-            f.missing(
-                &mut cx.rep,
-                "mechanism",
-                format!("one of: {}", names.join(", ")),
-            );
-            None
-        }
-    };
-    let username = secret(cx, &mut f, &s::SASL_USERNAME, Need::Required);
-    let password = secret(cx, &mut f, &s::SASL_PASSWORD, Need::Required);
-    f.finish(&mut cx.rep, &|_| None);
-    Some(SaslConfig {
-        mechanism: mechanism?,
-        username: username.ok()??.value,
-        password: Secret::new(password.ok()??.value),
     })
 }
 

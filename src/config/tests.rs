@@ -775,7 +775,7 @@ fn secret_groups_need_exactly_one_key() {
     let text = "clusters:\n  - name: a\n    bootstrap_servers: [a:1]\n    security:\n      protocol: SASL_SSL\n      sasl: {username: u, password_env: P}\n";
     assert_eq!(
         short(&problems_env(text, &env_of(&[("P", "p")]))[0]),
-        "6:13: missing required key 'mechanism' in clusters[0].security.sasl (expected one of: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512)"
+        "6:13: missing required key 'mechanism' in clusters[0].security.sasl (expected one of: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER, AWS_MSK_IAM)"
     );
 }
 
@@ -1817,4 +1817,167 @@ fn silences_in_the_file_are_checked_where_they_are_written() {
         "{MINIMAL}silences:\n  - ends_at: '2001-01-01T00:00:00Z'\n    comment: old window\n"
     ));
     assert!(!c.silences[0].is_active(std::time::SystemTime::now()));
+}
+
+// ---------------------------------------------------------------------------------------
+// OAUTHBEARER and AWS_MSK_IAM.
+
+const SASL_OF: &str = "\
+clusters:
+  - name: lab
+    bootstrap_servers: [a:1]
+    security:
+      protocol: SASL_SSL
+      sasl:
+";
+
+#[test]
+fn oauthbearer_takes_a_token_endpoint_and_client_credentials() {
+    let text = format!(
+        "{SASL_OF}        mechanism: OAUTHBEARER\n        token_endpoint_url: https://idp.example/realms/k/protocol/openid-connect/token\n        client_id: watchdog\n        client_secret_env: KW_SECRET\n        scope: kafka\n"
+    );
+    let env = env_of(&[("KW_SECRET", "s3cret-oidc")]);
+    let c = parse_with_env(&text, "t.yaml", &env).unwrap();
+    let sasl = c.clusters[0].security.sasl.as_ref().unwrap();
+    assert_eq!(sasl.mechanism, SaslMechanism::OAuthBearer);
+    let o = sasl.oauthbearer.as_ref().unwrap();
+    assert_eq!(
+        o.token_endpoint_url,
+        "https://idp.example/realms/k/protocol/openid-connect/token"
+    );
+    assert_eq!(o.client_id, "watchdog");
+    assert_eq!(o.client_secret.expose(), "s3cret-oidc");
+    assert_eq!(o.scope.as_deref(), Some("kafka"));
+    assert!(sasl.aws_msk_iam.is_none());
+    assert!(!format!("{c:?}").contains("s3cret-oidc"));
+}
+
+#[test]
+fn oauthbearer_problems_are_named() {
+    let base = format!("{SASL_OF}        mechanism: OAUTHBEARER\n");
+    let got: Vec<String> = problems_env(&base, &env_of(&[]))
+        .iter()
+        .map(short)
+        .collect();
+    assert_eq!(got.len(), 3, "{got:#?}");
+    assert!(
+        got.iter().any(|p| p.contains("missing client id")),
+        "{got:#?}"
+    );
+    assert!(
+        got.iter().any(|p| p.contains("missing client secret")),
+        "{got:#?}"
+    );
+    assert!(
+        got.iter()
+            .any(|p| p.contains("missing required key 'token_endpoint_url'")),
+        "{got:#?}"
+    );
+    let inline = one(&format!(
+        "{base}        token_endpoint_url: https://idp/t\n        client_id: c\n        client_secret: hunter2\n"
+    ));
+    assert!(
+        inline.contains("inline client_secret is not accepted"),
+        "{inline}"
+    );
+    let user = one(&format!(
+        "{base}        token_endpoint_url: https://idp/t\n        client_id: c\n        client_secret_file: Cargo.toml\n        username: u\n"
+    ));
+    assert!(
+        user.contains("username is set in clusters[0].security.sasl but mechanism OAUTHBEARER"),
+        "{user}"
+    );
+    let url = problems_env(
+        &format!("{base}        token_endpoint_url: ftp://idp/t\n        client_id: c\n        client_secret_env: S\n"),
+        &env_of(&[("S", "x")]),
+    );
+    assert_eq!(url.len(), 1);
+    assert!(
+        short(&url[0]).contains("scheme 'ftp'"),
+        "{}",
+        short(&url[0])
+    );
+}
+
+#[test]
+fn aws_msk_iam_takes_a_region_and_no_password() {
+    let text = format!("{SASL_OF}        mechanism: AWS_MSK_IAM\n        region: eu-west-1\n        profile: msk\n");
+    let c = ok(&text);
+    let a = c.clusters[0]
+        .security
+        .sasl
+        .as_ref()
+        .unwrap()
+        .aws_msk_iam
+        .clone()
+        .unwrap();
+    assert_eq!(a.region, "eu-west-1");
+    assert_eq!(a.profile.as_deref(), Some("msk"));
+
+    let no_region = format!("{SASL_OF}        mechanism: AWS_MSK_IAM\n");
+    let c = parse_with_env(
+        &no_region,
+        "t.yaml",
+        &env_of(&[("AWS_REGION", "us-east-2")]),
+    )
+    .unwrap();
+    let a = c.clusters[0]
+        .security
+        .sasl
+        .clone()
+        .unwrap()
+        .aws_msk_iam
+        .unwrap();
+    assert_eq!(a.region, "us-east-2");
+    let got: Vec<String> = problems_env(&no_region, &env_of(&[]))
+        .iter()
+        .map(short)
+        .collect();
+    assert_eq!(got.len(), 1, "{got:#?}");
+    assert!(got[0].contains("missing required key 'region'"), "{got:#?}");
+
+    let foreign = one(&format!(
+        "{SASL_OF}        mechanism: AWS_MSK_IAM\n        region: eu-west-1\n        scope: kafka\n"
+    ));
+    assert!(
+        foreign.contains("scope is set but mechanism is AWS_MSK_IAM"),
+        "{foreign}"
+    );
+    let scram_with_region = one(&format!(
+        "{SASL_OF}        mechanism: PLAIN\n        username: u\n        password_file: Cargo.toml\n        region: eu-west-1\n"
+    ));
+    assert!(
+        scram_with_region.contains("region is set but mechanism is PLAIN"),
+        "{scram_with_region}"
+    );
+}
+
+#[test]
+fn oauthbearer_properties_belong_to_the_config_keys() {
+    let text = "clusters:\n  - name: a\n    bootstrap_servers: [a:1]\n    librdkafka:\n      sasl.oauthbearer.client.secret: x\n";
+    let p = one(text);
+    assert!(p.contains("client_secret_env"), "{p}");
+}
+
+#[test]
+fn example_lab_oauth_loads() {
+    let dir = temp_dir();
+    std::fs::write(dir.join("client.secret"), "lab-secret\n").unwrap();
+    let text = std::fs::read_to_string(example_path("lab-oauth.yaml"))
+        .unwrap()
+        .replace("/tmp/kafka-lab/oauth/", &format!("{}/", dir.display()));
+    let path = dir.join("lab-oauth.yaml");
+    std::fs::write(&path, text).unwrap();
+    let c = load(&path).unwrap_or_else(|e| panic!("{e}"));
+    let lab = &c.clusters[0];
+    assert_eq!(lab.bootstrap_servers[0], "127.0.0.11:9292");
+    assert_eq!(lab.security.protocol, SecurityProtocol::SaslPlaintext);
+    let sasl = lab.security.sasl.as_ref().unwrap();
+    assert_eq!(sasl.mechanism, SaslMechanism::OAuthBearer);
+    let o = sasl.oauthbearer.as_ref().unwrap();
+    assert_eq!(o.token_endpoint_url, "http://127.0.0.1:9650/token");
+    assert_eq!(o.client_id, "watchdog");
+    assert_eq!(o.client_secret.expose(), "lab-secret");
+    let shipped = std::fs::read_to_string(example_path("lab-oauth.yaml")).unwrap();
+    assert!(shipped.contains("client_secret_file: /tmp/kafka-lab/oauth/client.secret"));
 }

@@ -284,11 +284,16 @@ impl SecurityProtocol {
     }
 }
 
+/// Invariants: `username` and `password` are non-empty exactly for PLAIN and SCRAM,
+/// `oauthbearer` is `Some` exactly for OAUTHBEARER and `aws_msk_iam` exactly for
+/// AWS_MSK_IAM.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SaslConfig {
     pub mechanism: SaslMechanism,
     pub username: String,
     pub password: Secret,
+    pub oauthbearer: Option<OAuthBearerConfig>,
+    pub aws_msk_iam: Option<AwsMskIamConfig>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -296,6 +301,29 @@ pub enum SaslMechanism {
     Plain,
     ScramSha256,
     ScramSha512,
+    OAuthBearer,
+    AwsMskIam,
+}
+
+/// OAuth 2.0 client credentials grant (RFC 6749 4.4) against an OIDC token endpoint.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OAuthBearerConfig {
+    pub token_endpoint_url: String,
+    pub client_id: String,
+    pub client_secret: Secret,
+    pub scope: Option<String>,
+    /// Extra CA certificates (PEM) for the token endpoint's TLS; the built-in Mozilla roots otherwise.
+    pub ca_file: Option<PathBuf>,
+}
+
+/// Amazon MSK IAM access control. Credentials are not part of the configuration: they
+/// are looked up at each authentication (environment, then the shared credentials file),
+/// so rotated session credentials are picked up without a reload.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AwsMskIamConfig {
+    pub region: String,
+    /// Profile of the shared credentials file; `None`: AWS_PROFILE, then `default`.
+    pub profile: Option<String>,
 }
 
 impl SaslMechanism {

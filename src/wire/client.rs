@@ -437,7 +437,9 @@ impl Opened {
         let (session_lifetime, sasl_latency) = match &sasl {
             Some(sasl) => {
                 let started = Instant::now();
-                let lifetime = sasl::authenticate(&mut conn, &versions, sasl).await?;
+                let lifetime =
+                    sasl::authenticate(&mut conn, &versions, sasl, security::host_of(&address))
+                        .await?;
                 (lifetime, Some(started.elapsed()))
             }
             None => (None, None),

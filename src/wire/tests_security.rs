@@ -186,11 +186,7 @@ async fn silent_listener_times_out_in_the_tls_handshake() {
 // ---- SASL ----
 
 fn sasl(mechanism: SaslMechanism, password: &str) -> SaslSettings {
-    SaslSettings {
-        mechanism,
-        username: "watchdog".into(),
-        password: password.into(),
-    }
+    SaslSettings::user_password(mechanism, "watchdog", password)
 }
 
 /// A broker enabling `mechanisms`, checking each SaslAuthenticate token with `check`, which
@@ -635,4 +631,57 @@ async fn an_answer_the_watchdog_cannot_decode_is_not_judged_a_zombie() {
         v.hits
     );
     assert_eq!(rule_names(&v), vec!["protocol_error"]);
+}
+
+// ---- OAUTHBEARER ----
+
+/// Kafka's OAUTHBEARER server: a rejected token gets an RFC 7628 error challenge, and the
+/// client's %x01 answer ends the exchange with an error.
+fn oauth_check(token: &[u8]) -> Result<Vec<u8>, String> {
+    match token {
+        b"n,,\x01auth=Bearer good.jwt.sig\x01\x01" => Ok(Vec::new()),
+        b"\x01" => Err("Authentication failed during authentication due to invalid credentials with SASL mechanism OAUTHBEARER".into()),
+        _ => Ok(br#"{"status":"invalid_token"}"#.to_vec()),
+    }
+}
+
+fn oauth(token: &str) -> SaslSettings {
+    SaslSettings {
+        oauth: Some(std::sync::Arc::new(super::oauth::TokenSource::with_cached(
+            token, "watchdog",
+        ))),
+        ..SaslSettings::user_password(SaslMechanism::OAuthBearer, "", "")
+    }
+}
+
+#[tokio::test]
+async fn oauthbearer_sends_the_token_as_rfc_7628_initial_response() {
+    let b = FakeBroker::start(sasl_broker(&["OAUTHBEARER"], oauth_check)).await;
+    let connected = BrokerClient::connect(
+        &b.address,
+        &opts(Security::SaslPlaintext(oauth("good.jwt.sig"))),
+    )
+    .await
+    .unwrap();
+    connected.client.session_lifetime().unwrap();
+    let handshake: SaslHandshakeRequest = b.seen()[1].decode();
+    assert_eq!(handshake.mechanism.as_str(), "OAUTHBEARER");
+}
+
+#[tokio::test]
+async fn a_rejected_token_is_an_authentication_failure_with_the_broker_status() {
+    let b = FakeBroker::start(sasl_broker(&["OAUTHBEARER"], oauth_check)).await;
+    let err = connect_err(
+        &b.address,
+        Security::SaslPlaintext(oauth("expired.jwt.sig")),
+    )
+    .await;
+    assert_eq!(err.kind(), FailureKind::Authentication, "{err}");
+    let text = err.to_string();
+    assert!(text.contains("invalid_token"), "{text}");
+    assert!(text.contains("watchdog"), "{text}");
+    assert!(!text.contains("expired.jwt.sig"), "token leaked: {text}");
+    // The client acknowledged the challenge, as RFC 7628 requires.
+    let last: SaslAuthenticateRequest = b.seen().last().unwrap().decode();
+    assert_eq!(&last.auth_bytes[..], b"\x01");
 }
