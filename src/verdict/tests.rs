@@ -72,6 +72,7 @@ impl World {
             "t".to_string(),
             TopicView {
                 name: "t".into(),
+                topic_id: 0,
                 error_code: 0,
                 is_internal: false,
                 partitions,
@@ -161,7 +162,8 @@ impl World {
             probes: self.probes.clone(),
             bootstrap_failures: Vec::new(),
             min_isr: [("t".to_string(), 2)].into_iter().collect(),
-            unclean_disabled: Default::default(),
+            unclean_allowed: Default::default(),
+            eligible_leaders: Default::default(),
             host: self.host.clone(),
         };
         let answers: Vec<(i32, &MetadataView)> = obs
@@ -467,7 +469,8 @@ fn peer_medians_match_the_median_of_the_others() {
         probes: w.probes.clone(),
         bootstrap_failures: Vec::new(),
         min_isr: BTreeMap::new(),
-        unclean_disabled: Default::default(),
+        unclean_allowed: Default::default(),
+        eligible_leaders: Default::default(),
         host: BTreeMap::new(),
     };
     let fast = super::peer_medians(&obs);

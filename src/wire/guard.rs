@@ -10,8 +10,8 @@
 use bytes::Bytes;
 use kafka_protocol::messages::{
     AlterPartitionReassignmentsResponse, ApiVersionsResponse, DescribeClusterResponse,
-    DescribeConfigsResponse, ElectLeadersResponse, ListOffsetsResponse,
-    ListPartitionReassignmentsResponse, MetadataResponse, ProduceResponse,
+    DescribeConfigsResponse, DescribeTopicPartitionsResponse, ElectLeadersResponse,
+    ListOffsetsResponse, ListPartitionReassignmentsResponse, MetadataResponse, ProduceResponse,
     SaslAuthenticateResponse, SaslHandshakeResponse,
 };
 use kafka_protocol::protocol::Decodable;
@@ -365,6 +365,36 @@ impl Guarded for DescribeConfigsResponse {
             r.plain_tags(flex)
         })?;
         r.plain_tags(flex)
+    }
+}
+
+impl Guarded for DescribeTopicPartitionsResponse {
+    fn walk(r: &mut Reader<'_>, v: i16) -> Check {
+        versions(v, 0, 0)?;
+        r.skip(4)?;
+        r.array(true, 25, |r| {
+            r.skip(2)?;
+            r.string(true)?;
+            // topic id, is_internal
+            r.skip(16 + 1)?;
+            r.array(true, 20, |r| {
+                r.skip(14)?;
+                // replicas, ISR, ELR, last known ELR, offline replicas
+                for _ in 0..5 {
+                    r.int32_array(true)?;
+                }
+                r.plain_tags(true)
+            })?;
+            r.skip(4)?;
+            r.plain_tags(true)
+        })?;
+        // The next cursor: a nullable struct, present when its marker byte is 1.
+        if r.take(1)?[0] == 1 {
+            r.string(true)?;
+            r.skip(4)?;
+            r.plain_tags(true)?;
+        }
+        r.plain_tags(true)
     }
 }
 
