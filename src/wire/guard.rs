@@ -873,6 +873,40 @@ mod tests {
             .with_unknown_tagged_fields(extra_tags(flex))
     }
 
+    fn describe_partitions(_v: i16) -> DescribeTopicPartitionsResponse {
+        use kafka_protocol::messages::describe_topic_partitions_response as dtp;
+        let partition = dtp::DescribeTopicPartitionsResponsePartition::default()
+            .with_partition_index(2)
+            .with_leader_id(BrokerId(-1))
+            .with_leader_epoch(7)
+            .with_replica_nodes(vec![BrokerId(1), BrokerId(2), BrokerId(3)])
+            .with_isr_nodes(vec![])
+            .with_eligible_leader_replicas(Some(vec![BrokerId(2), BrokerId(3)]))
+            .with_last_known_elr(Some(vec![BrokerId(1)]))
+            .with_offline_replicas(vec![BrokerId(1)])
+            .with_unknown_tagged_fields(extra_tags(true));
+        let topic = dtp::DescribeTopicPartitionsResponseTopic::default()
+            .with_name(Some(TopicName(s("orders"))))
+            .with_topic_id("0102030405060708090a0b0c0d0e0f10".parse().unwrap())
+            .with_partitions(vec![
+                partition.clone(),
+                partition
+                    .with_eligible_leader_replicas(None)
+                    .with_last_known_elr(None),
+            ])
+            .with_topic_authorized_operations(8)
+            .with_unknown_tagged_fields(extra_tags(true));
+        DescribeTopicPartitionsResponse::default()
+            .with_topics(vec![topic.clone(), topic.with_name(None).with_error_code(3)])
+            .with_next_cursor(Some(
+                dtp::Cursor::default()
+                    .with_topic_name(TopicName(s("orders")))
+                    .with_partition_index(3)
+                    .with_unknown_tagged_fields(extra_tags(true)),
+            ))
+            .with_unknown_tagged_fields(extra_tags(true))
+    }
+
     /// The walk must end exactly where the crate's decoder ends, at every version, and every
     /// truncation must be refused without a panic.
     fn check_all_versions<T>(range: std::ops::RangeInclusive<i16>, build: fn(i16) -> T)
@@ -908,6 +942,8 @@ mod tests {
         check_all_versions(0..=1, alter_reassignments);
         check_all_versions(0..=0, list_reassignments);
         check_all_versions(1..=10, list_offsets);
+        check_all_versions(0..=0, describe_partitions);
+        check_all_versions(0..=0, |v| describe_partitions(v).with_next_cursor(None));
     }
 
     /// Flipped bytes anywhere in valid bodies must give an answer or an error, never a panic
@@ -949,6 +985,7 @@ mod tests {
         mutate_all(0..=1, alter_reassignments, &mut next);
         mutate_all(0..=0, list_reassignments, &mut next);
         mutate_all(1..=10, list_offsets, &mut next);
+        mutate_all(0..=0, describe_partitions, &mut next);
     }
 
     /// Every version of every response above is a seed for the `wire_decode` fuzz target
@@ -992,6 +1029,12 @@ mod tests {
             list_reassignments,
         );
         seeds(&mut all, ApiKey::ListOffsets, 1..=10, list_offsets);
+        seeds(
+            &mut all,
+            ApiKey::DescribeTopicPartitions,
+            0..=0,
+            describe_partitions,
+        );
 
         let keys: std::collections::BTreeSet<i16> = all
             .iter()
