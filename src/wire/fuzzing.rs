@@ -9,8 +9,7 @@ use bytes::Bytes;
 use kafka_protocol::messages::{
     AlterPartitionReassignmentsResponse, ApiKey, ApiVersionsResponse, DescribeClusterResponse,
     DescribeConfigsResponse, DescribeTopicPartitionsResponse, ElectLeadersResponse,
-    ListOffsetsResponse,
-    ListPartitionReassignmentsResponse, MetadataResponse, ProduceResponse,
+    ListOffsetsResponse, ListPartitionReassignmentsResponse, MetadataResponse, ProduceResponse,
     SaslAuthenticateResponse, SaslHandshakeResponse,
 };
 

@@ -897,7 +897,10 @@ mod tests {
             .with_topic_authorized_operations(8)
             .with_unknown_tagged_fields(extra_tags(true));
         DescribeTopicPartitionsResponse::default()
-            .with_topics(vec![topic.clone(), topic.with_name(None).with_error_code(3)])
+            .with_topics(vec![
+                topic.clone(),
+                topic.with_name(None).with_error_code(3),
+            ])
             .with_next_cursor(Some(
                 dtp::Cursor::default()
                     .with_topic_name(TopicName(s("orders")))

@@ -252,23 +252,6 @@ pub(crate) fn offset_answer(
     Ok((found.error_code, found.offset, epoch))
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn grouping_keeps_the_callers_order() {
-        let groups = by_topic([("b", 1), ("a", 0), ("b", 0), ("a", 2)]);
-        assert_eq!(groups, vec![("b", vec![1, 0]), ("a", vec![0, 2])]);
-    }
-
-    #[test]
-    fn an_empty_election_is_never_null() {
-        let r = elect_leaders_request(true, &[], 1000);
-        assert_eq!(r.topic_partitions, Some(vec![]));
-    }
-}
-
 /// DescribeTopicPartitions for `topics`, from `cursor` on (the broker pages its answer).
 pub(crate) fn describe_partitions_request(
     topics: &[String],
@@ -316,4 +299,21 @@ pub(crate) fn eligible_leader_replicas(
             .with_partition_index(c.partition_index)
     });
     (out, next)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn grouping_keeps_the_callers_order() {
+        let groups = by_topic([("b", 1), ("a", 0), ("b", 0), ("a", 2)]);
+        assert_eq!(groups, vec![("b", vec![1, 0]), ("a", vec![0, 2])]);
+    }
+
+    #[test]
+    fn an_empty_election_is_never_null() {
+        let r = elect_leaders_request(true, &[], 1000);
+        assert_eq!(r.topic_partitions, Some(vec![]));
+    }
 }

@@ -1023,12 +1023,14 @@ async fn eligible_leader_replicas_follow_the_pages_and_keep_only_real_elrs() {
         let answer_body = match request.cursor {
             None => DescribeTopicPartitionsResponse::default()
                 .with_topics(vec![
-                    Topic::default().with_name(Some(name("orders"))).with_partitions(vec![
-                        elr(0, Some(vec![2, 3]), 0),
-                        elr(1, None, 0),
-                        elr(2, Some(vec![]), 0),
-                        elr(3, Some(vec![1]), 6),
-                    ]),
+                    Topic::default()
+                        .with_name(Some(name("orders")))
+                        .with_partitions(vec![
+                            elr(0, Some(vec![2, 3]), 0),
+                            elr(1, None, 0),
+                            elr(2, Some(vec![]), 0),
+                            elr(3, Some(vec![1]), 6),
+                        ]),
                     Topic::default()
                         .with_name(Some(name("gone")))
                         .with_error_code(3)
