@@ -402,3 +402,26 @@ fn a_topic_recreated_under_the_same_name_makes_no_stale_leader() {
     lab.heal(Some(3)).unwrap();
     client::delete_topic(&b1, &topic).unwrap();
 }
+
+/// Kafka 4.1 answers DescribeTopicPartitions (eligible leader replicas, KIP-966) in a form
+/// the guarded decoder accepts; the lab formats with ELR off, so no partition lists any.
+#[test]
+fn kafka_4_answers_describe_topic_partitions() {
+    use kafka_watchdog::wire::{BrokerClient, WireOptions};
+    let lab = lab();
+    let topic = unique_topic("core-elr");
+    client::create_topic(&lab.bootstrap(), &topic, &[vec![1, 2], vec![2, 3]], &[]).unwrap();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let found = rt.block_on(async {
+        let mut c = BrokerClient::connect(&kafka_lab::broker_address(1), &WireOptions::default())
+            .await
+            .unwrap()
+            .client;
+        c.eligible_leader_replicas(&[topic.clone()], 4).await
+    });
+    let found = found
+        .expect("a decodable answer")
+        .expect("Kafka 4.1 speaks API 75");
+    assert_eq!(found.value, Vec::new(), "ELR is off in the lab");
+    client::delete_topic(&lab.bootstrap(), &topic).unwrap();
+}
