@@ -501,6 +501,9 @@ pub async fn probe_broker(
 }
 
 #[cfg(test)]
+mod tests_fake;
+
+#[cfg(test)]
 mod tests {
     use super::*;
 

@@ -51,6 +51,8 @@ struct Script {
     full: Part,
     /// Metadata naming "t" (a second ask); `full` when None.
     named: Option<Part>,
+    /// The second ask is not answered: the connection closes.
+    named_fails: bool,
     /// DescribeConfigs of "t"; None: the connection is closed instead.
     configs: Option<Vec<(&'static str, &'static str)>>,
     /// DescribeTopicPartitions: partition 0's eligible leader replicas.
@@ -62,6 +64,7 @@ impl Script {
         Script {
             full,
             named: None,
+            named_fails: false,
             configs: None,
             elr: None,
         }
@@ -132,7 +135,14 @@ impl Cluster {
                 let shared = shared_here.lock().unwrap();
                 match ApiKey::try_from(r.api_key) {
                     Ok(ApiKey::ApiVersions) => answer_api_versions(r, &ranges),
-                    Ok(ApiKey::Metadata) => answer(r, &metadata(&shared, id, &r.decode())),
+                    Ok(ApiKey::Metadata) => {
+                        let request: MetadataRequest = r.decode();
+                        let named = request.topics.as_ref().is_some_and(|t| !t.is_empty());
+                        if named && shared.scripts[&id].named_fails {
+                            return Reply::Close;
+                        }
+                        answer(r, &metadata(&shared, id, &request))
+                    }
                     Ok(ApiKey::DescribeConfigs) => {
                         let Some(configs) = &shared.scripts[&id].configs else {
                             return Reply::Close;
@@ -275,6 +285,25 @@ async fn a_stale_claim_the_broker_repeats_counts() {
     assert_eq!(report.stale_leaders[0].broker, 1);
     assert!(c.metadata_asks(1) >= 2, "broker 1 was asked again");
     assert_eq!(c.metadata_asks(2), 1, "no claim, no second ask");
+}
+
+/// A claim the broker does not repeat because it does not answer again is not confirmed
+/// either: it does not count (the broker's other answers still do).
+#[tokio::test]
+async fn a_stale_claim_without_a_second_answer_does_not_count() {
+    let fresh = part(2, 5, &[2, 3]);
+    let c = Cluster::start(vec![
+        Script {
+            named_fails: true,
+            ..Script::says(part(1, 4, &[1, 2, 3]))
+        },
+        Script::says(fresh.clone()),
+        Script::says(fresh),
+    ])
+    .await;
+    let report = evaluate(&mut evaluator(), &mut c.prober()).await;
+    assert!(report.stale_leaders.is_empty(), "{:?}", report.stale_leaders);
+    assert!(report.probes[&1].answered(), "its first answer stands");
 }
 
 /// A rolling restart: broker 3 was catching up (ISR [2]) when one round looked, rejoined and
