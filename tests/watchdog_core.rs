@@ -417,7 +417,8 @@ fn kafka_4_answers_describe_topic_partitions() {
             .await
             .unwrap()
             .client;
-        c.eligible_leader_replicas(&[topic.clone()], 4).await
+        c.eligible_leader_replicas(std::slice::from_ref(&topic), 4)
+            .await
     });
     let found = found
         .expect("a decodable answer")

@@ -258,8 +258,16 @@ async fn a_stale_claim_the_broker_does_not_repeat_does_not_count() {
     .await;
     let mut prober = c.prober();
     let report = evaluate(&mut evaluator(), &mut prober).await;
-    assert!(report.stale_leaders.is_empty(), "{:?}", report.stale_leaders);
-    assert!(report.disagreements.is_empty(), "{:?}", report.disagreements);
+    assert!(
+        report.stale_leaders.is_empty(),
+        "{:?}",
+        report.stale_leaders
+    );
+    assert!(
+        report.disagreements.is_empty(),
+        "{:?}",
+        report.disagreements
+    );
     assert!(c.metadata_asks(1) >= 2, "broker 1 was asked again");
     assert!(
         report
@@ -302,7 +310,11 @@ async fn a_stale_claim_without_a_second_answer_does_not_count() {
     ])
     .await;
     let report = evaluate(&mut evaluator(), &mut c.prober()).await;
-    assert!(report.stale_leaders.is_empty(), "{:?}", report.stale_leaders);
+    assert!(
+        report.stale_leaders.is_empty(),
+        "{:?}",
+        report.stale_leaders
+    );
     assert!(report.probes[&1].answered(), "its first answer stands");
 }
 
