@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::{Duration, SystemTime};
 
+use crate::canary::record::Acks;
 use crate::canary::{CanaryRound, LossEvent};
 use crate::config::{ClusterConfig, Config};
 use crate::incident::{
@@ -19,6 +20,13 @@ use crate::report::ClusterReport;
 /// How long an acknowledged-write loss keeps its incident open after the last lost record:
 /// a loss is an event, and an incident that flapped with every round would be noise.
 pub const LOSS_MEMORY: Duration = Duration::from_secs(600);
+
+/// Rounds an acks=1 loss is remembered. The acks=1 probe writes one record per claimed
+/// partition and round, so two lost records of one partition in this span mean the broker
+/// went on acknowledging as leader after its first lost write: an isolated or split-brain
+/// leader. One lost record is an ordinary leader change and raises nothing; the finding
+/// ends this many rounds after the last loss, so hysteresis works on it as on any other.
+pub const ACKS1_LOSS_ROUNDS: u32 = 3;
 
 #[derive(Debug, thiserror::Error)]
 pub enum AlertingError {
@@ -37,8 +45,10 @@ pub enum AlertingError {
 /// What the canary findings remember between rounds, per cluster.
 #[derive(Debug, Default, Clone)]
 pub struct CanaryMemory {
-    /// Losses of the last `LOSS_MEMORY`.
+    /// acks=all losses of the last `LOSS_MEMORY`.
     losses: Vec<(SystemTime, LossEvent)>,
+    /// acks=1 losses of the last `ACKS1_LOSS_ROUNDS` rounds.
+    acks1_losses: Vec<(SystemTime, LossEvent)>,
     /// Per partition: the leader when its current unavailability window opened.
     window_leader: BTreeMap<i32, BrokerId>,
     /// Per broker: the longest window of a partition it led, closed recently.
@@ -101,53 +111,51 @@ pub fn unclean_findings(
     )
 }
 
-/// The canary's findings this round (pure but for the memory it updates).
+/// The canary's findings this round (pure but for the memory it updates). `round_interval`
+/// is the cluster's: acks=1 losses are judged over a few rounds.
 pub fn canary_findings(
     cluster: &str,
     round: &CanaryRound,
     memory: &mut CanaryMemory,
+    round_interval: Duration,
     now: SystemTime,
 ) -> Vec<Finding> {
     let recent = |t: SystemTime| now.duration_since(t).is_ok_and(|a| a <= LOSS_MEMORY);
-    memory
-        .losses
-        .extend(round.lost.iter().cloned().map(|l| (now, l)));
+    // Half a round of slack: rounds are not exactly `round_interval` apart.
+    let acks1_span = round_interval * ACKS1_LOSS_ROUNDS - round_interval / 2;
+    let acks1_recent = |t: SystemTime| now.duration_since(t).is_ok_and(|a| a <= acks1_span);
+    for l in &round.lost {
+        match l.acks {
+            Acks::All => memory.losses.push((now, l.clone())),
+            Acks::One => memory.acks1_losses.push((now, l.clone())),
+        }
+    }
     memory.losses.retain(|(t, _)| recent(*t));
+    memory.acks1_losses.retain(|(t, _)| acks1_recent(*t));
     memory.closed.retain(|_, (t, _)| recent(*t));
     let mut out = Vec::new();
+    out.extend(acks1_findings(cluster, &round.topic, &memory.acks1_losses));
 
     let mut by_broker: BTreeMap<BrokerId, Vec<&LossEvent>> = BTreeMap::new();
     for (_, l) in &memory.losses {
         by_broker.entry(l.broker).or_default().push(l);
     }
     for (broker, losses) in by_broker {
-        let stale = losses.iter().filter(|l| l.reason == "stale_leader").count();
         let mut f = Finding::new(
-            FindingKey::new(cluster, Subject::Broker(broker), FindingKind::AcknowledgedLoss),
+            FindingKey::new(
+                cluster,
+                Subject::Broker(broker),
+                FindingKind::AcknowledgedLoss,
+            ),
             format!(
-                "{} acknowledged canary record(s) acknowledged by broker {broker} are not in the log{}",
+                "{} acks=all canary record(s) acknowledged by broker {broker} are not in the log",
                 losses.len(),
-                if stale > 0 {
-                    format!(" ({stale} acknowledged while it was a stale leader)")
-                } else {
-                    String::new()
-                }
             ),
         );
         f.evidence = losses
             .iter()
             .take(20)
-            .map(|l| {
-                format!(
-                    "{}-{} offset {} seq {} (acks={}): {}",
-                    round.topic,
-                    l.partition,
-                    l.offset,
-                    l.seq,
-                    l.acks.as_label(),
-                    l.reason
-                )
-            })
+            .map(|l| loss_line(&round.topic, l))
             .collect();
         f.rules = vec!["canary_acknowledged_loss".into()];
         f.suspects = vec![broker];
@@ -223,6 +231,68 @@ pub fn canary_findings(
             f.with_partitions(
                 open.iter()
                     .map(|(p, _)| format!("{}-{}", round.topic, p.partition))
+                    .collect(),
+            ),
+        );
+    }
+    out
+}
+
+fn loss_line(topic: &str, l: &LossEvent) -> String {
+    format!(
+        "{topic}-{} offset {} seq {} (acks={}): {}",
+        l.partition,
+        l.offset,
+        l.seq,
+        l.acks.as_label(),
+        l.reason
+    )
+}
+
+/// Per broker: acks=1 records it acknowledged in two or more rounds of one partition that
+/// the log does not hold (see `ACKS1_LOSS_ROUNDS`).
+fn acks1_findings(cluster: &str, topic: &str, losses: &[(SystemTime, LossEvent)]) -> Vec<Finding> {
+    let mut by_broker: BTreeMap<BrokerId, Vec<&LossEvent>> = BTreeMap::new();
+    for (_, l) in losses {
+        by_broker.entry(l.broker).or_default().push(l);
+    }
+    let mut out = Vec::new();
+    for (broker, losses) in by_broker {
+        // One record per claimed partition and round: distinct records of one partition
+        // are distinct rounds.
+        let mut per_partition: BTreeMap<i32, std::collections::BTreeSet<u64>> = BTreeMap::new();
+        for l in &losses {
+            per_partition.entry(l.partition).or_default().insert(l.seq);
+        }
+        let rounds = per_partition.values().map(|s| s.len()).max().unwrap_or(0);
+        if rounds < 2 {
+            continue;
+        }
+        let stale = losses.iter().filter(|l| l.reason == "stale_leader").count();
+        let mut f = Finding::new(
+            FindingKey::new(cluster, Subject::Broker(broker), FindingKind::Acks1Loss),
+            format!(
+                "broker {broker} acknowledged {} acks=1 canary record(s), in {rounds} rounds, that are not in the log: it kept taking writes as leader that the partition's log does not keep (an isolated or split-brain leader){}",
+                losses.len(),
+                if stale > 0 {
+                    format!("; {stale} acknowledged while a newer leader epoch named another leader")
+                } else {
+                    String::new()
+                }
+            ),
+        );
+        f.evidence = losses
+            .iter()
+            .take(20)
+            .map(|l| loss_line(topic, l))
+            .collect();
+        f.rules = vec!["canary_acks1_loss".into()];
+        f.suspects = vec![broker];
+        out.push(
+            f.with_partitions(
+                losses
+                    .iter()
+                    .map(|l| format!("{topic}-{}", l.partition))
                     .collect(),
             ),
         );
@@ -312,7 +382,7 @@ impl Alerting {
         let mut canary_memory = self.canary.lock().unwrap_or_else(|p| p.into_inner());
         let memory = canary_memory.entry(report.cluster.clone()).or_default();
         if let Some(round) = &report.canary {
-            extra = canary_findings(&report.cluster, round, memory, now);
+            extra = canary_findings(&report.cluster, round, memory, cluster.round_interval, now);
         }
         extra.extend(unclean_findings(&report.cluster, report, memory, now));
         let mut findings = incident::findings(report, extra);
@@ -449,5 +519,171 @@ pub fn remediation_event(r: &crate::remediate::Record) -> incident::IncidentEven
         },
         previous: None,
         changes: Vec::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::canary::TopicStatus;
+    use crate::config::Severity;
+    use std::time::UNIX_EPOCH;
+
+    fn t(s: u64) -> SystemTime {
+        UNIX_EPOCH + Duration::from_secs(1_700_000_000 + s)
+    }
+
+    fn round(lost: Vec<LossEvent>) -> CanaryRound {
+        CanaryRound {
+            topic: "canary".into(),
+            status: TopicStatus::Ready,
+            partitions: Vec::new(),
+            layout: Vec::new(),
+            not_leading: Vec::new(),
+            lost,
+            duplicated: Vec::new(),
+            windows_closed: Vec::new(),
+            acks1: Vec::new(),
+        }
+    }
+
+    fn loss(seq: u64, acks: Acks, broker: BrokerId, reason: &'static str) -> LossEvent {
+        on(0, seq, acks, broker, reason)
+    }
+
+    fn on(
+        partition: i32,
+        seq: u64,
+        acks: Acks,
+        broker: BrokerId,
+        reason: &'static str,
+    ) -> LossEvent {
+        LossEvent {
+            partition,
+            offset: 100 + seq as i64,
+            seq,
+            acks,
+            broker,
+            reason,
+        }
+    }
+
+    /// Runs the canary findings of `rounds` (10 s apart) through the incident book with the
+    /// default hysteresis; returns every event.
+    fn run(rounds: Vec<Vec<LossEvent>>) -> Vec<incident::IncidentEvent> {
+        let mut memory = CanaryMemory::default();
+        let mut book = IncidentBook::new();
+        let mut events = Vec::new();
+        for (i, lost) in rounds.into_iter().enumerate() {
+            let now = t(10 * i as u64);
+            let found = canary_findings(
+                "lab",
+                &round(lost),
+                &mut memory,
+                Duration::from_secs(10),
+                now,
+            );
+            events.extend(book.observe("lab", found, Hysteresis::default(), now));
+        }
+        events
+    }
+
+    #[test]
+    fn an_acks1_record_truncated_at_an_ordinary_leader_change_pages_no_one() {
+        // The old leader acknowledged one acks=1 record just before it handed leadership
+        // over; the new leader never had it. That is what acks=1 means.
+        let mut rounds = vec![vec![loss(7, Acks::One, 1, "overwritten")]];
+        rounds.extend((0..70).map(|_| Vec::new()));
+        let events = run(rounds);
+        assert!(events.is_empty(), "{events:#?}");
+    }
+
+    fn opened(events: &[incident::IncidentEvent]) -> Vec<(FindingKind, Severity, Vec<BrokerId>)> {
+        events
+            .iter()
+            .filter(|e| e.kind == incident::EventKind::Opened)
+            .map(|e| {
+                (
+                    e.incident.kind,
+                    e.incident.severity,
+                    e.incident.suspects.clone(),
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn one_acks1_record_per_partition_or_broker_at_a_leader_change_is_not_a_finding() {
+        // Two brokers hand over their partitions in one round, one of them leading two:
+        // each loses the last acks=1 record of each partition.
+        let mut rounds = vec![vec![
+            on(0, 3, Acks::One, 1, "overwritten"),
+            on(1, 3, Acks::One, 1, "skipped"),
+            on(2, 4, Acks::One, 2, "truncated"),
+        ]];
+        rounds.extend((0..5).map(|_| Vec::new()));
+        let events = run(rounds);
+        assert!(events.is_empty(), "{events:#?}");
+    }
+
+    #[test]
+    fn a_leader_losing_acks1_records_round_after_round_is_named_as_a_warning() {
+        // Incident 3: the isolated leader acknowledges the probe's record every round; each
+        // expires as a stale leader's acknowledgement.
+        let mut rounds: Vec<Vec<LossEvent>> = (1..=4)
+            .map(|seq| vec![loss(seq, Acks::One, 1, "stale_leader")])
+            .collect();
+        rounds.extend((0..70).map(|_| Vec::new()));
+        let events = run(rounds);
+        assert_eq!(
+            opened(&events),
+            vec![(FindingKind::Acks1Loss, Severity::Warning, vec![1])]
+        );
+        let open = &events[0].incident;
+        assert!(
+            open.evidence.iter().all(|e| e.contains("(acks=1)")),
+            "{open:#?}"
+        );
+        assert!(open.summary.contains("broker 1"), "{}", open.summary);
+        assert!(
+            open.summary.contains("newer leader epoch"),
+            "{}",
+            open.summary
+        );
+        let resolved = events
+            .iter()
+            .find(|e| e.kind == incident::EventKind::Resolved)
+            .expect("resolves once the losses stop");
+        // Last loss at 30 s; gone from the finding after ACKS1_LOSS_ROUNDS rounds, then
+        // resolved after the hysteresis: a minute, not ten.
+        assert!(resolved.at <= t(100), "{:?}", resolved.at);
+    }
+
+    #[test]
+    fn acks1_records_found_lost_at_once_after_a_heal_are_named() {
+        // The isolated leader's records found overwritten in one round once it rejoined.
+        let mut rounds = vec![(10..15)
+            .map(|seq| loss(seq, Acks::One, 1, "overwritten"))
+            .collect::<Vec<_>>()];
+        rounds.extend((0..10).map(|_| Vec::new()));
+        assert_eq!(
+            opened(&run(rounds)),
+            vec![(FindingKind::Acks1Loss, Severity::Warning, vec![1])]
+        );
+    }
+
+    #[test]
+    fn an_acks_all_loss_is_still_a_critical_acknowledged_loss() {
+        let mut rounds = vec![vec![
+            loss(5, Acks::All, 2, "truncated"),
+            loss(6, Acks::One, 3, "overwritten"),
+        ]];
+        rounds.extend((0..3).map(|_| Vec::new()));
+        let events = run(rounds);
+        assert_eq!(
+            opened(&events),
+            vec![(FindingKind::AcknowledgedLoss, Severity::Critical, vec![2])]
+        );
+        assert!(events[0].incident.evidence[0].contains("(acks=all)"));
     }
 }

@@ -281,6 +281,7 @@ pub fn observation(
         unclean_allowed: Default::default(),
         eligible_leaders: Default::default(),
         host: Default::default(),
+        followers: Default::default(),
     }
 }
 

@@ -312,6 +312,8 @@ fn wrong_types_are_named() {
         ("round_interval_secs: 99999999999999999999999999999999999999999", "4:26: round_interval_secs 99999999999999999999999999999999999999999 is out of range (expected an integer from 1 to 3600)"),
         ("canary: {enabled: 'yes'}", "4:23: wrong type for enabled: the text 'yes' (expected true or false)"),
         ("verdict: {latency_degraded_factor: 1}", "4:40: latency_degraded_factor 1 is out of range (expected a number above 1 and at most 1000)"),
+        ("verdict: {catch_up_window_secs: 5}", "4:37: catch_up_window_secs 5 is out of range (expected an integer from 10 to 86400)"),
+        ("verdict: {restart_grace_secs: -1}", "4:35: restart_grace_secs -1 is out of range (expected an integer from 0 to 86400)"),
         ("verdict: {latency_degraded_factor: .nan}", "4:40: latency_degraded_factor NaN is out of range (expected a number above 1 and at most 1000)"),
         ("topics: [x]", "4:13: wrong type for topics: a list (expected a mapping of keys to values)"),
     ];
@@ -488,7 +490,9 @@ fn built_in_defaults_are_applied() {
         VerdictConfig {
             open_after_rounds: 2,
             resolve_after_rounds: 3,
-            latency_degraded_factor: 5.0
+            latency_degraded_factor: 5.0,
+            restart_grace: Duration::from_secs(120),
+            catch_up_window: Duration::from_secs(60),
         }
     );
     assert!(k.librdkafka.is_empty());
@@ -540,6 +544,8 @@ clusters:
       replication_factor: 2
     verdict:
       resolve_after_rounds: 7
+      catch_up_window_secs: 300
+      restart_grace_secs: 0
     librdkafka:
       fetch.wait.max.ms: 50
 ";
@@ -574,6 +580,13 @@ clusters:
     assert_eq!(b.canary.replication_factor, Some(2));
     assert_eq!(b.verdict.open_after_rounds, 4);
     assert_eq!(b.verdict.resolve_after_rounds, 7);
+    assert_eq!(b.verdict.catch_up_window, Duration::from_secs(300));
+    assert_eq!(b.verdict.restart_grace, Duration::ZERO);
+    assert_eq!(
+        a.verdict.catch_up_window,
+        Duration::from_secs(60),
+        "built-in"
+    );
     assert_eq!(b.librdkafka["fetch.wait.max.ms"], "50");
     assert_eq!(b.librdkafka["socket.keepalive.enable"], "true");
 }

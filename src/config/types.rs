@@ -380,6 +380,10 @@ pub struct VerdictConfig {
     pub resolve_after_rounds: u32,
     /// Above 1.
     pub latency_degraded_factor: f64,
+    /// A broker down this recently that answers before it has registered is registering.
+    pub restart_grace: Duration,
+    /// A broker out of every ISR whose logs have not grown this long is a zombie.
+    pub catch_up_window: Duration,
 }
 
 /// The built-in values, as a configuration that does not set them gets.
@@ -390,6 +394,8 @@ impl Default for VerdictConfig {
             open_after_rounds: schema::VERDICT_OPEN_AFTER.default as u32,
             resolve_after_rounds: schema::VERDICT_RESOLVE_AFTER.default as u32,
             latency_degraded_factor: schema::VERDICT_LATENCY_FACTOR.default,
+            restart_grace: Duration::from_secs(schema::VERDICT_RESTART_GRACE.default),
+            catch_up_window: Duration::from_secs(schema::VERDICT_CATCH_UP_WINDOW.default),
         }
     }
 }
