@@ -3,13 +3,19 @@
 //! the highest leader epoch wins (epochs only grow, so the newest election is the truth), and
 //! among equal epochs the one most brokers agree on. Brokers that claim a leadership the
 //! newest answer has taken away are the split brains of incident 3.
+//!
+//! Partitions are keyed by topic name and, where the brokers send one (Metadata v10+), topic
+//! id: a topic deleted and created again under its name starts its epochs over, and a broker
+//! still describing the old one is not evidence about the new one.
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
 
-use crate::observe::{BrokerEndpoint, BrokerId, MetadataView, PartitionView, NO_LEADER};
+use crate::observe::{
+    BrokerEndpoint, BrokerId, MetadataView, PartitionView, TopicId, NO_LEADER, NO_TOPIC_ID,
+};
 
 /// A partition's identity.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
@@ -49,6 +55,9 @@ pub struct ClusterView {
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct ViewTopic {
     pub is_internal: bool,
+    /// The id the answers merged here name (`NO_TOPIC_ID` when none did).
+    #[serde(skip)]
+    pub topic_id: TopicId,
     pub partitions: Vec<PartitionView>,
 }
 
@@ -58,8 +67,8 @@ impl ClusterView {
     }
 }
 
-/// One broker's partitions of one topic, and whether it calls the topic internal.
-type TopicAnswer<'a> = (BrokerId, &'a [PartitionView], bool);
+/// One broker's partitions of one topic, whether it calls the topic internal, and the topic's id.
+type TopicAnswer<'a> = (BrokerId, &'a [PartitionView], bool, TopicId);
 
 /// Merges the Metadata answers of several brokers, keyed by the broker that answered.
 ///
@@ -67,6 +76,17 @@ type TopicAnswer<'a> = (BrokerId, &'a [PartitionView], bool);
 /// topic every answer's partitions are read in partition order side by side (the decoder
 /// sorts them), so a round of 200k partitions from a few brokers costs no per-partition map.
 pub fn merge(answers: &[(BrokerId, &MetadataView)]) -> ClusterView {
+    walk(answers, true)
+}
+
+/// The stale leadership claims `merge` would find, without building the view: for the
+/// prober, which asks a claiming broker again before the claim counts.
+pub fn stale_claims(answers: &[(BrokerId, &MetadataView)]) -> Vec<StaleLeader> {
+    walk(answers, false).stale_leaders
+}
+
+/// `merge`; with `build` false only the claims and disagreements are worked out.
+fn walk(answers: &[(BrokerId, &MetadataView)], build: bool) -> ClusterView {
     let mut view = ClusterView {
         has_leader_epochs: !answers.is_empty() && answers.iter().all(|(_, m)| m.has_leader_epochs),
         ..ClusterView::default()
@@ -90,11 +110,13 @@ pub fn merge(answers: &[(BrokerId, &MetadataView)]) -> ClusterView {
                 *source,
                 &topic.partitions,
                 topic.is_internal,
+                topic.topic_id,
             ));
         }
     }
-    for (topic, sources) in by_topic {
-        let is_internal = sources.iter().any(|(_, _, internal)| *internal);
+    for (topic, mut sources) in by_topic {
+        let topic_id = one_topic_id(&mut sources);
+        let is_internal = sources.iter().any(|s| s.2);
         // Nearly always every answer names the same leader, epoch and ISR for every
         // partition of a topic: then `choose` would take the lowest broker's answer, nothing
         // disagrees and nothing is stale, so one comparison per partition is all the work.
@@ -104,7 +126,7 @@ pub fn merge(answers: &[(BrokerId, &MetadataView)]) -> ClusterView {
             .map(|s| s.1)
             .expect("a topic has at least one answer");
         if lowest.is_sorted_by(|a, b| a.partition < b.partition)
-            && sources.iter().all(|(_, parts, _)| {
+            && sources.iter().all(|(_, parts, _, _)| {
                 std::ptr::eq(*parts, lowest)
                     || (parts.len() == lowest.len()
                         && parts
@@ -113,22 +135,30 @@ pub fn merge(answers: &[(BrokerId, &MetadataView)]) -> ClusterView {
                             .all(|(p, q)| p.partition == q.partition && same_claim(p, q)))
             })
         {
-            view.topics.insert(
-                topic.to_string(),
-                ViewTopic {
-                    is_internal,
-                    partitions: lowest.to_vec(),
-                },
-            );
+            if build {
+                view.topics.insert(
+                    topic.to_string(),
+                    ViewTopic {
+                        is_internal,
+                        topic_id,
+                        partitions: lowest.to_vec(),
+                    },
+                );
+            }
             continue;
         }
         let mut merged = ViewTopic {
             is_internal,
-            partitions: Vec::with_capacity(sources.iter().map(|s| s.1.len()).max().unwrap_or(0)),
+            topic_id,
+            partitions: Vec::with_capacity(if build {
+                sources.iter().map(|s| s.1.len()).max().unwrap_or(0)
+            } else {
+                0
+            }),
         };
         let sorted: Vec<Cow<[PartitionView]>> = sources
             .iter()
-            .map(|(_, parts, _)| {
+            .map(|(_, parts, _, _)| {
                 if parts.is_sorted_by_key(|p| p.partition) {
                     Cow::Borrowed(*parts)
                 } else {
@@ -160,11 +190,43 @@ pub fn merge(answers: &[(BrokerId, &MetadataView)]) -> ClusterView {
             }
             let chosen = choose(&candidates);
             judge_claims(&mut view, topic, chosen, &candidates);
-            merged.partitions.push(chosen.clone());
+            if build {
+                merged.partitions.push(chosen.clone());
+            }
         }
-        view.topics.insert(topic.to_string(), merged);
+        if build {
+            view.topics.insert(topic.to_string(), merged);
+        }
     }
     view
+}
+
+/// Keeps the answers about one topic id under a name and returns that id. Answers about
+/// different ids are about different topics: the name was deleted and created again, and a
+/// broker that has not caught up still describes the old topic, whose leader epochs say
+/// nothing about the new one's (they start over). Ids carry no order, so the id most answers
+/// name is kept, on a tie the one of the lowest answering broker. Answers without an id
+/// (Metadata below v10) cannot tell and stay. One comparison per answer when all agree.
+fn one_topic_id(sources: &mut Vec<TopicAnswer>) -> TopicId {
+    let mut ids = sources.iter().map(|s| s.3).filter(|id| *id != NO_TOPIC_ID);
+    let Some(first) = ids.next() else {
+        return NO_TOPIC_ID;
+    };
+    if ids.all(|id| id == first) {
+        return first;
+    }
+    let support = |id: TopicId| {
+        let named: Vec<BrokerId> = sources.iter().filter(|s| s.3 == id).map(|s| s.0).collect();
+        (named.len(), std::cmp::Reverse(named.into_iter().min()))
+    };
+    let chosen = sources
+        .iter()
+        .map(|s| s.3)
+        .filter(|id| *id != NO_TOPIC_ID)
+        .max_by_key(|id| support(*id))
+        .unwrap_or(first);
+    sources.retain(|s| s.3 == chosen || s.3 == NO_TOPIC_ID);
+    chosen
 }
 
 /// Counts the answers that name another leader than the chosen one, and records the brokers
@@ -278,6 +340,7 @@ mod tests {
             "t".to_string(),
             TopicView {
                 name: "t".into(),
+                topic_id: 7,
                 error_code: 0,
                 is_internal: false,
                 partitions: parts,
@@ -383,6 +446,61 @@ mod tests {
             "broker 1 still claims partition 0"
         );
         assert_eq!(view.disagreements.get(&1), Some(&1));
+    }
+
+    fn with_id(mut m: MetadataView, id: TopicId) -> MetadataView {
+        m.topics.get_mut("t").unwrap().topic_id = id;
+        m
+    }
+
+    /// Deleted and created again: the old topic's leader epoch 3 says nothing about the new
+    /// topic, whose epochs start at 0. A broker still describing the old one (another id)
+    /// makes neither a stale leader nor a disagreement.
+    #[test]
+    fn a_recreated_topic_is_not_judged_by_the_old_topics_epochs() {
+        let old = with_id(md(&[1, 2, 3], vec![part(0, 1, 3, &[1, 2], &[1, 2])]), 7);
+        let new = with_id(md(&[1, 2], vec![part(0, 2, 0, &[2, 1], &[2, 1])]), 8);
+        let view = merge(&[(1, &new), (2, &new), (3, &old)]);
+        let t = &view.topics["t"];
+        assert_eq!(t.topic_id, 8, "the id most answers name");
+        assert_eq!(
+            (t.partitions[0].leader, t.partitions[0].leader_epoch),
+            (2, 0)
+        );
+        assert!(view.stale_leaders.is_empty(), "{:?}", view.stale_leaders);
+        assert!(view.disagreements.is_empty(), "{:?}", view.disagreements);
+        assert!(stale_claims(&[(1, &new), (2, &new), (3, &old)]).is_empty());
+        // Within one id the epochs still decide.
+        let older = with_id(md(&[1, 2], vec![part(0, 2, 2, &[2, 1], &[2, 1])]), 7);
+        let view = merge(&[(1, &new), (2, &older), (3, &old)]);
+        assert_eq!(view.topics["t"].topic_id, 7);
+        assert_eq!(view.stale_leaders.len(), 1);
+        assert_eq!(view.stale_leaders[0].broker, 2);
+    }
+
+    #[test]
+    fn a_tie_of_topic_ids_keeps_the_lowest_brokers_and_answers_without_id_stay() {
+        let a = with_id(md(&[1, 2], vec![part(0, 1, 5, &[1, 2], &[1, 2])]), 7);
+        let b = with_id(md(&[1, 2], vec![part(0, 2, 0, &[2, 1], &[2, 1])]), 8);
+        let none = with_id(
+            md(&[1, 2], vec![part(0, 2, 0, &[2, 1], &[2, 1])]),
+            NO_TOPIC_ID,
+        );
+        let view = merge(&[(2, &a), (1, &b), (3, &none)]);
+        assert_eq!(view.topics["t"].topic_id, 8);
+        assert!(view.stale_leaders.is_empty());
+        let view = merge(&[(1, &a), (2, &b)]);
+        assert_eq!(view.topics["t"].topic_id, 7);
+        assert!(view.stale_leaders.is_empty());
+    }
+
+    #[test]
+    fn stale_claims_are_the_merges_stale_leaders() {
+        let stale = md(&[1, 2, 3], vec![part(0, 1, 4, &[1, 2, 3], &[1, 2, 3])]);
+        let fresh = md(&[2, 3], vec![part(0, 2, 5, &[1, 2, 3], &[2, 3])]);
+        let answers = [(1, &stale), (2, &fresh), (3, &fresh)];
+        assert_eq!(stale_claims(&answers), merge(&answers).stale_leaders);
+        assert_eq!(stale_claims(&answers).len(), 1);
     }
 
     #[test]

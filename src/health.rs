@@ -210,6 +210,7 @@ mod tests {
             "t".into(),
             ViewTopic {
                 is_internal: false,
+                topic_id: 0,
                 partitions: parts
                     .iter()
                     .enumerate()

@@ -147,9 +147,20 @@ impl MetadataView {
     }
 }
 
+/// A topic's id (Metadata v10+) as a number; 0 (Kafka's zero UUID) when the answer has none.
+/// A topic deleted and created again under the same name gets a new id and starts its leader
+/// epochs over, so answers about different ids are about different topics.
+pub type TopicId = u128;
+
+/// No topic id: Metadata below v10.
+pub const NO_TOPIC_ID: TopicId = 0;
+
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct TopicView {
     pub name: String,
+    /// `NO_TOPIC_ID` when the broker sent none. Not serialized: a u128 is no JSON number.
+    #[serde(skip)]
+    pub topic_id: TopicId,
     /// Topic-level Kafka error code (0 = none).
     pub error_code: i16,
     pub is_internal: bool,
@@ -272,6 +283,10 @@ impl BrokerProbe {
     }
 }
 
+/// Per topic, per partition: its eligible leader replicas (KIP-966), only for partitions that
+/// have some. Read with DescribeTopicPartitions, for the few partitions that can need them.
+pub type EligibleLeaders = BTreeMap<String, BTreeMap<i32, BrokerList>>;
+
 /// One round of observations of one cluster.
 #[derive(Debug, Clone)]
 pub struct RoundObservation {
@@ -286,9 +301,12 @@ pub struct RoundObservation {
     pub bootstrap_failures: Vec<(String, ProbeFailure)>,
     /// Each topic's min.insync.replicas, where known.
     pub min_isr: BTreeMap<String, i32>,
-    /// Topics known to have unclean.leader.election.enable=false: on these Kafka elects no
-    /// leader from outside the ISR, so one that seems to be is an ISR change between rounds.
-    pub unclean_disabled: std::collections::BTreeSet<String>,
+    /// Topics known to have unclean.leader.election.enable=true. On the others (Kafka's
+    /// default, and every topic whose setting could not be read) Kafka elects no leader from
+    /// outside the ISR, so one that seems to be is an ISR change between rounds.
+    pub unclean_allowed: std::collections::BTreeSet<String>,
+    /// Eligible leader replicas (KIP-966, Kafka 4.x), where this round read any.
+    pub eligible_leaders: EligibleLeaders,
     /// Host mode: what this host shows of the brokers that run on it (empty without).
     pub host: BTreeMap<BrokerId, crate::host::HostObservation>,
     /// Answering brokers missing from ISRs: how far their logs are, so the verdict can tell

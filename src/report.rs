@@ -13,7 +13,8 @@ use crate::canary::CanaryRound;
 use crate::cluster_view::{merge, StaleLeader};
 use crate::health::{classify, Condition, Health};
 use crate::observe::{
-    BrokerId, BrokerList, BrokerProbe, FailureKind, MetadataView, ProbeFailure, RoundObservation,
+    BrokerId, BrokerList, BrokerProbe, EligibleLeaders, FailureKind, MetadataView, ProbeFailure,
+    RoundObservation, TopicId, NO_TOPIC_ID,
 };
 use crate::verdict::{self, BrokerMemory, BrokerState, BrokerVerdict, VerdictSettings};
 
@@ -71,11 +72,13 @@ pub struct UncleanElection {
     pub previous_isr: Vec<BrokerId>,
 }
 
-/// What the last round saw of every partition: per topic, indexed by partition number,
-/// the leader, epoch and ISR (None for a number the topic did not list).
+/// What the last round saw of every partition: per topic, its id and, indexed by partition
+/// number, the leader, epoch and ISR (None for a number the topic did not list); and the
+/// eligible leader replicas the last round read (few partitions have any).
 #[derive(Debug, Default)]
 struct PartitionMemory {
-    topics: std::collections::HashMap<String, Vec<Option<Remembered>>>,
+    topics: std::collections::HashMap<String, (TopicId, Vec<Option<Remembered>>)>,
+    elr: EligibleLeaders,
 }
 
 #[derive(Debug, Clone)]
@@ -94,24 +97,39 @@ impl PartitionMemory {
 /// Compares this round's partitions with the last round's and remembers them. Topics are
 /// looked up once each and partitions by index, and a known topic's table is updated in
 /// place, so a round of 200k partitions allocates nearly nothing here.
+///
+/// `allows_unclean` says whether a topic's `unclean.leader.election.enable` is known to be
+/// true; `elr` is this round's eligible leader replicas, remembered for the next round.
 fn unclean_elections(
     view: &crate::cluster_view::ClusterView,
     memory: &mut PartitionMemory,
-    clean_only: impl Fn(&str) -> bool,
+    allows_unclean: impl Fn(&str) -> bool,
+    elr: &EligibleLeaders,
 ) -> Vec<UncleanElection> {
     let mut found = Vec::new();
+    let previous_elr = std::mem::replace(&mut memory.elr, elr.clone());
     memory
         .topics
         .retain(|name, _| view.topics.contains_key(name));
     for (topic, t) in &view.topics {
-        let table = match memory.topics.get_mut(topic.as_str()) {
-            Some(table) => table,
+        let (known_id, table) = match memory.topics.get_mut(topic.as_str()) {
+            Some(entry) => entry,
             None => memory.topics.entry(topic.clone()).or_default(),
         };
-        // A leader that was not in the ISR the last round saw, on a topic where Kafka never
-        // elects one from outside the ISR, rejoined the ISR between the rounds: a clean
-        // election that the rounds were too far apart to see (a rolling restart does this).
-        let possible = !clean_only(topic);
+        // Deleted and created again under the name: the old topic's partitions say nothing
+        // about the new one's leaders.
+        if t.topic_id != NO_TOPIC_ID && t.topic_id != *known_id {
+            if *known_id != NO_TOPIC_ID {
+                table.fill(None);
+            }
+            *known_id = t.topic_id;
+        }
+        // A leader that was not in the ISR the last round saw rejoined it between the rounds
+        // unless the topic allows unclean elections: a clean election the rounds were too far
+        // apart to see (a rolling restart does this). Kafka's default is false, so a topic
+        // whose setting could not be read (DescribeConfigs failed) counts as clean.
+        let possible = allows_unclean(topic);
+        let topic_elr = previous_elr.get(topic.as_str());
         let mut seen = vec![false; table.len()];
         for p in &t.partitions {
             let Ok(i) = usize::try_from(p.partition) else {
@@ -127,12 +145,21 @@ fn unclean_elections(
             };
             if let Some(prev) = table[i].replace(now) {
                 let newer = !view.has_leader_epochs || p.leader_epoch > prev.leader_epoch;
+                // A leader from the eligible leader replicas (KIP-966: replicas that left the
+                // ISR while it was below min.insync.replicas, with the whole committed log) is
+                // a clean election.
+                let eligible = || {
+                    topic_elr
+                        .and_then(|e| e.get(&p.partition))
+                        .is_some_and(|e| e.contains(&p.leader))
+                };
                 if possible
                     && p.leader >= 0
                     && p.leader != prev.leader
                     && newer
                     && !prev.isr.is_empty()
                     && !prev.isr.contains(&p.leader)
+                    && !eligible()
                 {
                     found.push(UncleanElection {
                         topic: topic.clone(),
@@ -307,9 +334,12 @@ impl Evaluator {
         let unclean_elections = if !answers.iter().any(|(_, m)| m.all_topics) {
             Vec::new()
         } else {
-            unclean_elections(&view, &mut self.partitions, |t| {
-                obs.unclean_disabled.contains(t)
-            })
+            unclean_elections(
+                &view,
+                &mut self.partitions,
+                |t| obs.unclean_allowed.contains(t),
+                &obs.eligible_leaders,
+            )
         };
         self.unclean_total += unclean_elections.len() as u64;
         let include = self.include.clone();
@@ -393,6 +423,52 @@ mod tests {
     use crate::cluster_view::{ClusterView, ViewTopic};
     use crate::observe::PartitionView;
 
+    const ALLOWED: bool = true;
+    const CLEAN: bool = false;
+
+    fn none() -> EligibleLeaders {
+        EligibleLeaders::new()
+    }
+
+    fn with_id(mut v: ClusterView, id: TopicId) -> ClusterView {
+        v.topics.get_mut("t").unwrap().topic_id = id;
+        v
+    }
+
+    /// A topic deleted and created again, first seen after an election of its own: its
+    /// leader is compared with nothing the old topic had.
+    #[test]
+    fn a_recreated_topic_is_not_compared_with_the_old_one() {
+        let mut m = PartitionMemory::new();
+        unclean_elections(&with_id(view(2, 0, &[2]), 7), &mut m, |_| ALLOWED, &none());
+        let found = unclean_elections(&with_id(view(3, 1, &[3]), 8), &mut m, |_| ALLOWED, &none());
+        assert!(found.is_empty(), "{found:?}");
+        // The same topic (same id) still is.
+        let found = unclean_elections(&with_id(view(2, 2, &[2]), 8), &mut m, |_| ALLOWED, &none());
+        assert_eq!(found.len(), 1);
+    }
+
+    /// KIP-966 (Kafka 4.x): broker 3 left the ISR while it was below min.insync.replicas and
+    /// became an eligible leader replica; when the last ISR member died it was elected. That
+    /// is a clean election, even on a topic that allows unclean ones.
+    #[test]
+    fn a_leader_elected_from_the_eligible_leader_replicas_is_clean() {
+        let elr: EligibleLeaders = [("t".to_string(), [(0, [3].as_slice().into())].into())].into();
+        let mut m = PartitionMemory::new();
+        unclean_elections(&view(2, 4, &[2]), &mut m, |_| ALLOWED, &elr);
+        let found = unclean_elections(&view(3, 5, &[3]), &mut m, |_| ALLOWED, &none());
+        assert!(found.is_empty(), "{found:?}");
+        // Another partition's ELR, or none, does not make it clean.
+        let other: EligibleLeaders =
+            [("t".to_string(), [(1, [3].as_slice().into())].into())].into();
+        let mut m = PartitionMemory::new();
+        unclean_elections(&view(2, 4, &[2]), &mut m, |_| ALLOWED, &other);
+        assert_eq!(
+            unclean_elections(&view(3, 5, &[3]), &mut m, |_| ALLOWED, &none()).len(),
+            1
+        );
+    }
+
     fn view(leader: i32, epoch: i32, isr: &[i32]) -> ClusterView {
         let mut v = ClusterView {
             has_leader_epochs: true,
@@ -402,6 +478,7 @@ mod tests {
             "t".into(),
             ViewTopic {
                 is_internal: false,
+                topic_id: 0,
                 partitions: vec![PartitionView {
                     partition: 0,
                     error_code: 0,
@@ -452,7 +529,8 @@ mod tests {
             probes,
             bootstrap_failures: Vec::new(),
             min_isr: BTreeMap::new(),
-            unclean_disabled: Default::default(),
+            unclean_allowed: Default::default(),
+            eligible_leaders: Default::default(),
             host: BTreeMap::new(),
             followers: BTreeMap::new(),
         }
@@ -509,10 +587,10 @@ mod tests {
     #[test]
     fn a_leader_from_outside_the_last_isr_is_an_unclean_election() {
         let mut m = PartitionMemory::new();
-        assert!(unclean_elections(&view(3, 1, &[3, 2]), &mut m, |_| false).is_empty());
-        assert!(unclean_elections(&view(3, 1, &[3]), &mut m, |_| false).is_empty());
-        assert!(unclean_elections(&view(-1, 2, &[3]), &mut m, |_| false).is_empty());
-        let found = unclean_elections(&view(2, 3, &[2]), &mut m, |_| false);
+        assert!(unclean_elections(&view(3, 1, &[3, 2]), &mut m, |_| ALLOWED, &none()).is_empty());
+        assert!(unclean_elections(&view(3, 1, &[3]), &mut m, |_| ALLOWED, &none()).is_empty());
+        assert!(unclean_elections(&view(-1, 2, &[3]), &mut m, |_| ALLOWED, &none()).is_empty());
+        let found = unclean_elections(&view(2, 3, &[2]), &mut m, |_| ALLOWED, &none());
         assert_eq!(
             found,
             vec![UncleanElection {
@@ -525,7 +603,7 @@ mod tests {
             }]
         );
         assert!(
-            unclean_elections(&view(2, 3, &[2]), &mut m, |_| false).is_empty(),
+            unclean_elections(&view(2, 3, &[2]), &mut m, |_| ALLOWED, &none()).is_empty(),
             "reported once"
         );
     }
@@ -533,11 +611,11 @@ mod tests {
     #[test]
     fn clean_failovers_and_recreated_topics_are_not_unclean() {
         let mut m = PartitionMemory::new();
-        unclean_elections(&view(3, 1, &[3, 2]), &mut m, |_| false);
-        assert!(unclean_elections(&view(2, 2, &[2]), &mut m, |_| false).is_empty());
+        unclean_elections(&view(3, 1, &[3, 2]), &mut m, |_| ALLOWED, &none());
+        assert!(unclean_elections(&view(2, 2, &[2]), &mut m, |_| ALLOWED, &none()).is_empty());
         // A recreated topic starts again at epoch 0.
-        unclean_elections(&view(2, 5, &[2]), &mut m, |_| false);
-        assert!(unclean_elections(&view(3, 0, &[3]), &mut m, |_| false).is_empty());
+        unclean_elections(&view(2, 5, &[2]), &mut m, |_| ALLOWED, &none());
+        assert!(unclean_elections(&view(3, 0, &[3]), &mut m, |_| ALLOWED, &none()).is_empty());
     }
 
     /// Rolling restart: broker 3 was catching up (ISR [2]) when a round looked; before the
@@ -546,12 +624,12 @@ mod tests {
     #[test]
     fn a_leader_that_rejoined_between_rounds_is_not_unclean_where_unclean_is_off() {
         let mut m = PartitionMemory::new();
-        unclean_elections(&view(2, 4, &[2]), &mut m, |_| true);
-        assert!(unclean_elections(&view(3, 5, &[3]), &mut m, |_| true).is_empty());
+        unclean_elections(&view(2, 4, &[2]), &mut m, |_| CLEAN, &none());
+        assert!(unclean_elections(&view(3, 5, &[3]), &mut m, |_| CLEAN, &none()).is_empty());
         let mut m = PartitionMemory::new();
-        unclean_elections(&view(2, 4, &[2]), &mut m, |_| false);
+        unclean_elections(&view(2, 4, &[2]), &mut m, |_| ALLOWED, &none());
         assert_eq!(
-            unclean_elections(&view(3, 5, &[3]), &mut m, |_| false).len(),
+            unclean_elections(&view(3, 5, &[3]), &mut m, |_| ALLOWED, &none()).len(),
             1,
             "allowed on the topic: reported"
         );

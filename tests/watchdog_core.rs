@@ -278,3 +278,151 @@ fn cut_replication_is_attributed_to_the_live_follower() {
     });
     client::delete_topic(&bs, &topic).unwrap();
 }
+
+/// `topic`-0's (leader, leader epoch) as broker `id` answers it, from its own cache.
+fn leader_at(id: i32, topic: &str) -> Option<(i32, i32)> {
+    use kafka_watchdog::wire::{BrokerClient, WireOptions};
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let address = kafka_lab::broker_address(id);
+        let mut c = BrokerClient::connect(&address, &WireOptions::default())
+            .await
+            .ok()?
+            .client;
+        let md = c.metadata(Some(&[topic.to_string()])).await.ok()?.value;
+        let t = md.topics.get(topic).filter(|t| t.error_code == 0)?;
+        t.partitions.first().map(|p| (p.leader, p.leader_epoch))
+    })
+}
+
+/// Reorders the replicas of `topic`-0 to `replicas` and elects the first one leader, which
+/// bumps the partition's leader epoch.
+fn move_leader(topic: &str, replicas: &[i32]) {
+    use kafka_watchdog::wire::{BrokerClient, WireOptions};
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let connect = || async {
+        BrokerClient::connect(&kafka_lab::broker_address(1), &WireOptions::default())
+            .await
+            .unwrap()
+            .client
+    };
+    rt.block_on(async {
+        let moved = connect()
+            .await
+            .alter_partition_reassignments(
+                &[(topic.to_string(), 0, Some(replicas.to_vec()))],
+                Duration::from_secs(10),
+            )
+            .await
+            .unwrap();
+        assert!(moved.value.iter().all(|o| o.2 == 0), "{moved:?}");
+    });
+    eventually(WAIT, "the new replica order", || {
+        let ps = client::partitions(&kafka_lab::broker_address(1), topic).ok()?;
+        (ps[0].replicas == replicas).then_some(())
+    });
+    rt.block_on(async {
+        connect()
+            .await
+            .elect_leaders(true, &[(topic.to_string(), 0)], Duration::from_secs(10))
+            .await
+            .unwrap();
+    });
+    eventually(WAIT, "the preferred leader elected", || {
+        (leader_at(1, topic)?.0 == replicas[0]).then_some(())
+    });
+}
+
+/// A topic deleted and created again under the same name starts its leader epochs over. A
+/// broker whose cache still holds the old topic (here: cut off from the controller) answers
+/// with a higher epoch than the new topic's; that answer is about another topic (another
+/// topic id) and must not make the new topic's leader a stale leader.
+#[test]
+fn a_topic_recreated_under_the_same_name_makes_no_stale_leader() {
+    let mut lab = lab();
+    let b1 = kafka_lab::broker_address(1);
+    let topic = unique_topic("core-recreated");
+    client::create_topic(&b1, &topic, &[vec![2, 1]], &[]).unwrap();
+    move_leader(&topic, &[1, 2]);
+    let (_, old_epoch) = leader_at(1, &topic).unwrap();
+    assert!(
+        old_epoch >= 1,
+        "the old topic's epoch moved on: {old_epoch}"
+    );
+    let w = start("recreated");
+    lab.isolate(3, false).unwrap();
+    eventually(WAIT, "broker 3 fenced", || {
+        let registered = client::registered_brokers(&b1).ok()?;
+        (!registered.contains(&3)).then_some(())
+    });
+    client::delete_topic(&b1, &topic).unwrap();
+    eventually(WAIT, "the topic gone from broker 1", || {
+        leader_at(1, &topic).is_none().then_some(())
+    });
+    client::create_topic(&b1, &topic, &[vec![2, 1]], &[]).unwrap();
+    let new = eventually(WAIT, "the new topic led by broker 2", || {
+        leader_at(1, &topic).filter(|l| l.0 == 2)
+    });
+    let stale = leader_at(3, &topic);
+    assert_eq!(
+        stale,
+        Some((1, old_epoch)),
+        "broker 3 still answers about the old topic (new one: {new:?})"
+    );
+    let until = Instant::now() + Duration::from_secs(16);
+    let mut rounds = std::collections::BTreeSet::new();
+    while Instant::now() < until {
+        let s = w.status();
+        let cluster = &s["clusters"][0];
+        rounds.insert(cluster["round"].as_u64().unwrap_or(0));
+        let split: Vec<_> = cluster["split_brain"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|x| x["topic"] == topic.as_str())
+            .cloned()
+            .collect();
+        assert!(
+            split.is_empty(),
+            "no split brain on the new topic: {split:#?}"
+        );
+        for b in [1, 2] {
+            let rules = w.rules(b);
+            assert!(
+                !rules.iter().any(|r| r == "stale_leader"),
+                "broker {b}: {rules:?}\n{:#}",
+                w.broker(b).unwrap_or_default()
+            );
+            assert_ne!(w.broker_state(b).as_deref(), Some("zombie"));
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    assert!(rounds.len() >= 4, "watched several rounds: {rounds:?}");
+    drop(w);
+    lab.heal(Some(3)).unwrap();
+    client::delete_topic(&b1, &topic).unwrap();
+}
+
+/// Kafka 4.1 answers DescribeTopicPartitions (eligible leader replicas, KIP-966) in a form
+/// the guarded decoder accepts; the lab formats with ELR off, so no partition lists any.
+#[test]
+fn kafka_4_answers_describe_topic_partitions() {
+    use kafka_watchdog::wire::{BrokerClient, WireOptions};
+    let lab = lab();
+    let topic = unique_topic("core-elr");
+    client::create_topic(&lab.bootstrap(), &topic, &[vec![1, 2], vec![2, 3]], &[]).unwrap();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let found = rt.block_on(async {
+        let mut c = BrokerClient::connect(&kafka_lab::broker_address(1), &WireOptions::default())
+            .await
+            .unwrap()
+            .client;
+        c.eligible_leader_replicas(std::slice::from_ref(&topic), 4)
+            .await
+    });
+    let found = found
+        .expect("a decodable answer")
+        .expect("Kafka 4.1 speaks API 75");
+    assert_eq!(found.value, Vec::new(), "ELR is off in the lab");
+    client::delete_topic(&lab.bootstrap(), &topic).unwrap();
+}

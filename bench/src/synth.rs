@@ -152,6 +152,7 @@ pub fn views(partitions: usize, brokers: usize) -> Views {
             name.clone(),
             TopicView {
                 name: name.clone(),
+                topic_id: 0,
                 error_code: 0,
                 is_internal: false,
                 partitions: parts,
@@ -161,6 +162,7 @@ pub fn views(partitions: usize, brokers: usize) -> Views {
             name.clone(),
             TopicView {
                 name,
+                topic_id: 0,
                 error_code: 0,
                 is_internal: false,
                 partitions: stale_parts,
@@ -276,7 +278,8 @@ pub fn observation(
         probes,
         bootstrap_failures: Vec::new(),
         min_isr,
-        unclean_disabled: Default::default(),
+        unclean_allowed: Default::default(),
+        eligible_leaders: Default::default(),
         host: Default::default(),
         followers: Default::default(),
     }

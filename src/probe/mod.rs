@@ -7,9 +7,10 @@ use std::time::{Duration, Instant, SystemTime};
 
 use futures::future::join_all;
 
+use crate::cluster_view::stale_claims;
 use crate::observe::{
-    BrokerEndpoint, BrokerId, BrokerProbe, FollowerProgress, MetadataView, ProbeFailure,
-    ReplicaOffsets, RoundObservation,
+    BrokerEndpoint, BrokerId, BrokerProbe, EligibleLeaders, FollowerProgress, MetadataView,
+    ProbeFailure, ReplicaOffsets, RoundObservation, NO_LEADER,
 };
 use crate::wire::{kafka_error_name, BrokerClient, LatestOffset, WireError, WireOptions};
 
@@ -67,8 +68,8 @@ pub struct ClusterProber {
     settings: ProbeSettings,
     known: BTreeMap<BrokerId, Known>,
     min_isr: BTreeMap<String, i32>,
-    /// Topics whose unclean.leader.election.enable is false, read with min_isr.
-    unclean_disabled: BTreeSet<String>,
+    /// Topics whose unclean.leader.election.enable is true, read with min_isr.
+    unclean_allowed: BTreeSet<String>,
     min_isr_read_at: Option<Instant>,
     /// Partitions in the last full answer, to size the next round's full asks.
     partitions: u64,
@@ -82,7 +83,7 @@ impl ClusterProber {
             settings,
             known: BTreeMap::new(),
             min_isr: BTreeMap::new(),
-            unclean_disabled: BTreeSet::new(),
+            unclean_allowed: BTreeSet::new(),
             min_isr_read_at: None,
             partitions: 0,
             cursor: 0,
@@ -135,6 +136,7 @@ impl ClusterProber {
                 }
             }
         }
+        self.confirm_stale_claims(&mut probes).await;
         self.learn(&probes);
         if let Some(m) = probes
             .values()
@@ -148,6 +150,7 @@ impl ClusterProber {
             self.refresh_min_isr(&probes),
             measure_followers(&probes, &wire)
         );
+        let eligible_leaders = self.read_eligible_leaders(&probes).await;
         RoundObservation {
             cluster: self.settings.cluster.clone(),
             started_at,
@@ -155,7 +158,8 @@ impl ClusterProber {
             probes,
             bootstrap_failures,
             min_isr: self.min_isr.clone(),
-            unclean_disabled: self.unclean_disabled.clone(),
+            unclean_allowed: self.unclean_allowed.clone(),
+            eligible_leaders,
             host: BTreeMap::new(),
             followers,
         }
@@ -267,7 +271,7 @@ impl ClusterProber {
         let read = async {
             let mut c = BrokerClient::connect(&address, &self.settings.wire).await?;
             let mut values = BTreeMap::new();
-            let mut clean_only = BTreeSet::new();
+            let mut allowed = BTreeSet::new();
             // Bounded batches keep each answer small on clusters with many topics.
             for chunk in ask.chunks(500) {
                 let answer = c
@@ -281,9 +285,9 @@ impl ClusterProber {
                     if let Ok(configs) = configs {
                         if configs
                             .get("unclean.leader.election.enable")
-                            .is_some_and(|v| v == "false")
+                            .is_some_and(|v| v == "true")
                         {
-                            clean_only.insert(topic.clone());
+                            allowed.insert(topic.clone());
                         }
                         if let Some(v) = configs
                             .get("min.insync.replicas")
@@ -294,21 +298,21 @@ impl ClusterProber {
                     }
                 }
             }
-            Ok::<_, WireError>((values, clean_only))
+            Ok::<_, WireError>((values, allowed))
         }
         .await;
         match read {
-            Ok((values, clean_only)) => {
+            Ok((values, allowed)) => {
                 if due {
                     self.min_isr = values;
                     self.min_isr_read_at = Some(Instant::now());
-                    self.unclean_disabled = clean_only;
+                    self.unclean_allowed = allowed;
                 } else {
                     self.min_isr.extend(values);
-                    self.unclean_disabled.extend(clean_only);
+                    self.unclean_allowed.extend(allowed);
                 }
                 self.min_isr.retain(|t, _| topics.contains(t));
-                self.unclean_disabled.retain(|t| topics.contains(t));
+                self.unclean_allowed.retain(|t| topics.contains(t));
             }
             Err(e) => tracing::warn!(
                 cluster = %self.settings.cluster,
@@ -505,6 +509,133 @@ async fn measure_followers(
         .collect()
 }
 
+/// Requests of one DescribeTopicPartitions read at most (2000 partitions each by default).
+const ELR_MAX_PAGES: usize = 16;
+
+impl ClusterProber {
+    /// Probes run at once, so a broker that answered just before a leader change reached it
+    /// claims, for this round, a leadership the newer epoch gave away. A claim counts only
+    /// once the broker repeats it: each claiming broker is asked again (Metadata for those
+    /// topics, on a new connection) and its answer about them replaced by the new one. A
+    /// broker that does not answer again leaves its claims unconfirmed: those topics are
+    /// dropped from its answer (the newer answers cover them).
+    async fn confirm_stale_claims(&self, probes: &mut BTreeMap<BrokerId, BrokerProbe>) {
+        let answers: Vec<(BrokerId, &MetadataView)> = probes
+            .iter()
+            .filter_map(|(id, p)| p.metadata_view().map(|m| (*id, m)))
+            .collect();
+        let mut doubted: BTreeMap<BrokerId, BTreeSet<String>> = BTreeMap::new();
+        for claim in stale_claims(&answers) {
+            doubted.entry(claim.broker).or_default().insert(claim.topic);
+        }
+        if doubted.is_empty() {
+            return;
+        }
+        let wire = &self.settings.wire;
+        let asks: Vec<_> = doubted
+            .into_iter()
+            .filter_map(|(id, topics)| {
+                let address = probes.get(&id)?.endpoint.address();
+                let topics: Vec<String> = topics.into_iter().collect();
+                Some(async move {
+                    let answer = async {
+                        let mut c = BrokerClient::connect(&address, wire).await?;
+                        c.client.metadata(Some(&topics)).await
+                    }
+                    .await;
+                    (id, topics, answer)
+                })
+            })
+            .collect();
+        for (id, topics, answer) in join_all(asks).await {
+            let Some(Some(Ok((md, _)))) = probes.get_mut(&id).map(|p| p.metadata.as_mut()) else {
+                continue;
+            };
+            match answer {
+                Ok(again) => {
+                    let mut again = again.value;
+                    for topic in topics {
+                        match again.topics.remove(&topic) {
+                            Some(t) => md.topics.insert(topic, t),
+                            None => md.topics.remove(&topic),
+                        };
+                    }
+                }
+                Err(e) => {
+                    tracing::debug!(
+                        cluster = %self.settings.cluster,
+                        broker = id,
+                        error = %e,
+                        "stale leadership claim not confirmed: no second answer"
+                    );
+                    for topic in &topics {
+                        md.topics.remove(topic);
+                    }
+                }
+            }
+        }
+    }
+
+    /// The eligible leader replicas (KIP-966) of the topics that can need them: those that
+    /// allow unclean elections (elsewhere none is judged unclean) with a partition without
+    /// a leader or with an ISR below min.insync.replicas (Kafka adds to the ELR only then).
+    /// Asked of a broker that answered for every topic, if it speaks DescribeTopicPartitions.
+    async fn read_eligible_leaders(
+        &self,
+        probes: &BTreeMap<BrokerId, BrokerProbe>,
+    ) -> EligibleLeaders {
+        let mut found = EligibleLeaders::new();
+        let Some((source, md)) = probes.values().find_map(|p| {
+            p.metadata_view()
+                .filter(|m| m.all_topics)
+                .map(|m| (&p.endpoint, m))
+        }) else {
+            return found;
+        };
+        let topics: Vec<String> = self
+            .unclean_allowed
+            .iter()
+            .filter(|name| {
+                let min_isr = self.min_isr.get(*name).copied().unwrap_or(1);
+                md.topics.get(*name).is_some_and(|t| {
+                    t.partitions.iter().any(|p| {
+                        p.leader == NO_LEADER || i32::try_from(p.isr.len()).unwrap_or(0) < min_isr
+                    })
+                })
+            })
+            .cloned()
+            .collect();
+        if topics.is_empty() {
+            return found;
+        }
+        let read = async {
+            let mut c = BrokerClient::connect(&source.address(), &self.settings.wire).await?;
+            c.client
+                .eligible_leader_replicas(&topics, ELR_MAX_PAGES)
+                .await
+        }
+        .await;
+        match read {
+            Ok(Some(answer)) => {
+                for (topic, partition, elr) in answer.value {
+                    found
+                        .entry(topic)
+                        .or_default()
+                        .insert(partition, elr.into_iter().collect());
+                }
+            }
+            Ok(None) => {}
+            Err(e) => tracing::warn!(
+                cluster = %self.settings.cluster,
+                broker = source.id,
+                error = %e,
+                "cannot read eligible leader replicas"
+            ),
+        }
+        found
+    }
+}
+
 /// Connect, ApiVersions, Metadata and DescribeCluster to one broker. Metadata asks for
 /// every topic when `topics` is None, else for those only (an empty list: none).
 pub async fn probe_broker(
@@ -560,6 +691,9 @@ pub async fn probe_broker(
 }
 
 #[cfg(test)]
+mod tests_fake;
+
+#[cfg(test)]
 mod tests {
     use super::*;
 
@@ -583,6 +717,7 @@ mod tests {
             "t".into(),
             TopicView {
                 name: "t".into(),
+                topic_id: 0,
                 error_code: 0,
                 is_internal: false,
                 partitions: vec![

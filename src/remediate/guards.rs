@@ -423,6 +423,7 @@ mod tests {
             "t".into(),
             ViewTopic {
                 is_internal: false,
+                topic_id: 0,
                 partitions: vec![p(0, &[1]), p(1, &[1, 2]), p(2, &[2]), p(3, &[])],
             },
         );

@@ -74,6 +74,7 @@ impl World {
             "t".to_string(),
             TopicView {
                 name: "t".into(),
+                topic_id: 0,
                 error_code: 0,
                 is_internal: false,
                 partitions,
@@ -180,7 +181,8 @@ impl World {
             probes: self.probes.clone(),
             bootstrap_failures: Vec::new(),
             min_isr: [("t".to_string(), 2)].into_iter().collect(),
-            unclean_disabled: Default::default(),
+            unclean_allowed: Default::default(),
+            eligible_leaders: Default::default(),
             host: self.host.clone(),
             followers: self.followers.clone(),
         }
@@ -654,7 +656,8 @@ fn peer_medians_match_the_median_of_the_others() {
         probes: w.probes.clone(),
         bootstrap_failures: Vec::new(),
         min_isr: BTreeMap::new(),
-        unclean_disabled: Default::default(),
+        unclean_allowed: Default::default(),
+        eligible_leaders: Default::default(),
         host: BTreeMap::new(),
         followers: BTreeMap::new(),
     };

@@ -7,8 +7,9 @@ use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::{
     AlterPartitionReassignmentsRequest, ApiVersionsRequest, ApiVersionsResponse,
-    DescribeClusterRequest, DescribeConfigsRequest, ElectLeadersRequest, ListOffsetsRequest,
-    ListPartitionReassignmentsRequest, MetadataRequest, ProduceRequest, TopicName,
+    DescribeClusterRequest, DescribeConfigsRequest, DescribeTopicPartitionsRequest,
+    ElectLeadersRequest, ListOffsetsRequest, ListPartitionReassignmentsRequest, MetadataRequest,
+    ProduceRequest, TopicName,
 };
 use kafka_protocol::protocol::{Message, Request, StrBytes, VersionRange};
 use tokio::time::Instant;
@@ -18,7 +19,7 @@ use super::convert::{self, TopicConfigs, DESCRIBE_CLUSTER_FENCED};
 use super::error::{Phase, WireError};
 use super::frame::leading_error_code;
 use super::guard;
-use super::partitions::{self, OngoingReassignment, PartitionOutcome};
+use super::partitions::{self, EligibleLeaderReplicas, OngoingReassignment, PartitionOutcome};
 use super::produce::{self, ProduceAnswer};
 use super::security::SaslSettings;
 use super::versions::SupportedVersions;
@@ -188,6 +189,43 @@ impl BrokerClient {
             value: convert::topic_configs(value),
             latency,
         })
+    }
+
+    /// The eligible leader replicas (KIP-966, Kafka 4.x) of the partitions of `topics` that
+    /// have any. They are in DescribeTopicPartitions only, not in Metadata. `None` when the
+    /// broker has no DescribeTopicPartitions (ZooKeeper mode, Kafka before 3.8). The broker
+    /// pages its answer; at most `max_pages` requests are sent, each bounded by the request
+    /// timeout, and the latency is their sum.
+    pub async fn eligible_leader_replicas(
+        &mut self,
+        topics: &[String],
+        max_pages: usize,
+    ) -> Result<Option<Timed<Vec<EligibleLeaderReplicas>>>, WireError> {
+        let phase = Phase::DescribeTopicPartitions;
+        let Some(version) = self
+            .versions
+            .for_request::<DescribeTopicPartitionsRequest>()
+        else {
+            return Ok(None);
+        };
+        let mut found = Vec::new();
+        let mut latency = Duration::ZERO;
+        let mut cursor = None;
+        for _ in 0..max_pages.max(1) {
+            let request = partitions::describe_partitions_request(topics, cursor);
+            let answer = self.conn.call(phase, &request, version).await?;
+            latency += answer.latency;
+            let (page, next) = partitions::eligible_leader_replicas(answer.value);
+            found.extend(page);
+            cursor = next;
+            if cursor.is_none() {
+                break;
+            }
+        }
+        Ok(Some(Timed {
+            value: found,
+            latency,
+        }))
     }
 
     /// Writes `records` as one batch to one partition *of this broker*, whatever the cluster

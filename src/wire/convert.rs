@@ -9,13 +9,15 @@ use kafka_protocol::messages::{
 
 use crate::observe::{
     BrokerEndpoint, BrokerId, ClusterDescription, MetadataView, PartitionView, RegisteredBroker,
-    TopicView,
+    TopicView, NO_TOPIC_ID,
 };
 
 /// Metadata v5 added `offline_replicas`.
 const METADATA_OFFLINE_REPLICAS: i16 = 5;
 /// Metadata v7 added `leader_epoch`.
 const METADATA_LEADER_EPOCH: i16 = 7;
+/// Metadata v10 added `topic_id`.
+const METADATA_TOPIC_ID: i16 = 10;
 /// DescribeCluster v2 added `include_fenced_brokers` and `is_fenced`.
 pub(crate) const DESCRIBE_CLUSTER_FENCED: i16 = 2;
 
@@ -80,6 +82,11 @@ pub(crate) fn metadata_view(
             name.clone(),
             TopicView {
                 name,
+                topic_id: if version >= METADATA_TOPIC_ID {
+                    topic.topic_id.as_u128()
+                } else {
+                    NO_TOPIC_ID
+                },
                 error_code: topic.error_code,
                 is_internal: topic.is_internal,
                 partitions,

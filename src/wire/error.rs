@@ -26,6 +26,7 @@ pub enum Phase {
     AlterPartitionReassignments,
     ListPartitionReassignments,
     ListOffsets,
+    DescribeTopicPartitions,
 }
 
 impl Phase {
@@ -44,6 +45,7 @@ impl Phase {
             Phase::AlterPartitionReassignments => "alter_partition_reassignments",
             Phase::ListPartitionReassignments => "list_partition_reassignments",
             Phase::ListOffsets => "list_offsets",
+            Phase::DescribeTopicPartitions => "describe_topic_partitions",
         }
     }
 }

@@ -8,8 +8,8 @@
 use bytes::Bytes;
 use kafka_protocol::messages::{
     AlterPartitionReassignmentsResponse, ApiKey, ApiVersionsResponse, DescribeClusterResponse,
-    DescribeConfigsResponse, ElectLeadersResponse, ListOffsetsResponse,
-    ListPartitionReassignmentsResponse, MetadataResponse, ProduceResponse,
+    DescribeConfigsResponse, DescribeTopicPartitionsResponse, ElectLeadersResponse,
+    ListOffsetsResponse, ListPartitionReassignmentsResponse, MetadataResponse, ProduceResponse,
     SaslAuthenticateResponse, SaslHandshakeResponse,
 };
 
@@ -31,6 +31,7 @@ pub(crate) const FUZZED_API_KEYS: &[i16] = &[
     ApiKey::AlterPartitionReassignments as i16,
     ApiKey::ListPartitionReassignments as i16,
     ApiKey::DescribeCluster as i16,
+    ApiKey::DescribeTopicPartitions as i16,
 ];
 
 /// Runs `body` through what the client does with the answer to a request of `api_key` at
@@ -87,6 +88,10 @@ pub fn decode_response_for_fuzzing(api_key: i16, version: i16, body: &[u8]) -> R
         ApiKey::ListOffsets => {
             let r = decoded::<ListOffsetsResponse>(&body, version)?;
             let _ = partitions::offset_answer(r, "orders", 1, version);
+        }
+        ApiKey::DescribeTopicPartitions => {
+            let r = decoded::<DescribeTopicPartitionsResponse>(&body, version)?;
+            let _ = partitions::eligible_leader_replicas(r);
         }
         other => return Err(format!("the client never decodes {other:?} answers")),
     }

@@ -10,8 +10,8 @@
 use bytes::Bytes;
 use kafka_protocol::messages::{
     AlterPartitionReassignmentsResponse, ApiVersionsResponse, DescribeClusterResponse,
-    DescribeConfigsResponse, ElectLeadersResponse, ListOffsetsResponse,
-    ListPartitionReassignmentsResponse, MetadataResponse, ProduceResponse,
+    DescribeConfigsResponse, DescribeTopicPartitionsResponse, ElectLeadersResponse,
+    ListOffsetsResponse, ListPartitionReassignmentsResponse, MetadataResponse, ProduceResponse,
     SaslAuthenticateResponse, SaslHandshakeResponse,
 };
 use kafka_protocol::protocol::Decodable;
@@ -365,6 +365,36 @@ impl Guarded for DescribeConfigsResponse {
             r.plain_tags(flex)
         })?;
         r.plain_tags(flex)
+    }
+}
+
+impl Guarded for DescribeTopicPartitionsResponse {
+    fn walk(r: &mut Reader<'_>, v: i16) -> Check {
+        versions(v, 0, 0)?;
+        r.skip(4)?;
+        r.array(true, 25, |r| {
+            r.skip(2)?;
+            r.string(true)?;
+            // topic id, is_internal
+            r.skip(16 + 1)?;
+            r.array(true, 20, |r| {
+                r.skip(14)?;
+                // replicas, ISR, ELR, last known ELR, offline replicas
+                for _ in 0..5 {
+                    r.int32_array(true)?;
+                }
+                r.plain_tags(true)
+            })?;
+            r.skip(4)?;
+            r.plain_tags(true)
+        })?;
+        // The next cursor: a nullable struct, present when its marker byte is 1.
+        if r.take(1)?[0] == 1 {
+            r.string(true)?;
+            r.skip(4)?;
+            r.plain_tags(true)?;
+        }
+        r.plain_tags(true)
     }
 }
 
@@ -843,6 +873,43 @@ mod tests {
             .with_unknown_tagged_fields(extra_tags(flex))
     }
 
+    fn describe_partitions(_v: i16) -> DescribeTopicPartitionsResponse {
+        use kafka_protocol::messages::describe_topic_partitions_response as dtp;
+        let partition = dtp::DescribeTopicPartitionsResponsePartition::default()
+            .with_partition_index(2)
+            .with_leader_id(BrokerId(-1))
+            .with_leader_epoch(7)
+            .with_replica_nodes(vec![BrokerId(1), BrokerId(2), BrokerId(3)])
+            .with_isr_nodes(vec![])
+            .with_eligible_leader_replicas(Some(vec![BrokerId(2), BrokerId(3)]))
+            .with_last_known_elr(Some(vec![BrokerId(1)]))
+            .with_offline_replicas(vec![BrokerId(1)])
+            .with_unknown_tagged_fields(extra_tags(true));
+        let topic = dtp::DescribeTopicPartitionsResponseTopic::default()
+            .with_name(Some(TopicName(s("orders"))))
+            .with_topic_id("0102030405060708090a0b0c0d0e0f10".parse().unwrap())
+            .with_partitions(vec![
+                partition.clone(),
+                partition
+                    .with_eligible_leader_replicas(None)
+                    .with_last_known_elr(None),
+            ])
+            .with_topic_authorized_operations(8)
+            .with_unknown_tagged_fields(extra_tags(true));
+        DescribeTopicPartitionsResponse::default()
+            .with_topics(vec![
+                topic.clone(),
+                topic.with_name(None).with_error_code(3),
+            ])
+            .with_next_cursor(Some(
+                dtp::Cursor::default()
+                    .with_topic_name(TopicName(s("orders")))
+                    .with_partition_index(3)
+                    .with_unknown_tagged_fields(extra_tags(true)),
+            ))
+            .with_unknown_tagged_fields(extra_tags(true))
+    }
+
     /// The walk must end exactly where the crate's decoder ends, at every version, and every
     /// truncation must be refused without a panic.
     fn check_all_versions<T>(range: std::ops::RangeInclusive<i16>, build: fn(i16) -> T)
@@ -878,6 +945,8 @@ mod tests {
         check_all_versions(0..=1, alter_reassignments);
         check_all_versions(0..=0, list_reassignments);
         check_all_versions(1..=10, list_offsets);
+        check_all_versions(0..=0, describe_partitions);
+        check_all_versions(0..=0, |v| describe_partitions(v).with_next_cursor(None));
     }
 
     /// Flipped bytes anywhere in valid bodies must give an answer or an error, never a panic
@@ -919,6 +988,7 @@ mod tests {
         mutate_all(0..=1, alter_reassignments, &mut next);
         mutate_all(0..=0, list_reassignments, &mut next);
         mutate_all(1..=10, list_offsets, &mut next);
+        mutate_all(0..=0, describe_partitions, &mut next);
     }
 
     /// Every version of every response above is a seed for the `wire_decode` fuzz target
@@ -962,6 +1032,12 @@ mod tests {
             list_reassignments,
         );
         seeds(&mut all, ApiKey::ListOffsets, 1..=10, list_offsets);
+        seeds(
+            &mut all,
+            ApiKey::DescribeTopicPartitions,
+            0..=0,
+            describe_partitions,
+        );
 
         let keys: std::collections::BTreeSet<i16> = all
             .iter()

@@ -10,10 +10,14 @@ use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListO
 use kafka_protocol::messages::list_partition_reassignments_request::ListPartitionReassignmentsTopics;
 use kafka_protocol::messages::{
     AlterPartitionReassignmentsRequest, AlterPartitionReassignmentsResponse, BrokerId,
-    ElectLeadersRequest, ElectLeadersResponse, ListOffsetsRequest, ListOffsetsResponse,
+    DescribeTopicPartitionsRequest, DescribeTopicPartitionsResponse, ElectLeadersRequest,
+    ElectLeadersResponse, ListOffsetsRequest, ListOffsetsResponse,
     ListPartitionReassignmentsRequest, ListPartitionReassignmentsResponse, TopicName,
 };
 use kafka_protocol::protocol::{StrBytes, VersionRange};
+
+/// Per partition that has any: topic, partition and its eligible leader replicas (KIP-966).
+pub type EligibleLeaderReplicas = (String, i32, Vec<i32>);
 
 /// Per partition: topic, partition, Kafka error code (0 for success) and the broker's message,
 /// if it gave a non-empty one.
@@ -306,6 +310,55 @@ pub(crate) fn offset_answer(
         -1
     };
     Ok((found.error_code, found.offset, epoch))
+}
+
+/// DescribeTopicPartitions for `topics`, from `cursor` on (the broker pages its answer).
+pub(crate) fn describe_partitions_request(
+    topics: &[String],
+    cursor: Option<kafka_protocol::messages::describe_topic_partitions_request::Cursor>,
+) -> DescribeTopicPartitionsRequest {
+    use kafka_protocol::messages::describe_topic_partitions_request::TopicRequest;
+    DescribeTopicPartitionsRequest::default()
+        .with_topics(
+            topics
+                .iter()
+                .map(|t| TopicRequest::default().with_name(topic_name(t)))
+                .collect(),
+        )
+        .with_cursor(cursor)
+}
+
+/// The partitions that list eligible leader replicas, and where the next page starts. A
+/// topic or partition answered with an error says nothing and is left out; so is a null or
+/// empty ELR (a broker with ELR off sends null).
+pub(crate) fn eligible_leader_replicas(
+    answer: DescribeTopicPartitionsResponse,
+) -> (
+    Vec<EligibleLeaderReplicas>,
+    Option<kafka_protocol::messages::describe_topic_partitions_request::Cursor>,
+) {
+    use kafka_protocol::messages::describe_topic_partitions_request::Cursor;
+    let mut out = Vec::new();
+    for topic in answer.topics {
+        let Some(name) = topic.name.filter(|_| topic.error_code == 0) else {
+            continue;
+        };
+        for p in topic.partitions {
+            let Some(elr) = p
+                .eligible_leader_replicas
+                .filter(|e| p.error_code == 0 && !e.is_empty())
+            else {
+                continue;
+            };
+            out.push((name.0.to_string(), p.partition_index, ids(elr)));
+        }
+    }
+    let next = answer.next_cursor.map(|c| {
+        Cursor::default()
+            .with_topic_name(c.topic_name)
+            .with_partition_index(c.partition_index)
+    });
+    (out, next)
 }
 
 #[cfg(test)]

@@ -1032,3 +1032,96 @@ async fn real_cluster_partitions() {
         }
     }
 }
+
+// ---- eligible leader replicas ----
+
+/// Two pages: the broker's cursor is sent back until it sends none. Partitions with an error,
+/// a null ELR (ELR off) or an empty one, and topics with an error, are left out.
+#[tokio::test]
+async fn eligible_leader_replicas_follow_the_pages_and_keep_only_real_elrs() {
+    use kafka_protocol::messages::describe_topic_partitions_response::{
+        Cursor, DescribeTopicPartitionsResponsePartition as Partition,
+        DescribeTopicPartitionsResponseTopic as Topic,
+    };
+    use kafka_protocol::messages::{
+        DescribeTopicPartitionsRequest, DescribeTopicPartitionsResponse,
+    };
+    let mut ranges = KAFKA_4_1.to_vec();
+    ranges.push((ApiKey::DescribeTopicPartitions, 0, 0));
+    let b = broker(ranges, |r| {
+        let request: DescribeTopicPartitionsRequest = r.decode();
+        let elr = |index: i32, elr: Option<Vec<i32>>, error: i16| {
+            Partition::default()
+                .with_partition_index(index)
+                .with_error_code(error)
+                .with_eligible_leader_replicas(elr.map(|e| e.into_iter().map(BrokerId).collect()))
+        };
+        let answer_body = match request.cursor {
+            None => DescribeTopicPartitionsResponse::default()
+                .with_topics(vec![
+                    Topic::default()
+                        .with_name(Some(name("orders")))
+                        .with_partitions(vec![
+                            elr(0, Some(vec![2, 3]), 0),
+                            elr(1, None, 0),
+                            elr(2, Some(vec![]), 0),
+                            elr(3, Some(vec![1]), 6),
+                        ]),
+                    Topic::default()
+                        .with_name(Some(name("gone")))
+                        .with_error_code(3)
+                        .with_partitions(vec![elr(0, Some(vec![1]), 0)]),
+                ])
+                .with_next_cursor(Some(
+                    Cursor::default()
+                        .with_topic_name(name("orders"))
+                        .with_partition_index(4),
+                )),
+            Some(c) => {
+                assert_eq!((c.topic_name.0.as_str(), c.partition_index), ("orders", 4));
+                DescribeTopicPartitionsResponse::default().with_topics(vec![Topic::default()
+                    .with_name(Some(name("orders")))
+                    .with_partitions(vec![elr(4, Some(vec![1]), 0)])])
+            }
+        };
+        answer(r, &answer_body)
+    })
+    .await;
+    let mut client = connect(&b).await;
+    let topics = vec!["orders".to_owned(), "gone".to_owned()];
+    let found = client
+        .eligible_leader_replicas(&topics, 8)
+        .await
+        .unwrap()
+        .unwrap()
+        .value;
+    assert_eq!(
+        found,
+        vec![
+            ("orders".to_owned(), 0, vec![2, 3]),
+            ("orders".to_owned(), 4, vec![1])
+        ]
+    );
+    let asked = requests(&b);
+    assert_eq!(asked.len(), 2, "one request per page");
+    let first: DescribeTopicPartitionsRequest = asked[0].decode();
+    let names: Vec<&str> = first.topics.iter().map(|t| t.name.0.as_str()).collect();
+    assert_eq!(names, ["orders", "gone"]);
+
+    // A page limit stops a broker that keeps sending cursors.
+    let mut client = connect(&b).await;
+    client.eligible_leader_replicas(&topics, 1).await.unwrap();
+    assert_eq!(requests(&b).len(), 3);
+}
+
+#[tokio::test]
+async fn eligible_leader_replicas_are_not_asked_of_a_broker_without_the_api() {
+    let b = broker(KAFKA_4_1.to_vec(), |_| Reply::Close).await;
+    let mut client = connect(&b).await;
+    let none = client
+        .eligible_leader_replicas(&["orders".to_owned()], 8)
+        .await
+        .unwrap();
+    assert!(none.is_none());
+    assert!(requests(&b).is_empty());
+}

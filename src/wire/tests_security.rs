@@ -545,7 +545,8 @@ async fn verdict_on_probed(address: &str, security: Security) -> crate::verdict:
         probes: [(1, answering), (2, probed)].into_iter().collect(),
         bootstrap_failures: Vec::new(),
         min_isr: BTreeMap::new(),
-        unclean_disabled: Default::default(),
+        unclean_allowed: Default::default(),
+        eligible_leaders: Default::default(),
         host: BTreeMap::new(),
         followers: BTreeMap::new(),
     };
