@@ -409,7 +409,11 @@ fn sample_list(items: &[String]) -> String {
     format!(
         "{}{}",
         shown.join(", "),
-        if items.len() > shown.len() { ", ..." } else { "" }
+        if items.len() > shown.len() {
+            ", ..."
+        } else {
+            ""
+        }
     )
 }
 
