@@ -9,6 +9,7 @@ pub mod lab;
 pub mod netfault;
 pub mod secrets;
 pub mod sink;
+pub mod stall;
 pub mod state;
 pub mod sys;
 pub mod topology;
