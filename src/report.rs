@@ -316,7 +316,8 @@ impl Evaluator {
         let mut health = classify(&view, &obs.min_isr, |t| include(t));
         // Partition findings name the brokers the verdicts decide are the cause, not every
         // replica missing from an ISR (issue 14).
-        verdict::attribute_suspects(&obs, &view, &mut health, canary.as_ref());
+        let mut canary = canary;
+        verdict::attribute_suspects(&obs, &view, &mut health, canary.as_mut());
         let verdicts = verdict::judge(
             &obs,
             &view,

@@ -843,6 +843,8 @@ pub struct Causes {
     /// Per (topic, partition, follower) link, its suspects.
     links: BTreeMap<(String, i32, BrokerId), Vec<BrokerId>>,
     pub canary: BTreeMap<BrokerId, CanaryFacts>,
+    /// Per canary partition whose write failed, the brokers it is charged to.
+    pub canary_charged: BTreeMap<i32, Vec<BrokerId>>,
 }
 
 /// Whether the canary's acks=all write to this partition timed out at a leader that still
@@ -908,6 +910,7 @@ pub fn causes(
         followers_lost: BTreeMap::new(),
         links: BTreeMap::new(),
         canary: BTreeMap::new(),
+        canary_charged: BTreeMap::new(),
     };
     let mut lost: BTreeMap<(BrokerId, String, i32), Vec<BrokerId>> = BTreeMap::new();
     for (link, suspects) in links.iter().zip(&decided) {
@@ -946,7 +949,7 @@ pub fn causes(
             .zip(&decided[links.len()..])
             .map(|((partition, _, _), s)| (*partition, s))
             .collect();
-        out.canary = canary_facts(round, &out.links, &wait_suspects, sick);
+        (out.canary, out.canary_charged) = canary_facts(round, &out.links, &wait_suspects, sick);
     }
     out
 }
@@ -963,8 +966,12 @@ fn canary_facts(
     links: &BTreeMap<(String, i32, BrokerId), Vec<BrokerId>>,
     waits: &BTreeMap<i32, &Vec<BrokerId>>,
     sick: &cause::Sickness,
-) -> BTreeMap<BrokerId, CanaryFacts> {
+) -> (
+    BTreeMap<BrokerId, CanaryFacts>,
+    BTreeMap<i32, Vec<BrokerId>>,
+) {
     let mut facts: BTreeMap<BrokerId, CanaryFacts> = BTreeMap::new();
+    let mut charged: BTreeMap<i32, Vec<BrokerId>> = BTreeMap::new();
     let blame = |facts: &mut BTreeMap<BrokerId, CanaryFacts>,
                  suspects: &[BrokerId],
                  p: &crate::canary::PartitionRound,
@@ -992,6 +999,7 @@ fn canary_facts(
         let Some(err) = &p.produce_error else {
             continue;
         };
+        let to = charged.entry(p.partition).or_default();
         // Refused to the watchdog's user: its permissions, not the broker, are at fault.
         if err.kind == crate::canary::AUTHORIZATION || crate::canary::client_side(err.kind) {
             continue;
@@ -1002,6 +1010,7 @@ fn canary_facts(
         let what = format!("partition {}: {}", p.partition, err.kind);
         if received != p.leader {
             if err.kind != "not_leader" {
+                to.push(received);
                 facts
                     .entry(received)
                     .or_default()
@@ -1024,8 +1033,10 @@ fn canary_facts(
                 .collect();
             suspects.sort_unstable();
             suspects.dedup();
+            to.extend(&suspects);
             blame(&mut facts, &suspects, p, "NOT_ENOUGH_REPLICAS");
         } else if let Some(suspects) = waits.get(&p.partition) {
+            to.extend(suspects.iter());
             blame(
                 &mut facts,
                 suspects,
@@ -1033,23 +1044,31 @@ fn canary_facts(
                 "acks=all timed out while the leader took acks=1 writes",
             );
         } else {
+            to.push(p.leader);
             facts.entry(p.leader).or_default().failed.push(what);
         }
     }
-    facts
+    (facts, charged)
 }
 
 /// Replaces the suspects of every partition problem with an online leader by the decided
 /// causes of its broken links (plus the leader when it is outside its own ISR), so the
-/// partition findings name the same brokers as the verdicts.
+/// partition findings name the same brokers as the verdicts; notes in each failed canary
+/// write whom it is charged to, for the canary findings.
 pub fn attribute_suspects(
     obs: &RoundObservation,
     view: &ClusterView,
     health: &mut Health,
-    canary: Option<&crate::canary::CanaryRound>,
+    canary: Option<&mut crate::canary::CanaryRound>,
 ) {
     let sick = cause::sickness(obs, view);
-    let c = causes(health, canary, &sick);
+    let mut canary = canary;
+    let c = causes(health, canary.as_deref(), &sick);
+    if let Some(round) = canary.as_mut() {
+        for p in &mut round.partitions {
+            p.charged_to = c.canary_charged.get(&p.partition).cloned();
+        }
+    }
     for p in &mut health.problems {
         if p.leader < 0 {
             continue;

@@ -123,6 +123,11 @@ pub struct PartitionRound {
     pub unavailable_seconds: Option<f64>,
     /// Records acknowledged more than `lost_after` ago, neither read back nor lost.
     pub overdue: u64,
+    /// The brokers this round's failed write is charged to, as the verdicts decided (the
+    /// broker that received it, or the cause of a replication failure; empty: nobody, the
+    /// failure was the client's). `None` until decided, or when the write did not fail.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub charged_to: Option<Vec<BrokerId>>,
 }
 
 /// The state of the canary topic itself.
@@ -475,6 +480,7 @@ impl Canary {
                     .unavailable_for(partition, end)
                     .map(|d| d.as_secs_f64()),
                 overdue: overdue.get(&partition).copied().unwrap_or(0),
+                charged_to: None,
             });
         }
         let existing: BTreeSet<i32> = parts.iter().map(|p| p.state.partition).collect();

@@ -211,7 +211,7 @@ impl World {
             .collect();
         let view: ClusterView = merge(&answers);
         let mut health = classify(&view, &obs.min_isr, |_| true);
-        attribute_suspects(&obs, &view, &mut health, self.canary.as_ref());
+        attribute_suspects(&obs, &view, &mut health, self.canary.clone().as_mut());
         health
             .problems
             .into_iter()
@@ -250,6 +250,7 @@ impl World {
                     end_to_end_seconds: Vec::new(),
                     unavailable_seconds: None,
                     overdue: 0,
+                    charged_to: None,
                 }
             })
             .collect();
