@@ -47,6 +47,7 @@ pub(super) fn sickness_with(
     registrations: &BTreeMap<BrokerId, Registration>,
 ) -> Sickness {
     let mut out = Sickness::new();
+    let stale: BTreeSet<BrokerId> = view.stale_leaders.iter().map(|s| s.broker).collect();
     for (id, probe) in &obs.probes {
         let why = if !probe.answered() {
             "it does not answer"
@@ -54,7 +55,7 @@ pub(super) fn sickness_with(
             "the controller has fenced it"
         } else if registrations.get(id) == Some(&Registration::Absent) {
             "the other brokers do not list it as registered"
-        } else if view.stale_leaders.iter().any(|s| s.broker == *id) {
+        } else if stale.contains(id) {
             "it claims a leadership a newer leader epoch gave away"
         } else if view.disagreements.get(id).is_some_and(|n| *n > 0) {
             "its metadata is behind the cluster's (cut off from the quorum?)"
