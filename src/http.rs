@@ -19,7 +19,7 @@ use bytes::Bytes;
 use http_body_util::Full;
 use hyper::body::{Body, Incoming};
 use hyper::header::{
-    HeaderValue, ALLOW, AUTHORIZATION, CONNECTION, CONTENT_TYPE, WWW_AUTHENTICATE,
+    HeaderValue, ACCEPT, ALLOW, AUTHORIZATION, CONNECTION, CONTENT_TYPE, VARY, WWW_AUTHENTICATE,
 };
 use hyper::service::service_fn;
 use hyper::{Method, Request, Response, StatusCode};
@@ -294,11 +294,22 @@ fn route(published: &Published, req: &Request<Incoming>) -> Response<Full<Bytes>
     match req.uri().path() {
         "/metrics" => {
             let reports = published.snapshot();
-            text(
-                StatusCode::OK,
-                crate::metrics::CONTENT_TYPE,
-                crate::metrics::render(reports.iter().map(|r| r.as_ref()), &published.extras()),
-            )
+            let page =
+                crate::metrics::render(reports.iter().map(|r| r.as_ref()), &published.extras());
+            let accept = req.headers().get(ACCEPT).and_then(|v| v.to_str().ok());
+            let mut r = if crate::metrics::wants_openmetrics(accept) {
+                text(StatusCode::OK, crate::metrics::CONTENT_TYPE, page)
+            } else {
+                text(
+                    StatusCode::OK,
+                    crate::metrics::TEXT_CONTENT_TYPE,
+                    crate::metrics::to_text_004(&page),
+                )
+            };
+            // The answer depends on Accept: a cache must not hand one format to the other.
+            r.headers_mut()
+                .insert(VARY, HeaderValue::from_static("accept"));
+            r
         }
         "/healthz" => text(StatusCode::OK, "text/plain; charset=utf-8", "ok\n".into()),
         "/readyz" => {
@@ -513,6 +524,45 @@ mod tests {
         assert_eq!(get(&server, "/status", &[]).await.0, 200);
         assert_eq!(get(&server, "/healthz", &[]).await.0, 200);
         assert_eq!(get(&server, "/readyz", &[]).await.0, 503);
+    }
+
+    /// The header block of an answer, lowercased, and its body.
+    fn split_answer(answer: &str) -> (String, &str) {
+        let (head, body) = answer.split_once("\r\n\r\n").expect("headers end");
+        (head.to_ascii_lowercase(), body)
+    }
+
+    #[tokio::test]
+    async fn metrics_answer_in_the_format_the_scraper_accepts() {
+        let server = start(ServeOptions::default()).await;
+        let prometheus = "Accept: application/openmetrics-text;version=1.0.0;q=0.5,text/plain;version=0.0.4;q=0.3,*/*;q=0.2";
+        let (status, answer) = get(&server, "/metrics", &[prometheus]).await;
+        assert_eq!(status, 200);
+        let (head, body) = split_answer(&answer);
+        assert!(
+            head.contains("content-type: application/openmetrics-text; version=1.0.0"),
+            "{head}"
+        );
+        assert!(head.contains("vary: accept"), "{head}");
+        assert!(body.ends_with("# EOF\n"), "{body}");
+        for accept in [
+            "Accept: text/plain;version=0.0.4",
+            "Accept: */*",
+            "X-None: 1",
+        ] {
+            let (status, answer) = get(&server, "/metrics", &[accept]).await;
+            assert_eq!(status, 200);
+            let (head, body) = split_answer(&answer);
+            assert!(
+                head.contains("content-type: text/plain; version=0.0.4"),
+                "{accept}: {head}"
+            );
+            assert!(!body.contains("# EOF"), "{accept}: {body}");
+            assert!(
+                body.contains("# TYPE process_cpu_seconds_total counter\n"),
+                "{body}"
+            );
+        }
     }
 
     #[tokio::test]

@@ -9,7 +9,7 @@ use crate::cluster_view::StaleLeader;
 use crate::health::{BrokerPartitions, PartitionProblem};
 use crate::observe::{BrokerProbe, ProbeFailure};
 use crate::report::{ClusterReport, Severity};
-use crate::verdict::BrokerVerdict;
+use crate::verdict::{BrokerVerdict, Registration};
 
 /// At most this many problem partitions are listed per cluster; the counts are always whole.
 const MAX_LISTED_PROBLEMS: usize = 200;
@@ -114,7 +114,7 @@ pub fn cluster_status(r: &ClusterReport) -> ClusterStatus<'_> {
                 let probe = r.probes.get(&v.broker);
                 BrokerStatus {
                     verdict: v,
-                    listed_as_registered: r.registered.contains(&v.broker),
+                    listed_as_registered: v.registration == Registration::Registered,
                     state_since: r.state_since.get(&v.broker).copied().map(secs),
                     probe,
                     metadata_seconds: probe

@@ -10,7 +10,7 @@ use serde::Serialize;
 use crate::cluster_view::ClusterView;
 use crate::health::{BrokerPartitions, Health};
 use crate::host::HostObservation;
-use crate::observe::{BrokerId, BrokerProbe, FailureKind, RoundObservation};
+use crate::observe::{BrokerEndpoint, BrokerId, BrokerProbe, FailureKind, RoundObservation};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -161,6 +161,10 @@ const RULES: &[(&str, Rule)] = &[
     ("process_exited", process_exited),
     ("process_stopped", process_stopped),
     ("unreachable", unreachable),
+    // Before cluster_invisible: when the watchdog's password is wrong everywhere, that is
+    // the first thing to say.
+    ("auth_failed", auth_failed),
+    ("protocol_error", protocol_error),
     ("cluster_invisible", cluster_invisible),
     ("process_alive_no_answer", process_alive_no_answer),
     ("no_answer", no_answer),
@@ -193,6 +197,66 @@ fn closed(kind: FailureKind) -> bool {
     )
 }
 
+/// Failures that are the watchdog's own access or compatibility problem, not news about the
+/// broker: its credentials or certificates were refused (or the broker's certificate is not
+/// one it trusts), or it cannot decode what the broker said. The broker may be perfectly
+/// healthy for its own clients, so these never make a zombie.
+pub fn access_rule(kind: FailureKind) -> Option<&'static str> {
+    match kind {
+        FailureKind::Authentication | FailureKind::Tls => Some("auth_failed"),
+        FailureKind::Protocol => Some("protocol_error"),
+        _ => None,
+    }
+}
+
+/// The rules whose hits are the watchdog's own access problems (see `access_rule`).
+pub const ACCESS_RULES: [&str; 2] = ["auth_failed", "protocol_error"];
+
+/// The step and failure that kept the watchdog from an answer, when it is an access problem.
+fn access_failure<'a>(
+    f: &'a BrokerFacts,
+) -> Option<(&'static str, &'static str, &'a crate::observe::ProbeFailure)> {
+    if f.probe.answered() {
+        return None;
+    }
+    let (step, e) = f.probe.first_failure()?;
+    access_rule(e.kind).map(|rule| (rule, step, e))
+}
+
+fn auth_failed(f: &BrokerFacts, _: &VerdictSettings) -> Option<RuleHit> {
+    let (rule, step, e) = access_failure(f)?;
+    if rule != "auth_failed" {
+        return None;
+    }
+    hit(
+        "auth_failed",
+        BrokerState::Unknown,
+        format!(
+            "the watchdog cannot get in to {}: {step} failed: {} ({}); check the watchdog's credentials and certificates, and this broker's certificate. This is the watchdog's access, not a verdict on the broker",
+            f.probe.endpoint.address(),
+            e.kind.as_label(),
+            e.detail
+        ),
+    )
+}
+
+fn protocol_error(f: &BrokerFacts, _: &VerdictSettings) -> Option<RuleHit> {
+    let (rule, step, e) = access_failure(f)?;
+    if rule != "protocol_error" {
+        return None;
+    }
+    hit(
+        "protocol_error",
+        BrokerState::Unknown,
+        format!(
+            "the watchdog cannot understand {}: {step} failed: {} ({}); a compatibility problem between the watchdog and this broker's version, not a verdict on the broker",
+            f.probe.endpoint.address(),
+            e.kind.as_label(),
+            e.detail
+        ),
+    )
+}
+
 fn port_closed(f: &BrokerFacts, _: &VerdictSettings) -> Option<RuleHit> {
     let Err(e) = &f.probe.connect else {
         return None;
@@ -216,7 +280,8 @@ fn unreachable(f: &BrokerFacts, _: &VerdictSettings) -> Option<RuleHit> {
     let Err(e) = &f.probe.connect else {
         return None;
     };
-    if closed(e.kind) || f.cluster_invisible {
+    // A refused certificate is an answer: the port is reached (`auth_failed` says it).
+    if closed(e.kind) || f.cluster_invisible || access_rule(e.kind).is_some() {
         return None;
     }
     if f.registration == Registration::Registered {
@@ -226,6 +291,17 @@ fn unreachable(f: &BrokerFacts, _: &VerdictSettings) -> Option<RuleHit> {
             BrokerState::Degraded,
             format!(
                 "no TCP connection to {} ({}), yet the cluster lists it as registered",
+                f.probe.endpoint.address(),
+                e.detail
+            ),
+        )
+    } else if f.registration == Registration::Unknown {
+        // The other brokers are split on it: a tie convicts nobody.
+        hit(
+            "unreachable",
+            BrokerState::Degraded,
+            format!(
+                "no TCP connection to {} ({}); the other brokers disagree on whether it is registered",
                 f.probe.endpoint.address(),
                 e.detail
             ),
@@ -261,6 +337,9 @@ fn no_answer(f: &BrokerFacts, _: &VerdictSettings) -> Option<RuleHit> {
         return None;
     }
     let (step, e) = f.probe.first_failure()?;
+    if access_rule(e.kind).is_some() {
+        return None;
+    }
     let connect_ms = f
         .probe
         .connect
@@ -619,6 +698,7 @@ fn process_alive_no_answer(f: &BrokerFacts, _: &VerdictSettings) -> Option<RuleH
         || f.cluster_invisible
         || !f.probe.tcp_open()
         || f.probe.answered()
+        || access_failure(f).is_some()
     {
         return None;
     }
@@ -704,27 +784,92 @@ fn log_dir_unreadable(f: &BrokerFacts, _: &VerdictSettings) -> Option<RuleHit> {
     )
 }
 
-/// How the other brokers see each probed broker: DescribeCluster answers first (they know
-/// fencing), else Metadata broker lists; a broker's own answer does not count.
+/// How one answer speaks about the brokers it lists and does not list.
+#[derive(Clone, Copy, PartialEq)]
+enum AnswerKind {
+    /// DescribeCluster v2 with fenced brokers (Kafka 4.0+): the controller's own records of
+    /// registration and fencing, as this broker replayed them. Unlisted = absent.
+    DescribedAll = 0,
+    /// DescribeCluster without fenced brokers: unlisted may be fenced.
+    DescribedUnfenced = 1,
+    /// Metadata: unlisted = absent (KRaft also leaves fenced brokers out).
+    Listed = 2,
+}
+
+fn answer_kind(probe: &BrokerProbe) -> Option<AnswerKind> {
+    match (&probe.description, probe.metadata_view()) {
+        (Some(Ok(d)), _) if d.includes_fenced => Some(AnswerKind::DescribedAll),
+        (Some(Ok(_)), _) => Some(AnswerKind::DescribedUnfenced),
+        (_, Some(_)) => Some(AnswerKind::Listed),
+        _ => None,
+    }
+}
+
+/// What the other brokers' answers say about one broker, by kind of answer.
+#[derive(Clone, Copy, Default)]
+struct Votes {
+    registered: [u32; 3],
+    fenced: [u32; 3],
+    unlisted: [u32; 3],
+}
+
+impl Votes {
+    /// The one definition of a broker's registration (verdicts, `/status`
+    /// `listed_as_registered` and `broker_registered` all read it).
+    ///
+    /// "The controller's view" is what the watchdog can actually get from brokers: the
+    /// registration and fencing records the active controller wrote, as each broker replays
+    /// them and reports them in DescribeCluster v2 with fenced brokers. Controllers are not
+    /// asked directly (their listener is usually closed to clients, and in KRaft the
+    /// `controller_id` of Metadata and DescribeCluster names a random live broker, not the
+    /// active controller). So the answers of that kind decide whenever any other broker gave
+    /// one; only without any do Metadata lists and older DescribeCluster answers count.
+    ///
+    /// Either way a side needs a strict majority of those answers: one broker whose cache is
+    /// behind must not make another guilty, so a tie (1:1 with three brokers) is `Unknown`.
+    fn decide(&self) -> Registration {
+        let all = AnswerKind::DescribedAll as usize;
+        let (registered, fenced, absent) =
+            if self.registered[all] + self.fenced[all] + self.unlisted[all] > 0 {
+                (self.registered[all], self.fenced[all], self.unlisted[all])
+            } else {
+                let (unfenced, listed) = (
+                    AnswerKind::DescribedUnfenced as usize,
+                    AnswerKind::Listed as usize,
+                );
+                (
+                    self.registered[unfenced] + self.registered[listed],
+                    self.fenced[unfenced] + self.unlisted[unfenced],
+                    self.unlisted[listed],
+                )
+            };
+        let total = registered + fenced + absent;
+        if total == 0 {
+            Registration::Unknown
+        } else if registered * 2 > total {
+            Registration::Registered
+        } else if (fenced + absent) * 2 > total {
+            if fenced >= absent {
+                Registration::Fenced
+            } else {
+                Registration::Absent
+            }
+        } else {
+            Registration::Unknown
+        }
+    }
+}
+
+/// How the other brokers see each probed broker (see `Votes::decide`); a broker's own
+/// answer does not count.
 ///
 /// Every answer lists every broker, so the input is brokers^2 entries; they are counted in
 /// one pass into dense tables, and what an answer does not list is derived from how many
 /// answers of each kind there were.
 pub fn registrations(obs: &RoundObservation) -> BTreeMap<BrokerId, Registration> {
-    /// How one answer speaks about a broker it does not list.
-    #[derive(Clone, Copy, PartialEq)]
-    enum Kind {
-        /// DescribeCluster with fenced brokers: unlisted = absent.
-        DescribedAll,
-        /// DescribeCluster without fenced brokers: unlisted may be fenced.
-        DescribedUnfenced,
-        /// Metadata: unlisted = absent.
-        Listed,
-    }
     #[derive(Clone, Copy, Default)]
     struct Tally {
-        registered: u32,
-        fenced: u32,
+        votes: Votes,
         /// Listed (registered or fenced) by answers of each kind.
         listed: [u32; 3],
         /// The kind of this broker's own answer, which does not count.
@@ -741,12 +886,10 @@ pub fn registrations(obs: &RoundObservation) -> BTreeMap<BrokerId, Registration>
     let mut tallies = vec![Tally::default(); index.len()];
     let mut answers_of_kind = [0u32; 3];
     for (n, (source, probe)) in obs.probes.iter().enumerate() {
-        let kind = match (&probe.description, probe.metadata_view()) {
-            (Some(Ok(d)), _) if d.includes_fenced => Kind::DescribedAll,
-            (Some(Ok(_)), _) => Kind::DescribedUnfenced,
-            (_, Some(_)) => Kind::Listed,
-            _ => continue,
-        } as usize;
+        let Some(kind) = answer_kind(probe) else {
+            continue;
+        };
+        let kind = kind as usize;
         tallies[n].own = Some(kind);
         answers_of_kind[kind] += 1;
         let mut count = |id: BrokerId, fenced: bool| {
@@ -758,9 +901,9 @@ pub fn registrations(obs: &RoundObservation) -> BTreeMap<BrokerId, Registration>
             t.stamp = n + 1;
             t.listed[kind] += 1;
             if fenced {
-                t.fenced += 1;
+                t.votes.fenced[kind] += 1;
             } else {
-                t.registered += 1;
+                t.votes.registered[kind] += 1;
             }
         };
         match (&probe.description, probe.metadata_view()) {
@@ -776,27 +919,43 @@ pub fn registrations(obs: &RoundObservation) -> BTreeMap<BrokerId, Registration>
         .keys()
         .zip(&tallies)
         .map(|(id, t)| {
+            let mut votes = t.votes;
             // Answers of each kind from the other brokers that did not list this one.
-            let unlisted = |kind: Kind| {
-                let k = kind as usize;
+            for (k, unlisted) in votes.unlisted.iter_mut().enumerate() {
                 let others = answers_of_kind[k] - u32::from(t.own == Some(k));
-                others - t.listed[k]
-            };
-            let registered = t.registered;
-            let fenced = t.fenced + unlisted(Kind::DescribedUnfenced);
-            let absent = unlisted(Kind::DescribedAll) + unlisted(Kind::Listed);
-            let r = if registered + fenced + absent == 0 {
-                Registration::Unknown
-            } else if registered > fenced + absent {
-                Registration::Registered
-            } else if fenced >= absent {
-                Registration::Fenced
-            } else {
-                Registration::Absent
-            };
-            (*id, r)
+                *unlisted = others - t.listed[k];
+            }
+            (*id, votes.decide())
         })
         .collect()
+}
+
+/// What this round's answers say about a broker that was not probed, decided by the same
+/// rule as `registrations`. One pass over the answers per broker: only for the few that
+/// are not probed.
+fn unprobed_votes(obs: &RoundObservation, id: BrokerId) -> Votes {
+    let mut votes = Votes::default();
+    for probe in obs.probes.values() {
+        let Some(kind) = answer_kind(probe) else {
+            continue;
+        };
+        let k = kind as usize;
+        let listed = match (&probe.description, probe.metadata_view()) {
+            (Some(Ok(d)), _) => d
+                .brokers
+                .iter()
+                .find(|b| b.endpoint.id == id)
+                .map(|b| b.fenced),
+            (_, Some(m)) => m.brokers.iter().any(|b| b.id == id).then_some(false),
+            _ => None,
+        };
+        match listed {
+            Some(true) => votes.fenced[k] += 1,
+            Some(false) => votes.registered[k] += 1,
+            None => votes.unlisted[k] += 1,
+        }
+    }
+    votes
 }
 
 /// The median Metadata latency of the other brokers, for each broker, from one sorted list.
@@ -1153,27 +1312,62 @@ pub fn judge(
             verdict_of(&facts, settings)
         })
         .collect();
-    // Brokers that partitions name as replicas but that nobody lists and whose address was
-    // never learned (down since before the watchdog started): down, as far as anyone knows.
+    // Brokers that partitions name as replicas but that were not probed: either nobody lists
+    // them and their address was never learned (down since before the watchdog started:
+    // down, as far as anyone knows), or this round's answers list them and they are probed
+    // from the next round on (unknown until then, not down).
     if !cluster_invisible {
         for (id, p) in &health.brokers {
             if obs.probes.contains_key(id) || p.replica_of == 0 {
                 continue;
             }
-            verdicts.push(BrokerVerdict {
-                broker: *id,
-                address: String::new(),
-                state: BrokerState::Down,
-                registration: Registration::Absent,
-                answered: false,
-                hits: vec![RuleHit {
+            let votes = unprobed_votes(obs, *id);
+            let listed_by: u32 = votes.registered.iter().chain(&votes.fenced).sum();
+            // Listed by some answer: the prober learned its address from this very round
+            // and probes it from the next one. Until then nothing is known of it.
+            let hit = if listed_by > 0 {
+                RuleHit {
+                    rule: "not_probed_yet",
+                    state: BrokerState::Unknown,
+                    detail: format!(
+                        "replica of {} partition(s), listed by {listed_by} broker(s) this round, not probed yet: its address was just learned and the next round probes it",
+                        p.replica_of
+                    ),
+                }
+            } else {
+                RuleHit {
                     rule: "not_registered",
                     state: BrokerState::Down,
                     detail: format!(
                         "replica of {} partition(s) ({} offline), but no broker lists it and its address was never seen",
                         p.replica_of, p.replica_of_offline
                     ),
-                }],
+                }
+            };
+            let address =
+                obs.probes
+                    .values()
+                    .find_map(|p| {
+                        let listed = p
+                            .metadata_view()
+                            .and_then(|m| m.brokers.iter().find(|b| b.id == *id));
+                        let described = p.description.iter().flatten().find_map(|d| {
+                            d.brokers.iter().map(|b| &b.endpoint).find(|e| e.id == *id)
+                        });
+                        listed.or(described).map(BrokerEndpoint::address)
+                    })
+                    .unwrap_or_default();
+            verdicts.push(BrokerVerdict {
+                broker: *id,
+                address,
+                state: hit.state,
+                registration: if listed_by > 0 {
+                    votes.decide()
+                } else {
+                    Registration::Absent
+                },
+                answered: false,
+                hits: vec![hit],
             });
         }
         verdicts.sort_by_key(|v| v.broker);

@@ -82,10 +82,14 @@ pub enum FindingKind {
     /// The watchdog ran, refused to run, or would have run (dry run) a broker's remediation
     /// command. Its events are one-shot (`EventKind::is_one_shot`), never an open incident.
     Remediation,
+    /// The watchdog cannot get in to a broker (its credentials or certificates refused, the
+    /// broker's certificate not trusted) or cannot decode its answers: the watchdog's own
+    /// access or compatibility problem, and no verdict on the broker.
+    WatchdogAccess,
 }
 
 impl FindingKind {
-    pub const ALL: [FindingKind; 10] = [
+    pub const ALL: [FindingKind; 11] = [
         FindingKind::Broker,
         FindingKind::OfflinePartitions,
         FindingKind::UnderMinIsr,
@@ -96,6 +100,7 @@ impl FindingKind {
         FindingKind::CanaryUnavailable,
         FindingKind::UncleanElection,
         FindingKind::Remediation,
+        FindingKind::WatchdogAccess,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -110,6 +115,7 @@ impl FindingKind {
             FindingKind::CanaryUnavailable => "canary_unavailable",
             FindingKind::UncleanElection => "unclean_election",
             FindingKind::Remediation => "remediation",
+            FindingKind::WatchdogAccess => "watchdog_access",
         }
     }
 
@@ -126,6 +132,7 @@ impl FindingKind {
             FindingKind::CanaryUnavailable => "KafkaWatchdogCanaryUnavailable",
             FindingKind::UncleanElection => "KafkaWatchdogUncleanElection",
             FindingKind::Remediation => "KafkaWatchdogRemediation",
+            FindingKind::WatchdogAccess => "KafkaWatchdogAccess",
         }
     }
 
@@ -145,7 +152,8 @@ impl FindingKind {
             | FindingKind::ClusterUnreachable => Severity::Critical,
             FindingKind::UnderReplicated
             | FindingKind::CanaryUnavailable
-            | FindingKind::Remediation => Severity::Warning,
+            | FindingKind::Remediation
+            | FindingKind::WatchdogAccess => Severity::Warning,
         }
     }
 
@@ -159,6 +167,7 @@ impl FindingKind {
                 | FindingKind::UnderMinIsr
                 | FindingKind::UnderReplicated
                 | FindingKind::SplitBrain
+                | FindingKind::WatchdogAccess
         )
     }
 }

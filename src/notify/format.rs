@@ -129,7 +129,7 @@ fn headline(n: &Notification, now: SystemTime) -> String {
 /// | `sequence` | number | grows with every notification to this receiver, also across restarts |
 /// | `incident_id` | string | unique per incident (a problem that comes back gets a new one) |
 /// | `dedup_key` | string | `kafka-watchdog/<cluster>/<subject>/<kind>`, the same on every watchdog |
-/// | `kind` | string | `broker`, `offline_partitions`, `under_min_isr`, `under_replicated`, `split_brain`, `cluster_unreachable`, `acknowledged_loss`, `canary_unavailable`, `unclean_election`, `remediation` |
+/// | `kind` | string | `broker`, `offline_partitions`, `under_min_isr`, `under_replicated`, `split_brain`, `cluster_unreachable`, `acknowledged_loss`, `canary_unavailable`, `unclean_election`, `remediation`, `watchdog_access` |
 /// | `cluster` | string | the cluster's configured name |
 /// | `broker_id`, `broker_address` | number, string or null | for broker incidents |
 /// | `state` | string or null | the broker's verdict: `degraded`, `zombie`, `down`, `unknown` |
