@@ -201,28 +201,36 @@ pub fn canary_findings(
         f.evidence = open
             .iter()
             .map(|(p, s)| {
+                let why = match &p.produce_error {
+                    // The client wrote to another broker than the view's leader: its
+                    // metadata was older than the view.
+                    Some(e) if e.broker.is_some_and(|b| b != p.leader) => format!(
+                        "{} at broker {}, where the client's metadata sent it",
+                        e.kind,
+                        e.broker.unwrap_or(-1)
+                    ),
+                    Some(e) => e.kind.to_string(),
+                    None => "read-back pending".into(),
+                };
                 format!(
-                    "{}-{} led by {}: unwritable for {s:.1} s ({})",
-                    round.topic,
-                    p.partition,
-                    p.leader,
-                    p.produce_error
-                        .as_ref()
-                        .map(|e| e.kind)
-                        .unwrap_or("read-back pending")
+                    "{}-{} led by {}: unwritable for {s:.1} s ({why})",
+                    round.topic, p.partition, p.leader,
                 )
             })
             .collect();
         f.rules = vec!["canary_unavailable".into()];
+        // A failed write names whom the verdicts charged it to (nobody for the client's own
+        // failures); a window kept open by a slow or unconfirmed write, its leader.
         f.suspects = {
             let mut s: Vec<BrokerId> = open
                 .iter()
-                .map(|(p, _)| {
-                    memory
+                .flat_map(|(p, _)| match &p.charged_to {
+                    Some(to) => to.clone(),
+                    None => vec![memory
                         .window_leader
                         .get(&p.partition)
                         .copied()
-                        .unwrap_or(p.leader)
+                        .unwrap_or(p.leader)],
                 })
                 .collect();
             s.sort_unstable();
@@ -615,7 +623,7 @@ pub fn remediation_event(r: &crate::remediate::Record) -> incident::IncidentEven
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::canary::TopicStatus;
+    use crate::canary::{PartitionRound, ProduceFailure, TopicStatus};
     use crate::config::Severity;
     use std::time::UNIX_EPOCH;
 
@@ -775,5 +783,73 @@ mod tests {
             vec![(FindingKind::AcknowledgedLoss, Severity::Critical, vec![2])]
         );
         assert!(events[0].incident.evidence[0].contains("(acks=all)"));
+    }
+
+    fn charged_round(charged_to: Option<Vec<BrokerId>>, received: Option<BrokerId>) -> CanaryRound {
+        CanaryRound {
+            topic: "c".into(),
+            status: TopicStatus::Ready,
+            partitions: vec![PartitionRound {
+                partition: 0,
+                leader: 2,
+                leader_epoch: 3,
+                replicas: vec![1, 2, 3],
+                isr: vec![2, 3],
+                produce: None,
+                produce_seconds: None,
+                produce_error: Some(ProduceFailure {
+                    kind: "timeout",
+                    detail: "test".into(),
+                    broker: received,
+                }),
+                end_to_end_seconds: Vec::new(),
+                unavailable_seconds: Some(3.5),
+                overdue: 0,
+                charged_to,
+            }],
+            layout: Vec::new(),
+            not_leading: Vec::new(),
+            lost: Vec::new(),
+            duplicated: Vec::new(),
+            windows_closed: Vec::new(),
+            acks1: Vec::new(),
+        }
+    }
+
+    fn unavailable(r: &CanaryRound) -> Finding {
+        canary_findings(
+            "lab",
+            r,
+            &mut CanaryMemory::default(),
+            Duration::from_secs(10),
+            SystemTime::now(),
+        )
+        .into_iter()
+        .find(|f| f.key.kind == FindingKind::CanaryUnavailable)
+        .expect("a canary_unavailable finding")
+    }
+
+    #[test]
+    fn an_unwritable_canary_partition_names_whom_the_write_is_charged_to() {
+        // Written on the client's stale metadata to the old leader 1, which timed out:
+        // broker 1, not the view's new leader 2 (issue 14: "broker 2" was named).
+        let f = unavailable(&charged_round(Some(vec![1]), Some(1)));
+        assert_eq!(f.suspects, vec![1]);
+        assert!(
+            f.evidence[0].contains("timeout at broker 1, where the client's metadata sent it"),
+            "{:?}",
+            f.evidence
+        );
+        // A failure of the client's own names nobody.
+        assert!(unavailable(&charged_round(Some(vec![]), None))
+            .suspects
+            .is_empty());
+        // A follower decided to be the cause of an acks=all timeout is named, not the leader.
+        assert_eq!(
+            unavailable(&charged_round(Some(vec![3]), Some(2))).suspects,
+            vec![3]
+        );
+        // Not decided (no verdict ran): the leader, as before.
+        assert_eq!(unavailable(&charged_round(None, Some(2))).suspects, vec![2]);
     }
 }

@@ -343,7 +343,11 @@ impl Evaluator {
         };
         self.unclean_total += unclean_elections.len() as u64;
         let include = self.include.clone();
-        let health = classify(&view, &obs.min_isr, |t| include(t));
+        let mut health = classify(&view, &obs.min_isr, |t| include(t));
+        // Partition findings name the brokers the verdicts decide are the cause, not every
+        // replica missing from an ISR (issue 14).
+        let mut canary = canary;
+        verdict::attribute_suspects(&obs, &view, &mut health, canary.as_mut());
         let verdicts = verdict::judge(
             &obs,
             &view,

@@ -142,6 +142,12 @@ pub struct BrokerFacts<'a> {
     pub accepting_silently_for: Option<Duration>,
     /// Whether it is catching up, when it is out of every ISR.
     pub catch_up: catch_up::CatchUpFacts,
+    /// Partitions ("t-0 (leader 1)") whose ISR it is missing from, where the evidence
+    /// points at it rather than at the leader (see `cause`).
+    pub lagging: Vec<String>,
+    /// Partitions it leads ("t-0 (followers 2, 3)") whose followers dropped out of the ISR
+    /// because of it, by the same evidence.
+    pub followers_lost: Vec<String>,
 }
 
 /// What this round's canary says about one broker.
@@ -149,11 +155,15 @@ pub struct BrokerFacts<'a> {
 pub struct CanaryFacts {
     /// Canary partitions it leads.
     pub led: u32,
-    /// Canary writes to partitions it leads that failed for a reason that points at the
-    /// leader ("partition 3: timeout").
+    /// Canary writes it received for partitions it leads that failed for a reason that
+    /// points at the leader ("partition 3: timeout").
     pub failed: Vec<String>,
-    /// Canary writes that failed for lack of in-sync replicas while it is one of the
-    /// replicas missing from the ISR.
+    /// Canary writes it received, because the client's metadata still named it leader, for
+    /// partitions the newest view gives to another broker, that it did not refuse as
+    /// NOT_LEADER (a refusal is right and charges nobody).
+    pub failed_elsewhere: Vec<String>,
+    /// Canary acks=all writes that failed for lack of replication (NOT_ENOUGH_REPLICAS, or
+    /// a timeout while the leader took acks=1 writes) where the evidence points at it.
     pub blamed: Vec<String>,
 }
 
@@ -178,6 +188,7 @@ const RULES: &[(&str, Rule)] = &[
     ("out_of_every_isr", out_of_every_isr),
     ("canary_writes_fail", canary_writes_fail),
     ("out_of_some_isrs", out_of_some_isrs),
+    ("followers_cannot_replicate", followers_cannot_replicate),
     ("canary_not_enough_replicas", canary_not_enough_replicas),
     ("metadata_disagreement", metadata_disagreement),
     ("slow", slow),
@@ -544,7 +555,17 @@ fn out_of_every_isr(f: &BrokerFacts, s: &VerdictSettings) -> Option<RuleHit> {
 fn canary_writes_fail(f: &BrokerFacts, _: &VerdictSettings) -> Option<RuleHit> {
     let c = &f.canary;
     if c.failed.is_empty() {
-        return None;
+        if c.failed_elsewhere.is_empty() {
+            return None;
+        }
+        return hit(
+            "canary_writes_fail",
+            BrokerState::Degraded,
+            format!(
+                "canary writes sent to it by a client whose metadata still named it leader failed (the newest view names another leader): {}",
+                c.failed_elsewhere.join(", ")
+            ),
+        );
     }
     let all = c.failed.len() as u32 >= c.led && f.probe.answered();
     let state = if all {
@@ -577,15 +598,30 @@ fn canary_not_enough_replicas(f: &BrokerFacts, _: &VerdictSettings) -> Option<Ru
         "canary_not_enough_replicas",
         BrokerState::Degraded,
         format!(
-            "canary acks=all writes fail because this follower does not keep up (NOT_ENOUGH_REPLICAS or waiting on it): {}",
+            "canary acks=all writes fail for lack of in-sync replicas (NOT_ENOUGH_REPLICAS, or a timeout while the leader takes acks=1 writes) and the evidence points at this broker: {}",
             f.canary.blamed.join(", ")
         ),
     )
 }
 
+/// "t-0 (leader 1), t-1 (leader 1), ..." with at most five named.
+fn sample_list(items: &[String]) -> String {
+    let shown: Vec<&str> = items.iter().take(5).map(String::as_str).collect();
+    format!(
+        "{}{}",
+        shown.join(", "),
+        if items.len() > shown.len() {
+            ", ..."
+        } else {
+            ""
+        }
+    )
+}
+
 fn out_of_some_isrs(f: &BrokerFacts, _: &VerdictSettings) -> Option<RuleHit> {
     let p = &f.partitions;
-    if p.missing_from_isr == 0 || !f.probe.tcp_open() {
+    // Missing from an ISR whose leader is the suspect says nothing against this broker.
+    if p.missing_from_isr == 0 || f.lagging.is_empty() || !f.probe.tcp_open() {
         return None;
     }
     let min = if p.causes_under_min_isr > 0 {
@@ -600,8 +636,25 @@ fn out_of_some_isrs(f: &BrokerFacts, _: &VerdictSettings) -> Option<RuleHit> {
         "out_of_some_isrs",
         BrokerState::Degraded,
         format!(
-            "missing from the ISR of {} of the {} partition(s) it replicates{min}",
-            p.missing_from_isr, p.replica_of
+            "missing from the ISR of {} of the {} partition(s) it replicates{min}: {}",
+            p.missing_from_isr,
+            p.replica_of,
+            sample_list(&f.lagging)
+        ),
+    )
+}
+
+fn followers_cannot_replicate(f: &BrokerFacts, _: &VerdictSettings) -> Option<RuleHit> {
+    if f.followers_lost.is_empty() {
+        return None;
+    }
+    hit(
+        "followers_cannot_replicate",
+        BrokerState::Degraded,
+        format!(
+            "the followers of {} partition(s) it leads dropped out of the ISR, and the evidence points at this leader, not at them: {}",
+            f.followers_lost.len(),
+            sample_list(&f.followers_lost)
         ),
     )
 }
@@ -1060,13 +1113,166 @@ fn peer_medians(obs: &RoundObservation) -> BTreeMap<BrokerId, Duration> {
         .collect()
 }
 
-/// Attributes each canary partition's result: a failure for lack of in-sync replicas to
-/// the replicas missing from the ISR; an acks=all timeout on a leader that still takes
-/// acks=1 writes to its followers (those common to every such partition, when several
-/// time out: the one follower that stopped fetching); any other failure to the leader.
-fn canary_facts(round: &crate::canary::CanaryRound) -> BTreeMap<BrokerId, CanaryFacts> {
+/// The decided cause of every broken replication link of the round: the health problems'
+/// links, the canary partitions' links and the canary's acks=all timeouts on leaders that
+/// still take acks=1 writes, decided together (see `cause`).
+pub struct Causes {
+    /// Per broker, the links where it is the suspect follower ("t-0 (leader 1)").
+    pub lagging: BTreeMap<BrokerId, Vec<String>>,
+    /// Per broker, the partitions it leads whose followers it lost ("t-0 (followers 2)").
+    pub followers_lost: BTreeMap<BrokerId, Vec<String>>,
+    /// Per (topic, partition, follower) link, its suspects.
+    links: BTreeMap<(String, i32, BrokerId), Vec<BrokerId>>,
+    pub canary: BTreeMap<BrokerId, CanaryFacts>,
+    /// Per canary partition whose write failed, the brokers it is charged to.
+    pub canary_charged: BTreeMap<i32, Vec<BrokerId>>,
+}
+
+/// Whether the canary's acks=all write to this partition timed out at a leader that still
+/// took the direct acks=1 write: it appends, and waits on followers.
+fn leader_appends(round: &crate::canary::CanaryRound, p: &crate::canary::PartitionRound) -> bool {
+    p.produce_error
+        .as_ref()
+        .is_some_and(|e| e.kind == "timeout" && e.broker == Some(p.leader))
+        && round
+            .acks1
+            .iter()
+            .any(|a| a.partition == p.partition && a.broker == p.leader && a.offset.is_some())
+}
+
+/// Decides the causes of the round. `sick` is `cause::sickness` of the round.
+pub fn causes(
+    health: &Health,
+    canary: Option<&crate::canary::CanaryRound>,
+    sick: &cause::Sickness,
+) -> Causes {
+    let mut links: Vec<cause::Link> = Vec::new();
+    let mut seen: std::collections::BTreeSet<(String, i32)> = Default::default();
+    for p in &health.problems {
+        seen.insert((p.topic.clone(), p.partition));
+        links.extend(cause::links_of(
+            &p.topic,
+            p.partition,
+            p.leader,
+            &p.replicas,
+            &p.isr,
+        ));
+    }
+    let mut waits: Vec<(i32, BrokerId, Vec<BrokerId>)> = Vec::new();
+    if let Some(round) = canary {
+        for p in &round.partitions {
+            if !seen.contains(&(round.topic.clone(), p.partition)) {
+                links.extend(cause::links_of(
+                    &round.topic,
+                    p.partition,
+                    p.leader,
+                    &p.replicas,
+                    &p.isr,
+                ));
+            }
+            if leader_appends(round, p) {
+                let followers: Vec<BrokerId> =
+                    p.isr.iter().copied().filter(|r| *r != p.leader).collect();
+                if !followers.is_empty() {
+                    waits.push((p.partition, p.leader, followers));
+                }
+            }
+        }
+    }
+    let mut lags: Vec<cause::Lag> = links.iter().map(cause::Link::lag).collect();
+    lags.extend(waits.iter().map(|(_, leader, followers)| cause::Lag {
+        leader: *leader,
+        followers: followers.clone(),
+        leader_candidate: true,
+    }));
+    let decided = cause::decide(&lags, sick);
+    let mut out = Causes {
+        lagging: BTreeMap::new(),
+        followers_lost: BTreeMap::new(),
+        links: BTreeMap::new(),
+        canary: BTreeMap::new(),
+        canary_charged: BTreeMap::new(),
+    };
+    let mut lost: BTreeMap<(BrokerId, String, i32), Vec<BrokerId>> = BTreeMap::new();
+    for (link, suspects) in links.iter().zip(&decided) {
+        let name = format!("{}-{}", link.topic, link.partition);
+        for s in suspects {
+            if *s == link.follower {
+                out.lagging
+                    .entry(*s)
+                    .or_default()
+                    .push(format!("{name} (leader {})", link.leader));
+            } else if *s == link.leader {
+                lost.entry((*s, link.topic.clone(), link.partition))
+                    .or_default()
+                    .push(link.follower);
+            }
+        }
+        out.links.insert(
+            (link.topic.clone(), link.partition, link.follower),
+            suspects.clone(),
+        );
+    }
+    for ((leader, topic, partition), followers) in lost {
+        let list: Vec<String> = followers.iter().map(|f| f.to_string()).collect();
+        let why = sick
+            .get(&leader)
+            .map(|w| format!("; {w}"))
+            .unwrap_or_default();
+        out.followers_lost.entry(leader).or_default().push(format!(
+            "{topic}-{partition} (follower(s) {}{why})",
+            list.join(", ")
+        ));
+    }
+    if let Some(round) = canary {
+        let wait_suspects: BTreeMap<i32, &Vec<BrokerId>> = waits
+            .iter()
+            .zip(&decided[links.len()..])
+            .map(|((partition, _, _), s)| (*partition, s))
+            .collect();
+        (out.canary, out.canary_charged) = canary_facts(round, &out.links, &wait_suspects, sick);
+    }
+    out
+}
+
+/// Attributes each canary partition's result to the broker that received the write, never
+/// to the view's leader on the client's word: a failure for lack of in-sync replicas or an
+/// acks=all timeout on a leader that still takes acks=1 writes to the decided cause of
+/// the partition's broken links; a NOT_LEADER from a broker the view does not name leader
+/// to nobody (it is right, the client's metadata is old); a write that never reached a
+/// broker (queue full, timed out in the client) to nobody; any other failure to the broker
+/// that received it.
+fn canary_facts(
+    round: &crate::canary::CanaryRound,
+    links: &BTreeMap<(String, i32, BrokerId), Vec<BrokerId>>,
+    waits: &BTreeMap<i32, &Vec<BrokerId>>,
+    sick: &cause::Sickness,
+) -> (
+    BTreeMap<BrokerId, CanaryFacts>,
+    BTreeMap<i32, Vec<BrokerId>>,
+) {
     let mut facts: BTreeMap<BrokerId, CanaryFacts> = BTreeMap::new();
-    let mut waiting_on: Vec<(i32, Vec<BrokerId>)> = Vec::new();
+    let mut charged: BTreeMap<i32, Vec<BrokerId>> = BTreeMap::new();
+    let blame = |facts: &mut BTreeMap<BrokerId, CanaryFacts>,
+                 suspects: &[BrokerId],
+                 p: &crate::canary::PartitionRound,
+                 what: &str| {
+        for s in suspects {
+            let role = if *s == p.leader {
+                match sick.get(s) {
+                    Some(why) => format!("it leads it and {why}"),
+                    None => "it leads it and its followers keep up with other leaders".into(),
+                }
+            } else {
+                "it is the follower that does not keep up".into()
+            };
+            facts
+                .entry(*s)
+                .or_default()
+                .blamed
+                .push(format!("partition {}: {what}, {role}", p.partition));
+        }
+    };
     for p in &round.partitions {
         if p.leader >= 0 {
             facts.entry(p.leader).or_default().led += 1;
@@ -1074,45 +1280,98 @@ fn canary_facts(round: &crate::canary::CanaryRound) -> BTreeMap<BrokerId, Canary
         let Some(err) = &p.produce_error else {
             continue;
         };
+        let to = charged.entry(p.partition).or_default();
         // Refused to the watchdog's user: its permissions, not the broker, are at fault.
-        if err.kind == crate::canary::AUTHORIZATION {
+        if err.kind == crate::canary::AUTHORIZATION || crate::canary::client_side(err.kind) {
             continue;
         }
+        let Some(received) = err.broker else {
+            continue;
+        };
         let what = format!("partition {}: {}", p.partition, err.kind);
-        let leader_appends = err.kind == "timeout"
-            && round
-                .acks1
-                .iter()
-                .any(|a| a.partition == p.partition && a.broker == p.leader && a.offset.is_some());
-        if crate::canary::blames_followers(err.kind) {
-            for r in p.replicas.iter().filter(|r| !p.isr.contains(r)) {
-                facts.entry(*r).or_default().blamed.push(what.clone());
+        if received != p.leader {
+            if err.kind != "not_leader" {
+                to.push(received);
+                facts
+                    .entry(received)
+                    .or_default()
+                    .failed_elsewhere
+                    .push(format!("{what} (the view's leader is {})", p.leader));
             }
-        } else if leader_appends {
-            let followers = p.isr.iter().copied().filter(|r| *r != p.leader).collect();
-            waiting_on.push((p.partition, followers));
-        } else if p.leader >= 0 {
+            continue;
+        }
+        if crate::canary::blames_followers(err.kind) {
+            let mut suspects: Vec<BrokerId> = p
+                .replicas
+                .iter()
+                .filter(|r| !p.isr.contains(r))
+                .flat_map(|r| {
+                    links
+                        .get(&(round.topic.clone(), p.partition, *r))
+                        .cloned()
+                        .unwrap_or_default()
+                })
+                .collect();
+            suspects.sort_unstable();
+            suspects.dedup();
+            to.extend(&suspects);
+            blame(&mut facts, &suspects, p, "NOT_ENOUGH_REPLICAS");
+        } else if let Some(suspects) = waits.get(&p.partition) {
+            to.extend(suspects.iter());
+            blame(
+                &mut facts,
+                suspects,
+                p,
+                "acks=all timed out while the leader took acks=1 writes",
+            );
+        } else {
+            to.push(p.leader);
             facts.entry(p.leader).or_default().failed.push(what);
         }
     }
-    let common: Vec<BrokerId> = waiting_on
-        .iter()
-        .map(|(_, f)| f.clone())
-        .reduce(|a, b| a.into_iter().filter(|x| b.contains(x)).collect())
-        .unwrap_or_default();
-    for (partition, followers) in &waiting_on {
-        let blamed = if common.is_empty() {
-            followers
-        } else {
-            &common
-        };
-        for r in blamed {
-            facts.entry(*r).or_default().blamed.push(format!(
-                "partition {partition}: acks=all timed out while the leader took acks=1 writes"
-            ));
+    (facts, charged)
+}
+
+/// Replaces the suspects of every partition problem with an online leader by the decided
+/// causes of its broken links (plus the leader when it is outside its own ISR), so the
+/// partition findings name the same brokers as the verdicts; notes in each failed canary
+/// write whom it is charged to, for the canary findings.
+pub fn attribute_suspects(
+    obs: &RoundObservation,
+    view: &ClusterView,
+    health: &mut Health,
+    canary: Option<&mut crate::canary::CanaryRound>,
+) {
+    let sick = cause::sickness(obs, view);
+    let mut canary = canary;
+    let c = causes(health, canary.as_deref(), &sick);
+    if let Some(round) = canary.as_mut() {
+        for p in &mut round.partitions {
+            p.charged_to = c.canary_charged.get(&p.partition).cloned();
         }
     }
-    facts
+    for p in &mut health.problems {
+        if p.leader < 0 {
+            continue;
+        }
+        let mut suspects: Vec<BrokerId> = p
+            .replicas
+            .iter()
+            .filter(|r| **r != p.leader && !p.isr.contains(r))
+            .flat_map(|r| {
+                c.links
+                    .get(&(p.topic.clone(), p.partition, *r))
+                    .cloned()
+                    .unwrap_or_default()
+            })
+            .collect();
+        if !p.isr.contains(&p.leader) {
+            suspects.push(p.leader);
+        }
+        let mut seen = std::collections::BTreeSet::new();
+        suspects.retain(|b| seen.insert(*b));
+        p.suspects = suspects;
+    }
 }
 
 /// The verdict of every probed broker.
@@ -1126,8 +1385,9 @@ pub fn judge(
     now: SystemTime,
 ) -> Vec<BrokerVerdict> {
     let cluster_invisible = !obs.probes.values().any(BrokerProbe::answered);
-    let canary_facts = canary.map(canary_facts).unwrap_or_default();
     let registrations = registrations(obs);
+    let sick = cause::sickness_with(obs, view, &registrations);
+    let mut causes = causes(health, canary, &sick);
     let medians = peer_medians(obs);
     let mut stale: BTreeMap<BrokerId, Vec<String>> = BTreeMap::new();
     for s in &view.stale_leaders {
@@ -1158,7 +1418,7 @@ pub fn judge(
                 peer_median_latency: medians.get(id).copied(),
                 recently_down,
                 cluster_invisible,
-                canary: canary_facts.get(id).cloned().unwrap_or_default(),
+                canary: causes.canary.remove(id).unwrap_or_default(),
                 host: obs.host.get(id),
                 silent_for: if probe.answered() {
                     None
@@ -1170,6 +1430,8 @@ pub fn judge(
                     .and_then(|m| m.accepting_silently_since)
                     .map(|t| now.duration_since(t).unwrap_or_default()),
                 catch_up: catch_up::facts(obs, *id, mem, now),
+                lagging: causes.lagging.remove(id).unwrap_or_default(),
+                followers_lost: causes.followers_lost.remove(id).unwrap_or_default(),
             };
             verdict_of(&facts, settings)
         })
@@ -1292,6 +1554,7 @@ pub fn remember_round(
 }
 
 pub mod catch_up;
+pub mod cause;
 
 #[cfg(test)]
 mod tests;

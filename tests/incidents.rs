@@ -517,3 +517,170 @@ fn rolling_restart_raises_no_zombie() {
             .collect::<Vec<_>>()
     );
 }
+
+/// Whether a webhook is about broker `b` or names it as a suspect.
+fn names(v: &serde_json::Value, b: i64) -> bool {
+    v["broker_id"].as_i64() == Some(b) || ids(v, "suspects").contains(&b)
+}
+
+/// Watches the daemon for `secs` after a fault: every non-healthy state of a broker in
+/// `innocent`, as "t=3.1 s broker 2 degraded [rules]". Returns them and when `culprit` was
+/// first announced by a webhook.
+fn watch(
+    w: &Watchdog,
+    rx: &Receiver,
+    since: Instant,
+    secs: u64,
+    culprit: i64,
+    innocent: &[i64],
+) -> (Vec<String>, Option<f64>) {
+    let mut flagged = Vec::new();
+    let mut announced = None;
+    while since.elapsed() < Duration::from_secs(secs) {
+        let s = w.status();
+        for b in s["clusters"][0]["brokers"].as_array().into_iter().flatten() {
+            let id = b["broker"].as_i64().unwrap_or(-1);
+            if innocent.contains(&id) && b["state"] != "healthy" {
+                flagged.push(format!(
+                    "t={:.1} s broker {id} {} {}",
+                    since.elapsed().as_secs_f64(),
+                    b["state"],
+                    b["hits"]
+                ));
+            }
+        }
+        if announced.is_none()
+            && rx
+                .received()
+                .iter()
+                .any(|v| v["event"] == "opened" && names(v, culprit))
+        {
+            announced = Some(since.elapsed().as_secs_f64());
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    (flagged, announced)
+}
+
+fn webhooks_naming(rx: &Receiver, brokers: &[i64]) -> Vec<serde_json::Value> {
+    rx.received()
+        .into_iter()
+        .filter(|v| brokers.iter().any(|b| names(v, *b)))
+        .collect()
+}
+
+fn canary_round_trips(w: &Watchdog) {
+    eventually(WAIT, "canary round trips", || {
+        let c = w.canary();
+        let ps = c["partitions"].as_array()?.clone();
+        (ps.len() == 3 && ps.iter().all(|p| p["produce_seconds"].is_number())).then_some(())
+    });
+}
+
+/// Issue 14: leader 1 cut off from the quorum. The controller fences it and elects new
+/// leaders; it still believes it leads, and clients with old metadata still write to it.
+/// Its followers used to become `degraded` (canary_not_enough_replicas) seconds before
+/// broker 1 was a zombie, and a webhook named broker 2: only broker 1 may be named.
+#[test]
+fn isolated_leader_is_named_and_its_followers_are_not() {
+    let mut lab = lab();
+    let rx = Receiver::start();
+    let w = start("attr-isolate", &rx, "");
+    canary_round_trips(&w);
+    lab.isolate(1, false).unwrap();
+    let at = Instant::now();
+    let (flagged, announced) = watch(&w, &rx, at, 40, 1, &[2, 3]);
+    eprintln!("isolated leader: broker 1 announced after {announced:?} s");
+    assert!(announced.is_some(), "broker 1 is named");
+    assert!(flagged.is_empty(), "followers flagged: {flagged:#?}");
+    let wrong = webhooks_naming(&rx, &[2, 3]);
+    assert!(wrong.is_empty(), "webhooks naming brokers 2, 3: {wrong:#?}");
+    lab.heal(Some(1)).unwrap();
+    rx.wait("resolved broker 1", WAIT, |v| {
+        is_event(v, "resolved", "broker", Some(1))
+    });
+}
+
+/// Issue 14: broker 3's replication cut. Partitions led by 1 and 2 wait on it, then drop
+/// it; broker 2, a follower waiting beside it, used to be named too. Only broker 3 may be.
+#[test]
+fn cut_replication_names_the_follower_and_not_its_peers() {
+    let mut lab = lab();
+    let rx = Receiver::start();
+    let w = start("attr-cut", &rx, "");
+    canary_round_trips(&w);
+    lab.cut_replication(3).unwrap();
+    let at = Instant::now();
+    let (flagged, announced) = watch(&w, &rx, at, 40, 3, &[1, 2]);
+    eprintln!("cut replication: broker 3 announced after {announced:?} s");
+    assert!(announced.is_some(), "broker 3 is named");
+    assert!(flagged.is_empty(), "peers flagged: {flagged:#?}");
+    let wrong = webhooks_naming(&rx, &[1, 2]);
+    assert!(wrong.is_empty(), "webhooks naming brokers 1, 2: {wrong:#?}");
+    lab.heal(Some(3)).unwrap();
+    rx.wait("resolved broker 3", WAIT, |v| {
+        is_event(v, "resolved", "broker", Some(3))
+    });
+}
+
+/// `kafka-lab stall 2`: its request threads stopped, its heartbeats going on, so it stays
+/// registered and unfenced: the zombie only a watchdog can see. It is named a zombie, and
+/// its followers (whose fetches from it hang) are not named.
+#[test]
+fn stalled_broker_is_a_zombie_while_registered() {
+    let mut lab = lab();
+    let rx = Receiver::start();
+    let w = start("stall", &rx, "");
+    canary_round_trips(&w);
+    lab.stall(2, false).unwrap();
+    let at = Instant::now();
+    let z = rx.wait("broker 2 zombie", WAIT, |v| {
+        (is_event(v, "opened", "broker", Some(2)) || is_event(v, "updated", "broker", Some(2)))
+            && v["state"] == "zombie"
+    });
+    eprintln!(
+        "stall: broker 2 zombie announced after {:.1} s: {}",
+        at.elapsed().as_secs_f64(),
+        z["summary"]
+    );
+    assert!(has(&z, "evidence", "no_answer"), "{z:#}");
+    let (flagged, _) = watch(&w, &rx, at, 25, 2, &[1, 3]);
+    let b2 = w.broker(2).unwrap();
+    assert_eq!(b2["registration"], "registered", "{b2:#}");
+    assert!(flagged.is_empty(), "others flagged: {flagged:#?}");
+    let wrong = webhooks_naming(&rx, &[1, 3]);
+    assert!(wrong.is_empty(), "webhooks naming brokers 1, 3: {wrong:#?}");
+    lab.heal(Some(2)).unwrap();
+    rx.wait("resolved broker 2", WAIT, |v| {
+        is_event(v, "resolved", "broker", Some(2))
+    });
+}
+
+/// `kafka-lab stall 3 --fetchers`: incident 2's dead fetcher thread. Broker 3 answers but
+/// drops out of the ISRs; it is named, its peers are not.
+#[test]
+fn stalled_fetchers_name_the_follower() {
+    let mut lab = lab();
+    let rx = Receiver::start();
+    let w = start("stall-fetchers", &rx, "");
+    canary_round_trips(&w);
+    lab.stall(3, true).unwrap();
+    let at = Instant::now();
+    let v = rx.wait("broker 3 named", WAIT, |v| {
+        is_event(v, "opened", "broker", Some(3))
+    });
+    eprintln!(
+        "stall --fetchers: broker 3 announced after {:.1} s: {}",
+        at.elapsed().as_secs_f64(),
+        v["summary"]
+    );
+    assert_ne!(v["state"], "healthy");
+    let (flagged, _) = watch(&w, &rx, at, 30, 3, &[1, 2]);
+    assert!(flagged.is_empty(), "peers flagged: {flagged:#?}");
+    let wrong = webhooks_naming(&rx, &[1, 2]);
+    assert!(wrong.is_empty(), "webhooks naming brokers 1, 2: {wrong:#?}");
+    lab.heal(Some(3)).unwrap();
+    rx.wait("resolved broker 3", WAIT, |v| {
+        is_event(v, "resolved", "broker", Some(3))
+    });
+}

@@ -166,3 +166,123 @@ fn isolated_leader_acknowledges_writes_that_are_lost() {
     let mut lab = lab();
     common::isolated_leader_loses_acks1_writes(&mut lab);
 }
+
+/// Brokers listed in broker 1's metadata (KRaft lists only registered, unfenced brokers).
+/// Asked of broker 1 alone, so a stalled broker 2 cannot hold the answer.
+fn listed_by_broker_1() -> Option<Vec<i32>> {
+    client::registered_brokers(&broker_address(1)).ok()
+}
+
+/// `stall 2`: the request handler and network threads of broker 2 are stopped, its
+/// heartbeat thread is not. TCP connects, nothing is answered, and the controller keeps it
+/// registered and unfenced for longer than the session timeout (3 s in the lab): the zombie
+/// only a watchdog can see. Kafka does not repair it; `heal` does.
+#[test]
+fn stalled_request_threads_answer_nothing_while_the_broker_stays_registered() {
+    let mut lab = lab();
+    assert!(answers_api_versions(&broker_address(2), Duration::from_secs(3)).unwrap());
+    lab.stall(2, false).unwrap();
+    let stalled_at = Instant::now();
+    let faults = lab
+        .status()
+        .into_iter()
+        .find(|n| n.id == 2)
+        .map(|n| n.faults)
+        .unwrap();
+    assert!(
+        faults
+            .iter()
+            .any(|f| f.starts_with("stalled(request threads")),
+        "{faults:?}"
+    );
+    let answered = answers_api_versions(&broker_address(2), Duration::from_secs(3))
+        .expect("a stalled broker still completes the TCP handshake");
+    assert!(!answered, "a stalled broker must not answer requests");
+    let mut looks = 0;
+    while stalled_at.elapsed() < Duration::from_secs(12) {
+        if let Some(ids) = listed_by_broker_1() {
+            assert!(
+                ids.contains(&2),
+                "broker 2 left the registered brokers after {:.1} s: {ids:?}",
+                stalled_at.elapsed().as_secs_f64()
+            );
+            looks += 1;
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    assert!(looks >= 5, "broker 1 answered metadata {looks} times");
+    assert!(
+        !answers_api_versions(&broker_address(2), Duration::from_secs(2)).unwrap(),
+        "still stalled after {:.1} s",
+        stalled_at.elapsed().as_secs_f64()
+    );
+    eprintln!(
+        "stall: broker 2 silent and registered for {:.1} s",
+        stalled_at.elapsed().as_secs_f64()
+    );
+    lab.heal(Some(2)).unwrap();
+    eventually(WAIT, "broker 2 answers again after heal", || {
+        answers_api_versions(&broker_address(2), Duration::from_secs(2))
+            .ok()
+            .filter(|a| *a)
+    });
+    let left = kafka_lab::Lab::leftovers();
+    assert!(
+        !left.iter().any(|l| l.contains("stall tracer")),
+        "heal ends the tracer: {left:?}"
+    );
+}
+
+/// `stall 3 --fetchers`: broker 3's replica fetcher threads are stopped (incident 2's dead
+/// ReplicaFetcherThread): it drops out of an RF=3 topic's ISRs after replica.lag.time.max.ms
+/// (5 s in the lab) while it still answers clients, and rejoins after `heal`.
+#[test]
+fn stalled_fetchers_drop_the_broker_out_of_the_isr_while_it_answers() {
+    let mut lab = lab();
+    let bs = lab.bootstrap();
+    let topic = unique_topic("stallfetch");
+    client::create_topic(&bs, &topic, &[vec![1, 2, 3], vec![2, 1, 3]], &[]).unwrap();
+    eventually(WAIT, "broker 3 in both ISRs", || {
+        let ps = client::partitions(&bs, &topic).ok()?;
+        (ps.len() == 2 && ps.iter().all(|p| p.isr.contains(&3))).then_some(())
+    });
+    lab.stall(3, true).unwrap();
+    let stalled_at = Instant::now();
+    assert!(lab
+        .status()
+        .iter()
+        .any(|n| n.id == 3 && n.faults.iter().any(|f| f.contains("replica fetchers"))));
+    let producer = client::LabProducer::new(&bs, "1", Duration::from_secs(3)).unwrap();
+    // Writes it cannot fetch make it lag; an idle follower that is caught up stays in.
+    let ps = eventually(WAIT, "broker 3 out of both ISRs", || {
+        for p in 0..2 {
+            let _ = producer.send(&topic, p, &payloads("tick", 1));
+        }
+        let ps = client::partitions(&bs, &topic).ok()?;
+        (ps.len() == 2 && ps.iter().all(|p| !p.isr.contains(&3))).then_some(ps)
+    });
+    let after = stalled_at.elapsed();
+    eprintln!(
+        "stall --fetchers: broker 3 out of the ISRs after {:.1} s: {:?}",
+        after.as_secs_f64(),
+        ps.iter().map(|p| p.isr.clone()).collect::<Vec<_>>()
+    );
+    assert!(
+        after >= Duration::from_secs(4),
+        "not before replica.lag.time.max.ms: {after:?}"
+    );
+    assert!(
+        answers_api_versions(&broker_address(3), Duration::from_secs(3)).unwrap(),
+        "a broker with stalled fetchers still answers"
+    );
+    assert!(listed_by_broker_1().is_some_and(|ids| ids.contains(&3)));
+    lab.heal(Some(3)).unwrap();
+    eventually(WAIT, "broker 3 back in both ISRs after heal", || {
+        for p in 0..2 {
+            let _ = producer.send(&topic, p, &payloads("tick", 1));
+        }
+        let ps = client::partitions(&bs, &topic).ok()?;
+        (ps.len() == 2 && ps.iter().all(|p| p.isr.contains(&3))).then_some(())
+    });
+    client::delete_topic(&bs, &topic).unwrap();
+}

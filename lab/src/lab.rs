@@ -13,7 +13,7 @@ use crate::secrets::Secrets;
 use crate::state::{Fault, LabState, NodeRecord};
 use crate::sys::{self, ProcState};
 use crate::topology::{self, KafkaVersion, NodeSpec, Role, Security};
-use crate::{cpu, dist, netfault};
+use crate::{cpu, dist, netfault, stall};
 
 /// How long `up` waits for every broker to register.
 const READY_TIMEOUT: Duration = Duration::from_secs(150);
@@ -671,6 +671,7 @@ impl Lab {
     fn after_exit(&mut self, id: i32) -> Result<(), LabError> {
         netfault::remove(Some(id))?;
         cpu::unlimit(id)?;
+        self.end_tracers(id)?;
         let rec = self.state.node_mut(id)?;
         rec.pid = None;
         rec.faults.clear();
@@ -762,6 +763,59 @@ impl Lab {
         })
     }
 
+    /// Stops some threads of a broker's JVM, the rest running: without `fetchers` its
+    /// request handlers and network threads (it accepts connections, answers nothing, and
+    /// stays registered and unfenced: its heartbeats go on); with `fetchers` its replica
+    /// fetchers (it drops out of the ISRs after replica.lag.time.max.ms and answers
+    /// clients). Kafka repairs neither; `heal` resumes the threads.
+    pub fn stall(&mut self, id: i32, fetchers: bool) -> Result<(), LabError> {
+        self.with_lock(|lab| {
+            lab.require_broker(id)?;
+            let pid = lab.alive_pid(id)?;
+            let threads = if fetchers {
+                stall::Threads::Fetchers
+            } else {
+                stall::Threads::DataPlane
+            };
+            // The same fault again replaces its tracer.
+            let same = |f: &Fault| {
+                matches!(
+                    (f, fetchers),
+                    (Fault::Stall { .. }, false) | (Fault::StallFetchers { .. }, true)
+                )
+            };
+            for f in lab.state.node(id)?.faults.iter().filter(|f| same(f)) {
+                if let Some(t) = f.tracer() {
+                    stall::stop(t)?;
+                }
+            }
+            let (tracer, stopped) = stall::start(pid, threads)?;
+            // Fetchers start only once the broker follows a partition; the tracer catches
+            // them when they appear. Request threads always exist.
+            if stopped == 0 && !fetchers {
+                stall::stop(tracer)?;
+                return Err(LabError::Invalid(format!(
+                    "broker {id} (pid {pid}) has no {} thread to stop",
+                    threads.comm()
+                )));
+            }
+            let fault = if fetchers {
+                Fault::StallFetchers { tracer }
+            } else {
+                Fault::Stall { tracer }
+            };
+            lab.add_fault(id, fault)
+        })
+    }
+
+    /// Ends the tracers that keep node `id`'s threads stopped.
+    fn end_tracers(&self, id: i32) -> Result<(), LabError> {
+        for t in self.state.node(id)?.faults.iter().filter_map(Fault::tracer) {
+            stall::stop(t)?;
+        }
+        Ok(())
+    }
+
     /// Starves a node of CPU: it keeps running and answering, slowly.
     pub fn slow(&mut self, id: i32, percent: u32) -> Result<(), LabError> {
         self.with_lock(|lab| {
@@ -784,6 +838,7 @@ impl Lab {
             netfault::remove(id)?;
             for i in ids {
                 cpu::unlimit(i)?;
+                lab.end_tracers(i)?;
                 if let Some(pid) = lab.running_pid(i) {
                     sys::signal(pid, libc::SIGCONT)?;
                 }
@@ -835,6 +890,17 @@ impl Lab {
         } else {
             None
         };
+        // Tracers first, so stalled threads do not hold their JVMs' exit; a tracer also
+        // exits by itself once its broker's process is gone.
+        if let Ok(Some(state)) = LabState::load(&dir) {
+            for t in state
+                .nodes
+                .iter()
+                .flat_map(|n| n.faults.iter().filter_map(Fault::tracer))
+            {
+                crate::stall::stop(t)?;
+            }
+        }
         let marker = dir.display().to_string() + "/";
         for pid in pids_with(&marker) {
             // SIGKILL also ends a SIGSTOPped process.
@@ -865,6 +931,13 @@ impl Lab {
         }
         if netfault::present() {
             found.push(format!("iptables chain {}", netfault::CHAIN));
+        }
+        if let Ok(entries) = fs::read_dir("/proc") {
+            for pid in entries.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok()) {
+                if stall::is_tracer(pid) {
+                    found.push(format!("stall tracer process {pid}"));
+                }
+            }
         }
         for id in 0..=9 {
             if sys::user_ids(&topology::user(id)).is_some() {

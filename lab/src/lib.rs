@@ -10,6 +10,7 @@ pub mod netfault;
 pub mod oauth;
 pub mod secrets;
 pub mod sink;
+pub mod stall;
 pub mod state;
 pub mod sys;
 pub mod topology;

@@ -53,13 +53,23 @@ enum Cmd {
         #[arg(long)]
         quorum_only: bool,
     },
+    /// Stop a broker's request handler and network threads (ptrace, per thread): it accepts
+    /// connections and answers nothing, yet stays registered and unfenced (its heartbeat
+    /// thread runs). With --fetchers, stop only its replica fetcher threads.
+    Stall {
+        node: i32,
+        /// Stop the replica fetcher threads instead: it falls out of the ISRs and still
+        /// answers clients (incident 2's dead fetcher).
+        #[arg(long)]
+        fetchers: bool,
+    },
     /// Starve a node of CPU (cgroup quota).
     Slow {
         node: i32,
         #[arg(long, default_value_t = 5)]
         cpu_percent: u32,
     },
-    /// Remove the faults of one node, or of all nodes.
+    /// Remove the faults of one node, or of all nodes (stalled threads resume).
     Heal { node: Option<i32> },
     /// Print a node's server log.
     Log { node: i32 },
@@ -179,6 +189,7 @@ fn run(cmd: Cmd) -> Result<(), LabError> {
         Cmd::Stop { node } => Lab::open()?.stop(node)?,
         Cmd::CutReplication { node } => Lab::open()?.cut_replication(node)?,
         Cmd::Isolate { node, quorum_only } => Lab::open()?.isolate(node, !quorum_only)?,
+        Cmd::Stall { node, fetchers } => Lab::open()?.stall(node, fetchers)?,
         Cmd::Slow { node, cpu_percent } => Lab::open()?.slow(node, cpu_percent)?,
         Cmd::Heal { node } => Lab::open()?.heal(node)?,
         Cmd::Log { node } => print!("{}", Lab::open()?.server_log(node)?),

@@ -19,6 +19,11 @@ pub enum Fault {
     Isolate { full: bool },
     /// The node is limited to this percentage of one CPU.
     Slow { percent: u32 },
+    /// Its request handler and network threads are stopped by the tracer process `tracer`;
+    /// the rest of the JVM (heartbeats included) runs.
+    Stall { tracer: u32 },
+    /// Its replica fetcher threads are stopped by the tracer process `tracer`.
+    StallFetchers { tracer: u32 },
 }
 
 impl Fault {
@@ -28,6 +33,18 @@ impl Fault {
             Fault::Isolate { full: true } => "isolated".into(),
             Fault::Isolate { full: false } => "isolated-from-quorum".into(),
             Fault::Slow { percent } => format!("slow({percent}% cpu)"),
+            Fault::Stall { tracer } => format!("stalled(request threads, tracer {tracer})"),
+            Fault::StallFetchers { tracer } => {
+                format!("stalled(replica fetchers, tracer {tracer})")
+            }
+        }
+    }
+
+    /// The process that keeps this fault in place, if one does.
+    pub fn tracer(&self) -> Option<u32> {
+        match self {
+            Fault::Stall { tracer } | Fault::StallFetchers { tracer } => Some(*tracer),
+            _ => None,
         }
     }
 }

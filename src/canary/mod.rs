@@ -19,11 +19,11 @@ use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer, StreamConsumer};
 use rdkafka::error::KafkaError;
 use rdkafka::message::Message;
-use rdkafka::producer::{FutureProducer, FutureRecord};
+use rdkafka::producer::{BaseRecord, DeliveryResult, ProducerContext, ThreadedProducer};
 use rdkafka::types::RDKafkaErrorCode;
 use rdkafka::{Offset, TopicPartitionList};
 use serde::Serialize;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 
 use crate::observe::BrokerId;
 use auth::CanaryContext;
@@ -88,10 +88,21 @@ pub fn blames_followers(kind: &str) -> bool {
     kind.starts_with("not_enough_replicas")
 }
 
+/// Whether a produce error happened in the client, before any broker had the write: the
+/// local queue was full, or the message timed out waiting to be sent. It says nothing about
+/// a broker.
+pub fn client_side(kind: &str) -> bool {
+    kind == "queue_full"
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct ProduceFailure {
     pub kind: &'static str,
     pub detail: String,
+    /// The broker the client sent the write to, as librdkafka reports it; `None` when the
+    /// write never left the client. With retries off it may differ from the view's leader:
+    /// the client's cached metadata can be older than the view.
+    pub broker: Option<BrokerId>,
 }
 
 /// One canary partition this round.
@@ -113,6 +124,11 @@ pub struct PartitionRound {
     pub unavailable_seconds: Option<f64>,
     /// Records acknowledged more than `lost_after` ago, neither read back nor lost.
     pub overdue: u64,
+    /// The brokers this round's failed write is charged to, as the verdicts decided (the
+    /// broker that received it, or the cause of a replication failure; empty: nobody, the
+    /// failure was the client's). `None` until decided, or when the write did not fail.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub charged_to: Option<Vec<BrokerId>>,
 }
 
 /// The state of the canary topic itself.
@@ -202,8 +218,51 @@ struct Consumed {
     at: SystemTime,
 }
 
+/// What librdkafka reports for one acks=all write, with the broker that received it: the
+/// delivery report of `FutureProducer` leaves the broker out, and without it a failure
+/// caused by the client's stale metadata would be charged to the view's new leader.
+struct Delivered {
+    result: Result<i64, KafkaError>,
+    broker: Option<BrokerId>,
+}
+
+/// Hands each delivery report, with the broker it came from, to the write waiting for it;
+/// authenticates like the canary's other clients.
+struct Attributing {
+    auth: CanaryContext,
+}
+
+impl rdkafka::ClientContext for Attributing {
+    const ENABLE_REFRESH_OAUTH_TOKEN: bool = CanaryContext::ENABLE_REFRESH_OAUTH_TOKEN;
+
+    fn generate_oauth_token(
+        &self,
+        oauthbearer_config: Option<&str>,
+    ) -> Result<rdkafka::client::OAuthToken, Box<dyn std::error::Error>> {
+        self.auth.generate_oauth_token(oauthbearer_config)
+    }
+}
+
+impl ProducerContext for Attributing {
+    type DeliveryOpaque = Box<oneshot::Sender<Delivered>>;
+
+    fn delivery(&self, result: &DeliveryResult<'_>, tx: Self::DeliveryOpaque) {
+        let (result, message) = match result {
+            Ok(m) => (Ok(m.offset()), m),
+            Err((e, m)) => (Err(e.clone()), m),
+        };
+        // SAFETY: the message pointer is valid for the duration of the callback, and
+        // rd_kafka_message_broker_id only reads a field of it.
+        let id = unsafe { rdkafka::bindings::rd_kafka_message_broker_id(message.ptr()) };
+        let _ = tx.send(Delivered {
+            result,
+            broker: (id >= 0).then_some(id),
+        });
+    }
+}
+
 struct Clients {
-    producer: FutureProducer<CanaryContext>,
+    producer: ThreadedProducer<Attributing>,
     consumer: Arc<StreamConsumer<CanaryContext>>,
     admin: AdminClient<CanaryContext>,
     context: CanaryContext,
@@ -258,7 +317,7 @@ impl Canary {
             TopicStatus::Broken(format!("cannot get a token for the canary's clients: {e}"))
         })?;
         let ms = s.produce_timeout.as_millis().max(1).to_string();
-        let producer: FutureProducer<CanaryContext> = s
+        let producer: ThreadedProducer<Attributing> = s
             .client
             .clone()
             .set("acks", "all")
@@ -267,7 +326,9 @@ impl Canary {
             .set("linger.ms", "0")
             .set("message.timeout.ms", &ms)
             .set("request.timeout.ms", &ms)
-            .create_with_context(context.clone())
+            .create_with_context(Attributing {
+                auth: context.clone(),
+            })
             .map_err(config_error)?;
         let consumer: StreamConsumer<CanaryContext> = s
             .client
@@ -460,6 +521,7 @@ impl Canary {
                     .unavailable_for(partition, end)
                     .map(|d| d.as_secs_f64()),
                 overdue: overdue.get(&partition).copied().unwrap_or(0),
+                charged_to: None,
             });
         }
         let existing: BTreeSet<i32> = parts.iter().map(|p| p.state.partition).collect();
@@ -963,7 +1025,7 @@ struct Sent {
 
 /// One acks=all record to every partition, all at once, through the regular producer.
 async fn produce_all(
-    producer: &FutureProducer<CanaryContext>,
+    producer: &ThreadedProducer<Attributing>,
     settings: &CanarySettings,
     parts: &[PartitionStateWithEpoch],
     seqs: &[u64],
@@ -979,24 +1041,42 @@ async fn produce_all(
         };
         let payload = record.encode();
         let started = Instant::now();
-        let r = producer
-            .send(
-                FutureRecord::<(), str>::to(&settings.topic)
-                    .partition(partition)
-                    .payload(&payload),
-                settings.produce_timeout,
-            )
-            .await;
+        let (tx, rx) = oneshot::channel();
+        let queued = producer.send(
+            BaseRecord::<(), str, _>::with_opaque_to(&settings.topic, Box::new(tx))
+                .partition(partition)
+                .payload(&payload),
+        );
+        let delivered = match queued {
+            Ok(()) => {
+                // librdkafka reports every queued message once, at the latest when
+                // message.timeout.ms expires; the margin only guards against a lost report.
+                match tokio::time::timeout(settings.produce_timeout * 2, rx).await {
+                    Ok(Ok(d)) => d,
+                    _ => Delivered {
+                        result: Err(KafkaError::MessageProduction(
+                            RDKafkaErrorCode::MessageTimedOut,
+                        )),
+                        broker: None,
+                    },
+                }
+            }
+            Err((e, _)) => Delivered {
+                result: Err(e),
+                broker: None,
+            },
+        };
         Sent {
             partition,
             seq: *seq,
             leader: p.state.leader,
             sent_at: record.sent_at,
-            result: match r {
-                Ok(d) => Ok((d.offset, started.elapsed())),
-                Err((e, _)) => Err(ProduceFailure {
+            result: match delivered.result {
+                Ok(offset) => Ok((offset, started.elapsed())),
+                Err(e) => Err(ProduceFailure {
                     kind: error_kind(&e),
                     detail: e.to_string(),
+                    broker: delivered.broker,
                 }),
             },
         }

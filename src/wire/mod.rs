@@ -48,9 +48,7 @@ pub use fuzzing::decode_response_for_fuzzing;
 pub use kafka_protocol::protocol::VersionRange;
 pub use msk_iam::AwsIamSettings;
 pub use oauth::{Token, TokenSource};
-pub use partitions::{
-    EligibleLeaderReplicas, LatestOffset, OngoingReassignment, PartitionOutcome,
-};
+pub use partitions::{EligibleLeaderReplicas, LatestOffset, OngoingReassignment, PartitionOutcome};
 pub use produce::ProduceAnswer;
 pub use security::{SaslMechanism, SaslSettings, Security, TlsSettings};
 pub use versions::SupportedVersions;
