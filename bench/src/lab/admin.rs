@@ -122,7 +122,9 @@ pub async fn create_partitions(address: &str, topic: &str, count: i32) -> Result
         .with_timeout_ms(10_000)
         .with_topics(vec![CreatePartitionsTopic::default()
             .with_name(TopicName(StrBytes::from_string(topic.to_string())))
-            .with_count(count)]);
+            .with_count(count)
+            // Null, not an empty list: Kafka then places the new replicas itself.
+            .with_assignments(None)]);
     let answer = call(address, &request, 3).await?;
     for r in &answer.results {
         check(

@@ -368,11 +368,11 @@ fn add_broker(c: &mut Ctx) -> Result<String> {
         moves.push((DATA_TOPIC.to_string(), *p, new));
     }
     // As kafka-reassign-partitions --throttle does: a rate on every broker, and the
-    // replicas it applies to on the topic.
+    // replicas it applies to on the topic. A broker takes its own settings only.
     let rate_s = rate.to_string();
     for b in [1, 2, 3, NEW_BROKER] {
         c.rt.block_on(admin::alter_configs(
-            &addr,
+            &broker_address(b),
             admin::RESOURCE_BROKER,
             &b.to_string(),
             &[
@@ -397,12 +397,14 @@ fn add_broker(c: &mut Ctx) -> Result<String> {
         ],
     ))?;
     let reassign_started = Instant::now();
-    c.reassign(&moves)?;
-    c.wait_reassigned(Duration::from_secs_f64(target * 4.0 + 120.0))?;
+    let moved = c
+        .reassign(&moves)
+        .and_then(|()| c.wait_reassigned(Duration::from_secs_f64(target * 4.0 + 120.0)));
     let copied = reassign_started.elapsed().as_secs_f64();
+    // The throttle goes in any case: left behind, it would slow every later move.
     for b in [1, 2, 3, NEW_BROKER] {
         c.rt.block_on(admin::alter_configs(
-            &addr,
+            &broker_address(b),
             admin::RESOURCE_BROKER,
             &b.to_string(),
             &[
@@ -420,6 +422,7 @@ fn add_broker(c: &mut Ctx) -> Result<String> {
             ("follower.replication.throttled.replicas", None),
         ],
     ))?;
+    moved?;
     Ok(format!(
         "broker 4 started (registered after {joined:.0} s); {DATA_TOPIC} ({} MiB) given a replica on it per partition under a {} KiB/s throttle: copied in {copied:.0} s; throttle removed",
         DATA_BYTES >> 20,
@@ -427,17 +430,30 @@ fn add_broker(c: &mut Ctx) -> Result<String> {
     ))
 }
 
-fn wait_topic_gone(bootstrap: &str, topic: &str) -> Result<()> {
-    kafka_lab::client::wait_until(
-        Duration::from_secs(60),
-        &format!("{topic} to disappear"),
-        || {
-            kafka_lab::client::partitions(bootstrap, topic)
-                .is_err()
-                .then_some(())
-        },
-    )
-    .map_err(Into::into)
+/// Waits until no broker's metadata lists `topic` (Metadata v4+ never creates it).
+fn wait_topic_gone(c: &mut Ctx, topic: &str) -> Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let ask = [topic.to_string()];
+    loop {
+        let mut listed = false;
+        for b in [1, 2, 3] {
+            if let Ok(md) =
+                c.rt.block_on(c.eyes.metadata(&broker_address(b), Some(&ask)))
+            {
+                listed |= md
+                    .topics
+                    .get(topic)
+                    .is_some_and(|t| t.error_code == 0 && !t.partitions.is_empty());
+            }
+        }
+        if !listed {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            bail!("{topic} still listed 60 s after its deletion");
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    }
 }
 
 fn topic_churn(c: &mut Ctx) -> Result<String> {
@@ -461,7 +477,7 @@ fn topic_churn(c: &mut Ctx) -> Result<String> {
         kafka_lab::client::delete_topic(&bs, t)?;
     }
     for t in CHURN_TOPICS {
-        wait_topic_gone(&bs, t)?;
+        wait_topic_gone(c, t)?;
     }
     for (i, t) in CHURN_TOPICS.iter().enumerate() {
         kafka_lab::client::create_topic(
@@ -476,7 +492,7 @@ fn topic_churn(c: &mut Ctx) -> Result<String> {
     std::thread::sleep(Profile::Default.round_interval() * 2);
     let t = CHURN_TOPICS[0];
     kafka_lab::client::delete_topic(&bs, t)?;
-    wait_topic_gone(&bs, t)?;
+    wait_topic_gone(c, t)?;
     std::thread::sleep(Profile::Default.round_interval() * 2);
     kafka_lab::client::create_topic(
         &bs,
@@ -553,7 +569,7 @@ fn consumer_group_churn(c: &mut Ctx) -> Result<String> {
 }
 
 fn broker_config(c: &mut Ctx) -> Result<String> {
-    let addr = c.admin_address();
+    let addr = broker_address(2);
     c.rt.block_on(admin::alter_configs(
         &addr,
         admin::RESOURCE_BROKER,
