@@ -65,7 +65,7 @@ async fn call<R: Request>(address: &str, request: &R, version: i16) -> Result<R:
         s.read_exact(&mut body).await?;
         let mut body = Bytes::from(body);
         ResponseHeader::decode(&mut body, R::Response::header_version(version))?;
-        Ok(R::Response::decode(&mut body, version)?)
+        R::Response::decode(&mut body, version)
     };
     tokio::time::timeout(TIMEOUT, exchange)
         .await

@@ -2,7 +2,7 @@
 //! /status (broker-rounds by state, and episodes: a broker entering a state), the incidents
 //! /status lists, the canary's loss reports, remediation decisions and the webhooks the sink
 //! received. Rounds, incidents and decisions are attributed to the phase in which they
-//! started (the round's start, the incident's `started_at`), not to when they were read, so a
+//! happened (the round's end, the incident's `started_at`), not to when they were read, so a
 //! problem that shows a round after a phase ended is still traced to its cause.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -81,7 +81,10 @@ impl Record {
     fn round(&mut self, status: &Value, round: u64, now: f64) {
         let cluster = &status["clusters"][0];
         let started = cluster["started_at"].as_f64().unwrap_or(now);
-        let phase = self.phase_at(started);
+        // A round sees what happens while it runs: one that began just before a phase did
+        // shows that phase's first effects (a broker already in controlled shutdown).
+        let ended = started + cluster["duration_seconds"].as_f64().unwrap_or(0.0);
+        let phase = self.phase_at(ended);
         if let Some(list) = status["incidents"].as_array() {
             self.incidents_listed = true;
             for i in list {
@@ -314,6 +317,7 @@ mod tests {
             "clusters": [{
                 "round": round,
                 "started_at": started,
+                "duration_seconds": 4.0,
                 "brokers": states.iter().map(|(b, s)| json!({
                     "broker": b, "state": s,
                     "hits": if *s == "healthy" { json!([]) } else {
@@ -328,13 +332,17 @@ mod tests {
     }
 
     #[test]
-    fn rounds_and_incidents_count_in_the_phase_they_started_in() {
+    fn rounds_and_incidents_count_in_the_phase_they_happened_in() {
         let mut r = Record::default();
         r.phases.push(("a".into(), 100.0));
         r.phases.push(("b".into(), 200.0));
         r.last_state.insert(1, "healthy".into());
-        // Read during b, but the round started during a.
+        // Read during b, but the round ran during a.
         r.round(&status(1, 150.0, &[(1, "zombie")], json!([])), 1, 210.0);
+        // Began in a, ended in b: b's operation is the likelier cause.
+        r.round(&status(9, 197.0, &[(2, "degraded")], json!([])), 9, 210.0);
+        assert_eq!(r.verdicts["b"]["degraded"], 1);
+        assert_eq!(r.episodes_seen[1]["phase"], "b");
         let incident = json!([{
             "id": "i1", "kind": "broker", "state": "degraded", "severity": "warning",
             "broker": 1, "started_at": 150_000.0, "summary": "s", "evidence": ["e"],
@@ -355,7 +363,7 @@ mod tests {
             !r.episodes["b"].contains_key("zombie"),
             "still the same episode"
         );
-        assert_eq!(r.episodes_seen.len(), 1);
+        assert_eq!(r.episodes_seen.len(), 2);
         assert_eq!(r.episodes_seen[0]["detail"], "no_answer: timeout");
         let i = &r.incidents["i1"];
         assert_eq!((i.phase.as_str(), i.severity.as_str()), ("a", "critical"));

@@ -301,7 +301,7 @@ fn layout(brokers: &[i32], partitions: usize, rf: usize) -> Vec<Vec<i32>> {
 fn produce_some(bootstrap: &str, topic: &str, n: usize) -> Result<usize> {
     let traffic = Arc::new(Traffic::default());
     let p = app_producer(bootstrap, traffic.clone())?;
-    let payload = vec![b'x'; 200];
+    let payload = [b'x'; 200];
     for _ in 0..n {
         let mut rec = BaseRecord::<(), [u8]>::to(topic).payload(&payload[..]);
         loop {
@@ -795,7 +795,7 @@ pub fn run(opts: &RoutineOptions) -> Result<(Section, Verdict)> {
         let (bs, traffic, stop) = (bs.clone(), traffic.clone(), stop_traffic.clone());
         std::thread::spawn(move || -> Result<()> {
             let p = app_producer(&bs, traffic.clone())?;
-            let payload = vec![b't'; 200];
+            let payload = [b't'; 200];
             while !stop.load(Ordering::SeqCst) {
                 let rec = BaseRecord::<(), [u8]>::to(DATA_TOPIC).payload(&payload[..]);
                 if p.send(rec).is_ok() {
@@ -1000,7 +1000,7 @@ fn report(
     }
 
     let mut episodes = Table::new(
-        "Non-healthy verdicts (a broker entering a state), with the phase the round started in",
+        "Non-healthy verdicts (a broker entering a state) with the phase the round ended in; at: when the round started",
         &["phase", "at", "round", "broker", "state", "rules", "detail"],
     );
     for e in &rec.episodes_seen {
