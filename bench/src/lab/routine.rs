@@ -298,10 +298,11 @@ fn layout(brokers: &[i32], partitions: usize, rf: usize) -> Vec<Vec<i32>> {
         .collect()
 }
 
-fn produce_some(bootstrap: &str, topic: &str, n: usize) -> Result<usize> {
+/// Writes `n` records of `bytes` each and waits until every one is acknowledged.
+fn produce_some(bootstrap: &str, topic: &str, n: usize, bytes: usize) -> Result<()> {
     let traffic = Arc::new(Traffic::default());
     let p = app_producer(bootstrap, traffic.clone())?;
-    let payload = [b'x'; 200];
+    let payload = vec![b'x'; bytes];
     for _ in 0..n {
         let mut rec = BaseRecord::<(), [u8]>::to(topic).payload(&payload[..]);
         loop {
@@ -314,12 +315,15 @@ fn produce_some(bootstrap: &str, topic: &str, n: usize) -> Result<usize> {
             }
         }
     }
-    let _ = p.flush(Duration::from_secs(60));
-    let failed = traffic.failed.load(Ordering::Relaxed);
-    if failed > 0 {
-        bail!("{failed} of {n} records to {topic} failed");
+    let _ = p.flush(Duration::from_secs(120));
+    let (acked, failed) = (
+        traffic.acked.load(Ordering::Relaxed),
+        traffic.failed.load(Ordering::Relaxed),
+    );
+    if failed > 0 || acked < n as u64 {
+        bail!("{n} records to {topic}: {acked} acknowledged, {failed} failed");
     }
-    Ok(n)
+    Ok(())
 }
 
 // ---- the phases -------------------------------------------------------------------------
@@ -469,7 +473,7 @@ fn topic_churn(c: &mut Ctx) -> Result<String> {
             &layout(&brokers, 3 - i, 3),
             &[("min.insync.replicas", "2")],
         )?;
-        produce_some(&bs, t, 200)?;
+        produce_some(&bs, t, 200, 200)?;
     }
     done.push("created and written".to_string());
     std::thread::sleep(Duration::from_secs(15));
@@ -486,7 +490,7 @@ fn topic_churn(c: &mut Ctx) -> Result<String> {
             &layout(&[2, 3, 1], 2 + i, 3),
             &[("min.insync.replicas", "2")],
         )?;
-        produce_some(&bs, t, 200)?;
+        produce_some(&bs, t, 200, 200)?;
     }
     done.push("deleted and recreated at once".to_string());
     std::thread::sleep(Profile::Default.round_interval() * 2);
@@ -500,7 +504,7 @@ fn topic_churn(c: &mut Ctx) -> Result<String> {
         &layout(&brokers, 3, 3),
         &[("min.insync.replicas", "2")],
     )?;
-    produce_some(&bs, t, 200)?;
+    produce_some(&bs, t, 200, 200)?;
     done.push(format!("{t} deleted and recreated two rounds later"));
     Ok(format!("{}: {}", CHURN_TOPICS.join(", "), done.join("; ")))
 }
@@ -734,25 +738,9 @@ pub fn run(opts: &RoutineOptions) -> Result<(Section, Verdict)> {
         &data_layout,
         &[("min.insync.replicas", "2")],
     )?;
+    produce_some(&bs, DATA_TOPIC, DATA_BYTES / RECORD_BYTES, RECORD_BYTES)
+        .context("fill the data topic")?;
     let traffic = Arc::new(Traffic::default());
-    {
-        let fill = app_producer(&bs, Arc::new(Traffic::default()))?;
-        let payload = vec![b'd'; RECORD_BYTES];
-        for _ in 0..DATA_BYTES / RECORD_BYTES {
-            let mut rec = BaseRecord::<(), [u8]>::to(DATA_TOPIC).payload(&payload[..]);
-            loop {
-                match fill.send(rec) {
-                    Ok(()) => break,
-                    Err((_, r)) => {
-                        rec = r;
-                        fill.poll(Duration::from_millis(20));
-                    }
-                }
-            }
-        }
-        fill.flush(Duration::from_secs(120))
-            .context("fill the data topic")?;
-    }
 
     let secret_dir = std::env::temp_dir().join(format!(
         "kw-bench-routine-secret-{}",
@@ -1149,6 +1137,13 @@ fn report(
     must_be_zero("zombie broker-rounds", zombie_rounds);
     must_be_zero("zombie incidents", zombie_incidents);
     must_be_zero("critical notifications", critical.len() as u64);
+    // A critical incident is notified unless the run ended first; it counts either way.
+    let critical_incidents = rec
+        .incidents
+        .values()
+        .filter(|i| i.severity == "critical")
+        .count();
+    must_be_zero("critical incidents", critical_incidents as u64);
     must_be_zero("lost canary records", lost_records);
     must_be_zero("acknowledged-loss incidents", loss_incidents as u64);
     must_be_zero("remediation decisions", remediation_count);
@@ -1167,6 +1162,7 @@ fn report(
     ]);
     summary.push(vec![json!("zombie incidents"), json!(zombie_incidents)]);
     summary.push(vec![json!("critical notifications"), json!(critical.len())]);
+    summary.push(vec![json!("critical incidents"), json!(critical_incidents)]);
     summary.push(vec![
         json!("lost canary records (rounds seen / metric)"),
         json!(format!("{} / {}", rec.losses.len(), lost_metric)),
