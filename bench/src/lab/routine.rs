@@ -6,8 +6,8 @@
 //! rolling restart; preferred leader elections; a fourth broker added and given replicas of
 //! a topic holding data, under a replication throttle; topics created, deleted and
 //! recreated with the same names; partitions added; a consumer group whose members come
-//! and go; a broker setting changed and reverted; the fourth broker emptied by reassignment,
-//! stopped and unregistered; the watchdog's SASL password rotated; a quiet tail. A producer
+//! and go; a broker setting changed and reverted; the watchdog's SASL password rotated; the
+//! fourth broker emptied by reassignment, stopped and unregistered; a quiet tail. A producer
 //! writes to the data topic throughout, as applications do.
 //!
 //! None of it is a fault, so every zombie verdict, critical notification, loss report and
@@ -61,22 +61,26 @@ const NEW_BROKER: i32 = 4;
 const DATA_BYTES: usize = 24 << 20;
 const RECORD_BYTES: usize = 1024;
 /// The watchdog lets a broker that was down in the last two minutes catch up; a new broker
-/// replicating under a throttle should take longer than that, in the full-length run.
-const CATCH_UP_TARGET_FULL: f64 = 150.0;
+/// replicating under a throttle should stay out of every ISR for longer than that in the
+/// full-length run. Its partitions catch up one by one (the first at about 80 % of the
+/// whole, seen at 110 of 135 s), so the whole copy is aimed well beyond two minutes.
+const CATCH_UP_TARGET_FULL: f64 = 210.0;
 
 /// The phases, in order, with their share of the time.
+/// The rotation comes before the removal: its reload rebuilds the cluster's loop, which
+/// would forget the removed broker and hide how long it is still reported.
 const PHASES: [(&str, u32); 11] = [
     ("baseline", 1),
     ("rolling-restart", 3),
     ("preferred-election", 1),
-    ("add-broker", 3),
+    ("add-broker", 4),
     ("topic-churn", 2),
     ("add-partitions", 1),
     ("consumer-group-churn", 2),
     ("broker-config", 1),
-    ("remove-broker", 3),
     ("sasl-rotation", 1),
-    ("quiet", 2),
+    ("remove-broker", 3),
+    ("quiet", 1),
 ];
 
 /// Counts that must be zero; `--check` fails otherwise.
