@@ -8,7 +8,7 @@
 
 use std::sync::atomic::AtomicU64;
 
-use prometheus_client::encoding::text::encode;
+use prometheus_client::encoding::text::{encode_eof, encode_registry};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -18,7 +18,7 @@ use crate::canary::stats::CanaryStats;
 use crate::canary::TopicStatus;
 use crate::health::Condition;
 use crate::report::ClusterReport;
-use crate::verdict::BrokerState;
+use crate::verdict::{BrokerState, Registration};
 
 type Labels = Vec<(&'static str, String)>;
 type GaugeFamily = Family<Labels, Gauge<f64, AtomicU64>>;
@@ -27,6 +27,9 @@ type FloatCounterFamily = Family<Labels, Counter<f64, AtomicU64>>;
 
 /// The content type of what `render` returns.
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+/// The content type of what `to_text_004` returns: the Prometheus text format.
+pub const TEXT_CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 
 fn gauge(reg: &mut Registry, name: &str, help: &str) -> GaugeFamily {
     let f = GaugeFamily::default();
@@ -48,6 +51,42 @@ fn secs(t: std::time::SystemTime) -> f64 {
     t.duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs_f64())
         .unwrap_or(0.0)
+}
+
+/// `silences_active` per cluster (a silence of every cluster counts in each) and
+/// `incidents_silenced` by cluster and kind, both at zero when there are none.
+fn render_silences(reg: &mut Registry, extras: &Extras) {
+    let active = gauge(
+        reg,
+        "silences_active",
+        "Silences in force now, by cluster (a silence of every cluster counts in each)",
+    );
+    let silenced = gauge(
+        reg,
+        "incidents_silenced",
+        "Open incidents under a silence: shown, not sent, not remediated",
+    );
+    let now = std::time::SystemTime::now();
+    for cluster in &extras.clusters {
+        let n = extras
+            .silences
+            .iter()
+            .filter(|s| s.is_active(now) && s.cluster.as_ref().is_none_or(|c| c == cluster))
+            .count();
+        set(&active, vec![("cluster", cluster.clone())], n as f64);
+        for kind in crate::incident::FindingKind::ALL {
+            let n = extras
+                .incidents
+                .iter()
+                .filter(|i| i.cluster == *cluster && i.kind == kind && i.silenced.is_some())
+                .count();
+            set(
+                &silenced,
+                vec![("cluster", cluster.clone()), ("kind", kind.as_str().into())],
+                n as f64,
+            );
+        }
+    }
 }
 
 fn render_extras(reg: &mut Registry, extras: &Extras) {
@@ -85,6 +124,7 @@ fn render_extras(reg: &mut Registry, extras: &Extras) {
             n as f64,
         );
     }
+    render_silences(reg, extras);
     if let Some(w) = &extras.webhooks {
         let deliveries = counter(
             reg,
@@ -159,6 +199,8 @@ pub struct Extras<'a> {
     pub remediation_counts: Vec<((String, i32, crate::remediate::Outcome), u64)>,
     /// The latest remediation decisions, for `/status`.
     pub remediations: Vec<crate::remediate::Record>,
+    /// Every silence (active, to come, ended within a day).
+    pub silences: Vec<crate::silence::Silence>,
 }
 
 pub fn render<'a>(reports: impl IntoIterator<Item = &'a ClusterReport>, extras: &Extras) -> String {
@@ -267,7 +309,7 @@ pub fn render<'a>(reports: impl IntoIterator<Item = &'a ClusterReport>, extras: 
     let registered = gauge(
         &mut reg,
         "broker_registered",
-        "1 when the other brokers list this broker as registered (unfenced), else 0",
+        "1 when the other brokers count it as registered and unfenced (the verdict's registration), else 0",
     );
     let latency = gauge(
         &mut reg,
@@ -428,7 +470,7 @@ pub fn render<'a>(reports: impl IntoIterator<Item = &'a ClusterReport>, extras: 
             set(
                 &registered,
                 b(),
-                f64::from(u8::from(r.registered.contains(&v.broker))),
+                f64::from(u8::from(v.registration == Registration::Registered)),
             );
             if let Some(p) = probe {
                 let kinds = [
@@ -520,8 +562,100 @@ pub fn render<'a>(reports: impl IntoIterator<Item = &'a ClusterReport>, extras: 
                 .inc_by(*n);
         }
     }
+    finish(&reg)
+}
+
+/// Encodes the watchdog's registry and, beside it, the standard `process_*` metrics of its
+/// own process, which carry no `kafka_watchdog_` prefix.
+fn finish(reg: &Registry) -> String {
+    let mut own = Registry::default();
+    crate::self_metrics::register(
+        &mut own,
+        &crate::self_metrics::read(std::path::Path::new("/proc"), "self"),
+    );
     let mut out = String::new();
-    encode(&mut out, &reg).expect("writing to a String cannot fail");
+    encode_registry(&mut out, reg)
+        .and_then(|()| encode_registry(&mut out, &own))
+        .and_then(|()| encode_eof(&mut out))
+        .expect("writing to a String cannot fail");
+    out
+}
+
+/// Whether a scraper's `Accept` header prefers OpenMetrics to the Prometheus text format.
+/// Prometheus itself sends both with q-values; a client that names no OpenMetrics type
+/// (curl, older scrapers, `promtool check metrics` fed from curl) gets the text format.
+pub fn wants_openmetrics(accept: Option<&str>) -> bool {
+    let (mut openmetrics, mut text) = (0.0_f64, 0.0_f64);
+    for range in accept.unwrap_or("").split(',') {
+        let mut parts = range.split(';').map(str::trim);
+        let media = parts.next().unwrap_or("").to_ascii_lowercase();
+        let q = parts
+            .filter_map(|p| p.split_once('='))
+            .find(|(k, _)| k.trim().eq_ignore_ascii_case("q"))
+            .and_then(|(_, v)| v.trim().parse::<f64>().ok())
+            .unwrap_or(1.0);
+        match media.as_str() {
+            "application/openmetrics-text" => openmetrics = openmetrics.max(q),
+            "text/plain" | "text/*" | "*/*" => text = text.max(q),
+            _ => {}
+        }
+    }
+    openmetrics > 0.0 && openmetrics >= text
+}
+
+/// Rewrites OpenMetrics text (as `render` writes it) in the Prometheus text format 0.0.4:
+/// a counter's HELP and TYPE name its samples (`x_total`, not `x`), types 0.0.4 lacks
+/// become theirs, and what 0.0.4 has no syntax for (`# UNIT`, `# EOF`, exemplars,
+/// `_created` samples) is left out. Without this, 0.0.4 parsers see `x_total` samples of
+/// a family with no HELP or TYPE.
+pub fn to_text_004(openmetrics: &str) -> String {
+    let mut types = std::collections::HashMap::new();
+    for line in openmetrics.lines() {
+        if let Some(rest) = line.strip_prefix("# TYPE ") {
+            if let Some((name, kind)) = rest.split_once(' ') {
+                types.insert(name.to_string(), kind.trim().to_string());
+            }
+        }
+    }
+    let renamed = |name: &str| -> String {
+        match types.get(name).map(String::as_str) {
+            Some("counter") if !name.ends_with("_total") => format!("{name}_total"),
+            Some("info") if !name.ends_with("_info") => format!("{name}_info"),
+            _ => name.to_string(),
+        }
+    };
+    let mut out = String::with_capacity(openmetrics.len());
+    for line in openmetrics.lines() {
+        if line == "# EOF" || line.starts_with("# UNIT ") {
+            continue;
+        }
+        if let Some(rest) = line.strip_prefix("# HELP ") {
+            let (name, help) = rest.split_once(' ').unwrap_or((rest, ""));
+            out.push_str(&format!("# HELP {} {}\n", renamed(name), help));
+        } else if let Some(rest) = line.strip_prefix("# TYPE ") {
+            let (name, kind) = rest.split_once(' ').unwrap_or((rest, ""));
+            let kind = match kind.trim() {
+                "counter" => "counter",
+                "gauge" | "info" | "stateset" => "gauge",
+                "histogram" | "gaugehistogram" => "histogram",
+                "summary" => "summary",
+                _ => "untyped",
+            };
+            out.push_str(&format!("# TYPE {} {kind}\n", renamed(name)));
+        } else if line.starts_with('#') {
+            continue;
+        } else {
+            let sample = line.split_once(" # {").map_or(line, |(s, _)| s);
+            let name_end = sample.find(['{', ' ']).unwrap_or(sample.len());
+            let created = sample[..name_end]
+                .strip_suffix("_created")
+                .is_some_and(|base| types.get(base).is_some_and(|t| t == "counter"));
+            if !created {
+                out.push_str(sample);
+                out.push('\n');
+            }
+        }
+    }
     out
 }
 
@@ -755,5 +889,159 @@ mod tests {
             Some("0.0")
         );
         assert!(!text.contains(&format!("kafka_watchdog_host_process_threads{b2}")));
+    }
+
+    /// Every sample name of a 0.0.4 page, with the family (HELP and TYPE) it belongs to.
+    fn families_of_samples(text: &str) -> Vec<(String, Option<String>, Option<String>)> {
+        let mut help = std::collections::HashMap::new();
+        let mut kind = std::collections::HashMap::new();
+        for l in text.lines() {
+            if let Some(r) = l.strip_prefix("# HELP ") {
+                help.insert(r.split(' ').next().unwrap().to_string(), ());
+            }
+            if let Some(r) = l.strip_prefix("# TYPE ") {
+                let (n, k) = r.split_once(' ').unwrap();
+                kind.insert(n.to_string(), k.to_string());
+            }
+        }
+        text.lines()
+            .filter(|l| !l.starts_with('#') && !l.is_empty())
+            .map(|l| {
+                let name = &l[..l.find(['{', ' ']).unwrap()];
+                // A histogram's samples belong to the family without the suffix.
+                let family = ["_bucket", "_sum", "_count"]
+                    .iter()
+                    .find_map(|suffix| {
+                        name.strip_suffix(suffix)
+                            .filter(|base| kind.get(*base).is_some_and(|k| k == "histogram"))
+                    })
+                    .unwrap_or(name);
+                (
+                    name.to_string(),
+                    help.get(family).map(|_| family.to_string()),
+                    kind.get(family).cloned(),
+                )
+            })
+            .collect()
+    }
+
+    fn full_page() -> String {
+        let mut r = ClusterReport::empty("lab", std::time::SystemTime::UNIX_EPOCH);
+        r.round = 3;
+        r.failures_total
+            .insert((1, "metadata", crate::observe::FailureKind::Timeout), 2);
+        let stats = CanaryStats::default();
+        stats
+            .produce_total
+            .get_or_create(&vec![("cluster", "lab".into()), ("outcome", "ok".into())])
+            .inc();
+        stats
+            .produce_seconds
+            .get_or_create(&vec![("cluster", "lab".into())])
+            .observe(0.01);
+        render(
+            [&r],
+            &Extras {
+                clusters: vec!["lab".into()],
+                canary_stats: Some(&stats),
+                ..Extras::default()
+            },
+        )
+    }
+
+    #[test]
+    fn text_004_gives_every_sample_a_family_with_help_and_type() {
+        let om = full_page();
+        let text = to_text_004(&om);
+        assert!(
+            !text.contains("# EOF") && !text.contains("# UNIT"),
+            "{text}"
+        );
+        assert!(
+            text.contains("# TYPE kafka_watchdog_rounds_total counter\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("# HELP kafka_watchdog_rounds_total "),
+            "{text}"
+        );
+        assert!(
+            text.contains("kafka_watchdog_rounds_total{cluster=\"lab\"} 3\n"),
+            "{text}"
+        );
+        assert!(text.contains("# TYPE kafka_watchdog_canary_produce_seconds histogram\n"));
+        let samples = families_of_samples(&text);
+        assert!(samples.len() > 50, "{text}");
+        for (name, help, kind) in samples {
+            assert!(
+                help.is_some() && kind.is_some(),
+                "{name} has no HELP/TYPE in:\n{text}"
+            );
+            if kind.as_deref() == Some("counter") {
+                assert!(name.ends_with("_total"), "{name}");
+            }
+        }
+        // The OpenMetrics page itself keeps its shape: counters named without `_total`.
+        assert!(om.contains("# TYPE kafka_watchdog_rounds counter\n") && om.ends_with("# EOF\n"));
+    }
+
+    #[test]
+    fn text_004_leaves_out_what_it_has_no_syntax_for() {
+        let om = "# HELP a_seconds A.\n# TYPE a_seconds counter\n# UNIT a_seconds seconds\n\
+                  a_seconds_total 1.5 # {trace=\"x\"} 1.0\na_seconds_created 17.0\n\
+                  # HELP s Odd.\n# TYPE s unknown\ns 2\n# EOF\n";
+        assert_eq!(
+            to_text_004(om),
+            "# HELP a_seconds_total A.\n# TYPE a_seconds_total counter\na_seconds_total 1.5\n\
+             # HELP s Odd.\n# TYPE s untyped\ns 2\n"
+        );
+    }
+
+    #[test]
+    fn the_own_process_metrics_are_on_the_page() {
+        let page = full_page();
+        for name in [
+            "process_cpu_seconds_total",
+            "process_resident_memory_bytes",
+            "process_virtual_memory_bytes",
+            "process_open_fds",
+            "process_max_fds",
+            "process_start_time_seconds",
+        ] {
+            let v: f64 = sample(&page, name)
+                .unwrap_or_else(|| panic!("{name} missing from\n{page}"))
+                .parse()
+                .unwrap();
+            assert!(v >= 0.0, "{name} {v}");
+        }
+        assert!(page.contains("# TYPE process_cpu_seconds counter\n"));
+        assert!(
+            sample(&page, "process_resident_memory_bytes")
+                .unwrap()
+                .parse::<f64>()
+                .unwrap()
+                > 1e6
+        );
+    }
+
+    #[test]
+    fn accept_headers_choose_the_format() {
+        // What Prometheus 2.x sends: OpenMetrics first.
+        let prometheus = "application/openmetrics-text;version=1.0.0;q=0.5,application/openmetrics-text;version=0.0.1;q=0.4,text/plain;version=0.0.4;q=0.3,*/*;q=0.2";
+        assert!(wants_openmetrics(Some(prometheus)));
+        assert!(wants_openmetrics(Some("application/openmetrics-text")));
+        // With PromQL's `scrape_protocols: [PrometheusText0.0.4]`, or curl, or nothing.
+        assert!(!wants_openmetrics(Some(
+            "text/plain;version=0.0.4;q=1.0,*/*;q=0.1"
+        )));
+        assert!(!wants_openmetrics(Some("text/plain;version=0.0.4")));
+        assert!(!wants_openmetrics(Some("*/*")));
+        assert!(!wants_openmetrics(None));
+        assert!(!wants_openmetrics(Some(
+            "application/openmetrics-text;q=0, text/plain"
+        )));
+        assert!(!wants_openmetrics(Some(
+            "text/plain;q=0.9, application/openmetrics-text;q=0.5"
+        )));
     }
 }

@@ -11,7 +11,7 @@ use crate::config::{ClusterConfig, SaslMechanism, SecurityProtocol};
 use crate::probe::ProbeSettings;
 use crate::report::TopicFilterFn;
 use crate::verdict::VerdictSettings;
-use crate::wire::{self, SaslSettings, TlsSettings, WireOptions};
+use crate::wire::{self, AwsIamSettings, SaslSettings, TlsSettings, TokenSource, WireOptions};
 
 #[derive(Debug, thiserror::Error)]
 pub enum SetupError {
@@ -56,15 +56,40 @@ pub fn wire_security(c: &ClusterConfig) -> Result<wire::Security, SetupError> {
         }),
         None => None,
     };
-    let sasl = c.security.sasl.as_ref().map(|s| SaslSettings {
-        mechanism: match s.mechanism {
-            SaslMechanism::Plain => wire::SaslMechanism::Plain,
-            SaslMechanism::ScramSha256 => wire::SaslMechanism::ScramSha256,
-            SaslMechanism::ScramSha512 => wire::SaslMechanism::ScramSha512,
-        },
-        username: s.username.clone(),
-        password: s.password.expose().to_string(),
-    });
+    let sasl = match &c.security.sasl {
+        None => None,
+        Some(s) => Some(SaslSettings {
+            mechanism: match s.mechanism {
+                SaslMechanism::Plain => wire::SaslMechanism::Plain,
+                SaslMechanism::ScramSha256 => wire::SaslMechanism::ScramSha256,
+                SaslMechanism::ScramSha512 => wire::SaslMechanism::ScramSha512,
+                SaslMechanism::OAuthBearer => wire::SaslMechanism::OAuthBearer,
+                SaslMechanism::AwsMskIam => wire::SaslMechanism::AwsMskIam,
+            },
+            username: s.username.clone(),
+            password: s.password.expose().to_string(),
+            oauth: match &s.oauthbearer {
+                Some(o) => Some(Arc::new(TokenSource::new(
+                    o.token_endpoint_url.clone(),
+                    o.client_id.clone(),
+                    o.client_secret.expose().to_string(),
+                    o.scope.clone(),
+                    o.ca_file
+                        .as_deref()
+                        .map(|p| read(&c.name, "token endpoint CA file", p))
+                        .transpose()?,
+                    // The token request is part of connecting: it gets the same bound as
+                    // any other request, so a hung endpoint cannot stall a round.
+                    c.request_timeout,
+                ))),
+                None => None,
+            },
+            aws: s.aws_msk_iam.as_ref().map(|a| AwsIamSettings {
+                region: a.region.clone(),
+                profile: a.profile.clone(),
+            }),
+        }),
+    };
     Ok(match (c.security.protocol, tls, sasl) {
         (SecurityProtocol::Ssl, Some(t), _) => wire::Security::Ssl(t),
         (SecurityProtocol::SaslPlaintext, _, Some(s)) => wire::Security::SaslPlaintext(s),
@@ -103,6 +128,8 @@ pub fn probe_settings(c: &ClusterConfig) -> Result<ProbeSettings, SetupError> {
 pub fn verdict_settings(c: &ClusterConfig) -> VerdictSettings {
     VerdictSettings {
         latency_degraded_factor: c.verdict.latency_degraded_factor,
+        restart_grace: c.verdict.restart_grace,
+        catch_up_window: c.verdict.catch_up_window,
         ..VerdictSettings::default()
     }
 }
@@ -134,9 +161,21 @@ pub fn client_config(c: &ClusterConfig) -> ClientConfig {
         .set("log_level", "4")
         .set("security.protocol", c.security.protocol.as_str());
     if let Some(s) = &c.security.sasl {
-        cc.set("sasl.mechanism", s.mechanism.as_str())
-            .set("sasl.username", &s.username)
-            .set("sasl.password", s.password.expose());
+        match s.mechanism {
+            // The token comes from the canary's refresh callback (canary::auth), fed by the
+            // same token source as the direct probes: librdkafka's built-in OIDC needs a
+            // libcurl this build does not link.
+            SaslMechanism::OAuthBearer => {
+                cc.set("sasl.mechanism", "OAUTHBEARER");
+            }
+            // librdkafka has no such mechanism; the canary reports itself unavailable.
+            SaslMechanism::AwsMskIam => {}
+            _ => {
+                cc.set("sasl.mechanism", s.mechanism.as_str())
+                    .set("sasl.username", &s.username)
+                    .set("sasl.password", s.password.expose());
+            }
+        }
     }
     if let Some(t) = &c.security.tls {
         if let Some(ca) = &t.ca_file {

@@ -221,3 +221,89 @@ fn without_rights_on_its_canary_topic_the_watchdog_says_so_and_checks_the_rest()
     // The topic was not created behind the ACLs' back.
     assert!(kafka_lab::client::partitions(&lab.bootstrap(), &topic).map_or(true, |p| p.is_empty()));
 }
+
+fn oauth_cluster_yaml(name: &str, bootstrap: &str, secret_file: &str) -> String {
+    format!(
+        "  - name: {name}\n    bootstrap_servers: [{bootstrap}]\n    round_interval_secs: 2\n    \
+         connect_timeout_ms: 1000\n    request_timeout_ms: 1500\n    security:\n      protocol: SASL_PLAINTEXT\n      \
+         sasl:\n        mechanism: OAUTHBEARER\n        token_endpoint_url: {}\n        client_id: {}\n        \
+         client_secret_file: {secret_file}\n    canary:\n      produce_timeout_ms: 1500\n      \
+         topic: __kafka_watchdog_canary-oauth-{name}\n",
+        kafka_lab::oauth::token_url(),
+        kafka_lab::oauth::CLIENT_ID,
+    )
+}
+
+/// OAUTHBEARER against Kafka's own OIDC validation (JWKS of the lab's key, expected
+/// audience): tokens from the lab's token endpoint, fetched by the watchdog for its direct
+/// probes and handed to the canary's librdkafka clients. A wrong client secret is the
+/// token endpoint's refusal, reported per cluster as an authentication failure, never as
+/// a broker fault, and the secret appears nowhere.
+#[test]
+fn oauthbearer_cluster_is_watched_canary_included_and_a_wrong_client_secret_is_a_clear_error() {
+    let lab = lab_with(UpOptions {
+        version: KafkaVersion::V4,
+        security: Security::SaslOauthbearer,
+        brokers: 3,
+    });
+    let bootstrap = kafka_lab::oauth::bootstrap(&lab).expect("an OAUTHBEARER listener");
+    let secret_file = kafka_lab::oauth::secret_path(&kafka_lab::lab_dir());
+    let good_secret = std::fs::read_to_string(&secret_file).unwrap();
+    let wrong_secret = "not-the-client-secret-5eed1e55";
+    let w = Watchdog::start_yaml("oauth", |port, dir| {
+        let wrong = dir.join("wrong.secret");
+        std::fs::write(&wrong, wrong_secret).unwrap();
+        header(port, dir)
+            + &oauth_cluster_yaml("good", &bootstrap, &secret_file.display().to_string())
+            + &oauth_cluster_yaml("bad", &bootstrap, &wrong.display().to_string())
+    });
+    let status = eventually(WAIT, "the good cluster's canary round-trips", || {
+        let s = w.status();
+        let good = s["clusters"]
+            .as_array()?
+            .iter()
+            .find(|c| c["name"] == "good")?
+            .clone();
+        let ps = good["canary"]["partitions"].as_array()?.clone();
+        (ps.len() == 3 && ps.iter().all(|p| p["produce_seconds"].is_number())).then_some(s)
+    });
+    let clusters = status["clusters"].as_array().unwrap();
+    let good = clusters.iter().find(|c| c["name"] == "good").unwrap();
+    let bad = clusters.iter().find(|c| c["name"] == "bad").unwrap();
+    assert_eq!(good["severity"], "ok", "{good:#}");
+    let brokers = good["brokers"].as_array().unwrap();
+    assert_eq!(brokers.len(), 3, "{good:#}");
+    for b in brokers {
+        assert_eq!(b["state"], "healthy", "{b:#}");
+    }
+    assert_eq!(bad["severity"], "unreachable", "{bad:#}");
+    let failures = bad["bootstrap_failures"].as_array().unwrap();
+    assert!(!failures.is_empty(), "{bad:#}");
+    for f in failures {
+        assert_eq!(f["failure"]["kind"], "authentication", "{f:#}");
+    }
+    for b in bad["brokers"].as_array().into_iter().flatten() {
+        assert_ne!(
+            b["state"], "zombie",
+            "a refused secret is no broker fault: {b:#}"
+        );
+    }
+    let log = w.log();
+    assert!(
+        log.contains("invalid_client"),
+        "the log says the token endpoint refused the client"
+    );
+    let (_, metrics) = w.get("/metrics").unwrap();
+    let (_, status_text) = w.get("/status").unwrap();
+    for secret in [good_secret.trim(), wrong_secret] {
+        assert!(!log.contains(secret), "a client secret leaked into the log");
+        assert!(
+            !metrics.contains(secret),
+            "a client secret leaked into /metrics"
+        );
+        assert!(
+            !status_text.contains(secret),
+            "a client secret leaked into /status"
+        );
+    }
+}

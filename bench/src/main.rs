@@ -130,8 +130,13 @@ struct WatchdogArg {
 struct DetectArgs {
     #[command(flatten)]
     watchdog: WatchdogArg,
-    #[arg(long, default_value_t = 5)]
+    /// Trials per fault and profile; p95 needs at least 10 to mean anything.
+    #[arg(long, default_value_t = 10)]
     trials: usize,
+    /// Exit non-zero when a detection goal is missed (p95 of state and webhook latency per
+    /// fault, and no broker named that was not faulted).
+    #[arg(long)]
+    check: bool,
     /// default (round 10 s, request timeout 3 s), aggressive (round 2 s, request timeout 1 s).
     #[arg(
         long,
@@ -282,7 +287,20 @@ fn run_detect(out: &Output, a: &DetectArgs) -> Result<()> {
         faults: a.faults.clone(),
         trial_timeout: std::time::Duration::from_secs(a.trial_timeout_secs),
     })?;
-    out.append(section)
+    let missed = lab::detect::missed_goals(&section);
+    out.append(section)?;
+    if missed.is_empty() {
+        println!("detect: every goal met");
+        return Ok(());
+    }
+    println!("detect: goals missed:");
+    for m in &missed {
+        println!("  {m}");
+    }
+    if a.check {
+        anyhow::bail!("{} detection goal(s) missed", missed.len());
+    }
+    Ok(())
 }
 
 fn run_false_positives(out: &Output, a: &FalsePositivesArgs) -> Result<()> {

@@ -7,6 +7,7 @@ pub mod dist;
 pub mod error;
 pub mod lab;
 pub mod netfault;
+pub mod oauth;
 pub mod secrets;
 pub mod sink;
 pub mod state;

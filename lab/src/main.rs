@@ -23,7 +23,7 @@ enum Cmd {
         /// Kafka release: 4 (4.1, KRaft) or 3.9 (ZooKeeper mode).
         #[arg(long, default_value = "4")]
         kafka: String,
-        /// Client listener security: plaintext or sasl_ssl.
+        /// Client listener security: plaintext, sasl_ssl or sasl_oauthbearer.
         #[arg(long, default_value = "plaintext")]
         security: String,
         /// Number of brokers.
@@ -63,6 +63,12 @@ enum Cmd {
     Heal { node: Option<i32> },
     /// Print a node's server log.
     Log { node: i32 },
+    /// Serve the OAUTHBEARER lab's token endpoint (started by `up`; not for direct use).
+    #[command(hide = true)]
+    TokenEndpoint {
+        #[arg(long)]
+        dir: std::path::PathBuf,
+    },
     /// Receive webhooks: print each notification, answer 200 (for trying out alerting).
     Sink {
         #[arg(long, default_value = kafka_lab::sink::DEFAULT_LISTEN)]
@@ -96,9 +102,10 @@ fn run(cmd: Cmd) -> Result<(), LabError> {
             let security = match security.as_str() {
                 "plaintext" => Security::Plaintext,
                 "sasl_ssl" => Security::SaslSsl,
+                "sasl_oauthbearer" => Security::SaslOauthbearer,
                 other => {
                     return Err(LabError::Invalid(format!(
-                        "--security {other}: expected plaintext or sasl_ssl"
+                        "--security {other}: expected plaintext, sasl_ssl or sasl_oauthbearer"
                     )))
                 }
             };
@@ -122,7 +129,19 @@ fn run(cmd: Cmd) -> Result<(), LabError> {
                         lab.bootstrap()
                     );
                 }
-                None => println!("{}", lab.bootstrap()),
+                None => match kafka_lab::oauth::bootstrap(&lab) {
+                    Some(oauth) => {
+                        println!("{oauth}");
+                        eprintln!(
+                            "kafka-lab: SASL_PLAINTEXT with OAUTHBEARER on the line above; token endpoint {} (client {}, secret in {}); PLAINTEXT at {}",
+                            kafka_lab::oauth::token_url(),
+                            kafka_lab::oauth::CLIENT_ID,
+                            kafka_lab::oauth::secret_path(&kafka_lab::lab_dir()).display(),
+                            lab.bootstrap()
+                        );
+                    }
+                    None => println!("{}", lab.bootstrap()),
+                },
             }
         }
         Cmd::Status => {
@@ -164,6 +183,7 @@ fn run(cmd: Cmd) -> Result<(), LabError> {
         Cmd::Heal { node } => Lab::open()?.heal(node)?,
         Cmd::Log { node } => print!("{}", Lab::open()?.server_log(node)?),
         Cmd::Sink { listen, jsonl } => sink(listen, jsonl)?,
+        Cmd::TokenEndpoint { dir } => kafka_lab::oauth::serve(&dir)?,
     }
     Ok(())
 }

@@ -59,6 +59,8 @@ impl KafkaVersion {
 pub enum Security {
     Plaintext,
     SaslSsl,
+    /// OAUTHBEARER on a SASL_PLAINTEXT listener, tokens from the lab's endpoint (oauth.rs).
+    SaslOauthbearer,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -30,8 +30,10 @@ mod cluster;
 mod host;
 mod http;
 mod read;
+mod sasl;
 mod schema;
 mod secret;
+mod silences;
 mod types;
 mod webhook;
 mod yaml;
@@ -45,10 +47,11 @@ use std::path::{Path, PathBuf};
 
 pub use http::HttpTlsError;
 pub use types::{
-    CanaryConfig, ClientCert, ClusterConfig, Config, HostBrokerConfig, HostConfig, HttpAuth,
-    HttpTlsConfig, LogConfig, LogFormat, LogLevel, PortSpec, ProcessLocator, RemediationConfig,
-    SaslConfig, SaslMechanism, Secret, Security, SecurityProtocol, Severity, TlsConfig,
-    TopicFilter, VerdictConfig, WebhookConfig, WebhookFormat,
+    AwsMskIamConfig, CanaryConfig, ClientCert, ClusterConfig, Config, HostBrokerConfig, HostConfig,
+    HttpAuth, HttpTlsConfig, LogConfig, LogFormat, LogLevel, OAuthBearerConfig, PortSpec,
+    ProcessLocator, RemediationConfig, SaslConfig, SaslMechanism, Secret, Security,
+    SecurityProtocol, Severity, TlsConfig, TopicFilter, VerdictConfig, WebhookConfig,
+    WebhookFormat,
 };
 
 /// More lines than anyone reads; the count line still gives the total.

@@ -174,6 +174,21 @@ pub(crate) const VERDICT_LATENCY_FACTOR: FloatSpec = FloatSpec {
     above: 1.0,
     max: 1000.0,
 };
+/// A broker down this recently that answers before it has registered is registering.
+pub(crate) const VERDICT_RESTART_GRACE: IntSpec = IntSpec {
+    key: "restart_grace_secs",
+    default: 120,
+    min: 0,
+    max: DAY_SECS,
+};
+/// A broker out of every ISR whose logs have not grown this long has stopped replicating.
+/// Above the pauses of a throttled follower (a replication quota lets it fetch in bursts).
+pub(crate) const VERDICT_CATCH_UP_WINDOW: IntSpec = IntSpec {
+    key: "catch_up_window_secs",
+    default: 60,
+    min: 10,
+    max: DAY_SECS,
+};
 
 // Host mode (`clusters[].host`): what the watchdog observes of the brokers on its own host,
 // and the guarded remediation it may run for them.
@@ -328,6 +343,20 @@ pub(crate) const SASL_PASSWORD: SecretKeys = SecretKeys {
     env: "password_env",
     file: "password_file",
 };
+pub(crate) const OAUTH_CLIENT_ID: SecretKeys = SecretKeys {
+    what: "client id",
+    inline: "client_id",
+    inline_allowed: true,
+    env: "client_id_env",
+    file: "client_id_file",
+};
+pub(crate) const OAUTH_CLIENT_SECRET: SecretKeys = SecretKeys {
+    what: "client secret",
+    inline: "client_secret",
+    inline_allowed: false,
+    env: "client_secret_env",
+    file: "client_secret_file",
+};
 pub(crate) const WEBHOOK_URL: SecretKeys = SecretKeys {
     what: "URL",
     inline: "url",
@@ -378,6 +407,20 @@ pub(crate) const LIBRDKAFKA_RESERVED: &[(&str, &str)] = &[
         "sasl.password",
         "security.sasl.password_env or security.sasl.password_file",
     ),
+    (
+        "sasl.oauthbearer.method",
+        "security.sasl.mechanism OAUTHBEARER",
+    ),
+    (
+        "sasl.oauthbearer.token.endpoint.url",
+        "security.sasl.token_endpoint_url",
+    ),
+    ("sasl.oauthbearer.client.id", "security.sasl.client_id"),
+    (
+        "sasl.oauthbearer.client.secret",
+        "security.sasl.client_secret_env or security.sasl.client_secret_file",
+    ),
+    ("sasl.oauthbearer.scope", "security.sasl.scope"),
     ("ssl.ca.location", "security.tls.ca_file"),
     ("ssl.certificate.location", "security.tls.cert_file"),
     ("ssl.key.location", "security.tls.key_file"),
@@ -400,6 +443,8 @@ pub(crate) const MECHANISMS: &[(&str, SaslMechanism)] = &[
     ("PLAIN", SaslMechanism::Plain),
     ("SCRAM-SHA-256", SaslMechanism::ScramSha256),
     ("SCRAM-SHA-512", SaslMechanism::ScramSha512),
+    ("OAUTHBEARER", SaslMechanism::OAuthBearer),
+    ("AWS_MSK_IAM", SaslMechanism::AwsMskIam),
 ];
 pub(crate) const LOG_LEVELS: &[(&str, LogLevel)] = &[
     ("trace", LogLevel::Trace),

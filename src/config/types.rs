@@ -17,6 +17,9 @@ pub struct Config {
     /// on one cluster can tell their records apart.
     pub instance_id: String,
     pub http_listen: SocketAddr,
+    /// Where people reach the HTTP server (behind a proxy, by a DNS name); links in
+    /// webhooks point below it. `None`: made from `http_listen` (`status_url`).
+    pub http_external_url: Option<url::Url>,
     /// `None`: plain HTTP.
     pub http_tls: Option<HttpTlsConfig>,
     /// `None`: `/metrics` and `/status` are open to anyone who reaches the address.
@@ -28,11 +31,41 @@ pub struct Config {
     pub clusters: Vec<ClusterConfig>,
     /// Names are unique; every name in `WebhookConfig::clusters` is in `clusters`.
     pub webhooks: Vec<WebhookConfig>,
+    /// The file's `silences:`; each names only configured clusters.
+    pub silences: Vec<crate::silence::Silence>,
 }
 
 impl Config {
     pub fn cluster(&self, name: &str) -> Option<&ClusterConfig> {
         self.clusters.iter().find(|c| c.name == name)
+    }
+
+    /// The `/status` page as people reach it: below `http.external_url`, else at the
+    /// listen address (the host name when it listens on every address).
+    pub fn status_url(&self) -> String {
+        if let Some(base) = &self.http_external_url {
+            let mut base = base.clone();
+            if !base.path().ends_with('/') {
+                base.set_path(&format!("{}/", base.path()));
+            }
+            if let Ok(u) = base.join("status") {
+                return u.to_string();
+            }
+        }
+        let scheme = if self.http_tls.is_some() {
+            "https"
+        } else {
+            "http"
+        };
+        let ip = self.http_listen.ip();
+        let host = if ip.is_unspecified() {
+            super::build::default_instance_id()
+        } else if ip.is_ipv6() {
+            format!("[{ip}]")
+        } else {
+            ip.to_string()
+        };
+        format!("{scheme}://{host}:{}/status", self.http_listen.port())
     }
 }
 
@@ -251,11 +284,16 @@ impl SecurityProtocol {
     }
 }
 
+/// Invariants: `username` and `password` are non-empty exactly for PLAIN and SCRAM,
+/// `oauthbearer` is `Some` exactly for OAUTHBEARER and `aws_msk_iam` exactly for
+/// AWS_MSK_IAM.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SaslConfig {
     pub mechanism: SaslMechanism,
     pub username: String,
     pub password: Secret,
+    pub oauthbearer: Option<OAuthBearerConfig>,
+    pub aws_msk_iam: Option<AwsMskIamConfig>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -263,6 +301,29 @@ pub enum SaslMechanism {
     Plain,
     ScramSha256,
     ScramSha512,
+    OAuthBearer,
+    AwsMskIam,
+}
+
+/// OAuth 2.0 client credentials grant (RFC 6749 4.4) against an OIDC token endpoint.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OAuthBearerConfig {
+    pub token_endpoint_url: String,
+    pub client_id: String,
+    pub client_secret: Secret,
+    pub scope: Option<String>,
+    /// Extra CA certificates (PEM) for the token endpoint's TLS; the built-in Mozilla roots otherwise.
+    pub ca_file: Option<PathBuf>,
+}
+
+/// Amazon MSK IAM access control. Credentials are not part of the configuration: they
+/// are looked up at each authentication (environment, then the shared credentials file),
+/// so rotated session credentials are picked up without a reload.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AwsMskIamConfig {
+    pub region: String,
+    /// Profile of the shared credentials file; `None`: AWS_PROFILE, then `default`.
+    pub profile: Option<String>,
 }
 
 impl SaslMechanism {
@@ -380,6 +441,10 @@ pub struct VerdictConfig {
     pub resolve_after_rounds: u32,
     /// Above 1.
     pub latency_degraded_factor: f64,
+    /// A broker down this recently that answers before it has registered is registering.
+    pub restart_grace: Duration,
+    /// A broker out of every ISR whose logs have not grown this long is a zombie.
+    pub catch_up_window: Duration,
 }
 
 /// The built-in values, as a configuration that does not set them gets.
@@ -390,6 +455,8 @@ impl Default for VerdictConfig {
             open_after_rounds: schema::VERDICT_OPEN_AFTER.default as u32,
             resolve_after_rounds: schema::VERDICT_RESOLVE_AFTER.default as u32,
             latency_degraded_factor: schema::VERDICT_LATENCY_FACTOR.default,
+            restart_grace: Duration::from_secs(schema::VERDICT_RESTART_GRACE.default),
+            catch_up_window: Duration::from_secs(schema::VERDICT_CATCH_UP_WINDOW.default),
         }
     }
 }

@@ -9,8 +9,9 @@
 //! acknowledges writes is caught by name; asks one broker for its offsets under a leader
 //! epoch (ListOffsets), which a stale leader fails; and drives leader elections and
 //! partition reassignments.
-//! TLS (rustls with the ring provider) and SASL PLAIN / SCRAM-SHA-256 / SCRAM-SHA-512 are
-//! supported through [`WireOptions::security`].
+//! TLS (rustls with the ring provider) and SASL PLAIN / SCRAM-SHA-256 / SCRAM-SHA-512 /
+//! OAUTHBEARER (OIDC client credentials) / AWS_MSK_IAM are supported through
+//! [`WireOptions::security`].
 
 mod client;
 mod connection;
@@ -19,6 +20,8 @@ mod error;
 mod frame;
 mod fuzzing;
 mod guard;
+mod msk_iam;
+mod oauth;
 mod partitions;
 mod produce;
 mod sasl;
@@ -43,7 +46,9 @@ pub use error::{kafka_error_name, Phase, WireError};
 #[doc(hidden)]
 pub use fuzzing::decode_response_for_fuzzing;
 pub use kafka_protocol::protocol::VersionRange;
-pub use partitions::{OngoingReassignment, PartitionOutcome};
+pub use msk_iam::AwsIamSettings;
+pub use oauth::{Token, TokenSource};
+pub use partitions::{LatestOffset, OngoingReassignment, PartitionOutcome};
 pub use produce::ProduceAnswer;
 pub use security::{SaslMechanism, SaslSettings, Security, TlsSettings};
 pub use versions::SupportedVersions;

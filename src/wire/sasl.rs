@@ -14,6 +14,7 @@ use super::error::{kafka_error_name, Phase, WireError};
 use super::scram::{new_nonce, ScramClient, ScramHash};
 use super::security::{SaslMechanism, SaslSettings};
 use super::versions::SupportedVersions;
+use super::{msk_iam, oauth};
 
 /// SaslHandshake v0 sends the tokens without Kafka framing; only v1 and later use
 /// SaslAuthenticate, which is all this client speaks (Kafka 1.0+).
@@ -32,6 +33,7 @@ pub(crate) async fn authenticate(
     conn: &mut Connection,
     versions: &SupportedVersions,
     settings: &SaslSettings,
+    host: &str,
 ) -> Result<Option<Duration>, WireError> {
     let handshake_version = versions
         .for_request::<SaslHandshakeRequest>()
@@ -88,6 +90,57 @@ pub(crate) async fn authenticate(
                 .map_err(|e| refused(Phase::SaslAuthenticate, e.to_string()))?;
             server_final
         }
+        SaslMechanism::OAuthBearer => {
+            let source = settings.oauth.as_ref().ok_or_else(|| {
+                refused(
+                    Phase::SaslAuthenticate,
+                    "OAUTHBEARER without a token endpoint",
+                )
+            })?;
+            let token = source
+                .token()
+                .await
+                .map_err(|e| refused(Phase::SaslAuthenticate, e))?;
+            let answer = exchange(
+                conn,
+                authenticate_version,
+                oauth::client_first_message(&token.value),
+            )
+            .await?;
+            if !answer.auth_bytes.is_empty() {
+                // A rejected token: acknowledge, and report what the broker said.
+                let status = oauth::challenge_status(&answer.auth_bytes);
+                let closing = exchange(conn, authenticate_version, oauth::ERROR_ACK.to_vec())
+                    .await
+                    .err()
+                    .map_or_else(String::new, |e| format!("; {e}"));
+                return Err(refused(
+                    Phase::SaslAuthenticate,
+                    format!(
+                        "broker rejected the token of {} from {} ({status}){closing}",
+                        token.principal,
+                        source.endpoint()
+                    ),
+                ));
+            }
+            answer
+        }
+        SaslMechanism::AwsMskIam => {
+            let aws = settings
+                .aws
+                .as_ref()
+                .ok_or_else(|| refused(Phase::SaslAuthenticate, "AWS_MSK_IAM without a region"))?;
+            let creds = msk_iam::credentials(aws.profile.as_deref(), &|k| std::env::var(k).ok())
+                .map_err(|e| refused(Phase::SaslAuthenticate, e))?;
+            let payload = msk_iam::payload(
+                host,
+                &aws.region,
+                &creds,
+                concat!("kafka-watchdog/", env!("CARGO_PKG_VERSION")),
+                std::time::SystemTime::now(),
+            );
+            exchange(conn, authenticate_version, payload).await?
+        }
     };
     let lifetime = u64::try_from(last.session_lifetime_ms)
         .ok()
@@ -95,11 +148,22 @@ pub(crate) async fn authenticate(
         .map(Duration::from_millis);
     tracing::debug!(
         mechanism,
-        user = %settings.username,
+        user = %principal(settings),
         session_lifetime_ms = lifetime.map(|d| d.as_millis() as u64),
         "SASL authentication succeeded"
     );
     Ok(lifetime)
+}
+
+/// Who authenticated, for the log: the user, the OAuth client or the AWS key id.
+fn principal(settings: &SaslSettings) -> String {
+    match (&settings.oauth, &settings.aws) {
+        (Some(o), _) => o
+            .cached()
+            .map_or_else(|| "oauth client".into(), |t| t.principal),
+        (_, Some(_)) => "aws credentials".into(),
+        _ => settings.username.clone(),
+    }
 }
 
 /// RFC 4616: authorization identity (empty: same as the user), user, password.

@@ -21,6 +21,8 @@ use tokio_rustls::rustls::{ClientConfig, DigitallySignedStruct, RootCertStore, S
 use tokio_rustls::TlsConnector;
 
 use super::error::{Phase, WireError};
+use super::msk_iam::AwsIamSettings;
+use super::oauth::TokenSource;
 
 /// Kafka's `security.protocol`, with what each variant needs.
 #[derive(Debug, Clone, Default)]
@@ -92,6 +94,8 @@ pub enum SaslMechanism {
     Plain,
     ScramSha256,
     ScramSha512,
+    OAuthBearer,
+    AwsMskIam,
 }
 
 impl SaslMechanism {
@@ -101,15 +105,34 @@ impl SaslMechanism {
             SaslMechanism::Plain => "PLAIN",
             SaslMechanism::ScramSha256 => "SCRAM-SHA-256",
             SaslMechanism::ScramSha512 => "SCRAM-SHA-512",
+            SaslMechanism::OAuthBearer => "OAUTHBEARER",
+            SaslMechanism::AwsMskIam => "AWS_MSK_IAM",
         }
     }
 }
 
+/// `username` and `password` serve PLAIN and SCRAM; `oauth` OAUTHBEARER (shared by every
+/// connection to the cluster, so they share its cached token); `aws` AWS_MSK_IAM.
 #[derive(Clone)]
 pub struct SaslSettings {
     pub mechanism: SaslMechanism,
     pub username: String,
     pub password: String,
+    pub oauth: Option<Arc<TokenSource>>,
+    pub aws: Option<AwsIamSettings>,
+}
+
+impl SaslSettings {
+    /// PLAIN or SCRAM credentials.
+    pub fn user_password(mechanism: SaslMechanism, username: &str, password: &str) -> Self {
+        SaslSettings {
+            mechanism,
+            username: username.to_string(),
+            password: password.to_string(),
+            oauth: None,
+            aws: None,
+        }
+    }
 }
 
 impl fmt::Debug for SaslSettings {
@@ -118,6 +141,8 @@ impl fmt::Debug for SaslSettings {
             .field("mechanism", &self.mechanism)
             .field("username", &self.username)
             .field("password", &"<withheld>")
+            .field("oauth", &self.oauth)
+            .field("aws", &self.aws)
             .finish()
     }
 }
@@ -255,7 +280,7 @@ fn server_name(settings: &TlsSettings, address: &str) -> Result<ServerName<'stat
 }
 
 /// The host part of `host:port`, `[v6]:port` or a bare host.
-fn host_of(address: &str) -> &str {
+pub(crate) fn host_of(address: &str) -> &str {
     if let Some(rest) = address.strip_prefix('[') {
         return rest.split_once(']').map_or(rest, |(host, _)| host);
     }
@@ -330,11 +355,8 @@ mod tests {
 
     #[test]
     fn debug_output_withholds_secrets() {
-        let sasl = SaslSettings {
-            mechanism: SaslMechanism::ScramSha512,
-            username: "watchdog".into(),
-            password: "hunter2-secret".into(),
-        };
+        let sasl =
+            SaslSettings::user_password(SaslMechanism::ScramSha512, "watchdog", "hunter2-secret");
         let tls = TlsSettings {
             client_key_pem: Some(b"-----BEGIN PRIVATE KEY-----secret".to_vec()),
             ..TlsSettings::default()

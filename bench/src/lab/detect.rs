@@ -42,6 +42,10 @@ pub enum Fault {
 }
 
 impl Fault {
+    fn parse(s: &str) -> Option<Self> {
+        <Self as clap::ValueEnum>::from_str(s, false).ok()
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             Fault::Freeze => "freeze",
@@ -93,6 +97,10 @@ struct Trial {
     leader_change_secs: Option<f64>,
     new_leader: Option<BrokerId>,
     led_at_start: Vec<String>,
+    /// Brokers other than the targets that the watchdog called non-healthy or named in a
+    /// webhook during the trial, first sighting each ("2 degraded canary_not_enough_replicas
+    /// at 2.1 s"): a page about a healthy broker sends the on-call to the wrong machine.
+    misattributed: Vec<String>,
     error: Option<String>,
 }
 
@@ -331,6 +339,18 @@ fn run_trial(
             let now = secs_since(t0);
             if let Ok(status) = wd.status().await {
                 let states = broker_states(&status);
+                for (b, s) in &states {
+                    if targets.contains(b) || s.as_str() == "healthy" {
+                        continue;
+                    }
+                    let tag = format!("{b} state ");
+                    if !trial.misattributed.iter().any(|m| m.starts_with(&tag)) {
+                        trial.misattributed.push(format!(
+                            "{tag}{s} ({}) at {now:.1} s",
+                            broker_rules(&status, *b)
+                        ));
+                    }
+                }
                 let bad: Vec<(&BrokerId, &String)> = targets
                     .iter()
                     .filter_map(|t| states.get(t).map(|s| (t, s)))
@@ -353,9 +373,21 @@ fn run_trial(
                 }
             }
             for body in sink.received().iter().skip(webhooks_before) {
-                let names_target = body["broker_id"]
-                    .as_i64()
-                    .is_some_and(|b| targets.iter().any(|t| i64::from(*t) == b));
+                let named = body["broker_id"].as_i64();
+                let names_target =
+                    named.is_some_and(|b| targets.iter().any(|t| i64::from(*t) == b));
+                if let (Some(b), false) = (named, names_target) {
+                    let tag = format!("{b} webhook ");
+                    if body["event"] == "opened"
+                        && !trial.misattributed.iter().any(|m| m.starts_with(&tag))
+                    {
+                        trial.misattributed.push(format!(
+                            "{tag}{} {} at {now:.1} s",
+                            body["kind"].as_str().unwrap_or("?"),
+                            body["state"].as_str().unwrap_or("-")
+                        ));
+                    }
+                }
                 if !names_target {
                     continue;
                 }
@@ -483,6 +515,97 @@ fn settle(
     Ok(())
 }
 
+/// The lab's `replica.lag.time.max.ms`: a follower that stopped fetching leaves the ISR after it.
+const LAB_REPLICA_LAG: f64 = 5.0;
+
+/// Issue 14's goals for one fault under one profile: (what, reference event, the p95 bound
+/// for the state, the p95 bound for the webhook), in seconds after the reference.
+fn goal(profile: Profile, fault: Fault) -> (&'static str, f64, f64) {
+    let aggressive = profile == Profile::Aggressive;
+    match fault {
+        Fault::Freeze | Fault::Kill | Fault::KillTwo => {
+            ("fault", 2.0, if aggressive { 1.5 } else { 3.0 })
+        }
+        Fault::Isolate => ("new leader elected", 3.0, 4.0),
+        Fault::CutReplication => ("fault", LAB_REPLICA_LAG + 3.0, LAB_REPLICA_LAG + 4.0),
+    }
+}
+
+/// Every goal a run missed, in words; empty when every goal was met. A trial that never
+/// reached a state or webhook counts as missing it.
+pub fn missed_goals(section: &Section) -> Vec<String> {
+    let Ok(trials) = serde_json::from_value::<Vec<TrialOutcome>>(section.raw.clone()) else {
+        return vec!["no trials recorded".into()];
+    };
+    let mut missed = Vec::new();
+    let mut groups: std::collections::BTreeMap<(String, String), Vec<&TrialOutcome>> =
+        Default::default();
+    for t in &trials {
+        groups
+            .entry((t.profile.clone(), t.fault.clone()))
+            .or_default()
+            .push(t);
+    }
+    for ((p, f), ts) in groups {
+        let (Some(profile), Some(fault)) = (Profile::parse(&p), Fault::parse(&f)) else {
+            continue;
+        };
+        let (reference, state_goal, webhook_goal) = goal(profile, fault);
+        let after_reference = |x: Option<f64>, t: &TrialOutcome| -> f64 {
+            let base = if fault == Fault::Isolate {
+                t.leader_change_secs.unwrap_or(0.0)
+            } else {
+                0.0
+            };
+            x.map(|x| x - base).unwrap_or(f64::INFINITY)
+        };
+        let state: Vec<f64> = ts
+            .iter()
+            .map(|t| {
+                let at = if fault == Fault::CutReplication {
+                    t.state_secs
+                } else {
+                    t.critical_secs
+                };
+                after_reference(at, t)
+            })
+            .collect();
+        let webhook: Vec<f64> = ts
+            .iter()
+            .map(|t| after_reference(t.webhook_secs, t))
+            .collect();
+        for (what, xs, bound) in [
+            ("state", state, state_goal),
+            ("webhook", webhook, webhook_goal),
+        ] {
+            let p95 = crate::stats::summarize(&xs).map_or(f64::INFINITY, |s| s.p95);
+            if p95 > bound {
+                missed.push(format!(
+                    "{f} ({p}): {what} p95 {p95:.1} s after the {reference}, goal <= {bound:.1} s"
+                ));
+            }
+        }
+        let wrong: usize = ts.iter().map(|t| t.misattributed.len()).sum();
+        if wrong > 0 {
+            missed.push(format!("{f} ({p}): {wrong} misattribution(s), goal 0"));
+        }
+    }
+    missed
+}
+
+/// The part of a recorded trial the goals read.
+#[derive(Debug, serde::Deserialize)]
+struct TrialOutcome {
+    profile: String,
+    fault: String,
+    critical_secs: Option<f64>,
+    state_secs: Option<f64>,
+    webhook_secs: Option<f64>,
+    leader_change_secs: Option<f64>,
+    #[serde(default)]
+    misattributed: Vec<String>,
+}
+
 fn stat_row(
     profile: &str,
     fault: &str,
@@ -541,6 +664,7 @@ fn report(section: &mut Section, trials: &[Trial], opts: &DetectOptions) {
             "fenced",
             "ISR shrink",
             "leader",
+            "misattributed",
             "error",
         ],
     );
@@ -566,6 +690,12 @@ fn report(section: &mut Section, trials: &[Trial], opts: &DetectOptions) {
                 ("Kafka: leader changed", col(|t| t.leader_change_secs)),
             ] {
                 latency.push(stat_row(p, f, what, &xs, n));
+            }
+            let wrong = ts.iter().filter(|t| !t.misattributed.is_empty()).count();
+            if wrong > 0 {
+                section.note(format!(
+                    "{f} ({p} profile): {wrong} of {n} trial(s) named a broker that was not faulted"
+                ));
             }
             let span = |xs: Vec<Option<f64>>| -> Value {
                 let v: Vec<f64> = xs.into_iter().flatten().collect();
@@ -627,6 +757,7 @@ fn report(section: &mut Section, trials: &[Trial], opts: &DetectOptions) {
                     o(t.fenced_secs),
                     o(t.isr_shrink_secs),
                     o(t.leader_change_secs),
+                    json!(t.misattributed.join("; ")),
                     json!(t.error),
                 ]);
             }
@@ -650,6 +781,35 @@ fn report(section: &mut Section, trials: &[Trial], opts: &DetectOptions) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn trial(fault: &str, critical: Option<f64>, webhook: Option<f64>) -> Value {
+        json!({"profile": "default", "fault": fault, "critical_secs": critical,
+               "state_secs": critical, "webhook_secs": webhook,
+               "leader_change_secs": 1.0, "misattributed": []})
+    }
+
+    #[test]
+    fn goals_are_p95_per_fault_and_count_misattributions() {
+        let mut s = Section::new("detect", json!({}));
+        s.raw = json!((0..10)
+            .map(|_| trial("freeze", Some(1.5), Some(2.5)))
+            .collect::<Vec<_>>());
+        assert_eq!(missed_goals(&s), Vec::<String>::new());
+        // One trial of ten that never paged: the p95 (nearest rank) is that trial.
+        let mut ts: Vec<Value> = (0..9)
+            .map(|_| trial("freeze", Some(1.5), Some(2.5)))
+            .collect();
+        ts.push(trial("freeze", Some(1.5), None));
+        s.raw = json!(ts);
+        assert_eq!(missed_goals(&s).len(), 1, "{:?}", missed_goals(&s));
+        // Isolation is measured from the new leader's election (1.0 s here).
+        let mut t = trial("isolate", Some(3.9), Some(4.9));
+        t["misattributed"] = json!(["2 state degraded (canary_not_enough_replicas) at 2.1 s"]);
+        s.raw = json!([t]);
+        let missed = missed_goals(&s);
+        assert_eq!(missed.len(), 1, "{missed:?}");
+        assert!(missed[0].contains("misattribution"), "{missed:?}");
+    }
 
     #[test]
     fn kill_two_targets_are_the_replicas_of_one_rf2_partition() {

@@ -34,6 +34,10 @@ pub enum Profile {
 }
 
 impl Profile {
+    pub fn parse(s: &str) -> Option<Self> {
+        <Self as clap::ValueEnum>::from_str(s, false).ok()
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             Profile::Default => "default",

@@ -1,0 +1,157 @@
+//! `security.sasl`: which keys each mechanism takes. PLAIN and SCRAM carry a user and a
+//! password; OAUTHBEARER a client of an OIDC token endpoint; AWS_MSK_IAM only where to
+//! sign (the credentials come from the AWS environment at each authentication).
+
+use super::build::Ctx;
+use super::checks;
+use super::read::{choice, text, Fields};
+use super::schema::{self as s};
+use super::secret::{readable_file, secret, Need};
+use super::types::*;
+use super::yaml::Entry;
+
+pub(crate) fn sasl(cx: &mut Ctx, e: &Entry, path: String) -> Option<SaslConfig> {
+    let mut f = Fields::open(&mut cx.rep, &e.value, Some(e), path)?;
+    let mechanism = match f.get("mechanism") {
+        Some(me) => choice(&mut cx.rep, me, s::MECHANISMS).map(|m| m.value),
+        None => {
+            let names: Vec<&str> = s::MECHANISMS.iter().map(|(n, _)| *n).collect();
+            f.missing(
+                &mut cx.rep,
+                "mechanism",
+                format!("one of: {}", names.join(", ")),
+            );
+            None
+        }
+    };
+    let user_password = match mechanism {
+        Some(SaslMechanism::Plain | SaslMechanism::ScramSha256 | SaslMechanism::ScramSha512) => {
+            Need::Required
+        }
+        Some(SaslMechanism::OAuthBearer) => {
+            Need::Forbidden("mechanism OAUTHBEARER authenticates with client_id and client_secret")
+        }
+        Some(SaslMechanism::AwsMskIam) => {
+            Need::Forbidden("mechanism AWS_MSK_IAM takes its credentials from the AWS environment")
+        }
+        None => Need::Ignore,
+    };
+    let oauth_need = match mechanism {
+        Some(SaslMechanism::OAuthBearer) => Need::Required,
+        None => Need::Ignore,
+        Some(_) => Need::Forbidden("only mechanism OAUTHBEARER uses it"),
+    };
+    let username = secret(cx, &mut f, &s::SASL_USERNAME, user_password);
+    let password = secret(cx, &mut f, &s::SASL_PASSWORD, user_password);
+    let client_id = secret(cx, &mut f, &s::OAUTH_CLIENT_ID, oauth_need);
+    let client_secret = secret(cx, &mut f, &s::OAUTH_CLIENT_SECRET, oauth_need);
+    let endpoint = f.get("token_endpoint_url");
+    let scope = f.get("scope");
+    let ca = f.get("token_endpoint_ca_file");
+    let region = f.get("region");
+    let profile = f.get("profile");
+    f.finish(&mut cx.rep, &|_| None);
+    let mechanism = mechanism?;
+
+    let mut ok = true;
+    // Keys of one mechanism under another are refused by name: silently ignoring them
+    // would hide a config that was meant for a different mechanism.
+    let foreign: Vec<&Entry> = match mechanism {
+        SaslMechanism::OAuthBearer => [region, profile].into_iter().flatten().collect(),
+        SaslMechanism::AwsMskIam => [endpoint, scope, ca].into_iter().flatten().collect(),
+        _ => [endpoint, scope, ca, region, profile]
+            .into_iter()
+            .flatten()
+            .collect(),
+    };
+    for e in foreign {
+        cx.rep.add(
+            e.key_pos,
+            format!("{} is set but mechanism is {}", e.key, mechanism.as_str()),
+            Some(format!("no {} with this mechanism", e.key)),
+        );
+        ok = false;
+    }
+
+    let mut out = SaslConfig {
+        mechanism,
+        username: String::new(),
+        password: Secret::new(""),
+        oauthbearer: None,
+        aws_msk_iam: None,
+    };
+    match mechanism {
+        SaslMechanism::Plain | SaslMechanism::ScramSha256 | SaslMechanism::ScramSha512 => {
+            out.username = username.ok()??.value;
+            out.password = Secret::new(password.ok()??.value);
+        }
+        SaslMechanism::OAuthBearer => {
+            let url = match endpoint {
+                None => {
+                    f.missing(
+                        &mut cx.rep,
+                        "token_endpoint_url",
+                        "the https:// URL of the OIDC token endpoint".into(),
+                    );
+                    None
+                }
+                Some(e) => text(&mut cx.rep, e, "an http:// or https:// URL").and_then(|t| {
+                    match checks::webhook_url(&t.value) {
+                        Ok(_) => Some(t.value.trim().to_string()),
+                        Err((m, x)) => {
+                            cx.rep.add(t.value_pos, m, Some(x));
+                            None
+                        }
+                    }
+                }),
+            };
+            let scope = match scope {
+                None => Some(None),
+                Some(e) => {
+                    text(&mut cx.rep, e, "space-separated scope names").map(|t| Some(t.value))
+                }
+            };
+            let ca_file = match ca {
+                None => Some(None),
+                Some(e) => readable_file(cx, e).map(Some),
+            };
+            let client_id = client_id.ok()??.value;
+            let client_secret = Secret::new(client_secret.ok()??.value);
+            out.oauthbearer = Some(OAuthBearerConfig {
+                token_endpoint_url: url?,
+                client_id,
+                client_secret,
+                scope: scope?,
+                ca_file: ca_file?,
+            });
+        }
+        SaslMechanism::AwsMskIam => {
+            let region = match region {
+                Some(e) => text(&mut cx.rep, e, "an AWS region such as eu-west-1").map(|t| t.value),
+                None => {
+                    let from_env = ["AWS_REGION", "AWS_DEFAULT_REGION"]
+                        .iter()
+                        .find_map(|v| (cx.env)(v).filter(|r| !r.is_empty()));
+                    if from_env.is_none() {
+                        f.missing(
+                            &mut cx.rep,
+                            "region",
+                            "the cluster's AWS region (or AWS_REGION in the environment)".into(),
+                        );
+                    }
+                    from_env
+                }
+            };
+            let profile = match profile {
+                None => Some(None),
+                Some(e) => text(&mut cx.rep, e, "a profile of the AWS credentials file")
+                    .map(|t| Some(t.value)),
+            };
+            out.aws_msk_iam = Some(AwsMskIamConfig {
+                region: region?,
+                profile: profile?,
+            });
+        }
+    }
+    ok.then_some(out)
+}
