@@ -639,11 +639,7 @@ fn authenticates(c: &Ctx, password: &str) -> Result<bool> {
                 ca_pem: Some(c.ca_pem.clone()),
                 ..TlsSettings::default()
             },
-            SaslSettings {
-                mechanism: SaslMechanism::ScramSha512,
-                username: WATCHDOG_USER.into(),
-                password: password.into(),
-            },
+            SaslSettings::user_password(SaslMechanism::ScramSha512, WATCHDOG_USER, password),
         ),
         ..WireOptions::default()
     };
