@@ -1170,7 +1170,7 @@ fn report(
         json!(format!("{} / {}", rec.losses.len(), lost_metric)),
     ]);
     summary.push(vec![
-        json!("acknowledged-loss incidents"),
+        json!("loss incidents (acknowledged_loss, acks1_loss)"),
         json!(loss_incidents),
     ]);
     summary.push(vec![
