@@ -1,5 +1,5 @@
 //! kafka-watchdog-bench: the benchmarks of issue 7. `scale` and `fanout` need nothing but
-//! this machine; `detect`, `false-positives` and `overhead` drive the real kafka-lab cluster
+//! this machine; `detect`, `false-positives`, `routine` and `overhead` drive the real kafka-lab cluster
 //! and the real kafka-watchdog binary. Every subcommand appends its section to
 //! `target/bench/report.json` and regenerates `target/bench/report.md`.
 
@@ -42,6 +42,9 @@ enum Command {
     Detect(DetectArgs),
     /// Healthy soak and rolling restarts on the real lab: incidents by state.
     FalsePositives(FalsePositivesArgs),
+    /// A day in the life on the real lab (SASL_SSL): routine operations under the watchdog;
+    /// zombies, critical notifications, losses and remediations must be 0.
+    Routine(RoutineArgs),
     /// The daemon's peak RSS and CPU use while watching the lab.
     Overhead(OverheadArgs),
     /// scale + fanout with their defaults.
@@ -169,6 +172,21 @@ struct FalsePositivesArgs {
 }
 
 #[derive(Parser, Clone)]
+struct RoutineArgs {
+    #[command(flatten)]
+    watchdog: WatchdogArg,
+    /// Length of the whole routine; the phases share it (shorter runs are for debugging:
+    /// the broker added under a throttle then catches up faster than the watchdog's
+    /// two-minute allowance).
+    #[arg(long, default_value_t = 20.0)]
+    minutes: f64,
+    /// Exit non-zero when any zombie verdict, critical notification, loss report or
+    /// remediation decision occurred, or a phase could not be carried out.
+    #[arg(long)]
+    check: bool,
+}
+
+#[derive(Parser, Clone)]
 struct OverheadArgs {
     #[command(flatten)]
     watchdog: WatchdogArg,
@@ -208,6 +226,7 @@ fn main() -> Result<()> {
         Command::Fanout(a) => run_fanout(&out, &a),
         Command::Detect(a) => run_detect(&out, &a),
         Command::FalsePositives(a) => run_false_positives(&out, &a),
+        Command::Routine(a) => run_routine(&out, &a),
         Command::Overhead(a) => run_overhead(&out, &a),
         Command::All => {
             run_scale(&out, &ScaleArgs::default())?;
@@ -292,6 +311,18 @@ fn run_false_positives(out: &Output, a: &FalsePositivesArgs) -> Result<()> {
         profile: a.profile,
     })?;
     out.append(section)
+}
+
+fn run_routine(out: &Output, a: &RoutineArgs) -> Result<()> {
+    let (section, verdict) = lab::routine::run(&lab::routine::RoutineOptions {
+        watchdog_bin: a.watchdog.watchdog_bin.clone(),
+        minutes: a.minutes,
+    })?;
+    out.append(section)?;
+    if a.check && !verdict.failures.is_empty() {
+        anyhow::bail!("routine --check failed: {}", verdict.failures.join("; "));
+    }
+    Ok(())
 }
 
 fn run_overhead(out: &Output, a: &OverheadArgs) -> Result<()> {

@@ -11,7 +11,14 @@ use serde_json::{json, Value};
 use crate::sys::{self, Machine};
 
 /// The order in which sections appear in report.md.
-const ORDER: &[&str] = &["scale", "fanout", "detect", "false-positives", "overhead"];
+const ORDER: &[&str] = &[
+    "scale",
+    "fanout",
+    "detect",
+    "false-positives",
+    "routine",
+    "overhead",
+];
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Table {

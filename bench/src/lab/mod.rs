@@ -2,8 +2,11 @@
 //! a generated config, its HTTP surface, Kafka's own view read over the wire module, and
 //! bringing the lab back to a healthy state between trials.
 
+pub mod admin;
 pub mod detect;
 pub mod overhead;
+pub mod recorder;
+pub mod routine;
 pub mod soak;
 
 use std::collections::BTreeMap;
@@ -18,7 +21,7 @@ use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use kafka_watchdog::observe::{BrokerId, MetadataView};
-use kafka_watchdog::wire::{BrokerClient, WireOptions};
+use kafka_watchdog::wire::{BrokerClient, OngoingReassignment, PartitionOutcome, WireOptions};
 
 /// The watchdog settings a lab benchmark runs with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
@@ -116,6 +119,20 @@ impl Watchdog {
         profile: Profile,
         webhook_url: Option<&str>,
     ) -> Result<Watchdog> {
+        let bootstrap: Vec<String> = lab.bootstrap().split(',').map(str::to_string).collect();
+        Watchdog::start_with(bin, name, &bootstrap, "", profile, webhook_url)
+    }
+
+    /// [`start`](Self::start) with other bootstrap servers and more cluster-level YAML
+    /// (four spaces in: security, host mode...).
+    pub fn start_with(
+        bin: &Path,
+        name: &str,
+        bootstrap: &[String],
+        cluster_yaml: &str,
+        profile: Profile,
+        webhook_url: Option<&str>,
+    ) -> Result<Watchdog> {
         let bin = resolve_bin(bin)?;
         let port = free_port()?;
         let stamp = std::time::SystemTime::now()
@@ -123,9 +140,8 @@ impl Watchdog {
             .map_or(0, |d| d.as_millis());
         let dir = std::env::temp_dir().join(format!("kw-bench-{name}-{stamp}"));
         std::fs::create_dir_all(&dir).with_context(|| format!("create {}", dir.display()))?;
-        let bootstrap: Vec<String> = lab.bootstrap().split(',').map(str::to_string).collect();
         let mut yaml = format!(
-            "instance_id: bench\nhttp:\n  listen: 127.0.0.1:{port}\nlog:\n  level: info\nstate_dir: {}\nclusters:\n  - name: lab\n    bootstrap_servers: [{}]\n{}",
+            "instance_id: bench\nhttp:\n  listen: 127.0.0.1:{port}\nlog:\n  level: info\nstate_dir: {}\nclusters:\n  - name: lab\n    bootstrap_servers: [{}]\n{}{cluster_yaml}",
             dir.join("state").display(),
             bootstrap.join(", "),
             profile.cluster_yaml(),
@@ -305,12 +321,24 @@ pub async fn http_get(port: u16, path: &str) -> Result<(u16, String)> {
 /// Brings the lab up (idempotent) and back to health: no faults, every broker running and
 /// registered.
 pub fn lab_up() -> Result<Lab> {
+    lab_up_with(&UpOptions::default())
+}
+
+/// [`lab_up`] with other options; a lab set up otherwise (another Kafka release or
+/// security) is taken down first, as the test harness does.
+pub fn lab_up_with(opts: &UpOptions) -> Result<Lab> {
     // Held until the benchmark exits, so no test run injects faults into its lab meanwhile.
     static SESSION: std::sync::OnceLock<kafka_lab::SessionLock> = std::sync::OnceLock::new();
     if SESSION.get().is_none() {
         let _ = SESSION.set(kafka_lab::SessionLock::take().context("lab session lock")?);
     }
-    let mut lab = Lab::up(&UpOptions::default()).context("kafka-lab up")?;
+    if let Ok(existing) = Lab::open() {
+        if existing.version() != opts.version || existing.security() != opts.security {
+            println!("  taking down the lab set up otherwise (another release or security)");
+            Lab::down().context("kafka-lab down")?;
+        }
+    }
+    let mut lab = Lab::up(opts).context("kafka-lab up")?;
     restore(&mut lab)?;
     Ok(lab)
 }
@@ -380,12 +408,8 @@ impl KafkaEyes {
         }
     }
 
-    /// `address`'s Metadata for `topics` (all topics when None).
-    pub async fn metadata(
-        &mut self,
-        address: &str,
-        topics: Option<&[String]>,
-    ) -> Result<MetadataView> {
+    /// A usable client of `address`, opened when there is none (or the last one failed).
+    async fn client(&mut self, address: &str) -> Result<&mut BrokerClient> {
         if !self
             .clients
             .get(address)
@@ -394,7 +418,16 @@ impl KafkaEyes {
             let c = BrokerClient::connect(address, &self.opts).await?;
             self.clients.insert(address.to_string(), c.client);
         }
-        let client = self.clients.get_mut(address).expect("just inserted");
+        Ok(self.clients.get_mut(address).expect("just inserted"))
+    }
+
+    /// `address`'s Metadata for `topics` (all topics when None).
+    pub async fn metadata(
+        &mut self,
+        address: &str,
+        topics: Option<&[String]>,
+    ) -> Result<MetadataView> {
+        let client = self.client(address).await?;
         match client.metadata(topics).await {
             Ok(t) => Ok(t.value),
             Err(e) => {
@@ -422,22 +455,59 @@ impl KafkaEyes {
         address: &str,
         partitions: &[(String, i32)],
     ) -> Result<()> {
-        if !self
-            .clients
-            .get(address)
-            .is_some_and(BrokerClient::is_usable)
-        {
-            let c = BrokerClient::connect(address, &self.opts).await?;
-            self.clients.insert(address.to_string(), c.client);
-        }
-        let client = self.clients.get_mut(address).expect("just inserted");
+        self.elect(address, partitions).await.map(|_| ())
+    }
+
+    /// Preferred leader elections, with each partition's outcome (ELECTION_NOT_NEEDED, 84,
+    /// for a partition already led by its preferred leader).
+    pub async fn elect(
+        &mut self,
+        address: &str,
+        partitions: &[(String, i32)],
+    ) -> Result<Vec<PartitionOutcome>> {
+        let client = self.client(address).await?;
         let r = client
             .elect_leaders(true, partitions, Duration::from_secs(5))
             .await;
         if r.is_err() {
             self.clients.remove(address);
         }
-        r.map(|_| ()).map_err(Into::into)
+        r.map(|t| t.value).map_err(Into::into)
+    }
+
+    /// Starts reassignments of partitions to new replica lists (preferred leader first).
+    pub async fn reassign(
+        &mut self,
+        address: &str,
+        moves: &[(String, i32, Vec<i32>)],
+    ) -> Result<Vec<PartitionOutcome>> {
+        let moves: Vec<(String, i32, Option<Vec<i32>>)> = moves
+            .iter()
+            .map(|(t, p, r)| (t.clone(), *p, Some(r.clone())))
+            .collect();
+        let client = self.client(address).await?;
+        let r = client
+            .alter_partition_reassignments(&moves, Duration::from_secs(10))
+            .await;
+        if r.is_err() {
+            self.clients.remove(address);
+        }
+        r.map(|t| t.value).map_err(Into::into)
+    }
+
+    /// Every reassignment still going on in the cluster.
+    pub async fn ongoing_reassignments(
+        &mut self,
+        address: &str,
+    ) -> Result<Vec<OngoingReassignment>> {
+        let client = self.client(address).await?;
+        let r = client
+            .list_partition_reassignments(None, Duration::from_secs(10))
+            .await;
+        if r.is_err() {
+            self.clients.remove(address);
+        }
+        r.map(|t| t.value).map_err(Into::into)
     }
 }
 

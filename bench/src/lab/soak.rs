@@ -7,19 +7,15 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Result;
 use kafka_lab::sink::Sink;
 use serde_json::{json, Value};
 
-use kafka_watchdog::observe::BrokerId;
-
-use super::{
-    broker_states, lab_up, status_round, wait_fully_replicated, KafkaEyes, Profile, Watchdog,
-};
+use super::recorder::{Recorder, STATES};
+use super::{lab_up, wait_fully_replicated, KafkaEyes, Profile, Watchdog};
 use crate::output::{Section, Table};
 
 pub struct SoakOptions {
@@ -27,25 +23,6 @@ pub struct SoakOptions {
     pub soak: Duration,
     pub restarts: usize,
     pub profile: Profile,
-}
-
-const STATES: [&str; 5] = ["healthy", "degraded", "zombie", "down", "unknown"];
-
-#[derive(Default)]
-struct Tally {
-    /// phase -> state -> broker-rounds.
-    verdicts: BTreeMap<String, BTreeMap<String, u64>>,
-    /// phase -> state -> times a broker entered that state.
-    episodes: BTreeMap<String, BTreeMap<String, u64>>,
-    /// phase -> rounds seen.
-    rounds: BTreeMap<String, BTreeSet<u64>>,
-    last_state: BTreeMap<BrokerId, String>,
-    /// Incident id -> (phase first seen, kind, state), from the `incidents` list of /status.
-    incidents: BTreeMap<String, (String, String, String)>,
-    /// Whether /status has an `incidents` list at all.
-    incidents_listed: bool,
-    /// (phase, broker, state, rules) of each non-healthy episode, for the record.
-    episodes_seen: Vec<Value>,
 }
 
 pub fn run(opts: &SoakOptions) -> Result<Section> {
@@ -63,7 +40,7 @@ pub fn run(opts: &SoakOptions) -> Result<Section> {
         .build()?;
     let mut lab = lab_up()?;
     let brokers = lab.brokers();
-    let sink = rt.block_on(Sink::start("127.0.0.1:0".parse()?))?;
+    let sink = Arc::new(rt.block_on(Sink::start("127.0.0.1:0".parse()?))?);
     let wd = Watchdog::start(
         &opts.watchdog_bin,
         "false-positives",
@@ -79,76 +56,14 @@ pub fn run(opts: &SoakOptions) -> Result<Section> {
         ));
     }
     let webhooks_before = sink.received().len();
-
-    let tally = Arc::new(Mutex::new(Tally::default()));
-    // A broker is healthy when the count starts; entering `healthy` again later is an episode
-    // of its own, but the first sighting is not.
-    {
-        let mut t = tally.lock().expect("tally lock");
-        for b in &brokers {
-            t.last_state.insert(*b, "healthy".into());
-        }
-    }
-    let phase = Arc::new(Mutex::new("soak".to_string()));
-    let stop = Arc::new(AtomicBool::new(false));
-    let port = wd.port;
-    let recorder = {
-        let (tally, phase, stop) = (tally.clone(), phase.clone(), stop.clone());
-        rt.spawn(async move {
-            let mut last_round = 0;
-            while !stop.load(Ordering::SeqCst) {
-                tokio::time::sleep(Duration::from_millis(500)).await;
-                let Ok((200, body)) = super::http_get(port, "/status").await else {
-                    continue;
-                };
-                let Ok(status) = serde_json::from_str::<Value>(&body) else {
-                    continue;
-                };
-                let Some(round) = status_round(&status) else {
-                    continue;
-                };
-                if round == last_round {
-                    continue;
-                }
-                last_round = round;
-                let phase = phase.lock().expect("phase lock").clone();
-                let mut t = tally.lock().expect("tally lock");
-                if let Some(list) = status["incidents"].as_array() {
-                    t.incidents_listed = true;
-                    for i in list {
-                        let f = |k: &str| i[k].as_str().unwrap_or("-").to_string();
-                        let id = f("id");
-                        t.incidents
-                            .entry(id)
-                            .or_insert_with(|| (phase.clone(), f("kind"), f("state")));
-                    }
-                }
-                t.rounds.entry(phase.clone()).or_default().insert(round);
-                for (broker, state) in broker_states(&status) {
-                    *t.verdicts
-                        .entry(phase.clone())
-                        .or_default()
-                        .entry(state.clone())
-                        .or_insert(0) += 1;
-                    if t.last_state.get(&broker) != Some(&state) {
-                        *t.episodes
-                            .entry(phase.clone())
-                            .or_default()
-                            .entry(state.clone())
-                            .or_insert(0) += 1;
-                        if state != "healthy" {
-                            let rules = super::broker_rules(&status, broker);
-                            t.episodes_seen.push(json!({
-                                "phase": phase, "round": round, "broker": broker,
-                                "state": state, "rules": rules,
-                            }));
-                        }
-                        t.last_state.insert(broker, state);
-                    }
-                }
-            }
-        })
-    };
+    let recorder = Recorder::start(
+        &rt,
+        wd.port,
+        Some(sink.clone()),
+        webhooks_before,
+        "soak",
+        &brokers,
+    );
 
     println!("false-positives: soaking for {} s", opts.soak.as_secs());
     std::thread::sleep(opts.soak);
@@ -156,7 +71,7 @@ pub fn run(opts: &SoakOptions) -> Result<Section> {
     let mut eyes = KafkaEyes::new();
     let started = Instant::now();
     if opts.restarts > 0 {
-        *phase.lock().expect("phase lock") = "restarts".into();
+        recorder.phase("restarts");
     }
     for r in 0..opts.restarts {
         for &b in &brokers {
@@ -176,10 +91,7 @@ pub fn run(opts: &SoakOptions) -> Result<Section> {
         std::thread::sleep(tail);
     }
     let restarts_secs = started.elapsed().as_secs_f64();
-    stop.store(true, Ordering::SeqCst);
-    let _ = rt.block_on(recorder);
-
-    let t = tally.lock().expect("tally lock");
+    let t = recorder.finish(&rt);
     let mut columns = vec!["phase", "rounds"];
     columns.extend(STATES.iter().copied());
     columns.extend(STATES.iter().skip(1).map(|s| match *s {
@@ -217,9 +129,9 @@ pub fn run(opts: &SoakOptions) -> Result<Section> {
         verdicts.push(row);
     }
     let mut by_state: BTreeMap<(String, String, String), u64> = BTreeMap::new();
-    for (ph, kind, state) in t.incidents.values() {
+    for i in t.incidents.values() {
         *by_state
-            .entry((ph.clone(), kind.clone(), state.clone()))
+            .entry((i.phase.clone(), i.kind.clone(), i.state.clone()))
             .or_insert(0) += 1;
     }
     let mut incidents = Table::new(
@@ -245,7 +157,7 @@ pub fn run(opts: &SoakOptions) -> Result<Section> {
         ]);
     }
     let mut hooks: BTreeMap<(String, String, String), u64> = BTreeMap::new();
-    for b in sink.received().iter().skip(webhooks_before) {
+    for (_, _, b) in &t.webhooks {
         let f = |k: &str| b[k].as_str().unwrap_or("-").to_string();
         *hooks
             .entry((f("event"), f("kind"), f("state")))
