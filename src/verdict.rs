@@ -1374,6 +1374,16 @@ pub fn attribute_suspects(
     }
 }
 
+/// Whether any partition of the newest view names `broker` as a replica (offline replicas
+/// included): the whole view, not only the topics the filter admits.
+fn named_as_replica(view: &ClusterView, broker: BrokerId) -> bool {
+    view.topics.values().any(|t| {
+        t.partitions
+            .iter()
+            .any(|p| p.replicas.contains(&broker) || p.offline_replicas.contains(&broker))
+    })
+}
+
 /// The verdict of every probed broker.
 pub fn judge(
     obs: &RoundObservation,
@@ -1399,6 +1409,16 @@ pub fn judge(
     let mut verdicts: Vec<BrokerVerdict> = obs
         .probes
         .iter()
+        .filter(|(id, probe)| {
+            // Emptied, stopped and unregistered: it left the cluster. Kafka forgot it, and a
+            // "down" page for a decommissioned broker is a false page; the prober stops
+            // asking after forget_broker_after_secs.
+            let left = !cluster_invisible
+                && !probe.answered()
+                && registrations.get(id) == Some(&Registration::Absent)
+                && !named_as_replica(view, **id);
+            !left
+        })
         .map(|(id, probe)| {
             let mem = memory.get(id);
             let recently_down = mem

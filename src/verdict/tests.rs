@@ -1453,3 +1453,25 @@ fn a_stopped_process_whose_connects_time_out_is_a_zombie_not_down() {
         v[&2]
     );
 }
+
+#[test]
+fn a_broker_that_left_the_cluster_is_forgotten_not_down() {
+    // Broker 4 was emptied by reassignment, stopped and unregistered: nobody lists it, no
+    // partition names it, its port refuses. It left; paging "down" for it is a false page.
+    let mut w = World::healthy();
+    w.refused(4);
+    let v = w.judge();
+    assert!(!v.contains_key(&4), "{:?}", v.get(&4));
+    assert!(v.values().all(|v| v.state == BrokerState::Healthy), "{v:?}");
+    // Still named as a replica: a broker that died with partitions on it is down.
+    w.parts[0].2.push(4);
+    w.refresh();
+    let v = w.judge();
+    assert_eq!(v[&4].state, BrokerState::Down, "{:?}", v[&4]);
+    // Listed by the others (KRaft fences a dead broker, it stays registered): down.
+    let mut w = World::healthy();
+    w.registered.push(4);
+    w.refresh();
+    w.refused(4);
+    assert_eq!(w.judge()[&4].state, BrokerState::Down);
+}
