@@ -145,11 +145,11 @@ struct DetectArgs {
         value_delimiter = ','
     )]
     profiles: Vec<lab::Profile>,
-    /// freeze, cut-replication, isolate, kill, kill-two.
+    /// freeze, cut-replication, isolate, kill, kill-two, stall, stall-fetchers.
     #[arg(
         long,
         value_enum,
-        default_value = "freeze,cut-replication,isolate,kill,kill-two",
+        default_value = "freeze,cut-replication,isolate,kill,kill-two,stall,stall-fetchers",
         value_delimiter = ','
     )]
     faults: Vec<lab::detect::Fault>,
