@@ -13,9 +13,10 @@
 ARG DEBIAN_RELEASE=bookworm
 
 FROM rust:1-${DEBIAN_RELEASE} AS build
-# librdkafka is compiled from source (cmake, a C/C++ toolchain); OpenSSL is linked.
+# librdkafka is compiled from source (the image's C/C++ toolchain and make); OpenSSL and zlib
+# are linked from the system, as scripts/setup arranges on a host.
 RUN apt-get update \
- && apt-get install -y --no-install-recommends cmake libssl-dev pkg-config \
+ && apt-get install -y --no-install-recommends libssl-dev pkg-config zlib1g-dev \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY . .
