@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::{Duration, SystemTime};
 
+use crate::canary::record::Acks;
 use crate::canary::{CanaryRound, LossEvent};
 use crate::config::{ClusterConfig, Config};
 use crate::incident::{
@@ -15,10 +16,18 @@ use crate::incident::{
 use crate::notify::{Notifier, NotifierHandle, NotifierStats, NotifyError};
 use crate::observe::BrokerId;
 use crate::report::ClusterReport;
+use crate::silence::{Origin, Silence, Silences};
 
 /// How long an acknowledged-write loss keeps its incident open after the last lost record:
 /// a loss is an event, and an incident that flapped with every round would be noise.
 pub const LOSS_MEMORY: Duration = Duration::from_secs(600);
+
+/// Rounds an acks=1 loss is remembered. The acks=1 probe writes one record per claimed
+/// partition and round, so two lost records of one partition in this span mean the broker
+/// went on acknowledging as leader after its first lost write: an isolated or split-brain
+/// leader. One lost record is an ordinary leader change and raises nothing; the finding
+/// ends this many rounds after the last loss, so hysteresis works on it as on any other.
+pub const ACKS1_LOSS_ROUNDS: u32 = 3;
 
 #[derive(Debug, thiserror::Error)]
 pub enum AlertingError {
@@ -32,13 +41,17 @@ pub enum AlertingError {
     State(#[from] StateError),
     #[error(transparent)]
     Notify(#[from] NotifyError),
+    #[error(transparent)]
+    Silences(crate::silence::StoreError),
 }
 
 /// What the canary findings remember between rounds, per cluster.
 #[derive(Debug, Default, Clone)]
 pub struct CanaryMemory {
-    /// Losses of the last `LOSS_MEMORY`.
+    /// acks=all losses of the last `LOSS_MEMORY`.
     losses: Vec<(SystemTime, LossEvent)>,
+    /// acks=1 losses of the last `ACKS1_LOSS_ROUNDS` rounds.
+    acks1_losses: Vec<(SystemTime, LossEvent)>,
     /// Per partition: the leader when its current unavailability window opened.
     window_leader: BTreeMap<i32, BrokerId>,
     /// Per broker: the longest window of a partition it led, closed recently.
@@ -101,53 +114,51 @@ pub fn unclean_findings(
     )
 }
 
-/// The canary's findings this round (pure but for the memory it updates).
+/// The canary's findings this round (pure but for the memory it updates). `round_interval`
+/// is the cluster's: acks=1 losses are judged over a few rounds.
 pub fn canary_findings(
     cluster: &str,
     round: &CanaryRound,
     memory: &mut CanaryMemory,
+    round_interval: Duration,
     now: SystemTime,
 ) -> Vec<Finding> {
     let recent = |t: SystemTime| now.duration_since(t).is_ok_and(|a| a <= LOSS_MEMORY);
-    memory
-        .losses
-        .extend(round.lost.iter().cloned().map(|l| (now, l)));
+    // Half a round of slack: rounds are not exactly `round_interval` apart.
+    let acks1_span = round_interval * ACKS1_LOSS_ROUNDS - round_interval / 2;
+    let acks1_recent = |t: SystemTime| now.duration_since(t).is_ok_and(|a| a <= acks1_span);
+    for l in &round.lost {
+        match l.acks {
+            Acks::All => memory.losses.push((now, l.clone())),
+            Acks::One => memory.acks1_losses.push((now, l.clone())),
+        }
+    }
     memory.losses.retain(|(t, _)| recent(*t));
+    memory.acks1_losses.retain(|(t, _)| acks1_recent(*t));
     memory.closed.retain(|_, (t, _)| recent(*t));
     let mut out = Vec::new();
+    out.extend(acks1_findings(cluster, &round.topic, &memory.acks1_losses));
 
     let mut by_broker: BTreeMap<BrokerId, Vec<&LossEvent>> = BTreeMap::new();
     for (_, l) in &memory.losses {
         by_broker.entry(l.broker).or_default().push(l);
     }
     for (broker, losses) in by_broker {
-        let stale = losses.iter().filter(|l| l.reason == "stale_leader").count();
         let mut f = Finding::new(
-            FindingKey::new(cluster, Subject::Broker(broker), FindingKind::AcknowledgedLoss),
+            FindingKey::new(
+                cluster,
+                Subject::Broker(broker),
+                FindingKind::AcknowledgedLoss,
+            ),
             format!(
-                "{} acknowledged canary record(s) acknowledged by broker {broker} are not in the log{}",
+                "{} acks=all canary record(s) acknowledged by broker {broker} are not in the log",
                 losses.len(),
-                if stale > 0 {
-                    format!(" ({stale} acknowledged while it was a stale leader)")
-                } else {
-                    String::new()
-                }
             ),
         );
         f.evidence = losses
             .iter()
             .take(20)
-            .map(|l| {
-                format!(
-                    "{}-{} offset {} seq {} (acks={}): {}",
-                    round.topic,
-                    l.partition,
-                    l.offset,
-                    l.seq,
-                    l.acks.as_label(),
-                    l.reason
-                )
-            })
+            .map(|l| loss_line(&round.topic, l))
             .collect();
         f.rules = vec!["canary_acknowledged_loss".into()];
         f.suspects = vec![broker];
@@ -230,6 +241,68 @@ pub fn canary_findings(
     out
 }
 
+fn loss_line(topic: &str, l: &LossEvent) -> String {
+    format!(
+        "{topic}-{} offset {} seq {} (acks={}): {}",
+        l.partition,
+        l.offset,
+        l.seq,
+        l.acks.as_label(),
+        l.reason
+    )
+}
+
+/// Per broker: acks=1 records it acknowledged in two or more rounds of one partition that
+/// the log does not hold (see `ACKS1_LOSS_ROUNDS`).
+fn acks1_findings(cluster: &str, topic: &str, losses: &[(SystemTime, LossEvent)]) -> Vec<Finding> {
+    let mut by_broker: BTreeMap<BrokerId, Vec<&LossEvent>> = BTreeMap::new();
+    for (_, l) in losses {
+        by_broker.entry(l.broker).or_default().push(l);
+    }
+    let mut out = Vec::new();
+    for (broker, losses) in by_broker {
+        // One record per claimed partition and round: distinct records of one partition
+        // are distinct rounds.
+        let mut per_partition: BTreeMap<i32, std::collections::BTreeSet<u64>> = BTreeMap::new();
+        for l in &losses {
+            per_partition.entry(l.partition).or_default().insert(l.seq);
+        }
+        let rounds = per_partition.values().map(|s| s.len()).max().unwrap_or(0);
+        if rounds < 2 {
+            continue;
+        }
+        let stale = losses.iter().filter(|l| l.reason == "stale_leader").count();
+        let mut f = Finding::new(
+            FindingKey::new(cluster, Subject::Broker(broker), FindingKind::Acks1Loss),
+            format!(
+                "broker {broker} acknowledged {} acks=1 canary record(s), in {rounds} rounds, that are not in the log: it kept taking writes as leader that the partition's log does not keep (an isolated or split-brain leader){}",
+                losses.len(),
+                if stale > 0 {
+                    format!("; {stale} acknowledged while a newer leader epoch named another leader")
+                } else {
+                    String::new()
+                }
+            ),
+        );
+        f.evidence = losses
+            .iter()
+            .take(20)
+            .map(|l| loss_line(topic, l))
+            .collect();
+        f.rules = vec!["canary_acks1_loss".into()];
+        f.suspects = vec![broker];
+        out.push(
+            f.with_partitions(
+                losses
+                    .iter()
+                    .map(|l| format!("{topic}-{}", l.partition))
+                    .collect(),
+            ),
+        );
+    }
+    out
+}
+
 /// How long the canary partitions a broker led were unavailable, for its broker finding:
 /// an open window of a partition it led when the window opened, or one closed recently.
 pub fn broker_unavailability(
@@ -259,6 +332,7 @@ pub fn broker_unavailability(
 
 pub struct Alerting {
     book: Mutex<IncidentBook>,
+    silences: Mutex<Silences>,
     canary: Mutex<BTreeMap<String, CanaryMemory>>,
     notifier: std::sync::RwLock<NotifierHandle>,
     state_dir: PathBuf,
@@ -296,10 +370,29 @@ impl Alerting {
             }
             Err(e) => return Err(e.into()),
         };
-        let notifier = Notifier::spawn(&config.webhooks, &config.state_dir, &config.instance_id)?;
+        let mut silences = match Silences::load(&config.state_dir) {
+            Ok(s) => s,
+            Err(e @ crate::silence::StoreError::Corrupt { .. }) => {
+                // Losing runtime silences pages for what someone meant to keep quiet; the
+                // file is kept aside for a person, and the error says it loudly.
+                let file = config.state_dir.join(crate::silence::STATE_FILE);
+                let aside = config.state_dir.join(format!(
+                    "{}.corrupt-{}",
+                    crate::silence::STATE_FILE,
+                    incident::time::unix_ms(SystemTime::now())
+                ));
+                let _ = std::fs::rename(&file, &aside);
+                tracing::error!(error = %e, kept = %aside.display(), "silences file is corrupt; starting without the silences added at runtime");
+                Silences::default()
+            }
+            Err(e) => return Err(AlertingError::Silences(e)),
+        };
+        silences.set_config(config.silences.clone());
+        let notifier = Notifier::spawn(&config.webhooks, &config.state_dir, config)?;
         notifier.restore_open(book.open_incidents());
         Ok(Alerting {
             book: Mutex::new(book),
+            silences: Mutex::new(silences),
             canary: Mutex::new(BTreeMap::new()),
             notifier: std::sync::RwLock::new(notifier),
             state_dir: config.state_dir.clone(),
@@ -312,7 +405,7 @@ impl Alerting {
         let mut canary_memory = self.canary.lock().unwrap_or_else(|p| p.into_inner());
         let memory = canary_memory.entry(report.cluster.clone()).or_default();
         if let Some(round) = &report.canary {
-            extra = canary_findings(&report.cluster, round, memory, now);
+            extra = canary_findings(&report.cluster, round, memory, cluster.round_interval, now);
         }
         extra.extend(unclean_findings(&report.cluster, report, memory, now));
         let mut findings = incident::findings(report, extra);
@@ -324,7 +417,9 @@ impl Alerting {
             }
         }
         drop(canary_memory);
+        let active = self.lock_silences().active(now);
         let mut book = self.book.lock().unwrap_or_else(|p| p.into_inner());
+        book.set_silences(active);
         let events = book.observe(
             &report.cluster,
             findings,
@@ -348,6 +443,69 @@ impl Alerting {
         }
         drop(book);
         self.notifier().submit(events);
+    }
+
+    fn lock_silences(&self) -> std::sync::MutexGuard<'_, Silences> {
+        self.silences.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Every silence, active or not (expired ones for a day).
+    pub fn silences(&self) -> Vec<Silence> {
+        self.lock_silences().all()
+    }
+
+    /// Checks and keeps a silence asked for at runtime; it takes effect at each cluster's
+    /// next round.
+    pub fn add_silence(
+        &self,
+        request: &crate::silence::Request,
+        clusters: &[String],
+        now: SystemTime,
+    ) -> Result<Silence, crate::silence::Invalid> {
+        let silence = request.check(clusters, now, Origin::Api)?;
+        let mut store = self.lock_silences();
+        store.add(silence.clone(), now)?;
+        if let Err(e) = store.save(&self.state_dir) {
+            tracing::error!(error = %e, "cannot save silences; the silence holds until a restart");
+        }
+        tracing::info!(silence = %silence.describe(), by = %silence.created_by, "silence added");
+        Ok(silence)
+    }
+
+    /// Ends a runtime silence now; `Ok(false)` when there is none with that id.
+    pub fn expire_silence(
+        &self,
+        id: &str,
+        now: SystemTime,
+    ) -> Result<bool, crate::silence::Invalid> {
+        let mut store = self.lock_silences();
+        let found = store.expire(id, now)?;
+        if found {
+            if let Err(e) = store.save(&self.state_dir) {
+                tracing::error!(error = %e, "cannot save silences");
+            }
+            tracing::info!(silence = %id, "silence expired");
+        }
+        Ok(found)
+    }
+
+    /// The configuration's silences changed (a reload).
+    pub fn set_config_silences(&self, silences: Vec<Silence>) {
+        self.lock_silences().set_config(silences);
+    }
+
+    /// The active silence that keeps remediation of `broker` from acting, described.
+    pub fn remediation_silenced(
+        &self,
+        cluster: &str,
+        broker: BrokerId,
+        now: SystemTime,
+    ) -> Option<String> {
+        self.lock_silences()
+            .active(now)
+            .into_iter()
+            .find(|s| s.covers_parts(cluster, FindingKind::Broker, Some(broker), &[broker]))
+            .map(|s| s.describe())
     }
 
     /// Where the incident book lives; remediation keeps its history and thread dumps
@@ -374,7 +532,7 @@ impl Alerting {
     pub async fn reconfigure(&self, config: &Config) -> Result<(), AlertingError> {
         let old = self.notifier();
         old.shutdown(Duration::from_secs(2)).await;
-        let new = Notifier::spawn(&config.webhooks, &config.state_dir, &config.instance_id)?;
+        let new = Notifier::spawn(&config.webhooks, &config.state_dir, config)?;
         new.restore_open(self.open_incidents());
         *self.notifier.write().unwrap_or_else(|p| p.into_inner()) = new;
         Ok(())
@@ -446,8 +604,176 @@ pub fn remediation_event(r: &crate::remediate::Record) -> incident::IncidentEven
             updated_at: r.at,
             resolved_at: None,
             unavailable_seconds: None,
+            silenced: None,
+            notified_peak: Some(severity),
         },
         previous: None,
         changes: Vec::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::canary::TopicStatus;
+    use crate::config::Severity;
+    use std::time::UNIX_EPOCH;
+
+    fn t(s: u64) -> SystemTime {
+        UNIX_EPOCH + Duration::from_secs(1_700_000_000 + s)
+    }
+
+    fn round(lost: Vec<LossEvent>) -> CanaryRound {
+        CanaryRound {
+            topic: "canary".into(),
+            status: TopicStatus::Ready,
+            partitions: Vec::new(),
+            layout: Vec::new(),
+            not_leading: Vec::new(),
+            lost,
+            duplicated: Vec::new(),
+            windows_closed: Vec::new(),
+            acks1: Vec::new(),
+        }
+    }
+
+    fn loss(seq: u64, acks: Acks, broker: BrokerId, reason: &'static str) -> LossEvent {
+        on(0, seq, acks, broker, reason)
+    }
+
+    fn on(
+        partition: i32,
+        seq: u64,
+        acks: Acks,
+        broker: BrokerId,
+        reason: &'static str,
+    ) -> LossEvent {
+        LossEvent {
+            partition,
+            offset: 100 + seq as i64,
+            seq,
+            acks,
+            broker,
+            reason,
+        }
+    }
+
+    /// Runs the canary findings of `rounds` (10 s apart) through the incident book with the
+    /// default hysteresis; returns every event.
+    fn run(rounds: Vec<Vec<LossEvent>>) -> Vec<incident::IncidentEvent> {
+        let mut memory = CanaryMemory::default();
+        let mut book = IncidentBook::new();
+        let mut events = Vec::new();
+        for (i, lost) in rounds.into_iter().enumerate() {
+            let now = t(10 * i as u64);
+            let found = canary_findings(
+                "lab",
+                &round(lost),
+                &mut memory,
+                Duration::from_secs(10),
+                now,
+            );
+            events.extend(book.observe("lab", found, Hysteresis::default(), now));
+        }
+        events
+    }
+
+    #[test]
+    fn an_acks1_record_truncated_at_an_ordinary_leader_change_pages_no_one() {
+        // The old leader acknowledged one acks=1 record just before it handed leadership
+        // over; the new leader never had it. That is what acks=1 means.
+        let mut rounds = vec![vec![loss(7, Acks::One, 1, "overwritten")]];
+        rounds.extend((0..70).map(|_| Vec::new()));
+        let events = run(rounds);
+        assert!(events.is_empty(), "{events:#?}");
+    }
+
+    fn opened(events: &[incident::IncidentEvent]) -> Vec<(FindingKind, Severity, Vec<BrokerId>)> {
+        events
+            .iter()
+            .filter(|e| e.kind == incident::EventKind::Opened)
+            .map(|e| {
+                (
+                    e.incident.kind,
+                    e.incident.severity,
+                    e.incident.suspects.clone(),
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn one_acks1_record_per_partition_or_broker_at_a_leader_change_is_not_a_finding() {
+        // Two brokers hand over their partitions in one round, one of them leading two:
+        // each loses the last acks=1 record of each partition.
+        let mut rounds = vec![vec![
+            on(0, 3, Acks::One, 1, "overwritten"),
+            on(1, 3, Acks::One, 1, "skipped"),
+            on(2, 4, Acks::One, 2, "truncated"),
+        ]];
+        rounds.extend((0..5).map(|_| Vec::new()));
+        let events = run(rounds);
+        assert!(events.is_empty(), "{events:#?}");
+    }
+
+    #[test]
+    fn a_leader_losing_acks1_records_round_after_round_is_named_as_a_warning() {
+        // Incident 3: the isolated leader acknowledges the probe's record every round; each
+        // expires as a stale leader's acknowledgement.
+        let mut rounds: Vec<Vec<LossEvent>> = (1..=4)
+            .map(|seq| vec![loss(seq, Acks::One, 1, "stale_leader")])
+            .collect();
+        rounds.extend((0..70).map(|_| Vec::new()));
+        let events = run(rounds);
+        assert_eq!(
+            opened(&events),
+            vec![(FindingKind::Acks1Loss, Severity::Warning, vec![1])]
+        );
+        let open = &events[0].incident;
+        assert!(
+            open.evidence.iter().all(|e| e.contains("(acks=1)")),
+            "{open:#?}"
+        );
+        assert!(open.summary.contains("broker 1"), "{}", open.summary);
+        assert!(
+            open.summary.contains("newer leader epoch"),
+            "{}",
+            open.summary
+        );
+        let resolved = events
+            .iter()
+            .find(|e| e.kind == incident::EventKind::Resolved)
+            .expect("resolves once the losses stop");
+        // Last loss at 30 s; gone from the finding after ACKS1_LOSS_ROUNDS rounds, then
+        // resolved after the hysteresis: a minute, not ten.
+        assert!(resolved.at <= t(100), "{:?}", resolved.at);
+    }
+
+    #[test]
+    fn acks1_records_found_lost_at_once_after_a_heal_are_named() {
+        // The isolated leader's records found overwritten in one round once it rejoined.
+        let mut rounds = vec![(10..15)
+            .map(|seq| loss(seq, Acks::One, 1, "overwritten"))
+            .collect::<Vec<_>>()];
+        rounds.extend((0..10).map(|_| Vec::new()));
+        assert_eq!(
+            opened(&run(rounds)),
+            vec![(FindingKind::Acks1Loss, Severity::Warning, vec![1])]
+        );
+    }
+
+    #[test]
+    fn an_acks_all_loss_is_still_a_critical_acknowledged_loss() {
+        let mut rounds = vec![vec![
+            loss(5, Acks::All, 2, "truncated"),
+            loss(6, Acks::One, 3, "overwritten"),
+        ]];
+        rounds.extend((0..3).map(|_| Vec::new()));
+        let events = run(rounds);
+        assert_eq!(
+            opened(&events),
+            vec![(FindingKind::AcknowledgedLoss, Severity::Critical, vec![2])]
+        );
+        assert!(events[0].incident.evidence[0].contains("(acks=all)"));
     }
 }

@@ -71,7 +71,10 @@ pub async fn cluster_loop(
     let mut next = tokio::time::Instant::now();
     loop {
         let round = tokio::select! {
-            r = tokio::time::timeout(limit, one_round(&mut prober, canary.as_mut(), host.as_mut())) => r,
+            r = tokio::time::timeout(limit, async {
+                hang_round_for_tests().await;
+                one_round(&mut prober, canary.as_mut(), host.as_mut()).await
+            }) => r,
             _ = shutdown.changed() => return,
         };
         match round {
@@ -84,14 +87,17 @@ pub async fn cluster_loop(
                     r.after_round(&report, now);
                 }
                 published.publish(report);
+                // Only a round that published counts as progress for the systemd watchdog:
+                // an abandoned one updated nothing that anyone reads, and a loop whose rounds
+                // are all abandoned must be restarted like a loop that hangs.
+                lock(&health).round_completed(&cfg.name, Instant::now());
             }
             Err(_) => tracing::error!(
                 cluster = %cfg.name,
                 limit_secs = limit.as_secs(),
-                "round abandoned: it outlived every deadline"
+                "round abandoned: it outlived every deadline; nothing published, and it does not count as progress for the systemd watchdog"
             ),
         }
-        lock(&health).round_completed(&cfg.name, Instant::now());
         stall_for_tests(&mut shutdown).await;
         // Rounds start on a fixed cadence; a round that overran starts the next one at once.
         next += cfg.round_interval;
@@ -131,7 +137,12 @@ fn remediator(
         published.remediation.clone(),
         sink,
     ) {
-        Ok(r) => Some(r),
+        Ok(r) => {
+            let (silences, cluster) = (alerting.clone(), cfg.name.clone());
+            Some(r.with_silences(Arc::new(move |broker, now| {
+                silences.remediation_silenced(&cluster, broker, now)
+            })))
+        }
         Err(e) => {
             tracing::error!(cluster = %cfg.name, error = %e, "remediation disabled for this cluster");
             None
@@ -145,6 +156,15 @@ fn remediator(
 async fn stall_for_tests(shutdown: &mut watch::Receiver<bool>) {
     if cfg!(debug_assertions) && std::env::var_os("KAFKA_WATCHDOG_TEST_STALL").is_some() {
         let _ = shutdown.changed().await;
+    }
+}
+
+/// Debug builds only: `KAFKA_WATCHDOG_TEST_HANG_ROUND=1` makes every round hang until its
+/// time limit abandons it, so a test can show that abandoned rounds are not progress.
+/// Release builds never read the variable.
+async fn hang_round_for_tests() {
+    if cfg!(debug_assertions) && std::env::var_os("KAFKA_WATCHDOG_TEST_HANG_ROUND").is_some() {
+        std::future::pending::<()>().await;
     }
 }
 
@@ -358,6 +378,7 @@ async fn reload(
     if !plan.remove_clusters.is_empty() {
         loops.alerting.retain_clusters(&names);
     }
+    loops.alerting.set_config_silences(applied.silences.clone());
     if plan.webhooks_changed {
         if let Err(e) = loops.alerting.reconfigure(&applied).await {
             tracing::error!(error = %e, "webhooks not reconfigured; the previous receivers stay");

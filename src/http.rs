@@ -1,11 +1,12 @@
-//! The HTTP surface: `/metrics`, `/healthz`, `/readyz`, `/status`. GET only. Every answer is
-//! rendered from the published reports, so a hung broker can never make a scrape wait.
+//! The HTTP surface: `/metrics`, `/healthz`, `/readyz`, `/status`, and the silences API
+//! (`/api/v1/silences`). Every page is rendered from the published reports, so a hung
+//! broker can never make a scrape wait.
 //!
 //! The server faces whatever can reach its address, so every resource a client can hold is
 //! bounded: connections (a semaphore), header bytes and time, connection lifetime, and the
-//! request body, which is never read. HTTPS (rustls) and a credential for `/metrics` and
-//! `/status` are optional; `/healthz` and `/readyz` stay open for service managers and
-//! load balancers, and tell nothing about the clusters beyond "ready".
+//! request body, which is read only by the silences API (16 KiB within 5 s) and never
+//! elsewhere. HTTPS (rustls) and a credential for everything but `/healthz` and `/readyz`
+//! are optional; without a credential, only loopback clients may change silences.
 
 use std::collections::BTreeMap;
 use std::convert::Infallible;
@@ -158,6 +159,7 @@ impl Published {
             ),
             remediation_counts: self.remediation.counts(),
             remediations: self.remediation.recent(),
+            silences: alerting.map(|a| a.silences()).unwrap_or_default(),
         }
     }
 
@@ -290,8 +292,119 @@ fn respond(
     r
 }
 
+/// Where the silences API lives.
+pub const SILENCES_PATH: &str = "/api/v1/silences";
+/// A silence request is a few hundred bytes.
+const MAX_API_BODY: usize = 16 * 1024;
+
+fn json(status: StatusCode, value: &serde_json::Value) -> Response<Full<Bytes>> {
+    let mut body = serde_json::to_string_pretty(value).unwrap_or_default();
+    body.push('\n');
+    text(status, "application/json", body)
+}
+
+fn api_error(status: StatusCode, message: impl Into<String>) -> Response<Full<Bytes>> {
+    json(status, &serde_json::json!({"error": message.into()}))
+}
+
+/// A request that changes silences: the one kind of request whose body is read.
+fn is_api_write(req: &Request<Incoming>) -> bool {
+    let path = req.uri().path();
+    (path == SILENCES_PATH && req.method() == Method::POST)
+        || (path.starts_with(&format!("{SILENCES_PATH}/")) && req.method() == Method::DELETE)
+}
+
+/// Adds (POST) or expires (DELETE .../<id>) a silence. With a credential configured it is
+/// required; without one, only a client on loopback may change what pages.
+async fn api_write(
+    published: &Published,
+    auth: Option<&HttpAuth>,
+    peer: Option<SocketAddr>,
+    req: Request<Incoming>,
+) -> Response<Full<Bytes>> {
+    use http_body_util::BodyExt;
+    match auth {
+        Some(a) if !authorized(a, req.headers().get(AUTHORIZATION)) => return unauthorized(a),
+        None if !peer.is_some_and(|p| p.ip().is_loopback()) => {
+            return api_error(
+                StatusCode::FORBIDDEN,
+                "silences can be changed from loopback only, unless http.auth is configured",
+            )
+        }
+        _ => {}
+    }
+    let Some(alerting) = published.alerting.get() else {
+        return api_error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "alerting has not started yet",
+        );
+    };
+    let now = std::time::SystemTime::now();
+    if req.method() == Method::DELETE {
+        let id = req.uri().path()[SILENCES_PATH.len() + 1..].to_string();
+        return match alerting.expire_silence(&id, now) {
+            Ok(true) => json(StatusCode::OK, &serde_json::json!({"expired": id})),
+            Ok(false) => api_error(StatusCode::NOT_FOUND, format!("no silence {id}")),
+            Err(e) => api_error(StatusCode::CONFLICT, e.to_string()),
+        };
+    }
+    let who = match auth {
+        Some(HttpAuth::Basic { username, .. }) => username.clone(),
+        _ => "api".to_string(),
+    };
+    let body = http_body_util::Limited::new(req.into_body(), MAX_API_BODY).collect();
+    let bytes = match tokio::time::timeout(HEADER_TIMEOUT, body).await {
+        Ok(Ok(b)) => b.to_bytes(),
+        Ok(Err(_)) => {
+            return api_error(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                format!("a silence request is at most {MAX_API_BODY} bytes"),
+            )
+        }
+        Err(_) => {
+            return api_error(
+                StatusCode::REQUEST_TIMEOUT,
+                "the body did not arrive in time",
+            )
+        }
+    };
+    let mut request: crate::silence::Request = match serde_json::from_slice(&bytes) {
+        Ok(r) => r,
+        Err(e) => {
+            return api_error(
+                StatusCode::BAD_REQUEST,
+                format!("not a silence request ({e}); expected JSON with comment, ends_at or duration, and optionally cluster, broker, kind, starts_at, created_by"),
+            )
+        }
+    };
+    if request.created_by.is_none() {
+        request.created_by = Some(who);
+    }
+    let clusters = published
+        .expected
+        .read()
+        .map(|e| e.clone())
+        .unwrap_or_default();
+    match alerting.add_silence(&request, &clusters, now) {
+        Ok(s) => json(StatusCode::CREATED, &crate::silence::to_json(&s, now)),
+        Err(e) => api_error(StatusCode::BAD_REQUEST, e.to_string()),
+    }
+}
+
 fn route(published: &Published, req: &Request<Incoming>) -> Response<Full<Bytes>> {
     match req.uri().path() {
+        SILENCES_PATH => {
+            let now = std::time::SystemTime::now();
+            let list: Vec<serde_json::Value> = published
+                .alerting
+                .get()
+                .map(|a| a.silences())
+                .unwrap_or_default()
+                .iter()
+                .map(|s| crate::silence::to_json(s, now))
+                .collect();
+            json(StatusCode::OK, &serde_json::json!({ "silences": list }))
+        }
         "/metrics" => {
             let reports = published.snapshot();
             let page =
@@ -346,7 +459,7 @@ fn route(published: &Published, req: &Request<Incoming>) -> Response<Full<Bytes>
         _ => text(
             StatusCode::NOT_FOUND,
             "text/plain; charset=utf-8",
-            "not found: try /metrics, /status, /healthz or /readyz\n".into(),
+            "not found: try /metrics, /status, /healthz, /readyz or /api/v1/silences\n".into(),
         ),
     }
 }
@@ -399,10 +512,12 @@ pub async fn serve_with(
             let _slot = slot;
             let connection = async {
                 match &options.tls {
-                    None => connection(stream, published, options.auth).await,
+                    None => connection(stream, published, options.auth, Some(peer)).await,
                     Some(acceptor) => {
                         match tokio::time::timeout(HEADER_TIMEOUT, acceptor.accept(stream)).await {
-                            Ok(Ok(tls)) => connection(tls, published, options.auth).await,
+                            Ok(Ok(tls)) => {
+                                connection(tls, published, options.auth, Some(peer)).await
+                            }
                             Ok(Err(e)) => {
                                 tracing::debug!(%peer, error = %e, "TLS handshake failed");
                             }
@@ -416,13 +531,25 @@ pub async fn serve_with(
     }
 }
 
-async fn connection<S>(stream: S, published: Arc<Published>, auth: Option<HttpAuth>)
-where
+async fn connection<S>(
+    stream: S,
+    published: Arc<Published>,
+    auth: Option<HttpAuth>,
+    peer: Option<SocketAddr>,
+) where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     let service = service_fn(move |req: Request<Incoming>| {
-        let response = respond(&published, auth.as_ref(), &req);
-        async move { Ok::<_, Infallible>(response) }
+        let published = published.clone();
+        let auth = auth.clone();
+        async move {
+            let response = if is_api_write(&req) {
+                api_write(&published, auth.as_ref(), peer, req).await
+            } else {
+                respond(&published, auth.as_ref(), &req)
+            };
+            Ok::<_, Infallible>(response)
+        }
     });
     let _ = hyper::server::conn::http1::Builder::new()
         .timer(TokioTimer::new())

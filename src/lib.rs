@@ -23,6 +23,8 @@ pub mod report;
 pub mod self_metrics;
 pub mod service;
 pub mod setup;
+pub mod silence;
+pub mod silence_cmd;
 pub mod status;
 pub mod status_view;
 pub mod verdict;

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use kafka_watchdog::{check, config, daemon, report::Severity, status_view};
+use kafka_watchdog::{check, config, daemon, report::Severity, silence_cmd, status_view};
 
 /// sysexits.h EX_CONFIG: the configuration is wrong, restarting will not help.
 const EXIT_CONFIG: u8 = 78;
@@ -65,6 +65,147 @@ enum Cmd {
         #[arg(long, value_name = "SECS", default_value_t = 2.0, value_parser = parse_interval)]
         interval: f64,
     },
+    /// Silences of a running daemon: add, list, expire (planned maintenance).
+    ///
+    /// A silenced incident still shows in /status and the metrics, but sends no webhook and
+    /// no remediation acts on it. Exit 0 done, 1 refused, 3 no answer, 78 bad configuration.
+    #[command(subcommand)]
+    Silence(SilenceCmd),
+}
+
+/// Where the daemon is, for commands that talk to a running one.
+#[derive(clap::Args)]
+#[command(group(clap::ArgGroup::new("where").required(true).multiple(true).args(["config", "url"])))]
+struct DaemonArgs {
+    /// The daemon's configuration: its http.listen, http.tls and http.auth are used.
+    #[arg(short, long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// The daemon's base URL (e.g. https://kafka-wd1:9644); wins over http.listen.
+    #[arg(long, value_name = "URL")]
+    url: Option<String>,
+}
+
+#[derive(Subcommand)]
+enum SilenceCmd {
+    /// Silence a cluster, a broker or a kind of incident until a time or for a while.
+    Add {
+        #[command(flatten)]
+        daemon: DaemonArgs,
+        /// The cluster (default: every cluster).
+        #[arg(long)]
+        cluster: Option<String>,
+        /// One broker (its incidents, and partition incidents that suspect it alone).
+        #[arg(long)]
+        broker: Option<i32>,
+        /// One incident kind (broker, under_replicated, offline_partitions, ...).
+        #[arg(long)]
+        kind: Option<String>,
+        /// How long: 90m, 2h, 1d, 1h30m.
+        #[arg(long, conflicts_with = "until", required_unless_present = "until")]
+        duration: Option<String>,
+        /// Until when (RFC 3339, e.g. 2026-12-01T18:00:00Z).
+        #[arg(long)]
+        until: Option<String>,
+        /// From when (RFC 3339); default now.
+        #[arg(long)]
+        starts_at: Option<String>,
+        /// Why: shown beside every silenced incident.
+        #[arg(long)]
+        comment: String,
+        /// Who asks (default: the HTTP user, or "api").
+        #[arg(long)]
+        by: Option<String>,
+    },
+    /// List the silences (active, to come, ended within a day).
+    List {
+        #[command(flatten)]
+        daemon: DaemonArgs,
+    },
+    /// End a silence now.
+    Expire {
+        #[command(flatten)]
+        daemon: DaemonArgs,
+        /// Its id (s-...), as `silence list` shows it.
+        id: String,
+    },
+}
+
+/// `silence ...`: one call to the daemon's silences API. Exit 0 done, 1 refused (the
+/// sentence says why), 3 the daemon did not answer, 78 bad configuration or URL.
+fn silence(cmd: SilenceCmd) -> ExitCode {
+    let daemon = match &cmd {
+        SilenceCmd::Add { daemon, .. }
+        | SilenceCmd::List { daemon }
+        | SilenceCmd::Expire { daemon, .. } => daemon,
+    };
+    let target = match &daemon.config {
+        Some(path) => match load(path) {
+            Ok(cfg) => status_view::Target::from_config(&cfg, daemon.url.clone()),
+            Err(code) => return code,
+        },
+        None => status_view::Target {
+            base_url: daemon.url.clone().unwrap_or_default(),
+            auth: None,
+            ca_file: None,
+        },
+    };
+    let client = match status_view::client(&target) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("kafka-watchdog silence: {e}");
+            return ExitCode::from(EXIT_CONFIG);
+        }
+    };
+    let rt = runtime();
+    let answer = rt.block_on(async {
+        match &cmd {
+            SilenceCmd::Add {
+                cluster,
+                broker,
+                kind,
+                duration,
+                until,
+                starts_at,
+                comment,
+                by,
+                ..
+            } => {
+                let request = kafka_watchdog::silence::Request {
+                    cluster: cluster.clone(),
+                    broker: *broker,
+                    kind: kind.clone(),
+                    starts_at: starts_at.clone(),
+                    ends_at: until.clone(),
+                    duration: duration.clone(),
+                    comment: comment.clone(),
+                    created_by: by.clone(),
+                };
+                silence_cmd::add(&client, &target, &request)
+                    .await
+                    .map(|s| silence_cmd::render(std::slice::from_ref(&s)))
+            }
+            SilenceCmd::List { .. } => silence_cmd::list(&client, &target)
+                .await
+                .map(|doc| silence_cmd::render(doc["silences"].as_array().map_or(&[][..], |v| v))),
+            SilenceCmd::Expire { id, .. } => silence_cmd::expire(&client, &target, id)
+                .await
+                .map(|_| format!("silence {id} expired\n")),
+        }
+    });
+    match answer {
+        Ok(text) => {
+            print!("{text}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("kafka-watchdog silence: {e}");
+            ExitCode::from(match e {
+                e if e.is_usage() => EXIT_CONFIG,
+                status_view::StatusError::Http { .. } => 1,
+                _ => Severity::Unreachable.exit_code(),
+            })
+        }
+    }
 }
 
 fn parse_interval(s: &str) -> Result<f64, String> {
@@ -252,6 +393,7 @@ fn main() -> ExitCode {
             once,
             interval,
         } => status(config, url, once, interval),
+        Cmd::Silence(cmd) => silence(cmd),
         Cmd::Run { config } => {
             let cfg = match load(&config) {
                 Ok(c) => c,

@@ -18,7 +18,7 @@ use crate::canary::stats::CanaryStats;
 use crate::canary::TopicStatus;
 use crate::health::Condition;
 use crate::report::ClusterReport;
-use crate::verdict::BrokerState;
+use crate::verdict::{BrokerState, Registration};
 
 type Labels = Vec<(&'static str, String)>;
 type GaugeFamily = Family<Labels, Gauge<f64, AtomicU64>>;
@@ -51,6 +51,42 @@ fn secs(t: std::time::SystemTime) -> f64 {
     t.duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs_f64())
         .unwrap_or(0.0)
+}
+
+/// `silences_active` per cluster (a silence of every cluster counts in each) and
+/// `incidents_silenced` by cluster and kind, both at zero when there are none.
+fn render_silences(reg: &mut Registry, extras: &Extras) {
+    let active = gauge(
+        reg,
+        "silences_active",
+        "Silences in force now, by cluster (a silence of every cluster counts in each)",
+    );
+    let silenced = gauge(
+        reg,
+        "incidents_silenced",
+        "Open incidents under a silence: shown, not sent, not remediated",
+    );
+    let now = std::time::SystemTime::now();
+    for cluster in &extras.clusters {
+        let n = extras
+            .silences
+            .iter()
+            .filter(|s| s.is_active(now) && s.cluster.as_ref().is_none_or(|c| c == cluster))
+            .count();
+        set(&active, vec![("cluster", cluster.clone())], n as f64);
+        for kind in crate::incident::FindingKind::ALL {
+            let n = extras
+                .incidents
+                .iter()
+                .filter(|i| i.cluster == *cluster && i.kind == kind && i.silenced.is_some())
+                .count();
+            set(
+                &silenced,
+                vec![("cluster", cluster.clone()), ("kind", kind.as_str().into())],
+                n as f64,
+            );
+        }
+    }
 }
 
 fn render_extras(reg: &mut Registry, extras: &Extras) {
@@ -88,6 +124,7 @@ fn render_extras(reg: &mut Registry, extras: &Extras) {
             n as f64,
         );
     }
+    render_silences(reg, extras);
     if let Some(w) = &extras.webhooks {
         let deliveries = counter(
             reg,
@@ -162,6 +199,8 @@ pub struct Extras<'a> {
     pub remediation_counts: Vec<((String, i32, crate::remediate::Outcome), u64)>,
     /// The latest remediation decisions, for `/status`.
     pub remediations: Vec<crate::remediate::Record>,
+    /// Every silence (active, to come, ended within a day).
+    pub silences: Vec<crate::silence::Silence>,
 }
 
 pub fn render<'a>(reports: impl IntoIterator<Item = &'a ClusterReport>, extras: &Extras) -> String {
@@ -270,7 +309,7 @@ pub fn render<'a>(reports: impl IntoIterator<Item = &'a ClusterReport>, extras: 
     let registered = gauge(
         &mut reg,
         "broker_registered",
-        "1 when the other brokers list this broker as registered (unfenced), else 0",
+        "1 when the other brokers count it as registered and unfenced (the verdict's registration), else 0",
     );
     let latency = gauge(
         &mut reg,
@@ -431,7 +470,7 @@ pub fn render<'a>(reports: impl IntoIterator<Item = &'a ClusterReport>, extras: 
             set(
                 &registered,
                 b(),
-                f64::from(u8::from(r.registered.contains(&v.broker))),
+                f64::from(u8::from(v.registration == Registration::Registered)),
             );
             if let Some(p) = probe {
                 let kinds = [

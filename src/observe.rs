@@ -291,6 +291,29 @@ pub struct RoundObservation {
     pub unclean_disabled: std::collections::BTreeSet<String>,
     /// Host mode: what this host shows of the brokers that run on it (empty without).
     pub host: BTreeMap<BrokerId, crate::host::HostObservation>,
+    /// Answering brokers missing from ISRs: how far their logs are, so the verdict can tell
+    /// a broker out of every ISR that catches up from one that is stuck.
+    pub followers: BTreeMap<BrokerId, FollowerProgress>,
+}
+
+/// One replica's position: its own log end offset and its leader's high watermark.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReplicaOffsets {
+    pub log_end: i64,
+    /// None when the leader did not answer for this partition.
+    pub leader_high_watermark: Option<i64>,
+}
+
+/// What one round measured of a broker that is out of every ISR.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FollowerProgress {
+    /// Per (topic, partition) it replicates, as far as measured.
+    pub offsets: BTreeMap<(String, i32), ReplicaOffsets>,
+    /// Partitions an ongoing reassignment is adding it to; None when that could not be
+    /// asked (no answer, not authorized, a broker without ListPartitionReassignments).
+    pub adding: Option<u32>,
+    /// Why some or all of it could not be measured.
+    pub errors: Vec<String>,
 }
 
 mod serde_result {

@@ -47,12 +47,14 @@ pub fn plan(old: &Config, new: &Config) -> ReloadPlan {
     let Config {
         instance_id,
         http_listen,
+        http_external_url,
         http_tls,
         http_auth,
         log,
         state_dir,
         clusters,
         webhooks,
+        silences,
     } = new;
     let mut p = ReloadPlan::default();
     let needs_restart = |p: &mut ReloadPlan, key: &str, running: String, file: String| {
@@ -78,6 +80,17 @@ pub fn plan(old: &Config, new: &Config) -> ReloadPlan {
             "http.listen",
             old.http_listen.to_string(),
             http_listen.to_string(),
+        );
+    }
+    // Read by webhook delivery, which a reload re-spawns whenever the receivers change;
+    // a restart keeps it simple and certain.
+    if *http_external_url != old.http_external_url {
+        let show = |u: &Option<url::Url>| u.as_ref().map_or("none".to_string(), |u| u.to_string());
+        needs_restart(
+            &mut p,
+            "http.external_url",
+            show(&old.http_external_url),
+            show(http_external_url),
         );
     }
     // The server, its TLS acceptor and its credential check are built once, with the
@@ -166,6 +179,10 @@ pub fn plan(old: &Config, new: &Config) -> ReloadPlan {
         }
     }
     p.webhooks_changed = p.changed.iter().any(|k| k.starts_with("webhooks."));
+    // Applied at once: the next round of each cluster sees the new list.
+    if *silences != old.silences {
+        p.changed.push("silences".into());
+    }
     p
 }
 

@@ -35,7 +35,7 @@ pub struct ClusterReport {
     /// At least one broker answered every request this round.
     pub reachable: bool,
     pub probes: BTreeMap<BrokerId, BrokerProbe>,
-    /// Brokers the answering brokers list as registered.
+    /// Brokers whose verdict's registration is `Registered` (see `verdict::registrations`).
     pub registered: BTreeSet<BrokerId>,
     pub health: Health,
     pub verdicts: Vec<BrokerVerdict>,
@@ -333,7 +333,7 @@ impl Evaluator {
                     .retain(|p, _| c.partitions.iter().any(|q| q.partition == *p));
             }
         }
-        verdict::remember(&mut self.memory, &verdicts, now);
+        verdict::remember_round(&mut self.memory, &obs, &verdicts, now);
         let state_since = self
             .memory
             .iter()
@@ -355,19 +355,11 @@ impl Evaluator {
         if reachable {
             self.last_success = Some(obs.started_at + obs.duration);
         }
-        // Registered = listed by at least one answering broker other than itself. Every
-        // answer lists every broker: hashed first, ordered once.
-        let registered: BTreeSet<BrokerId> = obs
-            .probes
+        // The verdicts' registration is the one definition; this set is a view of it.
+        let registered = verdicts
             .iter()
-            .flat_map(|(src, p)| {
-                p.metadata_view()
-                    .into_iter()
-                    .flat_map(|m| m.brokers.iter().map(|b| b.id))
-                    .filter(move |id| id != src)
-            })
-            .collect::<crate::observe::IdSet>()
-            .into_iter()
+            .filter(|v| v.registration == verdict::Registration::Registered)
+            .map(|v| v.broker)
             .collect();
         ClusterReport {
             cluster: self.cluster.clone(),
@@ -422,6 +414,96 @@ mod tests {
             },
         );
         v
+    }
+
+    /// Brokers 1..=3 answering; `listed[i]` is the broker list of broker i+1's Metadata.
+    fn round_listing(listed: [&[i32]; 3]) -> RoundObservation {
+        let ep = |id: i32| crate::observe::BrokerEndpoint {
+            id,
+            host: format!("127.0.0.1{id}"),
+            port: 9092,
+            rack: None,
+        };
+        let probes = (1..=3)
+            .map(|id| {
+                let md = MetadataView {
+                    cluster_id: Some("c".into()),
+                    brokers: listed[(id - 1) as usize].iter().map(|b| ep(*b)).collect(),
+                    has_leader_epochs: true,
+                    has_offline_replicas: true,
+                    version: 12,
+                    all_topics: true,
+                    ..MetadataView::default()
+                };
+                let probe = BrokerProbe {
+                    endpoint: ep(id),
+                    connect: Ok(Duration::from_millis(1)),
+                    api_versions: Some(Ok(Duration::from_millis(1))),
+                    metadata: Some(Ok((md, Duration::from_millis(5)))),
+                    description: None,
+                };
+                (id, probe)
+            })
+            .collect();
+        RoundObservation {
+            cluster: "lab".into(),
+            started_at: SystemTime::UNIX_EPOCH,
+            duration: Duration::from_millis(10),
+            probes,
+            bootstrap_failures: Vec::new(),
+            min_isr: BTreeMap::new(),
+            unclean_disabled: Default::default(),
+            host: BTreeMap::new(),
+            followers: BTreeMap::new(),
+        }
+    }
+
+    /// `/status` `listed_as_registered`, the `broker_registered` metric and the verdict's
+    /// registration are one fact: here broker 3 does not list broker 2 and broker 1 does,
+    /// which the verdict calls unknown; nothing may call it registered.
+    #[test]
+    fn status_metric_and_verdict_agree_on_registration() {
+        let mut e = Evaluator::new(
+            "lab",
+            VerdictSettings::default(),
+            Arc::new(|_| true),
+            CanaryStats::default(),
+        );
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(100);
+        let r = e.evaluate(round_listing([&[1, 2, 3], &[1, 2, 3], &[1, 3]]), None, now);
+        let status: serde_json::Value =
+            serde_json::from_str(&crate::status::render("i", [&r], &Default::default())).unwrap();
+        let metrics = crate::metrics::render([&r], &Default::default());
+        for v in &r.verdicts {
+            let registered = v.registration == verdict::Registration::Registered;
+            let b = status["clusters"][0]["brokers"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|b| b["broker"] == v.broker)
+                .unwrap();
+            assert_eq!(
+                b["listed_as_registered"], registered,
+                "status, broker {}",
+                v.broker
+            );
+            let series = format!(
+                "kafka_watchdog_broker_registered{{cluster=\"lab\",broker=\"{}\"}} ",
+                v.broker
+            );
+            let value = metrics
+                .lines()
+                .find_map(|l| l.strip_prefix(&series))
+                .unwrap_or_else(|| panic!("no {series} in metrics"));
+            assert_eq!(
+                value,
+                if registered { "1.0" } else { "0.0" },
+                "metric, broker {}",
+                v.broker
+            );
+            assert_eq!(r.registered.contains(&v.broker), registered);
+        }
+        assert_eq!(r.verdicts[1].registration, verdict::Registration::Unknown);
     }
 
     #[test]

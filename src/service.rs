@@ -124,10 +124,11 @@ impl LoopHealth {
         self.loops.remove(cluster);
     }
 
-    /// The cluster's loop ended a round at `now`, whether the round reached Kafka or was
-    /// abandoned at its limit: both prove the loop turns. An unreachable Kafka is what the
-    /// watchdog reports, not a reason to restart it. A cluster not watched is ignored, so
-    /// the last round of a removed cluster cannot bring it back.
+    /// The cluster's loop ended a round at `now` and published its report, whether or not
+    /// the round reached Kafka: an unreachable Kafka is what the watchdog reports, not a
+    /// reason to restart it. A round abandoned at its time limit is not recorded: it
+    /// published nothing and updated no incident. A cluster not watched is ignored, so the
+    /// last round of a removed cluster cannot bring it back.
     pub fn round_completed(&mut self, cluster: &str, now: Instant) {
         if let Some(w) = self.loops.get_mut(cluster) {
             w.last_progress = w.last_progress.max(now);

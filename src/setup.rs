@@ -103,6 +103,8 @@ pub fn probe_settings(c: &ClusterConfig) -> Result<ProbeSettings, SetupError> {
 pub fn verdict_settings(c: &ClusterConfig) -> VerdictSettings {
     VerdictSettings {
         latency_degraded_factor: c.verdict.latency_degraded_factor,
+        restart_grace: c.verdict.restart_grace,
+        catch_up_window: c.verdict.catch_up_window,
         ..VerdictSettings::default()
     }
 }

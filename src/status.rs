@@ -9,7 +9,7 @@ use crate::cluster_view::StaleLeader;
 use crate::health::{BrokerPartitions, PartitionProblem};
 use crate::observe::{BrokerProbe, ProbeFailure};
 use crate::report::{ClusterReport, Severity};
-use crate::verdict::BrokerVerdict;
+use crate::verdict::{BrokerVerdict, Registration};
 
 /// At most this many problem partitions are listed per cluster; the counts are always whole.
 const MAX_LISTED_PROBLEMS: usize = 200;
@@ -24,6 +24,8 @@ pub struct Status<'a> {
     pub config_reload_success: Option<bool>,
     /// The latest remediation decisions (acted, failed, refused, dry run), oldest first.
     pub remediations: &'a [crate::remediate::Record],
+    /// Every silence, as the silences API lists it.
+    pub silences: Vec<serde_json::Value>,
 }
 
 #[derive(Serialize)]
@@ -114,7 +116,7 @@ pub fn cluster_status(r: &ClusterReport) -> ClusterStatus<'_> {
                 let probe = r.probes.get(&v.broker);
                 BrokerStatus {
                     verdict: v,
-                    listed_as_registered: r.registered.contains(&v.broker),
+                    listed_as_registered: v.registration == Registration::Registered,
                     state_since: r.state_since.get(&v.broker).copied().map(secs),
                     probe,
                     metadata_seconds: probe
@@ -173,6 +175,11 @@ pub fn render<'a>(
             })
             .collect(),
         config_reload_success: extras.reload_success,
+        silences: extras
+            .silences
+            .iter()
+            .map(|s| crate::silence::to_json(s, std::time::SystemTime::now()))
+            .collect(),
         remediations: &extras.remediations,
     };
     serde_json::to_string_pretty(&status).expect("status serializes")

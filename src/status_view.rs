@@ -88,6 +88,17 @@ impl Target {
     }
 }
 
+/// The request with the daemon's credential, if it has one.
+pub fn with_auth(req: reqwest::RequestBuilder, target: &Target) -> reqwest::RequestBuilder {
+    match &target.auth {
+        Some(HttpAuth::Basic { username, password }) => {
+            req.basic_auth(username, Some(password.expose()))
+        }
+        Some(HttpAuth::Bearer { token }) => req.bearer_auth(token.expose()),
+        None => req,
+    }
+}
+
 pub fn client(target: &Target) -> Result<reqwest::Client, StatusError> {
     let url = target.status_url();
     if !(url.starts_with("http://") || url.starts_with("https://"))
@@ -124,14 +135,7 @@ pub fn client(target: &Target) -> Result<reqwest::Client, StatusError> {
 
 pub async fn fetch(client: &reqwest::Client, target: &Target) -> Result<Value, StatusError> {
     let url = target.status_url();
-    let mut req = client.get(&url);
-    req = match &target.auth {
-        Some(HttpAuth::Basic { username, password }) => {
-            req.basic_auth(username, Some(password.expose()))
-        }
-        Some(HttpAuth::Bearer { token }) => req.bearer_auth(token.expose()),
-        None => req,
-    };
+    let req = with_auth(client.get(&url), target);
     let unreachable = |e: reqwest::Error| StatusError::Unreachable {
         url: url.clone(),
         // The chain holds the cause (refused, certificate, timeout); the top says "error
@@ -437,8 +441,19 @@ fn render_incidents(out: &mut Vec<String>, view: &View, doc: &Value) {
             // Incidents carry Unix milliseconds.
             .map(|ms| duration(view.now - ms / 1000.0))
             .unwrap_or_else(|| "-".into());
+        // A silenced incident pages nobody; the view says so, and until when.
+        let silenced = i["silenced"]["ends_at"]
+            .as_f64()
+            .map(|ms| {
+                format!(
+                    " [silenced {}: {}]",
+                    duration(ms / 1000.0 - view.now),
+                    text(&i["silenced"]["comment"], "")
+                )
+            })
+            .unwrap_or_default();
         out.push(format!(
-            "  {} {:<8} {:<20} for {:>7}  {}",
+            "  {} {:<8} {:<20} for {:>7}  {}{silenced}",
             cell(view, state_color(sev), &sev.to_uppercase(), 8),
             text(&i["cluster"], "?"),
             text(&i["kind"], "?"),
@@ -647,6 +662,11 @@ mod tests {
         // Started 190 s before the round (milliseconds in the document).
         assert!(zombie.contains("for   3m20s"), "{zombie}");
         let mut d = doc();
+        d["incidents"][0]["silenced"] = serde_json::json!({
+            "id": "s-1", "ends_at": (ROUND_AT + 3600.0) * 1000.0, "comment": "upgrade"
+        });
+        let page = render(&d, "x", &plain(ROUND_AT));
+        assert!(page.contains("[silenced 1h00m: upgrade]"), "{page}");
         d["incidents"] = Value::Array(vec![]);
         assert!(render(&d, "x", &plain(ROUND_AT)).contains("OPEN INCIDENTS: none\n"));
     }

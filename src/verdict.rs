@@ -10,7 +10,7 @@ use serde::Serialize;
 use crate::cluster_view::ClusterView;
 use crate::health::{BrokerPartitions, Health};
 use crate::host::HostObservation;
-use crate::observe::{BrokerId, BrokerProbe, FailureKind, RoundObservation};
+use crate::observe::{BrokerEndpoint, BrokerId, BrokerProbe, FailureKind, RoundObservation};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -83,9 +83,13 @@ pub struct VerdictSettings {
     pub latency_degraded_factor: f64,
     /// ...and exceeds this floor is slow (milliseconds of noise are not a finding).
     pub latency_floor: Duration,
-    /// A broker that was down this recently is catching up, not a zombie, while it is out
-    /// of the ISRs.
+    /// A broker that was down this recently and answers before it is registered again is
+    /// registering, not a zombie (`verdict.restart_grace_secs`).
     pub restart_grace: Duration,
+    /// A broker out of every ISR whose logs have not grown for this long (and that no
+    /// reassignment is adding) has stopped replicating: a zombie. Until then it may be
+    /// catching up (`verdict.catch_up_window_secs`).
+    pub catch_up_window: Duration,
 }
 
 impl Default for VerdictSettings {
@@ -94,6 +98,7 @@ impl Default for VerdictSettings {
             latency_degraded_factor: 5.0,
             latency_floor: Duration::from_millis(250),
             restart_grace: Duration::from_secs(120),
+            catch_up_window: Duration::from_secs(60),
         }
     }
 }
@@ -107,6 +112,11 @@ pub struct BrokerMemory {
     pub state: Option<(BrokerState, SystemTime)>,
     /// The last round in which it answered every direct request.
     pub last_answered_at: Option<SystemTime>,
+    /// Since when it has accepted TCP connections without answering; kept while connects
+    /// then time out (its accept queue is full), so a frozen broker stays one episode.
+    pub accepting_silently_since: Option<SystemTime>,
+    /// While it is out of every ISR: what its logs looked like, and when they last grew.
+    pub catch_up: Option<catch_up::CatchUpMemory>,
 }
 
 /// Everything known about one broker this round, gathered once so rules stay one-liners.
@@ -127,6 +137,11 @@ pub struct BrokerFacts<'a> {
     pub host: Option<&'a HostObservation>,
     /// How long since it last answered; `None` while it answers or when it never did.
     pub silent_for: Option<Duration>,
+    /// How long it has accepted TCP connections without answering, counted from the first
+    /// such round and kept while connects then time out; `None` outside such an episode.
+    pub accepting_silently_for: Option<Duration>,
+    /// Whether it is catching up, when it is out of every ISR.
+    pub catch_up: catch_up::CatchUpFacts,
 }
 
 /// What this round's canary says about one broker.
@@ -151,6 +166,10 @@ const RULES: &[(&str, Rule)] = &[
     ("process_exited", process_exited),
     ("process_stopped", process_stopped),
     ("unreachable", unreachable),
+    // Before cluster_invisible: when the watchdog's password is wrong everywhere, that is
+    // the first thing to say.
+    ("auth_failed", auth_failed),
+    ("protocol_error", protocol_error),
     ("cluster_invisible", cluster_invisible),
     ("process_alive_no_answer", process_alive_no_answer),
     ("no_answer", no_answer),
@@ -182,6 +201,68 @@ fn closed(kind: FailureKind) -> bool {
     )
 }
 
+/// Failures that are the watchdog's own access or compatibility problem, not news about the
+/// broker: its credentials or certificates were refused (or the broker's certificate is not
+/// one it trusts), or it cannot decode what the broker said. The broker may be perfectly
+/// healthy for its own clients, so these never make a zombie.
+pub fn access_rule(kind: FailureKind) -> Option<&'static str> {
+    match kind {
+        FailureKind::Authentication | FailureKind::Tls => Some("auth_failed"),
+        FailureKind::Protocol => Some("protocol_error"),
+        _ => None,
+    }
+}
+
+/// The rules whose hits are the watchdog's own access problems (see `access_rule`).
+pub const ACCESS_RULES: [&str; 2] = ["auth_failed", "protocol_error"];
+
+/// The step and failure that kept the watchdog from an answer, when it is an access problem.
+fn access_failure<'a>(
+    f: &'a BrokerFacts,
+) -> Option<(&'static str, &'static str, &'a crate::observe::ProbeFailure)> {
+    if f.probe.answered() {
+        return None;
+    }
+    let (step, e) = f.probe.first_failure()?;
+    access_rule(e.kind).map(|rule| (rule, step, e))
+}
+
+fn auth_failed(f: &BrokerFacts, _: &VerdictSettings) -> Option<RuleHit> {
+    access_hit(
+        f,
+        "auth_failed",
+        "cannot get in to",
+        "check the watchdog's credentials and certificates, and this broker's certificate. This is the watchdog's access, not a verdict on the broker",
+    )
+}
+
+fn protocol_error(f: &BrokerFacts, _: &VerdictSettings) -> Option<RuleHit> {
+    access_hit(
+        f,
+        "protocol_error",
+        "cannot understand",
+        "a compatibility problem between the watchdog and this broker's version, not a verdict on the broker",
+    )
+}
+
+/// The hit of access rule `rule` when the broker's first failure is of its kind.
+fn access_hit(f: &BrokerFacts, rule: &'static str, cannot: &str, advice: &str) -> Option<RuleHit> {
+    let (found, step, e) = access_failure(f)?;
+    if found != rule {
+        return None;
+    }
+    hit(
+        rule,
+        BrokerState::Unknown,
+        format!(
+            "the watchdog {cannot} {}: {step} failed: {} ({}); {advice}",
+            f.probe.endpoint.address(),
+            e.kind.as_label(),
+            e.detail
+        ),
+    )
+}
+
 fn port_closed(f: &BrokerFacts, _: &VerdictSettings) -> Option<RuleHit> {
     let Err(e) = &f.probe.connect else {
         return None;
@@ -205,8 +286,25 @@ fn unreachable(f: &BrokerFacts, _: &VerdictSettings) -> Option<RuleHit> {
     let Err(e) = &f.probe.connect else {
         return None;
     };
-    if closed(e.kind) || f.cluster_invisible {
+    // A refused certificate is an answer: the port is reached (`auth_failed` says it).
+    if closed(e.kind)
+        || f.cluster_invisible
+        || access_rule(e.kind).is_some()
+        || accept_queue_full(f)
+    {
         return None;
+    }
+    if process_alive(f) {
+        // Host mode sees the process: the host is not gone, whatever the cluster says.
+        return hit(
+            "unreachable",
+            BrokerState::Degraded,
+            format!(
+                "no TCP connection to {} ({}), yet its process is alive on this host",
+                f.probe.endpoint.address(),
+                e.detail
+            ),
+        );
     }
     if f.registration == Registration::Registered {
         // The cluster still sees it heartbeating: the fault may be on the watchdog's path.
@@ -215,6 +313,17 @@ fn unreachable(f: &BrokerFacts, _: &VerdictSettings) -> Option<RuleHit> {
             BrokerState::Degraded,
             format!(
                 "no TCP connection to {} ({}), yet the cluster lists it as registered",
+                f.probe.endpoint.address(),
+                e.detail
+            ),
+        )
+    } else if f.registration == Registration::Unknown {
+        // The other brokers are split on it: a tie convicts nobody.
+        hit(
+            "unreachable",
+            BrokerState::Degraded,
+            format!(
+                "no TCP connection to {} ({}); the other brokers disagree on whether it is registered",
                 f.probe.endpoint.address(),
                 e.detail
             ),
@@ -245,11 +354,52 @@ fn cluster_invisible(f: &BrokerFacts, _: &VerdictSettings) -> Option<RuleHit> {
     )
 }
 
+/// The connect timed out after the broker had accepted connections without answering: the
+/// same frozen process, whose listen backlog is now full (the kernel completes handshakes
+/// for a stopped process until then). A host that is gone also times out, but it was not
+/// accepting silently the round before; a port that refuses ends the episode.
+fn accept_queue_full(f: &BrokerFacts) -> bool {
+    let timed_out = f
+        .probe
+        .connect
+        .as_ref()
+        .is_err_and(|e| e.kind == FailureKind::Timeout);
+    timed_out && f.accepting_silently_for.is_some()
+}
+
+/// Host mode shows its process there and not exited: whatever the network says, the host
+/// is not gone.
+fn process_alive(f: &BrokerFacts) -> bool {
+    f.host
+        .and_then(|h| h.process.as_ref())
+        .is_some_and(|p| !p.state.has_exited())
+}
+
 fn no_answer(f: &BrokerFacts, _: &VerdictSettings) -> Option<RuleHit> {
-    if f.cluster_invisible || !f.probe.tcp_open() || f.probe.answered() {
+    if f.cluster_invisible || f.probe.answered() {
+        return None;
+    }
+    if accept_queue_full(f) {
+        let e = f.probe.connect.as_ref().err()?;
+        let secs = f.accepting_silently_for.unwrap_or_default().as_secs();
+        return hit(
+            "no_answer",
+            BrokerState::Zombie,
+            format!(
+                "TCP connect to {} timed out after {:.1} s: its accept queue is full, after it accepted connections without answering for {secs} s ({})",
+                f.probe.endpoint.address(),
+                e.after.as_secs_f64(),
+                e.detail
+            ),
+        );
+    }
+    if !f.probe.tcp_open() {
         return None;
     }
     let (step, e) = f.probe.first_failure()?;
+    if access_rule(e.kind).is_some() {
+        return None;
+    }
     let connect_ms = f
         .probe
         .connect
@@ -316,7 +466,7 @@ fn stale_leader(f: &BrokerFacts, _: &VerdictSettings) -> Option<RuleHit> {
     )
 }
 
-fn out_of_every_isr(f: &BrokerFacts, _: &VerdictSettings) -> Option<RuleHit> {
+fn out_of_every_isr(f: &BrokerFacts, s: &VerdictSettings) -> Option<RuleHit> {
     let p = &f.partitions;
     if !f.probe.answered()
         || p.replica_of == 0
@@ -325,19 +475,70 @@ fn out_of_every_isr(f: &BrokerFacts, _: &VerdictSettings) -> Option<RuleHit> {
     {
         return None;
     }
-    let (state, why) = if f.recently_down {
-        (BrokerState::Degraded, " (restarted recently: catching up)")
-    } else {
-        (BrokerState::Zombie, "")
+    // Catching up (a broker added by a reassignment, restarted between rounds, back from a
+    // long outage) and stuck (a dead fetcher) look the same in one round; only its logs over
+    // rounds tell them apart. Until they have been still for the window: degraded.
+    let c = &f.catch_up;
+    let base = format!(
+        "alive and answering, but missing from the ISR of all {} partition(s) it replicates and leads none",
+        p.replica_of
+    );
+    let behind = match c.behind {
+        Some(b) => format!(", {b} offset(s) behind its leaders"),
+        None => String::new(),
     };
-    hit(
-        "out_of_every_isr",
-        state,
-        format!(
-            "alive and answering, but missing from the ISR of all {} partition(s) it replicates and leads none{why}",
-            p.replica_of
-        ),
-    )
+    let window = s.catch_up_window.as_secs();
+    let (state, why) = if let Some(n) = c.adding.filter(|n| *n > 0) {
+        (
+            BrokerState::Degraded,
+            format!(
+                "catching up: an ongoing reassignment is adding it to {n} partition(s){behind}"
+            ),
+        )
+    } else if c.measured == 0 {
+        (
+            BrokerState::Degraded,
+            format!(
+                "whether it catches up cannot be measured ({})",
+                if c.errors.is_empty() {
+                    "not measured this round".to_string()
+                } else {
+                    c.errors.join("; ")
+                }
+            ),
+        )
+    } else if let Some(g) = c.grew.filter(|g| *g > 0) {
+        (
+            BrokerState::Degraded,
+            format!("catching up: its logs grew by {g} offset(s) since the last round{behind}"),
+        )
+    } else if c.behind.is_none() {
+        // Its logs can only grow while a leader serves them.
+        (
+            BrokerState::Degraded,
+            format!(
+                "its logs have not grown for {} s, but no leader of its partitions answered: it has nothing to fetch from",
+                c.stalled_for.as_secs()
+            ),
+        )
+    } else if c.stalled_for < s.catch_up_window {
+        (
+            BrokerState::Degraded,
+            format!(
+                "watching whether it catches up: its logs have not grown for {} s of {window} s{behind}",
+                c.stalled_for.as_secs()
+            ),
+        )
+    } else {
+        (
+            BrokerState::Zombie,
+            format!(
+                "its logs have not grown for {} s{behind}: it does not replicate",
+                c.stalled_for.as_secs()
+            ),
+        )
+    };
+    hit("out_of_every_isr", state, format!("{base}; {why}"))
 }
 
 fn canary_writes_fail(f: &BrokerFacts, _: &VerdictSettings) -> Option<RuleHit> {
@@ -566,6 +767,7 @@ fn process_alive_no_answer(f: &BrokerFacts, _: &VerdictSettings) -> Option<RuleH
         || f.cluster_invisible
         || !f.probe.tcp_open()
         || f.probe.answered()
+        || access_failure(f).is_some()
     {
         return None;
     }
@@ -651,27 +853,92 @@ fn log_dir_unreadable(f: &BrokerFacts, _: &VerdictSettings) -> Option<RuleHit> {
     )
 }
 
-/// How the other brokers see each probed broker: DescribeCluster answers first (they know
-/// fencing), else Metadata broker lists; a broker's own answer does not count.
+/// How one answer speaks about the brokers it lists and does not list.
+#[derive(Clone, Copy, PartialEq)]
+enum AnswerKind {
+    /// DescribeCluster v2 with fenced brokers (Kafka 4.0+): the controller's own records of
+    /// registration and fencing, as this broker replayed them. Unlisted = absent.
+    DescribedAll = 0,
+    /// DescribeCluster without fenced brokers: unlisted may be fenced.
+    DescribedUnfenced = 1,
+    /// Metadata: unlisted = absent (KRaft also leaves fenced brokers out).
+    Listed = 2,
+}
+
+fn answer_kind(probe: &BrokerProbe) -> Option<AnswerKind> {
+    match (&probe.description, probe.metadata_view()) {
+        (Some(Ok(d)), _) if d.includes_fenced => Some(AnswerKind::DescribedAll),
+        (Some(Ok(_)), _) => Some(AnswerKind::DescribedUnfenced),
+        (_, Some(_)) => Some(AnswerKind::Listed),
+        _ => None,
+    }
+}
+
+/// What the other brokers' answers say about one broker, by kind of answer.
+#[derive(Clone, Copy, Default)]
+struct Votes {
+    registered: [u32; 3],
+    fenced: [u32; 3],
+    unlisted: [u32; 3],
+}
+
+impl Votes {
+    /// The one definition of a broker's registration (verdicts, `/status`
+    /// `listed_as_registered` and `broker_registered` all read it).
+    ///
+    /// "The controller's view" is what the watchdog can actually get from brokers: the
+    /// registration and fencing records the active controller wrote, as each broker replays
+    /// them and reports them in DescribeCluster v2 with fenced brokers. Controllers are not
+    /// asked directly (their listener is usually closed to clients, and in KRaft the
+    /// `controller_id` of Metadata and DescribeCluster names a random live broker, not the
+    /// active controller). So the answers of that kind decide whenever any other broker gave
+    /// one; only without any do Metadata lists and older DescribeCluster answers count.
+    ///
+    /// Either way a side needs a strict majority of those answers: one broker whose cache is
+    /// behind must not make another guilty, so a tie (1:1 with three brokers) is `Unknown`.
+    fn decide(&self) -> Registration {
+        let all = AnswerKind::DescribedAll as usize;
+        let (registered, fenced, absent) =
+            if self.registered[all] + self.fenced[all] + self.unlisted[all] > 0 {
+                (self.registered[all], self.fenced[all], self.unlisted[all])
+            } else {
+                let (unfenced, listed) = (
+                    AnswerKind::DescribedUnfenced as usize,
+                    AnswerKind::Listed as usize,
+                );
+                (
+                    self.registered[unfenced] + self.registered[listed],
+                    self.fenced[unfenced] + self.unlisted[unfenced],
+                    self.unlisted[listed],
+                )
+            };
+        let total = registered + fenced + absent;
+        if total == 0 {
+            Registration::Unknown
+        } else if registered * 2 > total {
+            Registration::Registered
+        } else if (fenced + absent) * 2 > total {
+            if fenced >= absent {
+                Registration::Fenced
+            } else {
+                Registration::Absent
+            }
+        } else {
+            Registration::Unknown
+        }
+    }
+}
+
+/// How the other brokers see each probed broker (see `Votes::decide`); a broker's own
+/// answer does not count.
 ///
 /// Every answer lists every broker, so the input is brokers^2 entries; they are counted in
 /// one pass into dense tables, and what an answer does not list is derived from how many
 /// answers of each kind there were.
 pub fn registrations(obs: &RoundObservation) -> BTreeMap<BrokerId, Registration> {
-    /// How one answer speaks about a broker it does not list.
-    #[derive(Clone, Copy, PartialEq)]
-    enum Kind {
-        /// DescribeCluster with fenced brokers: unlisted = absent.
-        DescribedAll,
-        /// DescribeCluster without fenced brokers: unlisted may be fenced.
-        DescribedUnfenced,
-        /// Metadata: unlisted = absent.
-        Listed,
-    }
     #[derive(Clone, Copy, Default)]
     struct Tally {
-        registered: u32,
-        fenced: u32,
+        votes: Votes,
         /// Listed (registered or fenced) by answers of each kind.
         listed: [u32; 3],
         /// The kind of this broker's own answer, which does not count.
@@ -688,12 +955,10 @@ pub fn registrations(obs: &RoundObservation) -> BTreeMap<BrokerId, Registration>
     let mut tallies = vec![Tally::default(); index.len()];
     let mut answers_of_kind = [0u32; 3];
     for (n, (source, probe)) in obs.probes.iter().enumerate() {
-        let kind = match (&probe.description, probe.metadata_view()) {
-            (Some(Ok(d)), _) if d.includes_fenced => Kind::DescribedAll,
-            (Some(Ok(_)), _) => Kind::DescribedUnfenced,
-            (_, Some(_)) => Kind::Listed,
-            _ => continue,
-        } as usize;
+        let Some(kind) = answer_kind(probe) else {
+            continue;
+        };
+        let kind = kind as usize;
         tallies[n].own = Some(kind);
         answers_of_kind[kind] += 1;
         let mut count = |id: BrokerId, fenced: bool| {
@@ -705,9 +970,9 @@ pub fn registrations(obs: &RoundObservation) -> BTreeMap<BrokerId, Registration>
             t.stamp = n + 1;
             t.listed[kind] += 1;
             if fenced {
-                t.fenced += 1;
+                t.votes.fenced[kind] += 1;
             } else {
-                t.registered += 1;
+                t.votes.registered[kind] += 1;
             }
         };
         match (&probe.description, probe.metadata_view()) {
@@ -723,27 +988,43 @@ pub fn registrations(obs: &RoundObservation) -> BTreeMap<BrokerId, Registration>
         .keys()
         .zip(&tallies)
         .map(|(id, t)| {
+            let mut votes = t.votes;
             // Answers of each kind from the other brokers that did not list this one.
-            let unlisted = |kind: Kind| {
-                let k = kind as usize;
+            for (k, unlisted) in votes.unlisted.iter_mut().enumerate() {
                 let others = answers_of_kind[k] - u32::from(t.own == Some(k));
-                others - t.listed[k]
-            };
-            let registered = t.registered;
-            let fenced = t.fenced + unlisted(Kind::DescribedUnfenced);
-            let absent = unlisted(Kind::DescribedAll) + unlisted(Kind::Listed);
-            let r = if registered + fenced + absent == 0 {
-                Registration::Unknown
-            } else if registered > fenced + absent {
-                Registration::Registered
-            } else if fenced >= absent {
-                Registration::Fenced
-            } else {
-                Registration::Absent
-            };
-            (*id, r)
+                *unlisted = others - t.listed[k];
+            }
+            (*id, votes.decide())
         })
         .collect()
+}
+
+/// What this round's answers say about a broker that was not probed, decided by the same
+/// rule as `registrations`. One pass over the answers per broker: only for the few that
+/// are not probed.
+fn unprobed_votes(obs: &RoundObservation, id: BrokerId) -> Votes {
+    let mut votes = Votes::default();
+    for probe in obs.probes.values() {
+        let Some(kind) = answer_kind(probe) else {
+            continue;
+        };
+        let k = kind as usize;
+        let listed = match (&probe.description, probe.metadata_view()) {
+            (Some(Ok(d)), _) => d
+                .brokers
+                .iter()
+                .find(|b| b.endpoint.id == id)
+                .map(|b| b.fenced),
+            (_, Some(m)) => m.brokers.iter().any(|b| b.id == id).then_some(false),
+            _ => None,
+        };
+        match listed {
+            Some(true) => votes.fenced[k] += 1,
+            Some(false) => votes.registered[k] += 1,
+            None => votes.unlisted[k] += 1,
+        }
+    }
+    votes
 }
 
 /// The median Metadata latency of the other brokers, for each broker, from one sorted list.
@@ -859,8 +1140,8 @@ pub fn judge(
         .probes
         .iter()
         .map(|(id, probe)| {
-            let recently_down = memory
-                .get(id)
+            let mem = memory.get(id);
+            let recently_down = mem
                 .and_then(|m| m.last_down_at)
                 .and_then(|t| now.duration_since(t).ok())
                 .is_some_and(|ago| ago < settings.restart_grace);
@@ -882,36 +1163,73 @@ pub fn judge(
                 silent_for: if probe.answered() {
                     None
                 } else {
-                    memory
-                        .get(id)
-                        .and_then(|m| m.last_answered_at)
+                    mem.and_then(|m| m.last_answered_at)
                         .and_then(|t| now.duration_since(t).ok())
                 },
+                accepting_silently_for: mem
+                    .and_then(|m| m.accepting_silently_since)
+                    .map(|t| now.duration_since(t).unwrap_or_default()),
+                catch_up: catch_up::facts(obs, *id, mem, now),
             };
             verdict_of(&facts, settings)
         })
         .collect();
-    // Brokers that partitions name as replicas but that nobody lists and whose address was
-    // never learned (down since before the watchdog started): down, as far as anyone knows.
+    // Brokers that partitions name as replicas but that were not probed: either nobody lists
+    // them and their address was never learned (down since before the watchdog started:
+    // down, as far as anyone knows), or this round's answers list them and they are probed
+    // from the next round on (unknown until then, not down).
     if !cluster_invisible {
         for (id, p) in &health.brokers {
             if obs.probes.contains_key(id) || p.replica_of == 0 {
                 continue;
             }
-            verdicts.push(BrokerVerdict {
-                broker: *id,
-                address: String::new(),
-                state: BrokerState::Down,
-                registration: Registration::Absent,
-                answered: false,
-                hits: vec![RuleHit {
+            let votes = unprobed_votes(obs, *id);
+            let listed_by: u32 = votes.registered.iter().chain(&votes.fenced).sum();
+            // Listed by some answer: the prober learned its address from this very round
+            // and probes it from the next one. Until then nothing is known of it.
+            let hit = if listed_by > 0 {
+                RuleHit {
+                    rule: "not_probed_yet",
+                    state: BrokerState::Unknown,
+                    detail: format!(
+                        "replica of {} partition(s), listed by {listed_by} broker(s) this round, not probed yet: its address was just learned and the next round probes it",
+                        p.replica_of
+                    ),
+                }
+            } else {
+                RuleHit {
                     rule: "not_registered",
                     state: BrokerState::Down,
                     detail: format!(
                         "replica of {} partition(s) ({} offline), but no broker lists it and its address was never seen",
                         p.replica_of, p.replica_of_offline
                     ),
-                }],
+                }
+            };
+            let address =
+                obs.probes
+                    .values()
+                    .find_map(|p| {
+                        let listed = p
+                            .metadata_view()
+                            .and_then(|m| m.brokers.iter().find(|b| b.id == *id));
+                        let described = p.description.iter().flatten().find_map(|d| {
+                            d.brokers.iter().map(|b| &b.endpoint).find(|e| e.id == *id)
+                        });
+                        listed.or(described).map(BrokerEndpoint::address)
+                    })
+                    .unwrap_or_default();
+            verdicts.push(BrokerVerdict {
+                broker: *id,
+                address,
+                state: hit.state,
+                registration: if listed_by > 0 {
+                    votes.decide()
+                } else {
+                    Registration::Absent
+                },
+                answered: false,
+                hits: vec![hit],
             });
         }
         verdicts.sort_by_key(|v| v.broker);
@@ -959,6 +1277,21 @@ pub fn remember(
     }
     memory.retain(|id, _| verdicts.iter().any(|v| v.broker == *id));
 }
+
+/// [`remember`], plus what this round's observation adds: since when a broker accepts
+/// connections without answering, and the catch-up measurements of brokers out of every ISR.
+pub fn remember_round(
+    memory: &mut BTreeMap<BrokerId, BrokerMemory>,
+    obs: &RoundObservation,
+    verdicts: &[BrokerVerdict],
+    now: SystemTime,
+) {
+    remember(memory, verdicts, now);
+    catch_up::remember_silence(memory, obs, now);
+    catch_up::remember(memory, obs, verdicts, now);
+}
+
+pub mod catch_up;
 
 #[cfg(test)]
 mod tests;

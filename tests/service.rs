@@ -37,6 +37,18 @@ fn config(port: u16, dir: &std::path::Path, round_secs: u32) -> String {
 
 impl Daemon {
     fn start(name: &str, stall: bool) -> Daemon {
+        Self::start_with(
+            name,
+            if stall {
+                "KAFKA_WATCHDOG_TEST_STALL"
+            } else {
+                ""
+            },
+        )
+    }
+
+    /// Starts the daemon with the debug-build test hook `hook` set (none when empty).
+    fn start_with(name: &str, hook: &str) -> Daemon {
         let dir = temp_dir(name);
         let port = free_port();
         let sock_path = dir.join("notify.sock");
@@ -54,8 +66,8 @@ impl Daemon {
             .env_remove("WATCHDOG_PID")
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(dir.join("log")).unwrap());
-        if stall {
-            cmd.env("KAFKA_WATCHDOG_TEST_STALL", "1");
+        if !hook.is_empty() {
+            cmd.env(hook, "1");
         }
         let child = cmd.spawn().expect("start kafka-watchdog");
         Daemon {
@@ -221,6 +233,36 @@ fn a_stalled_round_loop_gets_no_watchdog_pings() {
     assert!(
         quiet_since > Duration::from_secs(5),
         "pings must stop once the loop stalls (last one {quiet_since:?} ago)"
+    );
+    d.signal(libc::SIGTERM);
+}
+
+/// A round abandoned at its time limit publishes nothing: rounds that are all abandoned
+/// are a loop that makes no progress, and the pings stop as for a stalled loop.
+#[test]
+fn rounds_abandoned_at_their_limit_get_no_watchdog_pings() {
+    let mut d = Daemon::start_with("svc-abandoned", "KAFKA_WATCHDOG_TEST_HANG_ROUND");
+    let ready = d.wait_for("READY=1", 0, Duration::from_secs(20));
+    // Round limit here: 2 x 300 ms + 6 x 300 ms + 5 s = 7.4 s, so rounds are abandoned
+    // every 7.4 s; the allowance is 30 s.
+    d.read_for(Duration::from_secs(40));
+    let last_ping = d
+        .seen
+        .iter()
+        .skip(ready)
+        .rfind(|(_, l)| l.starts_with("WATCHDOG=1"))
+        .map(|(t, _)| *t);
+    let quiet_since = last_ping
+        .map(|t| t.elapsed())
+        .unwrap_or(Duration::from_secs(40));
+    assert!(
+        quiet_since > Duration::from_secs(5),
+        "abandoned rounds are not progress: pings must stop (last one {quiet_since:?} ago)"
+    );
+    assert_eq!(
+        d.metric("kafka_watchdog_rounds_total"),
+        None,
+        "nothing was published"
     );
     d.signal(libc::SIGTERM);
 }

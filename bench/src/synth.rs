@@ -278,6 +278,7 @@ pub fn observation(
         min_isr,
         unclean_disabled: Default::default(),
         host: Default::default(),
+        followers: Default::default(),
     }
 }
 

@@ -63,21 +63,35 @@ struct LabLock {
 
 impl LabLock {
     fn take(dir: &Path) -> Result<Self, LabError> {
-        use std::os::fd::AsRawFd;
-        let path = dir.with_extension("lock");
-        let file = fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&path)
-            .map_err(|e| LabError::io(&path, e))?;
-        // SAFETY: flock on an fd we own; blocks until the other holder releases it.
-        let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) };
-        if rc != 0 {
-            return Err(LabError::io(&path, std::io::Error::last_os_error()));
-        }
-        Ok(LabLock { _file: file })
+        Ok(LabLock {
+            _file: locked(&dir.with_extension("lock"), None)?,
+        })
     }
+}
+
+/// Opens `path` (creating it) and takes an exclusive flock on it, blocking until the holder
+/// lets go; `waiting` is said once first when someone holds it.
+fn locked(path: &Path, waiting: Option<&str>) -> Result<fs::File, LabError> {
+    use std::os::fd::AsRawFd;
+    let file = fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(path)
+        .map_err(|e| LabError::io(path, e))?;
+    let fd = file.as_raw_fd();
+    // SAFETY: flock on an fd we own.
+    let free = unsafe { libc::flock(fd, libc::LOCK_EX | libc::LOCK_NB) } == 0;
+    if !free {
+        if let Some(w) = waiting {
+            eprintln!("kafka-lab: {w} ({}); waiting", path.display());
+        }
+        // SAFETY: as above, blocking this time.
+        if unsafe { libc::flock(fd, libc::LOCK_EX) } != 0 {
+            return Err(LabError::io(path, std::io::Error::last_os_error()));
+        }
+    }
+    Ok(file)
 }
 
 /// Exclusive use of the lab for a whole test or benchmark, across processes: test binaries,
@@ -91,27 +105,10 @@ pub struct SessionLock {
 impl SessionLock {
     /// Blocks until no other session holds the lab.
     pub fn take() -> Result<Self, LabError> {
-        use std::os::fd::AsRawFd;
-        let dir = lab_dir();
-        let path = dir.with_extension("session.lock");
-        let file = fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&path)
-            .map_err(|e| LabError::io(&path, e))?;
-        // SAFETY: flock on an fd we own.
-        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
-            eprintln!(
-                "kafka-lab: another test or benchmark holds the lab ({}); waiting",
-                path.display()
-            );
-            // SAFETY: as above, blocking this time.
-            if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) } != 0 {
-                return Err(LabError::io(&path, std::io::Error::last_os_error()));
-            }
-        }
-        Ok(SessionLock { _file: file })
+        let path = lab_dir().with_extension("session.lock");
+        Ok(SessionLock {
+            _file: locked(&path, Some("another test or benchmark holds the lab"))?,
+        })
     }
 }
 

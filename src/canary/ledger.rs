@@ -96,6 +96,13 @@ struct PartitionBook {
     seen: BTreeMap<u64, (i64, SystemTime)>,
     /// Next offset the consumer will deliver.
     position: Option<i64>,
+    /// The consumer is assigned to the partition at a known offset: only then can a record
+    /// written to it be judged. A write while it is not (its end offset could not be
+    /// fetched) is never read back and would be counted lost.
+    reading: bool,
+    /// A re-read after a leader change is owed from this offset: confirmed records at or
+    /// beyond it have not been checked against the new leader's log yet.
+    verify_from: Option<i64>,
     unavailable_since: Option<SystemTime>,
 }
 
@@ -127,12 +134,42 @@ impl Ledger {
         book.next_seq
     }
 
-    pub fn acked(&mut self, partition: i32, offset: i64, entry: Entry) {
-        self.partitions
-            .entry(partition)
-            .or_default()
-            .pending
-            .insert((offset, entry.seq), entry);
+    /// Books an acknowledged record; false (and nothing booked) when the consumer does not
+    /// read the partition, so it could never be read back.
+    pub fn acked(&mut self, partition: i32, offset: i64, entry: Entry) -> bool {
+        let book = self.partitions.entry(partition).or_default();
+        if !book.reading {
+            return false;
+        }
+        book.pending.insert((offset, entry.seq), entry);
+        true
+    }
+
+    /// The consumer reads `partition` from `start` on. When it did not read it before,
+    /// records acknowledged below `start` will never be delivered: they are forgotten, not
+    /// lost. When it did, the consumer continues where it was and nothing is dropped.
+    pub fn reading_from(&mut self, partition: i32, start: i64) {
+        let book = self.partitions.entry(partition).or_default();
+        if !book.reading {
+            book.pending.retain(|(offset, _), _| *offset >= start);
+            book.position = Some(start);
+        }
+        book.reading = true;
+    }
+
+    /// The consumer does not read `partition` (it could not be assigned): what was
+    /// acknowledged there cannot be read back, so it is forgotten, and later writes are not
+    /// booked until it reads again.
+    pub fn not_reading(&mut self, partition: i32) {
+        let book = self.partitions.entry(partition).or_default();
+        book.reading = false;
+        book.pending.clear();
+    }
+
+    /// Where the consumer stands in `partition`, as far as the ledger knows: the next offset
+    /// it will deliver.
+    pub fn position(&self, partition: i32) -> Option<i64> {
+        self.partitions.get(&partition)?.position
     }
 
     /// The consumer delivered `record` (any writer's) at `offset` of `partition`.
@@ -251,35 +288,57 @@ impl Ledger {
             .collect()
     }
 
-    /// Offsets of records read back recently: what a re-read after a leader change checks.
-    pub fn confirmed_offsets(&self, partition: i32) -> Option<(i64, i64)> {
-        let book = self.partitions.get(&partition)?;
-        let first = book.confirmed.keys().next()?;
-        let last = book.confirmed.keys().next_back()?;
-        Some((*first, *last))
+    /// The leader of `partition` changed: every record read back recently is owed a check
+    /// against the new leader's log (a leader elected from outside the ISR truncates).
+    pub fn leader_changed(&mut self, partition: i32) {
+        let Some(book) = self.partitions.get_mut(&partition) else {
+            return;
+        };
+        if let Some(first) = book.confirmed.keys().next().copied() {
+            book.verify_from = Some(book.verify_from.map_or(first, |f| f.min(first)));
+        }
     }
 
-    /// Compares a re-read of `partition` (offset -> record, for the offsets from `from` up to
-    /// the log end) with what was read back before: each confirmed record no longer at its
-    /// offset was truncated.
+    /// Where a re-read of `partition` must start, while one is owed: until every record
+    /// read back before the leader change has been found in a re-read, or is too old to
+    /// keep.
+    pub fn verification_owed(&self, partition: i32) -> Option<i64> {
+        let book = self.partitions.get(&partition)?;
+        let from = book.verify_from?;
+        book.confirmed.range(from..).next().map(|_| from)
+    }
+
+    /// Compares a re-read of `partition` (offset -> record) with what was read back before.
+    /// `read_to` is where the re-read stopped: it read every offset from the owed start up
+    /// to it (exclusive). Each confirmed record in that range no longer at its offset was
+    /// truncated; records beyond it were not read (the re-read hit its deadline, or the new
+    /// leader's high watermark is still behind) and stay owed for the next re-read.
     pub fn verify(
         &mut self,
         partition: i32,
-        from: i64,
         log: &BTreeMap<i64, Option<CanaryRecord>>,
+        read_to: i64,
     ) -> Vec<LedgerEvent> {
         let Some(book) = self.partitions.get_mut(&partition) else {
+            return Vec::new();
+        };
+        let Some(from) = book.verify_from else {
             return Vec::new();
         };
         let instance = &self.instance;
         let gone: Vec<i64> = book
             .confirmed
-            .range(from..)
+            .range(from..read_to.max(from))
             .filter(|(offset, (entry, _))| {
                 !matches!(log.get(offset), Some(Some(r)) if r.instance == *instance && r.seq == entry.seq)
             })
             .map(|(o, _)| *o)
             .collect();
+        book.verify_from = book
+            .confirmed
+            .range(read_to.max(from)..)
+            .next()
+            .map(|_| read_to.max(from));
         gone.into_iter()
             .map(|offset| {
                 let (entry, _) = book.confirmed.remove(&offset).expect("offset just listed");
@@ -356,6 +415,14 @@ mod tests {
         }
     }
 
+    /// A ledger whose consumer reads partitions 0 and 1 from their start.
+    fn reading(lost_after: u64) -> Ledger {
+        let mut l = Ledger::new("me", Duration::from_secs(lost_after));
+        l.reading_from(0, 0);
+        l.reading_from(1, 0);
+        l
+    }
+
     fn rec(instance: &str, seq: u64) -> CanaryRecord {
         CanaryRecord {
             instance: instance.into(),
@@ -368,7 +435,7 @@ mod tests {
 
     #[test]
     fn read_back_records_are_confirmed_with_latency() {
-        let mut l = Ledger::new("me", Duration::from_secs(60));
+        let mut l = reading(60);
         let s = l.next_seq(0);
         l.acked(0, 10, entry(s, Acks::All, 1, false, 100));
         let ev = l.consumed(0, 10, Some(&rec("me", s)), t(101));
@@ -389,7 +456,7 @@ mod tests {
     fn a_record_overwritten_at_its_offset_is_lost_and_attributed() {
         // Incident 3: the stale leader acknowledged offset 50; the new leader's log holds
         // another record there.
-        let mut l = Ledger::new("me", Duration::from_secs(60));
+        let mut l = reading(60);
         l.acked(0, 50, entry(7, Acks::One, 1, true, 100));
         l.acked(0, 51, entry(8, Acks::One, 1, true, 100));
         let ev = l.consumed(0, 50, Some(&rec("other-watchdog", 3)), t(110));
@@ -417,7 +484,7 @@ mod tests {
 
     #[test]
     fn stale_acknowledgements_expire_as_lost_others_only_overdue() {
-        let mut l = Ledger::new("me", Duration::from_secs(30));
+        let mut l = reading(30);
         l.acked(0, 900, entry(1, Acks::One, 1, true, 100));
         l.acked(1, 5, entry(1, Acks::One, 2, false, 100));
         assert!(l.expire(t(120)).is_empty());
@@ -438,7 +505,7 @@ mod tests {
 
     #[test]
     fn a_record_read_twice_is_a_duplicate() {
-        let mut l = Ledger::new("me", Duration::from_secs(60));
+        let mut l = reading(60);
         l.acked(0, 3, entry(1, Acks::All, 1, false, 100));
         l.consumed(0, 3, Some(&rec("me", 1)), t(100));
         let ev = l.consumed(0, 4, Some(&rec("me", 1)), t(101));
@@ -455,23 +522,26 @@ mod tests {
 
     #[test]
     fn other_instances_records_are_never_judged() {
-        let mut l = Ledger::new("me", Duration::from_secs(60));
+        let mut l = reading(60);
         assert!(l.consumed(0, 1, Some(&rec("b", 1)), t(1)).is_empty());
         assert!(l.consumed(0, 2, Some(&rec("b", 1)), t(1)).is_empty());
     }
 
     #[test]
     fn truncation_after_a_leader_change_is_found_by_the_re_read() {
-        let mut l = Ledger::new("me", Duration::from_secs(60));
+        let mut l = reading(60);
         for (offset, seq) in [(10, 1), (11, 2), (12, 3)] {
             l.acked(0, offset, entry(seq, Acks::All, 2, false, 100));
             l.consumed(0, offset, Some(&rec("me", seq)), t(100));
         }
-        assert_eq!(l.confirmed_offsets(0), Some((10, 12)));
+        assert_eq!(l.verification_owed(0), None, "no leader change yet");
+        l.leader_changed(0);
+        assert_eq!(l.verification_owed(0), Some(10));
         let mut log = BTreeMap::new();
         log.insert(10, Some(rec("me", 1)));
         log.insert(11, Some(rec("someone", 9)));
-        let ev = l.verify(0, 10, &log);
+        // The new leader's log ends at 12: 12 is gone as well, read up to the end.
+        let ev = l.verify(0, &log, 13);
         let lost: Vec<(i64, u64, LossReason)> = ev
             .iter()
             .filter_map(|e| match e {
@@ -491,12 +561,13 @@ mod tests {
                 (12, 3, LossReason::Truncated)
             ]
         );
-        assert!(l.verify(0, 10, &log).is_empty(), "counted once");
+        assert!(l.verify(0, &log, 13).is_empty(), "counted once");
+        assert_eq!(l.verification_owed(0), None);
     }
 
     #[test]
     fn unavailability_windows_open_and_close() {
-        let mut l = Ledger::new("me", Duration::from_secs(60));
+        let mut l = reading(60);
         assert_eq!(l.availability(0, true, t(10), t(10)), None);
         assert_eq!(l.availability(0, false, t(20), t(21)), None);
         assert_eq!(
@@ -513,11 +584,88 @@ mod tests {
     }
 
     #[test]
+    fn writes_while_the_consumer_does_not_read_the_partition_are_not_judged() {
+        // The watermark fetch failed: the consumer skips partition 0 while the producer
+        // writes to it; next round it starts at the end, past the acknowledged record.
+        let mut l = reading(60);
+        l.not_reading(0);
+        l.acked(0, 5, entry(1, Acks::All, 1, false, 100));
+        l.reading_from(0, 6);
+        l.acked(0, 6, entry(2, Acks::All, 1, false, 110));
+        let ev = l.consumed(0, 6, Some(&rec("me", 2)), t(111));
+        assert!(
+            ev.iter().all(|e| !matches!(e, LedgerEvent::Lost { .. })),
+            "{ev:?}"
+        );
+        assert_eq!(l.overdue(t(1000)).get(&0), Some(&0));
+    }
+
+    #[test]
+    fn a_partition_read_all_along_keeps_its_books_when_reassigned() {
+        // Another partition was added: the consumer is reassigned and resumes this one
+        // where it stood; what it acknowledged meanwhile is still read back.
+        let mut l = reading(60);
+        l.acked(0, 3, entry(1, Acks::All, 1, false, 100));
+        l.reading_from(0, 4);
+        assert_eq!(l.position(0), Some(0), "continues where it stood");
+        let ev = l.consumed(0, 3, Some(&rec("me", 1)), t(101));
+        assert!(
+            matches!(ev[..], [LedgerEvent::Confirmed { seq: 1, .. }]),
+            "{ev:?}"
+        );
+    }
+
+    #[test]
+    fn a_re_read_of_a_log_whose_end_is_still_behind_judges_nothing_yet() {
+        // The new leader's high watermark lags the old one's for a moment after the change.
+        let mut l = reading(60);
+        l.acked(0, 10, entry(1, Acks::All, 2, false, 100));
+        l.consumed(0, 10, Some(&rec("me", 1)), t(100));
+        l.leader_changed(0);
+        assert!(l.verify(0, &BTreeMap::new(), 10).is_empty());
+        assert_eq!(l.verification_owed(0), Some(10));
+    }
+
+    #[test]
+    fn a_re_read_cut_short_judges_only_what_it_read() {
+        let mut l = reading(60);
+        for (offset, seq) in [(10, 1), (11, 2), (12, 3)] {
+            l.acked(0, offset, entry(seq, Acks::All, 2, false, 100));
+            l.consumed(0, offset, Some(&rec("me", seq)), t(100));
+        }
+        // The re-read hit its deadline after offset 10: 11 and 12 were not read, not lost.
+        let mut log = BTreeMap::new();
+        log.insert(10, Some(rec("me", 1)));
+        l.leader_changed(0);
+        let ev = l.verify(0, &log, 11);
+        assert!(ev.is_empty(), "{ev:?}");
+        assert_eq!(l.verification_owed(0), Some(11), "11 and 12 are still owed");
+        // The next re-read gets to the end: 11 holds another record now, 12 is there.
+        log.insert(11, Some(rec("someone", 9)));
+        log.insert(12, Some(rec("me", 3)));
+        let ev = l.verify(0, &log, 13);
+        assert!(
+            matches!(
+                ev[..],
+                [LedgerEvent::Lost {
+                    offset: 11,
+                    seq: 2,
+                    reason: LossReason::Truncated,
+                    ..
+                }]
+            ),
+            "{ev:?}"
+        );
+        assert_eq!(l.verification_owed(0), None);
+    }
+
+    #[test]
     fn bookkeeping_is_bounded_in_time() {
-        let mut l = Ledger::new("me", Duration::from_secs(10));
+        let mut l = reading(10);
         l.acked(0, 1, entry(1, Acks::All, 1, false, 0));
         l.consumed(0, 1, Some(&rec("me", 1)), t(0));
+        l.leader_changed(0);
         l.expire(t(100));
-        assert_eq!(l.confirmed_offsets(0), None);
+        assert_eq!(l.verification_owed(0), None);
     }
 }

@@ -350,10 +350,12 @@ impl Canary {
         );
         let acked_at = SystemTime::now();
         let mut results = Vec::new();
+        // Records the consumer will read back, for the drain to wait for.
+        let mut booked: BTreeSet<(i32, u64)> = BTreeSet::new();
         for s in sent_all {
             match s.result {
                 Ok((offset, took)) => {
-                    self.ledger.acked(
+                    let read = self.ledger.acked(
                         s.partition,
                         offset,
                         Entry {
@@ -365,6 +367,9 @@ impl Canary {
                             stale_ack: false,
                         },
                     );
+                    if read {
+                        booked.insert((s.partition, s.seq));
+                    }
                     results.push((s.partition, s.seq, Ok(took)));
                 }
                 Err(f) => results.push((s.partition, s.seq, Err(f))),
@@ -376,12 +381,8 @@ impl Canary {
             }
             out.acks1.push(probe);
         }
-        let sent: BTreeSet<(i32, u64)> = results
-            .iter()
-            .filter_map(|(p, seq, r)| r.as_ref().ok().map(|_| (*p, *seq)))
-            .collect();
         let mut e2e: BTreeMap<i32, Vec<f64>> = BTreeMap::new();
-        self.drain(&sent, &mut e2e, &mut out).await;
+        self.drain(&booked, &mut e2e, &mut out).await;
         for ev in self.ledger.expire(SystemTime::now()) {
             record_event(ev, &mut e2e, &mut out);
         }
@@ -573,7 +574,9 @@ impl Canary {
     }
 
     /// Assigns the consumer to every partition, new ones at their current end, before any
-    /// record is written to them (so none is missed).
+    /// record is written to them (so none is missed). A partition whose end offset cannot
+    /// be fetched is left out, and the ledger books no write to it until it is read: the
+    /// consumer would start past those writes and count them lost.
     async fn assign(&mut self, parts: &[PartitionStateWithEpoch]) {
         let want: BTreeSet<i32> = parts.iter().map(|p| p.state.partition).collect();
         if want == self.assigned {
@@ -582,52 +585,74 @@ impl Canary {
         let Some(clients) = &self.clients else { return };
         let consumer = clients.consumer.clone();
         let topic = self.settings.topic.clone();
-        let new: Vec<i32> = want.difference(&self.assigned).copied().collect();
+        let current = clients.consumer.position().unwrap_or_default();
+        let mut starts: BTreeMap<i32, i64> = BTreeMap::new();
+        let mut unknown: Vec<i32> = Vec::new();
+        for p in &want {
+            let own = current
+                .find_partition(&topic, *p)
+                .map(|e| e.offset())
+                .unwrap_or(Offset::Invalid);
+            match resume_offset(own, self.ledger.position(*p)) {
+                Some(o) => {
+                    starts.insert(*p, o);
+                }
+                None => unknown.push(*p),
+            }
+        }
         let timeout = self.settings.produce_timeout;
+        let fetch_topic = topic.clone();
         let ends = tokio::task::spawn_blocking(move || {
-            new.into_iter()
+            unknown
+                .into_iter()
                 .map(|p| {
                     (
                         p,
-                        consumer.fetch_watermarks(&topic, p, timeout).map(|w| w.1),
+                        consumer
+                            .fetch_watermarks(&fetch_topic, p, timeout)
+                            .map(|w| w.1),
                     )
                 })
                 .collect::<Vec<_>>()
         })
         .await
         .unwrap_or_default();
-        let mut tpl = TopicPartitionList::new();
-        let current = clients.consumer.position().unwrap_or_default();
-        for p in &want {
-            let offset = if let Some((_, end)) = ends.iter().find(|(q, _)| q == p) {
-                match end {
-                    Ok(o) => Offset::Offset(*o),
-                    Err(e) => {
-                        tracing::warn!(cluster = %self.settings.cluster, partition = p, error = %e, "canary: no end offset yet");
-                        continue;
-                    }
+        for (p, end) in ends {
+            match end {
+                Ok(o) => {
+                    starts.insert(p, o);
                 }
-            } else {
-                current
-                    .find_partition(&self.settings.topic, *p)
-                    .map(|e| e.offset())
-                    .filter(|o| matches!(o, Offset::Offset(_)))
-                    .unwrap_or(Offset::End)
-            };
-            let _ = tpl.add_partition_offset(&self.settings.topic, *p, offset);
+                Err(e) => {
+                    tracing::warn!(cluster = %self.settings.cluster, partition = p, error = %e, "canary: no end offset yet; its writes are not checked until it is read");
+                }
+            }
+        }
+        let mut tpl = TopicPartitionList::new();
+        for (p, o) in &starts {
+            let _ = tpl.add_partition_offset(&topic, *p, Offset::Offset(*o));
         }
         match clients.consumer.assign(&tpl) {
             Ok(()) => {
-                self.assigned = tpl.elements().iter().map(|e| e.partition()).collect();
+                self.assigned = starts.keys().copied().collect();
+                for (p, o) in &starts {
+                    self.ledger.reading_from(*p, *o);
+                }
             }
             Err(e) => {
-                tracing::warn!(cluster = %self.settings.cluster, error = %e, "canary: cannot assign the consumer")
+                tracing::warn!(cluster = %self.settings.cluster, error = %e, "canary: cannot assign the consumer");
+                // Whatever librdkafka keeps, nothing is known to be read from a known offset.
+                self.assigned.clear();
             }
+        }
+        for p in want.iter().filter(|p| !self.assigned.contains(p)) {
+            self.ledger.not_reading(*p);
         }
     }
 
     /// After a leader change, re-reads what was read back before and checks it is all still
-    /// there: a leader elected from outside the ISR truncates acknowledged writes.
+    /// there: a leader elected from outside the ISR truncates acknowledged writes. A re-read
+    /// that does not get through (deadline, high watermark of the new leader still behind)
+    /// judges what it read and is taken up again next round.
     async fn check_leader_changes(
         &mut self,
         parts: &[PartitionStateWithEpoch],
@@ -636,11 +661,13 @@ impl Canary {
         for p in parts {
             let partition = p.state.partition;
             let previous = self.epochs.insert(partition, p.leader_epoch);
-            let changed = previous.is_some_and(|e| e != p.leader_epoch);
-            if !changed || p.state.leader < 0 {
+            if previous.is_some_and(|e| e != p.leader_epoch) {
+                self.ledger.leader_changed(partition);
+            }
+            if p.state.leader < 0 {
                 continue;
             }
-            let Some((from, _)) = self.ledger.confirmed_offsets(partition) else {
+            let Some(from) = self.ledger.verification_owed(partition) else {
                 continue;
             };
             let client = self.settings.client.clone();
@@ -651,13 +678,19 @@ impl Canary {
             })
             .await;
             match log {
-                Ok(Ok(log)) => {
-                    for ev in self.ledger.verify(partition, from, &log) {
+                Ok(Ok(r)) => {
+                    for ev in self.ledger.verify(partition, &r.log, r.read_to) {
                         record_event(ev, &mut BTreeMap::new(), out);
+                    }
+                    if let Some(e) = r.stopped {
+                        out.layout.push(format!(
+                            "re-read of partition {partition} after its leader changed stopped at offset {} ({e}); the rest is checked next round",
+                            r.read_to
+                        ));
                     }
                 }
                 Ok(Err(e)) => out.layout.push(format!(
-                    "re-read of partition {partition} after its leader changed failed: {e}"
+                    "re-read of partition {partition} after its leader changed failed: {e}; tried again next round"
                 )),
                 Err(_) => {}
             }
@@ -772,14 +805,24 @@ async fn read_loop(
     }
 }
 
-/// Reads one partition from `from` to its current end.
+/// What a re-read found.
+struct Reread {
+    log: BTreeMap<i64, Option<CanaryRecord>>,
+    /// Every offset from the start up to this one (exclusive) was read.
+    read_to: i64,
+    /// Why it stopped before the high watermark it saw at its start, if it did.
+    stopped: Option<String>,
+}
+
+/// Reads one partition from `from` to its current end, or as far as it gets within
+/// `timeout`.
 fn reread(
     client: &ClientConfig,
     topic: &str,
     partition: i32,
     from: i64,
     timeout: Duration,
-) -> Result<BTreeMap<i64, Option<CanaryRecord>>, KafkaError> {
+) -> Result<Reread, KafkaError> {
     let consumer: BaseConsumer = client
         .clone()
         .set("group.id", "kafka-watchdog-canary-verify")
@@ -787,27 +830,40 @@ fn reread(
         .set("auto.offset.reset", "error")
         .create()?;
     let (_, high) = consumer.fetch_watermarks(topic, partition, timeout)?;
-    let mut log = BTreeMap::new();
+    let mut out = Reread {
+        log: BTreeMap::new(),
+        read_to: from,
+        stopped: None,
+    };
     if high <= from {
-        return Ok(log);
+        return Ok(out);
     }
     let mut tpl = TopicPartitionList::new();
     tpl.add_partition_offset(topic, partition, Offset::Offset(from))?;
     consumer.assign(&tpl)?;
     let deadline = Instant::now() + timeout;
-    while Instant::now() < deadline {
+    while out.read_to < high {
+        if Instant::now() >= deadline {
+            out.stopped = Some(format!("deadline of {} ms", timeout.as_millis()));
+            break;
+        }
         match consumer.poll(Duration::from_millis(200)) {
             Some(Ok(m)) => {
-                log.insert(m.offset(), m.payload().and_then(CanaryRecord::decode));
-                if m.offset() + 1 >= high {
-                    break;
-                }
+                out.log
+                    .insert(m.offset(), m.payload().and_then(CanaryRecord::decode));
+                // Offsets the consumer skips (none in this topic: no transactions, no
+                // compaction) were read as far as the log goes.
+                out.read_to = out.read_to.max(m.offset() + 1);
             }
-            Some(Err(e)) => return Err(e),
+            // What was read so far still counts.
+            Some(Err(e)) => {
+                out.stopped = Some(e.to_string());
+                break;
+            }
             None => {}
         }
     }
-    Ok(log)
+    Ok(out)
 }
 
 /// The canary's picture of the cluster from one round of direct probes: the registered
@@ -1038,5 +1094,37 @@ fn layout_outcome(
                 _ => None,
             }
         }
+    }
+}
+
+/// Where the consumer resumes a partition on a new assignment: its own position, else where
+/// the ledger last saw it; None when neither knows (never read), so its end offset must be
+/// fetched first. Never "the end" as such: librdkafka resolves it when it fetches, after
+/// this round's writes, and the records acknowledged before would be passed over and
+/// counted lost.
+fn resume_offset(consumer: Offset, ledger: Option<i64>) -> Option<i64> {
+    match consumer {
+        Offset::Offset(o) => Some(o),
+        _ => ledger,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_partition_read_before_resumes_where_it_stood_never_at_the_end() {
+        // Reassigned (a partition was added) before the consumer delivered anything since
+        // its last assignment: its own position is unknown, the ledger's is 5. Starting at
+        // the end would pass over a record acknowledged at 5 and count it lost.
+        assert_eq!(resume_offset(Offset::Invalid, Some(5)), Some(5));
+        assert_eq!(resume_offset(Offset::Offset(7), Some(5)), Some(7));
+        assert_eq!(
+            resume_offset(Offset::Invalid, None),
+            None,
+            "fetch its end first"
+        );
+        assert_eq!(resume_offset(Offset::End, None), None);
     }
 }

@@ -101,6 +101,7 @@ pub(crate) fn config(cx: &mut Ctx, root: Option<&Node>) -> Option<Config> {
     };
     let clusters_entry = f.get("clusters");
     let webhooks_entry = f.get("webhooks");
+    let silences_entry = f.get("silences");
 
     let mut clusters = Vec::new();
     let mut clusters_ok = true;
@@ -162,6 +163,7 @@ pub(crate) fn config(cx: &mut Ctx, root: Option<&Node>) -> Option<Config> {
         }
     }
     f.finish(&mut cx.rep, &|_| None);
+    let silences = super::silences::silences(cx, silences_entry, &names);
 
     if !(clusters_ok && webhooks_ok) {
         return None;
@@ -170,12 +172,14 @@ pub(crate) fn config(cx: &mut Ctx, root: Option<&Node>) -> Option<Config> {
     Some(Config {
         instance_id: instance_id?,
         http_listen: http.listen,
+        http_external_url: http.external_url,
         http_tls: http.tls,
         http_auth: http.auth,
         log: log?,
         state_dir: state_dir?,
         clusters,
         webhooks,
+        silences: silences?,
     })
 }
 
@@ -199,7 +203,7 @@ fn unique(rep: &mut Report, seen: &mut HashMap<String, Pos>, name: Set<String>, 
 
 /// The host name identifies a watchdog well enough when nobody chose a name; it is read
 /// from the kernel so no extra dependency is needed for one call.
-fn default_instance_id() -> String {
+pub(crate) fn default_instance_id() -> String {
     ["/proc/sys/kernel/hostname", "/etc/hostname"]
         .iter()
         .filter_map(|p| std::fs::read_to_string(p).ok())

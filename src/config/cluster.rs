@@ -56,6 +56,8 @@ struct VerdictLayer {
     open_after: Slot<u64>,
     resolve_after: Slot<u64>,
     latency_factor: Slot<f64>,
+    restart_grace: Slot<u64>,
+    catch_up_window: Slot<u64>,
 }
 
 impl CanaryLayer {
@@ -82,6 +84,8 @@ impl VerdictLayer {
             open_after: kind.make(),
             resolve_after: kind.make(),
             latency_factor: kind.make(),
+            restart_grace: kind.make(),
+            catch_up_window: kind.make(),
         }
     }
 }
@@ -220,6 +224,8 @@ pub(crate) fn layer(cx: &mut Ctx, f: &mut Fields) -> Layer {
                     latency_factor: Slot::read(vf.get(s::VERDICT_LATENCY_FACTOR.key), |e| {
                         float(rep, e, &s::VERDICT_LATENCY_FACTOR)
                     }),
+                    restart_grace: int_slot(rep, &mut vf, &s::VERDICT_RESTART_GRACE),
+                    catch_up_window: int_slot(rep, &mut vf, &s::VERDICT_CATCH_UP_WINDOW),
                 };
                 vf.finish(rep, &|_| None);
                 v
@@ -543,6 +549,16 @@ fn merge(cx: &mut Ctx, own: &Layer, d: &Layer, label: &str, cluster_pos: Pos) ->
         &dv.latency_factor,
         s::VERDICT_LATENCY_FACTOR.default,
     );
+    let restart_grace = pick(
+        &ov.restart_grace,
+        &dv.restart_grace,
+        s::VERDICT_RESTART_GRACE.default,
+    );
+    let catch_up_window = pick(
+        &ov.catch_up_window,
+        &dv.catch_up_window,
+        s::VERDICT_CATCH_UP_WINDOW.default,
+    );
 
     if let Some(round) = &round {
         let mut below = |t: &Option<Resolved<u64>>, spec: &IntSpec| {
@@ -595,6 +611,8 @@ fn merge(cx: &mut Ctx, own: &Layer, d: &Layer, label: &str, cluster_pos: Pos) ->
             open_after_rounds: u32::try_from(open_after?.value).ok()?,
             resolve_after_rounds: u32::try_from(resolve_after?.value).ok()?,
             latency_degraded_factor: factor?.value,
+            restart_grace: secs(restart_grace)?,
+            catch_up_window: secs(catch_up_window)?,
         },
         librdkafka,
     })

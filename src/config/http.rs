@@ -24,6 +24,7 @@ use super::yaml::{shorten, Entry};
 /// What the `http:` block resolves to.
 pub(crate) struct Http {
     pub listen: SocketAddr,
+    pub external_url: Option<url::Url>,
     pub tls: Option<HttpTlsConfig>,
     pub auth: Option<HttpAuth>,
 }
@@ -32,6 +33,7 @@ pub(crate) fn http(cx: &mut Ctx, e: Option<&Entry>) -> Option<Http> {
     let Some(e) = e else {
         return Some(Http {
             listen: s::HTTP_LISTEN_DEFAULT,
+            external_url: None,
             tls: None,
             auth: None,
         });
@@ -54,6 +56,26 @@ pub(crate) fn http(cx: &mut Ctx, e: Option<&Entry>) -> Option<Http> {
         }
         None => Some(s::HTTP_LISTEN_DEFAULT),
     };
+    let external_url = match f.get("external_url") {
+        Some(ue) => {
+            let expected = "the absolute http(s) URL people reach this watchdog at, e.g. https://kafka-watchdog.example.com/ (links in webhooks point below it)";
+            text(&mut cx.rep, ue, expected).and_then(|t| match url::Url::parse(t.value.trim()) {
+                Ok(u) if matches!(u.scheme(), "http" | "https") && u.has_host() => Some(Some(u)),
+                Ok(_) | Err(_) => {
+                    cx.rep.add(
+                        t.value_pos,
+                        format!(
+                            "'{}' is not an absolute http or https URL",
+                            shorten(&t.value)
+                        ),
+                        Some(expected.into()),
+                    );
+                    None
+                }
+            })
+        }
+        None => Some(None),
+    };
     let tls_entry = f.get("tls");
     let auth_entry = f.get("auth");
     f.finish(&mut cx.rep, &|_| None);
@@ -62,6 +84,7 @@ pub(crate) fn http(cx: &mut Ctx, e: Option<&Entry>) -> Option<Http> {
     let auth = auth_entry.map(|e| auth(cx, e, f.child("auth")));
     Some(Http {
         listen: listen?,
+        external_url: external_url?,
         tls: tls.map_or(Some(None), |t| t.map(Some))?,
         auth: auth.map_or(Some(None), |a| a.map(Some))?,
     })

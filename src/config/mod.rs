@@ -32,6 +32,7 @@ mod http;
 mod read;
 mod schema;
 mod secret;
+mod silences;
 mod types;
 mod webhook;
 mod yaml;

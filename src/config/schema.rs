@@ -174,6 +174,21 @@ pub(crate) const VERDICT_LATENCY_FACTOR: FloatSpec = FloatSpec {
     above: 1.0,
     max: 1000.0,
 };
+/// A broker down this recently that answers before it has registered is registering.
+pub(crate) const VERDICT_RESTART_GRACE: IntSpec = IntSpec {
+    key: "restart_grace_secs",
+    default: 120,
+    min: 0,
+    max: DAY_SECS,
+};
+/// A broker out of every ISR whose logs have not grown this long has stopped replicating.
+/// Above the pauses of a throttled follower (a replication quota lets it fetch in bursts).
+pub(crate) const VERDICT_CATCH_UP_WINDOW: IntSpec = IntSpec {
+    key: "catch_up_window_secs",
+    default: 60,
+    min: 10,
+    max: DAY_SECS,
+};
 
 // Host mode (`clusters[].host`): what the watchdog observes of the brokers on its own host,
 // and the guarded remediation it may run for them.

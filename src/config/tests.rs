@@ -312,6 +312,8 @@ fn wrong_types_are_named() {
         ("round_interval_secs: 99999999999999999999999999999999999999999", "4:26: round_interval_secs 99999999999999999999999999999999999999999 is out of range (expected an integer from 1 to 3600)"),
         ("canary: {enabled: 'yes'}", "4:23: wrong type for enabled: the text 'yes' (expected true or false)"),
         ("verdict: {latency_degraded_factor: 1}", "4:40: latency_degraded_factor 1 is out of range (expected a number above 1 and at most 1000)"),
+        ("verdict: {catch_up_window_secs: 5}", "4:37: catch_up_window_secs 5 is out of range (expected an integer from 10 to 86400)"),
+        ("verdict: {restart_grace_secs: -1}", "4:35: restart_grace_secs -1 is out of range (expected an integer from 0 to 86400)"),
         ("verdict: {latency_degraded_factor: .nan}", "4:40: latency_degraded_factor NaN is out of range (expected a number above 1 and at most 1000)"),
         ("topics: [x]", "4:13: wrong type for topics: a list (expected a mapping of keys to values)"),
     ];
@@ -324,7 +326,7 @@ fn wrong_types_are_named() {
 fn unknown_keys_and_hints() {
     assert_eq!(
         one(&format!("{MINIMAL}webhook: []\n")),
-        "4:1: unknown key 'webhook' in the top level, did you mean 'webhooks'? (expected one of: instance_id, http, log, state_dir, defaults, clusters, webhooks)"
+        "4:1: unknown key 'webhook' in the top level, did you mean 'webhooks'? (expected one of: instance_id, http, log, state_dir, defaults, clusters, webhooks, silences)"
     );
     assert_eq!(
         one(&cluster_with("canary: {tpoic: x}")),
@@ -373,6 +375,27 @@ fn enum_values_and_case_hints() {
     assert_eq!(
         one(&cluster_with("security: {protocol: sasl_ssl}")),
         "4:26: 'sasl_ssl' is not a valid protocol, did you mean 'SASL_SSL'? (expected one of: PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL)"
+    );
+}
+
+#[test]
+fn http_external_url_names_the_status_page_in_links() {
+    let c = ok(&format!(
+        "{MINIMAL}http: {{listen: '0.0.0.0:9644', external_url: 'https://wd.example.com/kafka'}}\n"
+    ));
+    assert_eq!(c.status_url(), "https://wd.example.com/kafka/status");
+    let c = ok(&format!(
+        "{MINIMAL}http: {{external_url: 'https://wd.example.com/'}}\n"
+    ));
+    assert_eq!(c.status_url(), "https://wd.example.com/status");
+    let c = ok(&format!("{MINIMAL}http: {{listen: '127.0.0.1:9650'}}\n"));
+    assert_eq!(c.status_url(), "http://127.0.0.1:9650/status");
+    let p = one(&format!(
+        "{MINIMAL}http: {{external_url: 'wd.example.com'}}\n"
+    ));
+    assert!(
+        p.starts_with("4:22: 'wd.example.com' is not an absolute http or https URL (expected the absolute http(s) URL"),
+        "{p}"
     );
 }
 
@@ -488,7 +511,9 @@ fn built_in_defaults_are_applied() {
         VerdictConfig {
             open_after_rounds: 2,
             resolve_after_rounds: 3,
-            latency_degraded_factor: 5.0
+            latency_degraded_factor: 5.0,
+            restart_grace: Duration::from_secs(120),
+            catch_up_window: Duration::from_secs(60),
         }
     );
     assert!(k.librdkafka.is_empty());
@@ -540,6 +565,8 @@ clusters:
       replication_factor: 2
     verdict:
       resolve_after_rounds: 7
+      catch_up_window_secs: 300
+      restart_grace_secs: 0
     librdkafka:
       fetch.wait.max.ms: 50
 ";
@@ -574,6 +601,13 @@ clusters:
     assert_eq!(b.canary.replication_factor, Some(2));
     assert_eq!(b.verdict.open_after_rounds, 4);
     assert_eq!(b.verdict.resolve_after_rounds, 7);
+    assert_eq!(b.verdict.catch_up_window, Duration::from_secs(300));
+    assert_eq!(b.verdict.restart_grace, Duration::ZERO);
+    assert_eq!(
+        a.verdict.catch_up_window,
+        Duration::from_secs(60),
+        "built-in"
+    );
     assert_eq!(b.librdkafka["fetch.wait.max.ms"], "50");
     assert_eq!(b.librdkafka["socket.keepalive.enable"], "true");
 }
@@ -946,8 +980,10 @@ fn webhooks_resolve() {
 
     assert_eq!(pd.routing_key.as_ref().map(Secret::expose), Some("rk"));
     assert_eq!(pd.min_severity, Severity::Critical);
-    assert_eq!(pd.repeat_interval, Some(Duration::from_secs(3600)));
+    // A PagerDuty reminder is a trigger, which re-opens an alert a person resolved.
+    assert_eq!(pd.repeat_interval, None);
     assert!(pd.covers("anything"));
+    assert_eq!(own.repeat_interval, Some(Duration::from_secs(3600)));
 
     assert_eq!(own.format, WebhookFormat::Generic);
     assert_eq!(own.target, "http://127.0.0.1:9645");
@@ -1726,4 +1762,59 @@ fn example_host_block_loads_uncommented() {
     let r = b.remediation.as_ref().unwrap();
     assert!(!r.enabled && r.dry_run);
     assert_eq!(r.before_command.as_ref().unwrap()[1], "{pid}");
+}
+
+#[test]
+fn example_silences_block_loads_uncommented() {
+    let shipped = std::fs::read_to_string(example_path("example.yaml")).unwrap();
+    let start = shipped
+        .find("# silences:\n")
+        .expect("the example shows silences");
+    let block: String = shipped[start..]
+        .lines()
+        .take_while(|l| l.starts_with('#'))
+        .map(|l| format!("{}\n", l.strip_prefix("# ").unwrap_or("")))
+        .collect();
+    let text = format!(
+        "clusters:\n  - name: payments-eu\n    bootstrap_servers: [\"127.0.0.11:9092\"]\n{block}"
+    );
+    let c = ok(&text);
+    assert_eq!(c.silences.len(), 1);
+    let s = &c.silences[0];
+    assert_eq!(s.broker, Some(3));
+    assert_eq!(s.cluster.as_deref(), Some("payments-eu"));
+    assert_eq!(s.origin, crate::silence::Origin::Config);
+    assert_eq!(s.comment, "disk replacement on broker 3, CHG-4711");
+}
+
+#[test]
+fn silences_in_the_file_are_checked_where_they_are_written() {
+    let got: Vec<String> = problems(&format!(
+        "{MINIMAL}silences:\n  - cluster: elsewhere\n    ends_at: '2030-01-01T00:00:00Z'\n    comment: x\n  - ends_at: tomorrow\n    comment: y\n  - kind: zombie\n    ends_at: '2030-01-01T00:00:00Z'\n    comment: z\n  - duration: 2h\n    comment: w\n"
+    ))
+    .iter()
+    .map(short)
+    .collect();
+    assert_eq!(got.len(), 4, "{got:#?}");
+    assert!(
+        got[0].starts_with("5:14: silences[0]: cluster 'elsewhere' is not watched"),
+        "{got:#?}"
+    );
+    assert!(
+        got[1].starts_with("8:14: silences[1]: ends_at: 'tomorrow' is not an RFC 3339 time"),
+        "{got:#?}"
+    );
+    assert!(
+        got[2].starts_with("10:11: silences[2]: kind 'zombie' is unknown"),
+        "{got:#?}"
+    );
+    assert!(
+        got.iter().any(|p| p.contains("use ends_at, not duration")),
+        "{got:#?}"
+    );
+    // A window that is over is merely over, not an error: the file may be older than it.
+    let c = ok(&format!(
+        "{MINIMAL}silences:\n  - ends_at: '2001-01-01T00:00:00Z'\n    comment: old window\n"
+    ));
+    assert!(!c.silences[0].is_active(std::time::SystemTime::now()));
 }

@@ -17,6 +17,9 @@ pub struct Config {
     /// on one cluster can tell their records apart.
     pub instance_id: String,
     pub http_listen: SocketAddr,
+    /// Where people reach the HTTP server (behind a proxy, by a DNS name); links in
+    /// webhooks point below it. `None`: made from `http_listen` (`status_url`).
+    pub http_external_url: Option<url::Url>,
     /// `None`: plain HTTP.
     pub http_tls: Option<HttpTlsConfig>,
     /// `None`: `/metrics` and `/status` are open to anyone who reaches the address.
@@ -28,11 +31,41 @@ pub struct Config {
     pub clusters: Vec<ClusterConfig>,
     /// Names are unique; every name in `WebhookConfig::clusters` is in `clusters`.
     pub webhooks: Vec<WebhookConfig>,
+    /// The file's `silences:`; each names only configured clusters.
+    pub silences: Vec<crate::silence::Silence>,
 }
 
 impl Config {
     pub fn cluster(&self, name: &str) -> Option<&ClusterConfig> {
         self.clusters.iter().find(|c| c.name == name)
+    }
+
+    /// The `/status` page as people reach it: below `http.external_url`, else at the
+    /// listen address (the host name when it listens on every address).
+    pub fn status_url(&self) -> String {
+        if let Some(base) = &self.http_external_url {
+            let mut base = base.clone();
+            if !base.path().ends_with('/') {
+                base.set_path(&format!("{}/", base.path()));
+            }
+            if let Ok(u) = base.join("status") {
+                return u.to_string();
+            }
+        }
+        let scheme = if self.http_tls.is_some() {
+            "https"
+        } else {
+            "http"
+        };
+        let ip = self.http_listen.ip();
+        let host = if ip.is_unspecified() {
+            super::build::default_instance_id()
+        } else if ip.is_ipv6() {
+            format!("[{ip}]")
+        } else {
+            ip.to_string()
+        };
+        format!("{scheme}://{host}:{}/status", self.http_listen.port())
     }
 }
 
@@ -380,6 +413,10 @@ pub struct VerdictConfig {
     pub resolve_after_rounds: u32,
     /// Above 1.
     pub latency_degraded_factor: f64,
+    /// A broker down this recently that answers before it has registered is registering.
+    pub restart_grace: Duration,
+    /// A broker out of every ISR whose logs have not grown this long is a zombie.
+    pub catch_up_window: Duration,
 }
 
 /// The built-in values, as a configuration that does not set them gets.
@@ -390,6 +427,8 @@ impl Default for VerdictConfig {
             open_after_rounds: schema::VERDICT_OPEN_AFTER.default as u32,
             resolve_after_rounds: schema::VERDICT_RESOLVE_AFTER.default as u32,
             latency_degraded_factor: schema::VERDICT_LATENCY_FACTOR.default,
+            restart_grace: Duration::from_secs(schema::VERDICT_RESTART_GRACE.default),
+            catch_up_window: Duration::from_secs(schema::VERDICT_CATCH_UP_WINDOW.default),
         }
     }
 }

@@ -98,9 +98,19 @@ pub(crate) fn webhook(
             format: format?,
             min_severity: min_severity?,
             clusters: cluster_names?,
-            // 0 is how the file says "never repeat".
-            repeat_interval: value_or(&repeat, s::WEBHOOK_REPEAT_INTERVAL.default)
-                .map(|secs| (secs > 0).then(|| Duration::from_secs(secs)))?,
+            // 0 is how the file says "never repeat". PagerDuty's Events API has no
+            // "still open" event: a reminder is a trigger, and a trigger after a person
+            // resolved the alert opens it again. So PagerDuty repeats only when asked to
+            // (its own escalation policies re-notify).
+            repeat_interval: value_or(
+                &repeat,
+                if format == Some(WebhookFormat::PagerDuty) {
+                    0
+                } else {
+                    s::WEBHOOK_REPEAT_INTERVAL.default
+                },
+            )
+            .map(|secs| (secs > 0).then(|| Duration::from_secs(secs)))?,
             send_resolved: value_or(&send_resolved, s::WEBHOOK_SEND_RESOLVED.default)?,
             timeout: Duration::from_millis(value_or(&timeout, s::WEBHOOK_TIMEOUT.default)?),
             tls_verify: value_or(&tls_verify, s::WEBHOOK_TLS_VERIFY.default)?,

@@ -9,6 +9,7 @@ use super::time::{serde_ms, unix_ms};
 use super::{
     EventKind, Finding, FindingKey, FindingKind, Hysteresis, Incident, IncidentEvent, Previous,
 };
+use crate::silence::{Silence, SilenceMark};
 
 /// Where one finding key stands.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -38,11 +39,72 @@ pub(super) struct Clearing {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct IncidentBook {
     pub(super) tracks: BTreeMap<FindingKey, Track>,
+    /// The silences in force; not part of the state file (they have their own).
+    silences: Vec<Silence>,
 }
 
 impl IncidentBook {
     pub fn new() -> Self {
         IncidentBook::default()
+    }
+
+    /// The silences `observe` applies from now on.
+    pub fn set_silences(&mut self, silences: Vec<Silence>) {
+        self.silences = silences;
+    }
+
+    fn silence_of(&self, incident: &Incident, now: SystemTime) -> Option<SilenceMark> {
+        crate::silence::find(&self.silences, incident, now).map(Silence::mark)
+    }
+
+    /// Brings the silence of every open incident of `cluster` up to date; an event for
+    /// each that became silenced (receivers drop it; reminders stop) or whose silence
+    /// ended (receivers that never heard of it get it as opened).
+    fn apply_silences(&mut self, cluster: &str, now: SystemTime) -> Vec<IncidentEvent> {
+        let mut events = Vec::new();
+        let keys: Vec<FindingKey> = self
+            .tracks
+            .keys()
+            .filter(|k| k.cluster == cluster)
+            .cloned()
+            .collect();
+        for key in keys {
+            let mark = match self.tracks.get(&key) {
+                Some(Track::Open { incident, .. }) => self.silence_of(incident, now),
+                _ => continue,
+            };
+            let Some(Track::Open { incident, .. }) = self.tracks.get_mut(&key) else {
+                continue;
+            };
+            let before = incident.silenced.as_ref().map(|m| m.id.clone());
+            if before == mark.as_ref().map(|m| m.id.clone()) {
+                continue;
+            }
+            let previous = previous_of(incident);
+            let change = match (&incident.silenced, &mark) {
+                (_, Some(m)) => format!(
+                    "silenced until {} ({}: {})",
+                    super::time::rfc3339(m.ends_at),
+                    m.id,
+                    m.comment
+                ),
+                (Some(old), None) => format!("silence {} ended", old.id),
+                (None, None) => continue,
+            };
+            incident.silenced = mark;
+            if incident.silenced.is_none() {
+                incident.notified_peak = incident.notified_peak.max(Some(incident.severity));
+            }
+            incident.updated_at = now;
+            events.push(IncidentEvent {
+                kind: EventKind::Updated,
+                at: now,
+                incident: incident.as_ref().clone(),
+                previous: Some(previous),
+                changes: vec![change],
+            });
+        }
+        events
     }
 
     /// Takes one round's findings of `cluster` and returns what changed. Findings of
@@ -80,7 +142,7 @@ impl IncidentBook {
         let held = |k: &FindingKey| unreachable && k.kind.from_probes();
         let seen: BTreeSet<FindingKey> = present.keys().cloned().collect();
 
-        let mut events = Vec::new();
+        let mut events = self.apply_silences(cluster, now);
         for (key, finding) in present {
             if held(&key) {
                 continue;
@@ -95,7 +157,11 @@ impl IncidentBook {
                 None => (now, 1),
             };
             let track = if rounds >= open_after {
-                let incident = open(&finding, first_seen, now);
+                let mut incident = open(&finding, first_seen, now);
+                incident.silenced = self.silence_of(&incident, now);
+                if incident.silenced.is_some() {
+                    incident.notified_peak = None;
+                }
                 events.push(opened(&incident, now));
                 Track::Open {
                     incident: Box::new(incident),
@@ -231,6 +297,17 @@ fn open(f: &Finding, started_at: SystemTime, now: SystemTime) -> Incident {
         updated_at: now,
         resolved_at: None,
         unavailable_seconds: f.unavailable_seconds,
+        silenced: None,
+        notified_peak: Some(f.severity),
+    }
+}
+
+fn previous_of(incident: &Incident) -> Previous {
+    Previous {
+        severity: incident.severity,
+        peak_severity: incident.peak_severity,
+        state: incident.state,
+        notified_peak: incident.notified_peak,
     }
 }
 
@@ -311,13 +388,12 @@ pub(super) fn changes(old: &Incident, new: &Finding) -> Vec<String> {
 /// change is significant.
 fn refresh(incident: &mut Incident, f: Finding, now: SystemTime) -> Option<IncidentEvent> {
     let changes = changes(incident, &f);
-    let previous = Previous {
-        severity: incident.severity,
-        peak_severity: incident.peak_severity,
-        state: incident.state,
-    };
+    let previous = previous_of(incident);
     incident.severity = f.severity;
     incident.peak_severity = incident.peak_severity.max(f.severity);
+    if incident.silenced.is_none() {
+        incident.notified_peak = incident.notified_peak.max(Some(f.severity));
+    }
     incident.state = f.state;
     if f.broker_address.is_some() {
         incident.broker_address = f.broker_address;

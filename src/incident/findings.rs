@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use crate::health::{Condition, PartitionProblem};
 use crate::observe::{BrokerId, ProbeFailure};
 use crate::report::ClusterReport;
-use crate::verdict::{BrokerState, BrokerVerdict};
+use crate::verdict::{BrokerState, BrokerVerdict, ACCESS_RULES};
 
 use super::{Finding, FindingKey, FindingKind, Subject};
 
@@ -25,7 +25,13 @@ pub fn findings(report: &ClusterReport, extra: Vec<Finding>) -> Vec<Finding> {
         out.push(unreachable(report));
     }
     for v in &report.verdicts {
-        if v.state != BrokerState::Healthy {
+        // The watchdog's own access problems are incidents of their own kind; the broker
+        // incident stays for what else was found about it.
+        if v.hits.iter().any(|h| ACCESS_RULES.contains(&h.rule)) {
+            out.push(access(report, v));
+        }
+        if v.state != BrokerState::Healthy && v.hits.iter().any(|h| !ACCESS_RULES.contains(&h.rule))
+        {
             out.push(broker(report, v));
         }
     }
@@ -105,7 +111,7 @@ fn broker(report: &ClusterReport, v: &BrokerVerdict) -> Finding {
     } else {
         format!("broker {} ({})", v.broker, v.address)
     };
-    let why = match v.hits.first() {
+    let why = match v.hits.iter().find(|h| !ACCESS_RULES.contains(&h.rule)) {
         Some(h) => {
             // The address is already in the sentence's subject.
             let detail = if v.address.is_empty() {
@@ -151,6 +157,52 @@ fn broker(report: &ClusterReport, v: &BrokerVerdict) -> Finding {
         .map(|h| format!("{}: {}", h.rule, one_line(&h.detail)))
         .collect();
     f.rules = rules;
+    f.suspects = vec![v.broker];
+    f
+}
+
+/// "the watchdog cannot get in to broker 2 (...)": what to fix is on the watchdog's side
+/// (or the broker's certificate), and nothing is said about the broker's health.
+fn access(report: &ClusterReport, v: &BrokerVerdict) -> Finding {
+    let key = FindingKey::new(
+        &report.cluster,
+        Subject::Broker(v.broker),
+        FindingKind::WatchdogAccess,
+    );
+    let hits: Vec<_> = v
+        .hits
+        .iter()
+        .filter(|h| ACCESS_RULES.contains(&h.rule))
+        .collect();
+    let who = if v.address.is_empty() {
+        format!("broker {}", v.broker)
+    } else {
+        format!("broker {} ({})", v.broker, v.address)
+    };
+    let failed = report
+        .probes
+        .get(&v.broker)
+        .and_then(|p| p.first_failure())
+        .map(|(step, e)| format!(": {}", failure(step, e)))
+        .unwrap_or_default();
+    let summary = if hits.iter().any(|h| h.rule == "auth_failed") {
+        format!(
+            "the watchdog cannot get in to {who}, so it cannot judge it{failed}; check the watchdog's credentials and certificates, and the broker's certificate"
+        )
+    } else {
+        format!(
+            "the watchdog cannot understand {who}, so it cannot judge it{failed}; a compatibility problem between the watchdog and the broker's version"
+        )
+    };
+    let mut f = Finding::new(key, summary);
+    f.severity = FindingKind::WatchdogAccess.severity(None);
+    f.state = Some(BrokerState::Unknown);
+    f.broker_address = (!v.address.is_empty()).then(|| v.address.clone());
+    f.evidence = hits
+        .iter()
+        .map(|h| format!("{}: {}", h.rule, one_line(&h.detail)))
+        .collect();
+    f.rules = hits.iter().map(|h| h.rule.to_string()).collect();
     f.suspects = vec![v.broker];
     f
 }
@@ -283,6 +335,18 @@ fn failure(step: &str, e: &ProbeFailure) -> String {
     )
 }
 
+/// Every broker and bootstrap server that failed failed on the watchdog's own access
+/// (`verdict::access_rule`), and at least one did.
+fn every_failure_is_access(report: &ClusterReport) -> bool {
+    let mut kinds = report
+        .probes
+        .values()
+        .filter_map(|p| p.first_failure().map(|(_, e)| e.kind))
+        .chain(report.bootstrap_failures.iter().map(|(_, e)| e.kind))
+        .peekable();
+    kinds.peek().is_some() && kinds.all(|k| crate::verdict::access_rule(k).is_some())
+}
+
 fn unreachable(report: &ClusterReport) -> Finding {
     let mut evidence: Vec<String> = report
         .probes
@@ -324,8 +388,13 @@ fn unreachable(report: &ClusterReport) -> Finding {
             FindingKind::ClusterUnreachable,
         ),
         format!(
-            "cluster {} is unreachable: {asked} ({last}); the fault may be the watchdog's own network",
-            report.cluster
+            "cluster {} is unreachable: {asked} ({last}); {}",
+            report.cluster,
+            if every_failure_is_access(report) {
+                "every one refused the watchdog's credentials or certificates, or said what it cannot decode: check the watchdog's access (its password, certificates, security protocol)"
+            } else {
+                "the fault may be the watchdog's own network"
+            }
         ),
     );
     f.evidence = evidence;

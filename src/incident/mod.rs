@@ -72,8 +72,14 @@ pub enum FindingKind {
     SplitBrain,
     /// No broker of the cluster answered.
     ClusterUnreachable,
-    /// The canary lost a record the cluster had acknowledged (produced by the canary).
+    /// The canary lost an acks=all record the cluster had acknowledged (produced by the
+    /// canary): the cluster broke its promise.
     AcknowledgedLoss,
+    /// A broker kept acknowledging acks=1 canary records, round after round, that the
+    /// partition's log does not hold: it took writes as a leader the others had replaced
+    /// (isolated or split-brain leader, incident 3). One such record at a leader change is
+    /// what acks=1 means and raises nothing.
+    Acks1Loss,
     /// The canary could not write or read (produced by the canary).
     CanaryUnavailable,
     /// A partition's new leader was not in its previous ISR: acknowledged writes may be
@@ -82,10 +88,14 @@ pub enum FindingKind {
     /// The watchdog ran, refused to run, or would have run (dry run) a broker's remediation
     /// command. Its events are one-shot (`EventKind::is_one_shot`), never an open incident.
     Remediation,
+    /// The watchdog cannot get in to a broker (its credentials or certificates refused, the
+    /// broker's certificate not trusted) or cannot decode its answers: the watchdog's own
+    /// access or compatibility problem, and no verdict on the broker.
+    WatchdogAccess,
 }
 
 impl FindingKind {
-    pub const ALL: [FindingKind; 10] = [
+    pub const ALL: [FindingKind; 12] = [
         FindingKind::Broker,
         FindingKind::OfflinePartitions,
         FindingKind::UnderMinIsr,
@@ -93,9 +103,11 @@ impl FindingKind {
         FindingKind::SplitBrain,
         FindingKind::ClusterUnreachable,
         FindingKind::AcknowledgedLoss,
+        FindingKind::Acks1Loss,
         FindingKind::CanaryUnavailable,
         FindingKind::UncleanElection,
         FindingKind::Remediation,
+        FindingKind::WatchdogAccess,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -110,6 +122,8 @@ impl FindingKind {
             FindingKind::CanaryUnavailable => "canary_unavailable",
             FindingKind::UncleanElection => "unclean_election",
             FindingKind::Remediation => "remediation",
+            FindingKind::WatchdogAccess => "watchdog_access",
+            FindingKind::Acks1Loss => "acks1_loss",
         }
     }
 
@@ -126,6 +140,8 @@ impl FindingKind {
             FindingKind::CanaryUnavailable => "KafkaWatchdogCanaryUnavailable",
             FindingKind::UncleanElection => "KafkaWatchdogUncleanElection",
             FindingKind::Remediation => "KafkaWatchdogRemediation",
+            FindingKind::WatchdogAccess => "KafkaWatchdogAccess",
+            FindingKind::Acks1Loss => "KafkaWatchdogAcks1Loss",
         }
     }
 
@@ -143,9 +159,13 @@ impl FindingKind {
             | FindingKind::AcknowledgedLoss
             | FindingKind::UncleanElection
             | FindingKind::ClusterUnreachable => Severity::Critical,
+            // Evidence about one broker's leadership, not a broken promise: the split brain
+            // and the broker's own verdict page when it is one.
             FindingKind::UnderReplicated
             | FindingKind::CanaryUnavailable
-            | FindingKind::Remediation => Severity::Warning,
+            | FindingKind::Acks1Loss
+            | FindingKind::Remediation
+            | FindingKind::WatchdogAccess => Severity::Warning,
         }
     }
 
@@ -159,6 +179,7 @@ impl FindingKind {
                 | FindingKind::UnderMinIsr
                 | FindingKind::UnderReplicated
                 | FindingKind::SplitBrain
+                | FindingKind::WatchdogAccess
         )
     }
 }
@@ -312,6 +333,13 @@ pub struct Incident {
     #[serde(with = "time::serde_opt_ms")]
     pub resolved_at: Option<SystemTime>,
     pub unavailable_seconds: Option<f64>,
+    /// The silence it is under now: receivers do not hear of it, remediation does not act.
+    #[serde(default)]
+    pub silenced: Option<crate::silence::SilenceMark>,
+    /// The worst severity it reached while not silenced: the receivers whose threshold
+    /// this reaches have been told of it (and hear of its end). `None`: nobody was.
+    #[serde(default, with = "serde_opt_severity")]
+    pub notified_peak: Option<Severity>,
 }
 
 impl Incident {
@@ -382,6 +410,9 @@ pub struct Previous {
     pub peak_severity: Severity,
     #[serde(with = "serde_state")]
     pub state: Option<BrokerState>,
+    /// `notified_peak` before the update.
+    #[serde(default, with = "serde_opt_severity")]
+    pub notified_peak: Option<Severity>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -427,6 +458,28 @@ pub(crate) mod serde_severity {
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Severity, D::Error> {
         let s = String::deserialize(d)?;
         parse(&s).ok_or_else(|| D::Error::custom(format!("unknown severity '{s}'")))
+    }
+}
+
+/// An optional severity as its configuration spelling.
+pub(crate) mod serde_opt_severity {
+    use crate::config::Severity;
+    use serde::{de::Error, Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(s: &Option<Severity>, ser: S) -> Result<S::Ok, S::Error> {
+        match s {
+            Some(s) => ser.serialize_some(s.as_str()),
+            None => ser.serialize_none(),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Severity>, D::Error> {
+        let Some(s) = Option::<String>::deserialize(d)? else {
+            return Ok(None);
+        };
+        super::serde_severity::parse(&s)
+            .map(Some)
+            .ok_or_else(|| D::Error::custom(format!("unknown severity '{s}'")))
     }
 }
 

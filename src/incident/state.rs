@@ -117,7 +117,13 @@ impl IncidentBook {
             });
         }
         let mut book = IncidentBook::new();
-        for e in file.tracks {
+        for mut e in file.tracks {
+            // Written before silences existed: everything open was told as it happened.
+            if let Track::Open { incident, .. } = &mut e.track {
+                if incident.silenced.is_none() && incident.notified_peak.is_none() {
+                    incident.notified_peak = Some(incident.peak_severity);
+                }
+            }
             book.tracks.insert(e.key, e.track);
         }
         Ok(book)

@@ -195,9 +195,11 @@ fn every_kind_has_its_severity() {
         (UnderMinIsr, Severity::Critical),
         (SplitBrain, Severity::Critical),
         (AcknowledgedLoss, Severity::Critical),
+        (Acks1Loss, Severity::Warning),
         (ClusterUnreachable, Severity::Critical),
         (UnderReplicated, Severity::Warning),
         (CanaryUnavailable, Severity::Warning),
+        (WatchdogAccess, Severity::Warning),
     ];
     for (kind, sev) in expected {
         assert_eq!(kind.severity(None), sev, "{kind}");
@@ -413,6 +415,113 @@ fn unreachable_report(cluster: &str) -> ClusterReport {
         ));
     }
     r
+}
+
+/// Broker 2 refused the watchdog's login; `also` are the other rules that fired on it.
+fn refused_login_report(also: &[(&'static str, BrokerState, &str)]) -> ClusterReport {
+    let mut r = report("lab");
+    let endpoint = BrokerEndpoint {
+        id: 2,
+        host: "127.0.0.12".into(),
+        port: 9092,
+        rack: None,
+    };
+    r.probes.insert(
+        2,
+        BrokerProbe {
+            endpoint,
+            connect: Ok(Duration::from_millis(1)),
+            api_versions: Some(Err(ProbeFailure {
+                kind: FailureKind::Authentication,
+                detail:
+                    "authentication failed during sasl_authenticate: SASL_AUTHENTICATION_FAILED"
+                        .into(),
+                after: Duration::from_millis(30),
+            })),
+            metadata: None,
+            description: None,
+        },
+    );
+    let mut hits = vec![(
+        "auth_failed",
+        BrokerState::Unknown,
+        "the watchdog cannot get in to 127.0.0.12:9092: api_versions failed: authentication (...)",
+    )];
+    hits.extend_from_slice(also);
+    let state = hits.iter().map(|h| h.1).max().unwrap();
+    r.verdicts.push(verdict(1, BrokerState::Healthy, &[]));
+    r.verdicts.push(verdict(2, state, &hits));
+    r
+}
+
+#[test]
+fn a_refused_login_is_a_watchdog_access_incident_not_a_broker_one() {
+    let fs = findings(&refused_login_report(&[]), Vec::new());
+    assert_eq!(
+        kinds(&fs),
+        vec![(FindingKind::WatchdogAccess, Subject::Broker(2))]
+    );
+    let f = &fs[0];
+    assert_eq!(f.severity, Severity::Warning);
+    assert_eq!(
+        f.key.dedup_key(),
+        "kafka-watchdog/lab/broker-2/watchdog_access"
+    );
+    assert!(
+        f.summary.starts_with("the watchdog cannot get in to broker 2 (127.0.0.12:9092), so it cannot judge it: api_versions failed: authentication"),
+        "{}",
+        f.summary
+    );
+    assert_eq!(f.rules, vec!["auth_failed"]);
+    // What else is known about the broker stays a broker finding, worded by that rule.
+    let fs = findings(
+        &refused_login_report(&[(
+            "out_of_some_isrs",
+            BrokerState::Degraded,
+            "missing from the ISR of 1 of the 3 partition(s) it replicates",
+        )]),
+        Vec::new(),
+    );
+    assert_eq!(
+        kinds(&fs),
+        vec![
+            (FindingKind::WatchdogAccess, Subject::Broker(2)),
+            (FindingKind::Broker, Subject::Broker(2))
+        ]
+    );
+    assert!(
+        fs[1].summary.contains("is degraded: missing from the ISR"),
+        "{}",
+        fs[1].summary
+    );
+}
+
+#[test]
+fn a_cluster_refusing_the_watchdogs_password_everywhere_says_so() {
+    let mut r = unreachable_report("lab");
+    for p in r.probes.values_mut() {
+        p.connect = Ok(Duration::from_millis(1));
+        p.api_versions = Some(Err(ProbeFailure {
+            kind: FailureKind::Authentication,
+            detail: "authentication failed during sasl_authenticate: SASL_AUTHENTICATION_FAILED"
+                .into(),
+            after: Duration::from_millis(20),
+        }));
+    }
+    let fs = findings(&r, Vec::new());
+    let f = fs
+        .iter()
+        .find(|f| f.key.kind == FindingKind::ClusterUnreachable)
+        .unwrap();
+    assert!(
+        f.summary.contains("check the watchdog's access"),
+        "{}",
+        f.summary
+    );
+    assert!(!f.summary.contains("own network"), "{}", f.summary);
+    // A timeout anywhere keeps the network in the picture.
+    let f = &findings(&unreachable_report("lab"), Vec::new())[0];
+    assert!(f.summary.contains("own network"), "{}", f.summary);
 }
 
 #[test]

@@ -27,6 +27,9 @@ pub struct Context<'a> {
     pub instance_id: &'a str,
     /// When the request is made; Alertmanager's `endsAt` and durations count from it.
     pub now: SystemTime,
+    /// Where people read this watchdog's `/status` (`http.external_url`, or one made from
+    /// `http.listen`): Alertmanager's `generatorURL`, PagerDuty's `client_url` and links.
+    pub status_url: Option<&'a str>,
 }
 
 /// One HTTP POST, ready to send.
@@ -129,7 +132,7 @@ fn headline(n: &Notification, now: SystemTime) -> String {
 /// | `sequence` | number | grows with every notification to this receiver, also across restarts |
 /// | `incident_id` | string | unique per incident (a problem that comes back gets a new one) |
 /// | `dedup_key` | string | `kafka-watchdog/<cluster>/<subject>/<kind>`, the same on every watchdog |
-/// | `kind` | string | `broker`, `offline_partitions`, `under_min_isr`, `under_replicated`, `split_brain`, `cluster_unreachable`, `acknowledged_loss`, `canary_unavailable`, `unclean_election`, `remediation` |
+/// | `kind` | string | `broker`, `offline_partitions`, `under_min_isr`, `under_replicated`, `split_brain`, `cluster_unreachable`, `acknowledged_loss`, `acks1_loss`, `canary_unavailable`, `unclean_election`, `remediation`, `watchdog_access` |
 /// | `cluster` | string | the cluster's configured name |
 /// | `broker_id`, `broker_address` | number, string or null | for broker incidents |
 /// | `state` | string or null | the broker's verdict: `degraded`, `zombie`, `down`, `unknown` |
@@ -187,23 +190,34 @@ fn slack_escape(s: &str) -> String {
         .replace('>', "&gt;")
 }
 
-fn slack_color(n: &Notification) -> &'static str {
+/// Slack's blocks have no colour bar of their own (that lives in legacy attachments, which
+/// Slack may collapse or hide), so severity shows as an emoji at the start of the headline.
+fn slack_marker(n: &Notification) -> &'static str {
     if n.event.kind == EventKind::Resolved {
-        return "#2EB67D";
+        return ":large_green_circle:";
     }
     match n.event.incident.severity {
-        Severity::Critical => "#E01E5A",
-        Severity::Warning => "#ECB22E",
-        Severity::Info => "#36C5F0",
+        Severity::Critical => ":red_circle:",
+        Severity::Warning => ":large_orange_circle:",
+        Severity::Info => ":large_blue_circle:",
     }
+}
+
+/// A code block cut to `max_chars` in all, fences included: cutting the finished block
+/// could drop the closing fence and turn the rest of the message into code.
+fn slack_code_block(label: &str, code: &str, max_chars: usize) -> String {
+    let head = format!("*{label}*\n```");
+    let tail = "```";
+    let room = max_chars.saturating_sub(head.chars().count() + tail.chars().count());
+    format!("{head}{}{tail}", cut(code, room))
 }
 
 /// Slack's limits: 3000 characters of section text, 2000 per field.
 const SLACK_SECTION_MAX: usize = 3000;
 
 /// A Slack incoming-webhook message: `text` (shown in notifications and where blocks
-/// cannot be) and one attachment whose bar is coloured by severity, green once resolved,
-/// holding the blocks.
+/// cannot be) and top-level `blocks`, the headline led by a severity emoji (green once
+/// resolved).
 pub fn slack(n: &Notification, ctx: &Context) -> Value {
     let i = &n.event.incident;
     let title = headline(n, ctx.now);
@@ -221,15 +235,21 @@ pub fn slack(n: &Notification, ctx: &Context) -> Value {
     }
     let mut blocks = vec![
         json!({"type": "section", "text": {"type": "mrkdwn", "text": cut(
-            &format!("*{}*\n{}", slack_escape(&title), slack_escape(&i.summary)),
+            &format!(
+                "{} *{}*\n{}",
+                slack_marker(n),
+                slack_escape(&title),
+                slack_escape(&i.summary)
+            ),
             SLACK_SECTION_MAX,
         )}}),
         json!({"type": "section", "fields": fields}),
     ];
     if !i.evidence.is_empty() {
         blocks.push(
-            json!({"type": "section", "text": {"type": "mrkdwn", "text": cut(
-                &format!("*Evidence*\n```{}```", slack_escape(&i.evidence.join("\n"))),
+            json!({"type": "section", "text": {"type": "mrkdwn", "text": slack_code_block(
+                "Evidence",
+                &slack_escape(&i.evidence.join("\n")),
                 SLACK_SECTION_MAX,
             )}}),
         );
@@ -255,14 +275,17 @@ pub fn slack(n: &Notification, ctx: &Context) -> Value {
             slack_escape(ctx.instance_id)
         )}]}),
     );
+    if let Some(url) = ctx.status_url {
+        blocks.push(json!({"type": "actions", "elements": [{
+            "type": "button",
+            "text": {"type": "plain_text", "text": "Watchdog status"},
+            "url": url,
+        }]}));
+    }
     let text = format!("{title}: {}", i.summary);
     json!({
-        "text": slack_escape(&text),
-        "attachments": [{
-            "color": slack_color(n),
-            "fallback": cut(&text, SLACK_SECTION_MAX),
-            "blocks": blocks,
-        }],
+        "text": cut(&slack_escape(&text), SLACK_SECTION_MAX),
+        "blocks": blocks,
     })
 }
 
@@ -303,7 +326,7 @@ pub fn pagerduty(routing_key: &str, n: &Notification, ctx: &Context) -> Value {
     } else {
         i.dedup_key.clone()
     };
-    json!({
+    let mut event = json!({
         "routing_key": routing_key,
         "event_action": "trigger",
         "dedup_key": dedup_key,
@@ -331,7 +354,12 @@ pub fn pagerduty(routing_key: &str, n: &Notification, ctx: &Context) -> Value {
                 "instance_id": ctx.instance_id,
             },
         },
-    })
+    });
+    if let Some(url) = ctx.status_url {
+        event["client_url"] = json!(url);
+        event["links"] = json!([{"href": url, "text": "kafka-watchdog status"}]);
+    }
+    event
 }
 
 /// How long Alertmanager keeps a firing alert without hearing of it again. Reminders
@@ -380,12 +408,16 @@ fn alert(i: &Incident, severity: Severity, ends_at: SystemTime, ctx: &Context) -
         annotations.insert("unavailable_seconds".into(), format!("{u:.1}").into());
     }
     annotations.insert("watchdog_instance".into(), ctx.instance_id.into());
-    json!({
+    let mut alert = json!({
         "labels": labels,
         "annotations": annotations,
         "startsAt": rfc3339(i.started_at),
         "endsAt": rfc3339(ends_at),
-    })
+    });
+    if let Some(url) = ctx.status_url {
+        alert["generatorURL"] = json!(url);
+    }
+    alert
 }
 
 /// Alertmanager API v2 (`POST /api/v2/alerts`): an array of alerts. Labels identify an

@@ -153,8 +153,34 @@ struct Inbox {
     closed: bool,
 }
 
+/// Who sends: named in every body, and where its status page is read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Sender {
+    pub instance_id: String,
+    /// `/status` as people reach it; bodies that can link to it do.
+    pub status_url: Option<String>,
+}
+
+impl From<&str> for Sender {
+    fn from(instance_id: &str) -> Self {
+        Sender {
+            instance_id: instance_id.to_string(),
+            status_url: None,
+        }
+    }
+}
+
+impl From<&crate::config::Config> for Sender {
+    fn from(c: &crate::config::Config) -> Self {
+        Sender {
+            instance_id: c.instance_id.clone(),
+            status_url: Some(c.status_url()),
+        }
+    }
+}
+
 struct Shared {
-    instance_id: String,
+    sender: Sender,
     settings: DeliverySettings,
     inbox: Mutex<Inbox>,
     inbox_spool: spool::Spool,
@@ -173,20 +199,15 @@ impl Notifier {
     pub fn spawn(
         webhooks: &[WebhookConfig],
         state_dir: &Path,
-        instance_id: &str,
+        sender: impl Into<Sender>,
     ) -> Result<NotifierHandle, NotifyError> {
-        Notifier::spawn_with(
-            webhooks,
-            state_dir,
-            instance_id,
-            DeliverySettings::default(),
-        )
+        Notifier::spawn_with(webhooks, state_dir, sender, DeliverySettings::default())
     }
 
     pub fn spawn_with(
         webhooks: &[WebhookConfig],
         state_dir: &Path,
-        instance_id: &str,
+        sender: impl Into<Sender>,
         settings: DeliverySettings,
     ) -> Result<NotifierHandle, NotifyError> {
         let spool_root: PathBuf = state_dir.join("spool");
@@ -201,7 +222,7 @@ impl Notifier {
         warn_orphans(&spool_root, webhooks);
         let (inbox_spool, spilled) = spool::Spool::open(&state_dir.join("spool-inbox"))?;
         let shared = Arc::new(Shared {
-            instance_id: instance_id.to_string(),
+            sender: sender.into(),
             settings,
             inbox: Mutex::new(Inbox {
                 spilling: !spilled.is_empty(),

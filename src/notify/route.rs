@@ -15,19 +15,26 @@ use crate::incident::{EventKind, Incident, IncidentEvent};
 /// - it hears of an incident once its severity reaches `min_severity`. An update that
 ///   lifts an incident over the threshold is the first it hears, so it arrives as
 ///   `opened`;
-/// - from then on (the incident's peak severity reached the threshold) it gets every
+/// - from then on (the worst severity it was told at reached the threshold) it gets every
 ///   update, reminder and, with `send_resolved`, the resolve: a receiver that was paged
-///   is told the end, even if the incident calmed down below its threshold first.
+///   is told the end, even if the incident calmed down below its threshold first;
+/// - nothing while the incident is silenced (but the resolve of what it was told). When
+///   the silence ends and the incident is still open, a receiver that never heard of it
+///   gets it as `opened`.
 pub fn route(cfg: &WebhookConfig, ev: &IncidentEvent) -> Option<EventKind> {
     if !cfg.covers(&ev.incident.cluster) {
         return None;
     }
     let min = cfg.min_severity;
     let i = &ev.incident;
+    let told = |peak: Option<crate::config::Severity>| peak.is_some_and(|p| p >= min);
+    if i.silenced.is_some() && ev.kind != EventKind::Resolved {
+        return None;
+    }
     match ev.kind {
         EventKind::Opened => (i.severity >= min).then_some(EventKind::Opened),
         EventKind::Updated => {
-            let told_before = ev.previous.is_some_and(|p| p.peak_severity >= min);
+            let told_before = ev.previous.is_some_and(|p| told(p.notified_peak));
             if told_before {
                 Some(EventKind::Updated)
             } else if i.severity >= min {
@@ -36,9 +43,9 @@ pub fn route(cfg: &WebhookConfig, ev: &IncidentEvent) -> Option<EventKind> {
                 None
             }
         }
-        EventKind::Reminder => (i.peak_severity >= min).then_some(EventKind::Reminder),
+        EventKind::Reminder => told(i.notified_peak).then_some(EventKind::Reminder),
         EventKind::Resolved => {
-            (cfg.send_resolved && i.peak_severity >= min).then_some(EventKind::Resolved)
+            (cfg.send_resolved && told(i.notified_peak)).then_some(EventKind::Resolved)
         }
         EventKind::Acted | EventKind::Refused | EventKind::DryRun => {
             (i.severity >= min).then_some(ev.kind)

@@ -55,6 +55,8 @@ fn incident(cluster: &str, broker: Option<i32>, severity: Severity) -> Incident 
         updated_at: t(20),
         resolved_at: None,
         unavailable_seconds: Some(12.5),
+        silenced: None,
+        notified_peak: Some(severity),
     }
 }
 
@@ -84,6 +86,7 @@ fn ctx() -> Context<'static> {
     Context {
         instance_id: "wd-1",
         now: t(300),
+        status_url: Some("https://watchdog.example:9644/status"),
     }
 }
 
@@ -242,7 +245,7 @@ fn hmac_matches_a_known_vector() {
 // ---- Slack ----
 
 #[test]
-fn slack_message_has_text_and_a_coloured_attachment_of_blocks() {
+fn slack_message_has_text_and_top_level_blocks_led_by_a_severity_marker() {
     let n = note(
         EventKind::Opened,
         incident("lab", Some(2), Severity::Critical),
@@ -252,13 +255,16 @@ fn slack_message_has_text_and_a_coloured_attachment_of_blocks() {
         .as_str()
         .unwrap()
         .starts_with("[CRITICAL] lab broker: opened"));
-    let a = &v["attachments"][0];
-    assert_eq!(a["color"], "#E01E5A");
-    assert!(a["fallback"].is_string());
-    let blocks = a["blocks"].as_array().unwrap();
+    // Legacy attachments may lose visibility in Slack: blocks stand at the top level.
+    assert!(v.get("attachments").is_none(), "{v:#}");
+    let blocks = v["blocks"].as_array().unwrap();
+    assert!(blocks[0]["text"]["text"]
+        .as_str()
+        .unwrap()
+        .starts_with(":red_circle: *[CRITICAL]"));
     for b in blocks {
         let ty = b["type"].as_str().unwrap();
-        assert!(["section", "context"].contains(&ty), "{ty}");
+        assert!(["section", "context", "actions"].contains(&ty), "{ty}");
         if let Some(text) = b["text"]["text"].as_str() {
             assert_eq!(b["text"]["type"], "mrkdwn");
             assert!(text.chars().count() <= 3000);
@@ -285,13 +291,19 @@ fn slack_message_has_text_and_a_coloured_attachment_of_blocks() {
             .contains("&lt;fast&gt; &amp; then"),
         "escaped"
     );
+    let button = blocks.iter().find(|b| b["type"] == "actions").unwrap();
     assert_eq!(
-        slack(
-            &note(EventKind::Opened, incident("lab", None, Severity::Warning)),
-            &ctx()
-        )["attachments"][0]["color"],
-        "#ECB22E"
+        button["elements"][0]["url"],
+        "https://watchdog.example:9644/status"
     );
+    let warning = slack(
+        &note(EventKind::Opened, incident("lab", None, Severity::Warning)),
+        &ctx(),
+    );
+    assert!(warning["blocks"][0]["text"]["text"]
+        .as_str()
+        .unwrap()
+        .starts_with(":large_orange_circle:"));
 }
 
 #[test]
@@ -303,7 +315,10 @@ fn slack_resolve_is_green_and_says_how_long() {
         ),
         &ctx(),
     );
-    assert_eq!(v["attachments"][0]["color"], "#2EB67D");
+    assert!(v["blocks"][0]["text"]["text"]
+        .as_str()
+        .unwrap()
+        .starts_with(":large_green_circle:"));
     assert!(
         v["text"]
             .as_str()
@@ -315,15 +330,42 @@ fn slack_resolve_is_green_and_says_how_long() {
 }
 
 #[test]
-fn slack_cuts_long_evidence() {
+fn slack_cuts_long_evidence_inside_its_code_fence() {
     let mut i = incident("lab", Some(2), Severity::Critical);
     i.evidence = vec!["x".repeat(5000)];
     let v = slack(&note(EventKind::Opened, i), &ctx());
-    for b in v["attachments"][0]["blocks"].as_array().unwrap() {
+    let mut evidence = None;
+    for b in v["blocks"].as_array().unwrap() {
         if let Some(text) = b["text"]["text"].as_str() {
             assert!(text.chars().count() <= 3000);
+            if text.starts_with("*Evidence*") {
+                evidence = Some(text.to_string());
+            }
         }
     }
+    let evidence = evidence.unwrap();
+    assert!(evidence.ends_with("…```"), "closing fence kept: {evidence}");
+    assert_eq!(evidence.matches("```").count(), 2);
+}
+
+#[test]
+fn slack_without_a_status_url_has_no_button() {
+    let n = note(
+        EventKind::Opened,
+        incident("lab", Some(2), Severity::Critical),
+    );
+    let v = slack(
+        &n,
+        &Context {
+            status_url: None,
+            ..ctx()
+        },
+    );
+    assert!(v["blocks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|b| b["type"] != "actions"));
 }
 
 // ---- PagerDuty ----
@@ -358,6 +400,12 @@ fn pagerduty_trigger_has_the_events_api_v2_fields() {
     assert_eq!(p["class"], "broker");
     assert!(p["custom_details"].is_object());
     assert_eq!(p["custom_details"]["incident_id"], "kw-lab-broker-2");
+    assert_eq!(v["client_url"], "https://watchdog.example:9644/status");
+    assert_eq!(
+        v["links"][0]["href"],
+        "https://watchdog.example:9644/status"
+    );
+    assert!(v["links"][0]["text"].is_string());
     let cluster = pagerduty(
         "k",
         &note(
@@ -443,6 +491,8 @@ fn alertmanager_posts_an_array_of_alerts_firing_into_the_future() {
     assert!(ann["summary"].as_str().unwrap().contains("zombie"));
     assert!(ann.contains_key("description"));
     assert_eq!(a["startsAt"], "2023-11-14T22:13:20.000Z");
+    // Alertmanager's UI links "Source" to it.
+    assert_eq!(a["generatorURL"], "https://watchdog.example:9644/status");
     // 300 s after now (t(300)) plus three repeat intervals.
     assert_eq!(a["endsAt"], crate::incident::time::rfc3339(t(300 + 900)));
     let no_broker = alertmanager(
@@ -480,6 +530,7 @@ fn alertmanager_update_of_severity_ends_the_old_alert() {
         severity: Severity::Warning,
         peak_severity: Severity::Warning,
         state: Some(BrokerState::Degraded),
+        notified_peak: Some(Severity::Warning),
     });
     let v = alertmanager(Some(Duration::from_secs(60)), &n, &ctx());
     let alerts = v.as_array().unwrap();
@@ -552,11 +603,13 @@ fn durations_read_like_a_person_wrote_them() {
 fn updated(from: Severity, peak_before: Severity, to: Severity) -> IncidentEvent {
     let mut i = incident("lab", Some(2), to);
     i.peak_severity = peak_before.max(to);
+    i.notified_peak = Some(i.peak_severity);
     let mut e = event(EventKind::Updated, i);
     e.previous = Some(Previous {
         severity: from,
         peak_severity: peak_before,
         state: None,
+        notified_peak: Some(peak_before),
     });
     e
 }
@@ -582,6 +635,7 @@ fn routing_follows_severity_and_what_the_receiver_was_told() {
     assert_eq!(route(&pd, &updated(Warning, Warning, Warning)), None);
     let mut calmed = incident("lab", Some(2), Warning);
     calmed.peak_severity = Critical;
+    calmed.notified_peak = Some(Critical);
     assert_eq!(route(&pd, &event(Resolved, calmed.clone())), Some(Resolved));
     assert_eq!(route(&pd, &event(Reminder, calmed)), Some(Reminder));
     assert_eq!(

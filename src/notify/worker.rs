@@ -278,8 +278,9 @@ pub(super) async fn work(
             &r.cfg,
             &n,
             &Context {
-                instance_id: &shared.instance_id,
+                instance_id: &shared.sender.instance_id,
                 now: SystemTime::now(),
+                status_url: shared.sender.status_url.as_deref(),
             },
         );
         match send(&client, &r.cfg, request, settings.max_retry_after).await {

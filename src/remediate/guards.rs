@@ -31,6 +31,8 @@ pub struct Situation<'a> {
     pub cooldown: Duration,
     pub max_per_day: u32,
     pub now: SystemTime,
+    /// The silence covering the broker, described: an operator asked for quiet.
+    pub silenced: Option<String>,
 }
 
 /// Why a remediation is not run.
@@ -58,6 +60,8 @@ pub enum Refusal {
         known: usize,
     },
     AlreadyRunning,
+    /// A silence covers the broker (planned maintenance): hands off.
+    Silenced(String),
 }
 
 impl Refusal {
@@ -70,6 +74,7 @@ impl Refusal {
             Refusal::DailyLimit { .. } => "daily_limit",
             Refusal::ViewIncomplete { .. } => "view_complete",
             Refusal::AlreadyRunning => "none_running",
+            Refusal::Silenced(_) => "not_silenced",
         }
     }
 }
@@ -118,6 +123,7 @@ impl fmt::Display for Refusal {
             Refusal::AlreadyRunning => {
                 write!(f, "a remediation of this cluster is still running")
             }
+            Refusal::Silenced(what) => write!(f, "the broker is under a {what}"),
         }
     }
 }
@@ -127,6 +133,9 @@ const DAY: Duration = Duration::from_secs(86_400);
 /// Every guard that fails; empty when the remediation may run.
 pub fn check(s: &Situation) -> Vec<Refusal> {
     let mut out = Vec::new();
+    if let Some(what) = &s.silenced {
+        out.push(Refusal::Silenced(what.clone()));
+    }
     if s.running {
         out.push(Refusal::AlreadyRunning);
     }
@@ -237,6 +246,7 @@ mod tests {
             cooldown: Duration::from_secs(600),
             max_per_day: 2,
             now: t(100_000),
+            silenced: None,
         }
     }
 
@@ -377,11 +387,13 @@ mod tests {
             sole_in_sync_of: vec!["t-0".into()],
             history: &history,
             running: true,
+            silenced: Some("silence s-1: broker 1 of cluster lab until ... (upgrade)".into()),
             ..situation(&v)
         };
         assert_eq!(
             guards(&s),
             [
+                "not_silenced",
                 "none_running",
                 "view_complete",
                 "others_healthy",

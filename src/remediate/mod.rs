@@ -268,7 +268,11 @@ pub struct Remediator {
     running: Arc<AtomicBool>,
     log: RemediationLog,
     sink: Sink,
+    silenced: Option<SilenceCheck>,
 }
+
+/// Names the silence covering a broker now, if any.
+pub type SilenceCheck = Arc<dyn Fn(BrokerId, SystemTime) -> Option<String> + Send + Sync>;
 
 fn history_path(dir: &Path, cluster: &str) -> PathBuf {
     dir.join(format!("{cluster}.json"))
@@ -342,7 +346,14 @@ impl Remediator {
             running: Arc::new(AtomicBool::new(false)),
             log,
             sink,
+            silenced: None,
         })
+    }
+
+    /// Refuses to act on a broker a silence covers.
+    pub fn with_silences(mut self, check: SilenceCheck) -> Self {
+        self.silenced = Some(check);
+        self
     }
 
     /// Decides for every broker with remediation enabled, from this round's report.
@@ -398,6 +409,7 @@ impl Remediator {
                 cooldown: self.host.remediation_cooldown,
                 max_per_day: self.host.remediation_max_per_day,
                 now,
+                silenced: self.silenced.as_ref().and_then(|c| c(b.broker_id, now)),
             };
             let refusals: Vec<String> = guards::check(&situation)
                 .iter()

@@ -448,6 +448,7 @@ fn remediation_events_reach_receivers_once_with_their_reason() {
     let ctx = Context {
         instance_id: "test",
         now: t(31),
+        status_url: None,
     };
     let body = crate::notify::generic(&n, &ctx);
     assert_eq!(body["event"], "refused");

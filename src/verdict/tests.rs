@@ -32,6 +32,7 @@ struct World {
     registered: Vec<i32>,
     probes: BTreeMap<i32, BrokerProbe>,
     host: BTreeMap<i32, crate::host::HostObservation>,
+    followers: BTreeMap<i32, crate::observe::FollowerProgress>,
 }
 
 impl World {
@@ -45,6 +46,7 @@ impl World {
             registered: vec![1, 2, 3],
             probes: BTreeMap::new(),
             host: BTreeMap::new(),
+            followers: BTreeMap::new(),
         };
         for id in 1..=3 {
             w.answering(id, 10);
@@ -154,7 +156,24 @@ impl World {
     }
 
     fn judge_with(&self, memory: &BTreeMap<i32, BrokerMemory>) -> BTreeMap<i32, BrokerVerdict> {
-        let obs = RoundObservation {
+        self.judge_at(memory, 1000)
+    }
+
+    /// One round at `secs` after the epoch: judged with the memory, which then remembers it.
+    fn round(
+        &self,
+        memory: &mut BTreeMap<i32, BrokerMemory>,
+        secs: u64,
+    ) -> BTreeMap<i32, BrokerVerdict> {
+        let v = self.judge_at(memory, secs);
+        let list: Vec<BrokerVerdict> = v.values().cloned().collect();
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(secs);
+        remember_round(memory, &self.observation(), &list, now);
+        v
+    }
+
+    fn observation(&self) -> RoundObservation {
+        RoundObservation {
             cluster: "lab".into(),
             started_at: SystemTime::UNIX_EPOCH,
             duration: Duration::from_millis(50),
@@ -163,7 +182,16 @@ impl World {
             min_isr: [("t".to_string(), 2)].into_iter().collect(),
             unclean_disabled: Default::default(),
             host: self.host.clone(),
-        };
+            followers: self.followers.clone(),
+        }
+    }
+
+    fn judge_at(
+        &self,
+        memory: &BTreeMap<i32, BrokerMemory>,
+        secs: u64,
+    ) -> BTreeMap<i32, BrokerVerdict> {
+        let obs = self.observation();
         let answers: Vec<(i32, &MetadataView)> = obs
             .probes
             .iter()
@@ -178,7 +206,7 @@ impl World {
             None,
             memory,
             &VerdictSettings::default(),
-            SystemTime::UNIX_EPOCH + Duration::from_secs(1000),
+            SystemTime::UNIX_EPOCH + Duration::from_secs(secs),
         )
         .into_iter()
         .map(|v| (v.broker, v))
@@ -328,8 +356,8 @@ fn isolated_leader_with_old_epoch_is_a_stale_zombie() {
     assert_eq!(v[&2].state, BrokerState::Healthy, "{:?}", v[&2]);
 }
 
-#[test]
-fn follower_out_of_every_isr_is_a_zombie_unless_restarting() {
+/// Broker 3 replicates partitions 0 and 1, leads none and is in neither ISR.
+fn out_of_every_isr() -> World {
     let mut w = World::healthy();
     w.parts = vec![
         (1, 1, vec![1, 3], vec![1]),
@@ -337,26 +365,185 @@ fn follower_out_of_every_isr_is_a_zombie_unless_restarting() {
         (1, 1, vec![1, 2], vec![1, 2]),
     ];
     w.refresh();
-    let v = w.judge();
+    w
+}
+
+/// Broker 3's log end offsets on t-0 and t-1, the leaders' high watermark at `hw`.
+fn measured(w: &mut World, log_end: [i64; 2], hw: i64, adding: Option<u32>) {
+    let offsets = (0..2)
+        .map(|p| {
+            (
+                ("t".to_string(), p),
+                crate::observe::ReplicaOffsets {
+                    log_end: log_end[p as usize],
+                    leader_high_watermark: Some(hw),
+                },
+            )
+        })
+        .collect();
+    w.followers.insert(
+        3,
+        crate::observe::FollowerProgress {
+            offsets,
+            adding,
+            errors: Vec::new(),
+        },
+    );
+}
+
+#[test]
+fn follower_out_of_every_isr_whose_logs_stand_still_for_the_window_is_a_zombie() {
+    // Incident 2's dead fetcher on a broker that leads nothing: its logs never grow.
+    let mut w = out_of_every_isr();
+    let mut memory = BTreeMap::new();
+    measured(&mut w, [100, 100], 500, None);
+    for secs in [1000, 1030] {
+        let v = w.round(&mut memory, secs);
+        assert_eq!(v[&3].state, BrokerState::Degraded, "at {secs}: {:?}", v[&3]);
+        assert!(v[&3].hits[0]
+            .detail
+            .contains("watching whether it catches up"));
+    }
+    let v = w.round(&mut memory, 1061);
     assert_eq!(v[&3].state, BrokerState::Zombie, "{:?}", v[&3]);
     assert_eq!(rules(&v[&3]), vec!["out_of_every_isr", "out_of_some_isrs"]);
+    let d = &v[&3].hits[0].detail;
+    assert!(d.contains("have not grown for 61 s"), "{d}");
+    assert!(d.contains("800 offset(s) behind"), "{d}");
     assert!(v[&3].hits[1]
         .detail
         .contains("2 of them now under min.insync.replicas"));
+    // Without a leader that answers, standing still is not its fault.
+    let mut w = out_of_every_isr();
+    let mut memory = BTreeMap::new();
+    measured(&mut w, [100, 100], 500, None);
+    for o in w.followers.get_mut(&3).unwrap().offsets.values_mut() {
+        o.leader_high_watermark = None;
+    }
+    w.round(&mut memory, 1000);
+    let v = w.round(&mut memory, 1100);
+    assert_eq!(v[&3].state, BrokerState::Degraded, "{:?}", v[&3]);
+    assert!(v[&3].hits[0]
+        .detail
+        .contains("no leader of its partitions answered"));
+    // Caught up and still outside the ISRs is no better: nothing fetches.
+    let mut w = out_of_every_isr();
+    let mut memory = BTreeMap::new();
+    measured(&mut w, [500, 500], 500, None);
+    w.round(&mut memory, 1000);
+    assert_eq!(w.round(&mut memory, 1060)[&3].state, BrokerState::Zombie);
+}
 
-    let memory = [(
-        3,
-        BrokerMemory {
-            last_down_at: Some(SystemTime::UNIX_EPOCH + Duration::from_secs(990)),
-            state: None,
-            last_answered_at: None,
-        },
-    )]
-    .into_iter()
-    .collect();
-    let v = w.judge_with(&memory);
-    assert_eq!(v[&3].state, BrokerState::Degraded);
-    assert!(v[&3].hits[0].detail.contains("catching up"));
+#[test]
+fn follower_catching_up_is_never_a_zombie() {
+    // A broker added between rounds (never seen down) copying a backlog under a replication
+    // throttle: its logs grow in bursts, with pauses shorter than the window.
+    let mut w = out_of_every_isr();
+    let mut memory = BTreeMap::new();
+    let mut log_end = 0;
+    for round in 0..40u64 {
+        if round % 5 == 0 {
+            log_end += 1000;
+        }
+        measured(&mut w, [log_end, log_end / 2], 100_000, None);
+        let v = w.round(&mut memory, 1000 + round * 10);
+        assert_eq!(
+            v[&3].state,
+            BrokerState::Degraded,
+            "round {round}: {:?}",
+            v[&3]
+        );
+        if round % 5 == 0 && round > 0 {
+            let d = &v[&3].hits[0].detail;
+            assert!(
+                d.contains("catching up: its logs grew by 1500 offset(s)"),
+                "{d}"
+            );
+        }
+    }
+    // The time since it was first seen is no verdict: it was never down, and 400 s passed.
+    assert!(memory[&3].last_down_at.is_none());
+}
+
+#[test]
+fn follower_added_by_an_ongoing_reassignment_is_catching_up() {
+    let mut w = out_of_every_isr();
+    let mut memory = BTreeMap::new();
+    measured(&mut w, [0, 0], 9000, Some(2));
+    for secs in [1000, 1100, 1200] {
+        let v = w.round(&mut memory, secs);
+        assert_eq!(v[&3].state, BrokerState::Degraded, "{:?}", v[&3]);
+        assert!(v[&3].hits[0].detail.contains(
+            "an ongoing reassignment is adding it to 2 partition(s), 18000 offset(s) behind"
+        ));
+    }
+}
+
+#[test]
+fn follower_out_of_every_isr_that_cannot_be_measured_is_degraded_not_a_zombie() {
+    let w = out_of_every_isr();
+    let mut memory = BTreeMap::new();
+    for secs in [1000, 1100, 1200] {
+        let v = w.round(&mut memory, secs);
+        assert_eq!(v[&3].state, BrokerState::Degraded, "{:?}", v[&3]);
+        assert!(v[&3].hits[0].detail.contains("cannot be measured"));
+    }
+    // Back in an ISR: nothing about catching up is kept.
+    let mut w = World::healthy();
+    w.refresh();
+    w.round(&mut memory, 1300);
+    assert!(memory[&3].catch_up.is_none());
+}
+
+#[test]
+fn a_frozen_broker_whose_accept_queue_fills_stays_one_zombie_episode() {
+    // SIGSTOP: the kernel completes handshakes until the listen backlog (50) is full, about
+    // 50 s in; then connects time out. The controller fenced it long before.
+    let mut w = World::healthy();
+    w.registered = vec![1, 3];
+    w.refresh();
+    let mut memory = BTreeMap::new();
+    w.silent(2);
+    let v = w.round(&mut memory, 1000);
+    assert_eq!(v[&2].state, BrokerState::Zombie, "{:?}", v[&2]);
+    w.connect_timeout(2);
+    for secs in [1050, 1060, 1120] {
+        let v = w.round(&mut memory, secs);
+        assert_eq!(v[&2].state, BrokerState::Zombie, "at {secs}: {:?}", v[&2]);
+        assert_eq!(rules(&v[&2]), vec!["no_answer"]);
+        let d = &v[&2].hits[0].detail;
+        assert!(d.contains("accept queue is full"), "{d}");
+        assert!(
+            d.contains(&format!("without answering for {} s", secs - 1000)),
+            "{d}"
+        );
+    }
+    // A port that refuses is down, and ends the episode.
+    w.refused(2);
+    assert_eq!(w.round(&mut memory, 1130)[&2].state, BrokerState::Down);
+    w.connect_timeout(2);
+    let v = w.round(&mut memory, 1140);
+    assert_eq!(v[&2].state, BrokerState::Down, "{:?}", v[&2]);
+    assert_eq!(rules(&v[&2]), vec!["unreachable"]);
+}
+
+#[test]
+fn a_connect_timeout_never_preceded_by_silence_is_a_host_gone() {
+    let mut w = World::healthy();
+    w.registered = vec![1, 3];
+    w.refresh();
+    let mut memory = BTreeMap::new();
+    w.round(&mut memory, 990);
+    w.connect_timeout(2);
+    let v = w.round(&mut memory, 1000);
+    assert_eq!(v[&2].state, BrokerState::Down, "{:?}", v[&2]);
+    assert_eq!(rules(&v[&2]), vec!["unreachable"]);
+    // Refused at authentication is an answer, not silence: no accept-queue episode follows.
+    w.silent(2);
+    w.probes.get_mut(&2).unwrap().api_versions = Some(Err(fail(FailureKind::Authentication)));
+    w.round(&mut memory, 1010);
+    w.connect_timeout(2);
+    assert_eq!(w.round(&mut memory, 1020)[&2].state, BrokerState::Down);
 }
 
 #[test]
@@ -469,6 +656,7 @@ fn peer_medians_match_the_median_of_the_others() {
         min_isr: BTreeMap::new(),
         unclean_disabled: Default::default(),
         host: BTreeMap::new(),
+        followers: BTreeMap::new(),
     };
     let fast = super::peer_medians(&obs);
     for id in obs.probes.keys() {
@@ -735,5 +923,194 @@ fn the_last_answer_is_remembered() {
     assert_eq!(
         memory[&2].last_answered_at,
         Some(t0 + Duration::from_secs(5))
+    );
+}
+
+/// DescribeCluster v2 with fenced brokers: (id, fenced) for each listed broker.
+fn described(brokers: &[(i32, bool)]) -> ClusterDescription {
+    ClusterDescription {
+        cluster_id: "c".into(),
+        controller_id: 1,
+        brokers: brokers
+            .iter()
+            .map(|(id, fenced)| RegisteredBroker {
+                endpoint: ep(*id),
+                fenced: *fenced,
+            })
+            .collect(),
+        includes_fenced: true,
+    }
+}
+
+/// Broker `lister` answers like the others but its Metadata omits `missing`.
+fn without(w: &mut World, lister: i32, missing: i32) {
+    let mut m = w.metadata();
+    m.brokers.retain(|b| b.id != missing);
+    if let Some(Ok((md, _))) = &mut w.probes.get_mut(&lister).unwrap().metadata {
+        *md = m;
+    }
+}
+
+#[test]
+fn a_registration_tie_without_the_controllers_view_is_unknown_not_guilt() {
+    // Three brokers, Metadata only: broker 1 lists broker 2, broker 3 (cache behind) does
+    // not. One to one says nothing about broker 2.
+    let mut w = World::healthy();
+    without(&mut w, 3, 2);
+    let v = w.judge();
+    assert_eq!(v[&2].registration, Registration::Unknown);
+    assert_ne!(v[&2].state, BrokerState::Zombie, "{:?}", v[&2].hits);
+    assert!(!rules(&v[&2]).contains(&"fenced_but_serving"));
+    // Two to nothing still decides.
+    without(&mut w, 1, 2);
+    let v = w.judge();
+    assert_eq!(v[&2].registration, Registration::Absent);
+    assert_eq!(v[&2].state, BrokerState::Zombie);
+}
+
+#[test]
+fn describe_cluster_with_fenced_brokers_decides_over_metadata_lists() {
+    // Broker 1 reports the controller's records: broker 2 registered, unfenced. Broker 3's
+    // DescribeCluster failed and its Metadata does not list broker 2.
+    let mut w = World::healthy();
+    w.probes.get_mut(&1).unwrap().description =
+        Some(Ok(described(&[(1, false), (2, false), (3, false)])));
+    without(&mut w, 3, 2);
+    let v = w.judge();
+    assert_eq!(v[&2].registration, Registration::Registered);
+    assert_eq!(v[&2].state, BrokerState::Healthy, "{:?}", v[&2].hits);
+    // And the other way: fenced in the controller's records though a Metadata lists it.
+    let mut w = World::healthy();
+    w.probes.get_mut(&1).unwrap().description =
+        Some(Ok(described(&[(1, false), (2, true), (3, false)])));
+    let v = w.judge();
+    assert_eq!(v[&2].registration, Registration::Fenced);
+    assert_eq!(v[&2].state, BrokerState::Zombie);
+}
+
+#[test]
+fn a_tie_between_describe_cluster_answers_is_unknown() {
+    let mut w = World::healthy();
+    w.probes.get_mut(&1).unwrap().description =
+        Some(Ok(described(&[(1, false), (2, true), (3, false)])));
+    w.probes.get_mut(&3).unwrap().description =
+        Some(Ok(described(&[(1, false), (2, false), (3, false)])));
+    let v = w.judge();
+    assert_eq!(v[&2].registration, Registration::Unknown);
+    assert_eq!(v[&2].state, BrokerState::Healthy, "{:?}", v[&2].hits);
+}
+
+#[test]
+fn a_replica_listed_this_round_but_not_yet_probed_is_unknown_not_down() {
+    // Broker 7 joined: every answer lists it, but its address was learned from this round's
+    // answers, so it is probed from the next round on.
+    let mut w = World::healthy();
+    w.registered.push(7);
+    w.parts.push((1, 1, vec![1, 7], vec![1]));
+    w.refresh();
+    let v = w.judge();
+    assert_eq!(v[&7].state, BrokerState::Unknown, "{:?}", v[&7].hits);
+    assert_eq!(rules(&v[&7]), vec!["not_probed_yet"]);
+    assert!(!v[&7].hits[0].detail.contains("no broker lists it"));
+    assert_eq!(v[&7].address, "127.0.0.17:9092");
+    assert_eq!(v[&7].registration, Registration::Registered);
+}
+
+/// Broker `id` accepted TCP, then `step` failed with `kind`.
+fn failing_at(w: &mut World, id: i32, step: &str, kind: FailureKind) {
+    let p = w.answering(id, 10);
+    match step {
+        "connect" => {
+            p.connect = Err(fail(kind));
+            p.api_versions = None;
+            p.metadata = None;
+        }
+        "api_versions" => {
+            p.api_versions = Some(Err(fail(kind)));
+            p.metadata = None;
+        }
+        _ => p.metadata = Some(Err(fail(kind))),
+    }
+}
+
+#[test]
+fn a_refused_login_on_one_broker_is_the_watchdogs_access_not_a_zombie() {
+    // SASL refused during the handshake (wrong credentials on this broker).
+    let mut w = World::healthy();
+    failing_at(&mut w, 2, "api_versions", FailureKind::Authentication);
+    let v = w.judge();
+    assert_eq!(v[&2].state, BrokerState::Unknown, "{:?}", v[&2].hits);
+    assert_eq!(rules(&v[&2]), vec!["auth_failed"]);
+    assert!(v[&2].hits[0].detail.contains("credentials"));
+    // An expired or untrusted certificate fails the TLS handshake, reported by connect:
+    // the port was reached, so neither unreachable nor down.
+    let mut w = World::healthy();
+    failing_at(&mut w, 2, "connect", FailureKind::Tls);
+    let v = w.judge();
+    assert_eq!(v[&2].state, BrokerState::Unknown, "{:?}", v[&2].hits);
+    assert_eq!(rules(&v[&2]), vec!["auth_failed"]);
+}
+
+#[test]
+fn an_answer_the_watchdog_cannot_decode_is_a_protocol_error_not_a_zombie() {
+    let mut w = World::healthy();
+    failing_at(&mut w, 3, "metadata", FailureKind::Protocol);
+    let v = w.judge();
+    assert_eq!(v[&3].state, BrokerState::Unknown, "{:?}", v[&3].hits);
+    assert_eq!(rules(&v[&3]), vec!["protocol_error"]);
+    // A timeout in the same step is still a broker that does not answer.
+    let mut w = World::healthy();
+    failing_at(&mut w, 3, "metadata", FailureKind::Timeout);
+    assert_eq!(w.judge()[&3].state, BrokerState::Zombie);
+}
+
+#[test]
+fn host_mode_does_not_turn_a_refused_login_into_a_zombie() {
+    let mut w = World::healthy();
+    failing_at(&mut w, 1, "api_versions", FailureKind::Authentication);
+    w.host.insert(1, host(Some(ProcessState::Sleeping), true));
+    let v = w.judge_with(&answered_12s_ago()).remove(&1).unwrap();
+    assert_eq!(v.state, BrokerState::Unknown, "{:?}", v.hits);
+    assert_eq!(rules(&v), vec!["auth_failed"]);
+}
+
+#[test]
+fn a_wrong_password_everywhere_says_so_first() {
+    let mut w = World::healthy();
+    for id in 1..=3 {
+        failing_at(&mut w, id, "api_versions", FailureKind::Authentication);
+    }
+    let v = w.judge();
+    for id in 1..=3 {
+        assert_eq!(v[&id].state, BrokerState::Unknown);
+        assert_eq!(rules(&v[&id]), vec!["auth_failed", "cluster_invisible"]);
+    }
+}
+
+#[test]
+fn an_unreachable_broker_the_others_are_split_on_is_not_down() {
+    let mut w = World::healthy();
+    w.connect_timeout(2);
+    without(&mut w, 3, 2);
+    let v = w.judge();
+    assert_eq!(v[&2].registration, Registration::Unknown);
+    assert_eq!(v[&2].state, BrokerState::Degraded, "{:?}", v[&2].hits);
+    assert!(!v[&2].hits[0].detail.contains("does not list it"));
+}
+
+#[test]
+fn a_stopped_process_whose_connects_time_out_is_a_zombie_not_down() {
+    let mut w = World::healthy();
+    w.registered = vec![1, 3];
+    w.refresh();
+    w.connect_timeout(2);
+    w.host.insert(2, host(Some(ProcessState::Stopped), true));
+    let v = w.judge();
+    assert_eq!(v[&2].state, BrokerState::Zombie, "{:?}", v[&2]);
+    assert_eq!(rules(&v[&2])[0], "process_stopped");
+    assert!(
+        v[&2].hits.iter().all(|h| h.state != BrokerState::Down),
+        "{:?}",
+        v[&2]
     );
 }

@@ -367,6 +367,29 @@ impl BrokerClient {
         })
     }
 
+    /// The latest offset of many partitions in one request, per partition with its error
+    /// code: the high watermarks of the partitions it leads, or with `own_replicas` the log
+    /// end offsets of every replica it holds, follower or leader (Kafka's debugging replica id;
+    /// it needs only Describe on the topics, as a consumer's ListOffsets does).
+    pub async fn latest_offsets(
+        &mut self,
+        partitions: &[(String, i32)],
+        own_replicas: bool,
+    ) -> Result<Timed<Vec<partitions::LatestOffset>>, WireError> {
+        let phase = Phase::ListOffsets;
+        let version = self
+            .versions
+            .for_request_within::<ListOffsetsRequest>(partitions::LIST_OFFSETS_SINGLE)
+            .ok_or(WireError::Unsupported { phase })?;
+        let (timeout_ms, _) = self.broker_wait(self.conn.request_timeout());
+        let request = partitions::latest_offsets_request(partitions, own_replicas, timeout_ms);
+        let Timed { value, latency } = self.conn.call(phase, &request, version).await?;
+        Ok(Timed {
+            value: partitions::latest_offsets(value),
+            latency,
+        })
+    }
+
     fn version_for<R: Request>(&self, phase: Phase) -> Result<i16, WireError> {
         self.versions
             .for_request::<R>()

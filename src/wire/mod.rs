@@ -43,7 +43,7 @@ pub use error::{kafka_error_name, Phase, WireError};
 #[doc(hidden)]
 pub use fuzzing::decode_response_for_fuzzing;
 pub use kafka_protocol::protocol::VersionRange;
-pub use partitions::{OngoingReassignment, PartitionOutcome};
+pub use partitions::{LatestOffset, OngoingReassignment, PartitionOutcome};
 pub use produce::ProduceAnswer;
 pub use security::{SaslMechanism, SaslSettings, Security, TlsSettings};
 pub use versions::SupportedVersions;

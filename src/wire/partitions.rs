@@ -42,6 +42,16 @@ pub(crate) const LIST_OFFSETS_WITH_EPOCH: VersionRange = VersionRange {
 const LIST_OFFSETS_LEADER_EPOCH: i16 = 4;
 /// Asks as a consumer does; a broker id here would make the broker answer as to a follower.
 const CONSUMER_REPLICA_ID: i32 = -1;
+/// Kafka's debugging replica id: the broker answers from any replica it holds, not only the
+/// ones it leads, and with no isolation level, so "latest" is the replica's log end offset.
+const DEBUGGING_REPLICA_ID: i32 = -2;
+/// ListOffsets v1 replaced v0's list of old-style offsets with one offset per partition.
+pub(crate) const LIST_OFFSETS_SINGLE: VersionRange = VersionRange {
+    min: 1,
+    max: i16::MAX,
+};
+/// One partition's latest offset as a broker answered it: topic, partition, error code, offset.
+pub type LatestOffset = (String, i32, i16, i64);
 
 fn topic_name(name: &str) -> TopicName {
     TopicName(StrBytes::from_string(name.to_owned()))
@@ -223,6 +233,56 @@ pub(crate) fn list_offsets_request(
         // v10 added a broker-side wait (for offsets in tiered storage); older versions
         // leave the field off the wire.
         .with_timeout_ms(timeout_ms)
+}
+
+/// The latest offset of many partitions in one request: as a consumer (`own_replicas` false:
+/// the leader's high watermark, NOT_LEADER_OR_FOLLOWER from a follower), or of the replicas
+/// the broker holds (`own_replicas` true: its log end offset, leader or follower).
+pub(crate) fn latest_offsets_request(
+    partitions: &[(String, i32)],
+    own_replicas: bool,
+    timeout_ms: i32,
+) -> ListOffsetsRequest {
+    let topics = by_topic(partitions.iter().map(|(t, p)| (t.as_str(), *p)))
+        .into_iter()
+        .map(|(topic, ps)| {
+            ListOffsetsTopic::default()
+                .with_name(topic_name(topic))
+                .with_partitions(
+                    ps.into_iter()
+                        .map(|p| {
+                            ListOffsetsPartition::default()
+                                .with_partition_index(p)
+                                .with_current_leader_epoch(-1)
+                                .with_timestamp(-1)
+                        })
+                        .collect(),
+                )
+        })
+        .collect();
+    let replica = if own_replicas {
+        DEBUGGING_REPLICA_ID
+    } else {
+        CONSUMER_REPLICA_ID
+    };
+    ListOffsetsRequest::default()
+        .with_replica_id(BrokerId(replica))
+        .with_topics(topics)
+        .with_timeout_ms(timeout_ms)
+}
+
+/// Every partition of the answer, flattened.
+pub(crate) fn latest_offsets(response: ListOffsetsResponse) -> Vec<LatestOffset> {
+    response
+        .topics
+        .into_iter()
+        .flat_map(|t| {
+            let topic = t.name.0.to_string();
+            t.partitions
+                .into_iter()
+                .map(move |p| (topic.clone(), p.partition_index, p.error_code, p.offset))
+        })
+        .collect()
 }
 
 /// Error code, offset and the leader epoch of that offset (-1 below v4) for the one partition

@@ -757,6 +757,42 @@ async fn list_offsets_checks_the_leader_epoch() {
 }
 
 #[tokio::test]
+async fn latest_offsets_ask_many_partitions_at_once_as_consumer_or_of_own_replicas() {
+    let b = broker(KAFKA_4_1.to_vec(), offsets_answer).await;
+    let mut client = connect(&b).await;
+    let asked = vec![
+        ("orders".to_string(), 0),
+        ("audit".to_string(), 4),
+        ("orders".to_string(), 2),
+    ];
+    let own = client.latest_offsets(&asked, true).await.unwrap();
+    assert_eq!(
+        own.value,
+        vec![
+            ("orders".to_string(), 0, 0, 1234),
+            ("orders".to_string(), 2, 0, 1234),
+            ("audit".to_string(), 4, 0, 1234),
+        ]
+    );
+    client.latest_offsets(&asked[..1], false).await.unwrap();
+    let seen = requests(&b);
+    let request: ListOffsetsRequest = seen[0].decode();
+    assert_eq!(request.replica_id, BrokerId(-2), "any replica it holds");
+    assert_eq!(request.topics.len(), 2, "one entry per topic");
+    assert_eq!(request.topics[0].partitions.len(), 2);
+    assert!(request.topics[0]
+        .partitions
+        .iter()
+        .all(|p| p.timestamp == -1));
+    let request: ListOffsetsRequest = seen[1].decode();
+    assert_eq!(
+        request.replica_id,
+        BrokerId(-1),
+        "as a consumer: the high watermark"
+    );
+}
+
+#[tokio::test]
 async fn list_offsets_with_an_epoch_needs_v4() {
     let b = broker(ranges_with(&[(ApiKey::ListOffsets, 1, 3)]), offsets_answer).await;
     let mut client = connect(&b).await;

@@ -508,3 +508,131 @@ async fn sasl_ssl_combines_both() {
     let view = client.metadata(None).await.unwrap().value;
     assert_eq!(view.cluster_id.as_deref(), Some("tls"));
 }
+
+// ---- From the wire to the verdict ----
+
+/// Broker 2 at `address` probed as a round probes it, beside a broker 1 that answered and
+/// lists both; the verdict on broker 2. Shows which step a failure lands in and what the
+/// verdict makes of it.
+async fn verdict_on_probed(address: &str, security: Security) -> crate::verdict::BrokerVerdict {
+    use crate::observe::{BrokerEndpoint, BrokerProbe, MetadataView, RoundObservation};
+    use std::collections::BTreeMap;
+    let (host, port) = address.rsplit_once(':').unwrap();
+    let endpoint = |id| BrokerEndpoint {
+        id,
+        host: host.into(),
+        port: port.parse().unwrap(),
+        rack: None,
+    };
+    let probed = crate::probe::probe_broker(endpoint(2), &opts(security), None).await;
+    let md = MetadataView {
+        cluster_id: Some("c".into()),
+        brokers: vec![endpoint(1), endpoint(2)],
+        has_leader_epochs: true,
+        has_offline_replicas: true,
+        version: 12,
+        all_topics: true,
+        ..MetadataView::default()
+    };
+    let ms = Duration::from_millis(1);
+    let answering = BrokerProbe {
+        endpoint: endpoint(1),
+        connect: Ok(ms),
+        api_versions: Some(Ok(ms)),
+        metadata: Some(Ok((md, ms))),
+        description: None,
+    };
+    let obs = RoundObservation {
+        cluster: "c".into(),
+        started_at: std::time::SystemTime::now(),
+        duration: ms,
+        probes: [(1, answering), (2, probed)].into_iter().collect(),
+        bootstrap_failures: Vec::new(),
+        min_isr: BTreeMap::new(),
+        unclean_disabled: Default::default(),
+        host: BTreeMap::new(),
+        followers: BTreeMap::new(),
+    };
+    let answers: Vec<_> = obs
+        .probes
+        .iter()
+        .filter_map(|(id, p)| p.metadata_view().map(|m| (*id, m)))
+        .collect();
+    let view = crate::cluster_view::merge(&answers);
+    let health = crate::health::classify(&view, &obs.min_isr, |_| true);
+    crate::verdict::judge(
+        &obs,
+        &view,
+        &health,
+        None,
+        &BTreeMap::new(),
+        &crate::verdict::VerdictSettings::default(),
+        std::time::SystemTime::now(),
+    )
+    .into_iter()
+    .find(|v| v.broker == 2)
+    .unwrap()
+}
+
+fn rule_names(v: &crate::verdict::BrokerVerdict) -> Vec<&'static str> {
+    v.hits.iter().map(|h| h.rule).collect()
+}
+
+#[tokio::test]
+async fn a_broker_refusing_the_watchdogs_password_is_not_judged_a_zombie() {
+    let b = FakeBroker::start(sasl_broker(&["PLAIN"], plain_check)).await;
+    let v = verdict_on_probed(
+        &b.address,
+        Security::SaslPlaintext(sasl(SaslMechanism::Plain, "wrong")),
+    )
+    .await;
+    assert_eq!(
+        v.state,
+        crate::verdict::BrokerState::Unknown,
+        "{:?}",
+        v.hits
+    );
+    assert_eq!(rule_names(&v), vec!["auth_failed"]);
+    assert!(
+        v.hits[0].detail.contains("SASL_AUTHENTICATION_FAILED"),
+        "{}",
+        v.hits[0].detail
+    );
+}
+
+#[tokio::test]
+async fn a_broker_whose_certificate_is_not_trusted_is_not_judged_down_or_a_zombie() {
+    let b = FakeBroker::start_tls(server_config(false), kafka(no_sasl)).await;
+    let v = verdict_on_probed(&b.address, Security::Ssl(tls(ROGUE_CA))).await;
+    assert_eq!(
+        v.state,
+        crate::verdict::BrokerState::Unknown,
+        "{:?}",
+        v.hits
+    );
+    assert_eq!(rule_names(&v), vec!["auth_failed"]);
+}
+
+#[tokio::test]
+async fn an_answer_the_watchdog_cannot_decode_is_not_judged_a_zombie() {
+    let b = FakeBroker::start(|r: &Received| match ApiKey::try_from(r.api_key) {
+        Ok(ApiKey::ApiVersions) => answer_api_versions(r, KAFKA_4_1),
+        // The right correlation id, then bytes no Metadata response decodes from.
+        _ => {
+            let mut frame = Vec::new();
+            frame.extend_from_slice(&7i32.to_be_bytes());
+            frame.extend_from_slice(&r.correlation_id.to_be_bytes());
+            frame.extend_from_slice(&[0xff, 0xff, 0xff]);
+            Reply::Raw(frame)
+        }
+    })
+    .await;
+    let v = verdict_on_probed(&b.address, Security::Plaintext).await;
+    assert_eq!(
+        v.state,
+        crate::verdict::BrokerState::Unknown,
+        "{:?}",
+        v.hits
+    );
+    assert_eq!(rule_names(&v), vec!["protocol_error"]);
+}
