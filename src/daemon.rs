@@ -18,7 +18,7 @@ use crate::probe::ClusterProber;
 use crate::remediate::Remediator;
 use crate::report::{ClusterReport, Evaluator};
 use crate::service::{self, LoopHealth, StatusCounts};
-use crate::{reload, setup};
+use crate::{preflight, reload, setup};
 
 /// A round may overrun its deadlines by this much before it is abandoned.
 const ROUND_SLACK: Duration = Duration::from_secs(5);
@@ -411,10 +411,28 @@ pub async fn run(
 ) -> anyhow::Result<()> {
     let names: Vec<String> = config.clusters.iter().map(|c| c.name.clone()).collect();
     let published = Published::new(&config.instance_id, names);
-    let listener = http::bind(config.http_listen)
-        .await
-        .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", config.http_listen))?;
-    let alerting = Arc::new(Alerting::start(&config)?);
+    // Failures the configuration causes on this machine are typed (preflight::StartupError),
+    // so main exits 78 and systemd stops restarting: another try would meet the same port
+    // holder or the same file.
+    let listener =
+        http::bind(config.http_listen).await.map_err(|e| {
+            match preflight::listen_error(config.http_listen, &e) {
+                Some(startup) => anyhow::Error::new(startup),
+                None => anyhow::anyhow!("cannot listen on {}: {e}", config.http_listen),
+            }
+        })?;
+    if let Some(e) = preflight::state_dir_shape(&config.state_dir) {
+        return Err(e.into());
+    }
+    let alerting = Arc::new(Alerting::start(&config).map_err(|e| match e {
+        crate::alerting::AlertingError::StateDir { path, error } => {
+            anyhow::Error::new(preflight::StartupError::StateDir {
+                path: path.into(),
+                why: format!("not usable: {error} (expected a directory this user can create and write; under systemd, StateDirectory=kafka-watchdog provides /var/lib/kafka-watchdog)"),
+            })
+        }
+        other => other.into(),
+    })?);
     let _ = published.alerting.set(alerting.clone());
     let (stop_tx, stop_rx) = watch::channel(false);
     let http_options = http::ServeOptions::from_config(&config)

@@ -15,6 +15,7 @@ pub mod incident;
 pub mod metrics;
 pub mod notify;
 pub mod observe;
+pub mod preflight;
 pub mod probe;
 pub mod reload;
 pub mod remediate;

@@ -33,9 +33,17 @@ enum Cmd {
         config: PathBuf,
     },
     /// Validate the configuration; exit 0, or 78 with every problem listed.
+    ///
+    /// Also checks that state_dir is (or can become) a directory. With --startup (the
+    /// unit's ExecStartPre=), also what only holds before a start: the http.listen address is
+    /// free and an existing state_dir is writable by this user.
     CheckConfig {
         #[arg(short, long, value_name = "FILE")]
         config: PathBuf,
+        /// Also bind http.listen for a moment and write into state_dir: not while the daemon
+        /// runs (a reload's check), where its own port would count as busy.
+        #[arg(long)]
+        startup: bool,
     },
     /// Live view of a running daemon: clusters, brokers, open incidents; --once for scripts.
     ///
@@ -342,8 +350,15 @@ fn runtime() -> tokio::runtime::Runtime {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
-        Cmd::CheckConfig { config } => match load(&config) {
+        Cmd::CheckConfig { config, startup } => match load(&config) {
             Ok(cfg) => {
+                let problems = kafka_watchdog::preflight::check(&cfg, startup);
+                if !problems.is_empty() {
+                    for p in &problems {
+                        eprintln!("{}: {p}", config.display());
+                    }
+                    return ExitCode::from(EXIT_CONFIG);
+                }
                 println!(
                     "{}: OK ({} cluster(s), {} webhook(s))",
                     config.display(),
@@ -390,7 +405,11 @@ fn main() -> ExitCode {
                 Err(e) => {
                     tracing::error!(error = %e, "kafka-watchdog stopped");
                     eprintln!("kafka-watchdog: {e:#}");
-                    ExitCode::FAILURE
+                    if e.is::<kafka_watchdog::preflight::StartupError>() {
+                        ExitCode::from(EXIT_CONFIG)
+                    } else {
+                        ExitCode::FAILURE
+                    }
                 }
             }
         }

@@ -1,0 +1,34 @@
+{{- define "kafka-watchdog.fullname" -}}
+{{- if contains .Chart.Name .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name .Chart.Name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "kafka-watchdog.selectorLabels" -}}
+app.kubernetes.io/name: {{ .Chart.Name }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{- define "kafka-watchdog.labels" -}}
+{{ include "kafka-watchdog.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
+{{- end -}}
+
+{{/* The configuration as the pod reads it: the user's, with the two keys the chart owns. */}}
+{{- define "kafka-watchdog.config" -}}
+{{- $cfg := deepCopy .Values.config -}}
+{{- $http := deepCopy (default (dict) $cfg.http) -}}
+{{- $_ := set $http "listen" (printf "0.0.0.0:%v" .Values.service.port) -}}
+{{- $_ := set $cfg "http" $http -}}
+{{- $_ := set $cfg "state_dir" "/var/lib/kafka-watchdog" -}}
+{{- toYaml $cfg -}}
+{{- end -}}
+
+{{/* HTTPS when the configuration serves TLS: the probes must speak it too. */}}
+{{- define "kafka-watchdog.scheme" -}}
+{{- if and (not .Values.existingConfigMap) (dig "http" "tls" "" .Values.config) -}}HTTPS{{- else -}}HTTP{{- end -}}
+{{- end -}}
