@@ -6,23 +6,24 @@ use std::time::{Duration, Instant};
 
 use kafka_lab::Lab;
 
-fn lab(args: &[&str]) -> (bool, String) {
+/// Runs `kafka-lab args`: whether it succeeded, its stdout (what scripts read), and stdout
+/// with stderr (for messages). Progress notes go to stderr: on a fresh machine `up` says it
+/// is downloading Kafka, which must not change what it prints on stdout.
+fn lab(args: &[&str]) -> (bool, String, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_kafka-lab"))
         .args(args)
         .output()
         .expect("run kafka-lab");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (out.status.success(), text)
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let all = format!("{stdout}{}", String::from_utf8_lossy(&out.stderr));
+    (out.status.success(), stdout, all)
 }
 
+/// The stdout of a command that must succeed.
 fn ok(args: &[&str]) -> String {
-    let (success, text) = lab(args);
-    assert!(success, "kafka-lab {}: {text}", args.join(" "));
-    text
+    let (success, stdout, all) = lab(args);
+    assert!(success, "kafka-lab {}: {all}", args.join(" "));
+    stdout
 }
 
 #[test]
@@ -31,6 +32,9 @@ fn up_faults_status_down_leaves_nothing_behind() {
     ok(&["down"]);
     assert_eq!(Lab::leftovers(), Vec::<String>::new());
 
+    // The bound is for starting the cluster; Kafka's jars are fetched (once per machine)
+    // before the clock starts.
+    kafka_lab::dist::ensure(kafka_lab::KafkaVersion::V4).expect("Kafka's jars");
     let started = Instant::now();
     let out = ok(&["up"]);
     let took = started.elapsed();
@@ -66,12 +70,12 @@ fn up_faults_status_down_leaves_nothing_behind() {
     );
     assert_eq!(kafka_lab::netfault::list().len(), 2);
 
-    let (success, text) = lab(&["freeze", "7"]);
+    let (success, _, text) = lab(&["freeze", "7"]);
     assert!(
         !success && text.contains("node 7 is not part of this lab"),
         "{text}"
     );
-    let (success, text) = lab(&["isolate", "0"]);
+    let (success, _, text) = lab(&["isolate", "0"]);
     assert!(!success && text.contains("quorum node"), "{text}");
 
     ok(&["heal"]);
@@ -91,6 +95,6 @@ fn up_faults_status_down_leaves_nothing_behind() {
 
     ok(&["down"]);
     assert_eq!(Lab::leftovers(), Vec::<String>::new());
-    let (success, text) = lab(&["status"]);
+    let (success, _, text) = lab(&["status"]);
     assert!(!success && text.contains("no lab is running"), "{text}");
 }
