@@ -17,6 +17,8 @@ use crate::{cpu, dist, netfault, stall};
 
 /// How long `up` waits for every broker to register.
 const READY_TIMEOUT: Duration = Duration::from_secs(150);
+/// How often `up` starts again a node that exits while starting.
+const RESTARTS: u32 = 3;
 /// How long a controlled shutdown may take before `stop` gives up.
 const STOP_TIMEOUT: Duration = Duration::from_secs(90);
 
@@ -160,7 +162,7 @@ impl Lab {
             lab.spawn(topology::QUORUM_NODE, &libs)?;
             lab.state.save(&lab.dir)?;
         }
-        lab.wait_quorum(deadline)?;
+        lab.wait_quorum(deadline, &libs)?;
         for id in lab.brokers() {
             if lab.running_pid(id).is_none() {
                 lab.spawn(id, &libs)?;
@@ -460,7 +462,8 @@ impl Lab {
 
     /// Waits until the quorum node serves: ZooKeeper answers `ruok` with `imok`, a KRaft
     /// controller listens.
-    fn wait_quorum(&self, deadline: Instant) -> Result<(), LabError> {
+    fn wait_quorum(&mut self, deadline: Instant, libs: &Path) -> Result<(), LabError> {
+        let mut restarts = 0;
         let quorum = self.quorum_address();
         let zookeeper = !self.state.version.is_kraft();
         loop {
@@ -473,10 +476,23 @@ impl Lab {
                 return Ok(());
             }
             if self.running_pid(topology::QUORUM_NODE).is_none() {
-                return Err(self.startup_failed(
-                    topology::QUORUM_NODE,
-                    "the quorum node exited while starting",
-                ));
+                // Exited while starting (or the process recorded was an earlier lab's, gone
+                // since): start it again, a bounded number of times, saying why.
+                let cause = self.exit_cause(topology::QUORUM_NODE);
+                if restarts >= RESTARTS {
+                    return Err(self.startup_failed(
+                        topology::QUORUM_NODE,
+                        &format!(
+                            "the quorum node exited while starting {RESTARTS} times; last: {cause}"
+                        ),
+                    ));
+                }
+                restarts += 1;
+                eprintln!(
+                    "kafka-lab: the quorum node is not running ({cause}); starting it again ({restarts}/{RESTARTS})"
+                );
+                self.spawn(topology::QUORUM_NODE, libs)?;
+                self.state.save(&self.dir)?;
             }
             if Instant::now() > deadline {
                 return Err(self.not_ready(READY_TIMEOUT, "the quorum node to serve"));
@@ -488,7 +504,6 @@ impl Lab {
     /// Waits until every broker is registered, starting again (a bounded number of times)
     /// a broker whose process exited meanwhile, and saying why it exited.
     fn wait_started(&mut self, deadline: Instant, libs: &Path) -> Result<(), LabError> {
-        const RESTARTS: u32 = 3;
         let mut restarts: std::collections::BTreeMap<i32, u32> = Default::default();
         loop {
             let want = self.brokers();
