@@ -19,13 +19,7 @@ async fn call(
     target: &Target,
     url: &str,
 ) -> Result<Value, StatusError> {
-    let unreachable = |e: reqwest::Error| StatusError::Unreachable {
-        url: url.to_string(),
-        why: std::iter::successors(Some(&e as &dyn std::error::Error), |e| e.source())
-            .map(|e| e.to_string())
-            .collect::<Vec<_>>()
-            .join(": "),
-    };
+    let unreachable = |e: reqwest::Error| crate::status_view::unreachable(url, &e);
     let answer = with_auth(req, target).send().await.map_err(unreachable)?;
     let code = answer.status().as_u16();
     let body = answer.text().await.map_err(unreachable)?;

@@ -88,6 +88,18 @@ impl Target {
     }
 }
 
+/// The daemon at `url` could not be asked. The error chain holds the cause (refused,
+/// certificate, timeout); its top says "error sending request" only.
+pub fn unreachable(url: &str, e: &reqwest::Error) -> StatusError {
+    StatusError::Unreachable {
+        url: url.to_string(),
+        why: std::iter::successors(Some(e as &dyn std::error::Error), |e| e.source())
+            .map(|e| e.to_string())
+            .collect::<Vec<_>>()
+            .join(": "),
+    }
+}
+
 /// The request with the daemon's credential, if it has one.
 pub fn with_auth(req: reqwest::RequestBuilder, target: &Target) -> reqwest::RequestBuilder {
     match &target.auth {
@@ -136,15 +148,7 @@ pub fn client(target: &Target) -> Result<reqwest::Client, StatusError> {
 pub async fn fetch(client: &reqwest::Client, target: &Target) -> Result<Value, StatusError> {
     let url = target.status_url();
     let req = with_auth(client.get(&url), target);
-    let unreachable = |e: reqwest::Error| StatusError::Unreachable {
-        url: url.clone(),
-        // The chain holds the cause (refused, certificate, timeout); the top says "error
-        // sending request" only.
-        why: std::iter::successors(Some(&e as &dyn std::error::Error), |e| e.source())
-            .map(|e| e.to_string())
-            .collect::<Vec<_>>()
-            .join(": "),
-    };
+    let unreachable = |e: reqwest::Error| unreachable(&url, &e);
     let answer = req.send().await.map_err(unreachable)?;
     let code = answer.status().as_u16();
     let body = answer.text().await.map_err(unreachable)?;
@@ -684,25 +688,27 @@ mod tests {
         );
         let zombie = line_with(&page, "127.0.0.12:9092");
         assert!(zombie.contains("\x1b[31mzombie\x1b[0m   "), "{zombie:?}");
-        let strip = |s: &str| {
-            let mut out = String::new();
-            let mut esc = false;
-            for c in s.chars() {
-                if c == '\x1b' {
-                    esc = true;
-                } else if esc {
-                    esc = c != 'm';
-                } else {
-                    out.push(c);
-                }
-            }
-            out
-        };
-        assert_eq!(strip(&page), render(&doc(), "x", &plain(ROUND_AT)));
+        assert_eq!(strip_ansi(&page), render(&doc(), "x", &plain(ROUND_AT)));
         assert!(use_color(true, None));
         assert!(!use_color(false, None));
         assert!(!use_color(true, Some(std::ffi::OsStr::new("1"))));
         assert!(use_color(true, Some(std::ffi::OsStr::new(""))));
+    }
+
+    /// The text a terminal shows: colour escapes removed.
+    fn strip_ansi(s: &str) -> String {
+        let mut out = String::new();
+        let mut esc = false;
+        for c in s.chars() {
+            if c == '\x1b' {
+                esc = true;
+            } else if esc {
+                esc = c != 'm';
+            } else {
+                out.push(c);
+            }
+        }
+        out
     }
 
     #[test]
@@ -714,20 +720,7 @@ mod tests {
         };
         let page = render(&doc(), "x", &view);
         for l in page.lines() {
-            let visible: String = {
-                let mut out = String::new();
-                let mut esc = false;
-                for c in l.chars() {
-                    if c == '\x1b' {
-                        esc = true;
-                    } else if esc {
-                        esc = c != 'm';
-                    } else {
-                        out.push(c);
-                    }
-                }
-                out
-            };
+            let visible = strip_ansi(l);
             assert!(visible.chars().count() <= 40, "{l:?}");
             // Whatever colour the line opened is closed by its end.
             if let Some(last) = l.rfind("\x1b[") {

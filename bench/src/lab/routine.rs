@@ -1005,15 +1005,7 @@ fn report(
         ]);
     }
     if rec.episodes_seen.is_empty() {
-        episodes.push(vec![
-            json!("none"),
-            json!(null),
-            json!(null),
-            json!(null),
-            json!(null),
-            json!(null),
-            json!(null),
-        ]);
+        episodes.push(none_row(7));
     }
 
     let mut incidents = Table::new(
@@ -1039,16 +1031,7 @@ fn report(
         ]);
     }
     if by_start.is_empty() {
-        incidents.push(vec![
-            json!("none"),
-            json!(null),
-            json!(null),
-            json!(null),
-            json!(null),
-            json!(null),
-            json!(null),
-            json!(null),
-        ]);
+        incidents.push(none_row(8));
     }
 
     let mut hooks = Table::new(
@@ -1077,16 +1060,7 @@ fn report(
         ]);
     }
     if rec.webhooks.is_empty() {
-        hooks.push(vec![
-            json!("none"),
-            json!(null),
-            json!(null),
-            json!(null),
-            json!(null),
-            json!(null),
-            json!(null),
-            json!(null),
-        ]);
+        hooks.push(none_row(8));
     }
 
     let mut losses = Table::new(
@@ -1237,4 +1211,11 @@ fn report(
         "remediations": rec.remediations.values().collect::<Vec<_>>(),
     });
     verdict
+}
+
+/// The single row of a table with nothing to list: "none", then empty cells.
+fn none_row(columns: usize) -> Vec<Value> {
+    std::iter::once(json!("none"))
+        .chain(std::iter::repeat_n(Value::Null, columns.saturating_sub(1)))
+        .collect()
 }
