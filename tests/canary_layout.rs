@@ -115,6 +115,5 @@ fn canary_topic_follows_a_broker_that_joins_and_one_that_leaves_without_looping(
         "every remaining broker leads: {c:#}"
     );
     drop(w);
-    drop(lab);
-    kafka_lab::Lab::down().unwrap();
+    lab.take_down();
 }

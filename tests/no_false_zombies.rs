@@ -147,8 +147,7 @@ fn a_broker_catching_up_under_a_replication_throttle_is_never_a_zombie() {
     }));
     let _ = client::delete_topic(&bs, &topic);
     lab.stop(4).unwrap();
-    drop(lab);
-    kafka_lab::Lab::down().unwrap();
+    lab.take_down();
     if let Err(panic) = outcome {
         std::panic::resume_unwind(panic);
     }

@@ -18,6 +18,8 @@ static SERIAL: Mutex<()> = Mutex::new(());
 /// fault and restarts stopped brokers, so the next test starts from a healthy cluster.
 pub struct LabGuard {
     pub lab: Lab,
+    /// Set by `take_down`: the lab is removed, not healed, when the guard goes.
+    remove: bool,
     _serial: MutexGuard<'static, ()>,
     // Declared last so it is released after the teardown above has healed the lab.
     _session: kafka_lab::SessionLock,
@@ -36,9 +38,23 @@ impl std::ops::DerefMut for LabGuard {
     }
 }
 
+impl LabGuard {
+    /// Takes the lab down while this test still holds both locks. Calling `Lab::down` after
+    /// the guard is gone races the next test, which can open the lab and find it removed
+    /// under it (CI saw "lab healthy: NotUp").
+    pub fn take_down(mut self) {
+        self.remove = true;
+    }
+}
+
 impl Drop for LabGuard {
     fn drop(&mut self) {
-        if let Err(e) = restore(&mut self.lab) {
+        let outcome = if self.remove {
+            Lab::down()
+        } else {
+            restore(&mut self.lab)
+        };
+        if let Err(e) = outcome {
             eprintln!("lab teardown: {e}");
         }
     }
@@ -88,6 +104,7 @@ pub fn lab_with(opts: UpOptions) -> LabGuard {
     );
     LabGuard {
         lab,
+        remove: false,
         _serial: serial,
         _session: session,
     }
