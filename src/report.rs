@@ -11,7 +11,7 @@ use serde::Serialize;
 use crate::canary::stats::CanaryStats;
 use crate::canary::CanaryRound;
 use crate::cluster_view::{merge, StaleLeader};
-use crate::health::{classify, Condition, Health};
+use crate::health::{classify_reassigning, Condition, Health, Reassigning};
 use crate::observe::{
     BrokerId, BrokerList, BrokerProbe, EligibleLeaders, FailureKind, MetadataView, ProbeFailure,
     RoundObservation, TopicId, NO_TOPIC_ID,
@@ -343,7 +343,12 @@ impl Evaluator {
         };
         self.unclean_total += unclean_elections.len() as u64;
         let include = self.include.clone();
-        let mut health = classify(&view, &obs.min_isr, |t| include(t));
+        let mut health = classify_reassigning(
+            &view,
+            &obs.min_isr,
+            Reassigning::from_followers(&obs.followers),
+            |t| include(t),
+        );
         // Partition findings name the brokers the verdicts decide are the cause, not every
         // replica missing from an ISR (issue 14).
         let mut canary = canary;

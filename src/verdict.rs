@@ -1154,7 +1154,7 @@ pub fn causes(
             &p.topic,
             p.partition,
             p.leader,
-            &p.replicas,
+            &p.settled_replicas(),
             &p.isr,
         ));
     }
@@ -1162,11 +1162,17 @@ pub fn causes(
     if let Some(round) = canary {
         for p in &round.partitions {
             if !seen.contains(&(round.topic.clone(), p.partition)) {
+                let settled: Vec<BrokerId> = p
+                    .replicas
+                    .iter()
+                    .copied()
+                    .filter(|r| !health.reassigning.adds(&round.topic, p.partition, *r))
+                    .collect();
                 links.extend(cause::links_of(
                     &round.topic,
                     p.partition,
                     p.leader,
-                    &p.replicas,
+                    &settled,
                     &p.isr,
                 ));
             }

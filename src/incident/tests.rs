@@ -87,6 +87,7 @@ fn problem(
         isr: isr.to_vec(),
         min_isr,
         suspects,
+        adding: Vec::new(),
     }
 }
 
