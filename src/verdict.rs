@@ -9,7 +9,7 @@ use serde::Serialize;
 
 use crate::cluster_view::ClusterView;
 use crate::health::{BrokerPartitions, Health};
-use crate::host::HostObservation;
+use crate::observe::HostObservation;
 use crate::observe::{BrokerEndpoint, BrokerId, BrokerProbe, FailureKind, RoundObservation};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
@@ -869,8 +869,8 @@ fn log_dir_low_space(f: &BrokerFacts, _: &VerdictSettings) -> Option<RuleHit> {
             format!(
                 "log dir {}: {} free of {} ({:.1}%)",
                 d.path,
-                crate::host::disk::human_bytes(d.free_bytes.unwrap_or(0)),
-                crate::host::disk::human_bytes(d.total_bytes.unwrap_or(0)),
+                crate::words::human_bytes(d.free_bytes.unwrap_or(0)),
+                crate::words::human_bytes(d.total_bytes.unwrap_or(0)),
                 d.free_ratio.unwrap_or(0.0) * 100.0
             )
         })
@@ -1282,7 +1282,7 @@ fn canary_facts(
         };
         let to = charged.entry(p.partition).or_default();
         // Refused to the watchdog's user: its permissions, not the broker, are at fault.
-        if err.kind == crate::canary::AUTHORIZATION || crate::canary::client_side(err.kind) {
+        if err.kind == crate::words::AUTHORIZATION || crate::words::client_side(err.kind) {
             continue;
         }
         let Some(received) = err.broker else {
@@ -1300,7 +1300,7 @@ fn canary_facts(
             }
             continue;
         }
-        if crate::canary::blames_followers(err.kind) {
+        if crate::words::blames_followers(err.kind) {
             let mut suspects: Vec<BrokerId> = p
                 .replicas
                 .iter()
