@@ -170,31 +170,31 @@ pub struct CanaryFacts {
 type Rule = fn(&BrokerFacts, &VerdictSettings) -> Option<RuleHit>;
 
 /// The rules, most severe first. Each returns a hit or nothing.
-const RULES: &[(&str, Rule)] = &[
-    ("port_closed", port_closed),
-    ("process_gone", process_gone),
-    ("process_exited", process_exited),
-    ("process_stopped", process_stopped),
-    ("unreachable", unreachable),
+const RULES: &[Rule] = &[
+    port_closed,
+    process_gone,
+    process_exited,
+    process_stopped,
+    unreachable,
     // Before cluster_invisible: when the watchdog's password is wrong everywhere, that is
     // the first thing to say.
-    ("auth_failed", auth_failed),
-    ("protocol_error", protocol_error),
-    ("cluster_invisible", cluster_invisible),
-    ("process_alive_no_answer", process_alive_no_answer),
-    ("no_answer", no_answer),
-    ("fenced_but_serving", fenced_but_serving),
-    ("stale_leader", stale_leader),
-    ("out_of_every_isr", out_of_every_isr),
-    ("canary_writes_fail", canary_writes_fail),
-    ("out_of_some_isrs", out_of_some_isrs),
-    ("followers_cannot_replicate", followers_cannot_replicate),
-    ("canary_not_enough_replicas", canary_not_enough_replicas),
-    ("metadata_disagreement", metadata_disagreement),
-    ("slow", slow),
-    ("port_not_listening", port_not_listening),
-    ("log_dir_low_space", log_dir_low_space),
-    ("log_dir_unreadable", log_dir_unreadable),
+    auth_failed,
+    protocol_error,
+    cluster_invisible,
+    process_alive_no_answer,
+    no_answer,
+    fenced_but_serving,
+    stale_leader,
+    out_of_every_isr,
+    canary_writes_fail,
+    out_of_some_isrs,
+    followers_cannot_replicate,
+    canary_not_enough_replicas,
+    metadata_disagreement,
+    slow,
+    port_not_listening,
+    log_dir_low_space,
+    log_dir_unreadable,
 ];
 
 fn hit(rule: &'static str, state: BrokerState, detail: String) -> Option<RuleHit> {
@@ -1523,7 +1523,7 @@ pub fn judge(
 pub fn verdict_of(facts: &BrokerFacts, settings: &VerdictSettings) -> BrokerVerdict {
     let mut hits: Vec<RuleHit> = RULES
         .iter()
-        .filter_map(|(_, rule)| rule(facts, settings))
+        .filter_map(|rule| rule(facts, settings))
         .collect();
     hits.sort_by_key(|h| std::cmp::Reverse(h.state));
     BrokerVerdict {

@@ -91,10 +91,6 @@ impl ClusterProber {
         }
     }
 
-    pub fn settings(&self) -> &ProbeSettings {
-        &self.settings
-    }
-
     /// Runs one round: discovery if no broker is known yet, every broker probed at once, the
     /// set of known brokers updated, min.insync.replicas refreshed when due.
     pub async fn round(&mut self) -> RoundObservation {
