@@ -30,8 +30,6 @@ mod security;
 mod versions;
 
 #[cfg(test)]
-pub(crate) mod fake_broker;
-#[cfg(test)]
 mod tests;
 #[cfg(test)]
 mod tests_partitions;

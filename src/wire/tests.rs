@@ -15,11 +15,11 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 
-use super::fake_broker::{
-    answer, answer_api_versions, frame, ranges_with, FakeBroker, Received, Reply, KAFKA_4_1,
-};
 use super::*;
 use crate::observe::{BrokerEndpoint, FailureKind, NO_LEADER};
+use kafka_watchdog_test_support::fake_broker::{
+    answer, answer_api_versions, frame, ranges_with, FakeBroker, Received, Reply, KAFKA_4_1,
+};
 
 const SHORT: Duration = Duration::from_millis(300);
 /// Scheduling slack allowed on top of a deadline before a test calls it a hang.

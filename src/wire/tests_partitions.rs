@@ -24,11 +24,11 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::records::{Compression, RecordBatchDecoder};
 
-use super::fake_broker::{
-    answer, answer_api_versions, frame, ranges_with, FakeBroker, Received, Reply, KAFKA_4_1,
-};
 use super::*;
 use crate::observe::FailureKind;
+use kafka_watchdog_test_support::fake_broker::{
+    answer, answer_api_versions, frame, ranges_with, FakeBroker, Received, Reply, KAFKA_4_1,
+};
 
 const SHORT: Duration = Duration::from_millis(300);
 /// Scheduling slack allowed on top of a deadline before a test calls it a hang.
