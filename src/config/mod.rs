@@ -33,6 +33,7 @@ mod read;
 mod sasl;
 mod schema;
 mod secret;
+mod security;
 mod silences;
 mod types;
 mod webhook;
