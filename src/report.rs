@@ -57,7 +57,7 @@ pub struct ClusterReport {
     /// Per canary partition: the length of its last closed unavailability window.
     pub canary_last_window: BTreeMap<i32, f64>,
     /// Host mode: this round's look at the brokers on the watchdog's host.
-    pub host: BTreeMap<BrokerId, crate::observe::HostObservation>,
+    pub host: BTreeMap<BrokerId, crate::host::HostObservation>,
 }
 
 /// A partition whose new leader was not in the ISR the round before: it was elected

@@ -50,7 +50,7 @@ pub struct CanarySettings {
 }
 
 // The produce error kinds the verdict reads are declared with it, in a pure module.
-pub use crate::words::{blames_followers, client_side, AUTHORIZATION};
+pub use crate::words::AUTHORIZATION;
 
 /// Why a canary write failed, as a bounded label.
 pub fn error_kind(e: &KafkaError) -> &'static str {
@@ -79,6 +79,19 @@ pub fn error_kind(e: &KafkaError) -> &'static str {
 /// A canary write slower than this counts as an unavailability window, however it ended.
 pub fn slow_write(produce_timeout: Duration) -> Duration {
     (produce_timeout / 3).max(Duration::from_millis(500))
+}
+
+/// Whether a produce error points at the replicas missing from the ISR rather than at the
+/// leader that answered it.
+pub fn blames_followers(kind: &str) -> bool {
+    crate::words::blames_followers(kind)
+}
+
+/// Whether a produce error happened in the client, before any broker had the write: the
+/// local queue was full, or the message timed out waiting to be sent. It says nothing about
+/// a broker.
+pub fn client_side(kind: &str) -> bool {
+    crate::words::client_side(kind)
 }
 
 #[derive(Debug, Clone, Serialize)]
