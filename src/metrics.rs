@@ -736,7 +736,7 @@ impl HostFamilies {
             }
             let alive = h.process.as_ref().filter(|p| !p.state.has_exited());
             set(&self.up, b(), f64::from(u8::from(alive.is_some())));
-            for s in crate::host::ProcessState::ALL {
+            for s in crate::observe::ProcessState::ALL {
                 let mut l = b();
                 l.push(("state", s.as_label().into()));
                 let now = h.process.as_ref().is_some_and(|p| p.state == s);

@@ -77,7 +77,7 @@ pub struct BrokerStatus<'a> {
     pub metadata_seconds: Option<f64>,
     pub partitions: BrokerPartitions,
     /// Host mode's look at its process, ports and log directories.
-    pub host: Option<&'a crate::host::HostObservation>,
+    pub host: Option<&'a crate::observe::HostObservation>,
 }
 
 #[derive(Serialize)]

@@ -9,7 +9,7 @@ use serde::Serialize;
 
 use crate::cluster_view::ClusterView;
 use crate::health::{BrokerPartitions, Health};
-use crate::host::HostObservation;
+use crate::observe::HostObservation;
 use crate::observe::{BrokerEndpoint, BrokerId, BrokerProbe, FailureKind, RoundObservation};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
@@ -170,31 +170,31 @@ pub struct CanaryFacts {
 type Rule = fn(&BrokerFacts, &VerdictSettings) -> Option<RuleHit>;
 
 /// The rules, most severe first. Each returns a hit or nothing.
-const RULES: &[(&str, Rule)] = &[
-    ("port_closed", port_closed),
-    ("process_gone", process_gone),
-    ("process_exited", process_exited),
-    ("process_stopped", process_stopped),
-    ("unreachable", unreachable),
+const RULES: &[Rule] = &[
+    port_closed,
+    process_gone,
+    process_exited,
+    process_stopped,
+    unreachable,
     // Before cluster_invisible: when the watchdog's password is wrong everywhere, that is
     // the first thing to say.
-    ("auth_failed", auth_failed),
-    ("protocol_error", protocol_error),
-    ("cluster_invisible", cluster_invisible),
-    ("process_alive_no_answer", process_alive_no_answer),
-    ("no_answer", no_answer),
-    ("fenced_but_serving", fenced_but_serving),
-    ("stale_leader", stale_leader),
-    ("out_of_every_isr", out_of_every_isr),
-    ("canary_writes_fail", canary_writes_fail),
-    ("out_of_some_isrs", out_of_some_isrs),
-    ("followers_cannot_replicate", followers_cannot_replicate),
-    ("canary_not_enough_replicas", canary_not_enough_replicas),
-    ("metadata_disagreement", metadata_disagreement),
-    ("slow", slow),
-    ("port_not_listening", port_not_listening),
-    ("log_dir_low_space", log_dir_low_space),
-    ("log_dir_unreadable", log_dir_unreadable),
+    auth_failed,
+    protocol_error,
+    cluster_invisible,
+    process_alive_no_answer,
+    no_answer,
+    fenced_but_serving,
+    stale_leader,
+    out_of_every_isr,
+    canary_writes_fail,
+    out_of_some_isrs,
+    followers_cannot_replicate,
+    canary_not_enough_replicas,
+    metadata_disagreement,
+    slow,
+    port_not_listening,
+    log_dir_low_space,
+    log_dir_unreadable,
 ];
 
 fn hit(rule: &'static str, state: BrokerState, detail: String) -> Option<RuleHit> {
@@ -869,8 +869,8 @@ fn log_dir_low_space(f: &BrokerFacts, _: &VerdictSettings) -> Option<RuleHit> {
             format!(
                 "log dir {}: {} free of {} ({:.1}%)",
                 d.path,
-                crate::host::disk::human_bytes(d.free_bytes.unwrap_or(0)),
-                crate::host::disk::human_bytes(d.total_bytes.unwrap_or(0)),
+                crate::words::human_bytes(d.free_bytes.unwrap_or(0)),
+                crate::words::human_bytes(d.total_bytes.unwrap_or(0)),
                 d.free_ratio.unwrap_or(0.0) * 100.0
             )
         })
@@ -1288,7 +1288,7 @@ fn canary_facts(
         };
         let to = charged.entry(p.partition).or_default();
         // Refused to the watchdog's user: its permissions, not the broker, are at fault.
-        if err.kind == crate::canary::AUTHORIZATION || crate::canary::client_side(err.kind) {
+        if err.kind == crate::words::AUTHORIZATION || crate::words::client_side(err.kind) {
             continue;
         }
         let Some(received) = err.broker else {
@@ -1306,7 +1306,7 @@ fn canary_facts(
             }
             continue;
         }
-        if crate::canary::blames_followers(err.kind) {
+        if crate::words::blames_followers(err.kind) {
             let mut suspects: Vec<BrokerId> = p
                 .replicas
                 .iter()
@@ -1529,7 +1529,7 @@ pub fn judge(
 pub fn verdict_of(facts: &BrokerFacts, settings: &VerdictSettings) -> BrokerVerdict {
     let mut hits: Vec<RuleHit> = RULES
         .iter()
-        .filter_map(|(_, rule)| rule(facts, settings))
+        .filter_map(|rule| rule(facts, settings))
         .collect();
     hits.sort_by_key(|h| std::cmp::Reverse(h.state));
     BrokerVerdict {

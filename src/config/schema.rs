@@ -82,7 +82,7 @@ pub(crate) const FORGET_BROKER_AFTER: IntSpec = IntSpec {
 /// canary topic only. 600k: three full answers of 200k partitions, a round of about 60 ms.
 pub(crate) const FULL_METADATA_BUDGET: IntSpec = IntSpec {
     key: "full_metadata_partition_budget",
-    default: crate::probe::DEFAULT_FULL_METADATA_BUDGET,
+    default: 600_000,
     min: 1,
     max: 1_000_000_000,
 };

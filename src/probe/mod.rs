@@ -31,8 +31,9 @@ pub struct ProbeSettings {
     pub scoped_topics: Vec<String>,
 }
 
-/// See `full_metadata_partition_budget` in the configuration.
-pub const DEFAULT_FULL_METADATA_BUDGET: u64 = 600_000;
+/// See `full_metadata_partition_budget` in the configuration, which declares it: the
+/// configuration comes before the probe and imports nothing from it.
+pub const DEFAULT_FULL_METADATA_BUDGET: u64 = crate::config::DEFAULT_FULL_METADATA_BUDGET;
 
 /// How many brokers are asked for every topic this round: all of them while
 /// `partitions x brokers` fits the budget, else as many as fit, never fewer than three (a
@@ -91,10 +92,6 @@ impl ClusterProber {
             cursor: 0,
             adding_before: BTreeMap::new(),
         }
-    }
-
-    pub fn settings(&self) -> &ProbeSettings {
-        &self.settings
     }
 
     /// Runs one round: discovery if no broker is known yet, every broker probed at once, the
