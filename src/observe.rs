@@ -312,6 +312,9 @@ pub struct RoundObservation {
     /// Answering brokers missing from ISRs: how far their logs are, so the verdict can tell
     /// a broker out of every ISR that catches up from one that is stuck.
     pub followers: BTreeMap<BrokerId, FollowerProgress>,
+    /// The continuous liveness check's facts about every broker it watches, as of the end
+    /// of the round (empty when it is off).
+    pub liveness: BTreeMap<BrokerId, crate::liveness::LivenessFact>,
 }
 
 /// One replica's position: its own log end offset and its leader's high watermark.

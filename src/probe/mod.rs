@@ -162,6 +162,7 @@ impl ClusterProber {
             eligible_leaders,
             host: BTreeMap::new(),
             followers,
+            liveness: BTreeMap::new(),
         }
     }
 

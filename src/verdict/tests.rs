@@ -188,6 +188,7 @@ impl World {
             eligible_leaders: Default::default(),
             host: self.host.clone(),
             followers: self.followers.clone(),
+            liveness: BTreeMap::new(),
         }
     }
 
@@ -235,6 +236,7 @@ impl World {
             eligible_leaders: Default::default(),
             host: self.host.clone(),
             followers: self.followers.clone(),
+            liveness: BTreeMap::new(),
         };
         let answers: Vec<(i32, &MetadataView)> = obs
             .probes
@@ -749,6 +751,7 @@ fn peer_medians_match_the_median_of_the_others() {
         eligible_leaders: Default::default(),
         host: BTreeMap::new(),
         followers: BTreeMap::new(),
+        liveness: BTreeMap::new(),
     };
     let fast = super::peer_medians(&obs);
     for id in obs.probes.keys() {
