@@ -65,7 +65,10 @@ fn a_frozen_broker_is_paged_as_a_zombie_within_seconds_and_no_other_broker_is_na
         evidence.contains("accepted but silent"),
         "the fresh connection's outcome is evidence: {v:#}"
     );
-    assert!(paged_after < PAGE_BOUND, "paged after {paged_after:?}: {v:#}");
+    assert!(
+        paged_after < PAGE_BOUND,
+        "paged after {paged_after:?}: {v:#}"
+    );
     // Several rounds later nobody else has been named: the frozen broker's followers and
     // the canary's failed writes are charged to it alone.
     std::thread::sleep(Duration::from_secs(12));
@@ -112,13 +115,14 @@ fn a_killed_broker_is_paged_as_down_within_seconds() {
         "killed broker paged {:.2} s after the kill",
         paged_after.as_secs_f64()
     );
-    assert!(paged_after < PAGE_BOUND, "paged after {paged_after:?}: {v:#}");
+    assert!(
+        paged_after < PAGE_BOUND,
+        "paged after {paged_after:?}: {v:#}"
+    );
     let wrong = misattributions(&rx, 3);
     assert!(wrong.is_empty(), "{:#}", serde_json::Value::Array(wrong));
     assert!(
-        rx.received()
-            .iter()
-            .all(|v| v["state"] != "zombie"),
+        rx.received().iter().all(|v| v["state"] != "zombie"),
         "a killed broker is never a zombie"
     );
     lab.start(3).unwrap();

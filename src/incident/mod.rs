@@ -14,6 +14,8 @@ pub mod time;
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_duration;
 
 use std::fmt;
 use std::time::{Duration, SystemTime};

@@ -229,3 +229,249 @@ pub fn apply_liveness(
         v.state = v.hits.first().map_or(BrokerState::Healthy, |h| h.state);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::liveness::{SideConnect, Spell};
+    use crate::verdict::Registration;
+    use std::time::UNIX_EPOCH;
+
+    fn t(ms: u64) -> SystemTime {
+        UNIX_EPOCH + Duration::from_secs(1_700_000_000) + Duration::from_millis(ms)
+    }
+
+    const ROUND: u64 = 50_000;
+    const NOW: u64 = 60_000;
+
+    fn answering(id: BrokerId) -> LivenessFact {
+        LivenessFact {
+            address: format!("127.0.0.1{id}:9092"),
+            threshold: Duration::from_secs(1),
+            typical: Some(Duration::from_millis(3)),
+            last_latency: Some(Duration::from_millis(2)),
+            last_answer_at: Some(t(NOW - 100)),
+            waiting_since: None,
+            refused_since: None,
+            refused_detail: String::new(),
+            side: None,
+            accepted_in_silence: false,
+            spells: Vec::new(),
+        }
+    }
+
+    /// Silent since `silent_ms` before now; a fresh connection ended with `side`.
+    fn silent(id: BrokerId, silent_ms: u64, side: Option<SideOutcome>) -> LivenessFact {
+        LivenessFact {
+            last_answer_at: Some(t(NOW - silent_ms - 500)),
+            waiting_since: Some(t(NOW - silent_ms)),
+            side: side.map(|outcome| SideConnect {
+                at: t(NOW - 50),
+                outcome,
+                after: Duration::from_millis(1),
+                detail: String::new(),
+            }),
+            accepted_in_silence: side == Some(SideOutcome::Accepted),
+            ..answering(id)
+        }
+    }
+
+    fn healthy(id: BrokerId) -> BrokerVerdict {
+        BrokerVerdict {
+            broker: id,
+            address: format!("127.0.0.1{id}:9092"),
+            state: BrokerState::Healthy,
+            registration: Registration::Registered,
+            answered: true,
+            hits: Vec::new(),
+            observed_at: None,
+            held_since: None,
+        }
+    }
+
+    fn with_hit(mut v: BrokerVerdict, rule: &'static str, state: BrokerState) -> BrokerVerdict {
+        v.hits.push(RuleHit {
+            rule,
+            state,
+            detail: "from the round".into(),
+        });
+        v.state = state;
+        v
+    }
+
+    fn judge(
+        base: Vec<BrokerVerdict>,
+        facts: &[(BrokerId, LivenessFact)],
+        memory: &BTreeMap<BrokerId, BrokerMemory>,
+    ) -> Vec<BrokerVerdict> {
+        let mut vs = base;
+        let facts: BTreeMap<_, _> = facts.iter().cloned().collect();
+        apply_liveness(
+            &mut vs,
+            &facts,
+            &BTreeMap::new(),
+            memory,
+            &VerdictSettings::default(),
+            t(ROUND),
+            t(NOW),
+        );
+        vs
+    }
+
+    fn three(two: LivenessFact) -> Vec<(BrokerId, LivenessFact)> {
+        vec![(1, answering(1)), (2, two), (3, answering(3))]
+    }
+
+    fn base() -> Vec<BrokerVerdict> {
+        vec![healthy(1), healthy(2), healthy(3)]
+    }
+
+    #[test]
+    fn a_silent_broker_whose_port_accepts_is_a_zombie_with_when_its_silence_began() {
+        let vs = judge(
+            base(),
+            &three(silent(2, 1400, Some(SideOutcome::Accepted))),
+            &BTreeMap::new(),
+        );
+        assert_eq!(vs[1].state, BrokerState::Zombie);
+        assert_eq!(vs[1].hits[0].rule, "no_answer");
+        let d = &vs[1].hits[0].detail;
+        assert!(
+            d.contains("for 1.4 s") && d.contains("accepted but silent"),
+            "{d}"
+        );
+        assert!(d.contains("2 of 2 peer(s) answer"), "{d}");
+        assert_eq!(vs[1].held_since, Some(t(NOW - 1400)));
+        assert_eq!(vs[1].observed_at, Some(t(NOW)));
+        assert!(vs[0].state == BrokerState::Healthy && vs[2].state == BrokerState::Healthy);
+    }
+
+    #[test]
+    fn silence_below_the_threshold_or_before_the_fresh_connection_says_nothing() {
+        for fact in [
+            silent(2, 900, Some(SideOutcome::Accepted)),
+            silent(2, 1400, None),
+            // A connect that never completed: a host gone or a path cut, the round's rules.
+            silent(2, 1400, Some(SideOutcome::TimedOut)),
+        ] {
+            let vs = judge(base(), &three(fact), &BTreeMap::new());
+            assert_eq!(vs[1].state, BrokerState::Healthy, "{:?}", vs[1].hits);
+        }
+    }
+
+    #[test]
+    fn a_slow_but_working_broker_is_judged_by_its_own_threshold() {
+        let slow = LivenessFact {
+            threshold: crate::liveness::threshold(
+                Duration::from_secs(1),
+                Some(Duration::from_millis(400)),
+            ),
+            typical: Some(Duration::from_millis(400)),
+            ..silent(2, 1400, Some(SideOutcome::Accepted))
+        };
+        let vs = judge(base(), &three(slow), &BTreeMap::new());
+        assert_eq!(vs[1].state, BrokerState::Healthy);
+    }
+
+    #[test]
+    fn when_most_peers_are_silent_too_nobody_is_a_zombie() {
+        let facts = vec![
+            (1, silent(1, 1400, Some(SideOutcome::Accepted))),
+            (2, silent(2, 1400, Some(SideOutcome::Accepted))),
+            (3, answering(3)),
+        ];
+        let vs = judge(base(), &facts, &BTreeMap::new());
+        for v in &vs[..2] {
+            assert_eq!(v.state, BrokerState::Unknown, "{:?}", v.hits);
+            assert!(v.hits[0].detail.contains("watchdog's own network"));
+        }
+    }
+
+    #[test]
+    fn a_refused_connection_is_down() {
+        let refused = LivenessFact {
+            refused_since: Some(t(NOW - 300)),
+            refused_detail: "Connection refused (os error 111)".into(),
+            ..silent(2, 300, None)
+        };
+        let vs = judge(base(), &three(refused), &BTreeMap::new());
+        assert_eq!(vs[1].state, BrokerState::Down);
+        assert_eq!(vs[1].hits[0].rule, "port_closed");
+        assert_eq!(vs[1].held_since, Some(t(NOW - 300)));
+    }
+
+    /// Issue 14: a frozen broker whose accept queue filled up stays a zombie; the round's
+    /// timed-out connect (`unreachable`, down) is the full queue, not a host gone.
+    #[test]
+    fn a_full_accept_queue_after_an_accepted_connection_stays_a_zombie() {
+        let mut full = silent(2, 50_000, Some(SideOutcome::TimedOut));
+        full.accepted_in_silence = true;
+        let round = with_hit(healthy(2), "unreachable", BrokerState::Down);
+        let vs = judge(
+            vec![healthy(1), round, healthy(3)],
+            &three(full),
+            &BTreeMap::new(),
+        );
+        assert_eq!(vs[1].state, BrokerState::Zombie, "{:?}", vs[1].hits);
+        assert!(vs[1].hits[0].detail.contains("accept queue is full"));
+        assert!(vs[1].hits.iter().all(|h| h.rule != "unreachable"));
+    }
+
+    /// Kafka binds its port before it serves: a broker down a moment ago that accepts but
+    /// does not answer yet is restarting, never a zombie.
+    #[test]
+    fn a_restarting_broker_is_not_a_zombie() {
+        let mut memory = BTreeMap::new();
+        memory.insert(
+            2,
+            BrokerMemory {
+                last_down_at: Some(t(NOW - 8_000)),
+                ..BrokerMemory::default()
+            },
+        );
+        let vs = judge(
+            base(),
+            &three(silent(2, 3000, Some(SideOutcome::Accepted))),
+            &memory,
+        );
+        assert_eq!(vs[1].state, BrokerState::Down);
+        assert_eq!(vs[1].hits[0].rule, "restarting");
+    }
+
+    /// GC thrashing: answering now, but silent past its threshold again and again.
+    #[test]
+    fn short_spells_again_and_again_are_flapping() {
+        let mut f = answering(2);
+        f.spells = (0..3)
+            .map(|k| Spell {
+                started: t(NOW - 1_000 - 4_000 * k),
+                length: Duration::from_millis(2_000),
+            })
+            .collect();
+        let vs = judge(base(), &three(f.clone()), &BTreeMap::new());
+        assert_eq!(vs[1].state, BrokerState::Degraded);
+        assert_eq!(vs[1].hits[0].rule, "liveness_flapping");
+        assert!(vs[1].hits[0].detail.contains("3 time(s)"));
+        // Two are not flapping; and during a spell the zombie's evidence says it flaps.
+        f.spells.pop();
+        let vs = judge(base(), &three(f.clone()), &BTreeMap::new());
+        assert_eq!(vs[1].state, BrokerState::Healthy);
+        let mut during = silent(2, 1500, Some(SideOutcome::Accepted));
+        during.spells = f.spells;
+        let vs = judge(base(), &three(during), &BTreeMap::new());
+        assert_eq!(vs[1].state, BrokerState::Zombie);
+        assert!(vs[1].hits[0].detail.contains("before this it was silent"));
+    }
+
+    /// The round saw the port closed; the liveness connection has answered since.
+    #[test]
+    fn an_answer_newer_than_the_round_drops_the_rounds_connection_hits() {
+        let round = with_hit(healthy(2), "port_closed", BrokerState::Down);
+        let vs = judge(
+            vec![healthy(1), round, healthy(3)],
+            &three(answering(2)),
+            &BTreeMap::new(),
+        );
+        assert_eq!(vs[1].state, BrokerState::Healthy, "{:?}", vs[1].hits);
+    }
+}
