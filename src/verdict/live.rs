@@ -217,8 +217,13 @@ pub fn apply_liveness(
             // The port accepted during this silence: a connect that timed out in the round
             // was the full accept queue, not a host gone.
             let accepted = fact.accepted_in_silence && fact.refused_since.is_none();
-            v.hits
-                .retain(|h| h.rule != hit.rule && !(accepted && h.rule == "unreachable"));
+            // While it restarts, the round's silence was the same start-up.
+            let restarting = hit.rule == "restarting";
+            v.hits.retain(|h| {
+                h.rule != hit.rule
+                    && !(accepted && h.rule == "unreachable")
+                    && !(restarting && h.rule == "no_answer")
+            });
             if hit.state >= v.hits.first().map_or(BrokerState::Healthy, |h| h.state) {
                 v.observed_at = Some(now);
                 v.held_since = Some(since);
