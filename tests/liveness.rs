@@ -135,3 +135,43 @@ fn a_killed_broker_is_paged_as_down_within_seconds() {
         serde_json::Value::Array(rx.received())
     );
 }
+
+/// GC thrashing, as far as the lab can play it: 2 s frozen in every 4 s for 40 s. Before,
+/// no spell spanned two rounds and nothing was raised; now it is one incident, with the
+/// flapping in its evidence, and it does not resolve between spells.
+#[test]
+fn short_silences_again_and_again_are_one_incident_with_flapping_evidence() {
+    let mut lab = lab();
+    let rx = Receiver::start();
+    let w = start("live-flap", &rx);
+    for _ in 0..10 {
+        lab.freeze(2).unwrap();
+        std::thread::sleep(Duration::from_secs(2));
+        lab.thaw(2).unwrap();
+        std::thread::sleep(Duration::from_secs(2));
+    }
+    let broker2: Vec<serde_json::Value> = rx
+        .received()
+        .into_iter()
+        .filter(|v| v["kind"] == "broker" && v["broker_id"] == 2)
+        .collect();
+    let opened = broker2
+        .iter()
+        .filter(|v| is_event(v, "opened", "broker", Some(2)))
+        .count();
+    assert_eq!(opened, 1, "one incident: {broker2:#?}");
+    assert!(
+        broker2.iter().all(|v| v["event"] != "resolved"),
+        "not resolved between spells: {broker2:#?}"
+    );
+    assert!(
+        broker2
+            .iter()
+            .any(|v| v.to_string().contains("liveness_flapping")
+                || v.to_string().contains("before this it was silent")),
+        "the flapping is in the evidence: {broker2:#?}"
+    );
+    let wrong = misattributions(&rx, 2);
+    assert!(wrong.is_empty(), "{:#}", serde_json::Value::Array(wrong));
+    drop(w);
+}
