@@ -175,3 +175,38 @@ fn short_silences_again_and_again_are_one_incident_with_flapping_evidence() {
     assert!(wrong.is_empty(), "{:#}", serde_json::Value::Array(wrong));
     drop(w);
 }
+
+/// The zombie Kafka does not repair: request handlers and network threads stopped, the
+/// heartbeat thread alive (registered, unfenced). Before: 17.9 s at round 5 s.
+#[test]
+fn a_stalled_request_path_is_paged_as_a_zombie_within_seconds() {
+    let mut lab = lab();
+    let rx = Receiver::start();
+    let w = start("live-stall", &rx);
+    lab.stall(2, false).unwrap();
+    let stalled_at = Instant::now();
+    let v = rx.wait("opened broker 2 zombie", PAGE_BOUND * 2, |v| {
+        is_event(v, "opened", "broker", Some(2)) && v["state"] == "zombie"
+    });
+    let paged_after = stalled_at.elapsed();
+    eprintln!(
+        "stalled broker paged {:.2} s after the stall",
+        paged_after.as_secs_f64()
+    );
+    assert!(
+        paged_after < PAGE_BOUND,
+        "paged after {paged_after:?}: {v:#}"
+    );
+    assert!(
+        v["evidence"].to_string().contains("accepted but silent"),
+        "{v:#}"
+    );
+    std::thread::sleep(Duration::from_secs(5));
+    let wrong = misattributions(&rx, 2);
+    assert!(wrong.is_empty(), "{:#}", serde_json::Value::Array(wrong));
+    lab.heal(Some(2)).unwrap();
+    rx.wait("resolved broker 2", Duration::from_secs(90), |v| {
+        is_event(v, "resolved", "broker", Some(2))
+    });
+    drop(w);
+}

@@ -203,7 +203,7 @@ pub fn apply_liveness(
         };
         let probe = probes.get(&v.broker);
         let newer_answer = fact.last_answer_at.is_some_and(|t| t > round_at)
-            && fact.waiting_since.is_none_or(|_| !fact.past_threshold(now))
+            && !fact.past_threshold(now)
             && fact.refused_since.is_none();
         if newer_answer {
             v.hits.retain(|h| !superseded_by_answer(h.rule, probe));
