@@ -2000,3 +2000,52 @@ fn example_lab_oauth_loads() {
     let shipped = std::fs::read_to_string(example_path("lab-oauth.yaml")).unwrap();
     assert!(shipped.contains("client_secret_file: /tmp/kafka-lab/oauth/client.secret"));
 }
+
+/// Issue 14: confirmation is a duration. The `_secs` key wins wherever it is written; the
+/// deprecated round count is converted with the cluster's own round interval and said so;
+/// the liveness keys are checked like every other key.
+#[test]
+fn confirmation_durations_and_the_deprecated_round_counts() {
+    let c = ok("\
+defaults:
+  verdict:
+    open_after_rounds: 4
+    resolve_after_rounds: 2
+clusters:
+  - name: a
+    bootstrap_servers: [a:1]
+    verdict:
+      open_after_secs: 3
+      liveness_interval_ms: 0
+  - name: b
+    bootstrap_servers: [b:1]
+    round_interval_secs: 20
+");
+    let (a, b) = (&c.clusters[0].verdict, &c.clusters[1].verdict);
+    assert_eq!(a.open_after, Duration::from_secs(3));
+    assert_eq!(
+        a.resolve_after,
+        Duration::from_secs(9),
+        "1 x 10 s, less a tenth"
+    );
+    assert_eq!(a.deprecated_rounds, Some((None, Some(2))));
+    assert_eq!(a.liveness_interval, Duration::ZERO, "0 turns it off");
+    assert_eq!(
+        b.open_after,
+        Duration::from_secs(54),
+        "3 x 20 s, less a tenth"
+    );
+    assert!(b
+        .deprecation("b")
+        .is_some_and(|m| m.contains("deprecated") && m.contains("_secs")));
+    let got: Vec<String> = problems(
+        "clusters:\n  - name: a\n    bootstrap_servers: [a:1]\n    verdict:\n      liveness_floor_ms: 5\n",
+    )
+    .iter()
+    .map(short)
+    .collect();
+    assert_eq!(
+        got,
+        ["5:26: liveness_floor_ms 5 is out of range (expected an integer from 100 to 600000)"]
+    );
+}
