@@ -434,7 +434,7 @@ impl Alerting {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .insert(report.cluster.clone(), (round_extra, now));
-        self.observe(cluster, report, findings, now);
+        self.observe(cluster, report, findings, now, true);
     }
 
     /// A re-evaluation of the last round with newer liveness facts: the round's own
@@ -458,7 +458,9 @@ impl Alerting {
             f.observed_at.get_or_insert(round_at);
             f
         }));
-        self.observe(cluster, report, findings, now);
+        // Every second while a broker is silent: the file is written when something
+        // happened, not at each look.
+        self.observe(cluster, report, findings, now, false);
     }
 
     fn observe(
@@ -467,6 +469,7 @@ impl Alerting {
         report: &ClusterReport,
         findings: Vec<Finding>,
         now: SystemTime,
+        save_when_busy: bool,
     ) {
         let active = self.lock_silences().active(now);
         let mut book = self.book.lock().unwrap_or_else(|p| p.into_inner());
@@ -487,7 +490,7 @@ impl Alerting {
                 "incident"
             );
         }
-        if !(events.is_empty() && book.is_idle()) {
+        if !events.is_empty() || (save_when_busy && !book.is_idle()) {
             if let Err(e) = book.save(&self.state_dir) {
                 tracing::error!(error = %e, "cannot save incident state");
             }
