@@ -55,6 +55,7 @@ pub async fn cluster_loop(
         }
     };
     let wire = settings.wire.clone();
+    let live_wire = settings.wire.clone();
     let mut prober = ClusterProber::new(settings);
     let mut evaluator = Evaluator::new(
         &cfg.name,
@@ -75,7 +76,7 @@ pub async fn cluster_loop(
         Liveness::new(LivenessSettings {
             interval: cfg.verdict.liveness_interval,
             floor: cfg.verdict.liveness_floor,
-            wire: prober.settings().wire.clone(),
+            wire: live_wire,
         })
     });
     let board = liveness.as_ref().map(Liveness::board);

@@ -674,8 +674,13 @@ fn confirmation(
     }
     // The schema's range stops at 1000, far inside u32.
     let n = u32::try_from(rounds.value).unwrap_or(u32::MAX);
-    let h = crate::incident::Hysteresis::from_rounds(n, n, round);
-    (h.open_after, Some(n))
+    (rounds_as_duration(n, round), Some(n))
+}
+
+/// What a count of rounds in a row meant with rounds `round` apart: present in N rounds is
+/// held over N - 1 intervals; a tenth less, because round starts jitter by milliseconds.
+pub fn rounds_as_duration(n: u32, round: Duration) -> Duration {
+    round.saturating_mul(n.saturating_sub(1)) * 9 / 10
 }
 
 /// A timeout at or above the round interval would let one silent broker stall the whole

@@ -294,13 +294,11 @@ pub struct Hysteresis {
 
 impl Hysteresis {
     /// The durations the deprecated `open_after_rounds` / `resolve_after_rounds` meant with
-    /// rounds `round` apart: present in N rounds in a row is held over N - 1 intervals.
-    /// A tenth less, because round starts jitter by milliseconds either way.
+    /// rounds `round` apart (see `config::rounds_as_duration`).
     pub fn from_rounds(open: u32, resolve: u32, round: std::time::Duration) -> Self {
-        let span = |n: u32| round.saturating_mul(n.saturating_sub(1)) * 9 / 10;
         Hysteresis {
-            open_after: span(open),
-            resolve_after: span(resolve),
+            open_after: crate::config::rounds_as_duration(open, round),
+            resolve_after: crate::config::rounds_as_duration(resolve, round),
         }
     }
 }

@@ -16,12 +16,12 @@ use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
-use serde::Serialize;
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use crate::observe::{BrokerEndpoint, BrokerId, FailureKind};
+pub use crate::observe::{LivenessFact, SideConnect, SideOutcome, Spell};
 use crate::wire::{BrokerClient, WireError, WireOptions};
 
 /// Answer times kept per broker for its threshold: about 16 s at the default interval.
@@ -43,87 +43,6 @@ pub struct LivenessSettings {
     /// `liveness_floor_ms`: no broker is silent "past its threshold" before this.
     pub floor: Duration,
     pub wire: WireOptions,
-}
-
-/// What a fresh connection attempt beside a silent connection found.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum SideOutcome {
-    /// The TCP handshake completed: something holds the port open.
-    Accepted,
-    /// Nothing listens.
-    Refused,
-    /// No handshake within the connect timeout: a full accept queue, or a host gone.
-    TimedOut,
-    /// Anything else (resolution, routing).
-    Failed,
-}
-
-/// The last fresh connection attempt of the current silence.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct SideConnect {
-    #[serde(skip)]
-    pub at: SystemTime,
-    pub outcome: SideOutcome,
-    pub after: Duration,
-    pub detail: String,
-}
-
-/// A silence past the threshold that ended with an answer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub struct Spell {
-    #[serde(skip)]
-    pub started: SystemTime,
-    pub length: Duration,
-}
-
-/// What the liveness task of one broker knows, as data: times are wall-clock, so the pure
-/// verdict compares them with its own `now`.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct LivenessFact {
-    pub address: String,
-    /// Silence beyond this is evidence (the floor, or the factor times its slowest recent
-    /// answer, whichever is longer).
-    pub threshold: Duration,
-    /// The slowest of its recent answers.
-    pub typical: Option<Duration>,
-    pub last_latency: Option<Duration>,
-    #[serde(skip)]
-    pub last_answer_at: Option<SystemTime>,
-    /// When the oldest request still without an answer was sent (or the connection that
-    /// would carry it was opened); `None` while it answers.
-    #[serde(skip)]
-    pub waiting_since: Option<SystemTime>,
-    /// Since when new connections are refused; `None` while one is accepted.
-    #[serde(skip)]
-    pub refused_since: Option<SystemTime>,
-    pub refused_detail: String,
-    /// The last fresh connection attempt of this silence.
-    pub side: Option<SideConnect>,
-    /// Some fresh connection of this silence was accepted: a later timed-out connect is
-    /// the same process with its accept queue full, not a host gone.
-    pub accepted_in_silence: bool,
-    /// Silences past the threshold that ended, within [`FLAP_WINDOW`].
-    pub spells: Vec<Spell>,
-}
-
-impl LivenessFact {
-    /// How long its oldest outstanding request has waited.
-    pub fn silent_for(&self, now: SystemTime) -> Option<Duration> {
-        self.waiting_since
-            .map(|t| now.duration_since(t).unwrap_or_default())
-    }
-
-    /// Silent longer than its threshold.
-    pub fn past_threshold(&self, now: SystemTime) -> bool {
-        self.silent_for(now).is_some_and(|d| d >= self.threshold)
-    }
-
-    /// It answered and is neither silent past its threshold nor refusing: a peer that can
-    /// vouch for the watchdog's own network.
-    pub fn answering(&self, now: SystemTime) -> bool {
-        self.last_answer_at.is_some() && self.refused_since.is_none() && !self.past_threshold(now)
-    }
 }
 
 /// The threshold of a broker whose slowest recent answer took `slowest`.
