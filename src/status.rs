@@ -74,12 +74,12 @@ pub struct BrokerStatus<'a> {
     /// Unix time since which the broker has been in its current state.
     pub state_since: Option<f64>,
     pub probe: Option<&'a BrokerProbe>,
+    /// The continuous liveness check, as of the last verdicts; absent when it is off.
+    pub liveness: Option<LivenessStatus>,
     pub metadata_seconds: Option<f64>,
     pub partitions: BrokerPartitions,
     /// Host mode's look at its process, ports and log directories.
     pub host: Option<&'a crate::host::HostObservation>,
-    /// The continuous liveness check, as of the last verdicts; absent when it is off.
-    pub liveness: Option<LivenessStatus>,
 }
 
 #[derive(Serialize)]
