@@ -32,6 +32,8 @@ pub const THRESHOLD_FACTOR: u32 = 4;
 /// While a broker stays silent, a fresh connection is tried again this often: enough to see
 /// it refuse (killed while frozen) without filling its listen backlog quickly.
 const SIDE_CONNECT_EVERY: Duration = Duration::from_secs(5);
+/// How long a silence keeps the verdicts being made again between rounds (see `any_silent`).
+pub const AGEING_FOR: Duration = Duration::from_secs(60);
 /// Silences past the threshold remembered for the flapping evidence.
 pub const FLAP_WINDOW: Duration = Duration::from_secs(120);
 
@@ -256,13 +258,15 @@ impl Board {
             .collect()
     }
 
-    /// Some broker is silent or refusing: its evidence ages, so the verdict is worth
-    /// computing again soon even without news.
+    /// Some broker has been silent or refusing for a while: its evidence ages, so the
+    /// verdict is worth computing again soon even without news. Not for long: after
+    /// [`AGEING_FOR`] the rounds carry it (a broker down for an hour, or one that left the
+    /// cluster and is still watched until it is forgotten, costs nothing between rounds).
     pub fn any_silent(&self) -> bool {
         self.lock().values().any(|e| {
             e.tracker
                 .waiting_since
-                .is_some_and(|w| w.elapsed() >= e.tracker.floor / 2)
+                .is_some_and(|w| (e.tracker.floor / 2..=AGEING_FOR).contains(&w.elapsed()))
         })
     }
 
