@@ -458,7 +458,7 @@ impl Alerting {
             f.observed_at.get_or_insert(round_at);
             f
         }));
-        // Every second while a broker is silent: the file is written when something
+        // Every liveness interval while a broker is silent: the file is written when something
         // happened, not at each look.
         self.observe(cluster, report, findings, now, false);
     }

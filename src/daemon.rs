@@ -82,7 +82,10 @@ pub async fn cluster_loop(
     let board = liveness.as_ref().map(Liveness::board);
     // While a broker is silent its evidence ages: the verdict is made again this often even
     // without news, so that confirmation by duration sees it hold.
-    let tick = cfg.verdict.liveness_interval.max(Duration::from_secs(1));
+    let tick = cfg
+        .verdict
+        .liveness_interval
+        .max(Duration::from_millis(200));
     // The last round's report, for re-evaluations until the next round.
     let mut last: Option<Arc<ClusterReport>> = None;
     let limit = round_limit(&cfg);
