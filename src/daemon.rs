@@ -15,6 +15,7 @@ use crate::canary::{Canary, CanaryRound};
 use crate::config::{ClusterConfig, Config};
 use crate::host::HostObserver;
 use crate::http::{self, Published};
+use crate::liveness::{Board, Liveness, LivenessSettings};
 use crate::probe::ClusterProber;
 use crate::remediate::Remediator;
 use crate::report::{ClusterReport, Evaluator};
@@ -55,6 +56,7 @@ pub async fn cluster_loop(
         }
     };
     let wire = settings.wire.clone();
+    let live_wire = settings.wire.clone();
     let mut prober = ClusterProber::new(settings);
     let mut evaluator = Evaluator::new(
         &cfg.name,
@@ -68,18 +70,50 @@ pub async fn cluster_loop(
         .then(|| Canary::new(setup::canary_settings(&cfg, &instance, wire)));
     let mut host = cfg.host.clone().map(HostObserver::new);
     let mut remediator = remediator(&cfg, &published, &alerting);
+    if let Some(notice) = cfg.verdict.deprecation(&cfg.name) {
+        tracing::warn!("{notice}");
+    }
+    let mut liveness = (!cfg.verdict.liveness_interval.is_zero()).then(|| {
+        Liveness::new(LivenessSettings {
+            interval: cfg.verdict.liveness_interval,
+            floor: cfg.verdict.liveness_floor,
+            wire: live_wire,
+        })
+    });
+    let board = liveness.as_ref().map(Liveness::board);
+    // While a broker is silent its evidence ages: the verdict is made again this often even
+    // without news, so that confirmation by duration sees it hold.
+    let tick = cfg
+        .verdict
+        .liveness_interval
+        .max(Duration::from_millis(200));
+    // The last round's report, for re-evaluations until the next round.
+    let mut last: Option<Arc<ClusterReport>> = None;
     let limit = round_limit(&cfg);
     let mut next = tokio::time::Instant::now();
     loop {
-        let round = tokio::select! {
-            r = tokio::time::timeout(limit, async {
+        let round = {
+            let round = tokio::time::timeout(limit, async {
                 hang_round_for_tests().await;
                 one_round(&mut prober, canary.as_mut(), host.as_mut()).await
-            }) => r,
-            _ = shutdown.changed() => return,
+            });
+            tokio::pin!(round);
+            loop {
+                tokio::select! {
+                    r = &mut round => break r,
+                    _ = news(board.as_deref(), tick) => {
+                        reassess(&cfg, &mut evaluator, board.as_deref(), &mut last, &alerting, &published);
+                    }
+                    _ = shutdown.changed() => return,
+                }
+            }
         };
         match round {
-            Ok((obs, canary_round)) => {
+            Ok((mut obs, canary_round)) => {
+                if let (Some(l), Some(b)) = (liveness.as_mut(), board.as_deref()) {
+                    l.track(obs.probes.values().map(|p| &p.endpoint));
+                    obs.liveness = b.snapshot();
+                }
                 let now = SystemTime::now();
                 let report = evaluator.evaluate(obs, canary_round, now);
                 log_round(&report);
@@ -87,7 +121,9 @@ pub async fn cluster_loop(
                 if let Some(r) = remediator.as_mut() {
                     r.after_round(&report, now);
                 }
-                published.publish(report);
+                let report = Arc::new(report);
+                last = Some(report.clone());
+                published.publish_shared(report);
                 // Only a round that published counts as progress for the systemd watchdog:
                 // an abandoned one updated nothing that anyone reads, and a loop whose rounds
                 // are all abandoned must be restarted like a loop that hangs.
@@ -106,11 +142,64 @@ pub async fn cluster_loop(
         if next < now {
             next = now;
         }
-        tokio::select! {
-            _ = tokio::time::sleep_until(next) => {}
-            _ = shutdown.changed() => return,
+        loop {
+            tokio::select! {
+                _ = tokio::time::sleep_until(next) => break,
+                _ = news(board.as_deref(), tick) => {
+                    reassess(&cfg, &mut evaluator, board.as_deref(), &mut last, &alerting, &published);
+                }
+                _ = shutdown.changed() => return,
+            }
         }
     }
+}
+
+/// Returns when a broker's liveness changed, or after `tick` while some broker is silent.
+/// Never without liveness.
+async fn news(board: Option<&Board>, tick: Duration) {
+    let Some(board) = board else {
+        return std::future::pending().await;
+    };
+    let ageing = async {
+        loop {
+            tokio::time::sleep(tick).await;
+            if board.any_silent() {
+                return;
+            }
+        }
+    };
+    tokio::select! {
+        _ = board.changed() => {}
+        _ = ageing => {}
+    }
+}
+
+/// The last round's verdicts made again with the liveness facts of now, published, and
+/// handed to the incident book: a silent broker is named within its threshold, not at
+/// the next round.
+fn reassess(
+    cfg: &ClusterConfig,
+    evaluator: &mut Evaluator,
+    board: Option<&Board>,
+    last: &mut Option<Arc<ClusterReport>>,
+    alerting: &Alerting,
+    published: &Published,
+) {
+    let (Some(board), Some(prev)) = (board, last.as_ref()) else {
+        return;
+    };
+    let now = SystemTime::now();
+    let report = evaluator.reassess(prev, board.snapshot(), now);
+    let states =
+        |r: &ClusterReport| -> Vec<_> { r.verdicts.iter().map(|v| (v.broker, v.state)).collect() };
+    let changed = states(&report) != states(prev);
+    if changed {
+        log_round(&report);
+    }
+    alerting.after_reassess(cfg, &report, now);
+    let report = Arc::new(report);
+    *last = Some(report.clone());
+    published.publish_shared(report);
 }
 
 /// The cluster's remediator, when a broker of it has remediation enabled. A history that

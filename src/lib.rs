@@ -28,6 +28,7 @@ pub mod health;
 pub mod host;
 pub mod http;
 pub mod incident;
+pub mod liveness;
 pub mod metrics;
 pub mod notify;
 pub mod observe;

@@ -3,7 +3,7 @@
 //! hand-built observations.
 
 use std::collections::BTreeMap;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use serde::Serialize;
 
@@ -493,6 +493,9 @@ pub struct RoundObservation {
     /// Answering brokers missing from ISRs: how far their logs are, so the verdict can tell
     /// a broker out of every ISR that catches up from one that is stuck.
     pub followers: BTreeMap<BrokerId, FollowerProgress>,
+    /// The continuous liveness check's facts about every broker it watches, as of the end
+    /// of the round (empty when it is off).
+    pub liveness: BTreeMap<BrokerId, LivenessFact>,
 }
 
 /// One replica's position: its own log end offset and its leader's high watermark.
@@ -516,6 +519,90 @@ pub struct FollowerProgress {
     pub adding_to: Vec<(String, i32)>,
     /// Why some or all of it could not be measured.
     pub errors: Vec<String>,
+}
+
+// The continuous liveness check's facts (`crate::liveness` measures them; the verdict reads
+// them): plain data with wall-clock times, so the verdict compares them with its own `now`.
+
+/// What a fresh connection attempt beside a silent connection found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SideOutcome {
+    /// The TCP handshake completed: something holds the port open.
+    Accepted,
+    /// Nothing listens.
+    Refused,
+    /// No handshake within the connect timeout: a full accept queue, or a host gone.
+    TimedOut,
+    /// Anything else (resolution, routing).
+    Failed,
+}
+
+/// The last fresh connection attempt of the current silence.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SideConnect {
+    #[serde(skip)]
+    pub at: SystemTime,
+    pub outcome: SideOutcome,
+    pub after: Duration,
+    pub detail: String,
+}
+
+/// A silence past the threshold that ended with an answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Spell {
+    #[serde(skip)]
+    pub started: SystemTime,
+    pub length: Duration,
+}
+
+/// What the liveness task of one broker knows, as data: times are wall-clock, so the pure
+/// verdict compares them with its own `now`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LivenessFact {
+    pub address: String,
+    /// Silence beyond this is evidence (the floor, or the factor times its slowest recent
+    /// answer, whichever is longer).
+    pub threshold: Duration,
+    /// The slowest of its recent answers.
+    pub typical: Option<Duration>,
+    pub last_latency: Option<Duration>,
+    #[serde(skip)]
+    pub last_answer_at: Option<SystemTime>,
+    /// When the oldest request still without an answer was sent (or the connection that
+    /// would carry it was opened); `None` while it answers.
+    #[serde(skip)]
+    pub waiting_since: Option<SystemTime>,
+    /// Since when new connections are refused; `None` while one is accepted.
+    #[serde(skip)]
+    pub refused_since: Option<SystemTime>,
+    pub refused_detail: String,
+    /// The last fresh connection attempt of this silence.
+    pub side: Option<SideConnect>,
+    /// Some fresh connection of this silence was accepted: a later timed-out connect is
+    /// the same process with its accept queue full, not a host gone.
+    pub accepted_in_silence: bool,
+    /// Silences past the threshold that ended, within the flapping window (`liveness::FLAP_WINDOW`).
+    pub spells: Vec<Spell>,
+}
+
+impl LivenessFact {
+    /// How long its oldest outstanding request has waited.
+    pub fn silent_for(&self, now: SystemTime) -> Option<Duration> {
+        self.waiting_since
+            .map(|t| now.duration_since(t).unwrap_or_default())
+    }
+
+    /// Silent longer than its threshold.
+    pub fn past_threshold(&self, now: SystemTime) -> bool {
+        self.silent_for(now).is_some_and(|d| d >= self.threshold)
+    }
+
+    /// It answered and is neither silent past its threshold nor refusing: a peer that can
+    /// vouch for the watchdog's own network.
+    pub fn answering(&self, now: SystemTime) -> bool {
+        self.last_answer_at.is_some() && self.refused_since.is_none() && !self.past_threshold(now)
+    }
 }
 
 mod serde_result {

@@ -74,6 +74,14 @@ pub struct BrokerVerdict {
     pub answered: bool,
     /// Every rule that fired, worst first.
     pub hits: Vec<RuleHit>,
+    /// When the evidence that decides its state was observed, when that was not the round
+    /// (the continuous liveness check); `None`: at the round's start.
+    #[serde(skip)]
+    pub observed_at: Option<SystemTime>,
+    /// When the fact that decides its state began to hold, when its evidence says so (a
+    /// silence began with its first unanswered request); `None`: when first observed.
+    #[serde(skip)]
+    pub held_since: Option<SystemTime>,
 }
 
 /// Thresholds of the rules.
@@ -1518,6 +1526,8 @@ pub fn judge(
                 },
                 answered: false,
                 hits: vec![hit],
+                observed_at: None,
+                held_since: None,
             });
         }
         verdicts.sort_by_key(|v| v.broker);
@@ -1542,6 +1552,8 @@ pub fn verdict_of(facts: &BrokerFacts, settings: &VerdictSettings) -> BrokerVerd
         registration: facts.registration,
         answered: facts.probe.answered(),
         hits,
+        observed_at: None,
+        held_since: None,
     }
 }
 
@@ -1552,18 +1564,30 @@ pub fn remember(
     now: SystemTime,
 ) {
     for v in verdicts {
+        if v.answered {
+            memory.entry(v.broker).or_default().last_answered_at = Some(now);
+        }
+    }
+    remember_states(memory, verdicts, now);
+    memory.retain(|id, _| verdicts.iter().any(|v| v.broker == *id));
+}
+
+/// The part of [`remember`] a re-evaluation between rounds updates too: each broker's
+/// state and since when, and when it was last down (the restart grace counts from it).
+pub fn remember_states(
+    memory: &mut BTreeMap<BrokerId, BrokerMemory>,
+    verdicts: &[BrokerVerdict],
+    now: SystemTime,
+) {
+    for v in verdicts {
         let m = memory.entry(v.broker).or_default();
         if v.state == BrokerState::Down {
             m.last_down_at = Some(now);
-        }
-        if v.answered {
-            m.last_answered_at = Some(now);
         }
         if m.state.is_none_or(|(s, _)| s != v.state) {
             m.state = Some((v.state, now));
         }
     }
-    memory.retain(|id, _| verdicts.iter().any(|v| v.broker == *id));
 }
 
 /// [`remember`], plus what this round's observation adds: since when a broker accepts
@@ -1581,6 +1605,9 @@ pub fn remember_round(
 
 pub mod catch_up;
 pub mod cause;
+pub mod live;
+
+pub use live::apply_liveness;
 
 #[cfg(test)]
 mod tests;

@@ -55,6 +55,10 @@ struct CanaryLayer {
 struct VerdictLayer {
     open_after: Slot<u64>,
     resolve_after: Slot<u64>,
+    open_after_secs: Slot<u64>,
+    resolve_after_secs: Slot<u64>,
+    liveness_interval: Slot<u64>,
+    liveness_floor: Slot<u64>,
     latency_factor: Slot<f64>,
     restart_grace: Slot<u64>,
     catch_up_window: Slot<u64>,
@@ -83,6 +87,10 @@ impl VerdictLayer {
         VerdictLayer {
             open_after: kind.make(),
             resolve_after: kind.make(),
+            open_after_secs: kind.make(),
+            resolve_after_secs: kind.make(),
+            liveness_interval: kind.make(),
+            liveness_floor: kind.make(),
             latency_factor: kind.make(),
             restart_grace: kind.make(),
             catch_up_window: kind.make(),
@@ -221,6 +229,10 @@ pub(crate) fn layer(cx: &mut Ctx, f: &mut Fields) -> Layer {
                 let v = VerdictLayer {
                     open_after: int_slot(rep, &mut vf, &s::VERDICT_OPEN_AFTER),
                     resolve_after: int_slot(rep, &mut vf, &s::VERDICT_RESOLVE_AFTER),
+                    open_after_secs: int_slot(rep, &mut vf, &s::VERDICT_OPEN_AFTER_SECS),
+                    resolve_after_secs: int_slot(rep, &mut vf, &s::VERDICT_RESOLVE_AFTER_SECS),
+                    liveness_interval: int_slot(rep, &mut vf, &s::VERDICT_LIVENESS_INTERVAL),
+                    liveness_floor: int_slot(rep, &mut vf, &s::VERDICT_LIVENESS_FLOOR),
                     latency_factor: Slot::read(vf.get(s::VERDICT_LATENCY_FACTOR.key), |e| {
                         float(rep, e, &s::VERDICT_LATENCY_FACTOR)
                     }),
@@ -544,6 +556,26 @@ fn merge(cx: &mut Ctx, own: &Layer, d: &Layer, label: &str, cluster_pos: Pos) ->
         &dv.resolve_after,
         s::VERDICT_RESOLVE_AFTER.default,
     );
+    let open_after_secs = pick(
+        &ov.open_after_secs,
+        &dv.open_after_secs,
+        s::VERDICT_OPEN_AFTER_SECS.default,
+    );
+    let resolve_after_secs = pick(
+        &ov.resolve_after_secs,
+        &dv.resolve_after_secs,
+        s::VERDICT_RESOLVE_AFTER_SECS.default,
+    );
+    let liveness_interval = pick(
+        &ov.liveness_interval,
+        &dv.liveness_interval,
+        s::VERDICT_LIVENESS_INTERVAL.default,
+    );
+    let liveness_floor = pick(
+        &ov.liveness_floor,
+        &dv.liveness_floor,
+        s::VERDICT_LIVENESS_FLOOR.default,
+    );
     let factor = pick(
         &ov.latency_factor,
         &dv.latency_factor,
@@ -581,8 +613,9 @@ fn merge(cx: &mut Ctx, own: &Layer, d: &Layer, label: &str, cluster_pos: Pos) ->
     let millis = |r: Option<Resolved<u64>>| r.map(|r| Duration::from_millis(r.value));
     let include = include?.value;
     let exclude = exclude?.value;
+    let round_interval = secs(round)?;
     Some(Merged {
-        round_interval: secs(round)?,
+        round_interval,
         connect_timeout: millis(connect)?,
         request_timeout: millis(request)?,
         topic_config_refresh: secs(refresh)?,
@@ -607,15 +640,46 @@ fn merge(cx: &mut Ctx, own: &Layer, d: &Layer, label: &str, cluster_pos: Pos) ->
             reassign_min_interval: secs(min_interval)?,
             elect_preferred_leaders: elect?.value,
         },
-        verdict: VerdictConfig {
-            open_after_rounds: u32::try_from(open_after?.value).ok()?,
-            resolve_after_rounds: u32::try_from(resolve_after?.value).ok()?,
-            latency_degraded_factor: factor?.value,
-            restart_grace: secs(restart_grace)?,
-            catch_up_window: secs(catch_up_window)?,
+        verdict: {
+            let (open, open_rounds) = confirmation(open_after_secs?, open_after?, round_interval);
+            let (resolve, resolve_rounds) =
+                confirmation(resolve_after_secs?, resolve_after?, round_interval);
+            VerdictConfig {
+                open_after: open,
+                resolve_after: resolve,
+                deprecated_rounds: (open_rounds.is_some() || resolve_rounds.is_some())
+                    .then_some((open_rounds, resolve_rounds)),
+                liveness_interval: millis(liveness_interval)?,
+                liveness_floor: millis(liveness_floor)?,
+                latency_degraded_factor: factor?.value,
+                restart_grace: secs(restart_grace)?,
+                catch_up_window: secs(catch_up_window)?,
+            }
         },
         librdkafka,
     })
+}
+
+/// A confirmation duration: the `_secs` key when written (in the cluster or `defaults:`),
+/// else the deprecated round count when written, converted with the round interval (and
+/// returned, for the deprecation message), else the built-in duration.
+fn confirmation(
+    secs: Resolved<u64>,
+    rounds: Resolved<u64>,
+    round: Duration,
+) -> (Duration, Option<u32>) {
+    if !matches!(secs.from, Origin::Builtin) || matches!(rounds.from, Origin::Builtin) {
+        return (Duration::from_secs(secs.value), None);
+    }
+    // The schema's range stops at 1000, far inside u32.
+    let n = u32::try_from(rounds.value).unwrap_or(u32::MAX);
+    (rounds_as_duration(n, round), Some(n))
+}
+
+/// What a count of rounds in a row meant with rounds `round` apart: present in N rounds is
+/// held over N - 1 intervals; a tenth less, because round starts jitter by milliseconds.
+pub fn rounds_as_duration(n: u32, round: Duration) -> Duration {
+    round.saturating_mul(n.saturating_sub(1)) * 9 / 10
 }
 
 /// A timeout at or above the round interval would let one silent broker stall the whole

@@ -27,6 +27,7 @@
 mod build;
 mod checks;
 mod cluster;
+pub use cluster::rounds_as_duration;
 mod host;
 mod http;
 mod read;

@@ -163,6 +163,7 @@ impl ClusterProber {
             eligible_leaders,
             host: BTreeMap::new(),
             followers,
+            liveness: BTreeMap::new(),
         }
     }
 

@@ -86,6 +86,8 @@ fn report(since: SystemTime, others: &[(i32, BrokerState)]) -> ClusterReport {
             } else {
                 Vec::new()
             },
+            observed_at: None,
+            held_since: None,
         });
         r.probes
             .insert(id, probe(id, state == BrokerState::Healthy));

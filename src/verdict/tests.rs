@@ -188,6 +188,7 @@ impl World {
             eligible_leaders: Default::default(),
             host: self.host.clone(),
             followers: self.followers.clone(),
+            liveness: BTreeMap::new(),
         }
     }
 
@@ -240,6 +241,7 @@ impl World {
             eligible_leaders: Default::default(),
             host: self.host.clone(),
             followers: self.followers.clone(),
+            liveness: BTreeMap::new(),
         };
         let answers: Vec<(i32, &MetadataView)> = obs
             .probes
@@ -782,6 +784,7 @@ fn peer_medians_match_the_median_of_the_others() {
         eligible_leaders: Default::default(),
         host: BTreeMap::new(),
         followers: BTreeMap::new(),
+        liveness: BTreeMap::new(),
     };
     let fast = super::peer_medians(&obs);
     for id in obs.probes.keys() {

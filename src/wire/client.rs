@@ -106,6 +106,25 @@ impl BrokerClient {
         self.conn.is_usable()
     }
 
+    /// ApiVersions again on this connection, at the version negotiated: the cheapest
+    /// request every broker answers (the continuous liveness check, `liveness`). Returns
+    /// how long the answer took.
+    pub async fn ping(&mut self) -> Result<Duration, WireError> {
+        let version = self.versions.api_versions_version();
+        let answer = self
+            .conn
+            .call(Phase::ApiVersions, &ping_request(), version)
+            .await?;
+        if answer.value.error_code != 0 {
+            return Err(WireError::Kafka {
+                phase: Phase::ApiVersions,
+                code: answer.value.error_code,
+                message: None,
+            });
+        }
+        Ok(answer.latency)
+    }
+
     /// This broker's view of the cluster. `None` asks for all topics; `Some` for the named
     /// ones, which the broker may answer with a per-topic error. From Metadata v4 on the
     /// request forbids auto-creation; below that the broker's own setting decides.
@@ -486,6 +505,13 @@ fn metadata_request(topics: Option<&[String]>, version: i16) -> MetadataRequest 
         // A probe must never create a topic. Below v4 the field does not exist (the broker's
         // own setting decides) and the crate refuses to encode anything but its default.
         .with_allow_auto_topic_creation(version < 4)
+}
+
+/// ApiVersions as this client sends it: from v3 on a broker refuses an empty software name.
+fn ping_request() -> ApiVersionsRequest {
+    ApiVersionsRequest::default()
+        .with_client_software_name(StrBytes::from_static_str("kafka-watchdog"))
+        .with_client_software_version(StrBytes::from_static_str(env!("CARGO_PKG_VERSION")))
 }
 
 /// Sends ApiVersions at the highest version this client speaks. A broker that does not know

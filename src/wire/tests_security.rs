@@ -549,6 +549,7 @@ async fn verdict_on_probed(address: &str, security: Security) -> crate::verdict:
         eligible_leaders: Default::default(),
         host: BTreeMap::new(),
         followers: BTreeMap::new(),
+        liveness: BTreeMap::new(),
     };
     let answers: Vec<_> = obs
         .probes

@@ -57,13 +57,14 @@ impl Profile {
         match self {
             Profile::Default => "",
             Profile::Aggressive => {
-                "    round_interval_secs: 2\n    connect_timeout_ms: 1000\n    request_timeout_ms: 1000\n    canary:\n      produce_timeout_ms: 1000\n"
+                "    round_interval_secs: 2\n    connect_timeout_ms: 1000\n    request_timeout_ms: 1000\n    canary:\n      produce_timeout_ms: 1000\n    verdict:\n      resolve_after_secs: 4\n"
             }
         }
     }
 }
 
-/// Good rounds in a row before an incident resolves (the built-in `resolve_after_rounds`).
+/// Rounds the bench waits for a resolve: the built-in `resolve_after_secs` (20 s) is two
+/// default rounds; the aggressive profile sets 4 s, two of its rounds.
 pub const RESOLVE_AFTER_ROUNDS: u32 = 3;
 
 /// The bench topics: RF 3 (min ISR 2), each broker the preferred leader of one partition; and
