@@ -12,7 +12,7 @@
 //! | config | config                                                     | the configuration, read and checked |
 //! | view   | cluster_view, health                                       | pure: answers merged into one view, partitions classified |
 //! | io     | wire, host, self_metrics                                   | the Kafka protocol, /proc, the process's own use |
-//! | probe  | probe, canary                                              | one round of observation (plans from the last view) |
+//! | probe  | probe, canary, liveness                                    | one round of observation (plans from the last view) |
 //! | judge  | verdict, report, check                                     | pure verdicts and the round's report |
 //! | alert  | incident, silence, remediate, notify, alerting             | incidents, silences, remediation, webhooks |
 //! | serve  | metrics, status, http, status_view                         | /metrics, /status and their views |
