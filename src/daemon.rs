@@ -139,7 +139,8 @@ pub async fn cluster_loop(
         // Rounds start on a fixed cadence; a round that overran starts the next one at once.
         next += cfg.round_interval;
         let now = tokio::time::Instant::now();
-        if next < now {
+        // A refusal that came while this round ran: it may have read leaderships from before.
+        if next < now || refused_after_round(board.as_deref(), last.as_deref()) {
             next = now;
         }
         loop {
@@ -147,11 +148,29 @@ pub async fn cluster_loop(
                 _ = tokio::time::sleep_until(next) => break,
                 _ = news(board.as_deref(), tick) => {
                     reassess(&cfg, &mut evaluator, board.as_deref(), &mut last, &alerting, &published);
+                    if refused_after_round(board.as_deref(), last.as_deref()) {
+                        // The cadence starts again from this round.
+                        next = tokio::time::Instant::now();
+                        break;
+                    }
                 }
                 _ = shutdown.changed() => return,
             }
         }
     }
+}
+
+/// A broker refused connections after the last round started. Who leads what now tells a
+/// clean stop (leadership moved away before the listener closed) from a crash, and the
+/// page waits for that: the next round starts at once.
+fn refused_after_round(board: Option<&Board>, last: Option<&ClusterReport>) -> bool {
+    let (Some(board), Some(last)) = (board, last) else {
+        return false;
+    };
+    board
+        .snapshot()
+        .values()
+        .any(|f| f.refused_since.is_some_and(|t| t > last.started_at))
 }
 
 /// Returns when a broker's liveness changed, or after `tick` while some broker is silent.

@@ -10,7 +10,9 @@ use serde::Serialize;
 use crate::cluster_view::ClusterView;
 use crate::health::{BrokerPartitions, Health};
 use crate::observe::HostObservation;
-use crate::observe::{BrokerEndpoint, BrokerId, BrokerProbe, FailureKind, RoundObservation};
+use crate::observe::{
+    BrokerEndpoint, BrokerId, BrokerProbe, FailureKind, RoundObservation, NO_LEADER,
+};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -82,6 +84,10 @@ pub struct BrokerVerdict {
     /// silence began with its first unanswered request); `None`: when first observed.
     #[serde(skip)]
     pub held_since: Option<SystemTime>,
+    /// How long its state must hold before anyone is paged, when longer than usual: a broker
+    /// that shut down cleanly is expected back within `restart_grace_secs`.
+    #[serde(skip)]
+    pub page_after: Option<Duration>,
 }
 
 /// Thresholds of the rules.
@@ -125,6 +131,8 @@ pub struct BrokerMemory {
     pub accepting_silently_since: Option<SystemTime>,
     /// While it is out of every ISR: what its logs looked like, and when they last grew.
     pub catch_up: Option<catch_up::CatchUpMemory>,
+    /// When it was last seen shutting down cleanly; cleared once it is healthy again.
+    pub stopped_cleanly_at: Option<SystemTime>,
 }
 
 /// Everything known about one broker this round, gathered once so rules stay one-liners.
@@ -140,6 +148,8 @@ pub struct BrokerFacts<'a> {
     pub recently_down: bool,
     /// Nothing in the cluster answered this round.
     pub cluster_invisible: bool,
+    /// Partitions of every topic (the filter's or not) the merged view names it leader of.
+    pub leads_in_cluster: u32,
     pub canary: CanaryFacts,
     /// Host mode's look at its process, when it runs on the watchdog's host.
     pub host: Option<&'a HostObservation>,
@@ -282,12 +292,40 @@ fn access_hit(f: &BrokerFacts, rule: &'static str, cannot: &str, advice: &str) -
     )
 }
 
-fn port_closed(f: &BrokerFacts, _: &VerdictSettings) -> Option<RuleHit> {
+/// The rule of a broker whose port refuses connections: `shut_down_cleanly` when it led no
+/// partition as its port closed (Kafka's controlled shutdown moves leadership away before
+/// the listener stops; a crash or a kill leaves it leader until the controller notices),
+/// `port_closed` otherwise.
+pub fn refusal_rule(leads: u32, cluster_invisible: bool) -> &'static str {
+    if leads == 0 && !cluster_invisible {
+        SHUT_DOWN_CLEANLY
+    } else {
+        "port_closed"
+    }
+}
+
+pub const SHUT_DOWN_CLEANLY: &str = "shut_down_cleanly";
+
+fn port_closed(f: &BrokerFacts, s: &VerdictSettings) -> Option<RuleHit> {
     let Err(e) = &f.probe.connect else {
         return None;
     };
     if !closed(e.kind) {
         return None;
+    }
+    let rule = refusal_rule(f.leads_in_cluster, f.cluster_invisible);
+    if rule == SHUT_DOWN_CLEANLY {
+        return hit(
+            rule,
+            BrokerState::Down,
+            format!(
+                "{} at {}, and it leads no partition: a controlled shutdown (a restart, a maintenance stop); paged only if it is not back within {} s ({})",
+                e.kind.as_label().replace('_', " "),
+                f.probe.endpoint.address(),
+                s.restart_grace.as_secs(),
+                e.detail
+            ),
+        );
     }
     hit(
         "port_closed",
@@ -1398,6 +1436,17 @@ fn named_as_replica(view: &ClusterView, broker: BrokerId) -> bool {
     })
 }
 
+/// Per broker, the partitions of every topic the view names it leader of.
+pub fn leaders_in(view: &ClusterView) -> BTreeMap<BrokerId, u32> {
+    let mut n = BTreeMap::new();
+    for t in view.topics.values() {
+        for p in t.partitions.iter().filter(|p| p.leader != NO_LEADER) {
+            *n.entry(p.leader).or_insert(0) += 1;
+        }
+    }
+    n
+}
+
 /// The verdict of every probed broker.
 pub fn judge(
     obs: &RoundObservation,
@@ -1413,6 +1462,17 @@ pub fn judge(
     let sick = cause::sickness_with(obs, view, &registrations);
     let mut causes = causes(health, canary, &sick);
     let medians = peer_medians(obs);
+    // Only a refused broker's leaderships are asked about; a healthy round of a large
+    // cluster does not count them.
+    let refused = obs
+        .probes
+        .values()
+        .any(|p| p.connect.as_ref().is_err_and(|e| closed(e.kind)));
+    let leads = if refused {
+        leaders_in(view)
+    } else {
+        BTreeMap::new()
+    };
     let mut stale: BTreeMap<BrokerId, Vec<String>> = BTreeMap::new();
     for s in &view.stale_leaders {
         stale.entry(s.broker).or_default().push(format!(
@@ -1452,6 +1512,7 @@ pub fn judge(
                 peer_median_latency: medians.get(id).copied(),
                 recently_down,
                 cluster_invisible,
+                leads_in_cluster: leads.get(id).copied().unwrap_or(0),
                 canary: causes.canary.remove(id).unwrap_or_default(),
                 host: obs.host.get(id),
                 silent_for: if probe.answered() {
@@ -1528,10 +1589,12 @@ pub fn judge(
                 hits: vec![hit],
                 observed_at: None,
                 held_since: None,
+                page_after: None,
             });
         }
         verdicts.sort_by_key(|v| v.broker);
     }
+    hold_after_clean_stop(&mut verdicts, memory, settings, now);
     verdicts
 }
 
@@ -1554,6 +1617,7 @@ pub fn verdict_of(facts: &BrokerFacts, settings: &VerdictSettings) -> BrokerVerd
         hits,
         observed_at: None,
         held_since: None,
+        page_after: None,
     }
 }
 
@@ -1572,6 +1636,31 @@ pub fn remember(
     memory.retain(|id, _| verdicts.iter().any(|v| v.broker == *id));
 }
 
+/// A broker seen shutting down cleanly is expected back: until it is healthy again, what it
+/// goes through (down, restarting, registering, catching up) pages only if it outlasts the
+/// restart grace. A zombie verdict pages as always: the rules already spare a restart that.
+pub fn hold_after_clean_stop(
+    verdicts: &mut [BrokerVerdict],
+    memory: &BTreeMap<BrokerId, BrokerMemory>,
+    settings: &VerdictSettings,
+    now: SystemTime,
+) {
+    for v in verdicts {
+        if matches!(v.state, BrokerState::Healthy | BrokerState::Zombie) {
+            continue;
+        }
+        let clean_now = v.hits.iter().any(|h| h.rule == SHUT_DOWN_CLEANLY);
+        let clean_recently = memory
+            .get(&v.broker)
+            .and_then(|m| m.stopped_cleanly_at)
+            .and_then(|t| now.duration_since(t).ok())
+            .is_some_and(|ago| ago < settings.restart_grace);
+        if clean_now || clean_recently {
+            v.page_after = Some(settings.restart_grace);
+        }
+    }
+}
+
 /// The part of [`remember`] a re-evaluation between rounds updates too: each broker's
 /// state and since when, and when it was last down (the restart grace counts from it).
 pub fn remember_states(
@@ -1583,6 +1672,11 @@ pub fn remember_states(
         let m = memory.entry(v.broker).or_default();
         if v.state == BrokerState::Down {
             m.last_down_at = Some(now);
+        }
+        if v.state == BrokerState::Healthy {
+            m.stopped_cleanly_at = None;
+        } else if v.hits.iter().any(|h| h.rule == SHUT_DOWN_CLEANLY) {
+            m.stopped_cleanly_at.get_or_insert(now);
         }
         if m.state.is_none_or(|(s, _)| s != v.state) {
             m.state = Some((v.state, now));

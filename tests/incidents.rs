@@ -446,8 +446,9 @@ fn healthy_cluster_raises_no_incident() {
     }
 }
 
-/// Negative: a rolling restart of every broker with controlled shutdown raises no zombie
-/// incident and no webhook at zombie severity.
+/// Negative: a rolling restart of every broker with controlled shutdown pages nobody: no
+/// zombie, and no `down` or under-replicated page either (each broker led nothing when its
+/// port closed, and came back within the restart grace).
 #[test]
 fn rolling_restart_raises_no_zombie() {
     let mut lab = lab();
@@ -477,6 +478,18 @@ fn rolling_restart_raises_no_zombie() {
         zombies.is_empty(),
         "a clean rolling restart is not a zombie: {zombies:#?}"
     );
+    // With the continuous liveness check each restart was paged `down` within seconds.
+    let paged: Vec<_> = got
+        .iter()
+        .filter(|v| {
+            v["event"] == "opened" && (v["kind"] == "broker" || v["kind"] == "under_replicated")
+        })
+        .collect();
+    assert!(
+        paged.is_empty(),
+        "a clean rolling restart pages nobody: {paged:#?}"
+    );
+    eprintln!("rolling restart: {} webhook(s): {got:#?}", got.len());
     // Leaders move to replicas that rejoined the ISR between two rounds: clean elections.
     let unclean: Vec<_> = got
         .iter()

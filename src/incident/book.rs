@@ -174,7 +174,8 @@ impl IncidentBook {
                 None => (began, 1, at),
             };
             let held = last_seen.duration_since(first_seen).unwrap_or_default();
-            let track = if held >= open_after {
+            let needed = finding.hold_for.map_or(open_after, |h| h.max(open_after));
+            let track = if held >= needed {
                 let mut incident = open(&finding, first_seen, now);
                 incident.silenced = self.silence_of(&incident, now);
                 if incident.silenced.is_some() {

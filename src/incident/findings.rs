@@ -36,6 +36,7 @@ pub fn findings(report: &ClusterReport, extra: Vec<Finding>) -> Vec<Finding> {
             // A liveness fact is observed when evaluated and began when its silence did.
             f.observed_at = v.observed_at;
             f.holds_since = v.held_since;
+            f.hold_for = v.page_after;
             out.push(f);
         }
     }
@@ -56,7 +57,14 @@ pub fn findings(report: &ClusterReport, extra: Vec<Finding>) -> Vec<Finding> {
         by_kind.entry(kind).or_default().push(p);
     }
     for (kind, problems) in by_kind {
-        out.push(partitions(&report.cluster, kind, &problems));
+        let mut f = partitions(&report.cluster, kind, &problems);
+        // Replicas of a broker that shut down cleanly are missing while it restarts and
+        // catches up: held like the broker. Offline and under-min-ISR partitions page as
+        // always; those are writes failing, restart or not.
+        if kind == FindingKind::UnderReplicated {
+            f.hold_for = held_with(report, &f.suspects);
+        }
+        out.push(f);
     }
     if !report.stale_leaders.is_empty() {
         out.push(split_brain(report));
@@ -237,6 +245,25 @@ fn partition_line(p: &PartitionProblem) -> String {
         ids(&p.replicas),
         ids(&p.isr)
     )
+}
+
+/// The longest hold of `suspects`' verdicts, when every one of them is held.
+fn held_with(report: &ClusterReport, suspects: &[BrokerId]) -> Option<std::time::Duration> {
+    if suspects.is_empty() {
+        return None;
+    }
+    suspects
+        .iter()
+        .map(|b| {
+            report
+                .verdicts
+                .iter()
+                .find(|v| v.broker == *b)
+                .and_then(|v| v.page_after)
+        })
+        .try_fold(std::time::Duration::ZERO, |longest, hold| {
+            hold.map(|h| longest.max(h))
+        })
 }
 
 fn partitions(cluster: &str, kind: FindingKind, problems: &[&PartitionProblem]) -> Finding {

@@ -250,6 +250,9 @@ pub struct Finding {
     pub observed_at: Option<SystemTime>,
     /// When its fact began to hold, when its evidence says so (see `BrokerVerdict`).
     pub holds_since: Option<SystemTime>,
+    /// How long it must hold to open an incident when that is longer than the cluster's
+    /// `open_after_secs` (a broker that shut down cleanly: `restart_grace_secs`).
+    pub hold_for: Option<std::time::Duration>,
 }
 
 impl Finding {
@@ -270,6 +273,7 @@ impl Finding {
             unavailable_seconds: None,
             observed_at: None,
             holds_since: None,
+            hold_for: None,
         }
     }
 

@@ -45,6 +45,7 @@ fn verdict(
             .collect(),
         observed_at: None,
         held_since: None,
+        page_after: None,
     }
 }
 
@@ -117,6 +118,60 @@ fn a_healthy_round_finds_nothing() {
         verdict(2, BrokerState::Healthy, &[]),
     ];
     assert!(findings(&r, Vec::new()).is_empty());
+}
+
+/// A clean restart's broker and the replicas it is missing while it is away are held for the
+/// restart grace; an offline partition is not (writes fail, restart or not), nor are
+/// replicas missing on a broker that is not held.
+#[test]
+fn a_clean_stop_holds_its_broker_and_its_under_replication_but_not_offline_partitions() {
+    let hold = Some(Duration::from_secs(120));
+    let mut r = report("lab");
+    let mut stopped = verdict(
+        2,
+        BrokerState::Down,
+        &[(
+            crate::verdict::SHUT_DOWN_CLEANLY,
+            BrokerState::Down,
+            "refused",
+        )],
+    );
+    stopped.page_after = hold;
+    r.verdicts = vec![verdict(1, BrokerState::Healthy, &[]), stopped];
+    let under = problem(
+        "t",
+        0,
+        &[Condition::UnderReplicated],
+        1,
+        &[1, 2],
+        &[1],
+        Some(1),
+    );
+    let offline = problem("u", 0, &[Condition::Offline], -1, &[2], &[], Some(1));
+    let fs = findings(
+        &with_problems(r.clone(), vec![under.clone(), offline]),
+        Vec::new(),
+    );
+    let hold_of = |k: FindingKind| fs.iter().find(|f| f.key.kind == k).map(|f| f.hold_for);
+    assert_eq!(hold_of(FindingKind::Broker), Some(hold));
+    assert_eq!(hold_of(FindingKind::UnderReplicated), Some(hold));
+    assert_eq!(hold_of(FindingKind::OfflinePartitions), Some(None));
+    // Broker 3 is missing too, and nothing holds it.
+    let both = problem(
+        "t",
+        1,
+        &[Condition::UnderReplicated],
+        1,
+        &[1, 2, 3],
+        &[1],
+        Some(1),
+    );
+    let fs = findings(&with_problems(r, vec![under, both]), Vec::new());
+    let f = fs
+        .iter()
+        .find(|f| f.key.kind == FindingKind::UnderReplicated)
+        .unwrap();
+    assert_eq!(f.hold_for, None);
 }
 
 #[test]

@@ -120,3 +120,31 @@ fn round_counts_convert_to_the_durations_they_meant() {
         Duration::ZERO
     );
 }
+
+/// A broker that shut down cleanly is expected back: its `down` opens an incident only once
+/// it has held for the finding's own, longer hold (the restart grace), not the cluster's
+/// `open_after`; back before then, nothing was ever opened.
+#[test]
+fn a_finding_held_for_longer_opens_only_once_it_has_held_that_long() {
+    let mut book = IncidentBook::new();
+    let down = |at: u64| {
+        let mut f = zombie(Some(t(at)), Some(t(0)));
+        f.state = Some(crate::verdict::BrokerState::Down);
+        f.rules = vec![crate::verdict::SHUT_DOWN_CLEANLY.into()];
+        f.hold_for = Some(SECS(120));
+        f
+    };
+    for at in [1_500, 10_000, 60_000, 119_000] {
+        let es = book.observe("lab", vec![down(at)], defaults(), t(at));
+        assert_eq!(opened(&es), 0, "at {at} ms: {es:?}");
+    }
+    let es = book.observe("lab", vec![down(120_500)], defaults(), t(120_500));
+    assert_eq!(opened(&es), 1, "{es:?}");
+    // Back within the grace: the pending track goes, and a later stop starts afresh.
+    let mut book = IncidentBook::new();
+    book.observe("lab", vec![down(30_000)], defaults(), t(30_000));
+    let es = book.observe("lab", vec![], defaults(), t(40_000));
+    assert!(es.is_empty(), "{es:?}");
+    let es = book.observe("lab", vec![], defaults(), t(80_000));
+    assert!(es.is_empty(), "{es:?}");
+}

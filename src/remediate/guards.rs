@@ -225,6 +225,7 @@ mod tests {
             hits: Vec::new(),
             observed_at: None,
             held_since: None,
+            page_after: None,
         }
     }
 

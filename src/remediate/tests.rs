@@ -88,6 +88,7 @@ fn report(since: SystemTime, others: &[(i32, BrokerState)]) -> ClusterReport {
             },
             observed_at: None,
             held_since: None,
+            page_after: None,
         });
         r.probes
             .insert(id, probe(id, state == BrokerState::Healthy));

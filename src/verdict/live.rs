@@ -213,7 +213,18 @@ pub fn apply_liveness(
             .and_then(|m| m.last_down_at)
             .and_then(|t| now.duration_since(t).ok())
             .filter(|ago| *ago < settings.restart_grace);
-        if let Some((hit, since)) = live_hit(v.broker, fact, facts, recently_down, now) {
+        // The round already told a clean stop from a crash by what the refused broker led;
+        // its liveness refusal adds nothing to that.
+        let clean = v.hits.iter().any(|h| h.rule == super::SHUT_DOWN_CLEANLY);
+        if let Some((hit, since)) = live_hit(v.broker, fact, facts, recently_down, now)
+            .filter(|(h, _)| !(clean && h.rule == "port_closed"))
+        {
+            // A refusal newer than the round: whether it stopped cleanly is known from the
+            // next look at who leads what, which the cluster loop starts at once. Until then
+            // nobody is paged; a crash is paged as soon as that round says so.
+            if hit.rule == "port_closed" && round_at < since {
+                v.page_after = Some(settings.restart_grace);
+            }
             // The port accepted during this silence: a connect that timed out in the round
             // was the full accept queue, not a host gone.
             let accepted = fact.accepted_in_silence && fact.refused_since.is_none();
@@ -233,6 +244,7 @@ pub fn apply_liveness(
         v.hits.sort_by_key(|h| std::cmp::Reverse(h.state));
         v.state = v.hits.first().map_or(BrokerState::Healthy, |h| h.state);
     }
+    super::hold_after_clean_stop(verdicts, memory, settings, now);
 }
 
 #[cfg(test)]
@@ -291,6 +303,7 @@ mod tests {
             hits: Vec::new(),
             observed_at: None,
             held_since: None,
+            page_after: None,
         }
     }
 
@@ -403,6 +416,41 @@ mod tests {
         assert_eq!(vs[1].state, BrokerState::Down);
         assert_eq!(vs[1].hits[0].rule, "port_closed");
         assert_eq!(vs[1].held_since, Some(t(NOW - 300)));
+        // The round is older than the refusal: whether it stopped cleanly is not known yet,
+        // so nobody is paged until a newer round says who leads what.
+        assert_eq!(vs[1].page_after, Some(Duration::from_secs(120)));
+    }
+
+    #[test]
+    fn a_round_newer_than_the_refusal_decides_between_a_crash_and_a_clean_stop() {
+        let refused = LivenessFact {
+            refused_since: Some(t(ROUND - 200)),
+            refused_detail: "Connection refused (os error 111)".into(),
+            ..silent(2, 10_200, None)
+        };
+        // It still led partitions in that round: a crash, paged now.
+        let crash = with_hit(healthy(2), "port_closed", BrokerState::Down);
+        let vs = judge(
+            vec![healthy(1), crash, healthy(3)],
+            &three(refused.clone()),
+            &BTreeMap::new(),
+        );
+        assert_eq!(vs[1].state, BrokerState::Down);
+        assert_eq!(vs[1].page_after, None);
+        // It led nothing: the round's clean stop stands, and is held.
+        let clean = with_hit(
+            healthy(2),
+            crate::verdict::SHUT_DOWN_CLEANLY,
+            BrokerState::Down,
+        );
+        let vs = judge(
+            vec![healthy(1), clean, healthy(3)],
+            &three(refused),
+            &BTreeMap::new(),
+        );
+        let rules: Vec<&str> = vs[1].hits.iter().map(|h| h.rule).collect();
+        assert_eq!(rules, vec![crate::verdict::SHUT_DOWN_CLEANLY]);
+        assert_eq!(vs[1].page_after, Some(Duration::from_secs(120)));
     }
 
     /// Issue 14: a frozen broker whose accept queue filled up stays a zombie; the round's

@@ -360,6 +360,75 @@ fn closed_port_is_down() {
     assert_eq!(rules(&v[&2]), vec!["port_closed"]);
 }
 
+/// With continuous liveness every restart's refusal was paged as `down` within seconds
+/// (a rolling restart: one warning per broker). Kafka's controlled shutdown moves leadership
+/// away before the listener closes; a crash or a kill leaves the broker leader until the
+/// controller notices. What the refused broker leads tells them apart.
+#[test]
+fn a_broker_that_led_nothing_when_its_port_closed_shut_down_cleanly_and_is_held() {
+    let mut w = World::healthy();
+    // Leadership moved from 2 to 3 before its port closed.
+    w.parts[1] = (3, 2, vec![2, 3, 1], vec![3, 1]);
+    w.refresh();
+    w.refused(2);
+    let mut memory = BTreeMap::new();
+    let v = w.round(&mut memory, 1000);
+    assert_eq!(v[&2].state, BrokerState::Down);
+    assert_eq!(rules(&v[&2]), vec![SHUT_DOWN_CLEANLY]);
+    assert!(v[&2].hits[0].detail.contains("controlled shutdown"));
+    assert_eq!(v[&2].page_after, Some(Duration::from_secs(120)));
+    assert_eq!(v[&1].page_after, None);
+    // Back, answering but not registered yet: still held, the stop was clean.
+    w.registered = vec![1, 3];
+    w.refresh();
+    w.answering(2, 10);
+    let v = w.round(&mut memory, 1020);
+    assert_ne!(v[&2].state, BrokerState::Healthy, "{:?}", v[&2]);
+    assert_eq!(
+        v[&2].page_after,
+        Some(Duration::from_secs(120)),
+        "{:?}",
+        v[&2]
+    );
+    // Healthy again: the next stop is judged afresh.
+    w.registered = vec![1, 2, 3];
+    w.parts[1] = (2, 3, vec![2, 3, 1], vec![2, 3, 1]);
+    w.refresh();
+    w.answering(2, 10);
+    let v = w.round(&mut memory, 1040);
+    assert_eq!(v[&2].state, BrokerState::Healthy, "{:?}", v[&2]);
+    assert!(memory[&2].stopped_cleanly_at.is_none());
+    w.refused(2);
+    let v = w.round(&mut memory, 1060);
+    assert_eq!(
+        rules(&v[&2]),
+        vec!["port_closed"],
+        "it leads t-1 again: a crash"
+    );
+    assert_eq!(v[&2].page_after, None);
+}
+
+#[test]
+fn a_refused_broker_still_leading_crashed_and_is_paged_at_once() {
+    let mut w = World::healthy();
+    w.refused(2);
+    let v = w.judge();
+    assert_eq!(v[&2].state, BrokerState::Down);
+    assert_eq!(rules(&v[&2]), vec!["port_closed"]);
+    assert_eq!(v[&2].page_after, None);
+    // A stop held for a clean one long ago does not hold a crash now.
+    let mut memory = BTreeMap::new();
+    memory.insert(
+        2,
+        BrokerMemory {
+            stopped_cleanly_at: Some(SystemTime::UNIX_EPOCH + Duration::from_secs(100)),
+            ..BrokerMemory::default()
+        },
+    );
+    let v = w.judge_at(&memory, 1000);
+    assert_eq!(v[&2].page_after, None);
+}
+
 #[test]
 fn connect_timeout_of_a_registered_broker_is_only_degraded() {
     let mut w = World::healthy();
