@@ -223,8 +223,18 @@ pub fn render<'a>(reports: impl IntoIterator<Item = &'a ClusterReport>, extras: 
             cs.unavailable_seconds.clone(),
         );
         reg.register(
+            "canary_broker_unavailable_seconds",
+            "Lengths of closed canary unavailability windows, by the broker the failed writes went to (the leader when they were sent)",
+            cs.broker_unavailable_seconds.clone(),
+        );
+        reg.register(
+            "canary_unavailable_now",
+            "1 while the canary partition is unwritable, on the series of the broker charged with it (the leader the failed writes went to); 0 after",
+            cs.unavailable_now.clone(),
+        );
+        reg.register(
             "canary_produce",
-            "acks=all canary writes by partition, leader and outcome (ok or an error kind)",
+            "acks=all canary writes by partition, the broker that received them (else the leader they were sent to) and outcome (ok or an error kind)",
             cs.produce_total.clone(),
         );
         reg.register(

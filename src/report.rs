@@ -8,9 +8,8 @@ use std::time::{Duration, SystemTime};
 
 use serde::Serialize;
 
-use crate::canary::stats::CanaryStats;
 use crate::canary::CanaryRound;
-use crate::cluster_view::{merge, StaleLeader};
+use crate::cluster_view::{merge, ClusterView, StaleLeader};
 use crate::health::{classify, Condition, Health};
 use crate::observe::{
     BrokerId, BrokerList, BrokerProbe, EligibleLeaders, FailureKind, MetadataView, ProbeFailure,
@@ -38,6 +37,9 @@ pub struct ClusterReport {
     pub probes: BTreeMap<BrokerId, BrokerProbe>,
     /// Brokers whose verdict's registration is `Registered` (see `verdict::registrations`).
     pub registered: BTreeSet<BrokerId>,
+    /// The round's merged view (newest leader epochs), merged once: the canary, the
+    /// verdicts and remediation all read this one.
+    pub view: Arc<ClusterView>,
     pub health: Health,
     pub verdicts: Vec<BrokerVerdict>,
     pub stale_leaders: Vec<StaleLeader>,
@@ -228,6 +230,7 @@ impl ClusterReport {
             reachable: false,
             probes: BTreeMap::new(),
             registered: BTreeSet::new(),
+            view: Arc::default(),
             health: Health::default(),
             verdicts: Vec::new(),
             stale_leaders: Vec::new(),
@@ -279,6 +282,17 @@ impl ClusterReport {
     }
 }
 
+/// The newest view of the cluster from every answering broker's metadata: merged once per
+/// round, by the round loop, and carried in the report.
+pub fn newest_view(obs: &RoundObservation) -> ClusterView {
+    let answers: Vec<(BrokerId, &MetadataView)> = obs
+        .probes
+        .iter()
+        .filter_map(|(id, p)| p.metadata_view().map(|m| (*id, m)))
+        .collect();
+    merge(&answers)
+}
+
 /// Evaluates the rounds of one cluster, keeping what must carry over between them.
 pub struct Evaluator {
     cluster: String,
@@ -288,20 +302,13 @@ pub struct Evaluator {
     failures: FailureCounts,
     round: u64,
     last_success: Option<SystemTime>,
-    canary_stats: CanaryStats,
     canary_last_window: BTreeMap<i32, f64>,
     partitions: PartitionMemory,
     unclean_total: u64,
 }
 
 impl Evaluator {
-    /// `canary_stats` is shared by every cluster's evaluator and the metrics renderer.
-    pub fn new(
-        cluster: &str,
-        settings: VerdictSettings,
-        include: TopicFilterFn,
-        canary_stats: CanaryStats,
-    ) -> Self {
+    pub fn new(cluster: &str, settings: VerdictSettings, include: TopicFilterFn) -> Self {
         Evaluator {
             cluster: cluster.to_string(),
             settings,
@@ -310,28 +317,40 @@ impl Evaluator {
             failures: BTreeMap::new(),
             round: 0,
             last_success: None,
-            canary_stats,
             canary_last_window: BTreeMap::new(),
             partitions: PartitionMemory::new(),
             unclean_total: 0,
         }
     }
 
+    /// Evaluates a round, merging its view first (see `evaluate_merged`).
     pub fn evaluate(
         &mut self,
         obs: RoundObservation,
         canary: Option<CanaryRound>,
         now: SystemTime,
     ) -> ClusterReport {
+        let view = Arc::new(newest_view(&obs));
+        self.evaluate_merged(obs, view, canary, now)
+    }
+
+    /// Evaluates a round whose view was merged already (`newest_view` of `obs`), so the
+    /// canary and the verdicts read the same one. No side effects beyond the evaluator's own
+    /// memory.
+    pub fn evaluate_merged(
+        &mut self,
+        obs: RoundObservation,
+        view: Arc<ClusterView>,
+        canary: Option<CanaryRound>,
+        now: SystemTime,
+    ) -> ClusterReport {
         self.round += 1;
-        let answers: Vec<(BrokerId, &MetadataView)> = obs
-            .probes
-            .iter()
-            .filter_map(|(id, p)| p.metadata_view().map(|m| (*id, m)))
-            .collect();
-        let view = merge(&answers);
         // Only a round that saw every topic says anything about elections.
-        let unclean_elections = if !answers.iter().any(|(_, m)| m.all_topics) {
+        let saw_everything = obs
+            .probes
+            .values()
+            .any(|p| p.metadata_view().is_some_and(|m| m.all_topics));
+        let unclean_elections = if !saw_everything {
             Vec::new()
         } else {
             unclean_elections(
@@ -358,7 +377,6 @@ impl Evaluator {
             now,
         );
         if let Some(c) = &canary {
-            self.canary_stats.record(&self.cluster, c);
             for (partition, _, seconds) in &c.windows_closed {
                 self.canary_last_window.insert(*partition, *seconds);
             }
@@ -407,6 +425,7 @@ impl Evaluator {
             verdicts,
             stale_leaders: view.stale_leaders.clone(),
             disagreements: view.disagreements.clone(),
+            view,
             bootstrap_failures: obs.bootstrap_failures,
             failures_total: self.failures.clone(),
             last_success: self.last_success,
@@ -545,12 +564,7 @@ mod tests {
     /// which the verdict calls unknown; nothing may call it registered.
     #[test]
     fn status_metric_and_verdict_agree_on_registration() {
-        let mut e = Evaluator::new(
-            "lab",
-            VerdictSettings::default(),
-            Arc::new(|_| true),
-            CanaryStats::default(),
-        );
+        let mut e = Evaluator::new("lab", VerdictSettings::default(), Arc::new(|_| true));
         let now = SystemTime::UNIX_EPOCH + Duration::from_secs(100);
         let r = e.evaluate(round_listing([&[1, 2, 3], &[1, 2, 3], &[1, 3]]), None, now);
         let status: serde_json::Value =
