@@ -233,6 +233,11 @@ pub fn render<'a>(reports: impl IntoIterator<Item = &'a ClusterReport>, extras: 
             cs.unavailable_now.clone(),
         );
         reg.register(
+            "canary_charged_failures",
+            "Failed or slow (kind slow) acks=all canary writes charged to the broker that had them: not refused to the watchdog, not a NOT_LEADER or NOT_ENOUGH_REPLICAS, not while that broker took acks=1 writes (then its followers held them)",
+            cs.charged_failures_total.clone(),
+        );
+        reg.register(
             "canary_produce",
             "acks=all canary writes by partition, the broker that received them (else the leader they were sent to) and outcome (ok or an error kind)",
             cs.produce_total.clone(),

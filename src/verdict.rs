@@ -1290,6 +1290,7 @@ fn canary_facts(
             // Only where the client says which broker had them: a write that never left
             // the client charges nobody (as below).
             if !fw.received
+                || fw.leader_appended
                 || fw.broker == p.leader
                 || latest_there
                 || fw.kind == crate::canary::AUTHORIZATION

@@ -94,6 +94,19 @@ pub fn slow_write(produce_timeout: Duration) -> Duration {
     (produce_timeout / 3).max(Duration::from_millis(500))
 }
 
+/// Whom a failed (or slow, kind "slow") acks=all write is charged to, for the windows and
+/// the per-broker metrics: the broker that had it, unless it says nothing about that broker
+/// (refused to the watchdog, never left the client, a right NOT_LEADER, a lack of in-sync
+/// replicas) or the broker took acks=1 writes meanwhile (it appends; its followers held
+/// the write, and the round's causes decide which).
+pub fn charge(kind: &str, broker: BrokerId, leader_appended: bool) -> Option<BrokerId> {
+    let not_the_broker = kind == AUTHORIZATION
+        || kind == "not_leader"
+        || client_side(kind)
+        || blames_followers(kind);
+    (!not_the_broker && !leader_appended && broker >= 0).then_some(broker)
+}
+
 /// Whether a produce error points at the replicas missing from the ISR rather than at the
 /// leader that answered it.
 pub fn blames_followers(kind: &str) -> bool {
@@ -311,7 +324,7 @@ impl Canary {
     pub fn new(settings: CanarySettings, stats: CanaryStats) -> Self {
         Canary {
             shared: Arc::new(Shared {
-                books: Mutex::new(Books::new(&settings)),
+                books: Mutex::new(Books::new(&settings.instance, settings.lost_after)),
                 stats,
                 cluster: settings.cluster.clone(),
                 slow: slow_write(settings.produce_timeout),
@@ -795,6 +808,9 @@ pub struct FailedWrites {
     /// Whether the client named the broker that received them (else it is the leader
     /// they were sent to, in the view of that time).
     pub received: bool,
+    /// That broker took acks=1 writes to the partition meanwhile: it appends, and its
+    /// followers held these writes. Not charged to it.
+    pub leader_appended: bool,
     pub first_sent_at: SystemTime,
     pub last_sent_at: SystemTime,
 }
@@ -820,6 +836,10 @@ struct Books {
     since: BTreeMap<i32, SinceRound>,
     /// The newest acks=1 probe per (partition, broker).
     acks1: BTreeMap<(i32, BrokerId), Acks1Probe>,
+    /// Per (partition, broker), the send time of the newest acks=1 write it acknowledged
+    /// in time: a leader that does so appends, and an acks=all write it holds meanwhile
+    /// waits on its followers.
+    appends_since: BTreeMap<(i32, BrokerId), SystemTime>,
     lost: Vec<LossEvent>,
     duplicated: Vec<(i32, BrokerId)>,
     windows_closed: Vec<Window>,
@@ -840,13 +860,14 @@ fn lock(books: &Mutex<Books>) -> std::sync::MutexGuard<'_, Books> {
 }
 
 impl Books {
-    fn new(settings: &CanarySettings) -> Self {
+    fn new(instance: &str, lost_after: Duration) -> Self {
         Books {
-            ledger: Ledger::new(&settings.instance, settings.lost_after),
+            ledger: Ledger::new(instance, lost_after),
             windows: Windows::default(),
             latest: BTreeMap::new(),
             since: BTreeMap::new(),
             acks1: BTreeMap::new(),
+            appends_since: BTreeMap::new(),
             lost: Vec::new(),
             duplicated: Vec::new(),
             windows_closed: Vec::new(),
@@ -860,6 +881,7 @@ impl Books {
         self.latest.retain(|p, _| keep(*p));
         self.since.retain(|p, _| keep(*p));
         self.acks1.retain(|(p, _), _| keep(*p));
+        self.appends_since.retain(|(p, _), _| keep(*p));
     }
 
     /// A ledger event: into the round's report and the cumulative metrics.
@@ -920,7 +942,8 @@ impl Books {
 
     /// One write ended.
     fn write_ended(&mut self, a: Attempt, sh: &Shared) {
-        let now = SystemTime::now();
+        // When it ended, on the clock its send time was read from.
+        let now = a.sent_at + a.took;
         let partition = a.target.partition;
         let broker = a.broker();
         match a.target.acks {
@@ -932,16 +955,28 @@ impl Books {
                 let ok_seconds = a.result.as_ref().ok().map(|_| a.took.as_secs_f64());
                 sh.stats
                     .write(&sh.cluster, partition, broker, outcome, ok_seconds);
+                let slow = a.result.is_ok() && a.took >= sh.slow;
+                let appended = self
+                    .appends_since
+                    .get(&(partition, broker))
+                    .is_some_and(|t| *t >= a.sent_at);
+                let failure = match &a.result {
+                    Err(f) => Some(f.kind),
+                    Ok(_) if slow => Some("slow"),
+                    Ok(_) => None,
+                };
+                let charge = failure.and_then(|kind| charge(kind, broker, appended));
+                if let (Some(kind), Some(b)) = (failure, charge) {
+                    sh.stats.charged_failure(&sh.cluster, b, kind);
+                }
                 let since = self.since.entry(partition).or_default();
                 since.writes = since.writes.saturating_add(1);
                 if let Err(f) = &a.result {
                     let received = f.broker.is_some();
                     let full = since.failed.len() >= MAX_SAMPLES;
-                    match since
-                        .failed
-                        .iter_mut()
-                        .find(|x| x.broker == broker && x.kind == f.kind)
-                    {
+                    match since.failed.iter_mut().find(|x| {
+                        x.broker == broker && x.kind == f.kind && x.leader_appended == appended
+                    }) {
                         Some(x) => {
                             x.count = x.count.saturating_add(1);
                             x.first_sent_at = x.first_sent_at.min(a.sent_at);
@@ -953,6 +988,7 @@ impl Books {
                             kind: f.kind,
                             count: 1,
                             received,
+                            leader_appended: appended,
                             first_sent_at: a.sent_at,
                             last_sent_at: a.sent_at,
                         }),
@@ -961,13 +997,11 @@ impl Books {
                 }
                 // A refused write says what the watchdog may do, not how the partition is:
                 // it measures nothing.
-                let refused = a.result.as_ref().is_err_and(|f| f.kind == AUTHORIZATION);
-                let slow = a.result.is_ok() && a.took >= sh.slow;
-                if !refused && (a.result.is_err() || slow) {
-                    if let Some(w) = self.windows.failed(partition, broker, a.sent_at) {
+                if failure.is_some_and(|k| k != AUTHORIZATION) {
+                    if let Some(w) = self.windows.failed(partition, charge, a.sent_at) {
                         self.window_closed(w, sh);
                     }
-                    sh.stats.window_open(&sh.cluster, partition, broker, true);
+                    sh.stats.window_open(&sh.cluster, partition, charge, true);
                 }
                 if a.result.is_ok() {
                     if let Some(w) = self.windows.succeeded(partition, a.sent_at, now) {
@@ -1013,6 +1047,13 @@ impl Books {
                 match a.result {
                     Ok(ack) => {
                         probe.offset = Some(ack.offset);
+                        if a.took < sh.slow {
+                            let t = self
+                                .appends_since
+                                .entry((partition, broker))
+                                .or_insert(a.sent_at);
+                            *t = (*t).max(a.sent_at);
+                        }
                         let entry = Entry {
                             seq: ack.seq,
                             acks: Acks::One,
@@ -1063,7 +1104,7 @@ impl Books {
                 produce_error,
                 end_to_end_seconds: since.end_to_end,
                 unavailable_seconds: open.map(|(_, d)| d.as_secs_f64()),
-                unavailable_broker: open.map(|(b, _)| b),
+                unavailable_broker: open.and_then(|(b, _)| b),
                 overdue: overdue.get(&partition).copied().unwrap_or(0),
                 writes: since.writes,
                 failed_writes: since.failed,
@@ -1074,7 +1115,7 @@ impl Books {
         out.duplicated.append(&mut self.duplicated);
         out.windows_closed = std::mem::take(&mut self.windows_closed)
             .into_iter()
-            .map(|w| (w.partition, w.broker, w.seconds()))
+            .map(|w| (w.partition, w.broker.unwrap_or(-1), w.seconds()))
             .collect();
         out.acks1 = std::mem::take(&mut self.acks1).into_values().collect();
     }
@@ -1419,6 +1460,173 @@ fn resume_offset(consumer: Offset, ledger: Option<i64>) -> Option<i64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::UNIX_EPOCH;
+
+    #[test]
+    fn a_failure_is_charged_to_the_broker_that_had_it_unless_it_says_nothing_about_it() {
+        assert_eq!(charge("timeout", 2, false), Some(2));
+        assert_eq!(charge("slow", 2, false), Some(2));
+        assert_eq!(charge("transport", 2, false), Some(2));
+        assert_eq!(charge("timeout", 2, true), None, "it appended: followers");
+        for kind in [
+            AUTHORIZATION,
+            "not_leader",
+            "queue_full",
+            "not_enough_replicas",
+            "not_enough_replicas_after_append",
+        ] {
+            assert_eq!(charge(kind, 2, false), None, "{kind}");
+        }
+        assert_eq!(charge("timeout", -1, false), None, "no leader");
+    }
+
+    fn shared() -> Shared {
+        Shared {
+            books: Mutex::new(Books::new("me", Duration::from_secs(60))),
+            stats: CanaryStats::default(),
+            cluster: "lab".into(),
+            slow: Duration::from_millis(500),
+        }
+    }
+
+    fn at(ms: u64) -> SystemTime {
+        UNIX_EPOCH + Duration::from_millis(ms)
+    }
+
+    /// An acks=all (`claim` None) or acks=1 write to `partition` sent at `sent` ms to
+    /// `leader`, that took `took` ms and ended with `result`.
+    fn attempt(
+        partition: i32,
+        leader: BrokerId,
+        acks1: bool,
+        sent: u64,
+        took: u64,
+        result: Result<(), &'static str>,
+    ) -> Attempt {
+        Attempt {
+            target: Target {
+                partition,
+                acks: if acks1 { Acks::One } else { Acks::All },
+                leader,
+                claim: acks1.then(|| LeaderClaim {
+                    partition,
+                    broker: leader,
+                    address: String::new(),
+                    epoch: 1,
+                }),
+            },
+            sent_at: at(sent),
+            took: Duration::from_millis(took),
+            result: match result {
+                Ok(()) => Ok(Ack {
+                    offset: sent as i64,
+                    seq: sent,
+                    broker: Some(leader),
+                }),
+                Err(kind) => Err(ProduceFailure {
+                    kind,
+                    detail: kind.into(),
+                    broker: Some(leader),
+                }),
+            },
+        }
+    }
+
+    fn charged_failures(sh: &Shared, broker: &str) -> u64 {
+        let mut text = String::new();
+        let mut reg = prometheus_client::registry::Registry::default();
+        reg.register("c", "c", sh.stats.charged_failures_total.clone());
+        prometheus_client::encoding::text::encode(&mut text, &reg).unwrap();
+        text.lines()
+            .filter(|l| l.starts_with("c_total{") && l.contains(&format!("broker=\"{broker}\"")))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+            .sum()
+    }
+
+    /// Broker 2 leads partition 1 and follows partition 0 (led by 1); it freezes at 1 s.
+    /// Partition 1's writes time out (acks=1 to 2 too): a window charged to 2. Partition
+    /// 0's acks=all writes wait on follower 2 until it is fenced, while leader 1 takes
+    /// acks=1 writes: a window, charged to no broker. Broker 1 is charged with nothing.
+    #[test]
+    fn a_frozen_leader_is_charged_its_window_and_its_followers_leaders_are_not() {
+        let sh = shared();
+        let ended = |a: Attempt| lock(&sh.books).write_ended(a, &sh);
+        ended(attempt(1, 2, false, 0, 3, Ok(())));
+        ended(attempt(0, 1, false, 0, 3, Ok(())));
+        for t in [1_000, 2_000, 3_000] {
+            ended(attempt(0, 1, true, t, 2, Ok(())));
+            ended(attempt(1, 2, true, t, 1_500, Err("timeout")));
+        }
+        for t in [1_000, 2_000] {
+            ended(attempt(1, 2, false, t, 1_500, Err("timeout")));
+            ended(attempt(0, 1, false, t, 1_500, Err("timeout")));
+        }
+        // Fenced at 3.2 s: partition 0's held write goes through late; partition 1 moves
+        // to broker 3, whose first write works at 4 s.
+        ended(attempt(0, 1, false, 3_000, 600, Ok(())));
+        ended(attempt(0, 1, false, 4_000, 3, Ok(())));
+        let mut books = lock(&sh.books);
+        let closed = std::mem::take(&mut books.windows_closed);
+        assert_eq!(closed.len(), 1, "{closed:?}");
+        assert_eq!(closed[0].partition, 0);
+        assert_eq!(
+            closed[0].broker, None,
+            "the leader appended: not its window"
+        );
+        assert_eq!(closed[0].failed_writes, 3, "two timeouts and a slow write");
+        assert_eq!(
+            books.windows.open_for(1, at(4_000)),
+            Some((Some(2), Duration::from_secs(3)))
+        );
+        drop(books);
+        ended(attempt(1, 3, false, 4_000, 3, Ok(())));
+        let closed = std::mem::take(&mut lock(&sh.books).windows_closed);
+        assert_eq!(closed.len(), 1);
+        assert_eq!((closed[0].partition, closed[0].broker), (1, Some(2)));
+        assert!((closed[0].seconds() - 3.0).abs() < 0.1, "{closed:?}");
+        assert_eq!(charged_failures(&sh, "2"), 2);
+        assert_eq!(charged_failures(&sh, "1"), 0);
+        assert_eq!(charged_failures(&sh, "3"), 0);
+        // The round's report: partition 1's failures since the last round, charged to 2.
+        let mut out = CanaryRound {
+            topic: "t".into(),
+            status: TopicStatus::Ready,
+            partitions: Vec::new(),
+            layout: Vec::new(),
+            not_leading: Vec::new(),
+            lost: Vec::new(),
+            duplicated: Vec::new(),
+            windows_closed: Vec::new(),
+            acks1: Vec::new(),
+        };
+        let part = |partition, leader| PartitionStateWithEpoch {
+            state: PartitionState {
+                partition,
+                leader,
+                replicas: vec![1, 2, 3],
+                isr: vec![1, 3],
+            },
+            leader_epoch: 2,
+        };
+        lock(&sh.books).report(&[part(0, 1), part(1, 3)], at(5_000), &mut out);
+        let p1 = &out.partitions[1];
+        assert_eq!(p1.writes, 4);
+        assert_eq!(p1.failed_writes.len(), 1);
+        let f = &p1.failed_writes[0];
+        assert_eq!(
+            (f.broker, f.kind, f.count, f.leader_appended),
+            (2, "timeout", 2, false)
+        );
+        assert!(p1.produce_seconds.is_some(), "the newest write worked");
+        let f0 = &out.partitions[0].failed_writes[0];
+        assert!(f0.leader_appended, "{f0:?}");
+        // Collected once.
+        let mut again = out.clone();
+        again.partitions.clear();
+        lock(&sh.books).report(&[part(1, 3)], at(6_000), &mut again);
+        assert!(again.partitions[0].failed_writes.is_empty());
+        assert_eq!(again.partitions[0].writes, 0);
+    }
 
     #[test]
     fn a_partition_read_before_resumes_where_it_stood_never_at_the_end() {

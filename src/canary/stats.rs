@@ -8,7 +8,7 @@ use prometheus_client::metrics::histogram::Histogram;
 
 use prometheus_client::metrics::gauge::Gauge;
 
-use super::window::Window;
+use super::window::{Charge, Window};
 use super::LossEvent;
 use crate::observe::BrokerId;
 
@@ -44,6 +44,8 @@ pub struct CanaryStats {
     /// 1 while an unavailability window of the partition, charged to the broker, is open.
     pub unavailable_now: GaugeFamily,
     pub produce_total: CounterFamily,
+    /// Failed (or slow) acks=all writes charged to a broker, by kind (see `canary::charge`).
+    pub charged_failures_total: CounterFamily,
     pub lost_total: CounterFamily,
     pub duplicated_total: CounterFamily,
 }
@@ -63,6 +65,7 @@ impl Default for CanaryStats {
             broker_unavailable_seconds: Family::new_with_constructor(window_histogram),
             unavailable_now: GaugeFamily::default(),
             produce_total: CounterFamily::default(),
+            charged_failures_total: CounterFamily::default(),
             lost_total: CounterFamily::default(),
             duplicated_total: CounterFamily::default(),
         }
@@ -137,11 +140,25 @@ impl CanaryStats {
             .inc();
     }
 
-    /// A window opened (`open`) or closed for `partition`, charged to `broker`.
-    pub fn window_open(&self, cluster: &str, partition: i32, broker: BrokerId, open: bool) {
-        self.unavailable_now
-            .get_or_create(&pb(cluster, partition, broker))
-            .set(i64::from(open));
+    /// A failed or slow write charged to `broker`.
+    pub fn charged_failure(&self, cluster: &str, broker: BrokerId, kind: &str) {
+        self.charged_failures_total
+            .get_or_create(&vec![
+                ("cluster", cluster.to_string()),
+                ("broker", broker.to_string()),
+                ("kind", kind.to_string()),
+            ])
+            .inc();
+    }
+
+    /// A window of `partition` opened (`open`) or closed; only a window charged to a broker
+    /// has a series here.
+    pub fn window_open(&self, cluster: &str, partition: i32, broker: Charge, open: bool) {
+        if let Some(b) = broker {
+            self.unavailable_now
+                .get_or_create(&pb(cluster, partition, b))
+                .set(i64::from(open));
+        }
     }
 
     pub fn window_closed(&self, cluster: &str, w: &Window) {
@@ -152,11 +169,13 @@ impl CanaryStats {
                 ("partition", w.partition.to_string()),
             ])
             .observe(w.seconds());
-        self.broker_unavailable_seconds
-            .get_or_create(&vec![
-                ("cluster", cluster.to_string()),
-                ("broker", w.broker.to_string()),
-            ])
-            .observe(w.seconds());
+        if let Some(b) = w.broker {
+            self.broker_unavailable_seconds
+                .get_or_create(&vec![
+                    ("cluster", cluster.to_string()),
+                    ("broker", b.to_string()),
+                ])
+                .observe(w.seconds());
+        }
     }
 }

@@ -13,12 +13,16 @@ use serde::Serialize;
 
 use crate::observe::BrokerId;
 
+/// Whom a window is charged to: the broker the failed writes went to (the leader when they
+/// were sent), or nobody here when that leader took acks=1 writes meanwhile (it appends;
+/// its followers held the acks=all writes, and the round's causes name the follower).
+pub type Charge = Option<BrokerId>;
+
 /// A window that closed.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Window {
     pub partition: i32,
-    /// The broker its failed writes went to.
-    pub broker: BrokerId,
+    pub broker: Charge,
     pub start: SystemTime,
     pub end: SystemTime,
     /// Writes that failed (or were too slow) in it.
@@ -36,7 +40,7 @@ impl Window {
 
 #[derive(Debug, Clone, PartialEq)]
 struct Open {
-    broker: BrokerId,
+    broker: Charge,
     since: SystemTime,
     failed_writes: u64,
 }
@@ -56,7 +60,7 @@ impl Windows {
     pub fn failed(
         &mut self,
         partition: i32,
-        broker: BrokerId,
+        broker: Charge,
         sent_at: SystemTime,
     ) -> Option<Window> {
         match self.open.get_mut(&partition) {
@@ -120,7 +124,7 @@ impl Windows {
     }
 
     /// The open window of `partition`: the broker charged and how long it has been open.
-    pub fn open_for(&self, partition: i32, now: SystemTime) -> Option<(BrokerId, Duration)> {
+    pub fn open_for(&self, partition: i32, now: SystemTime) -> Option<(Charge, Duration)> {
         let o = self.open.get(&partition)?;
         Some((o.broker, now.duration_since(o.since).unwrap_or_default()))
     }
@@ -145,10 +149,13 @@ mod tests {
         let mut w = Windows::default();
         assert_eq!(w.succeeded(0, t(0), t(5)), None, "nothing open");
         // Sent at 1 s, 2 s, 3 s to frozen broker 1; their timeouts report out of order.
-        assert_eq!(w.failed(0, 1, t(2_000)), None);
-        assert_eq!(w.failed(0, 1, t(1_000)), None);
-        assert_eq!(w.failed(0, 1, t(3_000)), None);
-        assert_eq!(w.open_for(0, t(4_000)), Some((1, Duration::from_secs(3))));
+        assert_eq!(w.failed(0, Some(1), t(2_000)), None);
+        assert_eq!(w.failed(0, Some(1), t(1_000)), None);
+        assert_eq!(w.failed(0, Some(1), t(3_000)), None);
+        assert_eq!(
+            w.open_for(0, t(4_000)),
+            Some((Some(1), Duration::from_secs(3)))
+        );
         // A write sent before the outage and acknowledged late closes nothing.
         assert_eq!(w.succeeded(0, t(500), t(4_100)), None);
         let closed = w.succeeded(0, t(4_000), t(4_020)).expect("closes");
@@ -156,7 +163,7 @@ mod tests {
             closed,
             Window {
                 partition: 0,
-                broker: 1,
+                broker: Some(1),
                 start: t(1_000),
                 end: t(4_020),
                 failed_writes: 3
@@ -169,27 +176,45 @@ mod tests {
     #[test]
     fn each_broker_is_charged_its_own_part_of_an_outage() {
         let mut w = Windows::default();
-        w.failed(0, 1, t(1_000));
-        w.failed(0, 1, t(2_000));
+        w.failed(0, Some(1), t(1_000));
+        w.failed(0, Some(1), t(2_000));
         // The writes now go to broker 2, which fails too.
-        let first = w.failed(0, 2, t(3_000)).expect("broker 1's part closes");
+        let first = w
+            .failed(0, Some(2), t(3_000))
+            .expect("broker 1's part closes");
         assert_eq!(
             (first.broker, first.start, first.end),
-            (1, t(1_000), t(3_000))
+            (Some(1), t(1_000), t(3_000))
         );
         assert_eq!(first.failed_writes, 2);
         let second = w.succeeded(0, t(5_000), t(5_010)).expect("closes");
         assert_eq!(
             (second.broker, second.start, second.end),
-            (2, t(3_000), t(5_010))
+            (Some(2), t(3_000), t(5_010))
         );
+    }
+
+    /// A frozen follower holds the acks=all writes of the partitions it follows while their
+    /// leaders take acks=1 writes: those windows are charged to no leader.
+    #[test]
+    fn a_window_while_the_leader_appends_is_charged_to_no_broker() {
+        let mut w = Windows::default();
+        w.failed(0, None, t(1_000));
+        w.failed(0, None, t(2_000));
+        let closed = w.succeeded(0, t(3_000), t(3_005)).expect("closes");
+        assert_eq!((closed.broker, closed.failed_writes), (None, 2));
+        // The leader stops appending too: from then on the leader's.
+        w.failed(0, None, t(10_000));
+        let part = w.failed(0, Some(1), t(11_000)).expect("splits");
+        assert_eq!(part.broker, None);
+        assert_eq!(w.open_for(0, t(12_000)).map(|o| o.0), Some(Some(1)));
     }
 
     #[test]
     fn partitions_are_independent_and_forgotten_when_gone() {
         let mut w = Windows::default();
-        w.failed(0, 1, t(1_000));
-        w.failed(1, 2, t(1_000));
+        w.failed(0, Some(1), t(1_000));
+        w.failed(1, Some(2), t(1_000));
         assert!(w.succeeded(1, t(2_000), t(2_001)).is_some());
         assert!(w.open_for(0, t(3_000)).is_some());
         w.retain_partitions(|p| p != 0);

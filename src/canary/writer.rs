@@ -265,7 +265,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_silent_leader_does_not_hold_back_its_next_writes_nor_other_partitions() {
         let schedule = Schedule::new(secs(1.0), secs(2.5));
-        let (sends, ended) = drive(vec![all(0, 1), all(1, 2)], schedule, &[0], secs(5.5)).await;
+        let (sends, ended) = drive(vec![all(0, 1), all(1, 2)], schedule, &[0], secs(5.6)).await;
         let to_0: Vec<Duration> = sends.iter().filter(|s| s.0 == 0).map(|s| s.2).collect();
         assert_eq!(to_0.len(), 6, "still written every second: {to_0:?}");
         let timeouts: Vec<Duration> = ended

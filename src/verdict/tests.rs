@@ -1096,6 +1096,7 @@ fn a_leader_outage_between_two_rounds_is_charged_to_the_leader_that_had_it() {
         kind,
         count: 3,
         received,
+        leader_appended: false,
         first_sent_at: SystemTime::UNIX_EPOCH,
         last_sent_at: SystemTime::UNIX_EPOCH + Duration::from_secs(2),
     };
