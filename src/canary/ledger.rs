@@ -83,6 +83,9 @@ pub enum LedgerEvent {
     },
 }
 
+/// Acknowledged records kept waiting per partition: an hour at the default write rate.
+const MAX_PENDING: usize = 3600;
+
 /// What booking an acknowledged record did.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Booked {
@@ -162,6 +165,20 @@ impl Ledger {
             };
             book.confirmed.insert(at, (entry, read_at));
             return Booked::Read(event);
+        }
+        // Records a high watermark that cannot advance keeps invisible pile up at one a
+        // second: the oldest are forgotten (still counted overdue until then), so memory
+        // stays bounded however long that lasts.
+        while book.pending.len() >= MAX_PENDING {
+            let Some(oldest) = book
+                .pending
+                .iter()
+                .min_by_key(|(_, e)| e.acked_at)
+                .map(|(k, _)| *k)
+            else {
+                break;
+            };
+            book.pending.remove(&oldest);
         }
         book.pending.insert((offset, entry.seq), entry);
         Booked::Pending
@@ -578,6 +595,23 @@ mod tests {
         );
         assert!(l.expire(t(104)).is_empty());
         assert!(l.overdue(t(1000)).values().all(|n| *n == 0));
+    }
+
+    #[test]
+    fn records_waiting_to_be_read_back_are_bounded() {
+        let mut l = reading(60);
+        for seq in 0..(MAX_PENDING as u64 + 10) {
+            l.acked(0, seq as i64, entry(seq, Acks::One, 1, false, 100 + seq));
+        }
+        assert_eq!(l.overdue(t(100_000)).get(&0), Some(&(MAX_PENDING as u64)));
+        // The newest are kept: reading the last one back confirms it.
+        let last = MAX_PENDING as u64 + 9;
+        let mut r = rec("me", last);
+        r.acks = Acks::One;
+        let ev = l.consumed(0, last as i64, Some(&r), t(100_000));
+        assert!(ev
+            .iter()
+            .any(|e| matches!(e, LedgerEvent::Confirmed { seq, .. } if *seq == last)));
     }
 
     #[test]
