@@ -375,7 +375,7 @@ pub fn render<'a>(reports: impl IntoIterator<Item = &'a ClusterReport>, extras: 
     let canary_available = gauge(
         &mut reg,
         "canary_partition_available",
-        "1 when this round's canary write to the partition was acknowledged, else 0",
+        "1 when the newest canary write to the partition that ended was acknowledged, else 0",
     );
     let canary_overdue = gauge(
         &mut reg,
