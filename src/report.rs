@@ -559,6 +559,26 @@ mod tests {
         }
     }
 
+    /// Issue 14 item 5: the view is merged once per round and carried in the report; the
+    /// evaluation reads the one it is given (here one no broker's answer holds: t-0 under
+    /// replicated), not a merge of its own.
+    #[test]
+    fn the_round_is_evaluated_on_the_view_it_is_given_and_carries_it() {
+        let mut e = Evaluator::new("lab", VerdictSettings::default(), Arc::new(|_| true));
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(100);
+        let obs = round_listing([&[1, 2, 3], &[1, 2, 3], &[1, 2, 3]]);
+        assert!(newest_view(&obs).topics.is_empty());
+        let given = Arc::new(view(2, 1, &[2]));
+        let r = e.evaluate_merged(obs, given.clone(), None, now);
+        assert!(Arc::ptr_eq(&r.view, &given));
+        assert_eq!(
+            r.health.count(Condition::UnderReplicated),
+            1,
+            "{:?}",
+            r.health
+        );
+    }
+
     /// `/status` `listed_as_registered`, the `broker_registered` metric and the verdict's
     /// registration are one fact: here broker 3 does not list broker 2 and broker 1 does,
     /// which the verdict calls unknown; nothing may call it registered.
