@@ -811,8 +811,19 @@ pub struct FailedWrites {
     /// That broker took acks=1 writes to the partition meanwhile: it appends, and its
     /// followers held these writes. Not charged to it.
     pub leader_appended: bool,
+    /// Unix seconds in /status.
+    #[serde(serialize_with = "unix_seconds")]
     pub first_sent_at: SystemTime,
+    #[serde(serialize_with = "unix_seconds")]
     pub last_sent_at: SystemTime,
+}
+
+fn unix_seconds<S: serde::Serializer>(t: &SystemTime, s: S) -> Result<S::Ok, S::Error> {
+    let secs = t
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0);
+    s.serialize_f64(secs)
 }
 
 /// What one partition's writes did since the last round.
