@@ -172,7 +172,7 @@ fn frozen_leader_fails_its_canary_partition_then_the_failover_window_is_measured
     drop(w);
     drop(lab);
     let bs = kafka_lab::Lab::open().unwrap().bootstrap();
-    client::delete_topic(&bs, &topic).unwrap();
+    delete_after_thaw(&bs, &topic);
 }
 
 /// Issue 14 item 2: with the default 10 s round, the lab fences a frozen broker after 3 s
@@ -298,7 +298,18 @@ fn continuous_canary_charges_a_frozen_leaders_outage_to_it_and_to_no_other_broke
     drop(w);
     drop(lab);
     let bs = kafka_lab::Lab::open().unwrap().bootstrap();
-    client::delete_topic(&bs, &topic).unwrap();
+    delete_after_thaw(&bs, &topic);
+}
+
+/// Deletes the test's topic once the controller takes it: right after a thaw (the canary
+/// now sees an outage in seconds, so the tests thaw sooner) the thawed broker is still
+/// registering and the deletion can time out.
+fn delete_after_thaw(bootstrap: &str, topic: &str) {
+    eventually(WAIT, "the test topic is deleted", || {
+        client::delete_topic(bootstrap, topic)
+            .map_err(|e| eprintln!("delete {topic}: {e}; again"))
+            .ok()
+    });
 }
 
 fn w_partition(cluster: &serde_json::Value, p: i64) -> Option<serde_json::Value> {
