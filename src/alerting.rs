@@ -342,6 +342,9 @@ pub struct Alerting {
     book: Mutex<IncidentBook>,
     silences: Mutex<Silences>,
     canary: Mutex<BTreeMap<String, CanaryMemory>>,
+    /// Per cluster: the last round's canary and unclean-election findings and when that
+    /// round was evaluated, for its re-evaluations between rounds.
+    last_round: Mutex<BTreeMap<String, (Vec<Finding>, SystemTime)>>,
     notifier: std::sync::RwLock<NotifierHandle>,
     state_dir: PathBuf,
 }
@@ -402,6 +405,7 @@ impl Alerting {
             book: Mutex::new(book),
             silences: Mutex::new(silences),
             canary: Mutex::new(BTreeMap::new()),
+            last_round: Mutex::new(BTreeMap::new()),
             notifier: std::sync::RwLock::new(notifier),
             state_dir: config.state_dir.clone(),
         })
@@ -416,6 +420,7 @@ impl Alerting {
             extra = canary_findings(&report.cluster, round, memory, cluster.round_interval, now);
         }
         extra.extend(unclean_findings(&report.cluster, report, memory, now));
+        let round_extra = extra.clone();
         let mut findings = incident::findings(report, extra);
         if let Some(round) = &report.canary {
             for f in &mut findings {
@@ -425,6 +430,47 @@ impl Alerting {
             }
         }
         drop(canary_memory);
+        self.last_round
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(report.cluster.clone(), (round_extra, now));
+        self.observe(cluster, report, findings, now, true);
+    }
+
+    /// A re-evaluation of the last round with newer liveness facts: the round's own
+    /// findings keep the time they were observed (so they confirm nothing new); the canary
+    /// and election findings of that round stand as they were.
+    pub fn after_reassess(&self, cluster: &ClusterConfig, report: &ClusterReport, now: SystemTime) {
+        let Some((extra, round_at)) = self
+            .last_round
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&report.cluster)
+            .cloned()
+        else {
+            return;
+        };
+        let mut findings = incident::findings(report, Vec::new());
+        for f in &mut findings {
+            f.observed_at.get_or_insert(round_at);
+        }
+        findings.extend(extra.into_iter().map(|mut f| {
+            f.observed_at.get_or_insert(round_at);
+            f
+        }));
+        // Every liveness interval while a broker is silent: the file is written when something
+        // happened, not at each look.
+        self.observe(cluster, report, findings, now, false);
+    }
+
+    fn observe(
+        &self,
+        cluster: &ClusterConfig,
+        report: &ClusterReport,
+        findings: Vec<Finding>,
+        now: SystemTime,
+        save_when_busy: bool,
+    ) {
         let active = self.lock_silences().active(now);
         let mut book = self.book.lock().unwrap_or_else(|p| p.into_inner());
         book.set_silences(active);
@@ -444,7 +490,7 @@ impl Alerting {
                 "incident"
             );
         }
-        if !(events.is_empty() && book.is_idle()) {
+        if !events.is_empty() || (save_when_busy && !book.is_idle()) {
             if let Err(e) = book.save(&self.state_dir) {
                 tracing::error!(error = %e, "cannot save incident state");
             }

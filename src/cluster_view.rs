@@ -61,12 +61,6 @@ pub struct ViewTopic {
     pub partitions: Vec<PartitionView>,
 }
 
-impl ClusterView {
-    pub fn partition_count(&self) -> usize {
-        self.topics.values().map(|t| t.partitions.len()).sum()
-    }
-}
-
 /// One broker's partitions of one topic, whether it calls the topic internal, and the topic's id.
 type TopicAnswer<'a> = (BrokerId, &'a [PartitionView], bool, TopicId);
 

@@ -1,5 +1,6 @@
 //! The daemon: bind the HTTP listener, run one round loop per cluster, stop cleanly on
-//! SIGTERM or SIGINT. Things that take requests start before things that send them.
+//! SIGTERM or SIGINT. Things that take requests start before things that send them and
+//! stop after them; signals arrive as [`Control`]s.
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
@@ -14,6 +15,7 @@ use crate::canary::{Canary, CanaryRound};
 use crate::config::{ClusterConfig, Config};
 use crate::host::HostObserver;
 use crate::http::{self, Published};
+use crate::liveness::{Board, Liveness, LivenessSettings};
 use crate::probe::ClusterProber;
 use crate::remediate::Remediator;
 use crate::report::{ClusterReport, Evaluator};
@@ -55,6 +57,7 @@ pub async fn cluster_loop(
         }
     };
     let wire = settings.wire.clone();
+    let live_wire = settings.wire.clone();
     let mut prober = ClusterProber::new(settings);
     let mut evaluator = Evaluator::new(
         &cfg.name,
@@ -69,18 +72,50 @@ pub async fn cluster_loop(
     });
     let mut host = cfg.host.clone().map(HostObserver::new);
     let mut remediator = remediator(&cfg, &published, &alerting);
+    if let Some(notice) = cfg.verdict.deprecation(&cfg.name) {
+        tracing::warn!("{notice}");
+    }
+    let mut liveness = (!cfg.verdict.liveness_interval.is_zero()).then(|| {
+        Liveness::new(LivenessSettings {
+            interval: cfg.verdict.liveness_interval,
+            floor: cfg.verdict.liveness_floor,
+            wire: live_wire,
+        })
+    });
+    let board = liveness.as_ref().map(Liveness::board);
+    // While a broker is silent its evidence ages: the verdict is made again this often even
+    // without news, so that confirmation by duration sees it hold.
+    let tick = cfg
+        .verdict
+        .liveness_interval
+        .max(Duration::from_millis(200));
+    // The last round's report, for re-evaluations until the next round.
+    let mut last: Option<Arc<ClusterReport>> = None;
     let limit = round_limit(&cfg);
     let mut next = tokio::time::Instant::now();
     loop {
-        let round = tokio::select! {
-            r = tokio::time::timeout(limit, async {
+        let round = {
+            let round = tokio::time::timeout(limit, async {
                 hang_round_for_tests().await;
                 one_round(&mut prober, canary.as_mut(), host.as_mut()).await
-            }) => r,
-            _ = shutdown.changed() => return,
+            });
+            tokio::pin!(round);
+            loop {
+                tokio::select! {
+                    r = &mut round => break r,
+                    _ = news(board.as_deref(), tick) => {
+                        reassess(&cfg, &mut evaluator, board.as_deref(), &mut last, &alerting, &published);
+                    }
+                    _ = shutdown.changed() => return,
+                }
+            }
         };
         match round {
-            Ok((obs, view, canary_round)) => {
+            Ok((mut obs, view, canary_round)) => {
+                if let (Some(l), Some(b)) = (liveness.as_mut(), board.as_deref()) {
+                    l.track(obs.probes.values().map(|p| &p.endpoint));
+                    obs.liveness = b.snapshot();
+                }
                 let now = SystemTime::now();
                 let report = evaluator.evaluate_merged(obs, view, canary_round, now);
                 log_round(&report);
@@ -88,7 +123,9 @@ pub async fn cluster_loop(
                 if let Some(r) = remediator.as_mut() {
                     r.after_round(&report, now);
                 }
-                published.publish(report);
+                let report = Arc::new(report);
+                last = Some(report.clone());
+                published.publish_shared(report);
                 // Only a round that published counts as progress for the systemd watchdog:
                 // an abandoned one updated nothing that anyone reads, and a loop whose rounds
                 // are all abandoned must be restarted like a loop that hangs.
@@ -107,11 +144,64 @@ pub async fn cluster_loop(
         if next < now {
             next = now;
         }
-        tokio::select! {
-            _ = tokio::time::sleep_until(next) => {}
-            _ = shutdown.changed() => return,
+        loop {
+            tokio::select! {
+                _ = tokio::time::sleep_until(next) => break,
+                _ = news(board.as_deref(), tick) => {
+                    reassess(&cfg, &mut evaluator, board.as_deref(), &mut last, &alerting, &published);
+                }
+                _ = shutdown.changed() => return,
+            }
         }
     }
+}
+
+/// Returns when a broker's liveness changed, or after `tick` while some broker is silent.
+/// Never without liveness.
+async fn news(board: Option<&Board>, tick: Duration) {
+    let Some(board) = board else {
+        return std::future::pending().await;
+    };
+    let ageing = async {
+        loop {
+            tokio::time::sleep(tick).await;
+            if board.any_silent() {
+                return;
+            }
+        }
+    };
+    tokio::select! {
+        _ = board.changed() => {}
+        _ = ageing => {}
+    }
+}
+
+/// The last round's verdicts made again with the liveness facts of now, published, and
+/// handed to the incident book: a silent broker is named within its threshold, not at
+/// the next round.
+fn reassess(
+    cfg: &ClusterConfig,
+    evaluator: &mut Evaluator,
+    board: Option<&Board>,
+    last: &mut Option<Arc<ClusterReport>>,
+    alerting: &Alerting,
+    published: &Published,
+) {
+    let (Some(board), Some(prev)) = (board, last.as_ref()) else {
+        return;
+    };
+    let now = SystemTime::now();
+    let report = evaluator.reassess(prev, board.snapshot(), now);
+    let states =
+        |r: &ClusterReport| -> Vec<_> { r.verdicts.iter().map(|v| (v.broker, v.state)).collect() };
+    let changed = states(&report) != states(prev);
+    if changed {
+        log_round(&report);
+    }
+    alerting.after_reassess(cfg, &report, now);
+    let report = Arc::new(report);
+    *last = Some(report.clone());
+    published.publish_shared(report);
 }
 
 /// The cluster's remediator, when a broker of it has remediation enabled. A history that
@@ -410,15 +500,75 @@ async fn reload(
     applied
 }
 
+/// What a signal asks of the daemon. Signals are turned into these at the edge, so the rest
+/// matches on meaning rather than on numbers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Control {
+    /// SIGHUP: read the configuration file again.
+    Reload,
+    /// SIGTERM or SIGINT: drain and stop; a second one while draining stops at once.
+    Stop,
+}
+
+impl Control {
+    pub fn from_signal(signal: i32) -> Option<Control> {
+        match signal {
+            SIGHUP => Some(Control::Reload),
+            SIGTERM | SIGINT => Some(Control::Stop),
+            _ => None,
+        }
+    }
+}
+
+/// How a drain ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Drained {
+    /// Everything stopped in order.
+    Clean,
+    /// A second stop asked to exit at once.
+    Forced,
+    /// It took longer than the limit.
+    TimedOut,
+}
+
+/// Waits for `work` (the drain), for at most `limit`; another `Stop` ends the wait at once.
+/// A `Reload` is not applied (the configuration is on its way out) and does not end it.
+async fn drain(
+    work: impl std::future::Future<Output = ()>,
+    controls: &mut (impl futures::Stream<Item = Control> + Unpin),
+    limit: Duration,
+) -> Drained {
+    tokio::pin!(work);
+    let deadline = tokio::time::sleep(limit);
+    tokio::pin!(deadline);
+    let mut open = true;
+    loop {
+        tokio::select! {
+            _ = &mut work => return Drained::Clean,
+            c = controls.next(), if open => match c {
+                Some(Control::Stop) => return Drained::Forced,
+                Some(Control::Reload) => {
+                    tracing::info!("SIGHUP while stopping: not reloading, the drain goes on");
+                }
+                None => open = false,
+            },
+            _ = &mut deadline => return Drained::TimedOut,
+        }
+    }
+}
+
 /// Runs the daemon until SIGTERM or SIGINT; SIGHUP reloads `path`. A second stop signal
 /// exits at once. `log_level` changes the log level of the running process.
+///
+/// Everything that can fail is done before anything starts (bind, state directory, the
+/// HTTPS certificate, signal handlers), so a failed start leaves nothing running and
+/// nothing written. Then: alerting, the HTTP server, the cluster loops, the supervisor;
+/// things that take requests start before things that send them, and stop after them.
 pub async fn run(
     config: Config,
     path: std::path::PathBuf,
     log_level: Box<dyn Fn(crate::config::LogLevel) + Send + Sync>,
 ) -> anyhow::Result<()> {
-    let names: Vec<String> = config.clusters.iter().map(|c| c.name.clone()).collect();
-    let published = Published::new(&config.instance_id, names);
     // Failures the configuration causes on this machine are typed (preflight::StartupError),
     // so main exits 78 and systemd stops restarting: another try would meet the same port
     // holder or the same file.
@@ -432,6 +582,16 @@ pub async fn run(
     if let Some(e) = preflight::state_dir_shape(&config.state_dir) {
         return Err(e.into());
     }
+    // Certificates are read again here (the configuration check read them too): a file
+    // replaced since is found now, before alerting has started.
+    let http_options = http::ServeOptions::from_config(&config)
+        .map_err(|e| anyhow::anyhow!("cannot serve HTTPS: http.tls.{e}"))?;
+    let mut controls = Signals::new([SIGTERM, SIGINT, SIGHUP])?
+        .filter_map(|s| std::future::ready(Control::from_signal(s)));
+
+    // Start, in order. Nothing below fails; the last fallible step (alerting) starts first.
+    let names: Vec<String> = config.clusters.iter().map(|c| c.name.clone()).collect();
+    let published = Published::new(&config.instance_id, names);
     let alerting = Arc::new(Alerting::start(&config).map_err(|e| match e {
         crate::alerting::AlertingError::StateDir { path, error } => {
             anyhow::Error::new(preflight::StartupError::StateDir {
@@ -442,13 +602,11 @@ pub async fn run(
         other => other.into(),
     })?);
     let _ = published.alerting.set(alerting.clone());
-    let (stop_tx, stop_rx) = watch::channel(false);
-    let http_options = http::ServeOptions::from_config(&config)
-        .map_err(|e| anyhow::anyhow!("cannot serve HTTPS: http.tls.{e}"))?;
+    let (server_stop, server_stop_rx) = watch::channel(false);
     let server = tokio::spawn(http::serve_with(
         listener,
         published.clone(),
-        stop_rx.clone(),
+        server_stop_rx,
         http_options,
     ));
     let health = Arc::new(Mutex::new(LoopHealth::new()));
@@ -462,36 +620,44 @@ pub async fn run(
     for c in &config.clusters {
         loops.start(c.clone());
     }
-    let supervisor = tokio::spawn(supervise(health, published.clone(), stop_rx.clone()));
+    let (supervisor_stop, supervisor_stop_rx) = watch::channel(false);
+    let supervisor = tokio::spawn(supervise(health, published.clone(), supervisor_stop_rx));
     // Ready once serving: reporting an unhealthy Kafka is the job, not a reason to wait.
     service::ready();
     tracing::info!(listen = %config.http_listen, clusters = config.clusters.len(), "kafka-watchdog serving");
 
-    let mut signals = Signals::new([SIGTERM, SIGINT, SIGHUP])?;
     let mut running = config;
-    while let Some(sig) = signals.next().await {
-        if sig == SIGHUP {
-            tracing::info!(file = %path.display(), "SIGHUP: reloading the configuration");
-            running = reload(&path, running, &mut loops, log_level.as_ref()).await;
-            continue;
+    while let Some(control) = controls.next().await {
+        match control {
+            Control::Reload => {
+                tracing::info!(file = %path.display(), "SIGHUP: reloading the configuration");
+                running = reload(&path, running, &mut loops, log_level.as_ref()).await;
+            }
+            Control::Stop => {
+                tracing::info!("shutting down");
+                break;
+            }
         }
-        tracing::info!(signal = sig, "shutting down");
-        break;
     }
+
+    // Stop, in the reverse order.
     service::stopping();
-    let _ = stop_tx.send(true);
-    let drained = async {
-        loops.stop_all().await;
+    let stopped = async {
+        let _ = supervisor_stop.send(true);
         let _ = supervisor.await;
+        // The loops' last events reach alerting, and their last reports the HTTP server,
+        // which both still run.
+        loops.stop_all().await;
+        let _ = server_stop.send(true);
         let _ = server.await;
         // Whatever is not delivered by then stays in the spool for the next start.
         alerting.shutdown(Duration::from_secs(5)).await;
     };
     let started = Instant::now();
-    tokio::select! {
-        _ = drained => tracing::info!(ms = started.elapsed().as_millis() as u64, "stopped"),
-        _ = signals.next() => tracing::warn!("second signal: exiting at once"),
-        _ = tokio::time::sleep(Duration::from_secs(10)) => tracing::warn!("shutdown took over 10 s: exiting"),
+    match drain(stopped, &mut controls, Duration::from_secs(10)).await {
+        Drained::Clean => tracing::info!(ms = started.elapsed().as_millis() as u64, "stopped"),
+        Drained::Forced => tracing::warn!("second stop signal: exiting at once"),
+        Drained::TimedOut => tracing::warn!("shutdown took over 10 s: exiting"),
     }
     Ok(())
 }
@@ -523,4 +689,91 @@ pub async fn check_once(config: &Config) -> Vec<ClusterReport> {
         .into_iter()
         .flatten()
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn signals_are_controls() {
+        assert_eq!(Control::from_signal(SIGHUP), Some(Control::Reload));
+        assert_eq!(Control::from_signal(SIGTERM), Some(Control::Stop));
+        assert_eq!(Control::from_signal(SIGINT), Some(Control::Stop));
+        assert_eq!(Control::from_signal(signal_hook::consts::SIGUSR1), None);
+    }
+
+    /// A drain that ends after `after`.
+    async fn drain_taking(after: Duration, controls: Vec<Control>) -> (Drained, Duration) {
+        let started = tokio::time::Instant::now();
+        let mut controls = futures::stream::iter(controls).chain(futures::stream::pending());
+        let ended = drain(
+            tokio::time::sleep(after),
+            &mut controls,
+            Duration::from_secs(10),
+        )
+        .await;
+        (ended, started.elapsed())
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_reload_asked_while_draining_does_not_cut_the_drain_short() {
+        let (ended, took) = drain_taking(Duration::from_secs(3), vec![Control::Reload]).await;
+        assert_eq!(ended, Drained::Clean);
+        assert_eq!(took, Duration::from_secs(3));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_second_stop_ends_the_drain_at_once() {
+        let (ended, took) =
+            drain_taking(Duration::from_secs(3), vec![Control::Reload, Control::Stop]).await;
+        assert_eq!(ended, Drained::Forced);
+        assert_eq!(took, Duration::ZERO);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_drain_that_outlives_its_limit_is_cut() {
+        let (ended, took) = drain_taking(Duration::from_secs(60), vec![]).await;
+        assert_eq!(ended, Drained::TimedOut);
+        assert_eq!(took, Duration::from_secs(10));
+    }
+
+    fn temp_dir(name: &str) -> std::path::PathBuf {
+        let dir = std::env::temp_dir().join(format!("kw-daemon-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    /// A certificate that was fine when the configuration was read and is not by the time
+    /// the server starts (replaced, truncated): found after the configuration, at start.
+    #[tokio::test]
+    async fn a_start_that_fails_has_started_nothing() {
+        let dir = temp_dir("failed-start");
+        let state = dir.join("state");
+        let yaml = format!(
+            "http:\n  listen: 127.0.0.1:0\nstate_dir: {}\nclusters:\n  - name: lab\n    bootstrap_servers: [127.0.0.1:1]\nwebhooks:\n  - name: ops\n    url: http://127.0.0.1:1/hook\n",
+            state.display()
+        );
+        let mut config = crate::config::parse(&yaml, "test.yaml").unwrap();
+        std::fs::write(dir.join("cert.pem"), "not a certificate").unwrap();
+        config.http_tls = Some(crate::config::HttpTlsConfig {
+            cert_file: dir.join("cert.pem"),
+            key_file: dir.join("cert.pem"),
+        });
+        let err = run(config, dir.join("test.yaml"), Box::new(|_| {}))
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("cannot serve HTTPS"), "{err}");
+        // Alerting is what writes there (its spools); it must not have been started, or have
+        // been stopped again.
+        let left: Vec<_> = std::fs::read_dir(&state)
+            .map(|d| d.flatten().map(|e| e.file_name()).collect())
+            .unwrap_or_default();
+        assert!(
+            left.is_empty(),
+            "the failed start left {left:?} in the state directory"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }

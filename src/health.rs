@@ -2,12 +2,12 @@
 //! `min.insync.replicas`, or led from outside their ISR, and which brokers each one points
 //! at. Aggregated per broker for the verdicts.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
 
 use crate::cluster_view::ClusterView;
-use crate::observe::{BrokerId, IdMap, NO_LEADER};
+use crate::observe::{BrokerId, FollowerProgress, IdMap, NO_LEADER};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -54,6 +54,47 @@ pub struct PartitionProblem {
     /// Replicas outside the ISR, or all replicas of an offline partition: the brokers to
     /// look at.
     pub suspects: Vec<BrokerId>,
+    /// Replicas an ongoing reassignment is adding and that are not in the ISR yet: copying,
+    /// not failing, so neither counted as missing nor suspects.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub adding: Vec<BrokerId>,
+}
+
+impl PartitionProblem {
+    /// The replicas whose absence from the ISR counts: all but those being added.
+    pub fn settled_replicas(&self) -> Vec<BrokerId> {
+        self.replicas
+            .iter()
+            .copied()
+            .filter(|r| !self.adding.contains(r))
+            .collect()
+    }
+}
+
+/// Per topic, the (partition, broker) replicas ongoing reassignments are adding.
+#[derive(Debug, Clone, Default)]
+pub struct Reassigning(BTreeMap<String, BTreeSet<(i32, BrokerId)>>);
+
+impl Reassigning {
+    /// From the round's catch-up measurements, which list the controller's ongoing
+    /// reassignments for every broker missing from an ISR.
+    pub fn from_followers(followers: &BTreeMap<BrokerId, FollowerProgress>) -> Self {
+        let mut r = Reassigning::default();
+        for (id, f) in followers {
+            for (topic, partition) in &f.adding_to {
+                r.0.entry(topic.clone())
+                    .or_default()
+                    .insert((*partition, *id));
+            }
+        }
+        r
+    }
+
+    pub fn adds(&self, topic: &str, partition: i32, broker: BrokerId) -> bool {
+        self.0
+            .get(topic)
+            .is_some_and(|s| s.contains(&(partition, broker)))
+    }
 }
 
 /// What the partitions say about one broker.
@@ -78,6 +119,9 @@ pub struct Health {
     /// Problem partitions, in topic/partition order.
     pub problems: Vec<PartitionProblem>,
     pub brokers: BTreeMap<BrokerId, BrokerPartitions>,
+    /// The replicas being added, for the canary's partitions (which `include` may leave out).
+    #[serde(skip)]
+    pub reassigning: Reassigning,
 }
 
 impl Health {
@@ -91,6 +135,17 @@ impl Health {
 pub fn classify(
     view: &ClusterView,
     min_isr: &BTreeMap<String, i32>,
+    include: impl Fn(&str) -> bool,
+) -> Health {
+    classify_reassigning(view, min_isr, Reassigning::default(), include)
+}
+
+/// [`classify`], knowing which replicas ongoing reassignments are adding: like Kafka's own
+/// under-replicated count, a replica still being copied in is not missing from the ISR.
+pub fn classify_reassigning(
+    view: &ClusterView,
+    min_isr: &BTreeMap<String, i32>,
+    reassigning: Reassigning,
     include: impl Fn(&str) -> bool,
 ) -> Health {
     let mut health = Health::default();
@@ -117,7 +172,19 @@ pub fn classify(
             health.partitions += 1;
             // Replica lists are a handful of ids: a scan beats building a set.
             let in_isr = |b: &BrokerId| p.isr.contains(b);
+            let being_added = |b: &BrokerId| {
+                !reassigning.0.is_empty() && !in_isr(b) && reassigning.adds(topic, p.partition, *b)
+            };
             let isr_len = distinct(&p.isr);
+            let adding: Vec<BrokerId> = if reassigning.0.is_empty() {
+                Vec::new()
+            } else {
+                p.replicas
+                    .iter()
+                    .copied()
+                    .filter(|b| being_added(b))
+                    .collect()
+            };
             let offline = p.leader == NO_LEADER;
             let mut conditions = Vec::new();
             if offline {
@@ -128,7 +195,7 @@ pub fn classify(
                     conditions.push(Condition::UnderMinIsr);
                 }
             }
-            if isr_len < p.replicas.len() {
+            if isr_len < p.replicas.len() - adding.len() {
                 conditions.push(Condition::UnderReplicated);
             }
             if !offline && !in_isr(&p.leader) {
@@ -146,7 +213,7 @@ pub fn classify(
                 if offline {
                     b.replica_of_offline += 1;
                 }
-                if !in_isr(r) {
+                if !in_isr(r) && !adding.contains(r) {
                     b.missing_from_isr += 1;
                     if under_min {
                         b.causes_under_min_isr += 1;
@@ -162,8 +229,12 @@ pub fn classify(
             let suspects = if offline {
                 p.replicas.to_vec()
             } else {
-                let mut s: Vec<BrokerId> =
-                    p.replicas.iter().copied().filter(|r| !in_isr(r)).collect();
+                let mut s: Vec<BrokerId> = p
+                    .replicas
+                    .iter()
+                    .copied()
+                    .filter(|r| !in_isr(r) && !adding.contains(r))
+                    .collect();
                 if !in_isr(&p.leader) && !s.contains(&p.leader) {
                     s.push(p.leader);
                 }
@@ -179,6 +250,7 @@ pub fn classify(
                 isr: p.isr.to_vec(),
                 min_isr: topic_min_isr,
                 suspects,
+                adding,
             });
         }
     }
@@ -187,6 +259,7 @@ pub fn classify(
         .map(|c| (*c, counts[*c as usize]))
         .collect();
     health.brokers = tallies.into_iter().collect();
+    health.reassigning = reassigning;
     health
 }
 
@@ -269,6 +342,41 @@ mod tests {
         assert_eq!(h.brokers[&193].missing_from_isr, 2);
         assert_eq!(h.brokers[&192].missing_from_isr, 0);
         assert!(h.problems.iter().all(|p| p.suspects == vec![193]));
+    }
+
+    #[test]
+    fn a_replica_being_added_is_not_under_replication() {
+        // Partition 0 moves from [1, 2, 3] to [2, 3, 4]: 4 is being added and copying.
+        // Partition 1: 4 is being added, and 3 fell out of the ISR on its own.
+        let v = view(&[(1, &[1, 2, 3, 4], &[1, 2, 3]), (2, &[2, 3, 4], &[2])]);
+        let followers: BTreeMap<BrokerId, FollowerProgress> = [(
+            4,
+            FollowerProgress {
+                adding_to: vec![("t".into(), 0), ("t".into(), 1)],
+                ..FollowerProgress::default()
+            },
+        )]
+        .into_iter()
+        .collect();
+        let h = classify_reassigning(
+            &v,
+            &min_isr(1),
+            Reassigning::from_followers(&followers),
+            |_| true,
+        );
+        assert_eq!(h.count(Condition::UnderReplicated), 1);
+        assert_eq!(h.problems.len(), 1);
+        assert_eq!(h.problems[0].partition, 1);
+        assert_eq!(h.problems[0].suspects, vec![3]);
+        assert_eq!(h.problems[0].adding, vec![4]);
+        assert_eq!(h.problems[0].settled_replicas(), vec![2, 3]);
+        assert_eq!(h.brokers[&4].missing_from_isr, 0);
+        assert_eq!(h.brokers[&4].replica_of, 2);
+        assert_eq!(h.brokers[&3].missing_from_isr, 1);
+        // Without the controller's list, both look under-replicated, as before.
+        let h = classify(&v, &min_isr(1), |_| true);
+        assert_eq!(h.count(Condition::UnderReplicated), 2);
+        assert_eq!(h.brokers[&4].missing_from_isr, 2);
     }
 
     #[test]

@@ -122,8 +122,13 @@ impl Published {
     }
 
     pub fn publish(&self, report: ClusterReport) {
+        self.publish_shared(Arc::new(report));
+    }
+
+    /// [`publish`](Self::publish) of a report the caller keeps a handle to.
+    pub fn publish_shared(&self, report: Arc<ClusterReport>) {
         let mut reports = self.reports.write().unwrap_or_else(|p| p.into_inner());
-        reports.insert(report.cluster.clone(), Arc::new(report));
+        reports.insert(report.cluster.clone(), report);
     }
 
     /// Keeps only the given clusters (after a reload removed some).

@@ -397,8 +397,32 @@ pub fn render<'a>(reports: impl IntoIterator<Item = &'a ClusterReport>, extras: 
         "canary_partitions_led",
         "Canary partitions the broker leads (0: the canary cannot vouch for it)",
     );
+    let liveness_silence = gauge(
+        &mut reg,
+        "broker_liveness_silence_seconds",
+        "How long the broker's oldest liveness request had waited for an answer when the verdicts were last made (0 while it answers)",
+    );
+    let liveness_latency = gauge(
+        &mut reg,
+        "broker_liveness_latency_seconds",
+        "How long the broker's last answer to the continuous liveness check took",
+    );
+    let liveness_threshold = gauge(
+        &mut reg,
+        "broker_liveness_threshold_seconds",
+        "Silence beyond this is evidence against the broker (its floor, or 4x its slowest recent answer)",
+    );
     let host = HostFamilies::register(&mut reg);
     for r in reports {
+        for (id, f) in &r.liveness {
+            let b = || vec![("cluster", r.cluster.clone()), ("broker", id.to_string())];
+            let silent = f.silent_for(r.evaluated_at).unwrap_or_default();
+            set(&liveness_silence, b(), silent.as_secs_f64());
+            if let Some(l) = f.last_latency {
+                set(&liveness_latency, b(), l.as_secs_f64());
+            }
+            set(&liveness_threshold, b(), f.threshold.as_secs_f64());
+        }
         host.record(r);
         let c = || r.cluster.clone();
         set(
@@ -751,7 +775,7 @@ impl HostFamilies {
             }
             let alive = h.process.as_ref().filter(|p| !p.state.has_exited());
             set(&self.up, b(), f64::from(u8::from(alive.is_some())));
-            for s in crate::host::ProcessState::ALL {
+            for s in crate::observe::ProcessState::ALL {
                 let mut l = b();
                 l.push(("state", s.as_label().into()));
                 let now = h.process.as_ref().is_some_and(|p| p.state == s);

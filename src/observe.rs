@@ -3,7 +3,7 @@
 //! hand-built observations.
 
 use std::collections::BTreeMap;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use serde::Serialize;
 
@@ -216,6 +216,187 @@ pub struct ClusterDescription {
     pub includes_fenced: bool,
 }
 
+// Host mode's observations: what a look at a broker's own host saw. Plain data like the
+// rest of this file; `host` fills it in from /proc, the verdict and outputs read it.
+
+/// What host mode saw of one broker in one round.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct HostObservation {
+    pub broker: BrokerId,
+    /// How the process is looked for, in words.
+    pub locator: String,
+    /// `None`: no process found (`not_found` says why), or the look failed (`error`).
+    pub process: Option<ProcessSeen>,
+    pub not_found: Option<String>,
+    /// The look itself failed (timed out): nothing is known of the process this round.
+    pub error: Option<String>,
+    /// Something worth knowing about the lookup (several candidates).
+    pub locate_note: Option<String>,
+    pub ports: Vec<PortSeen>,
+    /// Why the TCP tables could not be read, if they could not.
+    pub ports_error: Option<String>,
+    pub log_dirs: Vec<LogDirSeen>,
+    pub log_dir_min_free_ratio: f64,
+}
+
+impl HostObservation {
+    /// A look at `broker` before anything was seen: no process, ports or log dirs yet.
+    pub fn unseen(broker: BrokerId, locator: String, log_dir_min_free_ratio: f64) -> Self {
+        HostObservation {
+            broker,
+            locator,
+            process: None,
+            not_found: None,
+            error: None,
+            locate_note: None,
+            ports: Vec::new(),
+            ports_error: None,
+            log_dirs: Vec::new(),
+            log_dir_min_free_ratio,
+        }
+    }
+
+    /// The process was looked for and is not there.
+    pub fn process_gone(&self) -> bool {
+        self.process.is_none() && self.error.is_none()
+    }
+
+    /// Log directories below the configured free-space ratio.
+    pub fn low_log_dirs(&self) -> impl Iterator<Item = &LogDirSeen> {
+        self.log_dirs.iter().filter(|d| {
+            d.free_ratio
+                .is_some_and(|r| r < self.log_dir_min_free_ratio)
+        })
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ProcessSeen {
+    pub pid: u32,
+    pub state: ProcessState,
+    pub threads: u32,
+    /// Threads in uninterruptible wait (D); `None` when the thread list is unreadable.
+    pub threads_in_io_wait: Option<u32>,
+    /// utime + stime.
+    pub cpu_seconds: f64,
+    /// Whether CPU time grew since the last round; `None` at the first look at this process.
+    pub cpu_advancing: Option<bool>,
+    pub open_fds: Option<u64>,
+    /// Why the descriptors could not be counted.
+    pub open_fds_error: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PortSeen {
+    /// As configured: `9092` or `127.0.0.11:9092`.
+    pub port: String,
+    pub listening: bool,
+    /// Whether the listening socket is one of the process's descriptors; `None` when that
+    /// cannot be told (descriptors unreadable, no process, or nothing listens).
+    pub owned_by_process: Option<bool>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LogDirSeen {
+    pub path: String,
+    pub total_bytes: Option<u64>,
+    pub free_bytes: Option<u64>,
+    pub free_ratio: Option<f64>,
+    pub error: Option<String>,
+}
+
+/// A process (or thread) state as the kernel reports it in the third field of `stat`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ProcessState {
+    /// R: on a CPU or waiting for one.
+    Running,
+    /// S: waiting for an event (a JVM's main thread is nearly always here).
+    Sleeping,
+    /// D: uninterruptible wait, almost always I/O (a hung disk or NFS server).
+    DiskSleep,
+    /// T: stopped by a job-control signal (SIGSTOP, SIGTSTP, SIGTTIN, SIGTTOU).
+    Stopped,
+    /// t: stopped by a debugger (ptrace).
+    Traced,
+    /// Z: exited, not yet reaped by its parent. Its sockets are closed.
+    Zombie,
+    /// X: being torn down.
+    Dead,
+    /// I: an idle kernel thread; never a broker, kept so that no code is "unknown".
+    Idle,
+    /// Any other code (W, P, K on old or unusual kernels).
+    Other,
+}
+
+impl ProcessState {
+    pub const ALL: [ProcessState; 9] = [
+        ProcessState::Running,
+        ProcessState::Sleeping,
+        ProcessState::DiskSleep,
+        ProcessState::Stopped,
+        ProcessState::Traced,
+        ProcessState::Zombie,
+        ProcessState::Dead,
+        ProcessState::Idle,
+        ProcessState::Other,
+    ];
+
+    pub fn from_code(code: char) -> Self {
+        match code {
+            'R' => ProcessState::Running,
+            'S' => ProcessState::Sleeping,
+            'D' => ProcessState::DiskSleep,
+            'T' => ProcessState::Stopped,
+            't' => ProcessState::Traced,
+            'Z' => ProcessState::Zombie,
+            'X' | 'x' => ProcessState::Dead,
+            'I' => ProcessState::Idle,
+            _ => ProcessState::Other,
+        }
+    }
+
+    /// The metric label.
+    pub fn as_label(self) -> &'static str {
+        match self {
+            ProcessState::Running => "running",
+            ProcessState::Sleeping => "sleeping",
+            ProcessState::DiskSleep => "disk_sleep",
+            ProcessState::Stopped => "stopped",
+            ProcessState::Traced => "traced",
+            ProcessState::Zombie => "zombie",
+            ProcessState::Dead => "dead",
+            ProcessState::Idle => "idle",
+            ProcessState::Other => "other",
+        }
+    }
+
+    /// In an operator's words, for verdict evidence.
+    pub fn words(self) -> &'static str {
+        match self {
+            ProcessState::Running => "running",
+            ProcessState::Sleeping => "running (sleeping)",
+            ProcessState::DiskSleep => "in uninterruptible I/O wait (D)",
+            ProcessState::Stopped => "stopped by a signal (SIGSTOP or SIGTSTP)",
+            ProcessState::Traced => "stopped by a debugger (traced)",
+            ProcessState::Zombie => "exited, not yet reaped (zombie)",
+            ProcessState::Dead => "dead",
+            ProcessState::Idle => "idle",
+            ProcessState::Other => "in an unusual state",
+        }
+    }
+
+    /// Nothing of it runs: a signal or a debugger holds every thread.
+    pub fn is_stopped(self) -> bool {
+        matches!(self, ProcessState::Stopped | ProcessState::Traced)
+    }
+
+    /// It has exited; only its process table entry is left.
+    pub fn has_exited(self) -> bool {
+        matches!(self, ProcessState::Zombie | ProcessState::Dead)
+    }
+}
+
 mod serde_secs {
     use serde::Serializer;
     use std::time::Duration;
@@ -308,10 +489,13 @@ pub struct RoundObservation {
     /// Eligible leader replicas (KIP-966, Kafka 4.x), where this round read any.
     pub eligible_leaders: EligibleLeaders,
     /// Host mode: what this host shows of the brokers that run on it (empty without).
-    pub host: BTreeMap<BrokerId, crate::host::HostObservation>,
+    pub host: BTreeMap<BrokerId, HostObservation>,
     /// Answering brokers missing from ISRs: how far their logs are, so the verdict can tell
     /// a broker out of every ISR that catches up from one that is stuck.
     pub followers: BTreeMap<BrokerId, FollowerProgress>,
+    /// The continuous liveness check's facts about every broker it watches, as of the end
+    /// of the round (empty when it is off).
+    pub liveness: BTreeMap<BrokerId, LivenessFact>,
 }
 
 /// One replica's position: its own log end offset and its leader's high watermark.
@@ -330,8 +514,95 @@ pub struct FollowerProgress {
     /// Partitions an ongoing reassignment is adding it to; None when that could not be
     /// asked (no answer, not authorized, a broker without ListPartitionReassignments).
     pub adding: Option<u32>,
+    /// Those partitions ("t", 0), as far as the controller listed them. Kafka does not count
+    /// a replica being added as under-replicated, and neither does the health check.
+    pub adding_to: Vec<(String, i32)>,
     /// Why some or all of it could not be measured.
     pub errors: Vec<String>,
+}
+
+// The continuous liveness check's facts (`crate::liveness` measures them; the verdict reads
+// them): plain data with wall-clock times, so the verdict compares them with its own `now`.
+
+/// What a fresh connection attempt beside a silent connection found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SideOutcome {
+    /// The TCP handshake completed: something holds the port open.
+    Accepted,
+    /// Nothing listens.
+    Refused,
+    /// No handshake within the connect timeout: a full accept queue, or a host gone.
+    TimedOut,
+    /// Anything else (resolution, routing).
+    Failed,
+}
+
+/// The last fresh connection attempt of the current silence.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SideConnect {
+    #[serde(skip)]
+    pub at: SystemTime,
+    pub outcome: SideOutcome,
+    pub after: Duration,
+    pub detail: String,
+}
+
+/// A silence past the threshold that ended with an answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Spell {
+    #[serde(skip)]
+    pub started: SystemTime,
+    pub length: Duration,
+}
+
+/// What the liveness task of one broker knows, as data: times are wall-clock, so the pure
+/// verdict compares them with its own `now`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LivenessFact {
+    pub address: String,
+    /// Silence beyond this is evidence (the floor, or the factor times its slowest recent
+    /// answer, whichever is longer).
+    pub threshold: Duration,
+    /// The slowest of its recent answers.
+    pub typical: Option<Duration>,
+    pub last_latency: Option<Duration>,
+    #[serde(skip)]
+    pub last_answer_at: Option<SystemTime>,
+    /// When the oldest request still without an answer was sent (or the connection that
+    /// would carry it was opened); `None` while it answers.
+    #[serde(skip)]
+    pub waiting_since: Option<SystemTime>,
+    /// Since when new connections are refused; `None` while one is accepted.
+    #[serde(skip)]
+    pub refused_since: Option<SystemTime>,
+    pub refused_detail: String,
+    /// The last fresh connection attempt of this silence.
+    pub side: Option<SideConnect>,
+    /// Some fresh connection of this silence was accepted: a later timed-out connect is
+    /// the same process with its accept queue full, not a host gone.
+    pub accepted_in_silence: bool,
+    /// Silences past the threshold that ended, within the flapping window (`liveness::FLAP_WINDOW`).
+    pub spells: Vec<Spell>,
+}
+
+impl LivenessFact {
+    /// How long its oldest outstanding request has waited.
+    pub fn silent_for(&self, now: SystemTime) -> Option<Duration> {
+        self.waiting_since
+            .map(|t| now.duration_since(t).unwrap_or_default())
+    }
+
+    /// Silent longer than its threshold.
+    pub fn past_threshold(&self, now: SystemTime) -> bool {
+        self.silent_for(now).is_some_and(|d| d >= self.threshold)
+    }
+
+    /// It answered and is neither silent past its threshold nor refusing: a peer that can
+    /// vouch for the watchdog's own network.
+    pub fn answering(&self, now: SystemTime) -> bool {
+        self.last_answer_at.is_some() && self.refused_since.is_none() && !self.past_threshold(now)
+    }
 }
 
 mod serde_result {

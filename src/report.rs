@@ -10,7 +10,7 @@ use serde::Serialize;
 
 use crate::canary::CanaryRound;
 use crate::cluster_view::{merge, ClusterView, StaleLeader};
-use crate::health::{classify, Condition, Health};
+use crate::health::{classify_reassigning, Condition, Health, Reassigning};
 use crate::observe::{
     BrokerId, BrokerList, BrokerProbe, EligibleLeaders, FailureKind, MetadataView, ProbeFailure,
     RoundObservation, TopicId, NO_TOPIC_ID,
@@ -60,6 +60,10 @@ pub struct ClusterReport {
     pub canary_last_window: BTreeMap<i32, f64>,
     /// Host mode: this round's look at the brokers on the watchdog's host.
     pub host: BTreeMap<BrokerId, crate::host::HostObservation>,
+    /// The continuous liveness facts this report's verdicts were made with.
+    pub liveness: BTreeMap<BrokerId, crate::liveness::LivenessFact>,
+    /// When the verdicts were made: the round's end, or a re-evaluation between rounds.
+    pub evaluated_at: SystemTime,
 }
 
 /// A partition whose new leader was not in the ISR the round before: it was elected
@@ -244,6 +248,8 @@ impl ClusterReport {
             unclean_elections: Vec::new(),
             unclean_elections_total: 0,
             host: BTreeMap::new(),
+            liveness: BTreeMap::new(),
+            evaluated_at: started_at,
         }
     }
 
@@ -305,6 +311,9 @@ pub struct Evaluator {
     canary_last_window: BTreeMap<i32, f64>,
     partitions: PartitionMemory,
     unclean_total: u64,
+    /// The last round's verdicts before the liveness facts were merged in: what every
+    /// re-evaluation until the next round starts from.
+    round_verdicts: Vec<BrokerVerdict>,
 }
 
 impl Evaluator {
@@ -320,7 +329,44 @@ impl Evaluator {
             canary_last_window: BTreeMap::new(),
             partitions: PartitionMemory::new(),
             unclean_total: 0,
+            round_verdicts: Vec::new(),
         }
+    }
+
+    /// The last round's report made again with newer liveness facts, when a broker's
+    /// liveness changed between rounds: only the verdicts (and what follows from them)
+    /// change; nothing the round counted is counted again.
+    pub fn reassess(
+        &mut self,
+        last: &ClusterReport,
+        liveness: BTreeMap<BrokerId, crate::liveness::LivenessFact>,
+        now: SystemTime,
+    ) -> ClusterReport {
+        let mut verdicts = self.round_verdicts.clone();
+        verdict::apply_liveness(
+            &mut verdicts,
+            &liveness,
+            &last.probes,
+            &self.memory,
+            &self.settings,
+            last.started_at,
+            now,
+        );
+        verdict::remember_states(&mut self.memory, &verdicts, now);
+        ClusterReport {
+            state_since: self.state_since(),
+            verdicts,
+            liveness,
+            evaluated_at: now,
+            ..last.clone()
+        }
+    }
+
+    fn state_since(&self) -> BTreeMap<BrokerId, SystemTime> {
+        self.memory
+            .iter()
+            .filter_map(|(id, m)| m.state.map(|(_, since)| (*id, since)))
+            .collect()
     }
 
     /// Evaluates a round, merging its view first (see `evaluate_merged`).
@@ -362,18 +408,33 @@ impl Evaluator {
         };
         self.unclean_total += unclean_elections.len() as u64;
         let include = self.include.clone();
-        let mut health = classify(&view, &obs.min_isr, |t| include(t));
+        let mut health = classify_reassigning(
+            &view,
+            &obs.min_isr,
+            Reassigning::from_followers(&obs.followers),
+            |t| include(t),
+        );
         // Partition findings name the brokers the verdicts decide are the cause, not every
         // replica missing from an ISR (issue 14).
         let mut canary = canary;
         verdict::attribute_suspects(&obs, &view, &mut health, canary.as_mut());
-        let verdicts = verdict::judge(
+        let mut verdicts = verdict::judge(
             &obs,
             &view,
             &health,
             canary.as_ref(),
             &self.memory,
             &self.settings,
+            now,
+        );
+        self.round_verdicts = verdicts.clone();
+        verdict::apply_liveness(
+            &mut verdicts,
+            &obs.liveness,
+            &obs.probes,
+            &self.memory,
+            &self.settings,
+            obs.started_at,
             now,
         );
         if let Some(c) = &canary {
@@ -386,11 +447,7 @@ impl Evaluator {
             }
         }
         verdict::remember_round(&mut self.memory, &obs, &verdicts, now);
-        let state_since = self
-            .memory
-            .iter()
-            .filter_map(|(id, m)| m.state.map(|(_, since)| (*id, since)))
-            .collect();
+        let state_since = self.state_since();
 
         for (id, probe) in &obs.probes {
             if let Some((request, failure)) = probe.first_failure() {
@@ -436,6 +493,8 @@ impl Evaluator {
             unclean_elections_total: self.unclean_total,
             unclean_elections,
             host: obs.host,
+            liveness: obs.liveness,
+            evaluated_at: now,
         }
     }
 }
@@ -556,6 +615,7 @@ mod tests {
             eligible_leaders: Default::default(),
             host: BTreeMap::new(),
             followers: BTreeMap::new(),
+            liveness: BTreeMap::new(),
         }
     }
 

@@ -139,6 +139,9 @@ pub fn topic_filter(c: &ClusterConfig) -> TopicFilterFn {
     Arc::new(move |t: &str| filter.matches(t))
 }
 
+/// The smallest `socket.connection.setup.timeout.ms` librdkafka accepts.
+const LIBRDKAFKA_MIN_CONNECT_SETUP: std::time::Duration = std::time::Duration::from_millis(1000);
+
 /// librdkafka settings shared by the canary's clients: bootstrap, security, deadlines short
 /// enough that a hung broker is an error within a round (librdkafka's defaults would turn
 /// it into half a minute of latency), then the operator's own properties.
@@ -151,7 +154,12 @@ pub fn client_config(c: &ClusterConfig) -> ClientConfig {
             "socket.timeout.ms",
             ms(c.request_timeout.max(c.canary.produce_timeout)),
         )
-        .set("socket.connection.setup.timeout.ms", ms(c.connect_timeout))
+        // librdkafka refuses a setup deadline under a second; the direct probes keep the
+        // operator's shorter one, which is where a fast answer matters.
+        .set(
+            "socket.connection.setup.timeout.ms",
+            ms(c.connect_timeout.max(LIBRDKAFKA_MIN_CONNECT_SETUP)),
+        )
         .set("api.version.request.timeout.ms", ms(c.request_timeout))
         .set(
             "topic.metadata.refresh.interval.ms",
@@ -222,5 +230,30 @@ pub fn canary_settings(
             elect_preferred_leaders: c.canary.elect_preferred_leaders,
         },
         client: client_config(c),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use rdkafka::producer::BaseProducer;
+
+    use super::*;
+
+    fn cluster(extra: &str) -> ClusterConfig {
+        let yaml =
+            format!("clusters:\n  - name: c\n    bootstrap_servers: ['127.0.0.1:9092']\n{extra}");
+        let mut config = crate::config::parse(&yaml, "test.yaml").expect("valid configuration");
+        config.clusters.remove(0)
+    }
+
+    /// The direct probes may use a connect deadline under a second; librdkafka refuses one
+    /// (its `socket.connection.setup.timeout.ms` starts at 1000), which left the canary
+    /// unable to start while `check-config` had said the file was fine.
+    #[test]
+    fn a_sub_second_connect_timeout_still_gives_the_canary_a_client() {
+        let c = cluster("    connect_timeout_ms: 300\n");
+        assert_eq!(c.connect_timeout, std::time::Duration::from_millis(300));
+        let producer: Result<BaseProducer, _> = client_config(&c).create();
+        assert!(producer.is_ok(), "{:?}", producer.err());
     }
 }

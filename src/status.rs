@@ -74,10 +74,37 @@ pub struct BrokerStatus<'a> {
     /// Unix time since which the broker has been in its current state.
     pub state_since: Option<f64>,
     pub probe: Option<&'a BrokerProbe>,
+    /// The continuous liveness check, as of the last verdicts; absent when it is off.
+    pub liveness: Option<LivenessStatus>,
     pub metadata_seconds: Option<f64>,
     pub partitions: BrokerPartitions,
     /// Host mode's look at its process, ports and log directories.
-    pub host: Option<&'a crate::host::HostObservation>,
+    pub host: Option<&'a crate::observe::HostObservation>,
+}
+
+#[derive(Serialize)]
+pub struct LivenessStatus {
+    /// How long its oldest request had waited (0 while it answers).
+    pub silence_seconds: f64,
+    pub threshold_seconds: f64,
+    pub last_latency_seconds: Option<f64>,
+    pub refused: bool,
+    /// What the last fresh connection of this silence found (`accepted`, `refused`,
+    /// `timed_out`, `failed`).
+    pub fresh_connection: Option<crate::liveness::SideOutcome>,
+    /// Silences past its threshold that ended, in the flapping window.
+    pub recent_spells: usize,
+}
+
+fn liveness_status(f: &crate::liveness::LivenessFact, at: std::time::SystemTime) -> LivenessStatus {
+    LivenessStatus {
+        silence_seconds: f.silent_for(at).unwrap_or_default().as_secs_f64(),
+        threshold_seconds: f.threshold.as_secs_f64(),
+        last_latency_seconds: f.last_latency.map(|d| d.as_secs_f64()),
+        refused: f.refused_since.is_some(),
+        fresh_connection: f.side.as_ref().map(|s| s.outcome),
+        recent_spells: f.spells.len(),
+    }
 }
 
 #[derive(Serialize)]
@@ -124,6 +151,10 @@ pub fn cluster_status(r: &ClusterReport) -> ClusterStatus<'_> {
                         .map(|d| d.as_secs_f64()),
                     partitions: r.health.brokers.get(&v.broker).cloned().unwrap_or_default(),
                     host: r.host.get(&v.broker),
+                    liveness: r
+                        .liveness
+                        .get(&v.broker)
+                        .map(|f| liveness_status(f, r.evaluated_at)),
                 }
             })
             .collect(),

@@ -9,7 +9,7 @@ use serde::Serialize;
 
 use crate::cluster_view::ClusterView;
 use crate::health::{BrokerPartitions, Health};
-use crate::host::HostObservation;
+use crate::observe::HostObservation;
 use crate::observe::{BrokerEndpoint, BrokerId, BrokerProbe, FailureKind, RoundObservation};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
@@ -74,6 +74,14 @@ pub struct BrokerVerdict {
     pub answered: bool,
     /// Every rule that fired, worst first.
     pub hits: Vec<RuleHit>,
+    /// When the evidence that decides its state was observed, when that was not the round
+    /// (the continuous liveness check); `None`: at the round's start.
+    #[serde(skip)]
+    pub observed_at: Option<SystemTime>,
+    /// When the fact that decides its state began to hold, when its evidence says so (a
+    /// silence began with its first unanswered request); `None`: when first observed.
+    #[serde(skip)]
+    pub held_since: Option<SystemTime>,
 }
 
 /// Thresholds of the rules.
@@ -171,31 +179,31 @@ pub struct CanaryFacts {
 type Rule = fn(&BrokerFacts, &VerdictSettings) -> Option<RuleHit>;
 
 /// The rules, most severe first. Each returns a hit or nothing.
-const RULES: &[(&str, Rule)] = &[
-    ("port_closed", port_closed),
-    ("process_gone", process_gone),
-    ("process_exited", process_exited),
-    ("process_stopped", process_stopped),
-    ("unreachable", unreachable),
+const RULES: &[Rule] = &[
+    port_closed,
+    process_gone,
+    process_exited,
+    process_stopped,
+    unreachable,
     // Before cluster_invisible: when the watchdog's password is wrong everywhere, that is
     // the first thing to say.
-    ("auth_failed", auth_failed),
-    ("protocol_error", protocol_error),
-    ("cluster_invisible", cluster_invisible),
-    ("process_alive_no_answer", process_alive_no_answer),
-    ("no_answer", no_answer),
-    ("fenced_but_serving", fenced_but_serving),
-    ("stale_leader", stale_leader),
-    ("out_of_every_isr", out_of_every_isr),
-    ("canary_writes_fail", canary_writes_fail),
-    ("out_of_some_isrs", out_of_some_isrs),
-    ("followers_cannot_replicate", followers_cannot_replicate),
-    ("canary_not_enough_replicas", canary_not_enough_replicas),
-    ("metadata_disagreement", metadata_disagreement),
-    ("slow", slow),
-    ("port_not_listening", port_not_listening),
-    ("log_dir_low_space", log_dir_low_space),
-    ("log_dir_unreadable", log_dir_unreadable),
+    auth_failed,
+    protocol_error,
+    cluster_invisible,
+    process_alive_no_answer,
+    no_answer,
+    fenced_but_serving,
+    stale_leader,
+    out_of_every_isr,
+    canary_writes_fail,
+    out_of_some_isrs,
+    followers_cannot_replicate,
+    canary_not_enough_replicas,
+    metadata_disagreement,
+    slow,
+    port_not_listening,
+    log_dir_low_space,
+    log_dir_unreadable,
 ];
 
 fn hit(rule: &'static str, state: BrokerState, detail: String) -> Option<RuleHit> {
@@ -870,8 +878,8 @@ fn log_dir_low_space(f: &BrokerFacts, _: &VerdictSettings) -> Option<RuleHit> {
             format!(
                 "log dir {}: {} free of {} ({:.1}%)",
                 d.path,
-                crate::host::disk::human_bytes(d.free_bytes.unwrap_or(0)),
-                crate::host::disk::human_bytes(d.total_bytes.unwrap_or(0)),
+                crate::words::human_bytes(d.free_bytes.unwrap_or(0)),
+                crate::words::human_bytes(d.total_bytes.unwrap_or(0)),
                 d.free_ratio.unwrap_or(0.0) * 100.0
             )
         })
@@ -1155,7 +1163,7 @@ pub fn causes(
             &p.topic,
             p.partition,
             p.leader,
-            &p.replicas,
+            &p.settled_replicas(),
             &p.isr,
         ));
     }
@@ -1163,11 +1171,17 @@ pub fn causes(
     if let Some(round) = canary {
         for p in &round.partitions {
             if !seen.contains(&(round.topic.clone(), p.partition)) {
+                let settled: Vec<BrokerId> = p
+                    .replicas
+                    .iter()
+                    .copied()
+                    .filter(|r| !health.reassigning.adds(&round.topic, p.partition, *r))
+                    .collect();
                 links.extend(cause::links_of(
                     &round.topic,
                     p.partition,
                     p.leader,
-                    &p.replicas,
+                    &settled,
                     &p.isr,
                 ));
             }
@@ -1318,7 +1332,7 @@ fn canary_facts(
         };
         let to = charged.entry(p.partition).or_default();
         // Refused to the watchdog's user: its permissions, not the broker, are at fault.
-        if err.kind == crate::canary::AUTHORIZATION || crate::canary::client_side(err.kind) {
+        if err.kind == crate::words::AUTHORIZATION || crate::words::client_side(err.kind) {
             continue;
         }
         let Some(received) = err.broker else {
@@ -1336,7 +1350,7 @@ fn canary_facts(
             }
             continue;
         }
-        if crate::canary::blames_followers(err.kind) {
+        if crate::words::blames_followers(err.kind) {
             let mut suspects: Vec<BrokerId> = p
                 .replicas
                 .iter()
@@ -1548,6 +1562,8 @@ pub fn judge(
                 },
                 answered: false,
                 hits: vec![hit],
+                observed_at: None,
+                held_since: None,
             });
         }
         verdicts.sort_by_key(|v| v.broker);
@@ -1559,7 +1575,7 @@ pub fn judge(
 pub fn verdict_of(facts: &BrokerFacts, settings: &VerdictSettings) -> BrokerVerdict {
     let mut hits: Vec<RuleHit> = RULES
         .iter()
-        .filter_map(|(_, rule)| rule(facts, settings))
+        .filter_map(|rule| rule(facts, settings))
         .collect();
     hits.sort_by_key(|h| std::cmp::Reverse(h.state));
     BrokerVerdict {
@@ -1572,6 +1588,8 @@ pub fn verdict_of(facts: &BrokerFacts, settings: &VerdictSettings) -> BrokerVerd
         registration: facts.registration,
         answered: facts.probe.answered(),
         hits,
+        observed_at: None,
+        held_since: None,
     }
 }
 
@@ -1582,18 +1600,30 @@ pub fn remember(
     now: SystemTime,
 ) {
     for v in verdicts {
+        if v.answered {
+            memory.entry(v.broker).or_default().last_answered_at = Some(now);
+        }
+    }
+    remember_states(memory, verdicts, now);
+    memory.retain(|id, _| verdicts.iter().any(|v| v.broker == *id));
+}
+
+/// The part of [`remember`] a re-evaluation between rounds updates too: each broker's
+/// state and since when, and when it was last down (the restart grace counts from it).
+pub fn remember_states(
+    memory: &mut BTreeMap<BrokerId, BrokerMemory>,
+    verdicts: &[BrokerVerdict],
+    now: SystemTime,
+) {
+    for v in verdicts {
         let m = memory.entry(v.broker).or_default();
         if v.state == BrokerState::Down {
             m.last_down_at = Some(now);
-        }
-        if v.answered {
-            m.last_answered_at = Some(now);
         }
         if m.state.is_none_or(|(s, _)| s != v.state) {
             m.state = Some((v.state, now));
         }
     }
-    memory.retain(|id, _| verdicts.iter().any(|v| v.broker == *id));
 }
 
 /// [`remember`], plus what this round's observation adds: since when a broker accepts
@@ -1611,6 +1641,9 @@ pub fn remember_round(
 
 pub mod catch_up;
 pub mod cause;
+pub mod live;
+
+pub use live::apply_liveness;
 
 #[cfg(test)]
 mod tests;

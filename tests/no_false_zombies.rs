@@ -83,11 +83,13 @@ fn a_broker_catching_up_under_a_replication_throttle_is_never_a_zombie() {
     // Broker 4 goes again even when an assertion fails: the other tests expect three.
     let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         set_broker_config(&bs, 4, "follower.replication.throttled.rate", THROTTLE);
+        let rx = Receiver::start();
         // No canary: a canary partition led by broker 4 would keep it out of the rule.
         let w = Watchdog::start(
             "catchup",
             &WatchdogSettings {
                 canary_yaml: "      enabled: false\n".into(),
+                extra_top_yaml: rx.yaml(),
                 ..WatchdogSettings::default()
             },
         );
@@ -99,22 +101,26 @@ fn a_broker_catching_up_under_a_replication_throttle_is_never_a_zombie() {
             &[(0, vec![1, 2, 4]), (1, vec![2, 3, 4]), (2, vec![3, 1, 4])],
         );
         let started = Instant::now();
-        let mut seen_out_of_every_isr = 0;
-        let mut details = Vec::new();
+        let mut polls = 0;
+        let mut not_healthy = Vec::new();
         loop {
-            let b4 = w.broker(4).expect("broker 4 in /status");
-            assert_ne!(
-                b4["state"],
-                "zombie",
-                "catching up is not a zombie ({:.0} s in): {b4:#}",
-                started.elapsed().as_secs_f64()
-            );
-            if let Some(h) = b4["hits"]
-                .as_array()
-                .and_then(|hits| hits.iter().find(|h| h["rule"] == "out_of_every_isr"))
-            {
-                seen_out_of_every_isr += 1;
-                details.push(h["detail"].as_str().unwrap_or_default().to_string());
+            polls += 1;
+            for b in 1..=4 {
+                let v = w.broker(b).expect("broker in /status");
+                assert_ne!(
+                    v["state"],
+                    "zombie",
+                    "catching up is not a zombie ({:.0} s in): {v:#}",
+                    started.elapsed().as_secs_f64()
+                );
+                if v["state"] != "healthy" {
+                    not_healthy.push(format!(
+                        "{:.0} s: broker {b} {}: {}",
+                        started.elapsed().as_secs_f64(),
+                        v["state"],
+                        v["hits"]
+                    ));
+                }
             }
             let ps = client::partitions(&bs, &topic).unwrap_or_default();
             if ps.len() == 3 && ps.iter().all(|p| p.isr.contains(&4)) {
@@ -128,20 +134,27 @@ fn a_broker_catching_up_under_a_replication_throttle_is_never_a_zombie() {
         }
         let took = started.elapsed();
         eprintln!(
-            "broker 4 caught up 12 MB at {THROTTLE} B/s in {:.0} s; out_of_every_isr in {seen_out_of_every_isr} polls; first {:?}, last {:?}",
+            "broker 4 caught up 12 MB at {THROTTLE} B/s in {:.0} s; {} of {polls} polls saw a broker not healthy: {not_healthy:#?}",
             took.as_secs_f64(),
-            details.first(),
-            details.last()
+            not_healthy.len(),
         );
-        // The rule was in play (it said zombie at once before issue 15), and said why not.
-        assert!(seen_out_of_every_isr >= 5, "{details:#?}");
-        assert!(
-            details.iter().all(|d| d.contains("catching up")),
-            "{details:#?}"
-        );
+        // A planned reassignment is not a fault: the broker being filled and the partitions'
+        // other replicas stay healthy while it copies (before, broker 4 was `degraded`
+        // "catching up" throughout, with a warning page). Two polls of slack: the lab once
+        // showed one round (two polls) of `out_of_some_isrs` when a reassignment completed
+        // between a round's metadata and its reassignment listing, which the prober now
+        // covers with the round before's listing.
+        assert!(took > Duration::from_secs(30), "the throttle held it back");
+        assert!(not_healthy.len() <= 2, "{not_healthy:#?}");
         eventually(Duration::from_secs(60), "broker 4 healthy", || {
             (w.broker_state(4)? == "healthy").then_some(())
         });
+        let opened: Vec<_> = rx
+            .received()
+            .into_iter()
+            .filter(|v| v["event"] == "opened")
+            .collect();
+        assert!(opened.is_empty(), "nothing pages: {opened:#?}");
 
         drop(w);
     }));

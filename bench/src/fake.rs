@@ -1,7 +1,8 @@
-//! Local fake brokers for the fan-out benchmark: listeners on 127.0.0.1 that answer the
-//! requests a probe sends (ApiVersions, Metadata, DescribeCluster, DescribeConfigs) with
-//! small valid responses encoded by kafka-protocol, accept and never answer (a frozen JVM),
-//! or refuse connections (a closed port).
+//! Local fake brokers for the fan-out benchmark (the test-support crate's `FakeBroker`, the
+//! one the unit tests script): brokers on 127.0.0.1 that answer the requests a probe sends
+//! (ApiVersions, Metadata, DescribeCluster, DescribeConfigs) with small valid responses
+//! encoded by kafka-protocol, accept and never answer (a frozen JVM), or refuse connections
+//! (a closed port).
 //!
 //! Response bodies do not depend on the request beyond its version (DescribeConfigs aside),
 //! so each is encoded once per version and reused: the listeners must not be what a round
@@ -9,7 +10,7 @@
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use anyhow::{Context, Result};
 use bytes::{BufMut, Bytes, BytesMut};
@@ -25,12 +26,9 @@ use kafka_protocol::messages::{
     ApiKey, ApiVersionsResponse, BrokerId, DescribeClusterResponse, DescribeConfigsRequest,
     DescribeConfigsResponse, MetadataResponse, ResponseHeader, TopicName,
 };
-use kafka_protocol::protocol::{
-    decode_request_header_from_buffer, Decodable, Encodable, HeaderVersion, StrBytes,
-};
+use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, StrBytes};
+use kafka_watchdog_test_support::fake_broker::{FakeBroker, Received, Reply};
 use serde::Serialize;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
 
 /// What the listeners of one fan-out run do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
@@ -249,94 +247,65 @@ impl Script {
     }
 }
 
-/// A set of listeners, all on 127.0.0.1; they stop when the runtime driving them does.
+/// A set of fake brokers, all on 127.0.0.1; they stop when dropped or when the runtime
+/// driving them does.
 pub struct FakeCluster {
-    /// An extra answering listener, not listed in Metadata, to bootstrap from.
+    /// An extra answering broker, not listed in Metadata, to bootstrap from.
     pub bootstrap: String,
+    _brokers: Vec<FakeBroker>,
 }
 
 impl FakeCluster {
-    /// Binds `count` listeners of `kind` (ids 1..=count) and starts serving them on the
-    /// current runtime.
+    /// Starts `count` brokers of `kind` (ids 1..=count) on the current runtime.
     pub async fn start(kind: Kind, count: usize) -> Result<FakeCluster> {
-        let mut bound = Vec::with_capacity(count);
+        // Answering brokers list every broker's address, known only once all are bound.
+        let script: Arc<OnceLock<Script>> = Arc::default();
+        let answering_broker = || {
+            let script = script.clone();
+            FakeBroker::start_unrecorded(move |r: &Received| {
+                script
+                    .get()
+                    .and_then(|s| s.respond(r.api_key, r.version, r.correlation_id, r.body.clone()))
+                    .map_or(Reply::Close, Reply::Raw)
+            })
+        };
+        let mut brokers = Vec::with_capacity(count + 1);
+        let mut listed = Vec::with_capacity(count);
+        let mut answering = Vec::new();
         for i in 0..count {
-            let listener = TcpListener::bind("127.0.0.1:0")
-                .await
-                .context("bind a fake broker")?;
-            let addr = listener.local_addr()?;
-            let behaviour = kind.behaviour(i);
-            // A port that was just bound and released is closed: connections are refused.
-            let listener = (behaviour != Behaviour::Refuse).then_some(listener);
-            bound.push(((i + 1) as i32, behaviour, addr, listener));
+            let id = (i + 1) as i32;
+            let address = match kind.behaviour(i) {
+                Behaviour::Answer => {
+                    answering.push(id);
+                    let b = answering_broker().await;
+                    let a = b.address.clone();
+                    brokers.push(b);
+                    a
+                }
+                Behaviour::Hang => {
+                    // Reads on and never answers: TCP is alive, nothing answers.
+                    let b = FakeBroker::start_unrecorded(|_: &Received| Reply::Hang).await;
+                    let a = b.address.clone();
+                    brokers.push(b);
+                    a
+                }
+                Behaviour::Refuse => {
+                    // A port that was just bound and released is closed: connections are
+                    // refused.
+                    let l =
+                        std::net::TcpListener::bind("127.0.0.1:0").context("bind a fake broker")?;
+                    l.local_addr()?.to_string()
+                }
+            };
+            listed.push((id, address.parse::<SocketAddr>()?));
         }
-        let listed: Vec<(i32, SocketAddr)> = bound.iter().map(|b| (b.0, b.2)).collect();
-        let answering: Vec<i32> = bound
-            .iter()
-            .filter(|b| b.1 == Behaviour::Answer)
-            .map(|b| b.0)
-            .collect();
-        let script = Arc::new(Script::new(&listed, &answering));
-        let boot = TcpListener::bind("127.0.0.1:0").await?;
-        let bootstrap = boot.local_addr()?.to_string();
-        tokio::spawn(accept_loop(boot, Behaviour::Answer, script.clone()));
-        for (_, behaviour, _, listener) in bound {
-            if let Some(l) = listener {
-                tokio::spawn(accept_loop(l, behaviour, script.clone()));
-            }
-        }
-        Ok(FakeCluster { bootstrap })
-    }
-}
-
-async fn accept_loop(listener: TcpListener, behaviour: Behaviour, script: Arc<Script>) {
-    while let Ok((socket, _)) = listener.accept().await {
-        let script = script.clone();
-        tokio::spawn(async move {
-            match behaviour {
-                Behaviour::Answer => serve(socket, &script).await,
-                _ => swallow(socket).await,
-            }
-        });
-    }
-}
-
-/// Reads and discards until the client gives up: TCP is alive, nothing answers.
-async fn swallow(mut socket: TcpStream) {
-    let mut sink = [0u8; 4096];
-    while matches!(socket.read(&mut sink).await, Ok(n) if n > 0) {}
-}
-
-async fn serve(mut socket: TcpStream, script: &Script) {
-    let _ = socket.set_nodelay(true);
-    loop {
-        let Ok(length) = socket.read_i32().await else {
-            return;
-        };
-        let Ok(length) = usize::try_from(length) else {
-            return;
-        };
-        if length > 1 << 20 {
-            return;
-        }
-        let mut frame = vec![0u8; length];
-        if socket.read_exact(&mut frame).await.is_err() {
-            return;
-        }
-        let mut frame = Bytes::from(frame);
-        let Ok(header) = decode_request_header_from_buffer(&mut frame) else {
-            return;
-        };
-        let Some(reply) = script.respond(
-            header.request_api_key,
-            header.request_api_version,
-            header.correlation_id,
-            frame,
-        ) else {
-            return;
-        };
-        if socket.write_all(&reply).await.is_err() {
-            return;
-        }
+        let _ = script.set(Script::new(&listed, &answering));
+        let boot = answering_broker().await;
+        let bootstrap = boot.address.clone();
+        brokers.push(boot);
+        Ok(FakeCluster {
+            bootstrap,
+            _brokers: brokers,
+        })
     }
 }

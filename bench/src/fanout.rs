@@ -29,6 +29,9 @@ pub struct FanoutOptions {
     pub connect_timeout: Duration,
     pub request_timeout: Duration,
     pub margin: Duration,
+    /// Broker counts whose continuous liveness check (issue 14) is measured.
+    pub liveness_brokers: Vec<usize>,
+    pub liveness_for: Duration,
 }
 
 /// How the probes of one round ended.
@@ -204,6 +207,128 @@ pub fn run(opts: &FanoutOptions) -> Result<Section> {
         "SOME ROUNDS EXCEEDED THE LIMIT (within_limit = no)".to_string()
     });
     section.tables.push(table);
+    if !opts.liveness_brokers.is_empty() {
+        let (table, rows) = liveness(opts)?;
+        section.tables.push(table);
+        raw.extend(rows);
+    }
     section.raw = Value::Array(raw);
     Ok(section)
+}
+
+/// The thread name of the runtime the liveness tasks run on, to count its CPU apart from
+/// the fake listeners' in the same process.
+const LIVENESS_THREAD: &str = "kw-liveness";
+
+/// CPU seconds of this process's threads named `name`, from /proc/self/task.
+fn threads_cpu_seconds(name: &str) -> f64 {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return 0.0;
+    };
+    tasks
+        .flatten()
+        .filter(|t| std::fs::read_to_string(t.path().join("comm")).is_ok_and(|c| c.trim() == name))
+        .filter_map(|t| {
+            let tid: u32 = t.file_name().to_str()?.parse().ok()?;
+            let stat = std::fs::read_to_string(format!("/proc/self/task/{tid}/stat")).ok()?;
+            sys::stat_cpu_seconds(&stat)
+        })
+        .sum()
+}
+
+/// The continuous liveness check of N answering brokers at the default interval: the CPU
+/// its tasks cost, as a share of one core (goal: 5 % for 1,000 brokers, 1 % for 3).
+fn liveness(opts: &FanoutOptions) -> Result<(Table, Vec<Value>)> {
+    use kafka_watchdog::liveness::{Liveness, LivenessSettings};
+    let mut table = Table::new(
+        "Continuous liveness at the default interval (500 ms): CPU of its runtime",
+        &[
+            "brokers",
+            "seconds",
+            "cpu_seconds",
+            "core_percent",
+            "answering",
+            "goal_percent",
+        ],
+    );
+    let mut raw = Vec::new();
+    for &count in &opts.liveness_brokers {
+        let fake_rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .context("listener runtime")?;
+        let cluster = fake_rt.block_on(FakeCluster::start(Kind::Answer, count))?;
+        let wire = WireOptions {
+            connect_timeout: opts.connect_timeout,
+            request_timeout: opts.request_timeout,
+            ..WireOptions::default()
+        };
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name(LIVENESS_THREAD)
+            .enable_all()
+            .build()
+            .context("liveness runtime")?;
+        let mut prober = ClusterProber::new(ProbeSettings {
+            cluster: format!("liveness-{count}"),
+            bootstrap_servers: vec![cluster.bootstrap.clone()],
+            wire: wire.clone(),
+            forget_broker_after: Duration::from_secs(3600),
+            topic_config_refresh: Duration::from_secs(300),
+            full_metadata_budget: kafka_watchdog::probe::DEFAULT_FULL_METADATA_BUDGET,
+            scoped_topics: Vec::new(),
+        });
+        let endpoints: Vec<_> = rt
+            .block_on(prober.round())
+            .probes
+            .into_values()
+            .map(|p| p.endpoint)
+            .collect();
+        let (cpu, answering) = rt.block_on(async {
+            let mut live = Liveness::new(LivenessSettings {
+                interval: Duration::from_millis(500),
+                floor: Duration::from_secs(1),
+                wire,
+            });
+            live.track(&endpoints);
+            // Connections opened, then the steady state only.
+            tokio::time::sleep(Duration::from_secs(3)).await;
+            let before = threads_cpu_seconds(LIVENESS_THREAD);
+            tokio::time::sleep(opts.liveness_for).await;
+            let cpu = threads_cpu_seconds(LIVENESS_THREAD) - before;
+            let now = std::time::SystemTime::now();
+            let answering = live
+                .board()
+                .snapshot()
+                .values()
+                .filter(|f| f.answering(now))
+                .count();
+            (cpu, answering)
+        });
+        rt.shutdown_background();
+        fake_rt.shutdown_background();
+        let percent = cpu / opts.liveness_for.as_secs_f64() * 100.0;
+        let goal = if count <= 3 { 1.0 } else { 5.0 };
+        println!(
+            "  liveness of {count} brokers: {cpu:.2} CPU-s in {} s = {percent:.2} % of one core ({answering} answering)",
+            opts.liveness_for.as_secs()
+        );
+        table.push(vec![
+            json!(count),
+            json!(opts.liveness_for.as_secs()),
+            num(cpu, 3),
+            num(percent, 2),
+            json!(answering),
+            num(goal, 0),
+        ]);
+        raw.push(json!({
+            "liveness_brokers": count,
+            "cpu_seconds": cpu,
+            "core_percent": percent,
+            "answering": answering,
+        }));
+    }
+    table.print();
+    Ok((table, raw))
 }

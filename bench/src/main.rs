@@ -111,6 +111,13 @@ struct FanoutArgs {
     /// Allowed excess of a round over the larger timeout.
     #[arg(long, default_value_t = 500)]
     margin_ms: u64,
+    /// Brokers whose continuous liveness check is measured (answering listeners), comma-
+    /// separated; empty: none.
+    #[arg(long, default_value = "3,1000", value_delimiter = ',')]
+    liveness_brokers: Vec<usize>,
+    /// Seconds the liveness check's CPU is measured for, per broker count.
+    #[arg(long, default_value_t = 20)]
+    liveness_secs: u64,
 }
 
 impl Default for FanoutArgs {
@@ -275,6 +282,8 @@ fn run_fanout(out: &Output, a: &FanoutArgs) -> Result<()> {
         connect_timeout: std::time::Duration::from_millis(a.connect_timeout_ms),
         request_timeout: std::time::Duration::from_millis(a.request_timeout_ms),
         margin: std::time::Duration::from_millis(a.margin_ms),
+        liveness_brokers: a.liveness_brokers.clone(),
+        liveness_for: std::time::Duration::from_secs(a.liveness_secs),
     })?;
     out.append(section)
 }

@@ -282,6 +282,7 @@ pub fn observation(
         eligible_leaders: Default::default(),
         host: Default::default(),
         followers: Default::default(),
+        liveness: Default::default(),
     }
 }
 

@@ -104,6 +104,11 @@ pub fn cpu_seconds(pid: u32) -> Option<f64> {
     parse_stat_cpu_ticks(&text).map(|ticks| ticks as f64 / kafka_watchdog::host::clock_ticks())
 }
 
+/// utime + stime in seconds of one /proc stat line (a process's or a thread's).
+pub fn stat_cpu_seconds(stat: &str) -> Option<f64> {
+    parse_stat_cpu_ticks(stat).map(|ticks| ticks as f64 / kafka_watchdog::host::clock_ticks())
+}
+
 /// The process name (field 2) may hold spaces and parentheses, so fields are counted from
 /// the last ')'. utime and stime are fields 14 and 15.
 fn parse_stat_cpu_ticks(stat: &str) -> Option<u64> {

@@ -136,10 +136,6 @@ impl Ledger {
         }
     }
 
-    pub fn instance(&self) -> &str {
-        &self.instance
-    }
-
     /// The sequence number for the next record to `partition`.
     pub fn next_seq(&mut self, partition: i32) -> u64 {
         let book = self.partitions.entry(partition).or_default();
@@ -396,12 +392,6 @@ impl Ledger {
     /// Forgets partitions that no longer exist.
     pub fn retain_partitions(&mut self, keep: impl Fn(i32) -> bool) {
         self.partitions.retain(|p, _| keep(*p));
-    }
-
-    pub fn has_position(&self, partition: i32) -> bool {
-        self.partitions
-            .get(&partition)
-            .is_some_and(|b| b.position.is_some())
     }
 }
 

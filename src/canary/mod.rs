@@ -61,9 +61,8 @@ pub struct CanarySettings {
     pub wire: crate::wire::WireOptions,
 }
 
-/// The error kind of a write the cluster refused to this watchdog's user: a fact about the
-/// watchdog's permissions, never about a broker.
-pub const AUTHORIZATION: &str = "authorization";
+// The produce error kinds the verdict reads are declared with it, in a pure module.
+pub use crate::words::AUTHORIZATION;
 
 /// Why a canary write failed, as a bounded label.
 pub fn error_kind(e: &KafkaError) -> &'static str {
@@ -110,14 +109,14 @@ pub fn charge(kind: &str, broker: BrokerId, leader_appended: bool) -> Option<Bro
 /// Whether a produce error points at the replicas missing from the ISR rather than at the
 /// leader that answered it.
 pub fn blames_followers(kind: &str) -> bool {
-    kind.starts_with("not_enough_replicas")
+    crate::words::blames_followers(kind)
 }
 
 /// Whether a produce error happened in the client, before any broker had the write: the
 /// local queue was full, or the message timed out waiting to be sent. It says nothing about
 /// a broker.
 pub fn client_side(kind: &str) -> bool {
-    kind == "queue_full"
+    crate::words::client_side(kind)
 }
 
 #[derive(Debug, Clone, Serialize)]

@@ -13,12 +13,11 @@ use regex::Regex;
 use super::build::Ctx;
 use super::checks;
 use super::read::{
-    bool_slot, choice, float, int, int_slot, list, pick, text, text_node, value_or, Fields, Origin,
-    Report, Resolved, Set, Slot,
+    bool_slot, float, int, int_slot, list, pick, text, text_node, Fields, Origin, Report, Resolved,
+    Set, Slot,
 };
-use super::sasl::sasl;
 use super::schema::{self as s, IntSpec};
-use super::secret::readable_file;
+use super::security::security;
 use super::types::*;
 use super::yaml::{shorten, Entry, Kind, Node, Pos};
 
@@ -57,6 +56,10 @@ struct CanaryLayer {
 struct VerdictLayer {
     open_after: Slot<u64>,
     resolve_after: Slot<u64>,
+    open_after_secs: Slot<u64>,
+    resolve_after_secs: Slot<u64>,
+    liveness_interval: Slot<u64>,
+    liveness_floor: Slot<u64>,
     latency_factor: Slot<f64>,
     restart_grace: Slot<u64>,
     catch_up_window: Slot<u64>,
@@ -86,6 +89,10 @@ impl VerdictLayer {
         VerdictLayer {
             open_after: kind.make(),
             resolve_after: kind.make(),
+            open_after_secs: kind.make(),
+            resolve_after_secs: kind.make(),
+            liveness_interval: kind.make(),
+            liveness_floor: kind.make(),
             latency_factor: kind.make(),
             restart_grace: kind.make(),
             catch_up_window: kind.make(),
@@ -225,6 +232,10 @@ pub(crate) fn layer(cx: &mut Ctx, f: &mut Fields) -> Layer {
                 let v = VerdictLayer {
                     open_after: int_slot(rep, &mut vf, &s::VERDICT_OPEN_AFTER),
                     resolve_after: int_slot(rep, &mut vf, &s::VERDICT_RESOLVE_AFTER),
+                    open_after_secs: int_slot(rep, &mut vf, &s::VERDICT_OPEN_AFTER_SECS),
+                    resolve_after_secs: int_slot(rep, &mut vf, &s::VERDICT_RESOLVE_AFTER_SECS),
+                    liveness_interval: int_slot(rep, &mut vf, &s::VERDICT_LIVENESS_INTERVAL),
+                    liveness_floor: int_slot(rep, &mut vf, &s::VERDICT_LIVENESS_FLOOR),
                     latency_factor: Slot::read(vf.get(s::VERDICT_LATENCY_FACTOR.key), |e| {
                         float(rep, e, &s::VERDICT_LATENCY_FACTOR)
                     }),
@@ -549,6 +560,26 @@ fn merge(cx: &mut Ctx, own: &Layer, d: &Layer, label: &str, cluster_pos: Pos) ->
         &dv.resolve_after,
         s::VERDICT_RESOLVE_AFTER.default,
     );
+    let open_after_secs = pick(
+        &ov.open_after_secs,
+        &dv.open_after_secs,
+        s::VERDICT_OPEN_AFTER_SECS.default,
+    );
+    let resolve_after_secs = pick(
+        &ov.resolve_after_secs,
+        &dv.resolve_after_secs,
+        s::VERDICT_RESOLVE_AFTER_SECS.default,
+    );
+    let liveness_interval = pick(
+        &ov.liveness_interval,
+        &dv.liveness_interval,
+        s::VERDICT_LIVENESS_INTERVAL.default,
+    );
+    let liveness_floor = pick(
+        &ov.liveness_floor,
+        &dv.liveness_floor,
+        s::VERDICT_LIVENESS_FLOOR.default,
+    );
     let factor = pick(
         &ov.latency_factor,
         &dv.latency_factor,
@@ -586,8 +617,9 @@ fn merge(cx: &mut Ctx, own: &Layer, d: &Layer, label: &str, cluster_pos: Pos) ->
     let millis = |r: Option<Resolved<u64>>| r.map(|r| Duration::from_millis(r.value));
     let include = include?.value;
     let exclude = exclude?.value;
+    let round_interval = secs(round)?;
     Some(Merged {
-        round_interval: secs(round)?,
+        round_interval,
         connect_timeout: millis(connect)?,
         request_timeout: millis(request)?,
         topic_config_refresh: secs(refresh)?,
@@ -613,15 +645,46 @@ fn merge(cx: &mut Ctx, own: &Layer, d: &Layer, label: &str, cluster_pos: Pos) ->
             reassign_min_interval: secs(min_interval)?,
             elect_preferred_leaders: elect?.value,
         },
-        verdict: VerdictConfig {
-            open_after_rounds: u32::try_from(open_after?.value).ok()?,
-            resolve_after_rounds: u32::try_from(resolve_after?.value).ok()?,
-            latency_degraded_factor: factor?.value,
-            restart_grace: secs(restart_grace)?,
-            catch_up_window: secs(catch_up_window)?,
+        verdict: {
+            let (open, open_rounds) = confirmation(open_after_secs?, open_after?, round_interval);
+            let (resolve, resolve_rounds) =
+                confirmation(resolve_after_secs?, resolve_after?, round_interval);
+            VerdictConfig {
+                open_after: open,
+                resolve_after: resolve,
+                deprecated_rounds: (open_rounds.is_some() || resolve_rounds.is_some())
+                    .then_some((open_rounds, resolve_rounds)),
+                liveness_interval: millis(liveness_interval)?,
+                liveness_floor: millis(liveness_floor)?,
+                latency_degraded_factor: factor?.value,
+                restart_grace: secs(restart_grace)?,
+                catch_up_window: secs(catch_up_window)?,
+            }
         },
         librdkafka,
     })
+}
+
+/// A confirmation duration: the `_secs` key when written (in the cluster or `defaults:`),
+/// else the deprecated round count when written, converted with the round interval (and
+/// returned, for the deprecation message), else the built-in duration.
+fn confirmation(
+    secs: Resolved<u64>,
+    rounds: Resolved<u64>,
+    round: Duration,
+) -> (Duration, Option<u32>) {
+    if !matches!(secs.from, Origin::Builtin) || matches!(rounds.from, Origin::Builtin) {
+        return (Duration::from_secs(secs.value), None);
+    }
+    // The schema's range stops at 1000, far inside u32.
+    let n = u32::try_from(rounds.value).unwrap_or(u32::MAX);
+    (rounds_as_duration(n, round), Some(n))
+}
+
+/// What a count of rounds in a row meant with rounds `round` apart: present in N rounds is
+/// held over N - 1 intervals; a tenth less, because round starts jitter by milliseconds.
+pub fn rounds_as_duration(n: u32, round: Duration) -> Duration {
+    round.saturating_mul(n.saturating_sub(1)) * 9 / 10
 }
 
 /// A timeout at or above the round interval would let one silent broker stall the whole
@@ -666,147 +729,4 @@ fn below_round(
             );
         }
     }
-}
-
-fn security(cx: &mut Ctx, e: &Entry, path: String) -> Option<Security> {
-    let mut f = Fields::open(&mut cx.rep, &e.value, Some(e), path)?;
-    let protocol = Slot::read(f.get("protocol"), |e| choice(&mut cx.rep, e, s::PROTOCOLS));
-    let sasl_entry = f.get("sasl");
-    let tls_entry = f.get("tls");
-    f.finish(&mut cx.rep, &|_| None);
-
-    let protocol = match protocol {
-        Slot::Set(p) => p,
-        Slot::Unset => Set {
-            value: s::PROTOCOL_DEFAULT,
-            key_pos: f.pos,
-            value_pos: f.pos,
-        },
-        Slot::Bad => {
-            // Still worth reading the blocks: their own problems are real either way.
-            if let Some(se) = sasl_entry {
-                sasl(cx, se, f.child("sasl"));
-            }
-            if let Some(te) = tls_entry {
-                tls(cx, te, f.child("tls"));
-            }
-            return None;
-        }
-    };
-    let p = protocol.value;
-    let mut ok = true;
-    let sasl = match (sasl_entry, p.uses_sasl()) {
-        (Some(se), true) => {
-            let r = sasl(cx, se, f.child("sasl"));
-            ok &= r.is_some();
-            r
-        }
-        (Some(se), false) => {
-            cx.rep.add(
-                se.key_pos,
-                format!("sasl is set but protocol is {}", p.as_str()),
-                Some("protocol SASL_PLAINTEXT or SASL_SSL, or no sasl block".into()),
-            );
-            ok = false;
-            None
-        }
-        (None, true) => {
-            cx.rep.add(
-                protocol.value_pos,
-                format!("protocol {} needs a sasl block in {}", p.as_str(), f.path),
-                Some("sasl: with mechanism, username and password_env or password_file".into()),
-            );
-            ok = false;
-            None
-        }
-        (None, false) => None,
-    };
-    let tls = match (tls_entry, p.uses_tls()) {
-        (Some(te), true) => {
-            let r = tls(cx, te, f.child("tls"));
-            ok &= r.is_some();
-            r
-        }
-        (Some(te), false) => {
-            cx.rep.add(
-                te.key_pos,
-                format!("tls is set but protocol is {}", p.as_str()),
-                Some("protocol SSL or SASL_SSL, or no tls block".into()),
-            );
-            ok = false;
-            None
-        }
-        (None, true) => Some(TlsConfig::default()),
-        (None, false) => None,
-    };
-    ok.then_some(Security {
-        protocol: p,
-        sasl,
-        tls,
-    })
-}
-
-fn tls(cx: &mut Ctx, e: &Entry, path: String) -> Option<TlsConfig> {
-    let mut f = Fields::open(&mut cx.rep, &e.value, Some(e), path)?;
-    let ca_entry = f.get("ca_file");
-    let cert_entry = f.get("cert_file");
-    let key_entry = f.get("key_file");
-    let name_entry = f.get("server_name");
-    let insecure = bool_slot(&mut cx.rep, &mut f, &s::TLS_INSECURE_SKIP_VERIFY);
-    f.finish(&mut cx.rep, &|_| None);
-
-    let mut ok = true;
-    let mut optional_file = |cx: &mut Ctx, e: Option<&Entry>| match e {
-        None => None,
-        Some(e) => {
-            let p = readable_file(cx, e);
-            ok &= p.is_some();
-            p
-        }
-    };
-    let ca_file = optional_file(cx, ca_entry);
-    let client_cert = match (cert_entry, key_entry) {
-        (Some(c), Some(k)) => {
-            let cert = optional_file(cx, Some(c));
-            let key = optional_file(cx, Some(k));
-            cert.zip(key).map(|(cert_file, key_file)| ClientCert {
-                cert_file,
-                key_file,
-            })
-        }
-        (Some(one), None) | (None, Some(one)) => {
-            let other = if one.key == "cert_file" {
-                "key_file"
-            } else {
-                "cert_file"
-            };
-            cx.rep.add(
-                one.key_pos,
-                format!("{} is set but {other} is not", one.key),
-                Some("both cert_file and key_file, or neither".into()),
-            );
-            ok = false;
-            None
-        }
-        (None, None) => None,
-    };
-    let server_name = name_entry.and_then(|e| {
-        let t = text(&mut cx.rep, e, "a DNS name or an IP address");
-        let checked = t.and_then(|t| match checks::server_name(&t.value) {
-            Ok(()) => Some(t.value),
-            Err((m, x)) => {
-                cx.rep.add(t.value_pos, m, Some(x));
-                None
-            }
-        });
-        ok &= checked.is_some();
-        checked
-    });
-    let insecure_skip_verify = value_or(&insecure, s::TLS_INSECURE_SKIP_VERIFY.default)?;
-    ok.then_some(TlsConfig {
-        ca_file,
-        client_cert,
-        server_name,
-        insecure_skip_verify,
-    })
 }

@@ -27,12 +27,14 @@
 mod build;
 mod checks;
 mod cluster;
+pub use cluster::rounds_as_duration;
 mod host;
 mod http;
 mod read;
 mod sasl;
 mod schema;
 mod secret;
+mod security;
 mod silences;
 mod types;
 mod webhook;
@@ -53,6 +55,10 @@ pub use types::{
     SecurityProtocol, Severity, TlsConfig, TopicFilter, VerdictConfig, WebhookConfig,
     WebhookFormat,
 };
+
+/// See `full_metadata_partition_budget`: declared here, where the key is, and read by the
+/// probe (which comes after the configuration and is imported by it nowhere).
+pub const DEFAULT_FULL_METADATA_BUDGET: u64 = schema::FULL_METADATA_BUDGET.default;
 
 /// More lines than anyone reads; the count line still gives the total.
 const MAX_SHOWN_PROBLEMS: usize = 200;

@@ -82,7 +82,7 @@ pub(crate) const FORGET_BROKER_AFTER: IntSpec = IntSpec {
 /// canary topic only. 600k: three full answers of 200k partitions, a round of about 60 ms.
 pub(crate) const FULL_METADATA_BUDGET: IntSpec = IntSpec {
     key: "full_metadata_partition_budget",
-    default: crate::probe::DEFAULT_FULL_METADATA_BUDGET,
+    default: 600_000,
     min: 1,
     max: 1_000_000_000,
 };
@@ -175,6 +175,36 @@ pub(crate) const VERDICT_RESOLVE_AFTER: IntSpec = IntSpec {
     default: 3,
     min: 1,
     max: 1000,
+};
+/// How long a finding's fact must hold before an incident opens. A round's fact is first
+/// held at the second round that sees it; the liveness facts carry their own start.
+pub(crate) const VERDICT_OPEN_AFTER_SECS: IntSpec = IntSpec {
+    key: "open_after_secs",
+    default: 1,
+    min: 0,
+    max: DAY_SECS,
+};
+/// How long a finding must be absent before its incident resolves: the third clean round
+/// at the default round interval, as `resolve_after_rounds: 3` was.
+pub(crate) const VERDICT_RESOLVE_AFTER_SECS: IntSpec = IntSpec {
+    key: "resolve_after_secs",
+    default: 20,
+    min: 0,
+    max: DAY_SECS,
+};
+/// The continuous liveness check: a request to every broker this often; 0 turns it off.
+pub(crate) const VERDICT_LIVENESS_INTERVAL: IntSpec = IntSpec {
+    key: "liveness_interval_ms",
+    default: 500,
+    min: 0,
+    max: 60_000,
+};
+/// No broker is silent past its threshold before this: above ordinary GC pauses.
+pub(crate) const VERDICT_LIVENESS_FLOOR: IntSpec = IntSpec {
+    key: "liveness_floor_ms",
+    default: 1000,
+    min: 100,
+    max: 600_000,
 };
 pub(crate) const VERDICT_LATENCY_FACTOR: FloatSpec = FloatSpec {
     key: "latency_degraded_factor",

@@ -511,8 +511,11 @@ fn built_in_defaults_are_applied() {
     assert_eq!(
         k.verdict,
         VerdictConfig {
-            open_after_rounds: 2,
-            resolve_after_rounds: 3,
+            open_after: Duration::from_secs(1),
+            resolve_after: Duration::from_secs(20),
+            deprecated_rounds: None,
+            liveness_interval: Duration::from_millis(500),
+            liveness_floor: Duration::from_millis(1000),
             latency_degraded_factor: 5.0,
             restart_grace: Duration::from_secs(120),
             catch_up_window: Duration::from_secs(60),
@@ -581,8 +584,15 @@ clusters:
     assert!(a.topics.matches("ax") && !a.topics.matches("ab"));
     assert_eq!(a.canary.lost_after, Duration::from_secs(120));
     assert!(!a.canary.acks1_probe);
-    assert_eq!(a.verdict.open_after_rounds, 4);
-    assert_eq!(a.verdict.resolve_after_rounds, 3, "built-in");
+    // The deprecated round count, converted with the round interval (3 intervals of 20 s,
+    // less a tenth for jitter).
+    assert_eq!(a.verdict.open_after, Duration::from_secs(54));
+    assert_eq!(a.verdict.resolve_after, Duration::from_secs(20), "built-in");
+    assert_eq!(a.verdict.deprecated_rounds, Some((Some(4), None)));
+    assert!(a
+        .verdict
+        .deprecation("inherits")
+        .is_some_and(|m| m.contains("open_after_rounds: 4 is now open_after_secs: 54")));
     assert_eq!(a.verdict.latency_degraded_factor, 2.5);
     assert_eq!(a.librdkafka["socket.keepalive.enable"], "true");
     assert_eq!(a.librdkafka["fetch.wait.max.ms"], "100");
@@ -601,8 +611,12 @@ clusters:
     assert_eq!(b.canary.lost_after, Duration::from_secs(90));
     assert!(!b.canary.acks1_probe, "sibling key still inherited");
     assert_eq!(b.canary.replication_factor, Some(2));
-    assert_eq!(b.verdict.open_after_rounds, 4);
-    assert_eq!(b.verdict.resolve_after_rounds, 7);
+    assert_eq!(
+        b.verdict.open_after,
+        Duration::from_secs(81),
+        "3 x 30 s, less a tenth"
+    );
+    assert_eq!(b.verdict.resolve_after, Duration::from_secs(162));
     assert_eq!(b.verdict.catch_up_window, Duration::from_secs(300));
     assert_eq!(b.verdict.restart_grace, Duration::ZERO);
     assert_eq!(
@@ -1342,8 +1356,13 @@ fn example_production_loads() {
     assert!(payments.topics.matches("tmp.x"), "defaults' exclude list");
     assert_eq!(payments.security.protocol, SecurityProtocol::SaslSsl);
     assert_eq!(payments.round_interval, Duration::from_secs(15));
-    assert_eq!(payments.verdict.open_after_rounds, 3);
-    assert_eq!(payments.verdict.resolve_after_rounds, 3);
+    assert_eq!(payments.verdict.open_after, Duration::from_secs(30));
+    assert_eq!(payments.verdict.resolve_after, Duration::from_secs(20));
+    assert_eq!(payments.verdict.deprecated_rounds, None);
+    assert_eq!(
+        payments.verdict.liveness_interval,
+        Duration::from_millis(500)
+    );
     assert_eq!(payments.canary.replication_factor, Some(3));
     assert_eq!(orders.canary.replication_factor, None);
     let formats: Vec<WebhookFormat> = c.webhooks.iter().map(|w| w.format).collect();
@@ -1982,4 +2001,53 @@ fn example_lab_oauth_loads() {
     assert_eq!(o.client_secret.expose(), "lab-secret");
     let shipped = std::fs::read_to_string(example_path("lab-oauth.yaml")).unwrap();
     assert!(shipped.contains("client_secret_file: /tmp/kafka-lab/oauth/client.secret"));
+}
+
+/// Issue 14: confirmation is a duration. The `_secs` key wins wherever it is written; the
+/// deprecated round count is converted with the cluster's own round interval and said so;
+/// the liveness keys are checked like every other key.
+#[test]
+fn confirmation_durations_and_the_deprecated_round_counts() {
+    let c = ok("\
+defaults:
+  verdict:
+    open_after_rounds: 4
+    resolve_after_rounds: 2
+clusters:
+  - name: a
+    bootstrap_servers: [a:1]
+    verdict:
+      open_after_secs: 3
+      liveness_interval_ms: 0
+  - name: b
+    bootstrap_servers: [b:1]
+    round_interval_secs: 20
+");
+    let (a, b) = (&c.clusters[0].verdict, &c.clusters[1].verdict);
+    assert_eq!(a.open_after, Duration::from_secs(3));
+    assert_eq!(
+        a.resolve_after,
+        Duration::from_secs(9),
+        "1 x 10 s, less a tenth"
+    );
+    assert_eq!(a.deprecated_rounds, Some((None, Some(2))));
+    assert_eq!(a.liveness_interval, Duration::ZERO, "0 turns it off");
+    assert_eq!(
+        b.open_after,
+        Duration::from_secs(54),
+        "3 x 20 s, less a tenth"
+    );
+    assert!(b
+        .deprecation("b")
+        .is_some_and(|m| m.contains("deprecated") && m.contains("_secs")));
+    let got: Vec<String> = problems(
+        "clusters:\n  - name: a\n    bootstrap_servers: [a:1]\n    verdict:\n      liveness_floor_ms: 5\n",
+    )
+    .iter()
+    .map(short)
+    .collect();
+    assert_eq!(
+        got,
+        ["5:26: liveness_floor_ms 5 is out of range (expected an integer from 100 to 600000)"]
+    );
 }

@@ -439,8 +439,17 @@ pub struct CanaryConfig {
 
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct VerdictConfig {
-    pub open_after_rounds: u32,
-    pub resolve_after_rounds: u32,
+    /// A finding's fact must hold this long before an incident opens.
+    pub open_after: Duration,
+    /// A finding must be absent this long before its incident resolves.
+    pub resolve_after: Duration,
+    /// The deprecated `open_after_rounds` / `resolve_after_rounds` as written, when one
+    /// decided a duration above (converted with the round interval).
+    pub deprecated_rounds: Option<(Option<u32>, Option<u32>)>,
+    /// The continuous liveness check's interval; zero: off.
+    pub liveness_interval: Duration,
+    /// Silence below this is never evidence (ordinary GC pauses).
+    pub liveness_floor: Duration,
     /// Above 1.
     pub latency_degraded_factor: f64,
     /// A broker down this recently that answers before it has registered is registering.
@@ -449,13 +458,39 @@ pub struct VerdictConfig {
     pub catch_up_window: Duration,
 }
 
+impl VerdictConfig {
+    /// The sentence to log when the deprecated round counts were used.
+    pub fn deprecation(&self, cluster: &str) -> Option<String> {
+        let (open, resolve) = self.deprecated_rounds?;
+        let mut used = Vec::new();
+        if let Some(n) = open {
+            used.push(format!(
+                "open_after_rounds: {n} is now open_after_secs: {}",
+                self.open_after.as_secs_f64()
+            ));
+        }
+        if let Some(n) = resolve {
+            used.push(format!(
+                "resolve_after_rounds: {n} is now resolve_after_secs: {}",
+                self.resolve_after.as_secs_f64()
+            ));
+        }
+        Some(format!(
+            "cluster '{cluster}': verdict.{} (deprecated: verdicts are re-evaluated between rounds, so confirmation is a duration; write the _secs keys instead)",
+            used.join(", ")
+        ))
+    }
+}
+
 /// The built-in values, as a configuration that does not set them gets.
 impl Default for VerdictConfig {
     fn default() -> Self {
         VerdictConfig {
-            // The schema's ranges stop at 1000, far inside u32.
-            open_after_rounds: schema::VERDICT_OPEN_AFTER.default as u32,
-            resolve_after_rounds: schema::VERDICT_RESOLVE_AFTER.default as u32,
+            open_after: Duration::from_secs(schema::VERDICT_OPEN_AFTER_SECS.default),
+            resolve_after: Duration::from_secs(schema::VERDICT_RESOLVE_AFTER_SECS.default),
+            deprecated_rounds: None,
+            liveness_interval: Duration::from_millis(schema::VERDICT_LIVENESS_INTERVAL.default),
+            liveness_floor: Duration::from_millis(schema::VERDICT_LIVENESS_FLOOR.default),
             latency_degraded_factor: schema::VERDICT_LATENCY_FACTOR.default,
             restart_grace: Duration::from_secs(schema::VERDICT_RESTART_GRACE.default),
             catch_up_window: Duration::from_secs(schema::VERDICT_CATCH_UP_WINDOW.default),

@@ -59,21 +59,7 @@ pub fn statvfs(path: &Path) -> Result<Space, HostError> {
     ))
 }
 
-/// `12.3 GiB`, `512 MiB`, `900 KiB`.
-pub fn human_bytes(b: u64) -> String {
-    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut v = b as f64;
-    let mut unit = 0;
-    while v >= 1024.0 && unit < UNITS.len() - 1 {
-        v /= 1024.0;
-        unit += 1;
-    }
-    if unit == 0 {
-        format!("{b} B")
-    } else {
-        format!("{v:.1} {}", UNITS[unit])
-    }
-}
+pub use crate::words::human_bytes;
 
 #[cfg(test)]
 mod tests {

@@ -21,12 +21,12 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use serde::Serialize;
-
 use crate::config::{HostBrokerConfig, HostConfig};
 use crate::observe::BrokerId;
 
-pub use stat::ProcessState;
+// The data a look yields is plain observation; it lives with the other observations so that
+// the pure stages read it without depending on the code that reads /proc.
+pub use crate::observe::{HostObservation, LogDirSeen, PortSeen, ProcessSeen, ProcessState};
 
 /// `systemctl show` and all reads of one broker together: a hung NFS log directory or a
 /// wedged systemd must cost one late observation, never the round.
@@ -62,92 +62,6 @@ impl ParseError {
             why: why.to_string(),
         }
     }
-}
-
-/// What host mode saw of one broker in one round.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct HostObservation {
-    pub broker: BrokerId,
-    /// How the process is looked for, in words.
-    pub locator: String,
-    /// `None`: no process found (`not_found` says why), or the look failed (`error`).
-    pub process: Option<ProcessSeen>,
-    pub not_found: Option<String>,
-    /// The look itself failed (timed out): nothing is known of the process this round.
-    pub error: Option<String>,
-    /// Something worth knowing about the lookup (several candidates).
-    pub locate_note: Option<String>,
-    pub ports: Vec<PortSeen>,
-    /// Why the TCP tables could not be read, if they could not.
-    pub ports_error: Option<String>,
-    pub log_dirs: Vec<LogDirSeen>,
-    pub log_dir_min_free_ratio: f64,
-}
-
-impl HostObservation {
-    /// A look at `broker` before anything was seen: no process, ports or log dirs yet.
-    pub fn unseen(broker: BrokerId, locator: String, log_dir_min_free_ratio: f64) -> Self {
-        HostObservation {
-            broker,
-            locator,
-            process: None,
-            not_found: None,
-            error: None,
-            locate_note: None,
-            ports: Vec::new(),
-            ports_error: None,
-            log_dirs: Vec::new(),
-            log_dir_min_free_ratio,
-        }
-    }
-
-    /// The process was looked for and is not there.
-    pub fn process_gone(&self) -> bool {
-        self.process.is_none() && self.error.is_none()
-    }
-
-    /// Log directories below the configured free-space ratio.
-    pub fn low_log_dirs(&self) -> impl Iterator<Item = &LogDirSeen> {
-        self.log_dirs.iter().filter(|d| {
-            d.free_ratio
-                .is_some_and(|r| r < self.log_dir_min_free_ratio)
-        })
-    }
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ProcessSeen {
-    pub pid: u32,
-    pub state: ProcessState,
-    pub threads: u32,
-    /// Threads in uninterruptible wait (D); `None` when the thread list is unreadable.
-    pub threads_in_io_wait: Option<u32>,
-    /// utime + stime.
-    pub cpu_seconds: f64,
-    /// Whether CPU time grew since the last round; `None` at the first look at this process.
-    pub cpu_advancing: Option<bool>,
-    pub open_fds: Option<u64>,
-    /// Why the descriptors could not be counted.
-    pub open_fds_error: Option<String>,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct PortSeen {
-    /// As configured: `9092` or `127.0.0.11:9092`.
-    pub port: String,
-    pub listening: bool,
-    /// Whether the listening socket is one of the process's descriptors; `None` when that
-    /// cannot be told (descriptors unreadable, no process, or nothing listens).
-    pub owned_by_process: Option<bool>,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct LogDirSeen {
-    pub path: String,
-    pub total_bytes: Option<u64>,
-    pub free_bytes: Option<u64>,
-    pub free_ratio: Option<f64>,
-    pub error: Option<String>,
 }
 
 /// CPU time of a process at the last round, to tell whether it moves.

@@ -15,11 +15,16 @@ use crate::silence::{Silence, SilenceMark};
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub(super) enum Track {
-    /// Seen in the last `rounds` consecutive rounds, not yet long enough to open.
+    /// Seen in the last `rounds` consecutive evaluations, not yet long enough to open.
     Pending {
+        /// When its fact began to hold: first observed, or earlier when its evidence says
+        /// so (a silence began with its first unanswered request).
         #[serde(with = "serde_ms")]
         first_seen: SystemTime,
         rounds: u32,
+        /// The newest observation of it (absent in state files of older versions).
+        #[serde(default, with = "super::time::serde_opt_ms")]
+        last_seen: Option<SystemTime>,
     },
     Open {
         incident: Box<Incident>,
@@ -121,8 +126,7 @@ impl IncidentBook {
         hysteresis: Hysteresis,
         now: SystemTime,
     ) -> Vec<IncidentEvent> {
-        let open_after = hysteresis.open_after_rounds.max(1);
-        let resolve_after = hysteresis.resolve_after_rounds.max(1);
+        let (open_after, resolve_after) = (hysteresis.open_after, hysteresis.resolve_after);
         let mut present: BTreeMap<FindingKey, Finding> = BTreeMap::new();
         for f in findings {
             if f.key.cluster != cluster {
@@ -147,16 +151,30 @@ impl IncidentBook {
             if held(&key) {
                 continue;
             }
-            let (first_seen, rounds) = match self.tracks.get_mut(&key) {
+            // A fact held from when its evidence says until its newest observation. A
+            // round's fact is observed when the round is evaluated; its re-evaluations
+            // between rounds carry that same time and confirm nothing.
+            let at = finding.observed_at.unwrap_or(now);
+            let began = finding.holds_since.map_or(at, |s| s.min(at));
+            let (first_seen, rounds, last_seen) = match self.tracks.get_mut(&key) {
                 Some(Track::Open { incident, clearing }) => {
                     *clearing = None;
                     events.extend(refresh(incident, finding, now));
                     continue;
                 }
-                Some(Track::Pending { first_seen, rounds }) => (*first_seen, *rounds + 1),
-                None => (now, 1),
+                Some(Track::Pending {
+                    first_seen,
+                    rounds,
+                    last_seen,
+                }) => (
+                    (*first_seen).min(began),
+                    *rounds + 1,
+                    last_seen.map_or(at, |l| l.max(at)),
+                ),
+                None => (began, 1, at),
             };
-            let track = if rounds >= open_after {
+            let held = last_seen.duration_since(first_seen).unwrap_or_default();
+            let track = if held >= open_after {
                 let mut incident = open(&finding, first_seen, now);
                 incident.silenced = self.silence_of(&incident, now);
                 if incident.silenced.is_some() {
@@ -168,7 +186,11 @@ impl IncidentBook {
                     clearing: None,
                 }
             } else {
-                Track::Pending { first_seen, rounds }
+                Track::Pending {
+                    first_seen,
+                    rounds,
+                    last_seen: Some(last_seen),
+                }
             };
             self.tracks.insert(key, track);
         }
@@ -194,7 +216,7 @@ impl IncidentBook {
                         rounds: 0,
                     });
                     c.rounds += 1;
-                    if c.rounds >= resolve_after {
+                    if now.duration_since(c.since).unwrap_or_default() >= resolve_after {
                         let mut incident = incident.as_ref().clone();
                         incident.resolved_at = Some(c.since);
                         events.push(IncidentEvent {

@@ -32,7 +32,11 @@ pub fn findings(report: &ClusterReport, extra: Vec<Finding>) -> Vec<Finding> {
         }
         if v.state != BrokerState::Healthy && v.hits.iter().any(|h| !ACCESS_RULES.contains(&h.rule))
         {
-            out.push(broker(report, v));
+            let mut f = broker(report, v);
+            // A liveness fact is observed when evaluated and began when its silence did.
+            f.observed_at = v.observed_at;
+            f.holds_since = v.held_since;
+            out.push(f);
         }
     }
     let mut by_kind: BTreeMap<FindingKind, Vec<&PartitionProblem>> = BTreeMap::new();

@@ -14,6 +14,8 @@ pub mod time;
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_duration;
 
 use std::fmt;
 use std::time::{Duration, SystemTime};
@@ -243,6 +245,11 @@ pub struct Finding {
     pub suspects: Vec<BrokerId>,
     /// Filled by the canary: seconds the affected partitions could not be used.
     pub unavailable_seconds: Option<f64>,
+    /// When its evidence was observed, when not at the evaluation (a round re-evaluated
+    /// between rounds keeps its own time); `None`: now.
+    pub observed_at: Option<SystemTime>,
+    /// When its fact began to hold, when its evidence says so (see `BrokerVerdict`).
+    pub holds_since: Option<SystemTime>,
 }
 
 impl Finding {
@@ -261,6 +268,8 @@ impl Finding {
             affected_partitions_total: 0,
             suspects: Vec::new(),
             unavailable_seconds: None,
+            observed_at: None,
+            holds_since: None,
         }
     }
 
@@ -275,19 +284,30 @@ impl Finding {
     }
 }
 
-/// Hysteresis: rounds a finding must be present to open an incident, and absent to
-/// resolve it.
+/// Hysteresis: how long a finding's fact must hold to open an incident, and how long it
+/// must be absent to resolve it (`verdict.open_after_secs`, `verdict.resolve_after_secs`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Hysteresis {
-    pub open_after_rounds: u32,
-    pub resolve_after_rounds: u32,
+    pub open_after: std::time::Duration,
+    pub resolve_after: std::time::Duration,
+}
+
+impl Hysteresis {
+    /// The durations the deprecated `open_after_rounds` / `resolve_after_rounds` meant with
+    /// rounds `round` apart (see `config::rounds_as_duration`).
+    pub fn from_rounds(open: u32, resolve: u32, round: std::time::Duration) -> Self {
+        Hysteresis {
+            open_after: crate::config::rounds_as_duration(open, round),
+            resolve_after: crate::config::rounds_as_duration(resolve, round),
+        }
+    }
 }
 
 impl From<&VerdictConfig> for Hysteresis {
     fn from(v: &VerdictConfig) -> Self {
         Hysteresis {
-            open_after_rounds: v.open_after_rounds,
-            resolve_after_rounds: v.resolve_after_rounds,
+            open_after: v.open_after,
+            resolve_after: v.resolve_after,
         }
     }
 }

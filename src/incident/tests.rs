@@ -43,6 +43,8 @@ fn verdict(
                 detail: detail.to_string(),
             })
             .collect(),
+        observed_at: None,
+        held_since: None,
     }
 }
 
@@ -87,6 +89,7 @@ fn problem(
         isr: isr.to_vec(),
         min_isr,
         suspects,
+        adding: Vec::new(),
     }
 }
 
@@ -599,11 +602,9 @@ fn extra_findings_come_last() {
 
 // ---- the book ----
 
+/// Round counts as the tests were written, with the rounds 10 s apart they use.
 fn h(open: u32, resolve: u32) -> Hysteresis {
-    Hysteresis {
-        open_after_rounds: open,
-        resolve_after_rounds: resolve,
-    }
+    Hysteresis::from_rounds(open, resolve, Duration::from_secs(10))
 }
 
 fn zombie(cluster: &str, id: i32) -> Finding {

@@ -187,6 +187,9 @@ struct Shared {
     wake: Notify,
     receivers: Vec<Arc<worker::Receiver>>,
     open_incidents: Mutex<u64>,
+    /// Ticks after every delivery attempt's outcome: what waits for delivery to move (the
+    /// tests) waits on it instead of sleeping.
+    progress: watch::Sender<()>,
 }
 
 /// Spawns the delivery tasks.
@@ -233,6 +236,7 @@ impl Notifier {
             wake: Notify::new(),
             receivers,
             open_incidents: Mutex::new(0),
+            progress: watch::Sender::new(()),
         });
         let (dispatch_stop, dispatch_rx) = watch::channel(false);
         let (work_stop, work_rx) = watch::channel(false);
@@ -358,6 +362,30 @@ impl NotifierHandle {
             unrouted_events: unrouted,
             open_incidents: *lock(&self.shared.open_incidents),
         }
+    }
+
+    /// The stats as soon as `until` holds of them, checked after every delivery attempt;
+    /// panics naming `what` after 10 s.
+    #[cfg(test)]
+    pub(crate) async fn stats_when(
+        &self,
+        what: &str,
+        until: impl Fn(&NotifierStats) -> bool,
+    ) -> NotifierStats {
+        // Subscribed before the first look, so no attempt between the look and the wait
+        // goes unseen.
+        let mut progress = self.shared.progress.subscribe();
+        let wait = async {
+            loop {
+                let stats = self.stats();
+                if until(&stats) || progress.changed().await.is_err() {
+                    return stats;
+                }
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(10), wait)
+            .await
+            .unwrap_or_else(|_| panic!("{what}: not within 10 s: {:?}", self.stats()))
     }
 
     /// Stops delivery: routes what was submitted, then keeps sending until every queue is

@@ -918,6 +918,8 @@ type Script = Arc<dyn Fn(usize) -> (u16, Option<&'static str>) + Send + Sync>;
 struct TestReceiver {
     addr: SocketAddr,
     hits: Arc<Mutex<Vec<Hit>>>,
+    /// Ticks after every request logged in `hits`, for waits without sleeping.
+    logged: Arc<tokio::sync::watch::Sender<()>>,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -928,15 +930,19 @@ impl TestReceiver {
         let hits: Arc<Mutex<Vec<Hit>>> = Arc::default();
         let count = Arc::new(AtomicUsize::new(0));
         let log = hits.clone();
+        let logged = Arc::new(tokio::sync::watch::Sender::new(()));
+        let tick = logged.clone();
         let task = tokio::spawn(async move {
             loop {
                 let Ok((stream, _)) = listener.accept().await else {
                     return;
                 };
                 let (log, count, script) = (log.clone(), count.clone(), script.clone());
+                let tick = tick.clone();
                 tokio::spawn(async move {
                     let service = service_fn(move |req: HttpRequest<Incoming>| {
                         let (log, count, script) = (log.clone(), count.clone(), script.clone());
+                        let tick = tick.clone();
                         async move {
                             let headers = req
                                 .headers()
@@ -952,6 +958,7 @@ impl TestReceiver {
                                 headers,
                                 at: tokio::time::Instant::now(),
                             });
+                            tick.send_replace(());
                             let mut resp = Response::builder().status(status);
                             if let Some(r) = retry_after {
                                 resp = resp.header("Retry-After", r);
@@ -968,7 +975,12 @@ impl TestReceiver {
                 });
             }
         });
-        TestReceiver { addr, hits, task }
+        TestReceiver {
+            addr,
+            hits,
+            logged,
+            task,
+        }
     }
 
     fn url(&self) -> String {
@@ -987,15 +999,27 @@ impl TestReceiver {
             .collect()
     }
 
-    async fn wait_delivered(&self, n: usize) -> Vec<Value> {
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-        loop {
-            let got = self.delivered();
-            if got.len() >= n || tokio::time::Instant::now() > deadline {
-                return got;
+    /// What was delivered once `until` holds of it, checked after every request; after
+    /// 10 s, whatever was delivered by then.
+    async fn delivered_when(&self, until: impl Fn(&[Value]) -> bool) -> Vec<Value> {
+        // Subscribed before the first look, so no request in between goes unseen.
+        let mut logged = self.logged.subscribe();
+        let wait = async {
+            loop {
+                let got = self.delivered();
+                if until(&got) || logged.changed().await.is_err() {
+                    return got;
+                }
             }
-            tokio::time::sleep(Duration::from_millis(5)).await;
+        };
+        match tokio::time::timeout(Duration::from_secs(10), wait).await {
+            Ok(got) => got,
+            Err(_) => self.delivered(),
         }
+    }
+
+    async fn wait_delivered(&self, n: usize) -> Vec<Value> {
+        self.delivered_when(|got| got.len() >= n).await
     }
 }
 
@@ -1143,8 +1167,11 @@ async fn a_receiver_down_then_up_gets_everything_in_order() {
     .unwrap();
     handle.submit(events(3));
     handle.submit(events(5).split_off(3));
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    let during = handle.stats();
+    let during = handle
+        .stats_when("three failed attempts with all five queued", |s| {
+            s.receivers[0].failed >= 3 && s.receivers[0].queue_depth == 5
+        })
+        .await;
     assert_eq!(during.receivers[0].queue_depth, 5);
     assert!(during.receivers[0].failed >= 3, "{during:?}");
     assert_eq!(during.receivers[0].ok, 0);
@@ -1170,7 +1197,11 @@ async fn the_spool_survives_a_restart() {
     )
     .unwrap();
     first.submit(events(3));
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    first
+        .stats_when("the three queued and tried", |s| {
+            s.receivers[0].queue_depth == 3 && s.receivers[0].failed >= 1
+        })
+        .await;
     let stats = first.shutdown(Duration::from_millis(100)).await;
     assert_eq!(stats.receivers[0].queue_depth, 3, "left in the spool");
     // Submitted after shutdown: kept on disk for the next start.
@@ -1285,10 +1316,17 @@ async fn each_receiver_gets_what_its_filters_admit() {
         .map(|v| v["event"].as_str().unwrap())
         .collect();
     assert_eq!(events_all, vec!["opened", "opened", "updated", "resolved"]);
-    let got_crit = rx_crit.wait_delivered(1).await;
-    tokio::time::sleep(Duration::from_millis(100)).await;
-    let got_crit_final = rx_crit.delivered();
-    assert_eq!(got_crit_final.len(), 1, "{got_crit_final:?}");
+    // A last event both admit: routed after the others and sent in order, so once it
+    // arrives everything before it has been sent or filtered out.
+    handle.submit(vec![event(
+        EventKind::Opened,
+        incident("lab", Some(9), Severity::Critical),
+    )]);
+    let got_crit = rx_crit
+        .delivered_when(|got| got.iter().any(|v| v["broker_id"] == 9))
+        .await;
+    assert_eq!(got_crit.len(), 2, "{got_crit:?}");
+    assert_eq!(got_crit[1]["broker_id"], 9);
     assert_eq!(
         got_crit[0]["event"], "opened",
         "first heard of when it became critical"
@@ -1312,15 +1350,35 @@ async fn reminders_repeat_while_open_and_stop_when_resolved() {
     assert!(got[1..].iter().all(|v| v["event"] == "reminder"), "{got:?}");
     assert_eq!(handle.stats().open_incidents, 1);
     handle.submit(vec![event(EventKind::Resolved, i)]);
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
-    while !rx.delivered().iter().any(|v| v["event"] == "resolved") {
-        assert!(tokio::time::Instant::now() < deadline);
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    let n = rx.delivered().len();
-    tokio::time::sleep(Duration::from_millis(250)).await;
-    assert_eq!(rx.delivered().len(), n, "no reminder after the resolve");
+    let got = rx
+        .delivered_when(|got| got.iter().any(|v| v["event"] == "resolved"))
+        .await;
+    let resolved_at = got.iter().position(|v| v["event"] == "resolved").unwrap();
     assert_eq!(handle.stats().open_incidents, 0);
+    // Another incident opened after the resolve: its first reminder is due no earlier than
+    // the resolved one's next, and reminders go out in the order they fall due, so once it
+    // arrives the resolved incident has had its chance to be reminded of.
+    handle.submit(vec![event(
+        EventKind::Opened,
+        incident("lab", Some(2), Severity::Critical),
+    )]);
+    let got = rx
+        .delivered_when(|got| {
+            got.iter()
+                .any(|v| v["event"] == "reminder" && v["broker_id"] == 2)
+        })
+        .await;
+    assert!(
+        got.iter()
+            .any(|v| v["event"] == "reminder" && v["broker_id"] == 2),
+        "the other incident is reminded of: {got:?}"
+    );
+    assert!(
+        got[resolved_at..]
+            .iter()
+            .all(|v| v["broker_id"] != 1 || v["event"] == "resolved"),
+        "no reminder after the resolve: {got:?}"
+    );
     handle.shutdown(Duration::from_secs(1)).await;
     let _ = std::fs::remove_dir_all(&dir);
 }

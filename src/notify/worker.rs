@@ -270,6 +270,7 @@ pub(super) async fn work(
                 tracing::error!(receiver = %r.cfg.name, error = %e, "unreadable spooled notification dropped");
                 finish(&r, seq).await;
                 lock(&r.counters).dropped += 1;
+                shared.progress.send_replace(());
                 continue;
             }
             None => continue,
@@ -290,6 +291,7 @@ pub(super) async fn work(
                 c.ok += 1;
                 c.last_success = Some(SystemTime::now());
                 drop(c);
+                shared.progress.send_replace(());
                 if attempt > 0 {
                     tracing::info!(receiver = %r.cfg.name, target = %r.cfg.target, attempts = attempt + 1, "webhook delivered after retries");
                 }
@@ -308,6 +310,8 @@ pub(super) async fn work(
                 let mut c = lock(&r.counters);
                 c.dropped += 1;
                 c.last_failure = Some(why);
+                drop(c);
+                shared.progress.send_replace(());
                 attempt = 0;
             }
             Outcome::Retry { after, why } => {
@@ -327,6 +331,7 @@ pub(super) async fn work(
                     c.failed += 1;
                     c.last_failure = Some(why);
                 }
+                shared.progress.send_replace(());
                 tokio::time::sleep(wait).await;
             }
         }

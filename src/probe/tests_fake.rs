@@ -23,7 +23,9 @@ use kafka_protocol::protocol::StrBytes;
 
 use super::*;
 use crate::report::{ClusterReport, Evaluator};
-use crate::wire::fake_broker::{answer, answer_api_versions, ranges_with, FakeBroker, Reply};
+use kafka_watchdog_test_support::fake_broker::{
+    answer, answer_api_versions, ranges_with, FakeBroker, Reply,
+};
 
 fn s(v: &str) -> StrBytes {
     StrBytes::from_string(v.to_owned())

@@ -223,6 +223,8 @@ mod tests {
             registration: Registration::Registered,
             answered: state == BrokerState::Healthy,
             hits: Vec::new(),
+            observed_at: None,
+            held_since: None,
         }
     }
 

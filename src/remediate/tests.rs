@@ -86,6 +86,8 @@ fn report(since: SystemTime, others: &[(i32, BrokerState)]) -> ClusterReport {
             } else {
                 Vec::new()
             },
+            observed_at: None,
+            held_since: None,
         });
         r.probes
             .insert(id, probe(id, state == BrokerState::Healthy));
@@ -97,12 +99,15 @@ fn report(since: SystemTime, others: &[(i32, BrokerState)]) -> ClusterReport {
 struct Fixture {
     r: Remediator,
     sent: Arc<Mutex<Vec<Record>>>,
+    /// Each record as it is sent, for the tests that wait for an action's task.
+    records: tokio::sync::mpsc::UnboundedReceiver<Record>,
     log: RemediationLog,
 }
 
 fn fixture(name: &str, cfg: Option<RemediationConfig>) -> Fixture {
     let sent: Arc<Mutex<Vec<Record>>> = Arc::default();
     let s = sent.clone();
+    let (told, records) = tokio::sync::mpsc::unbounded_channel();
     let log = RemediationLog::default();
     let _ = std::fs::remove_dir_all(dir(name));
     let r = Remediator::new(
@@ -110,10 +115,18 @@ fn fixture(name: &str, cfg: Option<RemediationConfig>) -> Fixture {
         host(cfg),
         dir(name),
         log.clone(),
-        Arc::new(move |rec| s.lock().unwrap().push(rec)),
+        Arc::new(move |rec: Record| {
+            s.lock().unwrap().push(rec.clone());
+            let _ = told.send(rec);
+        }),
     )
     .unwrap();
-    Fixture { r, sent, log }
+    Fixture {
+        r,
+        sent,
+        records,
+        log,
+    }
 }
 
 fn outcomes(d: &[Decision]) -> Vec<&'static str> {
@@ -344,12 +357,11 @@ async fn an_action_runs_in_a_task_and_reports_its_exit_status() {
         },
     );
     f.r.after_round(&r, t(30));
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while f.sent.lock().unwrap().is_empty() {
-        assert!(std::time::Instant::now() < deadline, "no record");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    let rec = f.sent.lock().unwrap()[0].clone();
+    let rec = tokio::time::timeout(Duration::from_secs(10), f.records.recv())
+        .await
+        .expect("no record within 10 s")
+        .expect("the remediator is gone");
+    assert_eq!(f.sent.lock().unwrap().len(), 1);
     assert_eq!(rec.outcome, Outcome::Acted);
     assert!(rec
         .status

@@ -47,8 +47,8 @@ fn under_replicated(suspects: Vec<BrokerId>) -> Finding {
 }
 
 const ONE_ROUND: Hysteresis = Hysteresis {
-    open_after_rounds: 1,
-    resolve_after_rounds: 1,
+    open_after: Duration::ZERO,
+    resolve_after: Duration::ZERO,
 };
 
 fn webhook() -> crate::config::WebhookConfig {

@@ -106,6 +106,25 @@ impl BrokerClient {
         self.conn.is_usable()
     }
 
+    /// ApiVersions again on this connection, at the version negotiated: the cheapest
+    /// request every broker answers (the continuous liveness check, `liveness`). Returns
+    /// how long the answer took.
+    pub async fn ping(&mut self) -> Result<Duration, WireError> {
+        let version = self.versions.api_versions_version();
+        let answer = self
+            .conn
+            .call(Phase::ApiVersions, &ping_request(), version)
+            .await?;
+        if answer.value.error_code != 0 {
+            return Err(WireError::Kafka {
+                phase: Phase::ApiVersions,
+                code: answer.value.error_code,
+                message: None,
+            });
+        }
+        Ok(answer.latency)
+    }
+
     /// This broker's view of the cluster. `None` asks for all topics; `Some` for the named
     /// ones, which the broker may answer with a per-topic error. From Metadata v4 on the
     /// request forbids auto-creation; below that the broker's own setting decides.
@@ -369,42 +388,6 @@ impl BrokerClient {
         })
     }
 
-    /// This broker's offset for `timestamp` in one partition (-1: latest, which for a consumer
-    /// is the high watermark; -2: earliest), as (error code, offset, leader epoch; -1 below
-    /// ListOffsets v4).
-    ///
-    /// With `leader_epoch`, the broker checks it against its own: a leader that missed an
-    /// election answers UNKNOWN_LEADER_EPOCH (75) to the newer epoch, and any leader answers
-    /// FENCED_LEADER_EPOCH (74) to an older one. Such codes are answers, not `Err`. Sending an
-    /// epoch needs ListOffsets v4 (Kafka 2.1+); an older broker gives
-    /// [`WireError::Unsupported`] rather than an answer that silently skipped the check.
-    pub async fn list_offsets(
-        &mut self,
-        topic: &str,
-        partition: i32,
-        timestamp: i64,
-        leader_epoch: Option<i32>,
-    ) -> Result<Timed<(i16, i64, i32)>, WireError> {
-        let phase = Phase::ListOffsets;
-        let version = match leader_epoch {
-            None => self.version_for::<ListOffsetsRequest>(phase)?,
-            Some(_) => self
-                .versions
-                .for_request_within::<ListOffsetsRequest>(partitions::LIST_OFFSETS_WITH_EPOCH)
-                .ok_or(WireError::Unsupported { phase })?,
-        };
-        let (timeout_ms, _) = self.broker_wait(self.conn.request_timeout());
-        let request =
-            partitions::list_offsets_request(topic, partition, timestamp, leader_epoch, timeout_ms);
-        let Timed { value, latency } = self.conn.call(phase, &request, version).await?;
-        let answer = partitions::offset_answer(value, topic, partition, version)
-            .map_err(|d| WireError::protocol(phase, d))?;
-        Ok(Timed {
-            value: answer,
-            latency,
-        })
-    }
-
     /// The latest offset of many partitions in one request, per partition with its error
     /// code: the high watermarks of the partitions it leads, or with `own_replicas` the log
     /// end offsets of every replica it holds, follower or leader (Kafka's debugging replica id;
@@ -522,6 +505,13 @@ fn metadata_request(topics: Option<&[String]>, version: i16) -> MetadataRequest 
         // A probe must never create a topic. Below v4 the field does not exist (the broker's
         // own setting decides) and the crate refuses to encode anything but its default.
         .with_allow_auto_topic_creation(version < 4)
+}
+
+/// ApiVersions as this client sends it: from v3 on a broker refuses an empty software name.
+fn ping_request() -> ApiVersionsRequest {
+    ApiVersionsRequest::default()
+        .with_client_software_name(StrBytes::from_static_str("kafka-watchdog"))
+        .with_client_software_version(StrBytes::from_static_str(env!("CARGO_PKG_VERSION")))
 }
 
 /// Sends ApiVersions at the highest version this client speaks. A broker that does not know

@@ -6,9 +6,9 @@
 //! DescribeCluster and DescribeConfigs with a deadline on every request, so a broker that
 //! accepts TCP but never answers (a frozen JVM) shows up as a timeout instead of a hang.
 //! It also writes straight to one broker (Produce), so that a stale leader that still
-//! acknowledges writes is caught by name; asks one broker for its offsets under a leader
-//! epoch (ListOffsets), which a stale leader fails; and drives leader elections and
-//! partition reassignments.
+//! acknowledges writes is caught by name; asks one broker for the offsets of the replicas it
+//! holds (ListOffsets), to tell a follower that catches up from one that is stuck; and drives
+//! leader elections and partition reassignments.
 //! TLS (rustls with the ring provider) and SASL PLAIN / SCRAM-SHA-256 / SCRAM-SHA-512 /
 //! OAUTHBEARER (OIDC client credentials) / AWS_MSK_IAM are supported through
 //! [`WireOptions::security`].
@@ -29,8 +29,6 @@ mod scram;
 mod security;
 mod versions;
 
-#[cfg(test)]
-pub(crate) mod fake_broker;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]

@@ -37,13 +37,6 @@ const ELECTION_UNCLEAN: i8 = 1;
 /// ElectLeaders v1 added the top-level error code.
 pub(crate) const ELECT_TOP_LEVEL_ERROR: i16 = 1;
 
-/// ListOffsets v4 added `current_leader_epoch`, and with it the broker's epoch check.
-pub(crate) const LIST_OFFSETS_WITH_EPOCH: VersionRange = VersionRange {
-    min: 4,
-    max: i16::MAX,
-};
-/// ListOffsets v4 added the answer's `leader_epoch`.
-const LIST_OFFSETS_LEADER_EPOCH: i16 = 4;
 /// Asks as a consumer does; a broker id here would make the broker answer as to a follower.
 const CONSUMER_REPLICA_ID: i32 = -1;
 /// Kafka's debugging replica id: the broker answers from any replica it holds, not only the
@@ -217,28 +210,6 @@ pub(crate) fn ongoing_reassignments(
         .collect()
 }
 
-/// Read-uncommitted, as a plain consumer: for the latest offset (-1) the broker answers its
-/// high watermark, not its log end offset.
-pub(crate) fn list_offsets_request(
-    topic: &str,
-    partition: i32,
-    timestamp: i64,
-    leader_epoch: Option<i32>,
-    timeout_ms: i32,
-) -> ListOffsetsRequest {
-    ListOffsetsRequest::default()
-        .with_replica_id(BrokerId(CONSUMER_REPLICA_ID))
-        .with_topics(vec![ListOffsetsTopic::default()
-            .with_name(topic_name(topic))
-            .with_partitions(vec![ListOffsetsPartition::default()
-                .with_partition_index(partition)
-                .with_current_leader_epoch(leader_epoch.unwrap_or(-1))
-                .with_timestamp(timestamp)])])
-        // v10 added a broker-side wait (for offsets in tiered storage); older versions
-        // leave the field off the wire.
-        .with_timeout_ms(timeout_ms)
-}
-
 /// The latest offset of many partitions in one request: as a consumer (`own_replicas` false:
 /// the leader's high watermark, NOT_LEADER_OR_FOLLOWER from a follower), or of the replicas
 /// the broker holds (`own_replicas` true: its log end offset, leader or follower).
@@ -287,29 +258,6 @@ pub(crate) fn latest_offsets(response: ListOffsetsResponse) -> Vec<LatestOffset>
                 .map(move |p| (topic.clone(), p.partition_index, p.error_code, p.offset))
         })
         .collect()
-}
-
-/// Error code, offset and the leader epoch of that offset (-1 below v4) for the one partition
-/// asked about.
-pub(crate) fn offset_answer(
-    response: ListOffsetsResponse,
-    topic: &str,
-    partition: i32,
-    version: i16,
-) -> Result<(i16, i64, i32), String> {
-    let found = response
-        .topics
-        .into_iter()
-        .filter(|t| t.name.0.as_str() == topic)
-        .flat_map(|t| t.partitions)
-        .find(|p| p.partition_index == partition)
-        .ok_or_else(|| format!("answer lacks partition {topic}-{partition}"))?;
-    let epoch = if version >= LIST_OFFSETS_LEADER_EPOCH {
-        found.leader_epoch
-    } else {
-        -1
-    };
-    Ok((found.error_code, found.offset, epoch))
 }
 
 /// DescribeTopicPartitions for `topics`, from `cursor` on (the broker pages its answer).

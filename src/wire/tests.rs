@@ -15,11 +15,11 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 
-use super::fake_broker::{
-    answer, answer_api_versions, frame, ranges_with, FakeBroker, Received, Reply, KAFKA_4_1,
-};
 use super::*;
 use crate::observe::{BrokerEndpoint, FailureKind, NO_LEADER};
+use kafka_watchdog_test_support::fake_broker::{
+    answer, answer_api_versions, frame, ranges_with, FakeBroker, Received, Reply, KAFKA_4_1,
+};
 
 const SHORT: Duration = Duration::from_millis(300);
 /// Scheduling slack allowed on top of a deadline before a test calls it a hang.
@@ -691,91 +691,4 @@ async fn unanswered_tcp_handshake_times_out_in_connect() {
     assert_eq!(err.kind(), FailureKind::Timeout, "{err}");
     assert_eq!(err.phase(), Some(Phase::Connect));
     assert_eq!(err.to_string(), "no answer within 300ms during connect");
-}
-
-// ---- real cluster ----
-
-/// Reads from the lab cluster when it runs (`cargo test -- --ignored real_cluster`).
-#[tokio::test]
-#[ignore = "needs the Kafka lab cluster on 127.0.0.11-13:9092"]
-async fn real_cluster() {
-    let opts = WireOptions {
-        connect_timeout: Duration::from_secs(2),
-        request_timeout: Duration::from_secs(5),
-        ..WireOptions::default()
-    };
-    for address in ["127.0.0.11:9092", "127.0.0.12:9092", "127.0.0.13:9092"] {
-        println!("== {address}");
-        let connected = match BrokerClient::connect(address, &opts).await {
-            Ok(c) => c,
-            Err(e) => {
-                println!("connect failed: {e} ({:?})", e.kind());
-                continue;
-            }
-        };
-        println!(
-            "connect {:?}, api_versions {:?} (v{})",
-            connected.connect_latency,
-            connected.api_versions_latency,
-            connected.client.versions().api_versions_version()
-        );
-        let mut client = connected.client;
-        let v = client.versions();
-        for api in [
-            ApiKey::Metadata,
-            ApiKey::DescribeCluster,
-            ApiKey::DescribeConfigs,
-            ApiKey::SaslHandshake,
-            ApiKey::SaslAuthenticate,
-        ] {
-            println!(
-                "  {api:?}: broker {:?}, using {:?}",
-                v.broker_range(api as i16).map(|r| r.to_string()),
-                v.negotiated(api)
-            );
-        }
-        match client.metadata(None).await {
-            Ok(t) => {
-                let m = t.value;
-                println!(
-                    "metadata v{} in {:?}: cluster {:?}, controller {:?}, brokers {:?}",
-                    m.version,
-                    t.latency,
-                    m.cluster_id,
-                    m.controller_id,
-                    m.brokers.iter().map(|b| b.address()).collect::<Vec<_>>()
-                );
-                for (name, topic) in &m.topics {
-                    let leaderless = topic.partitions.iter().filter(|p| p.leader < 0).count();
-                    let offline = topic
-                        .partitions
-                        .iter()
-                        .filter(|p| !p.offline_replicas.is_empty())
-                        .count();
-                    println!(
-                        "  {name}: {} partitions, error {}, leaderless {leaderless}, with offline replicas {offline}, first {:?}",
-                        topic.partitions.len(),
-                        topic.error_code,
-                        topic.partitions.first()
-                    );
-                }
-            }
-            Err(e) => println!("metadata failed: {e}"),
-        }
-        match client.describe_cluster().await {
-            Ok(Some(t)) => println!("describe_cluster in {:?}: {:?}", t.latency, t.value),
-            Ok(None) => println!("describe_cluster: not supported"),
-            Err(e) => println!("describe_cluster failed: {e}"),
-        }
-        match client
-            .describe_topic_configs(
-                &["__consumer_offsets".to_owned()],
-                &["min.insync.replicas", "cleanup.policy", "segment.bytes"],
-            )
-            .await
-        {
-            Ok(t) => println!("describe_configs in {:?}: {:?}", t.latency, t.value),
-            Err(e) => println!("describe_configs failed: {e}"),
-        }
-    }
 }

@@ -1,5 +1,5 @@
-//! Produce, leader elections, reassignments and ListOffsets against the fake broker, plus one
-//! guarded run against the lab cluster.
+//! Produce, leader elections, reassignments and ListOffsets against the fake broker. The same
+//! requests against a real Kafka: tests/wire_lab.rs.
 
 use std::time::{Duration, Instant};
 
@@ -24,11 +24,11 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::records::{Compression, RecordBatchDecoder};
 
-use super::fake_broker::{
-    answer, answer_api_versions, frame, ranges_with, FakeBroker, Received, Reply, KAFKA_4_1,
-};
 use super::*;
 use crate::observe::FailureKind;
+use kafka_watchdog_test_support::fake_broker::{
+    answer, answer_api_versions, frame, ranges_with, FakeBroker, Received, Reply, KAFKA_4_1,
+};
 
 const SHORT: Duration = Duration::from_millis(300);
 /// Scheduling slack allowed on top of a deadline before a test calls it a hang.
@@ -723,40 +723,6 @@ fn offsets_answer(r: &Received) -> Reply {
 }
 
 #[tokio::test]
-async fn list_offsets_checks_the_leader_epoch() {
-    let b = broker(KAFKA_4_1.to_vec(), offsets_answer).await;
-    let mut client = connect(&b).await;
-    let latest = client.list_offsets("orders", 3, -1, Some(7)).await.unwrap();
-    assert_eq!(latest.value, (0, 1234, 7));
-    let earliest = client.list_offsets("orders", 3, -2, None).await.unwrap();
-    assert_eq!(earliest.value, (0, 10, 7));
-    // A broker that missed the election does not know the newer epoch; the leader fences the
-    // older one.
-    let ahead = client.list_offsets("orders", 3, -1, Some(8)).await.unwrap();
-    assert_eq!(ahead.value, (75, -1, -1));
-    let behind = client.list_offsets("orders", 3, -1, Some(6)).await.unwrap();
-    assert_eq!(behind.value, (74, -1, -1));
-
-    let seen = requests(&b);
-    assert!(seen.iter().all(|r| r.version == 10));
-    let request: ListOffsetsRequest = seen[0].decode();
-    assert_eq!(request.replica_id, BrokerId(-1));
-    assert_eq!(request.isolation_level, 0);
-    assert_eq!(request.timeout_ms, SHORT.as_millis() as i32);
-    let partition = &request.topics[0].partitions[0];
-    assert_eq!(
-        (
-            partition.partition_index,
-            partition.current_leader_epoch,
-            partition.timestamp
-        ),
-        (3, 7, -1)
-    );
-    let request: ListOffsetsRequest = seen[1].decode();
-    assert_eq!(request.topics[0].partitions[0].current_leader_epoch, -1);
-}
-
-#[tokio::test]
 async fn latest_offsets_ask_many_partitions_at_once_as_consumer_or_of_own_replicas() {
     let b = broker(KAFKA_4_1.to_vec(), offsets_answer).await;
     let mut client = connect(&b).await;
@@ -793,56 +759,12 @@ async fn latest_offsets_ask_many_partitions_at_once_as_consumer_or_of_own_replic
 }
 
 #[tokio::test]
-async fn list_offsets_with_an_epoch_needs_v4() {
-    let b = broker(ranges_with(&[(ApiKey::ListOffsets, 1, 3)]), offsets_answer).await;
-    let mut client = connect(&b).await;
-    let err = client
-        .list_offsets("orders", 0, -1, Some(7))
-        .await
-        .unwrap_err();
-    assert!(
-        matches!(
-            err,
-            WireError::Unsupported {
-                phase: Phase::ListOffsets
-            }
-        ),
-        "{err}"
-    );
-    assert!(requests(&b).is_empty());
-    // Without an epoch v3 does, and its answer has no epoch.
-    let answer = client
-        .list_offsets("orders", 0, -1, None)
-        .await
-        .unwrap()
-        .value;
-    assert_eq!(answer, (0, 1234, -1));
-    assert_eq!(b.seen_versions(ApiKey::ListOffsets), vec![3]);
-}
-
-#[tokio::test]
-async fn list_offsets_answer_without_the_partition_is_a_protocol_error() {
-    let b = broker(KAFKA_4_1.to_vec(), |r| {
-        answer(r, &ListOffsetsResponse::default())
-    })
-    .await;
-    let mut client = connect(&b).await;
-    let err = client
-        .list_offsets("orders", 0, -1, None)
-        .await
-        .unwrap_err();
-    assert_eq!(err.kind(), FailureKind::Protocol);
-    assert_eq!(err.phase(), Some(Phase::ListOffsets));
-    assert!(client.is_usable());
-}
-
-#[tokio::test]
-async fn list_offsets_uses_the_request_timeout() {
+async fn latest_offsets_use_the_request_timeout() {
     let b = broker(KAFKA_4_1.to_vec(), |_| Reply::Hang).await;
     let mut client = connect(&b).await;
     let started = Instant::now();
     let err = client
-        .list_offsets("orders", 0, -1, Some(3))
+        .latest_offsets(&[("orders".to_string(), 0)], false)
         .await
         .unwrap_err();
     assert_within(started, SHORT);
@@ -869,168 +791,6 @@ async fn answers_with_a_foreign_correlation_id_abandon_the_connection() {
         .unwrap_err();
     assert_eq!(err.kind(), FailureKind::Protocol);
     assert!(!client.is_usable());
-}
-
-// ---- real cluster ----
-
-/// The topic the lab run may write one record to; it is never created here.
-const SELFTEST_TOPIC: &str = "kw-wire-selftest";
-
-/// Against the lab cluster when it runs (`cargo test -- --ignored real_cluster_partitions`):
-/// prints what each broker announces for these APIs, reads reassignments and each broker's
-/// offsets under several leader epochs, and writes exactly one acks=1 record to the leader of
-/// a `kw-wire-selftest` partition if that topic exists. Nothing is created, elected or
-/// reassigned.
-#[tokio::test]
-#[ignore = "needs the Kafka lab cluster on 127.0.0.11-13:9092"]
-async fn real_cluster_partitions() {
-    let opts = WireOptions {
-        connect_timeout: Duration::from_secs(2),
-        request_timeout: Duration::from_secs(5),
-        ..WireOptions::default()
-    };
-    let addresses = ["127.0.0.11:9092", "127.0.0.12:9092", "127.0.0.13:9092"];
-    let mut view = None;
-    for address in addresses {
-        let mut client = match BrokerClient::connect(address, &opts).await {
-            Ok(c) => c.client,
-            Err(e) => {
-                println!("{address}: connect failed: {e}");
-                continue;
-            }
-        };
-        let v = client.versions();
-        for api in [
-            ApiKey::Produce,
-            ApiKey::ListOffsets,
-            ApiKey::ElectLeaders,
-            ApiKey::AlterPartitionReassignments,
-            ApiKey::ListPartitionReassignments,
-        ] {
-            println!(
-                "{address} {api:?}: broker {:?}, crate max {:?}",
-                v.broker_range(api as i16).map(|r| r.to_string()),
-                v.negotiated(api)
-            );
-        }
-        match client
-            .list_partition_reassignments(None, Duration::from_secs(2))
-            .await
-        {
-            Ok(t) => println!("{address} reassignments in {:?}: {:?}", t.latency, t.value),
-            Err(e) => println!("{address} list_partition_reassignments failed: {e}"),
-        }
-        if view.is_none() {
-            // All topics: with none named, nothing can be auto-created.
-            match client.metadata(None).await {
-                Ok(t) => view = Some(t.value),
-                Err(e) => println!("{address} metadata failed: {e}"),
-            }
-        }
-    }
-    let Some(view) = view else {
-        println!("no broker answered Metadata");
-        return;
-    };
-    let selftest = view
-        .topics
-        .get(SELFTEST_TOPIC)
-        .filter(|t| t.error_code == 0);
-    if selftest.is_none() {
-        println!(
-            "{SELFTEST_TOPIC} absent (error {:?}): nothing will be written",
-            view.topics.get(SELFTEST_TOPIC).map(|t| t.error_code)
-        );
-    }
-    // Offsets are only read, so without the self-test topic any led partition will do.
-    let target = selftest
-        .or_else(|| {
-            view.topics
-                .values()
-                .find(|t| !t.is_internal && t.partitions.iter().any(|p| p.leader >= 0))
-        })
-        .or_else(|| view.topics.values().find(|t| !t.partitions.is_empty()));
-    let Some(target) = target else {
-        // Still worth a round trip: ListOffsets never creates a topic, and the broker's
-        // UNKNOWN_TOPIC_OR_PARTITION answer shows the request and its answer survive the
-        // real encoder and decoder.
-        for endpoint in &view.brokers {
-            let answer = match BrokerClient::connect(&endpoint.address(), &opts).await {
-                Ok(mut c) => c.client.list_offsets(SELFTEST_TOPIC, 0, -1, Some(0)).await,
-                Err(e) => Err(e),
-            };
-            println!(
-                "broker {} list_offsets of a missing topic: {answer:?}",
-                endpoint.id
-            );
-        }
-        return;
-    };
-    let Some(partition) = target.partitions.iter().find(|p| p.leader >= 0) else {
-        println!("{}: no led partition", target.name);
-        return;
-    };
-    let (topic, index, epoch) = (
-        target.name.as_str(),
-        partition.partition,
-        partition.leader_epoch,
-    );
-    println!("{topic}-{index}: {partition:?}");
-    for endpoint in &view.brokers {
-        let address = endpoint.address();
-        let mut client = match BrokerClient::connect(&address, &opts).await {
-            Ok(c) => c.client,
-            Err(e) => {
-                println!("broker {}: connect failed: {e}", endpoint.id);
-                continue;
-            }
-        };
-        let leads = endpoint.id == partition.leader;
-        for (what, timestamp, asked) in [
-            ("latest, no epoch", -1, None),
-            ("earliest, current epoch", -2, Some(epoch)),
-            ("latest, current epoch", -1, Some(epoch)),
-            ("latest, next epoch", -1, Some(epoch + 1)),
-            ("latest, previous epoch", -1, Some(epoch - 1)),
-        ] {
-            match client.list_offsets(topic, index, timestamp, asked).await {
-                Ok(t) => println!(
-                    "broker {} (leader: {leads}) {what}: {:?} = {} in {:?}",
-                    endpoint.id,
-                    t.value,
-                    kafka_error_name(t.value.0),
-                    t.latency
-                ),
-                Err(e) => println!("broker {} list_offsets ({what}) failed: {e}", endpoint.id),
-            }
-        }
-        if leads && selftest.is_some() {
-            let record = vec![(
-                Some(b"kw-wire-selftest".to_vec()),
-                format!("wire selftest at {} ms", produce::now_ms()).into_bytes(),
-            )];
-            match client
-                .produce(topic, index, 1, Duration::from_secs(5), &record)
-                .await
-            {
-                Ok(t) => println!(
-                    "broker {} produce acks=1 to {topic}-{index} in {:?}: {:?} = {}",
-                    endpoint.id,
-                    t.latency,
-                    t.value,
-                    kafka_error_name(t.value.error_code)
-                ),
-                Err(e) => println!("broker {} produce failed: {e}", endpoint.id),
-            }
-            match client.list_offsets(topic, index, -1, Some(epoch)).await {
-                Ok(t) => println!(
-                    "broker {} latest after the write: {:?}",
-                    endpoint.id, t.value
-                ),
-                Err(e) => println!("broker {} list_offsets failed: {e}", endpoint.id),
-            }
-        }
-    }
 }
 
 // ---- eligible leader replicas ----

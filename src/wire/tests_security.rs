@@ -19,11 +19,11 @@ use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use tokio_rustls::rustls::server::WebPkiClientVerifier;
 use tokio_rustls::rustls::{RootCertStore, ServerConfig};
 
-use super::fake_broker::{
-    answer, answer_api_versions, ranges_with, FakeBroker, Received, Reply, KAFKA_4_1,
-};
 use super::*;
 use crate::observe::FailureKind;
+use kafka_watchdog_test_support::fake_broker::{
+    answer, answer_api_versions, ranges_with, FakeBroker, Received, Reply, KAFKA_4_1,
+};
 
 const CA: &[u8] = include_bytes!("testdata/ca.pem");
 const ROGUE_CA: &[u8] = include_bytes!("testdata/rogue.pem");
@@ -549,6 +549,7 @@ async fn verdict_on_probed(address: &str, security: Security) -> crate::verdict:
         eligible_leaders: Default::default(),
         host: BTreeMap::new(),
         followers: BTreeMap::new(),
+        liveness: BTreeMap::new(),
     };
     let answers: Vec<_> = obs
         .probes

@@ -42,25 +42,9 @@ impl SupportedVersions {
         self.broker.get(&api_key).copied()
     }
 
-    /// Every API key the broker announced with its range.
-    pub fn broker_ranges(&self) -> impl Iterator<Item = (i16, VersionRange)> + '_ {
-        self.broker.iter().map(|(k, r)| (*k, *r))
-    }
-
     /// The highest version of an API that both the broker and this client speak.
     pub fn negotiated(&self, api: ApiKey) -> Option<i16> {
         self.pick(api as i16, api.valid_versions())
-    }
-
-    /// The negotiated version of every API both sides know.
-    pub fn negotiated_all(&self) -> BTreeMap<i16, i16> {
-        self.broker
-            .keys()
-            .filter_map(|&key| {
-                let api = ApiKey::try_from(key).ok()?;
-                Some((key, self.negotiated(api)?))
-            })
-            .collect()
     }
 
     pub(crate) fn for_request<R: Request>(&self) -> Option<i16> {

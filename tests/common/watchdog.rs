@@ -1,11 +1,16 @@
-//! Runs the real `kafka-watchdog` binary against the lab and reads its HTTP surface.
+//! Runs the real `kafka-watchdog` binary against the lab (with the launcher the benchmarks
+//! use too, in the test-support crate) and reads its HTTP surface.
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU16, Ordering};
 use std::time::{Duration, Instant};
+
+use kafka_watchdog_test_support::watchdog as support;
+
+/// A plain HTTP/1.0 GET of 127.0.0.1:`port`: status code and body.
+pub fn http_get(port: u16, path: &str) -> std::io::Result<(u16, String)> {
+    support::http_get(port, path)
+}
 
 static NEXT_PORT: AtomicU16 = AtomicU16::new(0);
 
@@ -39,16 +44,14 @@ impl Default for WatchdogSettings {
     }
 }
 
-pub struct Watchdog {
-    child: Child,
-    pub port: u16,
-    pub dir: PathBuf,
-}
+/// The daemon under test: the shared launcher's process, with the tests' config and
+/// assertions (every read panics with what it got).
+pub struct Watchdog(support::Watchdog);
 
-impl Drop for Watchdog {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+impl std::ops::Deref for Watchdog {
+    type Target = support::Watchdog;
+    fn deref(&self) -> &support::Watchdog {
+        &self.0
     }
 }
 
@@ -88,54 +91,25 @@ impl Watchdog {
     pub fn start_yaml(name: &str, yaml: impl FnOnce(u16, &std::path::Path) -> String) -> Watchdog {
         let port = free_port();
         let dir = temp_dir(name);
-        let config = dir.join("watchdog.yaml");
-        std::fs::write(&config, yaml(port, &dir)).expect("write config");
-        let log = std::fs::File::create(dir.join("watchdog.log")).expect("log file");
-        let child = Command::new(env!("CARGO_BIN_EXE_kafka-watchdog"))
-            .args(["run", "-c"])
-            .arg(&config)
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .expect("start kafka-watchdog");
-        let w = Watchdog { child, port, dir };
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            if let Ok((200, _)) = w.get("/readyz") {
-                return w;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "watchdog not ready in 30 s; log:\n{}",
-                w.log()
-            );
-            std::thread::sleep(Duration::from_millis(200));
-        }
-    }
-
-    pub fn log(&self) -> String {
-        std::fs::read_to_string(self.dir.join("watchdog.log")).unwrap_or_default()
-    }
-
-    /// A plain HTTP/1.0 GET: status code and body.
-    pub fn get(&self, path: &str) -> std::io::Result<(u16, String)> {
-        http_get(self.port, path)
+        let yaml = yaml(port, &dir);
+        let launched = support::Watchdog::launch(&support::Launch {
+            bin: std::path::Path::new(env!("CARGO_BIN_EXE_kafka-watchdog")),
+            dir: &dir,
+            port,
+            yaml: &yaml,
+            check_config: false,
+            ready_within: Duration::from_secs(30),
+        });
+        Watchdog(launched.unwrap_or_else(|e| panic!("{e}")))
     }
 
     pub fn status(&self) -> serde_json::Value {
-        let (code, body) = self.get("/status").expect("GET /status");
-        assert_eq!(code, 200, "{body}");
-        serde_json::from_str(&body).expect("status is JSON")
+        self.0.status().unwrap_or_else(|e| panic!("/status: {e}"))
     }
 
     /// The verdict of one broker in cluster `lab`.
     pub fn broker(&self, id: i32) -> Option<serde_json::Value> {
-        let s = self.status();
-        s["clusters"][0]["brokers"]
-            .as_array()?
-            .iter()
-            .find(|b| b["broker"] == id)
-            .cloned()
+        support::broker(&self.status(), id).cloned()
     }
 
     pub fn broker_state(&self, id: i32) -> Option<String> {
@@ -199,27 +173,6 @@ pub fn metric_value(
         })
 }
 
-pub fn http_get(port: u16, path: &str) -> std::io::Result<(u16, String)> {
-    let mut s = TcpStream::connect_timeout(
-        &format!("127.0.0.1:{port}").parse().expect("address"),
-        Duration::from_secs(2),
-    )?;
-    s.set_read_timeout(Some(Duration::from_secs(5)))?;
-    write!(s, "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")?;
-    let mut raw = String::new();
-    s.read_to_string(&mut raw)?;
-    let code = raw
-        .split_whitespace()
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0);
-    let body = raw
-        .split_once("\r\n\r\n")
-        .map(|(_, b)| b.to_string())
-        .unwrap_or_default();
-    Ok((code, body))
-}
-
 impl Watchdog {
     /// The canary section of cluster `lab` in /status.
     pub fn canary(&self) -> serde_json::Value {
@@ -237,15 +190,7 @@ impl Watchdog {
 
     /// Names of the rules that fired for broker `id`.
     pub fn rules(&self, id: i32) -> Vec<String> {
-        self.broker(id)
-            .and_then(|b| {
-                b["hits"].as_array().map(|hits| {
-                    hits.iter()
-                        .filter_map(|h| h["rule"].as_str().map(str::to_string))
-                        .collect()
-                })
-            })
-            .unwrap_or_default()
+        support::broker_rules(&self.status(), id)
     }
 }
 

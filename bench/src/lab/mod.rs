@@ -11,14 +11,13 @@ pub mod soak;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use kafka_lab::{Lab, UpOptions};
+use kafka_watchdog_test_support::watchdog as support;
 use serde::Serialize;
 use serde_json::Value;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use kafka_watchdog::observe::{BrokerId, MetadataView};
 use kafka_watchdog::wire::{BrokerClient, OngoingReassignment, PartitionOutcome, WireOptions};
@@ -58,25 +57,20 @@ impl Profile {
         match self {
             Profile::Default => "",
             Profile::Aggressive => {
-                "    round_interval_secs: 2\n    connect_timeout_ms: 1000\n    request_timeout_ms: 1000\n    canary:\n      produce_timeout_ms: 1000\n"
+                "    round_interval_secs: 2\n    connect_timeout_ms: 1000\n    request_timeout_ms: 1000\n    canary:\n      produce_timeout_ms: 1000\n    verdict:\n      resolve_after_secs: 4\n"
             }
         }
     }
 }
 
-/// Good rounds in a row before an incident resolves (the built-in `resolve_after_rounds`).
+/// Rounds the bench waits for a resolve: the built-in `resolve_after_secs` (20 s) is two
+/// default rounds; the aggressive profile sets 4 s, two of its rounds.
 pub const RESOLVE_AFTER_ROUNDS: u32 = 3;
 
 /// The bench topics: RF 3 (min ISR 2), each broker the preferred leader of one partition; and
 /// RF 2, so that killing both replicas of a partition leaves it without a leader.
 pub const TOPIC_RF3: &str = "bench-detect-rf3";
 pub const TOPIC_RF2: &str = "bench-detect-rf2";
-
-/// A free TCP port on loopback (bound, then released).
-pub fn free_port() -> Result<u16> {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").context("find a free port")?;
-    Ok(l.local_addr()?.port())
-}
 
 /// The binary as given, else relative to the workspace root (the bench may run from anywhere).
 pub fn resolve_bin(bin: &Path) -> Result<PathBuf> {
@@ -95,17 +89,14 @@ pub fn resolve_bin(bin: &Path) -> Result<PathBuf> {
     )
 }
 
-/// A running kafka-watchdog; killed when dropped.
-pub struct Watchdog {
-    child: Child,
-    pub port: u16,
-    pub dir: PathBuf,
-}
+/// A running kafka-watchdog (the test-support crate's launcher, the one the integration
+/// tests use), with the benchmark's config; killed when dropped.
+pub struct Watchdog(support::Watchdog);
 
-impl Drop for Watchdog {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+impl std::ops::Deref for Watchdog {
+    type Target = support::Watchdog;
+    fn deref(&self) -> &support::Watchdog {
+        &self.0
     }
 }
 
@@ -134,12 +125,11 @@ impl Watchdog {
         webhook_url: Option<&str>,
     ) -> Result<Watchdog> {
         let bin = resolve_bin(bin)?;
-        let port = free_port()?;
+        let port = support::free_port().context("find a free port")?;
         let stamp = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_millis());
         let dir = std::env::temp_dir().join(format!("kw-bench-{name}-{stamp}"));
-        std::fs::create_dir_all(&dir).with_context(|| format!("create {}", dir.display()))?;
         let mut yaml = format!(
             "instance_id: bench\nhttp:\n  listen: 127.0.0.1:{port}\nlog:\n  level: info\nstate_dir: {}\nclusters:\n  - name: lab\n    bootstrap_servers: [{}]\n{}{cluster_yaml}",
             dir.join("state").display(),
@@ -151,68 +141,28 @@ impl Watchdog {
                 "webhooks:\n  - name: bench-sink\n    url: {url}\n    format: generic\n    min_severity: info\n"
             ));
         }
-        let config = dir.join("watchdog.yaml");
-        std::fs::write(&config, &yaml)?;
-        let check = Command::new(&bin)
-            .args(["check-config", "-c"])
-            .arg(&config)
-            .output()
-            .with_context(|| format!("run {}", bin.display()))?;
-        if !check.status.success() {
-            bail!(
-                "the generated config is refused by {} check-config:\n{}{}\n--- config:\n{yaml}",
-                bin.display(),
-                String::from_utf8_lossy(&check.stdout),
-                String::from_utf8_lossy(&check.stderr)
-            );
-        }
-        let log = std::fs::File::create(dir.join("watchdog.log"))?;
-        let child = Command::new(&bin)
-            .args(["run", "-c"])
-            .arg(&config)
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .with_context(|| format!("start {}", bin.display()))?;
-        let w = Watchdog { child, port, dir };
-        let deadline = Instant::now() + Duration::from_secs(60);
-        loop {
-            if let Ok((200, _)) = http_get_blocking(port, "/readyz") {
-                println!(
-                    "  watchdog ({} profile) ready on 127.0.0.1:{port}, files in {}",
-                    profile.as_str(),
-                    w.dir.display()
-                );
-                return Ok(w);
-            }
-            if Instant::now() > deadline {
-                bail!(
-                    "the watchdog was not ready within 60 s; see {}",
-                    w.dir.join("watchdog.log").display()
-                );
-            }
-            std::thread::sleep(Duration::from_millis(200));
-        }
-    }
-
-    pub fn pid(&self) -> u32 {
-        self.child.id()
+        let w = support::Watchdog::launch(&support::Launch {
+            bin: &bin,
+            dir: &dir,
+            port,
+            yaml: &yaml,
+            check_config: true,
+            ready_within: Duration::from_secs(60),
+        })?;
+        println!(
+            "  watchdog ({} profile) ready on 127.0.0.1:{port}, files in {}",
+            profile.as_str(),
+            w.dir.display()
+        );
+        Ok(Watchdog(w))
     }
 
     pub fn status_blocking(&self) -> Result<Value> {
-        let (code, body) = http_get_blocking(self.port, "/status")?;
-        if code != 200 {
-            bail!("GET /status: HTTP {code}");
-        }
-        Ok(serde_json::from_str(&body)?)
+        Ok(self.0.status()?)
     }
 
     pub async fn status(&self) -> Result<Value> {
-        let (code, body) = http_get(self.port, "/status").await?;
-        if code != 200 {
-            bail!("GET /status: HTTP {code}");
-        }
-        Ok(serde_json::from_str(&body)?)
+        Ok(self.0.status_async().await?)
     }
 
     /// Waits until every given broker is `healthy` in /status.
@@ -241,81 +191,15 @@ impl Watchdog {
     }
 }
 
-/// Broker id -> verdict state of the first cluster in a /status document.
-pub fn broker_states(status: &Value) -> BTreeMap<BrokerId, String> {
-    status["clusters"][0]["brokers"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|b| {
-            Some((
-                i32::try_from(b["broker"].as_i64()?).ok()?,
-                b["state"].as_str()?.to_string(),
-            ))
-        })
-        .collect()
-}
+pub use support::{broker_states, status_round};
 
 /// Rules that fired for a broker, "rule,rule".
 pub fn broker_rules(status: &Value, broker: BrokerId) -> String {
-    status["clusters"][0]["brokers"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .find(|b| b["broker"] == broker)
-        .and_then(|b| b["hits"].as_array())
-        .map(|hits| {
-            hits.iter()
-                .filter_map(|h| h["rule"].as_str())
-                .collect::<Vec<_>>()
-                .join(",")
-        })
-        .unwrap_or_default()
-}
-
-pub fn status_round(status: &Value) -> Option<u64> {
-    status["clusters"][0]["round"].as_u64()
-}
-
-fn split_response(raw: &[u8]) -> (u16, String) {
-    let text = String::from_utf8_lossy(raw);
-    let code = text
-        .split_whitespace()
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0);
-    let body = text
-        .split_once("\r\n\r\n")
-        .map(|(_, b)| b.to_string())
-        .unwrap_or_default();
-    (code, body)
-}
-
-/// HTTP/1.0 GET so the server closes the connection after the body.
-pub fn http_get_blocking(port: u16, path: &str) -> Result<(u16, String)> {
-    use std::io::{Read, Write};
-    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
-    let mut s = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(2))?;
-    s.set_read_timeout(Some(Duration::from_secs(5)))?;
-    write!(s, "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")?;
-    let mut raw = Vec::new();
-    s.read_to_end(&mut raw)?;
-    Ok(split_response(&raw))
+    support::broker_rules(status, broker).join(",")
 }
 
 pub async fn http_get(port: u16, path: &str) -> Result<(u16, String)> {
-    let get = async {
-        let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port)).await?;
-        s.write_all(format!("GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").as_bytes())
-            .await?;
-        let mut raw = Vec::new();
-        s.read_to_end(&mut raw).await?;
-        Ok::<_, std::io::Error>(raw)
-    };
-    let raw = tokio::time::timeout(Duration::from_secs(5), get)
-        .await
-        .context("GET timed out")??;
-    Ok(split_response(&raw))
+    Ok(support::http_get_async(port, path).await?)
 }
 
 /// Brings the lab up (idempotent) and back to health: no faults, every broker running and

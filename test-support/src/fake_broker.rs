@@ -1,6 +1,6 @@
-//! An in-process broker for tests. It reads request frames, decodes their headers with
-//! kafka-protocol and answers with whatever the test's handler returns, including silence,
-//! a closed socket or raw bytes.
+//! An in-process broker for tests and benchmarks. It reads request frames, decodes their
+//! headers with kafka-protocol and answers with whatever the handler returns, including
+//! silence, a closed socket or raw bytes.
 
 use std::sync::{Arc, Mutex};
 
@@ -17,7 +17,7 @@ use tokio_rustls::rustls::ServerConfig;
 use tokio_rustls::TlsAcceptor;
 
 #[derive(Debug, Clone)]
-pub(crate) struct Received {
+pub struct Received {
     pub api_key: i16,
     pub version: i16,
     pub correlation_id: i32,
@@ -30,7 +30,7 @@ impl Received {
     }
 }
 
-pub(crate) enum Reply {
+pub enum Reply {
     /// Bytes written as they are, length prefix included.
     Raw(Vec<u8>),
     /// Bytes written as they are after a pause: a broker holding a request (acks=all
@@ -42,9 +42,10 @@ pub(crate) enum Reply {
     Close,
 }
 
-pub(crate) struct FakeBroker {
+pub struct FakeBroker {
     pub address: String,
-    /// Every request received, in order, over all connections.
+    /// Every request received, in order, over all connections (none with
+    /// [`start_unrecorded`](FakeBroker::start_unrecorded)).
     pub seen: Arc<Mutex<Vec<Received>>>,
     task: JoinHandle<()>,
 }
@@ -60,7 +61,16 @@ impl FakeBroker {
     where
         F: Fn(&Received) -> Reply + Send + Sync + 'static,
     {
-        Self::start_with(None, handler).await
+        Self::start_with(None, true, handler).await
+    }
+
+    /// A broker that keeps no log of what it received: for benchmarks, where hundreds of
+    /// brokers answer round after round and the log would only grow.
+    pub async fn start_unrecorded<F>(handler: F) -> Self
+    where
+        F: Fn(&Received) -> Reply + Send + Sync + 'static,
+    {
+        Self::start_with(None, false, handler).await
     }
 
     /// A broker behind TLS with the given server configuration.
@@ -68,7 +78,7 @@ impl FakeBroker {
     where
         F: Fn(&Received) -> Reply + Send + Sync + 'static,
     {
-        Self::start_with(Some(TlsAcceptor::from(config)), handler).await
+        Self::start_with(Some(TlsAcceptor::from(config)), true, handler).await
     }
 
     /// Accepts connections and never reads from them: not even a TLS handshake completes.
@@ -88,7 +98,7 @@ impl FakeBroker {
         }
     }
 
-    async fn start_with<F>(tls: Option<TlsAcceptor>, handler: F) -> Self
+    async fn start_with<F>(tls: Option<TlsAcceptor>, record: bool, handler: F) -> Self
     where
         F: Fn(&Received) -> Reply + Send + Sync + 'static,
     {
@@ -103,6 +113,9 @@ impl FakeBroker {
                 let handler = handler.clone();
                 let log = log.clone();
                 let tls = tls.clone();
+                // Answers go out at once, as a broker's do, not after Nagle's delay.
+                let _ = socket.set_nodelay(true);
+                let log = record.then_some(log);
                 connections.push(AbortOnDrop(tokio::spawn(async move {
                     match tls {
                         None => serve(socket, handler, log).await,
@@ -143,7 +156,7 @@ impl Drop for AbortOnDrop {
     }
 }
 
-async fn serve<S, F>(mut socket: S, handler: Arc<F>, log: Arc<Mutex<Vec<Received>>>)
+async fn serve<S, F>(mut socket: S, handler: Arc<F>, log: Option<Arc<Mutex<Vec<Received>>>>)
 where
     S: AsyncRead + AsyncWrite + Unpin,
     F: Fn(&Received) -> Reply + Send + Sync + 'static,
@@ -171,7 +184,9 @@ where
             correlation_id: header.correlation_id,
             body: frame,
         };
-        log.lock().unwrap().push(received.clone());
+        if let Some(log) = &log {
+            log.lock().unwrap().push(received.clone());
+        }
         match handler(&received) {
             Reply::Raw(bytes) => {
                 if socket.write_all(&bytes).await.is_err() {
@@ -196,11 +211,7 @@ where
 
 /// A complete response frame for `body` encoded at `version`, with the header version the
 /// response type calls for.
-pub(crate) fn frame<T: Encodable + HeaderVersion>(
-    correlation_id: i32,
-    version: i16,
-    body: &T,
-) -> Vec<u8> {
+pub fn frame<T: Encodable + HeaderVersion>(correlation_id: i32, version: i16, body: &T) -> Vec<u8> {
     let mut buf = BytesMut::new();
     buf.put_i32(0);
     ResponseHeader::default()
@@ -214,12 +225,12 @@ pub(crate) fn frame<T: Encodable + HeaderVersion>(
 }
 
 /// The answer to `request`, encoded at the version it was sent with.
-pub(crate) fn answer<T: Encodable + HeaderVersion>(request: &Received, body: &T) -> Reply {
+pub fn answer<T: Encodable + HeaderVersion>(request: &Received, body: &T) -> Reply {
     Reply::Raw(frame(request.correlation_id, request.version, body))
 }
 
 /// The ranges a Kafka 4.1 broker announces for the APIs this client uses.
-pub(crate) const KAFKA_4_1: &[(ApiKey, i16, i16)] = &[
+pub const KAFKA_4_1: &[(ApiKey, i16, i16)] = &[
     // As the lab's 4.1 brokers announce it, from v0, although Kafka 4.0 removed Produce
     // v0-v2 (KIP-896).
     (ApiKey::Produce, 0, 13),
@@ -236,7 +247,7 @@ pub(crate) const KAFKA_4_1: &[(ApiKey, i16, i16)] = &[
 ];
 
 /// `KAFKA_4_1` with some ranges replaced (a max below the min removes the API).
-pub(crate) fn ranges_with(changes: &[(ApiKey, i16, i16)]) -> Vec<(ApiKey, i16, i16)> {
+pub fn ranges_with(changes: &[(ApiKey, i16, i16)]) -> Vec<(ApiKey, i16, i16)> {
     KAFKA_4_1
         .iter()
         .map(|&(k, min, max)| {
@@ -252,7 +263,7 @@ pub(crate) fn ranges_with(changes: &[(ApiKey, i16, i16)]) -> Vec<(ApiKey, i16, i
 
 /// Answers ApiVersions as a broker with these ranges does, including the v0-encoded
 /// UNSUPPORTED_VERSION answer to a version above its own.
-pub(crate) fn answer_api_versions(request: &Received, ranges: &[(ApiKey, i16, i16)]) -> Reply {
+pub fn answer_api_versions(request: &Received, ranges: &[(ApiKey, i16, i16)]) -> Reply {
     let api_keys = ranges
         .iter()
         .map(|&(k, min, max)| {

@@ -1,0 +1,142 @@
+//! The liveness state machine and threshold, with explicit instants (tokio's paused clock).
+
+use std::time::{Duration, SystemTime};
+
+use tokio::time::Instant;
+
+use super::*;
+
+const FLOOR: Duration = Duration::from_secs(1);
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+#[test]
+fn the_threshold_is_the_floor_for_a_fast_broker_and_a_multiple_for_a_slow_one() {
+    assert_eq!(threshold(FLOOR, None), FLOOR);
+    assert_eq!(threshold(FLOOR, Some(ms(3))), FLOOR);
+    assert_eq!(threshold(FLOOR, Some(ms(400))), ms(1600));
+}
+
+/// A fast broker is caught at the floor; one that usually answers in 400 ms is not suspect
+/// at 1.2 s of silence, only past four times its slowest answer.
+#[tokio::test(start_paused = true)]
+async fn a_slow_but_working_broker_is_not_past_its_threshold_where_a_fast_one_is() {
+    let mut fast = Tracker::new(FLOOR);
+    let mut slow = Tracker::new(FLOOR);
+    for _ in 0..10 {
+        let t = Instant::now();
+        fast.sent(t);
+        slow.sent(t);
+        fast.answered(t + ms(3), ms(3));
+        slow.answered(t + ms(400), ms(400));
+        tokio::time::advance(ms(500)).await;
+    }
+    let t = Instant::now();
+    fast.sent(t);
+    slow.sent(t);
+    tokio::time::advance(ms(1200)).await;
+    let now = Instant::now();
+    assert!(fast.past_threshold(now));
+    assert!(!slow.past_threshold(now));
+    tokio::time::advance(ms(500)).await;
+    assert!(slow.past_threshold(Instant::now()));
+}
+
+/// The silence counts from the first unanswered request, across reconnects, and ends with
+/// the next answer; a silence past the threshold is remembered as a spell and does not
+/// raise the threshold.
+#[tokio::test(start_paused = true)]
+async fn a_silence_ages_from_the_first_unanswered_request_until_an_answer() {
+    let mut t = Tracker::new(FLOOR);
+    let start = Instant::now();
+    t.sent(start);
+    assert!(
+        !t.answered(start + ms(2), ms(2)),
+        "an ordinary answer is no news"
+    );
+    let frozen = start + ms(500);
+    t.sent(frozen);
+    t.sent(frozen + ms(5000)); // a reconnect after the request deadline
+    assert_eq!(t.crossing(), Some(frozen + FLOOR));
+    assert!(!t.past_threshold(frozen + ms(999)));
+    assert!(t.past_threshold(frozen + ms(1000)));
+    let wall = SystemTime::UNIX_EPOCH + Duration::from_secs(1000);
+    let fact = t.fact("b:9092", frozen + ms(1400), wall);
+    assert_eq!(fact.silent_for(wall), Some(ms(1400)));
+    assert!(fact.past_threshold(wall));
+    assert!(!fact.answering(wall));
+    assert!(
+        t.answered(frozen + ms(6000), ms(3)),
+        "the end of a spell is news"
+    );
+    assert_eq!(t.threshold(), FLOOR, "the silence is not an answer time");
+    let fact = t.fact("b:9092", frozen + ms(6000), wall);
+    assert_eq!(fact.spells.len(), 1);
+    assert_eq!(fact.spells[0].length, ms(6000));
+    assert!(fact.answering(wall));
+}
+
+/// A fresh connection accepted during the silence makes a later timed-out one the same
+/// process with a full accept queue; a refusal is a port closed.
+#[tokio::test(start_paused = true)]
+async fn fresh_connections_tell_accepted_from_refused_and_from_a_full_queue() {
+    let mut t = Tracker::new(FLOOR);
+    let s = Instant::now();
+    t.sent(s);
+    assert_eq!(t.side_due(), Some(s + FLOOR));
+    assert!(t.side_result(s + FLOOR, SideOutcome::Accepted, ms(1), "accepted".into()));
+    assert_eq!(t.side_due(), Some(s + FLOOR + SIDE_CONNECT_EVERY));
+    assert!(t.side_result(
+        s + ms(7000),
+        SideOutcome::TimedOut,
+        ms(2000),
+        "no handshake".into()
+    ));
+    let wall = SystemTime::UNIX_EPOCH + Duration::from_secs(1000);
+    let fact = t.fact("b:9092", s + ms(7000), wall);
+    assert!(fact.accepted_in_silence);
+    assert_eq!(
+        fact.side.as_ref().map(|x| x.outcome),
+        Some(SideOutcome::TimedOut)
+    );
+    assert!(fact.refused_since.is_none());
+    assert!(t.side_result(s + ms(12000), SideOutcome::Refused, ms(1), "refused".into()));
+    assert!(t
+        .fact("b:9092", s + ms(12000), wall)
+        .refused_since
+        .is_some());
+    // Answering again clears all of it.
+    assert!(t.answered(s + ms(20000), ms(2)));
+    let fact = t.fact("b:9092", s + ms(20000), wall);
+    assert!(fact.side.is_none() && fact.refused_since.is_none() && !fact.accepted_in_silence);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_refusal_is_news_once() {
+    let mut t = Tracker::new(FLOOR);
+    let s = Instant::now();
+    assert!(t.refused(s, "refused".into()));
+    assert!(!t.refused(s + ms(500), "refused".into()));
+    assert!(
+        t.answered(s + ms(9000), ms(4)),
+        "the port open again is news"
+    );
+}
+
+/// GC thrashing: 2 s silent in every 4 s leaves one spell per pause in the window.
+#[tokio::test(start_paused = true)]
+async fn short_spells_are_remembered_within_the_window() {
+    let mut t = Tracker::new(FLOOR);
+    let s = Instant::now();
+    for k in 0..10u32 {
+        let pause = s + Duration::from_secs(4) * k;
+        t.sent(pause);
+        t.answered(pause + ms(2000), ms(3));
+    }
+    let wall = SystemTime::UNIX_EPOCH + Duration::from_secs(1000);
+    let fact = t.fact("b:9092", s + Duration::from_secs(38), wall);
+    assert_eq!(fact.spells.len(), 10);
+    assert!(fact.answering(wall));
+}

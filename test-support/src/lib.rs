@@ -1,0 +1,10 @@
+//! What kafka-watchdog's tests and benchmarks share, written once:
+//!
+//! - [`fake_broker`]: an in-process Kafka broker whose answers a test scripts (the wire and
+//!   probe unit tests) or a benchmark precomputes (the probe fan-out benchmark);
+//! - [`watchdog`]: the real `kafka-watchdog` process started with a given config, waited for
+//!   until ready, read over its HTTP surface, killed when dropped (the integration tests and
+//!   the lab benchmarks).
+
+pub mod fake_broker;
+pub mod watchdog;
