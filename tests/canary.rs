@@ -276,10 +276,16 @@ fn continuous_canary_charges_a_frozen_leaders_outage_to_it_and_to_no_other_broke
         (open == 0.0 && ok).then_some(s)
     });
     for b in ["1", "3"] {
+        let kinds: Vec<String> = after
+            .samples
+            .iter()
+            .filter(|x| x.metric == "kafka_watchdog_canary_charged_failures_total")
+            .map(|x| format!("{:?} {:?}", x.labels, x.value))
+            .collect();
         assert_eq!(
             charged(&after, b),
             charged(&before, b),
-            "failed writes charged to broker {b}"
+            "failed writes charged to broker {b}: {kinds:?}"
         );
         assert_eq!(
             windows(&after, b),

@@ -968,16 +968,20 @@ impl Books {
                 sh.stats
                     .write(&sh.cluster, partition, broker, outcome, ok_seconds);
                 let slow = a.result.is_ok() && a.took >= sh.slow;
+                // A write held long, then acknowledged, was held by whatever ailed the leader
+                // it was sent to; after a failover the new leader that finally took it is
+                // not to blame.
+                let held_by = if slow { a.target.leader } else { broker };
                 let appended = self
                     .appends_since
-                    .get(&(partition, broker))
+                    .get(&(partition, held_by))
                     .is_some_and(|t| *t >= a.sent_at);
                 let failure = match &a.result {
                     Err(f) => Some(f.kind),
                     Ok(_) if slow => Some("slow"),
                     Ok(_) => None,
                 };
-                let charge = failure.and_then(|kind| charge(kind, broker, appended));
+                let charge = failure.and_then(|kind| charge(kind, held_by, appended));
                 if let (Some(kind), Some(b)) = (failure, charge) {
                     sh.stats.charged_failure(&sh.cluster, b, kind);
                 }
@@ -1591,12 +1595,21 @@ mod tests {
             Some((Some(2), Duration::from_secs(3)))
         );
         drop(books);
+        // A write sent at 3.5 s while the view still named 2, held by the client until it
+        // found the new leader 3, which took it at 4.2 s: 2's outage, not 3's.
+        let mut held = attempt(1, 3, false, 3_500, 700, Ok(()));
+        held.target.leader = 2;
+        ended(held);
         ended(attempt(1, 3, false, 4_000, 3, Ok(())));
         let closed = std::mem::take(&mut lock(&sh.books).windows_closed);
         assert_eq!(closed.len(), 1);
         assert_eq!((closed[0].partition, closed[0].broker), (1, Some(2)));
-        assert!((closed[0].seconds() - 3.0).abs() < 0.1, "{closed:?}");
-        assert_eq!(charged_failures(&sh, "2"), 2);
+        assert!((closed[0].seconds() - 3.2).abs() < 0.1, "{closed:?}");
+        assert_eq!(
+            charged_failures(&sh, "2"),
+            3,
+            "two timeouts and the held write"
+        );
         assert_eq!(charged_failures(&sh, "1"), 0);
         assert_eq!(charged_failures(&sh, "3"), 0);
         // The round's report: partition 1's failures since the last round, charged to 2.
@@ -1622,7 +1635,7 @@ mod tests {
         };
         lock(&sh.books).report(&[part(0, 1), part(1, 3)], at(5_000), &mut out);
         let p1 = &out.partitions[1];
-        assert_eq!(p1.writes, 4);
+        assert_eq!(p1.writes, 5);
         assert_eq!(p1.failed_writes.len(), 1);
         let f = &p1.failed_writes[0];
         assert_eq!(
