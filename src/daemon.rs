@@ -29,7 +29,8 @@ const ROUND_SLACK: Duration = Duration::from_secs(5);
 /// (all brokers are probed at once), plus the min.insync.replicas read, plus slack.
 fn round_limit(c: &ClusterConfig) -> Duration {
     let canary = if c.canary.enabled {
-        // Layout change, re-reads, produce, and the wait for read-back.
+        // Layout change and re-reads after leader changes; the writes run apart from the
+        // round and never hold it.
         c.canary.produce_timeout * 4 + Duration::from_secs(1)
     } else {
         Duration::ZERO
@@ -62,12 +63,13 @@ pub async fn cluster_loop(
         &cfg.name,
         setup::verdict_settings(&cfg),
         setup::topic_filter(&cfg),
-        published.canary_stats.clone(),
     );
-    let mut canary = cfg
-        .canary
-        .enabled
-        .then(|| Canary::new(setup::canary_settings(&cfg, &instance, wire)));
+    let mut canary = cfg.canary.enabled.then(|| {
+        Canary::new(
+            setup::canary_settings(&cfg, &instance, wire),
+            published.canary_stats.clone(),
+        )
+    });
     let mut host = cfg.host.clone().map(HostObserver::new);
     let mut remediator = remediator(&cfg, &published, &alerting);
     if let Some(notice) = cfg.verdict.deprecation(&cfg.name) {
@@ -109,13 +111,13 @@ pub async fn cluster_loop(
             }
         };
         match round {
-            Ok((mut obs, canary_round)) => {
+            Ok((mut obs, view, canary_round)) => {
                 if let (Some(l), Some(b)) = (liveness.as_mut(), board.as_deref()) {
                     l.track(obs.probes.values().map(|p| &p.endpoint));
                     obs.liveness = b.snapshot();
                 }
                 let now = SystemTime::now();
-                let report = evaluator.evaluate(obs, canary_round, now);
+                let report = evaluator.evaluate_merged(obs, view, canary_round, now);
                 log_round(&report);
                 alerting.after_round(&cfg, &report, now);
                 if let Some(r) = remediator.as_mut() {
@@ -278,12 +280,17 @@ async fn hang_round_for_tests() {
 }
 
 /// Direct probes (and, in host mode, the look at the local brokers' processes at the same
-/// moment), then the canary with what they saw.
+/// moment), merged once into the round's view, then the canary brought up to date with it
+/// (its writes run continuously, apart from the round).
 async fn one_round(
     prober: &mut ClusterProber,
     canary: Option<&mut Canary>,
     host: Option<&mut HostObserver>,
-) -> (crate::observe::RoundObservation, Option<CanaryRound>) {
+) -> (
+    crate::observe::RoundObservation,
+    Arc<crate::cluster_view::ClusterView>,
+    Option<CanaryRound>,
+) {
     let obs = match host {
         Some(h) => {
             let (mut obs, seen) = futures::join!(prober.round(), h.observe());
@@ -292,14 +299,15 @@ async fn one_round(
         }
         None => prober.round().await,
     };
+    let view = Arc::new(crate::report::newest_view(&obs));
     let canary_round = match canary {
         Some(c) => {
-            let view = crate::canary::view_from(&obs, &c.topic());
-            Some(c.round(&view).await)
+            let canary_view = crate::canary::view_from(&obs, &view, &c.topic());
+            Some(c.round(&canary_view).await)
         }
         None => None,
     };
-    (obs, canary_round)
+    (obs, view, canary_round)
 }
 
 fn log_round(r: &ClusterReport) {
@@ -676,12 +684,8 @@ pub async fn run(
 /// One round of every cluster, at once, for the `check` command.
 pub async fn check_once(config: &Config) -> Vec<ClusterReport> {
     let rounds = config.clusters.iter().map(|c| async move {
-        let mut evaluator = Evaluator::new(
-            &c.name,
-            setup::verdict_settings(c),
-            setup::topic_filter(c),
-            Default::default(),
-        );
+        let mut evaluator =
+            Evaluator::new(&c.name, setup::verdict_settings(c), setup::topic_filter(c));
         let settings = match setup::probe_settings(c) {
             Ok(s) => s,
             Err(e) => {
@@ -693,11 +697,11 @@ pub async fn check_once(config: &Config) -> Vec<ClusterReport> {
         let mut host = c.host.clone().map(HostObserver::new);
         // Direct probes (and host mode) only: a single canary write proves little, and a
         // check run from cron should not create topics.
-        let obs = tokio::time::timeout(round_limit(c), one_round(&mut prober, None, host.as_mut()))
-            .await
-            .ok()?
-            .0;
-        Some(evaluator.evaluate(obs, None, SystemTime::now()))
+        let (obs, view, _) =
+            tokio::time::timeout(round_limit(c), one_round(&mut prober, None, host.as_mut()))
+                .await
+                .ok()?;
+        Some(evaluator.evaluate_merged(obs, view, None, SystemTime::now()))
     });
     futures::future::join_all(rounds)
         .await

@@ -223,8 +223,23 @@ pub fn render<'a>(reports: impl IntoIterator<Item = &'a ClusterReport>, extras: 
             cs.unavailable_seconds.clone(),
         );
         reg.register(
+            "canary_broker_unavailable_seconds",
+            "Lengths of closed canary unavailability windows, by the broker the failed writes went to (the leader when they were sent)",
+            cs.broker_unavailable_seconds.clone(),
+        );
+        reg.register(
+            "canary_unavailable_now",
+            "1 while the canary partition is unwritable, on the series of the broker charged with it (the leader the failed writes went to); 0 after",
+            cs.unavailable_now.clone(),
+        );
+        reg.register(
+            "canary_charged_failures",
+            "Failed or slow (kind slow) acks=all canary writes charged to the broker that had them: not refused to the watchdog, not a NOT_LEADER or NOT_ENOUGH_REPLICAS, not while that broker took acks=1 writes (then its followers held them)",
+            cs.charged_failures_total.clone(),
+        );
+        reg.register(
             "canary_produce",
-            "acks=all canary writes by partition, leader and outcome (ok or an error kind)",
+            "acks=all canary writes by partition, the broker that received them (else the leader they were sent to) and outcome (ok or an error kind)",
             cs.produce_total.clone(),
         );
         reg.register(
@@ -360,7 +375,7 @@ pub fn render<'a>(reports: impl IntoIterator<Item = &'a ClusterReport>, extras: 
     let canary_available = gauge(
         &mut reg,
         "canary_partition_available",
-        "1 when this round's canary write to the partition was acknowledged, else 0",
+        "1 when the newest canary write to the partition that ended was acknowledged, else 0",
     );
     let canary_overdue = gauge(
         &mut reg,

@@ -8,9 +8,8 @@ use std::time::{Duration, SystemTime};
 
 use serde::Serialize;
 
-use crate::canary::stats::CanaryStats;
 use crate::canary::CanaryRound;
-use crate::cluster_view::{merge, StaleLeader};
+use crate::cluster_view::{merge, ClusterView, StaleLeader};
 use crate::health::{classify_reassigning, Condition, Health, Reassigning};
 use crate::observe::{
     BrokerId, BrokerList, BrokerProbe, EligibleLeaders, FailureKind, MetadataView, ProbeFailure,
@@ -38,6 +37,9 @@ pub struct ClusterReport {
     pub probes: BTreeMap<BrokerId, BrokerProbe>,
     /// Brokers whose verdict's registration is `Registered` (see `verdict::registrations`).
     pub registered: BTreeSet<BrokerId>,
+    /// The round's merged view (newest leader epochs), merged once: the canary, the
+    /// verdicts and remediation all read this one.
+    pub view: Arc<ClusterView>,
     pub health: Health,
     pub verdicts: Vec<BrokerVerdict>,
     pub stale_leaders: Vec<StaleLeader>,
@@ -232,6 +234,7 @@ impl ClusterReport {
             reachable: false,
             probes: BTreeMap::new(),
             registered: BTreeSet::new(),
+            view: Arc::default(),
             health: Health::default(),
             verdicts: Vec::new(),
             stale_leaders: Vec::new(),
@@ -285,6 +288,17 @@ impl ClusterReport {
     }
 }
 
+/// The newest view of the cluster from every answering broker's metadata: merged once per
+/// round, by the round loop, and carried in the report.
+pub fn newest_view(obs: &RoundObservation) -> ClusterView {
+    let answers: Vec<(BrokerId, &MetadataView)> = obs
+        .probes
+        .iter()
+        .filter_map(|(id, p)| p.metadata_view().map(|m| (*id, m)))
+        .collect();
+    merge(&answers)
+}
+
 /// Evaluates the rounds of one cluster, keeping what must carry over between them.
 pub struct Evaluator {
     cluster: String,
@@ -294,7 +308,6 @@ pub struct Evaluator {
     failures: FailureCounts,
     round: u64,
     last_success: Option<SystemTime>,
-    canary_stats: CanaryStats,
     canary_last_window: BTreeMap<i32, f64>,
     partitions: PartitionMemory,
     unclean_total: u64,
@@ -304,13 +317,7 @@ pub struct Evaluator {
 }
 
 impl Evaluator {
-    /// `canary_stats` is shared by every cluster's evaluator and the metrics renderer.
-    pub fn new(
-        cluster: &str,
-        settings: VerdictSettings,
-        include: TopicFilterFn,
-        canary_stats: CanaryStats,
-    ) -> Self {
+    pub fn new(cluster: &str, settings: VerdictSettings, include: TopicFilterFn) -> Self {
         Evaluator {
             cluster: cluster.to_string(),
             settings,
@@ -319,7 +326,6 @@ impl Evaluator {
             failures: BTreeMap::new(),
             round: 0,
             last_success: None,
-            canary_stats,
             canary_last_window: BTreeMap::new(),
             partitions: PartitionMemory::new(),
             unclean_total: 0,
@@ -363,21 +369,34 @@ impl Evaluator {
             .collect()
     }
 
+    /// Evaluates a round, merging its view first (see `evaluate_merged`).
     pub fn evaluate(
         &mut self,
         obs: RoundObservation,
         canary: Option<CanaryRound>,
         now: SystemTime,
     ) -> ClusterReport {
+        let view = Arc::new(newest_view(&obs));
+        self.evaluate_merged(obs, view, canary, now)
+    }
+
+    /// Evaluates a round whose view was merged already (`newest_view` of `obs`), so the
+    /// canary and the verdicts read the same one. No side effects beyond the evaluator's own
+    /// memory.
+    pub fn evaluate_merged(
+        &mut self,
+        obs: RoundObservation,
+        view: Arc<ClusterView>,
+        canary: Option<CanaryRound>,
+        now: SystemTime,
+    ) -> ClusterReport {
         self.round += 1;
-        let answers: Vec<(BrokerId, &MetadataView)> = obs
-            .probes
-            .iter()
-            .filter_map(|(id, p)| p.metadata_view().map(|m| (*id, m)))
-            .collect();
-        let view = merge(&answers);
         // Only a round that saw every topic says anything about elections.
-        let unclean_elections = if !answers.iter().any(|(_, m)| m.all_topics) {
+        let saw_everything = obs
+            .probes
+            .values()
+            .any(|p| p.metadata_view().is_some_and(|m| m.all_topics));
+        let unclean_elections = if !saw_everything {
             Vec::new()
         } else {
             unclean_elections(
@@ -419,7 +438,6 @@ impl Evaluator {
             now,
         );
         if let Some(c) = &canary {
-            self.canary_stats.record(&self.cluster, c);
             for (partition, _, seconds) in &c.windows_closed {
                 self.canary_last_window.insert(*partition, *seconds);
             }
@@ -464,6 +482,7 @@ impl Evaluator {
             verdicts,
             stale_leaders: view.stale_leaders.clone(),
             disagreements: view.disagreements.clone(),
+            view,
             bootstrap_failures: obs.bootstrap_failures,
             failures_total: self.failures.clone(),
             last_success: self.last_success,
@@ -600,17 +619,32 @@ mod tests {
         }
     }
 
+    /// Issue 14 item 5: the view is merged once per round and carried in the report; the
+    /// evaluation reads the one it is given (here one no broker's answer holds: t-0 under
+    /// replicated), not a merge of its own.
+    #[test]
+    fn the_round_is_evaluated_on_the_view_it_is_given_and_carries_it() {
+        let mut e = Evaluator::new("lab", VerdictSettings::default(), Arc::new(|_| true));
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(100);
+        let obs = round_listing([&[1, 2, 3], &[1, 2, 3], &[1, 2, 3]]);
+        assert!(newest_view(&obs).topics.is_empty());
+        let given = Arc::new(view(2, 1, &[2]));
+        let r = e.evaluate_merged(obs, given.clone(), None, now);
+        assert!(Arc::ptr_eq(&r.view, &given));
+        assert_eq!(
+            r.health.count(Condition::UnderReplicated),
+            1,
+            "{:?}",
+            r.health
+        );
+    }
+
     /// `/status` `listed_as_registered`, the `broker_registered` metric and the verdict's
     /// registration are one fact: here broker 3 does not list broker 2 and broker 1 does,
     /// which the verdict calls unknown; nothing may call it registered.
     #[test]
     fn status_metric_and_verdict_agree_on_registration() {
-        let mut e = Evaluator::new(
-            "lab",
-            VerdictSettings::default(),
-            Arc::new(|_| true),
-            CanaryStats::default(),
-        );
+        let mut e = Evaluator::new("lab", VerdictSettings::default(), Arc::new(|_| true));
         let now = SystemTime::UNIX_EPOCH + Duration::from_secs(100);
         let r = e.evaluate(round_listing([&[1, 2, 3], &[1, 2, 3], &[1, 3]]), None, now);
         let status: serde_json::Value =

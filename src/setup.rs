@@ -219,6 +219,7 @@ pub fn canary_settings(
         topic: c.canary.topic.clone(),
         instance: instance.to_string(),
         produce_timeout: c.canary.produce_timeout,
+        interval: c.canary.interval,
         lost_after: c.canary.lost_after,
         manage_topic: c.canary.manage_topic,
         layout: LayoutSettings {

@@ -176,7 +176,8 @@ pub struct CanaryFacts {
     /// Canary writes it received for partitions it leads that failed for a reason that
     /// points at the leader ("partition 3: timeout").
     pub failed: Vec<String>,
-    /// Canary writes it received, because the client's metadata still named it leader, for
+    /// Canary writes it received as leader (because the client's metadata still named it,
+    /// or because it led the partition when they were sent, since the last round) for
     /// partitions the newest view gives to another broker, that it did not refuse as
     /// NOT_LEADER (a refusal is right and charges nobody).
     pub failed_elsewhere: Vec<String>,
@@ -608,7 +609,7 @@ fn canary_writes_fail(f: &BrokerFacts, _: &VerdictSettings) -> Option<RuleHit> {
             "canary_writes_fail",
             BrokerState::Degraded,
             format!(
-                "canary writes sent to it by a client whose metadata still named it leader failed (the newest view names another leader): {}",
+                "canary writes sent to it as the partition's leader failed, and the newest view names another leader: {}",
                 c.failed_elsewhere.join(", ")
             ),
         );
@@ -1328,6 +1329,41 @@ fn canary_facts(
     for p in &round.partitions {
         if p.leader >= 0 {
             facts.entry(p.leader).or_default().led += 1;
+        }
+        // Writes that failed since the last round at a broker that no longer leads the
+        // partition: a leader outage shorter than a round, charged to the leader that had
+        // it (issue 14 item 2). Refusals, client-side failures and replication failures (whose cause the
+        // round's links decide) charge nobody here.
+        for fw in &p.failed_writes {
+            let latest_there = p
+                .produce_error
+                .as_ref()
+                .is_some_and(|e| e.broker == Some(fw.broker));
+            // Only where the client says which broker had them: a write that never left
+            // the client charges nobody (as below).
+            if !fw.received
+                || fw.leader_appended
+                || fw.broker == p.leader
+                || latest_there
+                || fw.kind == crate::canary::AUTHORIZATION
+                || fw.kind == "not_leader"
+                || crate::canary::client_side(fw.kind)
+                || crate::canary::blames_followers(fw.kind)
+            {
+                continue;
+            }
+            let to = charged.entry(p.partition).or_default();
+            if !to.contains(&fw.broker) {
+                to.push(fw.broker);
+            }
+            facts
+                .entry(fw.broker)
+                .or_default()
+                .failed_elsewhere
+                .push(format!(
+                    "partition {}: {} x{} while it led it (the view's leader is now {})",
+                    p.partition, fw.kind, fw.count, p.leader
+                ));
         }
         let Some(err) = &p.produce_error else {
             continue;

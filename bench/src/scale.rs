@@ -19,7 +19,6 @@ use std::time::{Instant, SystemTime};
 use anyhow::Result;
 use serde_json::{json, Value};
 
-use kafka_watchdog::canary::stats::CanaryStats;
 use kafka_watchdog::cluster_view::merge;
 use kafka_watchdog::health::{classify, Condition};
 use kafka_watchdog::observe::{BrokerId, MetadataView};
@@ -326,7 +325,7 @@ fn measure(
         num(mib(rss_kib().saturating_sub(before)), 1),
     );
     let filter: kafka_watchdog::report::TopicFilterFn = Arc::new(|_| true);
-    let mut evaluator = Evaluator::new("bench", settings, filter, CanaryStats::default());
+    let mut evaluator = Evaluator::new("bench", settings, filter);
     let mut eval_ms = Vec::new();
     let mut drop_ms = Vec::new();
     let mut peak_kib = 0;

@@ -1,8 +1,7 @@
 //! The canary's books, pure: every acknowledged record waits until the consumer reads it
 //! back at its offset. A record the log no longer holds where it was acknowledged is lost
 //! (incident 3 lost 49,260 acknowledged records that way); a record read twice is a
-//! duplicate; a partition that cannot be written opens an unavailability window that closes
-//! when writes work again, so failover time is a number.
+//! duplicate. (Unavailability windows are `window`'s.)
 
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};
@@ -84,6 +83,21 @@ pub enum LedgerEvent {
     },
 }
 
+/// Acknowledged records kept waiting per partition: an hour at the default write rate.
+const MAX_PENDING: usize = 3600;
+
+/// What booking an acknowledged record did.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Booked {
+    /// The consumer does not read the partition: it could never be read back, so nothing
+    /// was booked.
+    NotRead,
+    /// Waits to be read back.
+    Pending,
+    /// It had been read back already.
+    Read(LedgerEvent),
+}
+
 #[derive(Debug, Default)]
 struct PartitionBook {
     next_seq: u64,
@@ -103,7 +117,6 @@ struct PartitionBook {
     /// A re-read after a leader change is owed from this offset: confirmed records at or
     /// beyond it have not been checked against the new leader's log yet.
     verify_from: Option<i64>,
-    unavailable_since: Option<SystemTime>,
 }
 
 /// One cluster's canary books.
@@ -130,15 +143,41 @@ impl Ledger {
         book.next_seq
     }
 
-    /// Books an acknowledged record; false (and nothing booked) when the consumer does not
-    /// read the partition, so it could never be read back.
-    pub fn acked(&mut self, partition: i32, offset: i64, entry: Entry) -> bool {
+    /// Books an acknowledged record. With writes every second the consumer can read a
+    /// record back before its acknowledgement arrives: then it is confirmed at once, not
+    /// left pending to be counted lost when the consumer reads past its offset.
+    pub fn acked(&mut self, partition: i32, offset: i64, entry: Entry) -> Booked {
         let book = self.partitions.entry(partition).or_default();
         if !book.reading {
-            return false;
+            return Booked::NotRead;
+        }
+        if let Some((at, read_at)) = book.seen.get(&entry.seq).copied() {
+            let event = LedgerEvent::Confirmed {
+                partition,
+                seq: entry.seq,
+                acks: entry.acks,
+                broker: entry.broker,
+                end_to_end: read_at.duration_since(entry.sent_at).unwrap_or_default(),
+            };
+            book.confirmed.insert(at, (entry, read_at));
+            return Booked::Read(event);
+        }
+        // Records a high watermark that cannot advance keeps invisible pile up at one a
+        // second: the oldest are forgotten (still counted overdue until then), so memory
+        // stays bounded however long that lasts.
+        while book.pending.len() >= MAX_PENDING {
+            let Some(oldest) = book
+                .pending
+                .iter()
+                .min_by_key(|(_, e)| e.acked_at)
+                .map(|(k, _)| *k)
+            else {
+                break;
+            };
+            book.pending.remove(&oldest);
         }
         book.pending.insert((offset, entry.seq), entry);
-        true
+        Booked::Pending
     }
 
     /// The consumer reads `partition` from `start` on. When it did not read it before,
@@ -350,35 +389,6 @@ impl Ledger {
             .collect()
     }
 
-    /// Records whether `partition` could be written this round; returns the length of an
-    /// unavailability window that just closed.
-    pub fn availability(
-        &mut self,
-        partition: i32,
-        available: bool,
-        since: SystemTime,
-        now: SystemTime,
-    ) -> Option<Duration> {
-        let book = self.partitions.entry(partition).or_default();
-        match (available, book.unavailable_since) {
-            (false, None) => {
-                book.unavailable_since = Some(since);
-                None
-            }
-            (true, Some(start)) => {
-                book.unavailable_since = None;
-                Some(now.duration_since(start).unwrap_or_default())
-            }
-            _ => None,
-        }
-    }
-
-    /// How long `partition` has been unavailable, if it is.
-    pub fn unavailable_for(&self, partition: i32, now: SystemTime) -> Option<Duration> {
-        let since = self.partitions.get(&partition)?.unavailable_since?;
-        Some(now.duration_since(since).unwrap_or_default())
-    }
-
     /// Forgets partitions that no longer exist.
     pub fn retain_partitions(&mut self, keep: impl Fn(i32) -> bool) {
         self.partitions.retain(|p, _| keep(*p));
@@ -555,22 +565,43 @@ mod tests {
         assert_eq!(l.verification_owed(0), None);
     }
 
+    /// At one write a second the consumer often reads a record back before librdkafka
+    /// delivers its acknowledgement. It must count as read back, not be booked pending and
+    /// then counted lost (skipped) when the consumer reads the next record.
     #[test]
-    fn unavailability_windows_open_and_close() {
+    fn a_record_read_back_before_its_acknowledgement_is_confirmed_not_lost() {
         let mut l = reading(60);
-        assert_eq!(l.availability(0, true, t(10), t(10)), None);
-        assert_eq!(l.availability(0, false, t(20), t(21)), None);
-        assert_eq!(
-            l.availability(0, false, t(25), t(26)),
-            None,
-            "stays open from t=20"
+        let s = l.next_seq(0);
+        assert!(l.consumed(0, 10, Some(&rec("me", s)), t(101)).is_empty());
+        l.acked(0, 10, entry(s, Acks::All, 1, false, 100));
+        let s2 = l.next_seq(0);
+        l.acked(0, 11, entry(s2, Acks::All, 1, false, 102));
+        let events = l.consumed(0, 11, Some(&rec("me", s2)), t(103));
+        assert!(
+            events
+                .iter()
+                .all(|e| matches!(e, LedgerEvent::Confirmed { .. })),
+            "{events:?}"
         );
-        assert_eq!(l.unavailable_for(0, t(30)), Some(Duration::from_secs(10)));
-        assert_eq!(
-            l.availability(0, true, t(31), t(32)),
-            Some(Duration::from_secs(12))
-        );
-        assert_eq!(l.unavailable_for(0, t(40)), None);
+        assert!(l.expire(t(104)).is_empty());
+        assert!(l.overdue(t(1000)).values().all(|n| *n == 0));
+    }
+
+    #[test]
+    fn records_waiting_to_be_read_back_are_bounded() {
+        let mut l = reading(60);
+        for seq in 0..(MAX_PENDING as u64 + 10) {
+            l.acked(0, seq as i64, entry(seq, Acks::One, 1, false, 100 + seq));
+        }
+        assert_eq!(l.overdue(t(100_000)).get(&0), Some(&(MAX_PENDING as u64)));
+        // The newest are kept: reading the last one back confirms it.
+        let last = MAX_PENDING as u64 + 9;
+        let mut r = rec("me", last);
+        r.acks = Acks::One;
+        let ev = l.consumed(0, last as i64, Some(&r), t(100_000));
+        assert!(ev
+            .iter()
+            .any(|e| matches!(e, LedgerEvent::Confirmed { seq, .. } if *seq == last)));
     }
 
     #[test]

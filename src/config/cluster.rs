@@ -45,6 +45,7 @@ struct CanaryLayer {
     replication_factor: Slot<Option<u16>>,
     min_insync_replicas: Slot<Option<u16>>,
     produce_timeout: Slot<u64>,
+    interval: Slot<u64>,
     lost_after: Slot<u64>,
     acks1_probe: Slot<bool>,
     reassign_stable: Slot<u64>,
@@ -73,6 +74,7 @@ impl CanaryLayer {
             replication_factor: kind.make(),
             min_insync_replicas: kind.make(),
             produce_timeout: kind.make(),
+            interval: kind.make(),
             lost_after: kind.make(),
             acks1_probe: kind.make(),
             reassign_stable: kind.make(),
@@ -205,6 +207,7 @@ pub(crate) fn layer(cx: &mut Ctx, f: &mut Fields) -> Layer {
                         },
                     ),
                     produce_timeout: int_slot(rep, &mut cf, &s::CANARY_PRODUCE_TIMEOUT),
+                    interval: int_slot(rep, &mut cf, &s::CANARY_INTERVAL),
                     lost_after: int_slot(rep, &mut cf, &s::CANARY_LOST_AFTER),
                     acks1_probe: bool_slot(rep, &mut cf, &s::CANARY_ACKS1_PROBE),
                     reassign_stable: int_slot(rep, &mut cf, &s::CANARY_REASSIGN_STABLE),
@@ -523,6 +526,7 @@ fn merge(cx: &mut Ctx, own: &Layer, d: &Layer, label: &str, cluster_pos: Pos) ->
         &dc.produce_timeout,
         s::CANARY_PRODUCE_TIMEOUT.default,
     );
+    let interval = pick(&oc.interval, &dc.interval, s::CANARY_INTERVAL.default);
     let lost_after = pick(&oc.lost_after, &dc.lost_after, s::CANARY_LOST_AFTER.default);
     let acks1 = pick(
         &oc.acks1_probe,
@@ -634,6 +638,7 @@ fn merge(cx: &mut Ctx, own: &Layer, d: &Layer, label: &str, cluster_pos: Pos) ->
             replication_factor: replication_factor?.value,
             min_insync_replicas: min_insync_replicas?.value,
             produce_timeout: millis(produce_timeout)?,
+            interval: millis(interval)?,
             lost_after: secs(lost_after)?,
             acks1_probe: acks1?.value,
             reassign_stable: secs(stable)?,

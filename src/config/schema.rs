@@ -128,6 +128,14 @@ pub(crate) const CANARY_PRODUCE_TIMEOUT: IntSpec = IntSpec {
     min: 1,
     max: MAX_TIMEOUT_MS,
 };
+/// One write per canary partition this often, independent of the round. 100 ms at least:
+/// each write is a produce request to the cluster.
+pub(crate) const CANARY_INTERVAL: IntSpec = IntSpec {
+    key: "interval_ms",
+    default: 1000,
+    min: 100,
+    max: 60_000,
+};
 pub(crate) const CANARY_LOST_AFTER: IntSpec = IntSpec {
     key: "lost_after_secs",
     default: 60,

@@ -311,6 +311,7 @@ fn wrong_types_are_named() {
         ("round_interval_secs: 0", "4:26: round_interval_secs 0 is out of range (expected an integer from 1 to 3600)"),
         ("round_interval_secs: 99999999999999999999999999999999999999999", "4:26: round_interval_secs 99999999999999999999999999999999999999999 is out of range (expected an integer from 1 to 3600)"),
         ("canary: {enabled: 'yes'}", "4:23: wrong type for enabled: the text 'yes' (expected true or false)"),
+        ("canary: {interval_ms: 50}", "4:27: interval_ms 50 is out of range (expected an integer from 100 to 60000)"),
         ("verdict: {latency_degraded_factor: 1}", "4:40: latency_degraded_factor 1 is out of range (expected a number above 1 and at most 1000)"),
         ("verdict: {catch_up_window_secs: 5}", "4:37: catch_up_window_secs 5 is out of range (expected an integer from 10 to 86400)"),
         ("verdict: {restart_grace_secs: -1}", "4:35: restart_grace_secs -1 is out of range (expected an integer from 0 to 86400)"),
@@ -330,7 +331,7 @@ fn unknown_keys_and_hints() {
     );
     assert_eq!(
         one(&cluster_with("canary: {tpoic: x}")),
-        "4:14: unknown key 'tpoic' in clusters[0].canary, did you mean 'topic'? (expected one of: enabled, topic, manage_topic, replication_factor, min_insync_replicas, produce_timeout_ms, lost_after_secs, acks1_probe, reassign_stable_secs, reassign_min_interval_secs, elect_preferred_leaders)"
+        "4:14: unknown key 'tpoic' in clusters[0].canary, did you mean 'topic'? (expected one of: enabled, topic, manage_topic, replication_factor, min_insync_replicas, produce_timeout_ms, interval_ms, lost_after_secs, acks1_probe, reassign_stable_secs, reassign_min_interval_secs, elect_preferred_leaders)"
     );
     // The unit suffix left off.
     assert!(one(&cluster_with("request_timeout: 5")).contains(
@@ -499,6 +500,7 @@ fn built_in_defaults_are_applied() {
             replication_factor: None,
             min_insync_replicas: None,
             produce_timeout: Duration::from_millis(5000),
+            interval: Duration::from_millis(1000),
             lost_after: Duration::from_secs(60),
             acks1_probe: true,
             reassign_stable: Duration::from_secs(300),

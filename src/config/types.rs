@@ -428,6 +428,8 @@ pub struct CanaryConfig {
     pub min_insync_replicas: Option<u16>,
     /// Below the cluster's round interval when the canary is enabled.
     pub produce_timeout: Duration,
+    /// One write to every canary partition this often, independent of the round.
+    pub interval: Duration,
     pub lost_after: Duration,
     pub acks1_probe: bool,
     pub reassign_stable: Duration,
@@ -529,6 +531,7 @@ impl Default for CanaryConfig {
             replication_factor: None,
             min_insync_replicas: None,
             produce_timeout: Duration::from_millis(schema::CANARY_PRODUCE_TIMEOUT.default),
+            interval: Duration::from_millis(schema::CANARY_INTERVAL.default),
             lost_after: Duration::from_secs(schema::CANARY_LOST_AFTER.default),
             acks1_probe: schema::CANARY_ACKS1_PROBE.default,
             reassign_stable: Duration::from_secs(schema::CANARY_REASSIGN_STABLE.default),

@@ -232,12 +232,7 @@ impl Cluster {
 }
 
 fn evaluator() -> Evaluator {
-    Evaluator::new(
-        "fake",
-        Default::default(),
-        Arc::new(|_: &str| true),
-        Default::default(),
-    )
+    Evaluator::new("fake", Default::default(), Arc::new(|_: &str| true))
 }
 
 async fn evaluate(e: &mut Evaluator, prober: &mut ClusterProber) -> ClusterReport {

@@ -24,7 +24,7 @@ use serde::Serialize;
 use crate::config::{HostConfig, RemediationConfig};
 use crate::incident::time::{from_unix_ms, unix_ms};
 use crate::incident::EventKind;
-use crate::observe::{BrokerId, MetadataView};
+use crate::observe::BrokerId;
 use crate::report::ClusterReport;
 use crate::verdict::BrokerState;
 
@@ -310,16 +310,6 @@ pub fn save_history(dir: &Path, cluster: &str, history: &[SystemTime]) -> Result
     crate::incident::write_atomic(&path, &body).map_err(write)
 }
 
-/// The newest view of the partitions, from every answering broker's metadata.
-fn newest_view(report: &ClusterReport) -> crate::cluster_view::ClusterView {
-    let answers: Vec<(BrokerId, &MetadataView)> = report
-        .probes
-        .iter()
-        .filter_map(|(id, p)| p.metadata_view().map(|m| (*id, m)))
-        .collect();
-    crate::cluster_view::merge(&answers)
-}
-
 impl Remediator {
     /// `dir` is `<state_dir>/remediation`. A history that cannot be read refuses nothing
     /// by itself, so it is an error the caller must decide on (the daemon refuses to
@@ -364,7 +354,6 @@ impl Remediator {
         self.history.retain(|t| keep.is_none_or(|k| *t >= k));
         let answered = report.probes.values().filter(|p| p.answered()).count();
         let known = report.verdicts.len().max(report.probes.len());
-        let mut view = None;
         for b in &self.host.brokers {
             let Some(cfg) = b.remediation.as_ref().filter(|r| r.enabled) else {
                 continue;
@@ -397,7 +386,7 @@ impl Remediator {
             if episode.done || !guards::zombie_long_enough(since, now, cfg.zombie_for) {
                 continue;
             }
-            let view = view.get_or_insert_with(|| newest_view(report));
+            let view = &report.view;
             let situation = guards::Situation {
                 broker: b.broker_id,
                 verdicts: &report.verdicts,

@@ -291,7 +291,7 @@ fn disabled_or_absent_remediation_does_nothing() {
 }
 
 #[test]
-fn the_last_in_sync_replica_guard_reads_the_newest_metadata() {
+fn the_last_in_sync_replica_guard_reads_the_rounds_merged_view() {
     use crate::observe::{MetadataView, PartitionView, TopicView};
     let mut f = fixture("isr", Some(remediation(false)));
     let mut r = report(t(0), HEALTHY);
@@ -315,8 +315,10 @@ fn the_last_in_sync_replica_guard_reads_the_newest_metadata() {
         },
     );
     if let Some(p) = r.probes.get_mut(&2) {
-        p.metadata = Some(Ok((md, Duration::from_millis(1))));
+        p.metadata = Some(Ok((md.clone(), Duration::from_millis(1))));
     }
+    // The report carries the round's merged view; remediation reads that one.
+    r.view = std::sync::Arc::new(crate::cluster_view::merge(&[(2, &md)]));
     let d = f.r.decide(&r, t(30));
     let Decision::Report(rec) = &d[0] else {
         panic!("{d:?}")

@@ -263,6 +263,38 @@ impl World {
             .collect()
     }
 
+    /// Whom each canary partition's failed writes are charged to, as the findings say.
+    fn charged(&self) -> BTreeMap<i32, Vec<i32>> {
+        let obs = RoundObservation {
+            cluster: "lab".into(),
+            started_at: SystemTime::UNIX_EPOCH,
+            duration: Duration::from_millis(50),
+            probes: self.probes.clone(),
+            bootstrap_failures: Vec::new(),
+            min_isr: [("t".to_string(), 2)].into_iter().collect(),
+            unclean_allowed: Default::default(),
+            eligible_leaders: Default::default(),
+            host: self.host.clone(),
+            followers: self.followers.clone(),
+            liveness: BTreeMap::new(),
+        };
+        let view = crate::report::newest_view(&obs);
+        let mut health = classify_reassigning(
+            &view,
+            &obs.min_isr,
+            Reassigning::from_followers(&obs.followers),
+            |_| true,
+        );
+        let mut canary = self.canary.clone();
+        attribute_suspects(&obs, &view, &mut health, canary.as_mut());
+        canary
+            .into_iter()
+            .flat_map(|c| c.partitions)
+            .filter_map(|p| Some((p.partition, p.charged_to?)))
+            .filter(|(_, c)| !c.is_empty())
+            .collect()
+    }
+
     /// A canary round over the world's partitions: `errors` are (partition, error kind,
     /// broker that received the write); `acks1` the (partition, broker) direct acks=1
     /// writes that were acknowledged.
@@ -293,7 +325,10 @@ impl World {
                     produce_error: error,
                     end_to_end_seconds: Vec::new(),
                     unavailable_seconds: None,
+                    unavailable_broker: None,
                     overdue: 0,
+                    writes: 1,
+                    failed_writes: Vec::new(),
                     charged_to: None,
                 }
             })
@@ -1155,6 +1190,60 @@ fn a_stale_client_cache_does_not_charge_the_views_new_leader() {
         .detail
         .contains("1 of the 2 partition(s) it leads: partition 0: not_leader"));
     assert_eq!(rules(&v[&2]), vec!["canary_writes_fail"]);
+}
+
+/// Issue 14 item 2: broker 1 led partition 0 and was frozen for a few seconds between two
+/// rounds; the writes sent to it then timed out, and by the next round Kafka had moved the
+/// partition to broker 2, whose writes work. The outage is charged to broker 1, never to 2
+/// or 3.
+#[test]
+fn a_leader_outage_between_two_rounds_is_charged_to_the_leader_that_had_it() {
+    let mut w = World::healthy();
+    w.parts[0] = (2, 2, vec![1, 2, 3], vec![2, 3]);
+    w.refresh();
+    w.canary_round(&[], &[]);
+    let failed = |broker, received, kind: &'static str| crate::canary::FailedWrites {
+        broker,
+        kind,
+        count: 3,
+        received,
+        leader_appended: false,
+        first_sent_at: SystemTime::UNIX_EPOCH,
+        last_sent_at: SystemTime::UNIX_EPOCH + Duration::from_secs(2),
+    };
+    if let Some(c) = w.canary.as_mut() {
+        c.partitions[0].failed_writes = vec![failed(1, true, "timeout")];
+    }
+    let v = w.judge();
+    assert_eq!(v[&1].state, BrokerState::Degraded, "{:?}", v[&1]);
+    assert!(hit_of(&v[&1], "canary_writes_fail")
+        .detail
+        .contains("partition 0: timeout x3 while it led it (the view's leader is now 2)"));
+    for b in [2, 3] {
+        assert!(
+            !rules(&v[&b]).contains(&"canary_writes_fail"),
+            "broker {b}: {:?}",
+            v[&b]
+        );
+    }
+    assert_eq!(w.charged(), [(0, vec![1])].into_iter().collect());
+    // NOT_LEADER is right, a write the client never sent charges nobody, and a
+    // replication failure is the links' to decide.
+    for (received, kind) in [
+        (true, "not_leader"),
+        (false, "timeout"),
+        (true, "not_enough_replicas"),
+    ] {
+        if let Some(c) = w.canary.as_mut() {
+            c.partitions[0].failed_writes = vec![failed(1, received, kind)];
+        }
+        let v = w.judge();
+        assert!(
+            !rules(&v[&1]).contains(&"canary_writes_fail"),
+            "{kind}: {:?}",
+            v[&1]
+        );
+    }
 }
 
 #[test]
