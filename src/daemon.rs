@@ -58,6 +58,7 @@ pub async fn cluster_loop(
     };
     let wire = settings.wire.clone();
     let live_wire = settings.wire.clone();
+    let look_wire = settings.wire.clone();
     let mut prober = ClusterProber::new(settings);
     let mut evaluator = Evaluator::new(
         &cfg.name,
@@ -104,6 +105,7 @@ pub async fn cluster_loop(
                 tokio::select! {
                     r = &mut round => break r,
                     _ = news(board.as_deref(), tick) => {
+                        decide_refusals(&mut evaluator, board.as_deref(), last.as_deref(), &look_wire).await;
                         reassess(&cfg, &mut evaluator, board.as_deref(), &mut last, &alerting, &published);
                     }
                     _ = shutdown.changed() => return,
@@ -141,20 +143,15 @@ pub async fn cluster_loop(
         // Rounds start on a fixed cadence; a round that overran starts the next one at once.
         next += cfg.round_interval;
         let now = tokio::time::Instant::now();
-        // A refusal that came while this round ran: it may have read leaderships from before.
-        if next < now || refused_after_round(board.as_deref(), last.as_deref()) {
+        if next < now {
             next = now;
         }
         loop {
             tokio::select! {
                 _ = tokio::time::sleep_until(next) => break,
                 _ = news(board.as_deref(), tick) => {
+                    decide_refusals(&mut evaluator, board.as_deref(), last.as_deref(), &look_wire).await;
                     reassess(&cfg, &mut evaluator, board.as_deref(), &mut last, &alerting, &published);
-                    if refused_after_round(board.as_deref(), last.as_deref()) {
-                        // The cadence starts again from this round.
-                        next = tokio::time::Instant::now();
-                        break;
-                    }
                 }
                 _ = shutdown.changed() => return,
             }
@@ -162,17 +159,45 @@ pub async fn cluster_loop(
     }
 }
 
-/// A broker refused connections after the last round started. Who leads what now tells a
-/// clean stop (leadership moved away before the listener closed) from a crash, and the
-/// page waits for that: the next round starts at once.
-fn refused_after_round(board: Option<&Board>, last: Option<&ClusterReport>) -> bool {
+/// A port refused after the last round: whether the broker stopped cleanly (Kafka's
+/// controlled shutdown moves its leaderships away first) or crashed decides whether to page
+/// now. The brokers that answer are asked who leads what at once, on connections of their
+/// own, apart from the round: with a leader gone the canary's part of a round can take a
+/// whole request timeout. Bounded by the probes' own deadlines.
+async fn decide_refusals(
+    evaluator: &mut Evaluator,
+    board: Option<&Board>,
+    last: Option<&ClusterReport>,
+    wire: &crate::wire::WireOptions,
+) {
     let (Some(board), Some(last)) = (board, last) else {
-        return false;
+        return;
     };
-    board
-        .snapshot()
-        .values()
-        .any(|f| f.refused_since.is_some_and(|t| t > last.started_at))
+    let facts = board.snapshot();
+    let refused = evaluator.refusals_to_decide(&facts, last.started_at);
+    if refused.is_empty() {
+        return;
+    }
+    let now = SystemTime::now();
+    // Three answering peers: a majority to merge even when one is behind.
+    let peers: Vec<_> = last
+        .probes
+        .iter()
+        .filter(|(id, _)| facts.get(id).is_some_and(|f| f.answering(now)))
+        .map(|(_, p)| p.endpoint.clone())
+        .take(3)
+        .collect();
+    let at = SystemTime::now();
+    let probes: std::collections::BTreeMap<_, _> = futures::future::join_all(
+        peers
+            .into_iter()
+            .map(|e| crate::probe::probe_broker(e, wire, None)),
+    )
+    .await
+    .into_iter()
+    .map(|p| (p.endpoint.id, p))
+    .collect();
+    evaluator.note_refusals(at, &probes, &refused);
 }
 
 /// Returns when a broker's liveness changed, or after `tick` while some broker is silent.

@@ -333,6 +333,51 @@ impl Evaluator {
         }
     }
 
+    /// Notes, for brokers whose port refused, how many partitions the cluster named them
+    /// leader of in `probes`' answers, asked at `at`, right after the refusal: that tells a
+    /// controlled shutdown (leadership moved away first) from a crash.
+    pub fn note_refusals(
+        &mut self,
+        at: SystemTime,
+        probes: &BTreeMap<BrokerId, crate::observe::BrokerProbe>,
+        refused: &[BrokerId],
+    ) {
+        let answers: Vec<(BrokerId, &MetadataView)> = probes
+            .iter()
+            .filter_map(|(id, p)| p.metadata_view().map(|m| (*id, m)))
+            .collect();
+        let leads = verdict::leaders_in(&merge(&answers));
+        for id in refused {
+            // Nobody answered: nothing tells a clean stop, so it is paged like a crash.
+            let led = if answers.is_empty() {
+                1
+            } else {
+                leads.get(id).copied().unwrap_or(0)
+            };
+            self.memory.entry(*id).or_default().led_when_refused = Some((at, led));
+        }
+    }
+
+    /// Brokers refused since `round_at` whose leaderships nobody has looked at since.
+    pub fn refusals_to_decide(
+        &self,
+        liveness: &BTreeMap<BrokerId, crate::liveness::LivenessFact>,
+        round_at: SystemTime,
+    ) -> Vec<BrokerId> {
+        liveness
+            .iter()
+            .filter_map(|(id, f)| {
+                let since = f.refused_since.filter(|s| *s > round_at)?;
+                let decided = self
+                    .memory
+                    .get(id)
+                    .and_then(|m| m.led_when_refused)
+                    .is_some_and(|(at, _)| at >= since);
+                (!decided).then_some(*id)
+            })
+            .collect()
+    }
+
     /// The last round's report made again with newer liveness facts, when a broker's
     /// liveness changed between rounds: only the verdicts (and what follows from them)
     /// change; nothing the round counted is counted again.

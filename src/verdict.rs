@@ -133,6 +133,9 @@ pub struct BrokerMemory {
     pub catch_up: Option<catch_up::CatchUpMemory>,
     /// When it was last seen shutting down cleanly; cleared once it is healthy again.
     pub stopped_cleanly_at: Option<SystemTime>,
+    /// Asked right after its port refused: when, and how many partitions the cluster still
+    /// named it leader of (0: a controlled shutdown had moved them away).
+    pub led_when_refused: Option<(SystemTime, u32)>,
 }
 
 /// Everything known about one broker this round, gathered once so rules stay one-liners.

@@ -219,11 +219,28 @@ pub fn apply_liveness(
         if let Some((hit, since)) = live_hit(v.broker, fact, facts, recently_down, now)
             .filter(|(h, _)| !(clean && h.rule == "port_closed"))
         {
-            // A refusal newer than the round: whether it stopped cleanly is known from the
-            // next look at who leads what, which the cluster loop starts at once. Until then
-            // nobody is paged; a crash is paged as soon as that round says so.
+            // A refusal newer than the round: whether it stopped cleanly is told by who leads
+            // what after it, which the cluster loop asks at once. Until then nobody is paged;
+            // a crash is paged as soon as that answer says it still leads.
+            let mut hit = hit;
             if hit.rule == "port_closed" && round_at < since {
-                v.page_after = Some(settings.restart_grace);
+                let led = memory
+                    .get(&v.broker)
+                    .and_then(|m| m.led_when_refused)
+                    .filter(|(at, _)| *at >= since)
+                    .map(|(_, n)| n);
+                match led {
+                    Some(0) => {
+                        hit.rule = super::SHUT_DOWN_CLEANLY;
+                        hit.detail = format!(
+                            "{}, and it led no partition when its port closed: a controlled shutdown (a restart, a maintenance stop); paged only if it is not back within {} s",
+                            hit.detail,
+                            settings.restart_grace.as_secs()
+                        );
+                    }
+                    Some(_) => {}
+                    None => v.page_after = Some(settings.restart_grace),
+                }
             }
             // The port accepted during this silence: a connect that timed out in the round
             // was the full accept queue, not a host gone.
@@ -418,6 +435,42 @@ mod tests {
         assert_eq!(vs[1].held_since, Some(t(NOW - 300)));
         // The round is older than the refusal: whether it stopped cleanly is not known yet,
         // so nobody is paged until a newer round says who leads what.
+        assert_eq!(vs[1].page_after, Some(Duration::from_secs(120)));
+    }
+
+    #[test]
+    fn a_look_after_the_refusal_decides_between_a_crash_and_a_clean_stop() {
+        let refused = LivenessFact {
+            refused_since: Some(t(NOW - 300)),
+            refused_detail: "Connection refused (os error 111)".into(),
+            ..silent(2, 300, None)
+        };
+        let looked = |led| {
+            let mut m = BTreeMap::new();
+            m.insert(
+                2,
+                BrokerMemory {
+                    led_when_refused: Some((t(NOW - 250), led)),
+                    ..BrokerMemory::default()
+                },
+            );
+            m
+        };
+        // Still leader of 4 partitions: a crash, paged now.
+        let vs = judge(base(), &three(refused.clone()), &looked(4));
+        assert_eq!(vs[1].hits[0].rule, "port_closed");
+        assert_eq!(vs[1].page_after, None);
+        // Leader of none: a clean stop, held.
+        let vs = judge(base(), &three(refused.clone()), &looked(0));
+        assert_eq!(vs[1].state, BrokerState::Down);
+        assert_eq!(vs[1].hits[0].rule, crate::verdict::SHUT_DOWN_CLEANLY);
+        assert!(vs[1].hits[0].detail.contains("controlled shutdown"));
+        assert_eq!(vs[1].page_after, Some(Duration::from_secs(120)));
+        // A look from before this refusal tells nothing about it.
+        let mut old = looked(0);
+        old.get_mut(&2).unwrap().led_when_refused = Some((t(NOW - 400), 0));
+        let vs = judge(base(), &three(refused), &old);
+        assert_eq!(vs[1].hits[0].rule, "port_closed");
         assert_eq!(vs[1].page_after, Some(Duration::from_secs(120)));
     }
 
