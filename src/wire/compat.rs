@@ -129,8 +129,8 @@ pub struct Signal {
     pub key: &'static str,
     pub what: &'static str,
     pub used_by: &'static str,
-    /// The version the watchdog negotiated for the signal's API, whether or not it carries
-    /// the signal; `None` when the broker does not announce the API at all.
+    /// The version the watchdog uses for the signal when available, else the one it would
+    /// negotiate for the signal's API; `None` when the broker does not announce the API.
     pub negotiated: Option<i16>,
     pub available: bool,
 }
@@ -154,12 +154,15 @@ impl Signal {
 /// Every signal, in the table's order, as `versions` allow it.
 pub fn signals(versions: &SupportedVersions) -> Vec<Signal> {
     DEFS.iter()
-        .map(|d| Signal {
-            key: d.key,
-            what: d.what,
-            used_by: d.used_by,
-            negotiated: versions.negotiated(d.api),
-            available: versions.pick_within(d.api, d.within).is_some(),
+        .map(|d| {
+            let used = versions.pick_within(d.api, d.within);
+            Signal {
+                key: d.key,
+                what: d.what,
+                used_by: d.used_by,
+                negotiated: used.or_else(|| versions.negotiated(d.api)),
+                available: used.is_some(),
+            }
         })
         .collect()
 }
@@ -266,6 +269,12 @@ mod tests {
             (ApiKey::DescribeCluster, 0, 2),
         ]));
         assert!(get(&s, "fenced_brokers").available);
+        let produce = signals(&broker(&[(ApiKey::Produce, 3, 13)]));
+        assert_eq!(
+            get(&produce, "produce").cell(),
+            "v12",
+            "v13 names topics by id only"
+        );
         let old = signals(&broker(&[(ApiKey::Metadata, 0, 6)]));
         assert!(get(&old, "offline_replicas").available);
         assert_eq!(get(&old, "leader_epochs").cell(), "no (v6)");
