@@ -132,6 +132,9 @@ pub struct BrokerFacts<'a> {
     pub recently_down: bool,
     /// Nothing in the cluster answered this round.
     pub cluster_invisible: bool,
+    /// Some other broker's answer reported fencing (DescribeCluster v2, Kafka 4.0+). Without
+    /// one, a broker the others do not list may be fenced or unregistered: nobody says which.
+    pub fencing_reported: bool,
     pub canary: CanaryFacts,
     /// Host mode's look at its process, when it runs on the watchdog's host.
     pub host: Option<&'a HostObservation>,
@@ -436,7 +439,14 @@ fn fenced_but_serving(f: &BrokerFacts, _: &VerdictSettings) -> Option<RuleHit> {
     }
     let why = match f.registration {
         Registration::Fenced => "the controller has fenced it",
-        Registration::Absent => "the other brokers do not list it as registered",
+        Registration::Absent if f.fencing_reported => {
+            "the other brokers do not list it as registered"
+        }
+        // Kafka before 4.0 reports no fencing: say what cannot be seen rather than guess.
+        Registration::Absent => {
+            "the other brokers do not list it as registered (their Kafka reports no fencing \
+             before 4.0: fenced or unregistered cannot be told apart)"
+        }
         _ => return None,
     };
     // A broker that was down moments ago answers before it has registered and caught up:
@@ -1399,6 +1409,12 @@ pub fn judge(
     let sick = cause::sickness_with(obs, view, &registrations);
     let mut causes = causes(health, canary, &sick);
     let medians = peer_medians(obs);
+    // Answers reporting fencing, counted once per round (each broker's own is taken off).
+    let fencing_answers = obs
+        .probes
+        .values()
+        .filter(|p| answer_kind(p) == Some(AnswerKind::DescribedAll))
+        .count() as u32;
     let mut stale: BTreeMap<BrokerId, Vec<String>> = BTreeMap::new();
     for s in &view.stale_leaders {
         stale.entry(s.broker).or_default().push(format!(
@@ -1438,6 +1454,8 @@ pub fn judge(
                 peer_median_latency: medians.get(id).copied(),
                 recently_down,
                 cluster_invisible,
+                fencing_reported: fencing_answers
+                    > u32::from(answer_kind(probe) == Some(AnswerKind::DescribedAll)),
                 canary: causes.canary.remove(id).unwrap_or_default(),
                 host: obs.host.get(id),
                 silent_for: if probe.answered() {
