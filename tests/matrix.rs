@@ -11,57 +11,20 @@ mod common;
 use std::time::Duration;
 
 use common::watchdog::{is_event, Receiver, Watchdog, WatchdogSettings};
-use common::{eventually, lab_of, unique_topic, LabGuard};
+use common::{eventually, lab, unique_topic, LabGuard};
 use kafka_lab::{broker_address, client, KafkaVersion};
 use kafka_watchdog::wire::{self, BrokerClient, WireOptions};
 
 const WAIT: Duration = Duration::from_secs(90);
 
 fn version() -> KafkaVersion {
-    match std::env::var("KW_LAB_KAFKA") {
-        Ok(s) if !s.is_empty() => KafkaVersion::parse(&s)
-            .unwrap_or_else(|| panic!("KW_LAB_KAFKA={s}: not a release the lab runs")),
-        _ => KafkaVersion::DEFAULT,
-    }
+    common::release()
 }
 
 /// The lab of the release under test, for one check.
-struct MatrixLab(Option<LabGuard>);
-
-impl MatrixLab {
-    fn up() -> MatrixLab {
-        let v = version();
-        eprintln!("matrix: Kafka {}", v.label());
-        MatrixLab(Some(lab_of(v)))
-    }
-}
-
-impl std::ops::Deref for MatrixLab {
-    type Target = LabGuard;
-    fn deref(&self) -> &LabGuard {
-        self.0.as_ref().expect("lab")
-    }
-}
-
-impl std::ops::DerefMut for MatrixLab {
-    fn deref_mut(&mut self) -> &mut LabGuard {
-        self.0.as_mut().expect("lab")
-    }
-}
-
-impl Drop for MatrixLab {
-    fn drop(&mut self) {
-        // A lab state file naming a release that `kafka-lab` binaries built before the
-        // matrix cannot read would make their next `lab up` fail: the lab of such a
-        // release is removed after each check (5-10 s to bring up again).
-        if let Some(g) = self.0.take() {
-            if matches!(version(), KafkaVersion::V4 | KafkaVersion::V3_9) {
-                drop(g);
-            } else {
-                g.take_down();
-            }
-        }
-    }
+fn matrix_lab() -> LabGuard {
+    eprintln!("matrix: Kafka {}", version().label());
+    lab()
 }
 
 fn start(name: &str, rx: &Receiver, canary_yaml: &str) -> Watchdog {
@@ -107,7 +70,7 @@ fn compat_path(v: KafkaVersion) -> std::path::PathBuf {
 /// lacks is said as "cannot see".
 #[test]
 fn negotiated_signals_match_the_compatibility_table() {
-    let lab = MatrixLab::up();
+    let lab = matrix_lab();
     let v = version();
     let rt = tokio::runtime::Runtime::new().unwrap();
     let mut columns = Vec::new();
@@ -197,7 +160,7 @@ fn readme_compatibility_table_is_generated() {
 /// a zombie, by name.
 #[test]
 fn incident_frozen_broker_is_a_zombie() {
-    let mut lab = MatrixLab::up();
+    let mut lab = matrix_lab();
     let bs = lab.bootstrap();
     let topic = unique_topic("mx-freeze");
     client::create_topic(&bs, &topic, &[vec![2, 1]], &[]).unwrap();
@@ -219,7 +182,7 @@ fn incident_frozen_broker_is_a_zombie() {
 /// Incident 3, leader killed: the broker is down (port closed), by name.
 #[test]
 fn incident_killed_leader_is_down() {
-    let mut lab = MatrixLab::up();
+    let mut lab = matrix_lab();
     let bs = lab.bootstrap();
     let topic = unique_topic("mx-kill");
     client::create_topic(&bs, &topic, &[vec![1, 2, 3]], &[]).unwrap();
@@ -246,7 +209,7 @@ fn incident_killed_leader_is_down() {
 /// it, and it is a zombie.
 #[test]
 fn incident_isolated_leader_is_a_split_brain() {
-    let mut lab = MatrixLab::up();
+    let mut lab = matrix_lab();
     let bs = lab.bootstrap();
     let topic = unique_topic("mx-isolate");
     client::create_topic(&bs, &topic, &[vec![1, 2, 3]], &[]).unwrap();
@@ -272,7 +235,7 @@ fn incident_isolated_leader_is_a_split_brain() {
 /// the under-min-ISR partitions; its leader is not blamed.
 #[test]
 fn incident_follower_not_replicating_is_named() {
-    let mut lab = MatrixLab::up();
+    let mut lab = matrix_lab();
     let bs = lab.bootstrap();
     let topic = unique_topic("mx-cut");
     client::create_topic(
@@ -313,7 +276,7 @@ fn incident_follower_not_replicating_is_named() {
 /// Incident 4: a partition whose only replica's broker is down is offline, attributed to it.
 #[test]
 fn incident_offline_partition_is_attributed() {
-    let mut lab = MatrixLab::up();
+    let mut lab = matrix_lab();
     let bs = lab.bootstrap();
     let topic = unique_topic("mx-offline");
     client::create_topic(&bs, &topic, &[vec![3]], &[]).unwrap();
