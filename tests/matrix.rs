@@ -3,8 +3,10 @@
 //! The release comes from `KW_LAB_KAFKA` (a `kafka-lab up --kafka` spelling: 2.8, 3.6,
 //! 3.6-kraft, 3.9, 4, 4.4), the lab default otherwise. `scripts/test-matrix` runs this file
 //! on every release and prints pass/fail per release and check; CI runs the `incident_`
-//! tests on the oldest and the newest release. `KW_COMPAT_WRITE=1` writes the release's
-//! column of the compatibility table (docs/compat/) instead of comparing with it.
+//! tests on the oldest and the newest release. They are `#[ignore]`d in a plain `cargo test`,
+//! whose suite already runs the same incidents on the default release (tests/incidents.rs).
+//! `KW_COMPAT_WRITE=1` writes the release's column of the compatibility table (docs/compat/)
+//! instead of comparing with it.
 
 mod common;
 
@@ -159,6 +161,7 @@ fn readme_compatibility_table_is_generated() {
 /// Incident 1: a broker alive at process and port level that answers nothing (SIGSTOP) is
 /// a zombie, by name.
 #[test]
+#[ignore = "the release matrix: scripts/test-matrix (tests/incidents.rs covers the default release)"]
 fn incident_frozen_broker_is_a_zombie() {
     let mut lab = matrix_lab();
     let bs = lab.bootstrap();
@@ -181,6 +184,7 @@ fn incident_frozen_broker_is_a_zombie() {
 
 /// Incident 3, leader killed: the broker is down (port closed), by name.
 #[test]
+#[ignore = "the release matrix: scripts/test-matrix (tests/incidents.rs covers the default release)"]
 fn incident_killed_leader_is_down() {
     let mut lab = matrix_lab();
     let bs = lab.bootstrap();
@@ -208,6 +212,7 @@ fn incident_killed_leader_is_down() {
 /// Incident 3, leader isolated from the quorum and the other brokers: a split brain naming
 /// it, and it is a zombie.
 #[test]
+#[ignore = "the release matrix: scripts/test-matrix (tests/incidents.rs covers the default release)"]
 fn incident_isolated_leader_is_a_split_brain() {
     let mut lab = matrix_lab();
     let bs = lab.bootstrap();
@@ -234,6 +239,7 @@ fn incident_isolated_leader_is_a_split_brain() {
 /// Incident 2: a follower that stopped replicating (min ISR 2, RF 2) is the one suspect of
 /// the under-min-ISR partitions; its leader is not blamed.
 #[test]
+#[ignore = "the release matrix: scripts/test-matrix (tests/incidents.rs covers the default release)"]
 fn incident_follower_not_replicating_is_named() {
     let mut lab = matrix_lab();
     let bs = lab.bootstrap();
@@ -275,6 +281,7 @@ fn incident_follower_not_replicating_is_named() {
 
 /// Incident 4: a partition whose only replica's broker is down is offline, attributed to it.
 #[test]
+#[ignore = "the release matrix: scripts/test-matrix (tests/incidents.rs covers the default release)"]
 fn incident_offline_partition_is_attributed() {
     let mut lab = matrix_lab();
     let bs = lab.bootstrap();
