@@ -228,6 +228,28 @@ fn incident_isolated_leader_is_a_split_brain() {
     rx.wait("broker 1 zombie", WAIT, |v| {
         about_broker(v, 1) && v["state"] == "zombie"
     });
+    // The others stop listing it (fenced in KRaft, ZooKeeper session expired). Kafka 4
+    // reports fencing; before 4.0 the verdict says it cannot tell fenced from unregistered.
+    let registration = eventually(WAIT, "broker 1's registration verdict", || {
+        let b = w.broker(1)?;
+        b["hits"]
+            .as_array()?
+            .iter()
+            .find(|h| h["rule"] == "fenced_but_serving")
+            .and_then(|h| h["detail"].as_str().map(String::from))
+    });
+    eprintln!("matrix: isolated broker 1: {registration}");
+    if version().maven_version().starts_with('4') {
+        assert!(
+            registration.contains("the controller has fenced it"),
+            "{registration}"
+        );
+    } else {
+        assert!(
+            registration.contains("fenced or unregistered cannot be told apart"),
+            "{registration}"
+        );
+    }
     lab.heal(Some(1)).unwrap();
     rx.wait("resolved split brain", WAIT, |v| {
         is_event(v, "resolved", "split_brain", None)
