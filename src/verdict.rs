@@ -438,12 +438,13 @@ fn fenced_but_serving(f: &BrokerFacts, _: &VerdictSettings) -> Option<RuleHit> {
         return None;
     }
     let why = match f.registration {
-        Registration::Fenced => "the controller has fenced it",
+        Registration::Fenced if f.fencing_reported => "the controller has fenced it",
         Registration::Absent if f.fencing_reported => {
             "the other brokers do not list it as registered"
         }
-        // Kafka before 4.0 reports no fencing: say what cannot be seen rather than guess.
-        Registration::Absent => {
+        // Kafka before 4.0 reports no fencing: a broker that DescribeCluster v0-1 or Metadata
+        // leaves out may be fenced or unregistered. Say what cannot be seen, not a guess.
+        Registration::Fenced | Registration::Absent => {
             "the other brokers do not list it as registered (their Kafka reports no fencing \
              before 4.0: fenced or unregistered cannot be told apart)"
         }

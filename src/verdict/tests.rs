@@ -1508,6 +1508,44 @@ fn unlisted_broker_on_a_cluster_without_fencing_says_what_it_cannot_see() {
         hit.detail
     );
 
+    // DescribeCluster v0-1 (Kafka 2.8-3.9) lists unfenced brokers only: leaving broker 2
+    // out counts as "may be fenced", and the verdict must not say the controller fenced it
+    // (seen on the 2.8 lab: "the controller has fenced it" about a ZooKeeper cluster).
+    let old_describe = ClusterDescription {
+        cluster_id: "c".into(),
+        controller_id: 1,
+        brokers: vec![
+            RegisteredBroker {
+                endpoint: ep(1),
+                fenced: false,
+            },
+            RegisteredBroker {
+                endpoint: ep(3),
+                fenced: false,
+            },
+        ],
+        includes_fenced: false,
+    };
+    for id in [1, 3] {
+        w.probes.get_mut(&id).unwrap().description = Some(Ok(old_describe.clone()));
+    }
+    let v = w.judge();
+    let hit = v[&2]
+        .hits
+        .iter()
+        .find(|h| h.rule == "fenced_but_serving")
+        .expect("fenced_but_serving");
+    assert!(
+        !hit.detail.contains("the controller has fenced it"),
+        "{}",
+        hit.detail
+    );
+    assert!(
+        hit.detail.contains("cannot be told apart"),
+        "{}",
+        hit.detail
+    );
+
     let desc = ClusterDescription {
         cluster_id: "c".into(),
         controller_id: 0,
