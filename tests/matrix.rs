@@ -175,8 +175,12 @@ fn incident_frozen_broker_is_a_zombie() {
     });
     assert!(has(&v, "evidence", "no_answer"), "{v:#}");
     lab.thaw(2).unwrap();
-    rx.wait("resolved broker 2", WAIT, |v| {
+    // Thawed, it answers again: no longer a zombie. Whether its ISRs recover in time is
+    // Kafka's business (on 2.8.2 the leader once kept it out of a canary partition's ISR for
+    // minutes; the watchdog rightly said `degraded` then).
+    rx.wait("broker 2 no longer a zombie", WAIT, |v| {
         is_event(v, "resolved", "broker", Some(2))
+            || (is_event(v, "updated", "broker", Some(2)) && v["state"] != "zombie")
     });
     drop(w);
     let _ = client::delete_topic(&bs, &topic);
@@ -278,13 +282,26 @@ fn incident_follower_not_replicating_is_named() {
     lab.cut_replication(2).unwrap();
     let producer = client::LabProducer::new(&bs, "1", Duration::from_secs(3)).unwrap();
     // Traffic: an idle follower that is caught up stays in the ISR.
-    let under = eventually(WAIT, "under_min_isr incident", || {
+    let (mut acked, mut last_error) = (0, String::new());
+    let under = client::wait_until(WAIT, "under_min_isr incident", || {
         for p in 0..3 {
-            let _ = producer.send(&topic, p, &common::payloads("tick", 1));
+            match producer.send(&topic, p, &common::payloads("tick", 1)) {
+                Ok(r) if !r.acknowledged.is_empty() => acked += 1,
+                Ok(r) => last_error = format!("{:?}", r.failed),
+                Err(e) => last_error = e.to_string(),
+            }
         }
         rx.received().into_iter().find(|v| {
             is_event(v, "opened", "under_min_isr", None) && has(v, "affected_partitions", &topic)
         })
+    })
+    .unwrap_or_else(|e| {
+        let isr = client::partitions(&bs, &topic).map(|ps| {
+            ps.iter()
+                .map(|p| format!("{}: isr {:?}", p.partition, p.isr))
+                .collect::<Vec<_>>()
+        });
+        panic!("{e}; ticks acknowledged {acked}, last failure {last_error:?}; Kafka says {isr:?}")
     });
     assert_eq!(ids(&under, "suspects"), vec![2], "{under:#}");
     assert!(
