@@ -153,6 +153,9 @@ pub struct BrokerFacts<'a> {
     pub cluster_invisible: bool,
     /// Partitions of every topic (the filter's or not) the merged view names it leader of.
     pub leads_in_cluster: u32,
+    /// Some other broker's answer reported fencing (DescribeCluster v2, Kafka 4.0+). Without
+    /// one, a broker the others do not list may be fenced or unregistered: nobody says which.
+    pub fencing_reported: bool,
     pub canary: CanaryFacts,
     /// Host mode's look at its process, when it runs on the watchdog's host.
     pub host: Option<&'a HostObservation>,
@@ -485,8 +488,16 @@ fn fenced_but_serving(f: &BrokerFacts, _: &VerdictSettings) -> Option<RuleHit> {
         return None;
     }
     let why = match f.registration {
-        Registration::Fenced => "the controller has fenced it",
-        Registration::Absent => "the other brokers do not list it as registered",
+        Registration::Fenced if f.fencing_reported => "the controller has fenced it",
+        Registration::Absent if f.fencing_reported => {
+            "the other brokers do not list it as registered"
+        }
+        // Kafka before 4.0 reports no fencing: a broker that DescribeCluster v0-1 or Metadata
+        // leaves out may be fenced or unregistered. Say what cannot be seen, not a guess.
+        Registration::Fenced | Registration::Absent => {
+            "the other brokers do not list it as registered (their Kafka reports no fencing \
+             before 4.0: fenced or unregistered cannot be told apart)"
+        }
         _ => return None,
     };
     // A broker that was down moments ago answers before it has registered and caught up:
@@ -1512,6 +1523,12 @@ pub fn judge(
     } else {
         BTreeMap::new()
     };
+    // Answers reporting fencing, counted once per round (each broker's own is taken off).
+    let fencing_answers = obs
+        .probes
+        .values()
+        .filter(|p| answer_kind(p) == Some(AnswerKind::DescribedAll))
+        .count() as u32;
     let mut stale: BTreeMap<BrokerId, Vec<String>> = BTreeMap::new();
     for s in &view.stale_leaders {
         stale.entry(s.broker).or_default().push(format!(
@@ -1552,6 +1569,8 @@ pub fn judge(
                 recently_down,
                 cluster_invisible,
                 leads_in_cluster: leads.get(id).copied().unwrap_or(0),
+                fencing_reported: fencing_answers
+                    > u32::from(answer_kind(probe) == Some(AnswerKind::DescribedAll)),
                 canary: causes.canary.remove(id).unwrap_or_default(),
                 host: obs.host.get(id),
                 silent_for: if probe.answered() {

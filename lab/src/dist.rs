@@ -18,8 +18,13 @@ pub fn cache_root() -> PathBuf {
 
 fn pom(version: KafkaVersion) -> &'static str {
     match version {
-        KafkaVersion::V4 => include_str!("../maven/kafka-4.1.1.pom.xml"),
+        KafkaVersion::V2_8 => include_str!("../maven/kafka-2.8.2.pom.xml"),
+        KafkaVersion::V3_6 | KafkaVersion::V3_6Kraft => {
+            include_str!("../maven/kafka-3.6.2.pom.xml")
+        }
         KafkaVersion::V3_9 => include_str!("../maven/kafka-3.9.1.pom.xml"),
+        KafkaVersion::V4 => include_str!("../maven/kafka-4.1.1.pom.xml"),
+        KafkaVersion::V4_4 => include_str!("../maven/kafka-4.4.0.pom.xml"),
     }
 }
 

@@ -40,7 +40,7 @@ pub struct UpOptions {
 impl Default for UpOptions {
     fn default() -> Self {
         UpOptions {
-            version: KafkaVersion::V4,
+            version: KafkaVersion::DEFAULT,
             security: Security::Plaintext,
             brokers: 3,
         }
@@ -144,7 +144,7 @@ impl Lab {
                 if state.version != opts.version || state.security != opts.security {
                     return Err(LabError::Invalid(format!(
                         "a Kafka {} lab ({:?}) is already set up in {}; run `kafka-lab down` first",
-                        state.version.maven_version(),
+                        state.version.label(),
                         state.security,
                         dir.display()
                     )));
@@ -297,7 +297,7 @@ impl Lab {
         };
         let cfg = self.config_path(spec.id, spec.role);
         fs::write(&cfg, text).map_err(|e| LabError::io(&cfg, e))?;
-        let (log_cfg, log_text) = if self.state.version.is_kraft() {
+        let (log_cfg, log_text) = if self.state.version.uses_log4j2() {
             ("log4j2.properties", topology::LOG4J2)
         } else {
             ("log4j.properties", topology::LOG4J1)
@@ -317,23 +317,41 @@ impl Lab {
         for spec in specs {
             let (uid, gid) = sys::ensure_user(&topology::user(spec.id))?;
             use std::os::unix::process::CommandExt;
-            let log4j = format!(
-                "-Dlog4j2.configurationFile={}",
-                self.node_dir(spec.id).join("log4j2.properties").display()
-            );
+            let log4j = self.log_config_arg(spec.id);
             let mut cmd = java_tool(libs, &[log4j], "kafka.tools.StorageTool");
             cmd.arg("format")
                 .arg("-t")
                 .arg(&self.state.cluster_id)
                 .arg("-c")
                 .arg(self.config_path(spec.id, spec.role))
-                .args(["--feature", "eligible.leader.replicas.version=0"])
+                .args(if self.state.version.formats_with_features() {
+                    &["--feature", "eligible.leader.replicas.version=0"][..]
+                } else {
+                    &[]
+                })
                 .args(self.scram_args()?)
                 .uid(uid)
                 .gid(gid);
             children.push((format!("node {}", spec.id), spawn_tool(cmd, "StorageTool")?));
         }
         wait_tools(children, "kafka-storage format")
+    }
+
+    /// The JVM option pointing the node's logging at its config (log4j2 for Kafka 4, log4j 1
+    /// before).
+    fn log_config_arg(&self, id: i32) -> String {
+        let nd = self.node_dir(id);
+        if self.state.version.uses_log4j2() {
+            format!(
+                "-Dlog4j2.configurationFile={}",
+                nd.join("log4j2.properties").display()
+            )
+        } else {
+            format!(
+                "-Dlog4j.configuration=file:{}",
+                nd.join("log4j.properties").display()
+            )
+        }
     }
 
     /// SCRAM credentials go into the metadata log at format time (KRaft has no ZooKeeper to
@@ -390,17 +408,7 @@ impl Lab {
             "-Dzookeeper.admin.enableServer=false".into(),
             format!("-Dkafka.logs.dir={}", nd.display()),
         ];
-        if self.state.version.is_kraft() {
-            args.push(format!(
-                "-Dlog4j2.configurationFile={}",
-                nd.join("log4j2.properties").display()
-            ));
-        } else {
-            args.push(format!(
-                "-Dlog4j.configuration=file:{}",
-                nd.join("log4j.properties").display()
-            ));
-        }
+        args.push(self.log_config_arg(id));
         if self.state.security == Security::SaslOauthbearer && node.role == Role::Broker {
             args.extend(crate::oauth::jvm_args(&self.dir));
         }

@@ -20,8 +20,9 @@ struct Cli {
 enum Cmd {
     /// Start the cluster (idempotent) and print its bootstrap servers.
     Up {
-        /// Kafka release: 4 (4.1, KRaft) or 3.9 (ZooKeeper mode).
-        #[arg(long, default_value = "4")]
+        /// Kafka release: 4.4 (4.4.0, KRaft), 4 (4.1.1, KRaft), 3.9 (3.9.1, ZooKeeper),
+        /// 3.6 (3.6.2, ZooKeeper), 3.6-kraft (3.6.2, KRaft) or 2.8 (2.8.2, ZooKeeper).
+        #[arg(long, default_value = KafkaVersion::DEFAULT.name())]
         kafka: String,
         /// Client listener security: plaintext, sasl_ssl or sasl_oauthbearer.
         #[arg(long, default_value = "plaintext")]
@@ -107,8 +108,13 @@ fn run(cmd: Cmd) -> Result<(), LabError> {
             security,
             brokers,
         } => {
-            let version = KafkaVersion::parse(&kafka)
-                .ok_or_else(|| LabError::Invalid(format!("--kafka {kafka}: expected 4 or 3.9")))?;
+            let version = KafkaVersion::parse(&kafka).ok_or_else(|| {
+                let known: Vec<&str> = KafkaVersion::ALL.iter().map(|v| v.name()).collect();
+                LabError::Invalid(format!(
+                    "--kafka {kafka}: expected one of {}",
+                    known.join(", ")
+                ))
+            })?;
             let security = match security.as_str() {
                 "plaintext" => Security::Plaintext,
                 "sasl_ssl" => Security::SaslSsl,
@@ -158,7 +164,7 @@ fn run(cmd: Cmd) -> Result<(), LabError> {
             let lab = Lab::open()?;
             println!(
                 "Kafka {}  bootstrap {}",
-                lab.version().maven_version(),
+                lab.version().label(),
                 lab.bootstrap()
             );
             println!(

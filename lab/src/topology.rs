@@ -25,32 +25,104 @@ pub const ZOOKEEPER_PORT: u16 = 2181;
 /// SASL_SSL client listener port, when the lab runs with `--security sasl_ssl`.
 pub const SASL_SSL_PORT: u16 = 9192;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+/// A Kafka release the lab runs. The serde names are the lab state file's and `--kafka`'s
+/// spellings: "4" and "3.9" predate the others and keep their meaning (4.1.1 KRaft, 3.9.1
+/// ZooKeeper).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub enum KafkaVersion {
-    /// Apache Kafka 4.1 in KRaft mode.
-    #[serde(rename = "4")]
-    V4,
+    /// Apache Kafka 2.8.2 in ZooKeeper mode: the oldest release with DescribeCluster.
+    #[serde(rename = "2.8")]
+    V2_8,
+    /// Apache Kafka 3.6.2 in ZooKeeper mode.
+    #[serde(rename = "3.6")]
+    V3_6,
+    /// Apache Kafka 3.6.2 in KRaft mode (no DescribeCluster v2, no ELR).
+    #[serde(rename = "3.6-kraft")]
+    V3_6Kraft,
     /// Apache Kafka 3.9 in ZooKeeper mode.
     #[serde(rename = "3.9")]
     V3_9,
+    /// Apache Kafka 4.1 in KRaft mode.
+    #[serde(rename = "4")]
+    V4,
+    /// Apache Kafka 4.4 in KRaft mode, the newest release on Maven Central.
+    #[serde(rename = "4.4")]
+    V4_4,
 }
 
 impl KafkaVersion {
+    /// Every release the lab runs, oldest first: the compatibility matrix.
+    pub const ALL: [KafkaVersion; 6] = [
+        KafkaVersion::V2_8,
+        KafkaVersion::V3_6,
+        KafkaVersion::V3_6Kraft,
+        KafkaVersion::V3_9,
+        KafkaVersion::V4,
+        KafkaVersion::V4_4,
+    ];
+
+    /// The release `kafka-lab up` and the tests use when none is named.
+    pub const DEFAULT: KafkaVersion = KafkaVersion::V4;
+
     pub fn parse(s: &str) -> Option<Self> {
         match s {
-            "4" | "4.1" | "4.1.1" => Some(KafkaVersion::V4),
+            "2.8" | "2.8.2" => Some(KafkaVersion::V2_8),
+            "3.6" | "3.6.2" | "3.6-zk" | "3.6.2-zk" => Some(KafkaVersion::V3_6),
+            "3.6-kraft" | "3.6.2-kraft" => Some(KafkaVersion::V3_6Kraft),
             "3.9" | "3.9.1" => Some(KafkaVersion::V3_9),
+            "4" | "4.1" | "4.1.1" => Some(KafkaVersion::V4),
+            "4.4" | "4.4.0" => Some(KafkaVersion::V4_4),
             _ => None,
         }
     }
-    pub fn maven_version(self) -> &'static str {
+
+    /// The spelling `parse` and the state file use.
+    pub const fn name(self) -> &'static str {
         match self {
-            KafkaVersion::V4 => "4.1.1",
-            KafkaVersion::V3_9 => "3.9.1",
+            KafkaVersion::V2_8 => "2.8",
+            KafkaVersion::V3_6 => "3.6",
+            KafkaVersion::V3_6Kraft => "3.6-kraft",
+            KafkaVersion::V3_9 => "3.9",
+            KafkaVersion::V4 => "4",
+            KafkaVersion::V4_4 => "4.4",
         }
     }
+
+    /// "2.8.2 (ZooKeeper)", for tables and messages.
+    pub fn label(self) -> String {
+        let mode = if self.is_kraft() {
+            "KRaft"
+        } else {
+            "ZooKeeper"
+        };
+        format!("{} ({mode})", self.maven_version())
+    }
+
+    pub fn maven_version(self) -> &'static str {
+        match self {
+            KafkaVersion::V2_8 => "2.8.2",
+            KafkaVersion::V3_6 | KafkaVersion::V3_6Kraft => "3.6.2",
+            KafkaVersion::V3_9 => "3.9.1",
+            KafkaVersion::V4 => "4.1.1",
+            KafkaVersion::V4_4 => "4.4.0",
+        }
+    }
+
     pub fn is_kraft(self) -> bool {
-        self == KafkaVersion::V4
+        matches!(
+            self,
+            KafkaVersion::V4 | KafkaVersion::V4_4 | KafkaVersion::V3_6Kraft
+        )
+    }
+
+    /// Kafka 4 logs through log4j2; 2.x and 3.x through log4j 1 (reload4j).
+    pub fn uses_log4j2(self) -> bool {
+        matches!(self, KafkaVersion::V4 | KafkaVersion::V4_4)
+    }
+
+    /// kafka-storage's `--feature` (3.8+): the lab pins Eligible Leader Replicas with it.
+    pub fn formats_with_features(self) -> bool {
+        matches!(self, KafkaVersion::V4 | KafkaVersion::V4_4)
     }
 }
 
@@ -191,7 +263,7 @@ pub fn server_properties(
     match (version, node.role) {
         // ZooKeeper runs from zoo.cfg (`zookeeper_config`), never from server.properties.
         (_, Role::ZooKeeper) => {}
-        (KafkaVersion::V4, Role::Controller) => {
+        (v, Role::Controller) if v.is_kraft() => {
             set("process.roles", "controller");
             set("node.id", &node.id.to_string());
             set(
@@ -210,7 +282,7 @@ pub fn server_properties(
             set("broker.session.timeout.ms", "3000");
             set("broker.heartbeat.interval.ms", "500");
         }
-        (_, Role::Broker) | (KafkaVersion::V3_9, Role::Controller) => {
+        (_, Role::Broker) | (_, Role::Controller) => {
             let h = &node.host;
             let mut listeners = vec![
                 format!("CLIENT://{h}:{CLIENT_PORT}"),
@@ -309,3 +381,49 @@ log4j.appender.out.layout.ConversionPattern=[%d] %p %m (%c)%n
 log4j.logger.org.apache.kafka.clients=WARN
 log4j.logger.org.apache.zookeeper=WARN
 ";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_version_parses_back_from_its_name_and_old_spellings_keep_their_meaning() {
+        for v in KafkaVersion::ALL {
+            assert_eq!(KafkaVersion::parse(v.name()), Some(v), "{v:?}");
+            assert_eq!(
+                KafkaVersion::parse(v.maven_version()).map(|p| p.maven_version()),
+                Some(v.maven_version())
+            );
+            let json = serde_json::to_string(&v).unwrap();
+            assert_eq!(json, format!("\"{}\"", v.name()));
+        }
+        // State files and scripts written before the matrix.
+        assert_eq!(
+            serde_json::from_str::<KafkaVersion>("\"4\"").unwrap(),
+            KafkaVersion::V4
+        );
+        assert_eq!(
+            serde_json::from_str::<KafkaVersion>("\"3.9\"").unwrap(),
+            KafkaVersion::V3_9
+        );
+        assert_eq!(KafkaVersion::parse("4.1").unwrap().maven_version(), "4.1.1");
+        assert!(!KafkaVersion::parse("3.6").unwrap().is_kraft());
+        assert!(KafkaVersion::parse("3.6-kraft").unwrap().is_kraft());
+        assert!(KafkaVersion::parse("3.7").is_none());
+    }
+
+    #[test]
+    fn kraft_controllers_of_every_release_get_a_static_quorum_and_zookeeper_brokers_none() {
+        let controller = &nodes(KafkaVersion::V3_6Kraft, 3)[0];
+        let p = server_properties(KafkaVersion::V3_6Kraft, controller, "/d", None, false);
+        assert!(p.contains("process.roles=controller"), "{p}");
+        assert!(
+            p.contains("controller.quorum.voters=0@127.0.0.10:9093"),
+            "{p}"
+        );
+        let broker = broker_spec(1);
+        let p = server_properties(KafkaVersion::V2_8, &broker, "/d", None, false);
+        assert!(p.contains("zookeeper.connect=127.0.0.10:2181"), "{p}");
+        assert!(!p.contains("process.roles"), "{p}");
+    }
+}

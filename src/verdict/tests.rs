@@ -1669,3 +1669,105 @@ fn a_broker_that_left_the_cluster_is_forgotten_not_down() {
     w.refused(4);
     assert_eq!(w.judge()[&4].state, BrokerState::Down);
 }
+
+/// Before Kafka 4.0 no answer reports fencing (DescribeCluster below v2, or none): a broker
+/// the others do not list may be fenced or unregistered, and the verdict says it cannot tell
+/// instead of picking one. With DescribeCluster v2 answers, unlisted means unregistered.
+#[test]
+fn unlisted_broker_on_a_cluster_without_fencing_says_what_it_cannot_see() {
+    let mut w = World::healthy();
+    w.parts = vec![(1, 2, vec![1, 2, 3], vec![1, 3])];
+    w.registered = vec![1, 3];
+    w.refresh();
+    let view = w.metadata();
+    let listed = {
+        let mut m = view.clone();
+        m.brokers = vec![ep(1), ep(2), ep(3)];
+        m
+    };
+    if let Some(Ok((m, _))) = &mut w.answering(2, 10).metadata {
+        *m = listed;
+    }
+    let v = w.judge();
+    assert_eq!(v[&2].registration, Registration::Absent);
+    let hit = v[&2]
+        .hits
+        .iter()
+        .find(|h| h.rule == "fenced_but_serving")
+        .expect("fenced_but_serving");
+    assert!(
+        hit.detail
+            .contains("fenced or unregistered cannot be told apart"),
+        "{}",
+        hit.detail
+    );
+
+    // DescribeCluster v0-1 (Kafka 2.8-3.9) lists unfenced brokers only: leaving broker 2
+    // out counts as "may be fenced", and the verdict must not say the controller fenced it
+    // (seen on the 2.8 lab: "the controller has fenced it" about a ZooKeeper cluster).
+    let old_describe = ClusterDescription {
+        cluster_id: "c".into(),
+        controller_id: 1,
+        brokers: vec![
+            RegisteredBroker {
+                endpoint: ep(1),
+                fenced: false,
+            },
+            RegisteredBroker {
+                endpoint: ep(3),
+                fenced: false,
+            },
+        ],
+        includes_fenced: false,
+    };
+    for id in [1, 3] {
+        w.probes.get_mut(&id).unwrap().description = Some(Ok(old_describe.clone()));
+    }
+    let v = w.judge();
+    let hit = v[&2]
+        .hits
+        .iter()
+        .find(|h| h.rule == "fenced_but_serving")
+        .expect("fenced_but_serving");
+    assert!(
+        !hit.detail.contains("the controller has fenced it"),
+        "{}",
+        hit.detail
+    );
+    assert!(
+        hit.detail.contains("cannot be told apart"),
+        "{}",
+        hit.detail
+    );
+
+    let desc = ClusterDescription {
+        cluster_id: "c".into(),
+        controller_id: 0,
+        brokers: vec![
+            RegisteredBroker {
+                endpoint: ep(1),
+                fenced: false,
+            },
+            RegisteredBroker {
+                endpoint: ep(3),
+                fenced: false,
+            },
+        ],
+        includes_fenced: true,
+    };
+    for id in [1, 3] {
+        w.probes.get_mut(&id).unwrap().description = Some(Ok(desc.clone()));
+    }
+    let v = w.judge();
+    assert_eq!(v[&2].registration, Registration::Absent);
+    let hit = v[&2]
+        .hits
+        .iter()
+        .find(|h| h.rule == "fenced_but_serving")
+        .unwrap();
+    assert!(
+        !hit.detail.contains("cannot be told apart"),
+        "{}",
+        hit.detail
+    );
+}

@@ -13,11 +13,11 @@ use crate::observe::{
 };
 
 /// Metadata v5 added `offline_replicas`.
-const METADATA_OFFLINE_REPLICAS: i16 = 5;
+pub(crate) const METADATA_OFFLINE_REPLICAS: i16 = 5;
 /// Metadata v7 added `leader_epoch`.
-const METADATA_LEADER_EPOCH: i16 = 7;
+pub(crate) const METADATA_LEADER_EPOCH: i16 = 7;
 /// Metadata v10 added `topic_id`.
-const METADATA_TOPIC_ID: i16 = 10;
+pub(crate) const METADATA_TOPIC_ID: i16 = 10;
 /// DescribeCluster v2 added `include_fenced_brokers` and `is_fenced`.
 pub(crate) const DESCRIBE_CLUSTER_FENCED: i16 = 2;
 

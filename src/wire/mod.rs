@@ -14,6 +14,7 @@
 //! [`WireOptions::security`].
 
 mod client;
+mod compat;
 mod connection;
 mod convert;
 mod error;
@@ -39,6 +40,7 @@ mod tests_security;
 use std::time::Duration;
 
 pub use client::{BrokerClient, Opened};
+pub use compat::{column_text, markdown_table, signals, Signal};
 pub use convert::TopicConfigs;
 pub use error::{kafka_error_name, Phase, WireError};
 #[doc(hidden)]

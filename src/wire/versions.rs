@@ -57,6 +57,11 @@ impl SupportedVersions {
         self.pick(R::KEY, R::VERSIONS.intersect(&allowed))
     }
 
+    /// The version of `api` the watchdog would use when only `allowed` carries what it wants.
+    pub(crate) fn pick_within(&self, api: ApiKey, allowed: VersionRange) -> Option<i16> {
+        self.pick(api as i16, api.valid_versions().intersect(&allowed))
+    }
+
     fn pick(&self, key: i16, ours: VersionRange) -> Option<i16> {
         let common = self.broker.get(&key)?.intersect(&ours);
         (!common.is_empty()).then_some(common.max)

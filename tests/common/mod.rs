@@ -49,7 +49,14 @@ impl LabGuard {
 
 impl Drop for LabGuard {
     fn drop(&mut self) {
-        let outcome = if self.remove {
+        // `kafka-lab` built before the release matrix reads only "4" and "3.9" in the lab's
+        // state file; a lab of another release left behind would make its next `up` fail
+        // (other worktrees share the lab), so such a lab is removed after each test. CI runs
+        // in a clone of its own, where every binary reads every release: it keeps the lab.
+        let unreadable_by_older =
+            !matches!(self.lab.version(), KafkaVersion::V4 | KafkaVersion::V3_9)
+                && std::env::var_os("CI").is_none();
+        let outcome = if self.remove || unreadable_by_older {
             Lab::down()
         } else {
             restore(&mut self.lab)
@@ -71,9 +78,19 @@ fn restore(lab: &mut Lab) -> Result<(), kafka_lab::LabError> {
     lab.wait_ready(Duration::from_secs(120))
 }
 
-/// The shared Kafka 4 (KRaft) lab, up and healthy.
+/// The release the tests run on: `KW_LAB_KAFKA` (a `kafka-lab up --kafka` spelling) when
+/// set, so any test file runs on any release (`scripts/test-matrix`), else the lab default.
+pub fn release() -> KafkaVersion {
+    match std::env::var("KW_LAB_KAFKA") {
+        Ok(s) if !s.is_empty() => KafkaVersion::parse(&s)
+            .unwrap_or_else(|| panic!("KW_LAB_KAFKA={s}: not a release the lab runs")),
+        _ => KafkaVersion::DEFAULT,
+    }
+}
+
+/// The shared lab of the release under test (`release()`), up and healthy.
 pub fn lab() -> LabGuard {
-    lab_of(KafkaVersion::V4)
+    lab_of(release())
 }
 
 /// The shared lab of a given release; a lab of another release is taken down first.
