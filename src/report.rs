@@ -346,7 +346,7 @@ impl Evaluator {
             .iter()
             .filter_map(|(id, p)| p.metadata_view().map(|m| (*id, m)))
             .collect();
-        let leads = verdict::leaders_in(&merge(&answers));
+        let leads = verdict::holdings_in(&merge(&answers));
         for id in refused {
             // Nobody answered: nothing tells a clean stop, so it is paged like a crash.
             let led = if answers.is_empty() {
@@ -354,7 +354,19 @@ impl Evaluator {
             } else {
                 leads.get(id).copied().unwrap_or(0)
             };
-            self.memory.entry(*id).or_default().led_when_refused = Some((at, led));
+            tracing::info!(
+                cluster = %self.cluster,
+                broker = id,
+                answers = answers.len(),
+                leader_of = led,
+                "port refused: {}",
+                if led == 0 {
+                    "it leads no partition and is in no ISR, a controlled shutdown; held for the restart grace"
+                } else {
+                    "it still leads or is in-sync for partitions, a crash; paged"
+                }
+            );
+            self.memory.entry(*id).or_default().held_when_refused = Some((at, led));
         }
     }
 
@@ -371,7 +383,7 @@ impl Evaluator {
                 let decided = self
                     .memory
                     .get(id)
-                    .and_then(|m| m.led_when_refused)
+                    .and_then(|m| m.held_when_refused)
                     .is_some_and(|(at, _)| at >= since);
                 (!decided).then_some(*id)
             })

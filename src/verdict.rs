@@ -134,8 +134,8 @@ pub struct BrokerMemory {
     /// When it was last seen shutting down cleanly; cleared once it is healthy again.
     pub stopped_cleanly_at: Option<SystemTime>,
     /// Asked right after its port refused: when, and how many partitions the cluster still
-    /// named it leader of (0: a controlled shutdown had moved them away).
-    pub led_when_refused: Option<(SystemTime, u32)>,
+    /// named it leader or in-sync replica of (0: a controlled shutdown had moved it out).
+    pub held_when_refused: Option<(SystemTime, u32)>,
 }
 
 /// Everything known about one broker this round, gathered once so rules stay one-liners.
@@ -151,8 +151,9 @@ pub struct BrokerFacts<'a> {
     pub recently_down: bool,
     /// Nothing in the cluster answered this round.
     pub cluster_invisible: bool,
-    /// Partitions of every topic (the filter's or not) the merged view names it leader of.
-    pub leads_in_cluster: u32,
+    /// Partitions of every topic (the filter's or not) the merged view names it leader or
+    /// in-sync replica of.
+    pub holds_in_cluster: u32,
     /// Some other broker's answer reported fencing (DescribeCluster v2, Kafka 4.0+). Without
     /// one, a broker the others do not list may be fenced or unregistered: nobody says which.
     pub fencing_reported: bool,
@@ -299,10 +300,10 @@ fn access_hit(f: &BrokerFacts, rule: &'static str, cannot: &str, advice: &str) -
     )
 }
 
-/// The rule of a broker whose port refuses connections: `shut_down_cleanly` when it led no
-/// partition as its port closed (Kafka's controlled shutdown moves leadership away before
-/// the listener stops; a crash or a kill leaves it leader until the controller notices),
-/// `port_closed` otherwise.
+/// The rule of a broker whose port refuses connections: `shut_down_cleanly` when it was
+/// leader and in-sync replica of nothing as its port closed (Kafka's controlled shutdown moves
+/// leadership away and takes it out of the ISRs before the listener stops; a crash or a kill
+/// leaves both until the controller notices), `port_closed` otherwise.
 pub fn refusal_rule(leads: u32, cluster_invisible: bool) -> &'static str {
     if leads == 0 && !cluster_invisible {
         SHUT_DOWN_CLEANLY
@@ -320,13 +321,13 @@ fn port_closed(f: &BrokerFacts, s: &VerdictSettings) -> Option<RuleHit> {
     if !closed(e.kind) {
         return None;
     }
-    let rule = refusal_rule(f.leads_in_cluster, f.cluster_invisible);
+    let rule = refusal_rule(f.holds_in_cluster, f.cluster_invisible);
     if rule == SHUT_DOWN_CLEANLY {
         return hit(
             rule,
             BrokerState::Down,
             format!(
-                "{} at {}, and it leads no partition: a controlled shutdown (a restart, a maintenance stop); paged only if it is not back within {} s ({})",
+                "{} at {}, and it leads no partition and is in no ISR: a controlled shutdown (a restart, a maintenance stop); paged only if it is not back within {} s ({})",
                 e.kind.as_label().replace('_', " "),
                 f.probe.endpoint.address(),
                 s.restart_grace.as_secs(),
@@ -1486,12 +1487,22 @@ fn named_as_replica(view: &ClusterView, broker: BrokerId) -> bool {
     })
 }
 
-/// Per broker, the partitions of every topic the view names it leader of.
-pub fn leaders_in(view: &ClusterView) -> BTreeMap<BrokerId, u32> {
+/// Per broker, the partitions of every topic the view names it leader or in-sync replica of.
+/// Kafka's controlled shutdown moves a broker's leaderships away and takes it out of every
+/// ISR before its listener closes; a killed broker keeps both until the controller notices.
+pub fn holdings_in(view: &ClusterView) -> BTreeMap<BrokerId, u32> {
     let mut n = BTreeMap::new();
     for t in view.topics.values() {
-        for p in t.partitions.iter().filter(|p| p.leader != NO_LEADER) {
-            *n.entry(p.leader).or_insert(0) += 1;
+        for p in &t.partitions {
+            let mut held: smallvec::SmallVec<[BrokerId; 8]> = p.isr.iter().copied().collect();
+            if p.leader != NO_LEADER && !held.contains(&p.leader) {
+                held.push(p.leader);
+            }
+            held.sort_unstable();
+            held.dedup();
+            for b in held {
+                *n.entry(b).or_insert(0) += 1;
+            }
         }
     }
     n
@@ -1519,7 +1530,7 @@ pub fn judge(
         .values()
         .any(|p| p.connect.as_ref().is_err_and(|e| closed(e.kind)));
     let leads = if refused {
-        leaders_in(view)
+        holdings_in(view)
     } else {
         BTreeMap::new()
     };
@@ -1568,7 +1579,7 @@ pub fn judge(
                 peer_median_latency: medians.get(id).copied(),
                 recently_down,
                 cluster_invisible,
-                leads_in_cluster: leads.get(id).copied().unwrap_or(0),
+                holds_in_cluster: leads.get(id).copied().unwrap_or(0),
                 fencing_reported: fencing_answers
                     > u32::from(answer_kind(probe) == Some(AnswerKind::DescribedAll)),
                 canary: causes.canary.remove(id).unwrap_or_default(),

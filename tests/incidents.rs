@@ -7,39 +7,11 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::watchdog::{is_event, Receiver, Watchdog, WatchdogSettings};
+use common::watchdog::{has, ids, is_event, start_incidents as start, Receiver, Watchdog};
 use common::{eventually, lab, lab_of, unique_topic};
 use kafka_lab::{client, KafkaVersion};
 
 const WAIT: Duration = Duration::from_secs(90);
-
-fn start(name: &str, rx: &Receiver, canary_yaml: &str) -> Watchdog {
-    let canary_topic = unique_topic(&format!("kwc-{name}"));
-    Watchdog::start(
-        name,
-        &WatchdogSettings {
-            canary_yaml: format!("      topic: {canary_topic}\n{canary_yaml}"),
-            extra_cluster_yaml:
-                "    verdict:\n      open_after_rounds: 2\n      resolve_after_rounds: 2\n".into(),
-            extra_top_yaml: rx.yaml(),
-            ..WatchdogSettings::default()
-        },
-    )
-}
-
-fn has(v: &serde_json::Value, field: &str, needle: &str) -> bool {
-    v[field].as_array().is_some_and(|a| {
-        a.iter()
-            .any(|x| x.as_str().is_some_and(|s| s.contains(needle)))
-    })
-}
-
-fn ids(v: &serde_json::Value, field: &str) -> Vec<i64> {
-    v[field]
-        .as_array()
-        .map(|a| a.iter().filter_map(|x| x.as_i64()).collect())
-        .unwrap_or_default()
-}
 
 /// Incident 1: two brokers alive at process and port level but serving nothing. A
 /// partition of RF 2 on them loses its leader; another shrinks its ISR to one.

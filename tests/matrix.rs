@@ -12,7 +12,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::watchdog::{is_event, Receiver, Watchdog, WatchdogSettings};
+use common::watchdog::{has, ids, is_event, start_incidents as start, Receiver};
 use common::{eventually, lab, unique_topic, LabGuard};
 use kafka_lab::{broker_address, client, KafkaVersion};
 use kafka_watchdog::wire::{self, BrokerClient, WireOptions};
@@ -47,34 +47,6 @@ fn zookeeper_controller(lab: &LabGuard) -> Option<i32> {
         .filter(|id| *id > 0)
         .map(Some)
     })
-}
-
-fn start(name: &str, rx: &Receiver, canary_yaml: &str) -> Watchdog {
-    let canary_topic = unique_topic(&format!("kwc-{name}"));
-    Watchdog::start(
-        name,
-        &WatchdogSettings {
-            canary_yaml: format!("      topic: {canary_topic}\n{canary_yaml}"),
-            extra_cluster_yaml:
-                "    verdict:\n      open_after_rounds: 2\n      resolve_after_rounds: 2\n".into(),
-            extra_top_yaml: rx.yaml(),
-            ..WatchdogSettings::default()
-        },
-    )
-}
-
-fn has(v: &serde_json::Value, field: &str, needle: &str) -> bool {
-    v[field].as_array().is_some_and(|a| {
-        a.iter()
-            .any(|x| x.as_str().is_some_and(|s| s.contains(needle)))
-    })
-}
-
-fn ids(v: &serde_json::Value, field: &str) -> Vec<i64> {
-    v[field]
-        .as_array()
-        .map(|a| a.iter().filter_map(|x| x.as_i64()).collect())
-        .unwrap_or_default()
 }
 
 fn about_broker(v: &serde_json::Value, b: i64) -> bool {

@@ -226,14 +226,14 @@ pub fn apply_liveness(
             if hit.rule == "port_closed" && round_at < since {
                 let led = memory
                     .get(&v.broker)
-                    .and_then(|m| m.led_when_refused)
+                    .and_then(|m| m.held_when_refused)
                     .filter(|(at, _)| *at >= since)
                     .map(|(_, n)| n);
                 match led {
                     Some(0) => {
                         hit.rule = super::SHUT_DOWN_CLEANLY;
                         hit.detail = format!(
-                            "{}, and it led no partition when its port closed: a controlled shutdown (a restart, a maintenance stop); paged only if it is not back within {} s",
+                            "{}, and it led no partition and was in no ISR when its port closed: a controlled shutdown (a restart, a maintenance stop); paged only if it is not back within {} s",
                             hit.detail,
                             settings.restart_grace.as_secs()
                         );
@@ -450,7 +450,7 @@ mod tests {
             m.insert(
                 2,
                 BrokerMemory {
-                    led_when_refused: Some((t(NOW - 250), led)),
+                    held_when_refused: Some((t(NOW - 250), led)),
                     ..BrokerMemory::default()
                 },
             );
@@ -468,7 +468,7 @@ mod tests {
         assert_eq!(vs[1].page_after, Some(Duration::from_secs(120)));
         // A look from before this refusal tells nothing about it.
         let mut old = looked(0);
-        old.get_mut(&2).unwrap().led_when_refused = Some((t(NOW - 400), 0));
+        old.get_mut(&2).unwrap().held_when_refused = Some((t(NOW - 400), 0));
         let vs = judge(base(), &three(refused), &old);
         assert_eq!(vs[1].hits[0].rule, "port_closed");
         assert_eq!(vs[1].page_after, Some(Duration::from_secs(120)));

@@ -311,3 +311,35 @@ pub fn dashboard_metrics_exist(w: &Watchdog, which: impl Fn(&str) -> bool) {
         "used by the dashboard or rules but not exposed: {missing:?}"
     );
 }
+
+/// A watchdog for the incident checks: its own canary topic (plus `canary_yaml`), webhooks
+/// to `rx`, confirmation over two rounds.
+pub fn start_incidents(name: &str, rx: &Receiver, canary_yaml: &str) -> Watchdog {
+    let canary_topic = super::unique_topic(&format!("kwc-{name}"));
+    Watchdog::start(
+        name,
+        &WatchdogSettings {
+            canary_yaml: format!("      topic: {canary_topic}\n{canary_yaml}"),
+            extra_cluster_yaml:
+                "    verdict:\n      open_after_rounds: 2\n      resolve_after_rounds: 2\n".into(),
+            extra_top_yaml: rx.yaml(),
+            ..WatchdogSettings::default()
+        },
+    )
+}
+
+/// Whether the array `field` of a webhook body holds a string containing `needle`.
+pub fn has(v: &serde_json::Value, field: &str, needle: &str) -> bool {
+    v[field].as_array().is_some_and(|a| {
+        a.iter()
+            .any(|x| x.as_str().is_some_and(|s| s.contains(needle)))
+    })
+}
+
+/// The numbers in the array `field` of a webhook body.
+pub fn ids(v: &serde_json::Value, field: &str) -> Vec<i64> {
+    v[field]
+        .as_array()
+        .map(|a| a.iter().filter_map(|x| x.as_i64()).collect())
+        .unwrap_or_default()
+}
