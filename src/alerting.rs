@@ -172,9 +172,15 @@ pub fn canary_findings(
         );
     }
 
-    for (partition, leader, seconds) in &round.windows_closed {
-        let blamed = memory.window_leader.remove(partition).unwrap_or(*leader);
-        let e = memory.closed.entry(blamed).or_insert((now, 0.0));
+    // The canary charges each window to the broker its failed writes went to, at send time
+    // (-1: nobody, the leader's followers held them). The view's leader at a round can be
+    // the one that took over, which is the wrong broker to hand the outage to.
+    for (partition, charged, seconds) in &round.windows_closed {
+        memory.window_leader.remove(partition);
+        if *charged < 0 {
+            continue;
+        }
+        let e = memory.closed.entry(*charged).or_insert((now, 0.0));
         *e = (now, e.1.max(*seconds));
     }
     let open: Vec<_> = round
@@ -183,7 +189,10 @@ pub fn canary_findings(
         .filter_map(|p| p.unavailable_seconds.map(|s| (p, s)))
         .collect();
     for (p, _) in &open {
-        memory.window_leader.entry(p.partition).or_insert(p.leader);
+        memory
+            .window_leader
+            .entry(p.partition)
+            .or_insert(p.unavailable_broker.unwrap_or(p.leader));
     }
     memory
         .window_leader

@@ -1239,8 +1239,21 @@ pub fn causes(
                 ));
             }
             if leader_appends(round, p) {
-                let followers: Vec<BrokerId> =
-                    p.isr.iter().copied().filter(|r| *r != p.leader).collect();
+                // A write that timed out while a replica was being dropped from the ISR
+                // waited on that replica, not on the followers still in sync: with the
+                // continuous canary such a timeout often arrives after the shrink (the lab's
+                // cut-replication tests saw the healthy follower blamed).
+                let dropped: Vec<BrokerId> = p
+                    .replicas
+                    .iter()
+                    .copied()
+                    .filter(|r| *r != p.leader && !p.isr.contains(r))
+                    .collect();
+                let followers: Vec<BrokerId> = if dropped.is_empty() {
+                    p.isr.iter().copied().filter(|r| *r != p.leader).collect()
+                } else {
+                    dropped
+                };
                 if !followers.is_empty() {
                     waits.push((p.partition, p.leader, followers));
                 }

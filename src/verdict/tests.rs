@@ -1385,6 +1385,22 @@ fn a_stale_or_lagging_leader_is_the_suspect_of_acks_all_timeouts() {
     );
 }
 
+/// Follower 3's replication cut: partition 0 (leader 1, followers 2 and 3) held an acks=all
+/// write until 3 was dropped from the ISR, and the write's timeout arrived with the ISR
+/// already [1, 2]. Follower 2, still in sync, is not the cause; 3 is named by the link.
+/// (The lab's cut-replication and stalled-fetcher tests saw the healthy follower blamed.)
+#[test]
+fn an_acks_all_timeout_that_straddled_an_isr_shrink_blames_the_dropped_follower_only() {
+    let mut w = World::healthy();
+    w.parts[0] = (1, 1, vec![1, 2, 3], vec![1, 2]);
+    w.refresh();
+    w.canary_round(&[(0, "timeout", Some(1))], &[(0, 1)]);
+    let v = w.judge();
+    assert_eq!(v[&2].state, BrokerState::Healthy, "{:?}", v[&2]);
+    assert_eq!(v[&1].state, BrokerState::Healthy, "{:?}", v[&1]);
+    assert!(rules(&v[&3]).contains(&"out_of_some_isrs"), "{:?}", v[&3]);
+}
+
 #[test]
 fn a_follower_is_charged_while_its_leader_is_healthy() {
     // Incident 2: partitions of RF 2 led by 1, follower 2 stopped replicating.
