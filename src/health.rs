@@ -81,7 +81,7 @@ impl Reassigning {
     pub fn from_followers(followers: &BTreeMap<BrokerId, FollowerProgress>) -> Self {
         let mut r = Reassigning::default();
         for (id, f) in followers {
-            for (topic, partition) in &f.adding_to {
+            for (topic, partition) in f.adding_to.iter().flatten() {
                 r.0.entry(topic.clone())
                     .or_default()
                     .insert((*partition, *id));
@@ -172,9 +172,6 @@ pub fn classify_reassigning(
             health.partitions += 1;
             // Replica lists are a handful of ids: a scan beats building a set.
             let in_isr = |b: &BrokerId| p.isr.contains(b);
-            let being_added = |b: &BrokerId| {
-                !reassigning.0.is_empty() && !in_isr(b) && reassigning.adds(topic, p.partition, *b)
-            };
             let isr_len = distinct(&p.isr);
             let adding: Vec<BrokerId> = if reassigning.0.is_empty() {
                 Vec::new()
@@ -182,7 +179,7 @@ pub fn classify_reassigning(
                 p.replicas
                     .iter()
                     .copied()
-                    .filter(|b| being_added(b))
+                    .filter(|b| !in_isr(b) && reassigning.adds(topic, p.partition, *b))
                     .collect()
             };
             let offline = p.leader == NO_LEADER;
@@ -352,7 +349,7 @@ mod tests {
         let followers: BTreeMap<BrokerId, FollowerProgress> = [(
             4,
             FollowerProgress {
-                adding_to: vec![("t".into(), 0), ("t".into(), 1)],
+                adding_to: Some(vec![("t".into(), 0), ("t".into(), 1)]),
                 ..FollowerProgress::default()
             },
         )]

@@ -511,12 +511,11 @@ pub struct ReplicaOffsets {
 pub struct FollowerProgress {
     /// Per (topic, partition) it replicates, as far as measured.
     pub offsets: BTreeMap<(String, i32), ReplicaOffsets>,
-    /// Partitions an ongoing reassignment is adding it to; None when that could not be
-    /// asked (no answer, not authorized, a broker without ListPartitionReassignments).
-    pub adding: Option<u32>,
-    /// Those partitions ("t", 0), as far as the controller listed them. Kafka does not count
-    /// a replica being added as under-replicated, and neither does the health check.
-    pub adding_to: Vec<(String, i32)>,
+    /// Partitions ("t", 0) an ongoing reassignment is adding it to; None when that could not
+    /// be asked (no answer, not authorized, a broker without ListPartitionReassignments).
+    /// Kafka does not count a replica being added as under-replicated, and neither does the
+    /// health check.
+    pub adding_to: Option<Vec<(String, i32)>>,
     /// Why some or all of it could not be measured.
     pub errors: Vec<String>,
 }

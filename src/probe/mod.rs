@@ -468,18 +468,14 @@ async fn measure_followers(
             }
         }
     }
-    let adding_count = |id: &BrokerId| {
-        reassignments
-            .is_ok()
-            .then(|| adding_to.get(id).map_or(0, |l| l.len() as u32))
-    };
     candidates
         .iter()
         .zip(own)
         .map(|((id, list), answer)| {
             let mut progress = FollowerProgress {
-                adding: adding_count(id),
-                adding_to: adding_to.get(id).cloned().unwrap_or_default(),
+                adding_to: reassignments
+                    .is_ok()
+                    .then(|| adding_to.get(id).cloned().unwrap_or_default()),
                 ..FollowerProgress::default()
             };
             if let Err(e) = &reassignments {
@@ -523,14 +519,15 @@ fn carry_adding(
 ) -> BTreeMap<BrokerId, Vec<(String, i32)>> {
     let now: BTreeMap<BrokerId, Vec<(String, i32)>> = followers
         .iter()
-        .filter(|(_, f)| !f.adding_to.is_empty())
-        .map(|(id, f)| (*id, f.adding_to.clone()))
+        .filter_map(|(id, f)| Some((*id, f.adding_to.clone()?)))
+        .filter(|(_, l)| !l.is_empty())
         .collect();
     for (id, list) in before {
-        if let Some(f) = followers.get_mut(&id) {
+        // Only onto a listing of this round: without one, nothing is known to be added.
+        if let Some(adding) = followers.get_mut(&id).and_then(|f| f.adding_to.as_mut()) {
             for p in list {
-                if !f.adding_to.contains(&p) {
-                    f.adding_to.push(p);
+                if !adding.contains(&p) {
+                    adding.push(p);
                 }
             }
         }
@@ -730,8 +727,7 @@ mod tests {
     fn a_reassignment_that_completes_between_metadata_and_listing_still_covers_its_replica() {
         let t1 = ("t".to_string(), 1);
         let progress = |adding_to: Vec<(String, i32)>| FollowerProgress {
-            adding: Some(adding_to.len() as u32),
-            adding_to,
+            adding_to: Some(adding_to),
             ..FollowerProgress::default()
         };
         // Round 1: the controller adds broker 4 to t-0 and t-1.
@@ -743,16 +739,13 @@ mod tests {
         let mut round2: BTreeMap<BrokerId, FollowerProgress> =
             [(4, progress(vec![("t".into(), 0)]))].into();
         let carried = carry_adding(&mut round2, carried);
-        assert!(round2[&4].adding_to.contains(&t1), "{:?}", round2[&4]);
-        assert_eq!(
-            round2[&4].adding,
-            Some(1),
-            "the controller's count stays its own"
-        );
+        let listed = round2[&4].adding_to.as_ref().unwrap();
+        assert!(listed.contains(&t1), "{:?}", round2[&4]);
+        assert_eq!(listed.len(), 2, "carried once, not twice");
         // Round 3: only this round's own list is carried on, so nothing lingers.
         let mut round3: BTreeMap<BrokerId, FollowerProgress> = [(4, progress(vec![]))].into();
         let carried = carry_adding(&mut round3, carried);
-        assert_eq!(round3[&4].adding_to, vec![("t".to_string(), 0)]);
+        assert_eq!(round3[&4].adding_to, Some(vec![("t".to_string(), 0)]));
         assert!(carried.is_empty());
     }
 

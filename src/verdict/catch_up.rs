@@ -104,7 +104,7 @@ pub fn facts(
         grew,
         behind: behind(&p.offsets),
         stalled_for,
-        adding: p.adding,
+        adding: p.adding_to.as_ref().map(|l| l.len() as u32),
         errors: p.errors.clone(),
     }
 }

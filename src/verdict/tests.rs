@@ -596,10 +596,7 @@ fn measured(w: &mut World, log_end: [i64; 2], hw: i64, adding: Option<u32>) {
         3,
         crate::observe::FollowerProgress {
             offsets,
-            adding,
-            adding_to: (0..adding.unwrap_or(0) as i32)
-                .map(|p| ("t".to_string(), p))
-                .collect(),
+            adding_to: adding.map(|n| (0..n as i32).map(|p| ("t".to_string(), p)).collect()),
             errors: Vec::new(),
         },
     );
