@@ -18,32 +18,10 @@
 //! | serve  | metrics, status, http, status_view                         | /metrics, /status and their views |
 //! | run    | preflight, setup, reload, service, daemon, silence_cmd     | the process: start, signals, reload, stop |
 
-pub mod alerting;
-pub mod canary;
-pub mod check;
-pub mod cluster_view;
+pub mod alert;
 pub mod config;
-pub mod daemon;
-pub mod health;
-pub mod host;
-pub mod http;
-pub mod incident;
-pub mod liveness;
-pub mod metrics;
-pub mod notify;
+pub mod judge;
+pub mod model;
 pub mod observe;
-pub mod preflight;
-pub mod probe;
-pub mod reload;
-pub mod remediate;
-pub mod report;
-pub mod self_metrics;
-pub mod service;
-pub mod setup;
-pub mod silence;
-pub mod silence_cmd;
-pub mod status;
-pub mod status_view;
-pub mod verdict;
-pub mod wire;
-pub mod words;
+pub mod run;
+pub mod serve;

@@ -4,7 +4,10 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use kafka_watchdog::{check, config, daemon, report::Severity, silence_cmd, status_view};
+use kafka_watchdog::{
+    config, judge::check, judge::report::Severity, run::daemon, run::silence_cmd,
+    serve::status_view,
+};
 
 /// sysexits.h EX_CONFIG: the configuration is wrong, restarting will not help.
 const EXIT_CONFIG: u8 = 78;
@@ -170,7 +173,7 @@ fn silence(cmd: SilenceCmd) -> ExitCode {
                 by,
                 ..
             } => {
-                let request = kafka_watchdog::silence::Request {
+                let request = kafka_watchdog::alert::silence::Request {
                     cluster: cluster.clone(),
                     broker: *broker,
                     kind: kind.clone(),
@@ -352,7 +355,7 @@ fn main() -> ExitCode {
     match cli.command {
         Cmd::CheckConfig { config, startup } => match load(&config) {
             Ok(cfg) => {
-                let problems = kafka_watchdog::preflight::check(&cfg, startup);
+                let problems = kafka_watchdog::run::preflight::check(&cfg, startup);
                 if !problems.is_empty() {
                     for p in &problems {
                         eprintln!("{}: {p}", config.display());
@@ -405,7 +408,7 @@ fn main() -> ExitCode {
                 Err(e) => {
                     tracing::error!(error = %e, "kafka-watchdog stopped");
                     eprintln!("kafka-watchdog: {e:#}");
-                    if e.is::<kafka_watchdog::preflight::StartupError>() {
+                    if e.is::<kafka_watchdog::run::preflight::StartupError>() {
                         ExitCode::from(EXIT_CONFIG)
                     } else {
                         ExitCode::FAILURE

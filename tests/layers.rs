@@ -393,14 +393,14 @@ fn earlier_layers_use_no_later_ones_and_nothing_is_a_circle() {
 #[test]
 fn the_reader_sees_every_form_of_use() {
     let code = code_only(
-        "use crate::{observe::{A, B}, words};\n\
+        "use crate::{model::round::{A, B}, model::words};\n\
          // crate::commented\n\
          let s = \"crate::quoted\";\n\
          let c = '{';\n\
          x = crate::config::X;\n\
-         #[cfg(test)]\nmod tests { use crate::daemon; fn f() { let _ = '}'; } }\n\
+         #[cfg(test)]\nmod tests { use crate::run::daemon; fn f() { let _ = '}'; } }\n\
          #[cfg(test)]\nmod tests_fake;\n\
-         y = crate::wire::Z;",
+         y = crate::observe::wire::Z;",
     );
     let (code, files) = without_tests(&code);
     assert_eq!(files, ["tests_fake"]);

@@ -15,7 +15,7 @@ use std::time::Duration;
 use common::watchdog::{has, ids, is_event, start_incidents as start, Receiver};
 use common::{eventually, lab, unique_topic, LabGuard};
 use kafka_lab::{broker_address, client, KafkaVersion};
-use kafka_watchdog::wire::{self, BrokerClient, WireOptions};
+use kafka_watchdog::observe::wire::{self, BrokerClient, WireOptions};
 
 const WAIT: Duration = Duration::from_secs(90);
 

@@ -34,7 +34,7 @@ fn set_broker_config(bs: &str, broker: i32, key: &str, value: &str) {
 }
 
 fn reassign(topic: &str, moves: &[(i32, Vec<i32>)]) {
-    use kafka_watchdog::wire::{BrokerClient, WireOptions};
+    use kafka_watchdog::observe::wire::{BrokerClient, WireOptions};
     let rt = tokio::runtime::Runtime::new().unwrap();
     let moves: Vec<(String, i32, Option<Vec<i32>>)> = moves
         .iter()

@@ -129,7 +129,8 @@ fn status_uses_the_configured_credential() {
 /// the test server certificate followed by its CA, as a file with the chain may).
 #[test]
 fn status_over_https_trusts_the_configured_certificate() {
-    let testdata = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/wire/testdata");
+    let testdata =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/observe/wire/testdata");
     let read = |f: &str| std::fs::read_to_string(testdata.join(f)).unwrap();
     let chain = format!("{}{}", read("server.pem"), read("ca.pem"));
     let port = common::watchdog::free_port();

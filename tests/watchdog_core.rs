@@ -281,7 +281,7 @@ fn cut_replication_is_attributed_to_the_live_follower() {
 
 /// `topic`-0's (leader, leader epoch) as broker `id` answers it, from its own cache.
 fn leader_at(id: i32, topic: &str) -> Option<(i32, i32)> {
-    use kafka_watchdog::wire::{BrokerClient, WireOptions};
+    use kafka_watchdog::observe::wire::{BrokerClient, WireOptions};
     let rt = tokio::runtime::Runtime::new().unwrap();
     rt.block_on(async {
         let address = kafka_lab::broker_address(id);
@@ -298,7 +298,7 @@ fn leader_at(id: i32, topic: &str) -> Option<(i32, i32)> {
 /// Reorders the replicas of `topic`-0 to `replicas` and elects the first one leader, which
 /// bumps the partition's leader epoch.
 fn move_leader(topic: &str, replicas: &[i32]) {
-    use kafka_watchdog::wire::{BrokerClient, WireOptions};
+    use kafka_watchdog::observe::wire::{BrokerClient, WireOptions};
     let rt = tokio::runtime::Runtime::new().unwrap();
     let connect = || async {
         BrokerClient::connect(&kafka_lab::broker_address(1), &WireOptions::default())
@@ -407,7 +407,7 @@ fn a_topic_recreated_under_the_same_name_makes_no_stale_leader() {
 /// the guarded decoder accepts; the lab formats with ELR off, so no partition lists any.
 #[test]
 fn kafka_4_answers_describe_topic_partitions() {
-    use kafka_watchdog::wire::{BrokerClient, WireOptions};
+    use kafka_watchdog::observe::wire::{BrokerClient, WireOptions};
     let lab = lab();
     let topic = unique_topic("core-elr");
     client::create_topic(&lab.bootstrap(), &topic, &[vec![1, 2], vec![2, 3]], &[]).unwrap();

@@ -1,5 +1,5 @@
 //! The wire client against a real Kafka 4.1, one request of each kind the probe sends, to
-//! every broker by name: the fake broker's tests (src/wire/tests*.rs) only show that the
+//! every broker by name: the fake broker's tests (src/observe/wire/tests*.rs) only show that the
 //! client agrees with itself; this shows it agrees with Kafka's encoders and decoders and
 //! that each broker answers for itself (a follower is not a leader).
 
@@ -9,7 +9,7 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use kafka_protocol::messages::ApiKey;
-use kafka_watchdog::wire::{BrokerClient, WireOptions};
+use kafka_watchdog::observe::wire::{BrokerClient, WireOptions};
 
 use common::{lab, unique_topic};
 

@@ -13,9 +13,9 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use serde_json::{json, Value};
 
-use kafka_watchdog::observe::{FailureKind, RoundObservation};
-use kafka_watchdog::probe::{ClusterProber, ProbeSettings};
-use kafka_watchdog::wire::WireOptions;
+use kafka_watchdog::model::round::{FailureKind, RoundObservation};
+use kafka_watchdog::observe::probe::{ClusterProber, ProbeSettings};
+use kafka_watchdog::observe::wire::WireOptions;
 
 use crate::fake::{FakeCluster, Kind};
 use crate::output::{num, opt_num, Section, Table};
@@ -128,7 +128,7 @@ pub fn run(opts: &FanoutOptions) -> Result<Section> {
                 },
                 forget_broker_after: Duration::from_secs(3600),
                 topic_config_refresh: Duration::from_secs(300),
-                full_metadata_budget: kafka_watchdog::probe::DEFAULT_FULL_METADATA_BUDGET,
+                full_metadata_budget: kafka_watchdog::observe::probe::DEFAULT_FULL_METADATA_BUDGET,
                 scoped_topics: Vec::new(),
             };
             let mut prober = ClusterProber::new(settings);
@@ -239,7 +239,7 @@ fn threads_cpu_seconds(name: &str) -> f64 {
 /// The continuous liveness check of N answering brokers at the default interval: the CPU
 /// its tasks cost, as a share of one core (goal: 5 % for 1,000 brokers, 1 % for 3).
 fn liveness(opts: &FanoutOptions) -> Result<(Table, Vec<Value>)> {
-    use kafka_watchdog::liveness::{Liveness, LivenessSettings};
+    use kafka_watchdog::observe::liveness::{Liveness, LivenessSettings};
     let mut table = Table::new(
         "Continuous liveness at the default interval (500 ms): CPU of its runtime",
         &[
@@ -276,7 +276,7 @@ fn liveness(opts: &FanoutOptions) -> Result<(Table, Vec<Value>)> {
             wire: wire.clone(),
             forget_broker_after: Duration::from_secs(3600),
             topic_config_refresh: Duration::from_secs(300),
-            full_metadata_budget: kafka_watchdog::probe::DEFAULT_FULL_METADATA_BUDGET,
+            full_metadata_budget: kafka_watchdog::observe::probe::DEFAULT_FULL_METADATA_BUDGET,
             scoped_topics: Vec::new(),
         });
         let endpoints: Vec<_> = rt

@@ -19,11 +19,11 @@ use std::time::{Instant, SystemTime};
 use anyhow::Result;
 use serde_json::{json, Value};
 
-use kafka_watchdog::cluster_view::merge;
-use kafka_watchdog::health::{classify, Condition};
-use kafka_watchdog::observe::{BrokerId, MetadataView};
-use kafka_watchdog::report::{ClusterReport, Evaluator};
-use kafka_watchdog::verdict::{judge, BrokerState, VerdictSettings};
+use kafka_watchdog::judge::health::{classify, Condition};
+use kafka_watchdog::judge::report::{ClusterReport, Evaluator};
+use kafka_watchdog::judge::verdict::{judge, BrokerState, VerdictSettings};
+use kafka_watchdog::model::round::{BrokerId, MetadataView};
+use kafka_watchdog::observe::cluster_view::merge;
 
 use crate::output::{num, opt_num, Section, Table};
 use crate::stats::median;
@@ -243,10 +243,10 @@ fn measure(
 ) -> Value {
     let full_sources = variant.full_sources.map(|n| {
         n.unwrap_or_else(|| {
-            kafka_watchdog::probe::full_sources(
+            kafka_watchdog::observe::probe::full_sources(
                 partitions as u64,
                 brokers,
-                kafka_watchdog::probe::DEFAULT_FULL_METADATA_BUDGET,
+                kafka_watchdog::observe::probe::DEFAULT_FULL_METADATA_BUDGET,
             )
         })
     });
@@ -324,7 +324,7 @@ fn measure(
         "observation_mib".into(),
         num(mib(rss_kib().saturating_sub(before)), 1),
     );
-    let filter: kafka_watchdog::report::TopicFilterFn = Arc::new(|_| true);
+    let filter: kafka_watchdog::judge::report::TopicFilterFn = Arc::new(|_| true);
     let mut evaluator = Evaluator::new("bench", settings, filter);
     let mut eval_ms = Vec::new();
     let mut drop_ms = Vec::new();
@@ -369,14 +369,14 @@ fn measure(
     row.insert("rest_ms".into(), opt_num(rest.map(|(e, s)| e - s), 2));
     row.insert("drop_ms".into(), opt_num(median(&drop_ms), 2));
     row.insert("eval_peak_mib".into(), num(mib(peak_kib), 1));
-    let extras = kafka_watchdog::metrics::Extras::default();
+    let extras = kafka_watchdog::serve::metrics::Extras::default();
     let (metrics_ms, text) = timed(opts.runs, opts.max_stage_secs, || {
-        kafka_watchdog::metrics::render([&report], &extras)
+        kafka_watchdog::serve::metrics::render([&report], &extras)
     });
     row.insert("metrics_ms".into(), opt_num(median(&metrics_ms), 2));
     row.insert("metrics_kib".into(), num(text.len() as f64 / 1024.0, 0));
     let (status_ms, json_text) = timed(opts.runs, opts.max_stage_secs, || {
-        kafka_watchdog::status::render("bench", [&report], &extras)
+        kafka_watchdog::serve::status::render("bench", [&report], &extras)
     });
     row.insert("status_ms".into(), opt_num(median(&status_ms), 2));
     row.insert("status_kib".into(), num(json_text.len() as f64 / 1024.0, 0));

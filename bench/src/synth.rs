@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};
 
-use kafka_watchdog::observe::{
+use kafka_watchdog::model::round::{
     BrokerEndpoint, BrokerId, BrokerProbe, ClusterDescription, FailureKind, MetadataView,
     PartitionView, ProbeFailure, RegisteredBroker, RoundObservation, TopicView, NO_LEADER,
 };

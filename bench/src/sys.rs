@@ -101,12 +101,14 @@ pub fn trim_heap() {
 /// utime + stime of a process in seconds, from /proc/<pid>/stat.
 pub fn cpu_seconds(pid: u32) -> Option<f64> {
     let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    parse_stat_cpu_ticks(&text).map(|ticks| ticks as f64 / kafka_watchdog::host::clock_ticks())
+    parse_stat_cpu_ticks(&text)
+        .map(|ticks| ticks as f64 / kafka_watchdog::observe::host::clock_ticks())
 }
 
 /// utime + stime in seconds of one /proc stat line (a process's or a thread's).
 pub fn stat_cpu_seconds(stat: &str) -> Option<f64> {
-    parse_stat_cpu_ticks(stat).map(|ticks| ticks as f64 / kafka_watchdog::host::clock_ticks())
+    parse_stat_cpu_ticks(stat)
+        .map(|ticks| ticks as f64 / kafka_watchdog::observe::host::clock_ticks())
 }
 
 /// The process name (field 2) may hold spaces and parentheses, so fields are counted from

@@ -74,7 +74,7 @@ fuzz_target!(|data: &[u8]| {
 
     let before = LIVE.load(Relaxed);
     PEAK.store(before, Relaxed);
-    let _ = kafka_watchdog::wire::decode_response_for_fuzzing(api_key, version, body);
+    let _ = kafka_watchdog::observe::wire::decode_response_for_fuzzing(api_key, version, body);
     let peak = PEAK.load(Relaxed).saturating_sub(before);
 
     let limit = FIXED_ALLOWANCE + BYTES_PER_INPUT_BYTE * body.len();

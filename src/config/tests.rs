@@ -1381,7 +1381,7 @@ fn example_production_loads() {
 // ---------------------------------------------------------------------------------------
 // The HTTP server: HTTPS and credentials.
 
-const TESTDATA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/src/wire/testdata");
+const TESTDATA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/src/observe/wire/testdata");
 
 fn http_with(block: &str) -> String {
     let mut s = format!("{MINIMAL}http:\n");
@@ -1804,7 +1804,7 @@ fn example_silences_block_loads_uncommented() {
     let s = &c.silences[0];
     assert_eq!(s.broker, Some(3));
     assert_eq!(s.cluster.as_deref(), Some("payments-eu"));
-    assert_eq!(s.origin, crate::silence::Origin::Config);
+    assert_eq!(s.origin, crate::alert::silence::Origin::Config);
     assert_eq!(s.comment, "disk replacement on broker 3, CHG-4711");
 }
 

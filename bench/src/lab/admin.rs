@@ -76,7 +76,7 @@ fn check(what: &str, code: i16, message: Option<&StrBytes>) -> Result<()> {
     if code != 0 {
         bail!(
             "{what}: {} ({code}){}",
-            kafka_watchdog::wire::kafka_error_name(code),
+            kafka_watchdog::observe::wire::kafka_error_name(code),
             message.map(|m| format!(": {m}")).unwrap_or_default()
         );
     }

@@ -16,7 +16,7 @@ use kafka_lab::{broker_address, Lab};
 use serde::Serialize;
 use serde_json::{json, Value};
 
-use kafka_watchdog::observe::{BrokerId, MetadataView};
+use kafka_watchdog::model::round::{BrokerId, MetadataView};
 
 use super::{
     bench_topics, broker_rules, broker_states, create_bench_topics, lab_up, restore,

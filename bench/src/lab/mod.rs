@@ -19,8 +19,10 @@ use kafka_watchdog_test_support::watchdog as support;
 use serde::Serialize;
 use serde_json::Value;
 
-use kafka_watchdog::observe::{BrokerId, MetadataView};
-use kafka_watchdog::wire::{BrokerClient, OngoingReassignment, PartitionOutcome, WireOptions};
+use kafka_watchdog::model::round::{BrokerId, MetadataView};
+use kafka_watchdog::observe::wire::{
+    BrokerClient, OngoingReassignment, PartitionOutcome, WireOptions,
+};
 
 /// The watchdog settings a lab benchmark runs with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]

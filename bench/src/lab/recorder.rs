@@ -13,7 +13,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use kafka_lab::sink::Sink;
 use serde_json::{json, Value};
 
-use kafka_watchdog::observe::BrokerId;
+use kafka_watchdog::model::round::BrokerId;
 
 use super::{broker_states, status_round};
 

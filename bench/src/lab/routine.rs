@@ -37,8 +37,8 @@ use rdkafka::producer::{BaseProducer, BaseRecord, DeliveryResult, Producer, Prod
 use rdkafka::ClientContext;
 use serde_json::{json, Value};
 
-use kafka_watchdog::observe::FailureKind;
-use kafka_watchdog::wire::{
+use kafka_watchdog::model::round::FailureKind;
+use kafka_watchdog::observe::wire::{
     BrokerClient, SaslMechanism, SaslSettings, Security as WireSecurity, TlsSettings, WireOptions,
 };
 

@@ -1,0 +1,913 @@
+//! From reports to incidents and webhooks: each round's findings (the report's own and the
+//! canary's) go into the incident book, whose events go to the notifier. The book is saved
+//! after every change so a restart neither loses an open incident nor announces it twice.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::{Duration, SystemTime};
+
+use crate::alert::incident::{
+    self, Finding, FindingKey, FindingKind, Hysteresis, Incident, IncidentBook, StateError, Subject,
+};
+use crate::alert::notify::{Notifier, NotifierHandle, NotifierStats, NotifyError};
+use crate::alert::silence::{Origin, Silence, Silences};
+use crate::config::{ClusterConfig, Config};
+use crate::judge::report::ClusterReport;
+use crate::model::round::BrokerId;
+use crate::observe::canary::record::Acks;
+use crate::observe::canary::{CanaryRound, LossEvent};
+
+/// How long an acknowledged-write loss keeps its incident open after the last lost record:
+/// a loss is an event, and an incident that flapped with every round would be noise.
+pub const LOSS_MEMORY: Duration = Duration::from_secs(600);
+
+/// Rounds an acks=1 loss is remembered. The acks=1 probe writes one record per claimed
+/// partition and round, so two lost records of one partition in this span mean the broker
+/// went on acknowledging as leader after its first lost write: an isolated or split-brain
+/// leader. One lost record is an ordinary leader change and raises nothing; the finding
+/// ends this many rounds after the last loss, so hysteresis works on it as on any other.
+pub const ACKS1_LOSS_ROUNDS: u32 = 3;
+
+#[derive(Debug, thiserror::Error)]
+pub enum AlertingError {
+    // The I/O error is part of the sentence, not a chained source: the chain would print
+    // it twice.
+    #[error(
+        "state directory {path} is not usable: {error} (expected a directory this user can create and write; under systemd, StateDirectory=kafka-watchdog provides /var/lib/kafka-watchdog)"
+    )]
+    StateDir { path: String, error: std::io::Error },
+    #[error(transparent)]
+    State(#[from] StateError),
+    #[error(transparent)]
+    Notify(#[from] NotifyError),
+    #[error(transparent)]
+    Silences(crate::alert::silence::StoreError),
+}
+
+/// What the canary findings remember between rounds, per cluster.
+#[derive(Debug, Default, Clone)]
+pub struct CanaryMemory {
+    /// acks=all losses of the last `LOSS_MEMORY`.
+    losses: Vec<(SystemTime, LossEvent)>,
+    /// acks=1 losses of the last `ACKS1_LOSS_ROUNDS` rounds.
+    acks1_losses: Vec<(SystemTime, LossEvent)>,
+    /// Per partition: the leader when its current unavailability window opened.
+    window_leader: BTreeMap<i32, BrokerId>,
+    /// Per broker: the longest window of a partition it led, closed recently.
+    closed: BTreeMap<BrokerId, (SystemTime, f64)>,
+    /// Unclean elections of the last `LOSS_MEMORY`.
+    unclean: Vec<(SystemTime, crate::judge::report::UncleanElection)>,
+}
+
+/// An unclean election is an event; its incident stays open `LOSS_MEMORY` after the last one.
+pub fn unclean_findings(
+    cluster: &str,
+    report: &ClusterReport,
+    memory: &mut CanaryMemory,
+    now: SystemTime,
+) -> Option<Finding> {
+    memory
+        .unclean
+        .extend(report.unclean_elections.iter().cloned().map(|u| (now, u)));
+    memory
+        .unclean
+        .retain(|(t, _)| now.duration_since(*t).is_ok_and(|a| a <= LOSS_MEMORY));
+    if memory.unclean.is_empty() {
+        return None;
+    }
+    let mut f = Finding::new(
+        FindingKey::new(cluster, Subject::Cluster, FindingKind::UncleanElection),
+        format!(
+            "{} partition(s) got a leader from outside their in-sync replicas: acknowledged writes may be lost",
+            memory.unclean.len()
+        ),
+    );
+    f.evidence = memory
+        .unclean
+        .iter()
+        .take(20)
+        .map(|(_, u)| {
+            format!(
+                "{}-{}: broker {} elected at epoch {}, previous leader {}, previous ISR {:?}",
+                u.topic, u.partition, u.leader, u.leader_epoch, u.previous_leader, u.previous_isr
+            )
+        })
+        .collect();
+    f.rules = vec!["unclean_election".into()];
+    let mut suspects: Vec<BrokerId> = memory
+        .unclean
+        .iter()
+        .flat_map(|(_, u)| std::iter::once(u.leader).chain(u.previous_isr.iter().copied()))
+        .collect();
+    suspects.sort_unstable();
+    suspects.dedup();
+    f.suspects = suspects;
+    Some(
+        f.with_partitions(
+            memory
+                .unclean
+                .iter()
+                .map(|(_, u)| format!("{}-{}", u.topic, u.partition))
+                .collect(),
+        ),
+    )
+}
+
+/// The canary's findings this round (pure but for the memory it updates). `round_interval`
+/// is the cluster's: acks=1 losses are judged over a few rounds.
+pub fn canary_findings(
+    cluster: &str,
+    round: &CanaryRound,
+    memory: &mut CanaryMemory,
+    round_interval: Duration,
+    now: SystemTime,
+) -> Vec<Finding> {
+    let recent = |t: SystemTime| now.duration_since(t).is_ok_and(|a| a <= LOSS_MEMORY);
+    // Half a round of slack: rounds are not exactly `round_interval` apart.
+    let acks1_span = round_interval * ACKS1_LOSS_ROUNDS - round_interval / 2;
+    let acks1_recent = |t: SystemTime| now.duration_since(t).is_ok_and(|a| a <= acks1_span);
+    for l in &round.lost {
+        match l.acks {
+            Acks::All => memory.losses.push((now, l.clone())),
+            Acks::One => memory.acks1_losses.push((now, l.clone())),
+        }
+    }
+    memory.losses.retain(|(t, _)| recent(*t));
+    memory.acks1_losses.retain(|(t, _)| acks1_recent(*t));
+    memory.closed.retain(|_, (t, _)| recent(*t));
+    let mut out = Vec::new();
+    out.extend(acks1_findings(cluster, &round.topic, &memory.acks1_losses));
+
+    let mut by_broker: BTreeMap<BrokerId, Vec<&LossEvent>> = BTreeMap::new();
+    for (_, l) in &memory.losses {
+        by_broker.entry(l.broker).or_default().push(l);
+    }
+    for (broker, losses) in by_broker {
+        let mut f = Finding::new(
+            FindingKey::new(
+                cluster,
+                Subject::Broker(broker),
+                FindingKind::AcknowledgedLoss,
+            ),
+            format!(
+                "{} acks=all canary record(s) acknowledged by broker {broker} are not in the log",
+                losses.len(),
+            ),
+        );
+        f.evidence = losses
+            .iter()
+            .take(20)
+            .map(|l| loss_line(&round.topic, l))
+            .collect();
+        f.rules = vec!["canary_acknowledged_loss".into()];
+        f.suspects = vec![broker];
+        out.push(
+            f.with_partitions(
+                losses
+                    .iter()
+                    .map(|l| format!("{}-{}", round.topic, l.partition))
+                    .collect(),
+            ),
+        );
+    }
+
+    // The canary charges each window to the broker its failed writes went to, at send time
+    // (-1: nobody, the leader's followers held them). The view's leader at a round can be
+    // the one that took over, which is the wrong broker to hand the outage to.
+    for (partition, charged, seconds) in &round.windows_closed {
+        memory.window_leader.remove(partition);
+        if *charged < 0 {
+            continue;
+        }
+        let e = memory.closed.entry(*charged).or_insert((now, 0.0));
+        *e = (now, e.1.max(*seconds));
+    }
+    let open: Vec<_> = round
+        .partitions
+        .iter()
+        .filter_map(|p| p.unavailable_seconds.map(|s| (p, s)))
+        .collect();
+    for (p, _) in &open {
+        memory
+            .window_leader
+            .entry(p.partition)
+            .or_insert(p.unavailable_broker.unwrap_or(p.leader));
+    }
+    memory
+        .window_leader
+        .retain(|part, _| open.iter().any(|(p, _)| p.partition == *part));
+    if !open.is_empty() {
+        let longest = open.iter().map(|(_, s)| *s).fold(0.0, f64::max);
+        let mut f = Finding::new(
+            FindingKey::new(cluster, Subject::Cluster, FindingKind::CanaryUnavailable),
+            format!(
+                "canary writes fail on {} partition(s) of {}, the longest for {longest:.0} s",
+                open.len(),
+                round.topic
+            ),
+        );
+        f.evidence = open
+            .iter()
+            .map(|(p, s)| {
+                let why = match &p.produce_error {
+                    // The client wrote to another broker than the view's leader: its
+                    // metadata was older than the view.
+                    Some(e) if e.broker.is_some_and(|b| b != p.leader) => format!(
+                        "{} at broker {}, where the client's metadata sent it",
+                        e.kind,
+                        e.broker.unwrap_or(-1)
+                    ),
+                    Some(e) => e.kind.to_string(),
+                    None => "read-back pending".into(),
+                };
+                format!(
+                    "{}-{} led by {}: unwritable for {s:.1} s ({why})",
+                    round.topic, p.partition, p.leader,
+                )
+            })
+            .collect();
+        f.rules = vec!["canary_unavailable".into()];
+        // A failed write names whom the verdicts charged it to (nobody for the client's own
+        // failures); a window kept open by a slow or unconfirmed write, its leader.
+        f.suspects = {
+            let mut s: Vec<BrokerId> = open
+                .iter()
+                .flat_map(|(p, _)| match &p.charged_to {
+                    Some(to) => to.clone(),
+                    None => vec![memory
+                        .window_leader
+                        .get(&p.partition)
+                        .copied()
+                        .unwrap_or(p.leader)],
+                })
+                .collect();
+            s.sort_unstable();
+            s.dedup();
+            s
+        };
+        f.unavailable_seconds = Some(longest);
+        out.push(
+            f.with_partitions(
+                open.iter()
+                    .map(|(p, _)| format!("{}-{}", round.topic, p.partition))
+                    .collect(),
+            ),
+        );
+    }
+    out
+}
+
+fn loss_line(topic: &str, l: &LossEvent) -> String {
+    format!(
+        "{topic}-{} offset {} seq {} (acks={}): {}",
+        l.partition,
+        l.offset,
+        l.seq,
+        l.acks.as_label(),
+        l.reason
+    )
+}
+
+/// Per broker: acks=1 records it acknowledged in two or more rounds of one partition that
+/// the log does not hold (see `ACKS1_LOSS_ROUNDS`).
+fn acks1_findings(cluster: &str, topic: &str, losses: &[(SystemTime, LossEvent)]) -> Vec<Finding> {
+    let mut by_broker: BTreeMap<BrokerId, Vec<&LossEvent>> = BTreeMap::new();
+    for (_, l) in losses {
+        by_broker.entry(l.broker).or_default().push(l);
+    }
+    let mut out = Vec::new();
+    for (broker, losses) in by_broker {
+        // One record per claimed partition and round: distinct records of one partition
+        // are distinct rounds.
+        let mut per_partition: BTreeMap<i32, std::collections::BTreeSet<u64>> = BTreeMap::new();
+        for l in &losses {
+            per_partition.entry(l.partition).or_default().insert(l.seq);
+        }
+        let rounds = per_partition.values().map(|s| s.len()).max().unwrap_or(0);
+        if rounds < 2 {
+            continue;
+        }
+        let stale = losses.iter().filter(|l| l.reason == "stale_leader").count();
+        let mut f = Finding::new(
+            FindingKey::new(cluster, Subject::Broker(broker), FindingKind::Acks1Loss),
+            format!(
+                "broker {broker} acknowledged {} acks=1 canary record(s), in {rounds} rounds, that are not in the log: it kept taking writes as leader that the partition's log does not keep (an isolated or split-brain leader){}",
+                losses.len(),
+                if stale > 0 {
+                    format!("; {stale} acknowledged while a newer leader epoch named another leader")
+                } else {
+                    String::new()
+                }
+            ),
+        );
+        f.evidence = losses
+            .iter()
+            .take(20)
+            .map(|l| loss_line(topic, l))
+            .collect();
+        f.rules = vec!["canary_acks1_loss".into()];
+        f.suspects = vec![broker];
+        out.push(
+            f.with_partitions(
+                losses
+                    .iter()
+                    .map(|l| format!("{topic}-{}", l.partition))
+                    .collect(),
+            ),
+        );
+    }
+    out
+}
+
+/// How long the canary partitions a broker led were unavailable, for its broker finding:
+/// an open window of a partition it led when the window opened, or one closed recently.
+pub fn broker_unavailability(
+    broker: BrokerId,
+    round: &CanaryRound,
+    memory: &CanaryMemory,
+) -> Option<f64> {
+    let open = round
+        .partitions
+        .iter()
+        .filter(|p| {
+            memory
+                .window_leader
+                .get(&p.partition)
+                .copied()
+                .unwrap_or(p.leader)
+                == broker
+        })
+        .filter_map(|p| p.unavailable_seconds)
+        .fold(None, |m: Option<f64>, s| Some(m.map_or(s, |m| m.max(s))));
+    let closed = memory.closed.get(&broker).map(|(_, s)| *s);
+    match (open, closed) {
+        (Some(a), Some(b)) => Some(a.max(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+pub struct Alerting {
+    book: Mutex<IncidentBook>,
+    silences: Mutex<Silences>,
+    canary: Mutex<BTreeMap<String, CanaryMemory>>,
+    /// Per cluster: the last round's canary and unclean-election findings and when that
+    /// round was evaluated, for its re-evaluations between rounds.
+    last_round: Mutex<BTreeMap<String, (Vec<Finding>, SystemTime)>>,
+    notifier: std::sync::RwLock<NotifierHandle>,
+    state_dir: PathBuf,
+}
+
+fn ensure_writable(dir: &Path) -> Result<(), AlertingError> {
+    let err = |error| AlertingError::StateDir {
+        path: dir.display().to_string(),
+        error,
+    };
+    std::fs::create_dir_all(dir).map_err(err)?;
+    let probe = dir.join(".write-test");
+    std::fs::write(&probe, b"").map_err(err)?;
+    let _ = std::fs::remove_file(probe);
+    Ok(())
+}
+
+impl Alerting {
+    /// Loads the incident book and starts webhook delivery. Call inside the runtime.
+    pub fn start(config: &Config) -> Result<Alerting, AlertingError> {
+        ensure_writable(&config.state_dir)?;
+        let book = match IncidentBook::load(&config.state_dir) {
+            Ok(b) => b,
+            Err(StateError::Corrupt { .. }) => {
+                // A corrupt file must not keep the watchdog from watching; keep it aside for
+                // a person to look at and start with an empty book.
+                let file = config.state_dir.join("incidents.json");
+                let aside = config.state_dir.join(format!(
+                    "incidents.json.corrupt-{}",
+                    crate::model::time::unix_ms(SystemTime::now())
+                ));
+                let _ = std::fs::rename(&file, &aside);
+                tracing::error!(kept = %aside.display(), "incident state file is corrupt; starting with no open incidents");
+                IncidentBook::new()
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let mut silences = match Silences::load(&config.state_dir) {
+            Ok(s) => s,
+            Err(e @ crate::alert::silence::StoreError::Corrupt { .. }) => {
+                // Losing runtime silences pages for what someone meant to keep quiet; the
+                // file is kept aside for a person, and the error says it loudly.
+                let file = config.state_dir.join(crate::alert::silence::STATE_FILE);
+                let aside = config.state_dir.join(format!(
+                    "{}.corrupt-{}",
+                    crate::alert::silence::STATE_FILE,
+                    crate::model::time::unix_ms(SystemTime::now())
+                ));
+                let _ = std::fs::rename(&file, &aside);
+                tracing::error!(error = %e, kept = %aside.display(), "silences file is corrupt; starting without the silences added at runtime");
+                Silences::default()
+            }
+            Err(e) => return Err(AlertingError::Silences(e)),
+        };
+        silences.set_config(config.silences.clone());
+        let notifier = Notifier::spawn(&config.webhooks, &config.state_dir, config)?;
+        notifier.restore_open(book.open_incidents());
+        Ok(Alerting {
+            book: Mutex::new(book),
+            silences: Mutex::new(silences),
+            canary: Mutex::new(BTreeMap::new()),
+            last_round: Mutex::new(BTreeMap::new()),
+            notifier: std::sync::RwLock::new(notifier),
+            state_dir: config.state_dir.clone(),
+        })
+    }
+
+    /// Turns one report into incident events and hands them to delivery.
+    pub fn after_round(&self, cluster: &ClusterConfig, report: &ClusterReport, now: SystemTime) {
+        let mut extra = Vec::new();
+        let mut canary_memory = self.canary.lock().unwrap_or_else(|p| p.into_inner());
+        let memory = canary_memory.entry(report.cluster.clone()).or_default();
+        if let Some(round) = &report.canary {
+            extra = canary_findings(&report.cluster, round, memory, cluster.round_interval, now);
+        }
+        extra.extend(unclean_findings(&report.cluster, report, memory, now));
+        let round_extra = extra.clone();
+        let mut findings = incident::findings(report, extra);
+        if let Some(round) = &report.canary {
+            for f in &mut findings {
+                if let (Subject::Broker(b), FindingKind::Broker) = (f.key.subject, f.key.kind) {
+                    f.unavailable_seconds = broker_unavailability(b, round, memory);
+                }
+            }
+        }
+        drop(canary_memory);
+        self.last_round
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(report.cluster.clone(), (round_extra, now));
+        self.observe(cluster, report, findings, now, true);
+    }
+
+    /// A re-evaluation of the last round with newer liveness facts: the round's own
+    /// findings keep the time they were observed (so they confirm nothing new); the canary
+    /// and election findings of that round stand as they were.
+    pub fn after_reassess(&self, cluster: &ClusterConfig, report: &ClusterReport, now: SystemTime) {
+        let Some((extra, round_at)) = self
+            .last_round
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&report.cluster)
+            .cloned()
+        else {
+            return;
+        };
+        let mut findings = incident::findings(report, Vec::new());
+        for f in &mut findings {
+            f.observed_at.get_or_insert(round_at);
+        }
+        findings.extend(extra.into_iter().map(|mut f| {
+            f.observed_at.get_or_insert(round_at);
+            f
+        }));
+        // Every liveness interval while a broker is silent: the file is written when something
+        // happened, not at each look.
+        self.observe(cluster, report, findings, now, false);
+    }
+
+    fn observe(
+        &self,
+        cluster: &ClusterConfig,
+        report: &ClusterReport,
+        findings: Vec<Finding>,
+        now: SystemTime,
+        save_when_busy: bool,
+    ) {
+        let active = self.lock_silences().active(now);
+        let mut book = self.book.lock().unwrap_or_else(|p| p.into_inner());
+        book.set_silences(active);
+        let events = book.observe(
+            &report.cluster,
+            findings,
+            Hysteresis::from(&cluster.verdict),
+            now,
+        );
+        for e in &events {
+            tracing::warn!(
+                cluster = %e.incident.cluster,
+                event = e.kind.as_str(),
+                kind = e.incident.kind.as_str(),
+                severity = e.incident.severity.as_str(),
+                summary = %e.incident.summary,
+                "incident"
+            );
+        }
+        if !events.is_empty() || (save_when_busy && !book.is_idle()) {
+            if let Err(e) = book.save(&self.state_dir) {
+                tracing::error!(error = %e, "cannot save incident state");
+            }
+        }
+        drop(book);
+        self.notifier().submit(events);
+    }
+
+    fn lock_silences(&self) -> std::sync::MutexGuard<'_, Silences> {
+        self.silences.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Every silence, active or not (expired ones for a day).
+    pub fn silences(&self) -> Vec<Silence> {
+        self.lock_silences().all()
+    }
+
+    /// Checks and keeps a silence asked for at runtime; it takes effect at each cluster's
+    /// next round.
+    pub fn add_silence(
+        &self,
+        request: &crate::alert::silence::Request,
+        clusters: &[String],
+        now: SystemTime,
+    ) -> Result<Silence, crate::alert::silence::Invalid> {
+        let silence = request.check(clusters, now, Origin::Api)?;
+        let mut store = self.lock_silences();
+        store.add(silence.clone(), now)?;
+        if let Err(e) = store.save(&self.state_dir) {
+            tracing::error!(error = %e, "cannot save silences; the silence holds until a restart");
+        }
+        tracing::info!(silence = %silence.describe(), by = %silence.created_by, "silence added");
+        Ok(silence)
+    }
+
+    /// Ends a runtime silence now; `Ok(false)` when there is none with that id.
+    pub fn expire_silence(
+        &self,
+        id: &str,
+        now: SystemTime,
+    ) -> Result<bool, crate::alert::silence::Invalid> {
+        let mut store = self.lock_silences();
+        let found = store.expire(id, now)?;
+        if found {
+            if let Err(e) = store.save(&self.state_dir) {
+                tracing::error!(error = %e, "cannot save silences");
+            }
+            tracing::info!(silence = %id, "silence expired");
+        }
+        Ok(found)
+    }
+
+    /// The configuration's silences changed (a reload).
+    pub fn set_config_silences(&self, silences: Vec<Silence>) {
+        self.lock_silences().set_config(silences);
+    }
+
+    /// The active silence that keeps remediation of `broker` from acting, described.
+    pub fn remediation_silenced(
+        &self,
+        cluster: &str,
+        broker: BrokerId,
+        now: SystemTime,
+    ) -> Option<String> {
+        self.lock_silences()
+            .active(now)
+            .into_iter()
+            .find(|s| s.covers_parts(cluster, FindingKind::Broker, Some(broker), &[broker]))
+            .map(|s| s.describe())
+    }
+
+    /// Where the incident book lives; remediation keeps its history and thread dumps
+    /// below it.
+    pub fn state_dir(&self) -> &Path {
+        &self.state_dir
+    }
+
+    /// A remediation decision as a one-shot incident event (kind `remediation`): it goes
+    /// to the receivers like any event, and opens nothing in the book.
+    pub fn remediation(&self, r: crate::alert::remediate::Record) {
+        self.notifier().submit(vec![remediation_event(&r)]);
+    }
+
+    fn notifier(&self) -> NotifierHandle {
+        self.notifier
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Replaces the receivers after a reload: the old delivery drains briefly, what it could
+    /// not send stays in the spool, which the new one (same state folder) picks up.
+    pub async fn reconfigure(&self, config: &Config) -> Result<(), AlertingError> {
+        let old = self.notifier();
+        old.shutdown(Duration::from_secs(2)).await;
+        let new = Notifier::spawn(&config.webhooks, &config.state_dir, config)?;
+        new.restore_open(self.open_incidents());
+        *self.notifier.write().unwrap_or_else(|p| p.into_inner()) = new;
+        Ok(())
+    }
+
+    /// Resolves the incidents of clusters no longer configured (after a reload).
+    pub fn retain_clusters(&self, names: &[String]) {
+        let mut book = self.book.lock().unwrap_or_else(|p| p.into_inner());
+        let events = book.retain_clusters(names, SystemTime::now());
+        if let Err(e) = book.save(&self.state_dir) {
+            tracing::error!(error = %e, "cannot save incident state");
+        }
+        drop(book);
+        self.notifier().submit(events);
+    }
+
+    pub fn open_incidents(&self) -> Vec<Incident> {
+        self.book
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .open_incidents()
+    }
+
+    pub fn stats(&self) -> NotifierStats {
+        self.notifier().stats()
+    }
+
+    /// Flushes what delivery can within `deadline`; the rest stays spooled on disk.
+    pub async fn shutdown(&self, deadline: Duration) -> NotifierStats {
+        self.notifier().shutdown(deadline).await
+    }
+}
+
+/// The incident event of a remediation record.
+pub fn remediation_event(r: &crate::alert::remediate::Record) -> incident::IncidentEvent {
+    use crate::alert::remediate::Outcome;
+    let key = FindingKey::new(
+        &r.cluster,
+        Subject::Broker(r.broker),
+        FindingKind::Remediation,
+    );
+    // A broker restarted (or a restart that failed) is worth a page; a refusal or a dry
+    // run is a warning: the zombie incident itself already pages.
+    let severity = match r.outcome {
+        Outcome::Acted | Outcome::Failed => crate::config::Severity::Critical,
+        Outcome::Refused | Outcome::DryRun => crate::config::Severity::Warning,
+    };
+    incident::IncidentEvent {
+        kind: r.outcome.event_kind(),
+        at: r.at,
+        incident: Incident {
+            id: incident::incident_id(&key, r.at),
+            dedup_key: key.dedup_key(),
+            cluster: r.cluster.clone(),
+            subject: key.subject,
+            kind: FindingKind::Remediation,
+            broker: Some(r.broker),
+            broker_address: (!r.address.is_empty()).then(|| r.address.clone()),
+            state: Some(crate::judge::verdict::BrokerState::Zombie),
+            severity,
+            peak_severity: severity,
+            summary: r.summary(),
+            evidence: r.evidence(),
+            rules: vec![format!("remediation_{}", r.outcome.as_label())],
+            affected_partitions: Vec::new(),
+            affected_partitions_total: 0,
+            suspects: vec![r.broker],
+            started_at: r.at,
+            updated_at: r.at,
+            resolved_at: None,
+            unavailable_seconds: None,
+            silenced: None,
+            notified_peak: Some(severity),
+        },
+        previous: None,
+        changes: Vec::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Severity;
+    use crate::observe::canary::{PartitionRound, ProduceFailure, TopicStatus};
+    use std::time::UNIX_EPOCH;
+
+    fn t(s: u64) -> SystemTime {
+        UNIX_EPOCH + Duration::from_secs(1_700_000_000 + s)
+    }
+
+    fn round(lost: Vec<LossEvent>) -> CanaryRound {
+        CanaryRound {
+            topic: "canary".into(),
+            status: TopicStatus::Ready,
+            partitions: Vec::new(),
+            layout: Vec::new(),
+            not_leading: Vec::new(),
+            lost,
+            duplicated: Vec::new(),
+            windows_closed: Vec::new(),
+            acks1: Vec::new(),
+        }
+    }
+
+    fn loss(seq: u64, acks: Acks, broker: BrokerId, reason: &'static str) -> LossEvent {
+        on(0, seq, acks, broker, reason)
+    }
+
+    fn on(
+        partition: i32,
+        seq: u64,
+        acks: Acks,
+        broker: BrokerId,
+        reason: &'static str,
+    ) -> LossEvent {
+        LossEvent {
+            partition,
+            offset: 100 + seq as i64,
+            seq,
+            acks,
+            broker,
+            reason,
+        }
+    }
+
+    /// Runs the canary findings of `rounds` (10 s apart) through the incident book with the
+    /// default hysteresis; returns every event.
+    fn run(rounds: Vec<Vec<LossEvent>>) -> Vec<incident::IncidentEvent> {
+        let mut memory = CanaryMemory::default();
+        let mut book = IncidentBook::new();
+        let mut events = Vec::new();
+        for (i, lost) in rounds.into_iter().enumerate() {
+            let now = t(10 * i as u64);
+            let found = canary_findings(
+                "lab",
+                &round(lost),
+                &mut memory,
+                Duration::from_secs(10),
+                now,
+            );
+            events.extend(book.observe("lab", found, Hysteresis::default(), now));
+        }
+        events
+    }
+
+    #[test]
+    fn an_acks1_record_truncated_at_an_ordinary_leader_change_pages_no_one() {
+        // The old leader acknowledged one acks=1 record just before it handed leadership
+        // over; the new leader never had it. That is what acks=1 means.
+        let mut rounds = vec![vec![loss(7, Acks::One, 1, "overwritten")]];
+        rounds.extend((0..70).map(|_| Vec::new()));
+        let events = run(rounds);
+        assert!(events.is_empty(), "{events:#?}");
+    }
+
+    fn opened(events: &[incident::IncidentEvent]) -> Vec<(FindingKind, Severity, Vec<BrokerId>)> {
+        events
+            .iter()
+            .filter(|e| e.kind == incident::EventKind::Opened)
+            .map(|e| {
+                (
+                    e.incident.kind,
+                    e.incident.severity,
+                    e.incident.suspects.clone(),
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn one_acks1_record_per_partition_or_broker_at_a_leader_change_is_not_a_finding() {
+        // Two brokers hand over their partitions in one round, one of them leading two:
+        // each loses the last acks=1 record of each partition.
+        let mut rounds = vec![vec![
+            on(0, 3, Acks::One, 1, "overwritten"),
+            on(1, 3, Acks::One, 1, "skipped"),
+            on(2, 4, Acks::One, 2, "truncated"),
+        ]];
+        rounds.extend((0..5).map(|_| Vec::new()));
+        let events = run(rounds);
+        assert!(events.is_empty(), "{events:#?}");
+    }
+
+    #[test]
+    fn a_leader_losing_acks1_records_round_after_round_is_named_as_a_warning() {
+        // Incident 3: the isolated leader acknowledges the probe's record every round; each
+        // expires as a stale leader's acknowledgement.
+        let mut rounds: Vec<Vec<LossEvent>> = (1..=4)
+            .map(|seq| vec![loss(seq, Acks::One, 1, "stale_leader")])
+            .collect();
+        rounds.extend((0..70).map(|_| Vec::new()));
+        let events = run(rounds);
+        assert_eq!(
+            opened(&events),
+            vec![(FindingKind::Acks1Loss, Severity::Warning, vec![1])]
+        );
+        let open = &events[0].incident;
+        assert!(
+            open.evidence.iter().all(|e| e.contains("(acks=1)")),
+            "{open:#?}"
+        );
+        assert!(open.summary.contains("broker 1"), "{}", open.summary);
+        assert!(
+            open.summary.contains("newer leader epoch"),
+            "{}",
+            open.summary
+        );
+        let resolved = events
+            .iter()
+            .find(|e| e.kind == incident::EventKind::Resolved)
+            .expect("resolves once the losses stop");
+        // Last loss at 30 s; gone from the finding after ACKS1_LOSS_ROUNDS rounds, then
+        // resolved after the hysteresis: a minute, not ten.
+        assert!(resolved.at <= t(100), "{:?}", resolved.at);
+    }
+
+    #[test]
+    fn acks1_records_found_lost_at_once_after_a_heal_are_named() {
+        // The isolated leader's records found overwritten in one round once it rejoined.
+        let mut rounds = vec![(10..15)
+            .map(|seq| loss(seq, Acks::One, 1, "overwritten"))
+            .collect::<Vec<_>>()];
+        rounds.extend((0..10).map(|_| Vec::new()));
+        assert_eq!(
+            opened(&run(rounds)),
+            vec![(FindingKind::Acks1Loss, Severity::Warning, vec![1])]
+        );
+    }
+
+    #[test]
+    fn an_acks_all_loss_is_still_a_critical_acknowledged_loss() {
+        let mut rounds = vec![vec![
+            loss(5, Acks::All, 2, "truncated"),
+            loss(6, Acks::One, 3, "overwritten"),
+        ]];
+        rounds.extend((0..3).map(|_| Vec::new()));
+        let events = run(rounds);
+        assert_eq!(
+            opened(&events),
+            vec![(FindingKind::AcknowledgedLoss, Severity::Critical, vec![2])]
+        );
+        assert!(events[0].incident.evidence[0].contains("(acks=all)"));
+    }
+
+    fn charged_round(charged_to: Option<Vec<BrokerId>>, received: Option<BrokerId>) -> CanaryRound {
+        CanaryRound {
+            topic: "c".into(),
+            status: TopicStatus::Ready,
+            partitions: vec![PartitionRound {
+                partition: 0,
+                leader: 2,
+                leader_epoch: 3,
+                replicas: vec![1, 2, 3],
+                isr: vec![2, 3],
+                produce: None,
+                produce_seconds: None,
+                produce_error: Some(ProduceFailure {
+                    kind: "timeout",
+                    detail: "test".into(),
+                    broker: received,
+                }),
+                end_to_end_seconds: Vec::new(),
+                unavailable_seconds: Some(3.5),
+                unavailable_broker: received,
+                overdue: 0,
+                writes: 1,
+                failed_writes: Vec::new(),
+                charged_to,
+            }],
+            layout: Vec::new(),
+            not_leading: Vec::new(),
+            lost: Vec::new(),
+            duplicated: Vec::new(),
+            windows_closed: Vec::new(),
+            acks1: Vec::new(),
+        }
+    }
+
+    fn unavailable(r: &CanaryRound) -> Finding {
+        canary_findings(
+            "lab",
+            r,
+            &mut CanaryMemory::default(),
+            Duration::from_secs(10),
+            SystemTime::now(),
+        )
+        .into_iter()
+        .find(|f| f.key.kind == FindingKind::CanaryUnavailable)
+        .expect("a canary_unavailable finding")
+    }
+
+    #[test]
+    fn an_unwritable_canary_partition_names_whom_the_write_is_charged_to() {
+        // Written on the client's stale metadata to the old leader 1, which timed out:
+        // broker 1, not the view's new leader 2 (issue 14: "broker 2" was named).
+        let f = unavailable(&charged_round(Some(vec![1]), Some(1)));
+        assert_eq!(f.suspects, vec![1]);
+        assert!(
+            f.evidence[0].contains("timeout at broker 1, where the client's metadata sent it"),
+            "{:?}",
+            f.evidence
+        );
+        // A failure of the client's own names nobody.
+        assert!(unavailable(&charged_round(Some(vec![]), None))
+            .suspects
+            .is_empty());
+        // A follower decided to be the cause of an acks=all timeout is named, not the leader.
+        assert_eq!(
+            unavailable(&charged_round(Some(vec![3]), Some(2))).suspects,
+            vec![3]
+        );
+        // Not decided (no verdict ran): the leader, as before.
+        assert_eq!(unavailable(&charged_round(None, Some(2))).suspects, vec![2]);
+    }
+}

@@ -1,0 +1,531 @@
+//! Incidents, pure: from what each round found wrong to incidents that open, change and
+//! resolve with hysteresis, so one bad round (a broker restarting, a GC pause) pages no one
+//! and one good round does not close what is still broken. No I/O except the state file;
+//! `now` is always a parameter.
+//!
+//! `findings` turns a round's report into findings keyed by (cluster, subject, kind);
+//! `IncidentBook::observe` compares them with what it remembers and returns the events
+//! (opened, updated, resolved) that delivery sends on.
+
+mod book;
+mod findings;
+mod state;
+
+#[cfg(test)]
+mod tests;
+#[cfg(test)]
+mod tests_duration;
+
+use std::fmt;
+use std::time::{Duration, SystemTime};
+
+use serde::{Deserialize, Serialize};
+
+use crate::config::{Severity, VerdictConfig};
+use crate::judge::verdict::BrokerState;
+use crate::model::round::BrokerId;
+
+pub(crate) use book::incident_id;
+pub use book::IncidentBook;
+pub use findings::{findings, MAX_AFFECTED_PARTITIONS};
+pub(crate) use state::{ensure_dir, write_atomic};
+pub use state::{StateError, STATE_FILE};
+
+/// What an incident is about: one broker, or the cluster as a whole.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Subject {
+    Broker(BrokerId),
+    Cluster,
+}
+
+impl Subject {
+    pub fn broker(self) -> Option<BrokerId> {
+        match self {
+            Subject::Broker(id) => Some(id),
+            Subject::Cluster => None,
+        }
+    }
+}
+
+impl fmt::Display for Subject {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Subject::Broker(id) => write!(f, "broker-{id}"),
+            Subject::Cluster => f.write_str("cluster"),
+        }
+    }
+}
+
+/// What kind of trouble a finding is. The spelling of `as_str` is part of every dedup key,
+/// so it must never change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FindingKind {
+    /// A broker's verdict is not healthy; the state says how bad.
+    Broker,
+    /// Partitions without a leader: nothing can be written to or read from them.
+    OfflinePartitions,
+    /// Partitions whose ISR is below min.insync.replicas: acks=all writes fail.
+    UnderMinIsr,
+    UnderReplicated,
+    /// A broker claims a leadership that a newer leader epoch gave to another.
+    SplitBrain,
+    /// No broker of the cluster answered.
+    ClusterUnreachable,
+    /// The canary lost an acks=all record the cluster had acknowledged (produced by the
+    /// canary): the cluster broke its promise.
+    AcknowledgedLoss,
+    /// A broker kept acknowledging acks=1 canary records, round after round, that the
+    /// partition's log does not hold: it took writes as a leader the others had replaced
+    /// (isolated or split-brain leader, incident 3). One such record at a leader change is
+    /// what acks=1 means and raises nothing.
+    Acks1Loss,
+    /// The canary could not write or read (produced by the canary).
+    CanaryUnavailable,
+    /// A partition's new leader was not in its previous ISR: acknowledged writes may be
+    /// gone (incident 4).
+    UncleanElection,
+    /// The watchdog ran, refused to run, or would have run (dry run) a broker's remediation
+    /// command. Its events are one-shot (`EventKind::is_one_shot`), never an open incident.
+    Remediation,
+    /// The watchdog cannot get in to a broker (its credentials or certificates refused, the
+    /// broker's certificate not trusted) or cannot decode its answers: the watchdog's own
+    /// access or compatibility problem, and no verdict on the broker.
+    WatchdogAccess,
+}
+
+impl FindingKind {
+    pub const ALL: [FindingKind; 12] = [
+        FindingKind::Broker,
+        FindingKind::OfflinePartitions,
+        FindingKind::UnderMinIsr,
+        FindingKind::UnderReplicated,
+        FindingKind::SplitBrain,
+        FindingKind::ClusterUnreachable,
+        FindingKind::AcknowledgedLoss,
+        FindingKind::Acks1Loss,
+        FindingKind::CanaryUnavailable,
+        FindingKind::UncleanElection,
+        FindingKind::Remediation,
+        FindingKind::WatchdogAccess,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FindingKind::Broker => "broker",
+            FindingKind::OfflinePartitions => "offline_partitions",
+            FindingKind::UnderMinIsr => "under_min_isr",
+            FindingKind::UnderReplicated => "under_replicated",
+            FindingKind::SplitBrain => "split_brain",
+            FindingKind::ClusterUnreachable => "cluster_unreachable",
+            FindingKind::AcknowledgedLoss => "acknowledged_loss",
+            FindingKind::CanaryUnavailable => "canary_unavailable",
+            FindingKind::UncleanElection => "unclean_election",
+            FindingKind::Remediation => "remediation",
+            FindingKind::WatchdogAccess => "watchdog_access",
+            FindingKind::Acks1Loss => "acks1_loss",
+        }
+    }
+
+    /// The Alertmanager `alertname` of this kind.
+    pub fn alert_name(self) -> &'static str {
+        match self {
+            FindingKind::Broker => "KafkaWatchdogBroker",
+            FindingKind::OfflinePartitions => "KafkaWatchdogOfflinePartitions",
+            FindingKind::UnderMinIsr => "KafkaWatchdogUnderMinIsr",
+            FindingKind::UnderReplicated => "KafkaWatchdogUnderReplicated",
+            FindingKind::SplitBrain => "KafkaWatchdogSplitBrain",
+            FindingKind::ClusterUnreachable => "KafkaWatchdogClusterUnreachable",
+            FindingKind::AcknowledgedLoss => "KafkaWatchdogAcknowledgedLoss",
+            FindingKind::CanaryUnavailable => "KafkaWatchdogCanaryUnavailable",
+            FindingKind::UncleanElection => "KafkaWatchdogUncleanElection",
+            FindingKind::Remediation => "KafkaWatchdogRemediation",
+            FindingKind::WatchdogAccess => "KafkaWatchdogAccess",
+            FindingKind::Acks1Loss => "KafkaWatchdogAcks1Loss",
+        }
+    }
+
+    /// How bad a finding of this kind is; `state` matters only for broker findings.
+    pub fn severity(self, state: Option<BrokerState>) -> Severity {
+        match self {
+            FindingKind::Broker => match state {
+                Some(BrokerState::Zombie) => Severity::Critical,
+                Some(BrokerState::Healthy) => Severity::Info,
+                _ => Severity::Warning,
+            },
+            FindingKind::OfflinePartitions
+            | FindingKind::UnderMinIsr
+            | FindingKind::SplitBrain
+            | FindingKind::AcknowledgedLoss
+            | FindingKind::UncleanElection
+            | FindingKind::ClusterUnreachable => Severity::Critical,
+            // Evidence about one broker's leadership, not a broken promise: the split brain
+            // and the broker's own verdict page when it is one.
+            FindingKind::UnderReplicated
+            | FindingKind::CanaryUnavailable
+            | FindingKind::Acks1Loss
+            | FindingKind::Remediation
+            | FindingKind::WatchdogAccess => Severity::Warning,
+        }
+    }
+
+    /// Findings computed from a round's probes. When the cluster cannot be seen their
+    /// absence means nothing, so their incidents are held as they are.
+    pub fn from_probes(self) -> bool {
+        matches!(
+            self,
+            FindingKind::Broker
+                | FindingKind::OfflinePartitions
+                | FindingKind::UnderMinIsr
+                | FindingKind::UnderReplicated
+                | FindingKind::SplitBrain
+                | FindingKind::WatchdogAccess
+        )
+    }
+}
+
+impl fmt::Display for FindingKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Identifies a finding across rounds, restarts and watchdog instances.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct FindingKey {
+    pub cluster: String,
+    pub subject: Subject,
+    pub kind: FindingKind,
+}
+
+impl FindingKey {
+    pub fn new(cluster: &str, subject: Subject, kind: FindingKind) -> Self {
+        FindingKey {
+            cluster: cluster.to_string(),
+            subject,
+            kind,
+        }
+    }
+
+    /// The same on every watchdog that watches the cluster, so receivers (PagerDuty,
+    /// Alertmanager) merge what two watchdogs report about one problem.
+    pub fn dedup_key(&self) -> String {
+        format!(
+            "kafka-watchdog/{}/{}/{}",
+            self.cluster,
+            self.subject,
+            self.kind.as_str()
+        )
+    }
+}
+
+/// One thing wrong in one round.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Finding {
+    pub key: FindingKey,
+    pub severity: Severity,
+    /// The broker's verdict, for broker findings.
+    pub state: Option<BrokerState>,
+    /// `host:port` of the broker, when known.
+    pub broker_address: Option<String>,
+    /// One line, in an operator's words.
+    pub summary: String,
+    /// `rule: detail` lines, or one line per affected partition.
+    pub evidence: Vec<String>,
+    /// Names of what fired (verdict rules). A change of this set is news worth sending; a
+    /// change of wording is not.
+    pub rules: Vec<String>,
+    /// `topic-partition`, sorted, at most `MAX_AFFECTED_PARTITIONS`.
+    pub affected_partitions: Vec<String>,
+    /// How many partitions are affected in all.
+    pub affected_partitions_total: usize,
+    /// Brokers to look at.
+    pub suspects: Vec<BrokerId>,
+    /// Filled by the canary: seconds the affected partitions could not be used.
+    pub unavailable_seconds: Option<f64>,
+    /// When its evidence was observed, when not at the evaluation (a round re-evaluated
+    /// between rounds keeps its own time); `None`: now.
+    pub observed_at: Option<SystemTime>,
+    /// When its fact began to hold, when its evidence says so (see `BrokerVerdict`).
+    pub holds_since: Option<SystemTime>,
+    /// How long it must hold to open an incident when that is longer than the cluster's
+    /// `open_after_secs` (a broker that shut down cleanly: `restart_grace_secs`).
+    pub hold_for: Option<std::time::Duration>,
+}
+
+impl Finding {
+    /// A finding with the kind's own severity and nothing but a summary; callers (the
+    /// canary) fill in the rest.
+    pub fn new(key: FindingKey, summary: impl Into<String>) -> Self {
+        Finding {
+            severity: key.kind.severity(None),
+            key,
+            state: None,
+            broker_address: None,
+            summary: summary.into(),
+            evidence: Vec::new(),
+            rules: Vec::new(),
+            affected_partitions: Vec::new(),
+            affected_partitions_total: 0,
+            suspects: Vec::new(),
+            unavailable_seconds: None,
+            observed_at: None,
+            holds_since: None,
+            hold_for: None,
+        }
+    }
+
+    /// Sets the affected partitions, keeping the first `MAX_AFFECTED_PARTITIONS` in order.
+    pub fn with_partitions(mut self, mut partitions: Vec<String>) -> Self {
+        partitions.sort();
+        partitions.dedup();
+        self.affected_partitions_total = partitions.len();
+        partitions.truncate(MAX_AFFECTED_PARTITIONS);
+        self.affected_partitions = partitions;
+        self
+    }
+}
+
+/// Hysteresis: how long a finding's fact must hold to open an incident, and how long it
+/// must be absent to resolve it (`verdict.open_after_secs`, `verdict.resolve_after_secs`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Hysteresis {
+    pub open_after: std::time::Duration,
+    pub resolve_after: std::time::Duration,
+}
+
+impl Hysteresis {
+    /// The durations the deprecated `open_after_rounds` / `resolve_after_rounds` meant with
+    /// rounds `round` apart (see `config::rounds_as_duration`).
+    pub fn from_rounds(open: u32, resolve: u32, round: std::time::Duration) -> Self {
+        Hysteresis {
+            open_after: crate::config::rounds_as_duration(open, round),
+            resolve_after: crate::config::rounds_as_duration(resolve, round),
+        }
+    }
+}
+
+impl From<&VerdictConfig> for Hysteresis {
+    fn from(v: &VerdictConfig) -> Self {
+        Hysteresis {
+            open_after: v.open_after,
+            resolve_after: v.resolve_after,
+        }
+    }
+}
+
+impl Default for Hysteresis {
+    fn default() -> Self {
+        Hysteresis::from(&VerdictConfig::default())
+    }
+}
+
+/// An incident: a finding that persisted long enough to be told, until it goes away.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Incident {
+    /// Unique to this occurrence; a later occurrence of the same problem gets a new one.
+    pub id: String,
+    /// Stable per (cluster, subject, kind): see `FindingKey::dedup_key`.
+    pub dedup_key: String,
+    pub cluster: String,
+    pub subject: Subject,
+    pub kind: FindingKind,
+    pub broker: Option<BrokerId>,
+    pub broker_address: Option<String>,
+    #[serde(with = "serde_state")]
+    pub state: Option<BrokerState>,
+    #[serde(with = "serde_severity")]
+    pub severity: Severity,
+    /// The worst severity so far: receivers that were told of it hear of its end.
+    #[serde(with = "serde_severity")]
+    pub peak_severity: Severity,
+    pub summary: String,
+    pub evidence: Vec<String>,
+    pub rules: Vec<String>,
+    pub affected_partitions: Vec<String>,
+    pub affected_partitions_total: usize,
+    pub suspects: Vec<BrokerId>,
+    /// When the finding was first seen (before hysteresis let it open).
+    #[serde(with = "crate::model::time::serde_ms")]
+    pub started_at: SystemTime,
+    /// The last significant change (open, or an update that was sent).
+    #[serde(with = "crate::model::time::serde_ms")]
+    pub updated_at: SystemTime,
+    /// The first round the finding was absent, of the streak that resolved it.
+    #[serde(with = "crate::model::time::serde_opt_ms")]
+    pub resolved_at: Option<SystemTime>,
+    pub unavailable_seconds: Option<f64>,
+    /// The silence it is under now: receivers do not hear of it, remediation does not act.
+    #[serde(default)]
+    pub silenced: Option<crate::alert::silence::SilenceMark>,
+    /// The worst severity it reached while not silenced: the receivers whose threshold
+    /// this reaches have been told of it (and hear of its end). `None`: nobody was.
+    #[serde(default, with = "serde_opt_severity")]
+    pub notified_peak: Option<Severity>,
+}
+
+impl Incident {
+    pub fn key(&self) -> FindingKey {
+        FindingKey::new(&self.cluster, self.subject, self.kind)
+    }
+
+    /// How long it lasted, or has lasted so far.
+    pub fn duration(&self, now: SystemTime) -> Duration {
+        self.resolved_at
+            .unwrap_or(now)
+            .duration_since(self.started_at)
+            .unwrap_or_default()
+    }
+
+    pub fn is_open(&self) -> bool {
+        self.resolved_at.is_none()
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EventKind {
+    Opened,
+    /// Severity, state, the rules that fired, or the partitions or brokers involved
+    /// changed.
+    Updated,
+    Resolved,
+    /// Still open; made by delivery at each receiver's repeat interval.
+    Reminder,
+    /// Remediation: the command ran (its exit status is in the evidence).
+    Acted,
+    /// Remediation: a guard refused it; the reasons are in the evidence.
+    Refused,
+    /// Remediation in dry-run mode: what would have happened.
+    DryRun,
+}
+
+impl EventKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventKind::Opened => "opened",
+            EventKind::Updated => "updated",
+            EventKind::Resolved => "resolved",
+            EventKind::Reminder => "reminder",
+            EventKind::Acted => "acted",
+            EventKind::Refused => "refused",
+            EventKind::DryRun => "dry_run",
+        }
+    }
+
+    /// An event that is news once and opens nothing: no reminders, no resolve.
+    pub fn is_one_shot(self) -> bool {
+        matches!(
+            self,
+            EventKind::Acted | EventKind::Refused | EventKind::DryRun
+        )
+    }
+}
+
+/// What an incident was before an update.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Previous {
+    #[serde(with = "serde_severity")]
+    pub severity: Severity,
+    /// Receivers whose minimum severity this reached had already been told.
+    #[serde(with = "serde_severity")]
+    pub peak_severity: Severity,
+    #[serde(with = "serde_state")]
+    pub state: Option<BrokerState>,
+    /// `notified_peak` before the update.
+    #[serde(default, with = "serde_opt_severity")]
+    pub notified_peak: Option<Severity>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct IncidentEvent {
+    pub kind: EventKind,
+    #[serde(with = "crate::model::time::serde_ms")]
+    pub at: SystemTime,
+    /// The incident as it is after the event.
+    pub incident: Incident,
+    /// For updates: what it was.
+    pub previous: Option<Previous>,
+    /// For updates: what changed, in words.
+    pub changes: Vec<String>,
+}
+
+impl IncidentEvent {
+    pub fn reminder(incident: Incident, at: SystemTime) -> Self {
+        IncidentEvent {
+            kind: EventKind::Reminder,
+            at,
+            incident,
+            previous: None,
+            changes: Vec::new(),
+        }
+    }
+}
+
+/// Severity as its configuration spelling.
+pub(crate) mod serde_severity {
+    use crate::config::Severity;
+    use serde::{de::Error, Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(s: &Severity, ser: S) -> Result<S::Ok, S::Error> {
+        ser.serialize_str(s.as_str())
+    }
+
+    pub fn parse(s: &str) -> Option<Severity> {
+        [Severity::Info, Severity::Warning, Severity::Critical]
+            .into_iter()
+            .find(|v| v.as_str() == s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Severity, D::Error> {
+        let s = String::deserialize(d)?;
+        parse(&s).ok_or_else(|| D::Error::custom(format!("unknown severity '{s}'")))
+    }
+}
+
+/// An optional severity as its configuration spelling.
+pub(crate) mod serde_opt_severity {
+    use crate::config::Severity;
+    use serde::{de::Error, Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(s: &Option<Severity>, ser: S) -> Result<S::Ok, S::Error> {
+        match s {
+            Some(s) => ser.serialize_some(s.as_str()),
+            None => ser.serialize_none(),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Severity>, D::Error> {
+        let Some(s) = Option::<String>::deserialize(d)? else {
+            return Ok(None);
+        };
+        super::serde_severity::parse(&s)
+            .map(Some)
+            .ok_or_else(|| D::Error::custom(format!("unknown severity '{s}'")))
+    }
+}
+
+/// An optional broker state as its label.
+pub(crate) mod serde_state {
+    use crate::judge::verdict::BrokerState;
+    use serde::{de::Error, Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(s: &Option<BrokerState>, ser: S) -> Result<S::Ok, S::Error> {
+        match s {
+            Some(s) => ser.serialize_some(s.as_label()),
+            None => ser.serialize_none(),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<BrokerState>, D::Error> {
+        let Some(s) = Option::<String>::deserialize(d)? else {
+            return Ok(None);
+        };
+        BrokerState::ALL
+            .into_iter()
+            .find(|v| v.as_label() == s)
+            .map(Some)
+            .ok_or_else(|| D::Error::custom(format!("unknown broker state '{s}'")))
+    }
+}

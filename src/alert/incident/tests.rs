@@ -1,0 +1,1181 @@
+use std::collections::BTreeSet;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use super::*;
+use crate::config::Severity;
+use crate::judge::health::{Condition, PartitionProblem};
+use crate::judge::report::ClusterReport;
+use crate::judge::verdict::{BrokerState, BrokerVerdict, Registration, RuleHit};
+use crate::model::round::{BrokerEndpoint, BrokerProbe, FailureKind, ProbeFailure};
+use crate::observe::cluster_view::StaleLeader;
+
+fn t(secs: u64) -> SystemTime {
+    UNIX_EPOCH + Duration::from_secs(1_700_000_000 + secs)
+}
+
+fn report(cluster: &str) -> ClusterReport {
+    ClusterReport {
+        round: 1,
+        duration: Duration::from_millis(20),
+        cluster_id: Some("id".into()),
+        reachable: true,
+        last_success: Some(t(0)),
+        ..ClusterReport::empty(cluster, t(0))
+    }
+}
+
+fn verdict(
+    id: i32,
+    state: BrokerState,
+    hits: &[(&'static str, BrokerState, &str)],
+) -> BrokerVerdict {
+    BrokerVerdict {
+        broker: id,
+        address: format!("127.0.0.1{id}:9092"),
+        state,
+        registration: Registration::Registered,
+        answered: state == BrokerState::Healthy,
+        hits: hits
+            .iter()
+            .map(|(rule, state, detail)| RuleHit {
+                rule,
+                state: *state,
+                detail: detail.to_string(),
+            })
+            .collect(),
+        observed_at: None,
+        held_since: None,
+        page_after: None,
+    }
+}
+
+fn zombie_verdict(id: i32) -> BrokerVerdict {
+    verdict(
+        id,
+        BrokerState::Zombie,
+        &[(
+            "no_answer",
+            BrokerState::Zombie,
+            &format!("TCP connect to 127.0.0.1{id}:9092 succeeded in 1 ms but api_versions failed: timeout after 2.0 s (no answer)"),
+        )],
+    )
+}
+
+fn problem(
+    topic: &str,
+    partition: i32,
+    conditions: &[Condition],
+    leader: i32,
+    replicas: &[i32],
+    isr: &[i32],
+    min_isr: Option<i32>,
+) -> PartitionProblem {
+    let isr_set: BTreeSet<i32> = isr.iter().copied().collect();
+    let suspects = if leader < 0 {
+        replicas.to_vec()
+    } else {
+        replicas
+            .iter()
+            .copied()
+            .filter(|r| !isr_set.contains(r))
+            .collect()
+    };
+    PartitionProblem {
+        topic: topic.into(),
+        partition,
+        conditions: conditions.to_vec(),
+        leader,
+        leader_epoch: 3,
+        replicas: replicas.to_vec(),
+        isr: isr.to_vec(),
+        min_isr,
+        suspects,
+        adding: Vec::new(),
+    }
+}
+
+fn with_problems(mut r: ClusterReport, problems: Vec<PartitionProblem>) -> ClusterReport {
+    for p in &problems {
+        for c in &p.conditions {
+            *r.health.counts.entry(*c).or_insert(0) += 1;
+        }
+    }
+    r.health.problems = problems;
+    r
+}
+
+fn kinds(fs: &[Finding]) -> Vec<(FindingKind, Subject)> {
+    fs.iter().map(|f| (f.key.kind, f.key.subject)).collect()
+}
+
+// ---- findings ----
+
+#[test]
+fn a_healthy_round_finds_nothing() {
+    let mut r = report("lab");
+    r.verdicts = vec![
+        verdict(1, BrokerState::Healthy, &[]),
+        verdict(2, BrokerState::Healthy, &[]),
+    ];
+    assert!(findings(&r, Vec::new()).is_empty());
+}
+
+/// A clean restart's broker and the replicas it is missing while it is away are held for the
+/// restart grace; an offline partition is not (writes fail, restart or not), nor are
+/// replicas missing on a broker that is not held.
+#[test]
+fn a_clean_stop_holds_its_broker_and_its_under_replication_but_not_offline_partitions() {
+    let hold = Some(Duration::from_secs(120));
+    let mut r = report("lab");
+    let mut stopped = verdict(
+        2,
+        BrokerState::Down,
+        &[(
+            crate::judge::verdict::SHUT_DOWN_CLEANLY,
+            BrokerState::Down,
+            "refused",
+        )],
+    );
+    stopped.page_after = hold;
+    r.verdicts = vec![verdict(1, BrokerState::Healthy, &[]), stopped];
+    let under = problem(
+        "t",
+        0,
+        &[Condition::UnderReplicated],
+        1,
+        &[1, 2],
+        &[1],
+        Some(1),
+    );
+    let offline = problem("u", 0, &[Condition::Offline], -1, &[2], &[], Some(1));
+    let fs = findings(
+        &with_problems(r.clone(), vec![under.clone(), offline]),
+        Vec::new(),
+    );
+    let hold_of = |k: FindingKind| fs.iter().find(|f| f.key.kind == k).map(|f| f.hold_for);
+    assert_eq!(hold_of(FindingKind::Broker), Some(hold));
+    assert_eq!(hold_of(FindingKind::UnderReplicated), Some(hold));
+    assert_eq!(hold_of(FindingKind::OfflinePartitions), Some(None));
+    // Broker 3 is missing too, and nothing holds it.
+    let both = problem(
+        "t",
+        1,
+        &[Condition::UnderReplicated],
+        1,
+        &[1, 2, 3],
+        &[1],
+        Some(1),
+    );
+    let fs = findings(&with_problems(r, vec![under, both]), Vec::new());
+    let f = fs
+        .iter()
+        .find(|f| f.key.kind == FindingKind::UnderReplicated)
+        .unwrap();
+    assert_eq!(f.hold_for, None);
+}
+
+#[test]
+fn a_zombie_is_a_critical_broker_finding_in_an_operators_words() {
+    let mut r = report("lab");
+    r.verdicts = vec![verdict(1, BrokerState::Healthy, &[]), zombie_verdict(2)];
+    let fs = findings(&r, Vec::new());
+    assert_eq!(kinds(&fs), vec![(FindingKind::Broker, Subject::Broker(2))]);
+    let f = &fs[0];
+    assert_eq!(f.severity, Severity::Critical);
+    assert_eq!(f.state, Some(BrokerState::Zombie));
+    assert_eq!(
+        f.summary,
+        "broker 2 (127.0.0.12:9092) is a zombie: TCP connect succeeded in 1 ms but api_versions failed: timeout after 2.0 s (no answer)"
+    );
+    assert_eq!(f.evidence.len(), 1);
+    assert!(f.evidence[0].starts_with("no_answer: TCP connect to 127.0.0.12:9092"));
+    assert_eq!(f.rules, vec!["no_answer".to_string()]);
+    assert_eq!(f.suspects, vec![2]);
+    assert_eq!(f.broker_address.as_deref(), Some("127.0.0.12:9092"));
+    assert_eq!(f.key.dedup_key(), "kafka-watchdog/lab/broker-2/broker");
+}
+
+#[test]
+fn several_rule_hits_are_all_evidence_and_the_summary_counts_the_rest() {
+    let mut r = report("lab");
+    r.verdicts = vec![verdict(
+        3,
+        BrokerState::Zombie,
+        &[
+            (
+                "stale_leader",
+                BrokerState::Zombie,
+                "still claims leadership of 1 partition(s)",
+            ),
+            (
+                "metadata_disagreement",
+                BrokerState::Degraded,
+                "its metadata names\na different leader",
+            ),
+        ],
+    )];
+    let f = &findings(&r, Vec::new())[0];
+    assert!(f.summary.ends_with("(+1 more finding)"), "{}", f.summary);
+    assert_eq!(
+        f.evidence[1],
+        "metadata_disagreement: its metadata names a different leader"
+    );
+    assert_eq!(
+        f.rules,
+        vec![
+            "metadata_disagreement".to_string(),
+            "stale_leader".to_string()
+        ]
+    );
+}
+
+#[test]
+fn broker_severity_follows_the_state() {
+    for (state, sev) in [
+        (BrokerState::Zombie, Severity::Critical),
+        (BrokerState::Down, Severity::Warning),
+        (BrokerState::Degraded, Severity::Warning),
+        (BrokerState::Unknown, Severity::Warning),
+    ] {
+        let mut r = report("lab");
+        r.verdicts = vec![verdict(1, state, &[("x", state, "y")])];
+        let fs = findings(&r, Vec::new());
+        assert_eq!(fs[0].severity, sev, "{state:?}");
+        assert_eq!(fs[0].state, Some(state));
+    }
+}
+
+#[test]
+fn every_kind_has_its_severity() {
+    use FindingKind::*;
+    let expected = [
+        (OfflinePartitions, Severity::Critical),
+        (UnderMinIsr, Severity::Critical),
+        (SplitBrain, Severity::Critical),
+        (AcknowledgedLoss, Severity::Critical),
+        (Acks1Loss, Severity::Warning),
+        (ClusterUnreachable, Severity::Critical),
+        (UnderReplicated, Severity::Warning),
+        (CanaryUnavailable, Severity::Warning),
+        (WatchdogAccess, Severity::Warning),
+    ];
+    for (kind, sev) in expected {
+        assert_eq!(kind.severity(None), sev, "{kind}");
+    }
+    let names: BTreeSet<&str> = FindingKind::ALL.iter().map(|k| k.as_str()).collect();
+    assert_eq!(names.len(), FindingKind::ALL.len());
+    let alerts: BTreeSet<&str> = FindingKind::ALL.iter().map(|k| k.alert_name()).collect();
+    assert_eq!(alerts.len(), FindingKind::ALL.len());
+    assert!(alerts.iter().all(|a| a.starts_with("KafkaWatchdog")));
+}
+
+#[test]
+fn incident_one_raises_an_offline_and_an_under_replicated_finding() {
+    use Condition::*;
+    let r = with_problems(
+        report("lab"),
+        vec![
+            problem("t", 0, &[UnderReplicated], 110, &[110, 50], &[110], Some(1)),
+            problem(
+                "t",
+                1,
+                &[Offline, UnderMinIsr, UnderReplicated],
+                -1,
+                &[50, 82],
+                &[],
+                Some(1),
+            ),
+        ],
+    );
+    let fs = findings(&r, Vec::new());
+    assert_eq!(
+        kinds(&fs),
+        vec![
+            (FindingKind::OfflinePartitions, Subject::Cluster),
+            (FindingKind::UnderReplicated, Subject::Cluster)
+        ]
+    );
+    let offline = &fs[0];
+    assert_eq!(offline.severity, Severity::Critical);
+    assert_eq!(offline.affected_partitions, vec!["t-1".to_string()]);
+    assert_eq!(offline.suspects, vec![50, 82]);
+    assert!(
+        offline.summary.starts_with("1 partition offline"),
+        "{}",
+        offline.summary
+    );
+    assert_eq!(
+        offline.evidence,
+        vec!["t-1: no leader, replicas [50, 82], ISR [], min.insync.replicas 1"]
+    );
+    let under = &fs[1];
+    assert_eq!(under.severity, Severity::Warning);
+    assert_eq!(under.affected_partitions, vec!["t-0".to_string()]);
+    assert_eq!(under.suspects, vec![50]);
+}
+
+#[test]
+fn incident_two_is_one_under_min_isr_finding_naming_the_follower() {
+    use Condition::*;
+    let problems = (0..25)
+        .map(|p| {
+            problem(
+                "test",
+                p,
+                &[UnderMinIsr, UnderReplicated],
+                192,
+                &[192, 193],
+                &[192],
+                Some(2),
+            )
+        })
+        .collect();
+    let r = with_problems(report("lab"), problems);
+    let fs = findings(&r, Vec::new());
+    assert_eq!(
+        kinds(&fs),
+        vec![(FindingKind::UnderMinIsr, Subject::Cluster)]
+    );
+    let f = &fs[0];
+    assert_eq!(f.affected_partitions_total, 25);
+    assert_eq!(f.suspects, vec![193]);
+    assert!(f.summary.contains("acks=all writes fail"), "{}", f.summary);
+    assert!(f.summary.contains("and 20 more"), "{}", f.summary);
+    assert_eq!(f.evidence.len(), 21, "20 lines and a count");
+    assert_eq!(f.evidence[20], "... and 5 more partitions");
+}
+
+#[test]
+fn affected_partitions_are_capped_with_the_total() {
+    let problems = (0..250)
+        .map(|p| {
+            problem(
+                "big",
+                p,
+                &[Condition::UnderReplicated],
+                1,
+                &[1, 2],
+                &[1],
+                None,
+            )
+        })
+        .collect();
+    let r = with_problems(report("lab"), problems);
+    let f = &findings(&r, Vec::new())[0];
+    assert_eq!(f.affected_partitions.len(), MAX_AFFECTED_PARTITIONS);
+    assert_eq!(f.affected_partitions_total, 250);
+    let mut sorted = f.affected_partitions.clone();
+    sorted.sort();
+    assert_eq!(sorted, f.affected_partitions);
+}
+
+#[test]
+fn a_broker_finding_lists_the_partitions_it_is_suspected_for() {
+    let mut r = with_problems(
+        report("lab"),
+        vec![
+            problem(
+                "t",
+                0,
+                &[Condition::UnderReplicated],
+                1,
+                &[1, 2],
+                &[1],
+                None,
+            ),
+            problem(
+                "t",
+                1,
+                &[Condition::UnderReplicated],
+                1,
+                &[1, 3],
+                &[1],
+                None,
+            ),
+        ],
+    );
+    r.verdicts = vec![verdict(
+        2,
+        BrokerState::Degraded,
+        &[("out_of_some_isrs", BrokerState::Degraded, "missing")],
+    )];
+    let fs = findings(&r, Vec::new());
+    let b = fs
+        .iter()
+        .find(|f| f.key.kind == FindingKind::Broker)
+        .unwrap();
+    assert_eq!(b.affected_partitions, vec!["t-0".to_string()]);
+}
+
+#[test]
+fn split_brain_names_the_claimants() {
+    let mut r = report("lab");
+    r.stale_leaders = vec![StaleLeader {
+        topic: "orders".into(),
+        partition: 0,
+        broker: 3,
+        claimed_epoch: 4,
+        current_leader: 1,
+        current_epoch: 5,
+    }];
+    let fs = findings(&r, Vec::new());
+    assert_eq!(
+        kinds(&fs),
+        vec![(FindingKind::SplitBrain, Subject::Cluster)]
+    );
+    let f = &fs[0];
+    assert_eq!(f.severity, Severity::Critical);
+    assert_eq!(f.suspects, vec![3]);
+    assert_eq!(f.affected_partitions, vec!["orders-0".to_string()]);
+    assert_eq!(
+        f.evidence,
+        vec![
+            "orders-0: broker 3 claims it at epoch 4, the newest answer names broker 1 at epoch 5"
+        ]
+    );
+}
+
+fn timeout() -> ProbeFailure {
+    ProbeFailure {
+        kind: FailureKind::Timeout,
+        detail: "connect timed out".into(),
+        after: Duration::from_secs(2),
+    }
+}
+
+fn unreachable_report(cluster: &str) -> ClusterReport {
+    let mut r = report(cluster);
+    r.reachable = false;
+    for id in 1..=2 {
+        r.probes.insert(
+            id,
+            BrokerProbe {
+                endpoint: BrokerEndpoint {
+                    id,
+                    host: format!("127.0.0.1{id}"),
+                    port: 9092,
+                    rack: None,
+                },
+                connect: Err(timeout()),
+                api_versions: None,
+                metadata: None,
+                description: None,
+            },
+        );
+        r.verdicts.push(verdict(
+            id,
+            BrokerState::Unknown,
+            &[(
+                "cluster_invisible",
+                BrokerState::Unknown,
+                "no broker answered",
+            )],
+        ));
+    }
+    r
+}
+
+/// Broker 2 refused the watchdog's login; `also` are the other rules that fired on it.
+fn refused_login_report(also: &[(&'static str, BrokerState, &str)]) -> ClusterReport {
+    let mut r = report("lab");
+    let endpoint = BrokerEndpoint {
+        id: 2,
+        host: "127.0.0.12".into(),
+        port: 9092,
+        rack: None,
+    };
+    r.probes.insert(
+        2,
+        BrokerProbe {
+            endpoint,
+            connect: Ok(Duration::from_millis(1)),
+            api_versions: Some(Err(ProbeFailure {
+                kind: FailureKind::Authentication,
+                detail:
+                    "authentication failed during sasl_authenticate: SASL_AUTHENTICATION_FAILED"
+                        .into(),
+                after: Duration::from_millis(30),
+            })),
+            metadata: None,
+            description: None,
+        },
+    );
+    let mut hits = vec![(
+        "auth_failed",
+        BrokerState::Unknown,
+        "the watchdog cannot get in to 127.0.0.12:9092: api_versions failed: authentication (...)",
+    )];
+    hits.extend_from_slice(also);
+    let state = hits.iter().map(|h| h.1).max().unwrap();
+    r.verdicts.push(verdict(1, BrokerState::Healthy, &[]));
+    r.verdicts.push(verdict(2, state, &hits));
+    r
+}
+
+#[test]
+fn a_refused_login_is_a_watchdog_access_incident_not_a_broker_one() {
+    let fs = findings(&refused_login_report(&[]), Vec::new());
+    assert_eq!(
+        kinds(&fs),
+        vec![(FindingKind::WatchdogAccess, Subject::Broker(2))]
+    );
+    let f = &fs[0];
+    assert_eq!(f.severity, Severity::Warning);
+    assert_eq!(
+        f.key.dedup_key(),
+        "kafka-watchdog/lab/broker-2/watchdog_access"
+    );
+    assert!(
+        f.summary.starts_with("the watchdog cannot get in to broker 2 (127.0.0.12:9092), so it cannot judge it: api_versions failed: authentication"),
+        "{}",
+        f.summary
+    );
+    assert_eq!(f.rules, vec!["auth_failed"]);
+    // What else is known about the broker stays a broker finding, worded by that rule.
+    let fs = findings(
+        &refused_login_report(&[(
+            "out_of_some_isrs",
+            BrokerState::Degraded,
+            "missing from the ISR of 1 of the 3 partition(s) it replicates",
+        )]),
+        Vec::new(),
+    );
+    assert_eq!(
+        kinds(&fs),
+        vec![
+            (FindingKind::WatchdogAccess, Subject::Broker(2)),
+            (FindingKind::Broker, Subject::Broker(2))
+        ]
+    );
+    assert!(
+        fs[1].summary.contains("is degraded: missing from the ISR"),
+        "{}",
+        fs[1].summary
+    );
+}
+
+#[test]
+fn a_cluster_refusing_the_watchdogs_password_everywhere_says_so() {
+    let mut r = unreachable_report("lab");
+    for p in r.probes.values_mut() {
+        p.connect = Ok(Duration::from_millis(1));
+        p.api_versions = Some(Err(ProbeFailure {
+            kind: FailureKind::Authentication,
+            detail: "authentication failed during sasl_authenticate: SASL_AUTHENTICATION_FAILED"
+                .into(),
+            after: Duration::from_millis(20),
+        }));
+    }
+    let fs = findings(&r, Vec::new());
+    let f = fs
+        .iter()
+        .find(|f| f.key.kind == FindingKind::ClusterUnreachable)
+        .unwrap();
+    assert!(
+        f.summary.contains("check the watchdog's access"),
+        "{}",
+        f.summary
+    );
+    assert!(!f.summary.contains("own network"), "{}", f.summary);
+    // A timeout anywhere keeps the network in the picture.
+    let f = &findings(&unreachable_report("lab"), Vec::new())[0];
+    assert!(f.summary.contains("own network"), "{}", f.summary);
+}
+
+#[test]
+fn an_unreachable_cluster_is_one_critical_finding_with_every_failure() {
+    let r = unreachable_report("lab");
+    let fs = findings(&r, Vec::new());
+    assert_eq!(fs[0].key.kind, FindingKind::ClusterUnreachable);
+    assert_eq!(fs[0].severity, Severity::Critical);
+    assert!(
+        fs[0].summary.contains("none of its 2 broker(s) answered"),
+        "{}",
+        fs[0].summary
+    );
+    assert!(
+        fs[0]
+            .summary
+            .contains("last reached 2023-11-14T22:13:20.000Z"),
+        "{}",
+        fs[0].summary
+    );
+    assert_eq!(
+        fs[0].evidence[0],
+        "broker 1 (127.0.0.11:9092): connect failed: timeout after 2.0 s (connect timed out)"
+    );
+    // The unknown verdicts are findings too; the book holds them while unreachable.
+    assert_eq!(
+        fs.iter()
+            .filter(|f| f.state == Some(BrokerState::Unknown))
+            .count(),
+        2
+    );
+}
+
+#[test]
+fn a_cluster_never_reached_names_its_bootstrap_servers() {
+    let mut r = report("lab");
+    r.reachable = false;
+    r.last_success = None;
+    r.bootstrap_failures = vec![("kafka:9092".into(), timeout())];
+    let f = &findings(&r, Vec::new())[0];
+    assert!(
+        f.summary
+            .contains("none of its 1 bootstrap server(s) answered"),
+        "{}",
+        f.summary
+    );
+    assert!(f.summary.contains("never reached"), "{}", f.summary);
+    assert_eq!(
+        f.evidence,
+        vec!["bootstrap kafka:9092: connect failed: timeout after 2.0 s (connect timed out)"]
+    );
+}
+
+#[test]
+fn extra_findings_come_last() {
+    let r = report("lab");
+    let canary = Finding::new(
+        FindingKey::new("lab", Subject::Cluster, FindingKind::AcknowledgedLoss),
+        "3 acknowledged canary records are missing",
+    )
+    .with_partitions(vec![
+        "__kw_canary-1".into(),
+        "__kw_canary-0".into(),
+        "__kw_canary-0".into(),
+    ]);
+    let fs = findings(&r, vec![canary]);
+    assert_eq!(fs.len(), 1);
+    assert_eq!(fs[0].severity, Severity::Critical);
+    assert_eq!(
+        fs[0].affected_partitions,
+        vec!["__kw_canary-0".to_string(), "__kw_canary-1".to_string()]
+    );
+    assert_eq!(fs[0].affected_partitions_total, 2);
+}
+
+// ---- the book ----
+
+/// Round counts as the tests were written, with the rounds 10 s apart they use.
+fn h(open: u32, resolve: u32) -> Hysteresis {
+    Hysteresis::from_rounds(open, resolve, Duration::from_secs(10))
+}
+
+fn zombie(cluster: &str, id: i32) -> Finding {
+    let mut r = report(cluster);
+    r.verdicts = vec![zombie_verdict(id)];
+    findings(&r, Vec::new()).remove(0)
+}
+
+fn broker_finding(cluster: &str, id: i32, state: BrokerState, rules: &[&'static str]) -> Finding {
+    let mut r = report(cluster);
+    let hits: Vec<(&'static str, BrokerState, &str)> =
+        rules.iter().map(|r| (*r, state, "detail")).collect();
+    r.verdicts = vec![verdict(id, state, &hits)];
+    findings(&r, Vec::new()).remove(0)
+}
+
+fn event_kinds(es: &[IncidentEvent]) -> Vec<EventKind> {
+    es.iter().map(|e| e.kind).collect()
+}
+
+#[test]
+fn one_zombie_round_between_healthy_rounds_opens_nothing() {
+    // A clean restart can look like a zombie for one round; hysteresis absorbs it.
+    let mut book = IncidentBook::new();
+    let rules = h(2, 3);
+    assert!(book.observe("lab", vec![], rules, t(0)).is_empty());
+    assert!(book
+        .observe("lab", vec![zombie("lab", 2)], rules, t(10))
+        .is_empty());
+    assert!(book.observe("lab", vec![], rules, t(20)).is_empty());
+    assert!(book
+        .observe("lab", vec![zombie("lab", 2)], rules, t(30))
+        .is_empty());
+    assert!(book.observe("lab", vec![], rules, t(40)).is_empty());
+    assert!(book.open_incidents().is_empty());
+    assert!(book.is_idle(), "nothing pending after a clean round");
+}
+
+#[test]
+fn an_incident_opens_after_enough_rounds_and_starts_when_first_seen() {
+    let mut book = IncidentBook::new();
+    let rules = h(3, 2);
+    assert!(book
+        .observe("lab", vec![zombie("lab", 2)], rules, t(10))
+        .is_empty());
+    assert!(book
+        .observe("lab", vec![zombie("lab", 2)], rules, t(20))
+        .is_empty());
+    let es = book.observe("lab", vec![zombie("lab", 2)], rules, t(30));
+    assert_eq!(event_kinds(&es), vec![EventKind::Opened]);
+    let i = &es[0].incident;
+    assert_eq!(i.started_at, t(10));
+    assert_eq!(i.updated_at, t(30));
+    assert_eq!(i.broker, Some(2));
+    assert_eq!(i.state, Some(BrokerState::Zombie));
+    assert_eq!(i.severity, Severity::Critical);
+    assert_eq!(i.dedup_key, "kafka-watchdog/lab/broker-2/broker");
+    assert!(i.id.starts_with("kw-") && i.id.len() == 23, "{}", i.id);
+    assert_eq!(i.duration(t(40)), Duration::from_secs(30));
+    // Still there: no news.
+    assert!(book
+        .observe("lab", vec![zombie("lab", 2)], rules, t(40))
+        .is_empty());
+    assert_eq!(book.open_incidents().len(), 1);
+}
+
+#[test]
+fn open_after_one_opens_at_once() {
+    let mut book = IncidentBook::new();
+    let es = book.observe("lab", vec![zombie("lab", 2)], h(1, 1), t(0));
+    assert_eq!(event_kinds(&es), vec![EventKind::Opened]);
+    let es = book.observe("lab", vec![], h(1, 1), t(10));
+    assert_eq!(event_kinds(&es), vec![EventKind::Resolved]);
+    assert_eq!(es[0].incident.resolved_at, Some(t(10)));
+    assert_eq!(es[0].incident.duration(t(99)), Duration::from_secs(10));
+}
+
+#[test]
+fn a_resolve_needs_consecutive_clean_rounds_and_ends_when_it_first_went_away() {
+    let mut book = IncidentBook::new();
+    let rules = h(1, 3);
+    book.observe("lab", vec![zombie("lab", 2)], rules, t(0));
+    assert!(book.observe("lab", vec![], rules, t(10)).is_empty());
+    assert!(book.observe("lab", vec![], rules, t(20)).is_empty());
+    // Back for one round: the clean streak starts again.
+    assert!(book
+        .observe("lab", vec![zombie("lab", 2)], rules, t(30))
+        .is_empty());
+    assert!(book.observe("lab", vec![], rules, t(40)).is_empty());
+    assert!(book.observe("lab", vec![], rules, t(50)).is_empty());
+    let es = book.observe("lab", vec![], rules, t(60));
+    assert_eq!(event_kinds(&es), vec![EventKind::Resolved]);
+    let i = &es[0].incident;
+    assert_eq!(i.resolved_at, Some(t(40)));
+    assert_eq!(i.duration(t(1000)), Duration::from_secs(40));
+    assert!(book.open_incidents().is_empty());
+    assert!(book.tracks.is_empty());
+}
+
+#[test]
+fn a_reopened_problem_is_a_new_incident_with_the_same_dedup_key() {
+    let mut book = IncidentBook::new();
+    let rules = h(1, 1);
+    let first = book
+        .observe("lab", vec![zombie("lab", 2)], rules, t(0))
+        .remove(0);
+    book.observe("lab", vec![], rules, t(10));
+    let second = book
+        .observe("lab", vec![zombie("lab", 2)], rules, t(20))
+        .remove(0);
+    assert_eq!(second.kind, EventKind::Opened);
+    assert_ne!(first.incident.id, second.incident.id);
+    assert_eq!(first.incident.dedup_key, second.incident.dedup_key);
+}
+
+#[test]
+fn a_worse_state_is_an_update_with_what_it_was() {
+    let mut book = IncidentBook::new();
+    let rules = h(1, 1);
+    let degraded = broker_finding("lab", 2, BrokerState::Degraded, &["out_of_some_isrs"]);
+    book.observe("lab", vec![degraded.clone()], rules, t(0));
+    let es = book.observe("lab", vec![zombie("lab", 2)], rules, t(10));
+    assert_eq!(event_kinds(&es), vec![EventKind::Updated]);
+    let e = &es[0];
+    assert_eq!(e.incident.severity, Severity::Critical);
+    assert_eq!(e.incident.peak_severity, Severity::Critical);
+    assert_eq!(e.incident.updated_at, t(10));
+    let p = e.previous.unwrap();
+    assert_eq!(p.severity, Severity::Warning);
+    assert_eq!(p.peak_severity, Severity::Warning);
+    assert_eq!(p.state, Some(BrokerState::Degraded));
+    assert!(
+        e.changes
+            .contains(&"severity warning -> critical".to_string()),
+        "{:?}",
+        e.changes
+    );
+    assert!(
+        e.changes.contains(&"state degraded -> zombie".to_string()),
+        "{:?}",
+        e.changes
+    );
+    assert!(
+        e.changes.contains(&"now also: no_answer".to_string()),
+        "{:?}",
+        e.changes
+    );
+    assert!(
+        e.changes
+            .contains(&"no longer: out_of_some_isrs".to_string()),
+        "{:?}",
+        e.changes
+    );
+    // Better again: an update; the peak stays.
+    let es = book.observe("lab", vec![degraded], rules, t(20));
+    assert_eq!(es[0].incident.severity, Severity::Warning);
+    assert_eq!(es[0].incident.peak_severity, Severity::Critical);
+}
+
+#[test]
+fn new_wording_alone_is_no_update_but_is_kept() {
+    let mut book = IncidentBook::new();
+    let rules = h(1, 1);
+    book.observe("lab", vec![zombie("lab", 2)], rules, t(0));
+    let mut f = zombie("lab", 2);
+    f.summary = "broker 2 is a zombie: timeout after 3.0 s".into();
+    f.evidence = vec!["no_answer: timeout after 3.0 s".into()];
+    assert!(book.observe("lab", vec![f], rules, t(10)).is_empty());
+    let open = book.open_incidents();
+    assert_eq!(open[0].summary, "broker 2 is a zombie: timeout after 3.0 s");
+    assert_eq!(open[0].updated_at, t(0));
+}
+
+fn under_replicated(partitions: std::ops::Range<i32>, suspect: i32) -> Finding {
+    let problems = partitions
+        .map(|p| {
+            problem(
+                "t",
+                p,
+                &[Condition::UnderReplicated],
+                1,
+                &[1, suspect],
+                &[1],
+                None,
+            )
+        })
+        .collect();
+    findings(&with_problems(report("lab"), problems), Vec::new()).remove(0)
+}
+
+#[test]
+fn partitions_joining_is_an_update_partitions_recovering_is_not() {
+    let mut book = IncidentBook::new();
+    let rules = h(1, 2);
+    book.observe("lab", vec![under_replicated(0..3, 2)], rules, t(0));
+    let es = book.observe("lab", vec![under_replicated(0..5, 2)], rules, t(10));
+    assert_eq!(event_kinds(&es), vec![EventKind::Updated]);
+    assert_eq!(
+        es[0].changes,
+        vec!["5 partition(s) affected, was 3".to_string()]
+    );
+    // Recovering partition by partition: quiet.
+    assert!(book
+        .observe("lab", vec![under_replicated(0..4, 2)], rules, t(20))
+        .is_empty());
+    assert!(book
+        .observe("lab", vec![under_replicated(0..1, 2)], rules, t(30))
+        .is_empty());
+    assert_eq!(book.open_incidents()[0].affected_partitions_total, 1);
+    // Same count, a different partition: news.
+    let es = book.observe("lab", vec![under_replicated(1..2, 2)], rules, t(40));
+    assert_eq!(event_kinds(&es), vec![EventKind::Updated]);
+    // Another broker to suspect: news.
+    let es = book.observe("lab", vec![under_replicated(1..2, 3)], rules, t(50));
+    assert_eq!(
+        es[0].changes,
+        vec!["now also suspects broker(s) 3".to_string()]
+    );
+}
+
+#[test]
+fn an_unreachable_cluster_holds_its_broker_and_partition_incidents() {
+    let mut book = IncidentBook::new();
+    let rules = h(2, 2);
+    let offline = {
+        let p = problem("t", 0, &[Condition::Offline], -1, &[2, 3], &[], Some(1));
+        findings(&with_problems(report("lab"), vec![p]), Vec::new()).remove(0)
+    };
+    let bad = || vec![zombie("lab", 2), offline.clone()];
+    book.observe("lab", bad(), rules, t(0));
+    let es = book.observe("lab", bad(), rules, t(10));
+    assert_eq!(event_kinds(&es), vec![EventKind::Opened, EventKind::Opened]);
+    let before = book.open_incidents();
+
+    // The watchdog loses the cluster: every verdict is unknown, no partition is seen.
+    let blind = || findings(&unreachable_report("lab"), Vec::new());
+    assert!(book.observe("lab", blind(), rules, t(20)).is_empty());
+    let es = book.observe("lab", blind(), rules, t(30));
+    assert_eq!(event_kinds(&es), vec![EventKind::Opened]);
+    assert_eq!(es[0].incident.kind, FindingKind::ClusterUnreachable);
+    for round in 4..20 {
+        assert!(book
+            .observe("lab", blind(), rules, t(round * 10))
+            .is_empty());
+    }
+    let held: Vec<Incident> = book
+        .open_incidents()
+        .into_iter()
+        .filter(|i| i.kind != FindingKind::ClusterUnreachable)
+        .collect();
+    assert_eq!(
+        held, before,
+        "held unchanged: no update, no resolve, no unknown incidents"
+    );
+
+    // Back, and healthy: everything resolves after the clean rounds.
+    assert!(book.observe("lab", vec![], rules, t(300)).is_empty());
+    let es = book.observe("lab", vec![], rules, t(310));
+    assert_eq!(event_kinds(&es), vec![EventKind::Resolved; 3]);
+    let broker = es
+        .iter()
+        .find(|e| e.incident.kind == FindingKind::Broker)
+        .unwrap();
+    assert_eq!(broker.incident.resolved_at, Some(t(300)));
+}
+
+#[test]
+fn a_pending_broker_finding_is_held_too_while_unreachable() {
+    let mut book = IncidentBook::new();
+    let rules = h(2, 1);
+    book.observe("lab", vec![zombie("lab", 2)], rules, t(0));
+    book.observe(
+        "lab",
+        findings(&unreachable_report("lab"), Vec::new()),
+        rules,
+        t(10),
+    );
+    let es = book.observe("lab", vec![zombie("lab", 2)], rules, t(20));
+    assert_eq!(
+        event_kinds(&es),
+        vec![EventKind::Opened],
+        "two rounds seen, the blind one between does not count"
+    );
+}
+
+#[test]
+fn canary_findings_are_not_held_while_unreachable() {
+    let mut book = IncidentBook::new();
+    let rules = h(1, 1);
+    let mut fs = findings(&unreachable_report("lab"), Vec::new());
+    fs.push(Finding::new(
+        FindingKey::new("lab", Subject::Cluster, FindingKind::CanaryUnavailable),
+        "canary writes time out",
+    ));
+    let es = book.observe("lab", fs, rules, t(0));
+    let opened: BTreeSet<FindingKind> = es.iter().map(|e| e.incident.kind).collect();
+    assert_eq!(
+        opened,
+        [
+            FindingKind::ClusterUnreachable,
+            FindingKind::CanaryUnavailable
+        ]
+        .into_iter()
+        .collect()
+    );
+}
+
+#[test]
+fn clusters_do_not_touch_each_other() {
+    let mut book = IncidentBook::new();
+    let rules = h(1, 1);
+    book.observe("a", vec![zombie("a", 1)], rules, t(0));
+    // A round of cluster b, with a stray finding of a: a's incident neither resolves nor
+    // changes.
+    assert!(book.observe("b", vec![], rules, t(10)).is_empty());
+    assert!(book
+        .observe("b", vec![zombie("a", 9)], rules, t(20))
+        .is_empty());
+    assert_eq!(book.open_incidents_of("a").len(), 1);
+    assert!(book.open_incidents_of("b").is_empty());
+    assert_eq!(
+        event_kinds(&book.observe("a", vec![], rules, t(30))),
+        vec![EventKind::Resolved]
+    );
+}
+
+#[test]
+fn unavailable_seconds_from_the_caller_are_carried() {
+    let mut book = IncidentBook::new();
+    let rules = h(1, 1);
+    let mut f = Finding::new(
+        FindingKey::new("lab", Subject::Cluster, FindingKind::CanaryUnavailable),
+        "canary down",
+    );
+    f.unavailable_seconds = Some(4.5);
+    let es = book.observe("lab", vec![f.clone()], rules, t(0));
+    assert_eq!(es[0].incident.unavailable_seconds, Some(4.5));
+    f.unavailable_seconds = Some(14.5);
+    assert!(
+        book.observe("lab", vec![f], rules, t(10)).is_empty(),
+        "not news by itself"
+    );
+    assert_eq!(book.open_incidents()[0].unavailable_seconds, Some(14.5));
+}
+
+#[test]
+fn a_removed_cluster_resolves_its_incidents() {
+    let mut book = IncidentBook::new();
+    book.observe("gone", vec![zombie("gone", 1)], h(1, 1), t(0));
+    book.observe("kept", vec![zombie("kept", 1)], h(1, 1), t(0));
+    let es = book.retain_clusters(&["kept".to_string()], t(50));
+    assert_eq!(event_kinds(&es), vec![EventKind::Resolved]);
+    assert_eq!(es[0].incident.cluster, "gone");
+    assert_eq!(es[0].incident.resolved_at, Some(t(50)));
+    assert_eq!(book.open_incidents().len(), 1);
+}
+
+/// Every sequence of present/absent rounds up to 10 long, for several hysteresis
+/// settings, against the rule written plainly: open when the last `open` rounds were all
+/// present and nothing is open; resolve when the last `resolve` rounds were all absent and
+/// something is open.
+#[test]
+fn hysteresis_matches_its_definition_on_every_short_history() {
+    for (open, resolve) in [(1, 1), (1, 3), (2, 1), (2, 3), (3, 2), (4, 4)] {
+        for len in 1..=10u32 {
+            for bits in 0..(1u32 << len) {
+                let seen: Vec<bool> = (0..len).map(|i| bits >> i & 1 == 1).collect();
+                let mut book = IncidentBook::new();
+                let mut is_open = false;
+                for (i, present) in seen.iter().enumerate() {
+                    let fs = if *present {
+                        vec![zombie("lab", 1)]
+                    } else {
+                        vec![]
+                    };
+                    let got =
+                        event_kinds(&book.observe("lab", fs, h(open, resolve), t(i as u64 * 10)));
+                    let run = |want: bool, n: u32| {
+                        i + 1 >= n as usize
+                            && seen[i + 1 - n as usize..=i].iter().all(|p| *p == want)
+                    };
+                    let expected = if !is_open && run(true, open) {
+                        is_open = true;
+                        vec![EventKind::Opened]
+                    } else if is_open && run(false, resolve) {
+                        is_open = false;
+                        vec![EventKind::Resolved]
+                    } else {
+                        vec![]
+                    };
+                    assert_eq!(
+                        got, expected,
+                        "open {open} resolve {resolve} history {seen:?} round {i}"
+                    );
+                }
+            }
+        }
+    }
+}
+
+// ---- the state file ----
+
+fn temp_dir(name: &str) -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!("kw-incident-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    d
+}
+
+#[test]
+fn a_restart_neither_forgets_nor_reopens() {
+    let dir = temp_dir("restart");
+    let rules = h(2, 2);
+    let mut book = IncidentBook::new();
+    book.observe("lab", vec![zombie("lab", 1), zombie("lab", 2)], rules, t(0));
+    book.observe(
+        "lab",
+        vec![zombie("lab", 1), zombie("lab", 2)],
+        rules,
+        t(10),
+    );
+    // Broker 1 starts clearing; broker 3 is pending.
+    book.observe(
+        "lab",
+        vec![zombie("lab", 2), zombie("lab", 3)],
+        rules,
+        t(20),
+    );
+    book.save(&dir).unwrap();
+
+    let mut loaded = IncidentBook::load(&dir).unwrap();
+    assert_eq!(loaded, book);
+    let es = loaded.observe(
+        "lab",
+        vec![zombie("lab", 2), zombie("lab", 3)],
+        rules,
+        t(30),
+    );
+    // Broker 1 resolves (its second clean round), broker 3 opens (its third), broker 2
+    // stays open without a second "opened".
+    let summary: Vec<(EventKind, Option<i32>)> =
+        es.iter().map(|e| (e.kind, e.incident.broker)).collect();
+    assert_eq!(
+        summary,
+        vec![(EventKind::Opened, Some(3)), (EventKind::Resolved, Some(1))]
+    );
+    assert_eq!(es[0].incident.started_at, t(20));
+    assert_eq!(es[1].incident.resolved_at, Some(t(20)));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn the_state_file_is_private_and_replaced_whole() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = temp_dir("mode").join("nested");
+    let mut book = IncidentBook::new();
+    book.observe("lab", vec![zombie("lab", 1)], h(1, 1), t(0));
+    book.save(&dir).unwrap();
+    book.save(&dir).unwrap();
+    let meta = std::fs::metadata(dir.join(STATE_FILE)).unwrap();
+    assert_eq!(meta.permissions().mode() & 0o777, 0o600);
+    let names: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(
+        names,
+        vec![STATE_FILE.to_string()],
+        "no temporary file left behind"
+    );
+    let _ = std::fs::remove_dir_all(dir.parent().unwrap());
+}
+
+#[test]
+fn no_state_file_is_an_empty_book() {
+    let dir = temp_dir("missing");
+    assert_eq!(IncidentBook::load(&dir).unwrap(), IncidentBook::new());
+}
+
+#[test]
+fn an_unwritable_state_dir_names_the_path_and_the_os_error() {
+    // Root ignores permission bits, so the obstacle is a file where a directory must be.
+    let base = temp_dir("unwritable");
+    std::fs::create_dir_all(&base).unwrap();
+    std::fs::write(base.join("file"), b"x").unwrap();
+    let dir = base.join("file").join("state");
+    let e = IncidentBook::new().save(&dir).unwrap_err();
+    assert!(matches!(e, StateError::Write { .. }));
+    let msg = e.to_string();
+    assert!(
+        msg.contains(&dir.join(STATE_FILE).display().to_string()),
+        "{msg}"
+    );
+    assert!(msg.to_lowercase().contains("not a directory"), "{msg}");
+    let _ = std::fs::remove_dir_all(&base);
+}
+
+#[test]
+fn an_unreadable_state_file_is_a_read_error() {
+    let dir = temp_dir("unreadable");
+    std::fs::create_dir_all(dir.join(STATE_FILE)).unwrap();
+    let e = IncidentBook::load(&dir).unwrap_err();
+    assert!(matches!(e, StateError::Read { .. }), "{e}");
+    assert!(e.to_string().contains(STATE_FILE), "{e}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_corrupt_state_file_is_an_error_for_the_caller() {
+    let dir = temp_dir("corrupt");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join(STATE_FILE), b"{\"version\": 1, \"tracks\": [").unwrap();
+    let e = IncidentBook::load(&dir).unwrap_err();
+    assert!(matches!(e, StateError::Corrupt { .. }), "{e}");
+    assert!(e.to_string().contains("move it aside"), "{e}");
+    std::fs::write(dir.join(STATE_FILE), b"{\"version\": 7, \"tracks\": []}").unwrap();
+    let e = IncidentBook::load(&dir).unwrap_err();
+    assert!(e.to_string().contains("version 7"), "{e}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

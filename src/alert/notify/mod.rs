@@ -1,0 +1,422 @@
+//! Webhook delivery: incident events to Slack, PagerDuty, Alertmanager, Teams, or any
+//! receiver that takes the generic JSON body. Delivery never holds up probing: `submit`
+//! only queues in memory, and everything slow happens in tasks of its own.
+//!
+//! The path of an event: `submit` -> the in-memory inbox (spilled to `spool-inbox/` when
+//! full) -> the dispatcher, which decides per receiver whether and as what it is sent
+//! (`route`), writes a notification file to that receiver's spool and wakes its worker
+//! -> the worker, which sends the spool's files one at a time, oldest first, retrying
+//! with backoff until the receiver takes it or refuses it for good.
+//!
+//! Delivery is at least once. A notification leaves the spool only after the receiver
+//! answered 2xx (or refused it with a 4xx); if the daemon dies between the answer and the
+//! removal, the notification is sent again after the restart. Receivers deduplicate on the
+//! generic body's `notification_id` (or incident id + event + sequence); PagerDuty and
+//! Alertmanager deduplicate by themselves (dedup key, labels).
+
+mod format;
+mod route;
+mod spool;
+mod worker;
+
+#[cfg(test)]
+mod tests;
+
+use std::collections::VecDeque;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+use serde::{Deserialize, Serialize};
+use tokio::sync::{watch, Notify};
+use tokio::task::JoinHandle;
+
+use crate::alert::incident::{Incident, IncidentEvent};
+use crate::config::WebhookConfig;
+use crate::model::time::serde_ms;
+
+pub use format::{
+    alert_lifetime, alertmanager, generic, human, pagerduty, render, signature, slack, teams,
+    Context, Request, GENERIC_SCHEMA_VERSION, ONE_SHOT_ALERT_LIFETIME, PAGERDUTY_SUMMARY_MAX,
+    SIGNATURE_HEADER,
+};
+pub use route::{judge, parse_retry_after, route, Backoff, Outcome, Reminders};
+pub use spool::SpoolError;
+
+/// One notification to one receiver: the unit of the spool and of delivery.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Notification {
+    /// Grows with every notification to this receiver, also across restarts.
+    pub sequence: u64,
+    pub receiver: String,
+    /// The event as this receiver gets it (see `route`).
+    pub event: IncidentEvent,
+    #[serde(with = "serde_ms")]
+    pub queued_at: SystemTime,
+}
+
+/// Timing and bounds of delivery. The defaults suit production; tests shrink them.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct DeliverySettings {
+    pub backoff: Backoff,
+    /// The longest `Retry-After` honoured; a longer one is cut to this.
+    pub max_retry_after: Duration,
+    /// Events held in memory between `submit` and the dispatcher; beyond, they go to disk.
+    pub inbox_capacity: usize,
+    /// Notifications queued per receiver; beyond, new ones are dropped (and counted).
+    pub max_queued: usize,
+    /// How often reminders are looked for.
+    pub reminder_check: Duration,
+}
+
+impl Default for DeliverySettings {
+    fn default() -> Self {
+        DeliverySettings {
+            backoff: Backoff {
+                initial: Duration::from_secs(1),
+                max: Duration::from_secs(300),
+                jitter: 0.2,
+            },
+            max_retry_after: Duration::from_secs(900),
+            inbox_capacity: 1024,
+            max_queued: 10_000,
+            reminder_check: Duration::from_secs(1),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum NotifyError {
+    #[error("webhook spool: {0}")]
+    Spool(#[from] SpoolError),
+    #[error("webhook '{receiver}': cannot build its HTTP client: {detail}")]
+    Client { receiver: String, detail: String },
+}
+
+/// Counters of one receiver, for metrics.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ReceiverStats {
+    pub receiver: String,
+    pub format: &'static str,
+    /// Scheme, host and port: safe to show.
+    pub target: String,
+    /// `deliveries_total{outcome="ok"}`: notifications the receiver took.
+    pub ok: u64,
+    /// `deliveries_total{outcome="failed"}`: attempts that failed and will be retried.
+    pub failed: u64,
+    /// `deliveries_total{outcome="dropped"}`: notifications given up (4xx, corrupt spool
+    /// file, queue full).
+    pub dropped: u64,
+    /// Notifications waiting (all of them are on disk).
+    pub queue_depth: u64,
+    pub last_success: Option<SystemTime>,
+    /// Why the last attempt failed, for logs and `/status` (never a metric label).
+    pub last_failure: Option<String>,
+}
+
+impl ReceiverStats {
+    /// `(outcome, count)` for `deliveries_total`.
+    pub fn deliveries(&self) -> [(&'static str, u64); 3] {
+        [
+            ("ok", self.ok),
+            ("failed", self.failed),
+            ("dropped", self.dropped),
+        ]
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct NotifierStats {
+    pub receivers: Vec<ReceiverStats>,
+    /// Events submitted and not yet routed to receivers (memory and disk).
+    pub unrouted_events: u64,
+    /// Open incidents reminders are kept for.
+    pub open_incidents: u64,
+}
+
+/// What goes through the inbox.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+enum Input {
+    Event(Box<IncidentEvent>),
+    /// Open incidents known after a restart, for reminders.
+    Restore(Vec<Incident>),
+}
+
+#[derive(Debug, Default)]
+struct Inbox {
+    items: VecDeque<Input>,
+    /// Items are going to the disk inbox, until it is empty again: order is kept by
+    /// never putting a newer item in memory while older ones wait on disk.
+    spilling: bool,
+    /// Items waiting on disk (approximately: for stats).
+    spilled: u64,
+    closed: bool,
+}
+
+/// Who sends: named in every body, and where its status page is read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Sender {
+    pub instance_id: String,
+    /// `/status` as people reach it; bodies that can link to it do.
+    pub status_url: Option<String>,
+}
+
+impl From<&str> for Sender {
+    fn from(instance_id: &str) -> Self {
+        Sender {
+            instance_id: instance_id.to_string(),
+            status_url: None,
+        }
+    }
+}
+
+impl From<&crate::config::Config> for Sender {
+    fn from(c: &crate::config::Config) -> Self {
+        Sender {
+            instance_id: c.instance_id.clone(),
+            status_url: Some(c.status_url()),
+        }
+    }
+}
+
+struct Shared {
+    sender: Sender,
+    settings: DeliverySettings,
+    inbox: Mutex<Inbox>,
+    inbox_spool: spool::Spool,
+    wake: Notify,
+    receivers: Vec<Arc<worker::Receiver>>,
+    open_incidents: Mutex<u64>,
+    /// Ticks after every delivery attempt's outcome: what waits for delivery to move (the
+    /// tests) waits on it instead of sleeping.
+    progress: watch::Sender<()>,
+}
+
+/// Spawns the delivery tasks.
+pub struct Notifier;
+
+impl Notifier {
+    /// Starts delivery to `webhooks`, with spools under `state_dir/spool/<receiver>/`.
+    /// Notifications left in the spools by an earlier run are sent first. Call inside a
+    /// Tokio runtime.
+    pub fn spawn(
+        webhooks: &[WebhookConfig],
+        state_dir: &Path,
+        sender: impl Into<Sender>,
+    ) -> Result<NotifierHandle, NotifyError> {
+        Notifier::spawn_with(webhooks, state_dir, sender, DeliverySettings::default())
+    }
+
+    pub fn spawn_with(
+        webhooks: &[WebhookConfig],
+        state_dir: &Path,
+        sender: impl Into<Sender>,
+        settings: DeliverySettings,
+    ) -> Result<NotifierHandle, NotifyError> {
+        let spool_root: PathBuf = state_dir.join("spool");
+        let mut receivers = Vec::new();
+        let mut clients = Vec::new();
+        for cfg in webhooks {
+            let (spool, waiting) =
+                spool::Spool::open(&spool_root.join(spool::dir_name(&cfg.name)))?;
+            clients.push(worker::client(cfg)?);
+            receivers.push(Arc::new(worker::Receiver::new(cfg.clone(), spool, waiting)));
+        }
+        warn_orphans(&spool_root, webhooks);
+        let (inbox_spool, spilled) = spool::Spool::open(&state_dir.join("spool-inbox"))?;
+        let shared = Arc::new(Shared {
+            sender: sender.into(),
+            settings,
+            inbox: Mutex::new(Inbox {
+                spilling: !spilled.is_empty(),
+                spilled: spilled.len() as u64,
+                ..Inbox::default()
+            }),
+            inbox_spool,
+            wake: Notify::new(),
+            receivers,
+            open_incidents: Mutex::new(0),
+            progress: watch::Sender::new(()),
+        });
+        let (dispatch_stop, dispatch_rx) = watch::channel(false);
+        let (work_stop, work_rx) = watch::channel(false);
+        let dispatcher = tokio::spawn(worker::dispatch(shared.clone(), dispatch_rx));
+        let workers = shared
+            .receivers
+            .iter()
+            .zip(clients)
+            .map(|(r, client)| {
+                tokio::spawn(worker::work(
+                    r.clone(),
+                    shared.clone(),
+                    client,
+                    work_rx.clone(),
+                ))
+            })
+            .collect();
+        Ok(NotifierHandle {
+            shared,
+            tasks: Arc::new(Mutex::new(Some(Tasks {
+                dispatcher,
+                workers,
+                dispatch_stop,
+                work_stop,
+            }))),
+        })
+    }
+}
+
+/// Spools of receivers no longer configured are left alone (the receiver may come back
+/// under its name), but said out loud: their notifications will not be sent.
+fn warn_orphans(spool_root: &Path, webhooks: &[WebhookConfig]) {
+    let Ok(entries) = std::fs::read_dir(spool_root) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if webhooks.iter().any(|w| spool::dir_name(&w.name) == name) {
+            continue;
+        }
+        let waiting = std::fs::read_dir(e.path()).map(|d| d.count()).unwrap_or(0);
+        if waiting > 0 {
+            tracing::warn!(
+                dir = %e.path().display(),
+                notifications = waiting,
+                "spool of a webhook that is no longer configured: its notifications are not sent"
+            );
+        }
+    }
+}
+
+struct Tasks {
+    dispatcher: JoinHandle<()>,
+    workers: Vec<JoinHandle<()>>,
+    dispatch_stop: watch::Sender<bool>,
+    work_stop: watch::Sender<bool>,
+}
+
+/// The daemon's side of delivery. Cheap to clone; every clone feeds the same tasks.
+#[derive(Clone)]
+pub struct NotifierHandle {
+    shared: Arc<Shared>,
+    tasks: Arc<Mutex<Option<Tasks>>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl NotifierHandle {
+    /// Queues events for delivery and returns at once: no network, and disk only when the
+    /// in-memory inbox is full (or delivery was shut down), so nothing is lost.
+    pub fn submit(&self, events: Vec<IncidentEvent>) {
+        self.put(
+            events
+                .into_iter()
+                .map(|e| Input::Event(Box::new(e)))
+                .collect(),
+        );
+    }
+
+    /// Tells delivery which incidents are open after a restart (from the incident book),
+    /// so that their reminders continue. Sends nothing by itself.
+    pub fn restore_open(&self, incidents: Vec<Incident>) {
+        self.put(vec![Input::Restore(incidents)]);
+    }
+
+    fn put(&self, items: Vec<Input>) {
+        if items.is_empty() {
+            return;
+        }
+        let mut inbox = lock(&self.shared.inbox);
+        let fits = inbox.items.len() + items.len() <= self.shared.settings.inbox_capacity;
+        if !inbox.spilling && !inbox.closed && fits {
+            inbox.items.extend(items);
+        } else {
+            let n = items.len();
+            let seq = self.shared.inbox_spool.reserve();
+            // Written under the lock: the dispatcher decides under it whether the disk
+            // inbox is empty.
+            match self.shared.inbox_spool.write(seq, &items) {
+                Ok(()) => {
+                    inbox.spilling = true;
+                    inbox.spilled += n as u64;
+                }
+                Err(e) => tracing::error!(
+                    error = %e,
+                    events = n,
+                    "webhook inbox full and its disk spill failed: events lost"
+                ),
+            }
+        }
+        drop(inbox);
+        self.shared.wake.notify_one();
+    }
+
+    pub fn stats(&self) -> NotifierStats {
+        let inbox = lock(&self.shared.inbox);
+        let unrouted = inbox.items.len() as u64 + inbox.spilled;
+        drop(inbox);
+        NotifierStats {
+            receivers: self.shared.receivers.iter().map(|r| r.stats()).collect(),
+            unrouted_events: unrouted,
+            open_incidents: *lock(&self.shared.open_incidents),
+        }
+    }
+
+    /// The stats as soon as `until` holds of them, checked after every delivery attempt;
+    /// panics naming `what` after 10 s.
+    #[cfg(test)]
+    pub(crate) async fn stats_when(
+        &self,
+        what: &str,
+        until: impl Fn(&NotifierStats) -> bool,
+    ) -> NotifierStats {
+        // Subscribed before the first look, so no attempt between the look and the wait
+        // goes unseen.
+        let mut progress = self.shared.progress.subscribe();
+        let wait = async {
+            loop {
+                let stats = self.stats();
+                if until(&stats) || progress.changed().await.is_err() {
+                    return stats;
+                }
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(10), wait)
+            .await
+            .unwrap_or_else(|_| panic!("{what}: not within 10 s: {:?}", self.stats()))
+    }
+
+    /// Stops delivery: routes what was submitted, then keeps sending until every queue is
+    /// empty or `deadline` passed. Whatever is left stays in the spools for the next
+    /// start. Events submitted afterwards go to the disk inbox, for the next start too.
+    pub async fn shutdown(&self, deadline: Duration) -> NotifierStats {
+        let end = tokio::time::Instant::now() + deadline;
+        lock(&self.shared.inbox).closed = true;
+        let Some(tasks) = lock(&self.tasks).take() else {
+            return self.stats();
+        };
+        let _ = tasks.dispatch_stop.send(true);
+        let mut dispatcher = tasks.dispatcher;
+        if tokio::time::timeout_at(end, &mut dispatcher).await.is_err() {
+            dispatcher.abort();
+        }
+        let _ = tasks.work_stop.send(true);
+        for mut w in tasks.workers {
+            if tokio::time::timeout_at(end, &mut w).await.is_err() {
+                // Mid-request or waiting to retry: its notification is still on disk.
+                w.abort();
+            }
+        }
+        let stats = self.stats();
+        let left: u64 = stats.receivers.iter().map(|r| r.queue_depth).sum();
+        if left > 0 {
+            tracing::warn!(
+                notifications = left,
+                "webhook delivery stopped with notifications left in the spool; they are sent at the next start"
+            );
+        }
+        stats
+    }
+}

@@ -1,0 +1,138 @@
+//! A directory as a durable queue: one JSON file per entry, named by a sequence number so
+//! that name order is queue order, each written atomically and flushed before it counts
+//! as queued. An entry leaves the directory only once it is done with.
+
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::SystemTime;
+
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+use crate::alert::incident::{ensure_dir, write_atomic};
+use crate::model::time::unix_ms;
+
+#[derive(Debug, thiserror::Error)]
+pub enum SpoolError {
+    #[error("{path}: {source}")]
+    Io { path: PathBuf, source: io::Error },
+    #[error("{path} is corrupt: {detail}")]
+    Corrupt { path: PathBuf, detail: String },
+}
+
+#[derive(Debug)]
+pub struct Spool {
+    dir: PathBuf,
+    next: AtomicU64,
+}
+
+const SUFFIX: &str = ".json";
+
+impl Spool {
+    /// Opens (creating) `dir` and returns the sequence numbers waiting in it, oldest
+    /// first. Temporary files of a write that a crash interrupted are removed: their
+    /// entry never counted as queued.
+    pub fn open(dir: &Path) -> Result<(Spool, Vec<u64>), SpoolError> {
+        let io_err = |source| SpoolError::Io {
+            path: dir.to_path_buf(),
+            source,
+        };
+        ensure_dir(dir).map_err(io_err)?;
+        let mut seqs = Vec::new();
+        for entry in fs::read_dir(dir).map_err(io_err)? {
+            let entry = entry.map_err(io_err)?;
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if name.starts_with('.') && name.ends_with(".tmp") {
+                let _ = fs::remove_file(entry.path());
+                continue;
+            }
+            if let Some(seq) = name
+                .strip_suffix(SUFFIX)
+                .and_then(|s| s.parse::<u64>().ok())
+            {
+                seqs.push(seq);
+            }
+        }
+        seqs.sort_unstable();
+        // Sequence numbers keep growing across restarts, even once the directory is
+        // empty: they start from the clock (microseconds) unless the files are ahead of it.
+        let clock = unix_ms(SystemTime::now()).saturating_mul(1000);
+        let next = seqs.last().map_or(clock, |last| clock.max(last + 1));
+        Ok((
+            Spool {
+                dir: dir.to_path_buf(),
+                next: AtomicU64::new(next),
+            },
+            seqs,
+        ))
+    }
+
+    fn path(&self, seq: u64) -> PathBuf {
+        self.dir.join(format!("{seq:020}{SUFFIX}"))
+    }
+
+    /// The next sequence number; entries must be written in the order they were taken.
+    pub fn reserve(&self) -> u64 {
+        self.next.fetch_add(1, Ordering::SeqCst)
+    }
+
+    pub fn write<T: Serialize>(&self, seq: u64, value: &T) -> Result<(), SpoolError> {
+        let path = self.path(seq);
+        let bytes = serde_json::to_vec(value).map_err(|e| SpoolError::Io {
+            path: path.clone(),
+            source: io::Error::other(e),
+        })?;
+        write_atomic(&path, &bytes).map_err(|source| SpoolError::Io { path, source })
+    }
+
+    pub fn read<T: DeserializeOwned>(&self, seq: u64) -> Result<T, SpoolError> {
+        let path = self.path(seq);
+        let bytes = fs::read(&path).map_err(|source| SpoolError::Io {
+            path: path.clone(),
+            source,
+        })?;
+        serde_json::from_slice(&bytes).map_err(|e| SpoolError::Corrupt {
+            path,
+            detail: e.to_string(),
+        })
+    }
+
+    pub fn remove(&self, seq: u64) -> Result<(), SpoolError> {
+        let path = self.path(seq);
+        match fs::remove_file(&path) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+            Err(source) => Err(SpoolError::Io { path, source }),
+        }
+    }
+
+    /// The entries on disk now, oldest first.
+    pub fn list(&self) -> Result<Vec<u64>, SpoolError> {
+        let io_err = |source| SpoolError::Io {
+            path: self.dir.clone(),
+            source,
+        };
+        let mut seqs: Vec<u64> = fs::read_dir(&self.dir)
+            .map_err(io_err)?
+            .filter_map(|e| e.ok())
+            .filter_map(|e| {
+                let name = e.file_name().to_string_lossy().into_owned();
+                name.strip_suffix(SUFFIX).and_then(|s| s.parse().ok())
+            })
+            .collect();
+        seqs.sort_unstable();
+        Ok(seqs)
+    }
+}
+
+/// The spool directory name of a receiver. Receiver names are `[A-Za-z0-9_.-]`, so only
+/// `.` and `..` need care ('%' cannot occur in a name, so nothing collides with them).
+pub fn dir_name(receiver: &str) -> String {
+    match receiver {
+        "." => "%2E".into(),
+        ".." => "%2E%2E".into(),
+        other => other.into(),
+    }
+}

@@ -1,0 +1,432 @@
+//! The tasks of delivery: one dispatcher that routes events into the receivers' spools,
+//! and one worker per receiver that empties its spool in order.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue, RETRY_AFTER};
+use tokio::sync::{watch, Notify};
+use tokio::time::Instant;
+
+use crate::alert::incident::IncidentEvent;
+use crate::config::WebhookConfig;
+
+use super::format::{self, Context};
+use super::route::{self, Outcome, Reminders};
+use super::spool::Spool;
+use super::{lock, Input, Notification, NotifyError, ReceiverStats, Shared};
+
+/// Bytes of a refusing receiver's answer worth a log line.
+const LOGGED_BODY_BYTES: usize = 300;
+
+#[derive(Debug, Default)]
+struct Counters {
+    ok: u64,
+    failed: u64,
+    dropped: u64,
+    last_success: Option<SystemTime>,
+    last_failure: Option<String>,
+}
+
+pub(super) struct Receiver {
+    pub cfg: WebhookConfig,
+    spool: Arc<Spool>,
+    /// Sequence numbers waiting, oldest first; each has its file in the spool.
+    queue: Mutex<VecDeque<u64>>,
+    wake: Notify,
+    counters: Mutex<Counters>,
+}
+
+impl Receiver {
+    pub fn new(cfg: WebhookConfig, spool: Spool, waiting: Vec<u64>) -> Self {
+        Receiver {
+            cfg,
+            spool: Arc::new(spool),
+            queue: Mutex::new(waiting.into()),
+            wake: Notify::new(),
+            counters: Mutex::new(Counters::default()),
+        }
+    }
+
+    pub fn stats(&self) -> ReceiverStats {
+        let c = lock(&self.counters);
+        ReceiverStats {
+            receiver: self.cfg.name.clone(),
+            format: self.cfg.format.as_str(),
+            target: self.cfg.target.clone(),
+            ok: c.ok,
+            failed: c.failed,
+            dropped: c.dropped,
+            queue_depth: lock(&self.queue).len() as u64,
+            last_success: c.last_success,
+            last_failure: c.last_failure.clone(),
+        }
+    }
+
+    fn idle(&self) -> bool {
+        lock(&self.queue).is_empty()
+    }
+}
+
+pub(super) fn client(cfg: &WebhookConfig) -> Result<reqwest::Client, NotifyError> {
+    reqwest::Client::builder()
+        .timeout(cfg.timeout)
+        .connect_timeout(cfg.timeout)
+        .user_agent(concat!("kafka-watchdog/", env!("CARGO_PKG_VERSION")))
+        // A redirect would turn the POST into a GET; a moved webhook is a configuration
+        // error to see, not to follow.
+        .redirect(reqwest::redirect::Policy::none())
+        .danger_accept_invalid_certs(!cfg.tls_verify)
+        .build()
+        .map_err(|e| NotifyError::Client {
+            receiver: cfg.name.clone(),
+            detail: e.to_string(),
+        })
+}
+
+/// Runs blocking file work off the runtime's threads.
+async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Option<T> {
+    tokio::task::spawn_blocking(f).await.ok()
+}
+
+/// Routes events to receivers until `stop`, then routes what is left and returns.
+pub(super) async fn dispatch(shared: Arc<Shared>, mut stop: watch::Receiver<bool>) {
+    let mut reminders = Reminders::default();
+    let mut tick = tokio::time::interval(shared.settings.reminder_check);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut stopping = false;
+    loop {
+        let items = next_items(&shared).await;
+        if !items.is_empty() {
+            route_all(&shared, &mut reminders, items).await;
+            continue;
+        }
+        if stopping || *stop.borrow() {
+            return;
+        }
+        tokio::select! {
+            _ = shared.wake.notified() => {}
+            _ = tick.tick() => {
+                let receivers: Vec<&WebhookConfig> = shared.receivers.iter().map(|r| &r.cfg).collect();
+                let idle: Vec<bool> = shared.receivers.iter().map(|r| r.idle()).collect();
+                let due = reminders.due(&receivers, &idle, Instant::now(), SystemTime::now());
+                enqueue(&shared, &mut reminders, due).await;
+            }
+            // An error: every handle is gone, nothing more can come.
+            changed = stop.changed() => stopping = changed.is_err() || *stop.borrow(),
+        }
+    }
+}
+
+/// The next items in submission order: memory first (it only holds items older than
+/// anything on disk), then the disk inbox, one file at a time.
+async fn next_items(shared: &Arc<Shared>) -> Vec<Input> {
+    {
+        let mut inbox = lock(&shared.inbox);
+        if !inbox.items.is_empty() {
+            return inbox.items.drain(..).collect();
+        }
+        if !inbox.spilling {
+            return Vec::new();
+        }
+    }
+    let s = shared.clone();
+    blocking(move || {
+        let spool = &s.inbox_spool;
+        let listed = match spool.list() {
+            Ok(l) => l,
+            Err(e) => {
+                tracing::error!(error = %e, "cannot read the webhook inbox spill");
+                return Vec::new();
+            }
+        };
+        let Some(seq) = listed.first().copied() else {
+            // Empty: back to memory, decided under the lock that `submit` writes under.
+            let mut inbox = lock(&s.inbox);
+            if spool.list().map(|l| l.is_empty()).unwrap_or(true) {
+                inbox.spilling = false;
+                inbox.spilled = 0;
+            }
+            return Vec::new();
+        };
+        let items: Vec<Input> = match spool.read(seq) {
+            Ok(items) => items,
+            Err(e) => {
+                tracing::error!(error = %e, "unreadable webhook inbox file dropped");
+                Vec::new()
+            }
+        };
+        if let Err(e) = spool.remove(seq) {
+            tracing::error!(error = %e, "cannot remove a webhook inbox file");
+        }
+        let mut inbox = lock(&s.inbox);
+        inbox.spilled = inbox.spilled.saturating_sub(items.len() as u64);
+        items
+    })
+    .await
+    .unwrap_or_default()
+}
+
+async fn route_all(shared: &Arc<Shared>, reminders: &mut Reminders, items: Vec<Input>) {
+    let mut out = Vec::new();
+    for item in items {
+        match item {
+            Input::Restore(incidents) => reminders.restore(incidents),
+            Input::Event(ev) => {
+                reminders.record(&ev);
+                for (idx, r) in shared.receivers.iter().enumerate() {
+                    if let Some(kind) = route::route(&r.cfg, &ev) {
+                        let mut as_sent = ev.as_ref().clone();
+                        as_sent.kind = kind;
+                        out.push((idx, as_sent));
+                    }
+                }
+            }
+        }
+    }
+    *lock(&shared.open_incidents) = reminders.open_count() as u64;
+    enqueue(shared, reminders, out).await;
+}
+
+/// Writes each notification to its receiver's spool, then queues it and wakes the worker.
+async fn enqueue(
+    shared: &Arc<Shared>,
+    reminders: &mut Reminders,
+    out: Vec<(usize, IncidentEvent)>,
+) {
+    if out.is_empty() {
+        return;
+    }
+    let now = Instant::now();
+    for (idx, ev) in &out {
+        reminders.sent(*idx, &ev.incident.id, now);
+    }
+    let s = shared.clone();
+    blocking(move || {
+        for (idx, event) in out {
+            let r = &s.receivers[idx];
+            if lock(&r.queue).len() >= s.settings.max_queued {
+                tracing::error!(
+                    receiver = %r.cfg.name,
+                    queued = s.settings.max_queued,
+                    incident = %event.incident.id,
+                    event = event.kind.as_str(),
+                    "webhook queue full: notification dropped"
+                );
+                lock(&r.counters).dropped += 1;
+                continue;
+            }
+            let seq = r.spool.reserve();
+            let n = Notification {
+                sequence: seq,
+                receiver: r.cfg.name.clone(),
+                event,
+                queued_at: SystemTime::now(),
+            };
+            match r.spool.write(seq, &n) {
+                Ok(()) => {
+                    lock(&r.queue).push_back(seq);
+                    r.wake.notify_one();
+                }
+                Err(e) => {
+                    tracing::error!(receiver = %r.cfg.name, error = %e, "cannot spool a notification: dropped");
+                    lock(&r.counters).dropped += 1;
+                }
+            }
+        }
+    })
+    .await;
+}
+
+/// Sends one receiver's spool, oldest first, until `stop` and an empty queue.
+pub(super) async fn work(
+    r: Arc<Receiver>,
+    shared: Arc<Shared>,
+    client: reqwest::Client,
+    mut stop: watch::Receiver<bool>,
+) {
+    let settings = shared.settings;
+    let random = ring::rand::SystemRandom::new();
+    let mut attempt: u32 = 0;
+    let mut stopping = false;
+    loop {
+        let head = lock(&r.queue).front().copied();
+        let Some(seq) = head else {
+            if stopping || *stop.borrow() {
+                return;
+            }
+            tokio::select! {
+                _ = r.wake.notified() => {}
+                changed = stop.changed() => stopping = changed.is_err() || *stop.borrow(),
+            }
+            continue;
+        };
+        let spool = r.spool.clone();
+        let read = blocking(move || spool.read::<Notification>(seq)).await;
+        let n = match read {
+            Some(Ok(n)) => n,
+            Some(Err(e)) => {
+                tracing::error!(receiver = %r.cfg.name, error = %e, "unreadable spooled notification dropped");
+                finish(&r, seq).await;
+                lock(&r.counters).dropped += 1;
+                shared.progress.send_replace(());
+                continue;
+            }
+            None => continue,
+        };
+        let request = format::render(
+            &r.cfg,
+            &n,
+            &Context {
+                instance_id: &shared.sender.instance_id,
+                now: SystemTime::now(),
+                status_url: shared.sender.status_url.as_deref(),
+            },
+        );
+        match send(&client, &r.cfg, request, settings.max_retry_after).await {
+            Outcome::Delivered => {
+                finish(&r, seq).await;
+                let mut c = lock(&r.counters);
+                c.ok += 1;
+                c.last_success = Some(SystemTime::now());
+                drop(c);
+                shared.progress.send_replace(());
+                if attempt > 0 {
+                    tracing::info!(receiver = %r.cfg.name, target = %r.cfg.target, attempts = attempt + 1, "webhook delivered after retries");
+                }
+                attempt = 0;
+            }
+            Outcome::Drop { why } => {
+                tracing::error!(
+                    receiver = %r.cfg.name,
+                    target = %r.cfg.target,
+                    incident = %n.event.incident.id,
+                    event = n.event.kind.as_str(),
+                    why = %why,
+                    "webhook refused the notification: dropped"
+                );
+                finish(&r, seq).await;
+                let mut c = lock(&r.counters);
+                c.dropped += 1;
+                c.last_failure = Some(why);
+                drop(c);
+                shared.progress.send_replace(());
+                attempt = 0;
+            }
+            Outcome::Retry { after, why } => {
+                let unit = jitter_unit(&random);
+                let wait = after.unwrap_or_else(|| settings.backoff.wait(attempt, unit));
+                attempt = attempt.saturating_add(1);
+                tracing::warn!(
+                    receiver = %r.cfg.name,
+                    target = %r.cfg.target,
+                    why = %why,
+                    attempt,
+                    retry_in_ms = wait.as_millis() as u64,
+                    "webhook delivery failed; will retry"
+                );
+                {
+                    let mut c = lock(&r.counters);
+                    c.failed += 1;
+                    c.last_failure = Some(why);
+                }
+                shared.progress.send_replace(());
+                tokio::time::sleep(wait).await;
+            }
+        }
+    }
+}
+
+/// Removes a finished notification from disk, then from the queue.
+async fn finish(r: &Arc<Receiver>, seq: u64) {
+    let spool = r.spool.clone();
+    if let Some(Err(e)) = blocking(move || spool.remove(seq)).await {
+        // It would be sent again after a restart: at least once, never lost.
+        tracing::error!(receiver = %r.cfg.name, error = %e, "cannot remove a delivered notification from the spool");
+    }
+    let mut q = lock(&r.queue);
+    if q.front() == Some(&seq) {
+        q.pop_front();
+    }
+}
+
+fn jitter_unit(random: &ring::rand::SystemRandom) -> f64 {
+    use ring::rand::SecureRandom;
+    let mut b = [0u8; 4];
+    if random.fill(&mut b).is_err() {
+        return 0.0;
+    }
+    f64::from(u32::from_le_bytes(b)) / f64::from(u32::MAX) * 2.0 - 1.0
+}
+
+fn headers(cfg: &WebhookConfig, request: &format::Request) -> HeaderMap {
+    let mut map = HeaderMap::new();
+    let pairs = cfg
+        .headers
+        .iter()
+        .chain(request.headers.iter().map(|(k, v)| (k, v)));
+    for (k, v) in pairs {
+        // The configuration checked names and values; a pair that still fails is skipped
+        // rather than failing the notification.
+        if let (Ok(name), Ok(value)) = (
+            HeaderName::from_bytes(k.as_bytes()),
+            HeaderValue::from_str(v),
+        ) {
+            map.insert(name, value);
+        }
+    }
+    map
+}
+
+async fn send(
+    client: &reqwest::Client,
+    cfg: &WebhookConfig,
+    request: format::Request,
+    max_retry_after: Duration,
+) -> Outcome {
+    let headers = headers(cfg, &request);
+    let response = client
+        .post(cfg.url.expose())
+        .headers(headers)
+        .body(request.body)
+        .send()
+        .await;
+    let response = match response {
+        Ok(r) => r,
+        // The URL may hold a token (Slack, Teams): never in a log line.
+        Err(e) => {
+            return Outcome::Retry {
+                after: None,
+                why: e.without_url().to_string(),
+            }
+        }
+    };
+    let status = response.status().as_u16();
+    let retry_after = response
+        .headers()
+        .get(RETRY_AFTER)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
+    let outcome = route::judge(
+        status,
+        retry_after.as_deref(),
+        SystemTime::now(),
+        max_retry_after,
+    );
+    match outcome {
+        Outcome::Drop { why } => {
+            let body = response.bytes().await.unwrap_or_default();
+            let text = String::from_utf8_lossy(&body[..body.len().min(LOGGED_BODY_BYTES)]);
+            let text = text.split_whitespace().collect::<Vec<_>>().join(" ");
+            Outcome::Drop {
+                why: if text.is_empty() {
+                    why
+                } else {
+                    format!("{why}: {text}")
+                },
+            }
+        }
+        other => other,
+    }
+}

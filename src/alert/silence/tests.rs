@@ -1,0 +1,303 @@
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use super::*;
+use crate::alert::incident::{
+    EventKind, Finding, FindingKey, FindingKind, Hysteresis, IncidentBook, Subject,
+};
+use crate::config::Severity;
+
+fn t(secs: u64) -> SystemTime {
+    UNIX_EPOCH + Duration::from_secs(1_700_000_000 + secs)
+}
+
+fn silence(broker: Option<BrokerId>, kind: Option<FindingKind>, from: u64, to: u64) -> Silence {
+    let mut s = Silence {
+        id: String::new(),
+        cluster: Some("lab".into()),
+        broker,
+        kind,
+        starts_at: t(from),
+        ends_at: t(to),
+        comment: "rolling upgrade".into(),
+        created_by: "ops".into(),
+        origin: Origin::Api,
+    };
+    s.id = silence_id(&s);
+    s
+}
+
+fn broker_finding(b: BrokerId) -> Finding {
+    let mut f = Finding::new(
+        FindingKey::new("lab", Subject::Broker(b), FindingKind::Broker),
+        format!("broker {b} is a zombie"),
+    );
+    f.severity = Severity::Critical;
+    f.state = Some(crate::judge::verdict::BrokerState::Zombie);
+    f.suspects = vec![b];
+    f
+}
+
+fn under_replicated(suspects: Vec<BrokerId>) -> Finding {
+    let mut f = Finding::new(
+        FindingKey::new("lab", Subject::Cluster, FindingKind::UnderReplicated),
+        "partitions under-replicated",
+    );
+    f.suspects = suspects;
+    f
+}
+
+const ONE_ROUND: Hysteresis = Hysteresis {
+    open_after: Duration::ZERO,
+    resolve_after: Duration::ZERO,
+};
+
+fn webhook() -> crate::config::WebhookConfig {
+    crate::config::WebhookConfig {
+        name: "ops".into(),
+        url: crate::config::Secret::new("http://127.0.0.1:1/"),
+        target: "http://127.0.0.1:1".into(),
+        format: crate::config::WebhookFormat::Generic,
+        min_severity: Severity::Warning,
+        clusters: Vec::new(),
+        repeat_interval: Some(Duration::from_secs(60)),
+        send_resolved: true,
+        timeout: Duration::from_secs(1),
+        tls_verify: true,
+        headers: Default::default(),
+        hmac_secret: None,
+        routing_key: None,
+    }
+}
+
+fn sent(events: &[crate::alert::incident::IncidentEvent]) -> Vec<EventKind> {
+    events
+        .iter()
+        .filter_map(|e| crate::alert::notify::route(&webhook(), e))
+        .collect()
+}
+
+#[test]
+fn a_broker_silence_covers_the_broker_and_partitions_that_suspect_only_it() {
+    let mut book = IncidentBook::new();
+    book.set_silences(vec![silence(Some(2), None, 0, 600)]);
+    let events = book.observe(
+        "lab",
+        vec![
+            broker_finding(2),
+            broker_finding(3),
+            under_replicated(vec![2]),
+        ],
+        ONE_ROUND,
+        t(10),
+    );
+    let told: Vec<String> = events
+        .iter()
+        .filter(|e| crate::alert::notify::route(&webhook(), e).is_some())
+        .map(|e| e.incident.dedup_key.clone())
+        .collect();
+    assert_eq!(told, vec!["kafka-watchdog/lab/broker-3/broker".to_string()]);
+    // Still open and shown, with the silence it is under.
+    let open = book.open_incidents();
+    assert_eq!(open.len(), 3);
+    let b2 = open.iter().find(|i| i.broker == Some(2)).unwrap();
+    assert_eq!(b2.silenced.as_ref().unwrap().comment, "rolling upgrade");
+    // Under-replication that also names broker 3 is not hidden by broker 2's silence.
+    let mut book = IncidentBook::new();
+    book.set_silences(vec![silence(Some(2), None, 0, 600)]);
+    let events = book.observe("lab", vec![under_replicated(vec![2, 3])], ONE_ROUND, t(10));
+    assert_eq!(sent(&events), vec![EventKind::Opened]);
+}
+
+#[test]
+fn an_incident_still_open_when_its_silence_ends_is_told_as_opened() {
+    let mut book = IncidentBook::new();
+    book.set_silences(vec![silence(Some(2), None, 0, 100)]);
+    let events = book.observe("lab", vec![broker_finding(2)], ONE_ROUND, t(10));
+    assert_eq!(sent(&events), vec![]);
+    let events = book.observe("lab", vec![broker_finding(2)], ONE_ROUND, t(50));
+    assert_eq!(sent(&events), vec![]);
+    // Reminders of a silenced incident go nowhere.
+    let reminder =
+        crate::alert::incident::IncidentEvent::reminder(book.open_incidents()[0].clone(), t(60));
+    assert_eq!(sent(&[reminder]), vec![]);
+    let events = book.observe("lab", vec![broker_finding(2)], ONE_ROUND, t(110));
+    assert_eq!(sent(&events), vec![EventKind::Opened]);
+    assert!(
+        events[0].changes[0].contains("ended"),
+        "{:?}",
+        events[0].changes
+    );
+    let events = book.observe("lab", vec![], ONE_ROUND, t(120));
+    assert_eq!(sent(&events), vec![EventKind::Resolved]);
+}
+
+#[test]
+fn a_silenced_incident_that_resolves_tells_nobody_and_a_told_one_tells_its_end() {
+    let mut book = IncidentBook::new();
+    book.set_silences(vec![silence(None, Some(FindingKind::Broker), 0, 600)]);
+    book.observe("lab", vec![broker_finding(2)], ONE_ROUND, t(10));
+    let events = book.observe("lab", vec![], ONE_ROUND, t(20));
+    assert_eq!(events.len(), 1);
+    assert_eq!(sent(&events), vec![]);
+
+    // Told first, silenced later: the silence stops updates and reminders; the end is told.
+    let mut book = IncidentBook::new();
+    let events = book.observe("lab", vec![broker_finding(3)], ONE_ROUND, t(10));
+    assert_eq!(sent(&events), vec![EventKind::Opened]);
+    book.set_silences(vec![silence(Some(3), None, 15, 600)]);
+    let events = book.observe("lab", vec![broker_finding(3)], ONE_ROUND, t(20));
+    assert_eq!(
+        events.len(),
+        1,
+        "the silence is an event, so reminders learn of it"
+    );
+    assert_eq!(sent(&events), vec![]);
+    let events = book.observe("lab", vec![], ONE_ROUND, t(30));
+    assert_eq!(sent(&events), vec![EventKind::Resolved]);
+}
+
+#[test]
+fn silences_match_by_cluster_broker_and_kind_while_active() {
+    let book_incident = |b: BrokerId| {
+        let mut book = IncidentBook::new();
+        book.observe("lab", vec![broker_finding(b)], ONE_ROUND, t(10));
+        book.open_incidents().remove(0)
+    };
+    let i = book_incident(2);
+    assert!(silence(Some(2), None, 0, 100).covers(&i));
+    assert!(!silence(Some(3), None, 0, 100).covers(&i));
+    assert!(silence(None, Some(FindingKind::Broker), 0, 100).covers(&i));
+    assert!(!silence(None, Some(FindingKind::SplitBrain), 0, 100).covers(&i));
+    let mut other = silence(None, None, 0, 100);
+    other.cluster = Some("other".into());
+    assert!(!other.covers(&i));
+    other.cluster = None;
+    assert!(other.covers(&i));
+    let s = silence(None, None, 20, 100);
+    assert!(!s.is_active(t(19)) && s.is_active(t(20)) && !s.is_active(t(100)));
+    assert_eq!(
+        find(std::slice::from_ref(&s), &i, t(50)).map(|f| f.id.clone()),
+        Some(s.id)
+    );
+}
+
+#[test]
+fn requests_are_checked_with_a_sentence_per_problem() {
+    let known = vec!["lab".to_string()];
+    let ok = Request {
+        cluster: Some("lab".into()),
+        broker: Some(2),
+        kind: Some("broker".into()),
+        duration: Some("2h".into()),
+        comment: "upgrade to 4.1".into(),
+        ..Request::default()
+    };
+    let s = ok.check(&known, t(0), Origin::Api).unwrap();
+    assert_eq!(s.ends_at, t(7200));
+    assert_eq!(s.kind, Some(FindingKind::Broker));
+    assert!(s.id.starts_with("s-"));
+    assert_eq!(s.created_by, "api");
+    let err = |r: Request| r.check(&known, t(0), Origin::Api).unwrap_err().0;
+    assert!(err(Request {
+        cluster: Some("nope".into()),
+        ..ok.clone()
+    })
+    .contains("not watched"));
+    assert!(err(Request {
+        kind: Some("zombie".into()),
+        ..ok.clone()
+    })
+    .contains("one of: broker"));
+    assert!(err(Request {
+        comment: " ".into(),
+        ..ok.clone()
+    })
+    .contains("comment is required"));
+    assert!(err(Request {
+        duration: None,
+        ..ok.clone()
+    })
+    .contains("an end is required"));
+    assert!(err(Request {
+        ends_at: Some("2026-12-01T00:00:00Z".into()),
+        ..ok.clone()
+    })
+    .contains("not both"));
+    assert!(err(Request {
+        duration: Some("31d".into()),
+        ..ok.clone()
+    })
+    .contains("at most 30 days"));
+    assert!(err(Request {
+        duration: None,
+        ends_at: Some("2000-01-01T00:00:00Z".into()),
+        ..ok.clone()
+    })
+    .contains("not after"));
+}
+
+#[test]
+fn durations_and_times_parse() {
+    assert_eq!(parse_duration("90m"), Ok(Duration::from_secs(5400)));
+    assert_eq!(parse_duration("1h30m"), Ok(Duration::from_secs(5400)));
+    assert_eq!(parse_duration("1d"), Ok(Duration::from_secs(86_400)));
+    assert_eq!(parse_duration("45s"), Ok(Duration::from_secs(45)));
+    for bad in ["", "2", "h", "2x", "0m", "-1h"] {
+        assert!(parse_duration(bad).is_err(), "{bad}");
+    }
+    assert_eq!(
+        parse_rfc3339("2023-11-14T22:13:20Z"),
+        Ok(UNIX_EPOCH + Duration::from_secs(1_700_000_000))
+    );
+    assert_eq!(
+        parse_rfc3339("2023-11-14T23:13:20.250+01:00"),
+        Ok(UNIX_EPOCH + Duration::from_millis(1_700_000_000_250))
+    );
+    assert_eq!(
+        parse_rfc3339("2024-02-29T00:00:00Z"),
+        Ok(UNIX_EPOCH + Duration::from_secs(1_709_164_800))
+    );
+    for bad in [
+        "2023-11-14",
+        "2023-13-14T00:00:00Z",
+        "2023-11-14T22:13:20",
+        "yesterday",
+    ] {
+        assert!(parse_rfc3339(bad).is_err(), "{bad}");
+    }
+    // What the watchdog writes, it reads.
+    let now = UNIX_EPOCH + Duration::from_millis(1_764_590_400_123);
+    assert_eq!(parse_rfc3339(&rfc3339(now)), Ok(now));
+}
+
+#[test]
+fn the_store_keeps_runtime_silences_and_refuses_to_expire_config_ones() {
+    let dir = std::env::temp_dir().join(format!("kw-silences-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let mut store = Silences::default();
+    let api = silence(Some(2), None, 0, 600);
+    let mut cfg = silence(None, None, 0, 900);
+    cfg.origin = Origin::Config;
+    cfg.id = "s-config".into();
+    store.set_config(vec![cfg.clone()]);
+    store.add(api.clone(), t(10)).unwrap();
+    store.save(&dir).unwrap();
+    let loaded = Silences::load(&dir).unwrap();
+    assert_eq!(
+        loaded.all(),
+        vec![api.clone()],
+        "config silences are not stored"
+    );
+    assert!(store
+        .expire("s-config", t(20))
+        .unwrap_err()
+        .0
+        .contains("configuration file"));
+    assert_eq!(store.expire("s-none", t(20)), Ok(false));
+    assert_eq!(store.expire(&api.id, t(20)), Ok(true));
+    assert_eq!(store.active(t(30)).len(), 1);
+    // Ended a day ago: gone from the list.
+    store.prune(t(20 + 86_400 + 1));
+    assert_eq!(store.all().len(), 1);
+    let _ = std::fs::remove_dir_all(&dir);
+}

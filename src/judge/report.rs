@@ -1,0 +1,796 @@
+//! From a round's observations to the report every output reads: the merged view, partition
+//! health, verdicts, and the counters that accumulate across rounds. No I/O: `now` is a
+//! parameter, so a whole round can be evaluated in a unit test or a benchmark.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use serde::Serialize;
+
+use crate::judge::health::{classify_reassigning, Condition, Health, Reassigning};
+use crate::judge::verdict::{self, BrokerMemory, BrokerState, BrokerVerdict, VerdictSettings};
+use crate::model::round::{
+    BrokerId, BrokerList, BrokerProbe, EligibleLeaders, FailureKind, MetadataView, ProbeFailure,
+    RoundObservation, TopicId, NO_TOPIC_ID,
+};
+use crate::observe::canary::CanaryRound;
+use crate::observe::cluster_view::{merge, ClusterView, StaleLeader};
+
+/// Decides which topics count; the canary topic and internal topics go through it too.
+pub type TopicFilterFn = Arc<dyn Fn(&str) -> bool + Send + Sync>;
+
+/// (broker, request, failure kind) -> count since the watchdog started.
+pub type FailureCounts = BTreeMap<(BrokerId, &'static str, FailureKind), u64>;
+
+/// The complete result of one round of one cluster; immutable once published.
+#[derive(Debug, Clone)]
+pub struct ClusterReport {
+    pub cluster: String,
+    /// 1 for the first round.
+    pub round: u64,
+    pub started_at: SystemTime,
+    pub duration: Duration,
+    pub cluster_id: Option<String>,
+    /// At least one broker answered every request this round.
+    pub reachable: bool,
+    pub probes: BTreeMap<BrokerId, BrokerProbe>,
+    /// Brokers whose verdict's registration is `Registered` (see `verdict::registrations`).
+    pub registered: BTreeSet<BrokerId>,
+    /// The round's merged view (newest leader epochs), merged once: the canary, the
+    /// verdicts and remediation all read this one.
+    pub view: Arc<ClusterView>,
+    pub health: Health,
+    pub verdicts: Vec<BrokerVerdict>,
+    pub stale_leaders: Vec<StaleLeader>,
+    pub disagreements: BTreeMap<BrokerId, u32>,
+    pub bootstrap_failures: Vec<(String, ProbeFailure)>,
+    pub failures_total: FailureCounts,
+    /// End of the last round in which the cluster was reachable.
+    pub last_success: Option<SystemTime>,
+    /// This round's canary, when the canary is on.
+    pub canary: Option<CanaryRound>,
+    /// Leaders elected this round from outside the partition's previous ISR.
+    pub unclean_elections: Vec<UncleanElection>,
+    /// Unclean elections seen since the watchdog started.
+    pub unclean_elections_total: u64,
+    /// Since when each broker has been in its current state.
+    pub state_since: BTreeMap<BrokerId, SystemTime>,
+    /// Per canary partition: the length of its last closed unavailability window.
+    pub canary_last_window: BTreeMap<i32, f64>,
+    /// Host mode: this round's look at the brokers on the watchdog's host.
+    pub host: BTreeMap<BrokerId, crate::observe::host::HostObservation>,
+    /// The continuous liveness facts this report's verdicts were made with.
+    pub liveness: BTreeMap<BrokerId, crate::observe::liveness::LivenessFact>,
+    /// When the verdicts were made: the round's end, or a re-evaluation between rounds.
+    pub evaluated_at: SystemTime,
+}
+
+/// A partition whose new leader was not in the ISR the round before: it was elected
+/// uncleanly, and writes acknowledged by the old ISR may be gone (incident 4).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct UncleanElection {
+    pub topic: String,
+    pub partition: i32,
+    pub leader: BrokerId,
+    pub leader_epoch: i32,
+    pub previous_leader: BrokerId,
+    pub previous_isr: Vec<BrokerId>,
+}
+
+/// What the last round saw of every partition: per topic, its id and, indexed by partition
+/// number, the leader, epoch and ISR (None for a number the topic did not list); and the
+/// eligible leader replicas the last round read (few partitions have any).
+#[derive(Debug, Default)]
+struct PartitionMemory {
+    topics: std::collections::HashMap<String, (TopicId, Vec<Option<Remembered>>)>,
+    elr: EligibleLeaders,
+}
+
+#[derive(Debug, Clone)]
+struct Remembered {
+    leader: BrokerId,
+    leader_epoch: i32,
+    isr: BrokerList,
+}
+
+impl PartitionMemory {
+    fn new() -> Self {
+        PartitionMemory::default()
+    }
+}
+
+/// Compares this round's partitions with the last round's and remembers them. Topics are
+/// looked up once each and partitions by index, and a known topic's table is updated in
+/// place, so a round of 200k partitions allocates nearly nothing here.
+///
+/// `allows_unclean` says whether a topic's `unclean.leader.election.enable` is known to be
+/// true; `elr` is this round's eligible leader replicas, remembered for the next round.
+fn unclean_elections(
+    view: &crate::observe::cluster_view::ClusterView,
+    memory: &mut PartitionMemory,
+    allows_unclean: impl Fn(&str) -> bool,
+    elr: &EligibleLeaders,
+) -> Vec<UncleanElection> {
+    let mut found = Vec::new();
+    let previous_elr = std::mem::replace(&mut memory.elr, elr.clone());
+    memory
+        .topics
+        .retain(|name, _| view.topics.contains_key(name));
+    for (topic, t) in &view.topics {
+        let (known_id, table) = match memory.topics.get_mut(topic.as_str()) {
+            Some(entry) => entry,
+            None => memory.topics.entry(topic.clone()).or_default(),
+        };
+        // Deleted and created again under the name: the old topic's partitions say nothing
+        // about the new one's leaders.
+        if t.topic_id != NO_TOPIC_ID && t.topic_id != *known_id {
+            if *known_id != NO_TOPIC_ID {
+                table.fill(None);
+            }
+            *known_id = t.topic_id;
+        }
+        // A leader that was not in the ISR the last round saw rejoined it between the rounds
+        // unless the topic allows unclean elections: a clean election the rounds were too far
+        // apart to see (a rolling restart does this). Kafka's default is false, so a topic
+        // whose setting could not be read (DescribeConfigs failed) counts as clean.
+        let possible = allows_unclean(topic);
+        let topic_elr = previous_elr.get(topic.as_str());
+        let mut seen = vec![false; table.len()];
+        for p in &t.partitions {
+            let Ok(i) = usize::try_from(p.partition) else {
+                continue;
+            };
+            if i >= table.len() {
+                table.resize(i + 1, None);
+            }
+            let now = Remembered {
+                leader: p.leader,
+                leader_epoch: p.leader_epoch,
+                isr: BrokerList::from_slice(&p.isr),
+            };
+            if let Some(prev) = table[i].replace(now) {
+                let newer = !view.has_leader_epochs || p.leader_epoch > prev.leader_epoch;
+                // A leader from the eligible leader replicas (KIP-966: replicas that left the
+                // ISR while it was below min.insync.replicas, with the whole committed log) is
+                // a clean election.
+                let eligible = || {
+                    topic_elr
+                        .and_then(|e| e.get(&p.partition))
+                        .is_some_and(|e| e.contains(&p.leader))
+                };
+                if possible
+                    && p.leader >= 0
+                    && p.leader != prev.leader
+                    && newer
+                    && !prev.isr.is_empty()
+                    && !prev.isr.contains(&p.leader)
+                    && !eligible()
+                {
+                    found.push(UncleanElection {
+                        topic: topic.clone(),
+                        partition: p.partition,
+                        leader: p.leader,
+                        leader_epoch: p.leader_epoch,
+                        previous_leader: prev.leader,
+                        previous_isr: prev.isr.to_vec(),
+                    });
+                }
+            }
+            if let Some(s) = seen.get_mut(i) {
+                *s = true;
+            }
+        }
+        // A partition the topic no longer lists is forgotten, as before.
+        for (slot, seen) in table.iter_mut().zip(seen) {
+            if !seen {
+                *slot = None;
+            }
+        }
+    }
+    found
+}
+
+/// How bad a report is, for `check` (Nagios-style exit codes) and summaries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Severity {
+    Ok,
+    Warning,
+    Critical,
+    /// The watchdog could not see the cluster at all.
+    Unreachable,
+}
+
+impl Severity {
+    pub fn exit_code(self) -> u8 {
+        match self {
+            Severity::Ok => 0,
+            Severity::Warning => 1,
+            Severity::Critical => 2,
+            Severity::Unreachable => 3,
+        }
+    }
+
+    pub fn as_label(self) -> &'static str {
+        match self {
+            Severity::Ok => "OK",
+            Severity::Warning => "WARNING",
+            Severity::Critical => "CRITICAL",
+            Severity::Unreachable => "UNREACHABLE",
+        }
+    }
+}
+
+impl ClusterReport {
+    /// A report of a round that saw nothing, to build on in tests and benchmarks.
+    pub fn empty(cluster: &str, started_at: SystemTime) -> Self {
+        ClusterReport {
+            cluster: cluster.to_string(),
+            round: 0,
+            started_at,
+            duration: Duration::ZERO,
+            cluster_id: None,
+            reachable: false,
+            probes: BTreeMap::new(),
+            registered: BTreeSet::new(),
+            view: Arc::default(),
+            health: Health::default(),
+            verdicts: Vec::new(),
+            stale_leaders: Vec::new(),
+            disagreements: BTreeMap::new(),
+            bootstrap_failures: Vec::new(),
+            failures_total: BTreeMap::new(),
+            last_success: None,
+            canary: None,
+            canary_last_window: BTreeMap::new(),
+            state_since: BTreeMap::new(),
+            unclean_elections: Vec::new(),
+            unclean_elections_total: 0,
+            host: BTreeMap::new(),
+            liveness: BTreeMap::new(),
+            evaluated_at: started_at,
+        }
+    }
+
+    pub fn severity(&self) -> Severity {
+        if !self.reachable {
+            return Severity::Unreachable;
+        }
+        let canary_loss = self.canary.as_ref().is_some_and(|c| !c.lost.is_empty())
+            || !self.unclean_elections.is_empty();
+        let critical = canary_loss
+            || self.health.count(Condition::Offline) > 0
+            || self.health.count(Condition::UnderMinIsr) > 0
+            || !self.stale_leaders.is_empty()
+            || self
+                .verdicts
+                .iter()
+                .any(|v| matches!(v.state, BrokerState::Zombie | BrokerState::Down));
+        if critical {
+            return Severity::Critical;
+        }
+        let warning = self.health.count(Condition::UnderReplicated) > 0
+            || self.health.count(Condition::LeaderNotInIsr) > 0
+            || self
+                .verdicts
+                .iter()
+                .any(|v| v.state != BrokerState::Healthy);
+        if warning {
+            Severity::Warning
+        } else {
+            Severity::Ok
+        }
+    }
+
+    pub fn verdict(&self, broker: BrokerId) -> Option<&BrokerVerdict> {
+        self.verdicts.iter().find(|v| v.broker == broker)
+    }
+}
+
+/// The newest view of the cluster from every answering broker's metadata: merged once per
+/// round, by the round loop, and carried in the report.
+pub fn newest_view(obs: &RoundObservation) -> ClusterView {
+    let answers: Vec<(BrokerId, &MetadataView)> = obs
+        .probes
+        .iter()
+        .filter_map(|(id, p)| p.metadata_view().map(|m| (*id, m)))
+        .collect();
+    merge(&answers)
+}
+
+/// Evaluates the rounds of one cluster, keeping what must carry over between them.
+pub struct Evaluator {
+    cluster: String,
+    settings: VerdictSettings,
+    include: TopicFilterFn,
+    memory: BTreeMap<BrokerId, BrokerMemory>,
+    failures: FailureCounts,
+    round: u64,
+    last_success: Option<SystemTime>,
+    canary_last_window: BTreeMap<i32, f64>,
+    partitions: PartitionMemory,
+    unclean_total: u64,
+    /// The last round's verdicts before the liveness facts were merged in: what every
+    /// re-evaluation until the next round starts from.
+    round_verdicts: Vec<BrokerVerdict>,
+}
+
+impl Evaluator {
+    pub fn new(cluster: &str, settings: VerdictSettings, include: TopicFilterFn) -> Self {
+        Evaluator {
+            cluster: cluster.to_string(),
+            settings,
+            include,
+            memory: BTreeMap::new(),
+            failures: BTreeMap::new(),
+            round: 0,
+            last_success: None,
+            canary_last_window: BTreeMap::new(),
+            partitions: PartitionMemory::new(),
+            unclean_total: 0,
+            round_verdicts: Vec::new(),
+        }
+    }
+
+    /// Notes, for brokers whose port refused, how many partitions the cluster named them
+    /// leader of in `probes`' answers, asked at `at`, right after the refusal: that tells a
+    /// controlled shutdown (leadership moved away first) from a crash.
+    pub fn note_refusals(
+        &mut self,
+        at: SystemTime,
+        probes: &BTreeMap<BrokerId, crate::model::round::BrokerProbe>,
+        refused: &[BrokerId],
+    ) {
+        let answers: Vec<(BrokerId, &MetadataView)> = probes
+            .iter()
+            .filter_map(|(id, p)| p.metadata_view().map(|m| (*id, m)))
+            .collect();
+        let leads = verdict::holdings_in(&merge(&answers));
+        for id in refused {
+            // Nobody answered: nothing tells a clean stop, so it is paged like a crash.
+            let led = if answers.is_empty() {
+                1
+            } else {
+                leads.get(id).copied().unwrap_or(0)
+            };
+            tracing::info!(
+                cluster = %self.cluster,
+                broker = id,
+                answers = answers.len(),
+                leader_of = led,
+                "port refused: {}",
+                if led == 0 {
+                    "it leads no partition and is in no ISR, a controlled shutdown; held for the restart grace"
+                } else {
+                    "it still leads or is in-sync for partitions, a crash; paged"
+                }
+            );
+            self.memory.entry(*id).or_default().held_when_refused = Some((at, led));
+        }
+    }
+
+    /// Brokers refused since `round_at` whose leaderships nobody has looked at since.
+    pub fn refusals_to_decide(
+        &self,
+        liveness: &BTreeMap<BrokerId, crate::observe::liveness::LivenessFact>,
+        round_at: SystemTime,
+    ) -> Vec<BrokerId> {
+        liveness
+            .iter()
+            .filter_map(|(id, f)| {
+                let since = f.refused_since.filter(|s| *s > round_at)?;
+                let decided = self
+                    .memory
+                    .get(id)
+                    .and_then(|m| m.held_when_refused)
+                    .is_some_and(|(at, _)| at >= since);
+                (!decided).then_some(*id)
+            })
+            .collect()
+    }
+
+    /// The last round's report made again with newer liveness facts, when a broker's
+    /// liveness changed between rounds: only the verdicts (and what follows from them)
+    /// change; nothing the round counted is counted again.
+    pub fn reassess(
+        &mut self,
+        last: &ClusterReport,
+        liveness: BTreeMap<BrokerId, crate::observe::liveness::LivenessFact>,
+        now: SystemTime,
+    ) -> ClusterReport {
+        let mut verdicts = self.round_verdicts.clone();
+        verdict::apply_liveness(
+            &mut verdicts,
+            &liveness,
+            &last.probes,
+            &self.memory,
+            &self.settings,
+            last.started_at,
+            now,
+        );
+        verdict::remember_states(&mut self.memory, &verdicts, now);
+        ClusterReport {
+            state_since: self.state_since(),
+            verdicts,
+            liveness,
+            evaluated_at: now,
+            ..last.clone()
+        }
+    }
+
+    fn state_since(&self) -> BTreeMap<BrokerId, SystemTime> {
+        self.memory
+            .iter()
+            .filter_map(|(id, m)| m.state.map(|(_, since)| (*id, since)))
+            .collect()
+    }
+
+    /// Evaluates a round, merging its view first (see `evaluate_merged`).
+    pub fn evaluate(
+        &mut self,
+        obs: RoundObservation,
+        canary: Option<CanaryRound>,
+        now: SystemTime,
+    ) -> ClusterReport {
+        let view = Arc::new(newest_view(&obs));
+        self.evaluate_merged(obs, view, canary, now)
+    }
+
+    /// Evaluates a round whose view was merged already (`newest_view` of `obs`), so the
+    /// canary and the verdicts read the same one. No side effects beyond the evaluator's own
+    /// memory.
+    pub fn evaluate_merged(
+        &mut self,
+        obs: RoundObservation,
+        view: Arc<ClusterView>,
+        canary: Option<CanaryRound>,
+        now: SystemTime,
+    ) -> ClusterReport {
+        self.round += 1;
+        // Only a round that saw every topic says anything about elections.
+        let saw_everything = obs
+            .probes
+            .values()
+            .any(|p| p.metadata_view().is_some_and(|m| m.all_topics));
+        let unclean_elections = if !saw_everything {
+            Vec::new()
+        } else {
+            unclean_elections(
+                &view,
+                &mut self.partitions,
+                |t| obs.unclean_allowed.contains(t),
+                &obs.eligible_leaders,
+            )
+        };
+        self.unclean_total += unclean_elections.len() as u64;
+        let include = self.include.clone();
+        let mut health = classify_reassigning(
+            &view,
+            &obs.min_isr,
+            Reassigning::from_followers(&obs.followers),
+            |t| include(t),
+        );
+        // Partition findings name the brokers the verdicts decide are the cause, not every
+        // replica missing from an ISR (issue 14).
+        let mut canary = canary;
+        verdict::attribute_suspects(&obs, &view, &mut health, canary.as_mut());
+        let mut verdicts = verdict::judge(
+            &obs,
+            &view,
+            &health,
+            canary.as_ref(),
+            &self.memory,
+            &self.settings,
+            now,
+        );
+        self.round_verdicts = verdicts.clone();
+        verdict::apply_liveness(
+            &mut verdicts,
+            &obs.liveness,
+            &obs.probes,
+            &self.memory,
+            &self.settings,
+            obs.started_at,
+            now,
+        );
+        if let Some(c) = &canary {
+            for (partition, _, seconds) in &c.windows_closed {
+                self.canary_last_window.insert(*partition, *seconds);
+            }
+            if !c.partitions.is_empty() {
+                self.canary_last_window
+                    .retain(|p, _| c.partitions.iter().any(|q| q.partition == *p));
+            }
+        }
+        verdict::remember_round(&mut self.memory, &obs, &verdicts, now);
+        let state_since = self.state_since();
+
+        for (id, probe) in &obs.probes {
+            if let Some((request, failure)) = probe.first_failure() {
+                *self
+                    .failures
+                    .entry((*id, request, failure.kind))
+                    .or_insert(0) += 1;
+            }
+        }
+        self.failures
+            .retain(|(id, _, _), _| obs.probes.contains_key(id));
+
+        let reachable = obs.probes.values().any(BrokerProbe::answered);
+        if reachable {
+            self.last_success = Some(obs.started_at + obs.duration);
+        }
+        // The verdicts' registration is the one definition; this set is a view of it.
+        let registered = verdicts
+            .iter()
+            .filter(|v| v.registration == verdict::Registration::Registered)
+            .map(|v| v.broker)
+            .collect();
+        ClusterReport {
+            cluster: self.cluster.clone(),
+            round: self.round,
+            started_at: obs.started_at,
+            duration: obs.duration,
+            cluster_id: view.cluster_id.clone(),
+            reachable,
+            registered,
+            health,
+            verdicts,
+            stale_leaders: view.stale_leaders.clone(),
+            disagreements: view.disagreements.clone(),
+            view,
+            bootstrap_failures: obs.bootstrap_failures,
+            failures_total: self.failures.clone(),
+            last_success: self.last_success,
+            probes: obs.probes,
+            canary,
+            canary_last_window: self.canary_last_window.clone(),
+            state_since,
+            unclean_elections_total: self.unclean_total,
+            unclean_elections,
+            host: obs.host,
+            liveness: obs.liveness,
+            evaluated_at: now,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::round::PartitionView;
+    use crate::observe::cluster_view::{ClusterView, ViewTopic};
+
+    const ALLOWED: bool = true;
+    const CLEAN: bool = false;
+
+    fn none() -> EligibleLeaders {
+        EligibleLeaders::new()
+    }
+
+    fn with_id(mut v: ClusterView, id: TopicId) -> ClusterView {
+        v.topics.get_mut("t").unwrap().topic_id = id;
+        v
+    }
+
+    /// A topic deleted and created again, first seen after an election of its own: its
+    /// leader is compared with nothing the old topic had.
+    #[test]
+    fn a_recreated_topic_is_not_compared_with_the_old_one() {
+        let mut m = PartitionMemory::new();
+        unclean_elections(&with_id(view(2, 0, &[2]), 7), &mut m, |_| ALLOWED, &none());
+        let found = unclean_elections(&with_id(view(3, 1, &[3]), 8), &mut m, |_| ALLOWED, &none());
+        assert!(found.is_empty(), "{found:?}");
+        // The same topic (same id) still is.
+        let found = unclean_elections(&with_id(view(2, 2, &[2]), 8), &mut m, |_| ALLOWED, &none());
+        assert_eq!(found.len(), 1);
+    }
+
+    /// KIP-966 (Kafka 4.x): broker 3 left the ISR while it was below min.insync.replicas and
+    /// became an eligible leader replica; when the last ISR member died it was elected. That
+    /// is a clean election, even on a topic that allows unclean ones.
+    #[test]
+    fn a_leader_elected_from_the_eligible_leader_replicas_is_clean() {
+        let elr: EligibleLeaders = [("t".to_string(), [(0, [3].as_slice().into())].into())].into();
+        let mut m = PartitionMemory::new();
+        unclean_elections(&view(2, 4, &[2]), &mut m, |_| ALLOWED, &elr);
+        let found = unclean_elections(&view(3, 5, &[3]), &mut m, |_| ALLOWED, &none());
+        assert!(found.is_empty(), "{found:?}");
+        // Another partition's ELR, or none, does not make it clean.
+        let other: EligibleLeaders =
+            [("t".to_string(), [(1, [3].as_slice().into())].into())].into();
+        let mut m = PartitionMemory::new();
+        unclean_elections(&view(2, 4, &[2]), &mut m, |_| ALLOWED, &other);
+        assert_eq!(
+            unclean_elections(&view(3, 5, &[3]), &mut m, |_| ALLOWED, &none()).len(),
+            1
+        );
+    }
+
+    fn view(leader: i32, epoch: i32, isr: &[i32]) -> ClusterView {
+        let mut v = ClusterView {
+            has_leader_epochs: true,
+            ..ClusterView::default()
+        };
+        v.topics.insert(
+            "t".into(),
+            ViewTopic {
+                is_internal: false,
+                topic_id: 0,
+                partitions: vec![PartitionView {
+                    partition: 0,
+                    error_code: 0,
+                    leader,
+                    leader_epoch: epoch,
+                    replicas: [2, 3].as_slice().into(),
+                    isr: isr.into(),
+                    offline_replicas: Default::default(),
+                }],
+            },
+        );
+        v
+    }
+
+    /// Brokers 1..=3 answering; `listed[i]` is the broker list of broker i+1's Metadata.
+    fn round_listing(listed: [&[i32]; 3]) -> RoundObservation {
+        let ep = |id: i32| crate::model::round::BrokerEndpoint {
+            id,
+            host: format!("127.0.0.1{id}"),
+            port: 9092,
+            rack: None,
+        };
+        let probes = (1..=3)
+            .map(|id| {
+                let md = MetadataView {
+                    cluster_id: Some("c".into()),
+                    brokers: listed[(id - 1) as usize].iter().map(|b| ep(*b)).collect(),
+                    has_leader_epochs: true,
+                    has_offline_replicas: true,
+                    version: 12,
+                    all_topics: true,
+                    ..MetadataView::default()
+                };
+                let probe = BrokerProbe {
+                    endpoint: ep(id),
+                    connect: Ok(Duration::from_millis(1)),
+                    api_versions: Some(Ok(Duration::from_millis(1))),
+                    metadata: Some(Ok((md, Duration::from_millis(5)))),
+                    description: None,
+                };
+                (id, probe)
+            })
+            .collect();
+        RoundObservation {
+            cluster: "lab".into(),
+            started_at: SystemTime::UNIX_EPOCH,
+            duration: Duration::from_millis(10),
+            probes,
+            bootstrap_failures: Vec::new(),
+            min_isr: BTreeMap::new(),
+            unclean_allowed: Default::default(),
+            eligible_leaders: Default::default(),
+            host: BTreeMap::new(),
+            followers: BTreeMap::new(),
+            liveness: BTreeMap::new(),
+        }
+    }
+
+    /// Issue 14 item 5: the view is merged once per round and carried in the report; the
+    /// evaluation reads the one it is given (here one no broker's answer holds: t-0 under
+    /// replicated), not a merge of its own.
+    #[test]
+    fn the_round_is_evaluated_on_the_view_it_is_given_and_carries_it() {
+        let mut e = Evaluator::new("lab", VerdictSettings::default(), Arc::new(|_| true));
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(100);
+        let obs = round_listing([&[1, 2, 3], &[1, 2, 3], &[1, 2, 3]]);
+        assert!(newest_view(&obs).topics.is_empty());
+        let given = Arc::new(view(2, 1, &[2]));
+        let r = e.evaluate_merged(obs, given.clone(), None, now);
+        assert!(Arc::ptr_eq(&r.view, &given));
+        assert_eq!(
+            r.health.count(Condition::UnderReplicated),
+            1,
+            "{:?}",
+            r.health
+        );
+    }
+
+    /// `/status` `listed_as_registered`, the `broker_registered` metric and the verdict's
+    /// registration are one fact: here broker 3 does not list broker 2 and broker 1 does,
+    /// which the verdict calls unknown; nothing may call it registered.
+    #[test]
+    fn status_metric_and_verdict_agree_on_registration() {
+        let mut e = Evaluator::new("lab", VerdictSettings::default(), Arc::new(|_| true));
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(100);
+        let r = e.evaluate(round_listing([&[1, 2, 3], &[1, 2, 3], &[1, 3]]), None, now);
+        let status: serde_json::Value = serde_json::from_str(&crate::serve::status::render(
+            "i",
+            [&r],
+            &Default::default(),
+        ))
+        .unwrap();
+        let metrics = crate::serve::metrics::render([&r], &Default::default());
+        for v in &r.verdicts {
+            let registered = v.registration == verdict::Registration::Registered;
+            let b = status["clusters"][0]["brokers"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|b| b["broker"] == v.broker)
+                .unwrap();
+            assert_eq!(
+                b["listed_as_registered"], registered,
+                "status, broker {}",
+                v.broker
+            );
+            let series = format!(
+                "kafka_watchdog_broker_registered{{cluster=\"lab\",broker=\"{}\"}} ",
+                v.broker
+            );
+            let value = metrics
+                .lines()
+                .find_map(|l| l.strip_prefix(&series))
+                .unwrap_or_else(|| panic!("no {series} in metrics"));
+            assert_eq!(
+                value,
+                if registered { "1.0" } else { "0.0" },
+                "metric, broker {}",
+                v.broker
+            );
+            assert_eq!(r.registered.contains(&v.broker), registered);
+        }
+        assert_eq!(r.verdicts[1].registration, verdict::Registration::Unknown);
+    }
+
+    #[test]
+    fn a_leader_from_outside_the_last_isr_is_an_unclean_election() {
+        let mut m = PartitionMemory::new();
+        assert!(unclean_elections(&view(3, 1, &[3, 2]), &mut m, |_| ALLOWED, &none()).is_empty());
+        assert!(unclean_elections(&view(3, 1, &[3]), &mut m, |_| ALLOWED, &none()).is_empty());
+        assert!(unclean_elections(&view(-1, 2, &[3]), &mut m, |_| ALLOWED, &none()).is_empty());
+        let found = unclean_elections(&view(2, 3, &[2]), &mut m, |_| ALLOWED, &none());
+        assert_eq!(
+            found,
+            vec![UncleanElection {
+                topic: "t".into(),
+                partition: 0,
+                leader: 2,
+                leader_epoch: 3,
+                previous_leader: -1,
+                previous_isr: vec![3],
+            }]
+        );
+        assert!(
+            unclean_elections(&view(2, 3, &[2]), &mut m, |_| ALLOWED, &none()).is_empty(),
+            "reported once"
+        );
+    }
+
+    #[test]
+    fn clean_failovers_and_recreated_topics_are_not_unclean() {
+        let mut m = PartitionMemory::new();
+        unclean_elections(&view(3, 1, &[3, 2]), &mut m, |_| ALLOWED, &none());
+        assert!(unclean_elections(&view(2, 2, &[2]), &mut m, |_| ALLOWED, &none()).is_empty());
+        // A recreated topic starts again at epoch 0.
+        unclean_elections(&view(2, 5, &[2]), &mut m, |_| ALLOWED, &none());
+        assert!(unclean_elections(&view(3, 0, &[3]), &mut m, |_| ALLOWED, &none()).is_empty());
+    }
+
+    /// Rolling restart: broker 3 was catching up (ISR [2]) when a round looked; before the
+    /// next it rejoined and broker 2 shut down, handing leadership to 3. Between two rounds
+    /// that looks like an unclean election, unless the topic cannot have one.
+    #[test]
+    fn a_leader_that_rejoined_between_rounds_is_not_unclean_where_unclean_is_off() {
+        let mut m = PartitionMemory::new();
+        unclean_elections(&view(2, 4, &[2]), &mut m, |_| CLEAN, &none());
+        assert!(unclean_elections(&view(3, 5, &[3]), &mut m, |_| CLEAN, &none()).is_empty());
+        let mut m = PartitionMemory::new();
+        unclean_elections(&view(2, 4, &[2]), &mut m, |_| ALLOWED, &none());
+        assert_eq!(
+            unclean_elections(&view(3, 5, &[3]), &mut m, |_| ALLOWED, &none()).len(),
+            1,
+            "allowed on the topic: reported"
+        );
+    }
+}

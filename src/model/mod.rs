@@ -1,0 +1,8 @@
+//! Model: the plain data every stage shares, with no behaviour beyond reading and printing it.
+//! Takes in nothing from the crate; gives out a round's observations (brokers, partitions,
+//! answers), bounded label words, the incident kinds, silence rules and the time formats of
+//! the state files and webhooks.
+
+pub mod round;
+pub mod time;
+pub mod words;

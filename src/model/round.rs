@@ -1,0 +1,652 @@
+//! What one round saw, as plain data. Probes produce these values; the health and verdict
+//! stages read them. Nothing here does I/O, so every later stage can be tested with
+//! hand-built observations.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, SystemTime};
+
+use serde::Serialize;
+
+/// A broker id as Kafka knows it (`node.id` / `broker.id`).
+pub type BrokerId = i32;
+
+/// A partition's replicas, ISR or offline replicas: inline up to four ids, so the usual
+/// replication factors never allocate.
+pub type BrokerList = smallvec::SmallVec<[BrokerId; 4]>;
+
+/// A map keyed by broker id for per-partition hot loops. Ids are small trusted integers
+/// from Kafka, so a multiply-shift hash replaces SipHash, which cost more than the work
+/// around it at 200k partitions a round.
+pub type IdMap<V> = std::collections::HashMap<BrokerId, V, std::hash::BuildHasherDefault<IdHasher>>;
+
+pub type IdSet = std::collections::HashSet<BrokerId, std::hash::BuildHasherDefault<IdHasher>>;
+
+#[derive(Debug, Default, Clone, Copy)]
+pub struct IdHasher(u64);
+
+impl std::hash::Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 =
+                (self.0.rotate_left(5) ^ u64::from(*b)).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+        }
+    }
+
+    fn write_i32(&mut self, i: i32) {
+        self.0 = (u64::from(i as u32)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+}
+
+/// Kafka's "no broker" value, used for a partition without a leader.
+pub const NO_LEADER: BrokerId = -1;
+
+/// Where a broker says it can be reached.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct BrokerEndpoint {
+    pub id: BrokerId,
+    pub host: String,
+    pub port: u16,
+    pub rack: Option<String>,
+}
+
+impl BrokerEndpoint {
+    pub fn address(&self) -> String {
+        format!("{}:{}", self.host, self.port)
+    }
+}
+
+/// Why a request to a broker did not produce an answer. The variants are the bounded label
+/// values used in metrics (`as_label`); the detail string is for logs and `/status` only.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FailureKind {
+    /// No answer within the deadline (a frozen broker: TCP accepted, nothing answered).
+    Timeout,
+    /// The port is closed: nothing listens (the process is gone or shut down).
+    ConnectionRefused,
+    /// The connection was reset or closed mid-request.
+    ConnectionClosed,
+    /// The host name did not resolve.
+    Unresolvable,
+    /// TLS handshake or certificate failure.
+    Tls,
+    /// SASL authentication failed.
+    Authentication,
+    /// The broker answered with something we could not decode, or an unsupported version.
+    Protocol,
+    /// The broker answered with a Kafka error code for the whole request.
+    KafkaError,
+    /// Any other I/O failure.
+    Io,
+}
+
+impl FailureKind {
+    pub fn as_label(self) -> &'static str {
+        match self {
+            FailureKind::Timeout => "timeout",
+            FailureKind::ConnectionRefused => "connection_refused",
+            FailureKind::ConnectionClosed => "connection_closed",
+            FailureKind::Unresolvable => "unresolvable",
+            FailureKind::Tls => "tls",
+            FailureKind::Authentication => "authentication",
+            FailureKind::Protocol => "protocol",
+            FailureKind::KafkaError => "kafka_error",
+            FailureKind::Io => "io",
+        }
+    }
+}
+
+/// A failed request: what kind of failure, a human detail, and how long we waited.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ProbeFailure {
+    pub kind: FailureKind,
+    pub detail: String,
+    #[serde(with = "serde_secs")]
+    pub after: Duration,
+}
+
+/// One broker's answer to Metadata: its own belief about the cluster. Two brokers may
+/// disagree (a stale or isolated broker keeps an old leader and epoch).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct MetadataView {
+    pub cluster_id: Option<String>,
+    /// The broker the answering broker names as controller. In KRaft this is a random live
+    /// broker, not the active controller, so it is evidence of nothing but liveness.
+    pub controller_id: Option<BrokerId>,
+    /// Registered, unfenced brokers as this broker sees them.
+    pub brokers: Vec<BrokerEndpoint>,
+    pub topics: BTreeMap<String, TopicView>,
+    /// Metadata v7+: `leader_epoch` is meaningful. Below that it is always -1.
+    pub has_leader_epochs: bool,
+    /// Metadata v5+: `offline_replicas` is meaningful. Below that it is always empty.
+    pub has_offline_replicas: bool,
+    /// The negotiated Metadata version.
+    pub version: i16,
+    /// The answer covers every topic (asked with a null topic list). False for an answer
+    /// about some topics only: a topic it does not list may still exist.
+    pub all_topics: bool,
+}
+
+impl MetadataView {
+    /// Everything but the broker and topic lists, for building a filtered copy cheaply.
+    pub fn clone_header(&self) -> MetadataView {
+        MetadataView {
+            cluster_id: self.cluster_id.clone(),
+            controller_id: self.controller_id,
+            brokers: Vec::new(),
+            topics: BTreeMap::new(),
+            has_leader_epochs: self.has_leader_epochs,
+            has_offline_replicas: self.has_offline_replicas,
+            version: self.version,
+            all_topics: false,
+        }
+    }
+}
+
+/// A topic's id (Metadata v10+) as a number; 0 (Kafka's zero UUID) when the answer has none.
+/// A topic deleted and created again under the same name gets a new id and starts its leader
+/// epochs over, so answers about different ids are about different topics.
+pub type TopicId = u128;
+
+/// No topic id: Metadata below v10.
+pub const NO_TOPIC_ID: TopicId = 0;
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct TopicView {
+    pub name: String,
+    /// `NO_TOPIC_ID` when the broker sent none. Not serialized: a u128 is no JSON number.
+    #[serde(skip)]
+    pub topic_id: TopicId,
+    /// Topic-level Kafka error code (0 = none).
+    pub error_code: i16,
+    pub is_internal: bool,
+    pub partitions: Vec<PartitionView>,
+}
+
+#[derive(Debug, Default, PartialEq, Eq, Serialize)]
+pub struct PartitionView {
+    pub partition: i32,
+    /// Partition-level Kafka error code: 5 LEADER_NOT_AVAILABLE for an offline partition,
+    /// 9 REPLICA_NOT_AVAILABLE when some replica is offline.
+    pub error_code: i16,
+    /// `NO_LEADER` (-1) when the partition has no leader.
+    pub leader: BrokerId,
+    /// -1 when unknown (Metadata below v7).
+    pub leader_epoch: i32,
+    pub replicas: BrokerList,
+    pub isr: BrokerList,
+    pub offline_replicas: BrokerList,
+}
+
+// By hand: SmallVec's own Clone pushes element by element; ids are Copy, so a slice copy
+// is a memcpy, and the merge clones one of these per partition per round.
+impl Clone for PartitionView {
+    fn clone(&self) -> Self {
+        PartitionView {
+            partition: self.partition,
+            error_code: self.error_code,
+            leader: self.leader,
+            leader_epoch: self.leader_epoch,
+            replicas: BrokerList::from_slice(&self.replicas),
+            isr: BrokerList::from_slice(&self.isr),
+            offline_replicas: BrokerList::from_slice(&self.offline_replicas),
+        }
+    }
+}
+
+/// A broker's registration as the cluster sees it through DescribeCluster (v2 on Kafka 4.0+
+/// also lists fenced brokers).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RegisteredBroker {
+    pub endpoint: BrokerEndpoint,
+    pub fenced: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ClusterDescription {
+    pub cluster_id: String,
+    pub controller_id: BrokerId,
+    pub brokers: Vec<RegisteredBroker>,
+    /// True when the answer came from DescribeCluster v2 with fenced brokers included, so a
+    /// broker missing from `brokers` is really not registered.
+    pub includes_fenced: bool,
+}
+
+// Host mode's observations: what a look at a broker's own host saw. Plain data like the
+// rest of this file; `host` fills it in from /proc, the verdict and outputs read it.
+
+/// What host mode saw of one broker in one round.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct HostObservation {
+    pub broker: BrokerId,
+    /// How the process is looked for, in words.
+    pub locator: String,
+    /// `None`: no process found (`not_found` says why), or the look failed (`error`).
+    pub process: Option<ProcessSeen>,
+    pub not_found: Option<String>,
+    /// The look itself failed (timed out): nothing is known of the process this round.
+    pub error: Option<String>,
+    /// Something worth knowing about the lookup (several candidates).
+    pub locate_note: Option<String>,
+    pub ports: Vec<PortSeen>,
+    /// Why the TCP tables could not be read, if they could not.
+    pub ports_error: Option<String>,
+    pub log_dirs: Vec<LogDirSeen>,
+    pub log_dir_min_free_ratio: f64,
+}
+
+impl HostObservation {
+    /// A look at `broker` before anything was seen: no process, ports or log dirs yet.
+    pub fn unseen(broker: BrokerId, locator: String, log_dir_min_free_ratio: f64) -> Self {
+        HostObservation {
+            broker,
+            locator,
+            process: None,
+            not_found: None,
+            error: None,
+            locate_note: None,
+            ports: Vec::new(),
+            ports_error: None,
+            log_dirs: Vec::new(),
+            log_dir_min_free_ratio,
+        }
+    }
+
+    /// The process was looked for and is not there.
+    pub fn process_gone(&self) -> bool {
+        self.process.is_none() && self.error.is_none()
+    }
+
+    /// Log directories below the configured free-space ratio.
+    pub fn low_log_dirs(&self) -> impl Iterator<Item = &LogDirSeen> {
+        self.log_dirs.iter().filter(|d| {
+            d.free_ratio
+                .is_some_and(|r| r < self.log_dir_min_free_ratio)
+        })
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ProcessSeen {
+    pub pid: u32,
+    pub state: ProcessState,
+    pub threads: u32,
+    /// Threads in uninterruptible wait (D); `None` when the thread list is unreadable.
+    pub threads_in_io_wait: Option<u32>,
+    /// utime + stime.
+    pub cpu_seconds: f64,
+    /// Whether CPU time grew since the last round; `None` at the first look at this process.
+    pub cpu_advancing: Option<bool>,
+    pub open_fds: Option<u64>,
+    /// Why the descriptors could not be counted.
+    pub open_fds_error: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PortSeen {
+    /// As configured: `9092` or `127.0.0.11:9092`.
+    pub port: String,
+    pub listening: bool,
+    /// Whether the listening socket is one of the process's descriptors; `None` when that
+    /// cannot be told (descriptors unreadable, no process, or nothing listens).
+    pub owned_by_process: Option<bool>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LogDirSeen {
+    pub path: String,
+    pub total_bytes: Option<u64>,
+    pub free_bytes: Option<u64>,
+    pub free_ratio: Option<f64>,
+    pub error: Option<String>,
+}
+
+/// A process (or thread) state as the kernel reports it in the third field of `stat`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ProcessState {
+    /// R: on a CPU or waiting for one.
+    Running,
+    /// S: waiting for an event (a JVM's main thread is nearly always here).
+    Sleeping,
+    /// D: uninterruptible wait, almost always I/O (a hung disk or NFS server).
+    DiskSleep,
+    /// T: stopped by a job-control signal (SIGSTOP, SIGTSTP, SIGTTIN, SIGTTOU).
+    Stopped,
+    /// t: stopped by a debugger (ptrace).
+    Traced,
+    /// Z: exited, not yet reaped by its parent. Its sockets are closed.
+    Zombie,
+    /// X: being torn down.
+    Dead,
+    /// I: an idle kernel thread; never a broker, kept so that no code is "unknown".
+    Idle,
+    /// Any other code (W, P, K on old or unusual kernels).
+    Other,
+}
+
+impl ProcessState {
+    pub const ALL: [ProcessState; 9] = [
+        ProcessState::Running,
+        ProcessState::Sleeping,
+        ProcessState::DiskSleep,
+        ProcessState::Stopped,
+        ProcessState::Traced,
+        ProcessState::Zombie,
+        ProcessState::Dead,
+        ProcessState::Idle,
+        ProcessState::Other,
+    ];
+
+    pub fn from_code(code: char) -> Self {
+        match code {
+            'R' => ProcessState::Running,
+            'S' => ProcessState::Sleeping,
+            'D' => ProcessState::DiskSleep,
+            'T' => ProcessState::Stopped,
+            't' => ProcessState::Traced,
+            'Z' => ProcessState::Zombie,
+            'X' | 'x' => ProcessState::Dead,
+            'I' => ProcessState::Idle,
+            _ => ProcessState::Other,
+        }
+    }
+
+    /// The metric label.
+    pub fn as_label(self) -> &'static str {
+        match self {
+            ProcessState::Running => "running",
+            ProcessState::Sleeping => "sleeping",
+            ProcessState::DiskSleep => "disk_sleep",
+            ProcessState::Stopped => "stopped",
+            ProcessState::Traced => "traced",
+            ProcessState::Zombie => "zombie",
+            ProcessState::Dead => "dead",
+            ProcessState::Idle => "idle",
+            ProcessState::Other => "other",
+        }
+    }
+
+    /// In an operator's words, for verdict evidence.
+    pub fn words(self) -> &'static str {
+        match self {
+            ProcessState::Running => "running",
+            ProcessState::Sleeping => "running (sleeping)",
+            ProcessState::DiskSleep => "in uninterruptible I/O wait (D)",
+            ProcessState::Stopped => "stopped by a signal (SIGSTOP or SIGTSTP)",
+            ProcessState::Traced => "stopped by a debugger (traced)",
+            ProcessState::Zombie => "exited, not yet reaped (zombie)",
+            ProcessState::Dead => "dead",
+            ProcessState::Idle => "idle",
+            ProcessState::Other => "in an unusual state",
+        }
+    }
+
+    /// Nothing of it runs: a signal or a debugger holds every thread.
+    pub fn is_stopped(self) -> bool {
+        matches!(self, ProcessState::Stopped | ProcessState::Traced)
+    }
+
+    /// It has exited; only its process table entry is left.
+    pub fn has_exited(self) -> bool {
+        matches!(self, ProcessState::Zombie | ProcessState::Dead)
+    }
+}
+
+mod serde_secs {
+    use serde::Serializer;
+    use std::time::Duration;
+
+    pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_f64(d.as_secs_f64())
+    }
+}
+
+/// Everything the watchdog asked one broker directly this round.
+#[derive(Debug, Clone, Serialize)]
+pub struct BrokerProbe {
+    pub endpoint: BrokerEndpoint,
+    /// TCP connect latency, or why it failed.
+    #[serde(with = "serde_result")]
+    pub connect: Result<Duration, ProbeFailure>,
+    /// ApiVersions latency; None when the connection failed first.
+    #[serde(with = "serde_opt_result")]
+    pub api_versions: Option<Result<Duration, ProbeFailure>>,
+    /// Metadata latency and the broker's answer; None when an earlier step failed.
+    #[serde(skip)]
+    pub metadata: Option<Result<(MetadataView, Duration), ProbeFailure>>,
+    /// DescribeCluster answer; None when not asked or not supported.
+    #[serde(skip)]
+    pub description: Option<Result<ClusterDescription, ProbeFailure>>,
+}
+
+impl BrokerProbe {
+    /// The connection opened (something listens and completed the handshake).
+    pub fn tcp_open(&self) -> bool {
+        self.connect.is_ok()
+    }
+
+    /// Every request sent this round was answered.
+    pub fn answered(&self) -> bool {
+        matches!(self.api_versions, Some(Ok(_))) && matches!(self.metadata, Some(Ok(_)))
+    }
+
+    /// The first failure of the round, if any.
+    pub fn first_failure(&self) -> Option<(&'static str, &ProbeFailure)> {
+        if let Err(f) = &self.connect {
+            return Some(("connect", f));
+        }
+        if let Some(Err(f)) = &self.api_versions {
+            return Some(("api_versions", f));
+        }
+        if let Some(Err(f)) = &self.metadata {
+            return Some(("metadata", f));
+        }
+        None
+    }
+
+    pub fn metadata_view(&self) -> Option<&MetadataView> {
+        match &self.metadata {
+            Some(Ok((m, _))) => Some(m),
+            _ => None,
+        }
+    }
+
+    pub fn metadata_latency(&self) -> Option<Duration> {
+        match &self.metadata {
+            Some(Ok((_, d))) => Some(*d),
+            _ => None,
+        }
+    }
+}
+
+/// Per topic, per partition: its eligible leader replicas (KIP-966), only for partitions that
+/// have some. Read with DescribeTopicPartitions, for the few partitions that can need them.
+pub type EligibleLeaders = BTreeMap<String, BTreeMap<i32, BrokerList>>;
+
+/// One round of observations of one cluster.
+#[derive(Debug, Clone)]
+pub struct RoundObservation {
+    pub cluster: String,
+    /// When the round started.
+    pub started_at: std::time::SystemTime,
+    pub duration: Duration,
+    /// Every broker probed this round, by id.
+    pub probes: BTreeMap<BrokerId, BrokerProbe>,
+    /// Bootstrap addresses that could not be used this round, with why (only when no broker
+    /// id is known yet).
+    pub bootstrap_failures: Vec<(String, ProbeFailure)>,
+    /// Each topic's min.insync.replicas, where known.
+    pub min_isr: BTreeMap<String, i32>,
+    /// Topics known to have unclean.leader.election.enable=true. On the others (Kafka's
+    /// default, and every topic whose setting could not be read) Kafka elects no leader from
+    /// outside the ISR, so one that seems to be is an ISR change between rounds.
+    pub unclean_allowed: std::collections::BTreeSet<String>,
+    /// Eligible leader replicas (KIP-966, Kafka 4.x), where this round read any.
+    pub eligible_leaders: EligibleLeaders,
+    /// Host mode: what this host shows of the brokers that run on it (empty without).
+    pub host: BTreeMap<BrokerId, HostObservation>,
+    /// Answering brokers missing from ISRs: how far their logs are, so the verdict can tell
+    /// a broker out of every ISR that catches up from one that is stuck.
+    pub followers: BTreeMap<BrokerId, FollowerProgress>,
+    /// The continuous liveness check's facts about every broker it watches, as of the end
+    /// of the round (empty when it is off).
+    pub liveness: BTreeMap<BrokerId, LivenessFact>,
+}
+
+/// One replica's position: its own log end offset and its leader's high watermark.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReplicaOffsets {
+    pub log_end: i64,
+    /// None when the leader did not answer for this partition.
+    pub leader_high_watermark: Option<i64>,
+}
+
+/// What one round measured of a broker that is out of every ISR.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FollowerProgress {
+    /// Per (topic, partition) it replicates, as far as measured.
+    pub offsets: BTreeMap<(String, i32), ReplicaOffsets>,
+    /// Partitions ("t", 0) an ongoing reassignment is adding it to; None when that could not
+    /// be asked (no answer, not authorized, a broker without ListPartitionReassignments).
+    /// Kafka does not count a replica being added as under-replicated, and neither does the
+    /// health check.
+    pub adding_to: Option<Vec<(String, i32)>>,
+    /// Why some or all of it could not be measured.
+    pub errors: Vec<String>,
+}
+
+// The continuous liveness check's facts (`crate::observe::liveness` measures them; the verdict reads
+// them): plain data with wall-clock times, so the verdict compares them with its own `now`.
+
+/// What a fresh connection attempt beside a silent connection found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SideOutcome {
+    /// The TCP handshake completed: something holds the port open.
+    Accepted,
+    /// Nothing listens.
+    Refused,
+    /// No handshake within the connect timeout: a full accept queue, or a host gone.
+    TimedOut,
+    /// Anything else (resolution, routing).
+    Failed,
+}
+
+/// The last fresh connection attempt of the current silence.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SideConnect {
+    #[serde(skip)]
+    pub at: SystemTime,
+    pub outcome: SideOutcome,
+    pub after: Duration,
+    pub detail: String,
+}
+
+/// A silence past the threshold that ended with an answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Spell {
+    #[serde(skip)]
+    pub started: SystemTime,
+    pub length: Duration,
+}
+
+/// What the liveness task of one broker knows, as data: times are wall-clock, so the pure
+/// verdict compares them with its own `now`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LivenessFact {
+    pub address: String,
+    /// Silence beyond this is evidence (the floor, or the factor times its slowest recent
+    /// answer, whichever is longer).
+    pub threshold: Duration,
+    /// The slowest of its recent answers.
+    pub typical: Option<Duration>,
+    pub last_latency: Option<Duration>,
+    #[serde(skip)]
+    pub last_answer_at: Option<SystemTime>,
+    /// When the oldest request still without an answer was sent (or the connection that
+    /// would carry it was opened); `None` while it answers.
+    #[serde(skip)]
+    pub waiting_since: Option<SystemTime>,
+    /// Since when new connections are refused; `None` while one is accepted.
+    #[serde(skip)]
+    pub refused_since: Option<SystemTime>,
+    pub refused_detail: String,
+    /// The last fresh connection attempt of this silence.
+    pub side: Option<SideConnect>,
+    /// Some fresh connection of this silence was accepted: a later timed-out connect is
+    /// the same process with its accept queue full, not a host gone.
+    pub accepted_in_silence: bool,
+    /// Silences past the threshold that ended, within the flapping window (`liveness::FLAP_WINDOW`).
+    pub spells: Vec<Spell>,
+}
+
+impl LivenessFact {
+    /// How long its oldest outstanding request has waited.
+    pub fn silent_for(&self, now: SystemTime) -> Option<Duration> {
+        self.waiting_since
+            .map(|t| now.duration_since(t).unwrap_or_default())
+    }
+
+    /// Silent longer than its threshold.
+    pub fn past_threshold(&self, now: SystemTime) -> bool {
+        self.silent_for(now).is_some_and(|d| d >= self.threshold)
+    }
+
+    /// It answered and is neither silent past its threshold nor refusing: a peer that can
+    /// vouch for the watchdog's own network.
+    pub fn answering(&self, now: SystemTime) -> bool {
+        self.last_answer_at.is_some() && self.refused_since.is_none() && !self.past_threshold(now)
+    }
+}
+
+mod serde_result {
+    use super::ProbeFailure;
+    use serde::{Serialize, Serializer};
+    use std::time::Duration;
+
+    pub fn serialize<S: Serializer>(
+        r: &Result<Duration, ProbeFailure>,
+        s: S,
+    ) -> Result<S::Ok, S::Error> {
+        #[derive(Serialize)]
+        struct Out<'a> {
+            ok: bool,
+            seconds: Option<f64>,
+            failure: Option<&'a ProbeFailure>,
+        }
+        match r {
+            Ok(d) => Out {
+                ok: true,
+                seconds: Some(d.as_secs_f64()),
+                failure: None,
+            },
+            Err(f) => Out {
+                ok: false,
+                seconds: None,
+                failure: Some(f),
+            },
+        }
+        .serialize(s)
+    }
+}
+
+mod serde_opt_result {
+    use super::ProbeFailure;
+    use serde::Serializer;
+    use std::time::Duration;
+
+    pub fn serialize<S: Serializer>(
+        r: &Option<Result<Duration, ProbeFailure>>,
+        s: S,
+    ) -> Result<S::Ok, S::Error> {
+        match r {
+            None => s.serialize_none(),
+            Some(r) => super::serde_result::serialize(r, s),
+        }
+    }
+}

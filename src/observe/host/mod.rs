@@ -1,0 +1,369 @@
+//! Host mode: when the watchdog runs on a broker's own host, it also looks at the broker's
+//! process, the way an operator would with `ps`, `ss` and `df`: is the process there, in
+//! what state (running, stopped by a signal, stuck in I/O, exited), is its CPU time moving,
+//! how many threads and descriptors it holds, does something (it) listen on its ports, and
+//! how full its log directories are. The verdict puts that beside what the Kafka protocol
+//! said: "process 4711 stopped by a signal, port 9092 listening, no request answered for
+//! 12 s".
+//!
+//! Files: `stat` parses `/proc/<pid>/stat`, `sockets` the TCP tables and descriptor links,
+//! `locate` finds the process, `disk` asks statvfs, `process` reads one process's `/proc`
+//! entries. Parsers are pure and tested with fixture strings; this file ties them into one
+//! observation per broker and round.
+
+pub mod disk;
+pub mod locate;
+pub mod process;
+pub mod sockets;
+pub mod stat;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use crate::config::{HostBrokerConfig, HostConfig};
+use crate::model::round::BrokerId;
+
+// The data a look yields is plain observation; it lives with the other observations so that
+// the pure stages read it without depending on the code that reads /proc.
+pub use crate::model::round::{HostObservation, LogDirSeen, PortSeen, ProcessSeen, ProcessState};
+
+/// `systemctl show` and all reads of one broker together: a hung NFS log directory or a
+/// wedged systemd must cost one late observation, never the round.
+const LOOK_TIMEOUT: Duration = Duration::from_secs(3);
+
+#[derive(Debug, thiserror::Error)]
+pub enum HostError {
+    #[error("cannot read {path}: {source}")]
+    Read {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    /// Another user's process: see docs/install.md for the capabilities that allow it.
+    #[error("cannot read {path}: permission denied (the broker runs as another user; grant CAP_DAC_READ_SEARCH and CAP_SYS_PTRACE, see docs/install.md)")]
+    Denied { path: String },
+    #[error(transparent)]
+    Parse(#[from] ParseError),
+}
+
+/// A `/proc` file whose content is not what the kernel writes.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unexpected {file} format: {why}")]
+pub struct ParseError {
+    pub file: &'static str,
+    pub why: String,
+}
+
+impl ParseError {
+    pub fn new(file: &'static str, why: &str) -> Self {
+        ParseError {
+            file,
+            why: why.to_string(),
+        }
+    }
+}
+
+/// CPU time of a process at the last round, to tell whether it moves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct CpuMark {
+    pid: u32,
+    start_ticks: u64,
+    ticks: u64,
+}
+
+/// Observes the brokers of one cluster that run on this host, round after round.
+pub struct HostObserver {
+    config: HostConfig,
+    proc_root: PathBuf,
+    clock_ticks: f64,
+    last_cpu: BTreeMap<BrokerId, CpuMark>,
+}
+
+/// Clock ticks per second, for utime and stime (100 on every common Linux).
+pub fn clock_ticks() -> f64 {
+    // SAFETY: sysconf has no preconditions.
+    let t = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    if t > 0 {
+        t as f64
+    } else {
+        100.0
+    }
+}
+
+impl HostObserver {
+    pub fn new(config: HostConfig) -> Self {
+        Self::with_proc_root(config, PathBuf::from("/proc"))
+    }
+
+    /// Reads another directory as `/proc` (for tests).
+    pub fn with_proc_root(config: HostConfig, proc_root: PathBuf) -> Self {
+        HostObserver {
+            config,
+            proc_root,
+            clock_ticks: clock_ticks(),
+            last_cpu: BTreeMap::new(),
+        }
+    }
+
+    /// One look at every configured broker.
+    pub async fn observe(&mut self) -> BTreeMap<BrokerId, HostObservation> {
+        let mut out = BTreeMap::new();
+        for b in self.config.brokers.clone() {
+            let obs = self.observe_broker(&b).await;
+            out.insert(b.broker_id, obs);
+        }
+        out
+    }
+
+    async fn observe_broker(&mut self, b: &HostBrokerConfig) -> HostObservation {
+        let located = tokio::time::timeout(
+            LOOK_TIMEOUT,
+            locate::locate(&b.process, &self.proc_root, LOOK_TIMEOUT),
+        )
+        .await
+        .unwrap_or_else(|_| locate::Located {
+            pid: None,
+            note: Some(format!(
+                "finding the process took over {} s",
+                LOOK_TIMEOUT.as_secs()
+            )),
+        });
+        let root = self.proc_root.clone();
+        let cfg = b.clone();
+        let pid = located.pid;
+        // /proc reads are quick, but statvfs on a hung network file system is not: the
+        // reads run on the blocking pool under a deadline.
+        let reads = tokio::time::timeout(
+            LOOK_TIMEOUT,
+            tokio::task::spawn_blocking(move || read_all(&root, &cfg, pid)),
+        )
+        .await;
+        let mut obs = HostObservation::unseen(
+            b.broker_id,
+            b.process.describe(),
+            self.config.log_dir_min_free_ratio,
+        );
+        let raw = match reads {
+            Ok(Ok(raw)) => raw,
+            Ok(Err(join)) => {
+                obs.error = Some(format!("host observation failed: {join}"));
+                return obs;
+            }
+            Err(_) => {
+                obs.error = Some(format!(
+                    "reading /proc and the log directories took over {} s",
+                    LOOK_TIMEOUT.as_secs()
+                ));
+                return obs;
+            }
+        };
+        let (process, not_found) = match (pid, raw.process) {
+            (None, _) => (None, located.note.clone()),
+            (Some(_), Ok(reading)) => (Some(reading), None),
+            // The process ended between the lookup and the read.
+            (Some(p), Err(e)) => (None, Some(format!("process {p} vanished: {e}"))),
+        };
+        obs.locate_note = if pid.is_some() { located.note } else { None };
+        obs.not_found = not_found;
+        obs.process = process.as_ref().map(|r| self.process_seen(b.broker_id, r));
+        if process.is_none() {
+            self.last_cpu.remove(&b.broker_id);
+        }
+        let sockets = process.as_ref().and_then(|r| r.fds.as_ref().ok());
+        match raw.listeners {
+            Ok(listeners) => {
+                obs.ports = b
+                    .ports
+                    .iter()
+                    .map(|spec| {
+                        let serving: Vec<_> = listeners
+                            .iter()
+                            .filter(|l| sockets::serves(l, spec.addr, spec.port))
+                            .collect();
+                        PortSeen {
+                            port: spec.to_string(),
+                            listening: !serving.is_empty(),
+                            owned_by_process: match sockets {
+                                Some(fds) if !serving.is_empty() => {
+                                    Some(serving.iter().any(|l| fds.sockets.contains(&l.inode)))
+                                }
+                                _ => None,
+                            },
+                        }
+                    })
+                    .collect();
+            }
+            Err(e) => obs.ports_error = Some(e.to_string()),
+        }
+        obs.log_dirs = raw.log_dirs;
+        obs
+    }
+
+    fn process_seen(&mut self, broker: BrokerId, r: &process::ProcessReading) -> ProcessSeen {
+        let ticks = r.stat.utime_ticks.saturating_add(r.stat.stime_ticks);
+        let mark = CpuMark {
+            pid: r.stat.pid,
+            start_ticks: r.stat.start_ticks,
+            ticks,
+        };
+        let advancing = self
+            .last_cpu
+            .get(&broker)
+            .filter(|m| m.pid == mark.pid && m.start_ticks == mark.start_ticks)
+            .map(|m| ticks > m.ticks);
+        self.last_cpu.insert(broker, mark);
+        let (open_fds, open_fds_error) = match &r.fds {
+            Ok(f) => (Some(f.count), None),
+            Err(e) => (None, Some(e.clone())),
+        };
+        ProcessSeen {
+            pid: r.stat.pid,
+            state: r.stat.state,
+            threads: r.stat.num_threads,
+            threads_in_io_wait: r.threads_in_io_wait,
+            cpu_seconds: ticks as f64 / self.clock_ticks,
+            cpu_advancing: advancing,
+            open_fds,
+            open_fds_error,
+        }
+    }
+}
+
+/// Everything read from the file system for one broker, before interpretation.
+struct RawReads {
+    process: Result<process::ProcessReading, HostError>,
+    listeners: Result<Vec<sockets::Listener>, HostError>,
+    log_dirs: Vec<LogDirSeen>,
+}
+
+fn read_all(proc_root: &Path, b: &HostBrokerConfig, pid: Option<u32>) -> RawReads {
+    let process = match pid {
+        Some(p) => process::read_process(proc_root, p),
+        None => Err(HostError::Read {
+            path: proc_root.display().to_string(),
+            source: std::io::Error::new(std::io::ErrorKind::NotFound, "no process"),
+        }),
+    };
+    let listeners = if b.ports.is_empty() {
+        Ok(Vec::new())
+    } else {
+        process::read_listeners(proc_root, pid)
+    };
+    let log_dirs = b
+        .log_dirs
+        .iter()
+        .map(|d| match disk::statvfs(d) {
+            Ok(s) => LogDirSeen {
+                path: d.display().to_string(),
+                total_bytes: Some(s.total_bytes),
+                free_bytes: Some(s.free_bytes),
+                free_ratio: Some(s.free_ratio),
+                error: None,
+            },
+            Err(e) => LogDirSeen {
+                path: d.display().to_string(),
+                total_bytes: None,
+                free_bytes: None,
+                free_ratio: None,
+                error: Some(e.to_string()),
+            },
+        })
+        .collect();
+    RawReads {
+        process,
+        listeners,
+        log_dirs,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{PortSpec, ProcessLocator};
+
+    fn config_for_self(port: u16) -> HostConfig {
+        HostConfig {
+            log_dir_min_free_ratio: 0.05,
+            remediation_cooldown: Duration::from_secs(60),
+            remediation_max_per_day: 3,
+            brokers: vec![HostBrokerConfig {
+                broker_id: 7,
+                process: ProcessLocator::PidFile(pid_file()),
+                log_dirs: vec![PathBuf::from("/"), PathBuf::from("/no/such/kw/dir")],
+                ports: vec![
+                    PortSpec {
+                        addr: Some("127.0.0.1".parse().unwrap()),
+                        port,
+                    },
+                    PortSpec {
+                        addr: Some("127.0.0.1".parse().unwrap()),
+                        port: 1,
+                    },
+                ],
+                remediation: None,
+            }],
+        }
+    }
+
+    fn pid_file() -> PathBuf {
+        std::env::temp_dir().join(format!("kw-host-self-{}.pid", std::process::id()))
+    }
+
+    /// The test process observes itself: found by pid file, running, its own listener
+    /// owned by it, a port nobody listens on, one log directory readable and one not.
+    #[tokio::test]
+    async fn observes_its_own_process() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        std::fs::write(pid_file(), format!("{}\n", std::process::id())).unwrap();
+        let mut o = HostObserver::new(config_for_self(port));
+        let first = o.observe().await.remove(&7).unwrap();
+        let p = first.process.clone().expect("found");
+        assert_eq!(p.pid, std::process::id());
+        assert!(matches!(
+            p.state,
+            ProcessState::Running | ProcessState::Sleeping
+        ));
+        assert_eq!(p.cpu_advancing, None, "first look");
+        assert!(p.open_fds.unwrap() >= 3);
+        assert_eq!(first.ports[0].port, format!("127.0.0.1:{port}"));
+        assert!(first.ports[0].listening);
+        assert_eq!(first.ports[0].owned_by_process, Some(true));
+        assert!(!first.ports[1].listening);
+        assert_eq!(first.ports[1].owned_by_process, None);
+        assert!(first.log_dirs[0].free_ratio.is_some());
+        assert!(first.log_dirs[1].error.is_some());
+        // Burn some CPU so the second look sees it move.
+        let start = std::time::Instant::now();
+        let mut x = 0u64;
+        while start.elapsed() < Duration::from_millis(60) {
+            x = x.wrapping_add(std::hint::black_box(1));
+        }
+        std::hint::black_box(x);
+        let second = o.observe().await.remove(&7).unwrap();
+        assert!(second.process.unwrap().cpu_advancing.is_some());
+        std::fs::write(pid_file(), "999999999\n").unwrap();
+        let gone = o.observe().await.remove(&7).unwrap();
+        assert!(gone.process.is_none());
+        assert!(gone.not_found.unwrap().contains("not running"));
+        assert!(!gone.ports[1].listening);
+        let _ = std::fs::remove_file(pid_file());
+    }
+
+    #[test]
+    fn low_log_dirs_use_the_configured_ratio() {
+        let dir = |ratio: Option<f64>| LogDirSeen {
+            path: "/d".into(),
+            total_bytes: None,
+            free_bytes: None,
+            free_ratio: ratio,
+            error: None,
+        };
+        let obs = HostObservation {
+            log_dirs: vec![dir(Some(0.01)), dir(Some(0.5)), dir(None)],
+            ..HostObservation::unseen(1, String::new(), 0.05)
+        };
+        assert_eq!(obs.low_log_dirs().count(), 1);
+    }
+}

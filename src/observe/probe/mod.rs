@@ -1,0 +1,840 @@
+//! One round of direct probes of one cluster: every known broker is asked, over a connection
+//! of its own and with its own deadlines, whether it answers and what it believes. A hung
+//! broker costs at most its own deadlines; it never stalls the others.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, Instant, SystemTime};
+
+use futures::future::join_all;
+
+use crate::model::round::{
+    BrokerEndpoint, BrokerId, BrokerProbe, EligibleLeaders, FollowerProgress, MetadataView,
+    ProbeFailure, ReplicaOffsets, RoundObservation, NO_LEADER,
+};
+use crate::observe::cluster_view::stale_claims;
+use crate::observe::wire::{kafka_error_name, BrokerClient, LatestOffset, WireError, WireOptions};
+
+/// How to probe one cluster.
+#[derive(Debug, Clone)]
+pub struct ProbeSettings {
+    pub cluster: String,
+    pub bootstrap_servers: Vec<String>,
+    pub wire: WireOptions,
+    /// A broker no answer lists any more is still probed this long (a fenced or crashed
+    /// broker vanishes from KRaft metadata, which is exactly when it must stay watched).
+    pub forget_broker_after: Duration,
+    /// How often topics' min.insync.replicas is read again.
+    pub topic_config_refresh: Duration,
+    /// Partition entries per round in full Metadata answers, over all brokers.
+    pub full_metadata_budget: u64,
+    /// What brokers not asked for every topic this round are asked about.
+    pub scoped_topics: Vec<String>,
+}
+
+/// See `full_metadata_partition_budget` in the configuration, which declares it: the
+/// configuration comes before the probe and imports nothing from it.
+pub const DEFAULT_FULL_METADATA_BUDGET: u64 = crate::config::DEFAULT_FULL_METADATA_BUDGET;
+
+/// How many brokers are asked for every topic this round: all of them while
+/// `partitions x brokers` fits the budget, else as many as fit, never fewer than three (a
+/// majority of answers to merge even when one is stale). Unknown size (0): three, until the
+/// first answer tells.
+pub fn full_sources(partitions: u64, brokers: usize, budget: u64) -> usize {
+    const MIN_FULL: usize = 3;
+    if partitions == 0 {
+        return brokers.min(MIN_FULL);
+    }
+    let fit = usize::try_from(budget / partitions).unwrap_or(usize::MAX);
+    fit.max(MIN_FULL).min(brokers)
+}
+
+/// Which of `targets` (sorted by id) are asked for every topic: `n` of them starting at
+/// `cursor`, wrapping, so that over rounds every broker's whole picture is compared.
+fn rotate(targets: &[BrokerEndpoint], n: usize, cursor: usize) -> Vec<bool> {
+    let len = targets.len();
+    let mut full = vec![false; len];
+    for k in 0..n.min(len) {
+        full[(cursor + k) % len] = true;
+    }
+    full
+}
+
+struct Known {
+    endpoint: BrokerEndpoint,
+    last_listed: Instant,
+}
+
+/// Probes one cluster, round after round, remembering the brokers it has seen.
+pub struct ClusterProber {
+    settings: ProbeSettings,
+    known: BTreeMap<BrokerId, Known>,
+    min_isr: BTreeMap<String, i32>,
+    /// Topics whose unclean.leader.election.enable is true, read with min_isr.
+    unclean_allowed: BTreeSet<String>,
+    min_isr_read_at: Option<Instant>,
+    /// Partitions in the last full answer, to size the next round's full asks.
+    partitions: u64,
+    /// Where the next round's turn of full asks starts.
+    cursor: usize,
+    /// Per broker, the partitions the last round's reassignments were adding it to.
+    adding_before: BTreeMap<BrokerId, Vec<(String, i32)>>,
+}
+
+impl ClusterProber {
+    pub fn new(settings: ProbeSettings) -> Self {
+        ClusterProber {
+            settings,
+            known: BTreeMap::new(),
+            min_isr: BTreeMap::new(),
+            unclean_allowed: BTreeSet::new(),
+            min_isr_read_at: None,
+            partitions: 0,
+            cursor: 0,
+            adding_before: BTreeMap::new(),
+        }
+    }
+
+    /// Runs one round: discovery if no broker is known yet, every broker probed at once, the
+    /// set of known brokers updated, min.insync.replicas refreshed when due.
+    pub async fn round(&mut self) -> RoundObservation {
+        let started_at = SystemTime::now();
+        let started = Instant::now();
+        let mut bootstrap_failures = Vec::new();
+        if self.known.is_empty() {
+            bootstrap_failures = self.discover().await;
+        }
+        let targets: Vec<BrokerEndpoint> =
+            self.known.values().map(|k| k.endpoint.clone()).collect();
+        let wire = &self.settings.wire;
+        let n = full_sources(
+            self.partitions,
+            targets.len(),
+            self.settings.full_metadata_budget,
+        );
+        let full = rotate(&targets, n, self.cursor);
+        self.cursor = if targets.is_empty() {
+            0
+        } else {
+            (self.cursor + n) % targets.len()
+        };
+        let scoped = &self.settings.scoped_topics;
+        let results = join_all(targets.into_iter().zip(full).map(|(ep, full)| {
+            let topics = if full { None } else { Some(scoped.as_slice()) };
+            probe_broker(ep, wire, topics)
+        }))
+        .await;
+        let mut probes: BTreeMap<BrokerId, BrokerProbe> =
+            results.into_iter().map(|p| (p.endpoint.id, p)).collect();
+        // When every broker whose turn it was failed, one that answered is asked again for
+        // every topic, so that no round's picture is limited to the scoped topics.
+        let complete = |p: &BrokerProbe| p.metadata_view().is_some_and(|m| m.all_topics);
+        if !probes.values().any(complete) {
+            if let Some(p) = probes.values().find(|p| p.answered()) {
+                let again = probe_broker(p.endpoint.clone(), wire, None).await;
+                if again.answered() {
+                    probes.insert(again.endpoint.id, again);
+                }
+            }
+        }
+        self.confirm_stale_claims(&mut probes).await;
+        self.learn(&probes);
+        if let Some(m) = probes
+            .values()
+            .filter(|p| complete(p))
+            .find_map(BrokerProbe::metadata_view)
+        {
+            self.partitions = m.topics.values().map(|t| t.partitions.len() as u64).sum();
+        }
+        let wire = self.settings.wire.clone();
+        let (_, mut followers) = futures::join!(
+            self.refresh_min_isr(&probes),
+            measure_followers(&probes, &wire)
+        );
+        self.adding_before = carry_adding(&mut followers, std::mem::take(&mut self.adding_before));
+        let eligible_leaders = self.read_eligible_leaders(&probes).await;
+        RoundObservation {
+            cluster: self.settings.cluster.clone(),
+            started_at,
+            duration: started.elapsed(),
+            probes,
+            bootstrap_failures,
+            min_isr: self.min_isr.clone(),
+            unclean_allowed: self.unclean_allowed.clone(),
+            eligible_leaders,
+            host: BTreeMap::new(),
+            followers,
+            liveness: BTreeMap::new(),
+        }
+    }
+
+    /// Asks the bootstrap servers, in order, for the broker list.
+    async fn discover(&mut self) -> Vec<(String, ProbeFailure)> {
+        let mut failures = Vec::new();
+        for address in &self.settings.bootstrap_servers {
+            let started = Instant::now();
+            let answer = async {
+                let mut c = BrokerClient::connect(address, &self.settings.wire).await?;
+                let md = c.client.metadata(Some(&[])).await?;
+                // KRaft metadata omits fenced brokers; DescribeCluster v2 lists them, so a
+                // broker frozen before the watchdog started is still found and probed.
+                let fenced = match c.client.describe_cluster().await {
+                    Ok(Some(d)) => d.value.brokers.into_iter().map(|b| b.endpoint).collect(),
+                    _ => Vec::new(),
+                };
+                Ok::<_, WireError>((md, fenced))
+            }
+            .await;
+            match answer {
+                Ok((md, described)) if !md.value.brokers.is_empty() => {
+                    let now = Instant::now();
+                    for b in described.into_iter().chain(md.value.brokers) {
+                        self.known.insert(
+                            b.id,
+                            Known {
+                                endpoint: b,
+                                last_listed: now,
+                            },
+                        );
+                    }
+                    return failures;
+                }
+                Ok(_) => failures.push((
+                    address.clone(),
+                    ProbeFailure {
+                        kind: crate::model::round::FailureKind::Protocol,
+                        detail: "metadata listed no brokers".into(),
+                        after: started.elapsed(),
+                    },
+                )),
+                Err(e) => failures.push((address.clone(), e.to_failure(started.elapsed()))),
+            }
+        }
+        failures
+    }
+
+    /// Updates the known brokers from what this round's answers list.
+    fn learn(&mut self, probes: &BTreeMap<BrokerId, BrokerProbe>) {
+        let now = Instant::now();
+        for probe in probes.values() {
+            let listed = probe
+                .metadata_view()
+                .map(|m| m.brokers.clone())
+                .unwrap_or_default()
+                .into_iter()
+                .chain(
+                    probe
+                        .description
+                        .iter()
+                        .flatten()
+                        .flat_map(|d| d.brokers.iter().map(|b| b.endpoint.clone())),
+                );
+            for b in listed {
+                self.known.insert(
+                    b.id,
+                    Known {
+                        endpoint: b,
+                        last_listed: now,
+                    },
+                );
+            }
+        }
+        let forget = self.settings.forget_broker_after;
+        self.known
+            .retain(|_, k| now.duration_since(k.last_listed) < forget);
+    }
+
+    /// Reads min.insync.replicas of every topic from one answering broker when due, or when
+    /// topics appeared that have no value yet.
+    async fn refresh_min_isr(&mut self, probes: &BTreeMap<BrokerId, BrokerProbe>) {
+        // Only an answer about every topic says which topics exist.
+        let Some(source) = probes
+            .values()
+            .find(|p| p.answered() && p.metadata_view().is_some_and(|m| m.all_topics))
+        else {
+            return;
+        };
+        let topics: Vec<String> = source
+            .metadata_view()
+            .map(|m| m.topics.keys().cloned().collect())
+            .unwrap_or_default();
+        let due = self
+            .min_isr_read_at
+            .is_none_or(|t| t.elapsed() >= self.settings.topic_config_refresh);
+        let missing: Vec<String> = topics
+            .iter()
+            .filter(|t| !self.min_isr.contains_key(*t))
+            .cloned()
+            .collect();
+        let ask = if due { topics.clone() } else { missing };
+        if ask.is_empty() {
+            return;
+        }
+        let address = source.endpoint.address();
+        let read = async {
+            let mut c = BrokerClient::connect(&address, &self.settings.wire).await?;
+            let mut values = BTreeMap::new();
+            let mut allowed = BTreeSet::new();
+            // Bounded batches keep each answer small on clusters with many topics.
+            for chunk in ask.chunks(500) {
+                let answer = c
+                    .client
+                    .describe_topic_configs(
+                        chunk,
+                        &["min.insync.replicas", "unclean.leader.election.enable"],
+                    )
+                    .await?;
+                for (topic, configs) in answer.value {
+                    if let Ok(configs) = configs {
+                        if configs
+                            .get("unclean.leader.election.enable")
+                            .is_some_and(|v| v == "true")
+                        {
+                            allowed.insert(topic.clone());
+                        }
+                        if let Some(v) = configs
+                            .get("min.insync.replicas")
+                            .and_then(|v| v.parse::<i32>().ok())
+                        {
+                            values.insert(topic, v);
+                        }
+                    }
+                }
+            }
+            Ok::<_, WireError>((values, allowed))
+        }
+        .await;
+        match read {
+            Ok((values, allowed)) => {
+                if due {
+                    self.min_isr = values;
+                    self.min_isr_read_at = Some(Instant::now());
+                    self.unclean_allowed = allowed;
+                } else {
+                    self.min_isr.extend(values);
+                    self.unclean_allowed.extend(allowed);
+                }
+                self.min_isr.retain(|t, _| topics.contains(t));
+                self.unclean_allowed.retain(|t| topics.contains(t));
+            }
+            Err(e) => tracing::warn!(
+                cluster = %self.settings.cluster,
+                broker = source.endpoint.id,
+                error = %e,
+                "cannot read min.insync.replicas; keeping the previous values"
+            ),
+        }
+    }
+}
+
+/// At most this many partitions of one broker are measured a round: growth on any of them
+/// is evidence enough, and the request stays small on a broker with many replicas.
+const MEASURED_PARTITIONS: usize = 1000;
+
+/// The brokers a catch-up measurement is for, from one answer about every topic: those
+/// missing from some ISR, each with the partitions whose ISR lacks it and their leaders.
+/// Looser than the verdict's "out of every ISR, leading none", which counts only the topics
+/// the filter admits (a broker may lead a topic the filter leaves out), so whatever the
+/// verdict calls out of every ISR has been measured. Few brokers miss ISRs on a healthy
+/// cluster, and those that do not answer are not asked.
+pub fn catch_up_candidates(m: &MetadataView) -> BTreeMap<BrokerId, Vec<(String, i32, BrokerId)>> {
+    let mut missing: BTreeMap<BrokerId, Vec<(String, i32, BrokerId)>> = BTreeMap::new();
+    for t in m.topics.values() {
+        for p in &t.partitions {
+            for r in p.replicas.iter().filter(|r| !p.isr.contains(r)) {
+                let list = missing.entry(*r).or_default();
+                if list.len() < MEASURED_PARTITIONS {
+                    list.push((t.name.clone(), p.partition, p.leader));
+                }
+            }
+        }
+    }
+    missing
+}
+
+/// One broker's latest offsets, or why not, over a connection of its own.
+async fn latest_offsets(
+    address: String,
+    wire: &WireOptions,
+    partitions: Vec<(String, i32)>,
+    own_replicas: bool,
+) -> Result<Vec<LatestOffset>, WireError> {
+    let mut c = BrokerClient::connect(&address, wire).await?;
+    Ok(c.client
+        .latest_offsets(&partitions, own_replicas)
+        .await?
+        .value)
+}
+
+/// "3 partition(s): NOT_LEADER_OR_FOLLOWER" for the partitions a broker answered with an error.
+fn error_counts(answers: &[LatestOffset]) -> Vec<String> {
+    let mut counts: BTreeMap<i16, usize> = BTreeMap::new();
+    for (_, _, code, _) in answers.iter().filter(|a| a.2 != 0) {
+        *counts.entry(*code).or_default() += 1;
+    }
+    counts
+        .into_iter()
+        .map(|(code, n)| format!("{n} partition(s): {}", kafka_error_name(code)))
+        .collect()
+}
+
+/// Measures the answering brokers that are missing from ISRs: their own log end
+/// offsets (ListOffsets with the debugging replica id, one request each), their leaders' high
+/// watermarks (one consumer ListOffsets per leader) and the ongoing reassignments (one
+/// ListPartitionReassignments). Chosen over DescribeLogDirs because offsets compare exactly
+/// with the leader's (sizes drift with retention and compaction) and because ListOffsets needs
+/// only Describe on the topics, which the watchdog already has; nothing is asked while no
+/// broker is a candidate, which is every round of a healthy cluster.
+async fn measure_followers(
+    probes: &BTreeMap<BrokerId, BrokerProbe>,
+    wire: &WireOptions,
+) -> BTreeMap<BrokerId, FollowerProgress> {
+    let Some((source, view)) = probes
+        .iter()
+        .find_map(|(id, p)| p.metadata_view().filter(|m| m.all_topics).map(|m| (*id, m)))
+    else {
+        return BTreeMap::new();
+    };
+    let candidates = catch_up_candidates(view);
+    let candidates: BTreeMap<BrokerId, Vec<(String, i32, BrokerId)>> = candidates
+        .into_iter()
+        .filter(|(id, _)| probes.get(id).is_some_and(BrokerProbe::answered))
+        .collect();
+    if candidates.is_empty() {
+        return BTreeMap::new();
+    }
+    let address = |id: BrokerId| probes.get(&id).map(|p| p.endpoint.address());
+    let mut by_leader: BTreeMap<BrokerId, BTreeSet<(String, i32)>> = BTreeMap::new();
+    for list in candidates.values() {
+        for (t, p, leader) in list.iter().filter(|(_, _, l)| *l >= 0) {
+            by_leader
+                .entry(*leader)
+                .or_default()
+                .insert((t.clone(), *p));
+        }
+    }
+    let own = join_all(candidates.iter().map(|(id, list)| {
+        let partitions = list.iter().map(|(t, p, _)| (t.clone(), *p)).collect();
+        latest_offsets(address(*id).unwrap_or_default(), wire, partitions, true)
+    }));
+    // A leader that did not answer its probe would only cost another timeout.
+    let answered = |id: &BrokerId| probes.get(id).is_some_and(BrokerProbe::answered);
+    let leaders = join_all(by_leader.iter().filter_map(|(leader, set)| {
+        if !answered(leader) {
+            return None;
+        }
+        let a = address(*leader)?;
+        let leader = *leader;
+        let fut = latest_offsets(a, wire, set.iter().cloned().collect(), false);
+        Some(async move { (leader, fut.await) })
+    }));
+    let reassignments = async {
+        let mut c = BrokerClient::connect(&address(source).unwrap_or_default(), wire).await?;
+        let timeout = wire.request_timeout;
+        Ok::<_, WireError>(
+            c.client
+                .list_partition_reassignments(None, timeout)
+                .await?
+                .value,
+        )
+    };
+    let (own, leaders, reassignments) = futures::join!(own, leaders, reassignments);
+    let mut high_watermarks: BTreeMap<(String, i32), i64> = BTreeMap::new();
+    let mut leader_errors: BTreeMap<BrokerId, String> = BTreeMap::new();
+    for (leader, answer) in leaders {
+        match answer {
+            Ok(list) => {
+                for (t, p, code, offset) in list {
+                    if code == 0 && offset >= 0 {
+                        high_watermarks.insert((t, p), offset);
+                    }
+                }
+            }
+            Err(e) => {
+                leader_errors.insert(leader, format!("leader {leader}: {e}"));
+            }
+        }
+    }
+    for leader in by_leader.keys().filter(|l| !answered(l)) {
+        leader_errors.insert(
+            *leader,
+            format!("leader {leader} did not answer this round"),
+        );
+    }
+    let mut adding_to: BTreeMap<BrokerId, Vec<(String, i32)>> = BTreeMap::new();
+    if let Ok(list) = &reassignments {
+        for (t, p, _, added, _) in list {
+            for b in added {
+                adding_to.entry(*b).or_default().push((t.clone(), *p));
+            }
+        }
+    }
+    candidates
+        .iter()
+        .zip(own)
+        .map(|((id, list), answer)| {
+            let mut progress = FollowerProgress {
+                adding_to: reassignments
+                    .is_ok()
+                    .then(|| adding_to.get(id).cloned().unwrap_or_default()),
+                ..FollowerProgress::default()
+            };
+            if let Err(e) = &reassignments {
+                progress.errors.push(format!("ongoing reassignments: {e}"));
+            }
+            match answer {
+                Ok(answers) => {
+                    progress.errors.extend(error_counts(&answers));
+                    for (t, p, code, offset) in answers {
+                        if code != 0 || offset < 0 {
+                            continue;
+                        }
+                        let hw = high_watermarks.get(&(t.clone(), p)).copied();
+                        progress.offsets.insert(
+                            (t, p),
+                            ReplicaOffsets {
+                                log_end: offset,
+                                leader_high_watermark: hw,
+                            },
+                        );
+                    }
+                }
+                Err(e) => progress.errors.push(format!("its log end offsets: {e}")),
+            }
+            let leaders: BTreeSet<BrokerId> = list.iter().map(|(_, _, l)| *l).collect();
+            progress
+                .errors
+                .extend(leaders.iter().filter_map(|l| leader_errors.get(l).cloned()));
+            (*id, progress)
+        })
+        .collect()
+}
+
+/// Adds to this round's "being added" lists what the last round's reassignments were adding,
+/// and returns this round's own lists for the next. The metadata is read before the
+/// reassignments: one that completes in between shows the new replica outside the ISR and no
+/// longer being added, for that one round (seen on the lab). Its last known state covers it.
+fn carry_adding(
+    followers: &mut BTreeMap<BrokerId, FollowerProgress>,
+    before: BTreeMap<BrokerId, Vec<(String, i32)>>,
+) -> BTreeMap<BrokerId, Vec<(String, i32)>> {
+    let now: BTreeMap<BrokerId, Vec<(String, i32)>> = followers
+        .iter()
+        .filter_map(|(id, f)| Some((*id, f.adding_to.clone()?)))
+        .filter(|(_, l)| !l.is_empty())
+        .collect();
+    for (id, list) in before {
+        // Only onto a listing of this round: without one, nothing is known to be added.
+        if let Some(adding) = followers.get_mut(&id).and_then(|f| f.adding_to.as_mut()) {
+            for p in list {
+                if !adding.contains(&p) {
+                    adding.push(p);
+                }
+            }
+        }
+    }
+    now
+}
+
+/// Requests of one DescribeTopicPartitions read at most (2000 partitions each by default).
+const ELR_MAX_PAGES: usize = 16;
+
+impl ClusterProber {
+    /// Probes run at once, so a broker that answered just before a leader change reached it
+    /// claims, for this round, a leadership the newer epoch gave away. A claim counts only
+    /// once the broker repeats it: each claiming broker is asked again (Metadata for those
+    /// topics, on a new connection) and its answer about them replaced by the new one. A
+    /// broker that does not answer again leaves its claims unconfirmed: those topics are
+    /// dropped from its answer (the newer answers cover them).
+    async fn confirm_stale_claims(&self, probes: &mut BTreeMap<BrokerId, BrokerProbe>) {
+        let answers: Vec<(BrokerId, &MetadataView)> = probes
+            .iter()
+            .filter_map(|(id, p)| p.metadata_view().map(|m| (*id, m)))
+            .collect();
+        let mut doubted: BTreeMap<BrokerId, BTreeSet<String>> = BTreeMap::new();
+        for claim in stale_claims(&answers) {
+            doubted.entry(claim.broker).or_default().insert(claim.topic);
+        }
+        if doubted.is_empty() {
+            return;
+        }
+        let wire = &self.settings.wire;
+        let asks: Vec<_> = doubted
+            .into_iter()
+            .filter_map(|(id, topics)| {
+                let address = probes.get(&id)?.endpoint.address();
+                let topics: Vec<String> = topics.into_iter().collect();
+                Some(async move {
+                    let answer = async {
+                        let mut c = BrokerClient::connect(&address, wire).await?;
+                        c.client.metadata(Some(&topics)).await
+                    }
+                    .await;
+                    (id, topics, answer)
+                })
+            })
+            .collect();
+        for (id, topics, answer) in join_all(asks).await {
+            let Some(Some(Ok((md, _)))) = probes.get_mut(&id).map(|p| p.metadata.as_mut()) else {
+                continue;
+            };
+            match answer {
+                Ok(again) => {
+                    let mut again = again.value;
+                    for topic in topics {
+                        match again.topics.remove(&topic) {
+                            Some(t) => md.topics.insert(topic, t),
+                            None => md.topics.remove(&topic),
+                        };
+                    }
+                }
+                Err(e) => {
+                    tracing::debug!(
+                        cluster = %self.settings.cluster,
+                        broker = id,
+                        error = %e,
+                        "stale leadership claim not confirmed: no second answer"
+                    );
+                    for topic in &topics {
+                        md.topics.remove(topic);
+                    }
+                }
+            }
+        }
+    }
+
+    /// The eligible leader replicas (KIP-966) of the topics that can need them: those that
+    /// allow unclean elections (elsewhere none is judged unclean) with a partition without
+    /// a leader or with an ISR below min.insync.replicas (Kafka adds to the ELR only then).
+    /// Asked of a broker that answered for every topic, if it speaks DescribeTopicPartitions.
+    async fn read_eligible_leaders(
+        &self,
+        probes: &BTreeMap<BrokerId, BrokerProbe>,
+    ) -> EligibleLeaders {
+        let mut found = EligibleLeaders::new();
+        let Some((source, md)) = probes.values().find_map(|p| {
+            p.metadata_view()
+                .filter(|m| m.all_topics)
+                .map(|m| (&p.endpoint, m))
+        }) else {
+            return found;
+        };
+        let topics: Vec<String> = self
+            .unclean_allowed
+            .iter()
+            .filter(|name| {
+                let min_isr = self.min_isr.get(*name).copied().unwrap_or(1);
+                md.topics.get(*name).is_some_and(|t| {
+                    t.partitions.iter().any(|p| {
+                        p.leader == NO_LEADER || i32::try_from(p.isr.len()).unwrap_or(0) < min_isr
+                    })
+                })
+            })
+            .cloned()
+            .collect();
+        if topics.is_empty() {
+            return found;
+        }
+        let read = async {
+            let mut c = BrokerClient::connect(&source.address(), &self.settings.wire).await?;
+            c.client
+                .eligible_leader_replicas(&topics, ELR_MAX_PAGES)
+                .await
+        }
+        .await;
+        match read {
+            Ok(Some(answer)) => {
+                for (topic, partition, elr) in answer.value {
+                    found
+                        .entry(topic)
+                        .or_default()
+                        .insert(partition, elr.into_iter().collect());
+                }
+            }
+            Ok(None) => {}
+            Err(e) => tracing::warn!(
+                cluster = %self.settings.cluster,
+                broker = source.id,
+                error = %e,
+                "cannot read eligible leader replicas"
+            ),
+        }
+        found
+    }
+}
+
+/// Connect, ApiVersions, Metadata and DescribeCluster to one broker. Metadata asks for
+/// every topic when `topics` is None, else for those only (an empty list: none).
+pub async fn probe_broker(
+    endpoint: BrokerEndpoint,
+    wire: &WireOptions,
+    topics: Option<&[String]>,
+) -> BrokerProbe {
+    let address = endpoint.address();
+    let started = Instant::now();
+    let mut probe = BrokerProbe {
+        endpoint,
+        connect: Ok(Duration::ZERO),
+        api_versions: None,
+        metadata: None,
+        description: None,
+    };
+    let opened = match BrokerClient::open(&address, wire).await {
+        Ok(o) => o,
+        Err(e) => {
+            probe.connect = Err(e.to_failure(started.elapsed()));
+            return probe;
+        }
+    };
+    probe.connect = Ok(opened.connect_latency);
+    let handshake_started = Instant::now();
+    let mut client = match opened.negotiate().await {
+        Ok(c) => {
+            probe.api_versions = Some(Ok(
+                c.api_versions_latency + c.sasl_latency.unwrap_or_default()
+            ));
+            c.client
+        }
+        Err(e) => {
+            probe.api_versions = Some(Err(e.to_failure(handshake_started.elapsed())));
+            return probe;
+        }
+    };
+    let md_started = Instant::now();
+    match client.metadata(topics).await {
+        Ok(t) => probe.metadata = Some(Ok((t.value, t.latency))),
+        Err(e) => {
+            probe.metadata = Some(Err(e.to_failure(md_started.elapsed())));
+            return probe;
+        }
+    }
+    let dc_started = Instant::now();
+    probe.description = match client.describe_cluster().await {
+        Ok(Some(t)) => Some(Ok(t.value)),
+        Ok(None) => None,
+        Err(e) => Some(Err(e.to_failure(dc_started.elapsed()))),
+    };
+    probe
+}
+
+#[cfg(test)]
+mod tests_fake;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_reassignment_that_completes_between_metadata_and_listing_still_covers_its_replica() {
+        let t1 = ("t".to_string(), 1);
+        let progress = |adding_to: Vec<(String, i32)>| FollowerProgress {
+            adding_to: Some(adding_to),
+            ..FollowerProgress::default()
+        };
+        // Round 1: the controller adds broker 4 to t-0 and t-1.
+        let mut round1: BTreeMap<BrokerId, FollowerProgress> =
+            [(4, progress(vec![("t".into(), 0), t1.clone()]))].into();
+        let carried = carry_adding(&mut round1, BTreeMap::new());
+        assert_eq!(carried[&4].len(), 2);
+        // Round 2: t-1 completed after this round's metadata was read.
+        let mut round2: BTreeMap<BrokerId, FollowerProgress> =
+            [(4, progress(vec![("t".into(), 0)]))].into();
+        let carried = carry_adding(&mut round2, carried);
+        let listed = round2[&4].adding_to.as_ref().unwrap();
+        assert!(listed.contains(&t1), "{:?}", round2[&4]);
+        assert_eq!(listed.len(), 2, "carried once, not twice");
+        // Round 3: only this round's own list is carried on, so nothing lingers.
+        let mut round3: BTreeMap<BrokerId, FollowerProgress> = [(4, progress(vec![]))].into();
+        let carried = carry_adding(&mut round3, carried);
+        assert_eq!(round3[&4].adding_to, Some(vec![("t".to_string(), 0)]));
+        assert!(carried.is_empty());
+    }
+
+    #[test]
+    fn catch_up_candidates_miss_some_isr() {
+        use crate::model::round::{PartitionView, TopicView};
+        let part = |partition, leader, replicas: &[i32], isr: &[i32]| PartitionView {
+            partition,
+            error_code: 0,
+            leader,
+            leader_epoch: 1,
+            replicas: replicas.into(),
+            isr: isr.into(),
+            offline_replicas: Default::default(),
+        };
+        let mut m = MetadataView {
+            all_topics: true,
+            ..MetadataView::default()
+        };
+        m.topics.insert(
+            "t".into(),
+            TopicView {
+                name: "t".into(),
+                topic_id: 0,
+                error_code: 0,
+                is_internal: false,
+                partitions: vec![
+                    part(0, 1, &[1, 4], &[1]),
+                    part(1, 2, &[2, 4, 3], &[2, 4]),
+                    part(2, 3, &[3, 1], &[3]),
+                ],
+            },
+        );
+        let c = catch_up_candidates(&m);
+        // Whether it leads is the verdict's business: it may lead a topic the filter drops.
+        assert_eq!(
+            c.into_iter().collect::<Vec<_>>(),
+            vec![
+                (1, vec![("t".to_string(), 2, 3)]),
+                (3, vec![("t".to_string(), 1, 2)]),
+                (4, vec![("t".to_string(), 0, 1)]),
+            ]
+        );
+    }
+
+    #[test]
+    fn small_clusters_ask_every_broker_for_every_topic() {
+        assert_eq!(full_sources(3_000, 3, DEFAULT_FULL_METADATA_BUDGET), 3);
+        assert_eq!(full_sources(10_000, 50, DEFAULT_FULL_METADATA_BUDGET), 50);
+        assert_eq!(full_sources(12_000, 50, DEFAULT_FULL_METADATA_BUDGET), 50);
+    }
+
+    #[test]
+    fn large_clusters_ask_as_many_as_the_budget_allows_but_at_least_three() {
+        assert_eq!(full_sources(200_000, 500, DEFAULT_FULL_METADATA_BUDGET), 3);
+        assert_eq!(full_sources(100_000, 200, DEFAULT_FULL_METADATA_BUDGET), 6);
+        assert_eq!(
+            full_sources(10_000_000, 500, DEFAULT_FULL_METADATA_BUDGET),
+            3
+        );
+        assert_eq!(full_sources(10_000_000, 2, DEFAULT_FULL_METADATA_BUDGET), 2);
+        // Size unknown before the first answer: three, not everyone.
+        assert_eq!(full_sources(0, 500, DEFAULT_FULL_METADATA_BUDGET), 3);
+        assert_eq!(full_sources(0, 1, DEFAULT_FULL_METADATA_BUDGET), 1);
+    }
+
+    #[test]
+    fn the_turn_of_full_asks_visits_every_broker() {
+        let targets: Vec<BrokerEndpoint> = (1..=7)
+            .map(|id| BrokerEndpoint {
+                id,
+                host: "h".into(),
+                port: 9092,
+                rack: None,
+            })
+            .collect();
+        let mut asked = [0; 7];
+        let mut cursor = 0;
+        for _ in 0..7 {
+            for (i, full) in rotate(&targets, 3, cursor).into_iter().enumerate() {
+                asked[i] += u32::from(full);
+            }
+            cursor = (cursor + 3) % targets.len();
+        }
+        assert_eq!(asked, [3; 7], "every broker asked equally often");
+        assert_eq!(
+            rotate(&targets, 3, 6),
+            [true, true, false, false, false, false, true]
+        );
+        assert_eq!(rotate(&targets, 10, 0), [true; 7]);
+    }
+}

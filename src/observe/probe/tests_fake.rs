@@ -1,0 +1,375 @@
+//! Whole rounds against in-process fake brokers: what the prober asks again, and what the
+//! evaluator then makes of the round.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+use kafka_protocol::messages::describe_configs_response::{
+    DescribeConfigsResourceResult, DescribeConfigsResult,
+};
+use kafka_protocol::messages::describe_topic_partitions_response::{
+    DescribeTopicPartitionsResponsePartition, DescribeTopicPartitionsResponseTopic,
+};
+use kafka_protocol::messages::metadata_response::{
+    MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
+};
+use kafka_protocol::messages::{
+    ApiKey, BrokerId, DescribeConfigsRequest, DescribeConfigsResponse,
+    DescribeTopicPartitionsRequest, DescribeTopicPartitionsResponse, MetadataRequest,
+    MetadataResponse, TopicName,
+};
+use kafka_protocol::protocol::StrBytes;
+
+use super::*;
+use crate::judge::report::{ClusterReport, Evaluator};
+use kafka_watchdog_test_support::fake_broker::{
+    answer, answer_api_versions, ranges_with, FakeBroker, Reply,
+};
+
+fn s(v: &str) -> StrBytes {
+    StrBytes::from_string(v.to_owned())
+}
+
+#[derive(Clone)]
+struct Part {
+    leader: i32,
+    epoch: i32,
+    isr: Vec<i32>,
+}
+
+fn part(leader: i32, epoch: i32, isr: &[i32]) -> Part {
+    Part {
+        leader,
+        epoch,
+        isr: isr.to_vec(),
+    }
+}
+
+/// What one fake broker answers. Topic "t" has one partition, replicas [1, 2, 3].
+#[derive(Clone)]
+struct Script {
+    /// Metadata for every topic: partition 0 of "t".
+    full: Part,
+    /// Metadata naming "t" (a second ask); `full` when None.
+    named: Option<Part>,
+    /// The second ask is not answered: the connection closes.
+    named_fails: bool,
+    /// DescribeConfigs of "t"; None: the connection is closed instead.
+    configs: Option<Vec<(&'static str, &'static str)>>,
+    /// DescribeTopicPartitions: partition 0's eligible leader replicas.
+    elr: Option<Vec<i32>>,
+}
+
+impl Script {
+    fn says(full: Part) -> Script {
+        Script {
+            full,
+            named: None,
+            named_fails: false,
+            configs: None,
+            elr: None,
+        }
+    }
+}
+
+#[derive(Default)]
+struct Shared {
+    ports: BTreeMap<i32, u16>,
+    scripts: BTreeMap<i32, Script>,
+}
+
+struct Cluster {
+    brokers: BTreeMap<i32, FakeBroker>,
+    shared: Arc<Mutex<Shared>>,
+}
+
+fn metadata(shared: &Shared, id: i32, request: &MetadataRequest) -> MetadataResponse {
+    let script = &shared.scripts[&id];
+    let brokers = shared
+        .ports
+        .iter()
+        .map(|(id, port)| {
+            MetadataResponseBroker::default()
+                .with_node_id(BrokerId(*id))
+                .with_host(s("127.0.0.1"))
+                .with_port(i32::from(*port))
+        })
+        .collect();
+    let p = match &request.topics {
+        None => Some(&script.full),
+        Some(named) if named.is_empty() => None,
+        Some(_) => Some(script.named.as_ref().unwrap_or(&script.full)),
+    };
+    let topics = p
+        .map(|p| {
+            vec![MetadataResponseTopic::default()
+                .with_name(Some(TopicName(s("t"))))
+                .with_partitions(vec![MetadataResponsePartition::default()
+                    .with_partition_index(0)
+                    .with_error_code(if p.leader < 0 { 5 } else { 0 })
+                    .with_leader_id(BrokerId(p.leader))
+                    .with_leader_epoch(p.epoch)
+                    .with_replica_nodes(vec![BrokerId(1), BrokerId(2), BrokerId(3)])
+                    .with_isr_nodes(p.isr.iter().copied().map(BrokerId).collect())])]
+        })
+        .unwrap_or_default();
+    MetadataResponse::default()
+        .with_cluster_id(Some(s("fake")))
+        .with_controller_id(BrokerId(1))
+        .with_brokers(brokers)
+        .with_topics(topics)
+}
+
+impl Cluster {
+    /// Brokers 1..=n as scripted, speaking Kafka 4.1's APIs with DescribeTopicPartitions
+    /// and without DescribeCluster.
+    async fn start(scripts: Vec<Script>) -> Cluster {
+        let shared = Arc::new(Mutex::new(Shared::default()));
+        let mut ranges = ranges_with(&[(ApiKey::DescribeCluster, 1, 0)]);
+        ranges.push((ApiKey::DescribeTopicPartitions, 0, 0));
+        let mut brokers = BTreeMap::new();
+        for (i, script) in scripts.into_iter().enumerate() {
+            let id = i as i32 + 1;
+            shared.lock().unwrap().scripts.insert(id, script);
+            let (shared_here, ranges) = (shared.clone(), ranges.clone());
+            let b = FakeBroker::start(move |r| {
+                let shared = shared_here.lock().unwrap();
+                match ApiKey::try_from(r.api_key) {
+                    Ok(ApiKey::ApiVersions) => answer_api_versions(r, &ranges),
+                    Ok(ApiKey::Metadata) => {
+                        let request: MetadataRequest = r.decode();
+                        let named = request.topics.as_ref().is_some_and(|t| !t.is_empty());
+                        if named && shared.scripts[&id].named_fails {
+                            return Reply::Close;
+                        }
+                        answer(r, &metadata(&shared, id, &request))
+                    }
+                    Ok(ApiKey::DescribeConfigs) => {
+                        let Some(configs) = &shared.scripts[&id].configs else {
+                            return Reply::Close;
+                        };
+                        let request: DescribeConfigsRequest = r.decode();
+                        let results = request
+                            .resources
+                            .iter()
+                            .map(|res| {
+                                DescribeConfigsResult::default()
+                                    .with_resource_type(res.resource_type)
+                                    .with_resource_name(res.resource_name.clone())
+                                    .with_configs(
+                                        configs
+                                            .iter()
+                                            .map(|(k, v)| {
+                                                DescribeConfigsResourceResult::default()
+                                                    .with_name(s(k))
+                                                    .with_value(Some(s(v)))
+                                            })
+                                            .collect(),
+                                    )
+                            })
+                            .collect();
+                        answer(r, &DescribeConfigsResponse::default().with_results(results))
+                    }
+                    Ok(ApiKey::DescribeTopicPartitions) => {
+                        let _: DescribeTopicPartitionsRequest = r.decode();
+                        let script = &shared.scripts[&id];
+                        let partition = DescribeTopicPartitionsResponsePartition::default()
+                            .with_partition_index(0)
+                            .with_leader_id(BrokerId(script.full.leader))
+                            .with_eligible_leader_replicas(
+                                script
+                                    .elr
+                                    .as_ref()
+                                    .map(|e| e.iter().copied().map(BrokerId).collect()),
+                            );
+                        let topic = DescribeTopicPartitionsResponseTopic::default()
+                            .with_name(Some(TopicName(s("t"))))
+                            .with_partitions(vec![partition]);
+                        answer(
+                            r,
+                            &DescribeTopicPartitionsResponse::default().with_topics(vec![topic]),
+                        )
+                    }
+                    _ => Reply::Close,
+                }
+            })
+            .await;
+            let port = b.address.rsplit(':').next().unwrap().parse().unwrap();
+            shared.lock().unwrap().ports.insert(id, port);
+            brokers.insert(id, b);
+        }
+        Cluster { brokers, shared }
+    }
+
+    fn prober(&self) -> ClusterProber {
+        ClusterProber::new(ProbeSettings {
+            cluster: "fake".into(),
+            bootstrap_servers: vec![self.brokers[&1].address.clone()],
+            wire: WireOptions {
+                connect_timeout: Duration::from_millis(500),
+                request_timeout: Duration::from_millis(500),
+                ..WireOptions::default()
+            },
+            forget_broker_after: Duration::from_secs(3600),
+            topic_config_refresh: Duration::ZERO,
+            full_metadata_budget: DEFAULT_FULL_METADATA_BUDGET,
+            scoped_topics: Vec::new(),
+        })
+    }
+
+    fn script(&self, id: i32, change: impl FnOnce(&mut Script)) {
+        change(self.shared.lock().unwrap().scripts.get_mut(&id).unwrap());
+    }
+
+    fn metadata_asks(&self, id: i32) -> usize {
+        self.brokers[&id]
+            .seen()
+            .iter()
+            .filter(|r| r.api_key == ApiKey::Metadata as i16)
+            .count()
+    }
+}
+
+fn evaluator() -> Evaluator {
+    Evaluator::new("fake", Default::default(), Arc::new(|_: &str| true))
+}
+
+async fn evaluate(e: &mut Evaluator, prober: &mut ClusterProber) -> ClusterReport {
+    e.evaluate(prober.round().await, None, SystemTime::now())
+}
+
+/// Broker 1 answered just before the controller moved its leadership to broker 2 (epoch 5):
+/// for that answer it still leads at epoch 4. Asked again, it knows better: no stale leader.
+#[tokio::test]
+async fn a_stale_claim_the_broker_does_not_repeat_does_not_count() {
+    let fresh = part(2, 5, &[2, 3]);
+    let c = Cluster::start(vec![
+        Script {
+            named: Some(fresh.clone()),
+            ..Script::says(part(1, 4, &[1, 2, 3]))
+        },
+        Script::says(fresh.clone()),
+        Script::says(fresh),
+    ])
+    .await;
+    let mut prober = c.prober();
+    let report = evaluate(&mut evaluator(), &mut prober).await;
+    assert!(
+        report.stale_leaders.is_empty(),
+        "{:?}",
+        report.stale_leaders
+    );
+    assert!(
+        report.disagreements.is_empty(),
+        "{:?}",
+        report.disagreements
+    );
+    assert!(c.metadata_asks(1) >= 2, "broker 1 was asked again");
+    assert!(
+        report
+            .verdict(1)
+            .is_some_and(|v| !v.hits.iter().any(|h| h.rule == "stale_leader")),
+        "{:?}",
+        report.verdict(1)
+    );
+}
+
+/// An isolated broker (incident 3) repeats its claim: it counts.
+#[tokio::test]
+async fn a_stale_claim_the_broker_repeats_counts() {
+    let fresh = part(2, 5, &[2, 3]);
+    let c = Cluster::start(vec![
+        Script::says(part(1, 4, &[1, 2, 3])),
+        Script::says(fresh.clone()),
+        Script::says(fresh),
+    ])
+    .await;
+    let report = evaluate(&mut evaluator(), &mut c.prober()).await;
+    assert_eq!(report.stale_leaders.len(), 1, "{:?}", report.stale_leaders);
+    assert_eq!(report.stale_leaders[0].broker, 1);
+    assert!(c.metadata_asks(1) >= 2, "broker 1 was asked again");
+    assert_eq!(c.metadata_asks(2), 1, "no claim, no second ask");
+}
+
+/// A claim the broker does not repeat because it does not answer again is not confirmed
+/// either: it does not count (the broker's other answers still do).
+#[tokio::test]
+async fn a_stale_claim_without_a_second_answer_does_not_count() {
+    let fresh = part(2, 5, &[2, 3]);
+    let c = Cluster::start(vec![
+        Script {
+            named_fails: true,
+            ..Script::says(part(1, 4, &[1, 2, 3]))
+        },
+        Script::says(fresh.clone()),
+        Script::says(fresh),
+    ])
+    .await;
+    let report = evaluate(&mut evaluator(), &mut c.prober()).await;
+    assert!(
+        report.stale_leaders.is_empty(),
+        "{:?}",
+        report.stale_leaders
+    );
+    assert!(report.probes[&1].answered(), "its first answer stands");
+}
+
+/// A rolling restart: broker 3 was catching up (ISR [2]) when one round looked, rejoined and
+/// took over from broker 2 before the next. The topic's unclean.leader.election.enable could
+/// not be read (DescribeConfigs failed): Kafka's default (false) holds, nothing unclean.
+#[tokio::test]
+async fn an_unreadable_topic_config_does_not_make_elections_unclean() {
+    let before = part(2, 4, &[2]);
+    let c = Cluster::start(vec![
+        Script::says(before.clone()),
+        Script::says(before.clone()),
+        Script::says(before),
+    ])
+    .await;
+    let mut prober = c.prober();
+    let mut e = evaluator();
+    evaluate(&mut e, &mut prober).await;
+    for id in 1..=3 {
+        c.script(id, |s| s.full = part(3, 5, &[3]));
+    }
+    let report = evaluate(&mut e, &mut prober).await;
+    assert!(
+        report.unclean_elections.is_empty(),
+        "{:?}",
+        report.unclean_elections
+    );
+}
+
+/// The same two rounds on a topic that allows unclean elections: reported, unless broker 3
+/// was an eligible leader replica (KIP-966) when the first round looked.
+#[tokio::test]
+async fn where_unclean_elections_are_allowed_only_a_leader_from_outside_the_elr_is_unclean() {
+    for (elr, unclean) in [(None, 1), (Some(vec![3]), 0), (Some(vec![1]), 1)] {
+        let before = Script {
+            configs: Some(vec![
+                ("unclean.leader.election.enable", "true"),
+                ("min.insync.replicas", "2"),
+            ]),
+            elr: elr.clone(),
+            ..Script::says(part(2, 4, &[2]))
+        };
+        let c = Cluster::start(vec![before.clone(), before.clone(), before]).await;
+        let mut prober = c.prober();
+        let mut e = evaluator();
+        evaluate(&mut e, &mut prober).await;
+        for id in 1..=3 {
+            c.script(id, |s| {
+                s.full = part(3, 5, &[3]);
+                s.elr = None;
+            });
+        }
+        let report = evaluate(&mut e, &mut prober).await;
+        assert_eq!(
+            report.unclean_elections.len(),
+            unclean,
+            "ELR {elr:?}: {:?}",
+            report.unclean_elections
+        );
+    }
+}

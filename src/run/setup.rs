@@ -1,0 +1,261 @@
+//! Turns a validated cluster config into what the probes and evaluator need: wire options
+//! with certificates read, verdict settings, topic filter.
+
+use std::sync::Arc;
+
+use rdkafka::config::ClientConfig;
+
+use crate::config::{ClusterConfig, SaslMechanism, SecurityProtocol};
+use crate::judge::report::TopicFilterFn;
+use crate::judge::verdict::VerdictSettings;
+use crate::observe::canary::layout::LayoutSettings;
+use crate::observe::canary::CanarySettings;
+use crate::observe::probe::ProbeSettings;
+use crate::observe::wire::{
+    self, AwsIamSettings, SaslSettings, TlsSettings, TokenSource, WireOptions,
+};
+
+#[derive(Debug, thiserror::Error)]
+pub enum SetupError {
+    #[error("cluster {cluster}: cannot read {what} {path}: {source}")]
+    File {
+        cluster: String,
+        what: &'static str,
+        path: String,
+        source: std::io::Error,
+    },
+}
+
+fn read(cluster: &str, what: &'static str, path: &std::path::Path) -> Result<Vec<u8>, SetupError> {
+    std::fs::read(path).map_err(|source| SetupError::File {
+        cluster: cluster.to_string(),
+        what,
+        path: path.display().to_string(),
+        source,
+    })
+}
+
+pub fn wire_security(c: &ClusterConfig) -> Result<wire::Security, SetupError> {
+    let tls = match &c.security.tls {
+        Some(t) => Some(TlsSettings {
+            ca_pem: t
+                .ca_file
+                .as_deref()
+                .map(|p| read(&c.name, "CA file", p))
+                .transpose()?,
+            client_cert_pem: t
+                .client_cert
+                .as_ref()
+                .map(|cc| read(&c.name, "client certificate", &cc.cert_file))
+                .transpose()?,
+            client_key_pem: t
+                .client_cert
+                .as_ref()
+                .map(|cc| read(&c.name, "client key", &cc.key_file))
+                .transpose()?,
+            server_name: t.server_name.clone(),
+            insecure_skip_verify: t.insecure_skip_verify,
+        }),
+        None => None,
+    };
+    let sasl = match &c.security.sasl {
+        None => None,
+        Some(s) => Some(SaslSettings {
+            mechanism: match s.mechanism {
+                SaslMechanism::Plain => wire::SaslMechanism::Plain,
+                SaslMechanism::ScramSha256 => wire::SaslMechanism::ScramSha256,
+                SaslMechanism::ScramSha512 => wire::SaslMechanism::ScramSha512,
+                SaslMechanism::OAuthBearer => wire::SaslMechanism::OAuthBearer,
+                SaslMechanism::AwsMskIam => wire::SaslMechanism::AwsMskIam,
+            },
+            username: s.username.clone(),
+            password: s.password.expose().to_string(),
+            oauth: match &s.oauthbearer {
+                Some(o) => Some(Arc::new(TokenSource::new(
+                    o.token_endpoint_url.clone(),
+                    o.client_id.clone(),
+                    o.client_secret.expose().to_string(),
+                    o.scope.clone(),
+                    o.ca_file
+                        .as_deref()
+                        .map(|p| read(&c.name, "token endpoint CA file", p))
+                        .transpose()?,
+                    // The token request is part of connecting: it gets the same bound as
+                    // any other request, so a hung endpoint cannot stall a round.
+                    c.request_timeout,
+                ))),
+                None => None,
+            },
+            aws: s.aws_msk_iam.as_ref().map(|a| AwsIamSettings {
+                region: a.region.clone(),
+                profile: a.profile.clone(),
+            }),
+        }),
+    };
+    Ok(match (c.security.protocol, tls, sasl) {
+        (SecurityProtocol::Ssl, Some(t), _) => wire::Security::Ssl(t),
+        (SecurityProtocol::SaslPlaintext, _, Some(s)) => wire::Security::SaslPlaintext(s),
+        (SecurityProtocol::SaslSsl, t, Some(s)) => {
+            wire::Security::SaslSsl(t.unwrap_or_default(), s)
+        }
+        (SecurityProtocol::Ssl, None, _) => wire::Security::Ssl(TlsSettings::default()),
+        _ => wire::Security::Plaintext,
+    })
+}
+
+pub fn probe_settings(c: &ClusterConfig) -> Result<ProbeSettings, SetupError> {
+    Ok(ProbeSettings {
+        cluster: c.name.clone(),
+        bootstrap_servers: c.bootstrap_servers.clone(),
+        wire: WireOptions {
+            connect_timeout: c.connect_timeout,
+            request_timeout: c.request_timeout,
+            client_id: "kafka-watchdog".into(),
+            max_frame_bytes: 100 * 1024 * 1024,
+            security: wire_security(c)?,
+        },
+        forget_broker_after: c.forget_broker_after,
+        topic_config_refresh: c.topic_config_refresh,
+        full_metadata_budget: c.full_metadata_budget,
+        // Brokers asked for less than every topic still say what they believe about the
+        // canary topic, where every broker leads a partition: a stale leader shows there.
+        scoped_topics: if c.canary.enabled {
+            vec![c.canary.topic.clone()]
+        } else {
+            Vec::new()
+        },
+    })
+}
+
+pub fn verdict_settings(c: &ClusterConfig) -> VerdictSettings {
+    VerdictSettings {
+        latency_degraded_factor: c.verdict.latency_degraded_factor,
+        restart_grace: c.verdict.restart_grace,
+        catch_up_window: c.verdict.catch_up_window,
+        ..VerdictSettings::default()
+    }
+}
+
+pub fn topic_filter(c: &ClusterConfig) -> TopicFilterFn {
+    let filter = c.topics.clone();
+    Arc::new(move |t: &str| filter.matches(t))
+}
+
+/// The smallest `socket.connection.setup.timeout.ms` librdkafka accepts.
+const LIBRDKAFKA_MIN_CONNECT_SETUP: std::time::Duration = std::time::Duration::from_millis(1000);
+
+/// librdkafka settings shared by the canary's clients: bootstrap, security, deadlines short
+/// enough that a hung broker is an error within a round (librdkafka's defaults would turn
+/// it into half a minute of latency), then the operator's own properties.
+pub fn client_config(c: &ClusterConfig) -> ClientConfig {
+    let mut cc = ClientConfig::new();
+    let ms = |d: std::time::Duration| d.as_millis().max(1).to_string();
+    cc.set("bootstrap.servers", c.bootstrap_servers.join(","))
+        .set("client.id", "kafka-watchdog")
+        .set(
+            "socket.timeout.ms",
+            ms(c.request_timeout.max(c.canary.produce_timeout)),
+        )
+        // librdkafka refuses a setup deadline under a second; the direct probes keep the
+        // operator's shorter one, which is where a fast answer matters.
+        .set(
+            "socket.connection.setup.timeout.ms",
+            ms(c.connect_timeout.max(LIBRDKAFKA_MIN_CONNECT_SETUP)),
+        )
+        .set("api.version.request.timeout.ms", ms(c.request_timeout))
+        .set(
+            "topic.metadata.refresh.interval.ms",
+            ms(c.round_interval * 6),
+        )
+        .set("metadata.max.age.ms", ms(c.round_interval * 18))
+        .set("log_level", "4")
+        .set("security.protocol", c.security.protocol.as_str());
+    if let Some(s) = &c.security.sasl {
+        match s.mechanism {
+            // The token comes from the canary's refresh callback (canary::auth), fed by the
+            // same token source as the direct probes: librdkafka's built-in OIDC needs a
+            // libcurl this build does not link.
+            SaslMechanism::OAuthBearer => {
+                cc.set("sasl.mechanism", "OAUTHBEARER");
+            }
+            // librdkafka has no such mechanism; the canary reports itself unavailable.
+            SaslMechanism::AwsMskIam => {}
+            _ => {
+                cc.set("sasl.mechanism", s.mechanism.as_str())
+                    .set("sasl.username", &s.username)
+                    .set("sasl.password", s.password.expose());
+            }
+        }
+    }
+    if let Some(t) = &c.security.tls {
+        if let Some(ca) = &t.ca_file {
+            cc.set("ssl.ca.location", ca.display().to_string());
+        }
+        if let Some(cert) = &t.client_cert {
+            cc.set(
+                "ssl.certificate.location",
+                cert.cert_file.display().to_string(),
+            )
+            .set("ssl.key.location", cert.key_file.display().to_string());
+        }
+        if t.insecure_skip_verify {
+            cc.set("enable.ssl.certificate.verification", "false")
+                .set("ssl.endpoint.identification.algorithm", "none");
+        }
+    }
+    for (k, v) in &c.librdkafka {
+        cc.set(k, v);
+    }
+    cc
+}
+
+pub fn canary_settings(
+    c: &ClusterConfig,
+    instance: &str,
+    wire: crate::observe::wire::WireOptions,
+) -> CanarySettings {
+    CanarySettings {
+        acks1_probe: c.canary.acks1_probe,
+        wire,
+        cluster: c.name.clone(),
+        topic: c.canary.topic.clone(),
+        instance: instance.to_string(),
+        produce_timeout: c.canary.produce_timeout,
+        interval: c.canary.interval,
+        lost_after: c.canary.lost_after,
+        manage_topic: c.canary.manage_topic,
+        layout: LayoutSettings {
+            replication_factor: c.canary.replication_factor,
+            min_insync_replicas: c.canary.min_insync_replicas,
+            stable_for: c.canary.reassign_stable,
+            min_interval: c.canary.reassign_min_interval,
+            elect_preferred_leaders: c.canary.elect_preferred_leaders,
+        },
+        client: client_config(c),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use rdkafka::producer::BaseProducer;
+
+    use super::*;
+
+    fn cluster(extra: &str) -> ClusterConfig {
+        let yaml =
+            format!("clusters:\n  - name: c\n    bootstrap_servers: ['127.0.0.1:9092']\n{extra}");
+        let mut config = crate::config::parse(&yaml, "test.yaml").expect("valid configuration");
+        config.clusters.remove(0)
+    }
+
+    /// The direct probes may use a connect deadline under a second; librdkafka refuses one
+    /// (its `socket.connection.setup.timeout.ms` starts at 1000), which left the canary
+    /// unable to start while `check-config` had said the file was fine.
+    #[test]
+    fn a_sub_second_connect_timeout_still_gives_the_canary_a_client() {
+        let c = cluster("    connect_timeout_ms: 300\n");
+        assert_eq!(c.connect_timeout, std::time::Duration::from_millis(300));
+        let producer: Result<BaseProducer, _> = client_config(&c).create();
+        assert!(producer.is_ok(), "{:?}", producer.err());
+    }
+}

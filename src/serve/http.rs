@@ -1,0 +1,950 @@
+//! The HTTP surface: `/metrics`, `/healthz`, `/readyz`, `/status`, and the silences API
+//! (`/api/v1/silences`). Every page is rendered from the published reports, so a hung
+//! broker can never make a scrape wait.
+//!
+//! The server faces whatever can reach its address, so every resource a client can hold is
+//! bounded: connections (a semaphore), header bytes and time, connection lifetime, and the
+//! request body, which is read only by the silences API (16 KiB within 5 s) and never
+//! elsewhere. HTTPS (rustls) and a credential for everything but `/healthz` and `/readyz`
+//! are optional; without a credential, only loopback clients may change silences.
+
+use std::collections::BTreeMap;
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use base64::engine::general_purpose::STANDARD as BASE64;
+use base64::Engine;
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::body::{Body, Incoming};
+use hyper::header::{
+    HeaderValue, ACCEPT, ALLOW, AUTHORIZATION, CONNECTION, CONTENT_TYPE, VARY, WWW_AUTHENTICATE,
+};
+use hyper::service::service_fn;
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::TcpListener;
+use tokio::sync::{watch, Semaphore};
+use tokio_rustls::TlsAcceptor;
+
+use crate::config::{Config, HttpAuth, HttpTlsError};
+use crate::judge::report::ClusterReport;
+use crate::observe::canary::stats::CanaryStats;
+
+/// Far more than the scrapers and dashboards of one watchdog; a client flood beyond it
+/// waits in the kernel's accept queue instead of costing tasks and buffers here.
+pub const MAX_CONNECTIONS: usize = 64;
+/// Headers must arrive within this, and a TLS handshake must end within it.
+const HEADER_TIMEOUT: Duration = Duration::from_secs(5);
+/// Request line and headers; the body is never read, so this bounds what one connection
+/// can make the server buffer.
+const MAX_HEAD_BYTES: usize = 16 * 1024;
+/// A slow or idle client may hold a connection this long at most.
+const CONNECTION_LIFETIME: Duration = Duration::from_secs(30);
+const REALM: &str = "kafka-watchdog";
+
+/// What the server does beyond routing. The default is plain HTTP without credentials.
+#[derive(Clone)]
+pub struct ServeOptions {
+    pub tls: Option<TlsAcceptor>,
+    /// Asked for by every page but `/healthz` and `/readyz`.
+    pub auth: Option<HttpAuth>,
+    pub max_connections: usize,
+}
+
+impl Default for ServeOptions {
+    fn default() -> Self {
+        ServeOptions {
+            tls: None,
+            auth: None,
+            max_connections: MAX_CONNECTIONS,
+        }
+    }
+}
+
+impl std::fmt::Debug for ServeOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServeOptions")
+            .field("tls", &self.tls.is_some())
+            .field("auth", &self.auth)
+            .field("max_connections", &self.max_connections)
+            .finish()
+    }
+}
+
+impl ServeOptions {
+    /// The `http:` settings of `config`. The certificate and key are read again here:
+    /// loading checked them, but the files may have changed since.
+    pub fn from_config(config: &Config) -> Result<Self, HttpTlsError> {
+        let tls = match &config.http_tls {
+            Some(t) => Some(TlsAcceptor::from(t.server_config()?)),
+            None => None,
+        };
+        Ok(ServeOptions {
+            tls,
+            auth: config.http_auth.clone(),
+            max_connections: MAX_CONNECTIONS,
+        })
+    }
+}
+
+/// What the HTTP server reads: the latest report of each cluster, replaced whole after each
+/// round.
+pub struct Published {
+    pub instance_id: String,
+    /// Clusters the config names; readiness waits for a first report of each.
+    pub expected: RwLock<Vec<String>>,
+    pub reports: RwLock<BTreeMap<String, Arc<ClusterReport>>>,
+    /// The canary's cumulative metrics, of every cluster.
+    pub canary_stats: CanaryStats,
+    /// Incidents and webhook delivery, once started.
+    pub alerting: std::sync::OnceLock<Arc<crate::alert::alerting::Alerting>>,
+    /// Whether the last configuration reload was applied (1) or refused (0).
+    pub reload_success: std::sync::atomic::AtomicBool,
+    /// Remediation counters and recent decisions, of every cluster.
+    pub remediation: crate::alert::remediate::RemediationLog,
+}
+
+impl Published {
+    pub fn new(instance_id: &str, clusters: Vec<String>) -> Arc<Self> {
+        Arc::new(Published {
+            instance_id: instance_id.to_string(),
+            expected: RwLock::new(clusters),
+            reports: RwLock::new(BTreeMap::new()),
+            canary_stats: CanaryStats::default(),
+            alerting: std::sync::OnceLock::new(),
+            reload_success: std::sync::atomic::AtomicBool::new(true),
+            remediation: Default::default(),
+        })
+    }
+
+    pub fn publish(&self, report: ClusterReport) {
+        self.publish_shared(Arc::new(report));
+    }
+
+    /// [`publish`](Self::publish) of a report the caller keeps a handle to.
+    pub fn publish_shared(&self, report: Arc<ClusterReport>) {
+        let mut reports = self.reports.write().unwrap_or_else(|p| p.into_inner());
+        reports.insert(report.cluster.clone(), report);
+    }
+
+    /// Keeps only the given clusters (after a reload removed some).
+    pub fn retain_clusters(&self, names: &[String]) {
+        *self.expected.write().unwrap_or_else(|p| p.into_inner()) = names.to_vec();
+        self.remediation.retain_clusters(names);
+        self.reports
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .retain(|k, _| names.contains(k));
+    }
+
+    pub fn snapshot(&self) -> Vec<Arc<ClusterReport>> {
+        self.reports
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .values()
+            .cloned()
+            .collect()
+    }
+
+    /// What the outputs show beside the reports.
+    pub fn extras(&self) -> crate::serve::metrics::Extras<'_> {
+        let alerting = self.alerting.get();
+        crate::serve::metrics::Extras {
+            clusters: self.expected.read().map(|e| e.clone()).unwrap_or_default(),
+            canary_stats: Some(&self.canary_stats),
+            incidents: alerting.map(|a| a.open_incidents()).unwrap_or_default(),
+            webhooks: alerting.map(|a| a.stats()),
+            reload_success: Some(
+                self.reload_success
+                    .load(std::sync::atomic::Ordering::Relaxed),
+            ),
+            remediation_counts: self.remediation.counts(),
+            remediations: self.remediation.recent(),
+            silences: alerting.map(|a| a.silences()).unwrap_or_default(),
+        }
+    }
+
+    /// Clusters that have not completed a round yet.
+    pub fn waiting_for(&self) -> Vec<String> {
+        let reports = self.reports.read().unwrap_or_else(|p| p.into_inner());
+        self.expected
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .filter(|c| !reports.contains_key(*c))
+            .cloned()
+            .collect()
+    }
+}
+
+fn text(status: StatusCode, content_type: &'static str, body: String) -> Response<Full<Bytes>> {
+    let mut r = Response::new(Full::new(Bytes::from(body)));
+    *r.status_mut() = status;
+    r.headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
+    r
+}
+
+/// Compares a secret with what a client sent in time that does not depend on where they
+/// differ. Both sides are hashed first, so the comparison is over equal lengths and even
+/// the length of the secret stays hidden.
+fn secrets_equal(sent: &[u8], secret: &[u8]) -> bool {
+    let a = ring::digest::digest(&ring::digest::SHA256, sent);
+    let b = ring::digest::digest(&ring::digest::SHA256, secret);
+    let diff = a
+        .as_ref()
+        .iter()
+        .zip(b.as_ref())
+        .fold(0u8, |acc, (x, y)| acc | (x ^ y));
+    // Keeps the optimizer from turning the fold into an early exit.
+    std::hint::black_box(diff) == 0
+}
+
+/// Whether the `Authorization` header carries the configured credential. The scheme name
+/// is case-insensitive (RFC 9110); the parts an attacker sends are parsed without care
+/// for timing, the secrets are compared only through `secrets_equal`.
+fn authorized(auth: &HttpAuth, header: Option<&HeaderValue>) -> bool {
+    let Some(value) = header.and_then(|h| h.to_str().ok()) else {
+        return false;
+    };
+    let value = value.trim();
+    let (scheme, rest) = value.split_once(' ').unwrap_or((value, ""));
+    let rest = rest.trim();
+    match auth {
+        HttpAuth::Basic { username, password } => {
+            if !scheme.eq_ignore_ascii_case("basic") {
+                return false;
+            }
+            let Ok(decoded) = BASE64.decode(rest) else {
+                return false;
+            };
+            let Some(colon) = decoded.iter().position(|&b| b == b':') else {
+                return false;
+            };
+            let user_ok = secrets_equal(&decoded[..colon], username.as_bytes());
+            let password_ok = secrets_equal(&decoded[colon + 1..], password.expose().as_bytes());
+            // Both are compared whatever the first gave, so timing does not tell which failed.
+            user_ok & password_ok
+        }
+        HttpAuth::Bearer { token } => {
+            scheme.eq_ignore_ascii_case("bearer")
+                && secrets_equal(rest.as_bytes(), token.expose().as_bytes())
+        }
+    }
+}
+
+fn unauthorized(auth: &HttpAuth) -> Response<Full<Bytes>> {
+    let mut r = text(
+        StatusCode::UNAUTHORIZED,
+        "text/plain; charset=utf-8",
+        "credentials required (only /healthz and /readyz are open)\n".into(),
+    );
+    let challenge = match auth {
+        HttpAuth::Basic { .. } => format!("Basic realm=\"{REALM}\", charset=\"UTF-8\""),
+        HttpAuth::Bearer { .. } => format!("Bearer realm=\"{REALM}\""),
+    };
+    if let Ok(v) = HeaderValue::from_str(&challenge) {
+        r.headers_mut().insert(WWW_AUTHENTICATE, v);
+    }
+    r
+}
+
+/// Answers one request. A request that comes with a body is refused and its connection
+/// closed after the answer: the body is never read, so a client cannot make the server
+/// buffer more than the headers.
+fn respond(
+    published: &Published,
+    auth: Option<&HttpAuth>,
+    req: &Request<Incoming>,
+) -> Response<Full<Bytes>> {
+    let has_body = !req.body().is_end_stream();
+    let mut r = if req.method() != Method::GET && req.method() != Method::HEAD {
+        let mut r = text(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "text/plain; charset=utf-8",
+            "only GET is served\n".into(),
+        );
+        r.headers_mut()
+            .insert(ALLOW, HeaderValue::from_static("GET, HEAD"));
+        r
+    } else if has_body {
+        text(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "text/plain; charset=utf-8",
+            "a request body is not accepted\n".into(),
+        )
+    } else {
+        // Everything but the probes is guarded, so a page added later is guarded too
+        // and a client without credentials cannot tell which pages exist.
+        match auth {
+            Some(a)
+                if !matches!(req.uri().path(), "/healthz" | "/readyz")
+                    && !authorized(a, req.headers().get(AUTHORIZATION)) =>
+            {
+                unauthorized(a)
+            }
+            _ => route(published, req),
+        }
+    };
+    if has_body {
+        r.headers_mut()
+            .insert(CONNECTION, HeaderValue::from_static("close"));
+    }
+    r
+}
+
+/// Where the silences API lives.
+pub const SILENCES_PATH: &str = "/api/v1/silences";
+/// A silence request is a few hundred bytes.
+const MAX_API_BODY: usize = 16 * 1024;
+
+fn json(status: StatusCode, value: &serde_json::Value) -> Response<Full<Bytes>> {
+    let mut body = serde_json::to_string_pretty(value).unwrap_or_default();
+    body.push('\n');
+    text(status, "application/json", body)
+}
+
+fn api_error(status: StatusCode, message: impl Into<String>) -> Response<Full<Bytes>> {
+    json(status, &serde_json::json!({"error": message.into()}))
+}
+
+/// A request that changes silences: the one kind of request whose body is read.
+fn is_api_write(req: &Request<Incoming>) -> bool {
+    let path = req.uri().path();
+    (path == SILENCES_PATH && req.method() == Method::POST)
+        || (path.starts_with(&format!("{SILENCES_PATH}/")) && req.method() == Method::DELETE)
+}
+
+/// Adds (POST) or expires (DELETE .../<id>) a silence. With a credential configured it is
+/// required; without one, only a client on loopback may change what pages.
+async fn api_write(
+    published: &Published,
+    auth: Option<&HttpAuth>,
+    peer: Option<SocketAddr>,
+    req: Request<Incoming>,
+) -> Response<Full<Bytes>> {
+    use http_body_util::BodyExt;
+    match auth {
+        Some(a) if !authorized(a, req.headers().get(AUTHORIZATION)) => return unauthorized(a),
+        None if !peer.is_some_and(|p| p.ip().is_loopback()) => {
+            return api_error(
+                StatusCode::FORBIDDEN,
+                "silences can be changed from loopback only, unless http.auth is configured",
+            )
+        }
+        _ => {}
+    }
+    let Some(alerting) = published.alerting.get() else {
+        return api_error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "alerting has not started yet",
+        );
+    };
+    let now = std::time::SystemTime::now();
+    if req.method() == Method::DELETE {
+        let id = req.uri().path()[SILENCES_PATH.len() + 1..].to_string();
+        return match alerting.expire_silence(&id, now) {
+            Ok(true) => json(StatusCode::OK, &serde_json::json!({"expired": id})),
+            Ok(false) => api_error(StatusCode::NOT_FOUND, format!("no silence {id}")),
+            Err(e) => api_error(StatusCode::CONFLICT, e.to_string()),
+        };
+    }
+    let who = match auth {
+        Some(HttpAuth::Basic { username, .. }) => username.clone(),
+        _ => "api".to_string(),
+    };
+    let body = http_body_util::Limited::new(req.into_body(), MAX_API_BODY).collect();
+    let bytes = match tokio::time::timeout(HEADER_TIMEOUT, body).await {
+        Ok(Ok(b)) => b.to_bytes(),
+        Ok(Err(_)) => {
+            return api_error(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                format!("a silence request is at most {MAX_API_BODY} bytes"),
+            )
+        }
+        Err(_) => {
+            return api_error(
+                StatusCode::REQUEST_TIMEOUT,
+                "the body did not arrive in time",
+            )
+        }
+    };
+    let mut request: crate::alert::silence::Request = match serde_json::from_slice(&bytes) {
+        Ok(r) => r,
+        Err(e) => {
+            return api_error(
+                StatusCode::BAD_REQUEST,
+                format!("not a silence request ({e}); expected JSON with comment, ends_at or duration, and optionally cluster, broker, kind, starts_at, created_by"),
+            )
+        }
+    };
+    if request.created_by.is_none() {
+        request.created_by = Some(who);
+    }
+    let clusters = published
+        .expected
+        .read()
+        .map(|e| e.clone())
+        .unwrap_or_default();
+    match alerting.add_silence(&request, &clusters, now) {
+        Ok(s) => json(
+            StatusCode::CREATED,
+            &crate::alert::silence::to_json(&s, now),
+        ),
+        Err(e) => api_error(StatusCode::BAD_REQUEST, e.to_string()),
+    }
+}
+
+fn route(published: &Published, req: &Request<Incoming>) -> Response<Full<Bytes>> {
+    match req.uri().path() {
+        SILENCES_PATH => {
+            let now = std::time::SystemTime::now();
+            let list: Vec<serde_json::Value> = published
+                .alerting
+                .get()
+                .map(|a| a.silences())
+                .unwrap_or_default()
+                .iter()
+                .map(|s| crate::alert::silence::to_json(s, now))
+                .collect();
+            json(StatusCode::OK, &serde_json::json!({ "silences": list }))
+        }
+        "/metrics" => {
+            let reports = published.snapshot();
+            let page = crate::serve::metrics::render(
+                reports.iter().map(|r| r.as_ref()),
+                &published.extras(),
+            );
+            let accept = req.headers().get(ACCEPT).and_then(|v| v.to_str().ok());
+            let mut r = if crate::serve::metrics::wants_openmetrics(accept) {
+                text(StatusCode::OK, crate::serve::metrics::CONTENT_TYPE, page)
+            } else {
+                text(
+                    StatusCode::OK,
+                    crate::serve::metrics::TEXT_CONTENT_TYPE,
+                    crate::serve::metrics::to_text_004(&page),
+                )
+            };
+            // The answer depends on Accept: a cache must not hand one format to the other.
+            r.headers_mut()
+                .insert(VARY, HeaderValue::from_static("accept"));
+            r
+        }
+        "/healthz" => text(StatusCode::OK, "text/plain; charset=utf-8", "ok\n".into()),
+        "/readyz" => {
+            let waiting = published.waiting_for();
+            if waiting.is_empty() {
+                text(
+                    StatusCode::OK,
+                    "text/plain; charset=utf-8",
+                    "ready\n".into(),
+                )
+            } else {
+                text(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "text/plain; charset=utf-8",
+                    format!(
+                        "not ready: no round completed yet for cluster(s) {}\n",
+                        waiting.join(", ")
+                    ),
+                )
+            }
+        }
+        "/status" => {
+            let reports = published.snapshot();
+            text(
+                StatusCode::OK,
+                "application/json",
+                crate::serve::status::render(
+                    &published.instance_id,
+                    reports.iter().map(|r| r.as_ref()),
+                    &published.extras(),
+                ),
+            )
+        }
+        _ => text(
+            StatusCode::NOT_FOUND,
+            "text/plain; charset=utf-8",
+            "not found: try /metrics, /status, /healthz, /readyz or /api/v1/silences\n".into(),
+        ),
+    }
+}
+
+/// Binds the listener; errors here are start-up errors (address in use, permission).
+pub async fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
+    TcpListener::bind(addr).await
+}
+
+/// Serves plain HTTP without credentials until `shutdown` turns true.
+pub async fn serve(
+    listener: TcpListener,
+    published: Arc<Published>,
+    shutdown: watch::Receiver<bool>,
+) {
+    serve_with(listener, published, shutdown, ServeOptions::default()).await
+}
+
+/// Serves with `options` until `shutdown` turns true.
+pub async fn serve_with(
+    listener: TcpListener,
+    published: Arc<Published>,
+    mut shutdown: watch::Receiver<bool>,
+    options: ServeOptions,
+) {
+    let slots = Arc::new(Semaphore::new(options.max_connections.max(1)));
+    loop {
+        // A slot first, then the connection: beyond the limit, clients wait in the
+        // kernel's queue rather than in memory here.
+        let slot = tokio::select! {
+            s = slots.clone().acquire_owned() => s,
+            _ = shutdown.changed() => return,
+        };
+        let Ok(slot) = slot else { return };
+        let accepted = tokio::select! {
+            a = listener.accept() => a,
+            _ = shutdown.changed() => return,
+        };
+        let (stream, peer) = match accepted {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::warn!(error = %e, "accepting an HTTP connection failed");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let published = published.clone();
+        let options = options.clone();
+        tokio::spawn(async move {
+            let _slot = slot;
+            let connection = async {
+                match &options.tls {
+                    None => connection(stream, published, options.auth, Some(peer)).await,
+                    Some(acceptor) => {
+                        match tokio::time::timeout(HEADER_TIMEOUT, acceptor.accept(stream)).await {
+                            Ok(Ok(tls)) => {
+                                connection(tls, published, options.auth, Some(peer)).await
+                            }
+                            Ok(Err(e)) => {
+                                tracing::debug!(%peer, error = %e, "TLS handshake failed");
+                            }
+                            Err(_) => tracing::debug!(%peer, "TLS handshake timed out"),
+                        }
+                    }
+                }
+            };
+            let _ = tokio::time::timeout(CONNECTION_LIFETIME, connection).await;
+        });
+    }
+}
+
+async fn connection<S>(
+    stream: S,
+    published: Arc<Published>,
+    auth: Option<HttpAuth>,
+    peer: Option<SocketAddr>,
+) where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let service = service_fn(move |req: Request<Incoming>| {
+        let published = published.clone();
+        let auth = auth.clone();
+        async move {
+            let response = if is_api_write(&req) {
+                api_write(&published, auth.as_ref(), peer, req).await
+            } else {
+                respond(&published, auth.as_ref(), &req)
+            };
+            Ok::<_, Infallible>(response)
+        }
+    });
+    let _ = hyper::server::conn::http1::Builder::new()
+        .timer(TokioTimer::new())
+        .header_read_timeout(HEADER_TIMEOUT)
+        .max_buf_size(MAX_HEAD_BYTES)
+        .serve_connection(TokioIo::new(stream), service)
+        .await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{HttpTlsConfig, Secret};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::TcpStream;
+    use tokio_rustls::rustls::crypto::ring as ring_provider;
+    use tokio_rustls::rustls::pki_types::pem::PemObject;
+    use tokio_rustls::rustls::pki_types::{CertificateDer, ServerName};
+    use tokio_rustls::rustls::{ClientConfig, RootCertStore};
+    use tokio_rustls::TlsConnector;
+
+    const TESTDATA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/src/observe/wire/testdata");
+    const CA: &[u8] = include_bytes!("../observe/wire/testdata/ca.pem");
+    const ANSWER_WITHIN: Duration = Duration::from_secs(5);
+
+    struct Server {
+        addr: SocketAddr,
+        stop: watch::Sender<bool>,
+    }
+
+    impl Drop for Server {
+        fn drop(&mut self) {
+            let _ = self.stop.send(true);
+        }
+    }
+
+    async fn start(options: ServeOptions) -> Server {
+        let listener = bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (stop, stop_rx) = watch::channel(false);
+        let published = Published::new("wd-test", vec!["orders".into()]);
+        tokio::spawn(serve_with(listener, published, stop_rx, options));
+        Server { addr, stop }
+    }
+
+    fn with_auth(auth: HttpAuth) -> ServeOptions {
+        ServeOptions {
+            auth: Some(auth),
+            ..ServeOptions::default()
+        }
+    }
+
+    fn basic() -> HttpAuth {
+        HttpAuth::Basic {
+            username: "prometheus".into(),
+            password: Secret::new("pa:ss wörd"),
+        }
+    }
+
+    /// Sends `head` (request line and headers, without the blank line) and reads until the
+    /// server closes: (status, everything after the status line).
+    async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(mut s: S, head: &str) -> (u16, String) {
+        let request = format!("{head}\r\nHost: test\r\nConnection: close\r\n\r\n");
+        s.write_all(request.as_bytes()).await.unwrap();
+        let mut out = Vec::new();
+        tokio::time::timeout(ANSWER_WITHIN, s.read_to_end(&mut out))
+            .await
+            .expect("the server answers and closes")
+            .unwrap();
+        let out = String::from_utf8_lossy(&out).into_owned();
+        let status = out
+            .get(9..12)
+            .and_then(|c| c.parse().ok())
+            .unwrap_or_else(|| panic!("no status line in {out:?}"));
+        (status, out)
+    }
+
+    async fn get(server: &Server, path: &str, headers: &[&str]) -> (u16, String) {
+        let stream = TcpStream::connect(server.addr).await.unwrap();
+        let mut head = format!("GET {path} HTTP/1.1");
+        for h in headers {
+            head.push_str("\r\n");
+            head.push_str(h);
+        }
+        exchange(stream, &head).await
+    }
+
+    fn basic_header(user: &str, password: &str) -> String {
+        format!(
+            "Authorization: Basic {}",
+            BASE64.encode(format!("{user}:{password}"))
+        )
+    }
+
+    #[tokio::test]
+    async fn without_auth_everything_is_open() {
+        let server = start(ServeOptions::default()).await;
+        assert_eq!(get(&server, "/metrics", &[]).await.0, 200);
+        assert_eq!(get(&server, "/status", &[]).await.0, 200);
+        assert_eq!(get(&server, "/healthz", &[]).await.0, 200);
+        assert_eq!(get(&server, "/readyz", &[]).await.0, 503);
+    }
+
+    /// The header block of an answer, lowercased, and its body.
+    fn split_answer(answer: &str) -> (String, &str) {
+        let (head, body) = answer.split_once("\r\n\r\n").expect("headers end");
+        (head.to_ascii_lowercase(), body)
+    }
+
+    #[tokio::test]
+    async fn metrics_answer_in_the_format_the_scraper_accepts() {
+        let server = start(ServeOptions::default()).await;
+        let prometheus = "Accept: application/openmetrics-text;version=1.0.0;q=0.5,text/plain;version=0.0.4;q=0.3,*/*;q=0.2";
+        let (status, answer) = get(&server, "/metrics", &[prometheus]).await;
+        assert_eq!(status, 200);
+        let (head, body) = split_answer(&answer);
+        assert!(
+            head.contains("content-type: application/openmetrics-text; version=1.0.0"),
+            "{head}"
+        );
+        assert!(head.contains("vary: accept"), "{head}");
+        assert!(body.ends_with("# EOF\n"), "{body}");
+        for accept in [
+            "Accept: text/plain;version=0.0.4",
+            "Accept: */*",
+            "X-None: 1",
+        ] {
+            let (status, answer) = get(&server, "/metrics", &[accept]).await;
+            assert_eq!(status, 200);
+            let (head, body) = split_answer(&answer);
+            assert!(
+                head.contains("content-type: text/plain; version=0.0.4"),
+                "{accept}: {head}"
+            );
+            assert!(!body.contains("# EOF"), "{accept}: {body}");
+            assert!(
+                body.contains("# TYPE process_cpu_seconds_total counter\n"),
+                "{body}"
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn basic_auth_guards_everything_but_the_probes() {
+        let server = start(with_auth(basic())).await;
+        let right = basic_header("prometheus", "pa:ss wörd");
+        for path in ["/metrics", "/status"] {
+            let (status, answer) = get(&server, path, &[]).await;
+            assert_eq!(status, 401, "{path}");
+            assert!(
+                answer.contains("www-authenticate: Basic realm=\"kafka-watchdog\""),
+                "{answer}"
+            );
+            for wrong in [
+                basic_header("prometheus", "pa:ss"),
+                basic_header("prometheus", "pa:ss wörd "),
+                basic_header("grafana", "pa:ss wörd"),
+                basic_header("", ""),
+                "Authorization: Basic !!!".into(),
+                "Authorization: Basic".into(),
+                "Authorization: Bearer pa:ss wörd".into(),
+                right.replace("Basic", "Digest"),
+            ] {
+                assert_eq!(get(&server, path, &[&wrong]).await.0, 401, "{path} {wrong}");
+            }
+            assert_eq!(get(&server, path, &[&right]).await.0, 200, "{path}");
+            let lower = right.replace("Basic", "basic");
+            assert_eq!(get(&server, path, &[&lower]).await.0, 200, "{path}");
+        }
+        assert_eq!(get(&server, "/healthz", &[]).await.0, 200);
+        assert_eq!(get(&server, "/readyz", &[]).await.0, 503);
+        assert_eq!(get(&server, "/nothing", &[]).await.0, 401);
+        assert_eq!(get(&server, "/nothing", &[&right]).await.0, 404);
+    }
+
+    #[tokio::test]
+    async fn bearer_auth() {
+        let token = "c2VjcmV0LXRva2Vu.x_y~z+/==";
+        let server = start(with_auth(HttpAuth::Bearer {
+            token: Secret::new(token),
+        }))
+        .await;
+        let (status, answer) = get(&server, "/metrics", &[]).await;
+        assert_eq!(status, 401);
+        assert!(
+            answer.contains("www-authenticate: Bearer realm=\"kafka-watchdog\""),
+            "{answer}"
+        );
+        for wrong in [
+            format!("Authorization: Bearer {}", &token[..token.len() - 1]),
+            format!("Authorization: Bearer {token}x"),
+            format!("Authorization: Basic {token}"),
+            "Authorization: Bearer".into(),
+        ] {
+            assert_eq!(get(&server, "/metrics", &[&wrong]).await.0, 401, "{wrong}");
+        }
+        let right = format!("Authorization: Bearer {token}");
+        assert_eq!(get(&server, "/metrics", &[&right]).await.0, 200);
+        assert_eq!(get(&server, "/status", &[&right]).await.0, 200);
+        assert_eq!(get(&server, "/healthz", &[]).await.0, 200);
+    }
+
+    #[test]
+    fn secrets_compare_whole_values() {
+        assert!(secrets_equal(b"s3cret", b"s3cret"));
+        assert!(secrets_equal(b"", b""));
+        assert!(
+            !secrets_equal(b"s3cre", b"s3cret"),
+            "a prefix is not the secret"
+        );
+        assert!(!secrets_equal(b"s3cretx", b"s3cret"));
+        assert!(!secrets_equal(b"S3cret", b"s3cret"));
+        assert!(!secrets_equal(b"", b"s3cret"));
+    }
+
+    fn tls_client() -> TlsConnector {
+        let mut roots = RootCertStore::empty();
+        roots
+            .add(CertificateDer::from_pem_slice(CA).unwrap())
+            .unwrap();
+        let mut config =
+            ClientConfig::builder_with_provider(Arc::new(ring_provider::default_provider()))
+                .with_safe_default_protocol_versions()
+                .unwrap()
+                .with_root_certificates(roots)
+                .with_no_client_auth();
+        // As curl offers: the server must pick the one it speaks.
+        config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+        TlsConnector::from(Arc::new(config))
+    }
+
+    fn tls_options(auth: Option<HttpAuth>) -> ServeOptions {
+        let tls = HttpTlsConfig {
+            cert_file: format!("{TESTDATA}/server.pem").into(),
+            key_file: format!("{TESTDATA}/server.key").into(),
+        };
+        ServeOptions {
+            tls: Some(TlsAcceptor::from(tls.server_config().unwrap())),
+            auth,
+            ..ServeOptions::default()
+        }
+    }
+
+    #[tokio::test]
+    async fn https_with_the_configured_certificate() {
+        let server = start(tls_options(Some(basic()))).await;
+        let connect = || async {
+            let tcp = TcpStream::connect(server.addr).await.unwrap();
+            tls_client()
+                .connect(ServerName::try_from("localhost").unwrap(), tcp)
+                .await
+                .expect("the handshake succeeds with the test CA")
+        };
+        let (status, _) = exchange(connect().await, "GET /healthz HTTP/1.1").await;
+        assert_eq!(status, 200);
+        let (status, _) = exchange(connect().await, "GET /metrics HTTP/1.1").await;
+        assert_eq!(status, 401);
+        let right = basic_header("prometheus", "pa:ss wörd");
+        let (status, _) = exchange(
+            connect().await,
+            &format!("GET /metrics HTTP/1.1\r\n{right}"),
+        )
+        .await;
+        assert_eq!(status, 200);
+        let tls = connect().await;
+        assert_eq!(tls.get_ref().1.alpn_protocol(), Some(&b"http/1.1"[..]));
+
+        // Plain HTTP to the TLS port gets no HTTP answer.
+        let mut plain = TcpStream::connect(server.addr).await.unwrap();
+        plain
+            .write_all(b"GET /healthz HTTP/1.1\r\nHost: test\r\n\r\n")
+            .await
+            .unwrap();
+        let mut out = Vec::new();
+        let _ = tokio::time::timeout(ANSWER_WITHIN, plain.read_to_end(&mut out)).await;
+        assert!(!out.starts_with(b"HTTP/"), "{out:?}");
+    }
+
+    #[tokio::test]
+    async fn a_silent_client_cannot_hold_the_tls_handshake() {
+        let server = start(ServeOptions {
+            max_connections: 1,
+            ..tls_options(None)
+        })
+        .await;
+        let _silent = TcpStream::connect(server.addr).await.unwrap();
+        // The only slot frees once the handshake times out.
+        let started = tokio::time::Instant::now();
+        let tcp = TcpStream::connect(server.addr).await.unwrap();
+        let tls = tls_client()
+            .connect(ServerName::try_from("localhost").unwrap(), tcp)
+            .await
+            .unwrap();
+        let (status, _) = exchange(tls, "GET /healthz HTTP/1.1").await;
+        assert_eq!(status, 200);
+        assert!(started.elapsed() < HEADER_TIMEOUT + Duration::from_secs(2));
+    }
+
+    #[tokio::test]
+    async fn a_request_body_is_refused_without_being_read() {
+        let server = start(ServeOptions::default()).await;
+        let mut s = TcpStream::connect(server.addr).await.unwrap();
+        // Announces a gigabyte and sends a little of it.
+        s.write_all(
+            b"GET /metrics HTTP/1.1\r\nHost: test\r\nContent-Length: 1073741824\r\n\r\nxxxxxxxx",
+        )
+        .await
+        .unwrap();
+        let mut out = Vec::new();
+        tokio::time::timeout(ANSWER_WITHIN, s.read_to_end(&mut out))
+            .await
+            .expect("answered and closed without waiting for the body")
+            .unwrap();
+        let out = String::from_utf8_lossy(&out);
+        assert!(out.starts_with("HTTP/1.1 413"), "{out}");
+        assert!(out.contains("connection: close"), "{out}");
+
+        let mut s = TcpStream::connect(server.addr).await.unwrap();
+        s.write_all(b"GET /healthz HTTP/1.1\r\nHost: test\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n")
+            .await
+            .unwrap();
+        let mut out = Vec::new();
+        tokio::time::timeout(ANSWER_WITHIN, s.read_to_end(&mut out))
+            .await
+            .expect("answered and closed without waiting for the last chunk")
+            .unwrap();
+        assert!(out.starts_with(b"HTTP/1.1 413"));
+    }
+
+    #[tokio::test]
+    async fn oversized_headers_and_other_methods_are_refused() {
+        let server = start(ServeOptions::default()).await;
+        let big = format!("X-Padding: {}", "a".repeat(MAX_HEAD_BYTES + 1));
+        let (status, _) = get(&server, "/healthz", &[&big]).await;
+        assert_eq!(status, 431);
+        let stream = TcpStream::connect(server.addr).await.unwrap();
+        let (status, answer) = exchange(stream, "DELETE /status HTTP/1.1").await;
+        assert_eq!(status, 405);
+        assert!(answer.contains("allow: GET, HEAD"), "{answer}");
+    }
+
+    #[tokio::test]
+    async fn connections_beyond_the_limit_wait_for_a_free_slot() {
+        let server = start(ServeOptions {
+            max_connections: 2,
+            ..ServeOptions::default()
+        })
+        .await;
+        let first = TcpStream::connect(server.addr).await.unwrap();
+        let _second = TcpStream::connect(server.addr).await.unwrap();
+        // Both slots are taken by clients that send nothing; a third is not served...
+        let mut third = TcpStream::connect(server.addr).await.unwrap();
+        third
+            .write_all(b"GET /healthz HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n")
+            .await
+            .unwrap();
+        let mut out = Vec::new();
+        let waited =
+            tokio::time::timeout(Duration::from_millis(500), third.read_to_end(&mut out)).await;
+        assert!(waited.is_err(), "served beyond the limit: {out:?}");
+        // ...until one of them goes away.
+        drop(first);
+        tokio::time::timeout(ANSWER_WITHIN, third.read_to_end(&mut out))
+            .await
+            .expect("served once a slot is free")
+            .unwrap();
+        assert!(out.starts_with(b"HTTP/1.1 200"), "{out:?}");
+    }
+
+    #[test]
+    fn options_come_from_the_configuration() {
+        let text = format!(
+            "clusters: [{{name: a, bootstrap_servers: ['k:9092']}}]\nhttp:\n  tls: {{cert_file: {TESTDATA}/server.pem, key_file: {TESTDATA}/server.key}}\n  auth: {{bearer_token_env: TOKEN}}\n"
+        );
+        let env = |k: &str| (k == "TOKEN").then(|| "t0ken".to_string());
+        let config = crate::config::parse_with_env(&text, "t.yaml", &env).unwrap();
+        let options = ServeOptions::from_config(&config).unwrap();
+        assert!(options.tls.is_some());
+        assert_eq!(
+            options.auth,
+            Some(HttpAuth::Bearer {
+                token: Secret::new("t0ken")
+            })
+        );
+        assert_eq!(options.max_connections, MAX_CONNECTIONS);
+        assert!(!format!("{options:?}").contains("t0ken"));
+    }
+}

@@ -1,0 +1,8 @@
+//! Serve: the outputs others read. Takes in the latest report, incidents, silences and the
+//! process's own state; gives out /metrics, /status (and its JSON and text views) and the
+//! HTTP API for silences.
+
+pub mod http;
+pub mod metrics;
+pub mod status;
+pub mod status_view;

@@ -1,0 +1,220 @@
+//! The `/status` document: per cluster and broker, what was observed, when, and what the
+//! watchdog concluded. Built from the same reports as the metrics.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use crate::judge::health::{BrokerPartitions, PartitionProblem};
+use crate::judge::report::{ClusterReport, Severity};
+use crate::judge::verdict::{BrokerVerdict, Registration};
+use crate::model::round::{BrokerProbe, ProbeFailure};
+use crate::observe::cluster_view::StaleLeader;
+
+/// At most this many problem partitions are listed per cluster; the counts are always whole.
+const MAX_LISTED_PROBLEMS: usize = 200;
+
+#[derive(Serialize)]
+pub struct Status<'a> {
+    pub version: &'static str,
+    pub instance_id: &'a str,
+    pub clusters: Vec<ClusterStatus<'a>>,
+    pub incidents: &'a [crate::alert::incident::Incident],
+    pub webhooks: Vec<WebhookStatus<'a>>,
+    pub config_reload_success: Option<bool>,
+    /// The latest remediation decisions (acted, failed, refused, dry run), oldest first.
+    pub remediations: &'a [crate::alert::remediate::Record],
+    /// Every silence, as the silences API lists it.
+    pub silences: Vec<serde_json::Value>,
+}
+
+#[derive(Serialize)]
+pub struct WebhookStatus<'a> {
+    pub receiver: &'a str,
+    pub format: &'a str,
+    pub target: &'a str,
+    pub delivered: u64,
+    pub failed_attempts: u64,
+    pub dropped: u64,
+    pub queue_depth: u64,
+    pub last_success_at: Option<f64>,
+    pub last_failure: Option<&'a str>,
+}
+
+#[derive(Serialize)]
+pub struct ClusterStatus<'a> {
+    pub name: &'a str,
+    pub severity: Severity,
+    pub round: u64,
+    pub started_at: f64,
+    pub duration_seconds: f64,
+    pub last_success_at: Option<f64>,
+    pub cluster_id: Option<&'a str>,
+    pub reachable: bool,
+    pub brokers: Vec<BrokerStatus<'a>>,
+    pub partitions: PartitionsStatus<'a>,
+    pub split_brain: &'a [StaleLeader],
+    pub unclean_elections: &'a [crate::judge::report::UncleanElection],
+    pub bootstrap_failures: Vec<BootstrapFailure<'a>>,
+    pub canary: Option<&'a crate::observe::canary::CanaryRound>,
+    pub canary_last_unavailable_seconds: &'a BTreeMap<i32, f64>,
+}
+
+#[derive(Serialize)]
+pub struct BootstrapFailure<'a> {
+    pub address: &'a str,
+    pub failure: &'a ProbeFailure,
+}
+
+#[derive(Serialize)]
+pub struct BrokerStatus<'a> {
+    #[serde(flatten)]
+    pub verdict: &'a BrokerVerdict,
+    pub listed_as_registered: bool,
+    /// Unix time since which the broker has been in its current state.
+    pub state_since: Option<f64>,
+    pub probe: Option<&'a BrokerProbe>,
+    /// The continuous liveness check, as of the last verdicts; absent when it is off.
+    pub liveness: Option<LivenessStatus>,
+    pub metadata_seconds: Option<f64>,
+    pub partitions: BrokerPartitions,
+    /// Host mode's look at its process, ports and log directories.
+    pub host: Option<&'a crate::model::round::HostObservation>,
+}
+
+#[derive(Serialize)]
+pub struct LivenessStatus {
+    /// How long its oldest request had waited (0 while it answers).
+    pub silence_seconds: f64,
+    pub threshold_seconds: f64,
+    pub last_latency_seconds: Option<f64>,
+    pub refused: bool,
+    /// What the last fresh connection of this silence found (`accepted`, `refused`,
+    /// `timed_out`, `failed`).
+    pub fresh_connection: Option<crate::observe::liveness::SideOutcome>,
+    /// Silences past its threshold that ended, in the flapping window.
+    pub recent_spells: usize,
+}
+
+fn liveness_status(
+    f: &crate::observe::liveness::LivenessFact,
+    at: std::time::SystemTime,
+) -> LivenessStatus {
+    LivenessStatus {
+        silence_seconds: f.silent_for(at).unwrap_or_default().as_secs_f64(),
+        threshold_seconds: f.threshold.as_secs_f64(),
+        last_latency_seconds: f.last_latency.map(|d| d.as_secs_f64()),
+        refused: f.refused_since.is_some(),
+        fresh_connection: f.side.as_ref().map(|s| s.outcome),
+        recent_spells: f.spells.len(),
+    }
+}
+
+#[derive(Serialize)]
+pub struct PartitionsStatus<'a> {
+    pub observed: u64,
+    pub offline: u64,
+    pub under_replicated: u64,
+    pub under_min_isr: u64,
+    pub leader_not_in_isr: u64,
+    pub problems: &'a [PartitionProblem],
+    pub problems_truncated: bool,
+}
+
+fn secs(t: std::time::SystemTime) -> f64 {
+    t.duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0)
+}
+
+pub fn cluster_status(r: &ClusterReport) -> ClusterStatus<'_> {
+    use crate::judge::health::Condition::*;
+    let n = r.health.problems.len().min(MAX_LISTED_PROBLEMS);
+    ClusterStatus {
+        name: &r.cluster,
+        severity: r.severity(),
+        round: r.round,
+        started_at: secs(r.started_at),
+        duration_seconds: r.duration.as_secs_f64(),
+        last_success_at: r.last_success.map(secs),
+        cluster_id: r.cluster_id.as_deref(),
+        reachable: r.reachable,
+        brokers: r
+            .verdicts
+            .iter()
+            .map(|v| {
+                let probe = r.probes.get(&v.broker);
+                BrokerStatus {
+                    verdict: v,
+                    listed_as_registered: v.registration == Registration::Registered,
+                    state_since: r.state_since.get(&v.broker).copied().map(secs),
+                    probe,
+                    metadata_seconds: probe
+                        .and_then(BrokerProbe::metadata_latency)
+                        .map(|d| d.as_secs_f64()),
+                    partitions: r.health.brokers.get(&v.broker).cloned().unwrap_or_default(),
+                    host: r.host.get(&v.broker),
+                    liveness: r
+                        .liveness
+                        .get(&v.broker)
+                        .map(|f| liveness_status(f, r.evaluated_at)),
+                }
+            })
+            .collect(),
+        partitions: PartitionsStatus {
+            observed: r.health.partitions,
+            offline: r.health.count(Offline),
+            under_replicated: r.health.count(UnderReplicated),
+            under_min_isr: r.health.count(UnderMinIsr),
+            leader_not_in_isr: r.health.count(LeaderNotInIsr),
+            problems: &r.health.problems[..n],
+            problems_truncated: n < r.health.problems.len(),
+        },
+        split_brain: &r.stale_leaders,
+        unclean_elections: &r.unclean_elections,
+        bootstrap_failures: r
+            .bootstrap_failures
+            .iter()
+            .map(|(address, failure)| BootstrapFailure { address, failure })
+            .collect(),
+        canary: r.canary.as_ref(),
+        canary_last_unavailable_seconds: &r.canary_last_window,
+    }
+}
+
+pub fn render<'a>(
+    instance_id: &'a str,
+    reports: impl IntoIterator<Item = &'a ClusterReport>,
+    extras: &'a crate::serve::metrics::Extras,
+) -> String {
+    let status = Status {
+        version: env!("CARGO_PKG_VERSION"),
+        instance_id,
+        clusters: reports.into_iter().map(cluster_status).collect(),
+        incidents: &extras.incidents,
+        webhooks: extras
+            .webhooks
+            .iter()
+            .flat_map(|w| &w.receivers)
+            .map(|r| WebhookStatus {
+                receiver: &r.receiver,
+                format: r.format,
+                target: &r.target,
+                delivered: r.ok,
+                failed_attempts: r.failed,
+                dropped: r.dropped,
+                queue_depth: r.queue_depth,
+                last_success_at: r.last_success.map(secs),
+                last_failure: r.last_failure.as_deref(),
+            })
+            .collect(),
+        config_reload_success: extras.reload_success,
+        silences: extras
+            .silences
+            .iter()
+            .map(|s| crate::alert::silence::to_json(s, std::time::SystemTime::now()))
+            .collect(),
+        remediations: &extras.remediations,
+    };
+    serde_json::to_string_pretty(&status).expect("status serializes")
+}

@@ -1,0 +1,793 @@
+//! `kafka-watchdog status`: a running daemon's `/status` as a terminal page that refreshes
+//! in place. Fetching is separate from rendering, which is pure (the document, the clock
+//! and the terminal's traits come in, text comes out) so every shape of `/status` can be
+//! tested from a fixture.
+//!
+//! The document is read as untyped JSON: a `status` built from one version must show what
+//! it can of a daemon of another, where a typed parse would refuse a renamed field.
+
+use std::fmt::Write as _;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::config::HttpAuth;
+use crate::judge::report::Severity;
+
+/// How long one fetch of `/status` may take before the page says the daemon does not answer.
+const FETCH_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Where the daemon is and how to talk to it.
+#[derive(Debug, Clone)]
+pub struct Target {
+    /// Up to and without `/status`.
+    pub base_url: String,
+    pub auth: Option<HttpAuth>,
+    /// The daemon's `http.tls.cert_file`: every certificate in it is trusted, besides the
+    /// system's store, so a self-signed certificate or one whose file carries its CA works.
+    pub ca_file: Option<PathBuf>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum StatusError {
+    #[error("{url} is not an http:// or https:// URL")]
+    BadUrl { url: String },
+    #[error("cannot use the certificate {path} (http.tls.cert_file): {why}")]
+    Certificate { path: PathBuf, why: String },
+    #[error("cannot build an HTTP client: {0}")]
+    Client(String),
+    #[error("no answer from {url}: {why}")]
+    Unreachable { url: String, why: String },
+    #[error("{url} wants a credential: give -c with the daemon's configuration (http.auth), or check it")]
+    Unauthorized { url: String },
+    #[error("{url} answered HTTP {code}: {body}")]
+    Http {
+        url: String,
+        code: u16,
+        body: String,
+    },
+    #[error("{url} did not answer a /status document: {why}")]
+    NotStatus { url: String, why: String },
+}
+
+impl StatusError {
+    /// A wrong invocation (exit 78, like a wrong configuration) rather than a daemon that
+    /// cannot be asked (exit 3).
+    pub fn is_usage(&self) -> bool {
+        matches!(
+            self,
+            StatusError::BadUrl { .. } | StatusError::Certificate { .. } | StatusError::Client(_)
+        )
+    }
+}
+
+/// The URL of a daemon listening on `listen`: a wildcard address is asked on loopback.
+pub fn base_url(listen: SocketAddr, tls: bool) -> String {
+    let ip = match listen.ip() {
+        IpAddr::V4(a) if a.is_unspecified() => IpAddr::V4(Ipv4Addr::LOCALHOST),
+        IpAddr::V6(a) if a.is_unspecified() => IpAddr::V6(Ipv6Addr::LOCALHOST),
+        ip => ip,
+    };
+    let scheme = if tls { "https" } else { "http" };
+    format!("{scheme}://{}", SocketAddr::new(ip, listen.port()))
+}
+
+impl Target {
+    pub fn from_config(cfg: &crate::config::Config, url: Option<String>) -> Self {
+        Target {
+            base_url: url.unwrap_or_else(|| base_url(cfg.http_listen, cfg.http_tls.is_some())),
+            auth: cfg.http_auth.clone(),
+            ca_file: cfg.http_tls.as_ref().map(|t| t.cert_file.clone()),
+        }
+    }
+
+    pub fn status_url(&self) -> String {
+        format!("{}/status", self.base_url.trim_end_matches('/'))
+    }
+}
+
+/// The daemon at `url` could not be asked. The error chain holds the cause (refused,
+/// certificate, timeout); its top says "error sending request" only.
+pub fn unreachable(url: &str, e: &reqwest::Error) -> StatusError {
+    StatusError::Unreachable {
+        url: url.to_string(),
+        why: std::iter::successors(Some(e as &dyn std::error::Error), |e| e.source())
+            .map(|e| e.to_string())
+            .collect::<Vec<_>>()
+            .join(": "),
+    }
+}
+
+/// The request with the daemon's credential, if it has one.
+pub fn with_auth(req: reqwest::RequestBuilder, target: &Target) -> reqwest::RequestBuilder {
+    match &target.auth {
+        Some(HttpAuth::Basic { username, password }) => {
+            req.basic_auth(username, Some(password.expose()))
+        }
+        Some(HttpAuth::Bearer { token }) => req.bearer_auth(token.expose()),
+        None => req,
+    }
+}
+
+pub fn client(target: &Target) -> Result<reqwest::Client, StatusError> {
+    let url = target.status_url();
+    if !(url.starts_with("http://") || url.starts_with("https://"))
+        || url::Url::parse(&url).is_err()
+    {
+        return Err(StatusError::BadUrl {
+            url: target.base_url.clone(),
+        });
+    }
+    let mut b = reqwest::Client::builder()
+        .timeout(FETCH_TIMEOUT)
+        .user_agent(concat!("kafka-watchdog-status/", env!("CARGO_PKG_VERSION")));
+    // reqwest's rustls build trusts only the Mozilla roots it carries: an internal CA the
+    // operator installed on the host would not count without the system store.
+    for c in rustls_native_certs::load_native_certs().certs {
+        if let Ok(c) = reqwest::Certificate::from_der(c.as_ref()) {
+            b = b.add_root_certificate(c);
+        }
+    }
+    if let Some(path) = &target.ca_file {
+        let cert_error = |why: String| StatusError::Certificate {
+            path: path.clone(),
+            why,
+        };
+        let pem = std::fs::read(path).map_err(|e| cert_error(e.to_string()))?;
+        for c in
+            reqwest::Certificate::from_pem_bundle(&pem).map_err(|e| cert_error(e.to_string()))?
+        {
+            b = b.add_root_certificate(c);
+        }
+    }
+    b.build().map_err(|e| StatusError::Client(e.to_string()))
+}
+
+pub async fn fetch(client: &reqwest::Client, target: &Target) -> Result<Value, StatusError> {
+    let url = target.status_url();
+    let req = with_auth(client.get(&url), target);
+    let unreachable = |e: reqwest::Error| unreachable(&url, &e);
+    let answer = req.send().await.map_err(unreachable)?;
+    let code = answer.status().as_u16();
+    let body = answer.text().await.map_err(unreachable)?;
+    match code {
+        200 => {}
+        401 => return Err(StatusError::Unauthorized { url }),
+        _ => {
+            return Err(StatusError::Http {
+                url,
+                code,
+                body: body.trim().chars().take(200).collect(),
+            })
+        }
+    }
+    let doc: Value = serde_json::from_str(&body).map_err(|e| StatusError::NotStatus {
+        url: url.clone(),
+        why: e.to_string(),
+    })?;
+    if !doc["clusters"].is_array() {
+        return Err(StatusError::NotStatus {
+            url,
+            why: "no `clusters` list".into(),
+        });
+    }
+    Ok(doc)
+}
+
+fn cluster_severity(c: &Value) -> Severity {
+    match c["severity"].as_str() {
+        Some("ok") => Severity::Ok,
+        Some("warning") => Severity::Warning,
+        Some("critical") => Severity::Critical,
+        // Unreachable, or a word this version does not know: not known to be fine.
+        _ => Severity::Unreachable,
+    }
+}
+
+/// The worst cluster's severity, as `check` reports it: the exit code is its `exit_code`.
+/// A daemon that has completed no round yet knows nothing: unreachable.
+pub fn worst(doc: &Value) -> Severity {
+    let clusters = doc["clusters"].as_array().map(Vec::as_slice).unwrap_or(&[]);
+    if clusters.is_empty() {
+        return Severity::Unreachable;
+    }
+    clusters
+        .iter()
+        .map(cluster_severity)
+        .max()
+        .unwrap_or(Severity::Unreachable)
+}
+
+/// How the page is drawn.
+#[derive(Debug, Clone)]
+pub struct View {
+    /// Unix seconds, for "time in state" and "ago".
+    pub now: f64,
+    /// ANSI colours (only on a terminal, and not with NO_COLOR).
+    pub color: bool,
+    /// Cut lines to this many characters (the terminal's width), or not at all.
+    pub width: Option<usize>,
+}
+
+/// Whether to colour: on a terminal, unless NO_COLOR is set to anything non-empty
+/// (https://no-color.org).
+pub fn use_color(is_terminal: bool, no_color: Option<&std::ffi::OsStr>) -> bool {
+    is_terminal && no_color.is_none_or(|v| v.is_empty())
+}
+
+const RED: &str = "31";
+const GREEN: &str = "32";
+const YELLOW: &str = "33";
+const BOLD: &str = "1";
+
+fn paint(view: &View, code: &str, text: &str) -> String {
+    if view.color {
+        format!("\x1b[{code}m{text}\x1b[0m")
+    } else {
+        text.to_string()
+    }
+}
+
+fn state_color(state: &str) -> &'static str {
+    match state {
+        "healthy" | "ok" => GREEN,
+        "zombie" | "down" | "critical" | "unreachable" => RED,
+        _ => YELLOW,
+    }
+}
+
+/// A padded cell: the padding is computed on the plain text, so colours do not shift
+/// the columns.
+fn cell(view: &View, code: &str, text: &str, width: usize) -> String {
+    let pad = width.saturating_sub(text.chars().count());
+    format!("{}{}", paint(view, code, text), " ".repeat(pad))
+}
+
+/// "3s", "4m05s", "2h10m", "3d04h".
+pub fn duration(secs: f64) -> String {
+    if !secs.is_finite() || secs < 0.0 {
+        return "-".into();
+    }
+    let s = secs.round() as u64;
+    match s {
+        0..=59 => format!("{s}s"),
+        60..=3599 => format!("{}m{:02}s", s / 60, s % 60),
+        3600..=86_399 => format!("{}h{:02}m", s / 3600, s % 3600 / 60),
+        _ => format!("{}d{:02}h", s / 86_400, s % 86_400 / 3600),
+    }
+}
+
+fn text<'a>(v: &'a Value, default: &'a str) -> &'a str {
+    v.as_str().unwrap_or(default)
+}
+
+fn ago(view: &View, t: &Value) -> Option<String> {
+    t.as_f64().map(|t| duration(view.now - t))
+}
+
+fn render_cluster(out: &mut Vec<String>, view: &View, c: &Value) {
+    let sev = cluster_severity(c);
+    let brokers = c["brokers"].as_array().map(Vec::as_slice).unwrap_or(&[]);
+    let mut head = format!(
+        "{} cluster {}",
+        paint(
+            view,
+            &format!("{BOLD};{}", state_color(&sev.as_label().to_lowercase())),
+            sev.as_label()
+        ),
+        paint(view, BOLD, text(&c["name"], "?"))
+    );
+    if let Some(id) = c["cluster_id"].as_str() {
+        let _ = write!(head, " ({id})");
+    }
+    let _ = write!(
+        head,
+        ": round {}, {} broker(s), {} partition(s)",
+        c["round"].as_u64().unwrap_or(0),
+        brokers.len(),
+        c["partitions"]["observed"].as_u64().unwrap_or(0)
+    );
+    match ago(view, &c["last_success_at"]) {
+        Some(a) if c["reachable"].as_bool() == Some(true) => {
+            let _ = write!(head, ", reached {a} ago");
+        }
+        Some(a) => {
+            let _ = write!(
+                head,
+                ", {} (last reached {a} ago)",
+                paint(view, RED, "not reached")
+            );
+        }
+        None => {
+            let _ = write!(
+                head,
+                ", {}",
+                paint(view, RED, "never reached since the watchdog started")
+            );
+        }
+    }
+    out.push(head);
+    for f in c["bootstrap_failures"].as_array().into_iter().flatten() {
+        out.push(format!(
+            "  bootstrap {}: {} ({})",
+            text(&f["address"], "?"),
+            paint(view, RED, text(&f["failure"]["kind"], "failed")),
+            text(&f["failure"]["detail"], "")
+        ));
+    }
+    if !brokers.is_empty() {
+        out.push(format!(
+            "  {:<6} {:<22} {:<9} {:>7}  {:<24} EVIDENCE",
+            "BROKER", "ADDRESS", "STATE", "FOR", "RULE"
+        ));
+    }
+    for b in brokers {
+        let state = text(&b["state"], "?");
+        let hits = b["hits"].as_array().map(Vec::as_slice).unwrap_or(&[]);
+        let rule = hits.first().map(|h| text(&h["rule"], "?")).unwrap_or("-");
+        let evidence = if hits.is_empty() {
+            "-".to_string()
+        } else {
+            hits.iter()
+                .map(|h| text(&h["detail"], "").to_string())
+                .collect::<Vec<_>>()
+                .join("; ")
+        };
+        let rules = if hits.len() > 1 {
+            format!("{rule} (+{})", hits.len() - 1)
+        } else {
+            rule.to_string()
+        };
+        let address = match b["address"].as_str() {
+            Some(a) if !a.is_empty() => a,
+            _ => "?",
+        };
+        out.push(format!(
+            "  {:<6} {:<22} {} {:>7}  {:<24} {}",
+            b["broker"].as_i64().map_or("?".into(), |i| i.to_string()),
+            address,
+            cell(view, state_color(state), state, 9),
+            ago(view, &b["state_since"]).unwrap_or_else(|| "-".into()),
+            rules,
+            evidence
+        ));
+    }
+    let p = &c["partitions"];
+    let n = |k: &str| p[k].as_u64().unwrap_or(0);
+    if n("observed") > 0 || !brokers.is_empty() {
+        let problems = [
+            ("offline", n("offline")),
+            ("under_min_isr", n("under_min_isr")),
+            ("under_replicated", n("under_replicated")),
+            ("leader_not_in_isr", n("leader_not_in_isr")),
+        ];
+        let line = problems
+            .iter()
+            .map(|(k, v)| {
+                let s = format!("{k} {v}");
+                if *v > 0 {
+                    paint(
+                        view,
+                        if *k == "under_replicated" {
+                            YELLOW
+                        } else {
+                            RED
+                        },
+                        &s,
+                    )
+                } else {
+                    s
+                }
+            })
+            .collect::<Vec<_>>()
+            .join(", ");
+        out.push(format!("  partitions: {line}"));
+    }
+    let split = c["split_brain"].as_array().map_or(0, Vec::len);
+    if split > 0 {
+        out.push(format!(
+            "  {}",
+            paint(
+                view,
+                RED,
+                &format!("split brain: {split} stale leadership claim(s)")
+            )
+        ));
+    }
+    if let Some(canary) = c.get("canary").filter(|v| !v.is_null()) {
+        let state = text(&canary["status"]["state"], "?");
+        let written = canary["partitions"]
+            .as_array()
+            .filter(|ps| !ps.is_empty())
+            .map(|ps| {
+                let ok = ps
+                    .iter()
+                    .filter(|p| !p["produce_seconds"].is_null())
+                    .count();
+                format!(", {ok}/{} partition(s) written this round", ps.len())
+            })
+            .unwrap_or_default();
+        let detail = canary["status"]["detail"]
+            .as_str()
+            .map(|d| format!(" ({d})"))
+            .unwrap_or_default();
+        out.push(format!(
+            "  canary {}: {}{written}{detail}",
+            text(&canary["topic"], "?"),
+            paint(view, if state == "ready" { GREEN } else { YELLOW }, state)
+        ));
+    }
+}
+
+fn render_incidents(out: &mut Vec<String>, view: &View, doc: &Value) {
+    let open: Vec<&Value> = doc["incidents"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|i| i["resolved_at"].is_null())
+        .collect();
+    out.push(String::new());
+    if open.is_empty() {
+        out.push(format!("{}: none", paint(view, BOLD, "OPEN INCIDENTS")));
+        return;
+    }
+    out.push(format!(
+        "{} ({})",
+        paint(view, BOLD, "OPEN INCIDENTS"),
+        open.len()
+    ));
+    for i in open {
+        let sev = text(&i["severity"], "?");
+        let since = i["started_at"]
+            .as_f64()
+            // Incidents carry Unix milliseconds.
+            .map(|ms| duration(view.now - ms / 1000.0))
+            .unwrap_or_else(|| "-".into());
+        // A silenced incident pages nobody; the view says so, and until when.
+        let silenced = i["silenced"]["ends_at"]
+            .as_f64()
+            .map(|ms| {
+                format!(
+                    " [silenced {}: {}]",
+                    duration(ms / 1000.0 - view.now),
+                    text(&i["silenced"]["comment"], "")
+                )
+            })
+            .unwrap_or_default();
+        out.push(format!(
+            "  {} {:<8} {:<20} for {:>7}  {}{silenced}",
+            cell(view, state_color(sev), &sev.to_uppercase(), 8),
+            text(&i["cluster"], "?"),
+            text(&i["kind"], "?"),
+            since,
+            text(&i["summary"], "")
+        ));
+    }
+}
+
+fn render_webhooks(out: &mut Vec<String>, view: &View, doc: &Value) {
+    for w in doc["webhooks"].as_array().into_iter().flatten() {
+        let depth = w["queue_depth"].as_u64().unwrap_or(0);
+        let dropped = w["dropped"].as_u64().unwrap_or(0);
+        if depth == 0 && dropped == 0 {
+            continue;
+        }
+        let mut line = format!(
+            "  webhook {}: {depth} waiting, {dropped} dropped",
+            text(&w["receiver"], "?")
+        );
+        if let Some(f) = w["last_failure"].as_str() {
+            let _ = write!(line, ", last failure: {f}");
+        }
+        out.push(paint(view, YELLOW, &line));
+    }
+}
+
+/// Cuts a line to `width` visible characters; escape sequences are not counted, and an
+/// open colour is closed.
+fn cut(line: &str, width: usize) -> String {
+    let mut out = String::new();
+    let (mut visible, mut in_escape, mut cut_short) = (0, false, false);
+    for ch in line.chars() {
+        if in_escape {
+            out.push(ch);
+            in_escape = ch != 'm';
+            continue;
+        }
+        if ch == '\x1b' {
+            in_escape = true;
+            out.push(ch);
+            continue;
+        }
+        if visible >= width {
+            cut_short = true;
+            continue;
+        }
+        out.push(ch);
+        visible += 1;
+    }
+    if cut_short && out.contains('\x1b') {
+        out.push_str("\x1b[0m");
+    }
+    out
+}
+
+/// The whole page for one `/status` document.
+pub fn render(doc: &Value, source: &str, view: &View) -> String {
+    let mut lines = Vec::new();
+    lines.push(format!(
+        "kafka-watchdog {} {} at {source}, overall {}",
+        text(&doc["instance_id"], "?"),
+        text(&doc["version"], "?"),
+        {
+            let w = worst(doc).as_label();
+            paint(view, state_color(&w.to_lowercase()), w)
+        }
+    ));
+    if doc["config_reload_success"].as_bool() == Some(false) {
+        lines.push(paint(
+            view,
+            YELLOW,
+            "the last configuration reload was refused: the previous configuration runs",
+        ));
+    }
+    let clusters = doc["clusters"].as_array().map(Vec::as_slice).unwrap_or(&[]);
+    if clusters.is_empty() {
+        lines.push("no cluster has completed a round yet".into());
+    }
+    for c in clusters {
+        lines.push(String::new());
+        render_cluster(&mut lines, view, c);
+    }
+    render_incidents(&mut lines, view, doc);
+    render_webhooks(&mut lines, view, doc);
+    let mut out = String::new();
+    for l in lines {
+        match view.width {
+            Some(w) => out.push_str(&cut(&l, w)),
+            None => out.push_str(&l),
+        }
+        out.push('\n');
+    }
+    out
+}
+
+/// The page when the daemon could not be asked.
+pub fn render_error(e: &StatusError, view: &View) -> String {
+    format!(
+        "kafka-watchdog status: {}\n",
+        paint(view, RED, &e.to_string())
+    )
+}
+
+/// Moves the cursor home, then each line clears what the previous page left to its right
+/// and the end clears below: no blank flash between pages, as a full clear would give.
+pub fn frame(page: &str) -> String {
+    let mut out = String::from("\x1b[H");
+    for l in page.lines() {
+        out.push_str(l);
+        out.push_str("\x1b[K\n");
+    }
+    out.push_str("\x1b[J");
+    out
+}
+
+/// The terminal's width, when stdout is one.
+pub fn terminal_width() -> Option<usize> {
+    // SAFETY: TIOCGWINSZ fills the winsize it is given and touches nothing else.
+    let mut ws: libc::winsize = unsafe { std::mem::zeroed() };
+    let r = unsafe { libc::ioctl(libc::STDOUT_FILENO, libc::TIOCGWINSZ, &mut ws) };
+    (r == 0 && ws.ws_col > 0).then_some(usize::from(ws.ws_col))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const FIXTURE: &str = include_str!("../../tests/fixtures/status.json");
+    /// started_at of the fixture's rounds.
+    const ROUND_AT: f64 = 1_796_130_361.385_254_4;
+
+    fn doc() -> Value {
+        serde_json::from_str(FIXTURE).unwrap()
+    }
+
+    fn plain(now: f64) -> View {
+        View {
+            now,
+            color: false,
+            width: None,
+        }
+    }
+
+    fn line_with<'a>(page: &'a str, needle: &str) -> &'a str {
+        page.lines()
+            .find(|l| l.contains(needle))
+            .unwrap_or_else(|| panic!("no line with {needle:?} in\n{page}"))
+    }
+
+    #[test]
+    fn brokers_with_state_rule_evidence_and_time_in_state() {
+        let page = render(&doc(), "http://127.0.0.1:9644", &plain(ROUND_AT + 15.0));
+        let zombie = line_with(&page, "127.0.0.12:9092");
+        // 185 s before the round plus 15 s after it.
+        assert!(
+            zombie.contains("zombie") && zombie.contains("3m20s"),
+            "{zombie}"
+        );
+        assert!(zombie.contains("no_answer (+1)"), "{zombie}");
+        assert!(
+            zombie.contains("no answer to Metadata within 3000 ms")
+                && zombie.contains("missing from the ISR of all 9 partitions"),
+            "{zombie}"
+        );
+        let down = line_with(&page, "127.0.0.13:9092");
+        assert!(
+            down.contains("down") && down.contains("57s") && down.contains("connection_refused")
+        );
+        let healthy = line_with(&page, "127.0.0.11:9092");
+        assert!(
+            healthy.contains("healthy") && healthy.ends_with(" -"),
+            "{healthy}"
+        );
+        assert!(line_with(&page, "cluster lab").starts_with("CRITICAL cluster lab (ZjnBIDMbWeQRK3B5vMH2JQ): round 3, 4 broker(s), 9 partition(s), reached 15s ago"), "{page}");
+        assert!(page.starts_with(
+            "kafka-watchdog fixture 0.1.0 at http://127.0.0.1:9644, overall UNREACHABLE\n"
+        ));
+        assert!(!page.contains('\x1b'), "no colour asked: {page}");
+    }
+
+    #[test]
+    fn a_cluster_never_reached_says_so_with_its_bootstrap_failures() {
+        let page = render(&doc(), "x", &plain(ROUND_AT + 1.0));
+        let head = line_with(&page, "cluster gone");
+        assert!(
+            head.starts_with("UNREACHABLE cluster gone: round 3, 0 broker(s)"),
+            "{head}"
+        );
+        assert!(
+            head.contains("never reached since the watchdog started"),
+            "{head}"
+        );
+        assert!(page.contains(
+            "  bootstrap 127.0.0.1:1: connection_refused (connection to 127.0.0.1:1 refused)\n\
+             \x20 canary __kafka_watchdog_canary: missing (topic __kafka_watchdog_canary does not exist yet)\n"
+        ), "{page}");
+    }
+
+    #[test]
+    fn open_incidents_are_listed_with_their_age() {
+        let page = render(&doc(), "x", &plain(ROUND_AT + 10.0));
+        assert!(page.contains("OPEN INCIDENTS (2)\n"), "{page}");
+        let zombie = line_with(&page, "broker 2 of lab is a zombie");
+        assert!(zombie.starts_with("  CRITICAL lab      broker"), "{zombie}");
+        // Started 190 s before the round (milliseconds in the document).
+        assert!(zombie.contains("for   3m20s"), "{zombie}");
+        let mut d = doc();
+        d["incidents"][0]["silenced"] = serde_json::json!({
+            "id": "s-1", "ends_at": (ROUND_AT + 3600.0) * 1000.0, "comment": "upgrade"
+        });
+        let page = render(&d, "x", &plain(ROUND_AT));
+        assert!(page.contains("[silenced 1h00m: upgrade]"), "{page}");
+        d["incidents"] = Value::Array(vec![]);
+        assert!(render(&d, "x", &plain(ROUND_AT)).contains("OPEN INCIDENTS: none\n"));
+    }
+
+    #[test]
+    fn colour_only_when_asked_and_columns_stay_aligned() {
+        let page = render(
+            &doc(),
+            "x",
+            &View {
+                now: ROUND_AT,
+                color: true,
+                width: None,
+            },
+        );
+        let zombie = line_with(&page, "127.0.0.12:9092");
+        assert!(zombie.contains("\x1b[31mzombie\x1b[0m   "), "{zombie:?}");
+        assert_eq!(strip_ansi(&page), render(&doc(), "x", &plain(ROUND_AT)));
+        assert!(use_color(true, None));
+        assert!(!use_color(false, None));
+        assert!(!use_color(true, Some(std::ffi::OsStr::new("1"))));
+        assert!(use_color(true, Some(std::ffi::OsStr::new(""))));
+    }
+
+    /// The text a terminal shows: colour escapes removed.
+    fn strip_ansi(s: &str) -> String {
+        let mut out = String::new();
+        let mut esc = false;
+        for c in s.chars() {
+            if c == '\x1b' {
+                esc = true;
+            } else if esc {
+                esc = c != 'm';
+            } else {
+                out.push(c);
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn lines_are_cut_to_the_terminal_without_breaking_colours() {
+        let view = View {
+            now: ROUND_AT,
+            color: true,
+            width: Some(40),
+        };
+        let page = render(&doc(), "x", &view);
+        for l in page.lines() {
+            let visible = strip_ansi(l);
+            assert!(visible.chars().count() <= 40, "{l:?}");
+            // Whatever colour the line opened is closed by its end.
+            if let Some(last) = l.rfind("\x1b[") {
+                assert!(l[last..].starts_with("\x1b[0m"), "{l:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn exit_code_is_the_worst_cluster_like_check() {
+        assert_eq!(worst(&doc()), Severity::Unreachable);
+        let mut d = doc();
+        d["clusters"] = Value::Array(
+            d["clusters"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|c| c["name"] == "lab")
+                .cloned()
+                .collect(),
+        );
+        assert_eq!(worst(&d), Severity::Critical);
+        d["clusters"][0]["severity"] = "ok".into();
+        assert_eq!(worst(&d).exit_code(), 0);
+        d["clusters"] = Value::Array(vec![]);
+        assert_eq!(worst(&d), Severity::Unreachable);
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!(duration(0.4), "0s");
+        assert_eq!(duration(59.0), "59s");
+        assert_eq!(duration(245.0), "4m05s");
+        assert_eq!(duration(7800.0), "2h10m");
+        assert_eq!(duration(3.0 * 86_400.0 + 4.0 * 3600.0), "3d04h");
+        assert_eq!(duration(-5.0), "-");
+    }
+
+    #[test]
+    fn urls_from_the_listen_address() {
+        assert_eq!(
+            base_url("0.0.0.0:9644".parse().unwrap(), false),
+            "http://127.0.0.1:9644"
+        );
+        assert_eq!(
+            base_url("[::]:9644".parse().unwrap(), true),
+            "https://[::1]:9644"
+        );
+        assert_eq!(
+            base_url("10.1.2.3:9000".parse().unwrap(), false),
+            "http://10.1.2.3:9000"
+        );
+        let t = Target {
+            base_url: "http://h:1/".into(),
+            auth: None,
+            ca_file: None,
+        };
+        assert_eq!(t.status_url(), "http://h:1/status");
+        let bad = Target {
+            base_url: "h:1".into(),
+            ..t
+        };
+        assert!(client(&bad).unwrap_err().is_usage());
+    }
+
+    #[test]
+    fn frames_redraw_in_place() {
+        assert_eq!(frame("a\nb\n"), "\x1b[Ha\x1b[K\nb\x1b[K\n\x1b[J");
+    }
+}
