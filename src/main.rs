@@ -173,7 +173,7 @@ fn silence(cmd: SilenceCmd) -> ExitCode {
                 by,
                 ..
             } => {
-                let request = kafka_watchdog::alert::silence::Request {
+                let request = kafka_watchdog::model::silence::Request {
                     cluster: cluster.clone(),
                     broker: *broker,
                     kind: kind.clone(),

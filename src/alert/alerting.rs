@@ -8,13 +8,15 @@ use std::sync::Mutex;
 use std::time::{Duration, SystemTime};
 
 use crate::alert::incident::{
-    self, Finding, FindingKey, FindingKind, Hysteresis, Incident, IncidentBook, StateError, Subject,
+    self, Finding, FindingKey, Hysteresis, Incident, IncidentBook, StateError, Subject,
 };
 use crate::alert::notify::{Notifier, NotifierHandle, NotifierStats, NotifyError};
-use crate::alert::silence::{Origin, Silence, Silences};
+use crate::alert::silence::Silences;
 use crate::config::{ClusterConfig, Config};
 use crate::judge::report::ClusterReport;
+use crate::model::kind::FindingKind;
 use crate::model::round::BrokerId;
+use crate::model::silence::{Origin, Silence};
 use crate::observe::canary::record::Acks;
 use crate::observe::canary::{CanaryRound, LossEvent};
 
@@ -521,10 +523,10 @@ impl Alerting {
     /// next round.
     pub fn add_silence(
         &self,
-        request: &crate::alert::silence::Request,
+        request: &crate::model::silence::Request,
         clusters: &[String],
         now: SystemTime,
-    ) -> Result<Silence, crate::alert::silence::Invalid> {
+    ) -> Result<Silence, crate::model::silence::Invalid> {
         let silence = request.check(clusters, now, Origin::Api)?;
         let mut store = self.lock_silences();
         store.add(silence.clone(), now)?;
@@ -540,7 +542,7 @@ impl Alerting {
         &self,
         id: &str,
         now: SystemTime,
-    ) -> Result<bool, crate::alert::silence::Invalid> {
+    ) -> Result<bool, crate::model::silence::Invalid> {
         let mut store = self.lock_silences();
         let found = store.expire(id, now)?;
         if found {

@@ -8,7 +8,7 @@ use std::time::SystemTime;
 use super::build::Ctx;
 use super::read::{list, text, Fields};
 use super::yaml::{Entry, Pos};
-use crate::alert::silence::{Origin, Request, Silence};
+use crate::model::silence::{Origin, Request, Silence};
 
 const EXPECTED: &str = "a list of silences, each with ends_at (RFC 3339) and comment, and optionally cluster, broker, kind, starts_at";
 

@@ -1804,7 +1804,7 @@ fn example_silences_block_loads_uncommented() {
     let s = &c.silences[0];
     assert_eq!(s.broker, Some(3));
     assert_eq!(s.cluster.as_deref(), Some("payments-eu"));
-    assert_eq!(s.origin, crate::alert::silence::Origin::Config);
+    assert_eq!(s.origin, crate::model::silence::Origin::Config);
     assert_eq!(s.comment, "disk replacement on broker 3, CHG-4711");
 }
 

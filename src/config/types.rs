@@ -32,7 +32,7 @@ pub struct Config {
     /// Names are unique; every name in `WebhookConfig::clusters` is in `clusters`.
     pub webhooks: Vec<WebhookConfig>,
     /// The file's `silences:`; each names only configured clusters.
-    pub silences: Vec<crate::alert::silence::Silence>,
+    pub silences: Vec<crate::model::silence::Silence>,
 }
 
 impl Config {

@@ -3,6 +3,8 @@
 //! answers), bounded label words, the incident kinds, silence rules and the time formats of
 //! the state files and webhooks.
 
+pub mod kind;
 pub mod round;
+pub mod silence;
 pub mod time;
 pub mod words;

@@ -43,7 +43,7 @@ async fn call(
 pub async fn add(
     client: &reqwest::Client,
     target: &Target,
-    request: &crate::alert::silence::Request,
+    request: &crate::model::silence::Request,
 ) -> Result<Value, StatusError> {
     let u = url(target, "");
     call(client.post(&u).json(request), target, &u).await

@@ -373,7 +373,7 @@ async fn api_write(
             )
         }
     };
-    let mut request: crate::alert::silence::Request = match serde_json::from_slice(&bytes) {
+    let mut request: crate::model::silence::Request = match serde_json::from_slice(&bytes) {
         Ok(r) => r,
         Err(e) => {
             return api_error(
@@ -393,7 +393,7 @@ async fn api_write(
     match alerting.add_silence(&request, &clusters, now) {
         Ok(s) => json(
             StatusCode::CREATED,
-            &crate::alert::silence::to_json(&s, now),
+            &crate::model::silence::to_json(&s, now),
         ),
         Err(e) => api_error(StatusCode::BAD_REQUEST, e.to_string()),
     }
@@ -409,7 +409,7 @@ fn route(published: &Published, req: &Request<Incoming>) -> Response<Full<Bytes>
                 .map(|a| a.silences())
                 .unwrap_or_default()
                 .iter()
-                .map(|s| crate::alert::silence::to_json(s, now))
+                .map(|s| crate::model::silence::to_json(s, now))
                 .collect();
             json(StatusCode::OK, &serde_json::json!({ "silences": list }))
         }

@@ -74,7 +74,7 @@ fn render_silences(reg: &mut Registry, extras: &Extras) {
             .filter(|s| s.is_active(now) && s.cluster.as_ref().is_none_or(|c| c == cluster))
             .count();
         set(&active, vec![("cluster", cluster.clone())], n as f64);
-        for kind in crate::alert::incident::FindingKind::ALL {
+        for kind in crate::model::kind::FindingKind::ALL {
             let n = extras
                 .incidents
                 .iter()
@@ -99,7 +99,7 @@ fn render_extras(reg: &mut Registry, extras: &Extras) {
         std::collections::BTreeMap::new();
     // Every kind at zero for every cluster, so "no incident" is a value and not an absence.
     for cluster in &extras.clusters {
-        for kind in crate::alert::incident::FindingKind::ALL {
+        for kind in crate::model::kind::FindingKind::ALL {
             for severity in [
                 crate::config::Severity::Warning,
                 crate::config::Severity::Critical,
@@ -200,7 +200,7 @@ pub struct Extras<'a> {
     /// The latest remediation decisions, for `/status`.
     pub remediations: Vec<crate::alert::remediate::Record>,
     /// Every silence (active, to come, ended within a day).
-    pub silences: Vec<crate::alert::silence::Silence>,
+    pub silences: Vec<crate::model::silence::Silence>,
 }
 
 pub fn render<'a>(reports: impl IntoIterator<Item = &'a ClusterReport>, extras: &Extras) -> String {

@@ -212,7 +212,7 @@ pub fn render<'a>(
         silences: extras
             .silences
             .iter()
-            .map(|s| crate::alert::silence::to_json(s, std::time::SystemTime::now()))
+            .map(|s| crate::model::silence::to_json(s, std::time::SystemTime::now()))
             .collect(),
         remediations: &extras.remediations,
     };

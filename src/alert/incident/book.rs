@@ -5,10 +5,9 @@ use std::time::SystemTime;
 
 use serde::{Deserialize, Serialize};
 
-use super::{
-    EventKind, Finding, FindingKey, FindingKind, Hysteresis, Incident, IncidentEvent, Previous,
-};
-use crate::alert::silence::{Silence, SilenceMark};
+use super::{EventKind, Finding, FindingKey, Hysteresis, Incident, IncidentEvent, Previous};
+use crate::model::kind::FindingKind;
+use crate::model::silence::{Silence, SilenceMark};
 use crate::model::time::{serde_ms, unix_ms};
 
 /// Where one finding key stands.
@@ -59,7 +58,7 @@ impl IncidentBook {
     }
 
     fn silence_of(&self, incident: &Incident, now: SystemTime) -> Option<SilenceMark> {
-        crate::alert::silence::find(&self.silences, incident, now).map(Silence::mark)
+        find_silence(&self.silences, incident, now).map(Silence::mark)
     }
 
     /// Brings the silence of every open incident of `cluster` up to date; an event for
@@ -442,4 +441,31 @@ fn refresh(incident: &mut Incident, f: Finding, now: SystemTime) -> Option<Incid
         previous: Some(previous),
         changes,
     })
+}
+
+// Matching needs the incident, which the model (where the silence rule lives) does not
+// know; so this part of `Silence` is here.
+impl Silence {
+    /// Whether it covers `incident` (activity aside).
+    pub fn covers(&self, incident: &Incident) -> bool {
+        self.covers_parts(
+            &incident.cluster,
+            incident.kind,
+            incident.broker,
+            &incident.suspects,
+        )
+    }
+}
+
+/// The first active silence covering `incident`, ending last first (the one that keeps it
+/// quiet longest is the one worth naming).
+pub fn find_silence<'a>(
+    silences: &'a [Silence],
+    incident: &Incident,
+    now: SystemTime,
+) -> Option<&'a Silence> {
+    silences
+        .iter()
+        .filter(|s| s.is_active(now) && s.covers(incident))
+        .max_by_key(|s| s.ends_at)
 }

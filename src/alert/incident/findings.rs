@@ -9,7 +9,8 @@ use crate::judge::report::ClusterReport;
 use crate::judge::verdict::{BrokerState, BrokerVerdict, ACCESS_RULES};
 use crate::model::round::{BrokerId, ProbeFailure};
 
-use super::{Finding, FindingKey, FindingKind, Subject};
+use super::{Finding, FindingKey, Subject};
+use crate::model::kind::FindingKind;
 
 /// Partitions listed by name in one finding; the total is always given.
 pub const MAX_AFFECTED_PARTITIONS: usize = 100;

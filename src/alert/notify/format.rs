@@ -320,7 +320,7 @@ pub fn pagerduty(routing_key: &str, n: &Notification, ctx: &Context) -> Value {
         crate::alert::incident::FindingKey::new(
             &i.cluster,
             i.subject,
-            crate::alert::incident::FindingKind::Broker,
+            crate::model::kind::FindingKind::Broker,
         )
         .dedup_key()
     } else {

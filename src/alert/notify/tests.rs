@@ -19,9 +19,10 @@ use serde_json::Value;
 use tokio::net::TcpListener;
 
 use super::*;
-use crate::alert::incident::{EventKind, FindingKind, Incident, IncidentEvent, Previous, Subject};
+use crate::alert::incident::{EventKind, Incident, IncidentEvent, Previous, Subject};
 use crate::config::{Secret, Severity, WebhookConfig, WebhookFormat};
 use crate::judge::verdict::BrokerState;
+use crate::model::kind::FindingKind;
 
 fn t(secs: u64) -> SystemTime {
     UNIX_EPOCH + Duration::from_secs(1_700_000_000 + secs)

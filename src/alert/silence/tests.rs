@@ -1,10 +1,13 @@
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use super::*;
-use crate::alert::incident::{
-    EventKind, Finding, FindingKey, FindingKind, Hysteresis, IncidentBook, Subject,
-};
+use crate::alert::incident::find_silence as find;
+use crate::alert::incident::{EventKind, Finding, FindingKey, Hysteresis, IncidentBook, Subject};
 use crate::config::Severity;
+use crate::model::kind::FindingKind;
+use crate::model::round::BrokerId;
+use crate::model::silence::*;
+use crate::model::time::rfc3339;
 
 fn t(secs: u64) -> SystemTime {
     UNIX_EPOCH + Duration::from_secs(1_700_000_000 + secs)

@@ -1,0 +1,390 @@
+//! Silences as rules: planned quiet for a cluster, a broker or a kind of incident (a rolling
+//! upgrade, a broker taken out for repair), what someone asks for and how it is checked.
+//! Plain data and pure checks, so the configuration's `silences:` are read into the same
+//! type the HTTP API and the `silence` command make; the runtime store is
+//! `alert::silence`, the matching against incidents `alert::incident`.
+
+use std::time::{Duration, SystemTime};
+
+use serde::{Deserialize, Serialize};
+
+use crate::model::kind::FindingKind;
+use crate::model::round::BrokerId;
+use crate::model::time::{rfc3339, serde_ms, unix_ms};
+
+/// Longest silence: a forgotten one must not hide a cluster for good.
+pub const MAX_DURATION: Duration = Duration::from_secs(30 * 86_400);
+/// Bounded so the API cannot be used to fill the disk.
+pub const MAX_SILENCES: usize = 1000;
+/// Longest comment kept.
+pub const MAX_COMMENT_CHARS: usize = 1000;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Origin {
+    /// The configuration file's `silences:`; changes with the file.
+    Config,
+    /// Added through the HTTP API or the `silence` command.
+    Api,
+}
+
+/// What to keep quiet, until when, and why.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Silence {
+    pub id: String,
+    /// `None`: every cluster.
+    pub cluster: Option<String>,
+    /// `None`: every broker. A broker silence also covers cluster-wide incidents whose
+    /// suspects are that broker alone (its partitions under-replicated while it is down).
+    pub broker: Option<BrokerId>,
+    /// `None`: every kind.
+    pub kind: Option<FindingKind>,
+    #[serde(with = "serde_ms")]
+    pub starts_at: SystemTime,
+    #[serde(with = "serde_ms")]
+    pub ends_at: SystemTime,
+    pub comment: String,
+    /// Who asked (the API's caller, or `config`).
+    pub created_by: String,
+    pub origin: Origin,
+}
+
+impl Silence {
+    pub fn is_active(&self, now: SystemTime) -> bool {
+        self.starts_at <= now && now < self.ends_at
+    }
+
+    /// Whether it covers an incident of `kind` in `cluster` about `broker` (or, for a
+    /// cluster-wide one, suspecting `suspects`).
+    pub fn covers_parts(
+        &self,
+        cluster: &str,
+        kind: FindingKind,
+        broker: Option<BrokerId>,
+        suspects: &[BrokerId],
+    ) -> bool {
+        if self.cluster.as_ref().is_some_and(|c| c != cluster) {
+            return false;
+        }
+        if self.kind.is_some_and(|k| k != kind) {
+            return false;
+        }
+        match self.broker {
+            None => true,
+            Some(b) => match broker {
+                Some(ib) => ib == b,
+                None => !suspects.is_empty() && suspects.iter().all(|s| *s == b),
+            },
+        }
+    }
+
+    /// One line for people: `broker 2 of orders until 2026-12-01T14:00:00.000Z (upgrade)`.
+    pub fn describe(&self) -> String {
+        let mut what = Vec::new();
+        if let Some(k) = self.kind {
+            what.push(format!("{} incidents", k.as_str()));
+        }
+        if let Some(b) = self.broker {
+            what.push(format!("broker {b}"));
+        }
+        let cluster = match &self.cluster {
+            Some(c) => format!("cluster {c}"),
+            None => "every cluster".into(),
+        };
+        let what = if what.is_empty() {
+            cluster
+        } else {
+            format!("{} of {cluster}", what.join(", "))
+        };
+        format!(
+            "silence {}: {what} until {} ({})",
+            self.id,
+            rfc3339(self.ends_at),
+            self.comment
+        )
+    }
+
+    pub fn mark(&self) -> SilenceMark {
+        SilenceMark {
+            id: self.id.clone(),
+            ends_at: self.ends_at,
+            comment: self.comment.clone(),
+        }
+    }
+}
+
+/// The silence an incident is under, as the incident carries it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SilenceMark {
+    pub id: String,
+    #[serde(with = "serde_ms")]
+    pub ends_at: SystemTime,
+    pub comment: String,
+}
+
+/// A silence as the API and `/status` show it: times in RFC 3339, and whether it is in
+/// force now.
+pub fn to_json(s: &Silence, now: SystemTime) -> serde_json::Value {
+    serde_json::json!({
+        "id": s.id,
+        "cluster": s.cluster,
+        "broker": s.broker,
+        "kind": s.kind.map(|k| k.as_str()),
+        "starts_at": rfc3339(s.starts_at),
+        "ends_at": rfc3339(s.ends_at),
+        "active": s.is_active(now),
+        "comment": s.comment,
+        "created_by": s.created_by,
+        "origin": match s.origin {
+            Origin::Config => "config",
+            Origin::Api => "api",
+        },
+    })
+}
+
+/// What someone asks to silence, before it is checked.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Request {
+    pub cluster: Option<String>,
+    pub broker: Option<BrokerId>,
+    pub kind: Option<String>,
+    /// RFC 3339; default now.
+    pub starts_at: Option<String>,
+    /// RFC 3339; this or `duration`.
+    pub ends_at: Option<String>,
+    /// `90m`, `2h`, `1d`, `3600s`; this or `ends_at`.
+    pub duration: Option<String>,
+    pub comment: String,
+    pub created_by: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct Invalid(pub String);
+
+impl Request {
+    /// A silence, or what is wrong with the request in one sentence.
+    pub fn check(
+        &self,
+        known_clusters: &[String],
+        now: SystemTime,
+        origin: Origin,
+    ) -> Result<Silence, Invalid> {
+        let bad = |m: String| Err(Invalid(m));
+        if let Some(c) = &self.cluster {
+            if !known_clusters.contains(c) {
+                return bad(format!(
+                    "cluster '{c}' is not watched (known: {})",
+                    known_clusters.join(", ")
+                ));
+            }
+        }
+        let kind = match &self.kind {
+            None => None,
+            Some(k) => match FindingKind::ALL.iter().find(|f| f.as_str() == k) {
+                Some(f) => Some(*f),
+                None => {
+                    let names: Vec<&str> = FindingKind::ALL.iter().map(|f| f.as_str()).collect();
+                    return bad(format!(
+                        "kind '{k}' is unknown (one of: {})",
+                        names.join(", ")
+                    ));
+                }
+            },
+        };
+        let comment = self.comment.trim();
+        if comment.is_empty() {
+            return bad("a comment is required: say why, so the next person knows".into());
+        }
+        if comment.chars().count() > MAX_COMMENT_CHARS {
+            return bad(format!(
+                "the comment is longer than {MAX_COMMENT_CHARS} characters"
+            ));
+        }
+        // A file's silence is the same silence on every load: it starts when it says (or
+        // has always been), ends at a written time, and one that ended is merely over.
+        let fixed = origin == Origin::Config;
+        let starts_at = match &self.starts_at {
+            None if fixed => SystemTime::UNIX_EPOCH,
+            None => now,
+            Some(t) => parse_rfc3339(t).map_err(|e| Invalid(format!("starts_at: {e}")))?,
+        };
+        let ends_at = match (&self.ends_at, &self.duration) {
+            (Some(_), Some(_)) => return bad("give ends_at or duration, not both".into()),
+            (None, Some(_)) if fixed => {
+                return bad("a silence in the file needs ends_at (RFC 3339), not a duration".into())
+            }
+            (None, None) => {
+                return bad("an end is required: ends_at (RFC 3339) or duration (e.g. 2h)".into())
+            }
+            (Some(t), None) => parse_rfc3339(t).map_err(|e| Invalid(format!("ends_at: {e}")))?,
+            (None, Some(d)) => {
+                starts_at + parse_duration(d).map_err(|e| Invalid(format!("duration: {e}")))?
+            }
+        };
+        let floor = if fixed { starts_at } else { starts_at.max(now) };
+        if ends_at <= floor {
+            return bad(format!(
+                "the silence would end at {}, which is not after its start{}",
+                rfc3339(ends_at),
+                if fixed { "" } else { " and now" }
+            ));
+        }
+        if !fixed && ends_at.duration_since(starts_at).unwrap_or_default() > MAX_DURATION {
+            return bad(format!(
+                "a silence lasts at most {} days",
+                MAX_DURATION.as_secs() / 86_400
+            ));
+        }
+        let created_by = self
+            .created_by
+            .as_deref()
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .unwrap_or(match origin {
+                Origin::Config => "config",
+                Origin::Api => "api",
+            })
+            .chars()
+            .take(100)
+            .collect();
+        let mut s = Silence {
+            id: String::new(),
+            cluster: self.cluster.clone(),
+            broker: self.broker,
+            kind,
+            starts_at,
+            ends_at,
+            comment: comment.to_string(),
+            created_by,
+            origin,
+        };
+        s.id = silence_id(&s);
+        Ok(s)
+    }
+}
+
+/// `s-` and 12 hex digits of a hash of what it silences and when: stable for a config
+/// silence across reloads, distinct for two API silences made at different times.
+pub(crate) fn silence_id(s: &Silence) -> String {
+    let material = format!(
+        "{:?}\n{:?}\n{:?}\n{}\n{}\n{}",
+        s.cluster,
+        s.broker,
+        s.kind.map(|k| k.as_str()),
+        unix_ms(s.starts_at),
+        unix_ms(s.ends_at),
+        s.comment
+    );
+    let digest = ring::digest::digest(&ring::digest::SHA256, material.as_bytes());
+    let hex: String = digest.as_ref()[..6]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    format!("s-{hex}")
+}
+
+/// `90s`, `15m`, `2h`, `1d`, or a combination (`1h30m`).
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let t = text.trim();
+    let wrong = || format!("'{t}' is not a duration (e.g. 90m, 2h, 1d, 1h30m)");
+    if t.is_empty() {
+        return Err(wrong());
+    }
+    let mut total: u64 = 0;
+    let mut digits = String::new();
+    for c in t.chars() {
+        if c.is_ascii_digit() {
+            digits.push(c);
+            continue;
+        }
+        let unit = match c {
+            's' => 1,
+            'm' => 60,
+            'h' => 3600,
+            'd' => 86_400,
+            _ => return Err(wrong()),
+        };
+        let n: u64 = digits.parse().map_err(|_| wrong())?;
+        digits.clear();
+        total = n
+            .checked_mul(unit)
+            .and_then(|x| total.checked_add(x))
+            .ok_or_else(wrong)?;
+    }
+    if !digits.is_empty() || total == 0 {
+        return Err(wrong());
+    }
+    Ok(Duration::from_secs(total))
+}
+
+/// RFC 3339 date-time (`2026-12-01T14:00:00Z`, fractions and offsets allowed).
+pub fn parse_rfc3339(text: &str) -> Result<SystemTime, String> {
+    let t = text.trim();
+    let wrong = || format!("'{t}' is not an RFC 3339 time (e.g. 2026-12-01T14:00:00Z)");
+    let b = t.as_bytes();
+    if b.len() < 20
+        || b[4] != b'-'
+        || b[7] != b'-'
+        || !matches!(b[10], b'T' | b't' | b' ')
+        || b[13] != b':'
+        || b[16] != b':'
+    {
+        return Err(wrong());
+    }
+    let num = |r: std::ops::Range<usize>| -> Result<i64, String> {
+        t.get(r)
+            .filter(|s| s.bytes().all(|c| c.is_ascii_digit()))
+            .and_then(|s| s.parse().ok())
+            .ok_or_else(wrong)
+    };
+    let (year, month, day) = (num(0..4)?, num(5..7)?, num(8..10)?);
+    let (hour, minute, second) = (num(11..13)?, num(14..16)?, num(17..19)?);
+    if !(1..=12).contains(&month)
+        || !(1..=31).contains(&day)
+        || hour > 23
+        || minute > 59
+        || second > 60
+    {
+        return Err(wrong());
+    }
+    let mut rest = &t[19..];
+    let mut nanos: u64 = 0;
+    if let Some(frac) = rest.strip_prefix('.') {
+        let n = frac.bytes().take_while(u8::is_ascii_digit).count();
+        if n == 0 {
+            return Err(wrong());
+        }
+        let digits: String = frac[..n]
+            .chars()
+            .chain(std::iter::repeat('0'))
+            .take(9)
+            .collect();
+        nanos = digits.parse().map_err(|_| wrong())?;
+        rest = &frac[n..];
+    }
+    let offset_secs: i64 = match rest {
+        "Z" | "z" => 0,
+        o if o.len() == 6 && (o.starts_with('+') || o.starts_with('-')) && &o[3..4] == ":" => {
+            let h: i64 = o[1..3].parse().map_err(|_| wrong())?;
+            let m: i64 = o[4..6].parse().map_err(|_| wrong())?;
+            let sign = if o.starts_with('-') { -1 } else { 1 };
+            sign * (h * 3600 + m * 60)
+        }
+        _ => return Err(wrong()),
+    };
+    // Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm).
+    let y = if month <= 2 { year - 1 } else { year };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (month + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    let secs = days * 86_400 + hour * 3600 + minute * 60 + second.min(59) - offset_secs;
+    if secs < 0 {
+        return Err(wrong());
+    }
+    Ok(SystemTime::UNIX_EPOCH + Duration::from_secs(secs as u64) + Duration::from_nanos(nanos))
+}
