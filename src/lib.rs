@@ -2,21 +2,20 @@
 //! no working partition. Data flows one way: config -> probes -> observations -> verdicts ->
 //! outputs.
 //!
-//! The modules in layers, earliest first. A module uses only modules of its own layer or of
-//! earlier ones, and no modules use each other round a circle; `tests/layers.rs` reads this
-//! table and checks both on every `crate::` path outside test code.
+//! Each folder of src/ is a stage of that pipeline, earliest first. A module uses only modules
+//! of its own stage or of earlier ones, and no modules use each other round a circle;
+//! `tests/layers.rs` reads this table and checks both on every `crate::` and `super::` path
+//! outside test code. Each stage's mod.rs says what it takes in and gives out.
 //!
-//! | layer  | modules                                                    | what it is |
-//! |--------|------------------------------------------------------------|------------|
-//! | model  | observe, words                                             | plain data of a round, bounded labels |
-//! | config | config                                                     | the configuration, read and checked |
-//! | view   | cluster_view, health                                       | pure: answers merged into one view, partitions classified |
-//! | io     | wire, host, self_metrics                                   | the Kafka protocol, /proc, the process's own use |
-//! | probe  | probe, canary, liveness                                    | one round of observation (plans from the last view) |
-//! | judge  | verdict, report, check                                     | pure verdicts and the round's report |
-//! | alert  | incident, silence, remediate, notify, alerting             | incidents, silences, remediation, webhooks |
-//! | serve  | metrics, status, http, status_view                         | /metrics, /status and their views |
-//! | run    | preflight, setup, reload, service, daemon, silence_cmd     | the process: start, signals, reload, stop |
+//! | stage   | modules                                                     | what it is |
+//! |---------|-------------------------------------------------------------|------------|
+//! | model   | kind, round, silence, time, words                           | plain data every stage shares: a round's observations, incident kinds, silence rules |
+//! | config  | -                                                           | the configuration, read and checked |
+//! | observe | wire, host, self_metrics, liveness, cluster_view, probe, canary | one round of observation over the Kafka protocol and /proc, merged into one view |
+//! | judge   | health, verdict, report, check                              | pure: partitions classified, verdicts per broker, the round's report |
+//! | alert   | incident, silence, remediate, notify, alerting              | incidents, silences, remediation, webhooks |
+//! | serve   | metrics, status, status_view, http                          | /metrics, /status and the HTTP API |
+//! | run     | preflight, setup, reload, service, daemon, silence_cmd      | the process: start, signals, reload, stop |
 
 pub mod alert;
 pub mod config;

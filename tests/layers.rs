@@ -1,52 +1,68 @@
-//! The layer order declared at the top of src/lib.rs, checked: no module of an earlier layer
-//! uses a later one, and no modules use each other round a circle. Read from the source
-//! text (no Kafka, no build of anything else), so it runs in a blink.
+//! The pipeline order declared at the top of src/lib.rs, checked: each stage is a folder of
+//! src/, no stage uses a later one, and no modules use each other round a circle (within a
+//! stage or across). Read from the source text (no Kafka, no build of anything else), so it
+//! runs in a blink. Test code is left out: a test may use whatever it needs.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-/// Uses the table does not allow yet, each with why; the check fails when one is no longer
-/// there, so the list only shrinks.
-const KNOWN: &[(&str, &str, &str)] = &[
-    (
-        "config",
-        "silence",
-        "the configuration holds its silences already parsed as `silence::Silence`",
-    ),
-    (
-        "incident",
-        "silence",
-        "the incident book marks incidents silenced, and a silence matches incidents by kind",
-    ),
-];
-
+/// module -> used module -> files that use it. A module is `stage::name` (`config` for a
+/// stage that is one module).
 type Graph = BTreeMap<String, BTreeMap<String, BTreeSet<String>>>;
 
 fn src() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
 }
 
-/// The table of src/lib.rs: module -> layer index.
-fn layers(lib: &str) -> (BTreeMap<String, usize>, Vec<String>) {
-    let mut of = BTreeMap::new();
-    let mut names = Vec::new();
-    for line in lib.lines() {
-        let Some(row) = line.strip_prefix("//! |") else {
-            continue;
-        };
-        let cells: Vec<&str> = row.split('|').map(str::trim).collect();
-        if cells.len() < 2 || cells[0] == "layer" || cells[0].starts_with('-') {
-            continue;
-        }
-        for m in cells[1].split(',').map(str::trim).filter(|m| !m.is_empty()) {
+/// The table of src/lib.rs, in order: stage -> its modules (empty: the stage is one module).
+struct Stages {
+    order: Vec<String>,
+    modules: BTreeMap<String, Vec<String>>,
+}
+
+impl Stages {
+    fn read(lib: &str) -> Stages {
+        let mut order = Vec::new();
+        let mut modules = BTreeMap::new();
+        for line in lib.lines() {
+            let Some(row) = line.strip_prefix("//! |") else {
+                continue;
+            };
+            let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+            if cells.len() < 2 || cells[0] == "stage" || cells[0].starts_with('-') {
+                continue;
+            }
+            let stage = cells[0].trim_matches('`').trim_end_matches('/').to_string();
+            let ms: Vec<String> = cells[1]
+                .split(',')
+                .map(|m| m.trim().to_string())
+                .filter(|m| !m.is_empty() && m != "-")
+                .collect();
             assert!(
-                of.insert(m.to_string(), names.len()).is_none(),
-                "{m} is in two layers of src/lib.rs"
+                modules.insert(stage.clone(), ms).is_none(),
+                "{stage} is twice in the table of src/lib.rs"
             );
+            order.push(stage);
         }
-        names.push(cells[0].to_string());
+        Stages { order, modules }
     }
-    (of, names)
+
+    fn index(&self, stage: &str) -> Option<usize> {
+        self.order.iter().position(|s| s == stage)
+    }
+
+    /// The module a path from the crate root (`observe::wire::client::Client`) is in.
+    fn module_of(&self, path: &[String]) -> Option<String> {
+        let stage = path.first()?;
+        let ms = self.modules.get(stage)?;
+        if ms.is_empty() {
+            return Some(stage.clone());
+        }
+        // Anything else under a stage's mod.rs would be an item of the stage's own: the
+        // mod.rs files hold only their modules, so a shorter path is no use of a module.
+        let m = path.get(1)?;
+        ms.contains(m).then(|| format!("{stage}::{m}"))
+    }
 }
 
 /// Text with comments, string and char literals blanked, so that braces and paths are code.
@@ -179,52 +195,85 @@ fn without_tests(code: &str) -> (String, Vec<String>) {
     (out, test_files)
 }
 
-/// The crate's top-level modules a piece of code names: `crate::x` and
-/// `use crate::{x, y::z}`.
-fn used(code: &str) -> BTreeSet<String> {
+/// The paths a piece of code names, from the crate root: `crate::a::b`, `use crate::{a::{b,
+/// c}, d}`, and `super::x` resolved from `here` (the module path of the file).
+fn used(code: &str, here: &[String]) -> BTreeSet<Vec<String>> {
+    let b = code.as_bytes();
     let mut out = BTreeSet::new();
-    let mut rest = code;
-    while let Some(at) = rest.find("crate::") {
-        let before = rest[..at].chars().next_back();
-        rest = &rest[at + "crate::".len()..];
-        if before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == '$') {
+    let mut i = 0;
+    while i < b.len() {
+        if !code.is_char_boundary(i) {
+            i += 1;
             continue;
         }
-        if let Some(group) = rest.strip_prefix('{') {
-            // Top-level names of the group, at brace depth zero.
-            let mut depth = 0;
-            let mut name = String::new();
-            let mut at_start = true;
-            for c in group.chars() {
-                match c {
-                    '{' => depth += 1,
-                    '}' if depth == 0 => break,
-                    '}' => depth -= 1,
-                    ',' if depth == 0 => at_start = true,
-                    c if depth == 0 && at_start && (c.is_alphanumeric() || c == '_') => {
-                        name.push(c)
-                    }
-                    _ if !name.is_empty() => {
-                        out.insert(std::mem::take(&mut name));
-                        at_start = false;
-                    }
-                    _ => {}
-                }
-            }
-            if !name.is_empty() {
-                out.insert(name);
-            }
+        let rest = &code[i..];
+        let starts = rest.starts_with("crate::") || rest.starts_with("super::");
+        let before = code[..i].chars().next_back();
+        let joined = code[..i].ends_with("::");
+        if !starts || joined || before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == '$')
+        {
+            i += 1;
+            continue;
+        }
+        let mut base: Vec<String> = Vec::new();
+        let mut j = i;
+        if rest.starts_with("crate::") {
+            j += "crate::".len();
         } else {
-            let name: String = rest
-                .chars()
-                .take_while(|c| c.is_alphanumeric() || *c == '_')
-                .collect();
-            if !name.is_empty() {
-                out.insert(name);
+            base = here.to_vec();
+            while code[j..].starts_with("super::") {
+                base.pop();
+                j += "super::".len();
             }
         }
+        j = tree(code, j, base, &mut out);
+        i = j.max(i + 1);
     }
     out
+}
+
+/// Reads one use tree at `at` (`a::b`, `a::{b, c::d}`, `{a, b}`), adding each full path under
+/// `base` to `out`; returns where it ends.
+fn tree(
+    code: &str,
+    mut at: usize,
+    mut base: Vec<String>,
+    out: &mut BTreeSet<Vec<String>>,
+) -> usize {
+    let b = code.as_bytes();
+    loop {
+        while at < b.len() && b[at].is_ascii_whitespace() {
+            at += 1;
+        }
+        if b.get(at) == Some(&b'{') {
+            at += 1;
+            loop {
+                at = tree(code, at, base.clone(), out);
+                while at < b.len() && (b[at].is_ascii_whitespace() || b[at] == b',') {
+                    at += 1;
+                }
+                if at >= b.len() || b[at] == b'}' {
+                    return at + 1;
+                }
+            }
+        }
+        let name: String = code[at..]
+            .chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_')
+            .collect();
+        at += name.len();
+        if !name.is_empty() && name != "self" {
+            base.push(name);
+        }
+        if code[at..].starts_with("::") {
+            at += 2;
+        } else {
+            if !base.is_empty() {
+                out.insert(base);
+            }
+            return at;
+        }
+    }
 }
 
 /// Every .rs file under `dir`, sorted.
@@ -243,8 +292,22 @@ fn files(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
-/// module -> used module -> files that use it, for the code that is not test code.
-fn graph() -> Graph {
+/// The module path of a file: src/a/b.rs and src/a/b/mod.rs are `a::b`.
+fn module_path(rel: &Path) -> Vec<String> {
+    let mut parts: Vec<String> = rel
+        .components()
+        .map(|c| c.as_os_str().to_str().unwrap().to_string())
+        .collect();
+    let last = parts.pop().unwrap();
+    if last != "mod.rs" && last != "lib.rs" && last != "main.rs" {
+        parts.push(last.trim_end_matches(".rs").to_string());
+    }
+    parts
+}
+
+/// Uses between modules in the code that is not test code, and the stages' folders as
+/// found: stage -> the modules its mod.rs declares outside test code.
+fn graph(stages: &Stages) -> (Graph, BTreeMap<String, BTreeSet<String>>) {
     let root = src();
     let mut all = Vec::new();
     files(&root, &mut all);
@@ -266,40 +329,40 @@ fn graph() -> Graph {
         code_of.insert(path.clone(), code);
     }
     let mut g = Graph::new();
+    let mut declared = BTreeMap::new();
     for (path, code) in &code_of {
         let rel = path.strip_prefix(&root).unwrap();
-        if test_only.iter().any(|t| path.starts_with(t))
-            || rel == Path::new("lib.rs")
-            || rel == Path::new("main.rs")
-        {
+        if test_only.iter().any(|t| path.starts_with(t)) {
             continue;
         }
-        let first = rel
-            .components()
-            .next()
-            .unwrap()
-            .as_os_str()
-            .to_str()
-            .unwrap();
-        let module = first.trim_end_matches(".rs").to_string();
-        let entry = g.entry(module.clone()).or_default();
-        for u in used(code) {
-            if u != module {
-                entry
-                    .entry(u)
-                    .or_default()
-                    .insert(rel.display().to_string());
+        let here = module_path(rel);
+        if here.len() == 1 && rel.ends_with("mod.rs") {
+            let mods: BTreeSet<String> = code
+                .lines()
+                .filter_map(|l| l.trim().strip_prefix("pub mod "))
+                .map(|l| l.trim_end_matches(';').to_string())
+                .collect();
+            declared.insert(here[0].clone(), mods);
+        }
+        let Some(from) = stages.module_of(&here) else {
+            continue;
+        };
+        let entry = g.entry(from.clone()).or_default();
+        for path in used(code, &here) {
+            if let Some(to) = stages.module_of(&path) {
+                if to != from {
+                    entry
+                        .entry(to)
+                        .or_default()
+                        .insert(rel.display().to_string());
+                }
             }
         }
     }
-    g
+    (g, declared)
 }
 
-fn known(from: &str, to: &str) -> bool {
-    KNOWN.iter().any(|(f, t, _)| *f == from && *t == to)
-}
-
-/// A circle through `start`, if the uses (without the known ones) make one.
+/// A circle through `start`, if the uses make one.
 fn circle(g: &Graph, start: &str) -> Option<Vec<String>> {
     fn dfs(
         g: &Graph,
@@ -309,9 +372,6 @@ fn circle(g: &Graph, start: &str) -> Option<Vec<String>> {
         seen: &mut BTreeSet<String>,
     ) -> bool {
         for next in g.get(at).into_iter().flat_map(|m| m.keys()) {
-            if known(at, next) {
-                continue;
-            }
             if next == start {
                 path.push(next.clone());
                 return true;
@@ -330,80 +390,159 @@ fn circle(g: &Graph, start: &str) -> Option<Vec<String>> {
     dfs(g, start, start, &mut path, &mut BTreeSet::new()).then_some(path)
 }
 
-#[test]
-fn earlier_layers_use_no_later_ones_and_nothing_is_a_circle() {
-    let lib = std::fs::read_to_string(src().join("lib.rs")).unwrap();
-    let (layer_of, names) = layers(&lib);
-    assert!(names.len() > 3, "no layer table at the top of src/lib.rs");
-    let g = graph();
+fn stage_of(module: &str) -> &str {
+    module.split("::").next().unwrap()
+}
 
+/// What is wrong with the uses `g` under the order of `stages`.
+fn problems(stages: &Stages, g: &Graph) -> Vec<String> {
     let mut problems = Vec::new();
-    let declared: BTreeSet<String> = lib
-        .lines()
-        .filter_map(|l| l.strip_prefix("pub mod "))
-        .map(|l| l.trim_end_matches(';').to_string())
-        .collect();
-    for m in &declared {
-        if !layer_of.contains_key(m) {
-            problems.push(format!(
-                "module {m} is in no layer of the table in src/lib.rs"
-            ));
-        }
-    }
-    for m in layer_of.keys() {
-        if !declared.contains(m) {
-            problems.push(format!(
-                "the table in src/lib.rs names {m}, which is no module"
-            ));
-        }
-    }
-    for (from, uses) in &g {
-        let Some(&lf) = layer_of.get(from) else {
-            continue;
-        };
+    for (from, uses) in g {
+        let sf = stage_of(from);
         for (to, files) in uses {
-            let Some(&lt) = layer_of.get(to) else {
-                continue;
-            };
-            if lt > lf && !known(from, to) {
+            let st = stage_of(to);
+            if stages.index(st) > stages.index(sf) {
                 problems.push(format!(
-                    "{from} (layer {}) uses {to} (layer {}, later) in {}",
-                    names[lf],
-                    names[lt],
+                    "{from} (stage {sf}) uses {to} (stage {st}, later) in {}",
                     files.iter().cloned().collect::<Vec<_>>().join(", ")
                 ));
             }
         }
     }
+    let mut circles = BTreeSet::new();
     for m in g.keys() {
-        if let Some(c) = circle(&g, m) {
-            problems.push(format!("circle: {}", c.join(" -> ")));
+        if let Some(mut c) = circle(g, m) {
+            // One line per circle, whichever module it was found from.
+            c.pop();
+            let first = c.iter().enumerate().min_by_key(|(_, m)| *m).unwrap().0;
+            c.rotate_left(first);
+            c.push(c[0].clone());
+            circles.insert(c);
         }
     }
-    for (from, to, why) in KNOWN {
-        if !g.get(*from).is_some_and(|u| u.contains_key(*to)) {
+    for c in circles {
+        problems.push(format!("circle: {}", c.join(" -> ")));
+    }
+    problems
+}
+
+#[test]
+fn no_stage_uses_a_later_one_and_nothing_is_a_circle() {
+    let lib = std::fs::read_to_string(src().join("lib.rs")).unwrap();
+    let stages = Stages::read(&lib);
+    assert!(
+        stages.order.len() > 3,
+        "no stage table at the top of src/lib.rs"
+    );
+    let (g, declared) = graph(&stages);
+
+    let mut problems = problems(&stages, &g);
+    let in_lib: BTreeSet<String> = lib
+        .lines()
+        .filter_map(|l| l.strip_prefix("pub mod "))
+        .map(|l| l.trim_end_matches(';').to_string())
+        .collect();
+    let in_table: BTreeSet<String> = stages.order.iter().cloned().collect();
+    for m in in_lib.difference(&in_table) {
+        problems.push(format!(
+            "src/lib.rs declares {m}, which is no stage of its table"
+        ));
+    }
+    for m in in_table.difference(&in_lib) {
+        problems.push(format!(
+            "the table in src/lib.rs names {m}, which src/lib.rs does not declare"
+        ));
+    }
+    for (stage, ms) in &stages.modules {
+        if !src().join(stage).is_dir() {
+            problems.push(format!("stage {stage} is no folder of src/"));
+        }
+        if ms.is_empty() {
+            continue;
+        }
+        let listed: BTreeSet<String> = ms.iter().cloned().collect();
+        let found = declared.get(stage).cloned().unwrap_or_default();
+        for m in found.difference(&listed) {
             problems.push(format!(
-                "{from} no longer uses {to} ({why}): take it off KNOWN in tests/layers.rs"
+                "src/{stage}/mod.rs declares {m}, which the table does not list"
+            ));
+        }
+        for m in listed.difference(&found) {
+            problems.push(format!(
+                "the table lists {stage}::{m}, which src/{stage}/mod.rs does not declare"
             ));
         }
     }
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
 
+/// The check itself fails on what it is there to catch.
+#[test]
+fn a_backward_use_and_a_circle_are_problems() {
+    let stages = Stages::read(
+        "//! | stage | modules | what |\n\
+         //! |---|---|---|\n\
+         //! | model | round | x |\n\
+         //! | config | - | x |\n\
+         //! | judge | verdict, report | x |\n",
+    );
+    fn add(g: &mut Graph, from: &str, to: &str) {
+        g.entry(from.into())
+            .or_default()
+            .entry(to.into())
+            .or_default()
+            .insert("f.rs".into());
+    }
+    let mut g = Graph::new();
+    add(&mut g, "judge::verdict", "model::round");
+    add(&mut g, "judge::verdict", "config");
+    assert_eq!(problems(&stages, &g), Vec::<String>::new());
+    add(&mut g, "model::round", "config");
+    assert_eq!(
+        problems(&stages, &g),
+        ["model::round (stage model) uses config (stage config, later) in f.rs"]
+    );
+
+    let mut g = Graph::new();
+    add(&mut g, "judge::report", "judge::verdict");
+    add(&mut g, "judge::verdict", "judge::report");
+    assert_eq!(
+        problems(&stages, &g),
+        ["circle: judge::report -> judge::verdict -> judge::report"]
+    );
+}
+
 #[test]
 fn the_reader_sees_every_form_of_use() {
     let code = code_only(
-        "use crate::{model::round::{A, B}, model::words};\n\
+        "use crate::{model::{round::{A, B}, words}, alert::incident::{self, X}};\n\
          // crate::commented\n\
          let s = \"crate::quoted\";\n\
          let c = '{';\n\
          x = crate::config::X;\n\
          #[cfg(test)]\nmod tests { use crate::run::daemon; fn f() { let _ = '}'; } }\n\
          #[cfg(test)]\nmod tests_fake;\n\
+         use super::super::health::Health;\n\
          y = crate::observe::wire::Z;",
     );
     let (code, files) = without_tests(&code);
     assert_eq!(files, ["tests_fake"]);
-    let got: Vec<String> = used(&code).into_iter().collect();
-    assert_eq!(got, ["config", "observe", "wire", "words"]);
+    let here: Vec<String> = ["judge", "verdict", "facts"].map(String::from).to_vec();
+    let stages = Stages::read(
+        "//! | model | round, words | x |\n//! | config | - | x |\n\
+         //! | observe | wire | x |\n//! | judge | health | x |\n//! | alert | incident | x |\n",
+    );
+    let got: BTreeSet<String> = used(&code, &here)
+        .iter()
+        .filter_map(|p| stages.module_of(p))
+        .collect();
+    let want = [
+        "alert::incident",
+        "config",
+        "judge::health",
+        "model::round",
+        "model::words",
+        "observe::wire",
+    ];
+    assert_eq!(got.into_iter().collect::<Vec<_>>(), want);
 }
