@@ -16,6 +16,7 @@
 //!    followers serves fetches). Ties go to the follower, as Kafka's ISR shrink says;
 //!    followers that stay tied are ambiguous and nobody is named.
 
+use super::*;
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::model::round::{BrokerId, IdMap, RoundObservation};
@@ -173,5 +174,191 @@ impl Link {
             followers: vec![self.follower],
             leader_candidate: self.leader_lost_all,
         }
+    }
+}
+
+/// The decided cause of every broken replication link of the round: the health problems'
+/// links, the canary partitions' links and the canary's acks=all timeouts on leaders that
+/// still take acks=1 writes, decided together (see `cause`).
+pub struct Causes {
+    /// Per broker, the links where it is the suspect follower ("t-0 (leader 1)").
+    pub lagging: BTreeMap<BrokerId, Vec<String>>,
+    /// Per broker, the partitions it leads whose followers it lost ("t-0 (followers 2)").
+    pub followers_lost: BTreeMap<BrokerId, Vec<String>>,
+    /// Per (topic, partition, follower) link, its suspects.
+    links: BTreeMap<(String, i32, BrokerId), Vec<BrokerId>>,
+    pub canary: BTreeMap<BrokerId, CanaryFacts>,
+    /// Per canary partition whose write failed, the brokers it is charged to.
+    pub canary_charged: BTreeMap<i32, Vec<BrokerId>>,
+}
+
+/// Whether the canary's acks=all write to this partition timed out at a leader that still
+/// took the direct acks=1 write: it appends, and waits on followers.
+pub(super) fn leader_appends(
+    round: &crate::observe::canary::CanaryRound,
+    p: &crate::observe::canary::PartitionRound,
+) -> bool {
+    p.produce_error
+        .as_ref()
+        .is_some_and(|e| e.kind == "timeout" && e.broker == Some(p.leader))
+        && round
+            .acks1
+            .iter()
+            .any(|a| a.partition == p.partition && a.broker == p.leader && a.offset.is_some())
+}
+
+/// Decides the causes of the round. `sick` is `sickness` of the round.
+pub fn causes(
+    health: &Health,
+    canary: Option<&crate::observe::canary::CanaryRound>,
+    sick: &Sickness,
+) -> Causes {
+    let mut links: Vec<Link> = Vec::new();
+    let mut seen: std::collections::BTreeSet<(String, i32)> = Default::default();
+    for p in &health.problems {
+        seen.insert((p.topic.clone(), p.partition));
+        links.extend(links_of(
+            &p.topic,
+            p.partition,
+            p.leader,
+            &p.settled_replicas(),
+            &p.isr,
+        ));
+    }
+    let mut waits: Vec<(i32, BrokerId, Vec<BrokerId>)> = Vec::new();
+    if let Some(round) = canary {
+        for p in &round.partitions {
+            if !seen.contains(&(round.topic.clone(), p.partition)) {
+                let settled: Vec<BrokerId> = p
+                    .replicas
+                    .iter()
+                    .copied()
+                    .filter(|r| !health.reassigning.adds(&round.topic, p.partition, *r))
+                    .collect();
+                links.extend(links_of(
+                    &round.topic,
+                    p.partition,
+                    p.leader,
+                    &settled,
+                    &p.isr,
+                ));
+            }
+            if leader_appends(round, p) {
+                // A write that timed out while a replica was being dropped from the ISR
+                // waited on that replica, not on the followers still in sync: with the
+                // continuous canary such a timeout often arrives after the shrink (the lab's
+                // cut-replication tests saw the healthy follower blamed).
+                let dropped: Vec<BrokerId> = p
+                    .replicas
+                    .iter()
+                    .copied()
+                    .filter(|r| *r != p.leader && !p.isr.contains(r))
+                    .collect();
+                let followers: Vec<BrokerId> = if dropped.is_empty() {
+                    p.isr.iter().copied().filter(|r| *r != p.leader).collect()
+                } else {
+                    dropped
+                };
+                if !followers.is_empty() {
+                    waits.push((p.partition, p.leader, followers));
+                }
+            }
+        }
+    }
+    let mut lags: Vec<Lag> = links.iter().map(Link::lag).collect();
+    lags.extend(waits.iter().map(|(_, leader, followers)| Lag {
+        leader: *leader,
+        followers: followers.clone(),
+        leader_candidate: true,
+    }));
+    let decided = decide(&lags, sick);
+    let mut out = Causes {
+        lagging: BTreeMap::new(),
+        followers_lost: BTreeMap::new(),
+        links: BTreeMap::new(),
+        canary: BTreeMap::new(),
+        canary_charged: BTreeMap::new(),
+    };
+    let mut lost: BTreeMap<(BrokerId, String, i32), Vec<BrokerId>> = BTreeMap::new();
+    for (link, suspects) in links.iter().zip(&decided) {
+        let name = format!("{}-{}", link.topic, link.partition);
+        for s in suspects {
+            if *s == link.follower {
+                out.lagging
+                    .entry(*s)
+                    .or_default()
+                    .push(format!("{name} (leader {})", link.leader));
+            } else if *s == link.leader {
+                lost.entry((*s, link.topic.clone(), link.partition))
+                    .or_default()
+                    .push(link.follower);
+            }
+        }
+        out.links.insert(
+            (link.topic.clone(), link.partition, link.follower),
+            suspects.clone(),
+        );
+    }
+    for ((leader, topic, partition), followers) in lost {
+        let list: Vec<String> = followers.iter().map(|f| f.to_string()).collect();
+        let why = sick
+            .get(&leader)
+            .map(|w| format!("; {w}"))
+            .unwrap_or_default();
+        out.followers_lost.entry(leader).or_default().push(format!(
+            "{topic}-{partition} (follower(s) {}{why})",
+            list.join(", ")
+        ));
+    }
+    if let Some(round) = canary {
+        let wait_suspects: BTreeMap<i32, &Vec<BrokerId>> = waits
+            .iter()
+            .zip(&decided[links.len()..])
+            .map(|((partition, _, _), s)| (*partition, s))
+            .collect();
+        (out.canary, out.canary_charged) = canary_facts(round, &out.links, &wait_suspects, sick);
+    }
+    out
+}
+
+/// Replaces the suspects of every partition problem with an online leader by the decided
+/// causes of its broken links (plus the leader when it is outside its own ISR), so the
+/// partition findings name the same brokers as the verdicts; notes in each failed canary
+/// write whom it is charged to, for the canary findings.
+pub fn attribute_suspects(
+    obs: &RoundObservation,
+    view: &ClusterView,
+    health: &mut Health,
+    canary: Option<&mut crate::observe::canary::CanaryRound>,
+) {
+    let sick = sickness(obs, view);
+    let mut canary = canary;
+    let c = causes(health, canary.as_deref(), &sick);
+    if let Some(round) = canary.as_mut() {
+        for p in &mut round.partitions {
+            p.charged_to = c.canary_charged.get(&p.partition).cloned();
+        }
+    }
+    for p in &mut health.problems {
+        if p.leader < 0 {
+            continue;
+        }
+        let mut suspects: Vec<BrokerId> = p
+            .replicas
+            .iter()
+            .filter(|r| **r != p.leader && !p.isr.contains(r))
+            .flat_map(|r| {
+                c.links
+                    .get(&(p.topic.clone(), p.partition, *r))
+                    .cloned()
+                    .unwrap_or_default()
+            })
+            .collect();
+        if !p.isr.contains(&p.leader) {
+            suspects.push(p.leader);
+        }
+        let mut seen = std::collections::BTreeSet::new();
+        suspects.retain(|b| seen.insert(*b));
+        p.suspects = suspects;
     }
 }

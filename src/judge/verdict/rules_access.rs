@@ -1,0 +1,75 @@
+//! Rules on the watchdog's own access: an answer kept from it by authentication or by a
+//! protocol it cannot speak is its own problem, not news about the broker.
+
+use super::*;
+
+/// Failures that are the watchdog's own access or compatibility problem, not news about the
+/// broker: its credentials or certificates were refused (or the broker's certificate is not
+/// one it trusts), or it cannot decode what the broker said. The broker may be perfectly
+/// healthy for its own clients, so these never make a zombie.
+pub fn access_rule(kind: FailureKind) -> Option<&'static str> {
+    match kind {
+        FailureKind::Authentication | FailureKind::Tls => Some("auth_failed"),
+        FailureKind::Protocol => Some("protocol_error"),
+        _ => None,
+    }
+}
+
+/// The rules whose hits are the watchdog's own access problems (see `access_rule`).
+pub const ACCESS_RULES: [&str; 2] = ["auth_failed", "protocol_error"];
+
+/// The step and failure that kept the watchdog from an answer, when it is an access problem.
+pub(super) fn access_failure<'a>(
+    f: &'a BrokerFacts,
+) -> Option<(
+    &'static str,
+    &'static str,
+    &'a crate::model::round::ProbeFailure,
+)> {
+    if f.probe.answered() {
+        return None;
+    }
+    let (step, e) = f.probe.first_failure()?;
+    access_rule(e.kind).map(|rule| (rule, step, e))
+}
+
+pub(super) fn auth_failed(f: &BrokerFacts, _: &VerdictSettings) -> Option<RuleHit> {
+    access_hit(
+        f,
+        "auth_failed",
+        "cannot get in to",
+        "check the watchdog's credentials and certificates, and this broker's certificate. This is the watchdog's access, not a verdict on the broker",
+    )
+}
+
+pub(super) fn protocol_error(f: &BrokerFacts, _: &VerdictSettings) -> Option<RuleHit> {
+    access_hit(
+        f,
+        "protocol_error",
+        "cannot understand",
+        "a compatibility problem between the watchdog and this broker's version, not a verdict on the broker",
+    )
+}
+
+/// The hit of access rule `rule` when the broker's first failure is of its kind.
+pub(super) fn access_hit(
+    f: &BrokerFacts,
+    rule: &'static str,
+    cannot: &str,
+    advice: &str,
+) -> Option<RuleHit> {
+    let (found, step, e) = access_failure(f)?;
+    if found != rule {
+        return None;
+    }
+    hit(
+        rule,
+        BrokerState::Unknown,
+        format!(
+            "the watchdog {cannot} {}: {step} failed: {} ({}); {advice}",
+            f.probe.endpoint.address(),
+            e.kind.as_label(),
+            e.detail
+        ),
+    )
+}

@@ -1,0 +1,226 @@
+//! Rules on what the broker does for its partitions: fenced but serving, leadership a
+//! newer epoch gave away, out of the ISRs, followers that cannot replicate from it, metadata
+//! behind the cluster's, answers slower than its peers'.
+
+use super::*;
+
+pub(super) fn fenced_but_serving(f: &BrokerFacts, _: &VerdictSettings) -> Option<RuleHit> {
+    if !f.probe.answered() {
+        return None;
+    }
+    let why = match f.registration {
+        Registration::Fenced if f.fencing_reported => "the controller has fenced it",
+        Registration::Absent if f.fencing_reported => {
+            "the other brokers do not list it as registered"
+        }
+        // Kafka before 4.0 reports no fencing: a broker that DescribeCluster v0-1 or Metadata
+        // leaves out may be fenced or unregistered. Say what cannot be seen, not a guess.
+        Registration::Fenced | Registration::Absent => {
+            "the other brokers do not list it as registered (their Kafka reports no fencing \
+             before 4.0: fenced or unregistered cannot be told apart)"
+        }
+        _ => return None,
+    };
+    // A broker that was down moments ago answers before it has registered and caught up:
+    // that is a restart, not a zombie.
+    if f.recently_down {
+        return hit(
+            "fenced_but_serving",
+            BrokerState::Degraded,
+            format!("answers clients but {why} (restarted recently: registering)"),
+        );
+    }
+    hit(
+        "fenced_but_serving",
+        BrokerState::Zombie,
+        format!("answers clients but {why}: it serves no partition"),
+    )
+}
+
+pub(super) fn stale_leader(f: &BrokerFacts, _: &VerdictSettings) -> Option<RuleHit> {
+    if f.stale_leader_of.is_empty() {
+        return None;
+    }
+    let n = f.stale_leader_of.len();
+    let sample: Vec<&str> = f
+        .stale_leader_of
+        .iter()
+        .take(5)
+        .map(String::as_str)
+        .collect();
+    hit(
+        "stale_leader",
+        BrokerState::Zombie,
+        format!(
+            "still claims leadership of {n} partition(s) that a newer leader epoch gave to another broker (split brain): {}{}",
+            sample.join(", "),
+            if n > sample.len() { ", ..." } else { "" }
+        ),
+    )
+}
+
+pub(super) fn out_of_every_isr(f: &BrokerFacts, s: &VerdictSettings) -> Option<RuleHit> {
+    let p = &f.partitions;
+    if !f.probe.answered()
+        || p.replica_of == 0
+        || p.leader_of > 0
+        || p.missing_from_isr < p.replica_of
+    {
+        return None;
+    }
+    // Catching up (a broker added by a reassignment, restarted between rounds, back from a
+    // long outage) and stuck (a dead fetcher) look the same in one round; only its logs over
+    // rounds tell them apart. Until they have been still for the window: degraded.
+    let c = &f.catch_up;
+    let base = format!(
+        "alive and answering, but missing from the ISR of all {} partition(s) it replicates and leads none",
+        p.replica_of
+    );
+    let behind = match c.behind {
+        Some(b) => format!(", {b} offset(s) behind its leaders"),
+        None => String::new(),
+    };
+    let window = s.catch_up_window.as_secs();
+    let (state, why) = if let Some(n) = c.adding.filter(|n| *n > 0) {
+        (
+            BrokerState::Degraded,
+            format!(
+                "catching up: an ongoing reassignment is adding it to {n} partition(s){behind}"
+            ),
+        )
+    } else if c.measured == 0 {
+        (
+            BrokerState::Degraded,
+            format!(
+                "whether it catches up cannot be measured ({})",
+                if c.errors.is_empty() {
+                    "not measured this round".to_string()
+                } else {
+                    c.errors.join("; ")
+                }
+            ),
+        )
+    } else if let Some(g) = c.grew.filter(|g| *g > 0) {
+        (
+            BrokerState::Degraded,
+            format!("catching up: its logs grew by {g} offset(s) since the last round{behind}"),
+        )
+    } else if c.behind.is_none() {
+        // Its logs can only grow while a leader serves them.
+        (
+            BrokerState::Degraded,
+            format!(
+                "its logs have not grown for {} s, but no leader of its partitions answered: it has nothing to fetch from",
+                c.stalled_for.as_secs()
+            ),
+        )
+    } else if c.stalled_for < s.catch_up_window {
+        (
+            BrokerState::Degraded,
+            format!(
+                "watching whether it catches up: its logs have not grown for {} s of {window} s{behind}",
+                c.stalled_for.as_secs()
+            ),
+        )
+    } else {
+        (
+            BrokerState::Zombie,
+            format!(
+                "its logs have not grown for {} s{behind}: it does not replicate",
+                c.stalled_for.as_secs()
+            ),
+        )
+    };
+    hit("out_of_every_isr", state, format!("{base}; {why}"))
+}
+
+/// "t-0 (leader 1), t-1 (leader 1), ..." with at most five named.
+pub(super) fn sample_list(items: &[String]) -> String {
+    let shown: Vec<&str> = items.iter().take(5).map(String::as_str).collect();
+    format!(
+        "{}{}",
+        shown.join(", "),
+        if items.len() > shown.len() {
+            ", ..."
+        } else {
+            ""
+        }
+    )
+}
+
+pub(super) fn out_of_some_isrs(f: &BrokerFacts, _: &VerdictSettings) -> Option<RuleHit> {
+    let p = &f.partitions;
+    // Missing from an ISR whose leader is the suspect says nothing against this broker.
+    if p.missing_from_isr == 0 || f.lagging.is_empty() || !f.probe.tcp_open() {
+        return None;
+    }
+    let min = if p.causes_under_min_isr > 0 {
+        format!(
+            ", {} of them now under min.insync.replicas",
+            p.causes_under_min_isr
+        )
+    } else {
+        String::new()
+    };
+    hit(
+        "out_of_some_isrs",
+        BrokerState::Degraded,
+        format!(
+            "missing from the ISR of {} of the {} partition(s) it replicates{min}: {}",
+            p.missing_from_isr,
+            p.replica_of,
+            sample_list(&f.lagging)
+        ),
+    )
+}
+
+pub(super) fn followers_cannot_replicate(f: &BrokerFacts, _: &VerdictSettings) -> Option<RuleHit> {
+    if f.followers_lost.is_empty() {
+        return None;
+    }
+    hit(
+        "followers_cannot_replicate",
+        BrokerState::Degraded,
+        format!(
+            "the followers of {} partition(s) it leads dropped out of the ISR, and the evidence points at this leader, not at them: {}",
+            f.followers_lost.len(),
+            sample_list(&f.followers_lost)
+        ),
+    )
+}
+
+pub(super) fn metadata_disagreement(f: &BrokerFacts, _: &VerdictSettings) -> Option<RuleHit> {
+    (f.disagreements > 0 && f.stale_leader_of.is_empty())
+        .then(|| {
+            hit(
+                "metadata_disagreement",
+                BrokerState::Degraded,
+                format!(
+                    "its metadata names a different leader than the newest view for {} partition(s): its cache is behind",
+                    f.disagreements
+                ),
+            )
+        })
+        .flatten()
+}
+
+pub(super) fn slow(f: &BrokerFacts, s: &VerdictSettings) -> Option<RuleHit> {
+    let own = f.probe.metadata_latency()?;
+    let median = f.peer_median_latency?;
+    let limit = median
+        .mul_f64(s.latency_degraded_factor)
+        .max(s.latency_floor);
+    (own > limit)
+        .then(|| {
+            hit(
+                "slow",
+                BrokerState::Degraded,
+                format!(
+                    "Metadata took {:.0} ms, peers' median {:.0} ms",
+                    own.as_secs_f64() * 1000.0,
+                    median.as_secs_f64() * 1000.0
+                ),
+            )
+        })
+        .flatten()
+}
