@@ -1,0 +1,193 @@
+//! The topic's layout, managed: creation, partitions added, reassignments and elections so
+//! every broker leads one partition, over a direct connection to any broker.
+
+use super::*;
+
+/// A direct connection to the first broker that answers. Admin requests are forwarded to
+/// the controller by any broker in KRaft.
+pub(super) async fn direct(
+    settings: &CanarySettings,
+    view: &CanaryView,
+) -> Result<crate::observe::wire::BrokerClient, crate::observe::wire::WireError> {
+    let mut last = None;
+    for address in &view.addresses {
+        match crate::observe::wire::BrokerClient::connect(address, &settings.wire).await {
+            Ok(c) => return Ok(c.client),
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(
+        last.unwrap_or(crate::observe::wire::WireError::ConnectionClosed {
+            phase: crate::observe::wire::Phase::Connect,
+            detail: "no broker address known".into(),
+        }),
+    )
+}
+
+/// Notes what a reassignment or election did; a refusal for lack of permission becomes the
+/// topic's status.
+pub(super) fn layout_outcome(
+    topic: &str,
+    answer: Result<Vec<crate::observe::wire::PartitionOutcome>, crate::observe::wire::WireError>,
+    notes: &mut Vec<String>,
+) -> Option<TopicStatus> {
+    match answer {
+        Ok(outcomes) => {
+            for (_, partition, code, message) in outcomes {
+                // 84 ELECTION_NOT_NEEDED: the preferred leader leads already.
+                if code != 0 && code != 84 {
+                    notes.push(format!(
+                        "{topic}-{partition}: {} {}",
+                        crate::observe::wire::kafka_error_name(code),
+                        message.unwrap_or_default()
+                    ));
+                }
+            }
+            None
+        }
+        Err(e) => {
+            notes.push(format!("layout change failed: {e}"));
+            match e.kafka_code() {
+                // CLUSTER_AUTHORIZATION_FAILED, TOPIC_AUTHORIZATION_FAILED
+                Some(31) | Some(29) => Some(TopicStatus::NotPermitted(format!(
+                    "the watchdog may not alter {topic} ({e}); grant it Alter on the topic and cluster, or move its replicas yourself"
+                ))),
+                _ => None,
+            }
+        }
+    }
+}
+
+impl Canary {
+    /// Creates, extends or reassigns the topic when the planner says so.
+    pub(super) async fn manage_layout(
+        &mut self,
+        view: &CanaryView,
+        notes: &mut Vec<String>,
+        now: SystemTime,
+    ) -> Option<TopicStatus> {
+        if !self.settings.manage_topic || view.brokers.is_empty() {
+            return None;
+        }
+        let states: Option<Vec<PartitionState>> = view
+            .partitions
+            .as_ref()
+            .map(|ps| ps.iter().map(|p| p.state.clone()).collect());
+        let plan = layout::plan(
+            states.as_deref(),
+            &view.brokers,
+            &self.settings.layout,
+            &self.layout,
+            now,
+        );
+        let clients = self.clients.as_ref()?;
+        let opts = AdminOptions::new()
+            .operation_timeout(Some(self.settings.produce_timeout))
+            .request_timeout(Some(self.settings.produce_timeout));
+        let topic = self.settings.topic.clone();
+        let result = match plan {
+            Plan::Nothing => return None,
+            Plan::Waiting { why } => {
+                notes.push(why);
+                return None;
+            }
+            Plan::Create {
+                assignment,
+                min_insync_replicas,
+            } => {
+                let refs: Vec<&[i32]> = assignment.iter().map(Vec::as_slice).collect();
+                let min_isr = min_insync_replicas.to_string();
+                let new = NewTopic::new(
+                    &topic,
+                    assignment.len() as i32,
+                    TopicReplication::Variable(&refs),
+                )
+                .set("min.insync.replicas", &min_isr)
+                // Canary records matter for minutes; keep the topic small.
+                .set("retention.ms", "3600000")
+                .set("segment.ms", "600000")
+                .set("cleanup.policy", "delete");
+                notes.push(format!(
+                    "creating {topic}: {} partitions, replicas {assignment:?}, min.insync.replicas {min_isr}",
+                    assignment.len()
+                ));
+                clients
+                    .admin
+                    .create_topics([&new], &opts)
+                    .await
+                    .map(|r| r.into_iter().map(|x| x.map(|_| ())).collect::<Vec<_>>())
+            }
+            Plan::AddPartitions { assignment } => {
+                let existing = view.partitions.as_ref().map(Vec::len).unwrap_or(0);
+                let refs: Vec<&[i32]> = assignment.iter().map(Vec::as_slice).collect();
+                let new = NewPartitions::new(&topic, existing + assignment.len()).assign(&refs);
+                notes.push(format!("adding partitions to {topic}: {assignment:?}"));
+                clients
+                    .admin
+                    .create_partitions([&new], &opts)
+                    .await
+                    .map(|r| r.into_iter().map(|x| x.map(|_| ())).collect::<Vec<_>>())
+            }
+            Plan::Reassign { moves } => {
+                notes.push(format!("moving replicas of {topic}: {moves:?}"));
+                let requested: Vec<(String, i32, Option<Vec<i32>>)> = moves
+                    .iter()
+                    .map(|(p, r)| (topic.clone(), *p, Some(r.clone())))
+                    .collect();
+                let timeout = self.settings.produce_timeout;
+                let answer = match direct(&self.settings, view).await {
+                    Ok(mut c) => c
+                        .alter_partition_reassignments(&requested, timeout)
+                        .await
+                        .map(|t| t.value),
+                    Err(e) => Err(e),
+                };
+                self.layout.changed(now);
+                return layout_outcome(&topic, answer, notes);
+            }
+            Plan::ElectPreferred { partitions } => {
+                notes.push(format!(
+                    "electing the preferred leaders of {topic} partitions {partitions:?}"
+                ));
+                let requested: Vec<(String, i32)> =
+                    partitions.iter().map(|p| (topic.clone(), *p)).collect();
+                let timeout = self.settings.produce_timeout;
+                let answer = match direct(&self.settings, view).await {
+                    Ok(mut c) => c
+                        .elect_leaders(true, &requested, timeout)
+                        .await
+                        .map(|t| t.value),
+                    Err(e) => Err(e),
+                };
+                self.layout.changed(now);
+                return layout_outcome(&topic, answer, notes);
+            }
+        };
+        self.layout.changed(now);
+        match result {
+            Ok(results) => {
+                for r in results {
+                    if let Err((name, code)) = r {
+                        if code == RDKafkaErrorCode::TopicAlreadyExists {
+                            continue;
+                        }
+                        let detail = format!("{name}: {code}");
+                        notes.push(format!("layout change failed: {detail}"));
+                        return Some(match code {
+                            RDKafkaErrorCode::TopicAuthorizationFailed
+                            | RDKafkaErrorCode::ClusterAuthorizationFailed => TopicStatus::NotPermitted(format!(
+                                "the watchdog may not create or alter {topic} ({code}); grant it Create and Alter on the topic, or create the topic yourself"
+                            )),
+                            _ => TopicStatus::Missing(detail),
+                        });
+                    }
+                }
+                None
+            }
+            Err(e) => {
+                notes.push(format!("layout change failed: {e}"));
+                None
+            }
+        }
+    }
+}
