@@ -33,6 +33,8 @@ mod versions;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
+mod tests_guard;
+#[cfg(test)]
 mod tests_partitions;
 #[cfg(test)]
 mod tests_security;
