@@ -1,0 +1,384 @@
+//! One cluster's round loop: probe, canary, liveness and host observation each round, the
+//! report evaluated and published, alerting and remediation after it; a round that overruns
+//! its limit is cut, and between rounds liveness news re-assesses the verdicts.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
+
+use tokio::sync::watch;
+
+use crate::alert::alerting::Alerting;
+use crate::alert::remediate::Remediator;
+use crate::config::ClusterConfig;
+use crate::judge::report::{ClusterReport, Evaluator};
+use crate::observe::canary::{Canary, CanaryRound};
+use crate::observe::host::HostObserver;
+use crate::observe::liveness::{Board, Liveness, LivenessSettings};
+use crate::observe::probe::ClusterProber;
+use crate::run::service::LoopHealth;
+use crate::run::setup;
+use crate::serve::http::Published;
+
+/// A round may overrun its deadlines by this much before it is abandoned.
+pub(super) const ROUND_SLACK: Duration = Duration::from_secs(5);
+
+/// The longest one round can legitimately take: connect plus the requests of one broker
+/// (all brokers are probed at once), plus the min.insync.replicas read, plus slack.
+pub(super) fn round_limit(c: &ClusterConfig) -> Duration {
+    let canary = if c.canary.enabled {
+        // Layout change and re-reads after leader changes; the writes run apart from the
+        // round and never hold it.
+        c.canary.produce_timeout * 4 + Duration::from_secs(1)
+    } else {
+        Duration::ZERO
+    };
+    c.connect_timeout * 2 + c.request_timeout * 6 + canary + ROUND_SLACK
+}
+
+/// Runs rounds of one cluster until `shutdown`, publishing each report.
+pub async fn cluster_loop(
+    cfg: ClusterConfig,
+    instance: String,
+    published: Arc<Published>,
+    alerting: Arc<Alerting>,
+    health: Arc<Mutex<LoopHealth>>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let settings = match setup::probe_settings(&cfg) {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::error!(cluster = %cfg.name, error = %e, "cluster not watched");
+            // A loop that ended on purpose must not hold back the systemd watchdog.
+            lock(&health).unwatch(&cfg.name);
+            return;
+        }
+    };
+    let wire = settings.wire.clone();
+    let live_wire = settings.wire.clone();
+    let look_wire = settings.wire.clone();
+    let mut prober = ClusterProber::new(settings);
+    let mut evaluator = Evaluator::new(
+        &cfg.name,
+        setup::verdict_settings(&cfg),
+        setup::topic_filter(&cfg),
+    );
+    let mut canary = cfg.canary.enabled.then(|| {
+        Canary::new(
+            setup::canary_settings(&cfg, &instance, wire),
+            published.canary_stats.clone(),
+        )
+    });
+    let mut host = cfg.host.clone().map(HostObserver::new);
+    let mut remediator = remediator(&cfg, &published, &alerting);
+    if let Some(notice) = cfg.verdict.deprecation(&cfg.name) {
+        tracing::warn!("{notice}");
+    }
+    let mut liveness = (!cfg.verdict.liveness_interval.is_zero()).then(|| {
+        Liveness::new(LivenessSettings {
+            interval: cfg.verdict.liveness_interval,
+            floor: cfg.verdict.liveness_floor,
+            wire: live_wire,
+        })
+    });
+    let board = liveness.as_ref().map(Liveness::board);
+    // While a broker is silent its evidence ages: the verdict is made again this often even
+    // without news, so that confirmation by duration sees it hold.
+    let tick = cfg
+        .verdict
+        .liveness_interval
+        .max(Duration::from_millis(200));
+    // The last round's report, for re-evaluations until the next round.
+    let mut last: Option<Arc<ClusterReport>> = None;
+    let limit = round_limit(&cfg);
+    let mut next = tokio::time::Instant::now();
+    loop {
+        let round = {
+            let round = tokio::time::timeout(limit, async {
+                hang_round_for_tests().await;
+                one_round(&mut prober, canary.as_mut(), host.as_mut()).await
+            });
+            tokio::pin!(round);
+            loop {
+                tokio::select! {
+                    r = &mut round => break r,
+                    _ = news(board.as_deref(), tick) => {
+                        decide_refusals(&mut evaluator, board.as_deref(), last.as_deref(), &look_wire).await;
+                        reassess(&cfg, &mut evaluator, board.as_deref(), &mut last, &alerting, &published);
+                    }
+                    _ = shutdown.changed() => return,
+                }
+            }
+        };
+        match round {
+            Ok((mut obs, view, canary_round)) => {
+                if let (Some(l), Some(b)) = (liveness.as_mut(), board.as_deref()) {
+                    l.track(obs.probes.values().map(|p| &p.endpoint));
+                    obs.liveness = b.snapshot();
+                }
+                let now = SystemTime::now();
+                let report = evaluator.evaluate_merged(obs, view, canary_round, now);
+                log_round(&report);
+                alerting.after_round(&cfg, &report, now);
+                if let Some(r) = remediator.as_mut() {
+                    r.after_round(&report, now);
+                }
+                let report = Arc::new(report);
+                last = Some(report.clone());
+                published.publish_shared(report);
+                // Only a round that published counts as progress for the systemd watchdog:
+                // an abandoned one updated nothing that anyone reads, and a loop whose rounds
+                // are all abandoned must be restarted like a loop that hangs.
+                lock(&health).round_completed(&cfg.name, Instant::now());
+            }
+            Err(_) => tracing::error!(
+                cluster = %cfg.name,
+                limit_secs = limit.as_secs(),
+                "round abandoned: it outlived every deadline; nothing published, and it does not count as progress for the systemd watchdog"
+            ),
+        }
+        stall_for_tests(&mut shutdown).await;
+        // Rounds start on a fixed cadence; a round that overran starts the next one at once.
+        next += cfg.round_interval;
+        let now = tokio::time::Instant::now();
+        if next < now {
+            next = now;
+        }
+        loop {
+            tokio::select! {
+                _ = tokio::time::sleep_until(next) => break,
+                _ = news(board.as_deref(), tick) => {
+                    decide_refusals(&mut evaluator, board.as_deref(), last.as_deref(), &look_wire).await;
+                    reassess(&cfg, &mut evaluator, board.as_deref(), &mut last, &alerting, &published);
+                }
+                _ = shutdown.changed() => return,
+            }
+        }
+    }
+}
+
+/// A port refused after the last round: whether the broker stopped cleanly (Kafka's
+/// controlled shutdown moves its leaderships away first) or crashed decides whether to page
+/// now. The brokers that answer are asked who leads what at once, on connections of their
+/// own, apart from the round: with a leader gone the canary's part of a round can take a
+/// whole request timeout. Bounded by the probes' own deadlines.
+pub(super) async fn decide_refusals(
+    evaluator: &mut Evaluator,
+    board: Option<&Board>,
+    last: Option<&ClusterReport>,
+    wire: &crate::observe::wire::WireOptions,
+) {
+    let (Some(board), Some(last)) = (board, last) else {
+        return;
+    };
+    let facts = board.snapshot();
+    let refused = evaluator.refusals_to_decide(&facts, last.started_at);
+    if refused.is_empty() {
+        return;
+    }
+    let now = SystemTime::now();
+    // Three answering peers: a majority to merge even when one is behind.
+    let peers: Vec<_> = last
+        .probes
+        .iter()
+        .filter(|(id, _)| facts.get(id).is_some_and(|f| f.answering(now)))
+        .map(|(_, p)| p.endpoint.clone())
+        .take(3)
+        .collect();
+    let at = SystemTime::now();
+    let probes: std::collections::BTreeMap<_, _> = futures::future::join_all(
+        peers
+            .into_iter()
+            .map(|e| crate::observe::probe::probe_broker(e, wire, None)),
+    )
+    .await
+    .into_iter()
+    .map(|p| (p.endpoint.id, p))
+    .collect();
+    evaluator.note_refusals(at, &probes, &refused);
+}
+
+/// Returns when a broker's liveness changed, or after `tick` while some broker is silent.
+/// Never without liveness.
+pub(super) async fn news(board: Option<&Board>, tick: Duration) {
+    let Some(board) = board else {
+        return std::future::pending().await;
+    };
+    let ageing = async {
+        loop {
+            tokio::time::sleep(tick).await;
+            if board.any_silent() {
+                return;
+            }
+        }
+    };
+    tokio::select! {
+        _ = board.changed() => {}
+        _ = ageing => {}
+    }
+}
+
+/// The last round's verdicts made again with the liveness facts of now, published, and
+/// handed to the incident book: a silent broker is named within its threshold, not at
+/// the next round.
+pub(super) fn reassess(
+    cfg: &ClusterConfig,
+    evaluator: &mut Evaluator,
+    board: Option<&Board>,
+    last: &mut Option<Arc<ClusterReport>>,
+    alerting: &Alerting,
+    published: &Published,
+) {
+    let (Some(board), Some(prev)) = (board, last.as_ref()) else {
+        return;
+    };
+    let now = SystemTime::now();
+    let report = evaluator.reassess(prev, board.snapshot(), now);
+    let states =
+        |r: &ClusterReport| -> Vec<_> { r.verdicts.iter().map(|v| (v.broker, v.state)).collect() };
+    let changed = states(&report) != states(prev);
+    if changed {
+        log_round(&report);
+    }
+    alerting.after_reassess(cfg, &report, now);
+    let report = Arc::new(report);
+    *last = Some(report.clone());
+    published.publish_shared(report);
+}
+
+/// The cluster's remediator, when a broker of it has remediation enabled. A history that
+/// cannot be read disables remediation for the cluster: acting without knowing what was
+/// done before would ignore the cool-down and the daily limit.
+pub(super) fn remediator(
+    cfg: &ClusterConfig,
+    published: &Arc<Published>,
+    alerting: &Arc<Alerting>,
+) -> Option<Remediator> {
+    let host = cfg.host.clone()?;
+    if !host
+        .brokers
+        .iter()
+        .any(|b| b.remediation.as_ref().is_some_and(|r| r.enabled))
+    {
+        return None;
+    }
+    let sink_alerting = alerting.clone();
+    let sink: crate::alert::remediate::Sink = Arc::new(move |r| sink_alerting.remediation(r));
+    match Remediator::new(
+        &cfg.name,
+        host,
+        alerting.state_dir().join("remediation"),
+        published.remediation.clone(),
+        sink,
+    ) {
+        Ok(r) => {
+            let (silences, cluster) = (alerting.clone(), cfg.name.clone());
+            Some(r.with_silences(Arc::new(move |broker, now| {
+                silences.remediation_silenced(&cluster, broker, now)
+            })))
+        }
+        Err(e) => {
+            tracing::error!(cluster = %cfg.name, error = %e, "remediation disabled for this cluster");
+            None
+        }
+    }
+}
+
+/// Debug builds only: `KAFKA_WATCHDOG_TEST_STALL=1` makes every round loop hang after its
+/// round, so a test can show that a stuck loop stops the systemd watchdog pings. Release
+/// builds never read the variable.
+pub(super) async fn stall_for_tests(shutdown: &mut watch::Receiver<bool>) {
+    if cfg!(debug_assertions) && std::env::var_os("KAFKA_WATCHDOG_TEST_STALL").is_some() {
+        let _ = shutdown.changed().await;
+    }
+}
+
+/// Debug builds only: `KAFKA_WATCHDOG_TEST_HANG_ROUND=1` makes every round hang until its
+/// time limit abandons it, so a test can show that abandoned rounds are not progress.
+/// Release builds never read the variable.
+pub(super) async fn hang_round_for_tests() {
+    if cfg!(debug_assertions) && std::env::var_os("KAFKA_WATCHDOG_TEST_HANG_ROUND").is_some() {
+        std::future::pending::<()>().await;
+    }
+}
+
+/// Direct probes (and, in host mode, the look at the local brokers' processes at the same
+/// moment), merged once into the round's view, then the canary brought up to date with it
+/// (its writes run continuously, apart from the round).
+pub(super) async fn one_round(
+    prober: &mut ClusterProber,
+    canary: Option<&mut Canary>,
+    host: Option<&mut HostObserver>,
+) -> (
+    crate::model::round::RoundObservation,
+    Arc<crate::observe::cluster_view::ClusterView>,
+    Option<CanaryRound>,
+) {
+    let obs = match host {
+        Some(h) => {
+            let (mut obs, seen) = futures::join!(prober.round(), h.observe());
+            obs.host = seen;
+            obs
+        }
+        None => prober.round().await,
+    };
+    let view = Arc::new(crate::judge::report::newest_view(&obs));
+    let canary_round = match canary {
+        Some(c) => {
+            let canary_view = crate::observe::canary::view_from(&obs, &view, &c.topic());
+            Some(c.round(&canary_view).await)
+        }
+        None => None,
+    };
+    (obs, view, canary_round)
+}
+
+pub(super) fn log_round(r: &ClusterReport) {
+    use crate::observe::canary::TopicStatus;
+    if let Some(c) = &r.canary {
+        let (state, detail) = match &c.status {
+            TopicStatus::Ready => ("ready", None),
+            TopicStatus::Missing(d) => ("missing", Some(d)),
+            TopicStatus::NotPermitted(d) => ("not_permitted", Some(d)),
+            TopicStatus::Broken(d) => ("broken", Some(d)),
+        };
+        if let Some(detail) = detail {
+            tracing::warn!(cluster = %r.cluster, topic = %c.topic, state, %detail, "canary not running; the other checks go on");
+        }
+    }
+    for (address, f) in &r.bootstrap_failures {
+        tracing::warn!(
+            cluster = %r.cluster,
+            address = %address,
+            kind = f.kind.as_label(),
+            detail = %f.detail,
+            "bootstrap server failed and no broker is known yet"
+        );
+    }
+    for v in &r.verdicts {
+        if v.state != crate::judge::verdict::BrokerState::Healthy {
+            let evidence: Vec<String> = v
+                .hits
+                .iter()
+                .map(|h| format!("{}: {}", h.rule, h.detail))
+                .collect();
+            tracing::warn!(
+                cluster = %r.cluster,
+                broker = v.broker,
+                state = v.state.as_label(),
+                evidence = %evidence.join("; "),
+                "broker not healthy"
+            );
+        }
+    }
+    tracing::debug!(
+        cluster = %r.cluster,
+        round = r.round,
+        duration_ms = r.duration.as_millis() as u64,
+        partitions = r.health.partitions,
+        "round complete"
+    );
+}
+
+pub(super) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
