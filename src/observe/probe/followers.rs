@@ -19,7 +19,9 @@ const MEASURED_PARTITIONS: usize = 1000;
 /// the filter admits (a broker may lead a topic the filter leaves out), so whatever the
 /// verdict calls out of every ISR has been measured. Few brokers miss ISRs on a healthy
 /// cluster, and those that do not answer are not asked.
-pub(super) fn catch_up_candidates(m: &MetadataView) -> BTreeMap<BrokerId, Vec<(String, i32, BrokerId)>> {
+pub(super) fn catch_up_candidates(
+    m: &MetadataView,
+) -> BTreeMap<BrokerId, Vec<(String, i32, BrokerId)>> {
     let mut missing: BTreeMap<BrokerId, Vec<(String, i32, BrokerId)>> = BTreeMap::new();
     for t in m.topics.values() {
         for p in &t.partitions {
