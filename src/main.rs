@@ -4,10 +4,11 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use kafka_watchdog::{
-    config, judge::check, judge::report::Severity, run::daemon, run::silence_cmd,
-    serve::status_view,
-};
+use kafka_watchdog::config;
+use kafka_watchdog::judge::check;
+use kafka_watchdog::judge::report::Severity;
+use kafka_watchdog::run::{daemon, silence_cmd};
+use kafka_watchdog::serve::status_view;
 
 /// sysexits.h EX_CONFIG: the configuration is wrong, restarting will not help.
 const EXIT_CONFIG: u8 = 78;

@@ -2,6 +2,14 @@
 //! SIGTERM or SIGINT. Things that take requests start before things that send them and
 //! stop after them; signals arrive as [`Control`]s.
 
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
+
+use futures::StreamExt;
+use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+use signal_hook_tokio::Signals;
+use tokio::sync::watch;
+
 use crate::alert::alerting::Alerting;
 use crate::config::{ClusterConfig, Config};
 use crate::judge::report::{ClusterReport, Evaluator};
@@ -9,16 +17,9 @@ use crate::observe::host::HostObserver;
 use crate::observe::probe::ClusterProber;
 use crate::run::cluster_loop::{cluster_loop, lock, one_round, round_limit};
 use crate::run::service::{self, LoopHealth, StatusCounts};
+use crate::run::{preflight, reload, setup};
 use crate::serve::http::{self, Published};
-use crate::{run::preflight, run::reload, run::setup};
-use futures::StreamExt;
-use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
-use signal_hook_tokio::Signals;
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime};
-use tokio::sync::watch;
 
-/// The running cluster loops, each with its own stop switch so a reload can restart one.
 struct Loops {
     running: std::collections::BTreeMap<String, (tokio::task::JoinHandle<()>, watch::Sender<bool>)>,
     health: Arc<Mutex<LoopHealth>>,

@@ -4,6 +4,12 @@
 
 mod unclean;
 
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use serde::Serialize;
+
 use crate::judge::health::{classify_reassigning, Condition, Health, Reassigning};
 use crate::judge::verdict::{self, BrokerMemory, BrokerState, BrokerVerdict, VerdictSettings};
 use crate::model::round::{
@@ -11,14 +17,10 @@ use crate::model::round::{
 };
 use crate::observe::canary::CanaryRound;
 use crate::observe::cluster_view::{merge, ClusterView, StaleLeader};
-use serde::Serialize;
-use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+
 pub use unclean::UncleanElection;
 use unclean::{unclean_elections, PartitionMemory};
 
-/// Decides which topics count; the canary topic and internal topics go through it too.
 pub type TopicFilterFn = Arc<dyn Fn(&str) -> bool + Send + Sync>;
 
 /// (broker, request, failure kind) -> count since the watchdog started.

@@ -4,18 +4,20 @@
 
 mod followers;
 
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, Instant, SystemTime};
+
+use futures::future::join_all;
+
 use crate::model::round::{
     BrokerEndpoint, BrokerId, BrokerProbe, EligibleLeaders, MetadataView, ProbeFailure,
     RoundObservation, NO_LEADER,
 };
 use crate::observe::cluster_view::stale_claims;
 use crate::observe::wire::{BrokerClient, WireError, WireOptions};
-use followers::{carry_adding, measure_followers};
-use futures::future::join_all;
-use std::collections::{BTreeMap, BTreeSet};
-use std::time::{Duration, Instant, SystemTime};
 
-/// How to probe one cluster.
+use followers::{carry_adding, measure_followers};
+
 #[derive(Debug, Clone)]
 pub struct ProbeSettings {
     pub cluster: String,

@@ -2,6 +2,8 @@
 //! canary's) go into the incident book, whose events go to the notifier. The book is saved
 //! after every change so a restart neither loses an open incident nor announces it twice.
 
+mod canary_findings;
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -17,19 +19,11 @@ use crate::judge::report::ClusterReport;
 use crate::model::kind::FindingKind;
 use crate::model::round::BrokerId;
 use crate::model::silence::{Origin, Silence};
-use crate::observe::canary::record::Acks;
-use crate::observe::canary::{CanaryRound, LossEvent};
 
-/// How long an acknowledged-write loss keeps its incident open after the last lost record:
-/// a loss is an event, and an incident that flapped with every round would be noise.
-pub const LOSS_MEMORY: Duration = Duration::from_secs(600);
-
-/// Rounds an acks=1 loss is remembered. The acks=1 probe writes one record per claimed
-/// partition and round, so two lost records of one partition in this span mean the broker
-/// went on acknowledging as leader after its first lost write: an isolated or split-brain
-/// leader. One lost record is an ordinary leader change and raises nothing; the finding
-/// ends this many rounds after the last loss, so hysteresis works on it as on any other.
-pub const ACKS1_LOSS_ROUNDS: u32 = 3;
+pub use canary_findings::{
+    broker_unavailability, canary_findings, unclean_findings, CanaryMemory, ACKS1_LOSS_ROUNDS,
+    LOSS_MEMORY,
+};
 
 #[derive(Debug, thiserror::Error)]
 pub enum AlertingError {
@@ -45,308 +39,6 @@ pub enum AlertingError {
     Notify(#[from] NotifyError),
     #[error(transparent)]
     Silences(crate::alert::silence::StoreError),
-}
-
-/// What the canary findings remember between rounds, per cluster.
-#[derive(Debug, Default, Clone)]
-pub struct CanaryMemory {
-    /// acks=all losses of the last `LOSS_MEMORY`.
-    losses: Vec<(SystemTime, LossEvent)>,
-    /// acks=1 losses of the last `ACKS1_LOSS_ROUNDS` rounds.
-    acks1_losses: Vec<(SystemTime, LossEvent)>,
-    /// Per partition: the leader when its current unavailability window opened.
-    window_leader: BTreeMap<i32, BrokerId>,
-    /// Per broker: the longest window of a partition it led, closed recently.
-    closed: BTreeMap<BrokerId, (SystemTime, f64)>,
-    /// Unclean elections of the last `LOSS_MEMORY`.
-    unclean: Vec<(SystemTime, crate::judge::report::UncleanElection)>,
-}
-
-/// An unclean election is an event; its incident stays open `LOSS_MEMORY` after the last one.
-pub fn unclean_findings(
-    cluster: &str,
-    report: &ClusterReport,
-    memory: &mut CanaryMemory,
-    now: SystemTime,
-) -> Option<Finding> {
-    memory
-        .unclean
-        .extend(report.unclean_elections.iter().cloned().map(|u| (now, u)));
-    memory
-        .unclean
-        .retain(|(t, _)| now.duration_since(*t).is_ok_and(|a| a <= LOSS_MEMORY));
-    if memory.unclean.is_empty() {
-        return None;
-    }
-    let mut f = Finding::new(
-        FindingKey::new(cluster, Subject::Cluster, FindingKind::UncleanElection),
-        format!(
-            "{} partition(s) got a leader from outside their in-sync replicas: acknowledged writes may be lost",
-            memory.unclean.len()
-        ),
-    );
-    f.evidence = memory
-        .unclean
-        .iter()
-        .take(20)
-        .map(|(_, u)| {
-            format!(
-                "{}-{}: broker {} elected at epoch {}, previous leader {}, previous ISR {:?}",
-                u.topic, u.partition, u.leader, u.leader_epoch, u.previous_leader, u.previous_isr
-            )
-        })
-        .collect();
-    f.rules = vec!["unclean_election".into()];
-    let mut suspects: Vec<BrokerId> = memory
-        .unclean
-        .iter()
-        .flat_map(|(_, u)| std::iter::once(u.leader).chain(u.previous_isr.iter().copied()))
-        .collect();
-    suspects.sort_unstable();
-    suspects.dedup();
-    f.suspects = suspects;
-    Some(
-        f.with_partitions(
-            memory
-                .unclean
-                .iter()
-                .map(|(_, u)| format!("{}-{}", u.topic, u.partition))
-                .collect(),
-        ),
-    )
-}
-
-/// The canary's findings this round (pure but for the memory it updates). `round_interval`
-/// is the cluster's: acks=1 losses are judged over a few rounds.
-pub fn canary_findings(
-    cluster: &str,
-    round: &CanaryRound,
-    memory: &mut CanaryMemory,
-    round_interval: Duration,
-    now: SystemTime,
-) -> Vec<Finding> {
-    let recent = |t: SystemTime| now.duration_since(t).is_ok_and(|a| a <= LOSS_MEMORY);
-    // Half a round of slack: rounds are not exactly `round_interval` apart.
-    let acks1_span = round_interval * ACKS1_LOSS_ROUNDS - round_interval / 2;
-    let acks1_recent = |t: SystemTime| now.duration_since(t).is_ok_and(|a| a <= acks1_span);
-    for l in &round.lost {
-        match l.acks {
-            Acks::All => memory.losses.push((now, l.clone())),
-            Acks::One => memory.acks1_losses.push((now, l.clone())),
-        }
-    }
-    memory.losses.retain(|(t, _)| recent(*t));
-    memory.acks1_losses.retain(|(t, _)| acks1_recent(*t));
-    memory.closed.retain(|_, (t, _)| recent(*t));
-    let mut out = Vec::new();
-    out.extend(acks1_findings(cluster, &round.topic, &memory.acks1_losses));
-
-    let mut by_broker: BTreeMap<BrokerId, Vec<&LossEvent>> = BTreeMap::new();
-    for (_, l) in &memory.losses {
-        by_broker.entry(l.broker).or_default().push(l);
-    }
-    for (broker, losses) in by_broker {
-        let mut f = Finding::new(
-            FindingKey::new(
-                cluster,
-                Subject::Broker(broker),
-                FindingKind::AcknowledgedLoss,
-            ),
-            format!(
-                "{} acks=all canary record(s) acknowledged by broker {broker} are not in the log",
-                losses.len(),
-            ),
-        );
-        f.evidence = losses
-            .iter()
-            .take(20)
-            .map(|l| loss_line(&round.topic, l))
-            .collect();
-        f.rules = vec!["canary_acknowledged_loss".into()];
-        f.suspects = vec![broker];
-        out.push(
-            f.with_partitions(
-                losses
-                    .iter()
-                    .map(|l| format!("{}-{}", round.topic, l.partition))
-                    .collect(),
-            ),
-        );
-    }
-
-    // The canary charges each window to the broker its failed writes went to, at send time
-    // (-1: nobody, the leader's followers held them). The view's leader at a round can be
-    // the one that took over, which is the wrong broker to hand the outage to.
-    for (partition, charged, seconds) in &round.windows_closed {
-        memory.window_leader.remove(partition);
-        if *charged < 0 {
-            continue;
-        }
-        let e = memory.closed.entry(*charged).or_insert((now, 0.0));
-        *e = (now, e.1.max(*seconds));
-    }
-    let open: Vec<_> = round
-        .partitions
-        .iter()
-        .filter_map(|p| p.unavailable_seconds.map(|s| (p, s)))
-        .collect();
-    for (p, _) in &open {
-        memory
-            .window_leader
-            .entry(p.partition)
-            .or_insert(p.unavailable_broker.unwrap_or(p.leader));
-    }
-    memory
-        .window_leader
-        .retain(|part, _| open.iter().any(|(p, _)| p.partition == *part));
-    if !open.is_empty() {
-        let longest = open.iter().map(|(_, s)| *s).fold(0.0, f64::max);
-        let mut f = Finding::new(
-            FindingKey::new(cluster, Subject::Cluster, FindingKind::CanaryUnavailable),
-            format!(
-                "canary writes fail on {} partition(s) of {}, the longest for {longest:.0} s",
-                open.len(),
-                round.topic
-            ),
-        );
-        f.evidence = open
-            .iter()
-            .map(|(p, s)| {
-                let why = match &p.produce_error {
-                    // The client wrote to another broker than the view's leader: its
-                    // metadata was older than the view.
-                    Some(e) if e.broker.is_some_and(|b| b != p.leader) => format!(
-                        "{} at broker {}, where the client's metadata sent it",
-                        e.kind,
-                        e.broker.unwrap_or(-1)
-                    ),
-                    Some(e) => e.kind.to_string(),
-                    None => "read-back pending".into(),
-                };
-                format!(
-                    "{}-{} led by {}: unwritable for {s:.1} s ({why})",
-                    round.topic, p.partition, p.leader,
-                )
-            })
-            .collect();
-        f.rules = vec!["canary_unavailable".into()];
-        // A failed write names whom the verdicts charged it to (nobody for the client's own
-        // failures); a window kept open by a slow or unconfirmed write, its leader.
-        f.suspects = {
-            let mut s: Vec<BrokerId> = open
-                .iter()
-                .flat_map(|(p, _)| match &p.charged_to {
-                    Some(to) => to.clone(),
-                    None => vec![memory
-                        .window_leader
-                        .get(&p.partition)
-                        .copied()
-                        .unwrap_or(p.leader)],
-                })
-                .collect();
-            s.sort_unstable();
-            s.dedup();
-            s
-        };
-        f.unavailable_seconds = Some(longest);
-        out.push(
-            f.with_partitions(
-                open.iter()
-                    .map(|(p, _)| format!("{}-{}", round.topic, p.partition))
-                    .collect(),
-            ),
-        );
-    }
-    out
-}
-
-fn loss_line(topic: &str, l: &LossEvent) -> String {
-    format!(
-        "{topic}-{} offset {} seq {} (acks={}): {}",
-        l.partition,
-        l.offset,
-        l.seq,
-        l.acks.as_label(),
-        l.reason
-    )
-}
-
-/// Per broker: acks=1 records it acknowledged in two or more rounds of one partition that
-/// the log does not hold (see `ACKS1_LOSS_ROUNDS`).
-fn acks1_findings(cluster: &str, topic: &str, losses: &[(SystemTime, LossEvent)]) -> Vec<Finding> {
-    let mut by_broker: BTreeMap<BrokerId, Vec<&LossEvent>> = BTreeMap::new();
-    for (_, l) in losses {
-        by_broker.entry(l.broker).or_default().push(l);
-    }
-    let mut out = Vec::new();
-    for (broker, losses) in by_broker {
-        // One record per claimed partition and round: distinct records of one partition
-        // are distinct rounds.
-        let mut per_partition: BTreeMap<i32, std::collections::BTreeSet<u64>> = BTreeMap::new();
-        for l in &losses {
-            per_partition.entry(l.partition).or_default().insert(l.seq);
-        }
-        let rounds = per_partition.values().map(|s| s.len()).max().unwrap_or(0);
-        if rounds < 2 {
-            continue;
-        }
-        let stale = losses.iter().filter(|l| l.reason == "stale_leader").count();
-        let mut f = Finding::new(
-            FindingKey::new(cluster, Subject::Broker(broker), FindingKind::Acks1Loss),
-            format!(
-                "broker {broker} acknowledged {} acks=1 canary record(s), in {rounds} rounds, that are not in the log: it kept taking writes as leader that the partition's log does not keep (an isolated or split-brain leader){}",
-                losses.len(),
-                if stale > 0 {
-                    format!("; {stale} acknowledged while a newer leader epoch named another leader")
-                } else {
-                    String::new()
-                }
-            ),
-        );
-        f.evidence = losses
-            .iter()
-            .take(20)
-            .map(|l| loss_line(topic, l))
-            .collect();
-        f.rules = vec!["canary_acks1_loss".into()];
-        f.suspects = vec![broker];
-        out.push(
-            f.with_partitions(
-                losses
-                    .iter()
-                    .map(|l| format!("{topic}-{}", l.partition))
-                    .collect(),
-            ),
-        );
-    }
-    out
-}
-
-/// How long the canary partitions a broker led were unavailable, for its broker finding:
-/// an open window of a partition it led when the window opened, or one closed recently.
-pub fn broker_unavailability(
-    broker: BrokerId,
-    round: &CanaryRound,
-    memory: &CanaryMemory,
-) -> Option<f64> {
-    let open = round
-        .partitions
-        .iter()
-        .filter(|p| {
-            memory
-                .window_leader
-                .get(&p.partition)
-                .copied()
-                .unwrap_or(p.leader)
-                == broker
-        })
-        .filter_map(|p| p.unavailable_seconds)
-        .fold(None, |m: Option<f64>, s| Some(m.map_or(s, |m| m.max(s))));
-    let closed = memory.closed.get(&broker).map(|(_, s)| *s);
-    match (open, closed) {
-        (Some(a), Some(b)) => Some(a.max(b)),
-        (a, b) => a.or(b),
-    }
 }
 
 pub struct Alerting {
@@ -681,7 +373,10 @@ pub fn remediation_event(r: &crate::alert::remediate::Record) -> incident::Incid
 mod tests {
     use super::*;
     use crate::config::Severity;
-    use crate::observe::canary::{PartitionRound, ProduceFailure, TopicStatus};
+    use crate::observe::canary::record::Acks;
+    use crate::observe::canary::{
+        CanaryRound, LossEvent, PartitionRound, ProduceFailure, TopicStatus,
+    };
     use std::time::UNIX_EPOCH;
 
     fn t(s: u64) -> SystemTime {
