@@ -20,6 +20,7 @@ use crate::run::service::{self, LoopHealth, StatusCounts};
 use crate::run::{preflight, reload, setup};
 use crate::serve::http::{self, Published};
 
+/// The running cluster loops, each with its own stop switch so a reload can restart one.
 struct Loops {
     running: std::collections::BTreeMap<String, (tokio::task::JoinHandle<()>, watch::Sender<bool>)>,
     health: Arc<Mutex<LoopHealth>>,

@@ -21,6 +21,7 @@ use crate::observe::cluster_view::{merge, ClusterView, StaleLeader};
 pub use unclean::UncleanElection;
 use unclean::{unclean_elections, PartitionMemory};
 
+/// Decides which topics count; the canary topic and internal topics go through it too.
 pub type TopicFilterFn = Arc<dyn Fn(&str) -> bool + Send + Sync>;
 
 /// (broker, request, failure kind) -> count since the watchdog started.

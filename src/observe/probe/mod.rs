@@ -18,6 +18,7 @@ use crate::observe::wire::{BrokerClient, WireError, WireOptions};
 
 use followers::{carry_adding, measure_followers};
 
+/// How to probe one cluster.
 #[derive(Debug, Clone)]
 pub struct ProbeSettings {
     pub cluster: String,
