@@ -146,30 +146,30 @@ type Rule = fn(&BrokerFacts, &VerdictSettings) -> Option<RuleHit>;
 
 /// The rules, most severe first. Each returns a hit or nothing.
 const RULES: &[Rule] = &[
-    port_closed,
-    process_gone,
-    process_exited,
-    process_stopped,
-    unreachable,
+    rules_reach::port_closed,
+    rules_host::process_gone,
+    rules_host::process_exited,
+    rules_host::process_stopped,
+    rules_reach::unreachable,
     // Before cluster_invisible: when the watchdog's password is wrong everywhere, that is
     // the first thing to say.
-    auth_failed,
-    protocol_error,
-    cluster_invisible,
-    process_alive_no_answer,
-    no_answer,
-    fenced_but_serving,
-    stale_leader,
-    out_of_every_isr,
-    canary_writes_fail,
-    out_of_some_isrs,
-    followers_cannot_replicate,
-    canary_not_enough_replicas,
-    metadata_disagreement,
-    slow,
-    port_not_listening,
-    log_dir_low_space,
-    log_dir_unreadable,
+    rules_access::auth_failed,
+    rules_access::protocol_error,
+    rules_reach::cluster_invisible,
+    rules_host::process_alive_no_answer,
+    rules_reach::no_answer,
+    rules_partitions::fenced_but_serving,
+    rules_partitions::stale_leader,
+    rules_partitions::out_of_every_isr,
+    rules_canary::canary_writes_fail,
+    rules_partitions::out_of_some_isrs,
+    rules_partitions::followers_cannot_replicate,
+    rules_canary::canary_not_enough_replicas,
+    rules_partitions::metadata_disagreement,
+    rules_partitions::slow,
+    rules_host::port_not_listening,
+    rules_host::log_dir_low_space,
+    rules_host::log_dir_unreadable,
 ];
 
 fn hit(rule: &'static str, state: BrokerState, detail: String) -> Option<RuleHit> {
@@ -448,23 +448,15 @@ mod rules_canary;
 mod rules_host;
 mod rules_partitions;
 mod rules_reach;
+
 pub use cause::{attribute_suspects, causes, Causes};
 use facts::{canary_facts, named_as_replica, peer_medians};
 pub use facts::{holdings_in, BrokerFacts, CanaryFacts};
 pub use registration::registrations;
 use registration::{answer_kind, unprobed_votes, AnswerKind};
-use rules_access::{access_failure, auth_failed, protocol_error};
+use rules_access::access_failure;
 pub use rules_access::{access_rule, ACCESS_RULES};
-use rules_canary::{canary_not_enough_replicas, canary_writes_fail};
-use rules_host::{
-    log_dir_low_space, log_dir_unreadable, port_not_listening, process_alive_no_answer,
-    process_exited, process_gone, process_stopped,
-};
-use rules_partitions::{
-    fenced_but_serving, followers_cannot_replicate, metadata_disagreement, out_of_every_isr,
-    out_of_some_isrs, slow, stale_leader,
-};
-use rules_reach::{closed, cluster_invisible, no_answer, port_closed, unreachable};
+use rules_reach::closed;
 pub use rules_reach::{refusal_rule, SHUT_DOWN_CLEANLY};
 
 pub use live::apply_liveness;
