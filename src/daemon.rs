@@ -275,9 +275,13 @@ fn remediator(
     ) {
         Ok(r) => {
             let (silences, cluster) = (alerting.clone(), cfg.name.clone());
-            Some(r.with_silences(Arc::new(move |broker, now| {
-                silences.remediation_silenced(&cluster, broker, now)
-            })))
+            let (book, name) = (alerting.clone(), cfg.name.clone());
+            Some(
+                r.with_silences(Arc::new(move |broker, now| {
+                    silences.remediation_silenced(&cluster, broker, now)
+                }))
+                .with_confirmation(Arc::new(move |broker| book.confirmed_state(&name, broker))),
+            )
         }
         Err(e) => {
             tracing::error!(cluster = %cfg.name, error = %e, "remediation disabled for this cluster");
