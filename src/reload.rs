@@ -233,12 +233,13 @@ fn cluster_diff(old: &ClusterConfig, new: &ClusterConfig) -> Vec<&'static str> {
         name: _,
         bootstrap_servers,
         security,
-        round_interval,
-        connect_timeout,
-        request_timeout,
-        topic_config_refresh,
-        forget_broker_after,
-        full_metadata_budget,
+        // The timing keys, declared in the configuration schema, compare there.
+        round_interval: _,
+        connect_timeout: _,
+        request_timeout: _,
+        topic_config_refresh: _,
+        forget_broker_after: _,
+        full_metadata_budget: _,
         topics,
         canary,
         verdict,
@@ -257,27 +258,9 @@ fn cluster_diff(old: &ClusterConfig, new: &ClusterConfig) -> Vec<&'static str> {
     );
     // Secrets compare by value: a rotated password file restarts the cluster's clients.
     check(*security != old.security, "security");
-    check(*round_interval != old.round_interval, "round_interval_secs");
-    check(
-        *connect_timeout != old.connect_timeout,
-        "connect_timeout_ms",
-    );
-    check(
-        *request_timeout != old.request_timeout,
-        "request_timeout_ms",
-    );
-    check(
-        *topic_config_refresh != old.topic_config_refresh,
-        "topic_config_refresh_secs",
-    );
-    check(
-        *forget_broker_after != old.forget_broker_after,
-        "forget_broker_after_secs",
-    );
-    check(
-        *full_metadata_budget != old.full_metadata_budget,
-        "full_metadata_partition_budget",
-    );
+    for key in crate::config::ClusterConfig::changed_timing(old, new) {
+        check(true, key);
+    }
     // Compiled patterns have no equality; the text they came from does.
     check(
         topics.include_patterns() != old.topics.include_patterns()

@@ -30,6 +30,7 @@ mod cluster;
 pub use cluster::rounds_as_duration;
 mod host;
 mod http;
+mod keys;
 mod read;
 mod sasl;
 mod schema;
@@ -58,7 +59,7 @@ pub use types::{
 
 /// See `full_metadata_partition_budget`: declared here, where the key is, and read by the
 /// probe (which comes after the configuration and is imported by it nowhere).
-pub const DEFAULT_FULL_METADATA_BUDGET: u64 = schema::FULL_METADATA_BUDGET.default;
+pub const DEFAULT_FULL_METADATA_BUDGET: u64 = schema::FULL_METADATA_BUDGET.0.default;
 
 /// More lines than anyone reads; the count line still gives the total.
 const MAX_SHOWN_PROBLEMS: usize = 200;
