@@ -213,8 +213,8 @@ impl KeyKind for Number {
     fn doc(&self) -> (&'static str, String, String) {
         (
             "number",
-            self.0.default.to_string(),
-            format!("above {}, at most {}", self.0.above, self.0.max),
+            format!("{:?}", self.0.default),
+            format!("above {:?}, at most {:?}", self.0.above, self.0.max),
         )
     }
 }

@@ -27,7 +27,10 @@
 mod build;
 mod checks;
 mod cluster;
+mod docs;
 pub use cluster::rounds_as_duration;
+pub use docs::reference;
+pub(crate) use docs::restart_settings;
 mod host;
 mod http;
 mod keys;

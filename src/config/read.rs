@@ -65,6 +65,13 @@ pub(crate) struct Fields<'n> {
 
 const NO_ENTRIES: &[Entry] = &[];
 
+#[cfg(test)]
+thread_local! {
+    /// Every key asked for on this thread, by its path: the reference test's view of
+    /// what the readers know.
+    pub(crate) static ASKED: std::cell::RefCell<Vec<String>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
 impl<'n> Fields<'n> {
     /// `None` (with a problem) when `node` is not a mapping. An empty value (`canary:`
     /// with nothing after it) reads as an empty mapping.
@@ -101,6 +108,8 @@ impl<'n> Fields<'n> {
     }
 
     pub(crate) fn get(&mut self, key: &'static str) -> Option<&'n Entry> {
+        #[cfg(test)]
+        ASKED.with(|a| a.borrow_mut().push(self.child(key)));
         self.known.push(key);
         self.get_unlisted(key)
     }

@@ -72,9 +72,9 @@ layered! {
         TOPIC_CONFIG_REFRESH topic_config_refresh: Duration = Secs(IntSpec { key: "topic_config_refresh_secs", default: 300, min: 1, max: DAY_SECS }),
         /// A broker gone from the metadata is still probed this long.
         FORGET_BROKER_AFTER forget_broker_after: Duration = Secs(IntSpec { key: "forget_broker_after_secs", default: 3600, min: 1, max: 30 * DAY_SECS }),
-        /// Partition entries per round in full Metadata answers, over all brokers (see
-        /// `probe::full_sources`); beyond it only some brokers (at least three, in turn)
-        /// are asked for every topic, the others for the canary topic only.
+        /// Partition entries per round in full Metadata answers, over all brokers; beyond
+        /// it only some brokers (at least three, in turn) are asked for every topic, the
+        /// others for the canary topic only.
         // 600k: three full answers of 200k partitions, a round of about 60 ms.
         FULL_METADATA_BUDGET full_metadata_budget: u64 = Count(IntSpec { key: "full_metadata_partition_budget", default: 600_000, min: 1, max: 1_000_000_000 }),
     }
@@ -110,10 +110,10 @@ layered! {
         CANARY_TOPIC topic: String = TopicName(TextSpec { key: "topic", default: "__kafka_watchdog_canary" }),
         /// Create, extend and reassign the canary topic.
         CANARY_MANAGE_TOPIC manage_topic: bool = Flag(BoolSpec { key: "manage_topic", default: true }),
-        /// `None`: min(3, number of brokers), decided by the canary module.
+        /// Unset: min(3, number of brokers), decided by the canary module.
         // Kafka stores a replication factor in an INT16.
         CANARY_REPLICATION_FACTOR replication_factor: Option<u16> = OptionalCount(IntSpec { key: "replication_factor", default: 0, min: 1, max: i16::MAX as u64 }),
-        /// `None`: replication factor - 1, at least 1.
+        /// Unset: replication factor - 1, at least 1.
         CANARY_MIN_INSYNC_REPLICAS min_insync_replicas: Option<u16> = OptionalCount(IntSpec { key: "min_insync_replicas", default: 0, min: 1, max: i16::MAX as u64 }),
         /// Per canary write; below the cluster's round interval when the canary is enabled.
         CANARY_PRODUCE_TIMEOUT produce_timeout: Duration = Millis(IntSpec { key: "produce_timeout_ms", default: 5000, min: 1, max: MAX_TIMEOUT_MS }),
