@@ -6,8 +6,9 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use super::checks;
-use super::cluster::{cluster, empty_layer, layer};
+use super::cluster::cluster;
 use super::keys::SlotKind;
+use super::layer::{empty_layer, layer};
 use super::read::{choice, list, text, value_or, Fields, Report, Set, Slot};
 use super::schema as s;
 use super::types::*;

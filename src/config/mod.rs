@@ -28,12 +28,14 @@ mod build;
 mod checks;
 mod cluster;
 mod docs;
-pub use cluster::rounds_as_duration;
 pub use docs::reference;
+#[cfg(test)]
 pub(crate) use docs::restart_settings;
+pub use layer::rounds_as_duration;
 mod host;
 mod http;
 mod keys;
+mod layer;
 mod read;
 mod sasl;
 mod schema;
