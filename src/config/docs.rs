@@ -11,7 +11,7 @@
 //! test fails when the committed file differs.
 
 use super::keys::DocRow;
-use super::schema::{self as s, BoolSpec, FloatSpec, IntSpec, SecretKeys};
+use super::schema::{self as s, BoolSpec, SecretKeys};
 
 /// What a reload (SIGHUP) does with a changed key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -77,34 +77,12 @@ fn plain(key: &str, ty: &str, default: &str, range: &str, reload: Reload, meanin
     }
 }
 
-fn int(prefix: &str, spec: &IntSpec, ty: &str, reload: Reload, meaning: &str) -> Line {
-    plain(
-        &format!("{prefix}{}", spec.key),
-        ty,
-        &spec.default.to_string(),
-        &format!("{} to {}", spec.min, spec.max),
-        reload,
-        meaning,
-    )
-}
-
 fn flag(prefix: &str, spec: &BoolSpec, reload: Reload, meaning: &str) -> Line {
     plain(
         &format!("{prefix}{}", spec.key),
         "boolean",
         &spec.default.to_string(),
         "true, false",
-        reload,
-        meaning,
-    )
-}
-
-fn number(prefix: &str, spec: &FloatSpec, reload: Reload, meaning: &str) -> Line {
-    plain(
-        &format!("{prefix}{}", spec.key),
-        "number",
-        &format!("{:?}", spec.default),
-        &format!("above {:?}, at most {:?}", spec.above, spec.max),
         reload,
         meaning,
     )
@@ -200,10 +178,8 @@ fn sections() -> Vec<Section> {
     let h = "clusters[].host.";
     let b = "clusters[].host.brokers[].";
     let r = "clusters[].host.brokers[].remediation.";
-    let host = vec![
-        number(h, &s::HOST_LOG_DIR_MIN_FREE_RATIO, Cluster, "A log directory with less free space than this is reported."),
-        int(h, &s::HOST_REMEDIATION_COOLDOWN, "seconds", Cluster, "No second remediation in this cluster this soon after one."),
-        int(h, &s::HOST_REMEDIATION_MAX_PER_DAY, "integer", Cluster, "Remediations of this cluster in any 24 hours."),
+    let mut host = under(h, Cluster, s::HostLimits::doc_rows());
+    host.extend(vec![
         plain(&format!("{h}{}", s::HOST_BROKERS_KEY), "list", "required in host", "at least one broker", Cluster, "The brokers of this cluster that run on this host."),
         plain(&format!("{b}{}", s::HOST_BROKER_ID.key), "integer", "required", &format!("{} to {}", s::HOST_BROKER_ID.min, s::HOST_BROKER_ID.max), Cluster, "The broker's node.id / broker.id."),
         plain(&format!("{b}process.{}", s::HOST_PROCESS_SYSTEMD_UNIT), "text", "one of the three", "a unit name", Cluster, "Find the process as the unit's MainPID."),
@@ -211,30 +187,28 @@ fn sections() -> Vec<Section> {
         plain(&format!("{b}process.{}", s::HOST_PROCESS_CMDLINE_REGEX), "regex", "one of the three", "a regular expression", Cluster, "Find the process by its command line (the oldest match)."),
         plain(&format!("{b}{}", s::HOST_LOG_DIRS_KEY), "list", "none", "directory paths", Cluster, "Log directories whose free space is checked."),
         plain(&format!("{b}{}", s::HOST_PORTS_KEY), "list", "none", "port, or address:port", Cluster, "Ports checked for a listener."),
-        flag(r, &s::REMEDIATION_ENABLED, Cluster, "Run the command for a broker that stays a zombie."),
-        flag(r, &s::REMEDIATION_DRY_RUN, Cluster, "Decide and report, never run."),
+    ]);
+    host.extend(under(r, Cluster, s::RemediationSwitches::doc_rows()));
+    host.extend(vec![
         plain(&format!("{r}{}", s::REMEDIATION_COMMAND_KEY), "argv", "required in remediation", &s::REMEDIATION_PLACEHOLDERS.join(", "), Cluster, "The command, run directly (never through a shell)."),
         plain(&format!("{r}{}", s::REMEDIATION_BEFORE_COMMAND_KEY), "argv", "none", &s::REMEDIATION_PLACEHOLDERS.join(", "), Cluster, "Run first; its output is kept for the post-mortem."),
-        int(r, &s::REMEDIATION_ZOMBIE_FOR, "seconds", Cluster, "A zombie this long before the command runs."),
-        int(r, &s::REMEDIATION_TIMEOUT, "seconds", Cluster, "The command is killed after this."),
-        int(r, &s::REMEDIATION_BEFORE_TIMEOUT, "seconds", Cluster, "before_command is killed after this."),
-    ];
+    ]);
+    host.extend(under(r, Cluster, s::RemediationTimes::doc_rows()));
 
     let w = "webhooks[].";
-    let webhooks = vec![
+    let mut webhooks = vec![
         plain(&format!("{w}name"), "text", "required", s::NAME_EXPECTED, Live, "The receiver's name, in logs and metrics."),
         secret(w, &s::WEBHOOK_URL, "required", Live, "Where to send (a secret: Slack and Teams URLs carry a token)."),
         choice(&format!("{w}format"), s::WEBHOOK_FORMATS, Some(s::WEBHOOK_FORMAT_DEFAULT), Live, "The body's format."),
         choice(&format!("{w}min_severity"), s::SEVERITIES, Some(s::WEBHOOK_MIN_SEVERITY_DEFAULT), Live, "Incidents below this are not sent."),
         plain(&format!("{w}clusters"), "list", "every cluster", "configured cluster names", Live, "Only incidents of these clusters."),
-        int(w, &s::WEBHOOK_REPEAT_INTERVAL, "seconds", Live, "Remind this often while an incident is open; 0: never (pagerduty defaults to 0)."),
-        flag(w, &s::WEBHOOK_SEND_RESOLVED, Live, "Send when an incident resolves."),
-        int(w, &s::WEBHOOK_TIMEOUT, "milliseconds", Live, "Per request."),
-        flag(w, &s::WEBHOOK_TLS_VERIFY, Live, "Verify the receiver's certificate."),
+    ];
+    webhooks.extend(under(w, Live, s::WebhookDelivery::doc_rows()));
+    webhooks.extend(vec![
         plain(&format!("{w}headers"), "mapping", "none", "HTTP header names and values", Live, "Extra request headers."),
         secret(w, &s::WEBHOOK_HMAC_SECRET, "none (generic only)", Live, "Signs the generic body."),
         secret(w, &s::WEBHOOK_ROUTING_KEY, "required for pagerduty", Live, "PagerDuty routing key."),
-    ];
+    ]);
 
     let si = "silences[].";
     let silences = vec![

@@ -463,6 +463,12 @@ macro_rules! layered {
                 }
             }
 
+            /// A block with no `defaults:` layer: as written, else built in.
+            #[allow(dead_code)]
+            pub(crate) fn alone(&self) -> $Picked {
+                self.pick(&Self::all($crate::config::keys::SlotKind::Unset))
+            }
+
             /// Cluster value, else `defaults:` value, else built in; `None` where the
             /// winning value was written wrong.
             pub(crate) fn pick(&self, defaults: &Self) -> $Picked {

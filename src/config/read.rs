@@ -423,10 +423,6 @@ pub(crate) fn pick<T: Clone>(
     }
 }
 
-pub(crate) fn int_slot(rep: &mut Report, f: &mut Fields, spec: &IntSpec) -> Slot<u64> {
-    Slot::read(f.get(spec.key), |e| int(rep, e, spec))
-}
-
 pub(crate) fn bool_slot(rep: &mut Report, f: &mut Fields, spec: &BoolSpec) -> Slot<bool> {
     Slot::read(f.get(spec.key), |e| boolean(rep, e))
 }

@@ -170,26 +170,23 @@ layered! {
 // and the guarded remediation it may run for them.
 pub(crate) const HOST_KEY: &str = "host";
 pub(crate) const HOST_BROKERS_KEY: &str = "brokers";
-pub(crate) const HOST_LOG_DIR_MIN_FREE_RATIO: FloatSpec = FloatSpec {
-    key: "log_dir_min_free_ratio",
-    default: 0.05,
-    above: 0.0,
-    max: 1.0,
-};
-/// Cluster-wide: no second remediation in a cluster this soon after one.
-pub(crate) const HOST_REMEDIATION_COOLDOWN: IntSpec = IntSpec {
-    key: "remediation_cooldown_secs",
-    default: 1800,
-    min: 0,
-    max: 7 * DAY_SECS,
-};
-/// Cluster-wide: remediations in any 24 hours.
-pub(crate) const HOST_REMEDIATION_MAX_PER_DAY: IntSpec = IntSpec {
-    key: "remediation_max_per_day",
-    default: 3,
-    min: 1,
-    max: 1000,
-};
+
+layered! {
+    /// The cluster-wide limits of a `host:` block (read from that block alone: host mode
+    /// has no `defaults:`).
+    #[derive(Clone, Debug, PartialEq)]
+    pub(crate) struct HostLimits;
+    layer HostLimitsLayer;
+    picked HostLimitsPicked;
+    keys {
+        /// A log directory with less free space than this is reported.
+        HOST_LOG_DIR_MIN_FREE_RATIO log_dir_min_free_ratio: f64 = Number(FloatSpec { key: "log_dir_min_free_ratio", default: 0.05, above: 0.0, max: 1.0 }),
+        /// No second remediation in this cluster this soon after one.
+        HOST_REMEDIATION_COOLDOWN remediation_cooldown: Duration = Secs(IntSpec { key: "remediation_cooldown_secs", default: 1800, min: 0, max: 7 * DAY_SECS }),
+        /// Remediations of this cluster in any 24 hours.
+        HOST_REMEDIATION_MAX_PER_DAY remediation_max_per_day: u64 = Count(IntSpec { key: "remediation_max_per_day", default: 3, min: 1, max: 1000 }),
+    }
+}
 pub(crate) const HOST_BROKER_ID: IntSpec = IntSpec {
     key: "id",
     default: 0,
@@ -203,34 +200,40 @@ pub(crate) const HOST_PROCESS_CMDLINE_REGEX: &str = "cmdline_regex";
 pub(crate) const HOST_LOG_DIRS_KEY: &str = "log_dirs";
 pub(crate) const HOST_PORTS_KEY: &str = "ports";
 pub(crate) const REMEDIATION_KEY: &str = "remediation";
-pub(crate) const REMEDIATION_ENABLED: BoolSpec = BoolSpec {
-    key: "enabled",
-    default: false,
-};
-pub(crate) const REMEDIATION_DRY_RUN: BoolSpec = BoolSpec {
-    key: "dry_run",
-    default: false,
-};
+
+// A remediation block's scalar keys, in two groups because the file (and "expected one
+// of") lists them around `command` and `before_command`.
+layered! {
+    /// Whether a broker's remediation acts.
+    #[derive(Clone, Debug, PartialEq)]
+    pub(crate) struct RemediationSwitches;
+    layer RemediationSwitchesLayer;
+    picked RemediationSwitchesPicked;
+    keys {
+        /// Run the command for a broker that stays a zombie.
+        REMEDIATION_ENABLED enabled: bool = Flag(BoolSpec { key: "enabled", default: false }),
+        /// Decide and report, never run.
+        REMEDIATION_DRY_RUN dry_run: bool = Flag(BoolSpec { key: "dry_run", default: false }),
+    }
+}
+
+layered! {
+    /// When a broker's remediation acts, and how long its commands may take.
+    #[derive(Clone, Debug, PartialEq)]
+    pub(crate) struct RemediationTimes;
+    layer RemediationTimesLayer;
+    picked RemediationTimesPicked;
+    keys {
+        /// A zombie this long before the command runs.
+        REMEDIATION_ZOMBIE_FOR zombie_for: Duration = Secs(IntSpec { key: "zombie_for_secs", default: 120, min: 1, max: DAY_SECS }),
+        /// The command is killed after this.
+        REMEDIATION_TIMEOUT timeout: Duration = Secs(IntSpec { key: "timeout_secs", default: 300, min: 1, max: 3600 }),
+        /// before_command is killed after this.
+        REMEDIATION_BEFORE_TIMEOUT before_timeout: Duration = Secs(IntSpec { key: "before_timeout_secs", default: 60, min: 1, max: 3600 }),
+    }
+}
 pub(crate) const REMEDIATION_COMMAND_KEY: &str = "command";
 pub(crate) const REMEDIATION_BEFORE_COMMAND_KEY: &str = "before_command";
-pub(crate) const REMEDIATION_ZOMBIE_FOR: IntSpec = IntSpec {
-    key: "zombie_for_secs",
-    default: 120,
-    min: 1,
-    max: DAY_SECS,
-};
-pub(crate) const REMEDIATION_TIMEOUT: IntSpec = IntSpec {
-    key: "timeout_secs",
-    default: 300,
-    min: 1,
-    max: 3600,
-};
-pub(crate) const REMEDIATION_BEFORE_TIMEOUT: IntSpec = IntSpec {
-    key: "before_timeout_secs",
-    default: 60,
-    min: 1,
-    max: 3600,
-};
 /// Words replaced in command arguments when a command runs.
 pub(crate) const REMEDIATION_PLACEHOLDERS: &[&str] = &["{pid}", "{broker}", "{cluster}"];
 
@@ -255,27 +258,24 @@ pub(crate) const TLS_INSECURE_SKIP_VERIFY: BoolSpec = BoolSpec {
 // Webhooks.
 pub(crate) const WEBHOOK_FORMAT_DEFAULT: WebhookFormat = WebhookFormat::Generic;
 pub(crate) const WEBHOOK_MIN_SEVERITY_DEFAULT: Severity = Severity::Warning;
-/// 0 means "never repeat".
-pub(crate) const WEBHOOK_REPEAT_INTERVAL: IntSpec = IntSpec {
-    key: "repeat_interval_secs",
-    default: 3600,
-    min: 0,
-    max: 30 * DAY_SECS,
-};
-pub(crate) const WEBHOOK_TIMEOUT: IntSpec = IntSpec {
-    key: "timeout_ms",
-    default: 5000,
-    min: 1,
-    max: 120_000,
-};
-pub(crate) const WEBHOOK_SEND_RESOLVED: BoolSpec = BoolSpec {
-    key: "send_resolved",
-    default: true,
-};
-pub(crate) const WEBHOOK_TLS_VERIFY: BoolSpec = BoolSpec {
-    key: "tls_verify",
-    default: true,
-};
+
+layered! {
+    /// A webhook's delivery settings.
+    #[derive(Clone, Debug, PartialEq)]
+    pub(crate) struct WebhookDelivery;
+    layer WebhookDeliveryLayer;
+    picked WebhookDeliveryPicked;
+    keys {
+        /// Remind this often while an incident is open; 0: never (pagerduty: 0 unless set).
+        WEBHOOK_REPEAT_INTERVAL repeat_interval: Duration = Secs(IntSpec { key: "repeat_interval_secs", default: 3600, min: 0, max: 30 * DAY_SECS }),
+        /// Send when an incident resolves.
+        WEBHOOK_SEND_RESOLVED send_resolved: bool = Flag(BoolSpec { key: "send_resolved", default: true }),
+        /// Per request.
+        WEBHOOK_TIMEOUT timeout: Duration = Millis(IntSpec { key: "timeout_ms", default: 5000, min: 1, max: 120_000 }),
+        /// Verify the receiver's certificate.
+        WEBHOOK_TLS_VERIFY tls_verify: bool = Flag(BoolSpec { key: "tls_verify", default: true }),
+    }
+}
 
 /// Names become Prometheus label values and file names, hence the narrow charset.
 pub(crate) const NAME_MAX_CHARS: usize = 64;
