@@ -344,13 +344,13 @@ impl DocRow {
     }
 }
 
-/// Declares a block of keys that a cluster shares with `defaults:`. For each key: a
-/// constant (its kind, with name, range and default), a field of the resolved struct
-/// (documented by the key's one-line meaning), a slot of the layer read from one mapping,
-/// a pick in the merge (cluster, else `defaults:`, else built in), the built-in value in
-/// `Default`, and a row of the reference. With `diff Owner`, also the names of the keys
-/// that differ between two `Owner`s (which must hold the resolved fields by the same names),
-/// for the reload plan.
+/// Declares a block of keys. For each key: a constant (its kind, with name, range and
+/// default), a field of the resolved struct (documented by the key's one-line meaning), a
+/// slot of the layer read from one mapping, a pick in the merge (cluster, else
+/// `defaults:`, else built in; `alone` for a block without `defaults:`), the built-in value
+/// in `Default`, and a row of the reference. With `diff Owner`, also the names of the keys
+/// that differ between two `Owner`s (which must hold the resolved fields by the same
+/// names), for the reload plan.
 ///
 /// Keys are read in the order declared, which is the order "expected one of" lists them.
 macro_rules! layered {
