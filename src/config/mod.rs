@@ -8,9 +8,12 @@
 //!    Aliases are expanded under a node budget (alias bombs are refused).
 //! 2. `build`: typed readers (`read`) walk that tree; each wrong value is recorded as a
 //!    `Problem` and reading goes on. `schema` is the single table of key names, ranges and
-//!    built-in defaults; `checks` holds the value rules; `types` the resolved result;
-//!    `http` the `http:` block (listen address, HTTPS, credentials); `host` a cluster's
-//!    `host:` block (host mode and remediation).
+//!    built-in defaults: most keys are declared there once, in `layered!` blocks (`keys`),
+//!    from which their reading, merge over `defaults:` (`layer`), default, resolved field,
+//!    reload comparison and line in docs/config.md (`docs`) follow. `checks` holds the
+//!    value rules; `types` the resolved result; `cluster` a cluster's own keys; `http` the
+//!    `http:` block (listen address, HTTPS, credentials); `host` a cluster's `host:` block
+//!    (host mode and remediation).
 //!
 //! Dependencies, and why each:
 //! - `saphyr-parser`: a pure-Rust YAML 1.2 event parser whose events carry line and
