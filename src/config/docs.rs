@@ -10,29 +10,8 @@
 //! `KW_CONFIG_DOCS_WRITE=1 cargo test --lib config::docs` writes the file; without it the
 //! test fails when the committed file differs.
 
-use super::keys::DocRow;
+use super::keys::{DocRow, Reload};
 use super::schema::{self as s, BoolSpec, SecretKeys};
-
-/// What a reload (SIGHUP) does with a changed key.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Reload {
-    /// Applied at once.
-    Live,
-    /// Applied by restarting that cluster's probes, canary and evaluator.
-    Cluster,
-    /// Kept at its running value until the process restarts (the reload logs it).
-    Restart,
-}
-
-impl Reload {
-    fn as_str(self) -> &'static str {
-        match self {
-            Reload::Live => "live",
-            Reload::Cluster => "cluster",
-            Reload::Restart => "restart",
-        }
-    }
-}
 
 /// One line of the reference, with the full path of its key(s).
 #[derive(Debug, Clone)]
@@ -52,15 +31,15 @@ struct Section {
     lines: Vec<Line>,
 }
 
-/// Rows of a block under `prefix`.
-fn under(prefix: &str, reload: Reload, rows: Vec<DocRow>) -> Vec<Line> {
+/// Rows of a declared block under `prefix`.
+fn under(prefix: &str, rows: Vec<DocRow>) -> Vec<Line> {
     rows.into_iter()
         .map(|r| Line {
             keys: vec![format!("{prefix}{}", r.key)],
             ty: r.ty.into(),
             default: r.default,
             range: r.range,
-            reload,
+            reload: r.reload,
             meaning: r.meaning,
         })
         .collect()
@@ -147,10 +126,10 @@ fn sections() -> Vec<Section> {
         plain(&format!("{c}name"), "text", "required", s::NAME_EXPECTED, Cluster, "The cluster's name: the `cluster` label of metrics and webhooks."),
         plain(&format!("{c}bootstrap_servers"), "list", "required", "host:port addresses (a comma-separated text too)", Cluster, "Where the watchdog first asks for the brokers."),
     ];
-    cluster.extend(under(c, Cluster, s::Timing::doc_rows()));
-    cluster.extend(under(&format!("{c}topics."), Cluster, s::Topics::doc_rows()));
-    cluster.extend(under(&format!("{c}canary."), Cluster, s::CanaryConfig::doc_rows()));
-    cluster.extend(under(&format!("{c}verdict."), Cluster, s::Verdict::doc_rows()));
+    cluster.extend(under(c, s::Timing::doc_rows()));
+    cluster.extend(under(&format!("{c}topics."), s::Topics::doc_rows()));
+    cluster.extend(under(&format!("{c}canary."), s::CanaryConfig::doc_rows()));
+    cluster.extend(under(&format!("{c}verdict."), s::Verdict::doc_rows()));
     cluster.push(plain(&format!("{c}librdkafka"), "mapping", "none", "librdkafka properties, except those the watchdog sets", Cluster, "Extra properties for the canary's librdkafka clients."));
 
     let sec = "clusters[].security.";
@@ -178,7 +157,7 @@ fn sections() -> Vec<Section> {
     let h = "clusters[].host.";
     let b = "clusters[].host.brokers[].";
     let r = "clusters[].host.brokers[].remediation.";
-    let mut host = under(h, Cluster, s::HostLimits::doc_rows());
+    let mut host = under(h, s::HostLimits::doc_rows());
     host.extend(vec![
         plain(&format!("{h}{}", s::HOST_BROKERS_KEY), "list", "required in host", "at least one broker", Cluster, "The brokers of this cluster that run on this host."),
         plain(&format!("{b}{}", s::HOST_BROKER_ID.key), "integer", "required", &format!("{} to {}", s::HOST_BROKER_ID.min, s::HOST_BROKER_ID.max), Cluster, "The broker's node.id / broker.id."),
@@ -188,12 +167,12 @@ fn sections() -> Vec<Section> {
         plain(&format!("{b}{}", s::HOST_LOG_DIRS_KEY), "list", "none", "directory paths", Cluster, "Log directories whose free space is checked."),
         plain(&format!("{b}{}", s::HOST_PORTS_KEY), "list", "none", "port, or address:port", Cluster, "Ports checked for a listener."),
     ]);
-    host.extend(under(r, Cluster, s::RemediationSwitches::doc_rows()));
+    host.extend(under(r, s::RemediationSwitches::doc_rows()));
     host.extend(vec![
         plain(&format!("{r}{}", s::REMEDIATION_COMMAND_KEY), "argv", "required in remediation", &s::REMEDIATION_PLACEHOLDERS.join(", "), Cluster, "The command, run directly (never through a shell)."),
         plain(&format!("{r}{}", s::REMEDIATION_BEFORE_COMMAND_KEY), "argv", "none", &s::REMEDIATION_PLACEHOLDERS.join(", "), Cluster, "Run first; its output is kept for the post-mortem."),
     ]);
-    host.extend(under(r, Cluster, s::RemediationTimes::doc_rows()));
+    host.extend(under(r, s::RemediationTimes::doc_rows()));
 
     let w = "webhooks[].";
     let mut webhooks = vec![
@@ -203,7 +182,7 @@ fn sections() -> Vec<Section> {
         choice(&format!("{w}min_severity"), s::SEVERITIES, Some(s::WEBHOOK_MIN_SEVERITY_DEFAULT), Live, "Incidents below this are not sent."),
         plain(&format!("{w}clusters"), "list", "every cluster", "configured cluster names", Live, "Only incidents of these clusters."),
     ];
-    webhooks.extend(under(w, Live, s::WebhookDelivery::doc_rows()));
+    webhooks.extend(under(w, s::WebhookDelivery::doc_rows()));
     webhooks.extend(vec![
         plain(&format!("{w}headers"), "mapping", "none", "HTTP header names and values", Live, "Extra request headers."),
         secret(w, &s::WEBHOOK_HMAC_SECRET, "none (generic only)", Live, "Signs the generic body."),

@@ -317,6 +317,27 @@ impl SlotKind {
     }
 }
 
+/// What a reload (SIGHUP) does with a changed key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Reload {
+    /// Applied at once.
+    Live,
+    /// Applied by restarting that cluster's probes, canary and evaluator.
+    Cluster,
+    /// Kept at its running value until the process restarts (the reload logs it).
+    Restart,
+}
+
+impl Reload {
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            Reload::Live => "live",
+            Reload::Cluster => "cluster",
+            Reload::Restart => "restart",
+        }
+    }
+}
+
 /// One line of the reference.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct DocRow {
@@ -324,17 +345,19 @@ pub(crate) struct DocRow {
     pub ty: &'static str,
     pub default: String,
     pub range: String,
+    pub reload: Reload,
     pub meaning: String,
 }
 
 impl DocRow {
-    pub(crate) fn of(kind: &impl KeyKind, meaning: &[&str]) -> Self {
+    pub(crate) fn of(kind: &impl KeyKind, reload: Reload, meaning: &[&str]) -> Self {
         let (ty, default, range) = kind.doc();
         DocRow {
             key: kind.key(),
             ty,
             default,
             range,
+            reload,
             meaning: meaning
                 .iter()
                 .map(|l| l.trim())
@@ -359,6 +382,7 @@ macro_rules! layered {
         $vis:vis struct $Values:ident;
         layer $Layer:ident;
         picked $Picked:ident;
+        reload $Reload:ident;
         diff $Owner:ty;
         keys {
             $(
@@ -372,6 +396,7 @@ macro_rules! layered {
             $vis struct $Values;
             layer $Layer;
             picked $Picked;
+            reload $Reload;
             keys { $( $(#[doc = $doc])+ $CONST $field: $ty = $Kind($spec), )+ }
         }
 
@@ -390,6 +415,7 @@ macro_rules! layered {
         $vis:vis struct $Values:ident;
         layer $Layer:ident;
         picked $Picked:ident;
+        reload $Reload:ident;
         keys {
             $(
                 $(#[doc = $doc:literal])+
@@ -492,7 +518,7 @@ macro_rules! layered {
         impl $Values {
             /// The block's rows of the reference, in declaration order.
             pub(crate) fn doc_rows() -> Vec<$crate::config::keys::DocRow> {
-                vec![ $( $crate::config::keys::DocRow::of(&$CONST, &[$($doc),+]), )+ ]
+                vec![ $( $crate::config::keys::DocRow::of(&$CONST, $crate::config::keys::Reload::$Reload, &[$($doc),+]), )+ ]
             }
         }
     };

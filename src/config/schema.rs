@@ -60,6 +60,7 @@ layered! {
     pub(crate) struct Timing;
     layer TimingLayer;
     picked TimingPicked;
+    reload Cluster;
     diff super::types::ClusterConfig;
     keys {
         /// One probe round of every broker per interval.
@@ -85,6 +86,7 @@ layered! {
     pub(crate) struct Topics;
     layer TopicsLayer;
     picked TopicsPicked;
+    reload Cluster;
     keys {
         /// Topics looked at: regexes matched against whole topic names.
         TOPICS_INCLUDE include: Patterns = TopicPatterns(ListSpec { key: "include", default: &[".*"] }),
@@ -103,6 +105,7 @@ layered! {
     pub struct CanaryConfig;
     layer CanaryLayer;
     picked CanaryPicked;
+    reload Cluster;
     keys {
         /// Write to and read back from every broker's canary partition.
         CANARY_ENABLED enabled: bool = Flag(BoolSpec { key: "enabled", default: true }),
@@ -140,6 +143,7 @@ layered! {
     pub(crate) struct Verdict;
     layer VerdictLayer;
     picked VerdictPicked;
+    reload Cluster;
     keys {
         /// Deprecated: write open_after_secs. Rounds in a row before an incident opens.
         VERDICT_OPEN_AFTER open_after_rounds: u64 = Count(IntSpec { key: "open_after_rounds", default: 2, min: 1, max: 1000 }),
@@ -178,6 +182,7 @@ layered! {
     pub(crate) struct HostLimits;
     layer HostLimitsLayer;
     picked HostLimitsPicked;
+    reload Cluster;
     keys {
         /// A log directory with less free space than this is reported.
         HOST_LOG_DIR_MIN_FREE_RATIO log_dir_min_free_ratio: f64 = Number(FloatSpec { key: "log_dir_min_free_ratio", default: 0.05, above: 0.0, max: 1.0 }),
@@ -209,6 +214,7 @@ layered! {
     pub(crate) struct RemediationSwitches;
     layer RemediationSwitchesLayer;
     picked RemediationSwitchesPicked;
+    reload Cluster;
     keys {
         /// Run the command for a broker that stays a zombie.
         REMEDIATION_ENABLED enabled: bool = Flag(BoolSpec { key: "enabled", default: false }),
@@ -223,6 +229,7 @@ layered! {
     pub(crate) struct RemediationTimes;
     layer RemediationTimesLayer;
     picked RemediationTimesPicked;
+    reload Cluster;
     keys {
         /// A zombie this long before the command runs.
         REMEDIATION_ZOMBIE_FOR zombie_for: Duration = Secs(IntSpec { key: "zombie_for_secs", default: 120, min: 1, max: DAY_SECS }),
@@ -265,6 +272,7 @@ layered! {
     pub(crate) struct WebhookDelivery;
     layer WebhookDeliveryLayer;
     picked WebhookDeliveryPicked;
+    reload Live;
     keys {
         /// Remind this often while an incident is open; 0: never (pagerduty: 0 unless set).
         WEBHOOK_REPEAT_INTERVAL repeat_interval: Duration = Secs(IntSpec { key: "repeat_interval_secs", default: 3600, min: 0, max: 30 * DAY_SECS }),
