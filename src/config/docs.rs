@@ -107,7 +107,7 @@ fn sections() -> Vec<Section> {
     use Reload::*;
     let c = "clusters[].";
     let http_listen = s::HTTP_LISTEN_DEFAULT.to_string();
-    let top = vec![
+    let mut top = vec![
         plain("instance_id", "text", "the host name", &format!("1 to {} printable characters", s::INSTANCE_ID_MAX_CHARS), Restart, "Names this watchdog in canary records and webhook payloads."),
         plain("state_dir", "path", s::STATE_DIR_DEFAULT, "a directory path", Restart, "Where incident state survives restarts."),
         plain("http.listen", "address", &http_listen, "an IP address and port", Restart, "Where /metrics, /status, /healthz and /readyz are served."),
@@ -117,10 +117,9 @@ fn sections() -> Vec<Section> {
         secret("http.auth.basic.", &s::HTTP_BASIC_USERNAME, "required in basic", Restart, "HTTP Basic user for /metrics and /status."),
         secret("http.auth.basic.", &s::HTTP_BASIC_PASSWORD, "required in basic", Restart, "HTTP Basic password."),
         secret("http.auth.", &s::HTTP_BEARER_TOKEN, "none", Restart, "A bearer token for /metrics and /status, instead of basic."),
-        choice("log.level", s::LOG_LEVELS, Some(s::LOG_LEVEL_DEFAULT), Live, "Log level; RUST_LOG overrides it."),
-        choice("log.format", s::LOG_FORMATS, Some(s::LOG_FORMAT_DEFAULT), Restart, "json for journald and log shippers."),
-        plain("defaults", "mapping", "none", "the cluster keys marked below", Cluster, "Settings every cluster inherits, key by key."),
     ];
+    top.extend(under("log.", s::LogConfig::doc_rows()));
+    top.push(plain("defaults", "mapping", "none", "the cluster keys marked below", Cluster, "Settings every cluster inherits, key by key."));
 
     let mut cluster = vec![
         plain(&format!("{c}name"), "text", "required", s::NAME_EXPECTED, Cluster, "The cluster's name: the `cluster` label of metrics and webhooks."),

@@ -67,6 +67,18 @@ pub(crate) struct TopicName(pub TextSpec);
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct TopicPatterns(pub ListSpec);
 
+/// One of a fixed set of spellings.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Choice<T: 'static>(pub ChoiceSpec<T>);
+
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ChoiceSpec<T: 'static> {
+    pub key: &'static str,
+    pub default: T,
+    /// The spellings in the file, each with its value.
+    pub options: &'static [(&'static str, T)],
+}
+
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct TextSpec {
     pub key: &'static str,
@@ -301,6 +313,31 @@ impl KeyKind for TopicPatterns {
     }
 }
 
+impl<T: Copy + PartialEq + 'static> KeyKind for Choice<T> {
+    type Raw = T;
+    type Out = T;
+    fn key(&self) -> &'static str {
+        self.0.key
+    }
+    fn read(&self, rep: &mut Report, e: &Entry) -> Option<Set<T>> {
+        read::choice(rep, e, self.0.options)
+    }
+    fn builtin(&self) -> T {
+        self.0.default
+    }
+    fn out(&self, raw: T) -> T {
+        raw
+    }
+    fn doc(&self) -> (&'static str, String, String) {
+        let names: Vec<&str> = self.0.options.iter().map(|(n, _)| *n).collect();
+        (
+            "choice",
+            super::schema::name_of(self.0.options, self.0.default).to_string(),
+            names.join(", "),
+        )
+    }
+}
+
 /// A whole block is `Unset` when absent and `Bad` when it is not a mapping.
 #[derive(Clone, Copy)]
 pub(crate) enum SlotKind {
@@ -377,6 +414,9 @@ impl DocRow {
 ///
 /// Keys are read in the order declared, which is the order "expected one of" lists them.
 macro_rules! layered {
+    // A key's own reload class (`@reload Restart` before its constant) wins over its block's.
+    (@reload $Block:ident) => { $crate::config::keys::Reload::$Block };
+    (@reload $Block:ident $Key:ident) => { $crate::config::keys::Reload::$Key };
     (
         $(#[$meta:meta])*
         $vis:vis struct $Values:ident;
@@ -387,7 +427,8 @@ macro_rules! layered {
         keys {
             $(
                 $(#[doc = $doc:literal])+
-                $CONST:ident $field:ident: $ty:ty = $Kind:ident($spec:expr),
+                $(@reload $KeyReload:ident)?
+                $CONST:ident $field:ident: $ty:ty = $Kind:ident $(<$KindArg:ty>)? ($spec:expr),
             )+
         }
     ) => {
@@ -397,7 +438,7 @@ macro_rules! layered {
             layer $Layer;
             picked $Picked;
             reload $Reload;
-            keys { $( $(#[doc = $doc])+ $CONST $field: $ty = $Kind($spec), )+ }
+            keys { $( $(#[doc = $doc])+ $(@reload $KeyReload)? $CONST $field: $ty = $Kind $(<$KindArg>)? ($spec), )+ }
         }
 
         impl $Values {
@@ -419,11 +460,12 @@ macro_rules! layered {
         keys {
             $(
                 $(#[doc = $doc:literal])+
-                $CONST:ident $field:ident: $ty:ty = $Kind:ident($spec:expr),
+                $(@reload $KeyReload:ident)?
+                $CONST:ident $field:ident: $ty:ty = $Kind:ident $(<$KindArg:ty>)? ($spec:expr),
             )+
         }
     ) => {
-        $( pub(crate) const $CONST: $crate::config::keys::$Kind = $crate::config::keys::$Kind($spec); )+
+        $( pub(crate) const $CONST: $crate::config::keys::$Kind $(<$KindArg>)? = $crate::config::keys::$Kind($spec); )+
 
         $(#[$meta])*
         $vis struct $Values {
@@ -443,12 +485,12 @@ macro_rules! layered {
 
         /// One layer of the block as written: a cluster's own, or `defaults:`.
         pub(crate) struct $Layer {
-            $( pub $field: $crate::config::read::Slot<<$crate::config::keys::$Kind as $crate::config::keys::KeyKind>::Raw>, )+
+            $( pub $field: $crate::config::read::Slot<<$crate::config::keys::$Kind $(<$KindArg>)? as $crate::config::keys::KeyKind>::Raw>, )+
         }
 
         /// The block once the layers are applied, each value with where it came from.
         pub(crate) struct $Picked {
-            $( pub $field: Option<$crate::config::read::Resolved<<$crate::config::keys::$Kind as $crate::config::keys::KeyKind>::Raw>>, )+
+            $( pub $field: Option<$crate::config::read::Resolved<<$crate::config::keys::$Kind $(<$KindArg>)? as $crate::config::keys::KeyKind>::Raw>>, )+
         }
 
         impl $Layer {
@@ -518,7 +560,7 @@ macro_rules! layered {
         impl $Values {
             /// The block's rows of the reference, in declaration order.
             pub(crate) fn doc_rows() -> Vec<$crate::config::keys::DocRow> {
-                vec![ $( $crate::config::keys::DocRow::of(&$CONST, $crate::config::keys::Reload::$Reload, &[$($doc),+]), )+ ]
+                vec![ $( $crate::config::keys::DocRow::of(&$CONST, $crate::config::keys::layered!(@reload $Reload $($KeyReload)?), &[$($doc),+]), )+ ]
             }
         }
     };

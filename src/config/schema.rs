@@ -6,7 +6,7 @@ use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 
 use std::time::Duration;
 
-use super::keys::{layered, ListSpec, Patterns, TextSpec};
+use super::keys::{layered, ChoiceSpec, ListSpec, Patterns, TextSpec};
 use super::types::{LogFormat, LogLevel, SaslMechanism, SecurityProtocol, Severity, WebhookFormat};
 
 /// A whole number with a range and a built-in default.
@@ -252,8 +252,23 @@ pub(crate) const HTTP_LISTEN_DEFAULT: SocketAddr =
 pub(crate) const HTTP_TLS_CERT_FILE: &str = "cert_file";
 pub(crate) const HTTP_TLS_KEY_FILE: &str = "key_file";
 pub(crate) const STATE_DIR_DEFAULT: &str = "/var/lib/kafka-watchdog";
-pub(crate) const LOG_LEVEL_DEFAULT: LogLevel = LogLevel::Info;
-pub(crate) const LOG_FORMAT_DEFAULT: LogFormat = LogFormat::Text;
+
+layered! {
+    /// The `log:` block.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub struct LogConfig;
+    layer LogLayer;
+    picked LogPicked;
+    reload Live;
+    keys {
+        /// Log level; RUST_LOG overrides it.
+        LOG_LEVEL level: LogLevel = Choice<LogLevel>(ChoiceSpec { key: "level", default: LogLevel::Info, options: LOG_LEVELS }),
+        /// json for journald and log shippers.
+        // The log subscriber's format is fixed when it is installed.
+        @reload Restart
+        LOG_FORMAT format: LogFormat = Choice<LogFormat>(ChoiceSpec { key: "format", default: LogFormat::Text, options: LOG_FORMATS }),
+    }
+}
 
 // Security.
 pub(crate) const PROTOCOL_DEFAULT: SecurityProtocol = SecurityProtocol::Plaintext;

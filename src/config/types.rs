@@ -89,20 +89,8 @@ pub enum HttpAuth {
     Bearer { token: Secret },
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct LogConfig {
-    pub level: LogLevel,
-    pub format: LogFormat,
-}
-
-impl Default for LogConfig {
-    fn default() -> Self {
-        LogConfig {
-            level: schema::LOG_LEVEL_DEFAULT,
-            format: schema::LOG_FORMAT_DEFAULT,
-        }
-    }
-}
+/// Declared with its keys in `schema`.
+pub use super::schema::LogConfig;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum LogLevel {
