@@ -177,10 +177,11 @@ fn sections() -> Vec<Section> {
     let mut webhooks = vec![
         plain(&format!("{w}name"), "text", "required", s::NAME_EXPECTED, Live, "The receiver's name, in logs and metrics."),
         secret(w, &s::WEBHOOK_URL, "required", Live, "Where to send (a secret: Slack and Teams URLs carry a token)."),
-        choice(&format!("{w}format"), s::WEBHOOK_FORMATS, Some(s::WEBHOOK_FORMAT_DEFAULT), Live, "The body's format."),
-        choice(&format!("{w}min_severity"), s::SEVERITIES, Some(s::WEBHOOK_MIN_SEVERITY_DEFAULT), Live, "Incidents below this are not sent."),
-        plain(&format!("{w}clusters"), "list", "every cluster", "configured cluster names", Live, "Only incidents of these clusters."),
     ];
+    webhooks.extend(under(w, s::WebhookKind::doc_rows()));
+    webhooks.extend(vec![
+        plain(&format!("{w}clusters"), "list", "every cluster", "configured cluster names", Live, "Only incidents of these clusters."),
+    ]);
     webhooks.extend(under(w, s::WebhookDelivery::doc_rows()));
     webhooks.extend(vec![
         plain(&format!("{w}headers"), "mapping", "none", "HTTP header names and values", Live, "Extra request headers."),

@@ -549,6 +549,7 @@ macro_rules! layered {
 
         impl $Picked {
             /// The resolved values; `None` when any was written wrong.
+            #[allow(dead_code)]
             pub(crate) fn values(&self) -> Option<$Values> {
                 use $crate::config::keys::KeyKind as _;
                 Some($Values {

@@ -278,8 +278,20 @@ pub(crate) const TLS_INSECURE_SKIP_VERIFY: BoolSpec = BoolSpec {
 };
 
 // Webhooks.
-pub(crate) const WEBHOOK_FORMAT_DEFAULT: WebhookFormat = WebhookFormat::Generic;
-pub(crate) const WEBHOOK_MIN_SEVERITY_DEFAULT: Severity = Severity::Warning;
+layered! {
+    /// What a webhook sends, and from which severity on.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub(crate) struct WebhookKind;
+    layer WebhookKindLayer;
+    picked WebhookKindPicked;
+    reload Live;
+    keys {
+        /// The body's format.
+        WEBHOOK_FORMAT format: WebhookFormat = Choice<WebhookFormat>(ChoiceSpec { key: "format", default: WebhookFormat::Generic, options: WEBHOOK_FORMATS }),
+        /// Incidents below this are not sent.
+        WEBHOOK_MIN_SEVERITY min_severity: Severity = Choice<Severity>(ChoiceSpec { key: "min_severity", default: Severity::Warning, options: SEVERITIES }),
+    }
+}
 
 layered! {
     /// A webhook's delivery settings.

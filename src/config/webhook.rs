@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use super::build::Ctx;
 use super::checks;
-use super::read::{self, choice, list, text, text_node, value_or, Fields, Report, Set, Slot};
+use super::read::{self, list, text, text_node, Fields, Report, Set};
 use super::schema as s;
 use super::secret::{secret, Need};
 use super::types::*;
@@ -38,14 +38,10 @@ pub(crate) fn webhook(
             }
         });
     let url = secret(cx, &mut f, &s::WEBHOOK_URL, Need::Required);
-    let format = Slot::read(f.get("format"), |e| {
-        choice(&mut cx.rep, e, s::WEBHOOK_FORMATS)
-    });
-    let format = value_or(&format, s::WEBHOOK_FORMAT_DEFAULT);
-    let min_severity = Slot::read(f.get("min_severity"), |e| {
-        choice(&mut cx.rep, e, s::SEVERITIES)
-    });
-    let min_severity = value_or(&min_severity, s::WEBHOOK_MIN_SEVERITY_DEFAULT);
+    let kind = s::WebhookKindLayer::read(&mut cx.rep, &mut f).alone();
+    // `None` when written wrong (already reported): the checks that depend on it stand down.
+    let format = kind.format.as_ref().map(|r| r.value);
+    let min_severity = kind.min_severity.as_ref().map(|r| r.value);
     let cluster_names = match f.get("clusters") {
         None => Some(Vec::new()),
         Some(e) if e.value.is_null() => Some(Vec::new()),
