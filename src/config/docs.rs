@@ -11,7 +11,7 @@
 //! test fails when the committed file differs.
 
 use super::keys::{DocRow, Reload};
-use super::schema::{self as s, BoolSpec, SecretKeys};
+use super::schema::{self as s, SecretKeys};
 
 /// One line of the reference, with the full path of its key(s).
 #[derive(Debug, Clone)]
@@ -54,17 +54,6 @@ fn plain(key: &str, ty: &str, default: &str, range: &str, reload: Reload, meanin
         reload,
         meaning: meaning.into(),
     }
-}
-
-fn flag(prefix: &str, spec: &BoolSpec, reload: Reload, meaning: &str) -> Line {
-    plain(
-        &format!("{prefix}{}", spec.key),
-        "boolean",
-        &spec.default.to_string(),
-        "true, false",
-        reload,
-        meaning,
-    )
 }
 
 fn choice<T: PartialEq + Copy>(
@@ -134,7 +123,7 @@ fn sections() -> Vec<Section> {
     let sec = "clusters[].security.";
     let sasl = "clusters[].security.sasl.";
     let tls = "clusters[].security.tls.";
-    let security = vec![
+    let mut security = vec![
         choice(&format!("{sec}protocol"), s::PROTOCOLS, Some(s::PROTOCOL_DEFAULT), Cluster, "How the watchdog connects to the brokers."),
         choice(&format!("{sasl}mechanism"), s::MECHANISMS, None, Cluster, "SASL mechanism (SASL protocols)."),
         secret(sasl, &s::SASL_USERNAME, "required for PLAIN, SCRAM", Cluster, "SASL user."),
@@ -150,8 +139,8 @@ fn sections() -> Vec<Section> {
         plain(&format!("{tls}cert_file"), "path", "none", "a PEM file, with key_file", Cluster, "Client certificate."),
         plain(&format!("{tls}key_file"), "path", "none", "a PEM file, with cert_file", Cluster, "Its private key."),
         plain(&format!("{tls}server_name"), "text", "the broker's host", "a DNS name or an IP address", Cluster, "Name for SNI and certificate verification."),
-        flag(tls, &s::TLS_INSECURE_SKIP_VERIFY, Cluster, "Turns certificate verification off."),
     ];
+    security.extend(under(tls, s::TlsVerify::doc_rows()));
 
     let h = "clusters[].host.";
     let b = "clusters[].host.brokers[].";

@@ -2,7 +2,7 @@
 //! records a problem and returns `None`, and the caller carries on with the next field, so
 //! one run reports everything that is wrong.
 
-use super::schema::{BoolSpec, FloatSpec, IntSpec};
+use super::schema::{FloatSpec, IntSpec};
 use super::yaml::{shorten, Entry, Kind, Node, Pos, Value};
 use super::Problem;
 
@@ -421,13 +421,4 @@ pub(crate) fn pick<T: Clone>(
             from: Origin::Builtin,
         }),
     }
-}
-
-pub(crate) fn bool_slot(rep: &mut Report, f: &mut Fields, spec: &BoolSpec) -> Slot<bool> {
-    Slot::read(f.get(spec.key), |e| boolean(rep, e))
-}
-
-/// A value with no `defaults:` layer: as written, else built in. `None` when written wrong.
-pub(crate) fn value_or<T: Clone>(slot: &Slot<T>, builtin: T) -> Option<T> {
-    pick(slot, &Slot::Unset, builtin).map(|r| r.value)
 }

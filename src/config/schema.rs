@@ -272,10 +272,18 @@ layered! {
 
 // Security.
 pub(crate) const PROTOCOL_DEFAULT: SecurityProtocol = SecurityProtocol::Plaintext;
-pub(crate) const TLS_INSECURE_SKIP_VERIFY: BoolSpec = BoolSpec {
-    key: "insecure_skip_verify",
-    default: false,
-};
+layered! {
+    /// Whether a cluster's TLS verifies the brokers' certificates.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub(crate) struct TlsVerify;
+    layer TlsVerifyLayer;
+    picked TlsVerifyPicked;
+    reload Cluster;
+    keys {
+        /// Turns certificate verification off.
+        TLS_INSECURE_SKIP_VERIFY insecure_skip_verify: bool = Flag(BoolSpec { key: "insecure_skip_verify", default: false }),
+    }
+}
 
 // Webhooks.
 layered! {
