@@ -30,6 +30,8 @@ pub mod http;
 pub mod incident;
 pub mod liveness;
 pub mod metrics;
+#[cfg(test)]
+mod metrics_golden;
 pub mod notify;
 pub mod observe;
 pub mod preflight;
