@@ -8,7 +8,7 @@
 //!
 //! | layer  | modules                                                    | what it is |
 //! |--------|------------------------------------------------------------|------------|
-//! | model  | observe, words                                             | plain data of a round, bounded labels |
+//! | model  | observe, words, metric_kit                                 | plain data of a round, bounded labels |
 //! | config | config                                                     | the configuration, read and checked |
 //! | view   | cluster_view, health                                       | pure: answers merged into one view, partitions classified |
 //! | io     | wire, host, self_metrics                                   | the Kafka protocol, /proc, the process's own use |
@@ -29,6 +29,7 @@ pub mod host;
 pub mod http;
 pub mod incident;
 pub mod liveness;
+pub mod metric_kit;
 pub mod metrics;
 #[cfg(test)]
 mod metrics_golden;

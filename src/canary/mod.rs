@@ -10,6 +10,7 @@
 mod auth;
 pub mod layout;
 pub mod ledger;
+pub mod metrics;
 pub mod record;
 pub mod stats;
 pub mod window;
