@@ -428,7 +428,25 @@ fn canary_stats() -> CanaryStats {
     s
 }
 
-fn page(stats: &CanaryStats) -> String {
+fn remediation() -> crate::remediate::Record {
+    crate::remediate::Record {
+        cluster: "lab".into(),
+        broker: 4,
+        address: "127.0.0.14:9092".into(),
+        outcome: crate::remediate::Outcome::Refused,
+        at: t(4),
+        zombie_for_secs: 300,
+        command: vec!["systemctl".into(), "restart".into(), "kafka".into()],
+        refusals: vec!["the daily limit (1) is reached".into()],
+        status: None,
+        stderr_tail: None,
+        before_output: None,
+        before_status: None,
+        verdict_evidence: vec!["no_answer: golden".into()],
+    }
+}
+
+fn extras(stats: &CanaryStats) -> Extras<'_> {
     let far = UNIX_EPOCH + Duration::from_secs(4_102_444_800); // 2100
     let mut silenced = incident("lab", Some(4), FindingKind::Broker, Severity::Critical);
     silenced.silenced = Some(crate::silence::SilenceMark {
@@ -436,7 +454,7 @@ fn page(stats: &CanaryStats) -> String {
         ends_at: far,
         comment: "golden".into(),
     });
-    let extras = Extras {
+    Extras {
         clusters: vec!["lab".into(), "orders".into(), "idle".into()],
         canary_stats: Some(stats),
         incidents: vec![
@@ -484,7 +502,7 @@ fn page(stats: &CanaryStats) -> String {
             (("lab".into(), 4, crate::remediate::Outcome::Refused), 3),
             (("lab".into(), 2, crate::remediate::Outcome::DryRun), 0),
         ],
-        remediations: Vec::new(),
+        remediations: vec![remediation()],
         silences: vec![
             silence("s-lab", Some("lab"), t(0), far),
             silence("s-all", None, t(0), far),
@@ -496,9 +514,11 @@ fn page(stats: &CanaryStats) -> String {
                 far + Duration::from_secs(60),
             ),
         ],
-    };
-    let reports = [lab(), orders()];
-    render(reports.iter(), &extras)
+    }
+}
+
+fn page(stats: &CanaryStats) -> String {
+    render([lab(), orders()].iter(), &extras(stats))
 }
 
 /// The page with each family's samples sorted, without the `process_*` families and with
@@ -570,6 +590,19 @@ fn metrics_page_matches_the_golden_files() {
     assert!(om.ends_with("# EOF\n"));
     check("metrics.openmetrics.txt", &canonical(&om));
     check("metrics.text004.txt", &canonical(&to_text_004(&om)));
+}
+
+/// `/status` of the same fixture: the document the snapshot behind the HTTP server must
+/// keep giving.
+#[test]
+fn status_document_matches_the_golden_file() {
+    let stats = canary_stats();
+    let doc = crate::status::render("wd-golden", [lab(), orders()].iter(), &extras(&stats));
+    let doc = doc.replace(
+        &format!("\"version\": \"{}\"", env!("CARGO_PKG_VERSION")),
+        "\"version\": \"VERSION\"",
+    );
+    check("status.json", &doc);
 }
 
 /// Two renders of one input give one page once sorted: the comparison above does not
