@@ -15,7 +15,7 @@
 //! | probe  | probe, canary, liveness                                    | one round of observation (plans from the last view) |
 //! | judge  | verdict, report, check                                     | pure verdicts and the round's report |
 //! | alert  | incident, silence, remediate, notify, alerting             | incidents, silences, remediation, webhooks |
-//! | serve  | metrics, status, http, status_view                         | /metrics, /status and their views |
+//! | serve  | metrics, status, http, status_view, snapshot               | /metrics, /status and their views |
 //! | run    | preflight, setup, reload, service, daemon, silence_cmd     | the process: start, signals, reload, stop |
 
 pub mod alerting;
@@ -45,6 +45,7 @@ pub mod service;
 pub mod setup;
 pub mod silence;
 pub mod silence_cmd;
+pub mod snapshot;
 pub mod status;
 pub mod status_view;
 pub mod verdict;
