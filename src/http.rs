@@ -1,6 +1,6 @@
 //! The HTTP surface: `/metrics`, `/healthz`, `/readyz`, `/status`, and the silences API
-//! (`/api/v1/silences`). Every page is rendered from the published reports, so a hung
-//! broker can never make a scrape wait.
+//! (`/api/v1/silences`). Every page is rendered from the snapshot published last
+//! (`snapshot::Publisher::current`), so a hung broker can never make a scrape wait.
 //!
 //! The server faces whatever can reach its address, so every resource a client can hold is
 //! bounded: connections (a semaphore), header bytes and time, connection lifetime, and the

@@ -2,6 +2,11 @@
 //! A fresh registry per scrape means a broker or topic that disappears takes its series with
 //! it: nothing lingers from a broker decommissioned an hour ago.
 //!
+//! This file only composes: each module encodes its own families in its `metrics.rs`
+//! (`report`, `canary`, `liveness`, `host`, `incident`, `silence`, `notify`, `remediate`;
+//! `self_metrics` for the watchdog's own), with label sets from `metric_kit`. `render`
+//! fixes their order on the page; `tests/golden/` holds the page it must keep giving.
+//!
 //! Crate choice: `prometheus-client` (the Prometheus project's own Rust client, maintained,
 //! typed label sets, OpenMetrics text) rather than the `prometheus` crate, whose last commit
 //! is from April 2025.
