@@ -14,12 +14,13 @@ use crate::alerting::Alerting;
 use crate::canary::{Canary, CanaryRound};
 use crate::config::{ClusterConfig, Config};
 use crate::host::HostObserver;
-use crate::http::{self, Published};
+use crate::http;
 use crate::liveness::{Board, Liveness, LivenessSettings};
 use crate::probe::ClusterProber;
 use crate::remediate::Remediator;
 use crate::report::{ClusterReport, Evaluator};
 use crate::service::{self, LoopHealth, StatusCounts};
+use crate::snapshot::Publisher;
 use crate::{preflight, reload, setup};
 
 /// A round may overrun its deadlines by this much before it is abandoned.
@@ -42,7 +43,7 @@ fn round_limit(c: &ClusterConfig) -> Duration {
 pub async fn cluster_loop(
     cfg: ClusterConfig,
     instance: String,
-    published: Arc<Published>,
+    published: Arc<Publisher>,
     alerting: Arc<Alerting>,
     health: Arc<Mutex<LoopHealth>>,
     mut shutdown: watch::Receiver<bool>,
@@ -68,7 +69,7 @@ pub async fn cluster_loop(
     let mut canary = cfg.canary.enabled.then(|| {
         Canary::new(
             setup::canary_settings(&cfg, &instance, wire),
-            published.canary_stats.clone(),
+            published.live.canary.clone(),
         )
     });
     let mut host = cfg.host.clone().map(HostObserver::new);
@@ -127,7 +128,7 @@ pub async fn cluster_loop(
                 }
                 let report = Arc::new(report);
                 last = Some(report.clone());
-                published.publish_shared(report);
+                published.publish(report);
                 // Only a round that published counts as progress for the systemd watchdog:
                 // an abandoned one updated nothing that anyone reads, and a loop whose rounds
                 // are all abandoned must be restarted like a loop that hangs.
@@ -229,7 +230,7 @@ fn reassess(
     board: Option<&Board>,
     last: &mut Option<Arc<ClusterReport>>,
     alerting: &Alerting,
-    published: &Published,
+    published: &Publisher,
 ) {
     let (Some(board), Some(prev)) = (board, last.as_ref()) else {
         return;
@@ -245,7 +246,7 @@ fn reassess(
     alerting.after_reassess(cfg, &report, now);
     let report = Arc::new(report);
     *last = Some(report.clone());
-    published.publish_shared(report);
+    published.publish(report);
 }
 
 /// The cluster's remediator, when a broker of it has remediation enabled. A history that
@@ -253,7 +254,7 @@ fn reassess(
 /// done before would ignore the cool-down and the daily limit.
 fn remediator(
     cfg: &ClusterConfig,
-    published: &Arc<Published>,
+    published: &Arc<Publisher>,
     alerting: &Arc<Alerting>,
 ) -> Option<Remediator> {
     let host = cfg.host.clone()?;
@@ -270,7 +271,7 @@ fn remediator(
         &cfg.name,
         host,
         alerting.state_dir().join("remediation"),
-        published.remediation.clone(),
+        published.live.remediation.clone(),
         sink,
     ) {
         Ok(r) => {
@@ -390,7 +391,7 @@ fn log_round(r: &ClusterReport) {
 struct Loops {
     running: std::collections::BTreeMap<String, (tokio::task::JoinHandle<()>, watch::Sender<bool>)>,
     health: Arc<Mutex<LoopHealth>>,
-    published: Arc<Published>,
+    published: Arc<Publisher>,
     alerting: Arc<Alerting>,
     instance_id: String,
 }
@@ -443,7 +444,7 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 /// changes. Without a systemd watchdog it only keeps STATUS= current.
 async fn supervise(
     health: Arc<Mutex<LoopHealth>>,
-    published: Arc<Published>,
+    published: Arc<Publisher>,
     mut shutdown: watch::Receiver<bool>,
 ) {
     let interval = service::watchdog_interval()
@@ -469,13 +470,8 @@ async fn supervise(
                 tracing::error!(stalled = %stalled.join(", "), "a round loop makes no progress: withholding the systemd watchdog ping");
             }
         }
-        let reports = published.snapshot();
-        let expected = published
-            .expected
-            .read()
-            .map(|e| e.len())
-            .unwrap_or_default();
-        let line = StatusCounts::from_reports(expected, reports.iter().map(|r| r.as_ref())).line();
+        let snapshot = published.current();
+        let line = StatusCounts::from_reports(snapshot.clusters.len(), snapshot.reports()).line();
         if line != last_status {
             service::status(&line);
             last_status = line;
@@ -498,10 +494,7 @@ async fn reload(
             for line in e.to_string().lines() {
                 tracing::error!(problem = %line, "reload refused: the running configuration stays");
             }
-            loops
-                .published
-                .reload_success
-                .store(false, std::sync::atomic::Ordering::Relaxed);
+            loops.published.reload_done(false);
             service::ready();
             return running;
         }
@@ -520,11 +513,12 @@ async fn reload(
         }
     }
     let names: Vec<String> = applied.clusters.iter().map(|c| c.name.clone()).collect();
-    loops.published.retain_clusters(&names);
     if !plan.remove_clusters.is_empty() {
         loops.alerting.retain_clusters(&names);
     }
     loops.alerting.set_config_silences(applied.silences.clone());
+    // After alerting dropped the removed clusters' incidents: the snapshot reads them.
+    loops.published.set_clusters(&names);
     if plan.webhooks_changed {
         if let Err(e) = loops.alerting.reconfigure(&applied).await {
             tracing::error!(error = %e, "webhooks not reconfigured; the previous receivers stay");
@@ -540,10 +534,9 @@ async fn reload(
         removed = ?plan.remove_clusters,
         "configuration reloaded"
     );
-    loops
-        .published
-        .reload_success
-        .store(true, std::sync::atomic::Ordering::Relaxed);
+    // Also shows what the reload changed in alerting (incidents of removed clusters,
+    // configured silences).
+    loops.published.reload_done(true);
     service::ready();
     applied
 }
@@ -639,7 +632,7 @@ pub async fn run(
 
     // Start, in order. Nothing below fails; the last fallible step (alerting) starts first.
     let names: Vec<String> = config.clusters.iter().map(|c| c.name.clone()).collect();
-    let published = Published::new(&config.instance_id, names);
+    let published = Publisher::new(&config.instance_id, names);
     let alerting = Arc::new(Alerting::start(&config).map_err(|e| match e {
         crate::alerting::AlertingError::StateDir { path, error } => {
             anyhow::Error::new(preflight::StartupError::StateDir {
@@ -649,7 +642,7 @@ pub async fn run(
         }
         other => other.into(),
     })?);
-    let _ = published.alerting.set(alerting.clone());
+    published.attach_alerting(alerting.clone());
     let (server_stop, server_stop_rx) = watch::channel(false);
     let server = tokio::spawn(http::serve_with(
         listener,

@@ -8,14 +8,14 @@
 //!
 //! | layer  | modules                                                    | what it is |
 //! |--------|------------------------------------------------------------|------------|
-//! | model  | observe, words                                             | plain data of a round, bounded labels |
+//! | model  | observe, words, metric_kit                                 | plain data of a round, bounded labels |
 //! | config | config                                                     | the configuration, read and checked |
 //! | view   | cluster_view, health                                       | pure: answers merged into one view, partitions classified |
 //! | io     | wire, host, self_metrics                                   | the Kafka protocol, /proc, the process's own use |
 //! | probe  | probe, canary, liveness                                    | one round of observation (plans from the last view) |
 //! | judge  | verdict, report, check                                     | pure verdicts and the round's report |
 //! | alert  | incident, silence, remediate, notify, alerting             | incidents, silences, remediation, webhooks |
-//! | serve  | metrics, status, http, status_view                         | /metrics, /status and their views |
+//! | serve  | metrics, status, http, status_view, snapshot               | /metrics, /status and their views |
 //! | run    | preflight, setup, reload, service, daemon, silence_cmd     | the process: start, signals, reload, stop |
 
 pub mod alerting;
@@ -29,7 +29,10 @@ pub mod host;
 pub mod http;
 pub mod incident;
 pub mod liveness;
+pub mod metric_kit;
 pub mod metrics;
+#[cfg(test)]
+mod metrics_golden;
 pub mod notify;
 pub mod observe;
 pub mod preflight;
@@ -42,6 +45,7 @@ pub mod service;
 pub mod setup;
 pub mod silence;
 pub mod silence_cmd;
+pub mod snapshot;
 pub mod status;
 pub mod status_view;
 pub mod verdict;

@@ -7,6 +7,8 @@
 //! `silence` command (kept in `<state_dir>/silences.json`, so they survive restarts).
 //! Matching is pure; `now` is a parameter.
 
+pub mod metrics;
+
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 

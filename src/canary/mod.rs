@@ -11,6 +11,7 @@ mod auth;
 mod conns;
 pub mod layout;
 pub mod ledger;
+pub mod metrics;
 pub mod record;
 pub mod stats;
 pub mod window;

@@ -11,6 +11,7 @@
 //! crash-looping watchdog would otherwise restart brokers again and again.
 
 pub mod guards;
+pub mod metrics;
 pub mod run;
 
 use std::collections::{BTreeMap, VecDeque};
