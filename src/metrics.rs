@@ -69,6 +69,7 @@ pub fn render<'a>(reports: impl IntoIterator<Item = &'a ClusterReport>, extras: 
     let canary = crate::canary::metrics::RoundFamilies::register(&mut reg);
     let liveness = crate::liveness::metrics::Families::register(&mut reg);
     let host = crate::host::metrics::Families::register(&mut reg);
+    let mut brokers = Vec::new();
     for r in reports {
         round.record(r);
         if let Some(c) = &r.canary {
@@ -77,7 +78,9 @@ pub fn render<'a>(reports: impl IntoIterator<Item = &'a ClusterReport>, extras: 
         }
         liveness.record(&r.cluster, &r.liveness, r.evaluated_at);
         host.record(&r.cluster, &r.host);
+        brokers.extend(r.verdicts.iter().map(|v| (r.cluster.clone(), v.broker)));
     }
+    crate::incident::metrics::encode_broker_states(&mut reg, brokers, &extras.incidents);
     finish(&reg)
 }
 

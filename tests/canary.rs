@@ -128,13 +128,17 @@ fn frozen_leader_fails_its_canary_partition_then_the_failover_window_is_measured
     // Counted, not sampled: the partition's status shows the newest write sent that ended,
     // and once the new leader answers the writes sent after the failover are newer than
     // the ones that timed out on broker 2 (CI saw no round catch the timeout in 90 s).
-    let timeouts = eventually(WAIT, "a canary write to the frozen leader times out", || {
-        w.metric(
-            "kafka_watchdog_canary_produce_total",
-            &[("broker", "2"), ("outcome", "timeout")],
-        )
-        .filter(|v| *v >= 1.0)
-    });
+    let timeouts = eventually(
+        WAIT,
+        "a canary write to the frozen leader times out",
+        || {
+            w.metric(
+                "kafka_watchdog_canary_produce_total",
+                &[("broker", "2"), ("outcome", "timeout")],
+            )
+            .filter(|v| *v >= 1.0)
+        },
+    );
     eprintln!(
         "{timeouts} canary writes to broker 2 timed out {:.1} s after the freeze",
         frozen_at.elapsed().as_secs_f64()
