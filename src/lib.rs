@@ -9,12 +9,12 @@
 //!
 //! | stage   | modules                                                     | what it is |
 //! |---------|-------------------------------------------------------------|------------|
-//! | model   | kind, round, silence, time, words                           | plain data every stage shares: a round's observations, incident kinds, silence rules |
+//! | model   | kind, round, silence, time, words, metric_kit               | plain data every stage shares: a round's observations, incident kinds, silence rules |
 //! | config  | -                                                           | the configuration, read and checked |
 //! | observe | wire, host, self_metrics, liveness, cluster_view, probe, canary | one round of observation over the Kafka protocol and /proc, merged into one view |
 //! | judge   | health, verdict, report, check                              | pure: partitions classified, verdicts per broker, the round's report |
 //! | alert   | incident, silence, remediate, notify, alerting              | incidents, silences, remediation, webhooks |
-//! | serve   | metrics, status, status_view, http                          | /metrics, /status and the HTTP API |
+//! | serve   | metrics, status, status_view, snapshot, http                | /metrics, /status and the HTTP API |
 //! | run     | preflight, setup, reload, service, cluster_loop, daemon, silence_cmd | the process: start, signals, reload, stop |
 
 pub mod alert;

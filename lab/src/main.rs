@@ -20,7 +20,7 @@ struct Cli {
 enum Cmd {
     /// Start the cluster (idempotent) and print its bootstrap servers.
     Up {
-        /// Kafka release: 4.4 (4.4.0, KRaft), 4 (4.1.1, KRaft), 3.9 (3.9.1, ZooKeeper),
+        /// Kafka release: 4.4 (4.4.0, KRaft, the default), 4 (4.1.1, KRaft), 3.9 (3.9.1, ZooKeeper),
         /// 3.6 (3.6.2, ZooKeeper), 3.6-kraft (3.6.2, KRaft) or 2.8 (2.8.2, ZooKeeper).
         #[arg(long, default_value = KafkaVersion::DEFAULT.name())]
         kafka: String,

@@ -61,8 +61,10 @@ impl KafkaVersion {
         KafkaVersion::V4_4,
     ];
 
-    /// The release `kafka-lab up` and the tests use when none is named.
-    pub const DEFAULT: KafkaVersion = KafkaVersion::V4;
+    /// The release `kafka-lab up` and the tests use when none is named: the newest the lab
+    /// runs. 4.4.0 took over from 4.1.1 once the whole suite passed on it; `--kafka 4` keeps
+    /// meaning 4.1.1.
+    pub const DEFAULT: KafkaVersion = KafkaVersion::V4_4;
 
     pub fn parse(s: &str) -> Option<Self> {
         match s {

@@ -6,12 +6,14 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use super::checks;
-use super::cluster::{cluster, empty_layer, layer, SlotKind};
-use super::read::{choice, list, text, value_or, Fields, Report, Set, Slot};
+use super::cluster::cluster;
+use super::keys::SlotKind;
+use super::layer::{empty_layer, layer};
+use super::read::{list, text, Fields, Report, Set};
 use super::schema as s;
 use super::types::*;
 use super::webhook::webhook;
-use super::yaml::{shorten, Entry, Kind, Node, Pos};
+use super::yaml::{shorten, Kind, Node, Pos};
 
 pub(crate) struct Ctx<'a, 'f> {
     pub rep: Report<'f>,
@@ -68,7 +70,9 @@ pub(crate) fn config(cx: &mut Ctx, root: Option<&Node>) -> Option<Config> {
             None => Some(default_instance_id()),
         };
     let http = super::http::http(cx, f.get("http"));
-    let log = log(cx, f.get("log"));
+    let log = s::LogLayer::read_block(&mut cx.rep, &mut f, "log")
+        .alone()
+        .values();
     let state_dir = match f.get("state_dir") {
         Some(e) => text(&mut cx.rep, e, "a directory path").and_then(|t| {
             if t.value.trim().is_empty() {
@@ -210,17 +214,4 @@ pub(crate) fn default_instance_id() -> String {
         .map(|h| h.trim().to_string())
         .find(|h| checks::instance_id(h, s::INSTANCE_ID_MAX_CHARS).is_ok())
         .unwrap_or_else(|| s::INSTANCE_ID_FALLBACK.to_string())
-}
-
-fn log(cx: &mut Ctx, e: Option<&Entry>) -> Option<LogConfig> {
-    let default = LogConfig::default();
-    let Some(e) = e else { return Some(default) };
-    let mut f = Fields::open(&mut cx.rep, &e.value, Some(e), "log".into())?;
-    let level = Slot::read(f.get("level"), |e| choice(&mut cx.rep, e, s::LOG_LEVELS));
-    let format = Slot::read(f.get("format"), |e| choice(&mut cx.rep, e, s::LOG_FORMATS));
-    f.finish(&mut cx.rep, &|_| None);
-    Some(LogConfig {
-        level: value_or(&level, default.level)?,
-        format: value_or(&format, default.format)?,
-    })
 }

@@ -4,23 +4,18 @@
 
 use std::collections::HashMap;
 use std::net::IpAddr;
-use std::time::Duration;
 
 use regex::RegexBuilder;
 
 use super::build::Ctx;
-use super::read::{bool_slot, float, int, int_slot, list, text, text_node, value_or, Fields, Slot};
+use super::read::{int, list, text, text_node, Fields};
 use super::schema as s;
 use super::types::*;
 use super::yaml::{shorten, Entry, Kind, Node, Pos, Value};
 
 pub(crate) fn host(cx: &mut Ctx, e: &Entry, path: String) -> Option<HostConfig> {
     let mut f = Fields::open(&mut cx.rep, &e.value, Some(e), path)?;
-    let ratio = Slot::read(f.get(s::HOST_LOG_DIR_MIN_FREE_RATIO.key), |e| {
-        float(&mut cx.rep, e, &s::HOST_LOG_DIR_MIN_FREE_RATIO)
-    });
-    let cooldown = int_slot(&mut cx.rep, &mut f, &s::HOST_REMEDIATION_COOLDOWN);
-    let max_per_day = int_slot(&mut cx.rep, &mut f, &s::HOST_REMEDIATION_MAX_PER_DAY);
+    let limits = s::HostLimitsLayer::read(&mut cx.rep, &mut f);
     let brokers = match f.get(s::HOST_BROKERS_KEY) {
         None => {
             f.missing(
@@ -33,18 +28,12 @@ pub(crate) fn host(cx: &mut Ctx, e: &Entry, path: String) -> Option<HostConfig> 
         Some(be) => brokers(cx, be, f.child(s::HOST_BROKERS_KEY)),
     };
     f.finish(&mut cx.rep, &|_| None);
+    let limits = limits.alone().values()?;
     Some(HostConfig {
-        log_dir_min_free_ratio: value_or(&ratio, s::HOST_LOG_DIR_MIN_FREE_RATIO.default)?,
-        remediation_cooldown: Duration::from_secs(value_or(
-            &cooldown,
-            s::HOST_REMEDIATION_COOLDOWN.default,
-        )?),
+        log_dir_min_free_ratio: limits.log_dir_min_free_ratio,
+        remediation_cooldown: limits.remediation_cooldown,
         // The schema's range stops far inside u32.
-        remediation_max_per_day: u32::try_from(value_or(
-            &max_per_day,
-            s::HOST_REMEDIATION_MAX_PER_DAY.default,
-        )?)
-        .ok()?,
+        remediation_max_per_day: u32::try_from(limits.remediation_max_per_day).ok()?,
         brokers: brokers?,
     })
 }
@@ -302,8 +291,7 @@ fn port(n: &Node) -> Option<PortSpec> {
 
 fn remediation(cx: &mut Ctx, e: &Entry, path: String) -> Option<RemediationConfig> {
     let mut f = Fields::open(&mut cx.rep, &e.value, Some(e), path)?;
-    let enabled = bool_slot(&mut cx.rep, &mut f, &s::REMEDIATION_ENABLED);
-    let dry_run = bool_slot(&mut cx.rep, &mut f, &s::REMEDIATION_DRY_RUN);
+    let switches = s::RemediationSwitchesLayer::read(&mut cx.rep, &mut f);
     let command = match f.get(s::REMEDIATION_COMMAND_KEY) {
         None => {
             f.missing(
@@ -320,19 +308,19 @@ fn remediation(cx: &mut Ctx, e: &Entry, path: String) -> Option<RemediationConfi
         Some(be) if be.value.is_null() => Some(None),
         Some(be) => argv(cx, be).map(Some),
     };
-    let zombie_for = int_slot(&mut cx.rep, &mut f, &s::REMEDIATION_ZOMBIE_FOR);
-    let timeout = int_slot(&mut cx.rep, &mut f, &s::REMEDIATION_TIMEOUT);
-    let before_timeout = int_slot(&mut cx.rep, &mut f, &s::REMEDIATION_BEFORE_TIMEOUT);
+    let times = s::RemediationTimesLayer::read(&mut cx.rep, &mut f);
     f.finish(&mut cx.rep, &|_| None);
-    let secs = |slot: &Slot<u64>, d: u64| value_or(slot, d).map(Duration::from_secs);
+    let switches = switches.alone().values();
+    let times = times.alone().values();
+    let (switches, times) = (switches?, times?);
     Some(RemediationConfig {
-        enabled: value_or(&enabled, s::REMEDIATION_ENABLED.default)?,
-        dry_run: value_or(&dry_run, s::REMEDIATION_DRY_RUN.default)?,
+        enabled: switches.enabled,
+        dry_run: switches.dry_run,
         command: command?,
         before_command: before?,
-        zombie_for: secs(&zombie_for, s::REMEDIATION_ZOMBIE_FOR.default)?,
-        timeout: secs(&timeout, s::REMEDIATION_TIMEOUT.default)?,
-        before_timeout: secs(&before_timeout, s::REMEDIATION_BEFORE_TIMEOUT.default)?,
+        zombie_for: times.zombie_for,
+        timeout: times.timeout,
+        before_timeout: times.before_timeout,
     })
 }
 

@@ -8,9 +8,12 @@
 //!    Aliases are expanded under a node budget (alias bombs are refused).
 //! 2. `build`: typed readers (`read`) walk that tree; each wrong value is recorded as a
 //!    `Problem` and reading goes on. `schema` is the single table of key names, ranges and
-//!    built-in defaults; `checks` holds the value rules; `types` the resolved result;
-//!    `http` the `http:` block (listen address, HTTPS, credentials); `host` a cluster's
-//!    `host:` block (host mode and remediation).
+//!    built-in defaults: most keys are declared there once, in `layered!` blocks (`keys`),
+//!    from which their reading, merge over `defaults:` (`layer`), default, resolved field,
+//!    reload comparison and line in docs/config.md (`docs`) follow. `checks` holds the
+//!    value rules; `types` the resolved result; `cluster` a cluster's own keys; `http` the
+//!    `http:` block (listen address, HTTPS, credentials); `host` a cluster's `host:` block
+//!    (host mode and remediation).
 //!
 //! Dependencies, and why each:
 //! - `saphyr-parser`: a pure-Rust YAML 1.2 event parser whose events carry line and
@@ -27,9 +30,15 @@
 mod build;
 mod checks;
 mod cluster;
-pub use cluster::rounds_as_duration;
+mod docs;
+pub use docs::reference;
+#[cfg(test)]
+pub(crate) use docs::restart_settings;
+pub use layer::rounds_as_duration;
 mod host;
 mod http;
+mod keys;
+mod layer;
 mod read;
 mod sasl;
 mod schema;
@@ -58,7 +67,7 @@ pub use types::{
 
 /// See `full_metadata_partition_budget`: declared here, where the key is, and read by the
 /// probe (which comes after the configuration and is imported by it nowhere).
-pub const DEFAULT_FULL_METADATA_BUDGET: u64 = schema::FULL_METADATA_BUDGET.default;
+pub const DEFAULT_FULL_METADATA_BUDGET: u64 = schema::FULL_METADATA_BUDGET.0.default;
 
 /// More lines than anyone reads; the count line still gives the total.
 const MAX_SHOWN_PROBLEMS: usize = 200;

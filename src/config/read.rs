@@ -2,7 +2,7 @@
 //! records a problem and returns `None`, and the caller carries on with the next field, so
 //! one run reports everything that is wrong.
 
-use super::schema::{BoolSpec, FloatSpec, IntSpec};
+use super::schema::{FloatSpec, IntSpec};
 use super::yaml::{shorten, Entry, Kind, Node, Pos, Value};
 use super::Problem;
 
@@ -65,6 +65,13 @@ pub(crate) struct Fields<'n> {
 
 const NO_ENTRIES: &[Entry] = &[];
 
+#[cfg(test)]
+thread_local! {
+    /// Every key asked for on this thread, by its path: the reference test's view of
+    /// what the readers know.
+    pub(crate) static ASKED: std::cell::RefCell<Vec<String>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
 impl<'n> Fields<'n> {
     /// `None` (with a problem) when `node` is not a mapping. An empty value (`canary:`
     /// with nothing after it) reads as an empty mapping.
@@ -101,6 +108,8 @@ impl<'n> Fields<'n> {
     }
 
     pub(crate) fn get(&mut self, key: &'static str) -> Option<&'n Entry> {
+        #[cfg(test)]
+        ASKED.with(|a| a.borrow_mut().push(self.child(key)));
         self.known.push(key);
         self.get_unlisted(key)
     }
@@ -412,17 +421,4 @@ pub(crate) fn pick<T: Clone>(
             from: Origin::Builtin,
         }),
     }
-}
-
-pub(crate) fn int_slot(rep: &mut Report, f: &mut Fields, spec: &IntSpec) -> Slot<u64> {
-    Slot::read(f.get(spec.key), |e| int(rep, e, spec))
-}
-
-pub(crate) fn bool_slot(rep: &mut Report, f: &mut Fields, spec: &BoolSpec) -> Slot<bool> {
-    Slot::read(f.get(spec.key), |e| boolean(rep, e))
-}
-
-/// A value with no `defaults:` layer: as written, else built in. `None` when written wrong.
-pub(crate) fn value_or<T: Clone>(slot: &Slot<T>, builtin: T) -> Option<T> {
-    pick(slot, &Slot::Unset, builtin).map(|r| r.value)
 }

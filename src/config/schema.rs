@@ -4,6 +4,9 @@
 
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 
+use std::time::Duration;
+
+use super::keys::{layered, ChoiceSpec, ListSpec, Patterns, TextSpec};
 use super::types::{LogFormat, LogLevel, SaslMechanism, SecurityProtocol, Severity, WebhookFormat};
 
 /// A whole number with a range and a built-in default.
@@ -46,212 +49,149 @@ const DAY_SECS: u64 = 86_400;
 /// Timeouts are bounded by the round interval anyway; this only keeps arithmetic sane.
 const MAX_TIMEOUT_MS: u64 = 3_600_000;
 
-// Cluster timing.
-pub(crate) const ROUND_INTERVAL: IntSpec = IntSpec {
-    key: "round_interval_secs",
-    default: 10,
-    min: 1,
-    max: 3600,
-};
-pub(crate) const CONNECT_TIMEOUT: IntSpec = IntSpec {
-    key: "connect_timeout_ms",
-    default: 2000,
-    min: 1,
-    max: MAX_TIMEOUT_MS,
-};
-pub(crate) const REQUEST_TIMEOUT: IntSpec = IntSpec {
-    key: "request_timeout_ms",
-    default: 3000,
-    min: 1,
-    max: MAX_TIMEOUT_MS,
-};
-pub(crate) const TOPIC_CONFIG_REFRESH: IntSpec = IntSpec {
-    key: "topic_config_refresh_secs",
-    default: 300,
-    min: 1,
-    max: DAY_SECS,
-};
-pub(crate) const FORGET_BROKER_AFTER: IntSpec = IntSpec {
-    key: "forget_broker_after_secs",
-    default: 3600,
-    min: 1,
-    max: 30 * DAY_SECS,
-};
-/// Partition entries per round in full Metadata answers, over all brokers. Beyond it only
-/// some brokers (at least three, in turn) are asked for every topic; the others for the
-/// canary topic only. 600k: three full answers of 200k partitions, a round of about 60 ms.
-pub(crate) const FULL_METADATA_BUDGET: IntSpec = IntSpec {
-    key: "full_metadata_partition_budget",
-    default: 600_000,
-    min: 1,
-    max: 1_000_000_000,
-};
+// The keys a cluster shares with `defaults:`, each declared once: its constant, field,
+// kind (name, range, default) and one-line meaning. See `keys::layered!` for what follows
+// from a declaration, and docs/config.md for the reference rendered from them.
 
-// Topic filter. Patterns are matched against the whole topic name.
-pub(crate) const TOPICS_INCLUDE_KEY: &str = "include";
-pub(crate) const TOPICS_INCLUDE_DEFAULT: &[&str] = &[".*"];
-pub(crate) const TOPICS_EXCLUDE_KEY: &str = "exclude";
-pub(crate) const TOPICS_EXCLUDE_DEFAULT: &[&str] = &[];
+layered! {
+    /// The timing keys at a cluster's top level, resolved; `ClusterConfig` holds them
+    /// under the same names.
+    #[derive(Clone, Debug, PartialEq)]
+    pub(crate) struct Timing;
+    layer TimingLayer;
+    picked TimingPicked;
+    reload Cluster;
+    diff super::types::ClusterConfig;
+    keys {
+        /// One probe round of every broker per interval.
+        ROUND_INTERVAL round_interval: Duration = Secs(IntSpec { key: "round_interval_secs", default: 10, min: 1, max: 3600 }),
+        /// Per broker connection; below the round interval.
+        CONNECT_TIMEOUT connect_timeout: Duration = Millis(IntSpec { key: "connect_timeout_ms", default: 2000, min: 1, max: MAX_TIMEOUT_MS }),
+        /// Per request and broker; below the round interval.
+        REQUEST_TIMEOUT request_timeout: Duration = Millis(IntSpec { key: "request_timeout_ms", default: 3000, min: 1, max: MAX_TIMEOUT_MS }),
+        /// How often topic configurations (min.insync.replicas) are read again.
+        TOPIC_CONFIG_REFRESH topic_config_refresh: Duration = Secs(IntSpec { key: "topic_config_refresh_secs", default: 300, min: 1, max: DAY_SECS }),
+        /// A broker gone from the metadata is still probed this long.
+        FORGET_BROKER_AFTER forget_broker_after: Duration = Secs(IntSpec { key: "forget_broker_after_secs", default: 3600, min: 1, max: 30 * DAY_SECS }),
+        /// Partition entries per round in full Metadata answers, over all brokers; beyond
+        /// it only some brokers (at least three, in turn) are asked for every topic, the
+        /// others for the canary topic only.
+        // 600k: three full answers of 200k partitions, a round of about 60 ms.
+        FULL_METADATA_BUDGET full_metadata_budget: u64 = Count(IntSpec { key: "full_metadata_partition_budget", default: 600_000, min: 1, max: 1_000_000_000 }),
+    }
+}
+
+layered! {
+    /// A cluster's `topics:` block, resolved.
+    pub(crate) struct Topics;
+    layer TopicsLayer;
+    picked TopicsPicked;
+    reload Cluster;
+    keys {
+        /// Topics looked at: regexes matched against whole topic names.
+        TOPICS_INCLUDE include: Patterns = TopicPatterns(ListSpec { key: "include", default: &[".*"] }),
+        /// Topics left out, even when included.
+        TOPICS_EXCLUDE exclude: Patterns = TopicPatterns(ListSpec { key: "exclude", default: &[] }),
+    }
+}
+
 /// Compiled-size cap per pattern, so a pathological pattern fails loading instead of
 /// eating memory at every round.
 pub(crate) const REGEX_SIZE_LIMIT: usize = 1 << 20;
 
-// Canary.
-pub(crate) const CANARY_ENABLED: BoolSpec = BoolSpec {
-    key: "enabled",
-    default: true,
-};
-pub(crate) const CANARY_TOPIC_KEY: &str = "topic";
-pub(crate) const CANARY_TOPIC_DEFAULT: &str = "__kafka_watchdog_canary";
-pub(crate) const CANARY_MANAGE_TOPIC: BoolSpec = BoolSpec {
-    key: "manage_topic",
-    default: true,
-};
-/// No built-in value: when unset, the canary module derives it from the broker count.
-pub(crate) const CANARY_REPLICATION_FACTOR: IntSpec = IntSpec {
-    key: "replication_factor",
-    default: 0,
-    min: 1,
-    // Kafka stores a replication factor in an INT16.
-    max: i16::MAX as u64,
-};
-/// No built-in value: when unset, the canary module uses replication factor - 1 (at least 1).
-pub(crate) const CANARY_MIN_INSYNC_REPLICAS: IntSpec = IntSpec {
-    key: "min_insync_replicas",
-    default: 0,
-    min: 1,
-    max: i16::MAX as u64,
-};
-pub(crate) const CANARY_PRODUCE_TIMEOUT: IntSpec = IntSpec {
-    key: "produce_timeout_ms",
-    default: 5000,
-    min: 1,
-    max: MAX_TIMEOUT_MS,
-};
-/// One write per canary partition this often, independent of the round. 100 ms at least:
-/// each write is a produce request to the cluster.
-pub(crate) const CANARY_INTERVAL: IntSpec = IntSpec {
-    key: "interval_ms",
-    default: 1000,
-    min: 100,
-    max: 60_000,
-};
-pub(crate) const CANARY_LOST_AFTER: IntSpec = IntSpec {
-    key: "lost_after_secs",
-    default: 60,
-    min: 1,
-    max: DAY_SECS,
-};
-pub(crate) const CANARY_ACKS1_PROBE: BoolSpec = BoolSpec {
-    key: "acks1_probe",
-    default: true,
-};
-pub(crate) const CANARY_REASSIGN_STABLE: IntSpec = IntSpec {
-    key: "reassign_stable_secs",
-    default: 300,
-    min: 0,
-    max: 7 * DAY_SECS,
-};
-pub(crate) const CANARY_REASSIGN_MIN_INTERVAL: IntSpec = IntSpec {
-    key: "reassign_min_interval_secs",
-    default: 3600,
-    min: 0,
-    max: 30 * DAY_SECS,
-};
-pub(crate) const CANARY_ELECT_PREFERRED_LEADERS: BoolSpec = BoolSpec {
-    key: "elect_preferred_leaders",
-    default: false,
-};
+layered! {
+    /// A cluster's `canary:` block, resolved.
+    #[derive(Clone, Debug, PartialEq, Eq)]
+    pub struct CanaryConfig;
+    layer CanaryLayer;
+    picked CanaryPicked;
+    reload Cluster;
+    keys {
+        /// Write to and read back from every broker's canary partition.
+        CANARY_ENABLED enabled: bool = Flag(BoolSpec { key: "enabled", default: true }),
+        /// The canary's topic: one partition per broker, led by that broker.
+        CANARY_TOPIC topic: String = TopicName(TextSpec { key: "topic", default: "__kafka_watchdog_canary" }),
+        /// Create, extend and reassign the canary topic.
+        CANARY_MANAGE_TOPIC manage_topic: bool = Flag(BoolSpec { key: "manage_topic", default: true }),
+        /// Unset: min(3, number of brokers), decided by the canary module.
+        // Kafka stores a replication factor in an INT16.
+        CANARY_REPLICATION_FACTOR replication_factor: Option<u16> = OptionalCount(IntSpec { key: "replication_factor", default: 0, min: 1, max: i16::MAX as u64 }),
+        /// Unset: replication factor - 1, at least 1.
+        CANARY_MIN_INSYNC_REPLICAS min_insync_replicas: Option<u16> = OptionalCount(IntSpec { key: "min_insync_replicas", default: 0, min: 1, max: i16::MAX as u64 }),
+        /// Per canary write; below the cluster's round interval when the canary is enabled.
+        CANARY_PRODUCE_TIMEOUT produce_timeout: Duration = Millis(IntSpec { key: "produce_timeout_ms", default: 5000, min: 1, max: MAX_TIMEOUT_MS }),
+        /// One write to every canary partition this often, independent of the round.
+        // 100 ms at least: each write is a produce request to the cluster.
+        CANARY_INTERVAL interval: Duration = Millis(IntSpec { key: "interval_ms", default: 1000, min: 100, max: 60_000 }),
+        /// A record acknowledged but not read back within this is lost.
+        CANARY_LOST_AFTER lost_after: Duration = Secs(IntSpec { key: "lost_after_secs", default: 60, min: 1, max: DAY_SECS }),
+        /// Write with acks=1 as well, to catch a stale leader.
+        CANARY_ACKS1_PROBE acks1_probe: bool = Flag(BoolSpec { key: "acks1_probe", default: true }),
+        /// The broker set must be stable this long before the canary topic is reassigned.
+        CANARY_REASSIGN_STABLE reassign_stable: Duration = Secs(IntSpec { key: "reassign_stable_secs", default: 300, min: 0, max: 7 * DAY_SECS }),
+        /// No second reassignment of the canary topic this soon after one.
+        CANARY_REASSIGN_MIN_INTERVAL reassign_min_interval: Duration = Secs(IntSpec { key: "reassign_min_interval_secs", default: 3600, min: 0, max: 30 * DAY_SECS }),
+        /// Run preferred leader elections for the canary topic.
+        CANARY_ELECT_PREFERRED_LEADERS elect_preferred_leaders: bool = Flag(BoolSpec { key: "elect_preferred_leaders", default: false }),
+    }
+}
 
-// Verdict.
-pub(crate) const VERDICT_OPEN_AFTER: IntSpec = IntSpec {
-    key: "open_after_rounds",
-    default: 2,
-    min: 1,
-    max: 1000,
-};
-pub(crate) const VERDICT_RESOLVE_AFTER: IntSpec = IntSpec {
-    key: "resolve_after_rounds",
-    default: 3,
-    min: 1,
-    max: 1000,
-};
-/// How long a finding's fact must hold before an incident opens. A round's fact is first
-/// held at the second round that sees it; the liveness facts carry their own start.
-pub(crate) const VERDICT_OPEN_AFTER_SECS: IntSpec = IntSpec {
-    key: "open_after_secs",
-    default: 1,
-    min: 0,
-    max: DAY_SECS,
-};
-/// How long a finding must be absent before its incident resolves: the third clean round
-/// at the default round interval, as `resolve_after_rounds: 3` was.
-pub(crate) const VERDICT_RESOLVE_AFTER_SECS: IntSpec = IntSpec {
-    key: "resolve_after_secs",
-    default: 20,
-    min: 0,
-    max: DAY_SECS,
-};
-/// The continuous liveness check: a request to every broker this often; 0 turns it off.
-pub(crate) const VERDICT_LIVENESS_INTERVAL: IntSpec = IntSpec {
-    key: "liveness_interval_ms",
-    default: 500,
-    min: 0,
-    max: 60_000,
-};
-/// No broker is silent past its threshold before this: above ordinary GC pauses.
-pub(crate) const VERDICT_LIVENESS_FLOOR: IntSpec = IntSpec {
-    key: "liveness_floor_ms",
-    default: 1000,
-    min: 100,
-    max: 600_000,
-};
-pub(crate) const VERDICT_LATENCY_FACTOR: FloatSpec = FloatSpec {
-    key: "latency_degraded_factor",
-    default: 5.0,
-    above: 1.0,
-    max: 1000.0,
-};
-/// A broker down this recently that answers before it has registered is registering.
-pub(crate) const VERDICT_RESTART_GRACE: IntSpec = IntSpec {
-    key: "restart_grace_secs",
-    default: 120,
-    min: 0,
-    max: DAY_SECS,
-};
-/// A broker out of every ISR whose logs have not grown this long has stopped replicating.
-/// Above the pauses of a throttled follower (a replication quota lets it fetch in bursts).
-pub(crate) const VERDICT_CATCH_UP_WINDOW: IntSpec = IntSpec {
-    key: "catch_up_window_secs",
-    default: 60,
-    min: 10,
-    max: DAY_SECS,
-};
+layered! {
+    /// A cluster's `verdict:` block as written and resolved; `VerdictConfig` is made from
+    /// it (the confirmation durations with the deprecated round counts).
+    #[derive(Clone, Debug, PartialEq)]
+    pub(crate) struct Verdict;
+    layer VerdictLayer;
+    picked VerdictPicked;
+    reload Cluster;
+    keys {
+        /// Deprecated: write open_after_secs. Rounds in a row before an incident opens.
+        VERDICT_OPEN_AFTER open_after_rounds: u64 = Count(IntSpec { key: "open_after_rounds", default: 2, min: 1, max: 1000 }),
+        /// Deprecated: write resolve_after_secs. Clean rounds in a row before it resolves.
+        VERDICT_RESOLVE_AFTER resolve_after_rounds: u64 = Count(IntSpec { key: "resolve_after_rounds", default: 3, min: 1, max: 1000 }),
+        /// A finding's fact must hold this long before an incident opens.
+        // A round's fact is first held at the second round that sees it; the liveness
+        // facts carry their own start.
+        VERDICT_OPEN_AFTER_SECS open_after_secs: Duration = Secs(IntSpec { key: "open_after_secs", default: 1, min: 0, max: DAY_SECS }),
+        /// A finding must be absent this long before its incident resolves.
+        // The third clean round at the default round interval, as `resolve_after_rounds: 3` was.
+        VERDICT_RESOLVE_AFTER_SECS resolve_after_secs: Duration = Secs(IntSpec { key: "resolve_after_secs", default: 20, min: 0, max: DAY_SECS }),
+        /// The continuous liveness check: ApiVersions to every broker this often; 0 turns it off.
+        VERDICT_LIVENESS_INTERVAL liveness_interval: Duration = Millis(IntSpec { key: "liveness_interval_ms", default: 500, min: 0, max: 60_000 }),
+        /// Silence below this is never evidence (above ordinary GC pauses).
+        VERDICT_LIVENESS_FLOOR liveness_floor: Duration = Millis(IntSpec { key: "liveness_floor_ms", default: 1000, min: 100, max: 600_000 }),
+        /// A broker this many times slower than the median of its peers is degraded.
+        VERDICT_LATENCY_FACTOR latency_degraded_factor: f64 = Number(FloatSpec { key: "latency_degraded_factor", default: 5.0, above: 1.0, max: 1000.0 }),
+        /// A broker down this recently that answers before it has registered is registering.
+        VERDICT_RESTART_GRACE restart_grace: Duration = Secs(IntSpec { key: "restart_grace_secs", default: 120, min: 0, max: DAY_SECS }),
+        /// A broker out of every ISR whose logs have not grown this long is a zombie.
+        // Above the pauses of a throttled follower (a replication quota lets it fetch in bursts).
+        VERDICT_CATCH_UP_WINDOW catch_up_window: Duration = Secs(IntSpec { key: "catch_up_window_secs", default: 60, min: 10, max: DAY_SECS }),
+    }
+}
 
 // Host mode (`clusters[].host`): what the watchdog observes of the brokers on its own host,
 // and the guarded remediation it may run for them.
 pub(crate) const HOST_KEY: &str = "host";
 pub(crate) const HOST_BROKERS_KEY: &str = "brokers";
-pub(crate) const HOST_LOG_DIR_MIN_FREE_RATIO: FloatSpec = FloatSpec {
-    key: "log_dir_min_free_ratio",
-    default: 0.05,
-    above: 0.0,
-    max: 1.0,
-};
-/// Cluster-wide: no second remediation in a cluster this soon after one.
-pub(crate) const HOST_REMEDIATION_COOLDOWN: IntSpec = IntSpec {
-    key: "remediation_cooldown_secs",
-    default: 1800,
-    min: 0,
-    max: 7 * DAY_SECS,
-};
-/// Cluster-wide: remediations in any 24 hours.
-pub(crate) const HOST_REMEDIATION_MAX_PER_DAY: IntSpec = IntSpec {
-    key: "remediation_max_per_day",
-    default: 3,
-    min: 1,
-    max: 1000,
-};
+
+layered! {
+    /// The cluster-wide limits of a `host:` block (read from that block alone: host mode
+    /// has no `defaults:`).
+    #[derive(Clone, Debug, PartialEq)]
+    pub(crate) struct HostLimits;
+    layer HostLimitsLayer;
+    picked HostLimitsPicked;
+    reload Cluster;
+    keys {
+        /// A log directory with less free space than this is reported.
+        HOST_LOG_DIR_MIN_FREE_RATIO log_dir_min_free_ratio: f64 = Number(FloatSpec { key: "log_dir_min_free_ratio", default: 0.05, above: 0.0, max: 1.0 }),
+        /// No second remediation in this cluster this soon after one.
+        HOST_REMEDIATION_COOLDOWN remediation_cooldown: Duration = Secs(IntSpec { key: "remediation_cooldown_secs", default: 1800, min: 0, max: 7 * DAY_SECS }),
+        /// Remediations of this cluster in any 24 hours.
+        HOST_REMEDIATION_MAX_PER_DAY remediation_max_per_day: u64 = Count(IntSpec { key: "remediation_max_per_day", default: 3, min: 1, max: 1000 }),
+    }
+}
 pub(crate) const HOST_BROKER_ID: IntSpec = IntSpec {
     key: "id",
     default: 0,
@@ -265,34 +205,42 @@ pub(crate) const HOST_PROCESS_CMDLINE_REGEX: &str = "cmdline_regex";
 pub(crate) const HOST_LOG_DIRS_KEY: &str = "log_dirs";
 pub(crate) const HOST_PORTS_KEY: &str = "ports";
 pub(crate) const REMEDIATION_KEY: &str = "remediation";
-pub(crate) const REMEDIATION_ENABLED: BoolSpec = BoolSpec {
-    key: "enabled",
-    default: false,
-};
-pub(crate) const REMEDIATION_DRY_RUN: BoolSpec = BoolSpec {
-    key: "dry_run",
-    default: false,
-};
+
+// A remediation block's scalar keys, in two groups because the file (and "expected one
+// of") lists them around `command` and `before_command`.
+layered! {
+    /// Whether a broker's remediation acts.
+    #[derive(Clone, Debug, PartialEq)]
+    pub(crate) struct RemediationSwitches;
+    layer RemediationSwitchesLayer;
+    picked RemediationSwitchesPicked;
+    reload Cluster;
+    keys {
+        /// Run the command for a broker that stays a zombie.
+        REMEDIATION_ENABLED enabled: bool = Flag(BoolSpec { key: "enabled", default: false }),
+        /// Decide and report, never run.
+        REMEDIATION_DRY_RUN dry_run: bool = Flag(BoolSpec { key: "dry_run", default: false }),
+    }
+}
+
+layered! {
+    /// When a broker's remediation acts, and how long its commands may take.
+    #[derive(Clone, Debug, PartialEq)]
+    pub(crate) struct RemediationTimes;
+    layer RemediationTimesLayer;
+    picked RemediationTimesPicked;
+    reload Cluster;
+    keys {
+        /// A zombie this long before the command runs.
+        REMEDIATION_ZOMBIE_FOR zombie_for: Duration = Secs(IntSpec { key: "zombie_for_secs", default: 120, min: 1, max: DAY_SECS }),
+        /// The command is killed after this.
+        REMEDIATION_TIMEOUT timeout: Duration = Secs(IntSpec { key: "timeout_secs", default: 300, min: 1, max: 3600 }),
+        /// before_command is killed after this.
+        REMEDIATION_BEFORE_TIMEOUT before_timeout: Duration = Secs(IntSpec { key: "before_timeout_secs", default: 60, min: 1, max: 3600 }),
+    }
+}
 pub(crate) const REMEDIATION_COMMAND_KEY: &str = "command";
 pub(crate) const REMEDIATION_BEFORE_COMMAND_KEY: &str = "before_command";
-pub(crate) const REMEDIATION_ZOMBIE_FOR: IntSpec = IntSpec {
-    key: "zombie_for_secs",
-    default: 120,
-    min: 1,
-    max: DAY_SECS,
-};
-pub(crate) const REMEDIATION_TIMEOUT: IntSpec = IntSpec {
-    key: "timeout_secs",
-    default: 300,
-    min: 1,
-    max: 3600,
-};
-pub(crate) const REMEDIATION_BEFORE_TIMEOUT: IntSpec = IntSpec {
-    key: "before_timeout_secs",
-    default: 60,
-    min: 1,
-    max: 3600,
-};
 /// Words replaced in command arguments when a command runs.
 pub(crate) const REMEDIATION_PLACEHOLDERS: &[&str] = &["{pid}", "{broker}", "{cluster}"];
 
@@ -304,40 +252,73 @@ pub(crate) const HTTP_LISTEN_DEFAULT: SocketAddr =
 pub(crate) const HTTP_TLS_CERT_FILE: &str = "cert_file";
 pub(crate) const HTTP_TLS_KEY_FILE: &str = "key_file";
 pub(crate) const STATE_DIR_DEFAULT: &str = "/var/lib/kafka-watchdog";
-pub(crate) const LOG_LEVEL_DEFAULT: LogLevel = LogLevel::Info;
-pub(crate) const LOG_FORMAT_DEFAULT: LogFormat = LogFormat::Text;
+
+layered! {
+    /// The `log:` block.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub struct LogConfig;
+    layer LogLayer;
+    picked LogPicked;
+    reload Live;
+    keys {
+        /// Log level; RUST_LOG overrides it.
+        LOG_LEVEL level: LogLevel = Choice<LogLevel>(ChoiceSpec { key: "level", default: LogLevel::Info, options: LOG_LEVELS }),
+        /// json for journald and log shippers.
+        // The log subscriber's format is fixed when it is installed.
+        @reload Restart
+        LOG_FORMAT format: LogFormat = Choice<LogFormat>(ChoiceSpec { key: "format", default: LogFormat::Text, options: LOG_FORMATS }),
+    }
+}
 
 // Security.
 pub(crate) const PROTOCOL_DEFAULT: SecurityProtocol = SecurityProtocol::Plaintext;
-pub(crate) const TLS_INSECURE_SKIP_VERIFY: BoolSpec = BoolSpec {
-    key: "insecure_skip_verify",
-    default: false,
-};
+layered! {
+    /// Whether a cluster's TLS verifies the brokers' certificates.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub(crate) struct TlsVerify;
+    layer TlsVerifyLayer;
+    picked TlsVerifyPicked;
+    reload Cluster;
+    keys {
+        /// Turns certificate verification off.
+        TLS_INSECURE_SKIP_VERIFY insecure_skip_verify: bool = Flag(BoolSpec { key: "insecure_skip_verify", default: false }),
+    }
+}
 
 // Webhooks.
-pub(crate) const WEBHOOK_FORMAT_DEFAULT: WebhookFormat = WebhookFormat::Generic;
-pub(crate) const WEBHOOK_MIN_SEVERITY_DEFAULT: Severity = Severity::Warning;
-/// 0 means "never repeat".
-pub(crate) const WEBHOOK_REPEAT_INTERVAL: IntSpec = IntSpec {
-    key: "repeat_interval_secs",
-    default: 3600,
-    min: 0,
-    max: 30 * DAY_SECS,
-};
-pub(crate) const WEBHOOK_TIMEOUT: IntSpec = IntSpec {
-    key: "timeout_ms",
-    default: 5000,
-    min: 1,
-    max: 120_000,
-};
-pub(crate) const WEBHOOK_SEND_RESOLVED: BoolSpec = BoolSpec {
-    key: "send_resolved",
-    default: true,
-};
-pub(crate) const WEBHOOK_TLS_VERIFY: BoolSpec = BoolSpec {
-    key: "tls_verify",
-    default: true,
-};
+layered! {
+    /// What a webhook sends, and from which severity on.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub(crate) struct WebhookKind;
+    layer WebhookKindLayer;
+    picked WebhookKindPicked;
+    reload Live;
+    keys {
+        /// The body's format.
+        WEBHOOK_FORMAT format: WebhookFormat = Choice<WebhookFormat>(ChoiceSpec { key: "format", default: WebhookFormat::Generic, options: WEBHOOK_FORMATS }),
+        /// Incidents below this are not sent.
+        WEBHOOK_MIN_SEVERITY min_severity: Severity = Choice<Severity>(ChoiceSpec { key: "min_severity", default: Severity::Warning, options: SEVERITIES }),
+    }
+}
+
+layered! {
+    /// A webhook's delivery settings.
+    #[derive(Clone, Debug, PartialEq)]
+    pub(crate) struct WebhookDelivery;
+    layer WebhookDeliveryLayer;
+    picked WebhookDeliveryPicked;
+    reload Live;
+    keys {
+        /// Remind this often while an incident is open; 0: never (pagerduty: 0 unless set).
+        WEBHOOK_REPEAT_INTERVAL repeat_interval: Duration = Secs(IntSpec { key: "repeat_interval_secs", default: 3600, min: 0, max: 30 * DAY_SECS }),
+        /// Send when an incident resolves.
+        WEBHOOK_SEND_RESOLVED send_resolved: bool = Flag(BoolSpec { key: "send_resolved", default: true }),
+        /// Per request.
+        WEBHOOK_TIMEOUT timeout: Duration = Millis(IntSpec { key: "timeout_ms", default: 5000, min: 1, max: 120_000 }),
+        /// Verify the receiver's certificate.
+        WEBHOOK_TLS_VERIFY tls_verify: bool = Flag(BoolSpec { key: "tls_verify", default: true }),
+    }
+}
 
 /// Names become Prometheus label values and file names, hence the narrow charset.
 pub(crate) const NAME_MAX_CHARS: usize = 64;

@@ -3,7 +3,7 @@
 
 use super::build::Ctx;
 use super::checks;
-use super::read::{bool_slot, choice, text, value_or, Fields, Set, Slot};
+use super::read::{choice, text, Fields, Set, Slot};
 use super::sasl::sasl;
 use super::schema as s;
 use super::secret::readable_file;
@@ -94,7 +94,7 @@ fn tls(cx: &mut Ctx, e: &Entry, path: String) -> Option<TlsConfig> {
     let cert_entry = f.get("cert_file");
     let key_entry = f.get("key_file");
     let name_entry = f.get("server_name");
-    let insecure = bool_slot(&mut cx.rep, &mut f, &s::TLS_INSECURE_SKIP_VERIFY);
+    let verify = s::TlsVerifyLayer::read(&mut cx.rep, &mut f).alone();
     f.finish(&mut cx.rep, &|_| None);
 
     let mut ok = true;
@@ -144,7 +144,7 @@ fn tls(cx: &mut Ctx, e: &Entry, path: String) -> Option<TlsConfig> {
         ok &= checked.is_some();
         checked
     });
-    let insecure_skip_verify = value_or(&insecure, s::TLS_INSECURE_SKIP_VERIFY.default)?;
+    let insecure_skip_verify = verify.values()?.insecure_skip_verify;
     ok.then_some(TlsConfig {
         ca_file,
         client_cert,

@@ -89,20 +89,8 @@ pub enum HttpAuth {
     Bearer { token: Secret },
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct LogConfig {
-    pub level: LogLevel,
-    pub format: LogFormat,
-}
-
-impl Default for LogConfig {
-    fn default() -> Self {
-        LogConfig {
-            level: schema::LOG_LEVEL_DEFAULT,
-            format: schema::LOG_FORMAT_DEFAULT,
-        }
-    }
-}
+/// Declared with its keys in `schema`.
+pub use super::schema::LogConfig;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum LogLevel {
@@ -160,6 +148,14 @@ pub struct HostConfig {
     pub remediation_max_per_day: u32,
     /// Never empty; broker ids are unique.
     pub brokers: Vec<HostBrokerConfig>,
+}
+
+impl ClusterConfig {
+    /// The timing keys (`round_interval_secs`, ...) that differ, by their names in the
+    /// file, in the order `schema` declares them.
+    pub fn changed_timing(old: &ClusterConfig, new: &ClusterConfig) -> Vec<&'static str> {
+        schema::Timing::changed(old, new)
+    }
 }
 
 impl HostConfig {
@@ -396,8 +392,8 @@ impl Default for TopicFilter {
         // The built-in patterns are constants known to compile; an empty filter would be
         // the (visible) result if that ever stopped being true.
         TopicFilter::new(
-            schema::TOPICS_INCLUDE_DEFAULT,
-            schema::TOPICS_EXCLUDE_DEFAULT,
+            schema::TOPICS_INCLUDE.0.default,
+            schema::TOPICS_EXCLUDE.0.default,
         )
         .unwrap_or(TopicFilter {
             include: Vec::new(),
@@ -417,25 +413,8 @@ impl fmt::Debug for TopicFilter {
     }
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct CanaryConfig {
-    pub enabled: bool,
-    pub topic: String,
-    pub manage_topic: bool,
-    /// `None`: min(3, number of brokers), decided by the canary module.
-    pub replication_factor: Option<u16>,
-    /// `None`: replication factor - 1, at least 1.
-    pub min_insync_replicas: Option<u16>,
-    /// Below the cluster's round interval when the canary is enabled.
-    pub produce_timeout: Duration,
-    /// One write to every canary partition this often, independent of the round.
-    pub interval: Duration,
-    pub lost_after: Duration,
-    pub acks1_probe: bool,
-    pub reassign_stable: Duration,
-    pub reassign_min_interval: Duration,
-    pub elect_preferred_leaders: bool,
-}
+/// Declared with its keys in `schema`.
+pub use super::schema::CanaryConfig;
 
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct VerdictConfig {
@@ -482,22 +461,6 @@ impl VerdictConfig {
     }
 }
 
-/// The built-in values, as a configuration that does not set them gets.
-impl Default for VerdictConfig {
-    fn default() -> Self {
-        VerdictConfig {
-            open_after: Duration::from_secs(schema::VERDICT_OPEN_AFTER_SECS.default),
-            resolve_after: Duration::from_secs(schema::VERDICT_RESOLVE_AFTER_SECS.default),
-            deprecated_rounds: None,
-            liveness_interval: Duration::from_millis(schema::VERDICT_LIVENESS_INTERVAL.default),
-            liveness_floor: Duration::from_millis(schema::VERDICT_LIVENESS_FLOOR.default),
-            latency_degraded_factor: schema::VERDICT_LATENCY_FACTOR.default,
-            restart_grace: Duration::from_secs(schema::VERDICT_RESTART_GRACE.default),
-            catch_up_window: Duration::from_secs(schema::VERDICT_CATCH_UP_WINDOW.default),
-        }
-    }
-}
-
 #[derive(Clone, Debug)]
 pub struct WebhookConfig {
     pub name: String,
@@ -519,28 +482,6 @@ pub struct WebhookConfig {
     pub hmac_secret: Option<Secret>,
     /// `Some` exactly for the PagerDuty format.
     pub routing_key: Option<Secret>,
-}
-
-/// The built-in values, as a configuration that does not set them gets.
-impl Default for CanaryConfig {
-    fn default() -> Self {
-        CanaryConfig {
-            enabled: schema::CANARY_ENABLED.default,
-            topic: schema::CANARY_TOPIC_DEFAULT.to_string(),
-            manage_topic: schema::CANARY_MANAGE_TOPIC.default,
-            replication_factor: None,
-            min_insync_replicas: None,
-            produce_timeout: Duration::from_millis(schema::CANARY_PRODUCE_TIMEOUT.default),
-            interval: Duration::from_millis(schema::CANARY_INTERVAL.default),
-            lost_after: Duration::from_secs(schema::CANARY_LOST_AFTER.default),
-            acks1_probe: schema::CANARY_ACKS1_PROBE.default,
-            reassign_stable: Duration::from_secs(schema::CANARY_REASSIGN_STABLE.default),
-            reassign_min_interval: Duration::from_secs(
-                schema::CANARY_REASSIGN_MIN_INTERVAL.default,
-            ),
-            elect_preferred_leaders: schema::CANARY_ELECT_PREFERRED_LEADERS.default,
-        }
-    }
 }
 
 impl WebhookConfig {

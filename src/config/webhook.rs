@@ -5,9 +5,7 @@ use std::time::Duration;
 
 use super::build::Ctx;
 use super::checks;
-use super::read::{
-    self, bool_slot, choice, int_slot, list, text, text_node, value_or, Fields, Report, Set, Slot,
-};
+use super::read::{self, list, text, text_node, Fields, Report, Set};
 use super::schema as s;
 use super::secret::{secret, Need};
 use super::types::*;
@@ -40,23 +38,16 @@ pub(crate) fn webhook(
             }
         });
     let url = secret(cx, &mut f, &s::WEBHOOK_URL, Need::Required);
-    let format = Slot::read(f.get("format"), |e| {
-        choice(&mut cx.rep, e, s::WEBHOOK_FORMATS)
-    });
-    let format = value_or(&format, s::WEBHOOK_FORMAT_DEFAULT);
-    let min_severity = Slot::read(f.get("min_severity"), |e| {
-        choice(&mut cx.rep, e, s::SEVERITIES)
-    });
-    let min_severity = value_or(&min_severity, s::WEBHOOK_MIN_SEVERITY_DEFAULT);
+    let kind = s::WebhookKindLayer::read(&mut cx.rep, &mut f).alone();
+    // `None` when written wrong (already reported): the checks that depend on it stand down.
+    let format = kind.format.as_ref().map(|r| r.value);
+    let min_severity = kind.min_severity.as_ref().map(|r| r.value);
     let cluster_names = match f.get("clusters") {
         None => Some(Vec::new()),
         Some(e) if e.value.is_null() => Some(Vec::new()),
         Some(e) => webhook_clusters(&mut cx.rep, e, clusters),
     };
-    let repeat = int_slot(&mut cx.rep, &mut f, &s::WEBHOOK_REPEAT_INTERVAL);
-    let send_resolved = bool_slot(&mut cx.rep, &mut f, &s::WEBHOOK_SEND_RESOLVED);
-    let timeout = int_slot(&mut cx.rep, &mut f, &s::WEBHOOK_TIMEOUT);
-    let tls_verify = bool_slot(&mut cx.rep, &mut f, &s::WEBHOOK_TLS_VERIFY);
+    let delivery = s::WebhookDeliveryLayer::read(&mut cx.rep, &mut f).alone();
     let headers = match f.get("headers") {
         None => Some(BTreeMap::new()),
         Some(e) => headers(&mut cx.rep, e),
@@ -91,6 +82,7 @@ pub(crate) fn webhook(
         _ => (None, None),
     };
     let built = (|| {
+        let d = delivery.values()?;
         Some(WebhookConfig {
             name: name?,
             url: url?,
@@ -102,18 +94,19 @@ pub(crate) fn webhook(
             // "still open" event: a reminder is a trigger, and a trigger after a person
             // resolved the alert opens it again. So PagerDuty repeats only when asked to
             // (its own escalation policies re-notify).
-            repeat_interval: value_or(
-                &repeat,
-                if format == Some(WebhookFormat::PagerDuty) {
+            repeat_interval: {
+                let r = delivery.repeat_interval.as_ref()?;
+                let unset = matches!(r.from, read::Origin::Builtin);
+                let secs = if unset && format == Some(WebhookFormat::PagerDuty) {
                     0
                 } else {
-                    s::WEBHOOK_REPEAT_INTERVAL.default
-                },
-            )
-            .map(|secs| (secs > 0).then(|| Duration::from_secs(secs)))?,
-            send_resolved: value_or(&send_resolved, s::WEBHOOK_SEND_RESOLVED.default)?,
-            timeout: Duration::from_millis(value_or(&timeout, s::WEBHOOK_TIMEOUT.default)?),
-            tls_verify: value_or(&tls_verify, s::WEBHOOK_TLS_VERIFY.default)?,
+                    r.value
+                };
+                (secs > 0).then(|| Duration::from_secs(secs))
+            },
+            send_resolved: d.send_resolved,
+            timeout: d.timeout,
+            tls_verify: d.tls_verify,
             headers: headers?,
             hmac_secret: hmac.ok()?.map(|s| Secret::new(s.value)),
             routing_key: routing.ok()?.map(|s| Secret::new(s.value)),

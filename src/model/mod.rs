@@ -4,6 +4,7 @@
 //! the state files and webhooks.
 
 pub mod kind;
+pub mod metric_kit;
 pub mod round;
 pub mod silence;
 pub mod time;

@@ -154,6 +154,34 @@ pub fn register(reg: &mut Registry, f: &ProcessFigures) {
     }
 }
 
+/// `build_info`: the running watchdog's version, in the `kafka_watchdog_` registry.
+pub fn encode_build_info(reg: &mut Registry) {
+    #[derive(Clone, Debug, Hash, PartialEq, Eq, prometheus_client::encoding::EncodeLabelSet)]
+    struct Version {
+        version: &'static str,
+    }
+    let build: crate::model::metric_kit::GaugeFamily<Version> = crate::model::metric_kit::gauge(
+        reg,
+        "build_info",
+        "The running kafka-watchdog's version (always 1)",
+    );
+    let version = Version {
+        version: env!("CARGO_PKG_VERSION"),
+    };
+    crate::model::metric_kit::set(&build, version, 1.0);
+}
+
+/// `config_reload_success`: whether the last reload (SIGHUP) was applied.
+pub fn encode_reload_success(reg: &mut Registry, applied: bool) {
+    use crate::model::metric_kit::{flag, gauge, set, GaugeFamily, NoLabels};
+    let g: GaugeFamily<NoLabels> = gauge(
+        reg,
+        "config_reload_success",
+        "1 when the last configuration reload (SIGHUP) was applied, 0 when it was refused",
+    );
+    set(&g, NoLabels {}, flag(applied));
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -17,7 +17,7 @@ use crate::observe::liveness::{Board, Liveness, LivenessSettings};
 use crate::observe::probe::ClusterProber;
 use crate::run::service::LoopHealth;
 use crate::run::setup;
-use crate::serve::http::Published;
+use crate::serve::snapshot::Publisher;
 
 /// A round may overrun its deadlines by this much before it is abandoned.
 pub(super) const ROUND_SLACK: Duration = Duration::from_secs(5);
@@ -39,7 +39,7 @@ pub(super) fn round_limit(c: &ClusterConfig) -> Duration {
 pub async fn cluster_loop(
     cfg: ClusterConfig,
     instance: String,
-    published: Arc<Published>,
+    published: Arc<Publisher>,
     alerting: Arc<Alerting>,
     health: Arc<Mutex<LoopHealth>>,
     mut shutdown: watch::Receiver<bool>,
@@ -65,7 +65,7 @@ pub async fn cluster_loop(
     let mut canary = cfg.canary.enabled.then(|| {
         Canary::new(
             setup::canary_settings(&cfg, &instance, wire),
-            published.canary_stats.clone(),
+            published.live.canary.clone(),
         )
     });
     let mut host = cfg.host.clone().map(HostObserver::new);
@@ -124,7 +124,7 @@ pub async fn cluster_loop(
                 }
                 let report = Arc::new(report);
                 last = Some(report.clone());
-                published.publish_shared(report);
+                published.publish(report);
                 // Only a round that published counts as progress for the systemd watchdog:
                 // an abandoned one updated nothing that anyone reads, and a loop whose rounds
                 // are all abandoned must be restarted like a loop that hangs.
@@ -226,7 +226,7 @@ pub(super) fn reassess(
     board: Option<&Board>,
     last: &mut Option<Arc<ClusterReport>>,
     alerting: &Alerting,
-    published: &Published,
+    published: &Publisher,
 ) {
     let (Some(board), Some(prev)) = (board, last.as_ref()) else {
         return;
@@ -242,7 +242,7 @@ pub(super) fn reassess(
     alerting.after_reassess(cfg, &report, now);
     let report = Arc::new(report);
     *last = Some(report.clone());
-    published.publish_shared(report);
+    published.publish(report);
 }
 
 /// The cluster's remediator, when a broker of it has remediation enabled. A history that
@@ -250,7 +250,7 @@ pub(super) fn reassess(
 /// done before would ignore the cool-down and the daily limit.
 pub(super) fn remediator(
     cfg: &ClusterConfig,
-    published: &Arc<Published>,
+    published: &Arc<Publisher>,
     alerting: &Arc<Alerting>,
 ) -> Option<Remediator> {
     let host = cfg.host.clone()?;
@@ -267,14 +267,18 @@ pub(super) fn remediator(
         &cfg.name,
         host,
         alerting.state_dir().join("remediation"),
-        published.remediation.clone(),
+        published.live.remediation.clone(),
         sink,
     ) {
         Ok(r) => {
             let (silences, cluster) = (alerting.clone(), cfg.name.clone());
-            Some(r.with_silences(Arc::new(move |broker, now| {
-                silences.remediation_silenced(&cluster, broker, now)
-            })))
+            let (book, name) = (alerting.clone(), cfg.name.clone());
+            Some(
+                r.with_silences(Arc::new(move |broker, now| {
+                    silences.remediation_silenced(&cluster, broker, now)
+                }))
+                .with_confirmation(Arc::new(move |broker| book.confirmed_state(&name, broker))),
+            )
         }
         Err(e) => {
             tracing::error!(cluster = %cfg.name, error = %e, "remediation disabled for this cluster");

@@ -18,13 +18,14 @@ use crate::observe::probe::ClusterProber;
 use crate::run::cluster_loop::{cluster_loop, lock, one_round, round_limit};
 use crate::run::service::{self, LoopHealth, StatusCounts};
 use crate::run::{preflight, reload, setup};
-use crate::serve::http::{self, Published};
+use crate::serve::http;
+use crate::serve::snapshot::Publisher;
 
 /// The running cluster loops, each with its own stop switch so a reload can restart one.
 struct Loops {
     running: std::collections::BTreeMap<String, (tokio::task::JoinHandle<()>, watch::Sender<bool>)>,
     health: Arc<Mutex<LoopHealth>>,
-    published: Arc<Published>,
+    published: Arc<Publisher>,
     alerting: Arc<Alerting>,
     instance_id: String,
 }
@@ -73,7 +74,7 @@ impl Loops {
 /// changes. Without a systemd watchdog it only keeps STATUS= current.
 async fn supervise(
     health: Arc<Mutex<LoopHealth>>,
-    published: Arc<Published>,
+    published: Arc<Publisher>,
     mut shutdown: watch::Receiver<bool>,
 ) {
     let interval = service::watchdog_interval()
@@ -99,13 +100,8 @@ async fn supervise(
                 tracing::error!(stalled = %stalled.join(", "), "a round loop makes no progress: withholding the systemd watchdog ping");
             }
         }
-        let reports = published.snapshot();
-        let expected = published
-            .expected
-            .read()
-            .map(|e| e.len())
-            .unwrap_or_default();
-        let line = StatusCounts::from_reports(expected, reports.iter().map(|r| r.as_ref())).line();
+        let snapshot = published.current();
+        let line = StatusCounts::from_reports(snapshot.clusters.len(), snapshot.reports()).line();
         if line != last_status {
             service::status(&line);
             last_status = line;
@@ -128,10 +124,7 @@ async fn reload(
             for line in e.to_string().lines() {
                 tracing::error!(problem = %line, "reload refused: the running configuration stays");
             }
-            loops
-                .published
-                .reload_success
-                .store(false, std::sync::atomic::Ordering::Relaxed);
+            loops.published.reload_done(false);
             service::ready();
             return running;
         }
@@ -150,11 +143,12 @@ async fn reload(
         }
     }
     let names: Vec<String> = applied.clusters.iter().map(|c| c.name.clone()).collect();
-    loops.published.retain_clusters(&names);
     if !plan.remove_clusters.is_empty() {
         loops.alerting.retain_clusters(&names);
     }
     loops.alerting.set_config_silences(applied.silences.clone());
+    // After alerting dropped the removed clusters' incidents: the snapshot reads them.
+    loops.published.set_clusters(&names);
     if plan.webhooks_changed {
         if let Err(e) = loops.alerting.reconfigure(&applied).await {
             tracing::error!(error = %e, "webhooks not reconfigured; the previous receivers stay");
@@ -170,10 +164,9 @@ async fn reload(
         removed = ?plan.remove_clusters,
         "configuration reloaded"
     );
-    loops
-        .published
-        .reload_success
-        .store(true, std::sync::atomic::Ordering::Relaxed);
+    // Also shows what the reload changed in alerting (incidents of removed clusters,
+    // configured silences).
+    loops.published.reload_done(true);
     service::ready();
     applied
 }
@@ -269,7 +262,7 @@ pub async fn run(
 
     // Start, in order. Nothing below fails; the last fallible step (alerting) starts first.
     let names: Vec<String> = config.clusters.iter().map(|c| c.name.clone()).collect();
-    let published = Published::new(&config.instance_id, names);
+    let published = Publisher::new(&config.instance_id, names);
     let alerting = Arc::new(Alerting::start(&config).map_err(|e| match e {
         crate::alert::alerting::AlertingError::StateDir { path, error } => {
             anyhow::Error::new(preflight::StartupError::StateDir {
@@ -279,7 +272,7 @@ pub async fn run(
         }
         other => other.into(),
     })?);
-    let _ = published.alerting.set(alerting.clone());
+    published.attach_alerting(alerting.clone());
     let (server_stop, server_stop_rx) = watch::channel(false);
     let server = tokio::spawn(http::serve_with(
         listener,

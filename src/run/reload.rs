@@ -191,6 +191,9 @@ pub fn plan(old: &Config, new: &Config) -> ReloadPlan {
 pub fn applied(old: &Config, mut new: Config) -> Config {
     new.instance_id.clone_from(&old.instance_id);
     new.http_listen = old.http_listen;
+    // Webhook links are made from it: a reload that rebuilt the notifiers would otherwise
+    // apply the one setting it has just said needs a restart.
+    new.http_external_url.clone_from(&old.http_external_url);
     new.http_tls.clone_from(&old.http_tls);
     new.http_auth.clone_from(&old.http_auth);
     new.state_dir.clone_from(&old.state_dir);
@@ -233,12 +236,13 @@ fn cluster_diff(old: &ClusterConfig, new: &ClusterConfig) -> Vec<&'static str> {
         name: _,
         bootstrap_servers,
         security,
-        round_interval,
-        connect_timeout,
-        request_timeout,
-        topic_config_refresh,
-        forget_broker_after,
-        full_metadata_budget,
+        // The timing keys, declared in the configuration schema, compare there.
+        round_interval: _,
+        connect_timeout: _,
+        request_timeout: _,
+        topic_config_refresh: _,
+        forget_broker_after: _,
+        full_metadata_budget: _,
         topics,
         canary,
         verdict,
@@ -257,27 +261,9 @@ fn cluster_diff(old: &ClusterConfig, new: &ClusterConfig) -> Vec<&'static str> {
     );
     // Secrets compare by value: a rotated password file restarts the cluster's clients.
     check(*security != old.security, "security");
-    check(*round_interval != old.round_interval, "round_interval_secs");
-    check(
-        *connect_timeout != old.connect_timeout,
-        "connect_timeout_ms",
-    );
-    check(
-        *request_timeout != old.request_timeout,
-        "request_timeout_ms",
-    );
-    check(
-        *topic_config_refresh != old.topic_config_refresh,
-        "topic_config_refresh_secs",
-    );
-    check(
-        *forget_broker_after != old.forget_broker_after,
-        "forget_broker_after_secs",
-    );
-    check(
-        *full_metadata_budget != old.full_metadata_budget,
-        "full_metadata_partition_budget",
-    );
+    for key in crate::config::ClusterConfig::changed_timing(old, new) {
+        check(true, key);
+    }
     // Compiled patterns have no equality; the text they came from does.
     check(
         topics.include_patterns() != old.topics.include_patterns()
@@ -555,5 +541,44 @@ webhooks:";
         let again = plan(&running, &load(&text, "s3cret"));
         assert_eq!(again.not_applied, p.not_applied);
         assert_eq!(again.changed.len(), 4);
+    }
+
+    /// The settings a reload does not apply are the ones the configuration reference
+    /// declares `restart`, and the running configuration keeps each of them.
+    #[test]
+    fn the_settings_kept_until_restart_are_the_declared_ones() {
+        let testdata = concat!(env!("CARGO_MANIFEST_DIR"), "/src/observe/wire/testdata");
+        let text = BASE
+            .replace("instance_id: wd-1", "instance_id: wd-2")
+            .replace(
+                "  listen: 127.0.0.1:9644\n",
+                &format!(
+                    "  listen: 0.0.0.0:9700\n  external_url: https://wd.example/\n  tls: {{cert_file: {testdata}/server.pem, key_file: {testdata}/server.key}}\n  auth: {{bearer_token_env: KW_HTTP_TOKEN}}\n"
+                ),
+            )
+            .replace("format: text", "format: json")
+            .replace("level: info", "level: debug")
+            .replace("/var/lib/kafka-watchdog", "/srv/kw");
+        let env = |k: &str| match k {
+            "KW_PAYMENTS_PASSWORD" => Some("s3cret".to_string()),
+            "KW_HTTP_TOKEN" => Some("t0ken".to_string()),
+            _ => None,
+        };
+        let new = crate::config::parse_with_env(&text, "t.yaml", &env).unwrap();
+        let old = base();
+        let p = plan(&old, &new);
+        let named: BTreeSet<String> = p
+            .not_applied
+            .iter()
+            .filter_map(|l| l.split(':').next())
+            .map(str::to_string)
+            .collect();
+        assert_eq!(named, crate::config::restart_settings());
+        let running = applied(&old, new);
+        assert_eq!(
+            plan(&old, &running).not_applied,
+            Vec::<String>::new(),
+            "a setting said to need a restart was applied anyway"
+        );
     }
 }

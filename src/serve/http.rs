@@ -1,6 +1,6 @@
 //! The HTTP surface: `/metrics`, `/healthz`, `/readyz`, `/status`, and the silences API
-//! (`/api/v1/silences`). Every page is rendered from the published reports, so a hung
-//! broker can never make a scrape wait.
+//! (`/api/v1/silences`). Every page is rendered from the snapshot published last
+//! (`snapshot::Publisher::current`), so a hung broker can never make a scrape wait.
 //!
 //! The server faces whatever can reach its address, so every resource a client can hold is
 //! bounded: connections (a semaphore), header bytes and time, connection lifetime, and the
@@ -8,10 +8,9 @@
 //! elsewhere. HTTPS (rustls) and a credential for everything but `/healthz` and `/readyz`
 //! are optional; without a credential, only loopback clients may change silences.
 
-use std::collections::BTreeMap;
 use std::convert::Infallible;
 use std::net::SocketAddr;
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 use base64::engine::general_purpose::STANDARD as BASE64;
@@ -31,8 +30,7 @@ use tokio::sync::{watch, Semaphore};
 use tokio_rustls::TlsAcceptor;
 
 use crate::config::{Config, HttpAuth, HttpTlsError};
-use crate::judge::report::ClusterReport;
-use crate::observe::canary::stats::CanaryStats;
+use crate::serve::snapshot::Publisher;
 
 /// Far more than the scrapers and dashboards of one watchdog; a client flood beyond it
 /// waits in the kernel's accept queue instead of costing tasks and buffers here.
@@ -88,96 +86,6 @@ impl ServeOptions {
             auth: config.http_auth.clone(),
             max_connections: MAX_CONNECTIONS,
         })
-    }
-}
-
-/// What the HTTP server reads: the latest report of each cluster, replaced whole after each
-/// round.
-pub struct Published {
-    pub instance_id: String,
-    /// Clusters the config names; readiness waits for a first report of each.
-    pub expected: RwLock<Vec<String>>,
-    pub reports: RwLock<BTreeMap<String, Arc<ClusterReport>>>,
-    /// The canary's cumulative metrics, of every cluster.
-    pub canary_stats: CanaryStats,
-    /// Incidents and webhook delivery, once started.
-    pub alerting: std::sync::OnceLock<Arc<crate::alert::alerting::Alerting>>,
-    /// Whether the last configuration reload was applied (1) or refused (0).
-    pub reload_success: std::sync::atomic::AtomicBool,
-    /// Remediation counters and recent decisions, of every cluster.
-    pub remediation: crate::alert::remediate::RemediationLog,
-}
-
-impl Published {
-    pub fn new(instance_id: &str, clusters: Vec<String>) -> Arc<Self> {
-        Arc::new(Published {
-            instance_id: instance_id.to_string(),
-            expected: RwLock::new(clusters),
-            reports: RwLock::new(BTreeMap::new()),
-            canary_stats: CanaryStats::default(),
-            alerting: std::sync::OnceLock::new(),
-            reload_success: std::sync::atomic::AtomicBool::new(true),
-            remediation: Default::default(),
-        })
-    }
-
-    pub fn publish(&self, report: ClusterReport) {
-        self.publish_shared(Arc::new(report));
-    }
-
-    /// [`publish`](Self::publish) of a report the caller keeps a handle to.
-    pub fn publish_shared(&self, report: Arc<ClusterReport>) {
-        let mut reports = self.reports.write().unwrap_or_else(|p| p.into_inner());
-        reports.insert(report.cluster.clone(), report);
-    }
-
-    /// Keeps only the given clusters (after a reload removed some).
-    pub fn retain_clusters(&self, names: &[String]) {
-        *self.expected.write().unwrap_or_else(|p| p.into_inner()) = names.to_vec();
-        self.remediation.retain_clusters(names);
-        self.reports
-            .write()
-            .unwrap_or_else(|p| p.into_inner())
-            .retain(|k, _| names.contains(k));
-    }
-
-    pub fn snapshot(&self) -> Vec<Arc<ClusterReport>> {
-        self.reports
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .values()
-            .cloned()
-            .collect()
-    }
-
-    /// What the outputs show beside the reports.
-    pub fn extras(&self) -> crate::serve::metrics::Extras<'_> {
-        let alerting = self.alerting.get();
-        crate::serve::metrics::Extras {
-            clusters: self.expected.read().map(|e| e.clone()).unwrap_or_default(),
-            canary_stats: Some(&self.canary_stats),
-            incidents: alerting.map(|a| a.open_incidents()).unwrap_or_default(),
-            webhooks: alerting.map(|a| a.stats()),
-            reload_success: Some(
-                self.reload_success
-                    .load(std::sync::atomic::Ordering::Relaxed),
-            ),
-            remediation_counts: self.remediation.counts(),
-            remediations: self.remediation.recent(),
-            silences: alerting.map(|a| a.silences()).unwrap_or_default(),
-        }
-    }
-
-    /// Clusters that have not completed a round yet.
-    pub fn waiting_for(&self) -> Vec<String> {
-        let reports = self.reports.read().unwrap_or_else(|p| p.into_inner());
-        self.expected
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .iter()
-            .filter(|c| !reports.contains_key(*c))
-            .cloned()
-            .collect()
     }
 }
 
@@ -257,7 +165,7 @@ fn unauthorized(auth: &HttpAuth) -> Response<Full<Bytes>> {
 /// closed after the answer: the body is never read, so a client cannot make the server
 /// buffer more than the headers.
 fn respond(
-    published: &Published,
+    published: &Publisher,
     auth: Option<&HttpAuth>,
     req: &Request<Incoming>,
 ) -> Response<Full<Bytes>> {
@@ -322,7 +230,7 @@ fn is_api_write(req: &Request<Incoming>) -> bool {
 /// Adds (POST) or expires (DELETE .../<id>) a silence. With a credential configured it is
 /// required; without one, only a client on loopback may change what pages.
 async fn api_write(
-    published: &Published,
+    published: &Publisher,
     auth: Option<&HttpAuth>,
     peer: Option<SocketAddr>,
     req: Request<Incoming>,
@@ -338,7 +246,7 @@ async fn api_write(
         }
         _ => {}
     }
-    let Some(alerting) = published.alerting.get() else {
+    let Some(alerting) = published.alerting() else {
         return api_error(
             StatusCode::SERVICE_UNAVAILABLE,
             "alerting has not started yet",
@@ -348,7 +256,10 @@ async fn api_write(
     if req.method() == Method::DELETE {
         let id = req.uri().path()[SILENCES_PATH.len() + 1..].to_string();
         return match alerting.expire_silence(&id, now) {
-            Ok(true) => json(StatusCode::OK, &serde_json::json!({"expired": id})),
+            Ok(true) => {
+                published.refresh();
+                json(StatusCode::OK, &serde_json::json!({"expired": id}))
+            }
             Ok(false) => api_error(StatusCode::NOT_FOUND, format!("no silence {id}")),
             Err(e) => api_error(StatusCode::CONFLICT, e.to_string()),
         };
@@ -385,27 +296,26 @@ async fn api_write(
     if request.created_by.is_none() {
         request.created_by = Some(who);
     }
-    let clusters = published
-        .expected
-        .read()
-        .map(|e| e.clone())
-        .unwrap_or_default();
+    let clusters = published.current().clusters.clone();
     match alerting.add_silence(&request, &clusters, now) {
-        Ok(s) => json(
-            StatusCode::CREATED,
-            &crate::model::silence::to_json(&s, now),
-        ),
+        Ok(s) => {
+            // /status and the metrics show it at once, as the silences API does.
+            published.refresh();
+            json(
+                StatusCode::CREATED,
+                &crate::model::silence::to_json(&s, now),
+            )
+        }
         Err(e) => api_error(StatusCode::BAD_REQUEST, e.to_string()),
     }
 }
 
-fn route(published: &Published, req: &Request<Incoming>) -> Response<Full<Bytes>> {
+fn route(published: &Publisher, req: &Request<Incoming>) -> Response<Full<Bytes>> {
     match req.uri().path() {
         SILENCES_PATH => {
             let now = std::time::SystemTime::now();
             let list: Vec<serde_json::Value> = published
-                .alerting
-                .get()
+                .alerting()
                 .map(|a| a.silences())
                 .unwrap_or_default()
                 .iter()
@@ -414,11 +324,9 @@ fn route(published: &Published, req: &Request<Incoming>) -> Response<Full<Bytes>
             json(StatusCode::OK, &serde_json::json!({ "silences": list }))
         }
         "/metrics" => {
-            let reports = published.snapshot();
-            let page = crate::serve::metrics::render(
-                reports.iter().map(|r| r.as_ref()),
-                &published.extras(),
-            );
+            let snapshot = published.current();
+            let page =
+                crate::serve::metrics::render(snapshot.reports(), &published.extras(&snapshot));
             let accept = req.headers().get(ACCEPT).and_then(|v| v.to_str().ok());
             let mut r = if crate::serve::metrics::wants_openmetrics(accept) {
                 text(StatusCode::OK, crate::serve::metrics::CONTENT_TYPE, page)
@@ -436,7 +344,7 @@ fn route(published: &Published, req: &Request<Incoming>) -> Response<Full<Bytes>
         }
         "/healthz" => text(StatusCode::OK, "text/plain; charset=utf-8", "ok\n".into()),
         "/readyz" => {
-            let waiting = published.waiting_for();
+            let waiting = published.current().waiting_for();
             if waiting.is_empty() {
                 text(
                     StatusCode::OK,
@@ -455,14 +363,14 @@ fn route(published: &Published, req: &Request<Incoming>) -> Response<Full<Bytes>
             }
         }
         "/status" => {
-            let reports = published.snapshot();
+            let snapshot = published.current();
             text(
                 StatusCode::OK,
                 "application/json",
                 crate::serve::status::render(
                     &published.instance_id,
-                    reports.iter().map(|r| r.as_ref()),
-                    &published.extras(),
+                    snapshot.reports(),
+                    &published.extras(&snapshot),
                 ),
             )
         }
@@ -482,7 +390,7 @@ pub async fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
 /// Serves plain HTTP without credentials until `shutdown` turns true.
 pub async fn serve(
     listener: TcpListener,
-    published: Arc<Published>,
+    published: Arc<Publisher>,
     shutdown: watch::Receiver<bool>,
 ) {
     serve_with(listener, published, shutdown, ServeOptions::default()).await
@@ -491,7 +399,7 @@ pub async fn serve(
 /// Serves with `options` until `shutdown` turns true.
 pub async fn serve_with(
     listener: TcpListener,
-    published: Arc<Published>,
+    published: Arc<Publisher>,
     mut shutdown: watch::Receiver<bool>,
     options: ServeOptions,
 ) {
@@ -543,7 +451,7 @@ pub async fn serve_with(
 
 async fn connection<S>(
     stream: S,
-    published: Arc<Published>,
+    published: Arc<Publisher>,
     auth: Option<HttpAuth>,
     peer: Option<SocketAddr>,
 ) where
@@ -597,10 +505,13 @@ mod tests {
     }
 
     async fn start(options: ServeOptions) -> Server {
+        start_with(Publisher::new("wd-test", vec!["orders".into()]), options).await
+    }
+
+    async fn start_with(published: Arc<Publisher>, options: ServeOptions) -> Server {
         let listener = bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
         let addr = listener.local_addr().unwrap();
         let (stop, stop_rx) = watch::channel(false);
-        let published = Published::new("wd-test", vec!["orders".into()]);
         tokio::spawn(serve_with(listener, published, stop_rx, options));
         Server { addr, stop }
     }
@@ -700,6 +611,38 @@ mod tests {
                 "{body}"
             );
         }
+    }
+
+    /// Every page reads the snapshot published last: a report, a refused reload.
+    #[tokio::test]
+    async fn pages_show_what_was_published_last() {
+        let published = Publisher::new("wd-test", vec!["orders".into()]);
+        let server = start_with(published.clone(), ServeOptions::default()).await;
+        assert_eq!(get(&server, "/readyz", &[]).await.0, 503);
+        let mut report =
+            crate::judge::report::ClusterReport::empty("orders", std::time::UNIX_EPOCH);
+        report.round = 5;
+        published.publish(Arc::new(report));
+        assert_eq!(get(&server, "/readyz", &[]).await.0, 200);
+        let (_, metrics) = get(&server, "/metrics", &[]).await;
+        assert!(
+            metrics.contains("kafka_watchdog_rounds_total{cluster=\"orders\"} 5\n"),
+            "{metrics}"
+        );
+        assert!(metrics.contains("kafka_watchdog_config_reload_success{} 1.0\n"));
+        let (_, status) = get(&server, "/status", &[]).await;
+        assert!(status.contains("\"round\": 5,"), "{status}");
+        published.reload_done(false);
+        let (_, metrics) = get(&server, "/metrics", &[]).await;
+        assert!(
+            metrics.contains("kafka_watchdog_config_reload_success{} 0.0\n"),
+            "{metrics}"
+        );
+        let (_, status) = get(&server, "/status", &[]).await;
+        assert!(
+            status.contains("\"config_reload_success\": false"),
+            "{status}"
+        );
     }
 
     #[tokio::test]

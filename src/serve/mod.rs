@@ -4,5 +4,8 @@
 
 pub mod http;
 pub mod metrics;
+#[cfg(test)]
+mod metrics_golden;
+pub mod snapshot;
 pub mod status;
 pub mod status_view;

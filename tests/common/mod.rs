@@ -53,9 +53,10 @@ impl Drop for LabGuard {
         // state file; a lab of another release left behind would make its next `up` fail
         // (other worktrees share the lab), so such a lab is removed after each test. CI runs
         // in a clone of its own, where every binary reads every release: it keeps the lab.
-        let unreadable_by_older =
-            !matches!(self.lab.version(), KafkaVersion::V4 | KafkaVersion::V3_9)
-                && std::env::var_os("CI").is_none();
+        let version = self.lab.version();
+        let unreadable_by_older = version != KafkaVersion::DEFAULT
+            && !matches!(version, KafkaVersion::V4 | KafkaVersion::V3_9)
+            && std::env::var_os("CI").is_none();
         let outcome = if self.remove || unreadable_by_older {
             Lab::down()
         } else {

@@ -265,6 +265,22 @@ impl Alerting {
             .map(|s| s.describe())
     }
 
+    /// The state of `broker`'s open incident, if it has one: the verdict as confirmed
+    /// (held for `open_after_secs`, kept until resolved).
+    pub fn confirmed_state(
+        &self,
+        cluster: &str,
+        broker: BrokerId,
+    ) -> Option<crate::judge::verdict::BrokerState> {
+        self.book
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .open_incidents_of(cluster)
+            .into_iter()
+            .find(|i| i.kind == FindingKind::Broker && i.broker == Some(broker))
+            .and_then(|i| i.state)
+    }
+
     /// Where the incident book lives; remediation keeps its history and thread dumps
     /// below it.
     pub fn state_dir(&self) -> &Path {

@@ -9,6 +9,7 @@
 
 mod book;
 mod findings;
+pub mod metrics;
 mod state;
 
 #[cfg(test)]

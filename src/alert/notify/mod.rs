@@ -15,6 +15,7 @@
 //! Alertmanager deduplicate by themselves (dedup key, labels).
 
 mod format;
+pub mod metrics;
 mod route;
 mod spool;
 mod worker;

@@ -11,6 +11,7 @@
 //! crash-looping watchdog would otherwise restart brokers again and again.
 
 pub mod guards;
+pub mod metrics;
 pub mod run;
 
 use std::collections::{BTreeMap, VecDeque};
@@ -269,10 +270,15 @@ pub struct Remediator {
     log: RemediationLog,
     sink: Sink,
     silenced: Option<SilenceCheck>,
+    confirmed: Option<ConfirmedCheck>,
 }
 
 /// Names the silence covering a broker now, if any.
 pub type SilenceCheck = Arc<dyn Fn(BrokerId, SystemTime) -> Option<String> + Send + Sync>;
+
+/// The broker's state as its open incident holds it (None: no open incident), the one state
+/// that webhooks and the alert rules also read.
+pub type ConfirmedCheck = Arc<dyn Fn(BrokerId) -> Option<BrokerState> + Send + Sync>;
 
 fn history_path(dir: &Path, cluster: &str) -> PathBuf {
     dir.join(format!("{cluster}.json"))
@@ -337,7 +343,17 @@ impl Remediator {
             log,
             sink,
             silenced: None,
+            confirmed: None,
         })
+    }
+
+    /// Acts only on a zombie whose incident is open: a verdict the incident book has not
+    /// confirmed (or has already resolved) restarts nothing, so remediation, webhooks and the
+    /// alert rules never disagree about a broker. `zombie_for_secs` still counts from the
+    /// verdict's start.
+    pub fn with_confirmation(mut self, check: ConfirmedCheck) -> Self {
+        self.confirmed = Some(check);
+        self
     }
 
     /// Refuses to act on a broker a silence covers.
@@ -366,6 +382,11 @@ impl Remediator {
                     continue;
                 }
             };
+            if let Some(confirmed) = &self.confirmed {
+                if confirmed(b.broker_id) != Some(BrokerState::Zombie) {
+                    continue;
+                }
+            }
             let episode = self
                 .episodes
                 .entry(b.broker_id)

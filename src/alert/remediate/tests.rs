@@ -490,3 +490,33 @@ fn remediation_events_reach_receivers_once_with_their_reason() {
         .unwrap()
         .contains("remediation: refused"));
 }
+
+#[test]
+fn a_zombie_whose_incident_is_not_open_is_not_restarted() {
+    let mut f = fixture("confirmed", Some(remediation(false)));
+    let open: Arc<Mutex<Option<BrokerState>>> = Arc::default();
+    let book = open.clone();
+    f.r =
+        f.r.with_confirmation(Arc::new(move |_| *book.lock().unwrap()));
+    let r = report(t(100), HEALTHY);
+    assert!(
+        f.r.decide(&r, t(200)).is_empty(),
+        "a zombie verdict with no open incident (not confirmed, or already resolved) acts on nothing"
+    );
+    *open.lock().unwrap() = Some(BrokerState::Degraded);
+    assert!(
+        f.r.decide(&r, t(201)).is_empty(),
+        "its incident says degraded: the book and the verdict disagree, nothing runs"
+    );
+    *open.lock().unwrap() = Some(BrokerState::Zombie);
+    let d = f.r.decide(&r, t(202));
+    assert_eq!(outcomes(&d), ["act"]);
+    let Decision::Act { record, .. } = &d[0] else {
+        unreachable!()
+    };
+    assert_eq!(
+        record.zombie_for_secs, 102,
+        "counted from the verdict's start"
+    );
+    let _ = std::fs::remove_dir_all(dir("confirmed"));
+}

@@ -6,6 +6,8 @@
 //! `silence` command (kept in `<state_dir>/silences.json`, so they survive restarts). The
 //! rule itself is `model::silence`.
 
+pub mod metrics;
+
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 

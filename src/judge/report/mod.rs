@@ -2,6 +2,7 @@
 //! health, verdicts, and the counters that accumulate across rounds. No I/O: `now` is a
 //! parameter, so a whole round can be evaluated in a unit test or a benchmark.
 
+pub mod metrics;
 mod unclean;
 
 use std::collections::{BTreeMap, BTreeSet};

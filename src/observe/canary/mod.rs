@@ -14,9 +14,11 @@
 mod admin;
 mod auth;
 mod books;
+mod conns;
 mod consumer;
 pub mod layout;
 pub mod ledger;
+pub mod metrics;
 mod produce;
 pub mod record;
 mod round;

@@ -128,6 +128,7 @@ pub(super) async fn write_loop(
         settings.produce_timeout + Duration::from_secs(1),
     );
     let settings = Arc::new(settings);
+    let idle = Arc::new(conns::Idle::default());
     let seqs = shared.clone();
     let write = move |t: Target, sent_at: SystemTime| -> WriteFuture {
         let seq = lock(&seqs.books).ledger.next_seq(t.partition);
@@ -140,7 +141,7 @@ pub(super) async fn write_loop(
         };
         match t.claim {
             None => Box::pin(produce_one(producer.clone(), settings.clone(), record)),
-            Some(claim) => Box::pin(produce_acks1(settings.clone(), claim, record)),
+            Some(claim) => Box::pin(produce_acks1(settings.clone(), idle.clone(), claim, record)),
         }
     };
     writer::run(plan, schedule, write, |a| {
@@ -195,21 +196,52 @@ pub(super) async fn produce_one(
 /// acknowledging such writes and loses them when the network heals (incident 3).
 pub(super) async fn produce_acks1(
     settings: Arc<CanarySettings>,
+    idle: Arc<conns::Idle>,
     claim: LeaderClaim,
     record: CanaryRecord,
 ) -> Result<Ack, ProduceFailure> {
+    use crate::observe::wire::BrokerClient;
+    let payload = record.encode().into_bytes();
+    let send = |mut c: BrokerClient, opened: std::time::Instant| {
+        let (settings, payload, partition) = (&settings, payload.clone(), claim.partition);
+        async move {
+            let answer = c
+                .produce(
+                    &settings.topic,
+                    partition,
+                    1,
+                    settings.produce_timeout,
+                    &[(None, payload)],
+                )
+                .await;
+            (answer, c, opened)
+        }
+    };
+    let fresh = || async {
+        let c = BrokerClient::connect(&claim.address, &settings.wire).await?;
+        Ok::<_, crate::observe::wire::WireError>((c.client, std::time::Instant::now()))
+    };
     let answer = async {
-        let mut c =
-            crate::observe::wire::BrokerClient::connect(&claim.address, &settings.wire).await?;
-        c.client
-            .produce(
-                &settings.topic,
-                claim.partition,
-                1,
-                settings.produce_timeout,
-                &[(None, record.encode().into_bytes())],
-            )
-            .await
+        if let Some((c, opened)) = idle.take(&claim.address) {
+            let (answer, c, opened) = send(c, opened).await;
+            match answer {
+                Ok(t) => {
+                    idle.put(c, opened);
+                    return Ok(t);
+                }
+                // A kept connection the broker closed meanwhile (a restart, an idle close)
+                // says nothing about the broker now: the write goes again on a new one.
+                // A timeout is the broker's and is not retried.
+                Err(e) if e.kind() != crate::model::round::FailureKind::Timeout => {}
+                Err(e) => return Err(e),
+            }
+        }
+        let (c, opened) = fresh().await?;
+        let (answer, c, opened) = send(c, opened).await;
+        if answer.is_ok() {
+            idle.put(c, opened);
+        }
+        answer
     }
     .await;
     match answer {

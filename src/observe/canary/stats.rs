@@ -8,14 +8,17 @@ use prometheus_client::metrics::histogram::Histogram;
 
 use prometheus_client::metrics::gauge::Gauge;
 
+use super::metrics::{
+    ChargedLabels, LossLabels, PartitionBrokerLabels, PartitionLabels, WriteLabels,
+};
 use super::window::{Charge, Window};
 use super::LossEvent;
+use crate::model::metric_kit::BrokerLabels;
 use crate::model::round::BrokerId;
 
-pub type Labels = Vec<(&'static str, String)>;
-pub type HistogramFamily = Family<Labels, Histogram, fn() -> Histogram>;
-pub type CounterFamily = Family<Labels, Counter<u64>>;
-pub type GaugeFamily = Family<Labels, Gauge>;
+pub type HistogramFamily<L> = Family<L, Histogram, fn() -> Histogram>;
+pub type CounterFamily<L> = Family<L, Counter<u64>>;
+pub type GaugeFamily<L> = Family<L, Gauge>;
 
 fn latency_histogram() -> Histogram {
     // 1 ms to ~33 s: a healthy round trip is milliseconds, a timeout is seconds.
@@ -36,18 +39,18 @@ fn window_histogram() -> Histogram {
 /// effects.
 #[derive(Clone)]
 pub struct CanaryStats {
-    pub produce_seconds: HistogramFamily,
-    pub end_to_end_seconds: HistogramFamily,
-    pub unavailable_seconds: HistogramFamily,
+    pub produce_seconds: HistogramFamily<PartitionBrokerLabels>,
+    pub end_to_end_seconds: HistogramFamily<PartitionBrokerLabels>,
+    pub unavailable_seconds: HistogramFamily<PartitionLabels>,
     /// Closed unavailability windows, by the broker they are charged to.
-    pub broker_unavailable_seconds: HistogramFamily,
+    pub broker_unavailable_seconds: HistogramFamily<BrokerLabels>,
     /// 1 while an unavailability window of the partition, charged to the broker, is open.
-    pub unavailable_now: GaugeFamily,
-    pub produce_total: CounterFamily,
+    pub unavailable_now: GaugeFamily<PartitionBrokerLabels>,
+    pub produce_total: CounterFamily<WriteLabels>,
     /// Failed (or slow) acks=all writes charged to a broker, by kind (see `canary::charge`).
-    pub charged_failures_total: CounterFamily,
-    pub lost_total: CounterFamily,
-    pub duplicated_total: CounterFamily,
+    pub charged_failures_total: CounterFamily<ChargedLabels>,
+    pub lost_total: CounterFamily<LossLabels>,
+    pub duplicated_total: CounterFamily<PartitionBrokerLabels>,
 }
 
 impl std::fmt::Debug for CanaryStats {
@@ -63,21 +66,17 @@ impl Default for CanaryStats {
             end_to_end_seconds: Family::new_with_constructor(latency_histogram),
             unavailable_seconds: Family::new_with_constructor(window_histogram),
             broker_unavailable_seconds: Family::new_with_constructor(window_histogram),
-            unavailable_now: GaugeFamily::default(),
-            produce_total: CounterFamily::default(),
-            charged_failures_total: CounterFamily::default(),
-            lost_total: CounterFamily::default(),
-            duplicated_total: CounterFamily::default(),
+            unavailable_now: Family::default(),
+            produce_total: Family::default(),
+            charged_failures_total: Family::default(),
+            lost_total: Family::default(),
+            duplicated_total: Family::default(),
         }
     }
 }
 
-fn pb(cluster: &str, partition: i32, broker: BrokerId) -> Labels {
-    vec![
-        ("cluster", cluster.to_string()),
-        ("partition", partition.to_string()),
-        ("broker", broker.to_string()),
-    ]
+fn pb(cluster: &str, partition: i32, broker: BrokerId) -> PartitionBrokerLabels {
+    PartitionBrokerLabels::new(cluster, partition, broker)
 }
 
 impl CanaryStats {
@@ -88,17 +87,18 @@ impl CanaryStats {
             let labels = pb(cluster, partition, leader);
             for acks in [super::record::Acks::All, super::record::Acks::One] {
                 for reason in super::ledger::LossReason::ALL {
-                    let mut l = labels.clone();
-                    l.push(("acks", acks.as_label().to_string()));
-                    l.push(("reason", reason.as_label().to_string()));
-                    drop(self.lost_total.get_or_create(&l));
+                    drop(self.lost_total.get_or_create(&LossLabels {
+                        at: labels.clone(),
+                        acks: acks.as_label(),
+                        reason: reason.as_label(),
+                    }));
                 }
             }
             drop(self.duplicated_total.get_or_create(&labels));
-            drop(self.unavailable_seconds.get_or_create(&vec![
-                ("cluster", cluster.to_string()),
-                ("partition", partition.to_string()),
-            ]));
+            drop(
+                self.unavailable_seconds
+                    .get_or_create(&PartitionLabels::new(cluster, partition)),
+            );
         }
     }
 
@@ -116,9 +116,12 @@ impl CanaryStats {
         if let Some(s) = ok_seconds {
             self.produce_seconds.get_or_create(&labels).observe(s);
         }
-        let mut l = labels;
-        l.push(("outcome", outcome.to_string()));
-        self.produce_total.get_or_create(&l).inc();
+        self.produce_total
+            .get_or_create(&WriteLabels {
+                at: labels,
+                outcome: outcome.to_string(),
+            })
+            .inc();
     }
 
     pub fn end_to_end(&self, cluster: &str, partition: i32, broker: BrokerId, seconds: f64) {
@@ -128,10 +131,13 @@ impl CanaryStats {
     }
 
     pub fn lost(&self, cluster: &str, loss: &LossEvent) {
-        let mut l = pb(cluster, loss.partition, loss.broker);
-        l.push(("acks", loss.acks.as_label().to_string()));
-        l.push(("reason", loss.reason.to_string()));
-        self.lost_total.get_or_create(&l).inc();
+        self.lost_total
+            .get_or_create(&LossLabels {
+                at: pb(cluster, loss.partition, loss.broker),
+                acks: loss.acks.as_label(),
+                reason: loss.reason,
+            })
+            .inc();
     }
 
     pub fn duplicated(&self, cluster: &str, partition: i32, broker: BrokerId) {
@@ -143,11 +149,11 @@ impl CanaryStats {
     /// A failed or slow write charged to `broker`.
     pub fn charged_failure(&self, cluster: &str, broker: BrokerId, kind: &str) {
         self.charged_failures_total
-            .get_or_create(&vec![
-                ("cluster", cluster.to_string()),
-                ("broker", broker.to_string()),
-                ("kind", kind.to_string()),
-            ])
+            .get_or_create(&ChargedLabels {
+                cluster: cluster.to_string(),
+                broker,
+                kind: kind.to_string(),
+            })
             .inc();
     }
 
@@ -164,17 +170,11 @@ impl CanaryStats {
     pub fn window_closed(&self, cluster: &str, w: &Window) {
         self.window_open(cluster, w.partition, w.broker, false);
         self.unavailable_seconds
-            .get_or_create(&vec![
-                ("cluster", cluster.to_string()),
-                ("partition", w.partition.to_string()),
-            ])
+            .get_or_create(&PartitionLabels::new(cluster, w.partition))
             .observe(w.seconds());
         if let Some(b) = w.broker {
             self.broker_unavailable_seconds
-                .get_or_create(&vec![
-                    ("cluster", cluster.to_string()),
-                    ("broker", b.to_string()),
-                ])
+                .get_or_create(&BrokerLabels::new(cluster, b))
                 .observe(w.seconds());
         }
     }

@@ -13,6 +13,7 @@
 
 pub mod disk;
 pub mod locate;
+pub mod metrics;
 pub mod process;
 pub mod sockets;
 pub mod stat;

@@ -10,6 +10,8 @@
 //! The tasks only measure. What the measurements mean is decided by the pure verdict
 //! (`verdict::apply_liveness`) from [`LivenessFact`]s: plain data with wall-clock times.
 
+pub mod metrics;
+
 use std::collections::{BTreeMap, VecDeque};
 use std::future::Future;
 use std::pin::Pin;

@@ -1,0 +1,624 @@
+//! The whole `/metrics` page of a rich fixture (two reporting clusters and one still
+//! waiting, brokers in every verdict state, canary, liveness, host mode, incidents,
+//! silences, webhooks, remediation, a refused reload), compared with the committed pages in
+//! `tests/golden/`, in OpenMetrics and in the text format 0.0.4. A change of any metric
+//! name, HELP text, label, value or family order shows up here as a diff.
+//!
+//! The series of one family come out of `prometheus-client` in hash order, so both sides
+//! are compared with each family's samples sorted; the watchdog's own `process_*` figures
+//! and its version change from run to run and are left out.
+//!
+//! `UPDATE_GOLDEN=1 cargo test --lib metrics_golden` rewrites the files after an intended
+//! change.
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use crate::alert::incident::{Incident, Subject};
+use crate::alert::notify::{NotifierStats, ReceiverStats};
+use crate::config::Severity;
+use crate::judge::health::{BrokerPartitions, Condition};
+use crate::judge::report::ClusterReport;
+use crate::judge::verdict::{BrokerState, BrokerVerdict, Registration};
+use crate::model::kind::FindingKind;
+use crate::model::round::{
+    BrokerEndpoint, BrokerProbe, FailureKind, HostObservation, LivenessFact, LogDirSeen,
+    MetadataView, PortSeen, ProbeFailure, ProcessSeen, ProcessState,
+};
+use crate::observe::canary::stats::CanaryStats;
+use crate::observe::canary::{CanaryRound, FailedWrites, LossEvent, PartitionRound, TopicStatus};
+use crate::observe::cluster_view::StaleLeader;
+use crate::serve::metrics::{render, to_text_004, Extras};
+
+fn t(secs: u64) -> SystemTime {
+    UNIX_EPOCH + Duration::from_secs(1_700_000_000 + secs)
+}
+
+fn failure(kind: FailureKind, detail: &str) -> ProbeFailure {
+    ProbeFailure {
+        kind,
+        detail: detail.into(),
+        after: Duration::from_secs(2),
+    }
+}
+
+fn endpoint(id: i32) -> BrokerEndpoint {
+    BrokerEndpoint {
+        id,
+        host: format!("127.0.0.1{id}"),
+        port: 9092,
+        rack: None,
+    }
+}
+
+fn answered(id: i32) -> BrokerProbe {
+    BrokerProbe {
+        endpoint: endpoint(id),
+        connect: Ok(Duration::from_millis(id as u64)),
+        api_versions: Some(Ok(Duration::from_millis(2))),
+        metadata: Some(Ok((MetadataView::default(), Duration::from_millis(7)))),
+        description: None,
+    }
+}
+
+fn verdict(broker: i32, state: BrokerState, registration: Registration) -> BrokerVerdict {
+    BrokerVerdict {
+        broker,
+        address: format!("127.0.0.1{broker}:9092"),
+        state,
+        registration,
+        answered: state == BrokerState::Healthy,
+        hits: Vec::new(),
+        observed_at: None,
+        held_since: None,
+        page_after: None,
+    }
+}
+
+fn liveness(threshold_ms: u64, latency_ms: Option<u64>, waiting: Option<u64>) -> LivenessFact {
+    LivenessFact {
+        address: "127.0.0.11:9092".into(),
+        threshold: Duration::from_millis(threshold_ms),
+        typical: latency_ms.map(Duration::from_millis),
+        last_latency: latency_ms.map(Duration::from_millis),
+        last_answer_at: None,
+        waiting_since: waiting.map(t),
+        refused_since: None,
+        refused_detail: String::new(),
+        side: None,
+        accepted_in_silence: false,
+        spells: Vec::new(),
+    }
+}
+
+fn host(broker: i32, process: Option<ProcessSeen>, error: Option<&str>) -> HostObservation {
+    HostObservation {
+        broker,
+        locator: "pid file k.pid".into(),
+        process,
+        not_found: None,
+        error: error.map(Into::into),
+        locate_note: None,
+        ports: vec![
+            PortSeen {
+                port: format!("127.0.0.1{broker}:9092"),
+                listening: true,
+                owned_by_process: Some(true),
+            },
+            PortSeen {
+                port: "9093".into(),
+                listening: false,
+                owned_by_process: None,
+            },
+        ],
+        ports_error: None,
+        log_dirs: vec![
+            LogDirSeen {
+                path: format!("/kw/data{broker}"),
+                total_bytes: Some(1000),
+                free_bytes: Some(250),
+                free_ratio: Some(0.25),
+                error: None,
+            },
+            LogDirSeen {
+                path: "/kw/unreadable".into(),
+                total_bytes: None,
+                free_bytes: None,
+                free_ratio: None,
+                error: Some("denied".into()),
+            },
+        ],
+        log_dir_min_free_ratio: 0.05,
+    }
+}
+
+fn process(state: ProcessState, open_fds: Option<u64>) -> ProcessSeen {
+    ProcessSeen {
+        pid: 4711,
+        state,
+        threads: 74,
+        threads_in_io_wait: Some(2),
+        cpu_seconds: 28.5,
+        cpu_advancing: Some(true),
+        open_fds,
+        open_fds_error: None,
+    }
+}
+
+fn partition(
+    p: i32,
+    leader: i32,
+    ok: bool,
+    overdue: u64,
+    unavailable: Option<f64>,
+) -> PartitionRound {
+    PartitionRound {
+        partition: p,
+        leader,
+        leader_epoch: 4,
+        replicas: vec![1, 2, 3],
+        isr: vec![1, 2],
+        produce: None,
+        produce_seconds: ok.then_some(0.004),
+        produce_error: None,
+        end_to_end_seconds: vec![0.01],
+        unavailable_seconds: unavailable,
+        unavailable_broker: unavailable.map(|_| leader),
+        writes: 3,
+        failed_writes: if ok {
+            Vec::new()
+        } else {
+            vec![FailedWrites {
+                broker: leader,
+                kind: "timeout",
+                count: 3,
+                received: true,
+                leader_appended: false,
+                first_sent_at: t(0),
+                last_sent_at: t(1),
+            }]
+        },
+        overdue,
+        charged_to: None,
+    }
+}
+
+/// Cluster `lab`: five brokers, one per verdict state, with everything a round can carry.
+fn lab() -> ClusterReport {
+    let mut r = ClusterReport::empty("lab", t(0));
+    r.round = 7;
+    r.duration = Duration::from_millis(1250);
+    r.cluster_id = Some("lab-id".into());
+    r.reachable = true;
+    r.last_success = Some(t(1));
+    r.evaluated_at = t(2);
+    let states = [
+        (1, BrokerState::Healthy, Registration::Registered),
+        (2, BrokerState::Unknown, Registration::Unknown),
+        (3, BrokerState::Degraded, Registration::Fenced),
+        (4, BrokerState::Zombie, Registration::Registered),
+        (5, BrokerState::Down, Registration::Absent),
+    ];
+    r.verdicts = states
+        .iter()
+        .map(|&(b, s, reg)| verdict(b, s, reg))
+        .collect();
+    r.probes.insert(1, answered(1));
+    r.probes.insert(2, answered(2));
+    r.probes.insert(
+        3,
+        BrokerProbe {
+            api_versions: Some(Ok(Duration::from_millis(3))),
+            metadata: Some(Err(failure(FailureKind::Timeout, "metadata"))),
+            ..answered(3)
+        },
+    );
+    r.probes.insert(
+        4,
+        BrokerProbe {
+            api_versions: Some(Err(failure(FailureKind::Timeout, "api_versions"))),
+            metadata: None,
+            ..answered(4)
+        },
+    );
+    r.probes.insert(
+        5,
+        BrokerProbe {
+            connect: Err(failure(FailureKind::ConnectionRefused, "refused")),
+            api_versions: None,
+            metadata: None,
+            ..answered(5)
+        },
+    );
+    r.registered = [1, 4].into_iter().collect();
+    r.health.partitions = 12;
+    r.health.counts.insert(Condition::Offline, 1);
+    r.health.counts.insert(Condition::UnderReplicated, 3);
+    for b in 1..=5 {
+        r.health.brokers.insert(
+            b,
+            BrokerPartitions {
+                leader_of: 5 - b as u32,
+                replica_of: 6,
+                missing_from_isr: u32::from(b >= 4),
+                replica_of_offline: u32::from(b == 5),
+                causes_under_min_isr: 0,
+            },
+        );
+    }
+    r.stale_leaders = vec![
+        StaleLeader {
+            topic: "orders".into(),
+            partition: 0,
+            broker: 4,
+            claimed_epoch: 3,
+            current_leader: 1,
+            current_epoch: 4,
+        },
+        StaleLeader {
+            topic: "orders".into(),
+            partition: 0,
+            broker: 3,
+            claimed_epoch: 2,
+            current_leader: 1,
+            current_epoch: 4,
+        },
+        StaleLeader {
+            topic: "orders".into(),
+            partition: 1,
+            broker: 4,
+            claimed_epoch: 3,
+            current_leader: 2,
+            current_epoch: 5,
+        },
+    ];
+    r.disagreements.insert(4, 2);
+    r.failures_total
+        .insert((3, "metadata", FailureKind::Timeout), 4);
+    r.failures_total
+        .insert((4, "api_versions", FailureKind::Timeout), 9);
+    r.failures_total
+        .insert((5, "connect", FailureKind::ConnectionRefused), 11);
+    r.unclean_elections_total = 2;
+    for b in 1..=5 {
+        r.state_since
+            .insert(b, t(0) - Duration::from_secs(60 * b as u64));
+    }
+    r.canary = Some(CanaryRound {
+        topic: "__kafka_watchdog_canary".into(),
+        status: TopicStatus::Ready,
+        partitions: vec![
+            partition(0, 1, true, 0, None),
+            partition(1, 2, true, 1, None),
+            partition(2, 4, false, 3, Some(42.5)),
+        ],
+        layout: Vec::new(),
+        not_leading: vec![3, 5],
+        lost: Vec::new(),
+        duplicated: Vec::new(),
+        windows_closed: Vec::new(),
+        acks1: Vec::new(),
+    });
+    r.canary_last_window.insert(0, 0.0);
+    r.canary_last_window.insert(1, 12.0);
+    r.host.insert(
+        1,
+        host(1, Some(process(ProcessState::Running, Some(321))), None),
+    );
+    r.host.insert(
+        4,
+        host(4, Some(process(ProcessState::DiskSleep, None)), None),
+    );
+    r.host.insert(5, host(5, None, None));
+    r.host.insert(3, host(3, None, Some("cannot read /proc")));
+    r.liveness.insert(1, liveness(2000, Some(3), None));
+    r.liveness.insert(2, liveness(2000, None, None));
+    r.liveness.insert(4, liveness(4500, Some(800), Some(0)));
+    r
+}
+
+/// Cluster `orders`: unreachable, known only by its failed bootstrap addresses, its canary
+/// topic missing.
+fn orders() -> ClusterReport {
+    let mut r = ClusterReport::empty("orders", t(0));
+    r.round = 2;
+    r.duration = Duration::from_secs(3);
+    r.evaluated_at = t(3);
+    r.bootstrap_failures = vec![
+        (
+            "kafka-a:9092".into(),
+            failure(FailureKind::Unresolvable, "no such host"),
+        ),
+        (
+            "kafka-b:9092".into(),
+            failure(FailureKind::Timeout, "connect"),
+        ),
+    ];
+    r.canary = Some(CanaryRound {
+        topic: "__kafka_watchdog_canary".into(),
+        status: TopicStatus::Missing("not created".into()),
+        partitions: Vec::new(),
+        layout: Vec::new(),
+        not_leading: Vec::new(),
+        lost: Vec::new(),
+        duplicated: Vec::new(),
+        windows_closed: Vec::new(),
+        acks1: Vec::new(),
+    });
+    r
+}
+
+fn incident(cluster: &str, broker: Option<i32>, kind: FindingKind, severity: Severity) -> Incident {
+    let subject = broker.map_or(Subject::Cluster, Subject::Broker);
+    Incident {
+        id: format!("kw-{cluster}-{subject}-{kind}"),
+        dedup_key: format!("kafka-watchdog/{cluster}/{subject}/{kind}"),
+        cluster: cluster.into(),
+        subject,
+        kind,
+        broker,
+        broker_address: broker.map(|b| format!("127.0.0.1{b}:9092")),
+        state: broker.map(|_| BrokerState::Zombie),
+        severity,
+        peak_severity: severity,
+        summary: "golden".into(),
+        evidence: Vec::new(),
+        rules: Vec::new(),
+        affected_partitions: Vec::new(),
+        affected_partitions_total: 0,
+        suspects: broker.into_iter().collect(),
+        started_at: t(0),
+        updated_at: t(0),
+        resolved_at: None,
+        unavailable_seconds: None,
+        silenced: None,
+        notified_peak: Some(severity),
+    }
+}
+
+fn silence(
+    id: &str,
+    cluster: Option<&str>,
+    starts: SystemTime,
+    ends: SystemTime,
+) -> crate::model::silence::Silence {
+    crate::model::silence::Silence {
+        id: id.into(),
+        cluster: cluster.map(Into::into),
+        broker: None,
+        kind: None,
+        starts_at: starts,
+        ends_at: ends,
+        comment: "golden".into(),
+        created_by: "test".into(),
+        origin: crate::model::silence::Origin::Api,
+    }
+}
+
+fn canary_stats() -> CanaryStats {
+    let s = CanaryStats::default();
+    s.prime("lab", [(0, 1), (1, 2), (2, 4)].into_iter());
+    s.write("lab", 0, 1, "ok", Some(0.004));
+    s.write("lab", 0, 1, "ok", Some(0.02));
+    s.write("lab", 2, 4, "timeout", None);
+    s.end_to_end("lab", 0, 1, 0.03);
+    s.end_to_end("lab", 1, 2, 1.5);
+    s.lost(
+        "lab",
+        &LossEvent {
+            partition: 1,
+            offset: 17,
+            seq: 3,
+            acks: crate::observe::canary::record::Acks::All,
+            broker: 2,
+            reason: crate::observe::canary::ledger::LossReason::Truncated.as_label(),
+        },
+    );
+    s.duplicated("lab", 0, 1);
+    s.charged_failure("lab", 4, "timeout");
+    s.window_open("lab", 2, Some(4), true);
+    s.window_closed(
+        "lab",
+        &crate::observe::canary::window::Window {
+            partition: 1,
+            broker: Some(2),
+            start: t(0),
+            end: t(12),
+            failed_writes: 4,
+        },
+    );
+    s
+}
+
+fn remediation() -> crate::alert::remediate::Record {
+    crate::alert::remediate::Record {
+        cluster: "lab".into(),
+        broker: 4,
+        address: "127.0.0.14:9092".into(),
+        outcome: crate::alert::remediate::Outcome::Refused,
+        at: t(4),
+        zombie_for_secs: 300,
+        command: vec!["systemctl".into(), "restart".into(), "kafka".into()],
+        refusals: vec!["the daily limit (1) is reached".into()],
+        status: None,
+        stderr_tail: None,
+        before_output: None,
+        before_status: None,
+        verdict_evidence: vec!["no_answer: golden".into()],
+    }
+}
+
+fn extras(stats: &CanaryStats) -> Extras<'_> {
+    let far = UNIX_EPOCH + Duration::from_secs(4_102_444_800); // 2100
+    let mut silenced = incident("lab", Some(4), FindingKind::Broker, Severity::Critical);
+    silenced.silenced = Some(crate::model::silence::SilenceMark {
+        id: "s-lab".into(),
+        ends_at: far,
+        comment: "golden".into(),
+    });
+    Extras {
+        clusters: vec!["lab".into(), "orders".into(), "idle".into()],
+        canary_stats: Some(stats),
+        incidents: vec![
+            silenced,
+            incident("lab", None, FindingKind::UnderReplicated, Severity::Warning),
+            incident(
+                "lab",
+                None,
+                FindingKind::OfflinePartitions,
+                Severity::Critical,
+            ),
+            incident(
+                "orders",
+                None,
+                FindingKind::ClusterUnreachable,
+                Severity::Critical,
+            ),
+        ],
+        webhooks: Some(NotifierStats {
+            receivers: vec![
+                ReceiverStats {
+                    receiver: "pager".into(),
+                    format: "generic",
+                    target: "https://pager.example:443".into(),
+                    ok: 5,
+                    failed: 2,
+                    dropped: 1,
+                    queue_depth: 3,
+                    last_success: Some(t(5)),
+                    last_failure: Some("HTTP 503".into()),
+                },
+                ReceiverStats {
+                    receiver: "chat".into(),
+                    format: "slack",
+                    target: "https://chat.example:443".into(),
+                    ..ReceiverStats::default()
+                },
+            ],
+            unrouted_events: 0,
+            open_incidents: 4,
+        }),
+        reload_success: Some(false),
+        remediation_counts: vec![
+            (
+                ("lab".into(), 4, crate::alert::remediate::Outcome::Acted),
+                1,
+            ),
+            (
+                ("lab".into(), 4, crate::alert::remediate::Outcome::Refused),
+                3,
+            ),
+            (
+                ("lab".into(), 2, crate::alert::remediate::Outcome::DryRun),
+                0,
+            ),
+        ],
+        remediations: vec![remediation()],
+        silences: vec![
+            silence("s-lab", Some("lab"), t(0), far),
+            silence("s-all", None, t(0), far),
+            silence("s-old", Some("orders"), t(0), t(10)),
+            silence(
+                "s-later",
+                Some("orders"),
+                far,
+                far + Duration::from_secs(60),
+            ),
+        ],
+    }
+}
+
+fn page(stats: &CanaryStats) -> String {
+    render([lab(), orders()].iter(), &extras(stats))
+}
+
+/// The page with each family's samples sorted, without the `process_*` families and with
+/// the version replaced: what does not depend on the fixture left out.
+fn canonical(text: &str) -> String {
+    let mut out = String::new();
+    let mut samples: Vec<&str> = Vec::new();
+    let mut own_process = false;
+    let flush = |out: &mut String, samples: &mut Vec<&str>| {
+        samples.sort_unstable();
+        for s in samples.drain(..) {
+            out.push_str(s);
+            out.push('\n');
+        }
+    };
+    for line in text.lines() {
+        if let Some(rest) = line.strip_prefix("# HELP ") {
+            flush(&mut out, &mut samples);
+            own_process = rest.starts_with("process_");
+        }
+        if own_process {
+            continue;
+        }
+        if line.starts_with('#') {
+            flush(&mut out, &mut samples);
+            out.push_str(line);
+            out.push('\n');
+        } else {
+            samples.push(line);
+        }
+    }
+    flush(&mut out, &mut samples);
+    out.replace(
+        &format!("version=\"{}\"", env!("CARGO_PKG_VERSION")),
+        "version=\"VERSION\"",
+    )
+}
+
+fn check(name: &str, got: &str) {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/golden")
+        .join(name);
+    if std::env::var_os("UPDATE_GOLDEN").is_some() {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, got).unwrap();
+        return;
+    }
+    let want = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("{}: {e} (UPDATE_GOLDEN=1 writes it)", path.display()));
+    if got != want {
+        let first = got
+            .lines()
+            .zip(want.lines())
+            .position(|(g, w)| g != w)
+            .unwrap_or(got.lines().count().min(want.lines().count()));
+        panic!(
+            "{name} differs from the golden file at line {}:\n  got:  {:?}\n  want: {:?}",
+            first + 1,
+            got.lines().nth(first),
+            want.lines().nth(first)
+        );
+    }
+}
+
+#[test]
+fn metrics_page_matches_the_golden_files() {
+    let stats = canary_stats();
+    let om = page(&stats);
+    assert!(om.ends_with("# EOF\n"));
+    check("metrics.openmetrics.txt", &canonical(&om));
+    check("metrics.text004.txt", &canonical(&to_text_004(&om)));
+}
+
+/// `/status` of the same fixture: the document the snapshot behind the HTTP server must
+/// keep giving.
+#[test]
+fn status_document_matches_the_golden_file() {
+    let stats = canary_stats();
+    let doc = crate::serve::status::render("wd-golden", [lab(), orders()].iter(), &extras(&stats));
+    let doc = doc.replace(
+        &format!("\"version\": \"{}\"", env!("CARGO_PKG_VERSION")),
+        "\"version\": \"VERSION\"",
+    );
+    check("status.json", &doc);
+}
+
+/// Two renders of one input give one page once sorted: the comparison above does not
+/// depend on the order the library happens to write series in.
+#[test]
+fn the_canonical_page_is_stable() {
+    let stats = canary_stats();
+    assert_eq!(canonical(&page(&stats)), canonical(&page(&stats)));
+}
