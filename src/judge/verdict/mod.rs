@@ -251,7 +251,7 @@ pub fn judge(
                 peer_median_latency: medians.get(id).copied(),
                 recently_down,
                 cluster_invisible,
-                holds_in_cluster: leads.get(id).copied().unwrap_or(0),
+                holds_in_cluster: held_at_refusal(mem, leads.get(id).copied().unwrap_or(0)),
                 fencing_reported: fencing_answers
                     > u32::from(answer_kind(probe) == Some(AnswerKind::DescribedAll)),
                 canary: causes.canary.remove(id).unwrap_or_default(),
@@ -362,6 +362,18 @@ pub fn verdict_of(facts: &BrokerFacts, settings: &VerdictSettings) -> BrokerVerd
     }
 }
 
+/// What a refused broker held, as decided once per refusal: by the look right after it (or
+/// the first round that saw it), not by the view of now. Within seconds of a crash Kafka fences
+/// the broker and takes it out of every ISR and leadership, and judged from that view every
+/// crash would read as a clean stop (the lab's two killed replicas both did).
+fn held_at_refusal(mem: Option<&BrokerMemory>, holds_now: u32) -> u32 {
+    mem.and_then(|m| {
+        m.held_when_refused
+            .filter(|(at, _)| m.last_answered_at.is_none_or(|a| a < *at))
+    })
+    .map_or(holds_now, |(_, n)| n)
+}
+
 /// Updates what the verdicts remember, after a round.
 pub fn remember(
     memory: &mut BTreeMap<BrokerId, BrokerMemory>,
@@ -371,6 +383,21 @@ pub fn remember(
     for v in verdicts {
         if v.answered {
             memory.entry(v.broker).or_default().last_answered_at = Some(now);
+        }
+        // A refusal no look decided yet (no liveness check, or the round came first) is
+        // decided by this round, once: later rounds see what Kafka moved since.
+        let refused = v
+            .hits
+            .iter()
+            .find(|h| h.rule == "port_closed" || h.rule == SHUT_DOWN_CLEANLY);
+        if let Some(h) = refused {
+            let m = memory.entry(v.broker).or_default();
+            let decided = m
+                .held_when_refused
+                .is_some_and(|(at, _)| m.last_answered_at.is_none_or(|a| a < at));
+            if !decided {
+                m.held_when_refused = Some((now, u32::from(h.rule == "port_closed")));
+            }
         }
     }
     remember_states(memory, verdicts, now);

@@ -457,6 +457,32 @@ fn a_broker_that_held_nothing_when_its_port_closed_shut_down_cleanly_and_is_held
     assert_eq!(v[&2].page_after, None);
 }
 
+/// Two replicas killed in the lab: the next rounds saw Kafka fence them, elect away and
+/// shrink the ISRs, and judged from that view the crash read as a clean stop (held, not
+/// paged). A refusal is told clean or crashed once, when it starts.
+#[test]
+fn a_crash_stays_a_crash_after_kafka_moves_the_broker_out_of_every_isr() {
+    let mut w = World::healthy();
+    w.refused(2);
+    let mut memory = BTreeMap::new();
+    let v = w.round(&mut memory, 1000);
+    assert_eq!(rules(&v[&2]), vec!["port_closed"]);
+    // Fenced: leadership moved from 2 and it left every ISR.
+    w.parts = vec![
+        (1, 1, vec![1, 2, 3], vec![1, 3]),
+        (3, 2, vec![2, 3, 1], vec![3, 1]),
+        (3, 1, vec![3, 1, 2], vec![3, 1]),
+    ];
+    w.registered = vec![1, 3];
+    w.refresh();
+    w.refused(2);
+    for at in [1010, 1020] {
+        let v = w.round(&mut memory, at);
+        assert_eq!(rules(&v[&2])[0], "port_closed", "at {at}: {:?}", v[&2]);
+        assert_eq!(v[&2].page_after, None);
+    }
+}
+
 #[test]
 fn a_refused_broker_still_leading_crashed_and_is_paged_at_once() {
     let mut w = World::healthy();
