@@ -39,6 +39,13 @@ pub enum Fault {
     Kill,
     /// SIGKILL of both replicas of an RF 2 partition: the partition goes offline.
     KillTwo,
+    /// Only the request-handler and network threads stopped (`kafka-lab stall`): connects
+    /// are accepted and nothing is answered, while the heartbeat keeps it registered and
+    /// unfenced: the zombie Kafka never repairs.
+    Stall,
+    /// Only the replica fetcher threads stopped (`kafka-lab stall --fetchers`, incident 2's
+    /// dead fetcher): it answers clients and drops out of the ISRs it follows.
+    StallFetchers,
 }
 
 impl Fault {
@@ -53,7 +60,15 @@ impl Fault {
             Fault::Isolate => "isolate",
             Fault::Kill => "kill",
             Fault::KillTwo => "kill-two",
+            Fault::Stall => "stall",
+            Fault::StallFetchers => "stall-fetchers",
         }
+    }
+
+    /// A follower that stops replicating is named (degraded), not a zombie: its goal is any
+    /// non-healthy state.
+    fn names_a_follower(self) -> bool {
+        matches!(self, Fault::CutReplication | Fault::StallFetchers)
     }
 
     /// The Kafka reactions this fault must cause; a trial waits for them (and the watchdog's
@@ -62,7 +77,9 @@ impl Fault {
     fn kafka_expects(self) -> (bool, bool, bool) {
         // (fenced, ISR shrink, leader change)
         match self {
-            Fault::CutReplication => (false, true, false),
+            Fault::CutReplication | Fault::StallFetchers => (false, true, false),
+            // Kafka does nothing about it: that is the fault.
+            Fault::Stall => (false, false, false),
             _ => (true, true, true),
         }
     }
@@ -124,6 +141,8 @@ fn inject(lab: &mut Lab, fault: Fault, targets: &[BrokerId]) -> Result<()> {
             Fault::CutReplication => lab.cut_replication(t)?,
             Fault::Isolate => lab.isolate(t, true)?,
             Fault::Kill | Fault::KillTwo => lab.kill(t)?,
+            Fault::Stall => lab.stall(t, false)?,
+            Fault::StallFetchers => lab.stall(t, true)?,
         }
     }
     Ok(())
@@ -132,7 +151,11 @@ fn inject(lab: &mut Lab, fault: Fault, targets: &[BrokerId]) -> Result<()> {
 fn heal(lab: &mut Lab, fault: Fault, targets: &[BrokerId]) -> Result<()> {
     for &t in targets {
         match fault {
-            Fault::Freeze | Fault::CutReplication | Fault::Isolate => lab.heal(Some(t))?,
+            Fault::Freeze
+            | Fault::CutReplication
+            | Fault::Isolate
+            | Fault::Stall
+            | Fault::StallFetchers => lab.heal(Some(t))?,
             Fault::Kill | Fault::KillTwo => lab.start(t)?,
         }
     }
@@ -436,7 +459,7 @@ fn run_trial(
                 && (!want_leader || led.is_empty() || trial.leader_change_secs.is_some());
             let everything = required
                 && trial.webhook_secs.is_some()
-                && (trial.critical_secs.is_some() || fault == Fault::CutReplication);
+                && (trial.critical_secs.is_some() || fault.names_a_follower());
             if everything {
                 break;
             }
@@ -523,11 +546,13 @@ const LAB_REPLICA_LAG: f64 = 5.0;
 fn goal(profile: Profile, fault: Fault) -> (&'static str, f64, f64) {
     let aggressive = profile == Profile::Aggressive;
     match fault {
-        Fault::Freeze | Fault::Kill | Fault::KillTwo => {
+        Fault::Freeze | Fault::Stall | Fault::Kill | Fault::KillTwo => {
             ("fault", 2.0, if aggressive { 1.5 } else { 3.0 })
         }
         Fault::Isolate => ("new leader elected", 3.0, 4.0),
-        Fault::CutReplication => ("fault", LAB_REPLICA_LAG + 3.0, LAB_REPLICA_LAG + 4.0),
+        Fault::CutReplication | Fault::StallFetchers => {
+            ("fault", LAB_REPLICA_LAG + 3.0, LAB_REPLICA_LAG + 4.0)
+        }
     }
 }
 
@@ -562,7 +587,7 @@ pub fn missed_goals(section: &Section) -> Vec<String> {
         let state: Vec<f64> = ts
             .iter()
             .map(|t| {
-                let at = if fault == Fault::CutReplication {
+                let at = if fault.names_a_follower() {
                     t.state_secs
                 } else {
                     t.critical_secs
@@ -768,6 +793,11 @@ fn report(section: &mut Section, trials: &[Trial], opts: &DetectOptions) {
          neither fences it nor moves its leaderships, so those columns stay n/a",
     );
     section.note(
+        "stall stops only the broker's request-handler and network threads: it stays \
+         registered and leads on, so Kafka neither fences it, shrinks an ISR nor elects \
+         (n/a); stall-fetchers stops only its replica fetchers: the ISRs it follows shrink",
+    );
+    section.note(
         "kill-two kills both replicas of one RF 2 partition: 'leader changed' is the first \
          partition they led that got another leader or none (that RF 2 partition goes offline)",
     );
@@ -809,6 +839,28 @@ mod tests {
         let missed = missed_goals(&s);
         assert_eq!(missed.len(), 1, "{missed:?}");
         assert!(missed[0].contains("misattribution"), "{missed:?}");
+    }
+
+    /// Issue 14's two faults Kafka does not repair: a request-handler stall is a zombie
+    /// within the freeze's goals; a fetcher stall names the follower (any state) within the
+    /// replica lag + 3 s, as a cut replication does.
+    #[test]
+    fn stalls_have_the_goals_of_a_freeze_and_of_a_cut_replication() {
+        let mut s = Section::new("detect", json!({}));
+        s.raw = json!((0..10)
+            .map(|_| trial("stall", Some(2.5), Some(2.5)))
+            .collect::<Vec<_>>());
+        let missed = missed_goals(&s);
+        assert_eq!(missed.len(), 1, "{missed:?}");
+        assert!(
+            missed[0].starts_with("stall (default): state p95 2.5 s"),
+            "{missed:?}"
+        );
+        let mut t = trial("stall-fetchers", None, Some(8.5));
+        t["state_secs"] = json!(7.5);
+        s.raw = json!([t]);
+        assert_eq!(missed_goals(&s), Vec::<String>::new());
+        assert_eq!(Fault::parse("stall-fetchers"), Some(Fault::StallFetchers));
     }
 
     #[test]
