@@ -142,6 +142,16 @@ pub struct BrokerMemory {
     /// named it leader or in-sync replica of (0: a controlled shutdown had moved it out).
     pub held_when_refused: Option<(SystemTime, u32)>,
 }
+
+impl BrokerMemory {
+    /// What the current refusal was decided to hold: a decision taken before the broker
+    /// last answered belongs to an earlier refusal.
+    fn held_this_refusal(&self) -> Option<u32> {
+        self.held_when_refused
+            .filter(|(at, _)| self.last_answered_at.is_none_or(|a| a < *at))
+            .map(|(_, n)| n)
+    }
+}
 type Rule = fn(&BrokerFacts, &VerdictSettings) -> Option<RuleHit>;
 
 /// The rules, most severe first. Each returns a hit or nothing.
@@ -367,11 +377,8 @@ pub fn verdict_of(facts: &BrokerFacts, settings: &VerdictSettings) -> BrokerVerd
 /// the broker and takes it out of every ISR and leadership, and judged from that view every
 /// crash would read as a clean stop (the lab's two killed replicas both did).
 fn held_at_refusal(mem: Option<&BrokerMemory>, holds_now: u32) -> u32 {
-    mem.and_then(|m| {
-        m.held_when_refused
-            .filter(|(at, _)| m.last_answered_at.is_none_or(|a| a < *at))
-    })
-    .map_or(holds_now, |(_, n)| n)
+    mem.and_then(BrokerMemory::held_this_refusal)
+        .unwrap_or(holds_now)
 }
 
 /// Updates what the verdicts remember, after a round.
@@ -392,10 +399,7 @@ pub fn remember(
             .find(|h| h.rule == "port_closed" || h.rule == SHUT_DOWN_CLEANLY);
         if let Some(h) = refused {
             let m = memory.entry(v.broker).or_default();
-            let decided = m
-                .held_when_refused
-                .is_some_and(|(at, _)| m.last_answered_at.is_none_or(|a| a < at));
-            if !decided {
+            if m.held_this_refusal().is_none() {
                 m.held_when_refused = Some((now, u32::from(h.rule == "port_closed")));
             }
         }
