@@ -1,6 +1,8 @@
 //! One cluster's round loop: probe, canary, liveness and host observation each round, the
 //! report evaluated and published, alerting and remediation after it; a round that overruns
-//! its limit is cut, and between rounds liveness news re-assesses the verdicts.
+//! its limit is cut, and between rounds liveness news re-assesses the verdicts. Rounds come
+//! every interval, and earlier (`cadence`) when a peer's registration or a canary
+//! partition changed, or a finding waits for the look that confirms it.
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
@@ -15,6 +17,7 @@ use crate::observe::canary::{Canary, CanaryRound};
 use crate::observe::host::HostObserver;
 use crate::observe::liveness::{Board, Liveness, LivenessSettings};
 use crate::observe::probe::ClusterProber;
+use crate::run::cadence::Cadence;
 use crate::run::service::LoopHealth;
 use crate::run::setup;
 use crate::serve::snapshot::Publisher;
@@ -90,8 +93,10 @@ pub async fn cluster_loop(
     // The last round's report, for re-evaluations until the next round.
     let mut last: Option<Arc<ClusterReport>> = None;
     let limit = round_limit(&cfg);
-    let mut next = tokio::time::Instant::now();
+    let canary_news = canary.as_ref().map(Canary::news);
+    let mut cadence = Cadence::new(cfg.round_interval, tokio::time::Instant::now());
     loop {
+        cadence.started(tokio::time::Instant::now());
         let round = {
             let round = tokio::time::timeout(limit, async {
                 hang_round_for_tests().await;
@@ -104,6 +109,10 @@ pub async fn cluster_loop(
                     _ = news(board.as_deref(), tick) => {
                         decide_refusals(&mut evaluator, board.as_deref(), last.as_deref(), &look_wire).await;
                         reassess(&cfg, &mut evaluator, board.as_deref(), &mut last, &alerting, &published);
+                        confirm_soon(&mut cadence, &alerting, &cfg);
+                    }
+                    _ = round_news(board.as_deref(), canary_news.as_deref()) => {
+                        cadence.want(tokio::time::Instant::now());
                     }
                     _ = shutdown.changed() => return,
                 }
@@ -125,6 +134,7 @@ pub async fn cluster_loop(
                 let report = Arc::new(report);
                 last = Some(report.clone());
                 published.publish(report);
+                confirm_soon(&mut cadence, &alerting, &cfg);
                 // Only a round that published counts as progress for the systemd watchdog:
                 // an abandoned one updated nothing that anyone reads, and a loop whose rounds
                 // are all abandoned must be restarted like a loop that hangs.
@@ -137,22 +147,52 @@ pub async fn cluster_loop(
             ),
         }
         stall_for_tests(&mut shutdown).await;
-        // Rounds start on a fixed cadence; a round that overran starts the next one at once.
-        next += cfg.round_interval;
-        let now = tokio::time::Instant::now();
-        if next < now {
-            next = now;
-        }
         loop {
+            let next = cadence.next_start(tokio::time::Instant::now());
             tokio::select! {
                 _ = tokio::time::sleep_until(next) => break,
                 _ = news(board.as_deref(), tick) => {
                     decide_refusals(&mut evaluator, board.as_deref(), last.as_deref(), &look_wire).await;
                     reassess(&cfg, &mut evaluator, board.as_deref(), &mut last, &alerting, &published);
+                    confirm_soon(&mut cadence, &alerting, &cfg);
+                }
+                _ = round_news(board.as_deref(), canary_news.as_deref()) => {
+                    cadence.want(tokio::time::Instant::now());
                 }
                 _ = shutdown.changed() => return,
             }
         }
+    }
+}
+
+/// A finding that waits for a second look gets one when it can confirm it, not at the next
+/// interval: the page follows the first sight by about `open_after_secs`.
+fn confirm_soon(cadence: &mut Cadence, alerting: &Alerting, cfg: &ClusterConfig) {
+    if let Some(due) = alerting.confirmation_due(cfg) {
+        let wait = due.duration_since(SystemTime::now()).unwrap_or_default();
+        cadence.want(tokio::time::Instant::now() + wait);
+    }
+}
+
+/// Returns when something happened that only a round can judge: a broker's list of
+/// registered brokers changed (a peer fenced, stopped or back), or a canary partition's
+/// writes changed how they end. Never when neither is watched.
+async fn round_news(board: Option<&Board>, canary: Option<&tokio::sync::Notify>) {
+    let registration = async {
+        match board {
+            Some(b) => b.registration_changed().await,
+            None => std::future::pending().await,
+        }
+    };
+    let canary = async {
+        match canary {
+            Some(n) => n.notified().await,
+            None => std::future::pending().await,
+        }
+    };
+    tokio::select! {
+        _ = registration => {}
+        _ = canary => {}
     }
 }
 

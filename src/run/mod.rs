@@ -2,6 +2,7 @@
 //! out a started pipeline (preflight, setup, the round loop per cluster), reloads, a drained
 //! stop, and the one-shot commands (`silence`).
 
+pub mod cadence;
 pub mod cluster_loop;
 pub mod daemon;
 pub mod preflight;

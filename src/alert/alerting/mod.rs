@@ -265,6 +265,15 @@ impl Alerting {
             .map(|s| s.describe())
     }
 
+    /// When a finding of `cluster` that waits for confirmation can be confirmed by another
+    /// look (see `IncidentBook::confirmation_due`).
+    pub fn confirmation_due(&self, cluster: &ClusterConfig) -> Option<SystemTime> {
+        self.book
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .confirmation_due(&cluster.name, cluster.verdict.open_after)
+    }
+
     /// The state of `broker`'s open incident, if it has one: the verdict as confirmed
     /// (held for `open_after_secs`, kept until resolved).
     pub fn confirmed_state(

@@ -239,6 +239,32 @@ impl IncidentBook {
         self.tracks.is_empty()
     }
 
+    /// When a finding of `cluster` seen but not yet held for `open_after` will have been:
+    /// the time a look at it then opens its incident (or finds it gone). `None` when nothing
+    /// waits, or when what waits has been seen over `open_after` already and holds out for
+    /// a longer hold of its own (a clean stop's grace), which the rounds will reach.
+    pub fn confirmation_due(
+        &self,
+        cluster: &str,
+        open_after: std::time::Duration,
+    ) -> Option<SystemTime> {
+        self.tracks
+            .iter()
+            .filter(|(k, _)| k.cluster == cluster)
+            .filter_map(|(_, t)| match t {
+                Track::Pending {
+                    first_seen,
+                    last_seen,
+                    ..
+                } => {
+                    let due = *first_seen + open_after;
+                    last_seen.is_none_or(|l| l < due).then_some(due)
+                }
+                Track::Open { .. } => None,
+            })
+            .min()
+    }
+
     /// The open incidents of every cluster, in key order.
     pub fn open_incidents(&self) -> Vec<Incident> {
         self.tracks

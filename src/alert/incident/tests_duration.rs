@@ -148,3 +148,30 @@ fn a_finding_held_for_longer_opens_only_once_it_has_held_that_long() {
     let es = book.observe("lab", vec![], defaults(), t(80_000));
     assert!(es.is_empty(), "{es:?}");
 }
+
+/// A round's finding waits for a look `open_after` after it; the loop starts a round then
+/// (`run::cadence`) instead of waiting for the next interval. A finding already seen over
+/// that span and still pending holds out for a longer hold of its own: no early look helps.
+#[test]
+fn a_pending_finding_says_when_a_second_look_confirms_it() {
+    let mut book = IncidentBook::new();
+    assert_eq!(book.confirmation_due("lab", SECS(1)), None);
+    book.observe("lab", vec![zombie(None, None)], defaults(), t(10_000));
+    assert_eq!(book.confirmation_due("lab", SECS(1)), Some(t(11_000)));
+    assert_eq!(book.confirmation_due("other", SECS(1)), None);
+    let es = book.observe("lab", vec![zombie(None, None)], defaults(), t(11_000));
+    assert_eq!(opened(&es), 1);
+    assert_eq!(
+        book.confirmation_due("lab", SECS(1)),
+        None,
+        "open: nothing waits"
+    );
+
+    let mut grace = IncidentBook::new();
+    let mut held = zombie(None, None);
+    held.hold_for = Some(SECS(60));
+    grace.observe("lab", vec![held.clone()], defaults(), t(0));
+    assert_eq!(grace.confirmation_due("lab", SECS(1)), Some(t(1_000)));
+    grace.observe("lab", vec![held], defaults(), t(1_000));
+    assert_eq!(grace.confirmation_due("lab", SECS(1)), None);
+}

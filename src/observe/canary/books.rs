@@ -41,6 +41,8 @@ pub(super) struct Shared {
     pub(super) stats: CanaryStats,
     pub(super) cluster: String,
     pub(super) slow: Duration,
+    /// Told when a partition's newest write ends differently from the one before.
+    pub(super) news: Arc<tokio::sync::Notify>,
 }
 
 pub(super) fn lock(books: &Mutex<Books>) -> std::sync::MutexGuard<'_, Books> {
@@ -210,7 +212,19 @@ impl Books {
                         Ok(_) => Ok(a.took),
                         Err(f) => Err(f.clone()),
                     };
-                    self.latest.insert(partition, (a.sent_at, result));
+                    let before = self.latest.insert(partition, (a.sent_at, result));
+                    // Working, slow, failing (and how) changed: a follower that stopped
+                    // fetching holds writes until its leader drops it from the ISR, and
+                    // the first write that ends then is the moment a round sees it.
+                    let class = |r: &Result<Duration, ProduceFailure>| match r {
+                        Ok(d) if *d >= sh.slow => "slow",
+                        Ok(_) => "ok",
+                        Err(f) => f.kind,
+                    };
+                    let now_class = class(&self.latest[&partition].1);
+                    if before.is_some_and(|(_, r)| class(&r) != now_class) {
+                        sh.news.notify_one();
+                    }
                 }
                 if let Ok(ack) = a.result {
                     let entry = Entry {

@@ -123,6 +123,7 @@ impl Canary {
                 stats,
                 cluster: settings.cluster.clone(),
                 slow: slow_write(settings.produce_timeout),
+                news: Arc::new(tokio::sync::Notify::new()),
             }),
             settings,
             clients: None,
@@ -134,6 +135,12 @@ impl Canary {
 
     pub fn topic(&self) -> String {
         self.settings.topic.clone()
+    }
+
+    /// Woken when a canary partition's writes change how they end (working, slow, failing
+    /// and how): what ails it is in the metadata, and a round should look now.
+    pub fn news(&self) -> Arc<tokio::sync::Notify> {
+        self.shared.news.clone()
     }
 
     fn start_clients(&self) -> Result<Clients, TopicStatus> {

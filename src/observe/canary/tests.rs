@@ -26,7 +26,43 @@ fn shared() -> Shared {
         stats: CanaryStats::default(),
         cluster: "lab".into(),
         slow: Duration::from_millis(500),
+        news: Arc::new(tokio::sync::Notify::new()),
     }
+}
+
+/// Whether `sh.news` was told since the last call (a stored permit).
+fn told(sh: &Shared) -> bool {
+    let fut = sh.news.notified();
+    tokio::pin!(fut);
+    fut.as_mut().enable()
+}
+
+/// A partition's writes that change how they end (working, slow, failing) wake the round
+/// loop; the same outcome again, and a write older than the newest, do not.
+#[test]
+fn a_partition_whose_writes_change_how_they_end_is_news() {
+    let sh = shared();
+    let mut b = lock(&sh.books);
+    b.write_ended(attempt(0, 1, false, 0, 5, Ok(())), &sh);
+    assert!(!told(&sh), "the first write is no news");
+    b.write_ended(attempt(0, 1, false, 1_000, 5, Ok(())), &sh);
+    assert!(!told(&sh));
+    // A follower stopped fetching: writes held, then acknowledged when the ISR shrank.
+    b.write_ended(attempt(0, 1, false, 2_000, 4_000, Ok(())), &sh);
+    assert!(told(&sh), "slow");
+    b.write_ended(attempt(0, 1, false, 3_000, 3_000, Ok(())), &sh);
+    assert!(!told(&sh), "slow again");
+    b.write_ended(attempt(0, 1, false, 6_000, 5, Ok(())), &sh);
+    assert!(told(&sh), "working again");
+    b.write_ended(attempt(0, 1, false, 5_000, 5_000, Err("timeout")), &sh);
+    assert!(!told(&sh), "older than the newest");
+    b.write_ended(
+        attempt(0, 1, false, 7_000, 5, Err("not_enough_replicas")),
+        &sh,
+    );
+    assert!(told(&sh), "failing");
+    b.write_ended(attempt(1, 2, false, 7_000, 5, Err("timeout")), &sh);
+    assert!(!told(&sh), "another partition's first write");
 }
 
 fn at(ms: u64) -> SystemTime {

@@ -1,6 +1,6 @@
 //! Continuous per-broker liveness, apart from the metadata round (issue 14). Every broker has
-//! a task of its own with a persistent connection that sends ApiVersions every
-//! `liveness_interval_ms`. An outstanding request is evidence while it ages: the moment its
+//! a task of its own with a persistent connection that sends Metadata for no topics (or
+//! ApiVersions, to a broker too old for that) every `liveness_interval_ms`. An outstanding request is evidence while it ages: the moment its
 //! silence passes the broker's own threshold (a floor for ordinary GC pauses, or a multiple
 //! of its own recent answer times when that is longer) the cluster loop is told, and a fresh
 //! connection beside the silent one tells "accepted but silent" (a frozen process: the kernel
@@ -224,6 +224,8 @@ impl Tracker {
 struct Entry {
     address: String,
     tracker: Tracker,
+    /// The brokers it listed as registered in its newest answer, when it says.
+    registered: Option<Vec<BrokerId>>,
 }
 
 /// The trackers of one cluster's brokers, shared by their tasks and the cluster loop.
@@ -232,6 +234,9 @@ pub struct Board {
     brokers: Mutex<BTreeMap<BrokerId, Entry>>,
     /// Woken when a broker's liveness changed in a way the verdict must hear at once.
     changed: Notify,
+    /// Woken when a broker's list of registered brokers changed: a peer was fenced, shut
+    /// down or came back. Only a metadata round can tell which and what it means.
+    registration: Notify,
 }
 
 impl Board {
@@ -275,6 +280,29 @@ impl Board {
     /// Waits for news.
     pub async fn changed(&self) {
         self.changed.notified().await
+    }
+
+    /// Waits for a change of some broker's registered list.
+    pub async fn registration_changed(&self) {
+        self.registration.notified().await
+    }
+
+    /// `id` listed `registered` in its newest answer. Returns whether that differs from its
+    /// answer before (its first answer is no news).
+    fn listed(&self, id: BrokerId, mut registered: Vec<BrokerId>) -> bool {
+        registered.sort_unstable();
+        let news = match self.lock().get_mut(&id) {
+            Some(e) => {
+                let news = e.registered.as_ref().is_some_and(|r| *r != registered);
+                e.registered = Some(registered);
+                news
+            }
+            None => false,
+        };
+        if news {
+            self.registration.notify_one();
+        }
+        news
     }
 }
 
@@ -322,6 +350,7 @@ impl Liveness {
                 Entry {
                     address: address.clone(),
                     tracker: Tracker::new(self.settings.floor),
+                    registered: None,
                 },
             );
             let task = tokio::spawn(watch_broker(
@@ -411,8 +440,9 @@ fn refused(e: &WireError) -> bool {
     e.kind() == FailureKind::ConnectionRefused
 }
 
-/// One broker's task: connect, then ApiVersions every interval on that connection, for as
-/// long as the broker is known.
+/// One broker's task: connect, then Metadata for no topics every interval on that
+/// connection, for as long as the broker is known. The answer's broker list is news when it
+/// changes: a peer fenced (KRaft lists only unfenced brokers) or gone is seen between rounds.
 async fn watch_broker(id: BrokerId, address: String, s: LivenessSettings, board: Arc<Board>) {
     let mut client: Option<BrokerClient> = None;
     let mut next = Instant::now();
@@ -447,9 +477,12 @@ async fn watch_broker(id: BrokerId, address: String, s: LivenessSettings, board:
                 }
                 false
             }
-            Some(c) => match watched(c.ping(), id, &address, &s, &board).await {
-                Ok(latency) => {
+            Some(c) => match watched(c.ping_registered(), id, &address, &s, &board).await {
+                Ok((latency, registered)) => {
                     board.update(id, |t| t.answered(Instant::now(), latency));
+                    if let Some(r) = registered {
+                        board.listed(id, r);
+                    }
                     may_retry_at_once = true;
                     false
                 }

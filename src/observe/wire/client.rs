@@ -125,6 +125,24 @@ impl BrokerClient {
         Ok(answer.latency)
     }
 
+    /// Metadata for no topics: about as cheap as ApiVersions, and it lists the brokers this
+    /// one sees registered (in KRaft: and unfenced), so a peer fenced or gone is news on the
+    /// liveness connection itself. Brokers below Metadata v1 (where an empty topic list
+    /// still means every topic) get ApiVersions, and no list. Returns how long the answer
+    /// took and the listed broker ids.
+    pub async fn ping_registered(
+        &mut self,
+    ) -> Result<(Duration, Option<Vec<crate::model::round::BrokerId>>), WireError> {
+        match self.versions.for_request::<MetadataRequest>() {
+            Some(v) if v >= 1 => {
+                let answer = self.metadata(Some(&[])).await?;
+                let ids = answer.value.brokers.iter().map(|b| b.id).collect();
+                Ok((answer.latency, Some(ids)))
+            }
+            _ => self.ping().await.map(|l| (l, None)),
+        }
+    }
+
     /// This broker's view of the cluster. `None` asks for all topics; `Some` for the named
     /// ones, which the broker may answer with a per-topic error. From Metadata v4 on the
     /// request forbids auto-creation; below that the broker's own setting decides.
