@@ -210,3 +210,82 @@ fn a_stalled_request_path_is_paged_as_a_zombie_within_seconds() {
     });
     drop(w);
 }
+
+/// Waits until every canary partition has a timed write: the canary is what sees a
+/// follower stop replicating before the next round.
+fn canary_writing(w: &Watchdog) {
+    eventually(Duration::from_secs(60), "canary round trips", || {
+        let c = w.canary();
+        let ps = c["partitions"].as_array()?.clone();
+        (ps.len() == 3 && ps.iter().all(|p| p["produce_seconds"].is_number())).then_some(())
+    });
+}
+
+/// With the default 10 s round, the watchdog used to see a fenced, isolated leader at the
+/// next round and confirm it one round later: paged 14-21 s after the fault. A peer's
+/// registered list on the liveness connection drops it when Kafka fences it (lab: ~4 s),
+/// which starts a round at once, and the finding's confirming look follows a second later.
+#[test]
+fn an_isolated_leader_is_paged_within_seconds_of_being_fenced() {
+    let mut lab = lab();
+    let rx = Receiver::start();
+    let w = start("live-isolate", &rx);
+    canary_writing(&w);
+    lab.isolate(1, false).unwrap();
+    let isolated_at = Instant::now();
+    let v = rx.wait("opened broker 1 zombie", Duration::from_secs(40), |v| {
+        is_event(v, "opened", "broker", Some(1)) && v["state"] == "zombie"
+    });
+    let paged_after = isolated_at.elapsed();
+    eprintln!(
+        "isolated leader paged {:.2} s after the isolation",
+        paged_after.as_secs_f64()
+    );
+    // Fenced after ~4 s (session timeout 3 s); the goal is 4 s after the new leader.
+    assert!(
+        paged_after < Duration::from_secs(12),
+        "paged after {paged_after:?}: {v:#}"
+    );
+    std::thread::sleep(Duration::from_secs(5));
+    let wrong = misattributions(&rx, 1);
+    assert!(wrong.is_empty(), "{:#}", serde_json::Value::Array(wrong));
+    lab.heal(Some(1)).unwrap();
+    rx.wait("resolved broker 1", Duration::from_secs(90), |v| {
+        is_event(v, "resolved", "broker", Some(1))
+    });
+}
+
+/// A follower that stops replicating leaves the ISRs after `replica.lag.time.max.ms` (lab:
+/// 5 s). With the default 10 s round it used to be named at the next round and paged one
+/// round later (15-20 s). The canary's writes, held until the ISR shrinks and then fast
+/// again, start a round at that moment.
+#[test]
+fn a_follower_whose_replication_is_cut_is_paged_within_seconds_of_leaving_the_isrs() {
+    let mut lab = lab();
+    let rx = Receiver::start();
+    let w = start("live-cut", &rx);
+    canary_writing(&w);
+    lab.cut_replication(3).unwrap();
+    let cut_at = Instant::now();
+    let v = rx.wait("opened broker 3", Duration::from_secs(40), |v| {
+        is_event(v, "opened", "broker", Some(3))
+    });
+    let paged_after = cut_at.elapsed();
+    eprintln!(
+        "cut follower paged {:.2} s after the cut: {}",
+        paged_after.as_secs_f64(),
+        v["summary"]
+    );
+    // ISR shrink 5-7.5 s after the cut; the goal is lag + 4 s.
+    assert!(
+        paged_after < Duration::from_secs(14),
+        "paged after {paged_after:?}: {v:#}"
+    );
+    std::thread::sleep(Duration::from_secs(5));
+    let wrong = misattributions(&rx, 3);
+    assert!(wrong.is_empty(), "{:#}", serde_json::Value::Array(wrong));
+    lab.heal(Some(3)).unwrap();
+    rx.wait("resolved broker 3", Duration::from_secs(90), |v| {
+        is_event(v, "resolved", "broker", Some(3))
+    });
+}
