@@ -34,6 +34,9 @@ pub(super) struct Books {
     pub(super) windows_closed: Vec<Window>,
     /// Each partition's leader in the newest view, for events that do not name a broker.
     pub(super) leaders: BTreeMap<i32, BrokerId>,
+    /// The (partition, broker) series of `canary_unavailable_now` that exist: removed with
+    /// their partition, so a window open when it vanished does not stay 1 forever.
+    pub(super) gauged: BTreeSet<(i32, BrokerId)>,
 }
 
 pub(super) struct Shared {
@@ -63,10 +66,17 @@ impl Books {
             duplicated: Vec::new(),
             windows_closed: Vec::new(),
             leaders: BTreeMap::new(),
+            gauged: BTreeSet::new(),
         }
     }
 
-    pub(super) fn retain_partitions(&mut self, keep: impl Fn(i32) -> bool) {
+    pub(super) fn retain_partitions(&mut self, keep: impl Fn(i32) -> bool, sh: &Shared) {
+        self.gauged.retain(|&(p, b)| {
+            keep(p) || {
+                sh.stats.forget_window(&sh.cluster, p, b);
+                false
+            }
+        });
         self.ledger.retain_partitions(&keep);
         self.windows.retain_partitions(&keep);
         self.latest.retain(|p, _| keep(*p));
@@ -197,6 +207,9 @@ impl Books {
                         self.window_closed(w, sh);
                     }
                     sh.stats.window_open(&sh.cluster, partition, charge, true);
+                    if let Some(b) = charge {
+                        self.gauged.insert((partition, b));
+                    }
                 }
                 if a.result.is_ok() {
                     if let Some(w) = self.windows.succeeded(partition, a.sent_at, now) {

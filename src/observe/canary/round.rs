@@ -187,7 +187,7 @@ impl Canary {
             books.event(ev, &self.shared);
         }
         books.report(parts, end, &mut out);
-        books.retain_partitions(|p| existing.contains(&p));
+        books.retain_partitions(|p| existing.contains(&p), &self.shared);
         drop(books);
         if let Some(f) = out
             .partitions

@@ -167,6 +167,11 @@ impl CanaryStats {
         }
     }
 
+    /// The partition is gone: its "unavailable now" series with it.
+    pub fn forget_window(&self, cluster: &str, partition: i32, broker: BrokerId) {
+        self.unavailable_now.remove(&pb(cluster, partition, broker));
+    }
+
     pub fn window_closed(&self, cluster: &str, w: &Window) {
         self.window_open(cluster, w.partition, w.broker, false);
         self.unavailable_seconds

@@ -227,3 +227,29 @@ fn a_partition_read_before_resumes_where_it_stood_never_at_the_end() {
     );
     assert_eq!(resume_offset(Offset::End, None), None);
 }
+
+fn unavailable_now(sh: &Shared) -> Vec<String> {
+    let mut text = String::new();
+    let mut reg = prometheus_client::registry::Registry::default();
+    reg.register("u", "u", sh.stats.unavailable_now.clone());
+    prometheus_client::encoding::text::encode(&mut text, &reg).unwrap();
+    text.lines()
+        .filter(|l| l.starts_with("u{"))
+        .map(str::to_string)
+        .collect()
+}
+
+/// A partition that vanished (the canary topic shrunk or was recreated) while a window of it
+/// was open took its "unavailable now" series with it: it used to stay at 1 for good.
+#[test]
+fn a_vanished_partition_takes_its_unavailable_now_series_with_it() {
+    let sh = shared();
+    let mut b = lock(&sh.books);
+    b.write_ended(attempt(0, 1, false, 0, 5_000, Err("timeout")), &sh);
+    b.write_ended(attempt(1, 2, false, 0, 5_000, Err("timeout")), &sh);
+    assert_eq!(unavailable_now(&sh).len(), 2, "{:?}", unavailable_now(&sh));
+    b.retain_partitions(|p| p == 1, &sh);
+    let left = unavailable_now(&sh);
+    assert_eq!(left.len(), 1, "{left:?}");
+    assert!(left[0].contains("partition=\"1\""), "{left:?}");
+}
