@@ -62,7 +62,7 @@ fn start(name: &str, host_yaml: String, rx: Option<&Receiver>) -> Watchdog {
         &WatchdogSettings {
             canary_yaml: format!("      topic: {canary_topic}\n"),
             extra_cluster_yaml: format!(
-                "    verdict:\n      open_after_rounds: 1\n      resolve_after_rounds: 2\n{host_yaml}"
+                "    verdict:\n      open_after_secs: 0\n      resolve_after_secs: 2\n{host_yaml}"
             ),
             extra_top_yaml: rx.map(Receiver::yaml).unwrap_or_default(),
             ..WatchdogSettings::default()

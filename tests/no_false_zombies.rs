@@ -244,7 +244,7 @@ fn a_frozen_broker_whose_accept_queue_fills_stays_one_zombie_episode() {
         &WatchdogSettings {
             canary_yaml: format!("      topic: {canary_topic}\n"),
             extra_cluster_yaml:
-                "    verdict:\n      open_after_rounds: 2\n      resolve_after_rounds: 2\n".into(),
+                "    verdict:\n      open_after_secs: 2\n      resolve_after_secs: 2\n".into(),
             extra_top_yaml: rx.yaml(),
             ..WatchdogSettings::default()
         },

@@ -28,7 +28,7 @@ fn settings(webhooks_yaml: String) -> WatchdogSettings {
     WatchdogSettings {
         canary_yaml: format!("      topic: {}\n", unique_topic("kwc-own")),
         extra_cluster_yaml:
-            "    verdict:\n      open_after_rounds: 2\n      resolve_after_rounds: 2\n".into(),
+            "    verdict:\n      open_after_secs: 2\n      resolve_after_secs: 2\n".into(),
         extra_top_yaml: webhooks_yaml,
         ..WatchdogSettings::default()
     }

@@ -31,7 +31,7 @@ fn daemon(name: &str, sink: &Receiver, silences_yaml: &str) -> Watchdog {
             "instance_id: silence-test\nhttp:\n  listen: 127.0.0.1:{port}\nstate_dir: {state}\n\
              clusters:\n  - name: nowhere\n    bootstrap_servers: [127.0.0.1:1]\n    \
              round_interval_secs: 2\n    connect_timeout_ms: 1000\n    request_timeout_ms: 1000\n    \
-             verdict:\n      open_after_rounds: 1\n      resolve_after_rounds: 1\n    \
+             verdict:\n      open_after_secs: 0\n      resolve_after_secs: 0\n    \
              canary:\n      enabled: false\n{hooks}{extra}",
             state = dir.join("state").display(),
         )

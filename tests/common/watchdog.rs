@@ -313,7 +313,7 @@ pub fn dashboard_metrics_exist(w: &Watchdog, which: impl Fn(&str) -> bool) {
 }
 
 /// A watchdog for the incident checks: its own canary topic (plus `canary_yaml`), webhooks
-/// to `rx`, confirmation over two rounds.
+/// to `rx`, confirmation after 2 s (one 2 s round, as `open_after_rounds: 2` meant).
 pub fn start_incidents(name: &str, rx: &Receiver, canary_yaml: &str) -> Watchdog {
     let canary_topic = super::unique_topic(&format!("kwc-{name}"));
     Watchdog::start(
@@ -321,7 +321,7 @@ pub fn start_incidents(name: &str, rx: &Receiver, canary_yaml: &str) -> Watchdog
         &WatchdogSettings {
             canary_yaml: format!("      topic: {canary_topic}\n{canary_yaml}"),
             extra_cluster_yaml:
-                "    verdict:\n      open_after_rounds: 2\n      resolve_after_rounds: 2\n".into(),
+                "    verdict:\n      open_after_secs: 2\n      resolve_after_secs: 2\n".into(),
             extra_top_yaml: rx.yaml(),
             ..WatchdogSettings::default()
         },
