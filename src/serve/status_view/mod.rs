@@ -110,6 +110,27 @@ fn ago(view: &View, t: &Value) -> Option<String> {
     t.as_f64().map(|t| duration(view.now - t))
 }
 
+/// The continuous liveness check in a few characters: its last answer time while it
+/// answers, else how long it has been silent or that its port refuses.
+fn liveness(l: &Value) -> String {
+    if l.is_null() {
+        return "-".into();
+    }
+    let silence = l["silence_seconds"].as_f64().unwrap_or(0.0);
+    let threshold = l["threshold_seconds"].as_f64().unwrap_or(f64::INFINITY);
+    if l["refused"].as_bool() == Some(true) {
+        format!("refused {}", duration(silence))
+    } else if silence >= threshold {
+        format!("silent {}", duration(silence))
+    } else {
+        match l["last_latency_seconds"].as_f64() {
+            Some(s) if s < 1.0 => format!("{:.0} ms", s * 1000.0),
+            Some(s) => format!("{s:.1} s"),
+            None => "-".into(),
+        }
+    }
+}
+
 fn render_cluster(out: &mut Vec<String>, view: &View, c: &Value) {
     let sev = cluster_severity(c);
     let brokers = c["brokers"].as_array().map(Vec::as_slice).unwrap_or(&[]);
@@ -162,8 +183,8 @@ fn render_cluster(out: &mut Vec<String>, view: &View, c: &Value) {
     }
     if !brokers.is_empty() {
         out.push(format!(
-            "  {:<6} {:<22} {:<9} {:>7}  {:<24} EVIDENCE",
-            "BROKER", "ADDRESS", "STATE", "FOR", "RULE"
+            "  {:<6} {:<22} {:<9} {:>7}  {:<14} {:<24} EVIDENCE",
+            "BROKER", "ADDRESS", "STATE", "FOR", "LIVENESS", "RULE"
         ));
     }
     for b in brokers {
@@ -188,11 +209,12 @@ fn render_cluster(out: &mut Vec<String>, view: &View, c: &Value) {
             _ => "?",
         };
         out.push(format!(
-            "  {:<6} {:<22} {} {:>7}  {:<24} {}",
+            "  {:<6} {:<22} {} {:>7}  {:<14} {:<24} {}",
             b["broker"].as_i64().map_or("?".into(), |i| i.to_string()),
             address,
             cell(view, state_color(state), state, 9),
             ago(view, &b["state_since"]).unwrap_or_else(|| "-".into()),
+            liveness(&b["liveness"]),
             rules,
             evidence
         ));
@@ -469,6 +491,12 @@ mod tests {
         let down = line_with(&page, "127.0.0.13:9092");
         assert!(
             down.contains("down") && down.contains("57s") && down.contains("connection_refused")
+        );
+        assert!(zombie.contains("silent 3m05s"), "liveness: {zombie}");
+        assert!(down.contains("refused 57s"), "liveness: {down}");
+        assert!(
+            line_with(&page, "127.0.0.11:9092").contains(" 3 ms "),
+            "liveness: {page}"
         );
         let healthy = line_with(&page, "127.0.0.11:9092");
         assert!(
