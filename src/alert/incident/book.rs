@@ -239,10 +239,14 @@ impl IncidentBook {
         self.tracks.is_empty()
     }
 
-    /// When a finding of `cluster` seen but not yet held for `open_after` will have been:
-    /// the time a look at it then opens its incident (or finds it gone). `None` when nothing
-    /// waits, or when what waits has been seen over `open_after` already and holds out for
-    /// a longer hold of its own (a clean stop's grace), which the rounds will reach.
+    /// When a broker finding of `cluster` seen but not yet held for `open_after` will have
+    /// been: the time a look at it then opens its incident (or finds it gone). `None` when
+    /// nothing waits, or when what waits has been seen over `open_after` already and holds
+    /// out for a longer hold of its own (a clean stop's grace), which the rounds will reach.
+    ///
+    /// Only a broker's verdict is worth an early look: partition and canary findings (a
+    /// replica behind for a moment, a write failing during an ordinary election) keep the
+    /// rounds' pace, as they did, so a second look one second later pages no blip.
     pub fn confirmation_due(
         &self,
         cluster: &str,
@@ -250,7 +254,7 @@ impl IncidentBook {
     ) -> Option<SystemTime> {
         self.tracks
             .iter()
-            .filter(|(k, _)| k.cluster == cluster)
+            .filter(|(k, _)| k.cluster == cluster && k.kind == FindingKind::Broker)
             .filter_map(|(_, t)| match t {
                 Track::Pending {
                     first_seen,

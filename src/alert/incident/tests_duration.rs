@@ -167,6 +167,18 @@ fn a_pending_finding_says_when_a_second_look_confirms_it() {
         "open: nothing waits"
     );
 
+    let mut partitions = IncidentBook::new();
+    let urp = Finding::new(
+        FindingKey::new("lab", Subject::Cluster, FindingKind::UnderReplicated),
+        "1 partition under-replicated",
+    );
+    partitions.observe("lab", vec![urp], defaults(), t(0));
+    assert_eq!(
+        partitions.confirmation_due("lab", SECS(1)),
+        None,
+        "partition findings keep the rounds' pace"
+    );
+
     let mut grace = IncidentBook::new();
     let mut held = zombie(None, None);
     held.hold_for = Some(SECS(60));
