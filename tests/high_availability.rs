@@ -14,8 +14,8 @@ const WAIT: Duration = Duration::from_secs(120);
 fn start(instance: &str, canary_topic: &str, rx: &Receiver) -> Watchdog {
     let s = WatchdogSettings {
         canary_yaml: format!("      topic: {canary_topic}\n      lost_after_secs: 10\n"),
-        extra_cluster_yaml:
-            "    verdict:\n      open_after_secs: 2\n      resolve_after_secs: 2\n".into(),
+        extra_cluster_yaml: "    verdict:\n      open_after_secs: 2\n      resolve_after_secs: 2\n"
+            .into(),
         extra_top_yaml: rx.yaml(),
         ..WatchdogSettings::default()
     };

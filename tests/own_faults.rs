@@ -27,8 +27,8 @@ fn secs_from_env(name: &str, default: u64) -> u64 {
 fn settings(webhooks_yaml: String) -> WatchdogSettings {
     WatchdogSettings {
         canary_yaml: format!("      topic: {}\n", unique_topic("kwc-own")),
-        extra_cluster_yaml:
-            "    verdict:\n      open_after_secs: 2\n      resolve_after_secs: 2\n".into(),
+        extra_cluster_yaml: "    verdict:\n      open_after_secs: 2\n      resolve_after_secs: 2\n"
+            .into(),
         extra_top_yaml: webhooks_yaml,
         ..WatchdogSettings::default()
     }

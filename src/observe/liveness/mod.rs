@@ -1,11 +1,13 @@
 //! Continuous per-broker liveness, apart from the metadata round (issue 14). Every broker has
-//! a task of its own with a persistent connection that sends Metadata for no topics (or
-//! ApiVersions, to a broker too old for that) every `liveness_interval_ms`. An outstanding request is evidence while it ages: the moment its
-//! silence passes the broker's own threshold (a floor for ordinary GC pauses, or a multiple
-//! of its own recent answer times when that is longer) the cluster loop is told, and a fresh
-//! connection beside the silent one tells "accepted but silent" (a frozen process: the kernel
-//! still completes handshakes) from "refused" (nothing listens) and, once it had accepted,
-//! from "accept queue full" (the same frozen process, its listen backlog used up).
+//! a task of its own with a persistent connection that sends a cheap request every
+//! `liveness_interval_ms`: ApiVersions, or Metadata for no topics, whose broker list says
+//! when a peer was fenced or left (about [`LISTERS`] of those per interval in all). An
+//! outstanding request is evidence while it ages: the moment its silence passes the
+//! broker's own threshold (a floor for ordinary GC pauses, or a multiple of its own recent
+//! answer times when that is longer) the cluster loop is told, and a fresh connection beside
+//! the silent one tells "accepted but silent" (a frozen process: the kernel still completes
+//! handshakes) from "refused" (nothing listens) and, once it had accepted, from "accept
+//! queue full" (the same frozen process, its listen backlog used up).
 //!
 //! The tasks only measure. What the measurements mean is decided by the pure verdict
 //! (`verdict::apply_liveness`) from [`LivenessFact`]s: plain data with wall-clock times.
@@ -38,6 +40,10 @@ const SIDE_CONNECT_EVERY: Duration = Duration::from_secs(5);
 pub const AGEING_FOR: Duration = Duration::from_secs(60);
 /// Silences past the threshold remembered for the flapping evidence.
 pub const FLAP_WINDOW: Duration = Duration::from_secs(120);
+/// Registered-broker lists asked for per interval, across the cluster: every broker's
+/// request is a list in a small cluster; in one of 1,000 brokers, each asks once every 333
+/// requests, so the lists (1,000 entries each) do not grow the check's cost with the square.
+pub const LISTERS: usize = 3;
 
 /// How the liveness tasks of one cluster work.
 #[derive(Debug, Clone)]
@@ -237,6 +243,12 @@ pub struct Board {
     /// Woken when a broker's list of registered brokers changed: a peer was fenced, shut
     /// down or came back. Only a metadata round can tell which and what it means.
     registration: Notify,
+    /// The newest list whose change was announced: the same change seen by the next peer
+    /// asked is no news again.
+    announced: Mutex<Option<Vec<BrokerId>>>,
+    /// Each task asks for the registered list every this many requests (ApiVersions
+    /// between): about [`LISTERS`] lists per interval, whatever the cluster's size.
+    list_every: std::sync::atomic::AtomicUsize,
 }
 
 impl Board {
@@ -287,22 +299,39 @@ impl Board {
         self.registration.notified().await
     }
 
-    /// `id` listed `registered` in its newest answer. Returns whether that differs from its
-    /// answer before (its first answer is no news).
+    /// `id` listed `registered` in its newest answer. Returns whether that is news: it
+    /// differs from its own list before (its first answer is no news), and from the change
+    /// announced last (a peer telling the same change later, or a broker that lists other
+    /// brokers all along, as a stale isolated one does, is none).
     fn listed(&self, id: BrokerId, mut registered: Vec<BrokerId>) -> bool {
         registered.sort_unstable();
-        let news = match self.lock().get_mut(&id) {
+        let changed = match self.lock().get_mut(&id) {
             Some(e) => {
-                let news = e.registered.as_ref().is_some_and(|r| *r != registered);
-                e.registered = Some(registered);
-                news
+                let changed = e.registered.as_ref().is_some_and(|r| *r != registered);
+                e.registered = Some(registered.clone());
+                changed
             }
             None => false,
         };
-        if news {
-            self.registration.notify_one();
+        if !changed {
+            return false;
         }
-        news
+        let mut announced = self.announced.lock().unwrap_or_else(|p| p.into_inner());
+        if announced.as_ref() == Some(&registered) {
+            return false;
+        }
+        *announced = Some(registered);
+        self.registration.notify_one();
+        true
+    }
+
+    /// Whether the `n`th request of `id`'s task asks for the registered list.
+    fn lists_now(&self, id: BrokerId, n: usize) -> bool {
+        let every = self
+            .list_every
+            .load(std::sync::atomic::Ordering::Relaxed)
+            .max(1);
+        (n + id.unsigned_abs() as usize) % every == 0
     }
 }
 
@@ -341,6 +370,10 @@ impl Liveness {
         self.board
             .lock()
             .retain(|id, e| wanted.get(id) == Some(&e.address));
+        self.board.list_every.store(
+            (wanted.len() / LISTERS).max(1),
+            std::sync::atomic::Ordering::Relaxed,
+        );
         for (id, address) in wanted {
             if self.tasks.contains_key(&id) {
                 continue;
@@ -429,6 +462,19 @@ async fn watched<F: Future>(
     }
 }
 
+/// One liveness request: Metadata for no topics when `list` (the registered brokers come
+/// with the answer), else ApiVersions.
+async fn ping(
+    c: &mut BrokerClient,
+    list: bool,
+) -> Result<(Duration, Option<Vec<BrokerId>>), WireError> {
+    if list {
+        c.ping_registered().await
+    } else {
+        c.ping().await.map(|l| (l, None))
+    }
+}
+
 async fn sleep_opt(at: Option<Instant>) {
     match at {
         Some(at) => tokio::time::sleep_until(at).await,
@@ -440,15 +486,18 @@ fn refused(e: &WireError) -> bool {
     e.kind() == FailureKind::ConnectionRefused
 }
 
-/// One broker's task: connect, then Metadata for no topics every interval on that
-/// connection, for as long as the broker is known. The answer's broker list is news when it
-/// changes: a peer fenced (KRaft lists only unfenced brokers) or gone is seen between rounds.
+/// One broker's task: connect, then a request every interval on that connection, for as
+/// long as the broker is known. When it is this task's turn the request is Metadata for no
+/// topics, and its broker list is news when it changes: a peer fenced (KRaft lists only
+/// unfenced brokers) or gone is seen between rounds.
 async fn watch_broker(id: BrokerId, address: String, s: LivenessSettings, board: Arc<Board>) {
     let mut client: Option<BrokerClient> = None;
     let mut next = Instant::now();
     // One immediate reconnect after a connection that had answered, never a busy loop.
     let mut may_retry_at_once = false;
+    let mut requests: usize = 0;
     loop {
+        requests = requests.wrapping_add(1);
         let sent = Instant::now();
         board.update(id, |t| {
             t.sent(sent);
@@ -477,7 +526,15 @@ async fn watch_broker(id: BrokerId, address: String, s: LivenessSettings, board:
                 }
                 false
             }
-            Some(c) => match watched(c.ping_registered(), id, &address, &s, &board).await {
+            Some(c) => match watched(
+                ping(c, board.lists_now(id, requests)),
+                id,
+                &address,
+                &s,
+                &board,
+            )
+            .await
+            {
                 Ok((latency, registered)) => {
                     board.update(id, |t| t.answered(Instant::now(), latency));
                     if let Some(r) = registered {

@@ -140,3 +140,76 @@ async fn short_spells_are_remembered_within_the_window() {
     assert_eq!(fact.spells.len(), 10);
     assert!(fact.answering(wall));
 }
+
+fn board_of(ids: &[BrokerId]) -> Board {
+    let board = Board::default();
+    for &id in ids {
+        board.lock().insert(
+            id,
+            Entry {
+                address: format!("127.0.0.1:{}", 9000 + id),
+                tracker: Tracker::new(Duration::from_secs(1)),
+                registered: None,
+            },
+        );
+    }
+    board
+}
+
+/// A peer fenced is news once: the first broker to list it gone says so, the next peers
+/// telling the same are none, and a stale broker that lists it all along is none either.
+/// Its return is news again.
+#[test]
+fn a_changed_registered_list_is_news_once() {
+    let board = board_of(&[1, 2, 3]);
+    assert!(!board.listed(1, vec![1, 2, 3]), "a first answer is no news");
+    assert!(!board.listed(2, vec![3, 2, 1]), "order is no news");
+    assert!(!board.listed(3, vec![1, 2, 3]));
+    assert!(board.listed(2, vec![2, 3]), "broker 1 fenced");
+    assert!(!board.listed(3, vec![2, 3]), "the same change again");
+    assert!(
+        !board.listed(1, vec![1, 2, 3]),
+        "the isolated one's stale list"
+    );
+    assert!(!board.listed(2, vec![2, 3]));
+    assert!(board.listed(3, vec![1, 2, 3]), "broker 1 back");
+    assert!(!board.listed(2, vec![1, 2, 3]));
+    assert!(!board.listed(9, vec![1]), "a broker not watched");
+}
+
+/// About `LISTERS` lists per interval: every request of every task in a small cluster, a
+/// staggered few in a large one.
+#[test]
+fn registered_lists_are_asked_for_by_a_few_brokers_per_interval() {
+    let mut live = Liveness::new(LivenessSettings {
+        interval: Duration::from_millis(500),
+        floor: Duration::from_secs(1),
+        wire: crate::observe::wire::WireOptions::default(),
+    });
+    let endpoints = |n: i32| -> Vec<BrokerEndpoint> {
+        (1..=n)
+            .map(|id| BrokerEndpoint {
+                id,
+                host: "127.0.0.1".into(),
+                port: 1,
+                rack: None,
+            })
+            .collect()
+    };
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let _guard = rt.enter();
+    live.track(&endpoints(3));
+    let board = live.board();
+    assert!((1..=3).all(|id| (0..10).all(|n| board.lists_now(id, n))));
+    live.track(&endpoints(1000));
+    for n in 0..10 {
+        let asking = (1..=1000).filter(|&id| board.lists_now(id, n)).count();
+        assert!(
+            (LISTERS..=LISTERS + 1).contains(&asking),
+            "request {n}: {asking}"
+        );
+    }
+}
