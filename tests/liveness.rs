@@ -246,6 +246,12 @@ fn an_isolated_leader_is_paged_within_seconds_of_being_fenced() {
         paged_after < Duration::from_secs(12),
         "paged after {paged_after:?}: {v:#}"
     );
+    let early = |reason: &str| {
+        w.metric("kafka_watchdog_early_rounds_total", &[("reason", reason)])
+            .unwrap_or_default()
+    };
+    assert!(early("registration") >= 1.0, "the fence started a round");
+    assert!(early("confirmation") >= 1.0, "and its confirming look");
     std::thread::sleep(Duration::from_secs(5));
     let wrong = misattributions(&rx, 1);
     assert!(wrong.is_empty(), "{:#}", serde_json::Value::Array(wrong));
@@ -280,6 +286,12 @@ fn a_follower_whose_replication_is_cut_is_paged_within_seconds_of_leaving_the_is
     assert!(
         paged_after < Duration::from_secs(14),
         "paged after {paged_after:?}: {v:#}"
+    );
+    assert!(
+        w.metric("kafka_watchdog_early_rounds_total", &[("reason", "canary")])
+            .unwrap_or_default()
+            >= 1.0,
+        "held canary writes started a round"
     );
     std::thread::sleep(Duration::from_secs(5));
     let wrong = misattributions(&rx, 3);

@@ -14,6 +14,19 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use crate::judge::report::EarlyRounds;
+
+/// Why a round is wanted before its interval.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Why {
+    /// A broker's list of registered brokers changed.
+    Registration,
+    /// A canary partition's writes changed how they end.
+    Canary,
+    /// A broker's verdict waits for the look that confirms it.
+    Confirmation,
+}
+
 /// No round starts closer than this to the previous one.
 pub const MIN_GAP: Duration = Duration::from_secs(1);
 /// Early rounds allowed within one round interval.
@@ -27,8 +40,9 @@ pub struct Cadence {
     last_start: Option<Instant>,
     /// Starts of the early rounds of the last interval.
     early: VecDeque<Instant>,
-    /// The earliest time a round was asked for and not yet started.
-    wanted: Option<Instant>,
+    /// The earliest time a round was asked for and not yet started, and why.
+    wanted: Option<(Instant, Why)>,
+    counts: EarlyRounds,
 }
 
 impl Cadence {
@@ -40,17 +54,25 @@ impl Cadence {
             last_start: None,
             early: VecDeque::new(),
             wanted: None,
+            counts: EarlyRounds::default(),
         }
     }
 
     /// A round is wanted at `at` (now for news; later for a confirmation that is due then).
-    pub fn want(&mut self, at: Instant) {
-        self.wanted = Some(self.wanted.map_or(at, |w| w.min(at)));
+    pub fn want(&mut self, at: Instant, why: Why) {
+        if self.wanted.is_none_or(|(w, _)| at < w) {
+            self.wanted = Some((at, why));
+        }
+    }
+
+    /// The early rounds started so far, by why.
+    pub fn counts(&self) -> EarlyRounds {
+        self.counts
     }
 
     /// When the next round starts, as things stand.
     pub fn next_start(&self, now: Instant) -> Instant {
-        let Some(wanted) = self.wanted else {
+        let Some((wanted, _)) = self.wanted else {
             return self.regular;
         };
         let in_budget = self
@@ -66,11 +88,21 @@ impl Cadence {
         earliest.min(self.regular)
     }
 
-    /// A round starts at `now`. A round that started late (an overrun) moves the cadence
-    /// with it rather than bursting to catch up.
-    pub fn started(&mut self, now: Instant) {
-        if now < self.regular {
+    /// A round starts at `now`; returns why, when it starts early. A round that started
+    /// late (an overrun) moves the cadence with it rather than bursting to catch up.
+    pub fn started(&mut self, now: Instant) -> Option<Why> {
+        let early = match self.wanted {
+            Some((w, why)) if now < self.regular && w <= now => Some(why),
+            _ => None,
+        };
+        if let Some(why) = early {
             self.early.push_back(now);
+            let n = match why {
+                Why::Registration => &mut self.counts.registration,
+                Why::Canary => &mut self.counts.canary,
+                Why::Confirmation => &mut self.counts.confirmation,
+            };
+            *n += 1;
         }
         while self
             .early
@@ -80,11 +112,12 @@ impl Cadence {
             self.early.pop_front();
         }
         // A wish from before this start is met by it; one for later stays.
-        if self.wanted.is_some_and(|w| w <= now) {
+        if self.wanted.is_some_and(|(w, _)| w <= now) {
             self.wanted = None;
         }
         self.last_start = Some(now);
         self.regular = now + self.interval;
+        early
     }
 }
 
@@ -101,7 +134,7 @@ mod tests {
         let t0 = Instant::now();
         let mut c = Cadence::new(secs(10.0), t0);
         assert_eq!(c.next_start(t0), t0);
-        c.started(t0);
+        assert_eq!(c.started(t0), None, "the first round is a regular one");
         assert_eq!(c.next_start(t0), t0 + secs(10.0));
         // An overrun round: the next starts one interval after it, no burst.
         c.started(t0 + secs(13.0));
@@ -113,10 +146,10 @@ mod tests {
         let t0 = Instant::now();
         let mut c = Cadence::new(secs(10.0), t0);
         c.started(t0);
-        c.want(t0 + secs(4.0));
+        c.want(t0 + secs(4.0), Why::Canary);
         assert_eq!(c.next_start(t0 + secs(4.0)), t0 + secs(4.0));
         c.started(t0 + secs(4.0));
-        c.want(t0 + secs(4.2));
+        c.want(t0 + secs(4.2), Why::Canary);
         assert_eq!(c.next_start(t0 + secs(4.2)), t0 + secs(5.0), "the gap");
         c.started(t0 + secs(5.0));
         assert_eq!(
@@ -131,13 +164,20 @@ mod tests {
         let t0 = Instant::now();
         let mut c = Cadence::new(secs(10.0), t0);
         c.started(t0);
-        c.want(t0 + secs(3.0));
+        c.want(t0 + secs(3.0), Why::Confirmation);
         assert_eq!(c.next_start(t0 + secs(0.5)), t0 + secs(3.0));
         // News meanwhile: a round at once; the later wish was met by it.
-        c.want(t0 + secs(1.5));
+        c.want(t0 + secs(1.5), Why::Canary);
         assert_eq!(c.next_start(t0 + secs(1.5)), t0 + secs(1.5));
-        c.started(t0 + secs(1.5));
+        assert_eq!(c.started(t0 + secs(1.5)), Some(Why::Canary));
         assert_eq!(c.next_start(t0 + secs(1.5)), t0 + secs(11.5));
+        assert_eq!(
+            c.counts(),
+            EarlyRounds {
+                canary: 1,
+                ..EarlyRounds::default()
+            }
+        );
     }
 
     #[test]
@@ -145,7 +185,7 @@ mod tests {
         let t0 = Instant::now();
         let mut c = Cadence::new(secs(10.0), t0);
         c.started(t0);
-        c.want(t0 + secs(0.4)); // news during the round
+        c.want(t0 + secs(0.4), Why::Canary); // news during the round
         assert_eq!(c.next_start(t0 + secs(0.6)), t0 + secs(1.0));
     }
 
@@ -158,7 +198,7 @@ mod tests {
         let mut early = 0;
         for _ in 0..50 {
             now += secs(0.1);
-            c.want(now);
+            c.want(now, Why::Canary);
             let start = c.next_start(now);
             if start <= now {
                 c.started(now);
@@ -167,11 +207,12 @@ mod tests {
         }
         // 5 s of news every 100 ms: one round a second, at most the budget.
         assert_eq!(early, EARLY_BUDGET);
+        assert_eq!(c.counts().canary, EARLY_BUDGET as u64);
         let next = c.next_start(now);
         assert!(next > now, "budget spent: {next:?} vs {now:?}");
         // Once the oldest early round is an interval old, news may start rounds again.
         let later = t0 + secs(11.5);
-        c.want(later);
+        c.want(later, Why::Canary);
         assert_eq!(c.next_start(later), later);
     }
 }

@@ -17,7 +17,7 @@ use crate::observe::canary::{Canary, CanaryRound};
 use crate::observe::host::HostObserver;
 use crate::observe::liveness::{Board, Liveness, LivenessSettings};
 use crate::observe::probe::ClusterProber;
-use crate::run::cadence::Cadence;
+use crate::run::cadence::{Cadence, Why};
 use crate::run::service::LoopHealth;
 use crate::run::setup;
 use crate::serve::snapshot::Publisher;
@@ -96,7 +96,9 @@ pub async fn cluster_loop(
     let canary_news = canary.as_ref().map(Canary::news);
     let mut cadence = Cadence::new(cfg.round_interval, tokio::time::Instant::now());
     loop {
-        cadence.started(tokio::time::Instant::now());
+        if let Some(why) = cadence.started(tokio::time::Instant::now()) {
+            tracing::debug!(cluster = %cfg.name, ?why, "round started early");
+        }
         let round = {
             let round = tokio::time::timeout(limit, async {
                 hang_round_for_tests().await;
@@ -111,8 +113,8 @@ pub async fn cluster_loop(
                         reassess(&cfg, &mut evaluator, board.as_deref(), &mut last, &alerting, &published);
                         confirm_soon(&mut cadence, &alerting, &cfg);
                     }
-                    _ = round_news(board.as_deref(), canary_news.as_deref()) => {
-                        cadence.want(tokio::time::Instant::now());
+                    why = round_news(board.as_deref(), canary_news.as_deref()) => {
+                        cadence.want(tokio::time::Instant::now(), why);
                     }
                     _ = shutdown.changed() => return,
                 }
@@ -125,7 +127,8 @@ pub async fn cluster_loop(
                     obs.liveness = b.snapshot();
                 }
                 let now = SystemTime::now();
-                let report = evaluator.evaluate_merged(obs, view, canary_round, now);
+                let mut report = evaluator.evaluate_merged(obs, view, canary_round, now);
+                report.early_rounds = cadence.counts();
                 log_round(&report);
                 alerting.after_round(&cfg, &report, now);
                 if let Some(r) = remediator.as_mut() {
@@ -156,8 +159,8 @@ pub async fn cluster_loop(
                     reassess(&cfg, &mut evaluator, board.as_deref(), &mut last, &alerting, &published);
                     confirm_soon(&mut cadence, &alerting, &cfg);
                 }
-                _ = round_news(board.as_deref(), canary_news.as_deref()) => {
-                    cadence.want(tokio::time::Instant::now());
+                why = round_news(board.as_deref(), canary_news.as_deref()) => {
+                    cadence.want(tokio::time::Instant::now(), why);
                 }
                 _ = shutdown.changed() => return,
             }
@@ -170,14 +173,14 @@ pub async fn cluster_loop(
 fn confirm_soon(cadence: &mut Cadence, alerting: &Alerting, cfg: &ClusterConfig) {
     if let Some(due) = alerting.confirmation_due(cfg) {
         let wait = due.duration_since(SystemTime::now()).unwrap_or_default();
-        cadence.want(tokio::time::Instant::now() + wait);
+        cadence.want(tokio::time::Instant::now() + wait, Why::Confirmation);
     }
 }
 
 /// Returns when something happened that only a round can judge: a broker's list of
 /// registered brokers changed (a peer fenced, stopped or back), or a canary partition's
 /// writes changed how they end. Never when neither is watched.
-async fn round_news(board: Option<&Board>, canary: Option<&tokio::sync::Notify>) {
+async fn round_news(board: Option<&Board>, canary: Option<&tokio::sync::Notify>) -> Why {
     let registration = async {
         match board {
             Some(b) => b.registration_changed().await,
@@ -191,8 +194,8 @@ async fn round_news(board: Option<&Board>, canary: Option<&tokio::sync::Notify>)
         }
     };
     tokio::select! {
-        _ = registration => {}
-        _ = canary => {}
+        _ = registration => Why::Registration,
+        _ = canary => Why::Canary,
     }
 }
 

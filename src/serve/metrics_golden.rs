@@ -186,6 +186,11 @@ fn partition(
 fn lab() -> ClusterReport {
     let mut r = ClusterReport::empty("lab", t(0));
     r.round = 7;
+    r.early_rounds = crate::judge::report::EarlyRounds {
+        registration: 1,
+        canary: 2,
+        confirmation: 3,
+    };
     r.duration = Duration::from_millis(1250);
     r.cluster_id = Some("lab-id".into());
     r.reachable = true;

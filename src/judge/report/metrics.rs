@@ -22,6 +22,13 @@ pub struct ClusterStateLabels {
     pub state: &'static str,
 }
 
+/// `early_rounds` by why they started early.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ClusterReasonLabels {
+    pub cluster: String,
+    pub reason: &'static str,
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct BootstrapLabels {
     pub cluster: String,
@@ -55,6 +62,7 @@ pub struct FailureLabels {
 pub struct Families {
     reachable: GaugeFamily<ClusterLabels>,
     rounds: CounterFamily<ClusterLabels>,
+    early_rounds: CounterFamily<ClusterReasonLabels>,
     round_duration: GaugeFamily<ClusterLabels>,
     last_success: GaugeFamily<ClusterLabels>,
     partitions: GaugeFamily<ClusterStateLabels>,
@@ -86,6 +94,11 @@ impl Families {
                 "1 when at least one broker answered every request in the last round",
             ),
             rounds: counter(reg, "rounds", "Rounds completed per cluster"),
+            early_rounds: counter(
+                reg,
+                "early_rounds",
+                "Rounds started before their interval, by why: a broker's registered list changed (registration), a canary partition's writes changed how they end (canary), a broker's verdict waited for its confirming look (confirmation)",
+            ),
             round_duration: gauge(reg, "round_duration_seconds", "Duration of the last round"),
             last_success: gauge(
                 reg,
@@ -200,6 +213,18 @@ impl Families {
         };
         set(&self.reachable, c(), flag(r.reachable));
         self.rounds.get_or_create(&c()).inc_by(r.round);
+        let e = r.early_rounds;
+        for (reason, n) in [
+            ("registration", e.registration),
+            ("canary", e.canary),
+            ("confirmation", e.confirmation),
+        ] {
+            let labels = ClusterReasonLabels {
+                cluster: r.cluster.clone(),
+                reason,
+            };
+            self.early_rounds.get_or_create(&labels).inc_by(n);
+        }
         for (address, failure) in &r.bootstrap_failures {
             let labels = BootstrapLabels {
                 cluster: r.cluster.clone(),

@@ -28,6 +28,18 @@ pub type TopicFilterFn = Arc<dyn Fn(&str) -> bool + Send + Sync>;
 /// (broker, request, failure kind) -> count since the watchdog started.
 pub type FailureCounts = BTreeMap<(BrokerId, &'static str, FailureKind), u64>;
 
+/// Rounds a cluster's loop started before their interval, by why, since the watchdog
+/// started (the loop's schedule: `run::cadence`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct EarlyRounds {
+    /// A broker's list of registered brokers changed (a peer fenced, stopped or back).
+    pub registration: u64,
+    /// A canary partition's writes changed how they end (working, slow, failing).
+    pub canary: u64,
+    /// A broker's verdict waited for the look that confirms it.
+    pub confirmation: u64,
+}
+
 /// The complete result of one round of one cluster; immutable once published.
 #[derive(Debug, Clone)]
 pub struct ClusterReport {
@@ -69,6 +81,8 @@ pub struct ClusterReport {
     pub liveness: BTreeMap<BrokerId, crate::observe::liveness::LivenessFact>,
     /// When the verdicts were made: the round's end, or a re-evaluation between rounds.
     pub evaluated_at: SystemTime,
+    /// Rounds started early so far (set by the round loop, which schedules them).
+    pub early_rounds: EarlyRounds,
 }
 
 /// How bad a report is, for `check` (Nagios-style exit codes) and summaries.
@@ -130,6 +144,7 @@ impl ClusterReport {
             host: BTreeMap::new(),
             liveness: BTreeMap::new(),
             evaluated_at: started_at,
+            early_rounds: EarlyRounds::default(),
         }
     }
 
@@ -432,6 +447,7 @@ impl Evaluator {
             host: obs.host,
             liveness: obs.liveness,
             evaluated_at: now,
+            early_rounds: EarlyRounds::default(),
         }
     }
 }
