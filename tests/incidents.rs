@@ -555,11 +555,7 @@ fn webhooks_naming(rx: &Receiver, brokers: &[i64]) -> Vec<serde_json::Value> {
 }
 
 fn canary_round_trips(w: &Watchdog) {
-    eventually(WAIT, "canary round trips", || {
-        let c = w.canary();
-        let ps = c["partitions"].as_array()?.clone();
-        (ps.len() == 3 && ps.iter().all(|p| p["produce_seconds"].is_number())).then_some(())
-    });
+    w.wait_canary_writing(WAIT);
 }
 
 /// Issue 14: leader 1 cut off from the quorum. The controller fences it and elects new

@@ -211,16 +211,6 @@ fn a_stalled_request_path_is_paged_as_a_zombie_within_seconds() {
     drop(w);
 }
 
-/// Waits until every canary partition has a timed write: the canary is what sees a
-/// follower stop replicating before the next round.
-fn canary_writing(w: &Watchdog) {
-    eventually(Duration::from_secs(60), "canary round trips", || {
-        let c = w.canary();
-        let ps = c["partitions"].as_array()?.clone();
-        (ps.len() == 3 && ps.iter().all(|p| p["produce_seconds"].is_number())).then_some(())
-    });
-}
-
 /// With the default 10 s round, the watchdog used to see a fenced, isolated leader at the
 /// next round and confirm it one round later: paged 14-21 s after the fault. A peer's
 /// registered list on the liveness connection drops it when Kafka fences it (lab: ~4 s),
@@ -230,7 +220,7 @@ fn an_isolated_leader_is_paged_within_seconds_of_being_fenced() {
     let mut lab = lab();
     let rx = Receiver::start();
     let w = start("live-isolate", &rx);
-    canary_writing(&w);
+    w.wait_canary_writing(Duration::from_secs(60));
     lab.isolate(1, false).unwrap();
     let isolated_at = Instant::now();
     let v = rx.wait("opened broker 1 zombie", Duration::from_secs(40), |v| {
@@ -270,7 +260,7 @@ fn a_follower_whose_replication_is_cut_is_paged_within_seconds_of_leaving_the_is
     let mut lab = lab();
     let rx = Receiver::start();
     let w = start("live-cut", &rx);
-    canary_writing(&w);
+    w.wait_canary_writing(Duration::from_secs(60));
     lab.cut_replication(3).unwrap();
     let cut_at = Instant::now();
     let v = rx.wait("opened broker 3", Duration::from_secs(40), |v| {

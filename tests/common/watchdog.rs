@@ -129,6 +129,17 @@ impl Watchdog {
     pub fn metric(&self, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
         metric_value(&self.metrics(), name, labels)
     }
+
+    /// Waits until every one of the lab's three canary partitions has a timed write: what
+    /// the canary sees (a follower that stopped replicating holds its writes) counts only
+    /// once it writes.
+    pub fn wait_canary_writing(&self, within: Duration) {
+        super::eventually(within, "canary round trips", || {
+            let c = self.canary();
+            let ps = c["partitions"].as_array()?.clone();
+            (ps.len() == 3 && ps.iter().all(|p| p["produce_seconds"].is_number())).then_some(())
+        });
+    }
 }
 
 /// The sum of every sample of `name` whose labels include every pair of `labels`.
