@@ -1,6 +1,8 @@
 //! `overhead`: what the daemon costs while it watches the 3-broker lab: peak RSS (VmHWM,
 //! startup included) and CPU seconds per minute (utime + stime), once per profile. The
-//! canary is on, as it is by default.
+//! canary is on, as it is by default. Then, with one broker frozen, how long a scrape of
+//! /metrics takes: it reads the last published snapshot and must not wait on the probes of
+//! a broker that hangs (issue 14's goal: under 10 ms).
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -26,8 +28,12 @@ pub fn run(opts: &OverheadOptions) -> Result<Section> {
             "profiles": opts.profiles.iter().map(|p| p.as_str()).collect::<Vec<_>>(),
         }),
     );
-    let lab = lab_up()?;
+    let mut lab = lab_up()?;
     let brokers = lab.brokers();
+    let mut scrapes = Table::new(
+        "GET /metrics while broker 2 is frozen (SIGSTOP), one scrape every 250 ms",
+        &["profile", "scrapes", "failed", "p50_ms", "p95_ms", "max_ms"],
+    );
     let mut table = Table::new(
         "kafka-watchdog watching the 3-broker lab",
         &[
@@ -79,9 +85,49 @@ pub fn run(opts: &OverheadOptions) -> Result<Section> {
             opt_num(hwm.map(|k| k as f64 / 1024.0), 1),
             opt_num(rss.map(|k| k as f64 / 1024.0), 1),
         ]);
+        scrapes.push(scrape_while_frozen(&mut lab, &wd, profile, &brokers)?);
     }
     table.print();
+    scrapes.print();
     section.note("peak RSS is VmHWM of the daemon since it started; CPU is utime+stime over the measured window");
+    section.note("a scrape is one HTTP GET on loopback, connection included, timed by the bench; it starts 2 s after the freeze and goes on for 15 s, across the rounds that wait on the frozen broker");
     section.tables.push(table);
+    section.tables.push(scrapes);
     Ok(section)
+}
+
+/// Freezes broker 2, times /metrics scrapes while it hangs, thaws it and waits until every
+/// broker is healthy again.
+fn scrape_while_frozen(
+    lab: &mut kafka_lab::Lab,
+    wd: &Watchdog,
+    profile: Profile,
+    brokers: &[i32],
+) -> Result<Vec<serde_json::Value>> {
+    const FROZEN: i32 = 2;
+    lab.freeze(FROZEN).context("freeze broker 2")?;
+    std::thread::sleep(Duration::from_secs(2));
+    let (mut ms, mut failed) = (Vec::new(), 0u32);
+    let end = Instant::now() + Duration::from_secs(15);
+    while Instant::now() < end {
+        let t = Instant::now();
+        match wd.get("/metrics") {
+            Ok((200, _)) => ms.push(t.elapsed().as_secs_f64() * 1000.0),
+            _ => failed += 1,
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    lab.thaw(FROZEN).context("thaw broker 2")?;
+    if let Err(e) = wd.wait_healthy(brokers, Duration::from_secs(120)) {
+        println!("  not every broker healthy again after the thaw: {e:#}");
+    }
+    let s = crate::stats::summarize(&ms);
+    Ok(vec![
+        json!(profile.as_str()),
+        json!(ms.len()),
+        json!(failed),
+        opt_num(s.as_ref().map(|s| s.median), 2),
+        opt_num(s.as_ref().map(|s| s.p95), 2),
+        opt_num(s.as_ref().map(|s| s.max), 2),
+    ])
 }
