@@ -9,7 +9,8 @@
 //!
 //! This file holds the settings and the clients' lifecycle; `round.rs` the round and what it
 //! reports, `produce.rs` the writer, `consumer.rs` the reader, `admin.rs` the topic's layout,
-//! `view.rs` what it takes from a metadata round, `books.rs` what they share.
+//! `view.rs` what it takes from a metadata round, `books.rs` what they share, `polled.rs` the
+//! producer and the thread that serves its delivery reports.
 
 mod admin;
 mod auth;
@@ -19,6 +20,7 @@ mod consumer;
 pub mod layout;
 pub mod ledger;
 pub mod metrics;
+mod polled;
 mod produce;
 pub mod record;
 mod round;
@@ -38,7 +40,7 @@ use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer, StreamConsumer};
 use rdkafka::error::KafkaError;
 use rdkafka::message::Message;
-use rdkafka::producer::{BaseRecord, DeliveryResult, ProducerContext, ThreadedProducer};
+use rdkafka::producer::{BaseRecord, DeliveryResult, ProducerContext};
 use rdkafka::types::RDKafkaErrorCode;
 use rdkafka::{Offset, TopicPartitionList};
 use serde::Serialize;
@@ -58,6 +60,7 @@ pub use crate::model::words::AUTHORIZATION;
 
 use books::{lock, Books, Shared};
 use consumer::read_loop;
+use polled::Polled;
 pub use produce::{blames_followers, charge, client_side, error_kind, slow_write, ProduceFailure};
 use produce::{write_loop, Attributing};
 pub use round::{CanaryRound, FailedWrites, LossEvent, PartitionRound, TopicStatus};
@@ -155,19 +158,20 @@ impl Canary {
             TopicStatus::Broken(format!("cannot get a token for the canary's clients: {e}"))
         })?;
         let ms = s.produce_timeout.as_millis().max(1).to_string();
-        let producer: ThreadedProducer<Attributing> = s
-            .client
-            .clone()
-            .set("acks", "all")
-            .set("enable.idempotence", "false")
-            .set("retries", "0")
-            .set("linger.ms", "0")
-            .set("message.timeout.ms", &ms)
-            .set("request.timeout.ms", &ms)
-            .create_with_context(Attributing {
+        let producer = Polled::create(
+            s.client
+                .clone()
+                .set("acks", "all")
+                .set("enable.idempotence", "false")
+                .set("retries", "0")
+                .set("linger.ms", "0")
+                .set("message.timeout.ms", &ms)
+                .set("request.timeout.ms", &ms),
+            Attributing {
                 auth: context.clone(),
-            })
-            .map_err(config_error)?;
+            },
+        )
+        .map_err(config_error)?;
         let consumer: StreamConsumer<CanaryContext> = s
             .client
             .clone()

@@ -117,7 +117,7 @@ pub(super) type WriteFuture = Pin<Box<dyn Future<Output = Result<Ack, ProduceFai
 /// Runs the continuous writer of one cluster until its clients are dropped.
 pub(super) async fn write_loop(
     plan: watch::Receiver<Vec<Target>>,
-    producer: Arc<ThreadedProducer<Attributing>>,
+    producer: Arc<Polled<Attributing>>,
     settings: CanarySettings,
     shared: Arc<Shared>,
 ) {
@@ -152,7 +152,7 @@ pub(super) async fn write_loop(
 
 /// One acks=all record through the regular producer.
 pub(super) async fn produce_one(
-    producer: Arc<ThreadedProducer<Attributing>>,
+    producer: Arc<Polled<Attributing>>,
     settings: Arc<CanarySettings>,
     record: CanaryRecord,
 ) -> Result<Ack, ProduceFailure> {
