@@ -15,7 +15,7 @@
 //! | judge   | health, verdict, report, check                              | pure: partitions classified, verdicts per broker, the round's report |
 //! | alert   | incident, silence, remediate, notify, alerting              | incidents, silences, remediation, webhooks |
 //! | serve   | metrics, status, status_view, snapshot, http                | /metrics, /status and the HTTP API |
-//! | run     | preflight, setup, reload, service, cluster_loop, daemon, silence_cmd | the process: start, signals, reload, stop |
+//! | run     | preflight, setup, reload, service, cadence, cluster_loop, daemon, silence_cmd | the process: start, signals, reload, stop |
 
 pub mod alert;
 pub mod config;
