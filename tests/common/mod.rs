@@ -257,5 +257,9 @@ pub fn isolated_leader_loses_acks1_writes(lab: &mut Lab) {
     for (p, _) in &before.acknowledged {
         assert!(kept.contains(&p.as_str()), "acks=all writes survive");
     }
-    client::delete_topic(&bs, &topic).unwrap();
+    // Cleanup only: right after the heal a ZooKeeper cluster can refuse a deletion once
+    // ("Unknown") while its controller settles.
+    eventually(Duration::from_secs(30), "the test topic deleted", || {
+        client::delete_topic(&bs, &topic).ok()
+    });
 }
