@@ -225,7 +225,6 @@ impl Books {
                         Ok(_) => Ok(a.took),
                         Err(f) => Err(f.clone()),
                     };
-                    let before = self.latest.insert(partition, (a.sent_at, result));
                     // Working, slow, failing (and how) changed: a follower that stopped
                     // fetching holds writes until its leader drops it from the ISR, and
                     // the first write that ends then is the moment a round sees it.
@@ -234,7 +233,8 @@ impl Books {
                         Ok(_) => "ok",
                         Err(f) => f.kind,
                     };
-                    let now_class = class(&self.latest[&partition].1);
+                    let now_class = class(&result);
+                    let before = self.latest.insert(partition, (a.sent_at, result));
                     if before.is_some_and(|(_, r)| class(&r) != now_class) {
                         sh.news.notify_one();
                     }
