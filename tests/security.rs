@@ -307,3 +307,70 @@ fn oauthbearer_cluster_is_watched_canary_included_and_a_wrong_client_secret_is_a
         );
     }
 }
+
+/// A frozen TLS broker: the kernel still accepts TCP connections, the JVM never answers the
+/// TLS handshake. That is "accepted but silent", a zombie, as in plaintext; before, the
+/// round's probe called it `unreachable`, and once Kafka had fenced it, `down` ("no TCP
+/// connection and the cluster does not list it"): the wrong page for a process that is
+/// alive, holding its port.
+#[test]
+fn a_frozen_tls_broker_is_a_zombie_not_unreachable_and_stays_one_after_it_is_fenced() {
+    use common::watchdog::{is_event, Receiver};
+    let mut lab = secure_lab();
+    let secure = lab.secure_bootstrap().expect("a SASL_SSL listener");
+    let secrets = Secrets::load(&kafka_lab::lab_dir()).unwrap();
+    let ca = secrets.ca().display().to_string();
+    let rx = Receiver::start();
+    let w = Watchdog::start_yaml("secure-freeze", |port, dir| {
+        header(port, dir)
+            + &cluster_yaml(
+                "lab",
+                &secure,
+                &secrets.dir.join("watchdog.password").display().to_string(),
+                &format!("        ca_file: {ca}\n"),
+            )
+            + &rx.yaml()
+    });
+    eventually(WAIT, "every broker healthy", || {
+        (1..=3)
+            .all(|b| w.broker_state(b).as_deref() == Some("healthy"))
+            .then_some(())
+    });
+    // Steady state: the liveness check has its connections and the canary writes.
+    w.wait_canary_writing(WAIT);
+    lab.freeze(2).unwrap();
+    let v = rx.wait("opened broker 2 zombie", WAIT, |v| {
+        is_event(v, "opened", "broker", Some(2)) && v["state"] == "zombie"
+    });
+    eprintln!("paged: {v:#}");
+    // Kafka fences it after a few seconds; several 2 s rounds later it is still a zombie,
+    // named by its silence, never unreachable or down.
+    std::thread::sleep(Duration::from_secs(20));
+    let rules = w.rules(2);
+    let state = w.broker_state(2);
+    let verdict = w.broker(2).unwrap_or_default();
+    lab.thaw(2).unwrap();
+    assert_eq!(state.as_deref(), Some("zombie"), "rules {rules:?}");
+    assert!(rules.iter().any(|r| r == "no_answer"), "{rules:?}");
+    assert!(!rules.iter().any(|r| r == "unreachable"), "{rules:?}");
+    // Its TCP connections are accepted at once: the round's probe says so, and that the
+    // handshake is what nobody answers, not the connect.
+    let evidence = verdict["hits"].to_string();
+    assert!(!evidence.contains("accept queue"), "{verdict:#}");
+    assert_eq!(verdict["probe"]["connect"]["ok"], true, "{verdict:#}");
+    let failure = &verdict["probe"]["api_versions"]["failure"];
+    assert_eq!(failure["kind"], "timeout", "{verdict:#}");
+    assert!(
+        failure["detail"].as_str().unwrap_or("").contains("tls"),
+        "{verdict:#}"
+    );
+    let down = rx
+        .received()
+        .into_iter()
+        .filter(|v| v["state"] == "down" || v["broker_id"].as_i64().is_some_and(|b| b != 2))
+        .collect::<Vec<_>>();
+    assert!(down.is_empty(), "{:#}", serde_json::Value::Array(down));
+    rx.wait("resolved broker 2", WAIT, |v| {
+        is_event(v, "resolved", "broker", Some(2))
+    });
+}

@@ -76,6 +76,9 @@ pub enum FailureKind {
     Tls,
     /// SASL authentication failed.
     Authentication,
+    /// The broker refused a whole request as not authorized (its ACLs deny the watchdog's
+    /// principal, e.g. Describe on the cluster): an answer, and the watchdog's access.
+    Authorization,
     /// The broker answered with something we could not decode, or an unsupported version.
     Protocol,
     /// The broker answered with a Kafka error code for the whole request.
@@ -93,6 +96,7 @@ impl FailureKind {
             FailureKind::Unresolvable => "unresolvable",
             FailureKind::Tls => "tls",
             FailureKind::Authentication => "authentication",
+            FailureKind::Authorization => "authorization",
             FailureKind::Protocol => "protocol",
             FailureKind::KafkaError => "kafka_error",
             FailureKind::Io => "io",

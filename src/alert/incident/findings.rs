@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use crate::judge::health::{Condition, PartitionProblem};
 use crate::judge::report::ClusterReport;
 use crate::judge::verdict::{BrokerState, BrokerVerdict, ACCESS_RULES};
-use crate::model::round::{BrokerId, ProbeFailure};
+use crate::model::round::{BrokerId, FailureKind, ProbeFailure};
 
 use super::{Finding, FindingKey, Subject};
 use crate::model::kind::FindingKind;
@@ -192,13 +192,15 @@ fn access(report: &ClusterReport, v: &BrokerVerdict) -> Finding {
     } else {
         format!("broker {} ({})", v.broker, v.address)
     };
-    let failed = report
-        .probes
-        .get(&v.broker)
-        .and_then(|p| p.first_failure())
+    let first = report.probes.get(&v.broker).and_then(|p| p.first_failure());
+    let failed = first
         .map(|(step, e)| format!(": {}", failure(step, e)))
         .unwrap_or_default();
-    let summary = if hits.iter().any(|h| h.rule == "auth_failed") {
+    let summary = if first.is_some_and(|(_, e)| e.kind == FailureKind::Authorization) {
+        format!(
+            "{who} refuses the watchdog's requests as not authorized, so the watchdog cannot judge it{failed}; grant the watchdog's principal the rights it needs (docs/install.md, least privilege)"
+        )
+    } else if hits.iter().any(|h| h.rule == "auth_failed") {
         format!(
             "the watchdog cannot get in to {who}, so it cannot judge it{failed}; check the watchdog's credentials and certificates, and the broker's certificate"
         )

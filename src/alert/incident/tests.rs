@@ -513,6 +513,29 @@ fn refused_login_report(also: &[(&'static str, BrokerState, &str)]) -> ClusterRe
 }
 
 #[test]
+fn a_request_refused_as_not_authorized_asks_for_rights_not_credentials() {
+    let mut r = refused_login_report(&[]);
+    let p = r.probes.get_mut(&2).unwrap();
+    p.api_versions = Some(Ok(Duration::from_millis(1)));
+    p.metadata = Some(Err(ProbeFailure {
+        kind: FailureKind::Authorization,
+        detail: "metadata: Kafka error 31 CLUSTER_AUTHORIZATION_FAILED".into(),
+        after: Duration::from_millis(3),
+    }));
+    let fs = findings(&r, Vec::new());
+    assert_eq!(
+        kinds(&fs),
+        vec![(FindingKind::WatchdogAccess, Subject::Broker(2))]
+    );
+    assert!(
+        fs[0].summary.contains("not authorized") && fs[0].summary.contains("grant"),
+        "{}",
+        fs[0].summary
+    );
+    assert!(!fs[0].summary.contains("credentials"), "{}", fs[0].summary);
+}
+
+#[test]
 fn a_refused_login_is_a_watchdog_access_incident_not_a_broker_one() {
     let fs = findings(&refused_login_report(&[]), Vec::new());
     assert_eq!(

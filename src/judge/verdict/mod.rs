@@ -168,6 +168,7 @@ const RULES: &[Rule] = &[
     rules_reach::cluster_invisible,
     rules_host::process_alive_no_answer,
     rules_reach::no_answer,
+    rules_reach::request_error,
     rules_partitions::fenced_but_serving,
     rules_partitions::stale_leader,
     rules_partitions::out_of_every_isr,

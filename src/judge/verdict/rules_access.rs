@@ -9,7 +9,9 @@ use super::*;
 /// healthy for its own clients, so these never make a zombie.
 pub fn access_rule(kind: FailureKind) -> Option<&'static str> {
     match kind {
-        FailureKind::Authentication | FailureKind::Tls => Some("auth_failed"),
+        FailureKind::Authentication | FailureKind::Authorization | FailureKind::Tls => {
+            Some("auth_failed")
+        }
         FailureKind::Protocol => Some("protocol_error"),
         _ => None,
     }
@@ -34,6 +36,16 @@ pub(super) fn access_failure<'a>(
 }
 
 pub(super) fn auth_failed(f: &BrokerFacts, _: &VerdictSettings) -> Option<RuleHit> {
+    let refused_rights =
+        access_failure(f).is_some_and(|(_, _, e)| e.kind == FailureKind::Authorization);
+    if refused_rights {
+        return access_hit(
+            f,
+            "auth_failed",
+            "is not authorized by",
+            "grant the watchdog's principal the rights it needs (Describe on the cluster and on every topic: docs/install.md, section Least privilege on clusters with ACLs). This is the watchdog's access, not a verdict on the broker",
+        );
+    }
     access_hit(
         f,
         "auth_failed",

@@ -150,6 +150,27 @@ pub(super) fn process_alive(f: &BrokerFacts) -> bool {
         .is_some_and(|p| !p.state.has_exited())
 }
 
+/// The broker answered, but with a Kafka error for the whole request: it is alive and its
+/// request path works, so it is no zombie; what it said is still wrong for its clients.
+pub(super) fn request_error(f: &BrokerFacts, _: &VerdictSettings) -> Option<RuleHit> {
+    if f.cluster_invisible || f.probe.answered() {
+        return None;
+    }
+    let (step, e) = f.probe.first_failure()?;
+    if e.kind != FailureKind::KafkaError {
+        return None;
+    }
+    hit(
+        "request_error",
+        BrokerState::Degraded,
+        format!(
+            "{} answers, but {step} failed for the whole request: {}",
+            f.probe.endpoint.address(),
+            e.detail
+        ),
+    )
+}
+
 pub(super) fn no_answer(f: &BrokerFacts, _: &VerdictSettings) -> Option<RuleHit> {
     if f.cluster_invisible || f.probe.answered() {
         return None;
@@ -172,7 +193,8 @@ pub(super) fn no_answer(f: &BrokerFacts, _: &VerdictSettings) -> Option<RuleHit>
         return None;
     }
     let (step, e) = f.probe.first_failure()?;
-    if access_rule(e.kind).is_some() {
+    // An error for the whole request is an answer (`request_error`).
+    if access_rule(e.kind).is_some() || e.kind == FailureKind::KafkaError {
         return None;
     }
     let connect_ms = f

@@ -10,11 +10,11 @@ use std::time::{Duration, Instant, SystemTime};
 use futures::future::join_all;
 
 use crate::model::round::{
-    BrokerEndpoint, BrokerId, BrokerProbe, EligibleLeaders, MetadataView, ProbeFailure,
-    RoundObservation, NO_LEADER,
+    BrokerEndpoint, BrokerId, BrokerProbe, EligibleLeaders, FailureKind, MetadataView,
+    ProbeFailure, RoundObservation, NO_LEADER,
 };
 use crate::observe::cluster_view::stale_claims;
-use crate::observe::wire::{BrokerClient, WireError, WireOptions};
+use crate::observe::wire::{BrokerClient, OpenFailure, WireError, WireOptions};
 
 use followers::{carry_adding, measure_followers};
 
@@ -473,10 +473,20 @@ pub async fn probe_broker(
         metadata: None,
         description: None,
     };
-    let opened = match BrokerClient::open(&address, wire).await {
+    let opened = match BrokerClient::open_traced(&address, wire).await {
         Ok(o) => o,
-        Err(e) => {
-            probe.connect = Err(e.to_failure(started.elapsed()));
+        // Accepted, then silent through the TLS handshake: a frozen TLS broker, as silent as
+        // a plaintext one that never answers ApiVersions (`no_answer`), not unreachable.
+        Err(OpenFailure {
+            error,
+            tcp: Some(tcp),
+        }) if error.kind() == FailureKind::Timeout => {
+            probe.connect = Ok(tcp);
+            probe.api_versions = Some(Err(error.to_failure(started.elapsed().saturating_sub(tcp))));
+            return probe;
+        }
+        Err(OpenFailure { error, .. }) => {
+            probe.connect = Err(error.to_failure(started.elapsed()));
             return probe;
         }
     };
@@ -563,5 +573,39 @@ mod tests {
             [true, true, false, false, false, false, true]
         );
         assert_eq!(rotate(&targets, 10, 0), [true; 7]);
+    }
+
+    /// A frozen TLS broker: the kernel accepts the TCP connection, the JVM never answers the
+    /// ClientHello. That is "accepted but silent", as a plaintext broker that never answers
+    /// ApiVersions, and must be `no_answer` (zombie), not `unreachable`.
+    #[tokio::test]
+    async fn a_tls_broker_silent_through_the_handshake_is_open_but_unanswered() {
+        use crate::observe::wire::{Security, TlsSettings};
+        let silent = kafka_watchdog_test_support::fake_broker::FakeBroker::silent().await;
+        let (host, port) = silent.address.rsplit_once(':').expect("host:port");
+        let wire = WireOptions {
+            connect_timeout: Duration::from_millis(300),
+            request_timeout: Duration::from_millis(300),
+            security: Security::Ssl(TlsSettings {
+                ca_pem: Some(include_bytes!("../wire/testdata/ca.pem").to_vec()),
+                ..TlsSettings::default()
+            }),
+            ..WireOptions::default()
+        };
+        let endpoint = BrokerEndpoint {
+            id: 1,
+            host: host.to_string(),
+            port: port.parse().expect("port"),
+            rack: None,
+        };
+        let probe = probe_broker(endpoint, &wire, None).await;
+        assert!(
+            probe.tcp_open(),
+            "the TCP connection was accepted: {probe:?}"
+        );
+        let (step, failure) = probe.first_failure().expect("nothing was answered");
+        assert_eq!(step, "api_versions");
+        assert_eq!(failure.kind, FailureKind::Timeout);
+        assert!(failure.detail.contains("tls"), "{}", failure.detail);
     }
 }

@@ -64,12 +64,27 @@ impl BrokerClient {
     /// that a caller can record the connect latency even when the broker then fails to
     /// answer ApiVersions.
     pub async fn open(address: &str, opts: &WireOptions) -> Result<Opened, WireError> {
+        Self::open_traced(address, opts).await.map_err(|f| f.error)
+    }
+
+    /// [`open`](Self::open), saying on failure whether the TCP connection had been accepted.
+    pub async fn open_traced(address: &str, opts: &WireOptions) -> Result<Opened, OpenFailure> {
         let started = Instant::now();
-        let tcp = open_tcp(address, opts.connect_timeout).await?;
+        let tcp = open_tcp(address, opts.connect_timeout)
+            .await
+            .map_err(|error| OpenFailure { error, tcp: None })?;
         let stream = match opts.security.tls() {
-            Some(tls) => Stream::Tls(Box::new(
-                security::handshake(tcp, tls, address, opts.connect_timeout).await?,
-            )),
+            Some(tls) => {
+                let tcp_latency = started.elapsed();
+                Stream::Tls(Box::new(
+                    security::handshake(tcp, tls, address, opts.connect_timeout)
+                        .await
+                        .map_err(|error| OpenFailure {
+                            error,
+                            tcp: Some(tcp_latency),
+                        })?,
+                ))
+            }
             None => Stream::Plain(tcp),
         };
         Ok(Opened {
@@ -443,6 +458,15 @@ impl BrokerClient {
         let capped = Duration::from_millis(ms.unsigned_abs().into());
         (ms, capped.saturating_add(self.conn.request_timeout()))
     }
+}
+
+/// Why [`BrokerClient::open_traced`] failed, and how long the TCP connect took when it was
+/// accepted first: a broker that accepts and then never answers the TLS handshake is silent
+/// like a plaintext one that never answers ApiVersions, not unreachable.
+#[derive(Debug)]
+pub struct OpenFailure {
+    pub error: WireError,
+    pub tcp: Option<Duration>,
 }
 
 /// A connection whose transport is up but which has not negotiated versions yet.

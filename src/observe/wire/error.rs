@@ -107,6 +107,12 @@ pub enum WireError {
     },
 }
 
+/// Kafka's "not authorized" error codes: topic, group, cluster, transactional id and
+/// delegation token authorization failed.
+pub fn is_authorization_code(code: i16) -> bool {
+    matches!(code, 29 | 30 | 31 | 53 | 65)
+}
+
 fn message_suffix(message: &Option<String>) -> String {
     match message {
         Some(m) if !m.is_empty() => format!(": {m}"),
@@ -128,6 +134,9 @@ impl WireError {
             WireError::Protocol { .. }
             | WireError::Unsupported { .. }
             | WireError::InvalidRequest { .. } => FailureKind::Protocol,
+            WireError::Kafka { code, .. } if is_authorization_code(*code) => {
+                FailureKind::Authorization
+            }
             WireError::Kafka { .. } => FailureKind::KafkaError,
             WireError::Tls { .. } => FailureKind::Tls,
             WireError::Authentication { .. } => FailureKind::Authentication,
@@ -262,12 +271,19 @@ mod tests {
             message: Some("denied".into()),
         };
         let f = e.to_failure(Duration::from_millis(12));
-        assert_eq!(f.kind, FailureKind::KafkaError);
+        // Refused as not authorized: the watchdog's access, not a broker that failed.
+        assert_eq!(f.kind, FailureKind::Authorization);
         assert_eq!(
             f.detail,
             "describe_cluster: Kafka error 31 CLUSTER_AUTHORIZATION_FAILED: denied"
         );
         assert_eq!(f.after, Duration::from_millis(12));
+        let other = WireError::Kafka {
+            phase: Phase::Metadata,
+            code: -1,
+            message: None,
+        };
+        assert_eq!(other.kind(), FailureKind::KafkaError);
 
         let t = WireError::Timeout {
             phase: Phase::ApiVersions,

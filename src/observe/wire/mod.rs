@@ -41,7 +41,7 @@ mod tests_security;
 
 use std::time::Duration;
 
-pub use client::{BrokerClient, Opened};
+pub use client::{BrokerClient, OpenFailure, Opened};
 pub use compat::{column_text, markdown_table, signals, Signal};
 pub use convert::TopicConfigs;
 pub use error::{kafka_error_name, Phase, WireError};

@@ -387,7 +387,7 @@ async fn describe_cluster_error_code_carries_its_message() {
     .await;
     let mut client = connect(&b).await;
     let err = client.describe_cluster().await.unwrap_err();
-    assert_eq!(err.kind(), FailureKind::KafkaError);
+    assert_eq!(err.kind(), FailureKind::Authorization);
     assert_eq!(
         err.to_string(),
         "describe_cluster: Kafka error 31 CLUSTER_AUTHORIZATION_FAILED: not allowed"

@@ -141,6 +141,37 @@ fn an_answer_the_watchdog_cannot_decode_is_a_protocol_error_not_a_zombie() {
 }
 
 #[test]
+fn a_whole_request_refused_as_not_authorized_is_the_watchdogs_access_not_a_zombie() {
+    // Metadata answered with CLUSTER_AUTHORIZATION_FAILED for the whole request: the broker
+    // answered, and what it refused is the watchdog's principal.
+    let mut w = World::healthy();
+    failing_at(&mut w, 2, "metadata", FailureKind::Authorization);
+    let v = w.judge();
+    assert_eq!(v[&2].state, BrokerState::Unknown, "{:?}", v[&2].hits);
+    assert_eq!(rules(&v[&2]), vec!["auth_failed"]);
+    assert!(
+        v[&2].hits[0].detail.contains("grant"),
+        "{}",
+        v[&2].hits[0].detail
+    );
+    assert_eq!(v[&1].state, BrokerState::Healthy);
+}
+
+#[test]
+fn a_whole_request_kafka_error_is_an_answer_not_a_zombie() {
+    let mut w = World::healthy();
+    failing_at(&mut w, 3, "metadata", FailureKind::KafkaError);
+    let v = w.judge();
+    assert_eq!(v[&3].state, BrokerState::Degraded, "{:?}", v[&3].hits);
+    assert_eq!(rules(&v[&3]), vec!["request_error"]);
+    assert!(
+        v[&3].hits[0].detail.contains("answers"),
+        "{}",
+        v[&3].hits[0].detail
+    );
+}
+
+#[test]
 fn host_mode_does_not_turn_a_refused_login_into_a_zombie() {
     let mut w = World::healthy();
     failing_at(&mut w, 1, "api_versions", FailureKind::Authentication);
