@@ -71,7 +71,8 @@ impl PartitionProblem {
     }
 }
 
-/// Per topic, the (partition, broker) replicas ongoing reassignments are adding.
+/// Per topic, the (partition, broker) replicas not counted missing from the ISR this round:
+/// ongoing reassignments are adding them, or a newer read showed them settled.
 #[derive(Debug, Clone, Default)]
 pub struct Reassigning(BTreeMap<String, BTreeSet<(i32, BrokerId)>>);
 
@@ -81,7 +82,8 @@ impl Reassigning {
     pub fn from_followers(followers: &BTreeMap<BrokerId, FollowerProgress>) -> Self {
         let mut r = Reassigning::default();
         for (id, f) in followers {
-            for (topic, partition) in f.adding_to.iter().flatten() {
+            // A replica a newer read shows settled is judged by that read, like one being added.
+            for (topic, partition) in f.adding_to.iter().flatten().chain(&f.settled) {
                 r.0.entry(topic.clone())
                     .or_default()
                     .insert((*partition, *id));

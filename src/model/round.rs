@@ -520,6 +520,11 @@ pub struct FollowerProgress {
     /// Kafka does not count a replica being added as under-replicated, and neither does the
     /// health check.
     pub adding_to: Option<Vec<(String, i32)>>,
+    /// Partitions the round's metadata had it missing from the ISR of, which a second read
+    /// after the reassignment listing shows it back in the ISR of, or no longer a replica
+    /// of: the first read caught a change in flight (a reassignment that completed between
+    /// the two reads lists nothing). The newer read is the one judged.
+    pub settled: Vec<(String, i32)>,
     /// Why some or all of it could not be measured.
     pub errors: Vec<String>,
 }

@@ -7,7 +7,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use futures::future::join_all;
 
 use crate::model::round::{BrokerId, BrokerProbe, FollowerProgress, MetadataView, ReplicaOffsets};
-use crate::observe::wire::{kafka_error_name, BrokerClient, LatestOffset, WireError, WireOptions};
+use crate::observe::wire::{
+    kafka_error_name, BrokerClient, LatestOffset, OngoingReassignment, WireError, WireOptions,
+};
 
 /// At most this many partitions of one broker are measured a round: growth on any of them
 /// is evidence enough, and the request stays small on a broker with many replicas.
@@ -115,12 +117,21 @@ pub(super) async fn measure_followers(
     let reassignments = async {
         let mut c = BrokerClient::connect(&address(source).unwrap_or_default(), wire).await?;
         let timeout = wire.request_timeout;
-        Ok::<_, WireError>(
-            c.client
-                .list_partition_reassignments(None, timeout)
-                .await?
-                .value,
-        )
+        let listed = c
+            .client
+            .list_partition_reassignments(None, timeout)
+            .await?
+            .value;
+        // A reassignment that completed after the metadata was read and before this listing
+        // shows its new replica outside the ISR, listed by nobody. The same broker's
+        // metadata of those topics, read again now, is newer than the listing's answer.
+        let topics = unlisted_topics(&candidates, &adding_map(&listed));
+        let again = if topics.is_empty() {
+            None
+        } else {
+            c.client.metadata(Some(&topics)).await.ok().map(|t| t.value)
+        };
+        Ok::<_, WireError>((listed, again))
     };
     let (own, leaders, reassignments) = futures::join!(own, leaders, reassignments);
     let mut high_watermarks: BTreeMap<(String, i32), i64> = BTreeMap::new();
@@ -145,14 +156,10 @@ pub(super) async fn measure_followers(
             format!("leader {leader} did not answer this round"),
         );
     }
-    let mut adding_to: BTreeMap<BrokerId, Vec<(String, i32)>> = BTreeMap::new();
-    if let Ok(list) = &reassignments {
-        for (t, p, _, added, _) in list {
-            for b in added {
-                adding_to.entry(*b).or_default().push((t.clone(), *p));
-            }
-        }
-    }
+    let (adding_to, again) = match &reassignments {
+        Ok((list, again)) => (adding_map(list), again.as_ref()),
+        Err(_) => (BTreeMap::new(), None),
+    };
     candidates
         .iter()
         .zip(own)
@@ -161,6 +168,7 @@ pub(super) async fn measure_followers(
                 adding_to: reassignments
                     .is_ok()
                     .then(|| adding_to.get(id).cloned().unwrap_or_default()),
+                settled: again.map(|m| settled(m, *id, list)).unwrap_or_default(),
                 ..FollowerProgress::default()
             };
             if let Err(e) = &reassignments {
@@ -191,6 +199,55 @@ pub(super) async fn measure_followers(
                 .extend(leaders.iter().filter_map(|l| leader_errors.get(l).cloned()));
             (*id, progress)
         })
+        .collect()
+}
+
+/// Per broker, the partitions the listed reassignments are adding it to.
+fn adding_map(listed: &[OngoingReassignment]) -> BTreeMap<BrokerId, Vec<(String, i32)>> {
+    let mut adding_to: BTreeMap<BrokerId, Vec<(String, i32)>> = BTreeMap::new();
+    for (t, p, _, added, _) in listed {
+        for b in added {
+            adding_to.entry(*b).or_default().push((t.clone(), *p));
+        }
+    }
+    adding_to
+}
+
+/// The topics of candidate partitions that no listed reassignment is adding their broker to.
+fn unlisted_topics(
+    candidates: &BTreeMap<BrokerId, Vec<(String, i32, BrokerId)>>,
+    adding_to: &BTreeMap<BrokerId, Vec<(String, i32)>>,
+) -> Vec<String> {
+    let mut topics = BTreeSet::new();
+    for (id, list) in candidates {
+        let adding = adding_to.get(id);
+        for (t, p, _) in list {
+            if !adding.is_some_and(|a| a.iter().any(|(at, ap)| at == t && ap == p)) {
+                topics.insert(t.clone());
+            }
+        }
+    }
+    topics.into_iter().collect()
+}
+
+/// Of the partitions broker `id` was missing from the ISR of, those the newer read `again`
+/// shows it in the ISR of, or no longer a replica of. A partition the newer read does not
+/// describe settles nothing.
+fn settled(
+    again: &MetadataView,
+    id: BrokerId,
+    list: &[(String, i32, BrokerId)],
+) -> Vec<(String, i32)> {
+    list.iter()
+        .filter(|(t, p, _)| {
+            again
+                .topics
+                .get(t)
+                .filter(|topic| topic.error_code == 0)
+                .and_then(|topic| topic.partitions.iter().find(|q| q.partition == *p))
+                .is_some_and(|q| q.isr.contains(&id) || !q.replicas.contains(&id))
+        })
+        .map(|(t, p, _)| (t.clone(), *p))
         .collect()
 }
 
@@ -290,5 +347,48 @@ mod tests {
                 (4, vec![("t".to_string(), 0, 1)]),
             ]
         );
+    }
+
+    #[test]
+    fn a_newer_read_settles_a_replica_back_in_the_isr_or_moved_away_and_nothing_else() {
+        use crate::model::round::{PartitionView, TopicView};
+        let part = |partition, leader, replicas: &[i32], isr: &[i32]| PartitionView {
+            partition,
+            leader,
+            replicas: replicas.into(),
+            isr: isr.into(),
+            ..PartitionView::default()
+        };
+        let mut again = MetadataView::default();
+        again.topics.insert(
+            "t".into(),
+            TopicView {
+                name: "t".into(),
+                partitions: vec![
+                    part(0, 1, &[1, 4], &[1, 4]),
+                    part(1, 2, &[2, 3], &[2, 3]),
+                    part(2, 3, &[3, 4], &[3]),
+                ],
+                ..TopicView::default()
+            },
+        );
+        let missing = |p: i32| ("t".to_string(), p, 1);
+        let list = vec![
+            missing(0),
+            missing(1),
+            missing(2),
+            ("gone".to_string(), 0, 1),
+        ];
+        // Back in t-0's ISR, no longer a replica of t-1, still missing from t-2's ISR, and
+        // "gone" not described by the newer read at all.
+        assert_eq!(
+            settled(&again, 4, &list),
+            vec![("t".to_string(), 0), ("t".to_string(), 1)]
+        );
+        let listed: BTreeMap<BrokerId, Vec<(String, i32)>> =
+            [(4, vec![("t".to_string(), 0)])].into();
+        let candidates: BTreeMap<BrokerId, Vec<(String, i32, BrokerId)>> =
+            [(4, vec![missing(0)]), (5, vec![("u".to_string(), 0, 1)])].into();
+        assert_eq!(unlisted_topics(&candidates, &listed), vec!["u".to_string()]);
     }
 }

@@ -16,13 +16,14 @@ use kafka_protocol::messages::metadata_response::{
 };
 use kafka_protocol::messages::{
     ApiKey, BrokerId, DescribeConfigsRequest, DescribeConfigsResponse,
-    DescribeTopicPartitionsRequest, DescribeTopicPartitionsResponse, MetadataRequest,
-    MetadataResponse, TopicName,
+    DescribeTopicPartitionsRequest, DescribeTopicPartitionsResponse,
+    ListPartitionReassignmentsResponse, MetadataRequest, MetadataResponse, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 
 use super::*;
 use crate::judge::report::{ClusterReport, Evaluator};
+use crate::judge::verdict::BrokerState;
 use kafka_watchdog_test_support::fake_broker::{
     answer, answer_api_versions, ranges_with, FakeBroker, Reply,
 };
@@ -170,6 +171,10 @@ impl Cluster {
                             })
                             .collect();
                         answer(r, &DescribeConfigsResponse::default().with_results(results))
+                    }
+                    // Nothing is being reassigned.
+                    Ok(ApiKey::ListPartitionReassignments) => {
+                        answer(r, &ListPartitionReassignmentsResponse::default())
                     }
                     Ok(ApiKey::DescribeTopicPartitions) => {
                         let _: DescribeTopicPartitionsRequest = r.decode();
@@ -372,4 +377,36 @@ async fn where_unclean_elections_are_allowed_only_a_leader_from_outside_the_elr_
             report.unclean_elections
         );
     }
+}
+
+/// A reassignment that completed between the round's metadata and its listing of
+/// reassignments: the metadata still shows broker 3 outside the ISR of the partition it was
+/// being added to, and the listing no longer lists it. Read again after the listing, the
+/// partition has it in its ISR: copying, done, not missing (the remove-broker phase of the
+/// routine bench flagged healthy brokers `degraded` for a round this way).
+#[tokio::test]
+async fn a_replica_a_newer_read_shows_back_in_the_isr_is_not_flagged() {
+    let caught_in_flight = part(1, 5, &[1, 2]);
+    let done = part(1, 5, &[1, 2, 3]);
+    let script = || Script {
+        named: Some(done.clone()),
+        ..Script::says(caught_in_flight.clone())
+    };
+    let c = Cluster::start(vec![script(), script(), script()]).await;
+    let obs = c.prober().round().await;
+    let followers = obs.followers.clone();
+    let report = evaluator().evaluate(obs, None, SystemTime::now());
+    let v = report.verdict(3).expect("broker 3 judged");
+    assert_eq!(v.state, BrokerState::Healthy, "{:?} {followers:?}", v.hits);
+    assert_eq!(followers[&3].settled, vec![("t".to_string(), 0)]);
+    // Still missing when read again: flagged as before.
+    let c = Cluster::start(vec![
+        Script::says(caught_in_flight.clone()),
+        Script::says(caught_in_flight.clone()),
+        Script::says(caught_in_flight),
+    ])
+    .await;
+    let report = evaluate(&mut evaluator(), &mut c.prober()).await;
+    let v = report.verdict(3).expect("broker 3 judged");
+    assert_ne!(v.state, BrokerState::Healthy, "{:?}", v.hits);
 }

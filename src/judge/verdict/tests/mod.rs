@@ -633,6 +633,7 @@ fn measured(w: &mut World, log_end: [i64; 2], hw: i64, adding: Option<u32>) {
         crate::model::round::FollowerProgress {
             offsets,
             adding_to: adding.map(|n| (0..n as i32).map(|p| ("t".to_string(), p)).collect()),
+            settled: Vec::new(),
             errors: Vec::new(),
         },
     );
