@@ -6,7 +6,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::watchdog::{is_event, Receiver, Watchdog, WatchdogSettings};
+use common::watchdog::{free_port, is_event, temp_dir, Receiver, Watchdog, WatchdogSettings};
 use common::{eventually, lab};
 
 /// Far above the goal (3 s to the webhook), far below what rounds alone take (18-23 s).
@@ -290,4 +290,52 @@ fn a_follower_whose_replication_is_cut_is_paged_within_seconds_of_leaving_the_is
     rx.wait("resolved broker 3", Duration::from_secs(90), |v| {
         is_event(v, "resolved", "broker", Some(3))
     });
+}
+
+/// `check` (one round from the command line) judges a frozen broker on the same evidence
+/// of silence as the daemon: its liveness check runs beside the round until every broker
+/// answered, refused, or was silent past its threshold with a fresh connection tried, so
+/// the table says "accepted but silent", not only that a request timed out.
+#[test]
+fn check_names_a_frozen_broker_a_zombie_with_the_liveness_evidence() {
+    let mut lab = lab();
+    let dir = temp_dir("check-freeze");
+    let config = dir.join("watchdog.yaml");
+    let s = WatchdogSettings {
+        canary_yaml: "      enabled: false\n".into(),
+        ..WatchdogSettings::default()
+    };
+    std::fs::write(&config, Watchdog::config_yaml(free_port(), &dir, &s)).unwrap();
+    let check = || {
+        std::process::Command::new(env!("CARGO_BIN_EXE_kafka-watchdog"))
+            .args(["check", "-c"])
+            .arg(&config)
+            .output()
+            .expect("run check")
+    };
+    let healthy = check();
+    let text = String::from_utf8_lossy(&healthy.stdout).to_string();
+    assert_eq!(healthy.status.code(), Some(0), "{text}");
+    lab.freeze(2).unwrap();
+    let started = Instant::now();
+    let frozen = check();
+    let took = started.elapsed();
+    lab.thaw(2).unwrap();
+    let text = String::from_utf8_lossy(&frozen.stdout).to_string();
+    eprintln!("check took {:.1} s:\n{text}", took.as_secs_f64());
+    assert_eq!(frozen.status.code(), Some(2), "critical: {text}");
+    let line = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("2 "))
+        .unwrap_or_else(|| panic!("a line for broker 2: {text}"));
+    assert!(line.contains("zombie"), "{line}");
+    assert!(line.contains("accepted but silent"), "{line}");
+    for b in ["1 ", "3 "] {
+        let other = text
+            .lines()
+            .find(|l| l.trim_start().starts_with(b))
+            .unwrap_or_else(|| panic!("a line for broker {b}: {text}"));
+        assert!(other.contains("healthy"), "{other}");
+    }
+    assert!(took < Duration::from_secs(20), "check took {took:?}");
 }

@@ -606,6 +606,15 @@ impl LivenessFact {
         self.silent_for(now).is_some_and(|d| d >= self.threshold)
     }
 
+    /// Its liveness says something by now: it answered, it refused, or it is silent past its
+    /// threshold and a fresh connection beside it has been tried. Until then a one-shot
+    /// look (`check`) has no liveness fact worth judging.
+    pub fn settled(&self, now: SystemTime) -> bool {
+        self.last_answer_at.is_some()
+            || self.refused_since.is_some()
+            || (self.past_threshold(now) && self.side.is_some())
+    }
+
     /// It answered and is neither silent past its threshold nor refusing: a peer that can
     /// vouch for the watchdog's own network.
     pub fn answering(&self, now: SystemTime) -> bool {

@@ -2,6 +2,7 @@
 //! SIGTERM or SIGINT. Things that take requests start before things that send them and
 //! stop after them; signals arrive as [`Control`]s.
 
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -13,8 +14,11 @@ use tokio::sync::watch;
 use crate::alert::alerting::Alerting;
 use crate::config::{ClusterConfig, Config};
 use crate::judge::report::{ClusterReport, Evaluator};
+use crate::model::round::{BrokerId, LivenessFact, RoundObservation};
 use crate::observe::host::HostObserver;
+use crate::observe::liveness::{Liveness, LivenessSettings};
 use crate::observe::probe::ClusterProber;
+use crate::observe::wire::WireOptions;
 use crate::run::cluster_loop::{cluster_loop, lock, one_round, round_limit};
 use crate::run::service::{self, LoopHealth, StatusCounts};
 use crate::run::{preflight, reload, setup};
@@ -345,14 +349,19 @@ pub async fn check_once(config: &Config) -> Vec<ClusterReport> {
                 return None;
             }
         };
+        let wire = settings.wire.clone();
         let mut prober = ClusterProber::new(settings);
         let mut host = c.host.clone().map(HostObserver::new);
         // Direct probes (and host mode) only: a single canary write proves little, and a
         // check run from cron should not create topics.
-        let (obs, view, _) =
+        let (mut obs, view, _) =
             tokio::time::timeout(round_limit(c), one_round(&mut prober, None, host.as_mut()))
                 .await
                 .ok()?;
+        // A broker that did not answer is judged on the daemon's evidence of silence too.
+        if !c.verdict.liveness_interval.is_zero() && obs.probes.values().any(|p| !p.answered()) {
+            obs.liveness = liveness_look(c, wire, &obs).await;
+        }
         Some(evaluator.evaluate_merged(obs, view, None, SystemTime::now()))
     });
     futures::future::join_all(rounds)
@@ -360,6 +369,36 @@ pub async fn check_once(config: &Config) -> Vec<ClusterReport> {
         .into_iter()
         .flatten()
         .collect()
+}
+
+/// For `check`: the continuous liveness check, run just until every broker has answered it,
+/// refused it, or been silent past its threshold with a fresh connection tried beside it,
+/// so that `check` tells "accepted but silent" from a full accept queue as the daemon does.
+async fn liveness_look(
+    c: &ClusterConfig,
+    wire: WireOptions,
+    obs: &RoundObservation,
+) -> BTreeMap<BrokerId, LivenessFact> {
+    let settings = LivenessSettings {
+        interval: c.verdict.liveness_interval,
+        floor: c.verdict.liveness_floor,
+        wire,
+    };
+    // The floor (a fresh tracker knows no answer times), a connect for the request and one
+    // beside it, and two intervals of slack.
+    let limit = settings.floor + settings.wire.connect_timeout * 2 + settings.interval * 2;
+    let mut liveness = Liveness::new(settings);
+    liveness.track(obs.probes.values().map(|p| &p.endpoint));
+    let board = liveness.board();
+    let deadline = Instant::now() + limit;
+    loop {
+        let facts = board.snapshot();
+        let now = SystemTime::now();
+        if Instant::now() >= deadline || facts.values().all(|f| f.settled(now)) {
+            return facts;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
 
 #[cfg(test)]

@@ -213,3 +213,33 @@ fn registered_lists_are_asked_for_by_a_few_brokers_per_interval() {
         );
     }
 }
+
+/// `check` waits for each broker's liveness to say something: an answer, a refusal, or a
+/// silence past the threshold with a fresh connection tried beside it; not a bare silence.
+#[tokio::test(start_paused = true)]
+async fn a_fact_is_settled_by_an_answer_a_refusal_or_a_silence_with_its_fresh_connection() {
+    let wall = SystemTime::now();
+    let start = Instant::now();
+    let fact = |t: &Tracker| t.fact("b:9092", Instant::now(), wall + (Instant::now() - start));
+    let mut t = Tracker::new(FLOOR);
+    t.sent(Instant::now());
+    assert!(!fact(&t).settled(wall), "nothing known yet");
+    tokio::time::advance(ms(3)).await;
+    t.answered(Instant::now(), ms(3));
+    assert!(fact(&t).settled(wall + ms(3)));
+
+    let mut silent = Tracker::new(FLOOR);
+    silent.sent(Instant::now());
+    tokio::time::advance(FLOOR + ms(10)).await;
+    let now = wall + (Instant::now() - start);
+    assert!(
+        !fact(&silent).settled(now),
+        "past the floor, nothing tried beside it"
+    );
+    silent.side_result(Instant::now(), SideOutcome::Accepted, ms(1), String::new());
+    assert!(fact(&silent).settled(now));
+
+    let mut refused = Tracker::new(FLOOR);
+    refused.refused(Instant::now(), "refused".into());
+    assert!(fact(&refused).settled(now));
+}
