@@ -98,7 +98,7 @@ impl Reassigning {
 }
 
 /// What the partitions say about one broker.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct BrokerPartitions {
     /// Partitions it leads.
     pub leader_of: u32,
