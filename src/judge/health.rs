@@ -168,7 +168,7 @@ pub fn classify_reassigning(
             continue;
         }
         let topic_min_isr = min_isr.get(topic).copied();
-        for p in &t.partitions {
+        for p in t.partitions.iter() {
             health.partitions += 1;
             // Replica lists are a handful of ids: a scan beats building a set.
             let in_isr = |b: &BrokerId| p.isr.contains(b);
@@ -293,7 +293,8 @@ mod tests {
                         isr: (*isr).into(),
                         offline_replicas: Default::default(),
                     })
-                    .collect(),
+                    .collect::<Vec<_>>()
+                    .into(),
             },
         );
         v

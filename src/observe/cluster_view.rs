@@ -14,7 +14,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::Serialize;
 
 use crate::model::round::{
-    BrokerEndpoint, BrokerId, MetadataView, PartitionView, TopicId, NO_LEADER, NO_TOPIC_ID,
+    BrokerEndpoint, BrokerId, MetadataView, PartitionView, Partitions, TopicId, NO_LEADER,
+    NO_TOPIC_ID,
 };
 
 /// A partition's identity.
@@ -58,11 +59,13 @@ pub struct ViewTopic {
     /// The id the answers merged here name (`NO_TOPIC_ID` when none did).
     #[serde(skip)]
     pub topic_id: TopicId,
-    pub partitions: Vec<PartitionView>,
+    /// The trusted answer's own list when every answer agrees on the topic (see `merge`).
+    #[serde(serialize_with = "crate::model::round::serialize_partitions")]
+    pub partitions: Partitions,
 }
 
 /// One broker's partitions of one topic, whether it calls the topic internal, and the topic's id.
-type TopicAnswer<'a> = (BrokerId, &'a [PartitionView], bool, TopicId);
+type TopicAnswer<'a> = (BrokerId, &'a Partitions, bool, TopicId);
 
 /// Merges the Metadata answers of several brokers, keyed by the broker that answered.
 ///
@@ -121,11 +124,11 @@ fn walk(answers: &[(BrokerId, &MetadataView)], build: bool) -> ClusterView {
             .expect("a topic has at least one answer");
         if lowest.is_sorted_by(|a, b| a.partition < b.partition)
             && sources.iter().all(|(_, parts, _, _)| {
-                std::ptr::eq(*parts, lowest)
+                Partitions::ptr_eq(parts, lowest)
                     || (parts.len() == lowest.len()
                         && parts
                             .iter()
-                            .zip(lowest)
+                            .zip(lowest.iter())
                             .all(|(p, q)| p.partition == q.partition && same_claim(p, q)))
             })
         {
@@ -135,26 +138,22 @@ fn walk(answers: &[(BrokerId, &MetadataView)], build: bool) -> ClusterView {
                     ViewTopic {
                         is_internal,
                         topic_id,
-                        partitions: lowest.to_vec(),
+                        partitions: Partitions::clone(lowest),
                     },
                 );
             }
             continue;
         }
-        let mut merged = ViewTopic {
-            is_internal,
-            topic_id,
-            partitions: Vec::with_capacity(if build {
-                sources.iter().map(|s| s.1.len()).max().unwrap_or(0)
-            } else {
-                0
-            }),
-        };
+        let mut merged: Vec<PartitionView> = Vec::with_capacity(if build {
+            sources.iter().map(|s| s.1.len()).max().unwrap_or(0)
+        } else {
+            0
+        });
         let sorted: Vec<Cow<[PartitionView]>> = sources
             .iter()
             .map(|(_, parts, _, _)| {
                 if parts.is_sorted_by_key(|p| p.partition) {
-                    Cow::Borrowed(*parts)
+                    Cow::Borrowed(&parts[..])
                 } else {
                     let mut owned = parts.to_vec();
                     owned.sort_by_key(|p| p.partition);
@@ -185,11 +184,18 @@ fn walk(answers: &[(BrokerId, &MetadataView)], build: bool) -> ClusterView {
             let chosen = choose(&candidates);
             judge_claims(&mut view, topic, chosen, &candidates);
             if build {
-                merged.partitions.push(chosen.clone());
+                merged.push(chosen.clone());
             }
         }
         if build {
-            view.topics.insert(topic.to_string(), merged);
+            view.topics.insert(
+                topic.to_string(),
+                ViewTopic {
+                    is_internal,
+                    topic_id,
+                    partitions: merged.into(),
+                },
+            );
         }
     }
     view
@@ -337,7 +343,7 @@ mod tests {
                 topic_id: 7,
                 error_code: 0,
                 is_internal: false,
-                partitions: parts,
+                partitions: parts.into(),
             },
         );
         MetadataView {

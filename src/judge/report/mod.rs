@@ -522,7 +522,8 @@ mod tests {
                     replicas: [2, 3].as_slice().into(),
                     isr: isr.into(),
                     offline_replicas: Default::default(),
-                }],
+                }]
+                .into(),
             },
         );
         v

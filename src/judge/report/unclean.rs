@@ -76,7 +76,7 @@ pub(super) fn unclean_elections(
         let possible = allows_unclean(topic);
         let topic_elr = previous_elr.get(topic.as_str());
         let mut seen = vec![false; table.len()];
-        for p in &t.partitions {
+        for p in t.partitions.iter() {
             let Ok(i) = usize::try_from(p.partition) else {
                 continue;
             };
