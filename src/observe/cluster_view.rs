@@ -14,7 +14,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::Serialize;
 
 use crate::model::round::{
-    BrokerEndpoint, BrokerId, MetadataView, PartitionView, Partitions, TopicId, NO_LEADER,
+    BrokerEndpoint, BrokerId, IdSet, MetadataView, PartitionView, Partitions, TopicId, NO_LEADER,
     NO_TOPIC_ID,
 };
 
@@ -88,30 +88,51 @@ fn walk(answers: &[(BrokerId, &MetadataView)], build: bool) -> ClusterView {
         has_leader_epochs: !answers.is_empty() && answers.iter().all(|(_, m)| m.has_leader_epochs),
         ..ClusterView::default()
     };
-    // topic -> every broker's answer for it, in the order of `answers`.
-    let mut by_topic: BTreeMap<&str, Vec<TopicAnswer>> = BTreeMap::new();
+    // Every broker lists (nearly) every broker: a set of the ids seen keeps a map lookup
+    // per listing of a thousand brokers by a thousand answers off this path.
+    let mut listed = IdSet::default();
     for (source, md) in answers {
         view.sources.insert(*source);
         if view.cluster_id.is_none() {
             view.cluster_id.clone_from(&md.cluster_id);
         }
         for b in &md.brokers {
-            view.brokers.entry(b.id).or_insert_with(|| b.clone());
-        }
-        for (name, topic) in &md.topics {
-            // A topic-level error (being deleted, unknown) carries no partition truth.
-            if topic.error_code != 0 || topic.partitions.is_empty() {
-                continue;
+            if listed.insert(b.id) {
+                view.brokers.insert(b.id, b.clone());
             }
-            by_topic.entry(name.as_str()).or_default().push((
-                *source,
-                &topic.partitions,
-                topic.is_internal,
-                topic.topic_id,
-            ));
         }
     }
-    for (topic, mut sources) in by_topic {
+    // The answers' topics, walked side by side in name order (each answer's map is sorted),
+    // so each topic's answers are gathered, in the order of `answers`, without a map.
+    let mut walks: Vec<_> = answers
+        .iter()
+        .map(|(source, md)| (*source, md.topics.iter().peekable()))
+        .filter(|(_, topics)| topics.len() > 0)
+        .collect();
+    let mut sources: Vec<TopicAnswer> = Vec::new();
+    loop {
+        walks.retain_mut(|(_, topics)| topics.peek().is_some());
+        let Some(topic) = walks
+            .iter_mut()
+            .filter_map(|(_, topics)| topics.peek().map(|&(name, _)| name.as_str()))
+            .min()
+        else {
+            break;
+        };
+        sources.clear();
+        for (source, topics) in &mut walks {
+            let Some((_, t)) = topics.next_if(|&(name, _)| name == topic) else {
+                continue;
+            };
+            // A topic-level error (being deleted, unknown) carries no partition truth.
+            if t.error_code != 0 || t.partitions.is_empty() {
+                continue;
+            }
+            sources.push((*source, &t.partitions, t.is_internal, t.topic_id));
+        }
+        if sources.is_empty() {
+            continue;
+        }
         let topic_id = one_topic_id(&mut sources);
         let is_internal = sources.iter().any(|s| s.2);
         // Nearly always every answer names the same leader, epoch and ISR for every
