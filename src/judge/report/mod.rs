@@ -369,12 +369,12 @@ impl Evaluator {
         // Partition findings name the brokers the verdicts decide are the cause, not every
         // replica missing from an ISR (issue 14).
         let mut canary = canary;
-        let causes = verdict::attribute_suspects(&obs, &view, &mut health, canary.as_mut());
+        let decided = verdict::attribute_suspects(&obs, &view, &mut health, canary.as_mut());
         let mut verdicts = verdict::judge_decided(
             &obs,
             &view,
             &health,
-            causes,
+            decided,
             &self.memory,
             &self.settings,
             now,

@@ -357,18 +357,26 @@ pub fn causes(
     out
 }
 
+/// What `attribute_suspects` decided of a round, for `judge_decided`: each probed broker's
+/// registration and the causes of the broken links.
+pub struct Decided {
+    pub(super) registrations: BTreeMap<BrokerId, Registration>,
+    pub(super) causes: Causes,
+}
+
 /// Replaces the suspects of every partition problem with an online leader by the decided
 /// causes of its broken links (plus the leader when it is outside its own ISR), so the
 /// partition findings name the same brokers as the verdicts; notes in each failed canary
-/// write whom it is charged to, for the canary findings. Returns the causes, for
+/// write whom it is charged to, for the canary findings. Returns what it decided, for
 /// `judge_decided`.
 pub fn attribute_suspects(
     obs: &RoundObservation,
     view: &ClusterView,
     health: &mut Health,
     canary: Option<&mut crate::observe::canary::CanaryRound>,
-) -> Causes {
-    let sick = sickness(obs, view);
+) -> Decided {
+    let registrations = registrations(obs);
+    let sick = sickness_with(obs, view, &registrations);
     let mut canary = canary;
     let c = causes(health, canary.as_deref(), &sick);
     if let Some(round) = canary.as_mut() {
@@ -397,5 +405,8 @@ pub fn attribute_suspects(
             }
         }
     }
-    c
+    Decided {
+        registrations,
+        causes: c,
+    }
 }

@@ -215,13 +215,13 @@ pub fn judge(
     )
 }
 
-/// [`judge`] with the round's causes decided already (`attribute_suspects` returns them), so
-/// a round decides them once.
+/// [`judge`] with the round's registrations and causes decided already
+/// (`attribute_suspects` returns them), so a round decides them once.
 pub fn judge_decided(
     obs: &RoundObservation,
     view: &ClusterView,
     health: &Health,
-    causes: Causes,
+    decided: Decided,
     memory: &BTreeMap<BrokerId, BrokerMemory>,
     settings: &VerdictSettings,
     now: SystemTime,
@@ -230,8 +230,8 @@ pub fn judge_decided(
         obs,
         view,
         health,
-        registrations(obs),
-        causes,
+        decided.registrations,
+        decided.causes,
         memory,
         settings,
         now,
@@ -253,11 +253,17 @@ fn judge_with(
     let medians = peer_medians(obs);
     // Only a refused broker's leaderships are asked about; a healthy round of a large
     // cluster does not count them.
-    let refused = obs
-        .probes
-        .values()
-        .any(|p| p.connect.as_ref().is_err_and(|e| closed(e.kind)));
-    let leads = if refused {
+    // Only a refused broker's leaderships are asked about, and only until its refusal is
+    // decided (see `held_at_refusal`); a round of a large cluster does not count them
+    // otherwise.
+    let undecided_refusal = obs.probes.iter().any(|(id, p)| {
+        p.connect.as_ref().is_err_and(|e| closed(e.kind))
+            && memory
+                .get(id)
+                .and_then(BrokerMemory::held_this_refusal)
+                .is_none()
+    });
+    let leads = if undecided_refusal {
         holdings_in(view)
     } else {
         BTreeMap::new()
@@ -526,7 +532,7 @@ mod rules_host;
 mod rules_partitions;
 mod rules_reach;
 
-pub use cause::{attribute_suspects, causes, Causes};
+pub use cause::{attribute_suspects, causes, Causes, Decided};
 use facts::{canary_facts, named_as_replica, peer_medians};
 pub use facts::{holdings_in, BrokerFacts, CanaryFacts, Named};
 pub use registration::registrations;
