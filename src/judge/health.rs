@@ -292,6 +292,7 @@ impl Tallies {
 }
 
 /// The number of different ids in a short list (a broker listed twice in an ISR counts once).
+#[inline]
 fn distinct(ids: &[BrokerId]) -> usize {
     ids.iter()
         .enumerate()

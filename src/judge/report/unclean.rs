@@ -120,7 +120,10 @@ pub(super) fn unclean_elections(
                     }
                     prev.leader = p.leader;
                     prev.leader_epoch = p.leader_epoch;
-                    if prev.isr != p.isr {
+                    // Element by element: for a few ids a memcmp call costs more.
+                    if prev.isr.len() != p.isr.len()
+                        || prev.isr.iter().zip(p.isr.iter()).any(|(a, b)| a != b)
+                    {
                         prev.isr = BrokerList::from_slice(&p.isr);
                     }
                 }
