@@ -80,7 +80,8 @@ struct ScaleArgs {
     #[arg(long, default_value_t = 20.0)]
     max_stage_secs: f64,
     /// Exit non-zero when the largest round's evaluate takes longer than issue #14's goal
-    /// (250 ms, set for a 2M-partition x 1,000-broker round).
+    /// (250 ms, set for a 2M-partition x 1,000-broker round), in the daemon's shape (few)
+    /// when that ran.
     #[arg(long)]
     check: bool,
     /// Write each evaluated round's full report (verdicts, partition findings, metrics and
