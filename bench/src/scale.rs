@@ -532,3 +532,40 @@ fn verdict_summary(r: &ClusterReport) -> String {
         .collect::<Vec<_>>()
         .join(", ")
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn section(rows: Vec<Value>) -> Section {
+        let mut s = Section::new("scale", json!({}));
+        s.raw = Value::Array(rows);
+        s
+    }
+
+    fn row(variant: &str, partitions: u64, evaluate_ms: Option<f64>) -> Value {
+        json!({"variant": variant, "partitions": partitions, "brokers": 1000, "evaluate_ms": evaluate_ms})
+    }
+
+    #[test]
+    fn the_goal_is_checked_on_the_largest_round_of_the_daemons_shape() {
+        // A smaller round over the goal, and an "all" round skipped for memory, do not count.
+        let met = section(vec![
+            row("few", 200_000, Some(300.0)),
+            row("few", 2_000_000, Some(249.0)),
+            row("all", 2_000_000, None),
+        ]);
+        assert_eq!(missed_goals(&met), Vec::<String>::new());
+        let missed = missed_goals(&section(vec![row("few", 2_000_000, Some(251.0))]));
+        assert_eq!(missed.len(), 1, "{missed:?}");
+        assert!(missed[0].contains("evaluate 251.0 ms"), "{missed:?}");
+        let skipped = missed_goals(&section(vec![row("few", 2_000_000, None)]));
+        assert!(skipped[0].contains("not measured"), "{skipped:?}");
+        // Only "all" ran: it is what there is to check.
+        assert_eq!(
+            missed_goals(&section(vec![row("all", 100_000, Some(300.0))])).len(),
+            1
+        );
+        assert_eq!(missed_goals(&section(Vec::new())).len(), 1);
+    }
+}
