@@ -79,6 +79,15 @@ struct ScaleArgs {
     /// A stage whose warm-up run alone takes longer is reported from that single run.
     #[arg(long, default_value_t = 20.0)]
     max_stage_secs: f64,
+    /// Exit non-zero when the largest round's evaluate takes longer than issue #14's goal
+    /// (250 ms, set for a 2M-partition x 1,000-broker round), in the daemon's shape (few)
+    /// when that ran.
+    #[arg(long)]
+    check: bool,
+    /// Write each evaluated round's full report (verdicts, partition findings, metrics and
+    /// status text) to this directory, to compare the outputs of two builds.
+    #[arg(long)]
+    dump: Option<PathBuf>,
 }
 
 impl Default for ScaleArgs {
@@ -270,8 +279,22 @@ fn run_scale(out: &Output, a: &ScaleArgs) -> Result<()> {
         variants: a.variants.clone(),
         max_mem_gib: a.max_mem_gib,
         max_stage_secs: a.max_stage_secs,
+        dump: a.dump.clone(),
     })?;
-    out.append(section)
+    let missed = scale::missed_goals(&section);
+    out.append(section)?;
+    if missed.is_empty() {
+        println!("scale: every goal met");
+        return Ok(());
+    }
+    println!("scale: goals missed:");
+    for m in &missed {
+        println!("  {m}");
+    }
+    if a.check {
+        anyhow::bail!("{} scale goal(s) missed", missed.len());
+    }
+    Ok(())
 }
 
 fn run_fanout(out: &Output, a: &FanoutArgs) -> Result<()> {

@@ -155,7 +155,7 @@ pub fn views(partitions: usize, brokers: usize) -> Views {
                 topic_id: 0,
                 error_code: 0,
                 is_internal: false,
-                partitions: parts,
+                partitions: parts.into(),
             },
         );
         stale.topics.insert(
@@ -165,7 +165,7 @@ pub fn views(partitions: usize, brokers: usize) -> Views {
                 topic_id: 0,
                 error_code: 0,
                 is_internal: false,
-                partitions: stale_parts,
+                partitions: stale_parts.into(),
             },
         );
     }
@@ -289,11 +289,33 @@ pub fn observation(
 /// The observation of a round in which brokers answer as `answer_of` says.
 pub fn round(brokers: usize, views: &Views, full_sources: Option<usize>) -> RoundObservation {
     observation(brokers, views, |id| match answer_of(id, full_sources) {
-        Answer::Full => Some(views.full.clone()),
-        Answer::Stale => Some(views.stale.clone()),
-        Answer::Thin => Some(views.thin.clone()),
+        Answer::Full => Some(decoded(&views.full)),
+        Answer::Stale => Some(decoded(&views.stale)),
+        Answer::Thin => Some(decoded(&views.thin)),
         Answer::None => None,
     })
+}
+
+/// A copy of `view` that shares no partition list with it, as each broker's answer is
+/// decoded into its own (a clone shares them).
+pub fn decoded(view: &MetadataView) -> MetadataView {
+    let mut copy = view.clone();
+    for t in copy.topics.values_mut() {
+        t.partitions = t.partitions.to_vec().into();
+    }
+    copy
+}
+
+/// A copy of `obs` whose answers share no partition list with it: a new round's
+/// observation, as the daemon decodes one.
+pub fn decoded_round(obs: &RoundObservation) -> RoundObservation {
+    let mut copy = obs.clone();
+    for p in copy.probes.values_mut() {
+        if let Some(Ok((md, _))) = &mut p.metadata {
+            *md = decoded(md);
+        }
+    }
+    copy
 }
 
 /// Brokers that send a Metadata answer of each kind: (full or stale, thin).

@@ -100,7 +100,7 @@ impl Reassigning {
 }
 
 /// What the partitions say about one broker.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct BrokerPartitions {
     /// Partitions it leads.
     pub leader_of: u32,
@@ -151,18 +151,9 @@ pub fn classify_reassigning(
     include: impl Fn(&str) -> bool,
 ) -> Health {
     let mut health = Health::default();
-    // Per-broker tallies in a dense table: a map lookup for every replica of 200k
-    // partitions was most of this function's time.
-    let mut index: IdMap<usize> = IdMap::default();
-    let mut tallies: Vec<(BrokerId, BrokerPartitions)> = Vec::new();
-    let mut slot = |id: BrokerId, tallies: &mut Vec<(BrokerId, BrokerPartitions)>| -> usize {
-        *index.entry(id).or_insert_with(|| {
-            tallies.push((id, BrokerPartitions::default()));
-            tallies.len() - 1
-        })
-    };
+    let mut tallies = Tallies::default();
     for id in view.brokers.keys() {
-        slot(*id, &mut tallies);
+        tallies.of(*id);
     }
     let mut counts = [0u64; Condition::ALL.len()];
     for (topic, t) in &view.topics {
@@ -170,44 +161,30 @@ pub fn classify_reassigning(
             continue;
         }
         let topic_min_isr = min_isr.get(topic).copied();
-        for p in &t.partitions {
+        for p in t.partitions.iter() {
             health.partitions += 1;
             // Replica lists are a handful of ids: a scan beats building a set.
-            let in_isr = |b: &BrokerId| p.isr.contains(b);
-            let isr_len = distinct(&p.isr);
+            let (replicas, isr): (&[BrokerId], &[BrokerId]) = (&p.replicas, &p.isr);
+            let in_isr = |b: &BrokerId| isr.contains(b);
+            let isr_len = distinct(isr);
             let adding: Vec<BrokerId> = if reassigning.0.is_empty() {
                 Vec::new()
             } else {
-                p.replicas
+                replicas
                     .iter()
                     .copied()
                     .filter(|b| !in_isr(b) && reassigning.adds(topic, p.partition, *b))
                     .collect()
             };
             let offline = p.leader == NO_LEADER;
-            let mut conditions = Vec::new();
-            if offline {
-                conditions.push(Condition::Offline);
-            }
-            if let Some(m) = topic_min_isr {
-                if (isr_len as i32) < m {
-                    conditions.push(Condition::UnderMinIsr);
-                }
-            }
-            if isr_len < p.replicas.len() - adding.len() {
-                conditions.push(Condition::UnderReplicated);
-            }
-            if !offline && !in_isr(&p.leader) {
-                conditions.push(Condition::LeaderNotInIsr);
-            }
+            let under_min = topic_min_isr.is_some_and(|m| (isr_len as i32) < m);
+            let under_replicated = isr_len < replicas.len() - adding.len();
+            let leader_outside = !offline && !in_isr(&p.leader);
             if !offline {
-                let i = slot(p.leader, &mut tallies);
-                tallies[i].1.leader_of += 1;
+                tallies.of(p.leader).leader_of += 1;
             }
-            let under_min = conditions.contains(&Condition::UnderMinIsr);
-            for r in &p.replicas {
-                let i = slot(*r, &mut tallies);
-                let b = &mut tallies[i].1;
+            for r in replicas {
+                let b = tallies.of(*r);
                 b.replica_of += 1;
                 if offline {
                     b.replica_of_offline += 1;
@@ -219,22 +196,30 @@ pub fn classify_reassigning(
                     }
                 }
             }
-            if conditions.is_empty() {
+            if !(offline || under_min || under_replicated || leader_outside) {
                 continue;
             }
+            let conditions: Vec<Condition> = [
+                (offline, Condition::Offline),
+                (under_min, Condition::UnderMinIsr),
+                (under_replicated, Condition::UnderReplicated),
+                (leader_outside, Condition::LeaderNotInIsr),
+            ]
+            .into_iter()
+            .filter_map(|(holds, c)| holds.then_some(c))
+            .collect();
             for c in &conditions {
                 counts[*c as usize] += 1;
             }
             let suspects = if offline {
-                p.replicas.to_vec()
+                replicas.to_vec()
             } else {
-                let mut s: Vec<BrokerId> = p
-                    .replicas
+                let mut s: Vec<BrokerId> = replicas
                     .iter()
                     .copied()
                     .filter(|r| !in_isr(r) && !adding.contains(r))
                     .collect();
-                if !in_isr(&p.leader) && !s.contains(&p.leader) {
+                if leader_outside && !s.contains(&p.leader) {
                     s.push(p.leader);
                 }
                 s
@@ -245,8 +230,8 @@ pub fn classify_reassigning(
                 conditions,
                 leader: p.leader,
                 leader_epoch: p.leader_epoch,
-                replicas: p.replicas.to_vec(),
-                isr: p.isr.to_vec(),
+                replicas: replicas.to_vec(),
+                isr: isr.to_vec(),
                 min_isr: topic_min_isr,
                 suspects,
                 adding,
@@ -257,12 +242,59 @@ pub fn classify_reassigning(
         .iter()
         .map(|c| (*c, counts[*c as usize]))
         .collect();
-    health.brokers = tallies.into_iter().collect();
+    health.brokers = tallies.list.into_iter().collect();
     health.reassigning = reassigning;
     health
 }
 
+/// Per-broker tallies in a dense table: a map lookup for every replica of 200k partitions
+/// was most of `classify`'s time. A broker's slot is found by indexing with its id, which
+/// Kafka keeps small (a hash per leader and replica of 2M partitions was still a third of
+/// it); other ids go through a map.
+#[derive(Default)]
+struct Tallies {
+    /// Per small id: 0 for no slot yet, else its slot in `list` plus one.
+    direct: Vec<u32>,
+    index: IdMap<usize>,
+    list: Vec<(BrokerId, BrokerPartitions)>,
+}
+
+impl Tallies {
+    const DIRECT: usize = 1 << 16;
+
+    #[inline]
+    fn of(&mut self, id: BrokerId) -> &mut BrokerPartitions {
+        let slot = match usize::try_from(id) {
+            Ok(i) if i < Self::DIRECT => match self.direct.get(i) {
+                Some(&s) if s != 0 => s as usize - 1,
+                _ => self.add_direct(id, i),
+            },
+            _ => self.add_indexed(id),
+        };
+        &mut self.list[slot].1
+    }
+
+    #[cold]
+    fn add_direct(&mut self, id: BrokerId, i: usize) -> usize {
+        if i >= self.direct.len() {
+            self.direct.resize(i + 1, 0);
+        }
+        self.list.push((id, BrokerPartitions::default()));
+        self.direct[i] = self.list.len() as u32;
+        self.list.len() - 1
+    }
+
+    fn add_indexed(&mut self, id: BrokerId) -> usize {
+        let list = &mut self.list;
+        *self.index.entry(id).or_insert_with(|| {
+            list.push((id, BrokerPartitions::default()));
+            list.len() - 1
+        })
+    }
+}
+
 /// The number of different ids in a short list (a broker listed twice in an ISR counts once).
+#[inline]
 fn distinct(ids: &[BrokerId]) -> usize {
     ids.iter()
         .enumerate()
@@ -295,7 +327,8 @@ mod tests {
                         isr: (*isr).into(),
                         offline_replicas: Default::default(),
                     })
-                    .collect(),
+                    .collect::<Vec<_>>()
+                    .into(),
             },
         );
         v

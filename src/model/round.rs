@@ -168,7 +168,17 @@ pub struct TopicView {
     /// Topic-level Kafka error code (0 = none).
     pub error_code: i16,
     pub is_internal: bool,
-    pub partitions: Vec<PartitionView>,
+    #[serde(serialize_with = "serialize_partitions")]
+    pub partitions: Partitions,
+}
+
+/// A topic's partitions, in partition order. Shared, not copied: the merged view takes the
+/// list of the answer it trusts for a topic (nearly always every answer agrees), and copying
+/// millions of partitions a round cost more than deciding anything about them.
+pub type Partitions = std::sync::Arc<Vec<PartitionView>>;
+
+pub fn serialize_partitions<S: serde::Serializer>(p: &Partitions, s: S) -> Result<S::Ok, S::Error> {
+    p[..].serialize(s)
 }
 
 #[derive(Debug, Default, PartialEq, Eq, Serialize)]

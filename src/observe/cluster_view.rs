@@ -14,7 +14,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::Serialize;
 
 use crate::model::round::{
-    BrokerEndpoint, BrokerId, MetadataView, PartitionView, TopicId, NO_LEADER, NO_TOPIC_ID,
+    BrokerEndpoint, BrokerId, IdSet, MetadataView, PartitionView, Partitions, TopicId, NO_LEADER,
+    NO_TOPIC_ID,
 };
 
 /// A partition's identity.
@@ -58,11 +59,13 @@ pub struct ViewTopic {
     /// The id the answers merged here name (`NO_TOPIC_ID` when none did).
     #[serde(skip)]
     pub topic_id: TopicId,
-    pub partitions: Vec<PartitionView>,
+    /// The trusted answer's own list when every answer agrees on the topic (see `merge`).
+    #[serde(serialize_with = "crate::model::round::serialize_partitions")]
+    pub partitions: Partitions,
 }
 
 /// One broker's partitions of one topic, whether it calls the topic internal, and the topic's id.
-type TopicAnswer<'a> = (BrokerId, &'a [PartitionView], bool, TopicId);
+type TopicAnswer<'a> = (BrokerId, &'a Partitions, bool, TopicId);
 
 /// Merges the Metadata answers of several brokers, keyed by the broker that answered.
 ///
@@ -85,30 +88,51 @@ fn walk(answers: &[(BrokerId, &MetadataView)], build: bool) -> ClusterView {
         has_leader_epochs: !answers.is_empty() && answers.iter().all(|(_, m)| m.has_leader_epochs),
         ..ClusterView::default()
     };
-    // topic -> every broker's answer for it, in the order of `answers`.
-    let mut by_topic: BTreeMap<&str, Vec<TopicAnswer>> = BTreeMap::new();
+    // Every broker lists (nearly) every broker: a set of the ids seen keeps a map lookup
+    // per listing of a thousand brokers by a thousand answers off this path.
+    let mut listed = IdSet::default();
     for (source, md) in answers {
         view.sources.insert(*source);
         if view.cluster_id.is_none() {
             view.cluster_id.clone_from(&md.cluster_id);
         }
         for b in &md.brokers {
-            view.brokers.entry(b.id).or_insert_with(|| b.clone());
-        }
-        for (name, topic) in &md.topics {
-            // A topic-level error (being deleted, unknown) carries no partition truth.
-            if topic.error_code != 0 || topic.partitions.is_empty() {
-                continue;
+            if listed.insert(b.id) {
+                view.brokers.insert(b.id, b.clone());
             }
-            by_topic.entry(name.as_str()).or_default().push((
-                *source,
-                &topic.partitions,
-                topic.is_internal,
-                topic.topic_id,
-            ));
         }
     }
-    for (topic, mut sources) in by_topic {
+    // The answers' topics, walked side by side in name order (each answer's map is sorted),
+    // so each topic's answers are gathered, in the order of `answers`, without a map.
+    let mut walks: Vec<_> = answers
+        .iter()
+        .map(|(source, md)| (*source, md.topics.iter().peekable()))
+        .filter(|(_, topics)| topics.len() > 0)
+        .collect();
+    let mut sources: Vec<TopicAnswer> = Vec::new();
+    loop {
+        walks.retain_mut(|(_, topics)| topics.peek().is_some());
+        let Some(topic) = walks
+            .iter_mut()
+            .filter_map(|(_, topics)| topics.peek().map(|&(name, _)| name.as_str()))
+            .min()
+        else {
+            break;
+        };
+        sources.clear();
+        for (source, topics) in &mut walks {
+            let Some((_, t)) = topics.next_if(|&(name, _)| name == topic) else {
+                continue;
+            };
+            // A topic-level error (being deleted, unknown) carries no partition truth.
+            if t.error_code != 0 || t.partitions.is_empty() {
+                continue;
+            }
+            sources.push((*source, &t.partitions, t.is_internal, t.topic_id));
+        }
+        if sources.is_empty() {
+            continue;
+        }
         let topic_id = one_topic_id(&mut sources);
         let is_internal = sources.iter().any(|s| s.2);
         // Nearly always every answer names the same leader, epoch and ISR for every
@@ -121,11 +145,11 @@ fn walk(answers: &[(BrokerId, &MetadataView)], build: bool) -> ClusterView {
             .expect("a topic has at least one answer");
         if lowest.is_sorted_by(|a, b| a.partition < b.partition)
             && sources.iter().all(|(_, parts, _, _)| {
-                std::ptr::eq(*parts, lowest)
+                Partitions::ptr_eq(parts, lowest)
                     || (parts.len() == lowest.len()
                         && parts
                             .iter()
-                            .zip(lowest)
+                            .zip(lowest.iter())
                             .all(|(p, q)| p.partition == q.partition && same_claim(p, q)))
             })
         {
@@ -135,26 +159,22 @@ fn walk(answers: &[(BrokerId, &MetadataView)], build: bool) -> ClusterView {
                     ViewTopic {
                         is_internal,
                         topic_id,
-                        partitions: lowest.to_vec(),
+                        partitions: Partitions::clone(lowest),
                     },
                 );
             }
             continue;
         }
-        let mut merged = ViewTopic {
-            is_internal,
-            topic_id,
-            partitions: Vec::with_capacity(if build {
-                sources.iter().map(|s| s.1.len()).max().unwrap_or(0)
-            } else {
-                0
-            }),
-        };
+        let mut merged: Vec<PartitionView> = Vec::with_capacity(if build {
+            sources.iter().map(|s| s.1.len()).max().unwrap_or(0)
+        } else {
+            0
+        });
         let sorted: Vec<Cow<[PartitionView]>> = sources
             .iter()
             .map(|(_, parts, _, _)| {
                 if parts.is_sorted_by_key(|p| p.partition) {
-                    Cow::Borrowed(*parts)
+                    Cow::Borrowed(&parts[..])
                 } else {
                     let mut owned = parts.to_vec();
                     owned.sort_by_key(|p| p.partition);
@@ -185,11 +205,18 @@ fn walk(answers: &[(BrokerId, &MetadataView)], build: bool) -> ClusterView {
             let chosen = choose(&candidates);
             judge_claims(&mut view, topic, chosen, &candidates);
             if build {
-                merged.partitions.push(chosen.clone());
+                merged.push(chosen.clone());
             }
         }
         if build {
-            view.topics.insert(topic.to_string(), merged);
+            view.topics.insert(
+                topic.to_string(),
+                ViewTopic {
+                    is_internal,
+                    topic_id,
+                    partitions: merged.into(),
+                },
+            );
         }
     }
     view
@@ -337,7 +364,7 @@ mod tests {
                 topic_id: 7,
                 error_code: 0,
                 is_internal: false,
-                partitions: parts,
+                partitions: parts.into(),
             },
         );
         MetadataView {

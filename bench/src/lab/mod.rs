@@ -331,7 +331,7 @@ impl KafkaEyes {
         Ok(md
             .topics
             .values()
-            .flat_map(|t| &t.partitions)
+            .flat_map(|t| t.partitions.iter())
             .filter(|p| p.isr.len() < p.replicas.len() || p.leader < 0)
             .count())
     }

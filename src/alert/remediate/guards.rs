@@ -427,7 +427,7 @@ mod tests {
             ViewTopic {
                 is_internal: false,
                 topic_id: 0,
-                partitions: vec![p(0, &[1]), p(1, &[1, 2]), p(2, &[2]), p(3, &[])],
+                partitions: vec![p(0, &[1]), p(1, &[1, 2]), p(2, &[2]), p(3, &[])].into(),
             },
         );
         assert_eq!(sole_in_sync_of(&view, 1), ["t-0"]);

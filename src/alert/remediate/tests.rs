@@ -310,7 +310,8 @@ fn the_last_in_sync_replica_guard_reads_the_rounds_merged_view() {
                 replicas: [1, 2].into_iter().collect(),
                 isr: [1].into_iter().collect(),
                 ..PartitionView::default()
-            }],
+            }]
+            .into(),
             ..TopicView::default()
         },
     );

@@ -369,12 +369,12 @@ impl Evaluator {
         // Partition findings name the brokers the verdicts decide are the cause, not every
         // replica missing from an ISR (issue 14).
         let mut canary = canary;
-        verdict::attribute_suspects(&obs, &view, &mut health, canary.as_mut());
-        let mut verdicts = verdict::judge(
+        let decided = verdict::attribute_suspects(&obs, &view, &mut health, canary.as_mut());
+        let mut verdicts = verdict::judge_decided(
             &obs,
             &view,
             &health,
-            canary.as_ref(),
+            decided,
             &self.memory,
             &self.settings,
             now,
@@ -522,7 +522,8 @@ mod tests {
                     replicas: [2, 3].as_slice().into(),
                     isr: isr.into(),
                     offline_replicas: Default::default(),
-                }],
+                }]
+                .into(),
             },
         );
         v

@@ -53,12 +53,15 @@ pub(super) fn unclean_elections(
 ) -> Vec<UncleanElection> {
     let mut found = Vec::new();
     let previous_elr = std::mem::replace(&mut memory.elr, elr.clone());
-    memory
-        .topics
-        .retain(|name, _| view.topics.contains_key(name));
+    let remembered = memory.topics.len();
+    let mut known = 0;
+    let mut seen: Vec<bool> = Vec::new();
     for (topic, t) in &view.topics {
         let (known_id, table) = match memory.topics.get_mut(topic.as_str()) {
-            Some(entry) => entry,
+            Some(entry) => {
+                known += 1;
+                entry
+            }
             None => memory.topics.entry(topic.clone()).or_default(),
         };
         // Deleted and created again under the name: the old topic's partitions say nothing
@@ -75,44 +78,60 @@ pub(super) fn unclean_elections(
         // whose setting could not be read (DescribeConfigs failed) counts as clean.
         let possible = allows_unclean(topic);
         let topic_elr = previous_elr.get(topic.as_str());
-        let mut seen = vec![false; table.len()];
-        for p in &t.partitions {
+        seen.clear();
+        seen.resize(table.len(), false);
+        // A new topic's table is sized once, not grown a partition at a time.
+        table.reserve(t.partitions.len().saturating_sub(table.len()));
+        for p in t.partitions.iter() {
             let Ok(i) = usize::try_from(p.partition) else {
                 continue;
             };
             if i >= table.len() {
                 table.resize(i + 1, None);
             }
-            let now = Remembered {
-                leader: p.leader,
-                leader_epoch: p.leader_epoch,
-                isr: BrokerList::from_slice(&p.isr),
-            };
-            if let Some(prev) = table[i].replace(now) {
-                let newer = !view.has_leader_epochs || p.leader_epoch > prev.leader_epoch;
-                // A leader from the eligible leader replicas (KIP-966: replicas that left the
-                // ISR while it was below min.insync.replicas, with the whole committed log) is
-                // a clean election.
-                let eligible = || {
-                    topic_elr
-                        .and_then(|e| e.get(&p.partition))
-                        .is_some_and(|e| e.contains(&p.leader))
-                };
-                if possible
-                    && p.leader >= 0
-                    && p.leader != prev.leader
-                    && newer
-                    && !prev.isr.is_empty()
-                    && !prev.isr.contains(&p.leader)
-                    && !eligible()
-                {
-                    found.push(UncleanElection {
-                        topic: topic.clone(),
-                        partition: p.partition,
+            // Compared and updated in place: nearly every partition is as it was.
+            match &mut table[i] {
+                Some(prev) => {
+                    let newer = !view.has_leader_epochs || p.leader_epoch > prev.leader_epoch;
+                    // A leader from the eligible leader replicas (KIP-966: replicas that left
+                    // the ISR while it was below min.insync.replicas, with the whole committed
+                    // log) is a clean election.
+                    let eligible = || {
+                        topic_elr
+                            .and_then(|e| e.get(&p.partition))
+                            .is_some_and(|e| e.contains(&p.leader))
+                    };
+                    if possible
+                        && p.leader >= 0
+                        && p.leader != prev.leader
+                        && newer
+                        && !prev.isr.is_empty()
+                        && !prev.isr.contains(&p.leader)
+                        && !eligible()
+                    {
+                        found.push(UncleanElection {
+                            topic: topic.clone(),
+                            partition: p.partition,
+                            leader: p.leader,
+                            leader_epoch: p.leader_epoch,
+                            previous_leader: prev.leader,
+                            previous_isr: prev.isr.to_vec(),
+                        });
+                    }
+                    prev.leader = p.leader;
+                    prev.leader_epoch = p.leader_epoch;
+                    // Element by element: for a few ids a memcmp call costs more.
+                    if prev.isr.len() != p.isr.len()
+                        || prev.isr.iter().zip(p.isr.iter()).any(|(a, b)| a != b)
+                    {
+                        prev.isr = BrokerList::from_slice(&p.isr);
+                    }
+                }
+                slot @ None => {
+                    *slot = Some(Remembered {
                         leader: p.leader,
                         leader_epoch: p.leader_epoch,
-                        previous_leader: prev.leader,
-                        previous_isr: prev.isr.to_vec(),
+                        isr: BrokerList::from_slice(&p.isr),
                     });
                 }
             }
@@ -121,11 +140,18 @@ pub(super) fn unclean_elections(
             }
         }
         // A partition the topic no longer lists is forgotten, as before.
-        for (slot, seen) in table.iter_mut().zip(seen) {
+        for (slot, seen) in table.iter_mut().zip(&seen) {
             if !seen {
                 *slot = None;
             }
         }
+    }
+    // Topics the view no longer has are forgotten; when every remembered topic was seen
+    // again (nearly every round) there is none to look for.
+    if known < remembered {
+        memory
+            .topics
+            .retain(|name, _| view.topics.contains_key(name));
     }
     found
 }

@@ -19,7 +19,7 @@
 use super::*;
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::model::round::{BrokerId, IdMap, RoundObservation};
+use crate::model::round::{BrokerId, BrokerList, IdMap, RoundObservation};
 
 use super::{registrations, Registration};
 
@@ -29,7 +29,7 @@ pub struct Lag {
     pub leader: BrokerId,
     /// The followers it waits on: one replica missing from the ISR, or every ISR follower
     /// of a partition whose acks=all write timed out (one of them lags, which is unknown).
-    pub followers: Vec<BrokerId>,
+    pub followers: BrokerList,
     /// It lost every follower of the partition, so it may be the broken end itself.
     pub leader_candidate: bool,
 }
@@ -79,7 +79,7 @@ pub(super) fn sickness_with(
 
 /// The suspects of each lag, in order: a leader, some followers, or nobody when the
 /// evidence cannot tell the followers apart.
-pub fn decide(lags: &[Lag], sick: &Sickness) -> Vec<Vec<BrokerId>> {
+pub fn decide(lags: &[Lag], sick: &Sickness) -> Vec<BrokerList> {
     let mut score: IdMap<u32> = IdMap::default();
     let mut as_follower: IdMap<u32> = IdMap::default();
     for l in lags {
@@ -95,9 +95,9 @@ pub fn decide(lags: &[Lag], sick: &Sickness) -> Vec<Vec<BrokerId>> {
     lags.iter()
         .map(|l| {
             if sick.contains_key(&l.leader) {
-                return vec![l.leader];
+                return BrokerList::from_slice(&[l.leader]);
             }
-            let sick_followers: Vec<BrokerId> = l
+            let sick_followers: BrokerList = l
                 .followers
                 .iter()
                 .copied()
@@ -106,12 +106,12 @@ pub fn decide(lags: &[Lag], sick: &Sickness) -> Vec<Vec<BrokerId>> {
             if !sick_followers.is_empty() {
                 return sick_followers;
             }
-            let mut candidates: Vec<BrokerId> = l.followers.clone();
+            let mut candidates: BrokerList = l.followers.clone();
             if l.leader_candidate {
                 candidates.push(l.leader);
             }
             let best = candidates.iter().map(|b| get(&score, b)).max().unwrap_or(0);
-            let mut top: Vec<BrokerId> = candidates
+            let mut top: BrokerList = candidates
                 .into_iter()
                 .filter(|b| get(&score, b) == best)
                 .collect();
@@ -123,7 +123,7 @@ pub fn decide(lags: &[Lag], sick: &Sickness) -> Vec<Vec<BrokerId>> {
                 top.retain(|b| get(&as_follower, b) == best);
             }
             if top.len() > 1 {
-                Vec::new()
+                BrokerList::new()
             } else {
                 top
             }
@@ -132,46 +132,48 @@ pub fn decide(lags: &[Lag], sick: &Sickness) -> Vec<Vec<BrokerId>> {
 }
 
 /// A link from a leader to one follower missing from the ISR of a partition.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-pub struct Link {
-    pub topic: String,
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Link<'a> {
+    pub topic: &'a str,
     pub partition: i32,
     pub leader: BrokerId,
     pub follower: BrokerId,
     pub leader_lost_all: bool,
 }
 
-/// The links of one partition: each replica missing from the ISR of an online partition.
-pub fn links_of(
-    topic: &str,
+/// Appends the links of one partition to `out`: each replica (of `replicas`, once) missing
+/// from the ISR of an online partition.
+pub fn links_of<'a>(
+    out: &mut Vec<Link<'a>>,
+    topic: &'a str,
     partition: i32,
     leader: BrokerId,
-    replicas: &[BrokerId],
+    replicas: impl IntoIterator<Item = BrokerId>,
     isr: &[BrokerId],
-) -> Vec<Link> {
+) {
     if leader < 0 {
-        return Vec::new();
+        return;
     }
     let leader_lost_all = !isr.iter().any(|b| *b != leader);
-    let mut seen = BTreeSet::new();
-    replicas
-        .iter()
-        .filter(|r| **r != leader && !isr.contains(r) && seen.insert(**r))
-        .map(|r| Link {
-            topic: topic.to_string(),
-            partition,
-            leader,
-            follower: *r,
-            leader_lost_all,
-        })
-        .collect()
+    let start = out.len();
+    for r in replicas {
+        if r != leader && !isr.contains(&r) && !out[start..].iter().any(|l| l.follower == r) {
+            out.push(Link {
+                topic,
+                partition,
+                leader,
+                follower: r,
+                leader_lost_all,
+            });
+        }
+    }
 }
 
-impl Link {
+impl Link<'_> {
     pub fn lag(&self) -> Lag {
         Lag {
             leader: self.leader,
-            followers: vec![self.follower],
+            followers: BrokerList::from_slice(&[self.follower]),
             leader_candidate: self.leader_lost_all,
         }
     }
@@ -179,17 +181,33 @@ impl Link {
 
 /// The decided cause of every broken replication link of the round: the health problems'
 /// links, the canary partitions' links and the canary's acks=all timeouts on leaders that
-/// still take acks=1 writes, decided together (see `cause`).
+/// still take acks=1 writes, decided together (see `cause`). Decided once per round: the
+/// partition findings (`attribute_suspects`) and the verdicts (`judge_decided`) read the same.
+#[derive(Debug, Clone, Default)]
 pub struct Causes {
     /// Per broker, the links where it is the suspect follower ("t-0 (leader 1)").
-    pub lagging: BTreeMap<BrokerId, Vec<String>>,
+    pub lagging: BTreeMap<BrokerId, Named>,
     /// Per broker, the partitions it leads whose followers it lost ("t-0 (followers 2)").
-    pub followers_lost: BTreeMap<BrokerId, Vec<String>>,
-    /// Per (topic, partition, follower) link, its suspects.
-    links: BTreeMap<(String, i32, BrokerId), Vec<BrokerId>>,
+    pub followers_lost: BTreeMap<BrokerId, Named>,
+    /// The health problems' links in problem order, each as (follower, its suspects);
+    /// problem i's are `problem_links[link_starts[i]..link_starts[i + 1]]`. By position
+    /// rather than by name: a round can have hundreds of thousands.
+    problem_links: Vec<(BrokerId, BrokerList)>,
+    link_starts: Vec<usize>,
     pub canary: BTreeMap<BrokerId, CanaryFacts>,
     /// Per canary partition whose write failed, the brokers it is charged to.
     pub canary_charged: BTreeMap<i32, Vec<BrokerId>>,
+}
+
+impl Causes {
+    /// The decided suspects of the link from problem `i`'s leader to `follower`, if any.
+    fn of_problem(&self, i: usize, follower: BrokerId) -> Option<&BrokerList> {
+        let range = *self.link_starts.get(i)?..*self.link_starts.get(i + 1)?;
+        self.problem_links[range]
+            .iter()
+            .find(|(f, _)| *f == follower)
+            .map(|(_, s)| s)
+    }
 }
 
 /// Whether the canary's acks=all write to this partition timed out at a leader that still
@@ -214,47 +232,51 @@ pub fn causes(
     sick: &Sickness,
 ) -> Causes {
     let mut links: Vec<Link> = Vec::new();
-    let mut seen: std::collections::BTreeSet<(String, i32)> = Default::default();
+    let mut link_starts = Vec::with_capacity(health.problems.len() + 1);
     for p in &health.problems {
-        seen.insert((p.topic.clone(), p.partition));
-        links.extend(links_of(
-            &p.topic,
-            p.partition,
-            p.leader,
-            &p.settled_replicas(),
-            &p.isr,
-        ));
+        link_starts.push(links.len());
+        let settled = p.replicas.iter().copied().filter(|r| !p.adding.contains(r));
+        links_of(&mut links, &p.topic, p.partition, p.leader, settled, &p.isr);
     }
-    let mut waits: Vec<(i32, BrokerId, Vec<BrokerId>)> = Vec::new();
+    link_starts.push(links.len());
+    let problem_link_count = links.len();
+    let mut waits: Vec<(i32, BrokerId, BrokerList)> = Vec::new();
     if let Some(round) = canary {
+        // The canary partitions that are health problems already have their links.
+        let problems: BTreeSet<i32> = health
+            .problems
+            .iter()
+            .filter(|p| p.topic == round.topic)
+            .map(|p| p.partition)
+            .collect();
         for p in &round.partitions {
-            if !seen.contains(&(round.topic.clone(), p.partition)) {
-                let settled: Vec<BrokerId> = p
+            if !problems.contains(&p.partition) {
+                let settled = p
                     .replicas
                     .iter()
                     .copied()
-                    .filter(|r| !health.reassigning.adds(&round.topic, p.partition, *r))
-                    .collect();
-                links.extend(links_of(
+                    .filter(|r| !health.reassigning.adds(&round.topic, p.partition, *r));
+                links_of(
+                    &mut links,
                     &round.topic,
                     p.partition,
                     p.leader,
-                    &settled,
+                    settled,
                     &p.isr,
-                ));
+                );
             }
             if leader_appends(round, p) {
                 // A write that timed out while a replica was being dropped from the ISR
                 // waited on that replica, not on the followers still in sync: with the
                 // continuous canary such a timeout often arrives after the shrink (the lab's
                 // cut-replication tests saw the healthy follower blamed).
-                let dropped: Vec<BrokerId> = p
+                let dropped: BrokerList = p
                     .replicas
                     .iter()
                     .copied()
                     .filter(|r| *r != p.leader && !p.isr.contains(r))
                     .collect();
-                let followers: Vec<BrokerId> = if dropped.is_empty() {
+                let followers: BrokerList = if dropped.is_empty() {
                     p.isr.iter().copied().filter(|r| *r != p.leader).collect()
                 } else {
                     dropped
@@ -272,66 +294,89 @@ pub fn causes(
         leader_candidate: true,
     }));
     let decided = decide(&lags, sick);
-    let mut out = Causes {
-        lagging: BTreeMap::new(),
-        followers_lost: BTreeMap::new(),
-        links: BTreeMap::new(),
-        canary: BTreeMap::new(),
-        canary_charged: BTreeMap::new(),
-    };
-    let mut lost: BTreeMap<(BrokerId, String, i32), Vec<BrokerId>> = BTreeMap::new();
+    drop(lags);
+    let mut lagging: IdMap<Named> = IdMap::default();
+    let mut lost: BTreeMap<(BrokerId, &str, i32), Vec<BrokerId>> = BTreeMap::new();
     for (link, suspects) in links.iter().zip(&decided) {
-        let name = format!("{}-{}", link.topic, link.partition);
         for s in suspects {
             if *s == link.follower {
-                out.lagging
-                    .entry(*s)
-                    .or_default()
-                    .push(format!("{name} (leader {})", link.leader));
+                lagging.entry(*s).or_default().push_with(|| {
+                    format!("{}-{} (leader {})", link.topic, link.partition, link.leader)
+                });
             } else if *s == link.leader {
-                lost.entry((*s, link.topic.clone(), link.partition))
+                lost.entry((*s, link.topic, link.partition))
                     .or_default()
                     .push(link.follower);
             }
         }
-        out.links.insert(
-            (link.topic.clone(), link.partition, link.follower),
-            suspects.clone(),
-        );
     }
+    let mut followers_lost: BTreeMap<BrokerId, Named> = BTreeMap::new();
     for ((leader, topic, partition), followers) in lost {
-        let list: Vec<String> = followers.iter().map(|f| f.to_string()).collect();
-        let why = sick
-            .get(&leader)
-            .map(|w| format!("; {w}"))
-            .unwrap_or_default();
-        out.followers_lost.entry(leader).or_default().push(format!(
-            "{topic}-{partition} (follower(s) {}{why})",
-            list.join(", ")
-        ));
+        followers_lost.entry(leader).or_default().push_with(|| {
+            let list: Vec<String> = followers.iter().map(|f| f.to_string()).collect();
+            let why = sick
+                .get(&leader)
+                .map(|w| format!("; {w}"))
+                .unwrap_or_default();
+            format!("{topic}-{partition} (follower(s) {}{why})", list.join(", "))
+        });
     }
+    let mut out = Causes {
+        lagging: lagging.into_iter().collect(),
+        followers_lost,
+        problem_links: Vec::new(),
+        link_starts,
+        canary: BTreeMap::new(),
+        canary_charged: BTreeMap::new(),
+    };
     if let Some(round) = canary {
-        let wait_suspects: BTreeMap<i32, &Vec<BrokerId>> = waits
+        // The canary's own topic's links by name, as `canary_facts` reads them (few).
+        let named: BTreeMap<(String, i32, BrokerId), Vec<BrokerId>> = links
+            .iter()
+            .zip(&decided)
+            .filter(|(link, _)| link.topic == round.topic)
+            .map(|(link, s)| {
+                (
+                    (link.topic.to_string(), link.partition, link.follower),
+                    s.to_vec(),
+                )
+            })
+            .collect();
+        let wait_suspects: BTreeMap<i32, &BrokerList> = waits
             .iter()
             .zip(&decided[links.len()..])
             .map(|((partition, _, _), s)| (*partition, s))
             .collect();
-        (out.canary, out.canary_charged) = canary_facts(round, &out.links, &wait_suspects, sick);
+        (out.canary, out.canary_charged) = canary_facts(round, &named, &wait_suspects, sick);
     }
+    out.problem_links = links[..problem_link_count]
+        .iter()
+        .zip(decided)
+        .map(|(link, s)| (link.follower, s))
+        .collect();
     out
+}
+
+/// What `attribute_suspects` decided of a round, for `judge_decided`: each probed broker's
+/// registration and the causes of the broken links.
+pub struct Decided {
+    pub(super) registrations: BTreeMap<BrokerId, Registration>,
+    pub(super) causes: Causes,
 }
 
 /// Replaces the suspects of every partition problem with an online leader by the decided
 /// causes of its broken links (plus the leader when it is outside its own ISR), so the
 /// partition findings name the same brokers as the verdicts; notes in each failed canary
-/// write whom it is charged to, for the canary findings.
+/// write whom it is charged to, for the canary findings. Returns what it decided, for
+/// `judge_decided`.
 pub fn attribute_suspects(
     obs: &RoundObservation,
     view: &ClusterView,
     health: &mut Health,
     canary: Option<&mut crate::observe::canary::CanaryRound>,
-) {
-    let sick = sickness(obs, view);
+) -> Decided {
+    let registrations = registrations(obs);
+    let sick = sickness_with(obs, view, &registrations);
     let mut canary = canary;
     let c = causes(health, canary.as_deref(), &sick);
     if let Some(round) = canary.as_mut() {
@@ -339,26 +384,29 @@ pub fn attribute_suspects(
             p.charged_to = c.canary_charged.get(&p.partition).cloned();
         }
     }
-    for p in &mut health.problems {
+    for (i, p) in health.problems.iter_mut().enumerate() {
         if p.leader < 0 {
             continue;
         }
-        let mut suspects: Vec<BrokerId> = p
+        let mut suspects: BrokerList = p
             .replicas
             .iter()
             .filter(|r| **r != p.leader && !p.isr.contains(r))
-            .flat_map(|r| {
-                c.links
-                    .get(&(p.topic.clone(), p.partition, *r))
-                    .cloned()
-                    .unwrap_or_default()
-            })
+            .flat_map(|r| c.of_problem(i, *r).into_iter().flatten().copied())
             .collect();
         if !p.isr.contains(&p.leader) {
             suspects.push(p.leader);
         }
-        let mut seen = std::collections::BTreeSet::new();
-        suspects.retain(|b| seen.insert(*b));
-        p.suspects = suspects;
+        // Each broker once, in the order first named.
+        p.suspects.clear();
+        for b in suspects {
+            if !p.suspects.contains(&b) {
+                p.suspects.push(b);
+            }
+        }
+    }
+    Decided {
+        registrations,
+        causes: c,
     }
 }

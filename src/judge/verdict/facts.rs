@@ -35,10 +35,41 @@ pub struct BrokerFacts<'a> {
     pub catch_up: catch_up::CatchUpFacts,
     /// Partitions ("t-0 (leader 1)") whose ISR it is missing from, where the evidence
     /// points at it rather than at the leader (see `cause`).
-    pub lagging: Vec<String>,
+    pub lagging: Named,
     /// Partitions it leads ("t-0 (followers 2, 3)") whose followers dropped out of the ISR
     /// because of it, by the same evidence.
-    pub followers_lost: Vec<String>,
+    pub followers_lost: Named,
+}
+
+/// Partitions some evidence names: the first few, as the rules show them, and how many in
+/// all. A broker can be named by tens of thousands of partitions in a round, and only the
+/// first few are ever shown, so only those are put into words.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Named {
+    /// The first `Named::SHOWN`, in the order they were named.
+    pub shown: Vec<String>,
+    pub total: usize,
+}
+
+impl Named {
+    /// How many the evidence strings name.
+    pub const SHOWN: usize = 5;
+
+    /// Counts one more; `words` is called only when it is among the first shown.
+    pub fn push_with(&mut self, words: impl FnOnce() -> String) {
+        if self.shown.len() < Self::SHOWN {
+            self.shown.push(words());
+        }
+        self.total += 1;
+    }
+
+    pub fn len(&self) -> usize {
+        self.total
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.total == 0
+    }
 }
 
 /// What this round's canary says about one broker.
@@ -102,7 +133,7 @@ pub(super) fn peer_medians(obs: &RoundObservation) -> BTreeMap<BrokerId, Duratio
 pub(super) fn canary_facts(
     round: &crate::observe::canary::CanaryRound,
     links: &BTreeMap<(String, i32, BrokerId), Vec<BrokerId>>,
-    waits: &BTreeMap<i32, &Vec<BrokerId>>,
+    waits: &BTreeMap<i32, &crate::model::round::BrokerList>,
     sick: &cause::Sickness,
 ) -> (
     BTreeMap<BrokerId, CanaryFacts>,
@@ -240,19 +271,39 @@ pub(super) fn named_as_replica(view: &ClusterView, broker: BrokerId) -> bool {
 /// Kafka's controlled shutdown moves a broker's leaderships away and takes it out of every
 /// ISR before its listener closes; a killed broker keeps both until the controller notices.
 pub fn holdings_in(view: &ClusterView) -> BTreeMap<BrokerId, u32> {
-    let mut n = BTreeMap::new();
-    for t in view.topics.values() {
-        for p in &t.partitions {
-            let mut held: smallvec::SmallVec<[BrokerId; 8]> = p.isr.iter().copied().collect();
-            if p.leader != NO_LEADER && !held.contains(&p.leader) {
-                held.push(p.leader);
+    // Counted in a table indexed by id: a map entry for each of millions of ISR members was
+    // most of a large round's verdict time. Ids are small in practice; others go to a map.
+    const DENSE: usize = 1 << 16;
+    let mut dense: Vec<u32> = Vec::new();
+    let mut sparse: BTreeMap<BrokerId, u32> = BTreeMap::new();
+    let mut count = |b: BrokerId| match usize::try_from(b) {
+        Ok(i) if i < DENSE => {
+            if i >= dense.len() {
+                dense.resize(i + 1, 0);
             }
-            held.sort_unstable();
-            held.dedup();
-            for b in held {
-                *n.entry(b).or_insert(0) += 1;
+            dense[i] += 1;
+        }
+        _ => *sparse.entry(b).or_insert(0) += 1,
+    };
+    for t in view.topics.values() {
+        for p in t.partitions.iter() {
+            // Each broker once per partition, whether in the ISR (even twice) or leading.
+            for (i, b) in p.isr.iter().enumerate() {
+                if !p.isr[..i].contains(b) {
+                    count(*b);
+                }
+            }
+            if p.leader != NO_LEADER && !p.isr.contains(&p.leader) {
+                count(p.leader);
             }
         }
     }
-    n
+    sparse.extend(
+        dense
+            .iter()
+            .enumerate()
+            .filter(|(_, n)| **n > 0)
+            .map(|(i, n)| (i as BrokerId, *n)),
+    );
+    sparse
 }

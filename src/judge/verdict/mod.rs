@@ -201,18 +201,70 @@ pub fn judge(
     settings: &VerdictSettings,
     now: SystemTime,
 ) -> Vec<BrokerVerdict> {
-    let cluster_invisible = !obs.probes.values().any(BrokerProbe::answered);
     let registrations = registrations(obs);
     let sick = cause::sickness_with(obs, view, &registrations);
-    let mut causes = causes(health, canary, &sick);
+    let causes = causes(health, canary, &sick);
+    judge_with(
+        obs,
+        view,
+        health,
+        registrations,
+        causes,
+        memory,
+        settings,
+        now,
+    )
+}
+
+/// [`judge`] with the round's registrations and causes decided already
+/// (`attribute_suspects` returns them), so a round decides them once.
+pub fn judge_decided(
+    obs: &RoundObservation,
+    view: &ClusterView,
+    health: &Health,
+    decided: Decided,
+    memory: &BTreeMap<BrokerId, BrokerMemory>,
+    settings: &VerdictSettings,
+    now: SystemTime,
+) -> Vec<BrokerVerdict> {
+    judge_with(
+        obs,
+        view,
+        health,
+        decided.registrations,
+        decided.causes,
+        memory,
+        settings,
+        now,
+    )
+}
+
+#[allow(clippy::too_many_arguments)]
+fn judge_with(
+    obs: &RoundObservation,
+    view: &ClusterView,
+    health: &Health,
+    registrations: BTreeMap<BrokerId, Registration>,
+    mut causes: Causes,
+    memory: &BTreeMap<BrokerId, BrokerMemory>,
+    settings: &VerdictSettings,
+    now: SystemTime,
+) -> Vec<BrokerVerdict> {
+    let cluster_invisible = !obs.probes.values().any(BrokerProbe::answered);
     let medians = peer_medians(obs);
     // Only a refused broker's leaderships are asked about; a healthy round of a large
     // cluster does not count them.
-    let refused = obs
-        .probes
-        .values()
-        .any(|p| p.connect.as_ref().is_err_and(|e| closed(e.kind)));
-    let leads = if refused {
+    // Only a refused broker's leaderships are asked about, and only until its refusal is
+    // decided (see `held_at_refusal`); a round of a large cluster does not count them
+    // otherwise.
+    let undecided_refusal = obs.probes.iter().any(|(id, p)| {
+        p.connect.as_ref().is_err_and(|e| closed(e.kind))
+            && memory
+                .get(id)
+                .and_then(BrokerMemory::held_this_refusal)
+                .is_none()
+    });
+    let leads = if undecided_refusal {
         holdings_in(view)
     } else {
         BTreeMap::new()
@@ -256,7 +308,7 @@ pub fn judge(
                     .get(id)
                     .copied()
                     .unwrap_or(Registration::Unknown),
-                partitions: health.brokers.get(id).cloned().unwrap_or_default(),
+                partitions: health.brokers.get(id).copied().unwrap_or_default(),
                 stale_leader_of: stale.remove(id).unwrap_or_default(),
                 disagreements: view.disagreements.get(id).copied().unwrap_or(0),
                 peer_median_latency: medians.get(id).copied(),
@@ -481,9 +533,9 @@ mod rules_host;
 mod rules_partitions;
 mod rules_reach;
 
-pub use cause::{attribute_suspects, causes, Causes};
+pub use cause::{attribute_suspects, causes, Causes, Decided};
 use facts::{canary_facts, named_as_replica, peer_medians};
-pub use facts::{holdings_in, BrokerFacts, CanaryFacts};
+pub use facts::{holdings_in, BrokerFacts, CanaryFacts, Named};
 pub use registration::registrations;
 use registration::{answer_kind, unprobed_votes, AnswerKind};
 use rules_access::access_failure;

@@ -96,13 +96,31 @@ pub fn registrations(obs: &RoundObservation) -> BTreeMap<BrokerId, Registration>
         /// The last answer that listed it, so a duplicated entry counts once.
         stamp: usize,
     }
-    let index: crate::model::round::IdMap<usize> = obs
-        .probes
-        .keys()
-        .enumerate()
-        .map(|(i, id)| (*id, i))
-        .collect();
-    let mut tallies = vec![Tally::default(); index.len()];
+    // A listed broker's tally is found by indexing with its id, which Kafka keeps small:
+    // a thousand answers listing a thousand brokers made a million hash lookups. Other ids
+    // go through a map.
+    const DIRECT: usize = 1 << 16;
+    let small = |id: BrokerId| usize::try_from(id).ok().filter(|i| *i < DIRECT);
+    let mut direct: Vec<u32> = Vec::new();
+    let mut index: crate::model::round::IdMap<usize> = Default::default();
+    for (i, id) in obs.probes.keys().enumerate() {
+        match small(*id) {
+            Some(d) => {
+                if d >= direct.len() {
+                    direct.resize(d + 1, 0);
+                }
+                direct[d] = i as u32 + 1;
+            }
+            None => {
+                index.insert(*id, i);
+            }
+        }
+    }
+    let slot = |id: BrokerId| match small(id) {
+        Some(d) => direct.get(d).filter(|s| **s != 0).map(|s| *s as usize - 1),
+        None => index.get(&id).copied(),
+    };
+    let mut tallies = vec![Tally::default(); obs.probes.len()];
     let mut answers_of_kind = [0u32; 3];
     for (n, (source, probe)) in obs.probes.iter().enumerate() {
         let Some(kind) = answer_kind(probe) else {
@@ -112,7 +130,7 @@ pub fn registrations(obs: &RoundObservation) -> BTreeMap<BrokerId, Registration>
         tallies[n].own = Some(kind);
         answers_of_kind[kind] += 1;
         let mut count = |id: BrokerId, fenced: bool| {
-            let Some(&i) = index.get(&id) else { return };
+            let Some(i) = slot(id) else { return };
             if id == *source || tallies[i].stamp == n + 1 {
                 return;
             }

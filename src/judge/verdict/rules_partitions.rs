@@ -135,12 +135,11 @@ pub(super) fn out_of_every_isr(f: &BrokerFacts, s: &VerdictSettings) -> Option<R
 }
 
 /// "t-0 (leader 1), t-1 (leader 1), ..." with at most five named.
-pub(super) fn sample_list(items: &[String]) -> String {
-    let shown: Vec<&str> = items.iter().take(5).map(String::as_str).collect();
+pub(super) fn sample_list(items: &Named) -> String {
     format!(
         "{}{}",
-        shown.join(", "),
-        if items.len() > shown.len() {
+        items.shown.join(", "),
+        if items.len() > items.shown.len() {
             ", ..."
         } else {
             ""

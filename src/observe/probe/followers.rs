@@ -26,7 +26,7 @@ pub(super) fn catch_up_candidates(
 ) -> BTreeMap<BrokerId, Vec<(String, i32, BrokerId)>> {
     let mut missing: BTreeMap<BrokerId, Vec<(String, i32, BrokerId)>> = BTreeMap::new();
     for t in m.topics.values() {
-        for p in &t.partitions {
+        for p in t.partitions.iter() {
             for r in p.replicas.iter().filter(|r| !p.isr.contains(r)) {
                 let list = missing.entry(*r).or_default();
                 if list.len() < MEASURED_PARTITIONS {
@@ -334,7 +334,8 @@ mod tests {
                     part(0, 1, &[1, 4], &[1]),
                     part(1, 2, &[2, 4, 3], &[2, 4]),
                     part(2, 3, &[3, 1], &[3]),
-                ],
+                ]
+                .into(),
             },
         );
         let c = catch_up_candidates(&m);

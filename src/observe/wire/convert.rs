@@ -89,7 +89,7 @@ pub(crate) fn metadata_view(
                 },
                 error_code: topic.error_code,
                 is_internal: topic.is_internal,
-                partitions,
+                partitions: partitions.into(),
             },
         );
     }

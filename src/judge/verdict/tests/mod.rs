@@ -79,7 +79,7 @@ impl World {
                 isr: isr.as_slice().into(),
                 offline_replicas: Default::default(),
             })
-            .collect();
+            .collect::<Vec<_>>();
         let mut topics = BTreeMap::new();
         topics.insert(
             "t".to_string(),
@@ -88,7 +88,7 @@ impl World {
                 topic_id: 0,
                 error_code: 0,
                 is_internal: false,
-                partitions,
+                partitions: partitions.into(),
             },
         );
         MetadataView {
