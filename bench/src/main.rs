@@ -283,16 +283,21 @@ fn run_scale(out: &Output, a: &ScaleArgs) -> Result<()> {
     })?;
     let missed = scale::missed_goals(&section);
     out.append(section)?;
+    goals("scale", "scale", &missed, a.check)
+}
+
+/// Prints whether the goals of `bench` were met; with `check`, a missed one is an error.
+fn goals(bench: &str, what: &str, missed: &[String], check: bool) -> Result<()> {
     if missed.is_empty() {
-        println!("scale: every goal met");
+        println!("{bench}: every goal met");
         return Ok(());
     }
-    println!("scale: goals missed:");
-    for m in &missed {
+    println!("{bench}: goals missed:");
+    for m in missed {
         println!("  {m}");
     }
-    if a.check {
-        anyhow::bail!("{} scale goal(s) missed", missed.len());
+    if check {
+        anyhow::bail!("{} {what} goal(s) missed", missed.len());
     }
     Ok(())
 }
@@ -321,18 +326,7 @@ fn run_detect(out: &Output, a: &DetectArgs) -> Result<()> {
     })?;
     let missed = lab::detect::missed_goals(&section);
     out.append(section)?;
-    if missed.is_empty() {
-        println!("detect: every goal met");
-        return Ok(());
-    }
-    println!("detect: goals missed:");
-    for m in &missed {
-        println!("  {m}");
-    }
-    if a.check {
-        anyhow::bail!("{} detection goal(s) missed", missed.len());
-    }
-    Ok(())
+    goals("detect", "detection", &missed, a.check)
 }
 
 fn run_false_positives(out: &Output, a: &FalsePositivesArgs) -> Result<()> {
