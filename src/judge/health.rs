@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
 
-use crate::model::round::{BrokerId, FollowerProgress, IdMap, NO_LEADER};
+use crate::model::round::{BrokerId, FollowerProgress, IdTable, NO_LEADER};
 use crate::observe::cluster_view::ClusterView;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
@@ -151,9 +151,10 @@ pub fn classify_reassigning(
     include: impl Fn(&str) -> bool,
 ) -> Health {
     let mut health = Health::default();
-    let mut tallies = Tallies::default();
+    // A map lookup for every replica of 2M partitions was most of this function's time.
+    let mut tallies: IdTable<BrokerPartitions> = IdTable::default();
     for id in view.brokers.keys() {
-        tallies.of(*id);
+        tallies.entry(*id);
     }
     let mut counts = [0u64; Condition::ALL.len()];
     for (topic, t) in &view.topics {
@@ -181,10 +182,10 @@ pub fn classify_reassigning(
             let under_replicated = isr_len < replicas.len() - adding.len();
             let leader_outside = !offline && !in_isr(&p.leader);
             if !offline {
-                tallies.of(p.leader).leader_of += 1;
+                tallies.entry(p.leader).leader_of += 1;
             }
             for r in replicas {
-                let b = tallies.of(*r);
+                let b = tallies.entry(*r);
                 b.replica_of += 1;
                 if offline {
                     b.replica_of_offline += 1;
@@ -242,55 +243,9 @@ pub fn classify_reassigning(
         .iter()
         .map(|c| (*c, counts[*c as usize]))
         .collect();
-    health.brokers = tallies.list.into_iter().collect();
+    health.brokers = tallies.into_list().into_iter().collect();
     health.reassigning = reassigning;
     health
-}
-
-/// Per-broker tallies in a dense table: a map lookup for every replica of 200k partitions
-/// was most of `classify`'s time. A broker's slot is found by indexing with its id, which
-/// Kafka keeps small (a hash per leader and replica of 2M partitions was still a third of
-/// it); other ids go through a map.
-#[derive(Default)]
-struct Tallies {
-    /// Per small id: 0 for no slot yet, else its slot in `list` plus one.
-    direct: Vec<u32>,
-    index: IdMap<usize>,
-    list: Vec<(BrokerId, BrokerPartitions)>,
-}
-
-impl Tallies {
-    const DIRECT: usize = 1 << 16;
-
-    #[inline]
-    fn of(&mut self, id: BrokerId) -> &mut BrokerPartitions {
-        let slot = match usize::try_from(id) {
-            Ok(i) if i < Self::DIRECT => match self.direct.get(i) {
-                Some(&s) if s != 0 => s as usize - 1,
-                _ => self.add_direct(id, i),
-            },
-            _ => self.add_indexed(id),
-        };
-        &mut self.list[slot].1
-    }
-
-    #[cold]
-    fn add_direct(&mut self, id: BrokerId, i: usize) -> usize {
-        if i >= self.direct.len() {
-            self.direct.resize(i + 1, 0);
-        }
-        self.list.push((id, BrokerPartitions::default()));
-        self.direct[i] = self.list.len() as u32;
-        self.list.len() - 1
-    }
-
-    fn add_indexed(&mut self, id: BrokerId) -> usize {
-        let list = &mut self.list;
-        *self.index.entry(id).or_insert_with(|| {
-            list.push((id, BrokerPartitions::default()));
-            list.len() - 1
-        })
-    }
 }
 
 /// The number of different ids in a short list (a broker listed twice in an ISR counts once).

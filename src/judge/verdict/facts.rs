@@ -271,20 +271,9 @@ pub(super) fn named_as_replica(view: &ClusterView, broker: BrokerId) -> bool {
 /// Kafka's controlled shutdown moves a broker's leaderships away and takes it out of every
 /// ISR before its listener closes; a killed broker keeps both until the controller notices.
 pub fn holdings_in(view: &ClusterView) -> BTreeMap<BrokerId, u32> {
-    // Counted in a table indexed by id: a map entry for each of millions of ISR members was
-    // most of a large round's verdict time. Ids are small in practice; others go to a map.
-    const DENSE: usize = 1 << 16;
-    let mut dense: Vec<u32> = Vec::new();
-    let mut sparse: BTreeMap<BrokerId, u32> = BTreeMap::new();
-    let mut count = |b: BrokerId| match usize::try_from(b) {
-        Ok(i) if i < DENSE => {
-            if i >= dense.len() {
-                dense.resize(i + 1, 0);
-            }
-            dense[i] += 1;
-        }
-        _ => *sparse.entry(b).or_insert(0) += 1,
-    };
+    // A map entry for each of millions of ISR members was most of a large round's verdict time.
+    let mut held: crate::model::round::IdTable<u32> = Default::default();
+    let mut count = |b: BrokerId| *held.entry(b) += 1;
     for t in view.topics.values() {
         for p in t.partitions.iter() {
             // Each broker once per partition, whether in the ISR (even twice) or leading.
@@ -298,12 +287,5 @@ pub fn holdings_in(view: &ClusterView) -> BTreeMap<BrokerId, u32> {
             }
         }
     }
-    sparse.extend(
-        dense
-            .iter()
-            .enumerate()
-            .filter(|(_, n)| **n > 0)
-            .map(|(i, n)| (i as BrokerId, *n)),
-    );
-    sparse
+    held.into_list().into_iter().collect()
 }

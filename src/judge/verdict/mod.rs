@@ -538,7 +538,7 @@ use facts::{canary_facts, named_as_replica, peer_medians};
 pub use facts::{holdings_in, BrokerFacts, CanaryFacts, Named};
 pub use registration::registrations;
 use registration::{answer_kind, unprobed_votes, AnswerKind};
-use rules_access::access_failure;
+use rules_access::silent_failure;
 pub use rules_access::{access_rule, ACCESS_RULES};
 use rules_reach::closed;
 pub use rules_reach::{refusal_rule, SHUT_DOWN_CLEANLY};

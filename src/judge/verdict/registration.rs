@@ -96,45 +96,24 @@ pub fn registrations(obs: &RoundObservation) -> BTreeMap<BrokerId, Registration>
         /// The last answer that listed it, so a duplicated entry counts once.
         stamp: usize,
     }
-    // A listed broker's tally is found by indexing with its id, which Kafka keeps small:
-    // a thousand answers listing a thousand brokers made a million hash lookups. Other ids
-    // go through a map.
-    const DIRECT: usize = 1 << 16;
-    let small = |id: BrokerId| usize::try_from(id).ok().filter(|i| *i < DIRECT);
-    let mut direct: Vec<u32> = Vec::new();
-    let mut index: crate::model::round::IdMap<usize> = Default::default();
-    for (i, id) in obs.probes.keys().enumerate() {
-        match small(*id) {
-            Some(d) => {
-                if d >= direct.len() {
-                    direct.resize(d + 1, 0);
-                }
-                direct[d] = i as u32 + 1;
-            }
-            None => {
-                index.insert(*id, i);
-            }
-        }
+    // A thousand answers listing a thousand brokers: a million lookups of a listed broker.
+    let mut tallies: crate::model::round::IdTable<Tally> = Default::default();
+    for id in obs.probes.keys() {
+        tallies.entry(*id);
     }
-    let slot = |id: BrokerId| match small(id) {
-        Some(d) => direct.get(d).filter(|s| **s != 0).map(|s| *s as usize - 1),
-        None => index.get(&id).copied(),
-    };
-    let mut tallies = vec![Tally::default(); obs.probes.len()];
     let mut answers_of_kind = [0u32; 3];
     for (n, (source, probe)) in obs.probes.iter().enumerate() {
         let Some(kind) = answer_kind(probe) else {
             continue;
         };
         let kind = kind as usize;
-        tallies[n].own = Some(kind);
+        tallies.entry(*source).own = Some(kind);
         answers_of_kind[kind] += 1;
         let mut count = |id: BrokerId, fenced: bool| {
-            let Some(i) = slot(id) else { return };
-            if id == *source || tallies[i].stamp == n + 1 {
+            let Some(t) = tallies.get_mut(id) else { return };
+            if id == *source || t.stamp == n + 1 {
                 return;
             }
-            let t = &mut tallies[i];
             t.stamp = n + 1;
             t.listed[kind] += 1;
             if fenced {
@@ -152,9 +131,9 @@ pub fn registrations(obs: &RoundObservation) -> BTreeMap<BrokerId, Registration>
             _ => {}
         }
     }
-    obs.probes
-        .keys()
-        .zip(&tallies)
+    tallies
+        .into_list()
+        .into_iter()
         .map(|(id, t)| {
             let mut votes = t.votes;
             // Answers of each kind from the other brokers that did not list this one.
@@ -162,7 +141,7 @@ pub fn registrations(obs: &RoundObservation) -> BTreeMap<BrokerId, Registration>
                 let others = answers_of_kind[k] - u32::from(t.own == Some(k));
                 *unlisted = others - t.listed[k];
             }
-            (*id, votes.decide())
+            (id, votes.decide())
         })
         .collect()
 }

@@ -21,7 +21,7 @@ pub fn access_rule(kind: FailureKind) -> Option<&'static str> {
 pub const ACCESS_RULES: [&str; 2] = ["auth_failed", "protocol_error"];
 
 /// The step and failure that kept the watchdog from an answer, when it is an access problem.
-pub(super) fn access_failure<'a>(
+fn access_failure<'a>(
     f: &'a BrokerFacts,
 ) -> Option<(
     &'static str,
@@ -35,23 +35,31 @@ pub(super) fn access_failure<'a>(
     access_rule(e.kind).map(|rule| (rule, step, e))
 }
 
+/// The step and failure that kept the watchdog from an answer when the broker said nothing:
+/// not a refusal of the watchdog's access (`access_rule`) nor a Kafka error for the whole
+/// request (`request_error`), both of which are answers.
+pub(super) fn silent_failure<'a>(
+    f: &'a BrokerFacts,
+) -> Option<(&'static str, &'a crate::model::round::ProbeFailure)> {
+    let (step, e) = f.probe.first_failure()?;
+    (access_rule(e.kind).is_none() && e.kind != FailureKind::KafkaError).then_some((step, e))
+}
+
 pub(super) fn auth_failed(f: &BrokerFacts, _: &VerdictSettings) -> Option<RuleHit> {
     let refused_rights =
         access_failure(f).is_some_and(|(_, _, e)| e.kind == FailureKind::Authorization);
-    if refused_rights {
-        return access_hit(
-            f,
-            "auth_failed",
+    let (cannot, advice) = if refused_rights {
+        (
             "is not authorized by",
             "grant the watchdog's principal the rights it needs (Describe on the cluster and on every topic: docs/install.md, section Least privilege on clusters with ACLs). This is the watchdog's access, not a verdict on the broker",
-        );
-    }
-    access_hit(
-        f,
-        "auth_failed",
-        "cannot get in to",
-        "check the watchdog's credentials and certificates, and this broker's certificate. This is the watchdog's access, not a verdict on the broker",
-    )
+        )
+    } else {
+        (
+            "cannot get in to",
+            "check the watchdog's credentials and certificates, and this broker's certificate. This is the watchdog's access, not a verdict on the broker",
+        )
+    };
+    access_hit(f, "auth_failed", cannot, advice)
 }
 
 pub(super) fn protocol_error(f: &BrokerFacts, _: &VerdictSettings) -> Option<RuleHit> {

@@ -129,10 +129,7 @@ pub(super) fn process_alive_no_answer(f: &BrokerFacts, _: &VerdictSettings) -> O
         || f.cluster_invisible
         || !f.probe.tcp_open()
         || f.probe.answered()
-        || access_failure(f).is_some()
-        || f.probe
-            .first_failure()
-            .is_some_and(|(_, e)| e.kind == FailureKind::KafkaError)
+        || silent_failure(f).is_none()
     {
         return None;
     }

@@ -192,11 +192,7 @@ pub(super) fn no_answer(f: &BrokerFacts, _: &VerdictSettings) -> Option<RuleHit>
     if !f.probe.tcp_open() {
         return None;
     }
-    let (step, e) = f.probe.first_failure()?;
-    // An error for the whole request is an answer (`request_error`).
-    if access_rule(e.kind).is_some() || e.kind == FailureKind::KafkaError {
-        return None;
-    }
+    let (step, e) = silent_failure(f)?;
     let connect_ms = f
         .probe
         .connect

@@ -125,13 +125,14 @@ pub(super) async fn measure_followers(
         // A reassignment that completed after the metadata was read and before this listing
         // shows its new replica outside the ISR, listed by nobody. The same broker's
         // metadata of those topics, read again now, is newer than the listing's answer.
-        let topics = unlisted_topics(&candidates, &adding_map(&listed));
+        let adding_to = adding_map(&listed);
+        let topics = unlisted_topics(&candidates, &adding_to);
         let again = if topics.is_empty() {
             None
         } else {
             c.client.metadata(Some(&topics)).await.ok().map(|t| t.value)
         };
-        Ok::<_, WireError>((listed, again))
+        Ok::<_, WireError>((adding_to, again))
     };
     let (own, leaders, reassignments) = futures::join!(own, leaders, reassignments);
     let mut high_watermarks: BTreeMap<(String, i32), i64> = BTreeMap::new();
@@ -157,8 +158,8 @@ pub(super) async fn measure_followers(
         );
     }
     let (adding_to, again) = match &reassignments {
-        Ok((list, again)) => (adding_map(list), again.as_ref()),
-        Err(_) => (BTreeMap::new(), None),
+        Ok((adding_to, again)) => (adding_to, again.as_ref()),
+        Err(_) => (&BTreeMap::new(), None),
     };
     candidates
         .iter()
