@@ -191,6 +191,9 @@ impl VerdictConfig {
             latency_degraded_factor,
             restart_grace,
             catch_up_window,
+            flap_window,
+            flap_start_changes,
+            flap_stop_changes,
         } = v;
         VerdictConfig {
             open_after: open.0,
@@ -202,6 +205,10 @@ impl VerdictConfig {
             latency_degraded_factor,
             restart_grace,
             catch_up_window,
+            flap_window,
+            // The schema's ranges stop at 1000, far inside u32.
+            flap_start_changes: u32::try_from(flap_start_changes).unwrap_or(u32::MAX),
+            flap_stop_changes: u32::try_from(flap_stop_changes).unwrap_or(u32::MAX),
         }
     }
 }

@@ -167,6 +167,15 @@ layered! {
         /// A broker out of every ISR whose logs have not grown this long is a zombie.
         // Above the pauses of a throttled follower (a replication quota lets it fetch in bursts).
         VERDICT_CATCH_UP_WINDOW catch_up_window: Duration = Secs(IntSpec { key: "catch_up_window_secs", default: 60, min: 10, max: DAY_SECS }),
+        /// An open incident's state changes are counted over this window for flapping.
+        VERDICT_FLAP_WINDOW flap_window: Duration = Secs(IntSpec { key: "flap_window_secs", default: 120, min: 10, max: DAY_SECS }),
+        /// This many state changes within the window make an open incident flapping: its
+        /// receivers hear it once and nothing more until it stops flapping or resolves.
+        // Six changes are three bad spells in a row: more than a restart goes through.
+        VERDICT_FLAP_START flap_start_changes: u64 = Count(IntSpec { key: "flap_start_changes", default: 6, min: 2, max: 1000 }),
+        /// It stops flapping once this many changes or fewer are left in the window
+        /// (below flap_start_changes).
+        VERDICT_FLAP_STOP flap_stop_changes: u64 = Count(IntSpec { key: "flap_stop_changes", default: 2, min: 0, max: 999 }),
     }
 }
 

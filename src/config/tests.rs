@@ -519,6 +519,9 @@ fn built_in_defaults_are_applied() {
             latency_degraded_factor: 5.0,
             restart_grace: Duration::from_secs(120),
             catch_up_window: Duration::from_secs(60),
+            flap_window: Duration::from_secs(120),
+            flap_start_changes: 6,
+            flap_stop_changes: 2,
         }
     );
     assert!(k.librdkafka.is_empty());

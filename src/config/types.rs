@@ -435,6 +435,12 @@ pub struct VerdictConfig {
     pub restart_grace: Duration,
     /// A broker out of every ISR whose logs have not grown this long is a zombie.
     pub catch_up_window: Duration,
+    /// An open incident's state changes are counted over this window for flapping...
+    pub flap_window: Duration,
+    /// ...it flaps from this many on...
+    pub flap_start_changes: u32,
+    /// ...and stops at this many or fewer (below `flap_start_changes`).
+    pub flap_stop_changes: u32,
 }
 
 impl VerdictConfig {

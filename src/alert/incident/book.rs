@@ -1,11 +1,13 @@
 //! The incident book: hysteresis over findings, one track per finding key.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::SystemTime;
 
 use serde::{Deserialize, Serialize};
 
-use super::{EventKind, Finding, FindingKey, Hysteresis, Incident, IncidentEvent, Previous};
+use super::{
+    EventKind, Finding, FindingKey, Flap, Hysteresis, Incident, IncidentEvent, Previous, Subject,
+};
 use crate::model::kind::FindingKind;
 use crate::model::silence::{Silence, SilenceMark};
 use crate::model::time::{serde_ms, unix_ms};
@@ -24,12 +26,125 @@ pub(super) enum Track {
         /// The newest observation of it (absent in state files of older versions).
         #[serde(default, with = "crate::model::time::serde_opt_ms")]
         last_seen: Option<SystemTime>,
+        /// The last look at which an open broker incident explained it (a consequence:
+        /// partitions a broker's fault left under-replicated or offline). It opens on its
+        /// own only once it has outlived that cause by `resolve_after`.
+        #[serde(default, with = "crate::model::time::serde_opt_ms")]
+        explained_at: Option<SystemTime>,
     },
     Open {
         incident: Box<Incident>,
         /// Absent in the last rounds; resolves when long enough.
         clearing: Option<Clearing>,
+        /// What its receivers were told, and its state changes for flapping (absent in
+        /// state files of older versions: taken from the incident as it was saved).
+        #[serde(default)]
+        told: Option<Told>,
+        #[serde(default)]
+        changes: StateChanges,
     },
+}
+
+/// What the receivers of an open incident were told of it in substance: an update goes
+/// out only when a finding goes past this, so a state that swings back and forth, a
+/// duration in a sentence or a partition recovering and failing again tells nothing new.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(super) struct Told {
+    #[serde(with = "super::serde_severity")]
+    pub severity: crate::config::Severity,
+    pub rules: BTreeSet<String>,
+    pub partitions_total: usize,
+    pub suspects: BTreeSet<crate::model::round::BrokerId>,
+    #[serde(default)]
+    pub flapping: bool,
+    /// The worst broker state told (down and degraded share a severity).
+    #[serde(default, with = "super::serde_state")]
+    pub state: Option<crate::judge::verdict::BrokerState>,
+}
+
+impl Told {
+    fn of(incident: &Incident) -> Told {
+        Told {
+            severity: incident.severity,
+            rules: incident.rules.iter().cloned().collect(),
+            partitions_total: incident.affected_partitions_total,
+            suspects: incident.suspects.iter().copied().collect(),
+            flapping: false,
+            state: incident.state,
+        }
+    }
+}
+
+/// The times an open incident's look changed (another state, or present <-> absent), within
+/// the flapping window, and whether it flaps.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub(super) struct StateChanges {
+    /// The last look: the finding's state (or severity) label, or "absent".
+    last: Option<String>,
+    /// Unix milliseconds of each change still in the window.
+    at: VecDeque<u64>,
+    /// Since when it has been flapping.
+    #[serde(default, with = "crate::model::time::serde_opt_ms")]
+    flapping_since: Option<SystemTime>,
+    /// The window the changes were counted over, for the words.
+    #[serde(default)]
+    window_secs: u64,
+}
+
+impl StateChanges {
+    /// Takes one look; returns the flapping news: `Some(true)` it started flapping,
+    /// `Some(false)` it stopped.
+    fn look(&mut self, look: &str, flap: Flap, now: SystemTime) -> Option<bool> {
+        let ms = unix_ms(now);
+        if self.last.as_deref().is_some_and(|l| l != look) {
+            self.at.push_back(ms);
+        }
+        self.last = Some(look.to_string());
+        let window = u64::try_from(flap.window.as_millis()).unwrap_or(u64::MAX);
+        self.window_secs = flap.window.as_secs();
+        while self.at.front().is_some_and(|t| ms.saturating_sub(*t) > window) {
+            self.at.pop_front();
+        }
+        let n = self.count();
+        match self.flapping_since {
+            None if n >= flap.start => {
+                self.flapping_since = Some(now);
+                Some(true)
+            }
+            Some(_) if n <= flap.stop => {
+                self.flapping_since = None;
+                Some(false)
+            }
+            _ => None,
+        }
+    }
+
+    fn count(&self) -> u32 {
+        u32::try_from(self.at.len()).unwrap_or(u32::MAX)
+    }
+
+    pub fn flapping(&self) -> bool {
+        self.flapping_since.is_some()
+    }
+}
+
+/// The look of a present finding, for [`StateChanges`].
+fn look_of(f: &Finding) -> &'static str {
+    match f.state {
+        Some(s) => s.as_label(),
+        None => f.severity.as_str(),
+    }
+}
+
+const ABSENT: &str = "absent";
+
+/// Partition findings that a broker's fault explains: folded into that broker's incident
+/// while it is open, instead of pages of their own.
+fn is_consequence(kind: FindingKind) -> bool {
+    matches!(
+        kind,
+        FindingKind::UnderReplicated | FindingKind::UnderMinIsr | FindingKind::OfflinePartitions
+    )
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -118,6 +233,10 @@ impl IncidentBook {
     /// findings computed from probes (brokers, partitions) are held exactly as they are:
     /// every verdict is `unknown` then and no partition is seen, which says nothing about
     /// whether the problems went away.
+    ///
+    /// Partitions whose missing replicas are all on brokers with an open incident are that
+    /// broker's impact: listed in its incident (which takes their severity), not incidents
+    /// of their own, until they outlive it by `resolve_after`.
     pub fn observe(
         &mut self,
         cluster: &str,
@@ -144,52 +263,58 @@ impl IncidentBook {
             .any(|k| k.kind == FindingKind::ClusterUnreachable);
         let held = |k: &FindingKey| unreachable && k.kind.from_probes();
         let seen: BTreeSet<FindingKey> = present.keys().cloned().collect();
+        let explained = self.fold_consequences(&mut present, open_after, now);
 
         let mut events = self.apply_silences(cluster, now);
         for (key, finding) in present {
             if held(&key) {
                 continue;
             }
-            // A fact held from when its evidence says until its newest observation. A
-            // round's fact is observed when the round is evaluated; its re-evaluations
-            // between rounds carry that same time and confirm nothing.
-            let at = finding.observed_at.unwrap_or(now);
-            let began = finding.holds_since.map_or(at, |s| s.min(at));
-            let (first_seen, rounds, last_seen) = match self.tracks.get_mut(&key) {
-                Some(Track::Open { incident, clearing }) => {
-                    *clearing = None;
-                    events.extend(refresh(incident, finding, now));
-                    continue;
-                }
-                Some(Track::Pending {
-                    first_seen,
-                    rounds,
-                    last_seen,
-                }) => (
-                    (*first_seen).min(began),
-                    *rounds + 1,
-                    last_seen.map_or(at, |l| l.max(at)),
-                ),
-                None => (began, 1, at),
+            if let Some(Track::Open {
+                incident,
+                clearing,
+                told,
+                changes,
+            }) = self.tracks.get_mut(&key)
+            {
+                *clearing = None;
+                let told = told.get_or_insert_with(|| Told::of(incident));
+                let flapping = changes.look(look_of(&finding), hysteresis.flap, now);
+                events.extend(refresh(incident, told, changes, flapping, finding, now));
+                continue;
+            }
+            let step = pending_step(self.tracks.get(&key), &finding, open_after, now);
+            let explained_now = explained.contains(&key);
+            let explained_at = if explained_now {
+                Some(now)
+            } else {
+                step.explained_at
             };
-            let held = last_seen.duration_since(first_seen).unwrap_or_default();
-            let needed = finding.hold_for.map_or(open_after, |h| h.max(open_after));
-            let track = if held >= needed {
-                let mut incident = open(&finding, first_seen, now);
+            // A consequence that outlived its cause waits the cause's resolve hold first: a
+            // replica still catching up when its broker's incident resolves is recovery.
+            let outlived = explained_at
+                .is_none_or(|t| now.duration_since(t).unwrap_or_default() >= resolve_after);
+            let track = if step.opens && !explained_now && outlived {
+                let mut incident = open(&finding, step.first_seen, now);
                 incident.silenced = self.silence_of(&incident, now);
                 if incident.silenced.is_some() {
                     incident.notified_peak = None;
                 }
                 events.push(opened(&incident, now));
+                let mut changes = StateChanges::default();
+                changes.look(look_of(&finding), hysteresis.flap, now);
                 Track::Open {
+                    told: Some(Told::of(&incident)),
                     incident: Box::new(incident),
                     clearing: None,
+                    changes,
                 }
             } else {
                 Track::Pending {
-                    first_seen,
-                    rounds,
-                    last_seen: Some(last_seen),
+                    first_seen: step.first_seen,
+                    rounds: step.rounds,
+                    last_seen: Some(step.last_seen),
+                    explained_at,
                 }
             };
             self.tracks.insert(key, track);
@@ -210,15 +335,21 @@ impl IncidentBook {
                     // Rounds must be consecutive: one clean round starts the count anew.
                     self.tracks.remove(&key);
                 }
-                Track::Open { incident, clearing } => {
+                Track::Open {
+                    incident,
+                    clearing,
+                    told,
+                    changes,
+                } => {
                     let c = clearing.get_or_insert(Clearing {
                         since: now,
                         rounds: 0,
                     });
                     c.rounds += 1;
-                    if now.duration_since(c.since).unwrap_or_default() >= resolve_after {
+                    let since = c.since;
+                    if now.duration_since(since).unwrap_or_default() >= resolve_after {
                         let mut incident = incident.as_ref().clone();
-                        incident.resolved_at = Some(c.since);
+                        incident.resolved_at = Some(since);
                         events.push(IncidentEvent {
                             kind: EventKind::Resolved,
                             at: now,
@@ -227,6 +358,13 @@ impl IncidentBook {
                             changes: Vec::new(),
                         });
                         self.tracks.remove(&key);
+                        continue;
+                    }
+                    // Going away and coming back is a change too. That it stopped flapping
+                    // while it clears is said by its resolve, not by a message of its own.
+                    if changes.look(ABSENT, hysteresis.flap, now) == Some(true) {
+                        let told = told.get_or_insert_with(|| Told::of(incident));
+                        events.extend(announce_flapping(incident, told, changes, now));
                     }
                 }
             }
@@ -234,6 +372,69 @@ impl IncidentBook {
         events
     }
 
+    /// Brokers of `present`'s cluster whose incident is open, or opens with this look.
+    fn open_causes(
+        &self,
+        present: &BTreeMap<FindingKey, Finding>,
+        open_after: std::time::Duration,
+        now: SystemTime,
+    ) -> BTreeSet<crate::model::round::BrokerId> {
+        let Some(cluster) = present.keys().next().map(|k| k.cluster.clone()) else {
+            return BTreeSet::new();
+        };
+        let mut out: BTreeSet<_> = self
+            .tracks
+            .iter()
+            .filter(|(k, t)| {
+                k.cluster == cluster
+                    && k.kind == FindingKind::Broker
+                    && matches!(t, Track::Open { .. })
+            })
+            .filter_map(|(k, _)| k.subject.broker())
+            .collect();
+        for (k, f) in present {
+            if k.kind == FindingKind::Broker
+                && pending_step(self.tracks.get(k), f, open_after, now).opens
+            {
+                out.extend(k.subject.broker());
+            }
+        }
+        out
+    }
+
+    /// Folds the consequences that open broker incidents explain into those brokers'
+    /// findings (severity, partitions, rules, an evidence line) and returns their keys.
+    /// A consequence already open on its own stays so until it resolves.
+    fn fold_consequences(
+        &self,
+        present: &mut BTreeMap<FindingKey, Finding>,
+        open_after: std::time::Duration,
+        now: SystemTime,
+    ) -> BTreeSet<FindingKey> {
+        let causes = self.open_causes(present, open_after, now);
+        let explained: Vec<FindingKey> = present
+            .iter()
+            .filter(|(k, f)| {
+                is_consequence(k.kind)
+                    && !matches!(self.tracks.get(*k), Some(Track::Open { .. }))
+                    && !f.suspects.is_empty()
+                    && f.suspects.iter().all(|b| causes.contains(b))
+            })
+            .map(|(k, _)| k.clone())
+            .collect();
+        for key in &explained {
+            let Some(consequence) = present.get(key).cloned() else {
+                continue;
+            };
+            for b in &consequence.suspects {
+                let cause = FindingKey::new(&key.cluster, Subject::Broker(*b), FindingKind::Broker);
+                if let Some(f) = present.get_mut(&cause) {
+                    add_impact(f, &consequence);
+                }
+            }
+        }
+        explained.into_iter().collect()
+    }
     /// Nothing open, pending or clearing: saving it again would write the same empty book.
     pub fn is_idle(&self) -> bool {
         self.tracks.is_empty()
@@ -373,59 +574,131 @@ fn opened(incident: &Incident, now: SystemTime) -> IncidentEvent {
     }
 }
 
-/// What changed that a receiver should hear of. Partitions and suspects count only when
-/// new ones join: an incident shrinking as replicas catch up is recovery in progress, and
-/// a message per recovered partition would drown the one that matters (the resolve).
-pub(super) fn changes(old: &Incident, new: &Finding) -> Vec<String> {
+/// Where a finding not open yet stands after this look.
+struct Step {
+    first_seen: SystemTime,
+    rounds: u32,
+    last_seen: SystemTime,
+    explained_at: Option<SystemTime>,
+    /// It has held long enough to open.
+    opens: bool,
+}
+
+/// A fact held from when its evidence says until its newest observation. A round's fact is
+/// observed when the round is evaluated; its re-evaluations between rounds carry that same
+/// time and confirm nothing.
+fn pending_step(
+    track: Option<&Track>,
+    f: &Finding,
+    open_after: std::time::Duration,
+    now: SystemTime,
+) -> Step {
+    let at = f.observed_at.unwrap_or(now);
+    let began = f.holds_since.map_or(at, |s| s.min(at));
+    let (first_seen, rounds, last_seen, explained_at) = match track {
+        Some(Track::Pending {
+            first_seen,
+            rounds,
+            last_seen,
+            explained_at,
+        }) => (
+            (*first_seen).min(began),
+            *rounds + 1,
+            last_seen.map_or(at, |l| l.max(at)),
+            *explained_at,
+        ),
+        Some(Track::Open { .. }) => {
+            return Step {
+                first_seen: began,
+                rounds: 1,
+                last_seen: at,
+                explained_at: None,
+                opens: true,
+            }
+        }
+        None => (began, 1, at, None),
+    };
+    let held = last_seen.duration_since(first_seen).unwrap_or_default();
+    let needed = f.hold_for.map_or(open_after, |h| h.max(open_after));
+    Step {
+        first_seen,
+        rounds,
+        last_seen,
+        explained_at,
+        opens: held >= needed,
+    }
+}
+
+/// A broker finding takes a consequence it explains: its severity (offline partitions make
+/// a down broker's incident critical), its partitions, its kind among the rules and its
+/// summary as evidence. The kind is not a lead rule: partitions a broker left behind are
+/// what its fault means, news only when they make it worse.
+fn add_impact(f: &mut Finding, c: &Finding) {
+    f.severity = f.severity.max(c.severity);
+    let kind = c.key.kind.as_str().to_string();
+    if !f.rules.contains(&kind) {
+        f.rules.push(kind);
+        f.rules.sort();
+    }
+    f.evidence.push(format!("impact: {}", c.summary));
+    let mut names = f.affected_partitions.clone();
+    names.extend(c.affected_partitions.iter().cloned());
+    names.sort();
+    names.dedup();
+    let total = f
+        .affected_partitions_total
+        .max(c.affected_partitions_total)
+        .max(names.len());
+    names.truncate(super::MAX_AFFECTED_PARTITIONS);
+    f.affected_partitions = names;
+    f.affected_partitions_total = total;
+}
+
+/// What a finding says beyond what receivers were told, in words; empty when nothing.
+fn news(told: &Told, f: &Finding, old_state: Option<crate::judge::verdict::BrokerState>) -> Vec<String> {
     let mut out = Vec::new();
-    if old.severity != new.severity {
+    if f.severity > told.severity {
         out.push(format!(
             "severity {} -> {}",
-            old.severity.as_str(),
-            new.severity.as_str()
+            told.severity.as_str(),
+            f.severity.as_str()
         ));
+        if old_state != f.state {
+            let label =
+                |s: Option<crate::judge::verdict::BrokerState>| s.map_or("none", |s| s.as_label());
+            out.push(format!("state {} -> {}", label(old_state), label(f.state)));
+        }
     }
-    if old.state != new.state {
-        let label =
-            |s: Option<crate::judge::verdict::BrokerState>| s.map_or("none", |s| s.as_label());
-        out.push(format!(
-            "state {} -> {}",
-            label(old.state),
-            label(new.state)
-        ));
-    }
-    let before: BTreeSet<&str> = old.rules.iter().map(String::as_str).collect();
-    let after: BTreeSet<&str> = new.rules.iter().map(String::as_str).collect();
-    let added: Vec<&str> = after.difference(&before).copied().collect();
-    let removed: Vec<&str> = before.difference(&after).copied().collect();
-    if !added.is_empty() {
-        out.push(format!("now also: {}", added.join(", ")));
-    }
-    if !removed.is_empty() {
-        out.push(format!("no longer: {}", removed.join(", ")));
-    }
-    let listed: BTreeSet<&str> = old.affected_partitions.iter().map(String::as_str).collect();
-    let complete = |total: usize| total <= super::MAX_AFFECTED_PARTITIONS;
-    let new_names: Vec<&str> =
-        if complete(old.affected_partitions_total) && complete(new.affected_partitions_total) {
-            new.affected_partitions
-                .iter()
-                .map(String::as_str)
-                .filter(|p| !listed.contains(p))
-                .collect()
+    // A rule joining at the incident's severity is news; a milder one beside it (a broker
+    // that answers again between freezes, one catching up after it was down) is the same
+    // incident calming down.
+    if f.severity >= told.severity && f.state >= told.state {
+        let lead = if f.lead_rules.is_empty() {
+            &f.rules
         } else {
-            Vec::new()
+            &f.lead_rules
         };
-    if !new_names.is_empty() || new.affected_partitions_total > old.affected_partitions_total {
+        let added: Vec<&str> = lead
+            .iter()
+            .map(String::as_str)
+            .filter(|r| !told.rules.contains(*r))
+            .collect();
+        if !added.is_empty() {
+            out.push(format!("now also: {}", added.join(", ")));
+        }
+    }
+    // A broker's partitions are its impact: news only when they raise its severity.
+    let partition_incident = f.key.subject == Subject::Cluster;
+    if partition_incident && f.affected_partitions_total > told.partitions_total {
         out.push(format!(
             "{} partition(s) affected, was {}",
-            new.affected_partitions_total, old.affected_partitions_total
+            f.affected_partitions_total, told.partitions_total
         ));
     }
-    let new_suspects: Vec<String> = new
+    let new_suspects: Vec<String> = f
         .suspects
         .iter()
-        .filter(|b| !old.suspects.contains(b))
+        .filter(|b| !told.suspects.contains(b))
         .map(|b| b.to_string())
         .collect();
     if !new_suspects.is_empty() {
@@ -437,39 +710,102 @@ pub(super) fn changes(old: &Incident, new: &Finding) -> Vec<String> {
     out
 }
 
-/// Brings an open incident up to date with this round's finding; an event when the
-/// change is significant.
-fn refresh(incident: &mut Incident, f: Finding, now: SystemTime) -> Option<IncidentEvent> {
-    let changes = changes(incident, &f);
-    let previous = previous_of(incident);
-    incident.severity = f.severity;
+fn flapping_words(changes: &StateChanges, flap: bool) -> String {
+    if flap {
+        format!(
+            "flapping: {} state changes in {} s; no more updates until it settles or resolves",
+            changes.count(),
+            changes.window_secs
+        )
+    } else {
+        "no longer flapping: its state has settled".to_string()
+    }
+}
+
+/// Brings an open incident up to date with this look's finding; an event when it says
+/// something its receivers were not told. The incident keeps the worst severity of its
+/// episode; its current state is the verdict's, on /status and /metrics.
+fn refresh(
+    incident: &mut Incident,
+    told: &mut Told,
+    changes: &StateChanges,
+    flapping: Option<bool>,
+    f: Finding,
+    now: SystemTime,
+) -> Option<IncidentEvent> {
+    let mut said = news(told, &f, incident.state);
+    let previous = Previous {
+        severity: told.severity,
+        ..previous_of(incident)
+    };
+    if let Some(start) = flapping {
+        said.push(flapping_words(changes, start));
+    } else if changes.flapping() {
+        // Flapping: one message said so; the swings it announced are not news.
+        said.clear();
+    }
+    incident.severity = incident.severity.max(f.severity);
     incident.peak_severity = incident.peak_severity.max(f.severity);
     if incident.silenced.is_none() {
-        incident.notified_peak = incident.notified_peak.max(Some(f.severity));
+        incident.notified_peak = incident.notified_peak.max(Some(incident.severity));
     }
     incident.state = f.state;
     if f.broker_address.is_some() {
-        incident.broker_address = f.broker_address;
+        incident.broker_address = f.broker_address.clone();
     }
-    incident.summary = f.summary;
-    incident.evidence = f.evidence;
-    incident.rules = f.rules;
-    incident.affected_partitions = f.affected_partitions;
+    incident.summary = f.summary.clone();
+    incident.evidence = f.evidence.clone();
+    incident.rules = f.rules.clone();
+    incident.affected_partitions = f.affected_partitions.clone();
     incident.affected_partitions_total = f.affected_partitions_total;
-    incident.suspects = f.suspects;
+    let mut suspects: BTreeSet<_> = incident.suspects.iter().copied().collect();
+    suspects.extend(f.suspects.iter().copied());
+    incident.suspects = suspects.into_iter().collect();
     if f.unavailable_seconds.is_some() {
         incident.unavailable_seconds = f.unavailable_seconds;
     }
-    if changes.is_empty() {
+    if said.is_empty() {
         return None;
     }
+    told.severity = told.severity.max(f.severity);
+    let lead = if f.lead_rules.is_empty() {
+        &f.rules
+    } else {
+        &f.lead_rules
+    };
+    told.rules.extend(lead.iter().cloned());
+    told.partitions_total = told.partitions_total.max(f.affected_partitions_total);
+    told.suspects.extend(f.suspects.iter().copied());
+    told.flapping = changes.flapping();
+    told.state = told.state.max(f.state);
     incident.updated_at = now;
     Some(IncidentEvent {
         kind: EventKind::Updated,
         at: now,
         incident: incident.clone(),
         previous: Some(previous),
-        changes,
+        changes: said,
+    })
+}
+
+/// The flapping news of an incident that is clearing (absent at this look).
+fn announce_flapping(
+    incident: &mut Incident,
+    told: &mut Told,
+    changes: &StateChanges,
+    now: SystemTime,
+) -> Option<IncidentEvent> {
+    if told.flapping {
+        return None;
+    }
+    told.flapping = true;
+    incident.updated_at = now;
+    Some(IncidentEvent {
+        kind: EventKind::Updated,
+        at: now,
+        incident: incident.clone(),
+        previous: Some(previous_of(incident)),
+        changes: vec![flapping_words(changes, true)],
     })
 }
 

@@ -170,6 +170,14 @@ fn broker(report: &ClusterReport, v: &BrokerVerdict) -> Finding {
         .map(|h| format!("{}: {}", h.rule, one_line(&h.detail)))
         .collect();
     f.rules = rules;
+    f.lead_rules = v
+        .hits
+        .iter()
+        .filter(|h| h.state == v.state)
+        .map(|h| h.rule.to_string())
+        .collect();
+    f.lead_rules.sort();
+    f.lead_rules.dedup();
     f.suspects = vec![v.broker];
     f
 }

@@ -16,6 +16,8 @@ mod state;
 mod tests;
 #[cfg(test)]
 mod tests_duration;
+#[cfg(test)]
+mod tests_quiet;
 
 use std::fmt;
 use std::time::{Duration, SystemTime};
@@ -130,9 +132,12 @@ pub struct Finding {
     pub summary: String,
     /// `rule: detail` lines, or one line per affected partition.
     pub evidence: Vec<String>,
-    /// Names of what fired (verdict rules). A change of this set is news worth sending; a
-    /// change of wording is not.
+    /// Names of what fired (verdict rules), and of the consequences it explains (the
+    /// partition kinds folded into a broker's incident).
     pub rules: Vec<String>,
+    /// The rules that decide its state (a broker's hits at its verdict's state): one of
+    /// these joining an incident at its severity is news; a milder rule beside them is not.
+    pub lead_rules: Vec<String>,
     /// `topic-partition`, sorted, at most `MAX_AFFECTED_PARTITIONS`.
     pub affected_partitions: Vec<String>,
     /// How many partitions are affected in all.
@@ -163,6 +168,7 @@ impl Finding {
             summary: summary.into(),
             evidence: Vec::new(),
             rules: Vec::new(),
+            lead_rules: Vec::new(),
             affected_partitions: Vec::new(),
             affected_partitions_total: 0,
             suspects: Vec::new(),
@@ -185,11 +191,43 @@ impl Finding {
 }
 
 /// Hysteresis: how long a finding's fact must hold to open an incident, and how long it
-/// must be absent to resolve it (`verdict.open_after_secs`, `verdict.resolve_after_secs`).
+/// must be absent to resolve it (`verdict.open_after_secs`, `verdict.resolve_after_secs`:
+/// the resolve waits that long after the last bad look, as Prometheus' `keep_firing_for`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Hysteresis {
     pub open_after: std::time::Duration,
     pub resolve_after: std::time::Duration,
+    pub flap: Flap,
+}
+
+/// When an open incident is flapping: its state changed at least `start` times within
+/// `window`; it stops flapping once `stop` or fewer changes are left in the window (the
+/// two thresholds keep it from flapping in and out of flapping, as Nagios' high and low
+/// flap thresholds do). `verdict.flap_window_secs`, `flap_start_changes`,
+/// `flap_stop_changes`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Flap {
+    pub window: std::time::Duration,
+    pub start: u32,
+    pub stop: u32,
+}
+
+impl Default for Flap {
+    fn default() -> Self {
+        Flap::from(&VerdictConfig::default())
+    }
+}
+
+impl From<&VerdictConfig> for Flap {
+    fn from(v: &VerdictConfig) -> Self {
+        Flap {
+            window: v.flap_window,
+            start: v.flap_start_changes,
+            // A stop threshold at or above the start one would end flapping the moment it
+            // began; the schema keeps each in range, this keeps them in order.
+            stop: v.flap_stop_changes.min(v.flap_start_changes.saturating_sub(1)),
+        }
+    }
 }
 
 impl Hysteresis {
@@ -199,6 +237,7 @@ impl Hysteresis {
         Hysteresis {
             open_after: crate::config::rounds_as_duration(open, round),
             resolve_after: crate::config::rounds_as_duration(resolve, round),
+            flap: Flap::default(),
         }
     }
 }
@@ -208,6 +247,7 @@ impl From<&VerdictConfig> for Hysteresis {
         Hysteresis {
             open_after: v.open_after,
             resolve_after: v.resolve_after,
+            flap: Flap::from(v),
         }
     }
 }
@@ -284,8 +324,10 @@ impl Incident {
 #[serde(rename_all = "snake_case")]
 pub enum EventKind {
     Opened,
-    /// Severity, state, the rules that fired, or the partitions or brokers involved
-    /// changed.
+    /// A change in substance since what receivers were told: the severity rose above the
+    /// episode's peak, a rule joined at that severity, the partitions affected grew past
+    /// what was told, another broker is suspected, it started or stopped flapping, or a
+    /// silence began or ended. Never a milder state or a new duration.
     Updated,
     Resolved,
     /// Still open; made by delivery at each receiver's repeat interval.

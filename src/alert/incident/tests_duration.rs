@@ -16,6 +16,7 @@ fn defaults() -> Hysteresis {
     Hysteresis {
         open_after: SECS(1),
         resolve_after: SECS(20),
+        flap: Flap::default(),
     }
 }
 
