@@ -672,6 +672,14 @@ pub struct LivenessFact {
     pub accepted_in_silence: bool,
     /// Silences past the threshold that ended, within the flapping window (`liveness::FLAP_WINDOW`).
     pub spells: Vec<Spell>,
+    /// Stalls that ended with an answer, past the threshold or not, and no longer than
+    /// `liveness::PAUSE_TOLERANCE_MAX`, within `liveness::PAUSE_MEMORY`: the broker's own
+    /// record of pauses (GC, starvation), which a later silence is measured against.
+    #[serde(skip)]
+    pub pauses: Vec<Spell>,
+    /// The median of its recent answer times (stalls left out).
+    #[serde(skip)]
+    pub median: Option<Duration>,
 }
 
 impl LivenessFact {

@@ -87,6 +87,8 @@ fn liveness(threshold_ms: u64, latency_ms: Option<u64>, waiting: Option<u64>) ->
         side: None,
         accepted_in_silence: false,
         spells: Vec::new(),
+        pauses: Vec::new(),
+        median: None,
     }
 }
 

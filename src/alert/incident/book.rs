@@ -102,7 +102,11 @@ impl StateChanges {
         self.last = Some(look.to_string());
         let window = u64::try_from(flap.window.as_millis()).unwrap_or(u64::MAX);
         self.window_secs = flap.window.as_secs();
-        while self.at.front().is_some_and(|t| ms.saturating_sub(*t) > window) {
+        while self
+            .at
+            .front()
+            .is_some_and(|t| ms.saturating_sub(*t) > window)
+        {
             self.at.pop_front();
         }
         let n = self.count();
@@ -655,7 +659,11 @@ fn add_impact(f: &mut Finding, c: &Finding) {
 }
 
 /// What a finding says beyond what receivers were told, in words; empty when nothing.
-fn news(told: &Told, f: &Finding, old_state: Option<crate::judge::verdict::BrokerState>) -> Vec<String> {
+fn news(
+    told: &Told,
+    f: &Finding,
+    old_state: Option<crate::judge::verdict::BrokerState>,
+) -> Vec<String> {
     let mut out = Vec::new();
     if f.severity > told.severity {
         out.push(format!(

@@ -225,7 +225,9 @@ impl From<&VerdictConfig> for Flap {
             start: v.flap_start_changes,
             // A stop threshold at or above the start one would end flapping the moment it
             // began; the schema keeps each in range, this keeps them in order.
-            stop: v.flap_stop_changes.min(v.flap_start_changes.saturating_sub(1)),
+            stop: v
+                .flap_stop_changes
+                .min(v.flap_start_changes.saturating_sub(1)),
         }
     }
 }

@@ -21,7 +21,12 @@ fn defaults() -> Hysteresis {
 }
 
 /// A broker finding as `findings` makes it: the rules at its state lead.
-fn broker(id: BrokerId, state: BrokerState, rules: &[(&str, BrokerState)], summary: &str) -> Finding {
+fn broker(
+    id: BrokerId,
+    state: BrokerState,
+    rules: &[(&str, BrokerState)],
+    summary: &str,
+) -> Finding {
     let mut f = Finding::new(
         FindingKey::new("lab", Subject::Broker(id), FindingKind::Broker),
         summary,
@@ -117,7 +122,11 @@ fn a_broker_swinging_between_zombie_and_degraded_is_told_once_that_it_flaps() {
         "{:#?}",
         es.iter().map(|e| &e.changes).collect::<Vec<_>>()
     );
-    assert!(es[1].changes[0].starts_with("flapping: 6 state changes in 120 s"), "{:?}", es[1].changes);
+    assert!(
+        es[1].changes[0].starts_with("flapping: 6 state changes in 120 s"),
+        "{:?}",
+        es[1].changes
+    );
     // The episode's worst severity throughout.
     assert!(es.iter().all(|e| e.incident.severity == Severity::Critical));
 }
@@ -164,9 +173,16 @@ fn a_killed_broker_is_one_incident_of_two_messages_with_its_partitions_inside() 
         es.iter().map(|e| (&e.kind, &e.changes)).collect::<Vec<_>>()
     );
     let resolved = &es[1].incident;
-    assert!(resolved.rules.contains(&"under_replicated".to_string()), "{:?}", resolved.rules);
+    assert!(
+        resolved.rules.contains(&"under_replicated".to_string()),
+        "{:?}",
+        resolved.rules
+    );
     assert!(resolved.affected_partitions.contains(&"t-4".to_string()));
-    assert!(resolved.evidence.iter().any(|e| e.starts_with("impact: 5 partition(s)")));
+    assert!(resolved
+        .evidence
+        .iter()
+        .any(|e| e.starts_with("impact: 5 partition(s)")));
 }
 
 /// Partitions left offline by a down broker are its impact and make its incident critical:
@@ -181,8 +197,14 @@ fn offline_partitions_a_down_broker_explains_escalate_its_incident() {
     assert_eq!(kinds(&es), vec![(EventKind::Updated, FindingKind::Broker)]);
     assert_eq!(es[0].incident.severity, Severity::Critical);
     assert_eq!(es[0].previous.unwrap().severity, Severity::Warning);
-    assert!(es[0].changes.contains(&"severity warning -> critical".to_string()));
-    assert_eq!(book.open_incidents().len(), 1, "no offline incident of its own");
+    assert!(es[0]
+        .changes
+        .contains(&"severity warning -> critical".to_string()));
+    assert_eq!(
+        book.open_incidents().len(),
+        1,
+        "no offline incident of its own"
+    );
 }
 
 /// A consequence that outlives its cause by the hold time opens on its own (a replica that
@@ -213,11 +235,17 @@ fn a_consequence_already_open_stays_open() {
     let under = || partitions(FindingKind::UnderReplicated, &["t-0"], &[3]);
     let mut book = IncidentBook::new();
     let es = book.observe("lab", vec![under()], defaults(), t(0));
-    assert_eq!(kinds(&es), vec![(EventKind::Opened, FindingKind::UnderReplicated)]);
+    assert_eq!(
+        kinds(&es),
+        vec![(EventKind::Opened, FindingKind::UnderReplicated)]
+    );
     book.observe("lab", vec![under(), zombie(3)], defaults(), t(3_000));
     book.observe("lab", vec![under(), zombie(3)], defaults(), t(5_000));
     let open: Vec<FindingKind> = book.open_incidents().iter().map(|i| i.kind).collect();
-    assert_eq!(open, vec![FindingKind::Broker, FindingKind::UnderReplicated]);
+    assert_eq!(
+        open,
+        vec![FindingKind::Broker, FindingKind::UnderReplicated]
+    );
 }
 
 /// Partitions that also miss a broker no open incident covers are not explained.
@@ -227,7 +255,10 @@ fn a_consequence_only_partly_explained_is_its_own_incident() {
     book.observe("lab", vec![zombie(2)], defaults(), t(0));
     let both = || partitions(FindingKind::UnderReplicated, &["t-0"], &[2, 3]);
     let es = book.observe("lab", vec![zombie(2), both()], defaults(), t(1_000));
-    assert_eq!(kinds(&es), vec![(EventKind::Opened, FindingKind::UnderReplicated)]);
+    assert_eq!(
+        kinds(&es),
+        vec![(EventKind::Opened, FindingKind::UnderReplicated)]
+    );
 }
 
 /// Durations, counters and a milder state are not news; a rule joining at the incident's
@@ -244,20 +275,32 @@ fn only_substance_is_news() {
     let also = broker(
         3,
         BrokerState::Down,
-        &[("port_closed", BrokerState::Down), ("not_registered", BrokerState::Down)],
+        &[
+            ("port_closed", BrokerState::Down),
+            ("not_registered", BrokerState::Down),
+        ],
         "down",
     );
     let es = book.observe("lab", vec![also.clone()], defaults(), t(6_000));
     assert_eq!(es[0].changes, vec!["now also: not_registered".to_string()]);
-    assert!(book.observe("lab", vec![down(3, 7.0)], defaults(), t(7_000)).is_empty());
-    assert!(book.observe("lab", vec![also], defaults(), t(8_000)).is_empty());
+    assert!(book
+        .observe("lab", vec![down(3, 7.0)], defaults(), t(7_000))
+        .is_empty());
+    assert!(book
+        .observe("lab", vec![also], defaults(), t(8_000))
+        .is_empty());
     let milder = broker(
         3,
         BrokerState::Down,
-        &[("port_closed", BrokerState::Down), ("slow", BrokerState::Degraded)],
+        &[
+            ("port_closed", BrokerState::Down),
+            ("slow", BrokerState::Degraded),
+        ],
         "down",
     );
-    assert!(book.observe("lab", vec![milder], defaults(), t(9_000)).is_empty());
+    assert!(book
+        .observe("lab", vec![milder], defaults(), t(9_000))
+        .is_empty());
 }
 
 /// It stops flapping once the changes in the window fall to the low threshold, and says so
@@ -291,6 +334,10 @@ fn an_incident_saved_before_told_states_compares_with_itself() {
             *told = None;
         }
     }
-    assert!(book.observe("lab", vec![pausing(2)], defaults(), t(1_000)).is_empty());
-    assert!(book.observe("lab", vec![zombie(2)], defaults(), t(2_000)).is_empty());
+    assert!(book
+        .observe("lab", vec![pausing(2)], defaults(), t(1_000))
+        .is_empty());
+    assert!(book
+        .observe("lab", vec![zombie(2)], defaults(), t(2_000))
+        .is_empty());
 }

@@ -122,7 +122,13 @@ pub fn remember(
             continue;
         };
         if !v.hits.iter().any(|h| h.rule == RULE) {
-            m.catch_up = None;
+            // Only a round that saw it answer and not out of every ISR ends the window: a
+            // round whose answer failed (an error in its Metadata, a timeout) says nothing
+            // about its ISRs, and restarting the window there let a dead fetcher stay
+            // `degraded` for as long as such rounds came often enough.
+            if v.answered {
+                m.catch_up = None;
+            }
             continue;
         }
         let measured = obs.followers.get(&v.broker).map(|p| &p.offsets);

@@ -7,21 +7,40 @@
 //!   least one peer answers, and a fresh connection was accepted (or, after one was,
 //!   timed out: its accept queue is full);
 //! - `port_closed` (down): new connections refused;
-//! - `restarting` (down): down within the restart grace and not answering yet while its port
-//!   accepts (Kafka binds its port before it serves);
-//! - `liveness_flapping` (degraded): silent past its threshold again and again in short
-//!   spells (GC thrashing), answering in between.
+//! - `restarting` (down): its port accepts again after it was down, and it has not answered
+//!   since (Kafka binds its port before it serves), within the restart grace; its first answer
+//!   ends the grace, so a broker that wedges after it came back is a zombie;
+//! - `liveness_flapping` (degraded): it keeps stalling (GC pauses, starvation): three stalls
+//!   in the flapping window, or one past its threshold, answering in between; and while it is
+//!   silent past its threshold but within its own record of pauses (the longest remembered
+//!   plus [`PAUSE_MARGIN`]), it is pausing again, not frozen. The record is the broker's
+//!   own, as a phi accrual detector learns each node's heartbeat gaps; a freeze of a broker
+//!   with no record is a zombie at its threshold, as before.
+//!
+//! A zombie needs the watchdog's own path to be vouched for: a peer answering now, or one
+//! that answered during this silence within [`PATH_DOUBT`] (a peer's own pause does not make
+//! a frozen broker `unknown`).
 
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};
 
+use crate::model::round::Spell;
 use crate::model::round::{BrokerId, BrokerProbe};
 use crate::observe::liveness::{LivenessFact, SideOutcome, FLAP_WINDOW};
 
 use super::{BrokerMemory, BrokerState, BrokerVerdict, RuleHit, VerdictSettings};
 
-/// Spells within [`FLAP_WINDOW`] that make a broker that answers now `degraded`.
+/// Stalls within [`FLAP_WINDOW`] that make a broker that answers now `degraded` (one is
+/// enough when it was past the threshold).
 pub const FLAPPING_SPELLS: usize = 3;
+/// The rule of a broker whose port accepts again after it was down and that has not
+/// answered since.
+pub const RESTARTING: &str = "restarting";
+/// Silence past the longest remembered pause by this much is no pause any more.
+pub const PAUSE_MARGIN: Duration = Duration::from_millis(500);
+/// A peer that answered during a broker's silence vouches for the watchdog's path this long
+/// after its last answer: longer than a peer's own pause.
+pub const PATH_DOUBT: Duration = Duration::from_secs(10);
 
 /// Round hits that a newer answer on the liveness connection proves stale: they are about
 /// the connection or ApiVersions, which the liveness check asks as well.
@@ -65,6 +84,59 @@ fn flapping(fact: &LivenessFact, now: SystemTime) -> Option<(usize, String)> {
     ))
 }
 
+/// Silence beyond which a broker is no longer pausing as it does: its threshold, or its
+/// longest remembered pause plus [`PAUSE_MARGIN`] when that is longer.
+pub fn pause_tolerance(fact: &LivenessFact) -> Duration {
+    fact.pauses
+        .iter()
+        .map(|p| p.length + PAUSE_MARGIN)
+        .max()
+        .unwrap_or_default()
+        .max(fact.threshold)
+}
+
+/// "stalled 4 time(s) in the last 120 s, up to 1.2 s, about every 20 s; its answers
+/// otherwise take 2 ms", when it keeps stalling: [`FLAPPING_SPELLS`] stalls in the window,
+/// or one past its threshold.
+fn pausing(fact: &LivenessFact, now: SystemTime) -> Option<String> {
+    let recent: Vec<&Spell> = fact
+        .pauses
+        .iter()
+        .filter(|s| {
+            now.duration_since(s.started)
+                .is_ok_and(|ago| ago <= FLAP_WINDOW)
+        })
+        .collect();
+    let past_threshold = recent.iter().any(|p| p.length >= fact.threshold)
+        || fact.spells.iter().any(|s| {
+            now.duration_since(s.started)
+                .is_ok_and(|ago| ago <= FLAP_WINDOW)
+        });
+    if recent.len() < FLAPPING_SPELLS && !past_threshold {
+        return None;
+    }
+    let longest = recent.iter().map(|p| p.length).max().unwrap_or_default();
+    let every = match (recent.first(), recent.last()) {
+        (Some(a), Some(b)) if recent.len() > 1 => b
+            .started
+            .duration_since(a.started)
+            .ok()
+            .map(|span| format!(", about every {}", secs(span / (recent.len() as u32 - 1)))),
+        _ => None,
+    }
+    .unwrap_or_default();
+    let usual = fact
+        .median
+        .map(|m| format!("; its answers otherwise take {}", millis(m)))
+        .unwrap_or_default();
+    Some(format!(
+        "stalled {} time(s) in the last {} s, up to {}{every}{usual}: stop-the-world pauses (GC) or CPU starvation",
+        recent.len().max(1),
+        FLAP_WINDOW.as_secs(),
+        secs(longest)
+    ))
+}
+
 /// What the liveness facts say of one broker now: the hit, and since when its fact holds.
 fn live_hit(
     id: BrokerId,
@@ -90,18 +162,13 @@ fn live_hit(
         ));
     }
     if !fact.past_threshold(now) {
-        let (n, words) = flapping(fact, now)?;
-        if n < FLAPPING_SPELLS {
-            return None;
-        }
-        let first = fact.spells.first().map_or(now, |s| s.started);
+        let words = pausing(fact, now)?;
+        let first = fact.pauses.first().map_or(now, |s| s.started);
         return Some((
             RuleHit {
                 rule: "liveness_flapping",
                 state: BrokerState::Degraded,
-                detail: format!(
-                    "{address} answers again but was {words}: short silences again and again (GC thrashing, an overloaded request queue)"
-                ),
+                detail: format!("{address} answers again but {words}"),
             },
             first,
         ));
@@ -114,6 +181,16 @@ fn live_hit(
         .map(|(_, f)| f)
         .collect();
     let answering: Vec<&&LivenessFact> = peers.iter().filter(|f| f.answering(now)).collect();
+    // A peer that answered after this silence passed its threshold, and not long ago,
+    // showed the watchdog's path working while this broker was silent: a peer's own pause
+    // now does not put the silence in doubt.
+    let vouched = !answering.is_empty()
+        || peers.iter().any(|f| {
+            f.last_answer_at.is_some_and(|a| {
+                a >= since + fact.threshold
+                    && now.duration_since(a).is_ok_and(|ago| ago <= PATH_DOUBT)
+            })
+        });
     let peer_latency = answering
         .iter()
         .filter_map(|f| f.last_latency)
@@ -133,15 +210,31 @@ fn live_hit(
     );
     // One peer answering promptly shows the watchdog's own path works, and the fresh
     // connection below shows the broker's port takes connections: incident 1 froze two of
-    // three brokers, and both must be named. With no peer answering, nothing tells the
+    // three brokers, and both must be named. With no peer vouching, nothing tells the
     // watchdog's network from the brokers.
-    if answering.is_empty() {
+    if !vouched {
         return Some((
             RuleHit {
                 rule: "no_answer",
                 state: BrokerState::Unknown,
                 detail: format!(
                     "{silence}: with no peer answering, the silence may be the watchdog's own network"
+                ),
+            },
+            since,
+        ));
+    }
+    // Within its own record of pauses: pausing again, as it does, not frozen.
+    let tolerance = pause_tolerance(fact);
+    if silent < tolerance {
+        let words = pausing(fact, now).unwrap_or_else(|| "it has paused this long before".into());
+        return Some((
+            RuleHit {
+                rule: "liveness_flapping",
+                state: BrokerState::Degraded,
+                detail: format!(
+                    "{silence}; within its own pauses ({words}): a zombie if silent past {}",
+                    secs(tolerance)
                 ),
             },
             since,
@@ -164,7 +257,7 @@ fn live_hit(
     if let Some(ago) = recently_down {
         return Some((
             RuleHit {
-                rule: "restarting",
+                rule: RESTARTING,
                 state: BrokerState::Down,
                 detail: format!(
                     "{silence}; {port}, {} after it was down: Kafka accepts connections before it serves while it starts",
@@ -214,7 +307,7 @@ pub fn apply_liveness(
         }
         let recently_down = memory
             .get(&v.broker)
-            .and_then(|m| m.last_down_at)
+            .and_then(|m| m.restart_pending(fact.last_answer_at))
             .and_then(|t| now.duration_since(t).ok())
             .filter(|ago| *ago < settings.restart_grace);
         // The round already told a clean stop from a crash by what the refused broker led;
@@ -250,7 +343,7 @@ pub fn apply_liveness(
             // was the full accept queue, not a host gone.
             let accepted = fact.accepted_in_silence && fact.refused_since.is_none();
             // While it restarts, the round's silence was the same start-up.
-            let restarting = hit.rule == "restarting";
+            let restarting = hit.rule == RESTARTING;
             v.hits.retain(|h| {
                 h.rule != hit.rule
                     && !(accepted && h.rule == "unreachable")
@@ -295,6 +388,8 @@ mod tests {
             side: None,
             accepted_in_silence: false,
             spells: Vec::new(),
+            pauses: Vec::new(),
+            median: Some(Duration::from_millis(2)),
         }
     }
 
@@ -544,7 +639,7 @@ mod tests {
     }
 
     /// Kafka binds its port before it serves: a broker down a moment ago that accepts but
-    /// does not answer yet is restarting, never a zombie.
+    /// has not answered since is restarting, never a zombie.
     #[test]
     fn a_restarting_broker_is_not_a_zombie() {
         let mut memory = BTreeMap::new();
@@ -555,13 +650,177 @@ mod tests {
                 ..BrokerMemory::default()
             },
         );
-        let vs = judge(
-            base(),
-            &three(silent(2, 3000, Some(SideOutcome::Accepted))),
-            &memory,
-        );
+        let mut starting = silent(2, 3000, Some(SideOutcome::Accepted));
+        starting.last_answer_at = Some(t(NOW - 20_000));
+        let vs = judge(base(), &three(starting), &memory);
         assert_eq!(vs[1].state, BrokerState::Down);
-        assert_eq!(vs[1].hits[0].rule, "restarting");
+        assert_eq!(vs[1].hits[0].rule, RESTARTING);
+    }
+
+    /// Issue 31: broker 2 restarted, answered normally, then its request handlers stopped.
+    /// Its first answer ended the grace: a zombie at once, not `restarting` for 120 s.
+    #[test]
+    fn a_broker_that_wedges_after_its_first_answer_is_a_zombie_not_restarting() {
+        let mut memory = BTreeMap::new();
+        memory.insert(
+            2,
+            BrokerMemory {
+                last_down_at: Some(t(NOW - 30_000)),
+                ..BrokerMemory::default()
+            },
+        );
+        // It answered 20 s ago (after the down), silent for 1.4 s now.
+        let mut wedged = silent(2, 1_400, Some(SideOutcome::Accepted));
+        wedged.last_answer_at = Some(t(NOW - 1_900));
+        let vs = judge(base(), &three(wedged.clone()), &memory);
+        assert_eq!(vs[1].state, BrokerState::Zombie, "{:?}", vs[1].hits);
+        assert_eq!(vs[1].hits[0].rule, "no_answer");
+        // The rounds saw it answer too: the same.
+        memory.get_mut(&2).unwrap().last_answered_at = Some(t(NOW - 10_000));
+        wedged.last_answer_at = None;
+        let vs = judge(base(), &three(wedged), &memory);
+        assert_eq!(vs[1].state, BrokerState::Zombie, "{:?}", vs[1].hits);
+    }
+
+    /// A `restarting` verdict is the grace itself: remembering it must not renew the grace,
+    /// or a broker silent since it came back stays `down` for as long as it is silent (a
+    /// unit test of the old code showed it still so at 400 s).
+    #[test]
+    fn the_restart_grace_is_not_renewed_by_its_own_verdict() {
+        let mut memory = BTreeMap::new();
+        let down = with_hit(healthy(2), "port_closed", BrokerState::Down);
+        crate::judge::verdict::remember_states(&mut memory, &[down], t(0));
+        let restarting = with_hit(healthy(2), RESTARTING, BrokerState::Down);
+        for k in 1..400u64 {
+            crate::judge::verdict::remember_states(
+                &mut memory,
+                std::slice::from_ref(&restarting),
+                t(k * 1_000),
+            );
+        }
+        assert_eq!(memory[&2].last_down_at, Some(t(0)));
+        // 400 s after it was down, silent since its port opened: past the grace, a zombie.
+        let settings = VerdictSettings::default();
+        let mut vs = base();
+        let mut wedged = silent(2, 1_400, Some(SideOutcome::Accepted));
+        wedged.last_answer_at = None;
+        let facts: BTreeMap<_, _> = three(wedged).into_iter().collect();
+        apply_liveness(
+            &mut vs,
+            &facts,
+            &BTreeMap::new(),
+            &memory,
+            &settings,
+            t(399_000),
+            t(400_000),
+        );
+        assert_eq!(vs[1].state, BrokerState::Zombie, "{:?}", vs[1].hits);
+    }
+
+    /// With broker 3 down, a GC pause of broker 1 leaves no peer answering at that instant;
+    /// broker 1 answered during broker 2's silence, so broker 2 stays a zombie.
+    #[test]
+    fn a_peers_pause_does_not_make_a_frozen_broker_unknown() {
+        let mut paused = silent(1, 1_200, None);
+        paused.last_answer_at = Some(t(NOW - 1_300));
+        let refused = LivenessFact {
+            refused_since: Some(t(NOW - 30_000)),
+            refused_detail: "Connection refused (os error 111)".into(),
+            ..silent(3, 30_000, None)
+        };
+        let frozen = silent(2, 50_000, Some(SideOutcome::Accepted));
+        let facts = vec![
+            (1, paused.clone()),
+            (2, frozen.clone()),
+            (3, refused.clone()),
+        ];
+        let vs = judge(base(), &facts, &BTreeMap::new());
+        assert_eq!(vs[1].state, BrokerState::Zombie, "{:?}", vs[1].hits);
+        // No peer has answered for longer than PATH_DOUBT: in doubt.
+        paused.last_answer_at = Some(t(NOW - 11_000));
+        paused.waiting_since = Some(t(NOW - 10_900));
+        let facts = vec![(1, paused), (2, frozen), (3, refused)];
+        let vs = judge(base(), &facts, &BTreeMap::new());
+        assert_eq!(vs[1].state, BrokerState::Unknown, "{:?}", vs[1].hits);
+    }
+
+    fn pause(ago_ms: u64, length_ms: u64) -> Spell {
+        Spell {
+            started: t(NOW - ago_ms),
+            length: Duration::from_millis(length_ms),
+        }
+    }
+
+    /// A broker that paused 1.2 s before is pausing again at 1.3 s (degraded), and a zombie
+    /// past its longest pause plus the margin; one with no record is a zombie at its
+    /// threshold.
+    #[test]
+    fn a_silence_within_the_brokers_own_pauses_is_pausing_and_past_them_a_zombie() {
+        let mut f = silent(2, 1_300, Some(SideOutcome::Accepted));
+        let vs = judge(base(), &three(f.clone()), &BTreeMap::new());
+        assert_eq!(
+            vs[1].state,
+            BrokerState::Zombie,
+            "no record: {:?}",
+            vs[1].hits
+        );
+        f.pauses = vec![pause(20_000, 1_200)];
+        let vs = judge(base(), &three(f.clone()), &BTreeMap::new());
+        assert_eq!(vs[1].state, BrokerState::Degraded, "{:?}", vs[1].hits);
+        assert_eq!(vs[1].hits[0].rule, "liveness_flapping");
+        assert!(
+            vs[1].hits[0]
+                .detail
+                .contains("a zombie if silent past 1.7 s"),
+            "{}",
+            vs[1].hits[0].detail
+        );
+        let mut frozen = silent(2, 1_800, Some(SideOutcome::Accepted));
+        frozen.pauses = f.pauses.clone();
+        let vs = judge(base(), &three(frozen), &BTreeMap::new());
+        assert_eq!(vs[1].state, BrokerState::Zombie, "{:?}", vs[1].hits);
+        assert_eq!(pause_tolerance(&f), Duration::from_millis(1_700));
+    }
+
+    /// Pauses of 0.8 s every 10 s, under the threshold: degraded with the pauses as
+    /// evidence once they recur; never a zombie.
+    #[test]
+    fn short_pauses_again_and_again_are_degraded_and_never_a_zombie() {
+        let mut f = answering(2);
+        f.pauses = vec![pause(21_000, 800), pause(11_000, 800)];
+        let vs = judge(base(), &three(f.clone()), &BTreeMap::new());
+        assert_eq!(vs[1].state, BrokerState::Healthy, "two: {:?}", vs[1].hits);
+        f.pauses.push(pause(1_000, 800));
+        let vs = judge(base(), &three(f.clone()), &BTreeMap::new());
+        assert_eq!(vs[1].state, BrokerState::Degraded);
+        let d = &vs[1].hits[0].detail;
+        assert!(
+            d.contains("stalled 3 time(s)")
+                && d.contains("up to 0.8 s")
+                && d.contains("about every 10.0 s"),
+            "{d}"
+        );
+        // In the middle of the next one (silent 0.9 s: under its threshold): the same.
+        let mut during = silent(2, 900, Some(SideOutcome::Accepted));
+        during.pauses = f.pauses;
+        let vs = judge(base(), &three(during), &BTreeMap::new());
+        assert_eq!(vs[1].state, BrokerState::Degraded, "{:?}", vs[1].hits);
+    }
+
+    /// One stall past the threshold is enough: the broker that paused 1.2 s once is
+    /// degraded while it answers, within the flapping window.
+    #[test]
+    fn one_pause_past_the_threshold_keeps_the_broker_degraded_for_the_window() {
+        let mut f = answering(2);
+        f.pauses = vec![pause(5_000, 1_200)];
+        f.spells = f.pauses.clone();
+        let vs = judge(base(), &three(f.clone()), &BTreeMap::new());
+        assert_eq!(vs[1].state, BrokerState::Degraded, "{:?}", vs[1].hits);
+        assert!(
+            vs[1].hits[0].detail.contains("up to 1.2 s"),
+            "{:?}",
+            vs[1].hits
+        );
     }
 
     /// GC thrashing: answering now, but silent past its threshold again and again.
@@ -574,16 +833,15 @@ mod tests {
                 length: Duration::from_millis(2_000),
             })
             .collect();
+        f.pauses = f.spells.iter().rev().copied().collect();
         let vs = judge(base(), &three(f.clone()), &BTreeMap::new());
         assert_eq!(vs[1].state, BrokerState::Degraded);
         assert_eq!(vs[1].hits[0].rule, "liveness_flapping");
         assert!(vs[1].hits[0].detail.contains("3 time(s)"));
-        // Two are not flapping; and during a spell the zombie's evidence says it flaps.
-        f.spells.pop();
-        let vs = judge(base(), &three(f.clone()), &BTreeMap::new());
-        assert_eq!(vs[1].state, BrokerState::Healthy);
-        let mut during = silent(2, 1500, Some(SideOutcome::Accepted));
+        // During a spell past its record the zombie's evidence says it flaps.
+        let mut during = silent(2, 2_600, Some(SideOutcome::Accepted));
         during.spells = f.spells;
+        during.pauses = f.pauses;
         let vs = judge(base(), &three(during), &BTreeMap::new());
         assert_eq!(vs[1].state, BrokerState::Zombie);
         assert!(vs[1].hits[0].detail.contains("before this it was silent"));

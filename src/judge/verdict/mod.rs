@@ -141,9 +141,30 @@ pub struct BrokerMemory {
     /// Asked right after its port refused: when, and how many partitions the cluster still
     /// named it leader or in-sync replica of (0: a controlled shutdown had moved it out).
     pub held_when_refused: Option<(SystemTime, u32)>,
+    /// The last round in which the other brokers listed it as registered (and unfenced).
+    pub registered_at: Option<SystemTime>,
+    /// Since when it has been `slow`: it stays so until its answers are clearly back among
+    /// its peers', not at the first answer under the line (see `live::slow`).
+    pub slow_since: Option<SystemTime>,
 }
 
 impl BrokerMemory {
+    /// When it was last down, while it has not answered since: the restart the grace
+    /// covers, from its port opening to its first answer. `answered_at` is the newest
+    /// answer the caller knows of besides the rounds' (the liveness check's).
+    pub fn restart_pending(&self, answered_at: Option<SystemTime>) -> Option<SystemTime> {
+        let down = self.last_down_at?;
+        let answered_since = |a: Option<SystemTime>| a.is_some_and(|a| a > down);
+        (!answered_since(self.last_answered_at) && !answered_since(answered_at)).then_some(down)
+    }
+
+    /// When it was last down, while it has not been registered since: the registering the
+    /// grace covers after a restart.
+    fn registering(&self) -> Option<SystemTime> {
+        let down = self.last_down_at?;
+        self.registered_at.is_none_or(|r| r <= down).then_some(down)
+    }
+
     /// What the current refusal was decided to hold: a decision taken before the broker
     /// last answered belongs to an earlier refusal.
     fn held_this_refusal(&self) -> Option<u32> {
@@ -297,8 +318,10 @@ fn judge_with(
         })
         .map(|(id, probe)| {
             let mem = memory.get(id);
+            // Registering after a restart: from the last time it was down until the first
+            // round that lists it registered again, within the grace.
             let recently_down = mem
-                .and_then(|m| m.last_down_at)
+                .and_then(BrokerMemory::registering)
                 .and_then(|t| now.duration_since(t).ok())
                 .is_some_and(|ago| ago < settings.restart_grace);
             let facts = BrokerFacts {
@@ -444,6 +467,9 @@ pub fn remember(
         if v.answered {
             memory.entry(v.broker).or_default().last_answered_at = Some(now);
         }
+        if v.registration == Registration::Registered {
+            memory.entry(v.broker).or_default().registered_at = Some(now);
+        }
         // A refusal no look decided yet (no liveness check, or the round came first) is
         // decided by this round, once: later rounds see what Kafka moved since.
         let refused = v
@@ -495,8 +521,19 @@ pub fn remember_states(
 ) {
     for v in verdicts {
         let m = memory.entry(v.broker).or_default();
-        if v.state == BrokerState::Down {
+        // Down for real: refused, gone, unreachable. `restarting` is the grace itself and
+        // must not renew it, or a broker that wedges after its restart stays `down` for as
+        // long as it is silent.
+        if v.hits
+            .iter()
+            .any(|h| h.state == BrokerState::Down && h.rule != RESTARTING)
+        {
             m.last_down_at = Some(now);
+        }
+        if v.hits.iter().any(|h| h.rule == "slow") {
+            m.slow_since.get_or_insert(now);
+        } else {
+            m.slow_since = None;
         }
         if v.state == BrokerState::Healthy {
             m.stopped_cleanly_at = None;
@@ -543,7 +580,7 @@ pub use rules_access::{access_rule, ACCESS_RULES};
 use rules_reach::closed;
 pub use rules_reach::{refusal_rule, SHUT_DOWN_CLEANLY};
 
-pub use live::apply_liveness;
+pub use live::{apply_liveness, RESTARTING};
 
 #[cfg(test)]
 mod tests;

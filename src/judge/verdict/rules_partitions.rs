@@ -82,12 +82,24 @@ pub(super) fn out_of_every_isr(f: &BrokerFacts, s: &VerdictSettings) -> Option<R
     };
     let window = s.catch_up_window.as_secs();
     let (state, why) = if let Some(n) = c.adding.filter(|n| *n > 0) {
-        (
-            BrokerState::Degraded,
-            format!(
-                "catching up: an ongoing reassignment is adding it to {n} partition(s){behind}"
-            ),
-        )
+        // A reassignment's allowance has the window's limit too: a replica it adds whose
+        // logs stand still is not being added, whatever the reassignment says.
+        if c.measured > 0 && c.grew.is_some() && c.stalled_for >= s.catch_up_window {
+            (
+                BrokerState::Zombie,
+                format!(
+                    "an ongoing reassignment is adding it to {n} partition(s), but its logs have not grown for {} s{behind}: it does not replicate",
+                    c.stalled_for.as_secs()
+                ),
+            )
+        } else {
+            (
+                BrokerState::Degraded,
+                format!(
+                    "catching up: an ongoing reassignment is adding it to {n} partition(s){behind}"
+                ),
+            )
+        }
     } else if c.measured == 0 {
         (
             BrokerState::Degraded,

@@ -40,6 +40,15 @@ const SIDE_CONNECT_EVERY: Duration = Duration::from_secs(5);
 pub const AGEING_FOR: Duration = Duration::from_secs(60);
 /// Silences past the threshold remembered for the flapping evidence.
 pub const FLAP_WINDOW: Duration = Duration::from_secs(120);
+/// An answer this late (and [`THRESHOLD_FACTOR`] times its slowest ordinary one) is a stall:
+/// a pause of the process, not an answer time. Below it, noise.
+pub const PAUSE_MIN: Duration = Duration::from_millis(250);
+/// Stalls remembered as the broker's pause record. Long enough that a broker pausing every
+/// few minutes keeps its tolerance between pauses.
+pub const PAUSE_MEMORY: Duration = Duration::from_secs(600);
+/// A stall longer than this is a freeze, not a pause: it teaches no tolerance. A GC pause
+/// of seconds is sickness enough; a broker silent longer is paged as a zombie.
+pub const PAUSE_TOLERANCE_MAX: Duration = Duration::from_secs(5);
 /// Registered-broker lists asked for per interval, across the cluster: every broker's
 /// request is a list in a small cluster; in one of 1,000 brokers, each asks once every 333
 /// requests, so the lists (1,000 entries each) do not grow the check's cost with the square.
@@ -75,6 +84,12 @@ pub struct Tracker {
     side: Option<(Instant, SideOutcome, Duration, String)>,
     accepted_in_silence: bool,
     spells: VecDeque<(Instant, Duration)>,
+    /// Stalls that ended with an answer, within [`PAUSE_MEMORY`], none longer than
+    /// [`PAUSE_TOLERANCE_MAX`].
+    pauses: VecDeque<(Instant, Duration)>,
+    /// Every recent answer time, stalls included: what "late" is measured against, so a
+    /// broker that always answers in 400 ms is slow, not stalling.
+    answers: VecDeque<Duration>,
 }
 
 impl Tracker {
@@ -88,7 +103,25 @@ impl Tracker {
             side: None,
             accepted_in_silence: false,
             spells: VecDeque::new(),
+            pauses: VecDeque::new(),
+            answers: VecDeque::with_capacity(LATENCY_WINDOW),
         }
+    }
+
+    /// How late an answer must be to count as a stall: [`PAUSE_MIN`], and
+    /// [`THRESHOLD_FACTOR`] times its median answer. `None` until a few answers tell what
+    /// its usual is.
+    fn pause_floor(&self) -> Option<Duration> {
+        if self.answers.len() < 4 {
+            return None;
+        }
+        let mut a: Vec<Duration> = self.answers.iter().copied().collect();
+        a.sort_unstable();
+        Some(
+            a[a.len() / 2]
+                .saturating_mul(THRESHOLD_FACTOR)
+                .max(PAUSE_MIN),
+        )
     }
 
     pub fn threshold(&self) -> Duration {
@@ -115,12 +148,20 @@ impl Tracker {
     pub fn answered(&mut self, at: Instant, latency: Duration) -> bool {
         let threshold = self.threshold();
         let mut news = self.refused_since.take().is_some();
+        // The stall is measured from the oldest request still waiting: the answer that ends
+        // it may be to a request sent in the middle of the pause.
+        let mut stall = latency;
         if let Some(w) = self.waiting_since.take() {
             let silence = at.saturating_duration_since(w);
+            stall = stall.max(silence);
             if silence >= threshold {
                 self.spells.push_back((w, silence));
                 news = true;
             }
+        }
+        let paused = self.pause_floor().is_some_and(|f| stall >= f);
+        if paused && stall <= PAUSE_TOLERANCE_MAX {
+            self.pauses.push_back((at - stall, stall));
         }
         while self
             .spells
@@ -129,9 +170,22 @@ impl Tracker {
         {
             self.spells.pop_front();
         }
-        // A silence's own length is not an answer time: it would raise the threshold of
-        // the very broker that just froze.
+        while self
+            .pauses
+            .front()
+            .is_some_and(|(s, _)| at.saturating_duration_since(*s) > PAUSE_MEMORY)
+        {
+            self.pauses.pop_front();
+        }
         if !news {
+            if self.answers.len() == LATENCY_WINDOW {
+                self.answers.pop_front();
+            }
+            self.answers.push_back(latency);
+        }
+        // A stall is not an answer time: it would raise the threshold of the very broker
+        // that just froze, and hide its next pause inside the tolerance.
+        if !news && !paused {
             if self.latencies.len() == LATENCY_WINDOW {
                 self.latencies.pop_front();
             }
@@ -223,6 +277,19 @@ impl Tracker {
                     length: *l,
                 })
                 .collect(),
+            pauses: self
+                .pauses
+                .iter()
+                .map(|(s, l)| Spell {
+                    started: to_wall(*s),
+                    length: *l,
+                })
+                .collect(),
+            median: {
+                let mut l: Vec<Duration> = self.latencies.iter().copied().collect();
+                l.sort_unstable();
+                l.get(l.len() / 2).copied()
+            },
         }
     }
 }

@@ -243,3 +243,36 @@ async fn a_fact_is_settled_by_an_answer_a_refusal_or_a_silence_with_its_fresh_co
     refused.refused(Instant::now(), "refused".into());
     assert!(fact(&refused).settled(now));
 }
+
+/// Issue 31: a stall is recorded as a pause (how long, when) and kept out of the answer
+/// times, so it neither raises the threshold nor hides the next one; a freeze longer than
+/// [`PAUSE_TOLERANCE_MAX`] teaches no tolerance.
+#[tokio::test(start_paused = true)]
+async fn stalls_are_the_brokers_pause_record_and_freezes_are_not() {
+    let mut t = Tracker::new(FLOOR);
+    for _ in 0..8 {
+        let at = Instant::now();
+        t.sent(at);
+        t.answered(at + ms(2), ms(2));
+        tokio::time::advance(ms(500)).await;
+    }
+    // A 0.8 s stall: under the threshold, no news, but a pause.
+    let at = Instant::now();
+    t.sent(at);
+    tokio::time::advance(ms(800)).await;
+    assert!(!t.answered(Instant::now(), ms(800)));
+    assert_eq!(t.threshold(), FLOOR, "the stall is no answer time");
+    let f = t.fact("b:9092", Instant::now(), SystemTime::now());
+    assert_eq!(f.pauses.len(), 1);
+    assert_eq!(f.pauses[0].length, ms(800));
+    assert!(f.spells.is_empty());
+    assert_eq!(f.median, Some(ms(2)));
+    // A 10 s freeze: a spell past the threshold, no pause.
+    let at = Instant::now();
+    t.sent(at);
+    tokio::time::advance(Duration::from_secs(10)).await;
+    assert!(t.answered(Instant::now(), Duration::from_secs(10)));
+    let f = t.fact("b:9092", Instant::now(), SystemTime::now());
+    assert_eq!(f.pauses.len(), 1);
+    assert_eq!(f.spells.len(), 1);
+}
