@@ -121,7 +121,14 @@ pub fn remember(
         let Some(m) = memory.get_mut(&v.broker) else {
             continue;
         };
-        if !v.hits.iter().any(|h| h.rule == RULE) {
+        // A replica being added is measured as one out of every ISR is: the reassignment's
+        // allowance ends when its logs stand still for the window.
+        let adding = obs
+            .followers
+            .get(&v.broker)
+            .and_then(|p| p.adding_to.as_ref())
+            .is_some_and(|a| !a.is_empty());
+        if !adding && !v.hits.iter().any(|h| h.rule == RULE) {
             // Only a round that saw it answer and not out of every ISR ends the window: a
             // round whose answer failed (an error in its Metadata, a timeout) says nothing
             // about its ISRs, and restarting the window there let a dead fetcher stay

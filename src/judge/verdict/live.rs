@@ -280,6 +280,55 @@ fn live_hit(
     ))
 }
 
+/// Answer times under this are never slow, whatever the ratio to the peers: a broker's
+/// ApiVersions in a few milliseconds is fine beside peers in a fraction of one.
+pub const SLOW_FLOOR: Duration = Duration::from_millis(50);
+
+/// `slow` from the liveness answers: its median answer time over the last ones (about 16 s)
+/// against the median of its peers' medians, with hysteresis. It becomes slow above
+/// `latency_degraded_factor` times its peers and [`SLOW_FLOOR`], and stays slow until it is
+/// under half of both: a starved broker whose answers scatter around the line is slow for
+/// as long as it is starved, not every other round.
+fn slow(
+    id: BrokerId,
+    fact: &LivenessFact,
+    facts: &BTreeMap<BrokerId, LivenessFact>,
+    was_slow: bool,
+    settings: &VerdictSettings,
+    now: SystemTime,
+) -> Option<RuleHit> {
+    if fact.past_threshold(now) || fact.refused_since.is_some() {
+        return None;
+    }
+    let own = fact.median?;
+    let mut peers: Vec<Duration> = facts
+        .iter()
+        .filter(|(p, f)| **p != id && f.answering(now))
+        .filter_map(|(_, f)| f.median)
+        .collect();
+    peers.sort_unstable();
+    let peer = *peers.get(peers.len() / 2)?;
+    let limit = peer
+        .mul_f64(settings.latency_degraded_factor)
+        .max(SLOW_FLOOR);
+    let limit = if was_slow { limit / 2 } else { limit };
+    (own > limit).then(|| RuleHit {
+        rule: "slow",
+        state: BrokerState::Degraded,
+        detail: format!(
+            "{} answers in {} (median of its recent liveness answers), its peers in {}{}",
+            fact.address,
+            millis(own),
+            millis(peer),
+            if was_slow {
+                format!(": slow until under {}", millis(limit))
+            } else {
+                String::new()
+            }
+        ),
+    })
+}
+
 /// Merges the liveness facts into the verdicts computed from the round that started at
 /// `round_at`. A liveness fact replaces the round's hit of the same rule; an answer newer
 /// than the round drops the round's hits about the connection. A verdict whose state a
@@ -354,6 +403,15 @@ pub fn apply_liveness(
                 v.held_since = Some(since);
             }
             v.hits.push(hit);
+        }
+        let was_slow = memory
+            .get(&v.broker)
+            .is_some_and(|m| m.slow_since.is_some());
+        if let Some(h) = slow(v.broker, fact, facts, was_slow, settings, now) {
+            // The round's Metadata time said it too, or not: the liveness answers are the
+            // steadier evidence (dozens per round), so theirs is the hit kept.
+            v.hits.retain(|old| old.rule != "slow");
+            v.hits.push(h);
         }
         v.hits.sort_by_key(|h| std::cmp::Reverse(h.state));
         v.state = v.hits.first().map_or(BrokerState::Healthy, |h| h.state);
@@ -655,6 +713,37 @@ mod tests {
         let vs = judge(base(), &three(starting), &memory);
         assert_eq!(vs[1].state, BrokerState::Down);
         assert_eq!(vs[1].hits[0].rule, RESTARTING);
+    }
+
+    /// Issue 31: broker 2 starved of CPU answered in 300 ms against its peers' 2 ms, yet was
+    /// `healthy` in most samples. Its liveness answers make it slow, and it stays slow
+    /// until it is clearly back (hysteresis), not at each answer under the line.
+    #[test]
+    fn a_starved_broker_is_slow_for_as_long_as_it_is_starved() {
+        let mut starved = answering(2);
+        starved.median = Some(Duration::from_millis(120));
+        let vs = judge(base(), &three(starved.clone()), &BTreeMap::new());
+        assert_eq!(vs[1].state, BrokerState::Degraded, "{:?}", vs[1].hits);
+        assert_eq!(vs[1].hits[0].rule, "slow");
+        assert!(vs[1].hits[0].detail.contains("120 ms"), "{:?}", vs[1].hits);
+        // Under the line to enter (50 ms), above the line to leave (25 ms): still slow once
+        // it is, healthy if it was not.
+        starved.median = Some(Duration::from_millis(40));
+        let mut memory = BTreeMap::new();
+        let vs = judge(base(), &three(starved.clone()), &memory);
+        assert_eq!(vs[1].state, BrokerState::Healthy, "{:?}", vs[1].hits);
+        memory.insert(
+            2,
+            BrokerMemory {
+                slow_since: Some(t(NOW - 30_000)),
+                ..BrokerMemory::default()
+            },
+        );
+        let vs = judge(base(), &three(starved.clone()), &memory);
+        assert_eq!(vs[1].state, BrokerState::Degraded, "{:?}", vs[1].hits);
+        starved.median = Some(Duration::from_millis(10));
+        let vs = judge(base(), &three(starved), &memory);
+        assert_eq!(vs[1].state, BrokerState::Healthy, "{:?}", vs[1].hits);
     }
 
     /// Issue 31: broker 2 restarted, answered normally, then its request handlers stopped.

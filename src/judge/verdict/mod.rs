@@ -193,6 +193,7 @@ const RULES: &[Rule] = &[
     rules_partitions::fenced_but_serving,
     rules_partitions::stale_leader,
     rules_partitions::out_of_every_isr,
+    rules_partitions::reassignment_stalled,
     rules_canary::canary_writes_fail,
     rules_partitions::out_of_some_isrs,
     rules_partitions::followers_cannot_replicate,

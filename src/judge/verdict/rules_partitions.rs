@@ -82,24 +82,12 @@ pub(super) fn out_of_every_isr(f: &BrokerFacts, s: &VerdictSettings) -> Option<R
     };
     let window = s.catch_up_window.as_secs();
     let (state, why) = if let Some(n) = c.adding.filter(|n| *n > 0) {
-        // A reassignment's allowance has the window's limit too: a replica it adds whose
-        // logs stand still is not being added, whatever the reassignment says.
-        if c.measured > 0 && c.grew.is_some() && c.stalled_for >= s.catch_up_window {
-            (
-                BrokerState::Zombie,
-                format!(
-                    "an ongoing reassignment is adding it to {n} partition(s), but its logs have not grown for {} s{behind}: it does not replicate",
-                    c.stalled_for.as_secs()
-                ),
-            )
-        } else {
-            (
-                BrokerState::Degraded,
-                format!(
-                    "catching up: an ongoing reassignment is adding it to {n} partition(s){behind}"
-                ),
-            )
-        }
+        (
+            BrokerState::Degraded,
+            format!(
+                "catching up: an ongoing reassignment is adding it to {n} partition(s){behind}"
+            ),
+        )
     } else if c.measured == 0 {
         (
             BrokerState::Degraded,
@@ -234,4 +222,25 @@ pub(super) fn slow(f: &BrokerFacts, s: &VerdictSettings) -> Option<RuleHit> {
             )
         })
         .flatten()
+}
+
+/// A replica that a reassignment is adding is copying, not missing (the partitions do not
+/// count it), but the allowance has the catch-up window's limit: one whose logs stand still
+/// that long while its leaders are ahead is not being added, whatever the reassignment
+/// says (a dead fetcher on the broker a reassignment moves partitions to).
+pub(super) fn reassignment_stalled(f: &BrokerFacts, s: &VerdictSettings) -> Option<RuleHit> {
+    let c = &f.catch_up;
+    let n = c.adding.filter(|n| *n > 0)?;
+    let behind = c.behind.filter(|b| *b > 0)?;
+    if !f.probe.answered() || c.grew.is_none() || c.stalled_for < s.catch_up_window {
+        return None;
+    }
+    hit(
+        "reassignment_stalled",
+        BrokerState::Zombie,
+        format!(
+            "an ongoing reassignment is adding it to {n} partition(s), but its logs have not grown for {} s, {behind} offset(s) behind its leaders: it does not replicate",
+            c.stalled_for.as_secs()
+        ),
+    )
 }

@@ -542,6 +542,38 @@ fn all_ports_closed_is_down_even_when_nothing_answers() {
 
 #[test]
 fn fenced_broker_that_answers_is_a_zombie() {
+    let w = fenced_world();
+    let v = w.judge();
+    assert_eq!(v[&2].registration, Registration::Fenced);
+    assert_eq!(v[&2].state, BrokerState::Zombie);
+    assert!(rules(&v[&2]).contains(&"fenced_but_serving"));
+}
+
+/// Issue 31: registering after a restart is the window from its last down to the first
+/// round that lists it registered; a broker fenced after that is a zombie, not
+/// "registering" for the rest of the restart grace.
+#[test]
+fn the_registering_window_ends_at_the_first_round_that_lists_it_registered() {
+    let w = fenced_world();
+    let at = |s: u64| SystemTime::UNIX_EPOCH + Duration::from_secs(s);
+    let mut memory = BTreeMap::new();
+    memory.insert(
+        2,
+        BrokerMemory {
+            last_down_at: Some(at(990)),
+            ..BrokerMemory::default()
+        },
+    );
+    let v = w.judge_with(&memory);
+    assert_eq!(v[&2].state, BrokerState::Degraded, "{:?}", v[&2]);
+    assert!(v[&2].hits[0].detail.contains("registering"));
+    memory.get_mut(&2).unwrap().registered_at = Some(at(995));
+    let v = w.judge_with(&memory);
+    assert_eq!(v[&2].state, BrokerState::Zombie, "{:?}", v[&2]);
+}
+
+/// Broker 2 answers clients while the controller has fenced it.
+fn fenced_world() -> World {
     let mut w = World::healthy();
     w.registered = vec![1, 3];
     w.refresh();
@@ -575,10 +607,7 @@ fn fenced_broker_that_answers_is_a_zombie() {
     };
     w.probes.get_mut(&1).unwrap().description = Some(Ok(desc.clone()));
     w.probes.get_mut(&3).unwrap().description = Some(Ok(desc));
-    let v = w.judge();
-    assert_eq!(v[&2].registration, Registration::Fenced);
-    assert_eq!(v[&2].state, BrokerState::Zombie);
-    assert!(rules(&v[&2]).contains(&"fenced_but_serving"));
+    w
 }
 
 #[test]
@@ -721,8 +750,9 @@ fn follower_catching_up_is_never_a_zombie() {
 fn a_replica_an_ongoing_reassignment_is_adding_is_not_missing_from_the_isr() {
     let mut w = out_of_every_isr();
     let mut memory = BTreeMap::new();
-    measured(&mut w, [0, 0], 9000, Some(2));
-    for secs in [1000, 1100, 1200] {
+    // Copying: its logs grow every round (one standing still is the next test's).
+    for (k, secs) in [1000u64, 1100, 1200].into_iter().enumerate() {
+        measured(&mut w, [1000 * k as i64; 2], 9000, Some(2));
         let v = w.round(&mut memory, secs);
         for b in [1, 2, 3] {
             assert_eq!(v[&b].state, BrokerState::Healthy, "at {secs}: {:?}", v[&b]);
@@ -736,7 +766,7 @@ fn a_replica_an_ongoing_reassignment_is_adding_is_not_missing_from_the_isr() {
         w.suspects()
     );
     // Added to one partition only: its absence from the other ISR still counts.
-    measured(&mut w, [0, 0], 9000, Some(1));
+    measured(&mut w, [3000, 3000], 9000, Some(1));
     let v = w.round(&mut memory, 1300);
     assert_eq!(rules(&v[&3]), vec!["out_of_some_isrs"], "{:?}", v[&3]);
     assert!(
@@ -996,4 +1026,54 @@ fn hit_of<'a>(v: &'a BrokerVerdict, rule: &str) -> &'a RuleHit {
         .iter()
         .find(|h| h.rule == rule)
         .unwrap_or_else(|| panic!("no {rule} in {v:#?}"))
+}
+
+/// Issue 31: the dead fetcher's broker whose Metadata answer failed once in a while stayed
+/// `degraded` for 290 s: each failed round ended its catch-up window. A round that saw no
+/// answer says nothing about its ISRs; the window runs from when it left them.
+#[test]
+fn a_round_whose_answer_failed_does_not_restart_the_catch_up_window() {
+    let mut w = out_of_every_isr();
+    let mut memory = BTreeMap::new();
+    measured(&mut w, [100, 100], 500, None);
+    assert_eq!(w.round(&mut memory, 1000)[&3].state, BrokerState::Degraded);
+    w.probes.get_mut(&3).unwrap().metadata = Some(Err(fail(FailureKind::Timeout)));
+    let v = w.round(&mut memory, 1030);
+    assert!(!rules(&v[&3]).contains(&"out_of_every_isr"), "{:?}", v[&3]);
+    w.answering(3, 10);
+    let v = w.round(&mut memory, 1061);
+    assert_eq!(v[&3].state, BrokerState::Zombie, "{:?}", v[&3]);
+    assert!(v[&3].hits[0].detail.contains("have not grown for 61 s"));
+}
+
+/// A reassignment adding a broker whose logs stand still has the window's limit too: the
+/// partitions do not count it missing, its own verdict names it once its logs stood still
+/// for the window while its leaders are ahead.
+#[test]
+fn a_reassignment_adding_a_replica_that_never_grows_is_a_zombie_after_the_window() {
+    let mut w = out_of_every_isr();
+    let mut memory = BTreeMap::new();
+    for (k, secs) in [1000u64, 1010, 1020].into_iter().enumerate() {
+        measured(&mut w, [100 * k as i64; 2], 9000, Some(2));
+        let v = w.round(&mut memory, secs);
+        assert_eq!(v[&3].state, BrokerState::Healthy, "at {secs}: {:?}", v[&3]);
+    }
+    // Standing still from 1020 on.
+    let v = w.round(&mut memory, 1070);
+    assert_eq!(v[&3].state, BrokerState::Healthy, "{:?}", v[&3]);
+    let v = w.round(&mut memory, 1081);
+    assert_eq!(v[&3].state, BrokerState::Zombie, "{:?}", v[&3]);
+    assert_eq!(rules(&v[&3]), vec!["reassignment_stalled"]);
+    assert!(
+        v[&3].hits[0].detail.contains("have not grown for 61 s"),
+        "{:?}",
+        v[&3]
+    );
+    // Its leaders not ahead (caught up): not its fault.
+    let mut w = out_of_every_isr();
+    let mut memory = BTreeMap::new();
+    measured(&mut w, [9000, 9000], 9000, Some(2));
+    w.round(&mut memory, 1000);
+    w.round(&mut memory, 1010);
+    assert_eq!(w.round(&mut memory, 1100)[&3].state, BrokerState::Healthy);
 }
