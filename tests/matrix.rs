@@ -12,7 +12,9 @@ mod common;
 
 use std::time::Duration;
 
-use common::watchdog::{has, ids, is_event, start_incidents as start, Receiver};
+use common::watchdog::{
+    has, ids, is_event, reports_partitions, resolves_partitions, start_incidents as start, Receiver,
+};
 use common::{eventually, lab, unique_topic, LabGuard};
 use kafka_lab::{broker_address, client, KafkaVersion};
 use kafka_watchdog::observe::wire::{self, BrokerClient, WireOptions};
@@ -294,9 +296,9 @@ fn incident_follower_not_replicating_is_named() {
                 Err(e) => last_error = e.to_string(),
             }
         }
-        rx.received().into_iter().find(|v| {
-            is_event(v, "opened", "under_min_isr", None) && has(v, "affected_partitions", &topic)
-        })
+        rx.received()
+            .into_iter()
+            .find(|v| reports_partitions(v, "under_min_isr", &topic))
     })
     .unwrap_or_else(|e| {
         let isr = client::partitions(&bs, &topic).map(|ps| {
@@ -315,7 +317,8 @@ fn incident_follower_not_replicating_is_named() {
     );
     lab.heal(Some(follower)).unwrap();
     rx.wait("resolved under_min_isr", WAIT, |v| {
-        is_event(v, "resolved", "under_min_isr", None)
+        resolves_partitions(v, "under_min_isr")
+            || is_event(v, "resolved", "broker", Some(follower as i64))
     });
     drop(w);
     let _ = client::delete_topic(&bs, &topic);
@@ -333,13 +336,12 @@ fn incident_offline_partition_is_attributed() {
     let w = start("mx-offline", &rx, "");
     lab.kill(3).unwrap();
     let offline = rx.wait("offline partition", WAIT, |v| {
-        is_event(v, "opened", "offline_partitions", None)
-            && has(v, "affected_partitions", &format!("{topic}-0"))
+        reports_partitions(v, "offline_partitions", &format!("{topic}-0"))
     });
     assert!(ids(&offline, "suspects").contains(&3), "{offline:#}");
     lab.start(3).unwrap();
     rx.wait("offline resolved", WAIT, |v| {
-        is_event(v, "resolved", "offline_partitions", None)
+        resolves_partitions(v, "offline_partitions") || is_event(v, "resolved", "broker", Some(3))
     });
     drop(w);
     let _ = client::delete_topic(&bs, &topic);

@@ -354,3 +354,43 @@ pub fn ids(v: &serde_json::Value, field: &str) -> Vec<i64> {
         .map(|a| a.iter().filter_map(|x| x.as_i64()).collect())
         .unwrap_or_default()
 }
+
+/// The words a partition finding's summary uses for its kind (`impact:` lines quote it).
+fn partition_words(kind: &str) -> &'static str {
+    match kind {
+        "offline_partitions" => "offline",
+        "under_min_isr" => "under min.insync.replicas",
+        _ => "under-replicated",
+    }
+}
+
+/// An `opened` or `updated` webhook that reports partitions of `kind` (offline_partitions,
+/// under_min_isr, under_replicated) including `partition`: an incident of their own, or the
+/// impact of the broker incident that explains them (issue 31: partitions whose missing
+/// replicas are all on brokers with an open incident are that broker's incident).
+pub fn reports_partitions(v: &serde_json::Value, kind: &str, partition: &str) -> bool {
+    let news = v["event"] == "opened" || v["event"] == "updated";
+    let as_impact = v["kind"] == "broker"
+        && v["evidence"].as_array().is_some_and(|a| {
+            a.iter().any(|e| {
+                e.as_str()
+                    .is_some_and(|e| e.starts_with("impact: ") && e.contains(partition_words(kind)))
+            })
+        });
+    news && has(v, "affected_partitions", partition) && (v["kind"] == kind || as_impact)
+}
+
+/// The `resolved` webhook of what reported `kind`: its own incident, or a broker incident
+/// carrying it as impact.
+pub fn resolves_partitions(v: &serde_json::Value, kind: &str) -> bool {
+    v["event"] == "resolved"
+        && (v["kind"] == kind
+            || (v["kind"] == "broker"
+                && v["evidence"].as_array().is_some_and(|a| {
+                    a.iter().any(|e| {
+                        e.as_str().is_some_and(|e| {
+                            e.starts_with("impact: ") && e.contains(partition_words(kind))
+                        })
+                    })
+                })))
+}

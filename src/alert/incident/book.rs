@@ -635,11 +635,19 @@ fn pending_step(
 
 /// A broker finding takes a consequence it explains: its severity (offline partitions make
 /// a down broker's incident critical), its partitions, its kind among the rules and its
-/// summary as evidence. The kind is not a lead rule: partitions a broker left behind are
-/// what its fault means, news only when they make it worse.
+/// summary as evidence. Partitions a broker left under-replicated are what its fault means,
+/// no news; partitions it left offline or under min.insync.replicas are writes failing, news
+/// when they join (a critical rule: it escalates a warning, and a zombie's receivers hear
+/// that data is now unavailable).
 fn add_impact(f: &mut Finding, c: &Finding) {
     f.severity = f.severity.max(c.severity);
     let kind = c.key.kind.as_str().to_string();
+    if c.severity >= crate::config::Severity::Critical && !f.lead_rules.contains(&kind) {
+        if f.lead_rules.is_empty() {
+            f.lead_rules = f.rules.clone();
+        }
+        f.lead_rules.push(kind.clone());
+    }
     if !f.rules.contains(&kind) {
         f.rules.push(kind);
         f.rules.sort();

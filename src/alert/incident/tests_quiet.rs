@@ -341,3 +341,42 @@ fn an_incident_saved_before_told_states_compares_with_itself() {
         .observe("lab", vec![zombie(2)], defaults(), t(2_000))
         .is_empty());
 }
+
+/// Incident 1: two zombies, and a partition whose replicas are both on them goes offline.
+/// Each zombie's incident takes it, and says so once: data is now unavailable.
+#[test]
+fn offline_partitions_joining_a_zombie_are_told_once_in_each_cause() {
+    let mut book = IncidentBook::new();
+    book.observe("lab", vec![zombie(2), zombie(3)], defaults(), t(1_500));
+    let offline = || partitions(FindingKind::OfflinePartitions, &["t-1"], &[2, 3]);
+    let es = book.observe(
+        "lab",
+        vec![zombie(2), zombie(3), offline()],
+        defaults(),
+        t(4_000),
+    );
+    assert_eq!(
+        kinds(&es),
+        vec![
+            (EventKind::Updated, FindingKind::Broker),
+            (EventKind::Updated, FindingKind::Broker)
+        ]
+    );
+    for e in &es {
+        assert_eq!(e.changes, vec!["now also: offline_partitions".to_string()]);
+        assert!(e.incident.affected_partitions.contains(&"t-1".to_string()));
+        assert!(e
+            .incident
+            .evidence
+            .iter()
+            .any(|l| l.starts_with("impact: 1 partition(s)")));
+    }
+    let es = book.observe(
+        "lab",
+        vec![zombie(2), zombie(3), offline()],
+        defaults(),
+        t(5_000),
+    );
+    assert!(es.is_empty());
+    assert_eq!(book.open_incidents().len(), 2);
+}

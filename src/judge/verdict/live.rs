@@ -36,6 +36,10 @@ pub const FLAPPING_SPELLS: usize = 3;
 /// The rule of a broker whose port accepts again after it was down and that has not
 /// answered since.
 pub const RESTARTING: &str = "restarting";
+/// How long one pause past the threshold keeps a broker `degraded` that answers again:
+/// longer than the gaps of a broker in GC trouble, short of keeping a broker that paused
+/// once from being healthy for long.
+pub const ONE_PAUSE_FOR: Duration = Duration::from_secs(30);
 /// Silence past the longest remembered pause by this much is no pause any more.
 pub const PAUSE_MARGIN: Duration = Duration::from_millis(500);
 /// A peer that answered during a broker's silence vouches for the watchdog's path this long
@@ -107,13 +111,29 @@ fn pausing(fact: &LivenessFact, now: SystemTime) -> Option<String> {
                 .is_ok_and(|ago| ago <= FLAP_WINDOW)
         })
         .collect();
-    let past_threshold = recent.iter().any(|p| p.length >= fact.threshold)
-        || fact.spells.iter().any(|s| {
+    // One pause past the threshold counts for a while (a broker in GC trouble pauses again
+    // within seconds); three short ones, or three silences past the threshold of any
+    // length, for the whole window.
+    let one_past_threshold = recent.iter().any(|p| {
+        p.length >= fact.threshold
+            && now
+                .duration_since(p.started)
+                .is_ok_and(|ago| ago <= ONE_PAUSE_FOR)
+    });
+    let spells = fact
+        .spells
+        .iter()
+        .filter(|s| {
             now.duration_since(s.started)
                 .is_ok_and(|ago| ago <= FLAP_WINDOW)
-        });
-    if recent.len() < FLAPPING_SPELLS && !past_threshold {
+        })
+        .count();
+    if recent.len() < FLAPPING_SPELLS && spells < FLAPPING_SPELLS && !one_past_threshold {
         return None;
+    }
+    if recent.is_empty() {
+        // Silences too long to be pauses, again and again: said as they are.
+        return flapping(fact, now).map(|(_, words)| words);
     }
     let longest = recent.iter().map(|p| p.length).max().unwrap_or_default();
     let every = match (recent.first(), recent.last()) {
@@ -131,7 +151,7 @@ fn pausing(fact: &LivenessFact, now: SystemTime) -> Option<String> {
         .unwrap_or_default();
     Some(format!(
         "stalled {} time(s) in the last {} s, up to {}{every}{usual}: stop-the-world pauses (GC) or CPU starvation",
-        recent.len().max(1),
+        recent.len(),
         FLAP_WINDOW.as_secs(),
         secs(longest)
     ))
