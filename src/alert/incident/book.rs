@@ -694,10 +694,12 @@ fn news(
         } else {
             &f.lead_rules
         };
+        // A broker coming back (its port open again, not answering yet) is recovery under
+        // way, told by the resolve, not news of the fault.
         let added: Vec<&str> = lead
             .iter()
             .map(String::as_str)
-            .filter(|r| !told.rules.contains(*r))
+            .filter(|r| !told.rules.contains(*r) && *r != crate::judge::verdict::RESTARTING)
             .collect();
         if !added.is_empty() {
             out.push(format!("now also: {}", added.join(", ")));

@@ -149,7 +149,17 @@ fn a_killed_broker_is_one_incident_of_two_messages_with_its_partitions_inside() 
         }
         looks.push((1_000 + k * 1_000, fs));
     }
-    // Started again: catching up (degraded) for 5 s, partitions still under-replicated.
+    // Started again: its port open, not answering yet, then catching up (degraded) for
+    // 5 s, partitions still under-replicated.
+    for k in 30..32u64 {
+        let starting = broker(
+            3,
+            BrokerState::Down,
+            &[(crate::judge::verdict::RESTARTING, BrokerState::Down)],
+            "restarting",
+        );
+        looks.push((1_000 + k * 1_000 - 500, vec![starting, under(5)]));
+    }
     for k in 30..35u64 {
         let catching = broker(
             3,
