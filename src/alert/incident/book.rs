@@ -143,11 +143,16 @@ fn look_of(f: &Finding) -> &'static str {
 const ABSENT: &str = "absent";
 
 /// Partition findings that a broker's fault explains: folded into that broker's incident
-/// while it is open, instead of pages of their own.
+/// while it is open, instead of pages of their own. Canary partitions that cannot be
+/// written while their leader is the broker at fault are its impact too (the window's
+/// length stays on /status and in `canary_unavailable_seconds`).
 fn is_consequence(kind: FindingKind) -> bool {
     matches!(
         kind,
-        FindingKind::UnderReplicated | FindingKind::UnderMinIsr | FindingKind::OfflinePartitions
+        FindingKind::UnderReplicated
+            | FindingKind::UnderMinIsr
+            | FindingKind::OfflinePartitions
+            | FindingKind::CanaryUnavailable
     )
 }
 
