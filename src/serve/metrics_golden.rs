@@ -379,6 +379,7 @@ fn incident(cluster: &str, broker: Option<i32>, kind: FindingKind, severity: Sev
         unavailable_seconds: None,
         silenced: None,
         notified_peak: Some(severity),
+        flapping_since: None,
     }
 }
 

@@ -388,6 +388,7 @@ pub fn remediation_event(r: &crate::alert::remediate::Record) -> incident::Incid
             unavailable_seconds: None,
             silenced: None,
             notified_peak: Some(severity),
+            flapping_since: None,
         },
         previous: None,
         changes: Vec::new(),

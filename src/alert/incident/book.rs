@@ -371,7 +371,9 @@ impl IncidentBook {
                     }
                     // Going away and coming back is a change too. That it stopped flapping
                     // while it clears is said by its resolve, not by a message of its own.
-                    if changes.look(ABSENT, hysteresis.flap, now) == Some(true) {
+                    let started = changes.look(ABSENT, hysteresis.flap, now) == Some(true);
+                    incident.flapping_since = changes.flapping_since;
+                    if started {
                         let told = told.get_or_insert_with(|| Told::of(incident));
                         events.extend(announce_flapping(incident, told, changes, now));
                     }
@@ -561,6 +563,7 @@ fn open(f: &Finding, started_at: SystemTime, now: SystemTime) -> Incident {
         unavailable_seconds: f.unavailable_seconds,
         silenced: None,
         notified_peak: Some(f.severity),
+        flapping_since: None,
     }
 }
 
@@ -767,6 +770,7 @@ fn refresh(
         // Flapping: one message said so; the swings it announced are not news.
         said.clear();
     }
+    incident.flapping_since = changes.flapping_since;
     incident.severity = incident.severity.max(f.severity);
     incident.peak_severity = incident.peak_severity.max(f.severity);
     if incident.silenced.is_none() {

@@ -302,6 +302,10 @@ pub struct Incident {
     /// this reaches have been told of it (and hear of its end). `None`: nobody was.
     #[serde(default, with = "serde_opt_severity")]
     pub notified_peak: Option<Severity>,
+    /// Since when its state has been changing back and forth (`Flap`): its receivers were
+    /// told once and hear nothing more until it settles or resolves.
+    #[serde(default, with = "crate::model::time::serde_opt_ms")]
+    pub flapping_since: Option<SystemTime>,
 }
 
 impl Incident {

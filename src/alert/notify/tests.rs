@@ -58,6 +58,7 @@ fn incident(cluster: &str, broker: Option<i32>, severity: Severity) -> Incident 
         unavailable_seconds: Some(12.5),
         silenced: None,
         notified_peak: Some(severity),
+        flapping_since: None,
     }
 }
 
