@@ -283,9 +283,12 @@ fn goal(episode: &str, goal: &str, met: bool, seen: impl Into<String>) -> Goal {
 }
 
 fn messages_seen(r: &EpisodeRun) -> String {
+    let n = r.messages.len();
+    if n == 0 {
+        return "0 messages".into();
+    }
     format!(
-        "{} message(s): {}",
-        r.messages.len(),
+        "{n} message(s): {}",
         runs_of(events(&r.messages).into_iter())
     )
 }
