@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use common::watchdog::{free_port, is_event, temp_dir, Receiver, Watchdog, WatchdogSettings};
 use common::{eventually, lab};
+use kafka_lab::broker_address;
 
 /// Far above the goal (3 s to the webhook), far below what rounds alone take (18-23 s).
 const PAGE_BOUND: Duration = Duration::from_secs(8);
@@ -345,4 +346,85 @@ fn check_names_a_frozen_broker_a_zombie_with_the_liveness_evidence() {
         assert!(other.contains("healthy"), "{other}");
     }
     assert!(took < Duration::from_secs(20), "check took {took:?}");
+}
+
+/// A rolling restart's broker that has served normally since it came back and then stalls
+/// (request handlers and network threads stopped, heartbeat alive: incident 1's zombie) is
+/// a zombie at once. The restart grace (`restart_grace_secs`, 120 s) is for a broker that
+/// has not served yet since its start, when Kafka accepts connections before it answers;
+/// one that answered and went silent is not starting up.
+#[test]
+fn a_broker_that_stalls_after_its_restart_is_a_zombie_not_restarting() {
+    const BOUND: Duration = Duration::from_secs(10);
+    let mut lab = lab();
+    let rx = Receiver::start();
+    let w = start("live-restart-stall", &rx);
+    lab.stop(2).unwrap();
+    let stopped_at = Instant::now();
+    lab.start(2).unwrap();
+    // `start` returns once broker 2 itself lists itself registered: it answers from here.
+    let answering_since = Instant::now();
+    eventually(
+        Duration::from_secs(60),
+        "broker 2 healthy after its restart",
+        || (w.broker_state(2).as_deref() == Some("healthy")).then_some(()),
+    );
+    while answering_since.elapsed() < Duration::from_secs(20) {
+        let answers = common::answers_api_versions(&broker_address(2), Duration::from_secs(2));
+        assert!(
+            answers.as_ref().is_ok_and(|a| *a),
+            "broker 2 answers normally after its restart: {answers:?}"
+        );
+        std::thread::sleep(Duration::from_secs(1));
+    }
+    lab.stall(2, false).unwrap();
+    let stalled_at = Instant::now();
+    // The stall must come within the restart grace, or this test shows nothing.
+    assert!(
+        stopped_at.elapsed() + BOUND < Duration::from_secs(110),
+        "the stall came {:?} after the stop, too late for the 120 s restart grace",
+        stopped_at.elapsed()
+    );
+
+    let mut seen = (None, Vec::new());
+    while stalled_at.elapsed() < BOUND {
+        seen = (w.broker_state(2), w.rules(2));
+        if seen.0.as_deref() == Some("zombie") {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let (state, rules) = seen;
+    assert!(
+        state.as_deref() == Some("zombie")
+            && rules.first().map(String::as_str) == Some("no_answer"),
+        "broker 2 is {state:?} by {rules:?} {:.1} s after its request path stalled, {:.0} s \
+         after it had been answering normally since its restart: expected zombie by no_answer",
+        stalled_at.elapsed().as_secs_f64(),
+        (stalled_at - answering_since).as_secs_f64()
+    );
+    let page = rx.wait(
+        "critical naming broker 2",
+        BOUND.saturating_sub(stalled_at.elapsed()),
+        |v| v["broker_id"] == 2 && v["severity"] == "critical",
+    );
+    eprintln!(
+        "stalled broker paged {:.2} s after the stall: {}",
+        stalled_at.elapsed().as_secs_f64(),
+        page["summary"]
+    );
+    assert_eq!(
+        w.metric(
+            "kafka_watchdog_broker_state",
+            &[("broker", "2"), ("state", "zombie")]
+        ),
+        Some(1.0),
+        "broker 2 zombie on /metrics"
+    );
+    for b in [1, 3] {
+        assert_eq!(w.broker_state(b).as_deref(), Some("healthy"), "broker {b}");
+    }
+    let wrong = misattributions(&rx, 2);
+    assert!(wrong.is_empty(), "{:#}", serde_json::Value::Array(wrong));
+    lab.heal(Some(2)).unwrap();
 }

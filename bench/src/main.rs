@@ -1,5 +1,5 @@
 //! kafka-watchdog-bench: the benchmarks of issue 7. `scale` and `fanout` need nothing but
-//! this machine; `detect`, `false-positives`, `routine` and `overhead` drive the real kafka-lab cluster
+//! this machine; `detect`, `false-positives`, `routine`, `noise` and `overhead` drive the real kafka-lab cluster
 //! and the real kafka-watchdog binary. Every subcommand appends its section to
 //! `target/bench/report.json` and regenerates `target/bench/report.md`.
 
@@ -47,6 +47,9 @@ enum Command {
     Routine(RoutineArgs),
     /// The daemon's peak RSS and CPU use while watching the lab.
     Overhead(OverheadArgs),
+    /// Notification noise per fault episode on the real lab (issue #31): messages one
+    /// receiver gets from the first `opened` to the `resolved`, and the verdict on /metrics.
+    Noise(NoiseArgs),
     /// scale + fanout with their defaults.
     All,
     /// detect + false-positives + overhead with their defaults (and the given watchdog).
@@ -203,6 +206,26 @@ struct RoutineArgs {
 }
 
 #[derive(Parser, Clone)]
+struct NoiseArgs {
+    #[command(flatten)]
+    watchdog: WatchdogArg,
+    /// freeze, kill, flap, cpu, gc-long, gc-short, restart-stall.
+    #[arg(
+        long,
+        value_enum,
+        default_value = lab::noise::ALL_EPISODES,
+        value_delimiter = ','
+    )]
+    episodes: Vec<lab::noise::Episode>,
+    /// Trials of restart-stall (its goal is a p95 over them); the other episodes run once.
+    #[arg(long, default_value_t = 10)]
+    trials: usize,
+    /// Exit non-zero when a goal of issue #31 is missed.
+    #[arg(long)]
+    check: bool,
+}
+
+#[derive(Parser, Clone)]
 struct OverheadArgs {
     #[command(flatten)]
     watchdog: WatchdogArg,
@@ -244,6 +267,7 @@ fn main() -> Result<()> {
         Command::FalsePositives(a) => run_false_positives(&out, &a),
         Command::Routine(a) => run_routine(&out, &a),
         Command::Overhead(a) => run_overhead(&out, &a),
+        Command::Noise(a) => run_noise(&out, &a),
         Command::All => {
             run_scale(&out, &ScaleArgs::default())?;
             run_fanout(&out, &FanoutArgs::default())
@@ -358,4 +382,15 @@ fn run_overhead(out: &Output, a: &OverheadArgs) -> Result<()> {
         profiles: a.profiles.clone(),
     })?;
     out.append(section)
+}
+
+fn run_noise(out: &Output, a: &NoiseArgs) -> Result<()> {
+    let section = lab::noise::run(&lab::noise::NoiseOptions {
+        watchdog_bin: a.watchdog.watchdog_bin.clone(),
+        episodes: a.episodes.clone(),
+        trials: a.trials,
+    })?;
+    let missed = lab::noise::missed_goals(&section);
+    out.append(section)?;
+    goals("noise", "noise", &missed, a.check)
 }

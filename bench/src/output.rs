@@ -17,6 +17,7 @@ const ORDER: &[&str] = &[
     "detect",
     "false-positives",
     "routine",
+    "noise",
     "overhead",
 ];
 

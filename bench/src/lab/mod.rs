@@ -4,6 +4,7 @@
 
 pub mod admin;
 pub mod detect;
+pub mod noise;
 pub mod overhead;
 pub mod recorder;
 pub mod routine;
@@ -128,6 +129,27 @@ impl Watchdog {
         profile: Profile,
         webhook_url: Option<&str>,
     ) -> Result<Watchdog> {
+        let webhooks = webhook_url.map(|url| webhook_yaml(url, "info"));
+        Watchdog::start_config(
+            bin,
+            name,
+            bootstrap,
+            cluster_yaml,
+            profile,
+            webhooks.as_deref().unwrap_or(""),
+        )
+    }
+
+    /// [`start_with`](Self::start_with) with the top-level `webhooks:` YAML given whole
+    /// (empty: none), for a receiver configured otherwise than the benchmarks' default.
+    pub fn start_config(
+        bin: &Path,
+        name: &str,
+        bootstrap: &[String],
+        cluster_yaml: &str,
+        profile: Profile,
+        webhooks_yaml: &str,
+    ) -> Result<Watchdog> {
         let bin = resolve_bin(bin)?;
         let port = support::free_port().context("find a free port")?;
         let stamp = std::time::SystemTime::now()
@@ -140,11 +162,7 @@ impl Watchdog {
             bootstrap.join(", "),
             profile.cluster_yaml(),
         );
-        if let Some(url) = webhook_url {
-            yaml.push_str(&format!(
-                "webhooks:\n  - name: bench-sink\n    url: {url}\n    format: generic\n    min_severity: info\n"
-            ));
-        }
+        yaml.push_str(webhooks_yaml);
         let w = support::Watchdog::launch(&support::Launch {
             bin: &bin,
             dir: &dir,
@@ -193,6 +211,13 @@ impl Watchdog {
             std::thread::sleep(Duration::from_millis(250));
         }
     }
+}
+
+/// One generic receiver at `url` that hears of incidents from `min_severity` up.
+pub fn webhook_yaml(url: &str, min_severity: &str) -> String {
+    format!(
+        "webhooks:\n  - name: bench-sink\n    url: {url}\n    format: generic\n    min_severity: {min_severity}\n"
+    )
 }
 
 pub use support::{broker_states, status_round};

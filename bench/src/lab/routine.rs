@@ -91,15 +91,15 @@ pub struct Verdict {
 
 /// Counts the background producer's outcomes.
 #[derive(Default)]
-struct Traffic {
-    sent: AtomicU64,
-    acked: AtomicU64,
-    failed: AtomicU64,
-    errors: Mutex<BTreeMap<String, u64>>,
+pub(super) struct Traffic {
+    pub(super) sent: AtomicU64,
+    pub(super) acked: AtomicU64,
+    pub(super) failed: AtomicU64,
+    pub(super) errors: Mutex<BTreeMap<String, u64>>,
 }
 
 #[derive(Clone)]
-struct Counting(Arc<Traffic>);
+pub(super) struct Counting(Arc<Traffic>);
 
 impl ClientContext for Counting {}
 
@@ -126,7 +126,10 @@ impl ProducerContext for Counting {
 }
 
 /// An application's producer: acks=all, idempotent, retrying, as the defaults are.
-fn app_producer(bootstrap: &str, traffic: Arc<Traffic>) -> Result<BaseProducer<Counting>> {
+pub(super) fn app_producer(
+    bootstrap: &str,
+    traffic: Arc<Traffic>,
+) -> Result<BaseProducer<Counting>> {
     ClientConfig::new()
         .set("bootstrap.servers", bootstrap)
         .set("acks", "all")
