@@ -68,8 +68,11 @@ impl FindingKind {
     /// How bad a finding of this kind is; `state` matters only for broker findings.
     pub fn severity(self, state: Option<BrokerState>) -> Severity {
         match self {
+            // A broker down (crashed, unreachable, not back after a clean stop's grace) is
+            // as critical as a zombie: `KafkaBrokerDown` says so, and a receiver paged only
+            // for critical must hear of a crash.
             FindingKind::Broker => match state {
-                Some(BrokerState::Zombie) => Severity::Critical,
+                Some(BrokerState::Zombie | BrokerState::Down) => Severity::Critical,
                 Some(BrokerState::Healthy) => Severity::Info,
                 _ => Severity::Warning,
             },

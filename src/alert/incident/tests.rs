@@ -233,7 +233,7 @@ fn several_rule_hits_are_all_evidence_and_the_summary_counts_the_rest() {
 fn broker_severity_follows_the_state() {
     for (state, sev) in [
         (BrokerState::Zombie, Severity::Critical),
-        (BrokerState::Down, Severity::Warning),
+        (BrokerState::Down, Severity::Critical),
         (BrokerState::Degraded, Severity::Warning),
         (BrokerState::Unknown, Severity::Warning),
     ] {

@@ -195,15 +195,24 @@ fn a_killed_broker_is_one_incident_of_two_messages_with_its_partitions_inside() 
         .any(|e| e.starts_with("impact: 5 partition(s)")));
 }
 
-/// Partitions left offline by a down broker are its impact and make its incident critical:
-/// an escalation, told at once (a `critical` receiver hears of it).
+/// Partitions left offline by a degraded broker (unreachable while the others still list
+/// it) are its impact and make its incident critical: an escalation, told at once (a
+/// `critical` receiver hears of it). Down brokers are critical already.
 #[test]
-fn offline_partitions_a_down_broker_explains_escalate_its_incident() {
+fn offline_partitions_a_degraded_broker_explains_escalate_its_incident() {
+    let unreachable = |k: f64| {
+        broker(
+            3,
+            BrokerState::Degraded,
+            &[("unreachable", BrokerState::Degraded)],
+            &format!("connect timed out for {k:.1} s"),
+        )
+    };
     let mut book = IncidentBook::new();
-    let es = book.observe("lab", vec![down(3, 2.0)], defaults(), t(2_000));
+    let es = book.observe("lab", vec![unreachable(2.0)], defaults(), t(2_000));
     assert_eq!(es[0].incident.severity, Severity::Warning);
     let offline = partitions(FindingKind::OfflinePartitions, &["rf1-0"], &[3]);
-    let es = book.observe("lab", vec![down(3, 3.0), offline], defaults(), t(3_000));
+    let es = book.observe("lab", vec![unreachable(3.0), offline], defaults(), t(3_000));
     assert_eq!(kinds(&es), vec![(EventKind::Updated, FindingKind::Broker)]);
     assert_eq!(es[0].incident.severity, Severity::Critical);
     assert_eq!(es[0].previous.unwrap().severity, Severity::Warning);
