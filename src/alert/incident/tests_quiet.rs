@@ -399,3 +399,43 @@ fn offline_partitions_joining_a_zombie_are_told_once_in_each_cause() {
     assert!(es.is_empty());
     assert_eq!(book.open_incidents().len(), 2);
 }
+
+/// Broker 2 stopped 1.2 s every 20 s for 2 min, as the verdicts now see it: a zombie during
+/// the first pause only (no record yet), then `degraded` by its pauses between and during
+/// the next ones, then healthy. One incident: opened and resolved.
+#[test]
+fn a_broker_pausing_every_20_s_is_one_incident_of_two_messages() {
+    let mut looks = vec![(1_000, vec![zombie(2)]), (1_100, vec![zombie(2)])];
+    for k in 0..240u64 {
+        looks.push((1_500 + k * 500, vec![pausing(2)]));
+    }
+    for k in 0..40u64 {
+        looks.push((122_000 + k * 1_000, vec![]));
+    }
+    let (_, es) = replay(looks);
+    assert_eq!(
+        kinds(&es),
+        vec![
+            (EventKind::Opened, FindingKind::Broker),
+            (EventKind::Resolved, FindingKind::Broker),
+        ],
+        "{:#?}",
+        es.iter().map(|e| &e.changes).collect::<Vec<_>>()
+    );
+}
+
+/// Broker 2 stopped 0.8 s every 10 s: never past its threshold, `degraded` once its pauses
+/// recur. A warning incident, never critical.
+#[test]
+fn short_pauses_are_a_warning_incident_never_critical() {
+    let mut looks = Vec::new();
+    for k in 0..200u64 {
+        looks.push((20_000 + k * 500, vec![pausing(2)]));
+    }
+    for k in 0..30u64 {
+        looks.push((121_000 + k * 1_000, vec![]));
+    }
+    let (_, es) = replay(looks);
+    assert_eq!(es.len(), 2);
+    assert!(es.iter().all(|e| e.incident.severity == Severity::Warning));
+}
