@@ -106,6 +106,9 @@ fn hook(name: &str, url: &str, format: WebhookFormat) -> WebhookConfig {
         headers: BTreeMap::new(),
         hmac_secret: None,
         routing_key: (format == WebhookFormat::PagerDuty).then(|| Secret::new("R0UT1NGKEY")),
+        // Every update at once, as before coalescing; the coalescing tests set it.
+        group_interval: None,
+        slack_bot: None,
     }
 }
 
