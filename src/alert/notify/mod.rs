@@ -14,6 +14,7 @@
 //! generic body's `notification_id` (or incident id + event + sequence); PagerDuty and
 //! Alertmanager deduplicate by themselves (dedup key, labels).
 
+mod coalesce;
 mod format;
 pub mod metrics;
 mod route;
@@ -36,6 +37,7 @@ use crate::alert::incident::{Incident, IncidentEvent};
 use crate::config::WebhookConfig;
 use crate::model::time::serde_ms;
 
+pub use coalesce::{is_escalation, Coalescer, Tally};
 pub use format::{
     alert_lifetime, alertmanager, generic, human, pagerduty, render, signature, slack, teams,
     Context, Request, GENERIC_SCHEMA_VERSION, ONE_SHOT_ALERT_LIFETIME, PAGERDUTY_SUMMARY_MAX,
@@ -113,6 +115,14 @@ pub struct ReceiverStats {
     pub last_success: Option<SystemTime>,
     /// Why the last attempt failed, for logs and `/status` (never a metric label).
     pub last_failure: Option<String>,
+    /// `webhook_updates_held`: updates waiting now for the group interval.
+    pub held: u64,
+    /// `webhook_coalesced_updates_total{outcome="merged"}`: held updates that went inside
+    /// a later message.
+    pub merged: u64,
+    /// `webhook_coalesced_updates_total{outcome="superseded"}`: held updates dropped
+    /// because their incident resolved.
+    pub superseded: u64,
 }
 
 impl ReceiverStats {

@@ -862,6 +862,226 @@ async fn a_busy_receiver_gets_no_reminders_and_a_restored_incident_waits_an_inte
         .is_empty());
 }
 
+// ---- coalescing, on injected time ----
+
+/// A non-escalating update of broker 2's incident (critical, as told), saying `change`.
+fn minor_update(change: &str, evidence: &str) -> IncidentEvent {
+    let mut e = updated(Severity::Critical, Severity::Critical, Severity::Critical);
+    e.incident.evidence = vec![evidence.into()];
+    e.changes = vec![change.into()];
+    e
+}
+
+fn secs(n: u64) -> Duration {
+    Duration::from_secs(n)
+}
+
+#[test]
+fn updates_within_the_group_interval_go_as_one_message_with_the_latest_state() {
+    let start = tokio::time::Instant::now();
+    let group = Some(secs(30));
+    let mut c = Coalescer::default();
+    let opened = event(
+        EventKind::Opened,
+        incident("lab", Some(2), Severity::Critical),
+    );
+    assert!(c.offer(0, group, opened.clone(), start).is_some());
+    c.sent(0, &opened, start);
+    let mut first = minor_update("rules: +slow_answers", "first");
+    first.previous.as_mut().unwrap().state = Some(BrokerState::Degraded);
+    assert_eq!(c.offer(0, group, first, start + secs(5)), None, "held");
+    let second = minor_update("partitions: +orders-2", "second");
+    assert_eq!(c.offer(0, group, second, start + secs(10)), None);
+    let third = minor_update("rules: +slow_answers", "third");
+    assert_eq!(c.offer(0, group, third, start + secs(12)), None);
+    assert_eq!(c.held_count(0), 3);
+    assert!(
+        c.due(start + secs(29)).is_empty(),
+        "30 s after the open, not before"
+    );
+    let due = c.due(start + secs(30));
+    assert_eq!(due.len(), 1, "one message for three updates");
+    let (r, merged) = &due[0];
+    assert_eq!(*r, 0);
+    assert_eq!(merged.kind, EventKind::Updated);
+    assert_eq!(merged.incident.evidence, ["third"], "the latest state");
+    assert_eq!(
+        merged.changes,
+        ["rules: +slow_answers", "partitions: +orders-2"],
+        "every change once, in order"
+    );
+    assert_eq!(
+        merged.previous.unwrap().state,
+        Some(BrokerState::Degraded),
+        "the state before the first held update: what the receiver last heard"
+    );
+    assert_eq!(c.held_count(0), 0);
+    assert_eq!(
+        c.take_tally(0),
+        Tally {
+            merged: 3,
+            superseded: 0
+        }
+    );
+    // The interval counts from the last message: an update right after it waits again.
+    c.sent(0, merged, start + secs(30));
+    assert_eq!(
+        c.offer(0, group, minor_update("x", "y"), start + secs(31)),
+        None
+    );
+    assert_eq!(c.due(start + secs(59)).len(), 0);
+    assert_eq!(c.due(start + secs(60)).len(), 1);
+}
+
+#[test]
+fn an_update_long_after_the_last_message_or_without_one_goes_at_once() {
+    let start = tokio::time::Instant::now();
+    let group = Some(secs(30));
+    let mut c = Coalescer::default();
+    // No message remembered (e.g. after a restart): nothing to wait for.
+    assert!(c.offer(0, group, minor_update("a", "a"), start).is_some());
+    let opened = event(
+        EventKind::Opened,
+        incident("lab", Some(2), Severity::Critical),
+    );
+    c.sent(0, &opened, start);
+    assert!(c
+        .offer(0, group, minor_update("b", "b"), start + secs(30))
+        .is_some());
+    // group_interval_secs: 0 sends every update at once.
+    c.sent(1, &opened, start);
+    assert!(c
+        .offer(1, None, minor_update("c", "c"), start + secs(1))
+        .is_some());
+    assert_eq!(c.held_count(0) + c.held_count(1), 0);
+}
+
+#[test]
+fn an_escalation_goes_at_once_and_takes_the_held_changes_with_it() {
+    let start = tokio::time::Instant::now();
+    let group = Some(secs(30));
+    let mut c = Coalescer::default();
+    let opened = event(
+        EventKind::Opened,
+        incident("lab", Some(2), Severity::Warning),
+    );
+    c.sent(0, &opened, start);
+    let mut minor = updated(Severity::Warning, Severity::Warning, Severity::Warning);
+    minor.changes = vec!["partitions: +orders-2".into()];
+    minor.previous.as_mut().unwrap().state = Some(BrokerState::Degraded);
+    assert_eq!(c.offer(0, group, minor, start + secs(2)), None);
+    let mut up = updated(Severity::Warning, Severity::Warning, Severity::Critical);
+    up.changes = vec!["severity: warning -> critical".into()];
+    assert!(is_escalation(&up));
+    let sent = c
+        .offer(0, group, up, start + secs(3))
+        .expect("an escalation is not held");
+    assert_eq!(sent.incident.severity, Severity::Critical);
+    assert_eq!(
+        sent.changes,
+        ["partitions: +orders-2", "severity: warning -> critical"]
+    );
+    assert_eq!(sent.previous.unwrap().state, Some(BrokerState::Degraded));
+    assert_eq!(c.held_count(0), 0);
+    assert!(c.due(start + secs(3600)).is_empty(), "nothing left to send");
+    assert_eq!(c.take_tally(0).merged, 1);
+    // Not an escalation: the same severity, or lower.
+    assert!(!is_escalation(&updated(
+        Severity::Critical,
+        Severity::Critical,
+        Severity::Warning
+    )));
+    assert!(!is_escalation(&minor_update("a", "b")));
+}
+
+#[test]
+fn a_resolve_goes_at_once_and_drops_the_held_update() {
+    let start = tokio::time::Instant::now();
+    let group = Some(secs(30));
+    let mut c = Coalescer::default();
+    let i = incident("lab", Some(2), Severity::Critical);
+    c.sent(0, &event(EventKind::Opened, i.clone()), start);
+    c.sent(1, &event(EventKind::Opened, i.clone()), start);
+    assert_eq!(
+        c.offer(0, group, minor_update("a", "a"), start + secs(1)),
+        None
+    );
+    assert_eq!(
+        c.offer(0, group, minor_update("b", "b"), start + secs(2)),
+        None
+    );
+    assert_eq!(
+        c.offer(1, group, minor_update("a", "a"), start + secs(1)),
+        None
+    );
+    let resolved = event(EventKind::Resolved, i.clone());
+    let sent = c.offer(0, group, resolved.clone(), start + secs(3));
+    assert_eq!(sent.map(|e| e.kind), Some(EventKind::Resolved));
+    // Receiver 1 does not hear resolves (send_resolved: false): forgetting the incident
+    // drops what it held as well.
+    c.forget(&i.id);
+    assert!(
+        c.due(start + secs(3600)).is_empty(),
+        "the update never follows the resolve"
+    );
+    assert_eq!(
+        c.take_tally(0),
+        Tally {
+            merged: 0,
+            superseded: 2
+        }
+    );
+    assert_eq!(c.take_tally(1).superseded, 1);
+    // Forgotten: a late update of it would not wait for anything.
+    assert!(c
+        .offer(0, group, minor_update("late", "late"), start + secs(4))
+        .is_some());
+}
+
+#[test]
+fn a_reminder_while_updates_wait_sends_the_updates_instead() {
+    let start = tokio::time::Instant::now();
+    let group = Some(secs(30));
+    let mut c = Coalescer::default();
+    let i = incident("lab", Some(2), Severity::Critical);
+    c.sent(0, &event(EventKind::Opened, i.clone()), start);
+    assert_eq!(
+        c.offer(0, group, minor_update("a", "a"), start + secs(1)),
+        None
+    );
+    let sent = c
+        .offer(
+            0,
+            group,
+            IncidentEvent::reminder(i.clone(), t(60)),
+            start + secs(2),
+        )
+        .unwrap();
+    assert_eq!(sent.kind, EventKind::Updated);
+    assert_eq!(sent.changes, ["a"]);
+    assert_eq!(c.held_count(0), 0);
+    // Without held updates a reminder is a reminder.
+    let plain = c
+        .offer(0, group, IncidentEvent::reminder(i, t(60)), start + secs(3))
+        .unwrap();
+    assert_eq!(plain.kind, EventKind::Reminder);
+}
+
+#[test]
+fn held_updates_restored_after_a_restart_go_at_the_first_look() {
+    let start = tokio::time::Instant::now();
+    let mut c = Coalescer::default();
+    c.restore(
+        0,
+        vec![minor_update("a", "a"), minor_update("b", "b")],
+        start,
+    );
+    assert_eq!(c.held_events(0).len(), 1, "one incident");
+    let due = c.due(start);
+    assert_eq!(due.len(), 1);
+    assert_eq!(due[0].1.changes, ["a", "b"]);
+}
+
 // ---- spool ----
 
 fn temp_dir(name: &str) -> PathBuf {
@@ -1384,6 +1604,112 @@ async fn reminders_repeat_while_open_and_stop_when_resolved() {
         "no reminder after the resolve: {got:?}"
     );
     handle.shutdown(Duration::from_secs(1)).await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test]
+async fn a_receiver_hears_updates_within_its_group_interval_as_one_message() {
+    let rx = TestReceiver::start("127.0.0.1:0".parse().unwrap(), always(200)).await;
+    let dir = temp_dir("group");
+    let mut cfg = hook("grouped", &rx.url(), WebhookFormat::Generic);
+    let group = Duration::from_millis(300);
+    cfg.group_interval = Some(group);
+    let handle = Notifier::spawn_with(&[cfg], &dir, "wd-1", fast()).unwrap();
+    let i = incident("lab", Some(2), Severity::Critical);
+    handle.submit(vec![event(EventKind::Opened, i.clone())]);
+    rx.wait_delivered(1).await;
+    handle.submit(vec![minor_update("rules: +slow_answers", "first")]);
+    handle.submit(vec![minor_update("partitions: +orders-2", "second")]);
+    handle.submit(vec![minor_update("rules: +slow_answers", "third")]);
+    let got = rx.wait_delivered(2).await;
+    assert_eq!(got.len(), 2, "{got:?}");
+    assert_eq!(got[1]["event"], "updated");
+    assert_eq!(got[1]["evidence"], serde_json::json!(["third"]));
+    assert_eq!(
+        got[1]["changes"],
+        serde_json::json!(["rules: +slow_answers", "partitions: +orders-2"])
+    );
+    let hits = rx.hits();
+    let waited = hits[1].at.duration_since(hits[0].at);
+    assert!(
+        waited >= group - Duration::from_millis(50),
+        "held for the group interval: {waited:?}"
+    );
+    let stats = handle
+        .stats_when("the three updates merged", |s| s.receivers[0].merged == 3)
+        .await;
+    assert_eq!(
+        (stats.receivers[0].held, stats.receivers[0].superseded),
+        (0, 0)
+    );
+    // The resolve does not wait.
+    handle.submit(vec![event(EventKind::Resolved, i)]);
+    let got = rx.wait_delivered(3).await;
+    assert_eq!(got[2]["event"], "resolved");
+    handle.shutdown(Duration::from_secs(1)).await;
+    assert_eq!(rx.hits().len(), 3);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test]
+async fn a_resolve_drops_held_updates_and_held_updates_survive_a_restart() {
+    let rx = TestReceiver::start("127.0.0.1:0".parse().unwrap(), always(200)).await;
+    let dir = temp_dir("held");
+    let mut cfg = hook("grouped", &rx.url(), WebhookFormat::Generic);
+    cfg.group_interval = Some(Duration::from_secs(3600));
+    let held_file = dir.join("spool/grouped/held.json");
+    let handle = Notifier::spawn_with(std::slice::from_ref(&cfg), &dir, "wd-1", fast()).unwrap();
+    let i = incident("lab", Some(2), Severity::Critical);
+    handle.submit(vec![event(EventKind::Opened, i.clone())]);
+    rx.wait_delivered(1).await;
+    handle.submit(vec![minor_update("partitions: +orders-2", "x")]);
+    handle
+        .stats_when("the update held", |s| s.receivers[0].held == 1)
+        .await;
+    assert!(held_file.exists(), "held updates are kept on disk");
+    handle.submit(vec![event(EventKind::Resolved, i)]);
+    let got = rx.wait_delivered(2).await;
+    assert_eq!(got[1]["event"], "resolved");
+    let stats = handle
+        .stats_when("the held update superseded", |s| {
+            s.receivers[0].superseded == 1
+        })
+        .await;
+    assert_eq!(stats.receivers[0].held, 0);
+    assert!(!held_file.exists(), "nothing held, no file");
+
+    // Another incident: its update is held when delivery stops, and goes at once after
+    // the restart (when its last message went is not known any more).
+    let j = incident("lab", Some(3), Severity::Critical);
+    handle.submit(vec![event(EventKind::Opened, j.clone())]);
+    rx.wait_delivered(3).await;
+    let mut u = event(EventKind::Updated, j.clone());
+    u.previous = Some(Previous {
+        severity: Severity::Critical,
+        peak_severity: Severity::Critical,
+        state: None,
+        notified_peak: Some(Severity::Critical),
+    });
+    u.changes = vec!["suspects: +1".into()];
+    handle.submit(vec![u]);
+    handle
+        .stats_when("the second update held", |s| s.receivers[0].held == 1)
+        .await;
+    handle.shutdown(Duration::from_secs(1)).await;
+    assert!(held_file.exists());
+    assert_eq!(rx.hits().len(), 3, "held, not sent");
+    let second = Notifier::spawn_with(&[cfg], &dir, "wd-1", fast()).unwrap();
+    let got = rx.wait_delivered(4).await;
+    assert_eq!(got.len(), 4, "{got:?}");
+    assert_eq!(got[3]["event"], "updated");
+    assert_eq!(got[3]["broker_id"], 3);
+    assert_eq!(got[3]["changes"], serde_json::json!(["suspects: +1"]));
+    second
+        .stats_when("the held file emptied", |s| s.receivers[0].merged == 1)
+        .await;
+    second.shutdown(Duration::from_secs(1)).await;
+    assert!(!held_file.exists());
+    assert_eq!(rx.hits().len(), 4, "once");
     let _ = std::fs::remove_dir_all(&dir);
 }
 
