@@ -18,6 +18,7 @@ mod coalesce;
 mod format;
 pub mod metrics;
 mod route;
+mod slack_bot;
 mod spool;
 mod worker;
 
@@ -231,7 +232,12 @@ impl Notifier {
             let (spool, waiting) =
                 spool::Spool::open(&spool_root.join(spool::dir_name(&cfg.name)))?;
             clients.push(worker::client(cfg)?);
-            receivers.push(Arc::new(worker::Receiver::new(cfg.clone(), spool, waiting)));
+            receivers.push(Arc::new(worker::Receiver::new(
+                cfg.clone(),
+                spool,
+                waiting,
+                state_dir,
+            )));
         }
         warn_orphans(&spool_root, webhooks);
         let (inbox_spool, spilled) = spool::Spool::open(&state_dir.join("spool-inbox"))?;

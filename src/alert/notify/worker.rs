@@ -2,6 +2,7 @@
 //! and one worker per receiver that empties its spool in order.
 
 use std::collections::VecDeque;
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
@@ -15,6 +16,7 @@ use crate::config::WebhookConfig;
 use super::coalesce::{Coalescer, Tally};
 use super::format::{self, Context};
 use super::route::{self, Outcome, Reminders};
+use super::slack_bot::Bot;
 use super::spool::Spool;
 use super::{lock, Input, Notification, NotifyError, ReceiverStats, Shared};
 
@@ -41,16 +43,23 @@ pub(super) struct Receiver {
     queue: Mutex<VecDeque<u64>>,
     wake: Notify,
     counters: Mutex<Counters>,
+    /// Slack's Web API instead of one POST per notification.
+    pub slack: Option<Bot>,
 }
 
 impl Receiver {
-    pub fn new(cfg: WebhookConfig, spool: Spool, waiting: Vec<u64>) -> Self {
+    pub fn new(cfg: WebhookConfig, spool: Spool, waiting: Vec<u64>, state_dir: &Path) -> Self {
+        let slack = cfg
+            .slack_bot
+            .as_ref()
+            .and_then(|b| Bot::new(&cfg, b, state_dir));
         Receiver {
             cfg,
             spool: Arc::new(spool),
             queue: Mutex::new(waiting.into()),
             wake: Notify::new(),
             counters: Mutex::new(Counters::default()),
+            slack,
         }
     }
 
@@ -460,16 +469,22 @@ pub(super) async fn work(
             }
             None => continue,
         };
-        let request = format::render(
-            &r.cfg,
-            &n,
-            &Context {
-                instance_id: &shared.sender.instance_id,
-                now: SystemTime::now(),
-                status_url: shared.sender.status_url.as_deref(),
-            },
-        );
-        match send(&client, &r.cfg, request, settings.max_retry_after).await {
+        let ctx = Context {
+            instance_id: &shared.sender.instance_id,
+            now: SystemTime::now(),
+            status_url: shared.sender.status_url.as_deref(),
+        };
+        let sent = match &r.slack {
+            Some(bot) => {
+                bot.deliver(&client, &r.cfg, &n, &ctx, settings.max_retry_after)
+                    .await
+            }
+            None => {
+                let request = format::render(&r.cfg, &n, &ctx);
+                send(&client, &r.cfg, request, settings.max_retry_after).await
+            }
+        };
+        match sent {
             Outcome::Delivered => {
                 finish(&r, seq).await;
                 let mut c = lock(&r.counters);
