@@ -1916,6 +1916,36 @@ fn example_host_block_loads_uncommented() {
 }
 
 #[test]
+fn example_slack_bot_block_loads_uncommented() {
+    let dir = temp_dir();
+    std::fs::write(dir.join("slack-bot-token"), "xoxb-example\n").unwrap();
+    let shipped = std::fs::read_to_string(example_path("example.yaml")).unwrap();
+    let start = shipped
+        .find("  # - name: slack-bot\n")
+        .expect("the example shows a Slack bot");
+    let block: String = shipped[start..]
+        .lines()
+        .take_while(|l| l.starts_with("  #"))
+        .filter_map(|l| {
+            let l = l.strip_prefix("  # ")?;
+            (!l.trim_start().starts_with('#')).then(|| format!("  {l}\n"))
+        })
+        .collect();
+    let block = block.replace(
+        "/run/credentials/kafka-watchdog.service/",
+        &format!("{}/", dir.display()),
+    );
+    let c = ok(&format!("{MINIMAL}webhooks:\n{block}"));
+    let w = &c.webhooks[0];
+    assert_eq!(w.format, WebhookFormat::Slack);
+    assert_eq!(w.url.expose(), "https://slack.com/api/");
+    let bot = w.slack_bot.as_ref().expect("bot mode");
+    assert_eq!(bot.token.expose(), "xoxb-example");
+    assert_eq!(bot.channel, "#kafka-ops");
+    assert_eq!(w.group_interval, Some(Duration::from_secs(30)));
+}
+
+#[test]
 fn example_silences_block_loads_uncommented() {
     let shipped = std::fs::read_to_string(example_path("example.yaml")).unwrap();
     let start = shipped
