@@ -66,7 +66,10 @@ struct LabLock {
 impl LabLock {
     fn take(dir: &Path) -> Result<Self, LabError> {
         Ok(LabLock {
-            _file: locked(&dir.with_extension("lock"), None)?,
+            // Not `<dir>.lock`: that name is the gate developers hold around whole lab
+            // sessions (`flock /tmp/kafka-lab.lock ...`), which this lock under it must
+            // not wait on.
+            _file: locked(&dir.with_extension("mutation.lock"), None)?,
         })
     }
 }
@@ -940,7 +943,7 @@ impl Lab {
         if dir.exists() {
             fs::remove_dir_all(&dir).map_err(|e| LabError::io(&dir, e))?;
         }
-        let lock = dir.with_extension("lock");
+        let lock = dir.with_extension("mutation.lock");
         let _ = fs::remove_file(lock);
         Ok(())
     }
