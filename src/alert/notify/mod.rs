@@ -4,9 +4,12 @@
 //!
 //! The path of an event: `submit` -> the in-memory inbox (spilled to `spool-inbox/` when
 //! full) -> the dispatcher, which decides per receiver whether and as what it is sent
-//! (`route`), writes a notification file to that receiver's spool and wakes its worker
-//! -> the worker, which sends the spool's files one at a time, oldest first, retrying
-//! with backoff until the receiver takes it or refuses it for good.
+//! (`route`) and whether it waits for the receiver's group interval (`coalesce`; held
+//! updates are kept in the spool's `held.json`), writes a notification file to that
+//! receiver's spool and wakes its worker -> the worker, which sends the spool's files one
+//! at a time, oldest first, retrying with backoff until the receiver takes it or refuses
+//! it for good. A Slack receiver with a bot token talks to Slack's Web API instead of
+//! making one POST (`slack_bot`): one message per incident, edited in place.
 //!
 //! Delivery is at least once. A notification leaves the spool only after the receiver
 //! answered 2xx (or refused it with a 4xx); if the daemon dies between the answer and the
@@ -407,7 +410,7 @@ impl NotifierHandle {
 
     /// Stops delivery: routes what was submitted, then keeps sending until every queue is
     /// empty or `deadline` passed. Whatever is left stays in the spools for the next
-    /// start. Events submitted afterwards go to the disk inbox, for the next start too.
+    /// start, and held updates in `held.json`, sent at once by the next start. Events submitted afterwards go to the disk inbox, for the next start too.
     pub async fn shutdown(&self, deadline: Duration) -> NotifierStats {
         let end = tokio::time::Instant::now() + deadline;
         lock(&self.shared.inbox).closed = true;
