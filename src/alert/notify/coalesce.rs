@@ -178,6 +178,14 @@ impl Coalescer {
         }
     }
 
+    /// Drops what receiver `r` holds of an incident it is not to hear of now (a silence
+    /// began): the update would go out under the silence.
+    pub fn drop_held(&mut self, r: usize, incident_id: &str) {
+        if let Some(h) = self.held.remove(&(r, incident_id.to_string())) {
+            self.tally.entry(r).or_default().superseded += h.count;
+        }
+    }
+
     /// Updates held before a restart: they go at the first look (`due`), since when the
     /// last message went is not known any more.
     pub fn restore(&mut self, r: usize, events: Vec<IncidentEvent>, now: Instant) {

@@ -1039,6 +1039,21 @@ fn a_resolve_goes_at_once_and_drops_the_held_update() {
 }
 
 #[test]
+fn a_silence_drops_what_waited_for_the_incident() {
+    let start = tokio::time::Instant::now();
+    let mut c = Coalescer::default();
+    let i = incident("lab", Some(2), Severity::Critical);
+    c.sent(0, &event(EventKind::Opened, i.clone()), start);
+    assert_eq!(
+        c.offer(0, Some(secs(30)), minor_update("a", "a"), start),
+        None
+    );
+    c.drop_held(0, &i.id);
+    assert!(c.due(start + secs(30)).is_empty());
+    assert_eq!(c.take_tally(0).superseded, 1);
+}
+
+#[test]
 fn a_reminder_while_updates_wait_sends_the_updates_instead() {
     let start = tokio::time::Instant::now();
     let group = Some(secs(30));
@@ -1678,11 +1693,42 @@ async fn a_resolve_drops_held_updates_and_held_updates_survive_a_restart() {
     assert_eq!(stats.receivers[0].held, 0);
     assert!(!held_file.exists(), "nothing held, no file");
 
+    // A silence that begins while an update waits: the update does not go under it.
+    let k = incident("lab", Some(4), Severity::Critical);
+    handle.submit(vec![event(EventKind::Opened, k.clone())]);
+    rx.wait_delivered(3).await;
+    let mut waiting = event(EventKind::Updated, k.clone());
+    waiting.previous = Some(Previous {
+        severity: Severity::Critical,
+        peak_severity: Severity::Critical,
+        state: None,
+        notified_peak: Some(Severity::Critical),
+    });
+    waiting.changes = vec!["partitions: +orders-3".into()];
+    let mut silenced = waiting.clone();
+    silenced.incident.silenced = Some(crate::model::silence::SilenceMark {
+        id: "s-1".into(),
+        ends_at: t(3600),
+        comment: "maintenance".into(),
+    });
+    silenced.changes = vec!["silenced by s-1".into()];
+    handle.submit(vec![waiting]);
+    handle
+        .stats_when("the update held", |s| s.receivers[0].held == 1)
+        .await;
+    handle.submit(vec![silenced]);
+    handle
+        .stats_when("dropped by the silence", |s| {
+            s.receivers[0].superseded == 2 && s.receivers[0].held == 0
+        })
+        .await;
+    assert_eq!(rx.hits().len(), 3);
+
     // Another incident: its update is held when delivery stops, and goes at once after
     // the restart (when its last message went is not known any more).
     let j = incident("lab", Some(3), Severity::Critical);
     handle.submit(vec![event(EventKind::Opened, j.clone())]);
-    rx.wait_delivered(3).await;
+    rx.wait_delivered(4).await;
     let mut u = event(EventKind::Updated, j.clone());
     u.previous = Some(Previous {
         severity: Severity::Critical,
@@ -1697,19 +1743,19 @@ async fn a_resolve_drops_held_updates_and_held_updates_survive_a_restart() {
         .await;
     handle.shutdown(Duration::from_secs(1)).await;
     assert!(held_file.exists());
-    assert_eq!(rx.hits().len(), 3, "held, not sent");
+    assert_eq!(rx.hits().len(), 4, "held, not sent");
     let second = Notifier::spawn_with(&[cfg], &dir, "wd-1", fast()).unwrap();
-    let got = rx.wait_delivered(4).await;
-    assert_eq!(got.len(), 4, "{got:?}");
-    assert_eq!(got[3]["event"], "updated");
-    assert_eq!(got[3]["broker_id"], 3);
-    assert_eq!(got[3]["changes"], serde_json::json!(["suspects: +1"]));
+    let got = rx.wait_delivered(5).await;
+    assert_eq!(got.len(), 5, "{got:?}");
+    assert_eq!(got[4]["event"], "updated");
+    assert_eq!(got[4]["broker_id"], 3);
+    assert_eq!(got[4]["changes"], serde_json::json!(["suspects: +1"]));
     second
         .stats_when("the held file emptied", |s| s.receivers[0].merged == 1)
         .await;
     second.shutdown(Duration::from_secs(1)).await;
     assert!(!held_file.exists());
-    assert_eq!(rx.hits().len(), 4, "once");
+    assert_eq!(rx.hits().len(), 5, "once");
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -305,10 +305,16 @@ async fn route_all(shared: &Arc<Shared>, router: &mut Router, items: Vec<Input>)
             Input::Event(ev) => {
                 router.reminders.record(&ev);
                 for (idx, r) in shared.receivers.iter().enumerate() {
-                    if let Some(kind) = route::route(&r.cfg, &ev) {
-                        let mut as_sent = ev.as_ref().clone();
-                        as_sent.kind = kind;
-                        router.offer(shared, idx, as_sent, now, &mut out);
+                    match route::route(&r.cfg, &ev) {
+                        Some(kind) => {
+                            let mut as_sent = ev.as_ref().clone();
+                            as_sent.kind = kind;
+                            router.offer(shared, idx, as_sent, now, &mut out);
+                        }
+                        None if ev.incident.silenced.is_some() => {
+                            router.coalescer.drop_held(idx, &ev.incident.id);
+                        }
+                        None => {}
                     }
                 }
                 if ev.kind == EventKind::Resolved {
