@@ -5,7 +5,9 @@ use std::net::Ipv6Addr;
 
 use regex::{Regex, RegexBuilder};
 
-use super::schema::{NAME_EXPECTED, NAME_MAX_CHARS, REGEX_SIZE_LIMIT};
+use super::schema::{
+    NAME_EXPECTED, NAME_MAX_CHARS, REGEX_SIZE_LIMIT, SLACK_API_DEFAULT, SLACK_CHANNEL_MAX_CHARS,
+};
 use super::yaml::shorten;
 
 /// What is wrong, and what would be right.
@@ -158,6 +160,40 @@ pub(crate) fn webhook_url(s: &str) -> Result<String, Bad> {
         Some(p) => format!("{}://{host}:{p}", url.scheme()),
         None => format!("{}://{host}", url.scheme()),
     })
+}
+
+/// A Slack channel as `chat.postMessage` takes it: an id (`C0123ABCD`) or a name, with or
+/// without its `#` (Slack's names are lowercase letters, digits, `-` and `_`).
+pub(crate) fn slack_channel(s: &str) -> Result<(), Bad> {
+    let name = s.strip_prefix('#').unwrap_or(s);
+    let ok = !name.is_empty()
+        && name.chars().count() <= SLACK_CHANNEL_MAX_CHARS
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_'));
+    if ok {
+        Ok(())
+    } else {
+        Err(bad(
+            format!("'{}' is not a Slack channel", shorten(s)),
+            format!("a channel id (C0123ABCD) or name (#kafka-ops), 1 to {SLACK_CHANNEL_MAX_CHARS} characters from a-z 0-9 - _"),
+        ))
+    }
+}
+
+/// With a bot token, `url` is the Web API's base; an incoming webhook's URL there is a
+/// leftover from before the token, and every call to it would fail.
+pub(crate) fn slack_api_base(s: &str) -> Result<(), Bad> {
+    let host = url::Url::parse(s.trim())
+        .ok()
+        .and_then(|u| u.host_str().map(str::to_string));
+    if host.as_deref() == Some("hooks.slack.com") {
+        return Err(bad(
+            "with a Slack bot token, url is the Web API's base, and this is an incoming webhook's URL",
+            format!("{SLACK_API_DEFAULT} (the default: leave url out), or drop slack_bot_token_* to keep the incoming webhook"),
+        ));
+    }
+    Ok(())
 }
 
 /// RFC 9110 token characters.

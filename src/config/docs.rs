@@ -165,7 +165,7 @@ fn sections() -> Vec<Section> {
     let w = "webhooks[].";
     let mut webhooks = vec![
         plain(&format!("{w}name"), "text", "required", s::NAME_EXPECTED, Live, "The receiver's name, in logs and metrics."),
-        secret(w, &s::WEBHOOK_URL, "required", Live, "Where to send (a secret: Slack and Teams URLs carry a token)."),
+        secret(w, &s::WEBHOOK_URL, &format!("required; with a Slack bot token {}", s::SLACK_API_DEFAULT), Live, "Where to send (a secret: Slack and Teams URLs carry a token); with a Slack bot token, the Web API's base."),
     ];
     webhooks.extend(under(w, s::WebhookKind::doc_rows()));
     webhooks.extend(vec![
@@ -176,6 +176,8 @@ fn sections() -> Vec<Section> {
         plain(&format!("{w}headers"), "mapping", "none", "HTTP header names and values", Live, "Extra request headers."),
         secret(w, &s::WEBHOOK_HMAC_SECRET, "none (generic only)", Live, "Signs the generic body."),
         secret(w, &s::WEBHOOK_ROUTING_KEY, "required for pagerduty", Live, "PagerDuty routing key."),
+        secret(w, &s::WEBHOOK_SLACK_BOT_TOKEN, "none (slack only)", Live, "A Slack bot token (scope chat:write): an incident is one message, posted with chat.postMessage and edited with chat.update, its changes replies in its thread. Without it, slack is an incoming webhook."),
+        plain(&format!("{w}{}", s::WEBHOOK_SLACK_CHANNEL), "text", "required with a Slack bot token", &format!("a channel id or #name, at most {} characters", s::SLACK_CHANNEL_MAX_CHARS), Live, "Where the Slack bot posts (the bot must be a member)."),
     ]);
 
     let si = "silences[].";

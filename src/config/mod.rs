@@ -61,7 +61,7 @@ pub use types::{
     AwsMskIamConfig, CanaryConfig, ClientCert, ClusterConfig, Config, HostBrokerConfig, HostConfig,
     HttpAuth, HttpTlsConfig, LogConfig, LogFormat, LogLevel, OAuthBearerConfig, PortSpec,
     ProcessLocator, RemediationConfig, SaslConfig, SaslMechanism, Secret, Security,
-    SecurityProtocol, Severity, TlsConfig, TopicFilter, VerdictConfig, WebhookConfig,
+    SecurityProtocol, Severity, SlackBot, TlsConfig, TopicFilter, VerdictConfig, WebhookConfig,
     WebhookFormat,
 };
 

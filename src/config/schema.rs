@@ -320,6 +320,10 @@ layered! {
     keys {
         /// Remind this often while an incident is open; 0: never (pagerduty: 0 unless set).
         WEBHOOK_REPEAT_INTERVAL repeat_interval: Duration = Secs(IntSpec { key: "repeat_interval_secs", default: 3600, min: 0, max: 30 * DAY_SECS }),
+        /// Updates this soon after the last message about an incident wait and go as one, with the latest state; escalations, opens and resolves go at once; 0: every update at once.
+        // Alertmanager waits 5 m between updates of a group; an incident is one alert, and
+        // a zombie's verdict settles within a few rounds, so half a minute folds the settling.
+        WEBHOOK_GROUP_INTERVAL group_interval: Duration = Secs(IntSpec { key: "group_interval_secs", default: 30, min: 0, max: 3600 }),
         /// Send when an incident resolves.
         WEBHOOK_SEND_RESOLVED send_resolved: bool = Flag(BoolSpec { key: "send_resolved", default: true }),
         /// Per request.
@@ -406,6 +410,22 @@ pub(crate) const WEBHOOK_ROUTING_KEY: SecretKeys = SecretKeys {
     env: "routing_key_env",
     file: "routing_key_file",
 };
+
+/// A Slack bot token (`xoxb-...`, scope `chat:write`): Slack's Web API instead of an
+/// incoming webhook, so that an incident is one message edited in place.
+pub(crate) const WEBHOOK_SLACK_BOT_TOKEN: SecretKeys = SecretKeys {
+    what: "Slack bot token",
+    inline: "slack_bot_token",
+    inline_allowed: false,
+    env: "slack_bot_token_env",
+    file: "slack_bot_token_file",
+};
+/// Where a Slack bot posts: a channel id (`C0123ABCD`) or name (`#kafka-ops`).
+pub(crate) const WEBHOOK_SLACK_CHANNEL: &str = "slack_channel";
+/// Slack's channel names are at most 80 characters; ids are shorter.
+pub(crate) const SLACK_CHANNEL_MAX_CHARS: usize = 80;
+/// The Web API's base when `url` is not given with a bot token.
+pub(crate) const SLACK_API_DEFAULT: &str = "https://slack.com/api/";
 
 pub(crate) const HTTP_BASIC_USERNAME: SecretKeys = SASL_USERNAME;
 pub(crate) const HTTP_BASIC_PASSWORD: SecretKeys = SASL_PASSWORD;

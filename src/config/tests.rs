@@ -1055,6 +1055,136 @@ fn webhook_problems() {
     );
 }
 
+#[test]
+fn group_interval_defaults_to_30_s_and_0_sends_every_update() {
+    let text = format!(
+        "{MINIMAL}webhooks:
+  - name: a
+    url: http://127.0.0.1:1/
+  - name: b
+    url: http://127.0.0.1:1/
+    group_interval_secs: 0
+  - name: c
+    url: http://127.0.0.1:1/
+    group_interval_secs: 120
+"
+    );
+    let c = ok(&text);
+    let got: Vec<Option<Duration>> = c.webhooks.iter().map(|w| w.group_interval).collect();
+    assert_eq!(
+        got,
+        [
+            Some(Duration::from_secs(30)),
+            None,
+            Some(Duration::from_secs(120))
+        ]
+    );
+    assert_eq!(
+        one(&format!(
+            "{MINIMAL}webhooks:\n  - name: a\n    url: http://127.0.0.1:1/\n    group_interval_secs: 7200\n"
+        )),
+        "7:26: group_interval_secs 7200 is out of range (expected an integer from 0 to 3600)"
+    );
+}
+
+#[test]
+fn a_slack_bot_token_makes_url_the_web_api_base() {
+    let dir = temp_dir();
+    std::fs::write(dir.join("slack-token"), "xoxb-1-2-abc\n").unwrap();
+    let text = format!(
+        "{MINIMAL}webhooks:
+  - name: bot
+    format: slack
+    slack_bot_token_file: {token}
+    slack_channel: '#kafka-ops'
+  - name: bot-local
+    format: slack
+    url: http://127.0.0.1:9/api
+    slack_bot_token_env: SLACK_TOKEN
+    slack_channel: C0123ABCD
+  - name: hook
+    format: slack
+    url: https://hooks.slack.com/services/T/B/x
+",
+        token = dir.join("slack-token").display()
+    );
+    let c = parse_with_env(&text, "t.yaml", &env_of(&[("SLACK_TOKEN", "xoxb-env")]))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let [bot, local, hook] = &c.webhooks[..] else {
+        panic!("three webhooks")
+    };
+    let b = bot.slack_bot.as_ref().expect("bot mode");
+    assert_eq!(
+        b.token.expose(),
+        "xoxb-1-2-abc",
+        "the file's newline dropped"
+    );
+    assert_eq!(b.channel, "#kafka-ops");
+    assert_eq!(bot.url.expose(), "https://slack.com/api/");
+    assert_eq!(bot.target, "https://slack.com");
+    assert!(
+        !format!("{bot:?}").contains("xoxb"),
+        "the token never prints"
+    );
+    let l = local.slack_bot.as_ref().expect("bot mode");
+    assert_eq!(l.token.expose(), "xoxb-env");
+    assert_eq!(
+        local.url.expose(),
+        "http://127.0.0.1:9/api/",
+        "methods are joined below the base"
+    );
+    assert!(hook.slack_bot.is_none(), "no token: the incoming webhook");
+}
+
+#[test]
+fn slack_bot_problems_say_what_is_wrong_and_what_is_right() {
+    let text = format!(
+        "{MINIMAL}webhooks:
+  - name: no-channel
+    format: slack
+    slack_bot_token_env: T
+  - name: channel-without-token
+    format: slack
+    url: https://hooks.slack.com/services/T/B/x
+    slack_channel: '#ops'
+  - name: not-slack
+    url: http://127.0.0.1:1/
+    slack_bot_token_env: T
+  - name: webhook-as-base
+    format: slack
+    url: https://hooks.slack.com/services/T/B/x
+    slack_bot_token_env: T
+    slack_channel: 'kafka ops'
+  - name: inline
+    format: slack
+    slack_bot_token: xoxb-in-the-file
+    slack_channel: C1
+  - name: no-url
+    format: slack
+"
+    );
+    let got: Vec<String> = problems_env(&text, &env_of(&[("T", "xoxb-t")]))
+        .iter()
+        .map(short)
+        .collect();
+    assert_eq!(
+        got,
+        [
+            "5:5: missing required key 'slack_channel' in webhooks[0] (expected a channel id (C0123ABCD) or name (#kafka-ops))",
+            "11:5: slack_channel is set in webhooks[1] but there is no slack_bot_token_env or slack_bot_token_file (an incoming webhook posts where it was made) (expected no slack_channel here)",
+            "14:5: slack_bot_token_env is set in webhooks[2] but format is not slack (expected no Slack bot token here)",
+            "17:10: url: with a Slack bot token, url is the Web API's base, and this is an incoming webhook's URL (expected https://slack.com/api/ (the default: leave url out), or drop slack_bot_token_* to keep the incoming webhook)",
+            "19:20: 'kafka ops' is not a Slack channel (expected a channel id (C0123ABCD) or name (#kafka-ops), 1 to 80 characters from a-z 0-9 - _)",
+            "22:5: an inline slack_bot_token is not accepted: it would sit in the configuration file in clear text (expected slack_bot_token_env or slack_bot_token_file)",
+            "24:5: missing URL in webhooks[5] (expected exactly one of url, url_env, url_file)",
+        ]
+    );
+    assert!(
+        !got.iter().any(|l| l.contains("xoxb")),
+        "no token is echoed"
+    );
+}
+
 // ---------------------------------------------------------------------------------------
 // Hostile input.
 
@@ -1786,6 +1916,36 @@ fn example_host_block_loads_uncommented() {
     let r = b.remediation.as_ref().unwrap();
     assert!(!r.enabled && r.dry_run);
     assert_eq!(r.before_command.as_ref().unwrap()[1], "{pid}");
+}
+
+#[test]
+fn example_slack_bot_block_loads_uncommented() {
+    let dir = temp_dir();
+    std::fs::write(dir.join("slack-bot-token"), "xoxb-example\n").unwrap();
+    let shipped = std::fs::read_to_string(example_path("example.yaml")).unwrap();
+    let start = shipped
+        .find("  # - name: slack-bot\n")
+        .expect("the example shows a Slack bot");
+    let block: String = shipped[start..]
+        .lines()
+        .take_while(|l| l.starts_with("  #"))
+        .filter_map(|l| {
+            let l = l.strip_prefix("  # ")?;
+            (!l.trim_start().starts_with('#')).then(|| format!("  {l}\n"))
+        })
+        .collect();
+    let block = block.replace(
+        "/run/credentials/kafka-watchdog.service/",
+        &format!("{}/", dir.display()),
+    );
+    let c = ok(&format!("{MINIMAL}webhooks:\n{block}"));
+    let w = &c.webhooks[0];
+    assert_eq!(w.format, WebhookFormat::Slack);
+    assert_eq!(w.url.expose(), "https://slack.com/api/");
+    let bot = w.slack_bot.as_ref().expect("bot mode");
+    assert_eq!(bot.token.expose(), "xoxb-example");
+    assert_eq!(bot.channel, "#kafka-ops");
+    assert_eq!(w.group_interval, Some(Duration::from_secs(30)));
 }
 
 #[test]

@@ -488,6 +488,23 @@ pub struct WebhookConfig {
     pub hmac_secret: Option<Secret>,
     /// `Some` exactly for the PagerDuty format.
     pub routing_key: Option<Secret>,
+    /// Non-escalating updates of an incident within this of the last message about it are
+    /// held and sent as one; `None`: every update at once.
+    pub group_interval: Option<Duration>,
+    /// Slack's Web API with a bot token (`url` is then the API's base); `None` for an
+    /// incoming webhook and every other format.
+    pub slack_bot: Option<SlackBot>,
+}
+
+/// A Slack receiver that posts an incident's first message with `chat.postMessage` and
+/// edits it with `chat.update` as the incident changes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SlackBot {
+    /// `xoxb-...`, with the `chat:write` scope.
+    pub token: Secret,
+    /// Where new messages go: a channel id or `#name`. Edits go to the channel id Slack
+    /// answered with, which is kept per incident.
+    pub channel: String,
 }
 
 impl WebhookConfig {

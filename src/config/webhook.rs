@@ -37,7 +37,9 @@ pub(crate) fn webhook(
                 None
             }
         });
-    let url = secret(cx, &mut f, &s::WEBHOOK_URL, Need::Required);
+    // Required unless a Slack bot token makes it the Web API's base, which has a default:
+    // decided once the format and the token are read.
+    let url = secret(cx, &mut f, &s::WEBHOOK_URL, Need::Optional);
     let kind = s::WebhookKindLayer::read(&mut cx.rep, &mut f).alone();
     // `None` when written wrong (already reported): the checks that depend on it stand down.
     let format = kind.format.as_ref().map(|r| r.value);
@@ -69,16 +71,35 @@ pub(crate) fn webhook(
     };
     let hmac = secret(cx, &mut f, &s::WEBHOOK_HMAC_SECRET, hmac_need);
     let routing = secret(cx, &mut f, &s::WEBHOOK_ROUTING_KEY, routing_need);
+    let (slack_bot, token_given) = slack_bot(cx, &mut f, format);
+    // A Slack token given but unreadable was reported; the URL is not missing then.
+    let bot_given = format == Some(WebhookFormat::Slack) && token_given;
+    if matches!(url, Ok(None)) && !bot_given {
+        f.missing_what(&mut cx.rep, s::WEBHOOK_URL.what, s::WEBHOOK_URL.choices());
+    }
     f.finish(&mut cx.rep, &|_| None);
 
     let (url, target) = match url {
-        Ok(Some(u)) => match checks::webhook_url(&u.value) {
-            Ok(target) => (Some(Secret::new(u.value.trim())), Some(target)),
-            Err((m, x)) => {
-                cx.rep.add(u.pos, format!("{}: {m}", u.key), Some(x));
-                (None, None)
+        Ok(Some(u)) => {
+            let checked = checks::webhook_url(&u.value).and_then(|target| {
+                if bot_given {
+                    checks::slack_api_base(&u.value)?;
+                }
+                Ok(target)
+            });
+            match checked {
+                Ok(target) if bot_given => (Some(Secret::new(api_base(&u.value))), Some(target)),
+                Ok(target) => (Some(Secret::new(u.value.trim())), Some(target)),
+                Err((m, x)) => {
+                    cx.rep.add(u.pos, format!("{}: {m}", u.key), Some(x));
+                    (None, None)
+                }
             }
-        },
+        }
+        Ok(None) if bot_given => (
+            Some(Secret::new(s::SLACK_API_DEFAULT)),
+            checks::webhook_url(s::SLACK_API_DEFAULT).ok(),
+        ),
         _ => (None, None),
     };
     let built = (|| {
@@ -110,9 +131,100 @@ pub(crate) fn webhook(
             headers: headers?,
             hmac_secret: hmac.ok()?.map(|s| Secret::new(s.value)),
             routing_key: routing.ok()?.map(|s| Secret::new(s.value)),
+            group_interval: (!d.group_interval.is_zero()).then_some(d.group_interval),
+            slack_bot: slack_bot.ok()?,
         })
     })();
     (raw_name, built)
+}
+
+/// The Web API's methods are joined to the base (`<base>chat.update`), which needs its
+/// trailing slash: without it, joining would replace the base's last segment.
+fn api_base(url: &str) -> String {
+    let url = url.trim();
+    if url.ends_with('/') {
+        url.to_string()
+    } else {
+        format!("{url}/")
+    }
+}
+
+/// The bot token and channel of a Slack receiver that uses the Web API, and whether a token
+/// was given at all (read or not). `Ok(None)`: an incoming webhook (or another format);
+/// `Err(())`: a problem was reported.
+fn slack_bot(
+    cx: &mut Ctx,
+    f: &mut Fields,
+    format: Option<WebhookFormat>,
+) -> (Result<Option<SlackBot>, ()>, bool) {
+    let token = slack_token(cx, f, format);
+    // Taken whatever the token, so that it is never reported as an unknown key.
+    let channel = f.get(s::WEBHOOK_SLACK_CHANNEL);
+    let given = !matches!(token, Ok(None));
+    (
+        token.and_then(|t| slack_channel(cx, f, channel, format, t)),
+        given,
+    )
+}
+
+fn slack_token(
+    cx: &mut Ctx,
+    f: &mut Fields,
+    format: Option<WebhookFormat>,
+) -> Result<Option<String>, ()> {
+    let need = match format {
+        Some(WebhookFormat::Slack) => Need::Optional,
+        Some(_) => Need::Forbidden("format is not slack"),
+        None => Need::Ignore,
+    };
+    Ok(secret(cx, f, &s::WEBHOOK_SLACK_BOT_TOKEN, need)?.map(|t| t.value))
+}
+
+/// `slack_channel`, which goes with a token and only with one.
+fn slack_channel(
+    cx: &mut Ctx,
+    f: &Fields,
+    channel: Option<&Entry>,
+    format: Option<WebhookFormat>,
+    token: Option<String>,
+) -> Result<Option<SlackBot>, ()> {
+    let token = match token {
+        Some(t) => t,
+        None => {
+            if let Some(e) = channel {
+                let why = if format == Some(WebhookFormat::Slack) {
+                    format!(
+                        "there is no {} or {} (an incoming webhook posts where it was made)",
+                        s::WEBHOOK_SLACK_BOT_TOKEN.env,
+                        s::WEBHOOK_SLACK_BOT_TOKEN.file
+                    )
+                } else {
+                    "format is not slack".to_string()
+                };
+                cx.rep.add(
+                    e.key_pos,
+                    format!("{} is set in {} but {why}", e.key, f.where_()),
+                    Some(format!("no {} here", s::WEBHOOK_SLACK_CHANNEL)),
+                );
+                return Err(());
+            }
+            return Ok(None);
+        }
+    };
+    let expected = "a channel id (C0123ABCD) or name (#kafka-ops)";
+    let Some(e) = channel else {
+        f.missing(&mut cx.rep, s::WEBHOOK_SLACK_CHANNEL, expected.into());
+        return Err(());
+    };
+    let channel = text(&mut cx.rep, e, expected).ok_or(())?;
+    if let Err((m, x)) = checks::slack_channel(&channel.value) {
+        cx.rep.add(channel.value_pos, m, Some(x));
+        return Err(());
+    }
+    Ok(Some(SlackBot {
+        token: Secret::new(token),
+        channel: channel.value,
+    }))
 }
 
 fn webhook_clusters(

@@ -292,6 +292,8 @@ fn same_webhook(old: &WebhookConfig, new: &WebhookConfig) -> bool {
         headers,
         hmac_secret,
         routing_key,
+        group_interval,
+        slack_bot,
     } = new;
     *name == old.name
         && *url == old.url
@@ -306,6 +308,8 @@ fn same_webhook(old: &WebhookConfig, new: &WebhookConfig) -> bool {
         && *headers == old.headers
         && *hmac_secret == old.hmac_secret
         && *routing_key == old.routing_key
+        && *group_interval == old.group_interval
+        && *slack_bot == old.slack_bot
 }
 
 #[cfg(test)]

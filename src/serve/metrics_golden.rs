@@ -494,6 +494,9 @@ fn extras(stats: &CanaryStats) -> Extras<'_> {
                     queue_depth: 3,
                     last_success: Some(t(5)),
                     last_failure: Some("HTTP 503".into()),
+                    held: 2,
+                    merged: 7,
+                    superseded: 1,
                 },
                 ReceiverStats {
                     receiver: "chat".into(),

@@ -37,6 +37,8 @@ pub struct WebhookStatus<'a> {
     pub failed_attempts: u64,
     pub dropped: u64,
     pub queue_depth: u64,
+    /// Incident updates waiting for the receiver's group interval.
+    pub held_updates: u64,
     pub last_success_at: Option<f64>,
     pub last_failure: Option<&'a str>,
 }
@@ -204,6 +206,7 @@ pub fn render<'a>(
                 failed_attempts: r.failed,
                 dropped: r.dropped,
                 queue_depth: r.queue_depth,
+                held_updates: r.held,
                 last_success_at: r.last_success.map(secs),
                 last_failure: r.last_failure.as_deref(),
             })

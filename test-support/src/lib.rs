@@ -2,9 +2,13 @@
 //!
 //! - [`fake_broker`]: an in-process Kafka broker whose answers a test scripts (the wire and
 //!   probe unit tests) or a benchmark precomputes (the probe fan-out benchmark);
+//! - [`fake_slack`]: Slack's Web API as far as the watchdog's Slack bot uses it
+//!   (`chat.postMessage`, `chat.update`), recording every call (the notify unit tests and
+//!   the Slack lab test);
 //! - [`watchdog`]: the real `kafka-watchdog` process started with a given config, waited for
 //!   until ready, read over its HTTP surface, killed when dropped (the integration tests and
 //!   the lab benchmarks).
 
 pub mod fake_broker;
+pub mod fake_slack;
 pub mod watchdog;

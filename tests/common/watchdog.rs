@@ -260,10 +260,12 @@ impl Receiver {
         }
     }
 
-    /// The webhook YAML block sending generic JSON here, for `extra_top_yaml`.
+    /// The webhook YAML block sending generic JSON here, for `extra_top_yaml`. Every
+    /// update goes at once (`group_interval_secs: 0`): these tests time detection, and
+    /// coalescing has tests of its own (tests/slack.rs, the notify unit tests).
     pub fn yaml(&self) -> String {
         format!(
-            "webhooks:\n  - name: test-sink\n    url: {}\n    format: generic\n    min_severity: info\n    repeat_interval_secs: 0\n",
+            "webhooks:\n  - name: test-sink\n    url: {}\n    format: generic\n    min_severity: info\n    repeat_interval_secs: 0\n    group_interval_secs: 0\n",
             self.url()
         )
     }

@@ -85,7 +85,7 @@ pub fn human(d: Duration) -> String {
     }
 }
 
-fn cut(s: &str, max_chars: usize) -> String {
+pub(super) fn cut(s: &str, max_chars: usize) -> String {
     if s.chars().count() <= max_chars {
         return s.to_string();
     }
@@ -103,7 +103,7 @@ fn subject_words(i: &Incident) -> String {
 }
 
 /// The headline of a message: what happened to the incident.
-fn headline(n: &Notification, now: SystemTime) -> String {
+pub(super) fn headline(n: &Notification, now: SystemTime) -> String {
     let i = &n.event.incident;
     let what = match n.event.kind {
         EventKind::Opened => "opened".to_string(),
@@ -184,7 +184,7 @@ pub fn generic(n: &Notification, ctx: &Context) -> Value {
 }
 
 /// Slack's mrkdwn treats these three as control characters.
-fn slack_escape(s: &str) -> String {
+pub(super) fn slack_escape(s: &str) -> String {
     s.replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")
@@ -192,7 +192,7 @@ fn slack_escape(s: &str) -> String {
 
 /// Slack's blocks have no colour bar of their own (that lives in legacy attachments, which
 /// Slack may collapse or hide), so severity shows as an emoji at the start of the headline.
-fn slack_marker(n: &Notification) -> &'static str {
+pub(super) fn slack_marker(n: &Notification) -> &'static str {
     if n.event.kind == EventKind::Resolved {
         return ":large_green_circle:";
     }
@@ -213,14 +213,40 @@ fn slack_code_block(label: &str, code: &str, max_chars: usize) -> String {
 }
 
 /// Slack's limits: 3000 characters of section text, 2000 per field.
-const SLACK_SECTION_MAX: usize = 3000;
+pub(super) const SLACK_SECTION_MAX: usize = 3000;
 
 /// A Slack incoming-webhook message: `text` (shown in notifications and where blocks
 /// cannot be) and top-level `blocks`, the headline led by a severity emoji (green once
 /// resolved).
 pub fn slack(n: &Notification, ctx: &Context) -> Value {
+    slack_message(n, ctx, headline(n, ctx.now))
+}
+
+/// The headline of a message that stands for the incident and is edited as it changes
+/// (Slack's Web API): its state, not the event; the changes go to its thread.
+fn state_headline(n: &Notification, now: SystemTime) -> String {
     let i = &n.event.incident;
-    let title = headline(n, ctx.now);
+    let what = if n.event.kind == EventKind::Resolved {
+        format!("resolved after {}", human(i.duration(now)))
+    } else {
+        "open".to_string()
+    };
+    format!(
+        "[{}] {} {}: {what}",
+        i.severity.as_str().to_uppercase(),
+        i.cluster,
+        i.kind.as_str().replace('_', " ")
+    )
+}
+
+/// The Slack message that stands for an incident (bot mode): posted when it opens and
+/// edited to show its current state, green once resolved. Same blocks as `slack`.
+pub fn slack_state(n: &Notification, ctx: &Context) -> Value {
+    slack_message(n, ctx, state_headline(n, ctx.now))
+}
+
+fn slack_message(n: &Notification, ctx: &Context, title: String) -> Value {
+    let i = &n.event.incident;
     let mut fields = vec![
         json!({"type": "mrkdwn", "text": format!("*Cluster*\n{}", slack_escape(&i.cluster))}),
         json!({"type": "mrkdwn", "text": format!("*Subject*\n{}", slack_escape(&subject_words(i)))}),

@@ -1,5 +1,5 @@
 //! Webhook delivery: notifications by receiver and outcome, the queue waiting per receiver,
-//! and the last successful delivery.
+//! the last successful delivery, and the updates held and coalesced per receiver.
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::registry::Registry;
@@ -19,6 +19,14 @@ pub struct DeliveryLabels {
     pub outcome: &'static str,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct CoalescedLabels {
+    pub receiver: String,
+    /// `merged` (sent inside a later message) or `superseded` (dropped: the incident
+    /// resolved first).
+    pub outcome: &'static str,
+}
+
 pub fn encode(reg: &mut Registry, stats: &NotifierStats) {
     let deliveries: CounterFamily<DeliveryLabels> = counter(
         reg,
@@ -35,6 +43,16 @@ pub fn encode(reg: &mut Registry, stats: &NotifierStats) {
         "webhook_last_success_timestamp_seconds",
         "Unix time of the receiver's last successful delivery",
     );
+    let held: GaugeFamily<ReceiverLabels> = gauge(
+        reg,
+        "webhook_updates_held",
+        "Incident updates waiting per receiver for its group interval",
+    );
+    let coalesced: CounterFamily<CoalescedLabels> = counter(
+        reg,
+        "webhook_coalesced_updates",
+        "Held incident updates by receiver and outcome (merged into a later message, superseded by the resolve)",
+    );
     for r in &stats.receivers {
         let receiver = || ReceiverLabels {
             receiver: r.receiver.clone(),
@@ -47,6 +65,14 @@ pub fn encode(reg: &mut Registry, stats: &NotifierStats) {
             deliveries.get_or_create(&labels).inc_by(n);
         }
         set(&depth, receiver(), r.queue_depth as f64);
+        set(&held, receiver(), r.held as f64);
+        for (outcome, n) in [("merged", r.merged), ("superseded", r.superseded)] {
+            let labels = CoalescedLabels {
+                receiver: r.receiver.clone(),
+                outcome,
+            };
+            coalesced.get_or_create(&labels).inc_by(n);
+        }
         if let Some(t) = r.last_success {
             set(&last, receiver(), secs(t));
         }

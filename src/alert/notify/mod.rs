@@ -4,9 +4,12 @@
 //!
 //! The path of an event: `submit` -> the in-memory inbox (spilled to `spool-inbox/` when
 //! full) -> the dispatcher, which decides per receiver whether and as what it is sent
-//! (`route`), writes a notification file to that receiver's spool and wakes its worker
-//! -> the worker, which sends the spool's files one at a time, oldest first, retrying
-//! with backoff until the receiver takes it or refuses it for good.
+//! (`route`) and whether it waits for the receiver's group interval (`coalesce`; held
+//! updates are kept in the spool's `held.json`), writes a notification file to that
+//! receiver's spool and wakes its worker -> the worker, which sends the spool's files one
+//! at a time, oldest first, retrying with backoff until the receiver takes it or refuses
+//! it for good. A Slack receiver with a bot token talks to Slack's Web API instead of
+//! making one POST (`slack_bot`): one message per incident, edited in place.
 //!
 //! Delivery is at least once. A notification leaves the spool only after the receiver
 //! answered 2xx (or refused it with a 4xx); if the daemon dies between the answer and the
@@ -14,9 +17,11 @@
 //! generic body's `notification_id` (or incident id + event + sequence); PagerDuty and
 //! Alertmanager deduplicate by themselves (dedup key, labels).
 
+mod coalesce;
 mod format;
 pub mod metrics;
 mod route;
+mod slack_bot;
 mod spool;
 mod worker;
 
@@ -36,6 +41,7 @@ use crate::alert::incident::{Incident, IncidentEvent};
 use crate::config::WebhookConfig;
 use crate::model::time::serde_ms;
 
+pub use coalesce::{is_escalation, Coalescer, Tally};
 pub use format::{
     alert_lifetime, alertmanager, generic, human, pagerduty, render, signature, slack, teams,
     Context, Request, GENERIC_SCHEMA_VERSION, ONE_SHOT_ALERT_LIFETIME, PAGERDUTY_SUMMARY_MAX,
@@ -113,6 +119,14 @@ pub struct ReceiverStats {
     pub last_success: Option<SystemTime>,
     /// Why the last attempt failed, for logs and `/status` (never a metric label).
     pub last_failure: Option<String>,
+    /// `webhook_updates_held`: updates waiting now for the group interval.
+    pub held: u64,
+    /// `webhook_coalesced_updates_total{outcome="merged"}`: held updates that went inside
+    /// a later message.
+    pub merged: u64,
+    /// `webhook_coalesced_updates_total{outcome="superseded"}`: held updates dropped
+    /// because their incident resolved.
+    pub superseded: u64,
 }
 
 impl ReceiverStats {
@@ -221,7 +235,12 @@ impl Notifier {
             let (spool, waiting) =
                 spool::Spool::open(&spool_root.join(spool::dir_name(&cfg.name)))?;
             clients.push(worker::client(cfg)?);
-            receivers.push(Arc::new(worker::Receiver::new(cfg.clone(), spool, waiting)));
+            receivers.push(Arc::new(worker::Receiver::new(
+                cfg.clone(),
+                spool,
+                waiting,
+                state_dir,
+            )));
         }
         warn_orphans(&spool_root, webhooks);
         let (inbox_spool, spilled) = spool::Spool::open(&state_dir.join("spool-inbox"))?;
@@ -391,7 +410,7 @@ impl NotifierHandle {
 
     /// Stops delivery: routes what was submitted, then keeps sending until every queue is
     /// empty or `deadline` passed. Whatever is left stays in the spools for the next
-    /// start. Events submitted afterwards go to the disk inbox, for the next start too.
+    /// start, and held updates in `held.json`, sent at once by the next start. Events submitted afterwards go to the disk inbox, for the next start too.
     pub async fn shutdown(&self, deadline: Duration) -> NotifierStats {
         let end = tokio::time::Instant::now() + deadline;
         lock(&self.shared.inbox).closed = true;

@@ -127,6 +127,43 @@ impl Spool {
     }
 }
 
+/// Updates a receiver holds for its group interval, beside its spool: its name is not a
+/// sequence number, so the queue never lists it.
+const HELD_FILE: &str = "held.json";
+
+impl Spool {
+    /// The held updates kept by an earlier run (none when there is no file).
+    pub fn read_held<T: DeserializeOwned>(&self) -> Result<Vec<T>, SpoolError> {
+        let path = self.dir.join(HELD_FILE);
+        match fs::read(&path) {
+            Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| SpoolError::Corrupt {
+                path,
+                detail: e.to_string(),
+            }),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(Vec::new()),
+            Err(source) => Err(SpoolError::Io { path, source }),
+        }
+    }
+
+    /// Replaces the held updates on disk; none removes the file.
+    pub fn write_held<T: Serialize>(&self, held: &[T]) -> Result<(), SpoolError> {
+        let path = self.dir.join(HELD_FILE);
+        if held.is_empty() {
+            return match fs::remove_file(&path) {
+                Err(e) if e.kind() != io::ErrorKind::NotFound => {
+                    Err(SpoolError::Io { path, source: e })
+                }
+                _ => Ok(()),
+            };
+        }
+        let bytes = serde_json::to_vec(held).map_err(|e| SpoolError::Io {
+            path: path.clone(),
+            source: io::Error::other(e),
+        })?;
+        write_atomic(&path, &bytes).map_err(|source| SpoolError::Io { path, source })
+    }
+}
+
 /// The spool directory name of a receiver. Receiver names are `[A-Za-z0-9_.-]`, so only
 /// `.` and `..` need care ('%' cannot occur in a name, so nothing collides with them).
 pub fn dir_name(receiver: &str) -> String {

@@ -107,6 +107,9 @@ fn hook(name: &str, url: &str, format: WebhookFormat) -> WebhookConfig {
         headers: BTreeMap::new(),
         hmac_secret: None,
         routing_key: (format == WebhookFormat::PagerDuty).then(|| Secret::new("R0UT1NGKEY")),
+        // Every update at once, as before coalescing; the coalescing tests set it.
+        group_interval: None,
+        slack_bot: None,
     }
 }
 
@@ -860,6 +863,241 @@ async fn a_busy_receiver_gets_no_reminders_and_a_restored_incident_waits_an_inte
         .is_empty());
 }
 
+// ---- coalescing, on injected time ----
+
+/// A non-escalating update of broker 2's incident (critical, as told), saying `change`.
+fn minor_update(change: &str, evidence: &str) -> IncidentEvent {
+    let mut e = updated(Severity::Critical, Severity::Critical, Severity::Critical);
+    e.incident.evidence = vec![evidence.into()];
+    e.changes = vec![change.into()];
+    e
+}
+
+fn secs(n: u64) -> Duration {
+    Duration::from_secs(n)
+}
+
+#[test]
+fn updates_within_the_group_interval_go_as_one_message_with_the_latest_state() {
+    let start = tokio::time::Instant::now();
+    let group = Some(secs(30));
+    let mut c = Coalescer::default();
+    let opened = event(
+        EventKind::Opened,
+        incident("lab", Some(2), Severity::Critical),
+    );
+    assert!(c.offer(0, group, opened.clone(), start).is_some());
+    c.sent(0, &opened, start);
+    let mut first = minor_update("rules: +slow_answers", "first");
+    first.previous.as_mut().unwrap().state = Some(BrokerState::Degraded);
+    assert_eq!(c.offer(0, group, first, start + secs(5)), None, "held");
+    let second = minor_update("partitions: +orders-2", "second");
+    assert_eq!(c.offer(0, group, second, start + secs(10)), None);
+    let third = minor_update("rules: +slow_answers", "third");
+    assert_eq!(c.offer(0, group, third, start + secs(12)), None);
+    assert_eq!(c.held_count(0), 3);
+    assert!(
+        c.due(start + secs(29)).is_empty(),
+        "30 s after the open, not before"
+    );
+    let due = c.due(start + secs(30));
+    assert_eq!(due.len(), 1, "one message for three updates");
+    let (r, merged) = &due[0];
+    assert_eq!(*r, 0);
+    assert_eq!(merged.kind, EventKind::Updated);
+    assert_eq!(merged.incident.evidence, ["third"], "the latest state");
+    assert_eq!(
+        merged.changes,
+        ["rules: +slow_answers", "partitions: +orders-2"],
+        "every change once, in order"
+    );
+    assert_eq!(
+        merged.previous.unwrap().state,
+        Some(BrokerState::Degraded),
+        "the state before the first held update: what the receiver last heard"
+    );
+    assert_eq!(c.held_count(0), 0);
+    assert_eq!(
+        c.take_tally(0),
+        Tally {
+            merged: 3,
+            superseded: 0
+        }
+    );
+    // The interval counts from the last message: an update right after it waits again.
+    c.sent(0, merged, start + secs(30));
+    assert_eq!(
+        c.offer(0, group, minor_update("x", "y"), start + secs(31)),
+        None
+    );
+    assert_eq!(c.due(start + secs(59)).len(), 0);
+    assert_eq!(c.due(start + secs(60)).len(), 1);
+}
+
+#[test]
+fn an_update_long_after_the_last_message_or_without_one_goes_at_once() {
+    let start = tokio::time::Instant::now();
+    let group = Some(secs(30));
+    let mut c = Coalescer::default();
+    // No message remembered (e.g. after a restart): nothing to wait for.
+    assert!(c.offer(0, group, minor_update("a", "a"), start).is_some());
+    let opened = event(
+        EventKind::Opened,
+        incident("lab", Some(2), Severity::Critical),
+    );
+    c.sent(0, &opened, start);
+    assert!(c
+        .offer(0, group, minor_update("b", "b"), start + secs(30))
+        .is_some());
+    // group_interval_secs: 0 sends every update at once.
+    c.sent(1, &opened, start);
+    assert!(c
+        .offer(1, None, minor_update("c", "c"), start + secs(1))
+        .is_some());
+    assert_eq!(c.held_count(0) + c.held_count(1), 0);
+}
+
+#[test]
+fn an_escalation_goes_at_once_and_takes_the_held_changes_with_it() {
+    let start = tokio::time::Instant::now();
+    let group = Some(secs(30));
+    let mut c = Coalescer::default();
+    let opened = event(
+        EventKind::Opened,
+        incident("lab", Some(2), Severity::Warning),
+    );
+    c.sent(0, &opened, start);
+    let mut minor = updated(Severity::Warning, Severity::Warning, Severity::Warning);
+    minor.changes = vec!["partitions: +orders-2".into()];
+    minor.previous.as_mut().unwrap().state = Some(BrokerState::Degraded);
+    assert_eq!(c.offer(0, group, minor, start + secs(2)), None);
+    let mut up = updated(Severity::Warning, Severity::Warning, Severity::Critical);
+    up.changes = vec!["severity: warning -> critical".into()];
+    assert!(is_escalation(&up));
+    let sent = c
+        .offer(0, group, up, start + secs(3))
+        .expect("an escalation is not held");
+    assert_eq!(sent.incident.severity, Severity::Critical);
+    assert_eq!(
+        sent.changes,
+        ["partitions: +orders-2", "severity: warning -> critical"]
+    );
+    assert_eq!(sent.previous.unwrap().state, Some(BrokerState::Degraded));
+    assert_eq!(c.held_count(0), 0);
+    assert!(c.due(start + secs(3600)).is_empty(), "nothing left to send");
+    assert_eq!(c.take_tally(0).merged, 1);
+    // Not an escalation: the same severity, or lower.
+    assert!(!is_escalation(&updated(
+        Severity::Critical,
+        Severity::Critical,
+        Severity::Warning
+    )));
+    assert!(!is_escalation(&minor_update("a", "b")));
+}
+
+#[test]
+fn a_resolve_goes_at_once_and_drops_the_held_update() {
+    let start = tokio::time::Instant::now();
+    let group = Some(secs(30));
+    let mut c = Coalescer::default();
+    let i = incident("lab", Some(2), Severity::Critical);
+    c.sent(0, &event(EventKind::Opened, i.clone()), start);
+    c.sent(1, &event(EventKind::Opened, i.clone()), start);
+    assert_eq!(
+        c.offer(0, group, minor_update("a", "a"), start + secs(1)),
+        None
+    );
+    assert_eq!(
+        c.offer(0, group, minor_update("b", "b"), start + secs(2)),
+        None
+    );
+    assert_eq!(
+        c.offer(1, group, minor_update("a", "a"), start + secs(1)),
+        None
+    );
+    let resolved = event(EventKind::Resolved, i.clone());
+    let sent = c.offer(0, group, resolved.clone(), start + secs(3));
+    assert_eq!(sent.map(|e| e.kind), Some(EventKind::Resolved));
+    // Receiver 1 does not hear resolves (send_resolved: false): forgetting the incident
+    // drops what it held as well.
+    c.forget(&i.id);
+    assert!(
+        c.due(start + secs(3600)).is_empty(),
+        "the update never follows the resolve"
+    );
+    assert_eq!(
+        c.take_tally(0),
+        Tally {
+            merged: 0,
+            superseded: 2
+        }
+    );
+    assert_eq!(c.take_tally(1).superseded, 1);
+    // Forgotten: a late update of it would not wait for anything.
+    assert!(c
+        .offer(0, group, minor_update("late", "late"), start + secs(4))
+        .is_some());
+}
+
+#[test]
+fn a_silence_drops_what_waited_for_the_incident() {
+    let start = tokio::time::Instant::now();
+    let mut c = Coalescer::default();
+    let i = incident("lab", Some(2), Severity::Critical);
+    c.sent(0, &event(EventKind::Opened, i.clone()), start);
+    assert_eq!(
+        c.offer(0, Some(secs(30)), minor_update("a", "a"), start),
+        None
+    );
+    c.drop_held(0, &i.id);
+    assert!(c.due(start + secs(30)).is_empty());
+    assert_eq!(c.take_tally(0).superseded, 1);
+}
+
+#[test]
+fn a_reminder_while_updates_wait_sends_the_updates_instead() {
+    let start = tokio::time::Instant::now();
+    let group = Some(secs(30));
+    let mut c = Coalescer::default();
+    let i = incident("lab", Some(2), Severity::Critical);
+    c.sent(0, &event(EventKind::Opened, i.clone()), start);
+    assert_eq!(
+        c.offer(0, group, minor_update("a", "a"), start + secs(1)),
+        None
+    );
+    let sent = c
+        .offer(
+            0,
+            group,
+            IncidentEvent::reminder(i.clone(), t(60)),
+            start + secs(2),
+        )
+        .unwrap();
+    assert_eq!(sent.kind, EventKind::Updated);
+    assert_eq!(sent.changes, ["a"]);
+    assert_eq!(c.held_count(0), 0);
+    // Without held updates a reminder is a reminder.
+    let plain = c
+        .offer(0, group, IncidentEvent::reminder(i, t(60)), start + secs(3))
+        .unwrap();
+    assert_eq!(plain.kind, EventKind::Reminder);
+}
+
+#[test]
+fn held_updates_restored_after_a_restart_go_at_the_first_look() {
+    let start = tokio::time::Instant::now();
+    let mut c = Coalescer::default();
+    c.restore(
+        0,
+        vec![minor_update("a", "a"), minor_update("b", "b")],
+        start,
+    );
+    assert_eq!(c.held_events(0).len(), 1, "one incident");
+    let due = c.due(start);
+    assert_eq!(due.len(), 1);
+    assert_eq!(due[0].1.changes, ["a", "b"]);
+}
+
 // ---- spool ----
 
 fn temp_dir(name: &str) -> PathBuf {
@@ -1386,6 +1624,143 @@ async fn reminders_repeat_while_open_and_stop_when_resolved() {
 }
 
 #[tokio::test]
+async fn a_receiver_hears_updates_within_its_group_interval_as_one_message() {
+    let rx = TestReceiver::start("127.0.0.1:0".parse().unwrap(), always(200)).await;
+    let dir = temp_dir("group");
+    let mut cfg = hook("grouped", &rx.url(), WebhookFormat::Generic);
+    let group = Duration::from_millis(300);
+    cfg.group_interval = Some(group);
+    let handle = Notifier::spawn_with(&[cfg], &dir, "wd-1", fast()).unwrap();
+    let i = incident("lab", Some(2), Severity::Critical);
+    handle.submit(vec![event(EventKind::Opened, i.clone())]);
+    rx.wait_delivered(1).await;
+    handle.submit(vec![minor_update("rules: +slow_answers", "first")]);
+    handle.submit(vec![minor_update("partitions: +orders-2", "second")]);
+    handle.submit(vec![minor_update("rules: +slow_answers", "third")]);
+    let got = rx.wait_delivered(2).await;
+    assert_eq!(got.len(), 2, "{got:?}");
+    assert_eq!(got[1]["event"], "updated");
+    assert_eq!(got[1]["evidence"], serde_json::json!(["third"]));
+    assert_eq!(
+        got[1]["changes"],
+        serde_json::json!(["rules: +slow_answers", "partitions: +orders-2"])
+    );
+    let hits = rx.hits();
+    let waited = hits[1].at.duration_since(hits[0].at);
+    assert!(
+        waited >= group - Duration::from_millis(50),
+        "held for the group interval: {waited:?}"
+    );
+    let stats = handle
+        .stats_when("the three updates merged", |s| s.receivers[0].merged == 3)
+        .await;
+    assert_eq!(
+        (stats.receivers[0].held, stats.receivers[0].superseded),
+        (0, 0)
+    );
+    // The resolve does not wait.
+    handle.submit(vec![event(EventKind::Resolved, i)]);
+    let got = rx.wait_delivered(3).await;
+    assert_eq!(got[2]["event"], "resolved");
+    handle.shutdown(Duration::from_secs(1)).await;
+    assert_eq!(rx.hits().len(), 3);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test]
+async fn a_resolve_drops_held_updates_and_held_updates_survive_a_restart() {
+    let rx = TestReceiver::start("127.0.0.1:0".parse().unwrap(), always(200)).await;
+    let dir = temp_dir("held");
+    let mut cfg = hook("grouped", &rx.url(), WebhookFormat::Generic);
+    cfg.group_interval = Some(Duration::from_secs(3600));
+    let held_file = dir.join("spool/grouped/held.json");
+    let handle = Notifier::spawn_with(std::slice::from_ref(&cfg), &dir, "wd-1", fast()).unwrap();
+    let i = incident("lab", Some(2), Severity::Critical);
+    handle.submit(vec![event(EventKind::Opened, i.clone())]);
+    rx.wait_delivered(1).await;
+    handle.submit(vec![minor_update("partitions: +orders-2", "x")]);
+    handle
+        .stats_when("the update held", |s| s.receivers[0].held == 1)
+        .await;
+    assert!(held_file.exists(), "held updates are kept on disk");
+    handle.submit(vec![event(EventKind::Resolved, i)]);
+    let got = rx.wait_delivered(2).await;
+    assert_eq!(got[1]["event"], "resolved");
+    let stats = handle
+        .stats_when("the held update superseded", |s| {
+            s.receivers[0].superseded == 1
+        })
+        .await;
+    assert_eq!(stats.receivers[0].held, 0);
+    assert!(!held_file.exists(), "nothing held, no file");
+
+    // A silence that begins while an update waits: the update does not go under it.
+    let k = incident("lab", Some(4), Severity::Critical);
+    handle.submit(vec![event(EventKind::Opened, k.clone())]);
+    rx.wait_delivered(3).await;
+    let mut waiting = event(EventKind::Updated, k.clone());
+    waiting.previous = Some(Previous {
+        severity: Severity::Critical,
+        peak_severity: Severity::Critical,
+        state: None,
+        notified_peak: Some(Severity::Critical),
+    });
+    waiting.changes = vec!["partitions: +orders-3".into()];
+    let mut silenced = waiting.clone();
+    silenced.incident.silenced = Some(crate::model::silence::SilenceMark {
+        id: "s-1".into(),
+        ends_at: t(3600),
+        comment: "maintenance".into(),
+    });
+    silenced.changes = vec!["silenced by s-1".into()];
+    handle.submit(vec![waiting]);
+    handle
+        .stats_when("the update held", |s| s.receivers[0].held == 1)
+        .await;
+    handle.submit(vec![silenced]);
+    handle
+        .stats_when("dropped by the silence", |s| {
+            s.receivers[0].superseded == 2 && s.receivers[0].held == 0
+        })
+        .await;
+    assert_eq!(rx.hits().len(), 3);
+
+    // Another incident: its update is held when delivery stops, and goes at once after
+    // the restart (when its last message went is not known any more).
+    let j = incident("lab", Some(3), Severity::Critical);
+    handle.submit(vec![event(EventKind::Opened, j.clone())]);
+    rx.wait_delivered(4).await;
+    let mut u = event(EventKind::Updated, j.clone());
+    u.previous = Some(Previous {
+        severity: Severity::Critical,
+        peak_severity: Severity::Critical,
+        state: None,
+        notified_peak: Some(Severity::Critical),
+    });
+    u.changes = vec!["suspects: +1".into()];
+    handle.submit(vec![u]);
+    handle
+        .stats_when("the second update held", |s| s.receivers[0].held == 1)
+        .await;
+    handle.shutdown(Duration::from_secs(1)).await;
+    assert!(held_file.exists());
+    assert_eq!(rx.hits().len(), 4, "held, not sent");
+    let second = Notifier::spawn_with(&[cfg], &dir, "wd-1", fast()).unwrap();
+    let got = rx.wait_delivered(5).await;
+    assert_eq!(got.len(), 5, "{got:?}");
+    assert_eq!(got[4]["event"], "updated");
+    assert_eq!(got[4]["broker_id"], 3);
+    assert_eq!(got[4]["changes"], serde_json::json!(["suspects: +1"]));
+    second
+        .stats_when("the held file emptied", |s| s.receivers[0].merged == 1)
+        .await;
+    second.shutdown(Duration::from_secs(1)).await;
+    assert!(!held_file.exists());
+    assert_eq!(rx.hits().len(), 5, "once");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test]
 async fn a_full_inbox_spills_to_disk_and_keeps_order() {
     let addr = free_addr();
     let dir = temp_dir("spill");
@@ -1476,4 +1851,499 @@ async fn the_lab_sink_receives_generic_notifications() {
     assert_eq!(got[0]["schema_version"], 1);
     handle.shutdown(Duration::from_secs(1)).await;
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+// ---- Slack's Web API (bot token) ----
+
+mod slack_web_api {
+    use super::*;
+    use crate::alert::notify::slack_bot::api::{self, Answer, Plan};
+    use crate::alert::notify::slack_bot::threads::{Thread, Threads, MAX_THREADS};
+    use crate::config::SlackBot;
+    use kafka_watchdog_test_support::fake_slack::{FakeSlack, Scripted, CHANNEL_ID};
+
+    const TOKEN: &str = "xoxb-test-token";
+
+    fn thread(ts: &str) -> Thread {
+        Thread {
+            channel: "C0OPS".into(),
+            ts: ts.into(),
+            dedup_key: "kafka-watchdog/lab/broker-2/broker".into(),
+        }
+    }
+
+    fn store(name: &str) -> (PathBuf, Threads) {
+        let dir = temp_dir(name);
+        let path = dir.join("slack/bot.json");
+        let t = Threads::load(&path);
+        (dir, t)
+    }
+
+    #[test]
+    fn the_first_message_shows_the_state_and_asks_for_no_previews() {
+        let n = note(
+            EventKind::Opened,
+            incident("lab", Some(2), Severity::Critical),
+        );
+        let v = api::post_body("#kafka-ops", &n, &ctx());
+        assert_eq!(v["channel"], "#kafka-ops");
+        assert_eq!(v["unfurl_links"], false);
+        let text = v["text"].as_str().unwrap();
+        assert!(text.starts_with("[CRITICAL] lab broker: open: "), "{text}");
+        assert!(v["blocks"].as_array().unwrap().len() >= 3);
+        assert!(v.get("ts").is_none() && v.get("thread_ts").is_none());
+    }
+
+    #[test]
+    fn an_edit_names_the_kept_message_and_turns_green_when_resolved() {
+        let n = note(
+            EventKind::Resolved,
+            incident("lab", Some(2), Severity::Critical),
+        );
+        let v = api::update_body(&thread("1700000000.000042"), &n, &ctx());
+        assert_eq!(v["channel"], "C0OPS");
+        assert_eq!(v["ts"], "1700000000.000042");
+        assert!(
+            v["text"]
+                .as_str()
+                .unwrap()
+                .starts_with("[CRITICAL] lab broker: resolved after 4m 10s"),
+            "{v}"
+        );
+        let head = v["blocks"][0]["text"]["text"].as_str().unwrap();
+        assert!(head.starts_with(":large_green_circle:"), "{head}");
+    }
+
+    #[test]
+    fn a_thread_reply_says_what_changed() {
+        let mut n = note(
+            EventKind::Updated,
+            incident("lab", Some(2), Severity::Critical),
+        );
+        n.event.changes = vec![
+            "rules: +slow<answers>".into(),
+            "partitions: +orders-2".into(),
+        ];
+        let v = api::reply_body(&thread("1.000001"), &n, &ctx());
+        assert_eq!(v["thread_ts"], "1.000001");
+        assert_eq!(v["channel"], "C0OPS");
+        assert!(v.get("reply_broadcast").is_none());
+        assert_eq!(
+            v["text"],
+            ":red_circle: *Updated* (critical)\n• rules: +slow&lt;answers&gt;\n• partitions: +orders-2"
+        );
+        let text = |kind| {
+            api::reply_text(
+                &note(kind, incident("lab", Some(2), Severity::Critical)),
+                t(300),
+            )
+        };
+        assert_eq!(
+            text(EventKind::Resolved),
+            ":large_green_circle: *Resolved* after 4m 10s"
+        );
+        assert_eq!(
+            text(EventKind::Reminder),
+            ":red_circle: *Still open* after 5m 00s"
+        );
+        let mut acted = note(
+            EventKind::Acted,
+            incident("lab", Some(2), Severity::Critical),
+        );
+        acted.event.incident.kind = FindingKind::Remediation;
+        let v = api::reply_body(&thread("1.000001"), &acted, &ctx());
+        assert_eq!(
+            v["reply_broadcast"], true,
+            "what remediation did goes to the channel too"
+        );
+        assert!(v["text"].as_str().unwrap().contains("command run"), "{v}");
+    }
+
+    #[test]
+    fn plans_post_first_then_edit_and_reply_and_forget_at_the_resolve() {
+        let (dir, mut threads) = store("plans");
+        let i = incident("lab", Some(2), Severity::Critical);
+        let n = |kind| note(kind, i.clone());
+        assert_eq!(
+            api::plan(&n(EventKind::Opened), &threads),
+            Plan::Post { keep: true }
+        );
+        assert_eq!(
+            api::plan(&n(EventKind::Updated), &threads),
+            Plan::Post { keep: true },
+            "no message yet: one of its own, kept"
+        );
+        assert_eq!(
+            api::plan(&n(EventKind::Resolved), &threads),
+            Plan::Post { keep: false }
+        );
+        threads.keep(&i.id, thread("5.000001"));
+        let edit = |reply, forget| Plan::Edit {
+            thread: thread("5.000001"),
+            reply,
+            forget,
+        };
+        assert_eq!(
+            api::plan(&n(EventKind::Updated), &threads),
+            edit(true, false)
+        );
+        assert_eq!(
+            api::plan(&n(EventKind::Reminder), &threads),
+            edit(true, false)
+        );
+        assert_eq!(
+            api::plan(&n(EventKind::Resolved), &threads),
+            edit(true, true)
+        );
+        assert_eq!(
+            api::plan(&n(EventKind::Opened), &threads),
+            edit(false, false),
+            "an open sent again edits, it does not post twice"
+        );
+        // A remediation replies in its broker's thread, found by the dedup key.
+        let mut acted = incident("lab", Some(2), Severity::Critical);
+        acted.id = "kw-remediation".into();
+        acted.kind = FindingKind::Remediation;
+        acted.dedup_key = "kafka-watchdog/lab/broker-2/remediation".into();
+        assert_eq!(
+            api::plan(&note(EventKind::Acted, acted.clone()), &threads),
+            Plan::Reply {
+                thread: thread("5.000001")
+            }
+        );
+        acted.broker = Some(3);
+        acted.subject = Subject::Broker(3);
+        assert_eq!(
+            api::plan(&note(EventKind::Acted, acted), &threads),
+            Plan::Post { keep: false }
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn slack_answers_are_judged_by_their_body() {
+        let cap = Duration::from_secs(900);
+        let j = |method, status, ra, body: &str| {
+            api::judge(method, status, ra, body.as_bytes(), t(0), cap)
+        };
+        assert_eq!(
+            j(
+                api::POST_MESSAGE,
+                200,
+                None,
+                r#"{"ok":true,"channel":"C1","ts":"1.2"}"#
+            ),
+            Answer::Ok {
+                channel: "C1".into(),
+                ts: "1.2".into()
+            }
+        );
+        assert_eq!(
+            j(
+                api::POST_MESSAGE,
+                200,
+                Some("12"),
+                r#"{"ok":false,"error":"ratelimited"}"#
+            ),
+            Answer::Retry {
+                after: Some(Duration::from_secs(12)),
+                why: "chat.postMessage: ratelimited".into()
+            }
+        );
+        assert!(matches!(
+            j(api::UPDATE, 429, Some("3"), ""),
+            Answer::Retry { after: Some(d), .. } if d == Duration::from_secs(3)
+        ));
+        assert!(matches!(
+            j(api::UPDATE, 503, None, ""),
+            Answer::Retry { after: None, .. }
+        ));
+        assert!(matches!(
+            j(
+                api::UPDATE,
+                200,
+                None,
+                r#"{"ok":false,"error":"internal_error"}"#
+            ),
+            Answer::Retry { .. }
+        ));
+        assert_eq!(
+            j(
+                api::UPDATE,
+                200,
+                None,
+                r#"{"ok":false,"error":"message_not_found"}"#
+            ),
+            Answer::Gone {
+                why: "chat.update: message_not_found".into()
+            }
+        );
+        assert_eq!(
+            j(
+                api::POST_MESSAGE,
+                200,
+                None,
+                r#"{"ok":false,"error":"message_not_found"}"#
+            ),
+            Answer::Refused {
+                why: "chat.postMessage: message_not_found".into()
+            },
+            "only an edit can find its message gone"
+        );
+        assert_eq!(
+            j(
+                api::POST_MESSAGE,
+                200,
+                None,
+                r#"{"ok":false,"error":"invalid_auth"}"#
+            ),
+            Answer::Refused {
+                why: "chat.postMessage: invalid_auth".into()
+            }
+        );
+        assert!(matches!(
+            j(api::POST_MESSAGE, 404, None, "nope"),
+            Answer::Refused { .. }
+        ));
+        assert!(matches!(
+            j(api::POST_MESSAGE, 200, None, "<html>proxy</html>"),
+            Answer::Refused { why } if why.contains("without a JSON answer")
+        ));
+        assert!(matches!(
+            j(api::POST_MESSAGE, 200, None, r#"{"ok":true}"#),
+            Answer::Refused { .. }
+        ));
+    }
+
+    #[test]
+    fn kept_messages_survive_a_reload_and_stay_bounded() {
+        let (dir, mut threads) = store("threads");
+        threads.keep("kw-a", thread("10.000001"));
+        threads::save(threads.path(), &threads.bytes()).unwrap();
+        let again = Threads::load(threads.path());
+        assert_eq!(again.get("kw-a"), Some(&thread("10.000001")));
+        assert_eq!(
+            again
+                .by_dedup_key("kafka-watchdog/lab/broker-2/broker")
+                .map(|t| t.ts.as_str()),
+            Some("10.000001")
+        );
+        assert!(threads.forget("kw-a"));
+        assert!(!threads.forget("kw-a"), "nothing to save");
+        for k in 0..=MAX_THREADS {
+            threads.keep(&format!("kw-{k}"), thread(&format!("{}.000001", 100 + k)));
+        }
+        assert_eq!(threads.len(), MAX_THREADS);
+        assert!(
+            threads.get("kw-0").is_none(),
+            "the oldest message forgotten"
+        );
+        assert!(threads.get(&format!("kw-{MAX_THREADS}")).is_some());
+        std::fs::write(threads.path(), b"{broken").unwrap();
+        assert_eq!(
+            Threads::load(threads.path()).len(),
+            0,
+            "a corrupt file is set aside"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    use crate::alert::notify::slack_bot::threads;
+
+    fn bot_hook(fake: &FakeSlack) -> WebhookConfig {
+        let mut h = hook("bot", &fake.base_url(), WebhookFormat::Slack);
+        h.slack_bot = Some(SlackBot {
+            token: Secret::new(TOKEN),
+            channel: "#kafka-ops".into(),
+        });
+        h
+    }
+
+    async fn fake() -> FakeSlack {
+        FakeSlack::start("127.0.0.1:0".parse().unwrap(), TOKEN)
+            .await
+            .unwrap()
+    }
+
+    async fn calls(
+        fake: &FakeSlack,
+        n: usize,
+    ) -> Vec<kafka_watchdog_test_support::fake_slack::Call> {
+        fake.calls_when(Duration::from_secs(10), |c| c.len() >= n)
+            .await
+            .unwrap_or_else(|| panic!("{n} calls: {:#?}", fake.calls()))
+    }
+
+    fn kept(dir: &std::path::Path) -> Value {
+        serde_json::from_slice(&std::fs::read(dir.join("slack/bot.json")).unwrap()).unwrap()
+    }
+
+    fn minor(i: &Incident, change: &str) -> IncidentEvent {
+        let mut e = event(EventKind::Updated, i.clone());
+        e.previous = Some(Previous {
+            severity: i.severity,
+            peak_severity: i.severity,
+            state: i.state,
+            notified_peak: Some(i.severity),
+        });
+        e.changes = vec![change.into()];
+        e
+    }
+
+    #[tokio::test]
+    async fn an_incident_is_one_message_edited_in_place_with_its_changes_in_the_thread() {
+        let fake = fake().await;
+        let dir = temp_dir("slack-bot");
+        let handle = Notifier::spawn_with(&[bot_hook(&fake)], &dir, "wd-1", fast()).unwrap();
+        let i = incident("lab", Some(2), Severity::Critical);
+        handle.submit(vec![event(EventKind::Opened, i.clone())]);
+        let c = calls(&fake, 1).await;
+        assert_eq!(c[0].method, "chat.postMessage");
+        assert_eq!(c[0].path, "/api/chat.postMessage");
+        assert_eq!(
+            c[0].authorization.as_deref(),
+            Some("Bearer xoxb-test-token")
+        );
+        assert_eq!(
+            c[0].content_type.as_deref(),
+            Some("application/json; charset=utf-8")
+        );
+        assert_eq!(c[0].body["channel"], "#kafka-ops");
+        let ts = c[0].answer["ts"].as_str().unwrap().to_string();
+        handle
+            .stats_when("the open delivered", |s| s.receivers[0].ok == 1)
+            .await;
+        assert_eq!(kept(&dir)["threads"][&i.id]["ts"], ts.as_str());
+        assert_eq!(kept(&dir)["threads"][&i.id]["channel"], CHANNEL_ID);
+
+        handle.submit(vec![minor(&i, "partitions: +orders-2")]);
+        let c = calls(&fake, 3).await;
+        assert_eq!(c[1].method, "chat.update");
+        assert_eq!(c[1].body["ts"], ts.as_str(), "the first message is edited");
+        assert_eq!(
+            c[1].body["channel"], CHANNEL_ID,
+            "in the channel Slack named"
+        );
+        assert_eq!(c[2].method, "chat.postMessage");
+        assert_eq!(c[2].body["thread_ts"], ts.as_str());
+        assert!(c[2].body["text"]
+            .as_str()
+            .unwrap()
+            .contains("partitions: +orders-2"));
+
+        handle.submit(vec![event(EventKind::Resolved, i.clone())]);
+        let c = calls(&fake, 5).await;
+        assert_eq!(c[3].method, "chat.update");
+        assert_eq!(c[3].body["ts"], ts.as_str());
+        assert!(c[3].body["text"]
+            .as_str()
+            .unwrap()
+            .contains("resolved after"));
+        assert_eq!(c[4].body["thread_ts"], ts.as_str());
+        let stats = handle
+            .stats_when("three delivered", |s| s.receivers[0].ok == 3)
+            .await;
+        assert_eq!(stats.receivers[0].dropped, 0);
+        assert!(
+            kept(&dir)["threads"].as_object().unwrap().is_empty(),
+            "the resolved incident's message is forgotten"
+        );
+        assert_eq!(fake.messages().len(), 1, "one message in the channel");
+        assert_eq!(fake.messages()[0].replies.len(), 2);
+        handle.shutdown(Duration::from_secs(1)).await;
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[tokio::test]
+    async fn after_a_restart_the_resolve_edits_the_first_message() {
+        let fake = fake().await;
+        let dir = temp_dir("slack-restart");
+        let first = Notifier::spawn_with(&[bot_hook(&fake)], &dir, "wd-1", fast()).unwrap();
+        let i = incident("lab", Some(2), Severity::Critical);
+        first.submit(vec![event(EventKind::Opened, i.clone())]);
+        first
+            .stats_when("the open delivered", |s| s.receivers[0].ok == 1)
+            .await;
+        first.shutdown(Duration::from_secs(1)).await;
+        let ts = fake.calls()[0].answer["ts"].as_str().unwrap().to_string();
+
+        let second = Notifier::spawn_with(&[bot_hook(&fake)], &dir, "wd-1", fast()).unwrap();
+        second.submit(vec![event(EventKind::Resolved, i)]);
+        let c = calls(&fake, 3).await;
+        assert_eq!(c[1].method, "chat.update");
+        assert_eq!(c[1].body["ts"], ts.as_str());
+        assert_eq!(c[1].answer["ok"], true);
+        assert_eq!(c[2].body["thread_ts"], ts.as_str());
+        second.shutdown(Duration::from_secs(1)).await;
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[tokio::test]
+    async fn a_message_gone_is_posted_anew_and_the_new_one_is_edited_from_then_on() {
+        let fake = fake().await;
+        let dir = temp_dir("slack-gone");
+        let handle = Notifier::spawn_with(&[bot_hook(&fake)], &dir, "wd-1", fast()).unwrap();
+        let i = incident("lab", Some(2), Severity::Critical);
+        handle.submit(vec![event(EventKind::Opened, i.clone())]);
+        calls(&fake, 1).await;
+        fake.script("chat.update", vec![Scripted::Error("message_not_found")]);
+        handle.submit(vec![minor(&i, "a")]);
+        let c = calls(&fake, 3).await;
+        assert_eq!(c[1].answer["error"], "message_not_found");
+        assert_eq!(c[2].method, "chat.postMessage");
+        assert!(c[2].body.get("thread_ts").is_none(), "a new top message");
+        let new_ts = c[2].answer["ts"].as_str().unwrap().to_string();
+        handle.submit(vec![minor(&i, "b")]);
+        let c = calls(&fake, 5).await;
+        assert_eq!(c[3].method, "chat.update");
+        assert_eq!(c[3].body["ts"], new_ts.as_str());
+        assert_eq!(c[4].body["thread_ts"], new_ts.as_str());
+        let stats = handle.shutdown(Duration::from_secs(1)).await;
+        assert_eq!((stats.receivers[0].ok, stats.receivers[0].dropped), (3, 0));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[tokio::test]
+    async fn rate_limits_are_retried_and_other_refusals_dropped_and_counted() {
+        let fake = fake().await;
+        let dir = temp_dir("slack-limits");
+        let handle = Notifier::spawn_with(&[bot_hook(&fake)], &dir, "wd-1", fast()).unwrap();
+        fake.script(
+            "chat.postMessage",
+            vec![
+                Scripted::Status(429, Some("0")),
+                Scripted::Error("ratelimited"),
+                Scripted::Error("not_in_channel"),
+            ],
+        );
+        handle.submit(events(2));
+        let c = calls(&fake, 4).await;
+        let answers: Vec<&Value> = c.iter().map(|c| &c.answer).collect();
+        assert_eq!(answers[0]["status"], 429);
+        assert_eq!(answers[1]["error"], "ratelimited");
+        assert_eq!(answers[2]["error"], "not_in_channel");
+        assert_eq!(answers[3]["ok"], true);
+        assert_eq!(
+            c[2].body["blocks"], c[0].body["blocks"],
+            "retried, then refused: the same message"
+        );
+        let stats = handle
+            .stats_when("one dropped, one delivered", |s| {
+                s.receivers[0].ok == 1 && s.receivers[0].dropped == 1
+            })
+            .await;
+        let r = &stats.receivers[0];
+        assert_eq!(r.failed, 2);
+        assert_eq!(
+            r.last_failure.as_deref(),
+            Some("chat.postMessage: not_in_channel")
+        );
+        assert_eq!(
+            kept(&dir)["threads"].as_object().unwrap().len(),
+            1,
+            "only the delivered incident has a message"
+        );
+        handle.shutdown(Duration::from_secs(1)).await;
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }

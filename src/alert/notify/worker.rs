@@ -2,6 +2,7 @@
 //! and one worker per receiver that empties its spool in order.
 
 use std::collections::VecDeque;
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
@@ -9,11 +10,13 @@ use reqwest::header::{HeaderMap, HeaderName, HeaderValue, RETRY_AFTER};
 use tokio::sync::{watch, Notify};
 use tokio::time::Instant;
 
-use crate::alert::incident::IncidentEvent;
+use crate::alert::incident::{EventKind, IncidentEvent};
 use crate::config::WebhookConfig;
 
+use super::coalesce::{Coalescer, Tally};
 use super::format::{self, Context};
 use super::route::{self, Outcome, Reminders};
+use super::slack_bot::Bot;
 use super::spool::Spool;
 use super::{lock, Input, Notification, NotifyError, ReceiverStats, Shared};
 
@@ -27,6 +30,10 @@ struct Counters {
     dropped: u64,
     last_success: Option<SystemTime>,
     last_failure: Option<String>,
+    /// Updates held now for the group interval.
+    held: u64,
+    merged: u64,
+    superseded: u64,
 }
 
 pub(super) struct Receiver {
@@ -36,16 +43,23 @@ pub(super) struct Receiver {
     queue: Mutex<VecDeque<u64>>,
     wake: Notify,
     counters: Mutex<Counters>,
+    /// Slack's Web API instead of one POST per notification.
+    pub slack: Option<Bot>,
 }
 
 impl Receiver {
-    pub fn new(cfg: WebhookConfig, spool: Spool, waiting: Vec<u64>) -> Self {
+    pub fn new(cfg: WebhookConfig, spool: Spool, waiting: Vec<u64>, state_dir: &Path) -> Self {
+        let slack = cfg
+            .slack_bot
+            .as_ref()
+            .and_then(|b| Bot::new(&cfg, b, state_dir));
         Receiver {
             cfg,
             spool: Arc::new(spool),
             queue: Mutex::new(waiting.into()),
             wake: Notify::new(),
             counters: Mutex::new(Counters::default()),
+            slack,
         }
     }
 
@@ -61,6 +75,9 @@ impl Receiver {
             queue_depth: lock(&self.queue).len() as u64,
             last_success: c.last_success,
             last_failure: c.last_failure.clone(),
+            held: c.held,
+            merged: c.merged,
+            superseded: c.superseded,
         }
     }
 
@@ -90,16 +107,129 @@ async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> 
     tokio::task::spawn_blocking(f).await.ok()
 }
 
+/// The dispatcher's memory: reminders due, updates held per receiver, and what of the
+/// held updates is on disk.
+struct Router {
+    reminders: Reminders,
+    coalescer: Coalescer,
+    /// Per receiver, the held updates as its `held.json` has them.
+    held_on_disk: Vec<Vec<IncidentEvent>>,
+}
+
+impl Router {
+    /// Takes over the updates an earlier run held: they go at the first look.
+    async fn restore(shared: &Arc<Shared>) -> Router {
+        let s = shared.clone();
+        let on_disk: Vec<Vec<IncidentEvent>> = blocking(move || {
+            s.receivers
+                .iter()
+                .map(|r| {
+                    r.spool.read_held().unwrap_or_else(|e| {
+                        tracing::error!(receiver = %r.cfg.name, error = %e, "unreadable held updates dropped");
+                        Vec::new()
+                    })
+                })
+                .collect()
+        })
+        .await
+        .unwrap_or_default();
+        let mut coalescer = Coalescer::default();
+        let now = Instant::now();
+        for (idx, held) in on_disk.iter().enumerate() {
+            coalescer.restore(idx, held.clone(), now);
+        }
+        Router {
+            reminders: Reminders::default(),
+            coalescer,
+            held_on_disk: on_disk,
+        }
+    }
+
+    /// Offers `ev` to receiver `idx`'s coalescing; what goes now is added to `out`.
+    fn offer(
+        &mut self,
+        shared: &Shared,
+        idx: usize,
+        ev: IncidentEvent,
+        now: Instant,
+        out: &mut Vec<(usize, IncidentEvent)>,
+    ) {
+        let group = shared.receivers[idx].cfg.group_interval;
+        if let Some(ev) = self.coalescer.offer(idx, group, ev, now) {
+            self.sent(idx, ev, now, out);
+        }
+    }
+
+    fn sent(
+        &mut self,
+        idx: usize,
+        ev: IncidentEvent,
+        now: Instant,
+        out: &mut Vec<(usize, IncidentEvent)>,
+    ) {
+        // A resolved incident has no reminders left to count toward; a one-shot event
+        // has none at all.
+        if ev.kind != EventKind::Resolved && !ev.kind.is_one_shot() {
+            self.reminders.sent(idx, &ev.incident.id, now);
+        }
+        self.coalescer.sent(idx, &ev, now);
+        out.push((idx, ev));
+    }
+
+    /// Reminders due and held updates whose interval has passed.
+    fn tick(&mut self, shared: &Shared) -> Vec<(usize, IncidentEvent)> {
+        let now = Instant::now();
+        let receivers: Vec<&WebhookConfig> = shared.receivers.iter().map(|r| &r.cfg).collect();
+        let idle: Vec<bool> = shared.receivers.iter().map(|r| r.idle()).collect();
+        let due = self
+            .reminders
+            .due(&receivers, &idle, now, SystemTime::now());
+        let mut out = Vec::new();
+        for (idx, ev) in due {
+            self.offer(shared, idx, ev, now, &mut out);
+        }
+        for (idx, ev) in self.coalescer.due(now) {
+            self.sent(idx, ev, now, &mut out);
+        }
+        out
+    }
+
+    /// The coalescing counts since the last call, and what each receiver holds now.
+    fn tally(&mut self, receivers: usize) -> Vec<(Tally, u64)> {
+        (0..receivers)
+            .map(|idx| {
+                (
+                    self.coalescer.take_tally(idx),
+                    self.coalescer.held_count(idx),
+                )
+            })
+            .collect()
+    }
+}
+
+/// Adds the coalescing counts to the receivers' stats; true when any changed.
+fn count(shared: &Shared, tallies: Vec<(Tally, u64)>) -> bool {
+    let mut changed = false;
+    for (r, (t, held)) in shared.receivers.iter().zip(tallies) {
+        let mut c = lock(&r.counters);
+        changed |= t != Tally::default() || c.held != held;
+        c.merged += t.merged;
+        c.superseded += t.superseded;
+        c.held = held;
+    }
+    changed
+}
+
 /// Routes events to receivers until `stop`, then routes what is left and returns.
 pub(super) async fn dispatch(shared: Arc<Shared>, mut stop: watch::Receiver<bool>) {
-    let mut reminders = Reminders::default();
+    let mut router = Router::restore(&shared).await;
     let mut tick = tokio::time::interval(shared.settings.reminder_check);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut stopping = false;
     loop {
         let items = next_items(&shared).await;
         if !items.is_empty() {
-            route_all(&shared, &mut reminders, items).await;
+            route_all(&shared, &mut router, items).await;
             continue;
         }
         if stopping || *stop.borrow() {
@@ -108,10 +238,8 @@ pub(super) async fn dispatch(shared: Arc<Shared>, mut stop: watch::Receiver<bool
         tokio::select! {
             _ = shared.wake.notified() => {}
             _ = tick.tick() => {
-                let receivers: Vec<&WebhookConfig> = shared.receivers.iter().map(|r| &r.cfg).collect();
-                let idle: Vec<bool> = shared.receivers.iter().map(|r| r.idle()).collect();
-                let due = reminders.due(&receivers, &idle, Instant::now(), SystemTime::now());
-                enqueue(&shared, &mut reminders, due).await;
+                let out = router.tick(&shared);
+                enqueue(&shared, &mut router, out).await;
             }
             // An error: every handle is gone, nothing more can come.
             changed = stop.changed() => stopping = changed.is_err() || *stop.borrow(),
@@ -168,75 +296,147 @@ async fn next_items(shared: &Arc<Shared>) -> Vec<Input> {
     .unwrap_or_default()
 }
 
-async fn route_all(shared: &Arc<Shared>, reminders: &mut Reminders, items: Vec<Input>) {
+async fn route_all(shared: &Arc<Shared>, router: &mut Router, items: Vec<Input>) {
     let mut out = Vec::new();
+    let now = Instant::now();
     for item in items {
         match item {
-            Input::Restore(incidents) => reminders.restore(incidents),
+            Input::Restore(incidents) => router.reminders.restore(incidents),
             Input::Event(ev) => {
-                reminders.record(&ev);
+                router.reminders.record(&ev);
                 for (idx, r) in shared.receivers.iter().enumerate() {
-                    if let Some(kind) = route::route(&r.cfg, &ev) {
-                        let mut as_sent = ev.as_ref().clone();
-                        as_sent.kind = kind;
-                        out.push((idx, as_sent));
+                    match route::route(&r.cfg, &ev) {
+                        Some(kind) => {
+                            let mut as_sent = ev.as_ref().clone();
+                            as_sent.kind = kind;
+                            router.offer(shared, idx, as_sent, now, &mut out);
+                        }
+                        None if ev.incident.silenced.is_some() => {
+                            router.coalescer.drop_held(idx, &ev.incident.id);
+                        }
+                        None => {}
                     }
+                }
+                if ev.kind == EventKind::Resolved {
+                    router.coalescer.forget(&ev.incident.id);
                 }
             }
         }
     }
-    *lock(&shared.open_incidents) = reminders.open_count() as u64;
-    enqueue(shared, reminders, out).await;
+    *lock(&shared.open_incidents) = router.reminders.open_count() as u64;
+    enqueue(shared, router, out).await;
 }
 
-/// Writes each notification to its receiver's spool, then queues it and wakes the worker.
-async fn enqueue(
+/// What a receiver's `held.json` says while its batch is spooled: what it holds now,
+/// and what it held before that goes out in this batch, so that a crash between the two
+/// writes sends it again rather than losing it. An update dropped for a resolve is gone
+/// from it before the resolve is spooled, so that no restart sends it after the resolve.
+fn held_while_spooling(
+    before: &[IncidentEvent],
+    after: &[IncidentEvent],
+    out: &[(usize, IncidentEvent)],
+    idx: usize,
+) -> Vec<IncidentEvent> {
+    let mut during = after.to_vec();
+    for b in before {
+        let id = &b.incident.id;
+        let still_held = after.iter().any(|a| &a.incident.id == id);
+        let going = out
+            .iter()
+            .any(|(i, o)| *i == idx && &o.incident.id == id && o.kind != EventKind::Resolved);
+        if !still_held && going {
+            during.push(b.clone());
+        }
+    }
+    during
+}
+
+/// Writes each notification to its receiver's spool, then queues it and wakes the worker;
+/// keeps each receiver's held updates on disk in step (see `held_while_spooling`).
+async fn enqueue(shared: &Arc<Shared>, router: &mut Router, out: Vec<(usize, IncidentEvent)>) {
+    let tallies = router.tally(shared.receivers.len());
+    let mut held_writes = Vec::new();
+    for idx in 0..shared.receivers.len() {
+        let before = &router.held_on_disk[idx];
+        let after = router.coalescer.held_events(idx);
+        if *before == after {
+            continue;
+        }
+        let during = held_while_spooling(before, &after, &out, idx);
+        held_writes.push((idx, during, after.clone()));
+        router.held_on_disk[idx] = after;
+    }
+    if !out.is_empty() || !held_writes.is_empty() {
+        write_all(shared, out, held_writes).await;
+    }
+    // Counted after the files are written, so what reads the counts finds the disk in step.
+    if count(shared, tallies) {
+        shared.progress.send_replace(());
+    }
+}
+
+type HeldWrite = (usize, Vec<IncidentEvent>, Vec<IncidentEvent>);
+
+async fn write_all(
     shared: &Arc<Shared>,
-    reminders: &mut Reminders,
     out: Vec<(usize, IncidentEvent)>,
+    held_writes: Vec<HeldWrite>,
 ) {
-    if out.is_empty() {
-        return;
-    }
-    let now = Instant::now();
-    for (idx, ev) in &out {
-        reminders.sent(*idx, &ev.incident.id, now);
-    }
     let s = shared.clone();
     blocking(move || {
-        for (idx, event) in out {
+        let write_held = |idx: usize, held: &[IncidentEvent]| {
             let r = &s.receivers[idx];
-            if lock(&r.queue).len() >= s.settings.max_queued {
-                tracing::error!(
-                    receiver = %r.cfg.name,
-                    queued = s.settings.max_queued,
-                    incident = %event.incident.id,
-                    event = event.kind.as_str(),
-                    "webhook queue full: notification dropped"
-                );
-                lock(&r.counters).dropped += 1;
-                continue;
+            if let Err(e) = r.spool.write_held(held) {
+                // In memory they are still held and go when due; only a restart would
+                // forget them.
+                tracing::error!(receiver = %r.cfg.name, error = %e, "cannot keep held updates on disk");
             }
-            let seq = r.spool.reserve();
-            let n = Notification {
-                sequence: seq,
-                receiver: r.cfg.name.clone(),
-                event,
-                queued_at: SystemTime::now(),
-            };
-            match r.spool.write(seq, &n) {
-                Ok(()) => {
-                    lock(&r.queue).push_back(seq);
-                    r.wake.notify_one();
-                }
-                Err(e) => {
-                    tracing::error!(receiver = %r.cfg.name, error = %e, "cannot spool a notification: dropped");
-                    lock(&r.counters).dropped += 1;
-                }
+        };
+        for (idx, during, _) in &held_writes {
+            write_held(*idx, during);
+        }
+        spool_all(&s, out);
+        for (idx, during, after) in &held_writes {
+            if during != after {
+                write_held(*idx, after);
             }
         }
     })
     .await;
+}
+
+fn spool_all(s: &Shared, out: Vec<(usize, IncidentEvent)>) {
+    for (idx, event) in out {
+        let r = &s.receivers[idx];
+        if lock(&r.queue).len() >= s.settings.max_queued {
+            tracing::error!(
+                receiver = %r.cfg.name,
+                queued = s.settings.max_queued,
+                incident = %event.incident.id,
+                event = event.kind.as_str(),
+                "webhook queue full: notification dropped"
+            );
+            lock(&r.counters).dropped += 1;
+            continue;
+        }
+        let seq = r.spool.reserve();
+        let n = Notification {
+            sequence: seq,
+            receiver: r.cfg.name.clone(),
+            event,
+            queued_at: SystemTime::now(),
+        };
+        match r.spool.write(seq, &n) {
+            Ok(()) => {
+                lock(&r.queue).push_back(seq);
+                r.wake.notify_one();
+            }
+            Err(e) => {
+                tracing::error!(receiver = %r.cfg.name, error = %e, "cannot spool a notification: dropped");
+                lock(&r.counters).dropped += 1;
+            }
+        }
+    }
 }
 
 /// Sends one receiver's spool, oldest first, until `stop` and an empty queue.
@@ -275,16 +475,22 @@ pub(super) async fn work(
             }
             None => continue,
         };
-        let request = format::render(
-            &r.cfg,
-            &n,
-            &Context {
-                instance_id: &shared.sender.instance_id,
-                now: SystemTime::now(),
-                status_url: shared.sender.status_url.as_deref(),
-            },
-        );
-        match send(&client, &r.cfg, request, settings.max_retry_after).await {
+        let ctx = Context {
+            instance_id: &shared.sender.instance_id,
+            now: SystemTime::now(),
+            status_url: shared.sender.status_url.as_deref(),
+        };
+        let sent = match &r.slack {
+            Some(bot) => {
+                bot.deliver(&client, &r.cfg, &n, &ctx, settings.max_retry_after)
+                    .await
+            }
+            None => {
+                let request = format::render(&r.cfg, &n, &ctx);
+                send(&client, &r.cfg, request, settings.max_retry_after).await
+            }
+        };
+        match sent {
             Outcome::Delivered => {
                 finish(&r, seq).await;
                 let mut c = lock(&r.counters);

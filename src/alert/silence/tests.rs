@@ -74,6 +74,8 @@ fn webhook() -> crate::config::WebhookConfig {
         headers: Default::default(),
         hmac_secret: None,
         routing_key: None,
+        group_interval: None,
+        slack_bot: None,
     }
 }
 

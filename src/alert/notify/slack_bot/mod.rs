@@ -1,0 +1,226 @@
+//! Slack with a bot token: an incident is one message. `opened` posts it
+//! (`chat.postMessage`) and keeps its channel and `ts` (`threads`, on disk, so a restart
+//! edits the same message); every later state edits it (`chat.update`) and says in its
+//! thread what changed; the resolve turns it green and forgets it.
+//!
+//! A notification's calls are retried together: an edit is idempotent, and a reply sent
+//! twice after a failure between the two is the at-least-once every receiver gets.
+
+pub mod api;
+pub mod threads;
+
+use std::path::Path;
+use std::sync::Mutex;
+use std::time::{Duration, SystemTime};
+
+use reqwest::header::RETRY_AFTER;
+use serde_json::Value;
+
+use crate::config::{SlackBot, WebhookConfig};
+
+use super::format::Context;
+use super::route::Outcome;
+use super::{lock, Notification};
+use api::{Answer, Plan};
+use threads::{Thread, Threads};
+
+/// The folder, below the state directory, of the receivers' message files.
+pub const DIR: &str = "slack";
+
+/// One Slack receiver in bot mode.
+pub struct Bot {
+    token: crate::config::Secret,
+    channel: String,
+    /// The Web API's base, ending in '/'.
+    base: url::Url,
+    threads: Mutex<Threads>,
+}
+
+impl Bot {
+    /// `None` for receivers that are not Slack bots, or whose base does not parse (the
+    /// configuration checked it).
+    pub fn new(cfg: &WebhookConfig, bot: &SlackBot, state_dir: &Path) -> Option<Bot> {
+        let base = url::Url::parse(cfg.url.expose()).ok()?;
+        let file = state_dir
+            .join(DIR)
+            .join(format!("{}.json", super::spool::dir_name(&cfg.name)));
+        Some(Bot {
+            token: bot.token.clone(),
+            channel: bot.channel.clone(),
+            base,
+            threads: Mutex::new(Threads::load(&file)),
+        })
+    }
+
+    async fn save(&self, bytes: Vec<u8>) {
+        let path = lock(&self.threads).path().to_path_buf();
+        let written = tokio::task::spawn_blocking(move || threads::save(&path, &bytes)).await;
+        if let Ok(Err(e)) = written {
+            // The message stays known until the restart; after it, the incident's next
+            // state is a new message.
+            tracing::error!(error = %e, "cannot write the Slack message file");
+        }
+    }
+
+    async fn keep(&self, incident_id: &str, thread: Thread) {
+        let bytes = {
+            let mut t = lock(&self.threads);
+            t.keep(incident_id, thread);
+            t.bytes()
+        };
+        self.save(bytes).await;
+    }
+
+    async fn forget(&self, incident_id: &str) {
+        let bytes = {
+            let mut t = lock(&self.threads);
+            t.forget(incident_id).then(|| t.bytes())
+        };
+        if let Some(bytes) = bytes {
+            self.save(bytes).await;
+        }
+    }
+
+    /// One call of the Web API.
+    async fn call(
+        &self,
+        client: &reqwest::Client,
+        cfg: &WebhookConfig,
+        method: &str,
+        body: &Value,
+        cap: Duration,
+    ) -> Answer {
+        let Ok(url) = self.base.join(method) else {
+            return Answer::Refused {
+                why: format!("{method}: cannot join it to the API base"),
+            };
+        };
+        let mut request = client.post(url);
+        for (k, v) in &cfg.headers {
+            request = request.header(k, v);
+        }
+        let response = request
+            .header("Content-Type", "application/json; charset=utf-8")
+            .bearer_auth(self.token.expose())
+            .body(serde_json::to_vec(body).unwrap_or_default())
+            .send()
+            .await;
+        let response = match response {
+            Ok(r) => r,
+            Err(e) => {
+                return Answer::Retry {
+                    after: None,
+                    why: format!("{method}: {}", e.without_url()),
+                }
+            }
+        };
+        let status = response.status().as_u16();
+        let retry_after = response
+            .headers()
+            .get(RETRY_AFTER)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string);
+        let bytes = match response.bytes().await {
+            Ok(b) => b,
+            Err(e) => {
+                return Answer::Retry {
+                    after: None,
+                    why: format!("{method}: {}", e.without_url()),
+                }
+            }
+        };
+        api::judge(
+            method,
+            status,
+            retry_after.as_deref(),
+            &bytes,
+            SystemTime::now(),
+            cap,
+        )
+    }
+
+    /// Posts a new message for the notification, keeping it when `keep`.
+    async fn post(
+        &self,
+        client: &reqwest::Client,
+        cfg: &WebhookConfig,
+        n: &Notification,
+        ctx: &Context<'_>,
+        keep: bool,
+        cap: Duration,
+    ) -> Outcome {
+        let body = api::post_body(&self.channel, n, ctx);
+        match self.call(client, cfg, api::POST_MESSAGE, &body, cap).await {
+            Answer::Ok { channel, ts } => {
+                if keep {
+                    let i = &n.event.incident;
+                    let thread = Thread {
+                        channel,
+                        ts,
+                        dedup_key: i.dedup_key.clone(),
+                    };
+                    self.keep(&i.id, thread).await;
+                }
+                Outcome::Delivered
+            }
+            other => outcome(other),
+        }
+    }
+
+    /// Delivers one notification: the calls its plan takes, in order.
+    pub async fn deliver(
+        &self,
+        client: &reqwest::Client,
+        cfg: &WebhookConfig,
+        n: &Notification,
+        ctx: &Context<'_>,
+        cap: Duration,
+    ) -> Outcome {
+        let plan = api::plan(n, &lock(&self.threads));
+        let id = &n.event.incident.id;
+        let resolved = n.event.kind == crate::alert::incident::EventKind::Resolved;
+        match plan {
+            Plan::Post { keep } => self.post(client, cfg, n, ctx, keep, cap).await,
+            Plan::Reply { thread } => {
+                let body = api::reply_body(&thread, n, ctx);
+                outcome(self.call(client, cfg, api::POST_MESSAGE, &body, cap).await)
+            }
+            Plan::Edit {
+                thread,
+                reply,
+                forget,
+            } => {
+                let body = api::update_body(&thread, n, ctx);
+                let edited = match self.call(client, cfg, api::UPDATE, &body, cap).await {
+                    Answer::Ok { .. } => Outcome::Delivered,
+                    Answer::Gone { why } => {
+                        tracing::warn!(receiver = %cfg.name, incident = %id, why = %why, "the incident's Slack message is gone: posting a new one");
+                        self.forget(id).await;
+                        return self.post(client, cfg, n, ctx, !resolved, cap).await;
+                    }
+                    other => outcome(other),
+                };
+                let done = match edited {
+                    Outcome::Delivered if reply => {
+                        let body = api::reply_body(&thread, n, ctx);
+                        outcome(self.call(client, cfg, api::POST_MESSAGE, &body, cap).await)
+                    }
+                    other => other,
+                };
+                // Kept while the notification is retried: the retry edits the same message.
+                if forget && !matches!(done, Outcome::Retry { .. }) {
+                    self.forget(id).await;
+                }
+                done
+            }
+        }
+    }
+}
+
+fn outcome(a: Answer) -> Outcome {
+    match a {
+        Answer::Ok { .. } => Outcome::Delivered,
+        Answer::Retry { after, why } => Outcome::Retry { after, why },
+        Answer::Gone { why } | Answer::Refused { why } => Outcome::Drop { why },
+    }
+}
