@@ -673,7 +673,7 @@ pub struct LivenessFact {
     /// Silences past the threshold that ended, within the flapping window (`liveness::FLAP_WINDOW`).
     pub spells: Vec<Spell>,
     /// Stalls that ended with an answer, past the threshold or not, and no longer than
-    /// `liveness::PAUSE_TOLERANCE_MAX`, within `liveness::PAUSE_MEMORY`: the broker's own
+    /// `liveness::PAUSE_TOLERANCE_FLOORS` floors, within `liveness::PAUSE_MEMORY`: the broker's own
     /// record of pauses (GC, starvation), which a later silence is measured against.
     #[serde(skip)]
     pub pauses: Vec<Spell>,

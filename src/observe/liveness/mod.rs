@@ -46,11 +46,12 @@ pub const PAUSE_MIN: Duration = Duration::from_millis(250);
 /// Stalls remembered as the broker's pause record. Long enough that a broker pausing every
 /// few minutes keeps its tolerance between pauses.
 pub const PAUSE_MEMORY: Duration = Duration::from_secs(600);
-/// A stall longer than this is a freeze, not a pause: it teaches no tolerance. A GC pause
-/// of seconds is sickness enough, and a broker silent for a good part of Kafka's session
-/// timeout (9 s by default; the lab's 3 s) is one the cluster fences: its next silence is
-/// paged at the threshold, as the first was.
-pub const PAUSE_TOLERANCE_MAX: Duration = Duration::from_secs(3);
+/// A stall longer than this many floors is a freeze, not a pause: it teaches no tolerance.
+/// Twice the floor (2 s by default) holds the pauses of a broker in GC trouble; a broker
+/// silent longer is one Kafka is about to fence (the lab fences at 3 s), and the next freeze
+/// of a broker that froze once must be paged at the threshold as the first was (`detect`
+/// freezes each broker again every third trial: a 3 s limit let a 2.9 s freeze teach 3.4 s).
+pub const PAUSE_TOLERANCE_FLOORS: u32 = 2;
 /// Registered-broker lists asked for per interval, across the cluster: every broker's
 /// request is a list in a small cluster; in one of 1,000 brokers, each asks once every 333
 /// requests, so the lists (1,000 entries each) do not grow the check's cost with the square.
@@ -87,7 +88,7 @@ pub struct Tracker {
     accepted_in_silence: bool,
     spells: VecDeque<(Instant, Duration)>,
     /// Stalls that ended with an answer, within [`PAUSE_MEMORY`], none longer than
-    /// [`PAUSE_TOLERANCE_MAX`].
+    /// [`PAUSE_TOLERANCE_FLOORS`] floors.
     pauses: VecDeque<(Instant, Duration)>,
     /// Every recent answer time, stalls included: what "late" is measured against, so a
     /// broker that always answers in 400 ms is slow, not stalling.
@@ -162,7 +163,7 @@ impl Tracker {
             }
         }
         let paused = self.pause_floor().is_some_and(|f| stall >= f);
-        if paused && stall <= PAUSE_TOLERANCE_MAX {
+        if paused && stall <= self.floor.saturating_mul(PAUSE_TOLERANCE_FLOORS) {
             self.pauses.push_back((at - stall, stall));
         }
         while self

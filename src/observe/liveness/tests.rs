@@ -246,7 +246,7 @@ async fn a_fact_is_settled_by_an_answer_a_refusal_or_a_silence_with_its_fresh_co
 
 /// Issue 31: a stall is recorded as a pause (how long, when) and kept out of the answer
 /// times, so it neither raises the threshold nor hides the next one; a freeze longer than
-/// [`PAUSE_TOLERANCE_MAX`] teaches no tolerance.
+/// [`PAUSE_TOLERANCE_FLOORS`] floors teaches no tolerance.
 #[tokio::test(start_paused = true)]
 async fn stalls_are_the_brokers_pause_record_and_freezes_are_not() {
     let mut t = Tracker::new(FLOOR);
@@ -275,4 +275,31 @@ async fn stalls_are_the_brokers_pause_record_and_freezes_are_not() {
     let f = t.fact("b:9092", Instant::now(), SystemTime::now());
     assert_eq!(f.pauses.len(), 1);
     assert_eq!(f.spells.len(), 1);
+}
+
+/// `detect` freezes each broker again every third trial: a first freeze that lasted until
+/// Kafka fenced it (2.9 s of silence) is no pause, and the next freeze is past the threshold
+/// at the floor, not at 3.4 s.
+#[tokio::test(start_paused = true)]
+async fn a_freeze_as_long_as_kafkas_fencing_teaches_no_tolerance() {
+    let mut t = Tracker::new(FLOOR);
+    for _ in 0..8 {
+        let at = Instant::now();
+        t.sent(at);
+        t.answered(at + ms(2), ms(2));
+        tokio::time::advance(ms(500)).await;
+    }
+    let at = Instant::now();
+    t.sent(at);
+    tokio::time::advance(ms(2_900)).await;
+    t.answered(Instant::now(), ms(2_900));
+    let f = t.fact("b:9092", Instant::now(), SystemTime::now());
+    assert!(f.pauses.is_empty(), "{:?}", f.pauses);
+    // A 1.9 s one is a pause (GC trouble), remembered.
+    let at = Instant::now();
+    t.sent(at);
+    tokio::time::advance(ms(1_900)).await;
+    t.answered(Instant::now(), ms(1_900));
+    let f = t.fact("b:9092", Instant::now(), SystemTime::now());
+    assert_eq!(f.pauses.len(), 1);
 }
