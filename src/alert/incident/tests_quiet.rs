@@ -80,6 +80,19 @@ fn partitions(kind: FindingKind, names: &[&str], suspects: &[BrokerId]) -> Findi
     f
 }
 
+/// The whole episode told as one broker incident: opened, then resolved, nothing between.
+fn assert_one_broker_incident(es: &[IncidentEvent]) {
+    assert_eq!(
+        kinds(es),
+        vec![
+            (EventKind::Opened, FindingKind::Broker),
+            (EventKind::Resolved, FindingKind::Broker),
+        ],
+        "{:#?}",
+        es.iter().map(|e| (&e.kind, &e.changes)).collect::<Vec<_>>()
+    );
+}
+
 fn kinds(es: &[IncidentEvent]) -> Vec<(EventKind, FindingKind)> {
     es.iter().map(|e| (e.kind, e.incident.kind)).collect()
 }
@@ -173,15 +186,7 @@ fn a_killed_broker_is_one_incident_of_two_messages_with_its_partitions_inside() 
         looks.push((1_000 + k * 1_000, vec![]));
     }
     let (_, es) = replay(looks);
-    assert_eq!(
-        kinds(&es),
-        vec![
-            (EventKind::Opened, FindingKind::Broker),
-            (EventKind::Resolved, FindingKind::Broker),
-        ],
-        "{:#?}",
-        es.iter().map(|e| (&e.kind, &e.changes)).collect::<Vec<_>>()
-    );
+    assert_one_broker_incident(&es);
     let resolved = &es[1].incident;
     assert!(
         resolved.rules.contains(&"under_replicated".to_string()),
@@ -413,15 +418,7 @@ fn a_broker_pausing_every_20_s_is_one_incident_of_two_messages() {
         looks.push((122_000 + k * 1_000, vec![]));
     }
     let (_, es) = replay(looks);
-    assert_eq!(
-        kinds(&es),
-        vec![
-            (EventKind::Opened, FindingKind::Broker),
-            (EventKind::Resolved, FindingKind::Broker),
-        ],
-        "{:#?}",
-        es.iter().map(|e| &e.changes).collect::<Vec<_>>()
-    );
+    assert_one_broker_incident(&es);
 }
 
 /// Broker 2 stopped 0.8 s every 10 s: never past its threshold, `degraded` once its pauses

@@ -249,13 +249,7 @@ async fn a_fact_is_settled_by_an_answer_a_refusal_or_a_silence_with_its_fresh_co
 /// [`PAUSE_TOLERANCE_FLOORS`] floors teaches no tolerance.
 #[tokio::test(start_paused = true)]
 async fn stalls_are_the_brokers_pause_record_and_freezes_are_not() {
-    let mut t = Tracker::new(FLOOR);
-    for _ in 0..8 {
-        let at = Instant::now();
-        t.sent(at);
-        t.answered(at + ms(2), ms(2));
-        tokio::time::advance(ms(500)).await;
-    }
+    let mut t = answering_in_2_ms().await;
     // A 0.8 s stall: under the threshold, no news, but a pause.
     let at = Instant::now();
     t.sent(at);
@@ -282,13 +276,7 @@ async fn stalls_are_the_brokers_pause_record_and_freezes_are_not() {
 /// at the floor, not at 3.4 s.
 #[tokio::test(start_paused = true)]
 async fn a_freeze_as_long_as_kafkas_fencing_teaches_no_tolerance() {
-    let mut t = Tracker::new(FLOOR);
-    for _ in 0..8 {
-        let at = Instant::now();
-        t.sent(at);
-        t.answered(at + ms(2), ms(2));
-        tokio::time::advance(ms(500)).await;
-    }
+    let mut t = answering_in_2_ms().await;
     let at = Instant::now();
     t.sent(at);
     tokio::time::advance(ms(2_900)).await;
@@ -302,4 +290,16 @@ async fn a_freeze_as_long_as_kafkas_fencing_teaches_no_tolerance() {
     t.answered(Instant::now(), ms(1_900));
     let f = t.fact("b:9092", Instant::now(), SystemTime::now());
     assert_eq!(f.pauses.len(), 1);
+}
+
+/// A tracker that has seen eight answers of 2 ms, 500 ms apart: its usual is known.
+async fn answering_in_2_ms() -> Tracker {
+    let mut t = Tracker::new(FLOOR);
+    for _ in 0..8 {
+        let at = Instant::now();
+        t.sent(at);
+        t.answered(at + ms(2), ms(2));
+        tokio::time::advance(ms(500)).await;
+    }
+    t
 }
