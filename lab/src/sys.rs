@@ -68,11 +68,53 @@ pub fn ensure_user(name: &str) -> Result<(u32, u32), LabError> {
     })
 }
 
+/// Removes a lab user, ending whatever still runs as it first.
 pub fn remove_user(name: &str) -> Result<(), LabError> {
-    if user_ids(name).is_none() {
+    let Some((uid, _)) = user_ids(name) else {
         return Ok(());
+    };
+    // userdel refuses a user that any live process has. CI once failed `down` with "user
+    // kafkalab0 is currently used by process 508" after the node's JVM had been killed and
+    // waited for: whatever outlived that wait (a JVM slow to exit on a loaded machine, a tool
+    // started as the user) is ended here rather than failing the teardown.
+    for (pid, zombie) in processes_of(uid) {
+        if !zombie {
+            signal(pid, libc::SIGKILL)?;
+        }
     }
-    run("userdel", &[name]).map(|_| ())
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !processes_of(uid).is_empty() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // What may be left is a zombie its parent has not reaped yet: it holds nothing of the
+    // user's but its uid, so --force removes the user anyway.
+    run("userdel", &["--force", name]).map(|_| ())
+}
+
+/// The processes whose real uid is `uid`, each with whether it is a zombie.
+fn processes_of(uid: u32) -> Vec<(u32, bool)> {
+    let Ok(entries) = fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter_map(|pid| {
+            let status = fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+            let field = |key: &str| {
+                status
+                    .lines()
+                    .find_map(|l| l.strip_prefix(key))
+                    .map(str::trim)
+            };
+            let real_uid = field("Uid:")?
+                .split_whitespace()
+                .next()?
+                .parse::<u32>()
+                .ok()?;
+            let zombie = field("State:")?.starts_with('Z');
+            (real_uid == uid).then_some((pid, zombie))
+        })
+        .collect()
 }
 
 /// What /proc says about a process.
@@ -223,4 +265,36 @@ pub fn chown_tree(path: &Path, uid: u32, gid: u32) -> Result<(), LabError> {
         &["-R", &format!("{uid}:{gid}"), &path.display().to_string()],
     )
     .map(|_| ())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::process::CommandExt;
+
+    /// Taking the lab down once failed on CI with "user kafkalab0 is currently used by
+    /// process 508": something still ran as a node's user after its node was killed. Whatever
+    /// it was, `down` must end it and remove the user.
+    #[test]
+    fn a_user_with_a_process_still_running_is_removed() {
+        assert_eq!(
+            unsafe { libc::geteuid() },
+            0,
+            "the lab's tests run as root (scripts/test)"
+        );
+        let name = "kafkalabtest";
+        let (uid, gid) = ensure_user(name).expect("create the test user");
+        let mut child = Command::new("sleep")
+            .arg("60")
+            .uid(uid)
+            .gid(gid)
+            .spawn()
+            .expect("start a process as the user");
+        let removed = remove_user(name);
+        let _ = child.kill();
+        let _ = child.wait();
+        removed.expect("the user is removed");
+        assert_eq!(user_ids(name), None);
+        assert!(processes_of(uid).is_empty(), "nothing runs as the user");
+    }
 }
