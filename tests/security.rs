@@ -21,6 +21,7 @@ fn secure_lab() -> common::LabGuard {
         version: KafkaVersion::V4,
         security: Security::SaslSsl,
         brokers: 3,
+        ..UpOptions::default()
     })
 }
 
@@ -245,6 +246,7 @@ fn oauthbearer_cluster_is_watched_canary_included_and_a_wrong_client_secret_is_a
         version: KafkaVersion::V4,
         security: Security::SaslOauthbearer,
         brokers: 3,
+        ..UpOptions::default()
     });
     let bootstrap = kafka_lab::oauth::bootstrap(&lab).expect("an OAUTHBEARER listener");
     let secret_file = kafka_lab::oauth::secret_path(&kafka_lab::lab_dir());

@@ -35,6 +35,9 @@ pub struct UpOptions {
     pub version: KafkaVersion,
     pub security: Security,
     pub brokers: u32,
+    /// Dedicated KRaft controllers (1 to `topology::MAX_CONTROLLERS`): node 0, then 100,
+    /// 101, ... ZooKeeper labs have one ZooKeeper whatever this says.
+    pub controllers: u32,
 }
 
 impl Default for UpOptions {
@@ -43,6 +46,18 @@ impl Default for UpOptions {
             version: KafkaVersion::DEFAULT,
             security: Security::Plaintext,
             brokers: 3,
+            controllers: 1,
+        }
+    }
+}
+
+impl UpOptions {
+    /// How many nodes hold the quorum: the controllers, or one ZooKeeper.
+    pub fn version_quorum_size(&self) -> u32 {
+        if self.version.is_kraft() {
+            self.controllers.max(1)
+        } else {
+            1
         }
     }
 }
@@ -56,6 +71,8 @@ pub struct NodeStatus {
     pub pid: Option<u32>,
     pub state: &'static str,
     pub faults: Vec<String>,
+    /// A KRaft controller that leads the quorum, as the last DescribeQuorum said.
+    pub active: bool,
 }
 
 /// An exclusive lock over lab mutations, so that a CLI call and a test never interleave.
@@ -144,15 +161,17 @@ impl Lab {
         let _lock = LabLock::take(&dir)?;
         let mut lab = match LabState::load(&dir)? {
             Some(state) => {
-                if state.version != opts.version || state.security != opts.security {
+                let lab = Lab { dir, state };
+                if !lab.is_set_up_as(opts) {
                     return Err(LabError::Invalid(format!(
-                        "a Kafka {} lab ({:?}) is already set up in {}; run `kafka-lab down` first",
-                        state.version.label(),
-                        state.security,
-                        dir.display()
+                        "a Kafka {} lab ({:?}, {} controller(s)) is already set up in {}; run `kafka-lab down` first",
+                        lab.state.version.label(),
+                        lab.state.security,
+                        lab.controllers().len(),
+                        lab.dir.display()
                     )));
                 }
-                Lab { dir, state }
+                lab
             }
             None => Lab::create(dir, opts)?,
         };
@@ -161,10 +180,12 @@ impl Lab {
         let deadline = Instant::now() + READY_TIMEOUT;
         // The quorum first, and serving: a ZooKeeper-mode broker that cannot reach ZooKeeper
         // within its connection timeout gives up and exits (seen in CI).
-        if lab.running_pid(topology::QUORUM_NODE).is_none() {
-            lab.spawn(topology::QUORUM_NODE, &libs)?;
-            lab.state.save(&lab.dir)?;
+        for id in lab.quorum_nodes() {
+            if lab.running_pid(id).is_none() {
+                lab.spawn(id, &libs)?;
+            }
         }
+        lab.state.save(&lab.dir)?;
         lab.wait_quorum(deadline, &libs)?;
         for id in lab.brokers() {
             if lab.running_pid(id).is_none() {
@@ -200,7 +221,7 @@ impl Lab {
     fn create(dir: PathBuf, opts: &UpOptions) -> Result<Lab, LabError> {
         check_java()?;
         let libs = dist::ensure(opts.version)?;
-        let specs = topology::nodes(opts.version, opts.brokers);
+        let specs = topology::nodes_with(opts.version, opts.controllers, opts.brokers);
         let mut lab = Lab {
             dir,
             state: LabState {
@@ -226,18 +247,20 @@ impl Lab {
             let d = crate::oauth::dir(&lab.dir).display().to_string();
             let _ = sys::run("chmod", &["-R", "a+rX", &d]);
         }
-        for spec in &specs {
-            lab.prepare_node(spec)?;
-        }
-        lab.format(&specs, &libs)?;
+        // The node list first: each node's config names every controller in it.
         lab.state.nodes = specs
-            .into_iter()
+            .iter()
+            .cloned()
             .map(|spec| NodeRecord {
                 spec,
                 pid: None,
                 faults: Vec::new(),
             })
             .collect();
+        for spec in &specs {
+            lab.prepare_node(spec)?;
+        }
+        lab.format(&specs, &libs)?;
         lab.state.save(&lab.dir)?;
         Ok(lab)
     }
@@ -278,12 +301,13 @@ impl Lab {
         let text = if spec.role == Role::ZooKeeper {
             topology::zookeeper_config(&data.display().to_string())
         } else {
-            topology::server_properties(
+            topology::server_properties_in(
                 self.state.version,
                 spec,
                 &data.display().to_string(),
                 secure.as_ref(),
                 self.state.security == Security::SaslSsl,
+                &self.controllers_or_default(),
             )
         };
         let text = if self.state.security == Security::SaslOauthbearer && spec.role == Role::Broker
@@ -448,8 +472,9 @@ impl Lab {
     /// Waits until every broker that should run is registered and unfenced.
     pub fn wait_ready(&self, timeout: Duration) -> Result<(), LabError> {
         let deadline = Instant::now() + timeout;
-        let quorum = self.quorum_address();
-        while !sys::port_open(&quorum) {
+        // Some controller (or ZooKeeper) listens: with several controllers any one of them
+        // may be the one stopped by the test that ends.
+        while !self.quorum_addresses().iter().any(|q| sys::port_open(q)) {
             if Instant::now() > deadline {
                 return Err(self.not_ready(timeout, "the quorum node to listen"));
             }
@@ -471,38 +496,47 @@ impl Lab {
         .map_err(|_| self.not_ready(timeout, "every broker to register"))
     }
 
-    /// Waits until the quorum node serves: ZooKeeper answers `ruok` with `imok`, a KRaft
-    /// controller listens.
+    /// Waits until every quorum node serves: ZooKeeper answers `ruok` with `imok`, each
+    /// KRaft controller listens.
     fn wait_quorum(&mut self, deadline: Instant, libs: &Path) -> Result<(), LabError> {
-        let mut restarts = 0;
-        let quorum = self.quorum_address();
+        let mut restarts: std::collections::BTreeMap<i32, u32> = Default::default();
         let zookeeper = !self.state.version.is_kraft();
         loop {
-            let serving = if zookeeper {
-                sys::zookeeper_ok(&quorum)
-            } else {
-                sys::port_open(&quorum)
+            let serving = |lab: &Self, id: i32| {
+                let Ok(rec) = lab.state.node(id) else {
+                    return false;
+                };
+                let address = format!("{}:{}", rec.spec.host, rec.spec.port);
+                if zookeeper {
+                    sys::zookeeper_ok(&address)
+                } else {
+                    sys::port_open(&address)
+                }
             };
-            if serving {
+            if self.quorum_nodes().into_iter().all(|id| serving(self, id)) {
                 return Ok(());
             }
-            if self.running_pid(topology::QUORUM_NODE).is_none() {
+            for id in self.quorum_nodes() {
+                if self.running_pid(id).is_some() {
+                    continue;
+                }
                 // Exited while starting (or the process recorded was an earlier lab's, gone
                 // since): start it again, a bounded number of times, saying why.
-                let cause = self.exit_cause(topology::QUORUM_NODE);
-                if restarts >= RESTARTS {
+                let cause = self.exit_cause(id);
+                let n = restarts.entry(id).or_insert(0);
+                if *n >= RESTARTS {
                     return Err(self.startup_failed(
-                        topology::QUORUM_NODE,
+                        id,
                         &format!(
-                            "the quorum node exited while starting {RESTARTS} times; last: {cause}"
+                            "quorum node {id} exited while starting {RESTARTS} times; last: {cause}"
                         ),
                     ));
                 }
-                restarts += 1;
+                *n += 1;
                 eprintln!(
-                    "kafka-lab: the quorum node is not running ({cause}); starting it again ({restarts}/{RESTARTS})"
+                    "kafka-lab: quorum node {id} is not running ({cause}); starting it again ({n}/{RESTARTS})"
                 );
-                self.spawn(topology::QUORUM_NODE, libs)?;
+                self.spawn(id, libs)?;
                 self.state.save(&self.dir)?;
             }
             if Instant::now() > deadline {
@@ -590,9 +624,86 @@ impl Lab {
             .collect()
     }
 
-    fn quorum_address(&self) -> String {
-        let q = &self.state.nodes[0].spec;
-        format!("{}:{}", q.host, q.port)
+    /// The KRaft controllers, node 0 first (none in a ZooKeeper lab).
+    pub fn controllers(&self) -> Vec<i32> {
+        self.state
+            .nodes
+            .iter()
+            .filter(|n| n.spec.role == Role::Controller)
+            .map(|n| n.spec.id)
+            .collect()
+    }
+
+    /// The controllers' listener addresses (`host:9093`), as a watchdog's `controllers:`
+    /// bootstrap list names them.
+    pub fn controller_addresses(&self) -> Vec<String> {
+        self.controllers()
+            .into_iter()
+            .map(|id| format!("{}:{}", topology::host(id), topology::CONTROLLER_PORT))
+            .collect()
+    }
+
+    /// The controllers, or node 0 for a state that lists none yet (a ZooKeeper lab's
+    /// brokers ignore it).
+    fn controllers_or_default(&self) -> Vec<i32> {
+        let c = self.controllers();
+        if c.is_empty() {
+            vec![topology::QUORUM_NODE]
+        } else {
+            c
+        }
+    }
+
+    /// The nodes that hold the quorum: the controllers, or ZooKeeper.
+    fn quorum_nodes(&self) -> Vec<i32> {
+        self.state
+            .nodes
+            .iter()
+            .filter(|n| n.spec.role != Role::Broker)
+            .map(|n| n.spec.id)
+            .collect()
+    }
+
+    /// Whether this lab was set up as `opts` asks: the same release, security and number
+    /// of quorum nodes (brokers may have been added since). `up` refuses a lab set up
+    /// otherwise; callers take it down first.
+    pub fn is_set_up_as(&self, opts: &UpOptions) -> bool {
+        self.state.version == opts.version
+            && self.state.security == opts.security
+            && self.quorum_nodes().len() as u32 == opts.version_quorum_size()
+    }
+
+    fn quorum_addresses(&self) -> Vec<String> {
+        self.state
+            .nodes
+            .iter()
+            .filter(|n| n.spec.role != Role::Broker)
+            .map(|n| format!("{}:{}", n.spec.host, n.spec.port))
+            .collect()
+    }
+
+    /// The quorum as its leader describes it (DescribeQuorum), asked of each broker and
+    /// then each controller until one answers: which controller is active, at which epoch.
+    pub fn quorum(&self) -> Result<crate::quorum::QuorumState, LabError> {
+        if !self.state.version.is_kraft() {
+            return Err(LabError::Invalid(
+                "a ZooKeeper lab has no KRaft quorum".into(),
+            ));
+        }
+        let mut last = LabError::NotUp;
+        let brokers = self.brokers().into_iter().map(broker_address);
+        for address in brokers.chain(self.controller_addresses()) {
+            match crate::quorum::describe(&address, Duration::from_secs(2)) {
+                Ok(q) => return Ok(q),
+                Err(e) => last = e,
+            }
+        }
+        Err(last)
+    }
+
+    /// The id of the active controller (the quorum's leader).
+    pub fn active_controller(&self) -> Result<i32, LabError> {
+        self.quorum().map(|q| q.leader)
     }
 
     /// Client bootstrap servers of every broker.
@@ -605,6 +716,11 @@ impl Lab {
     }
 
     pub fn status(&self) -> Vec<NodeStatus> {
+        let leader = if self.state.version.is_kraft() {
+            self.quorum().ok().map(|q| q.leader)
+        } else {
+            None
+        };
         self.state
             .nodes
             .iter()
@@ -621,6 +737,7 @@ impl Lab {
                     pid: self.running_pid(n.spec.id),
                     state,
                     faults: n.faults.iter().map(Fault::label).collect(),
+                    active: n.spec.role == Role::Controller && leader == Some(n.spec.id),
                 }
             })
             .collect()
@@ -709,9 +826,10 @@ impl Lab {
         let libs = dist::ensure(self.state.version)?;
         self.with_lock(|lab| {
             if lab.state.node(id).is_err() {
+                // A static quorum cannot grow: only brokers are added.
                 if id <= topology::QUORUM_NODE || id > 9 {
                     return Err(LabError::Invalid(format!(
-                        "cannot add node {id}: broker ids of the lab are 1 to 9"
+                        "cannot add node {id}: broker ids of the lab are 1 to 9 (controllers are fixed when the lab is set up)"
                     )));
                 }
                 let spec = topology::broker_spec(id);
@@ -759,18 +877,32 @@ impl Lab {
         })
     }
 
-    /// Cuts a broker off from the quorum (KRaft controller or ZooKeeper) and, when `full`, from
-    /// the other brokers in both directions; clients still reach it (incident 3).
+    /// Cuts a broker off from the quorum (KRaft controllers or ZooKeeper) and, when `full`, from
+    /// the other brokers in both directions; clients still reach it (incident 3). A KRaft
+    /// controller is cut off from the other controllers and from the brokers, both ways,
+    /// and the watchdog (root) still reaches it, as clients still reach an isolated broker.
     pub fn isolate(&mut self, id: i32, full: bool) -> Result<(), LabError> {
         self.with_lock(|lab| {
-            lab.require_broker(id)?;
             let (uid, _) = sys::ensure_user(&topology::user(id))?;
-            let quorum = &lab.state.nodes[0].spec;
-            let mut rules = vec![netfault::DropRule {
-                uid: Some(uid),
-                dest: Some(quorum.host.clone()),
-                dport: quorum.port,
-            }];
+            let role = lab.state.node(id)?.spec.role;
+            if role == Role::Controller {
+                let rules = lab.controller_cut(id, uid)?;
+                let fault = Fault::Isolate { full: true };
+                netfault::add(id, &fault.label(), &rules)?;
+                return lab.add_fault(id, fault);
+            }
+            lab.require_broker(id)?;
+            let mut rules: Vec<netfault::DropRule> = lab
+                .state
+                .nodes
+                .iter()
+                .filter(|n| n.spec.role != Role::Broker)
+                .map(|q| netfault::DropRule {
+                    uid: Some(uid),
+                    dest: Some(q.spec.host.clone()),
+                    dport: q.spec.port,
+                })
+                .collect();
             if full {
                 rules.push(netfault::DropRule {
                     uid: Some(uid),
@@ -789,48 +921,96 @@ impl Lab {
         })
     }
 
+    /// The rules that cut controller `id` (running as `uid`) off from the other controllers
+    /// and from the brokers, both ways: its own connections to any controller listener, and
+    /// every other lab node's connections to its listener. Other users (the watchdog, the
+    /// tests) still reach it.
+    fn controller_cut(&self, id: i32, uid: u32) -> Result<Vec<netfault::DropRule>, LabError> {
+        let own = self.state.node(id)?.spec.clone();
+        let mut rules = vec![netfault::DropRule {
+            uid: Some(uid),
+            dest: None,
+            dport: topology::CONTROLLER_PORT,
+        }];
+        for n in self.state.nodes.iter().filter(|n| n.spec.id != id) {
+            let (other, _) = sys::ensure_user(&topology::user(n.spec.id))?;
+            rules.push(netfault::DropRule {
+                uid: Some(other),
+                dest: Some(own.host.clone()),
+                dport: own.port,
+            });
+        }
+        Ok(rules)
+    }
+
     /// Stops some threads of a broker's JVM, the rest running: without `fetchers` its
     /// request handlers and network threads (it accepts connections, answers nothing, and
     /// stays registered and unfenced: its heartbeats go on); with `fetchers` its replica
     /// fetchers (it drops out of the ISRs after replica.lag.time.max.ms and answers
     /// clients). Kafka repairs neither; `heal` resumes the threads.
     pub fn stall(&mut self, id: i32, fetchers: bool) -> Result<(), LabError> {
-        self.with_lock(|lab| {
-            lab.require_broker(id)?;
-            let pid = lab.alive_pid(id)?;
-            let threads = if fetchers {
-                stall::Threads::Fetchers
+        self.stall_threads(
+            id,
+            if fetchers {
+                Stall::Fetchers
             } else {
-                stall::Threads::DataPlane
+                Stall::DataPlane
+            },
+        )
+    }
+
+    /// Stops the threads `what` names in node `id`'s JVM, the rest running (see `Stall`).
+    /// Kafka repairs none of these; `heal` resumes the threads.
+    pub fn stall_threads(&mut self, id: i32, what: Stall) -> Result<(), LabError> {
+        self.with_lock(|lab| {
+            let role = lab.state.node(id)?.spec.role;
+            match what {
+                Stall::Controller if role != Role::Controller => {
+                    return Err(LabError::Invalid(format!(
+                        "node {id} is not a KRaft controller (controllers: {:?})",
+                        lab.controllers()
+                    )))
+                }
+                Stall::Controller => {}
+                _ => lab.require_broker(id)?,
+            }
+            let pid = lab.alive_pid(id)?;
+            let threads = match what {
+                Stall::DataPlane => stall::Threads::DataPlane,
+                Stall::Fetchers => stall::Threads::Fetchers,
+                Stall::Controller => stall::Threads::Controller,
+                Stall::Metadata => stall::Threads::Metadata { node: id },
+            };
+            let fault_of = |tracer| match what {
+                Stall::DataPlane => Fault::Stall { tracer },
+                Stall::Fetchers => Fault::StallFetchers { tracer },
+                Stall::Controller => Fault::StallController { tracer },
+                Stall::Metadata => Fault::StallMetadata { tracer },
             };
             // The same fault again replaces its tracer.
-            let same = |f: &Fault| {
-                matches!(
-                    (f, fetchers),
-                    (Fault::Stall { .. }, false) | (Fault::StallFetchers { .. }, true)
-                )
-            };
-            for f in lab.state.node(id)?.faults.iter().filter(|f| same(f)) {
+            let same = std::mem::discriminant(&fault_of(0));
+            for f in lab
+                .state
+                .node(id)?
+                .faults
+                .iter()
+                .filter(|f| std::mem::discriminant(*f) == same)
+            {
                 if let Some(t) = f.tracer() {
                     stall::stop(t)?;
                 }
             }
             let (tracer, stopped) = stall::start(pid, threads)?;
             // Fetchers start only once the broker follows a partition; the tracer catches
-            // them when they appear. Request threads always exist.
-            if stopped == 0 && !fetchers {
+            // them when they appear. The other threads always exist.
+            if stopped == 0 && what != Stall::Fetchers {
                 stall::stop(tracer)?;
                 return Err(LabError::Invalid(format!(
-                    "broker {id} (pid {pid}) has no {} thread to stop",
-                    threads.comm()
+                    "node {id} (pid {pid}) has no thread named {} to stop",
+                    threads.comms().join(" or ")
                 )));
             }
-            let fault = if fetchers {
-                Fault::StallFetchers { tracer }
-            } else {
-                Fault::Stall { tracer }
-            };
-            lab.add_fault(id, fault)
+            lab.add_fault(id, fault_of(tracer))
         })
     }
 
@@ -875,9 +1055,11 @@ impl Lab {
     }
 
     fn require_broker(&self, id: i32) -> Result<(), LabError> {
-        if self.state.node(id)?.spec.role != Role::Broker {
+        let role = self.state.node(id)?.spec.role;
+        if role != Role::Broker {
             return Err(LabError::Invalid(format!(
-                "node {id} is the quorum node; this fault applies to brokers"
+                "node {id} is a {}; this fault applies to brokers",
+                role.as_str()
             )));
         }
         Ok(())
@@ -936,7 +1118,7 @@ impl Lab {
             sys::wait_dead(pid, &marker, Duration::from_secs(20));
         }
         netfault::teardown()?;
-        for id in 0..=9 {
+        for id in topology::all_node_ids() {
             cpu::remove(id)?;
             sys::remove_user(&topology::user(id))?;
         }
@@ -965,7 +1147,7 @@ impl Lab {
                 }
             }
         }
-        for id in 0..=9 {
+        for id in topology::all_node_ids() {
             if sys::user_ids(&topology::user(id)).is_some() {
                 found.push(format!("user {}", topology::user(id)));
             }
@@ -978,6 +1160,23 @@ impl Lab {
         }
         found
     }
+}
+
+/// Which threads `Lab::stall_threads` stops.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stall {
+    /// A broker's request handlers and network threads: it accepts connections and
+    /// answers nothing, yet heartbeats (incident 1's zombie).
+    DataPlane,
+    /// A broker's replica fetchers: it drops out of the ISRs and answers clients.
+    Fetchers,
+    /// A KRaft controller's event handler (the thread that applies requests and writes
+    /// records) while its Raft threads run: as the active controller it keeps its
+    /// leadership and the quorum never elects another, yet nothing is applied.
+    Controller,
+    /// A broker's metadata loader/publisher while its heartbeat and Raft fetch run: it is
+    /// never fenced and never learns of a leadership change.
+    Metadata,
 }
 
 /// Client address of broker `id`.

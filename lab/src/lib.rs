@@ -8,6 +8,7 @@ pub mod error;
 pub mod lab;
 pub mod netfault;
 pub mod oauth;
+pub mod quorum;
 pub mod secrets;
 pub mod sink;
 pub mod stall;
@@ -16,6 +17,6 @@ pub mod sys;
 pub mod topology;
 
 pub use error::LabError;
-pub use lab::{broker_address, lab_dir, Lab, NodeStatus, SessionLock, UpOptions};
+pub use lab::{broker_address, lab_dir, Lab, NodeStatus, SessionLock, Stall, UpOptions};
 pub use state::Fault;
 pub use topology::{KafkaVersion, Role, Security};

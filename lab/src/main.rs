@@ -3,7 +3,7 @@
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use kafka_lab::{KafkaVersion, Lab, LabError, Security, UpOptions};
+use kafka_lab::{KafkaVersion, Lab, LabError, Security, Stall, UpOptions};
 
 #[derive(Parser)]
 #[command(
@@ -30,6 +30,10 @@ enum Cmd {
         /// Number of brokers.
         #[arg(long, default_value_t = 3)]
         brokers: u32,
+        /// Number of dedicated KRaft controllers (1 to 5): node 0 (127.0.0.10), then 100,
+        /// 101, ... (127.0.0.110, ...). KRaft releases only.
+        #[arg(long, default_value_t = 1)]
+        controllers: u32,
     },
     /// Each node: id, role, address, pid, state, faults.
     Status,
@@ -56,13 +60,24 @@ enum Cmd {
     },
     /// Stop a broker's request handler and network threads (ptrace, per thread): it accepts
     /// connections and answers nothing, yet stays registered and unfenced (its heartbeat
-    /// thread runs). With --fetchers, stop only its replica fetcher threads.
+    /// thread runs). With --fetchers, stop only its replica fetcher threads; with
+    /// --controller, a controller's event handler; with --metadata, a broker's metadata
+    /// loader.
     Stall {
         node: i32,
         /// Stop the replica fetcher threads instead: it falls out of the ISRs and still
         /// answers clients (incident 2's dead fetcher).
-        #[arg(long)]
+        #[arg(long, conflicts_with_all = ["controller", "metadata"])]
         fetchers: bool,
+        /// Stop a KRaft controller's event handler (`quorum-controll`) while its Raft
+        /// threads run: as the active controller it keeps the leadership, and nothing is
+        /// applied (heartbeats, ISR changes, fencing, elections all wait).
+        #[arg(long, conflicts_with = "metadata")]
+        controller: bool,
+        /// Stop a broker's metadata loader (`kafka-N-metadat`) while its heartbeat and Raft
+        /// fetch run: never fenced, it never learns of a leadership change.
+        #[arg(long)]
+        metadata: bool,
     },
     /// Starve a node of CPU (cgroup quota).
     Slow {
@@ -107,6 +122,7 @@ fn run(cmd: Cmd) -> Result<(), LabError> {
             kafka,
             security,
             brokers,
+            controllers,
         } => {
             let version = KafkaVersion::parse(&kafka).ok_or_else(|| {
                 let known: Vec<&str> = KafkaVersion::ALL.iter().map(|v| v.name()).collect();
@@ -130,10 +146,23 @@ fn run(cmd: Cmd) -> Result<(), LabError> {
                     "--brokers {brokers}: expected 1 to 9"
                 )));
             }
+            if !(1..=kafka_lab::topology::MAX_CONTROLLERS).contains(&controllers) {
+                return Err(LabError::Invalid(format!(
+                    "--controllers {controllers}: expected 1 to {}",
+                    kafka_lab::topology::MAX_CONTROLLERS
+                )));
+            }
+            if controllers > 1 && !version.is_kraft() {
+                return Err(LabError::Invalid(format!(
+                    "--controllers {controllers}: Kafka {} runs in ZooKeeper mode, without KRaft controllers",
+                    version.label()
+                )));
+            }
             let lab = Lab::up(&UpOptions {
                 version,
                 security,
                 brokers,
+                controllers,
             })?;
             match lab.secure_bootstrap() {
                 Some(secure) => {
@@ -167,15 +196,29 @@ fn run(cmd: Cmd) -> Result<(), LabError> {
                 lab.version().label(),
                 lab.bootstrap()
             );
+            if lab.version().is_kraft() {
+                match lab.quorum() {
+                    Ok(q) => println!(
+                        "quorum: leader {} at epoch {}, high watermark {}",
+                        q.leader, q.epoch, q.high_watermark
+                    ),
+                    Err(e) => println!("quorum: unknown ({e})"),
+                }
+            }
             println!(
-                "{:<4} {:<10} {:<18} {:<8} {:<9} FAULTS",
+                "{:<4} {:<19} {:<18} {:<8} {:<9} FAULTS",
                 "ID", "ROLE", "ADDRESS", "PID", "STATE"
             );
             for n in lab.status() {
+                let role = if n.active {
+                    "controller (active)"
+                } else {
+                    n.role.as_str()
+                };
                 println!(
-                    "{:<4} {:<10} {:<18} {:<8} {:<9} {}",
+                    "{:<4} {:<19} {:<18} {:<8} {:<9} {}",
                     n.id,
-                    n.role.as_str(),
+                    role,
                     n.address,
                     n.pid.map(|p| p.to_string()).unwrap_or_else(|| "-".into()),
                     n.state,
@@ -195,7 +238,23 @@ fn run(cmd: Cmd) -> Result<(), LabError> {
         Cmd::Stop { node } => Lab::open()?.stop(node)?,
         Cmd::CutReplication { node } => Lab::open()?.cut_replication(node)?,
         Cmd::Isolate { node, quorum_only } => Lab::open()?.isolate(node, !quorum_only)?,
-        Cmd::Stall { node, fetchers } => Lab::open()?.stall(node, fetchers)?,
+        Cmd::Stall {
+            node,
+            fetchers,
+            controller,
+            metadata,
+        } => {
+            let what = if fetchers {
+                Stall::Fetchers
+            } else if controller {
+                Stall::Controller
+            } else if metadata {
+                Stall::Metadata
+            } else {
+                Stall::DataPlane
+            };
+            Lab::open()?.stall_threads(node, what)?
+        }
         Cmd::Slow { node, cpu_percent } => Lab::open()?.slow(node, cpu_percent)?,
         Cmd::Heal { node } => Lab::open()?.heal(node)?,
         Cmd::Log { node } => print!("{}", Lab::open()?.server_log(node)?),

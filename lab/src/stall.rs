@@ -2,7 +2,11 @@
 //! does not repair. Stopping the request handlers and network threads (`data-plane-kafk`)
 //! leaves the KRaft heartbeat thread going, so the broker stays registered and unfenced
 //! while it answers nothing (incident 1's zombie, which only a watchdog sees); stopping
-//! the replica fetchers (`ReplicaFetcherT`) is incident 2's dead fetcher thread.
+//! the replica fetchers (`ReplicaFetcherT`) is incident 2's dead fetcher thread. On the
+//! control plane: a KRaft controller's event handler (`quorum-controll`), which applies
+//! every request and writes every record while the Raft threads beside it keep the
+//! leadership; and a broker's metadata loader (`kafka-N-metadat`), which applies the
+//! metadata log its Raft fetch keeps receiving.
 //!
 //! HotSpot names each native thread after its Java thread, cut to 15 bytes, in
 //! /proc/<pid>/task/<tid>/comm. One thread stops alone under ptrace (PTRACE_SEIZE, then
@@ -23,34 +27,50 @@ pub const TRACER_NAME: &str = "kafka-lab-stall";
 
 const RESCAN: Duration = Duration::from_millis(500);
 
-/// Which threads of the broker to stop.
+/// Which threads of the node to stop.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Threads {
     /// Request handlers, network processors and acceptors.
     DataPlane,
     /// Replica fetchers.
     Fetchers,
+    /// A KRaft controller's event handler (`QuorumController`'s event queue thread,
+    /// `quorum-controller-<id>-event-handler`).
+    Controller,
+    /// A broker's metadata loader/publisher (`kafka-<id>-metadata-loader-event-handler`).
+    Metadata { node: i32 },
+}
+
+/// HotSpot's native thread name: the Java name cut to 15 bytes.
+fn comm_of(java_name: &str) -> String {
+    java_name.chars().take(15).collect()
 }
 
 impl Threads {
-    /// Their name in /proc/<pid>/task/<tid>/comm (15 bytes of the Java thread name).
-    pub fn comm(self) -> &'static str {
+    /// Their names in /proc/<pid>/task/<tid>/comm (15 bytes of the Java thread name).
+    pub fn comms(self) -> Vec<String> {
         match self {
-            Threads::DataPlane => "data-plane-kafk",
-            Threads::Fetchers => "ReplicaFetcherT",
+            Threads::DataPlane => vec!["data-plane-kafk".into()],
+            Threads::Fetchers => vec!["ReplicaFetcherT".into()],
+            Threads::Controller => vec![comm_of("quorum-controller-0-event-handler")],
+            Threads::Metadata { node } => {
+                vec![comm_of(&format!(
+                    "kafka-{node}-metadata-loader-event-handler"
+                ))]
+            }
         }
     }
 }
 
-/// The threads of `pid` whose name is `comm`; `None` when the process is gone.
-pub fn threads_named(pid: u32, comm: &str) -> Option<Vec<i32>> {
+/// The threads of `pid` whose name is one of `comms`; `None` when the process is gone.
+pub fn threads_named(pid: u32, comms: &[String]) -> Option<Vec<i32>> {
     let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).ok()?;
     Some(
         tasks
             .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
             .filter(|tid| {
                 std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/comm"))
-                    .is_ok_and(|c| c.trim_end() == comm)
+                    .is_ok_and(|c| comms.iter().any(|n| c.trim_end() == n))
             })
             .collect(),
     )
@@ -113,7 +133,7 @@ pub fn start(pid: u32, threads: Threads) -> Result<(u32, u32), LabError> {
     if errno != 0 {
         return Err(fail(format!(
             "cannot stop the {} threads of pid {pid}: {}",
-            threads.comm(),
+            threads.comms().join(" or "),
             std::io::Error::from_raw_os_error(errno)
         )));
     }
@@ -225,6 +245,7 @@ fn tracer(pid: u32, threads: Threads, report: libc::c_int) -> ! {
     }
     let mut stopped: BTreeSet<i32> = BTreeSet::new();
     let mut report = Some(report);
+    let comms = threads.comms();
     loop {
         if ENDED.load(Ordering::SeqCst) {
             for tid in &stopped {
@@ -234,7 +255,7 @@ fn tracer(pid: u32, threads: Threads, report: libc::c_int) -> ! {
             // SAFETY: ends the process without running the caller's exit handlers.
             unsafe { libc::_exit(0) };
         }
-        let Some(tids) = threads_named(pid, threads.comm()) else {
+        let Some(tids) = threads_named(pid, &comms) else {
             // SAFETY: as above; the broker's process is gone, its threads with it.
             unsafe { libc::_exit(0) };
         };
@@ -280,5 +301,19 @@ fn tracer(pid: u32, threads: Threads, report: libc::c_int) -> ! {
             }
         }
         std::thread::sleep(RESCAN);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn thread_names_are_the_java_names_cut_to_fifteen_bytes() {
+        assert_eq!(Threads::Controller.comms(), ["quorum-controll"]);
+        assert_eq!(Threads::Metadata { node: 2 }.comms(), ["kafka-2-metadat"]);
+        // Ids of more digits leave fewer letters of the name.
+        assert_eq!(Threads::Metadata { node: 100 }.comms(), ["kafka-100-metad"]);
+        assert_eq!(Threads::DataPlane.comms(), ["data-plane-kafk"]);
     }
 }

@@ -24,6 +24,12 @@ pub enum Fault {
     Stall { tracer: u32 },
     /// Its replica fetcher threads are stopped by the tracer process `tracer`.
     StallFetchers { tracer: u32 },
+    /// A controller's event handler thread is stopped by the tracer process `tracer`; its
+    /// Raft threads run.
+    StallController { tracer: u32 },
+    /// A broker's metadata loader/publisher thread is stopped by the tracer process
+    /// `tracer`; its heartbeat and Raft fetch run.
+    StallMetadata { tracer: u32 },
 }
 
 impl Fault {
@@ -37,13 +43,22 @@ impl Fault {
             Fault::StallFetchers { tracer } => {
                 format!("stalled(replica fetchers, tracer {tracer})")
             }
+            Fault::StallController { tracer } => {
+                format!("stalled(controller event handler, tracer {tracer})")
+            }
+            Fault::StallMetadata { tracer } => {
+                format!("stalled(metadata loader, tracer {tracer})")
+            }
         }
     }
 
     /// The process that keeps this fault in place, if one does.
     pub fn tracer(&self) -> Option<u32> {
         match self {
-            Fault::Stall { tracer } | Fault::StallFetchers { tracer } => Some(*tracer),
+            Fault::Stall { tracer }
+            | Fault::StallFetchers { tracer }
+            | Fault::StallController { tracer }
+            | Fault::StallMetadata { tracer } => Some(*tracer),
             _ => None,
         }
     }

@@ -4,7 +4,10 @@
 //! KRaft (Kafka 4): one dedicated controller (node 0) plus broker-only nodes 1..=N. With three
 //! combined broker+controller nodes, killing two loses the quorum and metadata freezes, so a
 //! leaderless partition (incident 1) would never be observable; a dedicated controller keeps
-//! the quorum alive whatever happens to the brokers.
+//! the quorum alive whatever happens to the brokers. `--controllers 3` (or 5) adds dedicated
+//! controllers 100, 101, ... (127.0.0.110, ...), a real Raft quorum whose active controller
+//! can be frozen or wedged while the others elect another: their ids stay clear of the
+//! broker ids 1..=9, so every broker keeps its id and address whatever the quorum's size.
 //! ZooKeeper (Kafka 3.9): one ZooKeeper (node 0) plus brokers 1..=N; one broker is elected
 //! controller through ZooKeeper, as in the seed incidents.
 
@@ -14,6 +17,12 @@ use serde::{Deserialize, Serialize};
 
 /// The node id of the KRaft controller or of ZooKeeper.
 pub const QUORUM_NODE: i32 = 0;
+/// The id of the second KRaft controller, when the lab has more than one; the others
+/// follow it (101, 102, ...).
+pub const EXTRA_CONTROLLER_BASE: i32 = 100;
+/// Controllers a lab can have: Raft needs an odd number to tolerate a loss, and five
+/// tolerates two.
+pub const MAX_CONTROLLERS: u32 = 5;
 /// Client listener port on every broker.
 pub const CLIENT_PORT: u16 = 9092;
 /// Inter-broker (replication) listener port on every broker.
@@ -155,7 +164,37 @@ impl Role {
     }
 }
 
-/// Loopback address of a node: 127.0.0.10 for the quorum node, 127.0.0.1N for broker N.
+/// The KRaft controller ids of a lab with `count` controllers: node 0 first, as in the
+/// one-controller lab, then 100, 101, ...
+pub fn controller_ids(count: u32) -> Vec<i32> {
+    (0..count.max(1) as i32)
+        .map(|k| {
+            if k == 0 {
+                QUORUM_NODE
+            } else {
+                EXTRA_CONTROLLER_BASE + k - 1
+            }
+        })
+        .collect()
+}
+
+/// Every node id a lab can have (brokers 0..=9 and every possible controller), for the
+/// cleanup of users and CPU groups, which must work without a state file.
+pub fn all_node_ids() -> impl Iterator<Item = i32> {
+    (0..=9).chain(controller_ids(MAX_CONTROLLERS).into_iter().skip(1))
+}
+
+/// `controller.quorum.voters`: `id@host:port` of each controller.
+pub fn quorum_voters(controllers: &[i32]) -> String {
+    controllers
+        .iter()
+        .map(|id| format!("{id}@{}:{CONTROLLER_PORT}", host(*id)))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// Loopback address of a node: 127.0.0.10 for the quorum node, 127.0.0.1N for broker N,
+/// 127.0.0.110 and up for the extra controllers.
 pub fn host(node: i32) -> String {
     format!("127.0.0.{}", 10 + node)
 }
@@ -176,24 +215,36 @@ pub struct NodeSpec {
 }
 
 pub fn nodes(version: KafkaVersion, brokers: u32) -> Vec<NodeSpec> {
-    let quorum = if version.is_kraft() {
-        NodeSpec {
-            id: QUORUM_NODE,
-            role: Role::Controller,
-            host: host(QUORUM_NODE),
-            port: CONTROLLER_PORT,
-        }
+    nodes_with(version, 1, brokers)
+}
+
+/// The nodes of a lab with `controllers` KRaft controllers (ZooKeeper labs have one
+/// ZooKeeper whatever is asked), controllers first.
+pub fn nodes_with(version: KafkaVersion, controllers: u32, brokers: u32) -> Vec<NodeSpec> {
+    let mut all: Vec<NodeSpec> = if version.is_kraft() {
+        controller_ids(controllers)
+            .into_iter()
+            .map(controller_spec)
+            .collect()
     } else {
-        NodeSpec {
+        vec![NodeSpec {
             id: QUORUM_NODE,
             role: Role::ZooKeeper,
             host: host(QUORUM_NODE),
             port: ZOOKEEPER_PORT,
-        }
+        }]
     };
-    let mut all = vec![quorum];
     all.extend((1..=brokers as i32).map(broker_spec));
     all
+}
+
+pub fn controller_spec(id: i32) -> NodeSpec {
+    NodeSpec {
+        id,
+        role: Role::Controller,
+        host: host(id),
+        port: CONTROLLER_PORT,
+    }
 }
 
 pub fn broker_spec(id: i32) -> NodeSpec {
@@ -249,7 +300,8 @@ fn authorizer(set: &mut impl FnMut(&str, &str)) {
     set("allow.everyone.if.no.acl.found", "false");
 }
 
-/// The server.properties of one node. `acls`: Kafka's authorizer is on (SASL_SSL labs).
+/// The server.properties of one node of a one-controller lab. `acls`: Kafka's authorizer
+/// is on (SASL_SSL labs).
 pub fn server_properties(
     version: KafkaVersion,
     node: &NodeSpec,
@@ -257,21 +309,32 @@ pub fn server_properties(
     secure: Option<&SecureListener>,
     acls: bool,
 ) -> String {
+    server_properties_in(version, node, data_dir, secure, acls, &[QUORUM_NODE])
+}
+
+/// The server.properties of one node of a lab whose KRaft controllers are `controllers`
+/// (a static quorum: every node names every voter).
+pub fn server_properties_in(
+    version: KafkaVersion,
+    node: &NodeSpec,
+    data_dir: &str,
+    secure: Option<&SecureListener>,
+    acls: bool,
+    controllers: &[i32],
+) -> String {
     let mut p = String::new();
     let mut set = |k: &str, v: &str| {
         let _ = writeln!(p, "{k}={v}");
     };
-    let controller = format!("{}:{}", host(QUORUM_NODE), CONTROLLER_PORT);
+    let controller = format!("{}:{}", node.host, CONTROLLER_PORT);
+    let voters = quorum_voters(controllers);
     match (version, node.role) {
         // ZooKeeper runs from zoo.cfg (`zookeeper_config`), never from server.properties.
         (_, Role::ZooKeeper) => {}
         (v, Role::Controller) if v.is_kraft() => {
             set("process.roles", "controller");
             set("node.id", &node.id.to_string());
-            set(
-                "controller.quorum.voters",
-                &format!("{QUORUM_NODE}@{controller}"),
-            );
+            set("controller.quorum.voters", &voters);
             set("listeners", &format!("CONTROLLER://{controller}"));
             set("controller.listener.names", "CONTROLLER");
             set("listener.security.protocol.map", "CONTROLLER:PLAINTEXT");
@@ -298,10 +361,7 @@ pub fn server_properties(
             if version.is_kraft() {
                 set("process.roles", "broker");
                 set("node.id", &node.id.to_string());
-                set(
-                    "controller.quorum.voters",
-                    &format!("{QUORUM_NODE}@{controller}"),
-                );
+                set("controller.quorum.voters", &voters);
                 set("controller.listener.names", "CONTROLLER");
                 map.push("CONTROLLER:PLAINTEXT");
                 set("broker.session.timeout.ms", "3000");
@@ -427,5 +487,85 @@ mod tests {
         let p = server_properties(KafkaVersion::V2_8, &broker, "/d", None, false);
         assert!(p.contains("zookeeper.connect=127.0.0.10:2181"), "{p}");
         assert!(!p.contains("process.roles"), "{p}");
+    }
+
+    #[test]
+    fn one_controller_is_todays_layout_and_three_add_controllers_100_and_101() {
+        assert_eq!(controller_ids(1), vec![0]);
+        assert_eq!(controller_ids(3), vec![0, 100, 101]);
+        // A one-controller lab is exactly what `nodes` always gave.
+        assert_eq!(
+            nodes_with(KafkaVersion::V4_4, 1, 3),
+            nodes(KafkaVersion::V4_4, 3)
+        );
+        let three = nodes_with(KafkaVersion::V4_4, 3, 3);
+        let shape: Vec<(i32, Role, &str, u16)> = three
+            .iter()
+            .map(|n| (n.id, n.role, n.host.as_str(), n.port))
+            .collect();
+        assert_eq!(
+            shape,
+            vec![
+                (0, Role::Controller, "127.0.0.10", 9093),
+                (100, Role::Controller, "127.0.0.110", 9093),
+                (101, Role::Controller, "127.0.0.111", 9093),
+                (1, Role::Broker, "127.0.0.11", 9092),
+                (2, Role::Broker, "127.0.0.12", 9092),
+                (3, Role::Broker, "127.0.0.13", 9092),
+            ]
+        );
+        // ZooKeeper labs have one ZooKeeper, whatever is asked.
+        let zk = nodes_with(KafkaVersion::V3_9, 3, 3);
+        assert_eq!(zk.iter().filter(|n| n.role != Role::Broker).count(), 1);
+        // The cleanup reaches every id a lab can have, broker or controller.
+        let all: Vec<i32> = all_node_ids().collect();
+        for id in three
+            .iter()
+            .map(|n| n.id)
+            .chain(controller_ids(MAX_CONTROLLERS))
+        {
+            assert!(all.contains(&id), "{id} missing from {all:?}");
+        }
+    }
+
+    #[test]
+    fn every_node_of_a_three_controller_lab_names_every_voter_and_controllers_listen_on_their_own_address(
+    ) {
+        let ids = controller_ids(3);
+        let voters =
+            "controller.quorum.voters=0@127.0.0.10:9093,100@127.0.0.110:9093,101@127.0.0.111:9093";
+        for v in [
+            KafkaVersion::V4_4,
+            KafkaVersion::V4,
+            KafkaVersion::V3_6Kraft,
+        ] {
+            for node in nodes_with(v, 3, 3) {
+                let p = server_properties_in(v, &node, "/d", None, false, &ids);
+                assert!(p.contains(voters), "{v:?} node {}: {p}", node.id);
+                assert!(p.contains(&format!("node.id={}\n", node.id)), "{p}");
+                match node.role {
+                    Role::Controller => {
+                        assert!(p.contains("process.roles=controller"), "{p}");
+                        assert!(
+                            p.contains(&format!("listeners=CONTROLLER://{}:9093\n", node.host)),
+                            "{p}"
+                        );
+                        // The controllers fence brokers: their session timeout is the one
+                        // that counts.
+                        assert!(p.contains("broker.session.timeout.ms=3000"), "{p}");
+                    }
+                    _ => {
+                        assert!(p.contains("process.roles=broker"), "{p}");
+                        assert!(!p.contains("CONTROLLER://"), "{p}");
+                    }
+                }
+            }
+        }
+        // The one-controller form is unchanged.
+        let broker = broker_spec(2);
+        assert_eq!(
+            server_properties(KafkaVersion::V4_4, &broker, "/d", None, false),
+            server_properties_in(KafkaVersion::V4_4, &broker, "/d", None, false, &[0])
+        );
     }
 }

@@ -68,10 +68,10 @@ impl Drop for LabGuard {
     }
 }
 
-/// Heals every fault and starts every broker that is down.
+/// Heals every fault and starts every controller and broker that is down.
 fn restore(lab: &mut Lab) -> Result<(), kafka_lab::LabError> {
     lab.heal(None)?;
-    for id in lab.brokers() {
+    for id in lab.controllers().into_iter().chain(lab.brokers()) {
         if lab.running_pid(id).is_none() {
             lab.start(id)?;
         }
@@ -108,7 +108,7 @@ pub fn lab_with(opts: UpOptions) -> LabGuard {
     let serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     let session = kafka_lab::SessionLock::take().expect("lab session lock");
     if let Ok(existing) = Lab::open() {
-        if existing.version() != opts.version || existing.security() != opts.security {
+        if !existing.is_set_up_as(&opts) {
             Lab::down().expect("take down the other lab");
         }
     }

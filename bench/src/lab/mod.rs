@@ -246,8 +246,10 @@ pub fn lab_up_with(opts: &UpOptions) -> Result<Lab> {
         let _ = SESSION.set(kafka_lab::SessionLock::take().context("lab session lock")?);
     }
     if let Ok(existing) = Lab::open() {
-        if existing.version() != opts.version || existing.security() != opts.security {
-            println!("  taking down the lab set up otherwise (another release or security)");
+        if !existing.is_set_up_as(opts) {
+            println!(
+                "  taking down the lab set up otherwise (another release, security or quorum)"
+            );
             Lab::down().context("kafka-lab down")?;
         }
     }
@@ -258,7 +260,7 @@ pub fn lab_up_with(opts: &UpOptions) -> Result<Lab> {
 
 pub fn restore(lab: &mut Lab) -> Result<()> {
     lab.heal(None)?;
-    for id in lab.brokers() {
+    for id in lab.controllers().into_iter().chain(lab.brokers()) {
         if lab.running_pid(id).is_none() {
             lab.start(id)?;
         }

@@ -725,6 +725,7 @@ pub fn run(opts: &RoutineOptions) -> Result<(Section, Verdict)> {
         version: KafkaVersion::V4,
         security: Security::SaslSsl,
         brokers: 3,
+        ..UpOptions::default()
     })?;
     let _down = TakeDown;
     let lab_dir = kafka_lab::lab_dir();
