@@ -5,6 +5,7 @@
 
 pub mod kind;
 pub mod metric_kit;
+pub mod quorum;
 pub mod round;
 pub mod silence;
 pub mod time;

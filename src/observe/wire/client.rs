@@ -7,7 +7,8 @@ use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::{
     AlterPartitionReassignmentsRequest, ApiVersionsRequest, ApiVersionsResponse,
-    DescribeClusterRequest, DescribeConfigsRequest, DescribeTopicPartitionsRequest,
+    DescribeClusterRequest, DescribeConfigsRequest, DescribeQuorumRequest,
+    DescribeTopicPartitionsRequest,
     ElectLeadersRequest, ListOffsetsRequest, ListPartitionReassignmentsRequest, MetadataRequest,
     ProduceRequest, TopicName,
 };
@@ -21,10 +22,12 @@ use super::frame::leading_error_code;
 use super::guard;
 use super::partitions::{self, EligibleLeaderReplicas, OngoingReassignment, PartitionOutcome};
 use super::produce::{self, ProduceAnswer};
+use super::quorum;
 use super::security::SaslSettings;
 use super::versions::SupportedVersions;
 use super::{sasl, security};
 use super::{Connected, Timed, WireOptions};
+use crate::model::quorum::QuorumAnswer;
 use crate::model::round::{ClusterDescription, MetadataView};
 
 /// Kafka's resource type for topics in config APIs.
@@ -196,6 +199,60 @@ impl BrokerClient {
         };
         let request = DescribeClusterRequest::default()
             .with_include_fenced_brokers(version >= DESCRIBE_CLUSTER_FENCED);
+        let Timed { value, latency } = self.conn.call(phase, &request, version).await?;
+        if value.error_code != 0 {
+            return Err(WireError::Kafka {
+                phase,
+                code: value.error_code,
+                message: value.error_message.map(|m| m.to_string()),
+            });
+        }
+        let description = convert::cluster_description(value, version)
+            .map_err(|d| WireError::protocol(phase, d))?;
+        Ok(Some(Timed {
+            value: description,
+            latency,
+        }))
+    }
+
+    /// The metadata log's quorum as its leader describes it (DescribeQuorum, API 55): from
+    /// a broker, which forwards it to the active controller, or from a controller, which
+    /// describes it when it leads and says it does not otherwise. A whole-answer Kafka
+    /// error is a [`WireError::Kafka`]; a broker without the API (ZooKeeper mode, Kafka
+    /// before 2.8) gives [`WireError::Unsupported`].
+    pub async fn describe_quorum(&mut self) -> Result<Timed<QuorumAnswer>, WireError> {
+        let phase = Phase::DescribeQuorum;
+        let version = self.version_for::<DescribeQuorumRequest>(phase)?;
+        let Timed { value, latency } = self.conn.call(phase, &quorum::request(), version).await?;
+        match quorum::answer(value, version).map_err(|d| WireError::protocol(phase, d))? {
+            Ok(answer) => Ok(Timed {
+                value: answer,
+                latency,
+            }),
+            Err(code) => Err(WireError::Kafka {
+                phase,
+                code,
+                message: None,
+            }),
+        }
+    }
+
+    /// The controllers of the cluster, asked of a controller (DescribeCluster v1+ with the
+    /// controller endpoint type, KIP-919, Kafka 3.7+). `None` when this node has no
+    /// DescribeCluster v1; a broker refuses the controller endpoint type with a Kafka
+    /// error.
+    pub async fn describe_controllers(
+        &mut self,
+    ) -> Result<Option<Timed<ClusterDescription>>, WireError> {
+        let phase = Phase::DescribeCluster;
+        let Some(version) = self
+            .versions
+            .for_request::<DescribeClusterRequest>()
+            .filter(|v| *v >= 1)
+        else {
+            return Ok(None);
+        };
+        let request = DescribeClusterRequest::default().with_endpoint_type(quorum::CONTROLLER_ENDPOINTS);
         let Timed { value, latency } = self.conn.call(phase, &request, version).await?;
         if value.error_code != 0 {
             return Err(WireError::Kafka {

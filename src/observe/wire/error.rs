@@ -27,6 +27,7 @@ pub enum Phase {
     ListPartitionReassignments,
     ListOffsets,
     DescribeTopicPartitions,
+    DescribeQuorum,
 }
 
 impl Phase {
@@ -46,6 +47,7 @@ impl Phase {
             Phase::ListPartitionReassignments => "list_partition_reassignments",
             Phase::ListOffsets => "list_offsets",
             Phase::DescribeTopicPartitions => "describe_topic_partitions",
+            Phase::DescribeQuorum => "describe_quorum",
         }
     }
 }

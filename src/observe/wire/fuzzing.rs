@@ -8,13 +8,14 @@
 use bytes::Bytes;
 use kafka_protocol::messages::{
     AlterPartitionReassignmentsResponse, ApiKey, ApiVersionsResponse, DescribeClusterResponse,
-    DescribeConfigsResponse, DescribeTopicPartitionsResponse, ElectLeadersResponse,
+    DescribeConfigsResponse, DescribeQuorumResponse, DescribeTopicPartitionsResponse,
+    ElectLeadersResponse,
     ListOffsetsResponse, ListPartitionReassignmentsResponse, MetadataResponse, ProduceResponse,
     SaslAuthenticateResponse, SaslHandshakeResponse,
 };
 
 use super::guard::{self, Guarded};
-use super::{convert, frame, partitions, produce, versions::SupportedVersions};
+use super::{convert, frame, partitions, produce, quorum, versions::SupportedVersions};
 
 /// The API keys `decode_response_for_fuzzing` handles; the seed test in `guard` checks
 /// that each has seeds.
@@ -32,6 +33,7 @@ pub(crate) const FUZZED_API_KEYS: &[i16] = &[
     ApiKey::ListPartitionReassignments as i16,
     ApiKey::DescribeCluster as i16,
     ApiKey::DescribeTopicPartitions as i16,
+    ApiKey::DescribeQuorum as i16,
 ];
 
 /// Runs `body` through what the client does with the answer to a request of `api_key` at
@@ -92,6 +94,10 @@ pub fn decode_response_for_fuzzing(api_key: i16, version: i16, body: &[u8]) -> R
         ApiKey::DescribeTopicPartitions => {
             let r = decoded::<DescribeTopicPartitionsResponse>(&body, version)?;
             let _ = partitions::eligible_leader_replicas(r);
+        }
+        ApiKey::DescribeQuorum => {
+            let r = decoded::<DescribeQuorumResponse>(&body, version)?;
+            let _ = quorum::answer(r, version)?;
         }
         other => return Err(format!("the client never decodes {other:?} answers")),
     }

@@ -25,6 +25,7 @@ mod msk_iam;
 mod oauth;
 mod partitions;
 mod produce;
+mod quorum;
 mod sasl;
 mod scram;
 mod security;

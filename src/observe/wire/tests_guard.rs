@@ -21,7 +21,8 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::messages::{
     AlterPartitionReassignmentsResponse, ApiVersionsResponse, DescribeClusterResponse,
-    DescribeConfigsResponse, DescribeTopicPartitionsResponse, ElectLeadersResponse,
+    DescribeConfigsResponse, DescribeQuorumResponse, DescribeTopicPartitionsResponse,
+    ElectLeadersResponse,
     ListOffsetsResponse, ListPartitionReassignmentsResponse, MetadataResponse, ProduceResponse,
     SaslAuthenticateResponse, SaslHandshakeResponse,
 };
@@ -350,6 +351,57 @@ fn describe_partitions(_v: i16) -> DescribeTopicPartitionsResponse {
         .with_unknown_tagged_fields(extra_tags(true))
 }
 
+/// A leader's answer with a voter and an observer, and the controllers' endpoints (v2).
+pub(super) fn describe_quorum(v: i16) -> DescribeQuorumResponse {
+    use kafka_protocol::messages::describe_quorum_response as dq;
+    let replica = |id: i32, leo: i64, fetch: i64| {
+        let r = dq::ReplicaState::default()
+            .with_replica_id(BrokerId(id))
+            .with_log_end_offset(leo)
+            .with_unknown_tagged_fields(extra_tags(true));
+        let r = if v >= 1 {
+            r.with_last_fetch_timestamp(fetch)
+                .with_last_caught_up_timestamp(fetch - 100)
+        } else {
+            r
+        };
+        if v >= 2 {
+            r.with_replica_directory_id("0102030405060708090a0b0c0d0e0f10".parse().unwrap())
+        } else {
+            r
+        }
+    };
+    let partition = dq::PartitionData::default()
+        .with_partition_index(0)
+        .with_leader_id(BrokerId(100))
+        .with_leader_epoch(7)
+        .with_high_watermark(5000)
+        .with_current_voters(vec![
+            replica(100, 5000, 1_700_000_010_000),
+            replica(0, 4990, 1_700_000_009_700),
+        ])
+        .with_observers(vec![replica(2, 5000, 1_700_000_009_900)])
+        .with_unknown_tagged_fields(extra_tags(true));
+    let topic = dq::TopicData::default()
+        .with_topic_name(TopicName(s("__cluster_metadata")))
+        .with_partitions(vec![partition])
+        .with_unknown_tagged_fields(extra_tags(true));
+    let mut r = DescribeQuorumResponse::default()
+        .with_topics(vec![topic])
+        .with_unknown_tagged_fields(extra_tags(true));
+    if v >= 2 {
+        r = r.with_nodes(vec![dq::Node::default()
+            .with_node_id(BrokerId(100))
+            .with_listeners(vec![dq::Listener::default()
+                .with_name(s("CONTROLLER"))
+                .with_host(s("127.0.0.110"))
+                .with_port(9093)
+                .with_unknown_tagged_fields(extra_tags(true))])
+            .with_unknown_tagged_fields(extra_tags(true))]);
+    }
+    r
+}
+
 /// The walk must end exactly where the crate's decoder ends, at every version, and every
 /// truncation must be refused without a panic.
 fn check_all_versions<T>(range: std::ops::RangeInclusive<i16>, build: fn(i16) -> T)
@@ -387,6 +439,7 @@ fn walks_match_the_crate_at_every_version() {
     check_all_versions(1..=10, list_offsets);
     check_all_versions(0..=0, describe_partitions);
     check_all_versions(0..=0, |v| describe_partitions(v).with_next_cursor(None));
+    check_all_versions(0..=2, describe_quorum);
 }
 
 /// Flipped bytes anywhere in valid bodies must give an answer or an error, never a panic
@@ -429,6 +482,7 @@ fn mutated_bodies_never_panic() {
     mutate_all(0..=0, list_reassignments, &mut next);
     mutate_all(1..=10, list_offsets, &mut next);
     mutate_all(0..=0, describe_partitions, &mut next);
+    mutate_all(0..=2, describe_quorum, &mut next);
 }
 
 /// Every version of every response above is a seed for the `wire_decode` fuzz target
@@ -478,6 +532,7 @@ fn fuzz_seeds_pass_the_fuzzing_entry() {
         0..=0,
         describe_partitions,
     );
+    seeds(&mut all, ApiKey::DescribeQuorum, 0..=2, describe_quorum);
 
     let keys: std::collections::BTreeSet<i16> = all
         .iter()

@@ -10,7 +10,8 @@
 use bytes::Bytes;
 use kafka_protocol::messages::{
     AlterPartitionReassignmentsResponse, ApiVersionsResponse, DescribeClusterResponse,
-    DescribeConfigsResponse, DescribeTopicPartitionsResponse, ElectLeadersResponse,
+    DescribeConfigsResponse, DescribeQuorumResponse, DescribeTopicPartitionsResponse,
+    ElectLeadersResponse,
     ListOffsetsResponse, ListPartitionReassignmentsResponse, MetadataResponse, ProduceResponse,
     SaslAuthenticateResponse, SaslHandshakeResponse,
 };
@@ -210,6 +211,59 @@ impl Guarded for DescribeTopicPartitionsResponse {
             r.string(true)?;
             r.skip(4)?;
             r.plain_tags(true)?;
+        }
+        r.plain_tags(true)
+    }
+}
+
+impl Guarded for DescribeQuorumResponse {
+    fn walk(r: &mut Reader<'_>, v: i16) -> Check {
+        // Flexible in every version.
+        versions(v, 0, 2)?;
+        r.skip(2)?;
+        if v >= 2 {
+            r.string(true)?;
+        }
+        let replica = |r: &mut Reader<'_>| {
+            r.skip(4)?;
+            if v >= 2 {
+                r.skip(16)?;
+            }
+            r.skip(8)?;
+            if v >= 1 {
+                r.skip(16)?;
+            }
+            r.plain_tags(true)
+        };
+        let replica_min = 4 + 8 + 1 + if v >= 2 { 16 } else { 0 } + if v >= 1 { 16 } else { 0 };
+        r.array(true, 3, |r| {
+            r.string(true)?;
+            // partition_index, error_code, [error_message], leader_id, leader_epoch,
+            // high_watermark, voters, observers, tags
+            r.array(true, 4 + 2 + 4 + 4 + 8 + 3, |r| {
+                r.skip(6)?;
+                if v >= 2 {
+                    r.string(true)?;
+                }
+                r.skip(16)?;
+                r.array(true, replica_min, replica)?;
+                r.array(true, replica_min, replica)?;
+                r.plain_tags(true)
+            })?;
+            r.plain_tags(true)
+        })?;
+        if v >= 2 {
+            // nodes: node id, listeners (name, host, port, tags), tags
+            r.array(true, 6, |r| {
+                r.skip(4)?;
+                r.array(true, 5, |r| {
+                    r.string(true)?;
+                    r.string(true)?;
+                    r.skip(2)?;
+                    r.plain_tags(true)
+                })?;
+                r.plain_tags(true)
+            })?;
         }
         r.plain_tags(true)
     }
