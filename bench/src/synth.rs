@@ -283,6 +283,7 @@ pub fn observation(
         host: Default::default(),
         followers: Default::default(),
         liveness: Default::default(),
+        quorum: None,
     }
 }
 

@@ -47,6 +47,10 @@ pub(crate) fn cluster(
             None
         }
     };
+    let controllers = match f.get(s::CONTROLLERS_KEY) {
+        Some(e) => controllers(&mut cx.rep, e),
+        None => Some(Vec::new()),
+    };
     let security_path = f.child("security");
     let security = match f.get("security") {
         Some(e) => security(cx, e, security_path),
@@ -71,6 +75,7 @@ pub(crate) fn cluster(
         Some(ClusterConfig {
             name: name?,
             bootstrap_servers: bootstrap_servers?,
+            controllers: controllers?,
             security: security?,
             round_interval: m.timing.round_interval,
             connect_timeout: m.timing.connect_timeout,
@@ -86,6 +91,57 @@ pub(crate) fn cluster(
         })
     })();
     (raw_name, built)
+}
+
+/// `controllers:`: `host:port` or `id@host:port` entries, a comma-separated text too (as
+/// Kafka's `controller.quorum.voters` or `--bootstrap-controller` take them).
+fn controllers(rep: &mut Report, e: &Entry) -> Option<Vec<ControllerAddress>> {
+    let expected = s::CONTROLLERS_EXPECTED;
+    let items = list(rep, e, expected, true)?;
+    let mut out: Vec<ControllerAddress> = Vec::new();
+    let mut ok = true;
+    for item in items {
+        let Some(t) = text_node(rep, item, s::CONTROLLERS_KEY, expected) else {
+            ok = false;
+            continue;
+        };
+        for part in t.split(',').map(str::trim) {
+            let (id, address) = match part.split_once('@') {
+                Some((id, address)) => match id.parse::<i32>() {
+                    Ok(id) if id >= 0 => (Some(id), address),
+                    _ => {
+                        rep.add(
+                            item.pos,
+                            format!("'{id}' is not a node id"),
+                            Some("a node id from 0, as in 3000@controller-1:9093".into()),
+                        );
+                        ok = false;
+                        continue;
+                    }
+                },
+                None => (None, part),
+            };
+            if let Err((m, x)) = checks::host_port(address) {
+                rep.add(item.pos, m, Some(x));
+                ok = false;
+                continue;
+            }
+            if out.iter().any(|c| c.address == address) {
+                rep.add(
+                    item.pos,
+                    format!("controller {address} is listed twice"),
+                    Some("each controller once".into()),
+                );
+                ok = false;
+                continue;
+            }
+            out.push(ControllerAddress {
+                id,
+                address: address.to_string(),
+            });
+        }
+    }
+    ok.then_some(out)
 }
 
 fn bootstrap(rep: &mut Report, e: &Entry) -> Option<Vec<String>> {

@@ -113,6 +113,7 @@ fn sections() -> Vec<Section> {
     let mut cluster = vec![
         plain(&format!("{c}name"), "text", "required", s::NAME_EXPECTED, Cluster, "The cluster's name: the `cluster` label of metrics and webhooks."),
         plain(&format!("{c}bootstrap_servers"), "list", "required", "host:port addresses (a comma-separated text too)", Cluster, "Where the watchdog first asks for the brokers."),
+        plain(&format!("{c}{}", s::CONTROLLERS_KEY), "list", "none (the quorum is asked through the brokers)", "host:port or id@host:port addresses (a comma-separated text too)", Cluster, "KRaft controllers asked directly, on their own listener with the cluster's `security` (KIP-919, Kafka 3.7+): each gets a verdict of its own; more are learned from them. Without it the quorum is described through the brokers, which forward to the active controller."),
     ];
     cluster.extend(under(c, s::Timing::doc_rows()));
     cluster.extend(under(&format!("{c}topics."), s::Topics::doc_rows()));

@@ -58,11 +58,11 @@ use std::path::{Path, PathBuf};
 
 pub use http::HttpTlsError;
 pub use types::{
-    AwsMskIamConfig, CanaryConfig, ClientCert, ClusterConfig, Config, HostBrokerConfig, HostConfig,
-    HttpAuth, HttpTlsConfig, LogConfig, LogFormat, LogLevel, OAuthBearerConfig, PortSpec,
-    ProcessLocator, RemediationConfig, SaslConfig, SaslMechanism, Secret, Security,
-    SecurityProtocol, Severity, SlackBot, TlsConfig, TopicFilter, VerdictConfig, WebhookConfig,
-    WebhookFormat,
+    AwsMskIamConfig, CanaryConfig, ClientCert, ClusterConfig, Config, ControllerAddress,
+    HostBrokerConfig, HostConfig, HttpAuth, HttpTlsConfig, LogConfig, LogFormat, LogLevel,
+    OAuthBearerConfig, PortSpec, ProcessLocator, RemediationConfig, SaslConfig, SaslMechanism,
+    Secret, Security, SecurityProtocol, Severity, SlackBot, TlsConfig, TopicFilter,
+    VerdictConfig, WebhookConfig, WebhookFormat,
 };
 
 /// See `full_metadata_partition_budget`: declared here, where the key is, and read by the

@@ -479,7 +479,18 @@ pub(crate) const LIBRDKAFKA_RESERVED: &[(&str, &str)] = &[
 ];
 
 /// Keys a cluster has that `defaults:` cannot carry, for a precise message there.
-pub(crate) const CLUSTER_ONLY_KEYS: &[&str] = &["name", "bootstrap_servers", "security", "host"];
+pub(crate) const CLUSTER_ONLY_KEYS: &[&str] = &[
+    "name",
+    "bootstrap_servers",
+    CONTROLLERS_KEY,
+    "security",
+    "host",
+];
+
+/// A cluster's KRaft controllers, asked directly (optional).
+pub(crate) const CONTROLLERS_KEY: &str = "controllers";
+pub(crate) const CONTROLLERS_EXPECTED: &str =
+    "a list of controller addresses, host:port or id@host:port (as controller.quorum.voters)";
 
 pub(crate) const PROTOCOLS: &[(&str, SecurityProtocol)] = &[
     ("PLAINTEXT", SecurityProtocol::Plaintext),

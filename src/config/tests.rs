@@ -120,7 +120,7 @@ clusters:
     assert_eq!(
         err.to_string(),
         "\
-lab.yaml:7:5: unknown key 'bootstrap_server' in clusters[0], did you mean 'bootstrap_servers'? (expected one of: name, bootstrap_servers, security, round_interval_secs, connect_timeout_ms, request_timeout_ms, topic_config_refresh_secs, forget_broker_after_secs, full_metadata_partition_budget, topics, canary, verdict, librdkafka, host)
+lab.yaml:7:5: unknown key 'bootstrap_server' in clusters[0], did you mean 'bootstrap_servers'? (expected one of: name, bootstrap_servers, controllers, security, round_interval_secs, connect_timeout_ms, request_timeout_ms, topic_config_refresh_secs, forget_broker_after_secs, full_metadata_partition_budget, topics, canary, verdict, librdkafka, host)
 lab.yaml:11:9: 'broker2:99999' is not a host:port (expected a port from 1 to 65535)
 lab.yaml:15:5: request_timeout_ms 15000 is not below round_interval_secs (10 s) (expected a value under 10000)
 lab.yaml: 3 problems"
@@ -302,6 +302,58 @@ fn bootstrap_server_forms() {
 }
 
 #[test]
+fn controllers_are_optional_host_ports_with_an_optional_node_id() {
+    let c = ok(MINIMAL);
+    assert!(c.clusters[0].controllers.is_empty());
+    let c = ok("clusters:\n  - name: a\n    bootstrap_servers: [a:1]\n    controllers: ['0@127.0.0.10:9093', 'c2:9093']\n");
+    assert_eq!(
+        c.clusters[0].controllers,
+        [
+            crate::config::ControllerAddress {
+                id: Some(0),
+                address: "127.0.0.10:9093".into()
+            },
+            crate::config::ControllerAddress {
+                id: None,
+                address: "c2:9093".into()
+            },
+        ]
+    );
+    // Pasted from controller.quorum.voters.
+    let c = ok("clusters:\n  - name: a\n    bootstrap_servers: [a:1]\n    controllers: '1@c1:9093,2@c2:9093'\n");
+    assert_eq!(c.clusters[0].controllers.len(), 2);
+    let cases = [
+        (
+            "'x@c1:9093'",
+            "'x' is not a node id (expected a node id from 0, as in 3000@controller-1:9093)",
+        ),
+        (
+            "'-1@c1:9093'",
+            "'-1' is not a node id (expected a node id from 0, as in 3000@controller-1:9093)",
+        ),
+        (
+            "'c1'",
+            "'c1' is not a host:port (expected host:port, e.g. broker1:9092 or [::1]:9092)",
+        ),
+        (
+            "'c1:9093,c1:9093'",
+            "controller c1:9093 is listed twice (expected each controller once)",
+        ),
+    ];
+    for (value, message) in cases {
+        let text = format!("clusters:\n  - name: a\n    bootstrap_servers: [a:1]\n    controllers:\n      - {value}\n");
+        assert_eq!(one(&text), format!("5:9: {message}"), "{value}");
+    }
+    // A cluster's own key: `defaults:` cannot carry it.
+    assert!(
+        problems(&format!("defaults:\n  controllers: [c:1]\n{MINIMAL}"))
+            .iter()
+            .any(|p| p.message.contains("controllers")),
+        "defaults must refuse controllers"
+    );
+}
+
+#[test]
 fn wrong_types_are_named() {
     let cases = [
         ("round_interval_secs: '10'", "4:26: wrong type for round_interval_secs: the text '10' (expected an integer from 1 to 3600)"),
@@ -354,7 +406,7 @@ fn merge_keys_get_their_own_message() {
     let text = format!("{MINIMAL}    <<: {{round_interval_secs: 5}}\n");
     assert_eq!(
         one(&text),
-        "4:5: YAML merge keys ('<<') are not supported; shared settings go in the defaults block (expected one of: name, bootstrap_servers, security, round_interval_secs, connect_timeout_ms, request_timeout_ms, topic_config_refresh_secs, forget_broker_after_secs, full_metadata_partition_budget, topics, canary, verdict, librdkafka, host)"
+        "4:5: YAML merge keys ('<<') are not supported; shared settings go in the defaults block (expected one of: name, bootstrap_servers, controllers, security, round_interval_secs, connect_timeout_ms, request_timeout_ms, topic_config_refresh_secs, forget_broker_after_secs, full_metadata_partition_budget, topics, canary, verdict, librdkafka, host)"
     );
 }
 

@@ -119,6 +119,9 @@ pub struct ClusterConfig {
     pub name: String,
     /// `host:port` entries as written (IPv6 hosts in brackets); never empty.
     pub bootstrap_servers: Vec<String>,
+    /// KRaft controllers to ask directly (DescribeQuorum on their own listener, KIP-919);
+    /// empty: the quorum is asked through the brokers only.
+    pub controllers: Vec<ControllerAddress>,
     pub security: Security,
     pub round_interval: Duration,
     /// Below `round_interval`.
@@ -136,6 +139,15 @@ pub struct ClusterConfig {
     pub librdkafka: BTreeMap<String, String>,
     /// Host mode: brokers of this cluster that run on the watchdog's own host.
     pub host: Option<HostConfig>,
+}
+
+/// A controller as `controllers:` names it: `host:port`, or `id@host:port` as Kafka's
+/// `controller.quorum.voters` writes it (the id then names it before it answers).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ControllerAddress {
+    pub id: Option<i32>,
+    /// `host:port`, IPv6 hosts in brackets.
+    pub address: String,
 }
 
 /// Host mode of one cluster: the brokers on this host and the cluster-wide remediation

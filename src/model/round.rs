@@ -580,6 +580,9 @@ pub struct RoundObservation {
     /// The continuous liveness check's facts about every broker it watches, as of the end
     /// of the round (empty when it is off).
     pub liveness: BTreeMap<BrokerId, LivenessFact>,
+    /// The newest look at the KRaft control plane (DescribeQuorum); `None` when nothing
+    /// speaks it (ZooKeeper mode) or no look was made.
+    pub quorum: Option<std::sync::Arc<super::quorum::QuorumObservation>>,
 }
 
 /// One replica's position: its own log end offset and its leader's high watermark.

@@ -9,5 +9,6 @@ pub mod cluster_view;
 pub mod host;
 pub mod liveness;
 pub mod probe;
+pub mod quorum;
 pub mod self_metrics;
 pub mod wire;

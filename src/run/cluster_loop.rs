@@ -17,6 +17,7 @@ use crate::observe::canary::{Canary, CanaryRound};
 use crate::observe::host::HostObserver;
 use crate::observe::liveness::{Board, Liveness, LivenessSettings};
 use crate::observe::probe::ClusterProber;
+use crate::observe::quorum::{QuorumProber, QuorumWatch};
 use crate::run::cadence::{Cadence, Why};
 use crate::run::service::LoopHealth;
 use crate::run::setup;
@@ -60,6 +61,22 @@ pub async fn cluster_loop(
     let live_wire = settings.wire.clone();
     let look_wire = settings.wire.clone();
     let mut prober = ClusterProber::new(settings);
+    // The control plane: looked at continuously beside the liveness check (a frozen
+    // controller is named within seconds), else once per round.
+    let quorum = match setup::quorum_settings(&cfg) {
+        Ok(q) if !cfg.verdict.liveness_interval.is_zero() => Some(QuorumWatch::start(
+            QuorumProber::new(q),
+            cfg.verdict.liveness_interval,
+        )),
+        Ok(q) => {
+            prober = prober.with_quorum(QuorumProber::new(q));
+            None
+        }
+        Err(e) => {
+            tracing::warn!(cluster = %cfg.name, error = %e, "the control plane is not looked at");
+            None
+        }
+    };
     let mut evaluator = Evaluator::new(
         &cfg.name,
         setup::verdict_settings(&cfg),
@@ -126,6 +143,10 @@ pub async fn cluster_loop(
                     l.track(obs.probes.values().map(|p| &p.endpoint));
                     obs.liveness = b.snapshot();
                 }
+                if let Some(q) = &quorum {
+                    obs.quorum = q.latest();
+                    q.ask_brokers(answering_first(&obs));
+                }
                 let now = SystemTime::now();
                 let mut report = evaluator.evaluate_merged(obs, view, canary_round, now);
                 report.early_rounds = cadence.counts();
@@ -166,6 +187,14 @@ pub async fn cluster_loop(
             }
         }
     }
+}
+
+/// The brokers' addresses, those that answered this round first: the quorum watch asks
+/// the first two (a broker forwards DescribeQuorum to the active controller).
+fn answering_first(obs: &crate::model::round::RoundObservation) -> Vec<String> {
+    let mut all: Vec<_> = obs.probes.values().collect();
+    all.sort_by_key(|p| !p.answered());
+    all.iter().map(|p| p.endpoint.address()).collect()
 }
 
 /// A finding that waits for a second look gets one when it can confirm it, not at the next

@@ -18,6 +18,7 @@ use crate::model::round::{BrokerId, LivenessFact, RoundObservation};
 use crate::observe::host::HostObserver;
 use crate::observe::liveness::{Liveness, LivenessSettings};
 use crate::observe::probe::ClusterProber;
+use crate::observe::quorum::QuorumProber;
 use crate::observe::wire::WireOptions;
 use crate::run::cluster_loop::{cluster_loop, lock, one_round, round_limit};
 use crate::run::service::{self, LoopHealth, StatusCounts};
@@ -351,6 +352,12 @@ pub async fn check_once(config: &Config) -> Vec<ClusterReport> {
         };
         let wire = settings.wire.clone();
         let mut prober = ClusterProber::new(settings);
+        match setup::quorum_settings(c) {
+            Ok(q) => prober = prober.with_quorum(QuorumProber::new(q)),
+            Err(e) => {
+                tracing::warn!(cluster = %c.name, error = %e, "the control plane is not looked at")
+            }
+        }
         let mut host = c.host.clone().map(HostObserver::new);
         // Direct probes (and host mode) only: a single canary write proves little, and a
         // check run from cron should not create topics.

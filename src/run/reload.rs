@@ -235,6 +235,7 @@ fn cluster_diff(old: &ClusterConfig, new: &ClusterConfig) -> Vec<&'static str> {
     let ClusterConfig {
         name: _,
         bootstrap_servers,
+        controllers,
         security,
         // The timing keys, declared in the configuration schema, compare there.
         round_interval: _,
@@ -259,6 +260,7 @@ fn cluster_diff(old: &ClusterConfig, new: &ClusterConfig) -> Vec<&'static str> {
         *bootstrap_servers != old.bootstrap_servers,
         "bootstrap_servers",
     );
+    check(*controllers != old.controllers, "controllers");
     // Secrets compare by value: a rotated password file restarts the cluster's clients.
     check(*security != old.security, "security");
     for key in crate::config::ClusterConfig::changed_timing(old, new) {

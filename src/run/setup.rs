@@ -11,6 +11,7 @@ use crate::judge::verdict::VerdictSettings;
 use crate::observe::canary::layout::LayoutSettings;
 use crate::observe::canary::CanarySettings;
 use crate::observe::probe::ProbeSettings;
+use crate::observe::quorum::QuorumSettings;
 use crate::observe::wire::{
     self, AwsIamSettings, SaslSettings, TlsSettings, TokenSource, WireOptions,
 };
@@ -123,6 +124,28 @@ pub fn probe_settings(c: &ClusterConfig) -> Result<ProbeSettings, SetupError> {
             vec![c.canary.topic.clone()]
         } else {
             Vec::new()
+        },
+    })
+}
+
+/// How the control plane is looked at: the configured controllers, with the cluster's
+/// security; each DescribeQuorum bounded by the liveness floor (within the request timeout),
+/// since a controller that takes longer than that to describe its quorum is the news.
+pub fn quorum_settings(c: &ClusterConfig) -> Result<QuorumSettings, SetupError> {
+    let bound = c.verdict.liveness_floor.min(c.request_timeout);
+    Ok(QuorumSettings {
+        cluster: c.name.clone(),
+        controllers: c
+            .controllers
+            .iter()
+            .map(|ca| (ca.id, ca.address.clone()))
+            .collect(),
+        wire: WireOptions {
+            connect_timeout: c.connect_timeout.min(bound),
+            request_timeout: bound,
+            client_id: "kafka-watchdog".into(),
+            max_frame_bytes: 16 * 1024 * 1024,
+            security: wire_security(c)?,
         },
     })
 }

@@ -570,6 +570,7 @@ mod tests {
             host: BTreeMap::new(),
             followers: BTreeMap::new(),
             liveness: BTreeMap::new(),
+            quorum: None,
         }
     }
 

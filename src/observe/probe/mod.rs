@@ -14,6 +14,7 @@ use crate::model::round::{
     ProbeFailure, RoundObservation, NO_LEADER,
 };
 use crate::observe::cluster_view::stale_claims;
+use crate::observe::quorum::QuorumProber;
 use crate::observe::wire::{BrokerClient, OpenFailure, WireError, WireOptions};
 
 use followers::{carry_adding, measure_followers};
@@ -82,6 +83,8 @@ pub struct ClusterProber {
     cursor: usize,
     /// Per broker, the partitions the last round's reassignments were adding it to.
     adding_before: BTreeMap<BrokerId, Vec<(String, i32)>>,
+    /// Looks at the control plane once per round, when no continuous watch does.
+    quorum: Option<QuorumProber>,
 }
 
 impl ClusterProber {
@@ -95,7 +98,15 @@ impl ClusterProber {
             partitions: 0,
             cursor: 0,
             adding_before: BTreeMap::new(),
+            quorum: None,
         }
+    }
+
+    /// Looks at the control plane (DescribeQuorum) in every round, beside the probes: for
+    /// `check`, and for a daemon without the continuous watch.
+    pub fn with_quorum(mut self, quorum: QuorumProber) -> Self {
+        self.quorum = Some(quorum);
+        self
     }
 
     /// Runs one round: discovery if no broker is known yet, every broker probed at once, the
@@ -122,11 +133,19 @@ impl ClusterProber {
             (self.cursor + n) % targets.len()
         };
         let scoped = &self.settings.scoped_topics;
-        let results = join_all(targets.into_iter().zip(full).map(|(ep, full)| {
+        let addresses: Vec<String> = targets.iter().map(BrokerEndpoint::address).collect();
+        let probes = join_all(targets.into_iter().zip(full).map(|(ep, full)| {
             let topics = if full { None } else { Some(scoped.as_slice()) };
             probe_broker(ep, wire, topics)
-        }))
-        .await;
+        }));
+        // The quorum look has deadlines of its own and runs beside the probes.
+        let look = async {
+            match self.quorum.as_mut() {
+                Some(q) => q.look(&addresses).await.map(std::sync::Arc::new),
+                None => None,
+            }
+        };
+        let (results, quorum) = futures::join!(probes, look);
         let mut probes: BTreeMap<BrokerId, BrokerProbe> =
             results.into_iter().map(|p| (p.endpoint.id, p)).collect();
         // When every broker whose turn it was failed, one that answered is asked again for
@@ -168,6 +187,7 @@ impl ClusterProber {
             host: BTreeMap::new(),
             followers,
             liveness: BTreeMap::new(),
+            quorum,
         }
     }
 

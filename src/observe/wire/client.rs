@@ -8,9 +8,8 @@ use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::{
     AlterPartitionReassignmentsRequest, ApiVersionsRequest, ApiVersionsResponse,
     DescribeClusterRequest, DescribeConfigsRequest, DescribeQuorumRequest,
-    DescribeTopicPartitionsRequest,
-    ElectLeadersRequest, ListOffsetsRequest, ListPartitionReassignmentsRequest, MetadataRequest,
-    ProduceRequest, TopicName,
+    DescribeTopicPartitionsRequest, ElectLeadersRequest, ListOffsetsRequest,
+    ListPartitionReassignmentsRequest, MetadataRequest, ProduceRequest, TopicName,
 };
 use kafka_protocol::protocol::{Message, Request, StrBytes, VersionRange};
 use tokio::time::Instant;
@@ -252,7 +251,8 @@ impl BrokerClient {
         else {
             return Ok(None);
         };
-        let request = DescribeClusterRequest::default().with_endpoint_type(quorum::CONTROLLER_ENDPOINTS);
+        let request =
+            DescribeClusterRequest::default().with_endpoint_type(quorum::CONTROLLER_ENDPOINTS);
         let Timed { value, latency } = self.conn.call(phase, &request, version).await?;
         if value.error_code != 0 {
             return Err(WireError::Kafka {

@@ -9,9 +9,8 @@ use bytes::Bytes;
 use kafka_protocol::messages::{
     AlterPartitionReassignmentsResponse, ApiKey, ApiVersionsResponse, DescribeClusterResponse,
     DescribeConfigsResponse, DescribeQuorumResponse, DescribeTopicPartitionsResponse,
-    ElectLeadersResponse,
-    ListOffsetsResponse, ListPartitionReassignmentsResponse, MetadataResponse, ProduceResponse,
-    SaslAuthenticateResponse, SaslHandshakeResponse,
+    ElectLeadersResponse, ListOffsetsResponse, ListPartitionReassignmentsResponse,
+    MetadataResponse, ProduceResponse, SaslAuthenticateResponse, SaslHandshakeResponse,
 };
 
 use super::guard::{self, Guarded};

@@ -115,7 +115,10 @@ mod tests {
         let follower = d.voter(0).unwrap();
         assert_eq!(follower.log_end_offset, 4990);
         assert_eq!(follower.last_fetch_ago, Some(Duration::from_millis(300)));
-        assert_eq!(follower.last_caught_up_ago, Some(Duration::from_millis(400)));
+        assert_eq!(
+            follower.last_caught_up_ago,
+            Some(Duration::from_millis(400))
+        );
         let leader = d.voter(100).unwrap();
         assert_eq!(leader.last_fetch_ago, Some(Duration::ZERO));
         assert_eq!(

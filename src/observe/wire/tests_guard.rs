@@ -22,9 +22,8 @@ use kafka_protocol::messages::{
 use kafka_protocol::messages::{
     AlterPartitionReassignmentsResponse, ApiVersionsResponse, DescribeClusterResponse,
     DescribeConfigsResponse, DescribeQuorumResponse, DescribeTopicPartitionsResponse,
-    ElectLeadersResponse,
-    ListOffsetsResponse, ListPartitionReassignmentsResponse, MetadataResponse, ProduceResponse,
-    SaslAuthenticateResponse, SaslHandshakeResponse,
+    ElectLeadersResponse, ListOffsetsResponse, ListPartitionReassignmentsResponse,
+    MetadataResponse, ProduceResponse, SaslAuthenticateResponse, SaslHandshakeResponse,
 };
 use kafka_protocol::messages::{BrokerId, TopicName};
 use kafka_protocol::protocol::{Encodable, StrBytes};

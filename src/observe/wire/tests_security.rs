@@ -553,6 +553,7 @@ async fn verdict_on_probed(
         host: BTreeMap::new(),
         followers: BTreeMap::new(),
         liveness: BTreeMap::new(),
+        quorum: None,
     };
     let answers: Vec<_> = obs
         .probes

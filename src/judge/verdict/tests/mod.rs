@@ -197,6 +197,7 @@ impl World {
             host: self.host.clone(),
             followers: self.followers.clone(),
             liveness: BTreeMap::new(),
+            quorum: None,
         }
     }
 
@@ -250,6 +251,7 @@ impl World {
             host: self.host.clone(),
             followers: self.followers.clone(),
             liveness: BTreeMap::new(),
+            quorum: None,
         };
         let answers: Vec<(i32, &MetadataView)> = obs
             .probes
@@ -285,6 +287,7 @@ impl World {
             host: self.host.clone(),
             followers: self.followers.clone(),
             liveness: BTreeMap::new(),
+            quorum: None,
         };
         let view = crate::judge::report::newest_view(&obs);
         let mut health = classify_reassigning(
@@ -957,6 +960,7 @@ fn peer_medians_match_the_median_of_the_others() {
         host: BTreeMap::new(),
         followers: BTreeMap::new(),
         liveness: BTreeMap::new(),
+        quorum: None,
     };
     let fast = super::peer_medians(&obs);
     for id in obs.probes.keys() {

@@ -11,9 +11,8 @@ use bytes::Bytes;
 use kafka_protocol::messages::{
     AlterPartitionReassignmentsResponse, ApiVersionsResponse, DescribeClusterResponse,
     DescribeConfigsResponse, DescribeQuorumResponse, DescribeTopicPartitionsResponse,
-    ElectLeadersResponse,
-    ListOffsetsResponse, ListPartitionReassignmentsResponse, MetadataResponse, ProduceResponse,
-    SaslAuthenticateResponse, SaslHandshakeResponse,
+    ElectLeadersResponse, ListOffsetsResponse, ListPartitionReassignmentsResponse,
+    MetadataResponse, ProduceResponse, SaslAuthenticateResponse, SaslHandshakeResponse,
 };
 use kafka_protocol::protocol::Decodable;
 
