@@ -5,7 +5,6 @@
 
 pub mod kind;
 pub mod metric_kit;
-pub mod quorum;
 pub mod round;
 pub mod silence;
 pub mod time;

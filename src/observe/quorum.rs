@@ -16,7 +16,7 @@ use std::time::{Duration, Instant, SystemTime};
 use futures::future::join_all;
 use tokio::sync::watch;
 
-use crate::model::quorum::{
+use crate::model::round::{
     ControllerLook, ControllerRole, NodeId, QuorumAnswer, QuorumDescription, QuorumObservation,
 };
 use crate::model::round::{FailureKind, ProbeFailure};

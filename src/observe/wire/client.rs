@@ -26,7 +26,7 @@ use super::security::SaslSettings;
 use super::versions::SupportedVersions;
 use super::{sasl, security};
 use super::{Connected, Timed, WireOptions};
-use crate::model::quorum::QuorumAnswer;
+use crate::model::round::QuorumAnswer;
 use crate::model::round::{ClusterDescription, MetadataView};
 
 /// Kafka's resource type for topics in config APIs.

@@ -12,7 +12,7 @@ use kafka_protocol::messages::describe_quorum_response::ReplicaState;
 use kafka_protocol::messages::{DescribeQuorumRequest, DescribeQuorumResponse, TopicName};
 use kafka_protocol::protocol::StrBytes;
 
-use crate::model::quorum::{QuorumAnswer, QuorumDescription, ReplicaProgress};
+use crate::model::round::{QuorumAnswer, QuorumDescription, ReplicaProgress};
 
 /// The metadata log: the one topic partition the quorum replicates.
 pub(crate) const METADATA_TOPIC: &str = "__cluster_metadata";
