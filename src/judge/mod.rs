@@ -4,5 +4,6 @@
 
 pub mod check;
 pub mod health;
+pub mod quorum;
 pub mod report;
 pub mod verdict;

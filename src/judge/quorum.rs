@@ -1,0 +1,517 @@
+//! The control plane's verdicts, pure: from a look at the KRaft quorum (DescribeQuorum,
+//! each controller asked directly) to a state per controller with its evidence, and the
+//! quorum's own problem when the control plane is out. No I/O; `now` is a parameter.
+//!
+//! What the look can tell, and how it is read:
+//! - A controller asked directly that refuses connections is `down`; one that accepts and
+//!   never answers (a frozen JVM) is a `zombie`, at once.
+//! - The active controller appends a no-op record every 500 ms (KIP-835), so a leader
+//!   whose high watermark stands still for `stall` is wedged (its event handler stopped
+//!   while its Raft threads keep the leadership: Kafka never elects another): a `zombie`.
+//! - A voter the leader has not heard from for `lag`, or that has not caught up for
+//!   `caught_up`, is `lagging`: the quorum may still have a majority without it.
+//! - The quorum has a problem when no leader answers (past `election_grace` while a
+//!   majority of the voters answers, since Kafka then elects another within seconds; at
+//!   once otherwise), when its leader's high watermark stands still, or when fewer than a
+//!   majority of the voters are caught up.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, SystemTime};
+
+use serde::Serialize;
+
+use crate::model::round::{
+    ControllerLook, ControllerRole, FailureKind, NodeId, QuorumDescription, QuorumObservation,
+};
+
+/// A controller's verdict state, least bad first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ControllerState {
+    Healthy,
+    /// Nothing says how it is: it is not asked directly and no leader describes it.
+    Unknown,
+    /// Behind the quorum's leader, or not heard from by it: a voter the majority can do
+    /// without, for now.
+    Lagging,
+    /// Alive at process or port level, not doing its job.
+    Zombie,
+    Down,
+}
+
+impl ControllerState {
+    pub const ALL: [ControllerState; 5] = [
+        ControllerState::Healthy,
+        ControllerState::Unknown,
+        ControllerState::Lagging,
+        ControllerState::Zombie,
+        ControllerState::Down,
+    ];
+
+    pub fn as_label(self) -> &'static str {
+        match self {
+            ControllerState::Healthy => "healthy",
+            ControllerState::Unknown => "unknown",
+            ControllerState::Lagging => "lagging",
+            ControllerState::Zombie => "zombie",
+            ControllerState::Down => "down",
+        }
+    }
+}
+
+/// Why a controller rule fired.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ControllerHit {
+    pub rule: &'static str,
+    pub state: ControllerState,
+    pub detail: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ControllerVerdict {
+    pub controller: NodeId,
+    /// Where it was asked, when it is asked directly.
+    pub address: String,
+    pub state: ControllerState,
+    /// It leads the quorum, as this look's description says.
+    pub leader: bool,
+    /// Every rule that fired, worst first.
+    pub hits: Vec<ControllerHit>,
+    /// When the fact that decides its state began to hold, when its evidence says so.
+    #[serde(skip)]
+    pub held_since: Option<SystemTime>,
+    /// How long its state must hold before anyone is paged, when longer than usual: a
+    /// controller that refuses connections is restarting, as often as not, while the
+    /// others keep the quorum (the quorum's own problem pages when they cannot).
+    #[serde(skip)]
+    pub page_after: Option<Duration>,
+}
+
+/// What is wrong with the quorum as a whole.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum QuorumProblemKind {
+    /// No controller answers as the quorum's leader.
+    NoLeader,
+    /// The leader answers, and its high watermark does not move.
+    LeaderNotAdvancing,
+    /// Fewer than a majority of the voters are caught up with the leader.
+    MajorityNotCaughtUp,
+}
+
+impl QuorumProblemKind {
+    pub const ALL: [QuorumProblemKind; 3] = [
+        QuorumProblemKind::NoLeader,
+        QuorumProblemKind::LeaderNotAdvancing,
+        QuorumProblemKind::MajorityNotCaughtUp,
+    ];
+
+    pub fn as_label(self) -> &'static str {
+        match self {
+            QuorumProblemKind::NoLeader => "no_leader",
+            QuorumProblemKind::LeaderNotAdvancing => "leader_not_advancing",
+            QuorumProblemKind::MajorityNotCaughtUp => "majority_not_caught_up",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct QuorumProblem {
+    pub kind: QuorumProblemKind,
+    pub detail: String,
+    /// The controllers at fault.
+    pub suspects: Vec<NodeId>,
+    /// Since when it holds.
+    #[serde(skip)]
+    pub since: SystemTime,
+}
+
+/// The control plane's part of a report.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct QuorumReport {
+    /// When the look was made.
+    #[serde(skip)]
+    pub observed_at: SystemTime,
+    pub leader: Option<NodeId>,
+    pub epoch: Option<i32>,
+    pub high_watermark: Option<i64>,
+    /// How long the high watermark has stood still under this leader, when it has.
+    pub high_watermark_still_for: Option<Duration>,
+    pub controllers: Vec<ControllerVerdict>,
+    pub problem: Option<QuorumProblem>,
+    /// The control plane is out now, or came back within `settle`: metadata could not
+    /// change, and the controller may fence and register brokers again in one batch as it
+    /// recovers. Broker rules that read registration or metadata staleness hold off.
+    pub settling: bool,
+    /// The look itself, for /status.
+    #[serde(skip)]
+    pub look: std::sync::Arc<QuorumObservation>,
+}
+
+impl QuorumReport {
+    pub fn controller(&self, id: NodeId) -> Option<&ControllerVerdict> {
+        self.controllers.iter().find(|c| c.controller == id)
+    }
+}
+
+/// Thresholds of the control plane's rules.
+#[derive(Debug, Clone)]
+pub struct QuorumSettings {
+    /// A leader's high watermark still this long is wedged: four no-op intervals.
+    pub stall: Duration,
+    /// A voter the leader has not had a fetch from for this long is lagging (followers
+    /// fetch continuously, each fetch waiting at most 500 ms for news).
+    pub lag: Duration,
+    /// A voter not caught up with the leader for this long is lagging.
+    pub caught_up: Duration,
+    /// While a majority of the voters answers, Kafka elects a new leader within a few
+    /// seconds (fetch timeout 2 s, election timeout 1 s by default): only after this long
+    /// without one is that the quorum's problem.
+    pub election_grace: Duration,
+    /// A controller that refuses connections pages after this long (a restart); the
+    /// quorum's problem pages at once if the others cannot hold the quorum.
+    pub restart_grace: Duration,
+    /// Broker rules that read registration or metadata staleness hold off this long after
+    /// the control plane came back.
+    pub settle: Duration,
+}
+
+impl Default for QuorumSettings {
+    fn default() -> Self {
+        QuorumSettings {
+            stall: Duration::from_secs(2),
+            lag: Duration::from_secs(3),
+            caught_up: Duration::from_secs(6),
+            election_grace: Duration::from_secs(6),
+            restart_grace: Duration::from_secs(120),
+            settle: Duration::from_secs(30),
+        }
+    }
+}
+
+/// What the control plane's verdicts remember between looks.
+#[derive(Debug, Clone, Default)]
+pub struct QuorumMemory {
+    /// When the last look with a problem was judged: `settling` holds until `settle` after.
+    pub last_problem_at: Option<SystemTime>,
+    /// Ids seen as voters, so a controller that stops answering keeps its verdict.
+    pub voters: BTreeSet<NodeId>,
+}
+
+/// Judges one look at the quorum.
+pub fn judge_quorum(
+    look: &std::sync::Arc<QuorumObservation>,
+    memory: &mut QuorumMemory,
+    s: &QuorumSettings,
+    now: SystemTime,
+) -> QuorumReport {
+    let d = look.description.as_ref();
+    if let Some(d) = d {
+        memory.voters.extend(d.voters.iter().map(|v| v.id));
+    }
+    memory
+        .voters
+        .extend(look.controllers.iter().filter_map(|c| c.id));
+    let still_for = look
+        .high_watermark_still_since
+        .map(|t| now.duration_since(t).unwrap_or_default());
+    // A still high watermark is the leader's fault unless too few voters are caught up to
+    // commit anything (then they are at fault, `problem` says).
+    let wedged = d.filter(|d| still_for.is_some_and(|f| f >= s.stall) && majority_caught_up(d, s));
+    let mut controllers: Vec<ControllerVerdict> = memory
+        .voters
+        .iter()
+        .map(|id| controller(*id, look, d, wedged.is_some(), still_for, s, now))
+        .collect();
+    controllers.sort_by_key(|c| c.controller);
+    let problem = problem(look, d, &controllers, still_for, s, now);
+    if problem.is_some() {
+        memory.last_problem_at = Some(now);
+    }
+    let settling = memory
+        .last_problem_at
+        .and_then(|t| now.duration_since(t).ok())
+        .is_some_and(|ago| ago < s.settle);
+    QuorumReport {
+        observed_at: look.at,
+        leader: d.map(|d| d.leader),
+        epoch: d.map(|d| d.epoch),
+        high_watermark: d.map(|d| d.high_watermark),
+        high_watermark_still_for: still_for,
+        controllers,
+        problem,
+        settling,
+        look: look.clone(),
+    }
+}
+
+fn secs(d: Duration) -> String {
+    format!("{:.1} s", d.as_secs_f64())
+}
+
+/// The verdict of one controller.
+fn controller(
+    id: NodeId,
+    look: &QuorumObservation,
+    d: Option<&QuorumDescription>,
+    wedged: bool,
+    still_for: Option<Duration>,
+    s: &QuorumSettings,
+    now: SystemTime,
+) -> ControllerVerdict {
+    let direct: Option<&ControllerLook> = look.controller(id);
+    let leader = d.is_some_and(|d| d.leader == id);
+    let mut hits = Vec::new();
+    let mut held_since = None;
+    let mut page_after = None;
+    let ago = |t: Option<SystemTime>| {
+        t.and_then(|t| now.duration_since(t).ok())
+            .unwrap_or_default()
+    };
+    if let Some(c) = direct {
+        if let Err(f) = &c.outcome {
+            let silent = ago(c.failing_since);
+            let (rule, state, what) = match f.kind {
+                FailureKind::ConnectionRefused | FailureKind::Unresolvable => (
+                    "controller_port_closed",
+                    ControllerState::Down,
+                    "refuses connections",
+                ),
+                FailureKind::Timeout | FailureKind::ConnectionClosed | FailureKind::Io
+                    if c.accepted_in_streak =>
+                {
+                    (
+                        "controller_no_answer",
+                        ControllerState::Zombie,
+                        "accepts connections and answers nothing",
+                    )
+                }
+                FailureKind::Timeout => (
+                    "controller_unreachable",
+                    ControllerState::Down,
+                    "cannot be connected to",
+                ),
+                // Its answers cannot be read, or the watchdog is refused: nothing is said
+                // of its health.
+                _ => (
+                    "controller_not_asked",
+                    ControllerState::Unknown,
+                    "cannot be asked",
+                ),
+            };
+            hits.push(ControllerHit {
+                rule,
+                state,
+                detail: format!(
+                    "{what} at {} for {} ({})",
+                    c.address,
+                    secs(silent),
+                    f.detail
+                ),
+            });
+            held_since = c.failing_since;
+            if state == ControllerState::Down {
+                page_after = Some(s.restart_grace);
+            }
+        }
+    }
+    if leader && wedged {
+        let f = still_for.unwrap_or_default();
+        let d = d.expect("a leader comes from a description");
+        hits.push(ControllerHit {
+            rule: "controller_wedged",
+            state: ControllerState::Zombie,
+            detail: format!(
+                "leads the quorum at epoch {} but its high watermark has stood at {} for {} (the active controller writes a record every 500 ms): its event handler applies nothing, while its Raft threads keep the leadership",
+                d.epoch,
+                d.high_watermark,
+                secs(f)
+            ),
+        });
+        held_since = look.high_watermark_still_since;
+    }
+    // The leader's word on a follower voter.
+    if let Some(v) = d.filter(|_| !leader).and_then(|d| d.voter(id)) {
+        let hw = d.map_or(-1, |d| d.high_watermark);
+        if let Some(f) = v.last_fetch_ago.filter(|f| *f >= s.lag) {
+            hits.push(ControllerHit {
+                rule: "controller_not_fetching",
+                state: ControllerState::Lagging,
+                detail: format!(
+                    "the leader has had no fetch from it for {} (log end offset {} of {hw})",
+                    secs(f),
+                    v.log_end_offset
+                ),
+            });
+        } else if let Some(c) = v.last_caught_up_ago.filter(|c| *c >= s.caught_up) {
+            hits.push(ControllerHit {
+                rule: "controller_behind",
+                state: ControllerState::Lagging,
+                detail: format!(
+                    "not caught up with the leader for {} (log end offset {} of {hw})",
+                    secs(c),
+                    v.log_end_offset
+                ),
+            });
+        }
+    }
+    if hits.is_empty() && direct.is_none() && d.and_then(|d| d.voter(id)).is_none() {
+        hits.push(ControllerHit {
+            rule: "controller_not_described",
+            state: ControllerState::Unknown,
+            detail: "not asked directly, and no leader describes it".into(),
+        });
+    }
+    hits.sort_by_key(|h| std::cmp::Reverse(h.state));
+    ControllerVerdict {
+        controller: id,
+        address: direct.map(|c| c.address.clone()).unwrap_or_default(),
+        state: hits.first().map_or(ControllerState::Healthy, |h| h.state),
+        leader,
+        hits,
+        held_since,
+        page_after,
+    }
+}
+
+/// The quorum's problem, if it has one.
+fn problem(
+    look: &QuorumObservation,
+    d: Option<&QuorumDescription>,
+    controllers: &[ControllerVerdict],
+    still_for: Option<Duration>,
+    s: &QuorumSettings,
+    now: SystemTime,
+) -> Option<QuorumProblem> {
+    let voters = controllers.len().max(d.map_or(0, |d| d.voters.len()));
+    let majority = voters / 2 + 1;
+    let Some(d) = d else {
+        // Nothing answered as leader. Controllers asked directly that answer still vote:
+        // with a majority of them, Kafka elects another leader within seconds.
+        let answering: Vec<NodeId> = look
+            .controllers
+            .iter()
+            .filter(|c| c.outcome.is_ok())
+            .filter_map(|c| c.id)
+            .collect();
+        let since = look
+            .last_leader
+            .map(|l| l.2)
+            .or_else(|| {
+                look.controllers
+                    .iter()
+                    .filter_map(|c| c.failing_since)
+                    .min()
+            })
+            .unwrap_or(look.at);
+        let out_for = now.duration_since(since).unwrap_or_default();
+        let can_elect = !look.controllers.is_empty() && answering.len() >= majority;
+        if can_elect && out_for < s.election_grace {
+            return None;
+        }
+        // At fault: the last leader, then every voter that does not answer.
+        let mut suspects: Vec<NodeId> = look.last_leader.map(|l| l.0).into_iter().collect();
+        for c in controllers {
+            if !answering.contains(&c.controller) && !suspects.contains(&c.controller) {
+                suspects.push(c.controller);
+            }
+        }
+        let last = match look.last_leader {
+            Some((id, epoch, _)) => format!(
+                "; controller {id} led at epoch {epoch}, {} ago",
+                secs(out_for)
+            ),
+            None => String::new(),
+        };
+        let asked = match (&look.via_broker, look.controllers.is_empty()) {
+            (Some((address, Err(f))), _) => {
+                format!(" (through broker {address}: {})", f.detail)
+            }
+            (_, false) => format!(
+                " ({} of {} controller(s) asked answer, as followers)",
+                answering.len(),
+                look.controllers.len()
+            ),
+            _ => String::new(),
+        };
+        return Some(QuorumProblem {
+            kind: QuorumProblemKind::NoLeader,
+            detail: format!(
+                "no controller answers as the quorum's leader{asked}{last}: nothing can change the cluster's metadata (no election, no ISR change, no fencing, no topic)"
+            ),
+            suspects,
+            since,
+        });
+    };
+    let still = still_for.filter(|f| *f >= s.stall)?;
+    // The high watermark stands still: the leader wedged, or too few voters caught up to
+    // commit anything.
+    let caught_up = caught_up(d, s);
+    let since = look.high_watermark_still_since.unwrap_or(look.at);
+    if !majority_caught_up(d, s) {
+        let behind: Vec<NodeId> = d
+            .voters
+            .iter()
+            .map(|v| v.id)
+            .filter(|id| !caught_up.contains(id))
+            .collect();
+        return Some(QuorumProblem {
+            kind: QuorumProblemKind::MajorityNotCaughtUp,
+            detail: format!(
+                "{} of {} voters caught up with leader {} (a majority is {majority}): its high watermark has stood at {} for {}; behind: {}",
+                caught_up.len(),
+                d.voters.len(),
+                d.leader,
+                d.high_watermark,
+                secs(still),
+                ids(&behind)
+            ),
+            suspects: behind,
+            since,
+        });
+    }
+    Some(QuorumProblem {
+        kind: QuorumProblemKind::LeaderNotAdvancing,
+        detail: format!(
+            "controller {} leads at epoch {} and its high watermark has stood at {} for {} (an active controller writes a record every 500 ms): nothing it is asked is applied, and Kafka elects no other",
+            d.leader,
+            d.epoch,
+            d.high_watermark,
+            secs(still)
+        ),
+        suspects: vec![d.leader],
+        since,
+    })
+}
+
+/// The voters caught up with the leader (the leader itself always is).
+fn caught_up(d: &QuorumDescription, s: &QuorumSettings) -> Vec<NodeId> {
+    d.voters
+        .iter()
+        .filter(|v| v.id == d.leader || v.last_caught_up_ago.is_some_and(|c| c < s.caught_up))
+        .map(|v| v.id)
+        .collect()
+}
+
+/// A majority of the voters is caught up, or the answer (v0) cannot say.
+fn majority_caught_up(d: &QuorumDescription, s: &QuorumSettings) -> bool {
+    d.version < 1 || caught_up(d, s).len() > d.voters.len() / 2
+}
+
+fn ids(ids: &[NodeId]) -> String {
+    ids.iter()
+        .map(|i| i.to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Roles the controllers asked directly gave, for /status.
+pub fn roles(look: &QuorumObservation) -> BTreeMap<NodeId, ControllerRole> {
+    look.controllers
+        .iter()
+        .filter_map(|c| Some((c.id?, *c.outcome.as_ref().ok()?)))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,335 @@
+//! The control plane's verdicts on hand-built looks.
+
+use std::sync::Arc;
+
+use super::*;
+use crate::model::round::{ProbeFailure, ReplicaProgress};
+
+const T0: u64 = 1_000_000;
+
+fn at(secs: f64) -> SystemTime {
+    SystemTime::UNIX_EPOCH + Duration::from_secs(T0) + Duration::from_secs_f64(secs)
+}
+
+fn ms(v: u64) -> Option<Duration> {
+    Some(Duration::from_millis(v))
+}
+
+fn voter(id: NodeId, fetch_ms: u64, caught_up_ms: u64) -> ReplicaProgress {
+    ReplicaProgress {
+        id,
+        log_end_offset: 100,
+        last_fetch_ago: ms(fetch_ms),
+        last_caught_up_ago: ms(caught_up_ms),
+    }
+}
+
+/// Leader `leader` of voters 0, 100, 101, all fetching 100 ms ago.
+fn described(leader: NodeId) -> QuorumDescription {
+    QuorumDescription {
+        leader,
+        epoch: 4,
+        high_watermark: 100,
+        voters: [0, 100, 101]
+            .iter()
+            .map(|id| voter(*id, 100, 100))
+            .collect(),
+        observers: vec![voter(1, 100, 100), voter(2, 100, 100)],
+        endpoints: BTreeMap::new(),
+        version: 2,
+    }
+}
+
+fn answered(id: NodeId, role: ControllerRole) -> ControllerLook {
+    ControllerLook {
+        address: format!("c{id}:9093"),
+        id: Some(id),
+        outcome: Ok(role),
+        accepted: true,
+        failing_since: None,
+        accepted_in_streak: false,
+    }
+}
+
+fn failing(id: NodeId, kind: FailureKind, accepted: bool, since: f64) -> ControllerLook {
+    ControllerLook {
+        address: format!("c{id}:9093"),
+        id: Some(id),
+        outcome: Err(ProbeFailure {
+            kind,
+            detail: kind.as_label().into(),
+            after: Duration::from_secs(1),
+        }),
+        accepted,
+        failing_since: Some(at(since)),
+        accepted_in_streak: accepted,
+    }
+}
+
+fn look(
+    controllers: Vec<ControllerLook>,
+    d: Option<QuorumDescription>,
+    still_since: Option<f64>,
+) -> Arc<QuorumObservation> {
+    let last_leader = d.as_ref().map(|d| (d.leader, d.epoch, at(10.0)));
+    Arc::new(QuorumObservation {
+        at: at(10.0),
+        controllers,
+        via_broker: None,
+        description: d,
+        last_leader,
+        high_watermark_still_since: still_since.map(at),
+        last_progress_at: Some(at(still_since.unwrap_or(10.0))),
+    })
+}
+
+fn judge(l: &Arc<QuorumObservation>, now: f64) -> QuorumReport {
+    judge_quorum(
+        l,
+        &mut QuorumMemory::default(),
+        &QuorumSettings::default(),
+        at(now),
+    )
+}
+
+fn states(r: &QuorumReport) -> Vec<(NodeId, &'static str)> {
+    r.controllers
+        .iter()
+        .map(|c| (c.controller, c.state.as_label()))
+        .collect()
+}
+
+fn all_answer(leader: NodeId) -> Vec<ControllerLook> {
+    [0, 100, 101]
+        .iter()
+        .map(|id| {
+            answered(
+                *id,
+                if *id == leader {
+                    ControllerRole::Leader
+                } else {
+                    ControllerRole::Follower
+                },
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn a_healthy_quorum_names_nobody() {
+    let r = judge(&look(all_answer(0), Some(described(0)), None), 10.5);
+    assert_eq!(
+        states(&r),
+        [(0, "healthy"), (100, "healthy"), (101, "healthy")]
+    );
+    assert!(r.problem.is_none());
+    assert!(!r.settling);
+    assert!(r.controller(0).unwrap().leader);
+    // A high watermark still for less than the stall is a quiet moment, not a wedge.
+    let r = judge(&look(all_answer(0), Some(described(0)), Some(9.0)), 10.5);
+    assert!(r.problem.is_none(), "{:?}", r.problem);
+    assert_eq!(r.controller(0).unwrap().state, ControllerState::Healthy);
+}
+
+/// The one-controller lab's controller frozen: it accepts and never answers, nothing
+/// describes the quorum. The controller is a zombie, and the quorum has no leader at once:
+/// no other voter could elect one.
+#[test]
+fn the_only_controller_frozen_is_a_zombie_and_the_quorum_has_no_leader() {
+    let mut m = QuorumMemory::default();
+    let s = QuorumSettings::default();
+    let healthy = look(
+        vec![answered(0, ControllerRole::Leader)],
+        Some(QuorumDescription {
+            voters: vec![voter(0, 0, 0)],
+            ..described(0)
+        }),
+        None,
+    );
+    judge_quorum(&healthy, &mut m, &s, at(9.0));
+    let frozen = Arc::new(QuorumObservation {
+        at: at(11.0),
+        controllers: vec![failing(0, FailureKind::Timeout, true, 10.2)],
+        via_broker: None,
+        description: None,
+        last_leader: Some((0, 4, at(10.0))),
+        high_watermark_still_since: None,
+        last_progress_at: Some(at(10.0)),
+    });
+    let r = judge_quorum(&frozen, &mut m, &s, at(11.5));
+    assert_eq!(states(&r), [(0, "zombie")]);
+    let c = r.controller(0).unwrap();
+    assert_eq!(c.hits[0].rule, "controller_no_answer");
+    assert_eq!(c.held_since, Some(at(10.2)));
+    assert_eq!(c.page_after, None, "a frozen controller pages at once");
+    let p = r.problem.expect("no leader");
+    assert_eq!(p.kind, QuorumProblemKind::NoLeader);
+    assert_eq!(p.suspects, [0]);
+    assert_eq!(p.since, at(10.0));
+    assert!(
+        p.detail.contains("controller 0 led at epoch 4"),
+        "{}",
+        p.detail
+    );
+    assert!(r.settling);
+}
+
+/// Three controllers, the active one frozen: the other two still answer (as followers), so
+/// Kafka elects one of them within seconds. The frozen one is named; the quorum is given
+/// its election time before it is a problem of its own.
+#[test]
+fn a_frozen_leader_among_three_is_named_and_the_quorum_waits_for_the_election() {
+    let mut m = QuorumMemory::default();
+    let s = QuorumSettings::default();
+    judge_quorum(
+        &look(all_answer(0), Some(described(0)), None),
+        &mut m,
+        &s,
+        at(9.0),
+    );
+    let frozen = Arc::new(QuorumObservation {
+        at: at(11.0),
+        controllers: vec![
+            failing(0, FailureKind::Timeout, true, 10.1),
+            answered(100, ControllerRole::Follower),
+            answered(101, ControllerRole::Follower),
+        ],
+        via_broker: None,
+        description: None,
+        last_leader: Some((0, 4, at(10.0))),
+        high_watermark_still_since: None,
+        last_progress_at: Some(at(10.0)),
+    });
+    let r = judge_quorum(&frozen, &mut m, &s, at(11.5));
+    assert_eq!(
+        states(&r),
+        [(0, "zombie"), (100, "healthy"), (101, "healthy")]
+    );
+    assert!(r.problem.is_none(), "{:?}", r.problem);
+    // No election within the grace: now it is.
+    let r = judge_quorum(&frozen, &mut m, &s, at(17.0));
+    assert_eq!(r.problem.unwrap().suspects, [0]);
+    // Elected: 100 leads, 0 still frozen, the leader has not heard from it.
+    let mut d = described(100);
+    d.voters[0].last_fetch_ago = ms(4000);
+    d.voters[0].last_caught_up_ago = ms(4000);
+    let after = look(
+        vec![
+            failing(0, FailureKind::Timeout, true, 10.1),
+            answered(100, ControllerRole::Leader),
+            answered(101, ControllerRole::Follower),
+        ],
+        Some(d),
+        None,
+    );
+    let r = judge_quorum(&after, &mut m, &s, at(18.0));
+    assert!(r.problem.is_none());
+    let zero = r.controller(0).unwrap();
+    assert_eq!(zero.state, ControllerState::Zombie);
+    assert!(
+        zero.hits
+            .iter()
+            .any(|h| h.rule == "controller_not_fetching"),
+        "{:?}",
+        zero.hits
+    );
+    assert!(r.controller(100).unwrap().leader);
+}
+
+/// `stall --controller`: the leader answers DescribeQuorum (its Raft threads run) and its
+/// high watermark stands still: it is wedged, and the quorum's leader does not advance.
+#[test]
+fn a_leader_whose_high_watermark_stands_still_is_wedged() {
+    let l = look(all_answer(100), Some(described(100)), Some(7.0));
+    let r = judge(&l, 10.0);
+    assert_eq!(
+        states(&r),
+        [(0, "healthy"), (100, "zombie"), (101, "healthy")]
+    );
+    let c = r.controller(100).unwrap();
+    assert_eq!(c.hits[0].rule, "controller_wedged");
+    assert_eq!(c.held_since, Some(at(7.0)));
+    let p = r.problem.clone().unwrap();
+    assert_eq!(p.kind, QuorumProblemKind::LeaderNotAdvancing);
+    assert_eq!(p.suspects, [100]);
+    assert_eq!(r.high_watermark_still_for, Some(Duration::from_secs(3)));
+}
+
+/// Two followers behind and not fetching: the leader cannot commit; they are at fault.
+#[test]
+fn fewer_than_a_majority_caught_up_names_the_voters_behind() {
+    let mut d = described(0);
+    for v in d.voters.iter_mut().filter(|v| v.id != 0) {
+        v.last_fetch_ago = ms(8000);
+        v.last_caught_up_ago = ms(8000);
+    }
+    let r = judge(&look(Vec::new(), Some(d), Some(6.0)), 10.0);
+    let p = r.problem.clone().unwrap();
+    assert_eq!(p.kind, QuorumProblemKind::MajorityNotCaughtUp);
+    assert_eq!(p.suspects, [100, 101]);
+    assert_eq!(
+        states(&r),
+        [(0, "healthy"), (100, "lagging"), (101, "lagging")]
+    );
+}
+
+/// A controller stopped (a restart, or killed) while the others keep the quorum: down, and
+/// paged only if it is not back within the restart grace.
+#[test]
+fn a_refused_follower_is_down_and_held_for_the_restart_grace() {
+    let mut c = all_answer(0);
+    c[2] = failing(101, FailureKind::ConnectionRefused, false, 9.5);
+    let r = judge(&look(c, Some(described(0)), None), 10.0);
+    let v = r.controller(101).unwrap();
+    assert_eq!(v.state, ControllerState::Down);
+    assert_eq!(v.hits[0].rule, "controller_port_closed");
+    assert_eq!(v.page_after, Some(Duration::from_secs(120)));
+    assert!(r.problem.is_none());
+}
+
+/// Without `controllers:` the quorum is asked through brokers: nothing answers, so no
+/// leader, at once (nobody is known to be able to elect one), naming the last leader.
+#[test]
+fn through_brokers_only_a_silent_quorum_names_its_last_leader() {
+    let l = Arc::new(QuorumObservation {
+        at: at(11.0),
+        controllers: Vec::new(),
+        via_broker: Some((
+            "b1:9092".into(),
+            Err(ProbeFailure {
+                kind: FailureKind::Timeout,
+                detail: "no answer within 1000ms during describe_quorum".into(),
+                after: Duration::from_secs(1),
+            }),
+        )),
+        description: None,
+        last_leader: Some((0, 4, at(10.0))),
+        high_watermark_still_since: None,
+        last_progress_at: Some(at(10.0)),
+    });
+    let mut m = QuorumMemory {
+        voters: [0].into(),
+        ..QuorumMemory::default()
+    };
+    let r = judge_quorum(&l, &mut m, &QuorumSettings::default(), at(11.5));
+    let p = r.problem.clone().unwrap();
+    assert_eq!((p.kind, p.suspects), (QuorumProblemKind::NoLeader, vec![0]));
+    assert!(p.detail.contains("through broker b1:9092"), "{}", p.detail);
+    assert_eq!(states(&r), [(0, "unknown")]);
+}
+
+/// The control plane back: broker rules that read registration hold off for `settle`.
+#[test]
+fn after_an_outage_the_cluster_settles_for_a_while() {
+    let mut m = QuorumMemory::default();
+    let s = QuorumSettings::default();
+    judge_quorum(
+        &look(all_answer(100), Some(described(100)), Some(5.0)),
+        &mut m,
+        &s,
+        at(10.0),
+    );
+    let healthy = look(all_answer(100), Some(described(100)), None);
+    assert!(judge_quorum(&healthy, &mut m, &s, at(20.0)).settling);
+    assert!(!judge_quorum(&healthy, &mut m, &s, at(41.0)).settling);
+}
