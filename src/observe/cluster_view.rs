@@ -38,6 +38,45 @@ pub struct StaleLeader {
     pub current_epoch: i32,
 }
 
+/// Leadership changes one broker's own metadata has not caught up with: partitions whose
+/// newest leader epoch its answer does not have yet, and topics others describe that its
+/// answer about every topic lacks. Normally a broker applies a change within milliseconds
+/// of the controller committing it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Behind {
+    /// Partitions it is behind on.
+    pub partitions: u32,
+    /// Of those, the partitions the newest view gives it to lead: it does not know it
+    /// leads them, so nobody serves them.
+    pub own: u32,
+    /// The first few, its own leaderships first: "t-0 (leader 2 at epoch 5; it knows
+    /// epoch 4)".
+    pub shown: Vec<String>,
+    /// The topics concerned, for the prober to ask again.
+    #[serde(skip)]
+    pub topics: BTreeSet<String>,
+}
+
+impl Behind {
+    const SHOWN: usize = 5;
+
+    fn note(&mut self, topic: &str, own: bool, words: impl FnOnce() -> String) {
+        self.partitions += 1;
+        self.own += u32::from(own);
+        if !self.topics.contains(topic) {
+            self.topics.insert(topic.to_string());
+        }
+        if own {
+            // Its own leaderships are what a reader needs first.
+            let first_other = self.shown.len().min(self.own as usize - 1);
+            self.shown.insert(first_other, words());
+            self.shown.truncate(Self::SHOWN);
+        } else if self.shown.len() < Self::SHOWN {
+            self.shown.push(words());
+        }
+    }
+}
+
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct ClusterView {
     pub cluster_id: Option<String>,
@@ -49,6 +88,8 @@ pub struct ClusterView {
     pub stale_leaders: Vec<StaleLeader>,
     /// Per broker: partitions where its answer names a different leader than the view.
     pub disagreements: BTreeMap<BrokerId, u32>,
+    /// Per broker: leadership changes its own answer has not caught up with.
+    pub behind: BTreeMap<BrokerId, Behind>,
     /// True when every source supports leader epochs (Metadata v7+).
     pub has_leader_epochs: bool,
 }
@@ -82,6 +123,23 @@ pub fn stale_claims(answers: &[(BrokerId, &MetadataView)]) -> Vec<StaleLeader> {
     walk(answers, false).stale_leaders
 }
 
+/// Per broker, the topics `merge` would find it claiming a stale leadership of or behind
+/// on: the prober asks those again before they count, since probes run at once and a
+/// broker that answered just before a change reached it is behind for that round only.
+pub fn doubted_topics(
+    answers: &[(BrokerId, &MetadataView)],
+) -> BTreeMap<BrokerId, BTreeSet<String>> {
+    let view = walk(answers, false);
+    let mut out: BTreeMap<BrokerId, BTreeSet<String>> = BTreeMap::new();
+    for claim in view.stale_leaders {
+        out.entry(claim.broker).or_default().insert(claim.topic);
+    }
+    for (broker, behind) in view.behind {
+        out.entry(broker).or_default().extend(behind.topics);
+    }
+    out
+}
+
 /// `merge`; with `build` false only the claims and disagreements are worked out.
 fn walk(answers: &[(BrokerId, &MetadataView)], build: bool) -> ClusterView {
     let mut view = ClusterView {
@@ -110,6 +168,13 @@ fn walk(answers: &[(BrokerId, &MetadataView)], build: bool) -> ClusterView {
         .filter(|(_, topics)| topics.len() > 0)
         .collect();
     let mut sources: Vec<TopicAnswer> = Vec::new();
+    // The answers about every topic: a topic one of them lacks is one its broker does not
+    // know (at scale only a few brokers are asked for every topic).
+    let full: Vec<BrokerId> = answers
+        .iter()
+        .filter(|(_, md)| md.all_topics)
+        .map(|(source, _)| *source)
+        .collect();
     loop {
         walks.retain_mut(|(_, topics)| topics.peek().is_some());
         let Some(topic) = walks
@@ -134,6 +199,13 @@ fn walk(answers: &[(BrokerId, &MetadataView)], build: bool) -> ClusterView {
             continue;
         }
         let topic_id = one_topic_id(&mut sources);
+        // Answers about every topic that do not describe this one: their broker has not
+        // learned of it (a topic created since it last applied metadata).
+        let unaware: Vec<BrokerId> = full
+            .iter()
+            .copied()
+            .filter(|f| !sources.iter().any(|s| s.0 == *f))
+            .collect();
         let is_internal = sources.iter().any(|s| s.2);
         // Nearly always every answer names the same leader, epoch and ISR for every
         // partition of a topic: then `choose` would take the lowest broker's answer, nothing
@@ -153,6 +225,11 @@ fn walk(answers: &[(BrokerId, &MetadataView)], build: bool) -> ClusterView {
                             .all(|(p, q)| p.partition == q.partition && same_claim(p, q)))
             })
         {
+            for broker in &unaware {
+                for p in lowest.iter() {
+                    note_unaware(&mut view, *broker, topic, p);
+                }
+            }
             if build {
                 view.topics.insert(
                     topic.to_string(),
@@ -204,6 +281,9 @@ fn walk(answers: &[(BrokerId, &MetadataView)], build: bool) -> ClusterView {
             }
             let chosen = choose(&candidates);
             judge_claims(&mut view, topic, chosen, &candidates);
+            for broker in &unaware {
+                note_unaware(&mut view, *broker, topic, chosen);
+            }
             if build {
                 merged.push(chosen.clone());
             }
@@ -250,6 +330,17 @@ fn one_topic_id(sources: &mut Vec<TopicAnswer>) -> TopicId {
     chosen
 }
 
+/// A partition of a topic `broker`'s answer about every topic does not describe.
+fn note_unaware(view: &mut ClusterView, broker: BrokerId, topic: &str, chosen: &PartitionView) {
+    let own = chosen.leader == broker;
+    view.behind.entry(broker).or_default().note(topic, own, || {
+        format!(
+            "{topic}-{} (leader {} at epoch {}; it does not know the topic)",
+            chosen.partition, chosen.leader, chosen.leader_epoch
+        )
+    });
+}
+
 /// Counts the answers that name another leader than the chosen one, and records the brokers
 /// that still claim a leadership a newer epoch gave away.
 fn judge_claims(
@@ -261,6 +352,18 @@ fn judge_claims(
     for (source, p) in answers {
         if p.leader != chosen.leader {
             *view.disagreements.entry(*source).or_insert(0) += 1;
+        }
+        if view.has_leader_epochs && p.leader_epoch < chosen.leader_epoch {
+            let own = chosen.leader == *source;
+            view.behind
+                .entry(*source)
+                .or_default()
+                .note(topic, own, || {
+                    format!(
+                        "{topic}-{} (leader {} at epoch {}; it knows epoch {})",
+                        chosen.partition, chosen.leader, chosen.leader_epoch, p.leader_epoch
+                    )
+                });
         }
         let claims_leadership = p.leader == *source;
         if claims_leadership
@@ -385,6 +488,54 @@ mod tests {
             version: 12,
             all_topics: true,
         }
+    }
+
+    /// A broker that stopped applying metadata: its answer keeps an older epoch of a
+    /// partition whose leadership moved onto it, and does not know a topic created since.
+    /// A broker asked about some topics only is never behind on the others.
+    #[test]
+    fn a_broker_behind_the_quorum_is_named_with_the_leaderships_it_missed() {
+        let old = md(&[1, 2, 3], vec![part(0, 1, 4, &[1, 2, 3], &[1, 2, 3])]);
+        let new = md(&[1, 2, 3], vec![part(0, 2, 5, &[1, 2, 3], &[1, 2, 3])]);
+        let mut fresh = new.clone();
+        fresh.topics.insert(
+            "u".into(),
+            TopicView {
+                name: "u".into(),
+                topic_id: 8,
+                error_code: 0,
+                is_internal: false,
+                partitions: vec![
+                    part(0, 2, 0, &[2, 1, 3], &[2, 1, 3]),
+                    part(1, 3, 0, &[3, 1, 2], &[3, 1, 2]),
+                ]
+                .into(),
+            },
+        );
+        let mut thin = old.clone();
+        thin.topics.clear();
+        thin.all_topics = false;
+        let view = merge(&[(1, &fresh), (2, &old), (3, &fresh), (4, &thin)]);
+        let b = &view.behind[&2];
+        assert_eq!((b.partitions, b.own), (3, 2));
+        assert_eq!(
+            b.shown,
+            [
+                "t-0 (leader 2 at epoch 5; it knows epoch 4)",
+                "u-0 (leader 2 at epoch 0; it does not know the topic)",
+                "u-1 (leader 3 at epoch 0; it does not know the topic)",
+            ]
+        );
+        assert_eq!(b.topics, ["t".to_string(), "u".to_string()].into());
+        assert!(!view.behind.contains_key(&1));
+        assert!(
+            !view.behind.contains_key(&4),
+            "a scoped answer is not behind"
+        );
+        let doubted = doubted_topics(&[(1, &fresh), (2, &old), (3, &fresh)]);
+        assert_eq!(doubted.keys().copied().collect::<Vec<_>>(), [2]);
+        // Every answer agreeing: nobody is behind.
+        assert!(merge(&[(1, &new), (2, &new)]).behind.is_empty());
     }
 
     #[test]

@@ -13,7 +13,7 @@ use crate::model::round::{
     BrokerEndpoint, BrokerId, BrokerProbe, EligibleLeaders, FailureKind, MetadataView,
     ProbeFailure, RoundObservation, NO_LEADER,
 };
-use crate::observe::cluster_view::stale_claims;
+use crate::observe::cluster_view::doubted_topics;
 use crate::observe::quorum::QuorumProber;
 use crate::observe::wire::{BrokerClient, OpenFailure, WireError, WireOptions};
 
@@ -365,10 +365,7 @@ impl ClusterProber {
             .iter()
             .filter_map(|(id, p)| p.metadata_view().map(|m| (*id, m)))
             .collect();
-        let mut doubted: BTreeMap<BrokerId, BTreeSet<String>> = BTreeMap::new();
-        for claim in stale_claims(&answers) {
-            doubted.entry(claim.broker).or_default().insert(claim.topic);
-        }
+        let doubted = doubted_topics(&answers);
         if doubted.is_empty() {
             return;
         }
@@ -412,6 +409,9 @@ impl ClusterProber {
                     for topic in &topics {
                         md.topics.remove(topic);
                     }
+                    // Without those topics its answer no longer covers every topic: a
+                    // topic it lacks now says nothing about what it knows.
+                    md.all_topics = false;
                 }
             }
         }
