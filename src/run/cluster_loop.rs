@@ -13,6 +13,7 @@ use crate::alert::alerting::Alerting;
 use crate::alert::remediate::Remediator;
 use crate::config::ClusterConfig;
 use crate::judge::report::{ClusterReport, Evaluator};
+use crate::model::round::QuorumObservation;
 use crate::observe::canary::{Canary, CanaryRound};
 use crate::observe::host::HostObserver;
 use crate::observe::liveness::{Board, Liveness, LivenessSettings};
@@ -63,7 +64,7 @@ pub async fn cluster_loop(
     let mut prober = ClusterProber::new(settings);
     // The control plane: looked at continuously beside the liveness check (a frozen
     // controller is named within seconds), else once per round.
-    let quorum = match setup::quorum_settings(&cfg) {
+    let mut quorum = match setup::quorum_settings(&cfg) {
         Ok(q) if !cfg.verdict.liveness_interval.is_zero() => Some(QuorumWatch::start(
             QuorumProber::new(q),
             cfg.verdict.liveness_interval,
@@ -127,8 +128,14 @@ pub async fn cluster_loop(
                     r = &mut round => break r,
                     _ = news(board.as_deref(), tick) => {
                         decide_refusals(&mut evaluator, board.as_deref(), last.as_deref(), &look_wire).await;
-                        reassess(&cfg, &mut evaluator, board.as_deref(), &mut last, &alerting, &published);
+                        reassess(&cfg, &mut evaluator, board.as_deref(), newest(&quorum), &mut last, &alerting, &published);
                         confirm_soon(&mut cadence, &alerting, &cfg);
+                    }
+                    look = quorum_news(quorum.as_mut()) => {
+                        if quorum_matters(look.as_deref(), last.as_deref()) {
+                            reassess(&cfg, &mut evaluator, board.as_deref(), look, &mut last, &alerting, &published);
+                            confirm_soon(&mut cadence, &alerting, &cfg);
+                        }
                     }
                     why = round_news(board.as_deref(), canary_news.as_deref()) => {
                         cadence.want(tokio::time::Instant::now(), why);
@@ -177,8 +184,14 @@ pub async fn cluster_loop(
                 _ = tokio::time::sleep_until(next) => break,
                 _ = news(board.as_deref(), tick) => {
                     decide_refusals(&mut evaluator, board.as_deref(), last.as_deref(), &look_wire).await;
-                    reassess(&cfg, &mut evaluator, board.as_deref(), &mut last, &alerting, &published);
+                    reassess(&cfg, &mut evaluator, board.as_deref(), newest(&quorum), &mut last, &alerting, &published);
                     confirm_soon(&mut cadence, &alerting, &cfg);
+                }
+                look = quorum_news(quorum.as_mut()) => {
+                    if quorum_matters(look.as_deref(), last.as_deref()) {
+                        reassess(&cfg, &mut evaluator, board.as_deref(), look, &mut last, &alerting, &published);
+                        confirm_soon(&mut cadence, &alerting, &cfg);
+                    }
                 }
                 why = round_news(board.as_deref(), canary_news.as_deref()) => {
                     cadence.want(tokio::time::Instant::now(), why);
@@ -289,13 +302,56 @@ pub(super) async fn news(board: Option<&Board>, tick: Duration) {
     }
 }
 
-/// The last round's verdicts made again with the liveness facts of now, published, and
-/// handed to the incident book: a silent broker is named within its threshold, not at
-/// the next round.
+/// The newest look at the control plane, when it is watched.
+fn newest(quorum: &Option<QuorumWatch>) -> Option<Arc<QuorumObservation>> {
+    quorum.as_ref().and_then(QuorumWatch::latest)
+}
+
+/// Returns the next look at the control plane; never when it is not watched.
+async fn quorum_news(quorum: Option<&mut QuorumWatch>) -> Option<Arc<QuorumObservation>> {
+    match quorum {
+        Some(q) => {
+            q.changed().await;
+            q.latest()
+        }
+        None => std::future::pending().await,
+    }
+}
+
+/// Whether a look is worth judging now rather than at the next round: something in it or
+/// in the last judgment is not plainly healthy (a controller failing, no leader, a high
+/// watermark that did not move since the look before, a controller not healthy, a problem
+/// ageing towards its page). A healthy quorum's looks, twice a second, judge nothing.
+fn quorum_matters(look: Option<&QuorumObservation>, last: Option<&ClusterReport>) -> bool {
+    let Some(look) = look else {
+        return false;
+    };
+    let Some(last) = last else {
+        return false;
+    };
+    let judged = last.quorum.as_ref();
+    let unsettled = judged.is_none_or(|q| {
+        q.problem.is_some()
+            || q.settling
+            || q.controllers
+                .iter()
+                .any(|c| c.state != crate::judge::quorum::ControllerState::Healthy)
+            || q.leader != look.description.as_ref().map(|d| d.leader)
+    });
+    unsettled
+        || look.description.is_none()
+        || look.high_watermark_still_since.is_some()
+        || look.controllers.iter().any(|c| c.outcome.is_err())
+}
+
+/// The last round's verdicts made again with the liveness facts of now (and the newest
+/// look at the control plane), published, and handed to the incident book: a silent
+/// broker or a frozen controller is named within its threshold, not at the next round.
 pub(super) fn reassess(
     cfg: &ClusterConfig,
     evaluator: &mut Evaluator,
     board: Option<&Board>,
+    look: Option<Arc<QuorumObservation>>,
     last: &mut Option<Arc<ClusterReport>>,
     alerting: &Alerting,
     published: &Publisher,
@@ -304,10 +360,12 @@ pub(super) fn reassess(
         return;
     };
     let now = SystemTime::now();
-    let report = evaluator.reassess(prev, board.snapshot(), now);
+    let look = look.or_else(|| prev.quorum.as_ref().map(|q| q.look.clone()));
+    let report = evaluator.reassess_with(prev, board.snapshot(), look, now);
     let states =
         |r: &ClusterReport| -> Vec<_> { r.verdicts.iter().map(|v| (v.broker, v.state)).collect() };
-    let changed = states(&report) != states(prev);
+    let changed = states(&report) != states(prev)
+        || control_plane_states(&report) != control_plane_states(prev);
     if changed {
         log_round(&report);
     }
@@ -315,6 +373,24 @@ pub(super) fn reassess(
     let report = Arc::new(report);
     *last = Some(report.clone());
     published.publish(report);
+}
+
+/// The controllers' states and the quorum's problem, to log a change.
+fn control_plane_states(
+    r: &ClusterReport,
+) -> Option<(
+    Vec<(i32, crate::judge::quorum::ControllerState)>,
+    Option<crate::judge::quorum::QuorumProblemKind>,
+)> {
+    r.quorum.as_ref().map(|q| {
+        (
+            q.controllers
+                .iter()
+                .map(|c| (c.controller, c.state))
+                .collect(),
+            q.problem.as_ref().map(|p| p.kind),
+        )
+    })
 }
 
 /// The cluster's remediator, when a broker of it has remediation enabled. A history that
@@ -443,6 +519,32 @@ pub(super) fn log_round(r: &ClusterReport) {
                 state = v.state.as_label(),
                 evidence = %evidence.join("; "),
                 "broker not healthy"
+            );
+        }
+    }
+    if let Some(q) = &r.quorum {
+        for c in &q.controllers {
+            if c.state != crate::judge::quorum::ControllerState::Healthy {
+                let evidence: Vec<String> = c
+                    .hits
+                    .iter()
+                    .map(|h| format!("{}: {}", h.rule, h.detail))
+                    .collect();
+                tracing::warn!(
+                    cluster = %r.cluster,
+                    controller = c.controller,
+                    state = c.state.as_label(),
+                    evidence = %evidence.join("; "),
+                    "controller not healthy"
+                );
+            }
+        }
+        if let Some(p) = &q.problem {
+            tracing::warn!(
+                cluster = %r.cluster,
+                problem = p.kind.as_label(),
+                detail = %p.detail,
+                "the control plane is out"
             );
         }
     }

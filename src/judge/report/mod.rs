@@ -12,7 +12,9 @@ use std::time::{Duration, SystemTime};
 use serde::Serialize;
 
 use crate::judge::health::{classify_reassigning, Condition, Health, Reassigning};
+use crate::judge::quorum::{judge_quorum, QuorumMemory, QuorumReport, QuorumSettings};
 use crate::judge::verdict::{self, BrokerMemory, BrokerState, BrokerVerdict, VerdictSettings};
+use crate::model::round::QuorumObservation;
 use crate::model::round::{
     BrokerId, BrokerProbe, FailureKind, MetadataView, ProbeFailure, RoundObservation,
 };
@@ -83,6 +85,9 @@ pub struct ClusterReport {
     pub evaluated_at: SystemTime,
     /// Rounds started early so far (set by the round loop, which schedules them).
     pub early_rounds: EarlyRounds,
+    /// The control plane (KRaft): controller verdicts and the quorum's problem, from the
+    /// newest look; `None` when nothing speaks DescribeQuorum or no look was made.
+    pub quorum: Option<QuorumReport>,
 }
 
 /// How bad a report is, for `check` (Nagios-style exit codes) and summaries.
@@ -145,6 +150,7 @@ impl ClusterReport {
             liveness: BTreeMap::new(),
             evaluated_at: started_at,
             early_rounds: EarlyRounds::default(),
+            quorum: None,
         }
     }
 
@@ -209,10 +215,13 @@ pub struct Evaluator {
     /// The last round's verdicts before the liveness facts were merged in: what every
     /// re-evaluation until the next round starts from.
     round_verdicts: Vec<BrokerVerdict>,
+    quorum_settings: QuorumSettings,
+    quorum_memory: QuorumMemory,
 }
 
 impl Evaluator {
     pub fn new(cluster: &str, settings: VerdictSettings, include: TopicFilterFn) -> Self {
+        let restart_grace = settings.restart_grace;
         Evaluator {
             cluster: cluster.to_string(),
             settings,
@@ -224,8 +233,28 @@ impl Evaluator {
             canary_last_window: BTreeMap::new(),
             partitions: PartitionMemory::new(),
             unclean_total: 0,
+            quorum_settings: QuorumSettings {
+                restart_grace,
+                ..QuorumSettings::default()
+            },
             round_verdicts: Vec::new(),
+            quorum_memory: QuorumMemory::default(),
         }
+    }
+
+    /// The control plane judged from `look`, and the broker verdicts it spares while it
+    /// settles (see `verdict::SETTLING_SPARED`).
+    fn judge_control_plane(
+        &mut self,
+        look: Option<&Arc<QuorumObservation>>,
+        verdicts: &mut [BrokerVerdict],
+        now: SystemTime,
+    ) -> Option<QuorumReport> {
+        let report = judge_quorum(look?, &mut self.quorum_memory, &self.quorum_settings, now);
+        if report.settling {
+            verdict::spare_while_settling(verdicts);
+        }
+        Some(report)
     }
 
     /// Notes, for brokers whose port refused, how many partitions the cluster named them
@@ -294,7 +323,21 @@ impl Evaluator {
         liveness: BTreeMap<BrokerId, crate::observe::liveness::LivenessFact>,
         now: SystemTime,
     ) -> ClusterReport {
+        let look = last.quorum.as_ref().map(|q| q.look.clone());
+        self.reassess_with(last, liveness, look, now)
+    }
+
+    /// [`reassess`](Self::reassess) with a newer look at the control plane too: a frozen
+    /// or wedged controller is named within seconds, not at the next round.
+    pub fn reassess_with(
+        &mut self,
+        last: &ClusterReport,
+        liveness: BTreeMap<BrokerId, crate::observe::liveness::LivenessFact>,
+        look: Option<Arc<QuorumObservation>>,
+        now: SystemTime,
+    ) -> ClusterReport {
         let mut verdicts = self.round_verdicts.clone();
+        let quorum = self.judge_control_plane(look.as_ref(), &mut verdicts, now);
         verdict::apply_liveness(
             &mut verdicts,
             &liveness,
@@ -310,6 +353,7 @@ impl Evaluator {
             verdicts,
             liveness,
             evaluated_at: now,
+            quorum,
             ..last.clone()
         }
     }
@@ -380,6 +424,7 @@ impl Evaluator {
             now,
         );
         self.round_verdicts = verdicts.clone();
+        let quorum = self.judge_control_plane(obs.quorum.as_ref(), &mut verdicts, now);
         verdict::apply_liveness(
             &mut verdicts,
             &obs.liveness,
@@ -448,6 +493,7 @@ impl Evaluator {
             liveness: obs.liveness,
             evaluated_at: now,
             early_rounds: EarlyRounds::default(),
+            quorum,
         }
     }
 }

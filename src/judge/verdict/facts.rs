@@ -39,6 +39,11 @@ pub struct BrokerFacts<'a> {
     /// Partitions it leads ("t-0 (followers 2, 3)") whose followers dropped out of the ISR
     /// because of it, by the same evidence.
     pub followers_lost: Named,
+    /// Leadership changes its own metadata has not caught up with.
+    pub behind: Option<&'a crate::observe::cluster_view::Behind>,
+    /// Its Raft fetch of the metadata log as the quorum's leader describes it (it is an
+    /// observer of the quorum); `None` without a description.
+    pub metadata_fetch: Option<&'a crate::model::round::ReplicaProgress>,
 }
 
 /// Partitions some evidence names: the first few, as the rules show them, and how many in

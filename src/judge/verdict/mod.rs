@@ -109,6 +109,11 @@ pub struct VerdictSettings {
     /// reassignment is adding) has stopped replicating: a zombie. Until then it may be
     /// catching up (`verdict.catch_up_window_secs`).
     pub catch_up_window: Duration,
+    /// A broker's Raft fetch of the metadata log keeps up when the quorum's leader had a
+    /// fetch from it within this...
+    pub metadata_fetch_lag: Duration,
+    /// ...and it was caught up within this (`stale_metadata`).
+    pub metadata_caught_up: Duration,
 }
 
 impl Default for VerdictSettings {
@@ -118,6 +123,8 @@ impl Default for VerdictSettings {
             latency_floor: Duration::from_millis(250),
             restart_grace: Duration::from_secs(120),
             catch_up_window: Duration::from_secs(60),
+            metadata_fetch_lag: Duration::from_secs(3),
+            metadata_caught_up: Duration::from_secs(6),
         }
     }
 }
@@ -191,6 +198,9 @@ const RULES: &[Rule] = &[
     rules_reach::no_answer,
     rules_reach::request_error,
     rules_partitions::fenced_but_serving,
+    // Before stale_leader: a broker that applies no metadata claims leaderships it lost,
+    // and this says why.
+    rules_partitions::stale_metadata,
     rules_partitions::stale_leader,
     rules_partitions::out_of_every_isr,
     rules_partitions::reassignment_stalled,
@@ -355,6 +365,12 @@ fn judge_with(
                 catch_up: catch_up::facts(obs, *id, mem, now),
                 lagging: causes.lagging.remove(id).unwrap_or_default(),
                 followers_lost: causes.followers_lost.remove(id).unwrap_or_default(),
+                behind: view.behind.get(id),
+                metadata_fetch: obs
+                    .quorum
+                    .as_ref()
+                    .and_then(|q| q.description.as_ref())
+                    .and_then(|d| d.observer(*id)),
             };
             verdict_of(&facts, settings)
         })
@@ -582,6 +598,7 @@ use rules_reach::closed;
 pub use rules_reach::{refusal_rule, SHUT_DOWN_CLEANLY};
 
 pub use live::{apply_liveness, RESTARTING};
+pub use rules_partitions::{spare_while_settling, SETTLING_SPARED};
 
 #[cfg(test)]
 mod tests;

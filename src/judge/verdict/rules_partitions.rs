@@ -188,7 +188,70 @@ pub(super) fn followers_cannot_replicate(f: &BrokerFacts, _: &VerdictSettings) -
     )
 }
 
-pub(super) fn metadata_disagreement(f: &BrokerFacts, _: &VerdictSettings) -> Option<RuleHit> {
+/// A broker whose Raft fetch keeps up with the metadata log (the quorum's leader says so)
+/// while its own answers miss leadership changes the quorum committed: its metadata loader
+/// does not apply what it receives. It is never fenced (its heartbeat runs) and never
+/// learns of a change, so partitions the controller moves onto it have no leader that
+/// serves them, and a controlled shutdown waiting on it hangs.
+pub(super) fn stale_metadata(f: &BrokerFacts, s: &VerdictSettings) -> Option<RuleHit> {
+    let behind = f.behind.filter(|b| b.partitions > 0)?;
+    let fetch = f.metadata_fetch?;
+    let fetching = fetch
+        .last_fetch_ago
+        .is_some_and(|a| a < s.metadata_fetch_lag);
+    let caught_up = fetch
+        .last_caught_up_ago
+        .is_some_and(|a| a < s.metadata_caught_up);
+    if !f.probe.answered() || !fetching || !caught_up {
+        return None;
+    }
+    let more = behind.partitions as usize - behind.shown.len().min(behind.partitions as usize);
+    hit(
+        "stale_metadata",
+        BrokerState::Zombie,
+        format!(
+            "its metadata misses {} leadership change(s) the quorum committed, {} of them onto itself: {}{}; yet its Raft fetch keeps up (log end offset {}, fetched {:.1} s and caught up {:.1} s before the leader's answer): it receives the metadata log and does not apply it",
+            behind.partitions,
+            behind.own,
+            behind.shown.join(", "),
+            if more > 0 {
+                format!(" and {more} more")
+            } else {
+                String::new()
+            },
+            fetch.log_end_offset,
+            fetch.last_fetch_ago.unwrap_or_default().as_secs_f64(),
+            fetch.last_caught_up_ago.unwrap_or_default().as_secs_f64(),
+        ),
+    )
+}
+
+/// Rules that read registration or the staleness of metadata: while the control plane is
+/// out (nothing can change) and for a while after it is back (the controller fences and
+/// registers brokers again in one batch as it recovers), they would call brokers zombie or
+/// degraded for the control plane's fault, which the quorum's own incident names.
+pub const SETTLING_SPARED: &[&str] = &[
+    "fenced_but_serving",
+    "stale_metadata",
+    "metadata_disagreement",
+];
+
+/// Takes the `SETTLING_SPARED` rules out of each verdict and decides its state again.
+pub fn spare_while_settling(verdicts: &mut [super::BrokerVerdict]) {
+    for v in verdicts {
+        let before = v.hits.len();
+        v.hits.retain(|h| !SETTLING_SPARED.contains(&h.rule));
+        if v.hits.len() != before {
+            v.state = v.hits.first().map_or(BrokerState::Healthy, |h| h.state);
+        }
+    }
+}
+
+pub(super) fn metadata_disagreement(f: &BrokerFacts, s: &VerdictSettings) -> Option<RuleHit> {
+    // The same fact as stale_metadata, when the quorum says why.
+    if stale_metadata(f, s).is_some() {
+        return None;
+    }
     (f.disagreements > 0 && f.stale_leader_of.is_empty())
         .then(|| {
             hit(
