@@ -375,13 +375,14 @@ pub(super) fn reassess(
     published.publish(report);
 }
 
-/// The controllers' states and the quorum's problem, to log a change.
-fn control_plane_states(
-    r: &ClusterReport,
-) -> Option<(
+/// The controllers' states and the quorum's problem.
+type ControlPlaneStates = (
     Vec<(i32, crate::judge::quorum::ControllerState)>,
     Option<crate::judge::quorum::QuorumProblemKind>,
-)> {
+);
+
+/// The controllers' states and the quorum's problem, to log a change.
+fn control_plane_states(r: &ClusterReport) -> Option<ControlPlaneStates> {
     r.quorum.as_ref().map(|q| {
         (
             q.controllers
