@@ -2,6 +2,7 @@
 //! rules; host mode, blame and registration in the files beside.
 
 mod cause;
+mod control_plane;
 mod host_mode;
 mod registration;
 
@@ -43,6 +44,8 @@ struct World {
     followers: BTreeMap<i32, crate::model::round::FollowerProgress>,
     /// The canary round, over the same topic "t": the canary's partitions are the world's.
     canary: Option<crate::observe::canary::CanaryRound>,
+    /// The look at the control plane the round carries.
+    quorum: Option<std::sync::Arc<crate::model::round::QuorumObservation>>,
 }
 
 impl World {
@@ -58,6 +61,7 @@ impl World {
             host: BTreeMap::new(),
             followers: BTreeMap::new(),
             canary: None,
+            quorum: None,
         };
         for id in 1..=3 {
             w.answering(id, 10);
@@ -197,7 +201,7 @@ impl World {
             host: self.host.clone(),
             followers: self.followers.clone(),
             liveness: BTreeMap::new(),
-            quorum: None,
+            quorum: self.quorum.clone(),
         }
     }
 
