@@ -136,6 +136,7 @@ pub struct QuorumReport {
     pub epoch: Option<i32>,
     pub high_watermark: Option<i64>,
     /// How long the high watermark has stood still under this leader, when it has.
+    #[serde(skip)]
     pub high_watermark_still_for: Option<Duration>,
     pub controllers: Vec<ControllerVerdict>,
     pub problem: Option<QuorumProblem>,
@@ -512,6 +513,8 @@ pub fn roles(look: &QuorumObservation) -> BTreeMap<NodeId, ControllerRole> {
         .filter_map(|c| Some((c.id?, *c.outcome.as_ref().ok()?)))
         .collect()
 }
+
+pub mod metrics;
 
 #[cfg(test)]
 mod tests;

@@ -42,10 +42,15 @@ pub enum FindingKind {
     /// broker's certificate not trusted) or cannot decode its answers: the watchdog's own
     /// access or compatibility problem, and no verdict on the broker.
     WatchdogAccess,
+    /// A KRaft controller's verdict is not healthy (frozen, wedged, down, lagging).
+    Controller,
+    /// The KRaft quorum cannot change the cluster's metadata: no leader, a leader whose
+    /// high watermark does not move, or fewer than a majority of voters caught up.
+    Quorum,
 }
 
 impl FindingKind {
-    pub const ALL: [FindingKind; 12] = [
+    pub const ALL: [FindingKind; 14] = [
         FindingKind::Broker,
         FindingKind::OfflinePartitions,
         FindingKind::UnderMinIsr,
@@ -58,6 +63,8 @@ impl FindingKind {
         FindingKind::UncleanElection,
         FindingKind::Remediation,
         FindingKind::WatchdogAccess,
+        FindingKind::Controller,
+        FindingKind::Quorum,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -74,6 +81,8 @@ impl FindingKind {
             FindingKind::Remediation => "remediation",
             FindingKind::WatchdogAccess => "watchdog_access",
             FindingKind::Acks1Loss => "acks1_loss",
+            FindingKind::Controller => "controller",
+            FindingKind::Quorum => "quorum",
         }
     }
 
@@ -92,6 +101,8 @@ impl FindingKind {
             FindingKind::Remediation => "KafkaWatchdogRemediation",
             FindingKind::WatchdogAccess => "KafkaWatchdogAccess",
             FindingKind::Acks1Loss => "KafkaWatchdogAcks1Loss",
+            FindingKind::Controller => "KafkaWatchdogController",
+            FindingKind::Quorum => "KafkaWatchdogQuorum",
         }
     }
 

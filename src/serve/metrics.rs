@@ -3,7 +3,7 @@
 //! it: nothing lingers from a broker decommissioned an hour ago.
 //!
 //! This file only composes: each module encodes its own families in its `metrics.rs`
-//! (`report`, `canary`, `liveness`, `host`, `incident`, `silence`, `notify`, `remediate`;
+//! (`report`, `quorum`, `canary`, `liveness`, `host`, `incident`, `silence`, `notify`, `remediate`;
 //! `self_metrics` for the watchdog's own), with label sets from `metric_kit`. `render`
 //! fixes their order on the page; `tests/golden/` holds the page it must keep giving.
 //!
@@ -69,6 +69,7 @@ pub fn render<'a>(reports: impl IntoIterator<Item = &'a ClusterReport>, extras: 
     let canary = crate::observe::canary::metrics::RoundFamilies::register(&mut reg);
     let liveness = crate::observe::liveness::metrics::Families::register(&mut reg);
     let host = crate::observe::host::metrics::Families::register(&mut reg);
+    let quorum = crate::judge::quorum::metrics::Families::register(&mut reg);
     let mut brokers = Vec::new();
     for r in reports {
         round.record(r);
@@ -78,6 +79,8 @@ pub fn render<'a>(reports: impl IntoIterator<Item = &'a ClusterReport>, extras: 
         }
         liveness.record(&r.cluster, &r.liveness, r.evaluated_at);
         host.record(&r.cluster, &r.host);
+        let ids: Vec<i32> = r.verdicts.iter().map(|v| v.broker).collect();
+        quorum.record(&r.cluster, r.quorum.as_ref(), &r.view.behind, &ids);
         brokers.extend(r.verdicts.iter().map(|v| (r.cluster.clone(), v.broker)));
     }
     crate::alert::incident::metrics::encode_broker_states(&mut reg, brokers, &extras.incidents);

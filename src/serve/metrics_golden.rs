@@ -320,7 +320,75 @@ fn lab() -> ClusterReport {
     r.liveness.insert(1, liveness(2000, Some(3), None));
     r.liveness.insert(2, liveness(2000, None, None));
     r.liveness.insert(4, liveness(4500, Some(800), Some(0)));
+    r.quorum = Some(quorum());
+    let mut view = crate::observe::cluster_view::ClusterView::default();
+    view.behind.insert(
+        4,
+        crate::observe::cluster_view::Behind {
+            partitions: 2,
+            own: 1,
+            shown: vec!["t-0 (leader 4 at epoch 3; it knows epoch 2)".into()],
+            topics: ["t".to_string()].into(),
+        },
+    );
+    r.view = std::sync::Arc::new(view);
     r
+}
+
+/// The lab's control plane: controller 100 leads with a high watermark still for 3 s (a
+/// wedged event handler), controller 0 accepts and answers nothing, 101 answers as a
+/// follower; broker 4 fetches the metadata log.
+fn quorum() -> crate::judge::quorum::QuorumReport {
+    use crate::model::round::{
+        ControllerLook, ControllerRole, QuorumDescription, QuorumObservation, ReplicaProgress,
+    };
+    let progress = |id, ms| ReplicaProgress {
+        id,
+        log_end_offset: 900,
+        last_fetch_ago: Some(Duration::from_millis(ms)),
+        last_caught_up_ago: Some(Duration::from_millis(ms)),
+    };
+    let look = |id: i32, outcome| ControllerLook {
+        address: format!("127.0.0.{}:9093", 10 + id),
+        id: Some(id),
+        accepted: true,
+        failing_since: None,
+        accepted_in_streak: false,
+        outcome,
+    };
+    let mut frozen = look(
+        0,
+        Err(failure(FailureKind::Timeout, "no answer within 1000ms")),
+    );
+    frozen.failing_since = Some(t(0));
+    frozen.accepted_in_streak = true;
+    let observation = std::sync::Arc::new(QuorumObservation {
+        at: t(2),
+        controllers: vec![
+            frozen,
+            look(100, Ok(ControllerRole::Leader)),
+            look(101, Ok(ControllerRole::Follower)),
+        ],
+        via_broker: Some(("127.0.0.11:9092".into(), Ok(()))),
+        description: Some(QuorumDescription {
+            leader: 100,
+            epoch: 6,
+            high_watermark: 900,
+            voters: vec![progress(0, 4000), progress(100, 0), progress(101, 200)],
+            observers: vec![progress(1, 300), progress(4, 250)],
+            endpoints: Default::default(),
+            version: 2,
+        }),
+        last_leader: Some((100, 6, t(2))),
+        high_watermark_still_since: Some(t(0)),
+        last_progress_at: Some(t(0)),
+    });
+    crate::judge::quorum::judge_quorum(
+        &observation,
+        &mut Default::default(),
+        &Default::default(),
+        t(3),
+    )
 }
 
 /// Cluster `orders`: unreachable, known only by its failed bootstrap addresses, its canary

@@ -60,6 +60,76 @@ pub struct ClusterStatus<'a> {
     pub bootstrap_failures: Vec<BootstrapFailure<'a>>,
     pub canary: Option<&'a crate::observe::canary::CanaryRound>,
     pub canary_last_unavailable_seconds: &'a BTreeMap<i32, f64>,
+    /// The KRaft control plane; absent when nothing speaks DescribeQuorum.
+    pub quorum: Option<QuorumStatus<'a>>,
+}
+
+/// The control plane as the newest look saw it.
+#[derive(Serialize)]
+pub struct QuorumStatus<'a> {
+    #[serde(flatten)]
+    pub report: &'a crate::judge::quorum::QuorumReport,
+    /// Unix time of the look.
+    pub observed_at: f64,
+    pub high_watermark_still_seconds: f64,
+    pub problem_since: Option<f64>,
+    pub controllers: Vec<ControllerStatus<'a>>,
+    /// The broker asked (it forwards to the active controller) and how that went.
+    pub via_broker: Option<ViaBroker<'a>>,
+}
+
+#[derive(Serialize)]
+pub struct ViaBroker<'a> {
+    pub address: &'a str,
+    pub failure: Option<&'a ProbeFailure>,
+}
+
+#[derive(Serialize)]
+pub struct ControllerStatus<'a> {
+    #[serde(flatten)]
+    pub verdict: &'a crate::judge::quorum::ControllerVerdict,
+    /// Its answer when asked directly: `leader` or `follower`.
+    pub role: Option<crate::model::round::ControllerRole>,
+    /// Why asking it directly failed.
+    pub failure: Option<&'a ProbeFailure>,
+    /// The quorum leader's word on it.
+    pub log_end_offset: Option<i64>,
+    pub last_fetch_age_seconds: Option<f64>,
+    pub last_caught_up_age_seconds: Option<f64>,
+}
+
+fn quorum_status(q: &crate::judge::quorum::QuorumReport) -> QuorumStatus<'_> {
+    let d = q.look.description.as_ref();
+    QuorumStatus {
+        report: q,
+        observed_at: secs(q.observed_at),
+        high_watermark_still_seconds: q.high_watermark_still_for.unwrap_or_default().as_secs_f64(),
+        problem_since: q.problem.as_ref().map(|p| secs(p.since)),
+        controllers: q
+            .controllers
+            .iter()
+            .map(|c| {
+                let direct = q.look.controller(c.controller);
+                let voter = d.and_then(|d| d.voter(c.controller));
+                ControllerStatus {
+                    verdict: c,
+                    role: direct.and_then(|l| l.outcome.as_ref().ok().copied()),
+                    failure: direct.and_then(|l| l.outcome.as_ref().err()),
+                    log_end_offset: voter.map(|v| v.log_end_offset),
+                    last_fetch_age_seconds: voter
+                        .and_then(|v| v.last_fetch_ago)
+                        .map(|a| a.as_secs_f64()),
+                    last_caught_up_age_seconds: voter
+                        .and_then(|v| v.last_caught_up_ago)
+                        .map(|a| a.as_secs_f64()),
+                }
+            })
+            .collect(),
+        via_broker: q.look.via_broker.as_ref().map(|(address, r)| ViaBroker {
+            address,
+            failure: r.as_ref().err(),
+        }),
+    }
 }
 
 #[derive(Serialize)]
@@ -181,6 +251,7 @@ pub fn cluster_status(r: &ClusterReport) -> ClusterStatus<'_> {
             .collect(),
         canary: r.canary.as_ref(),
         canary_last_unavailable_seconds: &r.canary_last_window,
+        quorum: r.quorum.as_ref().map(quorum_status),
     }
 }
 

@@ -5,6 +5,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::judge::health::{Condition, PartitionProblem};
+use crate::judge::quorum::{ControllerState, QuorumReport};
 use crate::judge::report::ClusterReport;
 use crate::judge::verdict::{BrokerState, BrokerVerdict, ACCESS_RULES};
 use crate::model::round::{BrokerId, FailureKind, ProbeFailure};
@@ -70,7 +71,104 @@ pub fn findings(report: &ClusterReport, extra: Vec<Finding>) -> Vec<Finding> {
     if !report.stale_leaders.is_empty() {
         out.push(split_brain(report));
     }
+    if let Some(q) = &report.quorum {
+        out.extend(control_plane(report, q));
+    }
     out.extend(extra);
+    out
+}
+
+/// A controller's state in the broker states' words, which incidents and webhooks carry:
+/// a lagging voter is degraded.
+fn as_broker_state(s: ControllerState) -> BrokerState {
+    match s {
+        ControllerState::Healthy => BrokerState::Healthy,
+        ControllerState::Unknown => BrokerState::Unknown,
+        ControllerState::Lagging => BrokerState::Degraded,
+        ControllerState::Zombie => BrokerState::Zombie,
+        ControllerState::Down => BrokerState::Down,
+    }
+}
+
+/// The control plane's findings: one per controller that is lagging, a zombie or down
+/// (one nobody can judge is on /status, not paged: the quorum's finding covers a quorum
+/// nobody describes), and the quorum's problem. Both are observed when the look was made.
+fn control_plane(report: &ClusterReport, q: &QuorumReport) -> Vec<Finding> {
+    let mut out = Vec::new();
+    for c in &q.controllers {
+        if matches!(c.state, ControllerState::Healthy | ControllerState::Unknown) {
+            continue;
+        }
+        let key = FindingKey::new(
+            &report.cluster,
+            Subject::Controller(c.controller),
+            FindingKind::Controller,
+        );
+        let who = if c.address.is_empty() {
+            format!("controller {}", c.controller)
+        } else {
+            format!("controller {} ({})", c.controller, c.address)
+        };
+        let first = c
+            .hits
+            .first()
+            .map(|h| one_line(&h.detail))
+            .unwrap_or_default();
+        let role = if c.leader {
+            " (the active controller)"
+        } else {
+            ""
+        };
+        let mut f = Finding::new(
+            key,
+            format!("{who}{role} is {}: {first}", c.state.as_label()),
+        );
+        let state = as_broker_state(c.state);
+        f.severity = FindingKind::Controller.severity(Some(state));
+        f.state = Some(state);
+        f.broker_address = (!c.address.is_empty()).then(|| c.address.clone());
+        f.evidence = c
+            .hits
+            .iter()
+            .map(|h| format!("{}: {}", h.rule, one_line(&h.detail)))
+            .collect();
+        let mut rules: Vec<String> = c.hits.iter().map(|h| h.rule.to_string()).collect();
+        rules.sort();
+        rules.dedup();
+        f.rules = rules;
+        let mut lead: Vec<String> = c
+            .hits
+            .iter()
+            .filter(|h| h.state == c.state)
+            .map(|h| h.rule.to_string())
+            .collect();
+        lead.sort();
+        lead.dedup();
+        f.lead_rules = lead;
+        f.suspects = vec![c.controller];
+        f.observed_at = Some(q.observed_at);
+        f.holds_since = c.held_since;
+        f.hold_for = c.page_after;
+        out.push(f);
+    }
+    if let Some(p) = &q.problem {
+        let key = FindingKey::new(&report.cluster, Subject::Cluster, FindingKind::Quorum);
+        let mut f = Finding::new(
+            key,
+            format!(
+                "the control plane is out ({}): {}",
+                p.kind.as_label().replace('_', " "),
+                one_line(&p.detail)
+            ),
+        );
+        f.evidence = vec![format!("{}: {}", p.kind.as_label(), one_line(&p.detail))];
+        f.rules = vec![p.kind.as_label().to_string()];
+        f.lead_rules = f.rules.clone();
+        f.suspects = p.suspects.clone();
+        f.observed_at = Some(q.observed_at);
+        f.holds_since = Some(p.since);
+        out.push(f);
+    }
     out
 }
 

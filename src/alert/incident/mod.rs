@@ -42,13 +42,15 @@ pub use state::{StateError, STATE_FILE};
 pub enum Subject {
     Broker(BrokerId),
     Cluster,
+    /// A KRaft controller, by node id.
+    Controller(BrokerId),
 }
 
 impl Subject {
     pub fn broker(self) -> Option<BrokerId> {
         match self {
             Subject::Broker(id) => Some(id),
-            Subject::Cluster => None,
+            Subject::Cluster | Subject::Controller(_) => None,
         }
     }
 }
@@ -58,6 +60,7 @@ impl fmt::Display for Subject {
         match self {
             Subject::Broker(id) => write!(f, "broker-{id}"),
             Subject::Cluster => f.write_str("cluster"),
+            Subject::Controller(id) => write!(f, "controller-{id}"),
         }
     }
 }
@@ -71,11 +74,15 @@ impl FindingKind {
             // A broker down (crashed, unreachable, not back after a clean stop's grace) is
             // as critical as a zombie: `KafkaBrokerDown` says so, and a receiver paged only
             // for critical must hear of a crash.
-            FindingKind::Broker => match state {
+            // A controller's state is told in the broker states' words (a lagging voter
+            // as degraded): frozen, wedged or gone is critical as for a broker.
+            FindingKind::Broker | FindingKind::Controller => match state {
                 Some(BrokerState::Zombie | BrokerState::Down) => Severity::Critical,
                 Some(BrokerState::Healthy) => Severity::Info,
                 _ => Severity::Warning,
             },
+            // Nothing can change the cluster's metadata: no failover, no fencing.
+            FindingKind::Quorum => Severity::Critical,
             FindingKind::OfflinePartitions
             | FindingKind::UnderMinIsr
             | FindingKind::SplitBrain

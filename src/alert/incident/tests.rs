@@ -258,6 +258,7 @@ fn every_kind_has_its_severity() {
         (UnderReplicated, Severity::Warning),
         (CanaryUnavailable, Severity::Warning),
         (WatchdogAccess, Severity::Warning),
+        (Quorum, Severity::Critical),
     ];
     for (kind, sev) in expected {
         assert_eq!(kind.severity(None), sev, "{kind}");
@@ -1214,4 +1215,86 @@ fn a_corrupt_state_file_is_an_error_for_the_caller() {
     let e = IncidentBook::load(&dir).unwrap_err();
     assert!(e.to_string().contains("version 7"), "{e}");
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The only controller frozen: a critical controller finding naming it (its silence's start
+/// carried, so it pages as soon as it has held), and a critical quorum finding naming it as
+/// the controller at fault; nothing about any broker. The incident book opens both.
+#[test]
+fn a_frozen_controller_and_its_quorum_are_findings_of_their_own() {
+    use crate::judge::quorum::{judge_quorum, QuorumMemory, QuorumSettings};
+    use crate::model::round::{ControllerLook, QuorumObservation};
+    let look = std::sync::Arc::new(QuorumObservation {
+        at: t(11),
+        controllers: vec![ControllerLook {
+            address: "127.0.0.10:9093".into(),
+            id: Some(0),
+            outcome: Err(timeout()),
+            accepted: true,
+            failing_since: Some(t(10)),
+            accepted_in_streak: true,
+        }],
+        via_broker: None,
+        description: None,
+        last_leader: Some((0, 3, t(10))),
+        high_watermark_still_since: None,
+        last_progress_at: Some(t(10)),
+    });
+    let mut r = report("lab");
+    r.verdicts = vec![verdict(1, BrokerState::Healthy, &[])];
+    r.quorum = Some(judge_quorum(
+        &look,
+        &mut QuorumMemory::default(),
+        &QuorumSettings::default(),
+        t(11),
+    ));
+    let fs = findings(&r, Vec::new());
+    assert_eq!(
+        kinds(&fs),
+        [
+            (FindingKind::Controller, Subject::Controller(0)),
+            (FindingKind::Quorum, Subject::Cluster),
+        ]
+    );
+    let c = &fs[0];
+    assert_eq!(c.severity, Severity::Critical);
+    assert_eq!(c.state, Some(BrokerState::Zombie));
+    assert!(
+        c.summary.starts_with(
+            "controller 0 (127.0.0.10:9093) is zombie: accepts connections and answers nothing"
+        ),
+        "{}",
+        c.summary
+    );
+    assert_eq!(c.holds_since, Some(t(10)));
+    assert_eq!(c.observed_at, Some(t(11)));
+    assert_eq!(
+        c.key.dedup_key(),
+        "kafka-watchdog/lab/controller-0/controller"
+    );
+    let q = &fs[1];
+    assert_eq!(
+        (q.severity, q.suspects.clone()),
+        (Severity::Critical, vec![0])
+    );
+    assert!(
+        q.summary
+            .starts_with("the control plane is out (no leader)"),
+        "{}",
+        q.summary
+    );
+    assert_eq!(q.key.dedup_key(), "kafka-watchdog/lab/cluster/quorum");
+    // Held since the silence began: the incident opens at this very look.
+    let mut book = IncidentBook::new();
+    let opened = book.observe(
+        "lab",
+        fs,
+        Hysteresis {
+            open_after: Duration::from_secs(1),
+            resolve_after: Duration::from_secs(20),
+            flap: Flap::default(),
+        },
+        t(11),
+    );
+    assert_eq!(event_kinds(&opened), [EventKind::Opened, EventKind::Opened]);
 }

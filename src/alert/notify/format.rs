@@ -95,6 +95,12 @@ pub(super) fn cut(s: &str, max_chars: usize) -> String {
 }
 
 fn subject_words(i: &Incident) -> String {
+    if let crate::alert::incident::Subject::Controller(id) = i.subject {
+        return match &i.broker_address {
+            Some(a) => format!("controller {id} ({a})"),
+            None => format!("controller {id}"),
+        };
+    }
     match (i.broker, &i.broker_address) {
         (Some(b), Some(a)) => format!("broker {b} ({a})"),
         (Some(b), None) => format!("broker {b}"),
@@ -132,7 +138,7 @@ pub(super) fn headline(n: &Notification, now: SystemTime) -> String {
 /// | `sequence` | number | grows with every notification to this receiver, also across restarts |
 /// | `incident_id` | string | unique per incident (a problem that comes back gets a new one) |
 /// | `dedup_key` | string | `kafka-watchdog/<cluster>/<subject>/<kind>`, the same on every watchdog |
-/// | `kind` | string | `broker`, `offline_partitions`, `under_min_isr`, `under_replicated`, `split_brain`, `cluster_unreachable`, `acknowledged_loss`, `acks1_loss`, `canary_unavailable`, `unclean_election`, `remediation`, `watchdog_access` |
+/// | `kind` | string | `broker`, `offline_partitions`, `under_min_isr`, `under_replicated`, `split_brain`, `cluster_unreachable`, `acknowledged_loss`, `acks1_loss`, `canary_unavailable`, `unclean_election`, `remediation`, `watchdog_access`, `controller`, `quorum` |
 /// | `cluster` | string | the cluster's configured name |
 /// | `broker_id`, `broker_address` | number, string or null | for broker incidents |
 /// | `state` | string or null | the broker's verdict: `degraded`, `zombie`, `down`, `unknown` |

@@ -160,7 +160,16 @@ impl ClusterReport {
         }
         let canary_loss = self.canary.as_ref().is_some_and(|c| !c.lost.is_empty())
             || !self.unclean_elections.is_empty();
+        use crate::judge::quorum::ControllerState;
+        let controllers = |bad: &[ControllerState]| {
+            self.quorum
+                .as_ref()
+                .is_some_and(|q| q.controllers.iter().any(|c| bad.contains(&c.state)))
+        };
+        let control_plane_out = self.quorum.as_ref().is_some_and(|q| q.problem.is_some())
+            || controllers(&[ControllerState::Zombie, ControllerState::Down]);
         let critical = canary_loss
+            || control_plane_out
             || self.health.count(Condition::Offline) > 0
             || self.health.count(Condition::UnderMinIsr) > 0
             || !self.stale_leaders.is_empty()
@@ -171,7 +180,8 @@ impl ClusterReport {
         if critical {
             return Severity::Critical;
         }
-        let warning = self.health.count(Condition::UnderReplicated) > 0
+        let warning = controllers(&[ControllerState::Lagging])
+            || self.health.count(Condition::UnderReplicated) > 0
             || self.health.count(Condition::LeaderNotInIsr) > 0
             || self
                 .verdicts
