@@ -191,15 +191,21 @@ fn the_active_controller_frozen_is_named_kafka_elects_another_and_a_thaw_heals()
             assert_eq!(state, "healthy", "controller {c}");
         }
     }
-    assert!(unhealthy_brokers(&w).is_empty(), "{:?}", unhealthy_brokers(&w));
+    assert!(
+        unhealthy_brokers(&w).is_empty(),
+        "{:?}",
+        unhealthy_brokers(&w)
+    );
     let subject = format!("controller-{active}");
     let wrong = misattributions(&rx, &[&subject], i64::from(active));
     assert!(wrong.is_empty(), "other nodes named: {wrong:#?}");
     // Thawed, it rejoins as a follower: healthy, and the incident resolves.
     lab.thaw(active).unwrap();
-    eventually(Duration::from_secs(30), "the thawed controller healthy", || {
-        (controller(&w, active)?["state"] == "healthy").then_some(())
-    });
+    eventually(
+        Duration::from_secs(30),
+        "the thawed controller healthy",
+        || (controller(&w, active)?["state"] == "healthy").then_some(()),
+    );
     rx.wait("controller resolved", Duration::from_secs(30), |v| {
         v["event"] == "resolved" && v["dedup_key"] == key.as_str()
     });
@@ -242,7 +248,11 @@ fn the_only_controller_frozen_is_a_quorum_incident_naming_it() {
     );
     // Frozen for a while: brokers keep serving what they have; none is blamed.
     std::thread::sleep(Duration::from_secs(10));
-    assert!(unhealthy_brokers(&w).is_empty(), "{:?}", unhealthy_brokers(&w));
+    assert!(
+        unhealthy_brokers(&w).is_empty(),
+        "{:?}",
+        unhealthy_brokers(&w)
+    );
     lab.thaw(0).unwrap();
     rx.wait("quorum resolved", Duration::from_secs(40), |v| {
         is_event(v, "resolved", "quorum", None)
@@ -293,7 +303,11 @@ fn a_wedged_active_controller_is_named_by_its_still_high_watermark() {
     );
     // Kafka never elects another: the stalled one keeps the leadership.
     assert_eq!(lab.active_controller().unwrap(), active);
-    assert!(unhealthy_brokers(&w).is_empty(), "{:?}", unhealthy_brokers(&w));
+    assert!(
+        unhealthy_brokers(&w).is_empty(),
+        "{:?}",
+        unhealthy_brokers(&w)
+    );
     let subject = format!("controller-{active}");
     let wrong = misattributions(&rx, &[&subject, "cluster"], i64::from(active));
     assert!(wrong.is_empty(), "other nodes named: {wrong:#?}");
@@ -321,7 +335,11 @@ fn a_broker_that_stops_applying_metadata_is_named_after_a_leadership_change() {
     );
     let topic = unique_topic("cp-led-by-2");
     // Created through brokers 1 and 3: broker 2 never learns of the topic.
-    let others = format!("{},{}", kafka_lab::broker_address(1), kafka_lab::broker_address(3));
+    let others = format!(
+        "{},{}",
+        kafka_lab::broker_address(1),
+        kafka_lab::broker_address(3)
+    );
     client::create_topic(&others, &topic, &[vec![2, 1, 3]], &[]).unwrap();
     let changed_at = Instant::now();
     eventually(NAME_BOUND, "broker 2 a zombie for stale metadata", || {
@@ -330,15 +348,17 @@ fn a_broker_that_stops_applying_metadata_is_named_after_a_leadership_change() {
     let named_after = changed_at.elapsed();
     let b = w.broker(2).unwrap();
     assert_eq!(b["state"], "zombie");
-    let detail = b["hits"][0]["detail"].as_str().unwrap_or_default().to_string();
+    let detail = b["hits"][0]["detail"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
     assert!(detail.contains(&format!("{topic}-0")), "{detail}");
-    assert!(
-        w.metric(
+    assert!(w
+        .metric(
             "kafka_watchdog_broker_metadata_behind_partitions",
             &[("broker", "2")]
         )
-        .is_some_and(|n| n >= 1.0)
-    );
+        .is_some_and(|n| n >= 1.0));
     let v = rx.wait("opened broker 2", PAGE_BOUND, |v| {
         is_event(v, "opened", "broker", Some(2))
     });
@@ -408,5 +428,9 @@ fn a_controller_leadership_change_pages_nobody() {
         .filter(|v| v["event"] == "opened")
         .collect();
     assert!(pages.is_empty(), "paged: {pages:#?}");
-    assert!(unhealthy_brokers(&w).is_empty(), "{:?}", unhealthy_brokers(&w));
+    assert!(
+        unhealthy_brokers(&w).is_empty(),
+        "{:?}",
+        unhealthy_brokers(&w)
+    );
 }

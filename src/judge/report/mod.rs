@@ -697,6 +697,77 @@ mod tests {
         assert_eq!(r.verdicts[1].registration, verdict::Registration::Unknown);
     }
 
+    /// The control plane is judged with the round and again with each newer look: the
+    /// only controller silent makes the report critical; a look with a leader again ends
+    /// the problem, and the cluster settles for a while.
+    #[test]
+    fn the_control_plane_is_judged_with_the_round_and_with_newer_looks() {
+        use crate::model::round::{
+            ControllerLook, ControllerRole, QuorumDescription, ReplicaProgress,
+        };
+        let at = |s: u64| SystemTime::UNIX_EPOCH + Duration::from_secs(100 + s);
+        let silent = Arc::new(QuorumObservation {
+            controllers: vec![ControllerLook {
+                address: "c0:9093".into(),
+                id: Some(0),
+                outcome: Err(ProbeFailure {
+                    kind: FailureKind::Timeout,
+                    detail: "no answer".into(),
+                    after: Duration::from_secs(1),
+                }),
+                accepted: true,
+                failing_since: Some(at(0)),
+                accepted_in_streak: true,
+            }],
+            last_leader: Some((0, 1, at(0))),
+            ..QuorumObservation::empty(at(1))
+        });
+        let mut e = Evaluator::new("lab", VerdictSettings::default(), Arc::new(|_| true));
+        let mut obs = round_listing([&[1, 2, 3], &[1, 2, 3], &[1, 2, 3]]);
+        obs.quorum = Some(silent);
+        let r = e.evaluate(obs, None, at(2));
+        let q = r.quorum.as_ref().expect("judged with the round");
+        assert_eq!(
+            q.problem.as_ref().map(|p| p.kind),
+            Some(crate::judge::quorum::QuorumProblemKind::NoLeader)
+        );
+        assert_eq!(r.severity(), Severity::Critical);
+        assert!(r
+            .verdicts
+            .iter()
+            .all(|v| v.state == verdict::BrokerState::Healthy));
+        let back = Arc::new(QuorumObservation {
+            controllers: vec![ControllerLook {
+                address: "c0:9093".into(),
+                id: Some(0),
+                outcome: Ok(ControllerRole::Leader),
+                accepted: true,
+                failing_since: None,
+                accepted_in_streak: false,
+            }],
+            description: Some(QuorumDescription {
+                leader: 0,
+                epoch: 1,
+                high_watermark: 10,
+                voters: vec![ReplicaProgress {
+                    id: 0,
+                    log_end_offset: 10,
+                    last_fetch_ago: Some(Duration::ZERO),
+                    last_caught_up_ago: Some(Duration::ZERO),
+                }],
+                observers: Vec::new(),
+                endpoints: BTreeMap::new(),
+                version: 1,
+            }),
+            ..QuorumObservation::empty(at(5))
+        });
+        let again = e.reassess_with(&r, BTreeMap::new(), Some(back), at(5));
+        let q = again.quorum.as_ref().unwrap();
+        assert!(q.problem.is_none());
+        assert!(q.settling, "just back: settling");
+        assert_eq!(again.severity(), Severity::Ok);
+    }
+
     #[test]
     fn a_leader_from_outside_the_last_isr_is_an_unclean_election() {
         let mut m = PartitionMemory::new();
