@@ -875,6 +875,11 @@ pub struct QuorumObservation {
     /// the first look at a leader): how long the control plane has been out.
     #[serde(skip)]
     pub last_progress_at: Option<SystemTime>,
+    /// The last look at which the high watermark had grown by more than the active
+    /// controller's no-op records (one per 500 ms) could make it grow since the look
+    /// before: the cluster's metadata changed, and brokers should have applied it.
+    #[serde(skip)]
+    pub metadata_changed_at: Option<SystemTime>,
 }
 
 impl QuorumObservation {
@@ -888,6 +893,7 @@ impl QuorumObservation {
             last_leader: None,
             high_watermark_still_since: None,
             last_progress_at: None,
+            metadata_changed_at: None,
         }
     }
 

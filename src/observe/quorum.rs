@@ -54,7 +54,16 @@ struct Progress {
     epoch: i32,
     high_watermark: i64,
     moved_at: SystemTime,
+    /// The look before: its time and the high watermark it saw.
+    seen_at: SystemTime,
+    seen: i64,
 }
+
+/// The active controller appends a no-op record this often on an idle cluster (KIP-835).
+const NO_OP_INTERVAL: Duration = Duration::from_millis(500);
+/// Records beyond the no-ops a look may see without calling it a change: a look's timing
+/// against the no-ops' own.
+const NO_OP_SLACK: i64 = 2;
 
 /// Looks at the quorum, keeping connections and the high watermark's history.
 pub struct QuorumProber {
@@ -65,6 +74,7 @@ pub struct QuorumProber {
     progress: Option<Progress>,
     last_progress_at: Option<SystemTime>,
     last_leader: Option<(NodeId, i32, SystemTime)>,
+    metadata_changed_at: Option<SystemTime>,
     /// A broker said it has no DescribeQuorum (ZooKeeper mode, Kafka before 2.8): the
     /// brokers are not asked again.
     brokers_without_quorum: bool,
@@ -92,6 +102,7 @@ impl QuorumProber {
             progress: None,
             last_progress_at: None,
             last_leader: None,
+            metadata_changed_at: None,
             brokers_without_quorum: false,
         }
     }
@@ -232,6 +243,7 @@ impl QuorumProber {
             last_leader: self.last_leader,
             high_watermark_still_since: still_since,
             last_progress_at: self.last_progress_at,
+            metadata_changed_at: self.metadata_changed_at,
         })
     }
 
@@ -242,6 +254,14 @@ impl QuorumProber {
         self.last_leader = Some((d.leader, d.epoch, at));
         match &mut self.progress {
             Some(p) if p.leader == d.leader && p.epoch == d.epoch => {
+                // More records than no-ops since the look before: the metadata changed.
+                let elapsed = at.duration_since(p.seen_at).unwrap_or_default();
+                let no_ops = (elapsed.as_millis() / NO_OP_INTERVAL.as_millis()) as i64 + 1;
+                if d.high_watermark - p.seen > no_ops + NO_OP_SLACK {
+                    self.metadata_changed_at = Some(at);
+                }
+                p.seen_at = at;
+                p.seen = d.high_watermark;
                 if d.high_watermark > p.high_watermark {
                     p.high_watermark = d.high_watermark;
                     p.moved_at = at;
@@ -258,6 +278,8 @@ impl QuorumProber {
                     epoch: d.epoch,
                     high_watermark: d.high_watermark,
                     moved_at: at,
+                    seen_at: at,
+                    seen: d.high_watermark,
                 });
                 self.last_progress_at = Some(at);
                 None

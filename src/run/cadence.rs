@@ -25,6 +25,10 @@ pub enum Why {
     Canary,
     /// A broker's verdict waits for the look that confirms it.
     Confirmation,
+    /// The metadata log grew faster than the active controller's no-op records alone make
+    /// it grow: something changed (a topic, a leadership), which only a round's Metadata
+    /// answers show brokers have applied.
+    Metadata,
 }
 
 /// No round starts closer than this to the previous one.
@@ -101,6 +105,7 @@ impl Cadence {
                 Why::Registration => &mut self.counts.registration,
                 Why::Canary => &mut self.counts.canary,
                 Why::Confirmation => &mut self.counts.confirmation,
+                Why::Metadata => &mut self.counts.metadata,
             };
             *n += 1;
         }

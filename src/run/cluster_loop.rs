@@ -113,6 +113,8 @@ pub async fn cluster_loop(
     let limit = round_limit(&cfg);
     let canary_news = canary.as_ref().map(Canary::news);
     let mut cadence = Cadence::new(cfg.round_interval, tokio::time::Instant::now());
+    // The last metadata change a round was asked for (see `metadata_changed`).
+    let mut metadata_seen: Option<SystemTime> = None;
     loop {
         if let Some(why) = cadence.started(tokio::time::Instant::now()) {
             tracing::debug!(cluster = %cfg.name, ?why, "round started early");
@@ -132,6 +134,9 @@ pub async fn cluster_loop(
                         confirm_soon(&mut cadence, &alerting, &cfg);
                     }
                     look = quorum_news(quorum.as_mut()) => {
+                        if metadata_changed(look.as_deref(), &mut metadata_seen) {
+                            cadence.want(tokio::time::Instant::now(), Why::Metadata);
+                        }
                         if quorum_matters(look.as_deref(), last.as_deref()) {
                             reassess(&cfg, &mut evaluator, board.as_deref(), look, &mut last, &alerting, &published);
                             confirm_soon(&mut cadence, &alerting, &cfg);
@@ -188,6 +193,9 @@ pub async fn cluster_loop(
                     confirm_soon(&mut cadence, &alerting, &cfg);
                 }
                 look = quorum_news(quorum.as_mut()) => {
+                    if metadata_changed(look.as_deref(), &mut metadata_seen) {
+                        cadence.want(tokio::time::Instant::now(), Why::Metadata);
+                    }
                     if quorum_matters(look.as_deref(), last.as_deref()) {
                         reassess(&cfg, &mut evaluator, board.as_deref(), look, &mut last, &alerting, &published);
                         confirm_soon(&mut cadence, &alerting, &cfg);
@@ -316,6 +324,19 @@ async fn quorum_news(quorum: Option<&mut QuorumWatch>) -> Option<Arc<QuorumObser
         }
         None => std::future::pending().await,
     }
+}
+
+/// Whether a look saw a metadata change not seen before: a round then looks at what the
+/// brokers applied of it (`stale_metadata`) at once, not at the next interval.
+fn metadata_changed(look: Option<&QuorumObservation>, seen: &mut Option<SystemTime>) -> bool {
+    let Some(at) = look.and_then(|l| l.metadata_changed_at) else {
+        return false;
+    };
+    if seen.is_some_and(|s| s >= at) {
+        return false;
+    }
+    *seen = Some(at);
+    true
 }
 
 /// Whether a look is worth judging now rather than at the next round: something in it or

@@ -192,6 +192,7 @@ fn lab() -> ClusterReport {
         registration: 1,
         canary: 2,
         confirmation: 3,
+        metadata: 4,
     };
     r.duration = Duration::from_millis(1250);
     r.cluster_id = Some("lab-id".into());
@@ -382,6 +383,7 @@ fn quorum() -> crate::judge::quorum::QuorumReport {
         last_leader: Some((100, 6, t(2))),
         high_watermark_still_since: Some(t(0)),
         last_progress_at: Some(t(0)),
+        metadata_changed_at: None,
     });
     crate::judge::quorum::judge_quorum(
         &observation,

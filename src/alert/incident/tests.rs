@@ -1239,6 +1239,7 @@ fn a_frozen_controller_and_its_quorum_are_findings_of_their_own() {
         last_leader: Some((0, 3, t(10))),
         high_watermark_still_since: None,
         last_progress_at: Some(t(10)),
+        metadata_changed_at: None,
     });
     let mut r = report("lab");
     r.verdicts = vec![verdict(1, BrokerState::Healthy, &[])];

@@ -80,6 +80,7 @@ fn look(
         last_leader,
         high_watermark_still_since: still_since.map(at),
         last_progress_at: Some(at(still_since.unwrap_or(10.0))),
+        metadata_changed_at: None,
     })
 }
 
@@ -155,6 +156,7 @@ fn the_only_controller_frozen_is_a_zombie_and_the_quorum_has_no_leader() {
         last_leader: Some((0, 4, at(10.0))),
         high_watermark_still_since: None,
         last_progress_at: Some(at(10.0)),
+        metadata_changed_at: None,
     });
     let r = judge_quorum(&frozen, &mut m, &s, at(11.5));
     assert_eq!(states(&r), [(0, "zombie")]);
@@ -199,6 +201,7 @@ fn a_frozen_leader_among_three_is_named_and_the_quorum_waits_for_the_election() 
         last_leader: Some((0, 4, at(10.0))),
         high_watermark_still_since: None,
         last_progress_at: Some(at(10.0)),
+        metadata_changed_at: None,
     });
     let r = judge_quorum(&frozen, &mut m, &s, at(11.5));
     assert_eq!(
@@ -306,6 +309,7 @@ fn through_brokers_only_a_silent_quorum_names_its_last_leader() {
         last_leader: Some((0, 4, at(10.0))),
         high_watermark_still_since: None,
         last_progress_at: Some(at(10.0)),
+        metadata_changed_at: None,
     });
     let mut m = QuorumMemory {
         voters: [0].into(),

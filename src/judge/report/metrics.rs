@@ -97,7 +97,7 @@ impl Families {
             early_rounds: counter(
                 reg,
                 "early_rounds",
-                "Rounds started before their interval, by why: a broker's registered list changed (registration), a canary partition's writes changed how they end (canary), a broker's verdict waited for its confirming look (confirmation)",
+                "Rounds started before their interval, by why: a broker's registered list changed (registration), a canary partition's writes changed how they end (canary), a broker's verdict waited for its confirming look (confirmation), the metadata log grew by more than the controller's no-op records (metadata)",
             ),
             round_duration: gauge(reg, "round_duration_seconds", "Duration of the last round"),
             last_success: gauge(
@@ -218,6 +218,7 @@ impl Families {
             ("registration", e.registration),
             ("canary", e.canary),
             ("confirmation", e.confirmation),
+            ("metadata", e.metadata),
         ] {
             let labels = ClusterReasonLabels {
                 cluster: r.cluster.clone(),

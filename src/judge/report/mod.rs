@@ -40,6 +40,9 @@ pub struct EarlyRounds {
     pub canary: u64,
     /// A broker's verdict waited for the look that confirms it.
     pub confirmation: u64,
+    /// The metadata log grew by more than the controller's no-op records (a change brokers
+    /// must apply).
+    pub metadata: u64,
 }
 
 /// The complete result of one round of one cluster; immutable once published.

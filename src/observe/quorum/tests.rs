@@ -294,7 +294,7 @@ async fn the_high_watermark_is_tracked_across_looks() {
     let first = p.look(&[]).await.unwrap();
     assert_eq!(first.high_watermark_still_since, None);
     assert_eq!(first.last_progress_at, Some(first.at));
-    hw.store(110, Ordering::SeqCst);
+    hw.store(101, Ordering::SeqCst);
     let moved = p.look(&[]).await.unwrap();
     assert_eq!(moved.high_watermark_still_since, None);
     assert_eq!(moved.last_progress_at, Some(moved.at));
@@ -304,6 +304,21 @@ async fn the_high_watermark_is_tracked_across_looks() {
     let still = p.look(&[]).await.unwrap();
     assert_eq!(still.high_watermark_still_since, Some(moved.at));
     assert_eq!(still.last_progress_at, Some(moved.at));
+    assert_eq!(
+        still.metadata_changed_at, None,
+        "no-ops alone change nothing"
+    );
+    // Many records at once (a topic created, leaderships moved): a metadata change.
+    hw.store(160, Ordering::SeqCst);
+    let changed = p.look(&[]).await.unwrap();
+    assert_eq!(changed.metadata_changed_at, Some(changed.at));
+    hw.store(161, Ordering::SeqCst);
+    let after = p.look(&[]).await.unwrap();
+    assert_eq!(
+        after.metadata_changed_at,
+        Some(changed.at),
+        "one no-op more is no new change"
+    );
     // Another election: a new epoch is progress, whatever its high watermark.
     epoch.store(6, Ordering::SeqCst);
     let elected = p.look(&[]).await.unwrap();
