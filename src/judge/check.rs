@@ -66,6 +66,9 @@ pub fn table(r: &ClusterReport) -> String {
             evidence
         );
     }
+    if let Some(q) = &r.quorum {
+        control_plane(&mut out, q);
+    }
     let _ = writeln!(
         out,
         "  partitions: offline {}, under_min_isr {}, under_replicated {}, leader_not_in_isr {}",
@@ -100,4 +103,114 @@ pub fn table(r: &ClusterReport) -> String {
         );
     }
     out
+}
+
+/// The control plane's lines: the quorum's leader, its problem, a row per controller.
+fn control_plane(out: &mut String, q: &crate::judge::quorum::QuorumReport) {
+    let leader = match (q.leader, q.epoch, q.high_watermark) {
+        (Some(l), Some(e), Some(hw)) => format!(
+            "leader {l} at epoch {e}, high watermark {hw}{}",
+            q.high_watermark_still_for
+                .map(|d| format!(" (still for {:.1} s)", d.as_secs_f64()))
+                .unwrap_or_default()
+        ),
+        _ => "no leader answers".to_string(),
+    };
+    let _ = writeln!(out, "  quorum: {leader}");
+    if let Some(p) = &q.problem {
+        let _ = writeln!(out, "  quorum problem {}: {}", p.kind.as_label(), p.detail);
+    }
+    if q.controllers.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "  {:<10} {:<22} {:<9} {:<7} EVIDENCE",
+        "CONTROLLER", "ADDRESS", "STATE", "ROLE"
+    );
+    for c in &q.controllers {
+        let evidence = if c.hits.is_empty() {
+            "-".to_string()
+        } else {
+            c.hits
+                .iter()
+                .map(|h| format!("{}: {}", h.rule, h.detail))
+                .collect::<Vec<_>>()
+                .join("; ")
+        };
+        let _ = writeln!(
+            out,
+            "  {:<10} {:<22} {:<9} {:<7} {}",
+            c.controller,
+            if c.address.is_empty() {
+                "?"
+            } else {
+                &c.address
+            },
+            c.state.as_label(),
+            if c.leader { "leader" } else { "-" },
+            evidence
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::time::{Duration, SystemTime};
+
+    use super::*;
+    use crate::model::round::{
+        ControllerLook, ControllerRole, QuorumDescription, QuorumObservation, ReplicaProgress,
+    };
+
+    #[test]
+    fn the_table_names_the_quorums_problem_and_each_controller() {
+        let at = SystemTime::UNIX_EPOCH + Duration::from_secs(100);
+        let look = Arc::new(QuorumObservation {
+            controllers: vec![ControllerLook {
+                address: "c100:9093".into(),
+                id: Some(100),
+                outcome: Ok(ControllerRole::Leader),
+                accepted: true,
+                failing_since: None,
+                accepted_in_streak: false,
+            }],
+            description: Some(QuorumDescription {
+                leader: 100,
+                epoch: 2,
+                high_watermark: 64,
+                voters: vec![ReplicaProgress {
+                    id: 100,
+                    log_end_offset: 64,
+                    last_fetch_ago: Some(Duration::ZERO),
+                    last_caught_up_ago: Some(Duration::ZERO),
+                }],
+                observers: Vec::new(),
+                endpoints: Default::default(),
+                version: 2,
+            }),
+            high_watermark_still_since: Some(at),
+            ..QuorumObservation::empty(at)
+        });
+        let mut r = ClusterReport::empty("lab", at);
+        r.reachable = true;
+        r.quorum = Some(crate::judge::quorum::judge_quorum(
+            &look,
+            &mut Default::default(),
+            &Default::default(),
+            at + Duration::from_secs(3),
+        ));
+        let t = table(&r);
+        assert!(t.starts_with("CRITICAL cluster lab"), "{t}");
+        assert!(
+            t.contains("quorum: leader 100 at epoch 2, high watermark 64 (still for 3.0 s)"),
+            "{t}"
+        );
+        assert!(t.contains("quorum problem leader_not_advancing"), "{t}");
+        assert!(
+            t.contains("100        c100:9093              zombie    leader  controller_wedged:"),
+            "{t}"
+        );
+    }
 }
