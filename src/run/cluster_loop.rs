@@ -361,7 +361,10 @@ fn quorum_matters(look: Option<&QuorumObservation>, last: Option<&ClusterReport>
     });
     unsettled
         || look.description.is_none()
-        || look.high_watermark_still_since.is_some()
+        // Two no-op intervals without a move: a look between two no-ops is not news.
+        || look
+            .high_watermark_still_since
+            .is_some_and(|t| look.at.duration_since(t).unwrap_or_default() >= Duration::from_secs(1))
         || look.controllers.iter().any(|c| c.outcome.is_err())
 }
 
