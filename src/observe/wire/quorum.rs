@@ -20,6 +20,8 @@ pub(crate) const METADATA_TOPIC: &str = "__cluster_metadata";
 pub(crate) const QUORUM_FETCH_TIMES: i16 = 1;
 /// A controller that does not lead.
 pub(crate) const NOT_LEADER_OR_FOLLOWER: i16 = 6;
+/// How Kafka before 3.7 answered a controller's DescribeQuorum when it did not lead.
+pub(crate) const INVALID_REQUEST_FROM_FOLLOWER: i16 = 42;
 /// DescribeCluster's endpoint type for controllers (KIP-919, DescribeCluster v1+).
 pub(crate) const CONTROLLER_ENDPOINTS: i8 = 2;
 
@@ -35,6 +37,14 @@ pub(crate) fn answer(
     response: DescribeQuorumResponse,
     version: i16,
 ) -> Result<Result<QuorumAnswer, i16>, String> {
+    // Kafka before 3.7 refused a controller's DescribeQuorum with a top-level
+    // INVALID_REQUEST when it did not lead; later ones answer NOT_LEADER_OR_FOLLOWER on the
+    // partition. Either proves the controller answers.
+    if response.error_code == INVALID_REQUEST_FROM_FOLLOWER {
+        return Ok(Ok(QuorumAnswer::NotLeader {
+            error_code: response.error_code,
+        }));
+    }
     if response.error_code != 0 {
         return Ok(Err(response.error_code));
     }
@@ -163,6 +173,11 @@ mod tests {
         assert_eq!(
             answer(DescribeQuorumResponse::default().with_error_code(58), 1).unwrap(),
             Err(58)
+        );
+        // Kafka before 3.7: a follower refused the whole request.
+        assert_eq!(
+            answer(DescribeQuorumResponse::default().with_error_code(42), 1).unwrap(),
+            Ok(QuorumAnswer::NotLeader { error_code: 42 })
         );
         assert!(answer(DescribeQuorumResponse::default(), 1).is_err());
     }
