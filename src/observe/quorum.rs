@@ -61,9 +61,10 @@ struct Progress {
 
 /// The active controller appends a no-op record this often on an idle cluster (KIP-835).
 const NO_OP_INTERVAL: Duration = Duration::from_millis(500);
-/// Records beyond the no-ops a look may see without calling it a change: a look's timing
-/// against the no-ops' own.
-const NO_OP_SLACK: i64 = 2;
+/// Records beyond the no-ops a look may see without calling it a change: at most
+/// `elapsed / 500 ms + 1` no-ops fit between two looks, and one more for the answers' own
+/// timing within their looks (a topic created is two records or more).
+const NO_OP_SLACK: i64 = 1;
 
 /// Looks at the quorum, keeping connections and the high watermark's history.
 pub struct QuorumProber {
