@@ -385,7 +385,7 @@ fn a_broker_that_stops_applying_metadata_is_named_after_a_leadership_change() {
     });
     let paged_after = changed_at.elapsed();
     assert!(
-        common::watchdog::has(&v, "rules", "stale_metadata"),
+        common::watchdog::has(&v, "evidence", "stale_metadata:"),
         "{v:#}"
     );
     eprintln!(

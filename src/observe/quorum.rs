@@ -61,10 +61,12 @@ struct Progress {
 
 /// The active controller appends a no-op record this often on an idle cluster (KIP-835).
 const NO_OP_INTERVAL: Duration = Duration::from_millis(500);
-/// Records beyond the no-ops a look may see without calling it a change: at most
-/// `elapsed / 500 ms + 1` no-ops fit between two looks, and one more for the answers' own
-/// timing within their looks (a topic created is two records or more).
-const NO_OP_SLACK: i64 = 1;
+/// Records beyond the no-ops a look may see without calling it a change. At most
+/// `elapsed / 500 ms + 1` no-ops fit between two looks, so none: a topic created is two
+/// records, which one record of slack missed on the lab. The answers' own timing within
+/// their looks can make a slow answer look like one more record; that costs an early round
+/// (at most five per interval), never a verdict.
+const NO_OP_SLACK: i64 = 0;
 
 /// Looks at the quorum, keeping connections and the high watermark's history.
 pub struct QuorumProber {
