@@ -241,7 +241,7 @@ fn threads_cpu_seconds(name: &str) -> f64 {
 fn liveness(opts: &FanoutOptions) -> Result<(Table, Vec<Value>)> {
     use kafka_watchdog::observe::liveness::{Liveness, LivenessSettings};
     let mut table = Table::new(
-        "Continuous liveness at the default interval (500 ms): CPU of its runtime",
+        "Continuous liveness at the default interval: CPU of its runtime",
         &[
             "brokers",
             "seconds",
@@ -287,7 +287,9 @@ fn liveness(opts: &FanoutOptions) -> Result<(Table, Vec<Value>)> {
             .collect();
         let (cpu, answering) = rt.block_on(async {
             let mut live = Liveness::new(LivenessSettings {
-                interval: Duration::from_millis(500),
+                interval: Duration::from_millis(
+                    kafka_watchdog::config::DEFAULT_LIVENESS_INTERVAL_MS,
+                ),
                 floor: Duration::from_secs(1),
                 wire,
             });

@@ -61,13 +61,16 @@ pub use types::{
     AwsMskIamConfig, CanaryConfig, ClientCert, ClusterConfig, Config, ControllerAddress,
     HostBrokerConfig, HostConfig, HttpAuth, HttpTlsConfig, LogConfig, LogFormat, LogLevel,
     OAuthBearerConfig, PortSpec, ProcessLocator, RemediationConfig, SaslConfig, SaslMechanism,
-    Secret, Security, SecurityProtocol, Severity, SlackBot, TlsConfig, TopicFilter,
-    VerdictConfig, WebhookConfig, WebhookFormat,
+    Secret, Security, SecurityProtocol, Severity, SlackBot, TlsConfig, TopicFilter, VerdictConfig,
+    WebhookConfig, WebhookFormat,
 };
 
 /// See `full_metadata_partition_budget`: declared here, where the key is, and read by the
 /// probe (which comes after the configuration and is imported by it nowhere).
 pub const DEFAULT_FULL_METADATA_BUDGET: u64 = schema::FULL_METADATA_BUDGET.0.default;
+
+/// The default `verdict.liveness_interval_ms`, for the benches that measure it.
+pub const DEFAULT_LIVENESS_INTERVAL_MS: u64 = schema::VERDICT_LIVENESS_INTERVAL.0.default;
 
 /// More lines than anyone reads; the count line still gives the total.
 const MAX_SHOWN_PROBLEMS: usize = 200;

@@ -566,7 +566,7 @@ fn built_in_defaults_are_applied() {
             open_after: Duration::from_secs(1),
             resolve_after: Duration::from_secs(20),
             deprecated_rounds: None,
-            liveness_interval: Duration::from_millis(500),
+            liveness_interval: Duration::from_millis(400),
             liveness_floor: Duration::from_millis(1000),
             latency_degraded_factor: 5.0,
             restart_grace: Duration::from_secs(120),
@@ -1546,7 +1546,7 @@ fn example_production_loads() {
     assert_eq!(payments.verdict.deprecated_rounds, None);
     assert_eq!(
         payments.verdict.liveness_interval,
-        Duration::from_millis(500)
+        Duration::from_millis(400)
     );
     assert_eq!(payments.canary.replication_factor, Some(3));
     assert_eq!(orders.canary.replication_factor, None);

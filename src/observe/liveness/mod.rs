@@ -28,7 +28,7 @@ use crate::model::round::{BrokerEndpoint, BrokerId, FailureKind};
 pub use crate::model::round::{LivenessFact, SideConnect, SideOutcome, Spell};
 use crate::observe::wire::{BrokerClient, WireError, WireOptions};
 
-/// Answer times kept per broker for its threshold: about 16 s at the default interval.
+/// Answer times kept per broker for its threshold: about 13 s at the default interval.
 const LATENCY_WINDOW: usize = 32;
 /// The threshold is this many times the slowest recent answer, when that is above the floor:
 /// a broker that always answers in 300 ms is not suspect at 400 ms.
