@@ -19,6 +19,7 @@
 
 mod coalesce;
 mod format;
+mod http;
 pub mod metrics;
 mod route;
 mod slack_bot;

@@ -6,7 +6,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
-use reqwest::header::{HeaderMap, HeaderName, HeaderValue, RETRY_AFTER};
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use tokio::sync::{watch, Notify};
 use tokio::time::Instant;
 
@@ -15,6 +15,7 @@ use crate::config::WebhookConfig;
 
 use super::coalesce::{Coalescer, Tally};
 use super::format::{self, Context};
+use super::http;
 use super::route::{self, Outcome, Reminders};
 use super::slack_bot::Bot;
 use super::spool::Spool;
@@ -592,28 +593,18 @@ async fn send(
     max_retry_after: Duration,
 ) -> Outcome {
     let headers = headers(cfg, &request);
-    let response = client
-        .post(cfg.url.expose())
-        .headers(headers)
-        .body(request.body)
-        .send()
-        .await;
-    let response = match response {
-        Ok(r) => r,
-        // The URL may hold a token (Slack, Teams): never in a log line.
-        Err(e) => {
-            return Outcome::Retry {
-                after: None,
-                why: e.without_url().to_string(),
-            }
-        }
+    let answered = match http::send(
+        client
+            .post(cfg.url.expose())
+            .headers(headers)
+            .body(request.body),
+    )
+    .await
+    {
+        Ok(a) => a,
+        Err(why) => return Outcome::Retry { after: None, why },
     };
-    let status = response.status().as_u16();
-    let retry_after = response
-        .headers()
-        .get(RETRY_AFTER)
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_string);
+    let (status, retry_after) = (answered.status, answered.retry_after.clone());
     let outcome = route::judge(
         status,
         retry_after.as_deref(),
@@ -622,7 +613,7 @@ async fn send(
     );
     match outcome {
         Outcome::Drop { why } => {
-            let body = response.bytes().await.unwrap_or_default();
+            let body = answered.body().await.unwrap_or_default();
             let text = String::from_utf8_lossy(&body[..body.len().min(LOGGED_BODY_BYTES)]);
             let text = text.split_whitespace().collect::<Vec<_>>().join(" ");
             Outcome::Drop {

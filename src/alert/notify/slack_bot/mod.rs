@@ -13,7 +13,6 @@ use std::path::Path;
 use std::sync::Mutex;
 use std::time::{Duration, SystemTime};
 
-use reqwest::header::RETRY_AFTER;
 use serde_json::Value;
 
 use crate::config::{SlackBot, WebhookConfig};
@@ -99,33 +98,29 @@ impl Bot {
         for (k, v) in &cfg.headers {
             request = request.header(k, v);
         }
-        let response = request
-            .header("Content-Type", "application/json; charset=utf-8")
-            .bearer_auth(self.token.expose())
-            .body(serde_json::to_vec(body).unwrap_or_default())
-            .send()
-            .await;
-        let response = match response {
-            Ok(r) => r,
-            Err(e) => {
+        let answered = match super::http::send(
+            request
+                .header("Content-Type", "application/json; charset=utf-8")
+                .bearer_auth(self.token.expose())
+                .body(serde_json::to_vec(body).unwrap_or_default()),
+        )
+        .await
+        {
+            Ok(a) => a,
+            Err(why) => {
                 return Answer::Retry {
                     after: None,
-                    why: format!("{method}: {}", e.without_url()),
+                    why: format!("{method}: {why}"),
                 }
             }
         };
-        let status = response.status().as_u16();
-        let retry_after = response
-            .headers()
-            .get(RETRY_AFTER)
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_string);
-        let bytes = match response.bytes().await {
+        let (status, retry_after) = (answered.status, answered.retry_after.clone());
+        let bytes = match answered.body().await {
             Ok(b) => b,
-            Err(e) => {
+            Err(why) => {
                 return Answer::Retry {
                     after: None,
-                    why: format!("{method}: {}", e.without_url()),
+                    why: format!("{method}: {why}"),
                 }
             }
         };
