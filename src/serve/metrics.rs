@@ -71,6 +71,7 @@ pub fn render<'a>(reports: impl IntoIterator<Item = &'a ClusterReport>, extras: 
     let host = crate::observe::host::metrics::Families::register(&mut reg);
     let quorum = crate::judge::quorum::metrics::Families::register(&mut reg);
     let mut brokers = Vec::new();
+    let mut controllers = Vec::new();
     for r in reports {
         round.record(r);
         if let Some(c) = &r.canary {
@@ -82,8 +83,20 @@ pub fn render<'a>(reports: impl IntoIterator<Item = &'a ClusterReport>, extras: 
         let ids: Vec<i32> = r.verdicts.iter().map(|v| v.broker).collect();
         quorum.record(&r.cluster, r.quorum.as_ref(), &r.view.behind, &ids);
         brokers.extend(r.verdicts.iter().map(|v| (r.cluster.clone(), v.broker)));
+        if let Some(q) = &r.quorum {
+            controllers.extend(
+                q.controllers
+                    .iter()
+                    .map(|c| (r.cluster.clone(), c.controller)),
+            );
+        }
     }
     crate::alert::incident::metrics::encode_broker_states(&mut reg, brokers, &extras.incidents);
+    crate::alert::incident::metrics::encode_controller_states(
+        &mut reg,
+        controllers,
+        &extras.incidents,
+    );
     finish(&reg)
 }
 

@@ -533,11 +533,16 @@ fn extras(stats: &CanaryStats) -> Extras<'_> {
         ends_at: far,
         comment: "golden".into(),
     });
+    // The frozen active controller of the lab's quorum look, its incident open.
+    let mut controller = incident("lab", None, FindingKind::Controller, Severity::Critical);
+    controller.subject = Subject::Controller(0);
+    controller.state = Some(BrokerState::Zombie);
     Extras {
         clusters: vec!["lab".into(), "orders".into(), "idle".into()],
         canary_stats: Some(stats),
         incidents: vec![
             silenced,
+            controller,
             incident("lab", None, FindingKind::UnderReplicated, Severity::Warning),
             incident(
                 "lab",

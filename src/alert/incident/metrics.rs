@@ -1,14 +1,15 @@
 //! `incidents_open`: open incidents by cluster, kind and severity, every combination of a
 //! configured cluster present (at zero when none is open), so "no incident" is a value and
-//! not an absence. `broker_incident_state`: the state of each broker's open incident, the
-//! one state webhooks, remediation and the alert rules act on.
+//! not an absence. `broker_incident_state` and `controller_incident_state`: the state of each
+//! broker's and controller's open incident, the one state webhooks, remediation and the
+//! alert rules act on.
 
 use std::collections::BTreeMap;
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::registry::Registry;
 
-use super::{FindingKind, Incident};
+use super::{FindingKind, Incident, Subject};
 use crate::config::Severity;
 use crate::model::metric_kit::{gauge, set, GaugeFamily};
 use crate::model::round::BrokerId;
@@ -56,7 +57,15 @@ pub struct BrokerStateLabels {
     pub state: &'static str,
 }
 
-/// The states a broker incident opens with.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ControllerStateLabels {
+    pub cluster: String,
+    pub controller: String,
+    pub state: &'static str,
+}
+
+/// The states a broker or controller incident opens with (a lagging controller is told as
+/// degraded).
 const PAGED_STATES: [&str; 3] = ["degraded", "zombie", "down"];
 
 /// 1 for the state of a broker's open incident, 0 for the others, for every broker a report
@@ -73,22 +82,12 @@ pub fn encode_broker_states(
         "broker_incident_state",
         "The state of the broker's open incident (1), the verdict as confirmed and announced; 0 for the other states",
     );
-    let mut values: BTreeMap<(String, BrokerId, &'static str), f64> = BTreeMap::new();
-    for (cluster, broker) in brokers {
-        for state in PAGED_STATES {
-            values.insert((cluster.clone(), broker, state), 0.0);
-        }
-    }
-    for i in incidents.iter().filter(|i| i.kind == FindingKind::Broker) {
-        let (Some(broker), Some(state)) = (i.broker, i.state) else {
-            continue;
-        };
-        for s in PAGED_STATES {
-            values.entry((i.cluster.clone(), broker, s)).or_insert(0.0);
-        }
-        values.insert((i.cluster.clone(), broker, state.as_label()), 1.0);
-    }
-    for ((cluster, broker, state), v) in values {
+    let of_broker = |i: &Incident| {
+        (i.kind == FindingKind::Broker)
+            .then_some(i.broker)
+            .flatten()
+    };
+    for ((cluster, broker, state), v) in incident_states(brokers, incidents, of_broker) {
         let labels = BrokerStateLabels {
             cluster,
             broker: broker.to_string(),
@@ -96,4 +95,56 @@ pub fn encode_broker_states(
         };
         set(&family, labels, v);
     }
+}
+
+/// The same for controllers (issue 25): 1 for the state of a controller's open incident, for
+/// every controller the control plane's look names and every one with an open incident.
+pub fn encode_controller_states(
+    reg: &mut Registry,
+    controllers: impl IntoIterator<Item = (String, BrokerId)>,
+    incidents: &[Incident],
+) {
+    let family: GaugeFamily<ControllerStateLabels> = gauge(
+        reg,
+        "controller_incident_state",
+        "The state of the controller's open incident (1; a lagging controller is degraded), the verdict as confirmed and announced; 0 for the other states",
+    );
+    let of_controller = |i: &Incident| match (i.kind, i.subject) {
+        (FindingKind::Controller, Subject::Controller(id)) => Some(id),
+        _ => None,
+    };
+    for ((cluster, controller, state), v) in incident_states(controllers, incidents, of_controller)
+    {
+        let labels = ControllerStateLabels {
+            cluster,
+            controller: controller.to_string(),
+            state,
+        };
+        set(&family, labels, v);
+    }
+}
+
+/// Every (cluster, node, paged state) of the nodes listed and of the nodes `node_of` finds an
+/// open incident for: 1 for the state of that incident, 0 for the others.
+fn incident_states(
+    nodes: impl IntoIterator<Item = (String, BrokerId)>,
+    incidents: &[Incident],
+    node_of: impl Fn(&Incident) -> Option<BrokerId>,
+) -> BTreeMap<(String, BrokerId, &'static str), f64> {
+    let mut values: BTreeMap<(String, BrokerId, &'static str), f64> = BTreeMap::new();
+    for (cluster, node) in nodes {
+        for state in PAGED_STATES {
+            values.insert((cluster.clone(), node, state), 0.0);
+        }
+    }
+    for i in incidents {
+        let (Some(node), Some(state)) = (node_of(i), i.state) else {
+            continue;
+        };
+        for s in PAGED_STATES {
+            values.entry((i.cluster.clone(), node, s)).or_insert(0.0);
+        }
+        values.insert((i.cluster.clone(), node, state.as_label()), 1.0);
+    }
+    values
 }

@@ -102,6 +102,34 @@ pub fn duration(secs: f64) -> String {
     }
 }
 
+/// The RULE and EVIDENCE cells of a node's row: its worst rule (and how many more fired),
+/// and every rule's detail.
+fn rules_and_evidence(hits: &Value) -> (String, String) {
+    let hits = hits.as_array().map(Vec::as_slice).unwrap_or(&[]);
+    let Some(first) = hits.first() else {
+        return ("-".into(), "-".into());
+    };
+    let rule = text(&first["rule"], "?");
+    let rules = if hits.len() > 1 {
+        format!("{rule} (+{})", hits.len() - 1)
+    } else {
+        rule.to_string()
+    };
+    let evidence = hits
+        .iter()
+        .map(|h| text(&h["detail"], ""))
+        .collect::<Vec<_>>()
+        .join("; ");
+    (rules, evidence)
+}
+
+fn address(a: &Value) -> &str {
+    match a.as_str() {
+        Some(a) if !a.is_empty() => a,
+        _ => "?",
+    }
+}
+
 fn text<'a>(v: &'a Value, default: &'a str) -> &'a str {
     v.as_str().unwrap_or(default)
 }
@@ -189,25 +217,8 @@ fn render_cluster(out: &mut Vec<String>, view: &View, c: &Value) {
     }
     for b in brokers {
         let state = text(&b["state"], "?");
-        let hits = b["hits"].as_array().map(Vec::as_slice).unwrap_or(&[]);
-        let rule = hits.first().map(|h| text(&h["rule"], "?")).unwrap_or("-");
-        let evidence = if hits.is_empty() {
-            "-".to_string()
-        } else {
-            hits.iter()
-                .map(|h| text(&h["detail"], "").to_string())
-                .collect::<Vec<_>>()
-                .join("; ")
-        };
-        let rules = if hits.len() > 1 {
-            format!("{rule} (+{})", hits.len() - 1)
-        } else {
-            rule.to_string()
-        };
-        let address = match b["address"].as_str() {
-            Some(a) if !a.is_empty() => a,
-            _ => "?",
-        };
+        let (rules, evidence) = rules_and_evidence(&b["hits"]);
+        let address = address(&b["address"]);
         out.push(format!(
             "  {:<6} {:<22} {} {:>7}  {:<14} {:<24} {}",
             b["broker"].as_i64().map_or("?".into(), |i| i.to_string()),
@@ -219,6 +230,7 @@ fn render_cluster(out: &mut Vec<String>, view: &View, c: &Value) {
             evidence
         ));
     }
+    render_quorum(out, view, &c["quorum"]);
     let p = &c["partitions"];
     let n = |k: &str| p[k].as_u64().unwrap_or(0);
     if n("observed") > 0 || !brokers.is_empty() {
@@ -282,6 +294,69 @@ fn render_cluster(out: &mut Vec<String>, view: &View, c: &Value) {
             "  canary {}: {}{written}{detail}",
             text(&canary["topic"], "?"),
             paint(view, if state == "ready" { GREEN } else { YELLOW }, state)
+        ));
+    }
+}
+
+/// The KRaft control plane (issue 25): the quorum's leader and progress, its problem when it
+/// is out, and a row per controller. Nothing for a cluster whose quorum is not looked at.
+fn render_quorum(out: &mut Vec<String>, view: &View, q: &Value) {
+    if q.is_null() {
+        return;
+    }
+    let leader = q["leader"]
+        .as_i64()
+        .map_or_else(|| paint(view, RED, "no leader"), |l| format!("leader {l}"));
+    let mut line = format!("  quorum: {leader}");
+    if let Some(e) = q["epoch"].as_i64() {
+        let _ = write!(line, " (epoch {e})");
+    }
+    if let Some(hw) = q["high_watermark"].as_i64() {
+        let _ = write!(line, ", high watermark {hw}");
+    }
+    if let Some(still) = q["high_watermark_still_seconds"].as_f64() {
+        let _ = write!(line, ", still for {}", duration(still));
+    }
+    if let Some(kind) = q["problem"]["kind"].as_str() {
+        let _ = write!(
+            line,
+            ", {}: {}",
+            paint(view, RED, kind),
+            text(&q["problem"]["detail"], "")
+        );
+    } else if q["settling"].as_bool() == Some(true) {
+        let _ = write!(line, ", settling after an outage");
+    }
+    out.push(line);
+    let controllers = q["controllers"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or(&[]);
+    if controllers.is_empty() {
+        return;
+    }
+    out.push(format!(
+        "  {:<10} {:<22} {:<9} {:<6} {:<24} EVIDENCE",
+        "CONTROLLER", "ADDRESS", "STATE", "LEADS", "RULE"
+    ));
+    for ctl in controllers {
+        let state = text(&ctl["state"], "?");
+        let (rules, evidence) = rules_and_evidence(&ctl["hits"]);
+        let address = address(&ctl["address"]);
+        out.push(format!(
+            "  {:<10} {:<22} {} {:<6} {:<24} {}",
+            ctl["controller"]
+                .as_i64()
+                .map_or("?".into(), |i| i.to_string()),
+            address,
+            cell(view, state_color(state), state, 9),
+            if ctl["leader"].as_bool() == Some(true) {
+                "yes"
+            } else {
+                "-"
+            },
+            rules,
+            evidence
         ));
     }
 }
@@ -526,6 +601,39 @@ mod tests {
             "  bootstrap 127.0.0.1:1: connection_refused (connection to 127.0.0.1:1 refused)\n\
              \x20 canary __kafka_watchdog_canary: missing (topic __kafka_watchdog_canary does not exist yet)\n"
         ), "{page}");
+    }
+
+    #[test]
+    fn the_control_plane_has_its_quorum_line_and_a_row_per_controller() {
+        let mut d = doc();
+        d["clusters"][0]["quorum"] = serde_json::json!({
+            "leader": 100,
+            "epoch": 6,
+            "high_watermark": 900,
+            "high_watermark_still_seconds": 3.0,
+            "problem": {"kind": "leader_not_advancing", "detail": "controller 100 applies nothing"},
+            "settling": true,
+            "controllers": [
+                {"controller": 100, "address": "127.0.0.110:9093", "state": "zombie", "leader": true,
+                 "hits": [{"rule": "controller_wedged", "state": "zombie", "detail": "its high watermark stands"}]},
+                {"controller": 101, "address": "127.0.0.111:9093", "state": "healthy", "leader": false, "hits": []}
+            ]
+        });
+        let page = render(&d, "x", &plain(ROUND_AT + 1.0));
+        let quorum = line_with(&page, "  quorum:");
+        assert_eq!(
+            quorum,
+            "  quorum: leader 100 (epoch 6), high watermark 900, still for 3s, leader_not_advancing: controller 100 applies nothing"
+        );
+        let wedged = line_with(&page, "127.0.0.110:9093");
+        assert!(
+            wedged.starts_with("  100        127.0.0.110:9093       zombie    yes    controller_wedged        its high watermark stands"),
+            "{wedged}"
+        );
+        let healthy = line_with(&page, "127.0.0.111:9093");
+        assert!(healthy.contains("healthy   -      -"), "{healthy}");
+        // A cluster whose quorum is not looked at (ZooKeeper, or not asked) has no such lines.
+        assert!(!render(&doc(), "x", &plain(ROUND_AT + 1.0)).contains("quorum:"));
     }
 
     #[test]
