@@ -48,7 +48,7 @@ pub use format::{
     Context, Request, GENERIC_SCHEMA_VERSION, ONE_SHOT_ALERT_LIFETIME, PAGERDUTY_SUMMARY_MAX,
     SIGNATURE_HEADER,
 };
-pub use route::{judge, parse_retry_after, route, Backoff, Outcome, Reminders};
+pub use route::{judge, parse_retry_after, retry_wait, route, Backoff, Outcome, Reminders};
 pub use spool::SpoolError;
 
 /// One notification to one receiver: the unit of the spool and of delivery.

@@ -76,6 +76,15 @@ impl Backoff {
     }
 }
 
+/// The wait before the next attempt after a failed one: the backoff, or the receiver's
+/// `Retry-After` when that asks for longer. `Retry-After: 0`, a date in the past or a
+/// receiver that answers it at once must not turn retries into a loop without a pause
+/// (issue 27 item 4), so the backoff is the least wait whatever the header says.
+pub fn retry_wait(after: Option<Duration>, backoff: &Backoff, attempt: u32, unit: f64) -> Duration {
+    let own = backoff.wait(attempt, unit);
+    after.map_or(own, |asked| asked.max(own))
+}
+
 /// What to do after one attempt.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Outcome {

@@ -741,6 +741,28 @@ fn backoff_doubles_to_its_cap_with_bounded_jitter() {
     );
 }
 
+/// `Retry-After: 0` and a date already past were taken as a zero wait: a receiver that
+/// answers 503 with either was retried in a loop without a pause (issue 27 item 4).
+#[test]
+fn retry_after_never_shortens_the_backoff() {
+    let b = Backoff {
+        initial: Duration::from_secs(1),
+        max: Duration::from_secs(300),
+        jitter: 0.0,
+    };
+    let now = UNIX_EPOCH + Duration::from_secs(1_445_412_480);
+    let zero = parse_retry_after("0", now);
+    let past = parse_retry_after("Wed, 21 Oct 2015 07:27:00 GMT", now);
+    assert_eq!(retry_wait(zero, &b, 0, 0.0), Duration::from_secs(1));
+    assert_eq!(retry_wait(past, &b, 3, 0.0), Duration::from_secs(8));
+    // A longer wait the receiver asks for is honoured.
+    assert_eq!(
+        retry_wait(Some(Duration::from_secs(120)), &b, 2, 0.0),
+        Duration::from_secs(120)
+    );
+    assert_eq!(retry_wait(None, &b, 2, 0.0), Duration::from_secs(4));
+}
+
 // ---- reminders, under paused time ----
 
 #[tokio::test(start_paused = true)]

@@ -523,7 +523,7 @@ pub(super) async fn work(
             }
             Outcome::Retry { after, why } => {
                 let unit = jitter_unit(&random);
-                let wait = after.unwrap_or_else(|| settings.backoff.wait(attempt, unit));
+                let wait = route::retry_wait(after, &settings.backoff, attempt, unit);
                 attempt = attempt.saturating_add(1);
                 tracing::warn!(
                     receiver = %r.cfg.name,
