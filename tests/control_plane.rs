@@ -232,8 +232,11 @@ fn the_active_controller_frozen_is_named_kafka_elects_another_and_a_thaw_heals()
 /// The one-controller lab: no other voter can take over, so the quorum has no leader at
 /// once. A cluster-level quorum incident names controller 0; no broker is called anything
 /// for the metadata that stopped, during the freeze or as the controller recovers.
+/// The only controller frozen: the quorum has no leader (on /status and /metrics), and the
+/// one page is the controller's incident with the quorum as its impact: one fault, one page
+/// (it was two: the controller's and the quorum's).
 #[test]
-fn the_only_controller_frozen_is_a_quorum_incident_naming_it() {
+fn the_only_controller_frozen_is_one_page_naming_it_with_the_quorum_out() {
     let mut lab = lab_of(1);
     let rx = Receiver::start();
     let w = start("cp-only", &lab, &rx);
@@ -249,19 +252,33 @@ fn the_only_controller_frozen_is_a_quorum_incident_naming_it() {
         w.metric("kafka_watchdog_quorum_problem", &[("kind", "no_leader")]),
         Some(1.0)
     );
-    let v = rx.wait("opened quorum", PAGE_BOUND, |v| {
-        is_event(v, "opened", "quorum", None)
+    let v = rx.wait("opened controller 0", PAGE_BOUND, |v| {
+        is_event(v, "opened", "controller", None) && subject(v) == "controller-0"
     });
     let paged_after = frozen_at.elapsed();
     assert_eq!(v["severity"], "critical");
     assert_eq!(v["suspects"], serde_json::json!([0]));
+    // The quorum it took down is inside that page by the time it is out for a few seconds.
+    rx.wait(
+        "the quorum inside the controller's incident",
+        PAGE_BOUND,
+        |v| {
+            subject(v) == "controller-0"
+                && v["evidence"].as_array().is_some_and(|e| {
+                    e.iter().any(|x| {
+                        x.as_str()
+                            .is_some_and(|x| x.starts_with("impact: the control plane is out"))
+                    })
+                })
+        },
+    );
     assert_eq!(
         controller(&w, 0).unwrap()["state"],
         "zombie",
         "and the controller itself"
     );
     eprintln!(
-        "only controller frozen: quorum incident after {:.1} s, paged after {:.1} s",
+        "only controller frozen: quorum out on /status after {:.1} s, paged after {:.1} s",
         named_after.as_secs_f64(),
         paged_after.as_secs_f64()
     );
@@ -273,9 +290,16 @@ fn the_only_controller_frozen_is_a_quorum_incident_naming_it() {
         unhealthy_brokers(&w)
     );
     lab.thaw(0).unwrap();
-    rx.wait("quorum resolved", Duration::from_secs(40), |v| {
-        is_event(v, "resolved", "quorum", None)
+    rx.wait("controller 0 resolved", Duration::from_secs(40), |v| {
+        is_event(v, "resolved", "controller", None) && subject(v) == "controller-0"
     });
+    let quorum_pages: Vec<_> = rx
+        .received()
+        .into_iter()
+        .skip(before)
+        .filter(|v| v["kind"] == "quorum")
+        .collect();
+    assert!(quorum_pages.is_empty(), "a second page: {quorum_pages:#?}");
     // Recovering, the controller may fence and register brokers again: one episode of
     // the control plane, not a storm of broker pages.
     std::thread::sleep(Duration::from_secs(10));
@@ -331,6 +355,14 @@ fn a_wedged_active_controller_is_named_by_its_still_high_watermark() {
     let subject = format!("controller-{active}");
     let wrong = misattributions(&rx, before, &[&subject, "cluster"], i64::from(active));
     assert!(wrong.is_empty(), "other nodes named: {wrong:#?}");
+    // One fault, one page: the quorum that stopped advancing is inside the controller's.
+    let quorum_pages: Vec<_> = rx
+        .received()
+        .into_iter()
+        .skip(before)
+        .filter(|v| v["kind"] == "quorum")
+        .collect();
+    assert!(quorum_pages.is_empty(), "a second page: {quorum_pages:#?}");
     lab.heal(Some(active)).unwrap();
     eventually(Duration::from_secs(30), "healthy again", || {
         (controller(&w, active)?["state"] == "healthy" && quorum_problem(&w).is_none())

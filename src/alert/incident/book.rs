@@ -142,18 +142,21 @@ fn look_of(f: &Finding) -> &'static str {
 
 const ABSENT: &str = "absent";
 
-/// Partition findings that a broker's fault explains: folded into that broker's incident
-/// while it is open, instead of pages of their own. Canary partitions that cannot be
-/// written while their leader is the broker at fault are its impact too (the window's
-/// length stays on /status and in `canary_unavailable_seconds`).
-fn is_consequence(kind: FindingKind) -> bool {
-    matches!(
-        kind,
+/// The kind of incident that explains a finding of `kind`, when one can: the finding is
+/// then folded into that incident while it is open, instead of a page of its own.
+/// Partition findings are a broker's fault (canary partitions that cannot be written while
+/// their leader is the broker at fault too; the window's length stays on /status and in
+/// `canary_unavailable_seconds`). A quorum out because of the controllers it suspects (the
+/// only controller frozen) is that controller's fault: one fault, one page (issue 31).
+fn cause_of(kind: FindingKind) -> Option<FindingKind> {
+    match kind {
         FindingKind::UnderReplicated
-            | FindingKind::UnderMinIsr
-            | FindingKind::OfflinePartitions
-            | FindingKind::CanaryUnavailable
-    )
+        | FindingKind::UnderMinIsr
+        | FindingKind::OfflinePartitions
+        | FindingKind::CanaryUnavailable => Some(FindingKind::Broker),
+        FindingKind::Quorum => Some(FindingKind::Controller),
+        _ => None,
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -383,10 +386,12 @@ impl IncidentBook {
         events
     }
 
-    /// Brokers of `present`'s cluster whose incident is open, or opens with this look.
+    /// Nodes of `present`'s cluster whose incident of kind `cause` (a broker's or a
+    /// controller's) is open, or opens with this look.
     fn open_causes(
         &self,
         present: &BTreeMap<FindingKey, Finding>,
+        cause: FindingKind,
         open_after: std::time::Duration,
         now: SystemTime,
     ) -> BTreeSet<crate::model::round::BrokerId> {
@@ -397,17 +402,13 @@ impl IncidentBook {
             .tracks
             .iter()
             .filter(|(k, t)| {
-                k.cluster == cluster
-                    && k.kind == FindingKind::Broker
-                    && matches!(t, Track::Open { .. })
+                k.cluster == cluster && k.kind == cause && matches!(t, Track::Open { .. })
             })
-            .filter_map(|(k, _)| k.subject.broker())
+            .filter_map(|(k, _)| k.subject.node())
             .collect();
         for (k, f) in present {
-            if k.kind == FindingKind::Broker
-                && pending_step(self.tracks.get(k), f, open_after, now).opens
-            {
-                out.extend(k.subject.broker());
+            if k.kind == cause && pending_step(self.tracks.get(k), f, open_after, now).opens {
+                out.extend(k.subject.node());
             }
         }
         out
@@ -422,29 +423,36 @@ impl IncidentBook {
         open_after: std::time::Duration,
         now: SystemTime,
     ) -> BTreeSet<FindingKey> {
-        let causes = self.open_causes(present, open_after, now);
-        let explained: Vec<FindingKey> = present
+        let brokers = self.open_causes(present, FindingKind::Broker, open_after, now);
+        let controllers = self.open_causes(present, FindingKind::Controller, open_after, now);
+        let explained: Vec<(FindingKey, FindingKind)> = present
             .iter()
-            .filter(|(k, f)| {
-                is_consequence(k.kind)
-                    && !matches!(self.tracks.get(*k), Some(Track::Open { .. }))
+            .filter_map(|(k, f)| {
+                let (cause, open) = match cause_of(k.kind)? {
+                    FindingKind::Controller => (FindingKind::Controller, &controllers),
+                    _ => (FindingKind::Broker, &brokers),
+                };
+                (!matches!(self.tracks.get(k), Some(Track::Open { .. }))
                     && !f.suspects.is_empty()
-                    && f.suspects.iter().all(|b| causes.contains(b))
+                    && f.suspects.iter().all(|b| open.contains(b)))
+                .then(|| (k.clone(), cause))
             })
-            .map(|(k, _)| k.clone())
             .collect();
-        for key in &explained {
+        for (key, cause) in &explained {
             let Some(consequence) = present.get(key).cloned() else {
                 continue;
             };
-            for b in &consequence.suspects {
-                let cause = FindingKey::new(&key.cluster, Subject::Broker(*b), FindingKind::Broker);
-                if let Some(f) = present.get_mut(&cause) {
+            for n in &consequence.suspects {
+                let subject = match cause {
+                    FindingKind::Controller => Subject::Controller(*n),
+                    _ => Subject::Broker(*n),
+                };
+                if let Some(f) = present.get_mut(&FindingKey::new(&key.cluster, subject, *cause)) {
                     add_impact(f, &consequence);
                 }
             }
         }
-        explained.into_iter().collect()
+        explained.into_iter().map(|(k, _)| k).collect()
     }
     /// Nothing open, pending or clearing: saving it again would write the same empty book.
     pub fn is_idle(&self) -> bool {

@@ -53,6 +53,14 @@ impl Subject {
             Subject::Cluster | Subject::Controller(_) => None,
         }
     }
+
+    /// The node a broker's or a controller's incident is about.
+    pub fn node(self) -> Option<BrokerId> {
+        match self {
+            Subject::Broker(id) | Subject::Controller(id) => Some(id),
+            Subject::Cluster => None,
+        }
+    }
 }
 
 impl fmt::Display for Subject {

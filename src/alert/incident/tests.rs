@@ -1285,7 +1285,8 @@ fn a_frozen_controller_and_its_quorum_are_findings_of_their_own() {
         q.summary
     );
     assert_eq!(q.key.dedup_key(), "kafka-watchdog/lab/cluster/quorum");
-    // Held since the silence began: the incident opens at this very look.
+    // Held since the silence began: the incident opens at this very look, one for the one
+    // fault: the quorum it took down is the controller's impact (issue 31).
     let mut book = IncidentBook::new();
     let opened = book.observe(
         "lab",
@@ -1297,5 +1298,7 @@ fn a_frozen_controller_and_its_quorum_are_findings_of_their_own() {
         },
         t(11),
     );
-    assert_eq!(event_kinds(&opened), [EventKind::Opened, EventKind::Opened]);
+    assert_eq!(event_kinds(&opened), [EventKind::Opened]);
+    assert_eq!(opened[0].incident.kind, FindingKind::Controller);
+    assert!(opened[0].incident.rules.contains(&"quorum".to_string()));
 }

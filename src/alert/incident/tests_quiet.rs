@@ -436,3 +436,70 @@ fn short_pauses_are_a_warning_incident_never_critical() {
     assert_eq!(es.len(), 2);
     assert!(es.iter().all(|e| e.incident.severity == Severity::Warning));
 }
+
+/// A controller finding as `findings` makes it.
+fn controller(id: BrokerId, state: BrokerState, rule: &str) -> Finding {
+    let mut f = Finding::new(
+        FindingKey::new("lab", Subject::Controller(id), FindingKind::Controller),
+        format!("controller {id} is {}", state.as_label()),
+    );
+    f.severity = FindingKind::Controller.severity(Some(state));
+    f.state = Some(state);
+    f.rules = vec![rule.to_string()];
+    f.lead_rules = f.rules.clone();
+    f.suspects = vec![id];
+    f
+}
+
+fn quorum_out(suspects: &[BrokerId]) -> Finding {
+    let mut f = Finding::new(
+        FindingKey::new("lab", Subject::Cluster, FindingKind::Quorum),
+        "the control plane is out (no leader)",
+    );
+    f.severity = FindingKind::Quorum.severity(None);
+    f.rules = vec!["no_leader".into()];
+    f.lead_rules = f.rules.clone();
+    f.suspects = suspects.to_vec();
+    f
+}
+
+/// The only controller frozen: its controller incident and the quorum it took down were two
+/// pages for one fault (seen on the lab in session 8). The quorum is the controller's impact.
+#[test]
+fn a_quorum_out_because_of_its_frozen_controller_is_that_controllers_incident() {
+    let mut book = IncidentBook::new();
+    let look = || {
+        vec![
+            controller(0, BrokerState::Zombie, "controller_no_answer"),
+            quorum_out(&[0]),
+        ]
+    };
+    let mut events = Vec::new();
+    for k in 0..10u64 {
+        events.extend(book.observe("lab", look(), defaults(), t(k * 500)));
+    }
+    assert_eq!(
+        kinds(&events),
+        vec![(EventKind::Opened, FindingKind::Controller)]
+    );
+    let open = book.open_incidents();
+    assert_eq!(open.len(), 1, "no quorum incident of its own: {open:#?}");
+    assert!(
+        open[0].rules.contains(&"quorum".to_string()),
+        "{:?}",
+        open[0].rules
+    );
+    assert!(
+        open[0]
+            .evidence
+            .iter()
+            .any(|e| e.starts_with("impact: the control plane is out")),
+        "{:?}",
+        open[0].evidence
+    );
+    // A quorum out with no controller incident to explain it (a controller still within its
+    // restart allowance, or none suspected) pages on its own.
+    let mut book = IncidentBook::new();
+    let es = book.observe("lab", vec![quorum_out(&[0])], defaults(), t(0));
+    assert_eq!(kinds(&es), vec![(EventKind::Opened, FindingKind::Quorum)]);
+}
