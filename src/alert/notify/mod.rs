@@ -48,7 +48,10 @@ pub use format::{
     Context, Request, GENERIC_SCHEMA_VERSION, ONE_SHOT_ALERT_LIFETIME, PAGERDUTY_SUMMARY_MAX,
     SIGNATURE_HEADER,
 };
-pub use route::{judge, parse_retry_after, retry_wait, route, Backoff, Outcome, Reminders};
+pub use route::{
+    evict, judge, parse_retry_after, retry_wait, route, Backoff, Evict, Outcome, QueuedEvent,
+    Reminders,
+};
 pub use spool::SpoolError;
 
 /// One notification to one receiver: the unit of the spool and of delivery.
@@ -71,8 +74,12 @@ pub struct DeliverySettings {
     pub max_retry_after: Duration,
     /// Events held in memory between `submit` and the dispatcher; beyond, they go to disk.
     pub inbox_capacity: usize,
-    /// Notifications queued per receiver; beyond, new ones are dropped (and counted).
+    /// Notifications queued per receiver; beyond, one is dropped (and counted): see
+    /// `route::evict` for which.
     pub max_queued: usize,
+    /// A notification that could not be delivered for this long is dropped (and counted):
+    /// what it says is a day old.
+    pub max_age: Duration,
     /// How often reminders are looked for.
     pub reminder_check: Duration,
 }
@@ -88,6 +95,7 @@ impl Default for DeliverySettings {
             max_retry_after: Duration::from_secs(900),
             inbox_capacity: 1024,
             max_queued: 10_000,
+            max_age: Duration::from_secs(24 * 3600),
             reminder_check: Duration::from_secs(1),
         }
     }

@@ -85,6 +85,46 @@ pub fn retry_wait(after: Option<Duration>, backoff: &Backoff, attempt: u32, unit
     after.map_or(own, |asked| asked.max(own))
 }
 
+/// A queued notification as the full-queue policy sees it: its incident and event; `None`
+/// for one spooled before this start (its file not read), which counts as a page.
+pub type QueuedEvent = Option<(String, EventKind)>;
+
+/// What a full queue gives up for `incoming` (issue 27 item 4): never the head (it may be
+/// on its way) and never the newest page. In order:
+/// 1. an older update or reminder of the incoming event's incident: the newer one tells the
+///    receiver everything it said;
+/// 2. the oldest resolve or reminder queued: information, not a page;
+/// 3. the incoming event itself when it is a resolve or a reminder;
+/// 4. the oldest queued notification after the head: a page that has waited longest is
+///    the one the receiver least needs when a newer one is behind it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Evict {
+    /// The queued notification at this index.
+    Queued(usize),
+    Incoming,
+}
+
+pub fn evict(queued: &[QueuedEvent], incoming: (&str, EventKind)) -> Evict {
+    let (incident, kind) = incoming;
+    let idle = |k: EventKind| matches!(k, EventKind::Resolved | EventKind::Reminder);
+    let rest = || queued.iter().enumerate().skip(1);
+    let superseded = rest().find(|(_, q)| {
+        q.as_ref().is_some_and(|(id, k)| {
+            id == incident && matches!(k, EventKind::Updated | EventKind::Reminder)
+        })
+    });
+    if let Some((i, _)) = superseded {
+        return Evict::Queued(i);
+    }
+    if let Some((i, _)) = rest().find(|(_, q)| q.as_ref().is_some_and(|(_, k)| idle(*k))) {
+        return Evict::Queued(i);
+    }
+    if idle(kind) || queued.len() < 2 {
+        return Evict::Incoming;
+    }
+    Evict::Queued(1)
+}
+
 /// What to do after one attempt.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Outcome {

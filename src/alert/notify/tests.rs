@@ -763,6 +763,46 @@ fn retry_after_never_shortens_the_backoff() {
     assert_eq!(retry_wait(None, &b, 2, 0.0), Duration::from_secs(4));
 }
 
+/// A full queue dropped the newest notification, however urgent: a page that came while a
+/// receiver was down behind 10,000 others was lost (issue 27 item 4).
+#[test]
+fn a_full_queue_gives_up_what_matters_least_never_the_newest_page() {
+    use EventKind::*;
+    let q = |items: &[(&str, EventKind)]| -> Vec<QueuedEvent> {
+        items
+            .iter()
+            .map(|(id, k)| Some((id.to_string(), *k)))
+            .collect()
+    };
+    // An older update of the same incident: the new one says all of it.
+    let queued = q(&[
+        ("a", Opened),
+        ("b", Opened),
+        ("a", Updated),
+        ("b", Resolved),
+    ]);
+    assert_eq!(evict(&queued, ("a", Updated)), Evict::Queued(2));
+    // Else the oldest resolve or reminder, never the head (it may be on its way).
+    let queued = q(&[
+        ("z", Resolved),
+        ("b", Opened),
+        ("c", Reminder),
+        ("d", Resolved),
+    ]);
+    assert_eq!(evict(&queued, ("e", Opened)), Evict::Queued(2));
+    // Only pages queued: a resolve or a reminder coming in is the one given up...
+    let pages = q(&[("a", Opened), ("b", Opened), ("c", Updated)]);
+    assert_eq!(evict(&pages, ("a", Resolved)), Evict::Incoming);
+    assert_eq!(evict(&pages, ("x", Reminder)), Evict::Incoming);
+    // ... and a new page takes the place of the oldest one behind the head.
+    assert_eq!(evict(&pages, ("d", Opened)), Evict::Queued(1));
+    // Spooled before this start (unknown) counts as a page.
+    let mut unknown = pages.clone();
+    unknown.insert(1, None);
+    assert_eq!(evict(&unknown, ("d", Opened)), Evict::Queued(1));
+    assert_eq!(evict(&q(&[("a", Opened)]), ("d", Opened)), Evict::Incoming);
+}
+
 // ---- reminders, under paused time ----
 
 #[tokio::test(start_paused = true)]
@@ -1305,6 +1345,7 @@ fn fast() -> DeliverySettings {
         max_retry_after: Duration::from_secs(5),
         inbox_capacity: 64,
         max_queued: 1000,
+        max_age: Duration::from_secs(3600),
         reminder_check: Duration::from_millis(10),
     }
 }

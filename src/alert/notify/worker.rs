@@ -37,11 +37,19 @@ struct Counters {
     superseded: u64,
 }
 
+/// A notification waiting in a receiver's queue: its spool sequence and, for the full-queue
+/// policy, what it is about.
+#[derive(Debug, Clone)]
+struct Queued {
+    seq: u64,
+    event: route::QueuedEvent,
+}
+
 pub(super) struct Receiver {
     pub cfg: WebhookConfig,
     spool: Arc<Spool>,
-    /// Sequence numbers waiting, oldest first; each has its file in the spool.
-    queue: Mutex<VecDeque<u64>>,
+    /// Notifications waiting, oldest first; each has its file in the spool.
+    queue: Mutex<VecDeque<Queued>>,
     wake: Notify,
     counters: Mutex<Counters>,
     /// Slack's Web API instead of one POST per notification.
@@ -57,7 +65,13 @@ impl Receiver {
         Receiver {
             cfg,
             spool: Arc::new(spool),
-            queue: Mutex::new(waiting.into()),
+            // Spooled before this start: their files are read when they are sent.
+            queue: Mutex::new(
+                waiting
+                    .into_iter()
+                    .map(|seq| Queued { seq, event: None })
+                    .collect(),
+            ),
             wake: Notify::new(),
             counters: Mutex::new(Counters::default()),
             slack,
@@ -409,15 +423,7 @@ async fn write_all(
 fn spool_all(s: &Shared, out: Vec<(usize, IncidentEvent)>) {
     for (idx, event) in out {
         let r = &s.receivers[idx];
-        if lock(&r.queue).len() >= s.settings.max_queued {
-            tracing::error!(
-                receiver = %r.cfg.name,
-                queued = s.settings.max_queued,
-                incident = %event.incident.id,
-                event = event.kind.as_str(),
-                "webhook queue full: notification dropped"
-            );
-            lock(&r.counters).dropped += 1;
+        if !make_room(r, s.settings.max_queued, &event) {
             continue;
         }
         let seq = r.spool.reserve();
@@ -427,9 +433,10 @@ fn spool_all(s: &Shared, out: Vec<(usize, IncidentEvent)>) {
             event,
             queued_at: SystemTime::now(),
         };
+        let about = Some((n.event.incident.id.clone(), n.event.kind));
         match r.spool.write(seq, &n) {
             Ok(()) => {
-                lock(&r.queue).push_back(seq);
+                lock(&r.queue).push_back(Queued { seq, event: about });
                 r.wake.notify_one();
             }
             Err(e) => {
@@ -438,6 +445,40 @@ fn spool_all(s: &Shared, out: Vec<(usize, IncidentEvent)>) {
             }
         }
     }
+}
+
+/// Makes room in a full queue for `event` (see `route::evict`); false when `event` itself
+/// is the one given up. Either way one notification is dropped, counted and logged.
+fn make_room(r: &Receiver, max: usize, event: &IncidentEvent) -> bool {
+    let mut q = lock(&r.queue);
+    if q.len() < max {
+        return true;
+    }
+    let queued: Vec<route::QueuedEvent> = q.iter().map(|x| x.event.clone()).collect();
+    let choice = route::evict(&queued, (&event.incident.id, event.kind));
+    let (incident, kind) = match choice {
+        route::Evict::Incoming => (event.incident.id.clone(), event.kind.as_str()),
+        route::Evict::Queued(i) => {
+            let gone = q.remove(i).expect("evict picks an index of the queue");
+            if let Err(e) = r.spool.remove(gone.seq) {
+                tracing::error!(receiver = %r.cfg.name, error = %e, "cannot remove a dropped notification from the spool");
+            }
+            gone.event
+                .map_or(("(spooled before this start)".into(), "?"), |(id, k)| {
+                    (id, k.as_str())
+                })
+        }
+    };
+    drop(q);
+    tracing::error!(
+        receiver = %r.cfg.name,
+        queued = max,
+        incident = %incident,
+        event = kind,
+        "webhook queue full: notification dropped"
+    );
+    lock(&r.counters).dropped += 1;
+    choice != route::Evict::Incoming
 }
 
 /// Sends one receiver's spool, oldest first, until `stop` and an empty queue.
@@ -452,7 +493,7 @@ pub(super) async fn work(
     let mut attempt: u32 = 0;
     let mut stopping = false;
     loop {
-        let head = lock(&r.queue).front().copied();
+        let head = lock(&r.queue).front().map(|q| q.seq);
         let Some(seq) = head else {
             if stopping || *stop.borrow() {
                 return;
@@ -476,6 +517,24 @@ pub(super) async fn work(
             }
             None => continue,
         };
+        let age = SystemTime::now()
+            .duration_since(n.queued_at)
+            .unwrap_or_default();
+        if age > settings.max_age {
+            tracing::error!(
+                receiver = %r.cfg.name,
+                target = %r.cfg.target,
+                incident = %n.event.incident.id,
+                event = n.event.kind.as_str(),
+                age_secs = age.as_secs(),
+                "webhook notification undelivered for longer than its maximum age: dropped"
+            );
+            finish(&r, seq).await;
+            lock(&r.counters).dropped += 1;
+            shared.progress.send_replace(());
+            attempt = 0;
+            continue;
+        }
         let ctx = Context {
             instance_id: &shared.sender.instance_id,
             now: SystemTime::now(),
@@ -553,7 +612,7 @@ async fn finish(r: &Arc<Receiver>, seq: u64) {
         tracing::error!(receiver = %r.cfg.name, error = %e, "cannot remove a delivered notification from the spool");
     }
     let mut q = lock(&r.queue);
-    if q.front() == Some(&seq) {
+    if q.front().map(|x| x.seq) == Some(seq) {
         q.pop_front();
     }
 }
