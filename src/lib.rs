@@ -9,7 +9,7 @@
 //!
 //! | stage   | modules                                                     | what it is |
 //! |---------|-------------------------------------------------------------|------------|
-//! | model   | kind, round, silence, time, words, metric_kit               | plain data every stage shares: a round's observations, incident kinds, silence rules |
+//! | model   | kind, round, silence, task_restarts, time, words, metric_kit | plain data every stage shares: a round's observations, incident kinds, silence rules |
 //! | config  | -                                                           | the configuration, read and checked |
 //! | observe | wire, host, self_metrics, liveness, cluster_view, quorum, probe, canary | one round of observation over the Kafka protocol and /proc, merged into one view |
 //! | judge   | health, quorum, verdict, report, check                      | pure: partitions classified, verdicts per broker, the round's report |

@@ -65,10 +65,9 @@ pub async fn cluster_loop(
     // The control plane: looked at continuously beside the liveness check (a frozen
     // controller is named within seconds), else once per round.
     let mut quorum = match setup::quorum_settings(&cfg) {
-        Ok(q) if !cfg.verdict.liveness_interval.is_zero() => Some(QuorumWatch::start(
-            QuorumProber::new(q),
-            cfg.verdict.liveness_interval,
-        )),
+        Ok(q) if !cfg.verdict.liveness_interval.is_zero() => {
+            Some(QuorumWatch::start(q, cfg.verdict.liveness_interval))
+        }
         Ok(q) => {
             prober = prober.with_quorum(QuorumProber::new(q));
             None
@@ -155,7 +154,8 @@ pub async fn cluster_loop(
                     l.track(obs.probes.values().map(|p| &p.endpoint));
                     obs.liveness = b.snapshot();
                 }
-                if let Some(q) = &quorum {
+                if let Some(q) = &mut quorum {
+                    q.revive();
                     obs.quorum = q.latest();
                     q.ask_brokers(answering_first(&obs));
                 }

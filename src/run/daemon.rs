@@ -28,11 +28,19 @@ use crate::serve::snapshot::Publisher;
 
 /// The running cluster loops, each with its own stop switch so a reload can restart one.
 struct Loops {
-    running: std::collections::BTreeMap<String, (tokio::task::JoinHandle<()>, watch::Sender<bool>)>,
+    running: std::collections::BTreeMap<String, Running>,
     health: Arc<Mutex<LoopHealth>>,
     published: Arc<Publisher>,
     alerting: Arc<Alerting>,
     instance_id: String,
+}
+
+/// One cluster's loop: its task, its stop switch, and what it was started with (to start
+/// it again should it end).
+struct Running {
+    handle: tokio::task::JoinHandle<()>,
+    stop: watch::Sender<bool>,
+    cfg: ClusterConfig,
 }
 
 impl Loops {
@@ -46,28 +54,53 @@ impl Loops {
         );
         let name = cfg.name.clone();
         let handle = tokio::spawn(cluster_loop(
-            cfg,
+            cfg.clone(),
             self.instance_id.clone(),
             self.published.clone(),
             self.alerting.clone(),
             self.health.clone(),
             rx,
         ));
-        self.running.insert(name, (handle, tx));
+        self.running.insert(
+            name,
+            Running {
+                handle,
+                stop: tx,
+                cfg,
+            },
+        );
+    }
+
+    /// Starts again every cluster loop that ended without being stopped (a loop runs until
+    /// stopped: one that ended panicked), and says so. Its cluster would be watched by
+    /// nothing from then on, with /metrics showing its last round (issue 27 item 5).
+    fn revive(&mut self) {
+        let ended: Vec<ClusterConfig> = self
+            .running
+            .values()
+            .filter(|r| r.handle.is_finished())
+            .map(|r| r.cfg.clone())
+            .collect();
+        for cfg in ended {
+            tracing::error!(cluster = %cfg.name, "the round loop of a cluster ended; starting it again");
+            crate::model::task_restarts::record("cluster_loop", &cfg.name);
+            self.start(cfg);
+        }
+        self.alerting.revive_tasks();
     }
 
     async fn stop(&mut self, name: &str) {
         lock(&self.health).unwatch(name);
-        if let Some((handle, tx)) = self.running.remove(name) {
-            let _ = tx.send(true);
-            let _ = handle.await;
+        if let Some(r) = self.running.remove(name) {
+            let _ = r.stop.send(true);
+            let _ = r.handle.await;
         }
     }
 
     async fn stop_all(&mut self) {
         let names: Vec<String> = self.running.keys().cloned().collect();
-        for (_, (_, tx)) in self.running.iter() {
-            let _ = tx.send(true);
+        for r in self.running.values() {
+            let _ = r.stop.send(true);
         }
         for name in names {
             self.stop(&name).await;
@@ -303,7 +336,18 @@ pub async fn run(
     tracing::info!(listen = %config.http_listen, clusters = config.clusters.len(), "kafka-watchdog serving");
 
     let mut running = config;
-    while let Some(control) = controls.next().await {
+    // How often ended tasks are looked for: well within a round, far below any cost.
+    let mut revive = tokio::time::interval(Duration::from_secs(1));
+    revive.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        let control = tokio::select! {
+            c = controls.next() => c,
+            _ = revive.tick() => {
+                loops.revive();
+                continue;
+            }
+        };
+        let Some(control) = control else { break };
         match control {
             Control::Reload => {
                 tracing::info!(file = %path.display(), "SIGHUP: reloading the configuration");

@@ -38,6 +38,33 @@ pub struct Extras<'a> {
     pub remediations: Vec<crate::alert::remediate::Record>,
     /// Every silence (active, to come, ended within a day).
     pub silences: Vec<crate::model::silence::Silence>,
+    /// The watchdog's own tasks started again after they ended: (task, scope, restarts).
+    pub task_restarts: Vec<(&'static str, String, u64)>,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, prometheus_client::encoding::EncodeLabelSet)]
+struct TaskLabels {
+    task: &'static str,
+    scope: String,
+}
+
+/// `task_restarts_total`: registered even when nothing was restarted, so rules and
+/// dashboards find the family.
+fn encode_task_restarts(reg: &mut Registry, restarts: &[(&'static str, String, u64)]) {
+    let family: crate::model::metric_kit::CounterFamily<TaskLabels> =
+        crate::model::metric_kit::counter(
+            reg,
+            "task_restarts",
+            "The watchdog's own tasks (cluster_loop, liveness, quorum_watch, webhook_worker, webhook_dispatcher) started again after they ended unexpectedly (a panic), by scope (cluster, broker address or receiver); the journal has the panic",
+        );
+    for (task, scope, n) in restarts {
+        family
+            .get_or_create(&TaskLabels {
+                task,
+                scope: scope.clone(),
+            })
+            .inc_by(*n);
+    }
 }
 
 /// Renders every metric of the given reports (one per cluster that completed a round) and
@@ -64,6 +91,7 @@ pub fn render<'a>(reports: impl IntoIterator<Item = &'a ClusterReport>, extras: 
         crate::observe::canary::metrics::register_stats(&mut reg, cs);
     }
     crate::observe::self_metrics::encode_build_info(&mut reg);
+    encode_task_restarts(&mut reg, &extras.task_restarts);
 
     let round = crate::judge::report::metrics::Families::register(&mut reg);
     let canary = crate::observe::canary::metrics::RoundFamilies::register(&mut reg);

@@ -610,6 +610,7 @@ fn extras(stats: &CanaryStats) -> Extras<'_> {
                 far + Duration::from_secs(60),
             ),
         ],
+        task_restarts: vec![("liveness", "127.0.0.12:9092".into(), 1)],
     }
 }
 

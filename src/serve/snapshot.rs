@@ -163,6 +163,7 @@ impl Publisher {
             remediation_counts: self.live.remediation.counts(),
             remediations: self.live.remediation.recent(),
             silences: snapshot.silences.clone(),
+            task_restarts: crate::model::task_restarts::snapshot(),
         }
     }
 

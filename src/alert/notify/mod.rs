@@ -273,12 +273,12 @@ impl Notifier {
         let workers = shared
             .receivers
             .iter()
-            .zip(clients)
+            .zip(&clients)
             .map(|(r, client)| {
                 tokio::spawn(worker::work(
                     r.clone(),
                     shared.clone(),
-                    client,
+                    client.clone(),
                     work_rx.clone(),
                 ))
             })
@@ -288,6 +288,7 @@ impl Notifier {
             tasks: Arc::new(Mutex::new(Some(Tasks {
                 dispatcher,
                 workers,
+                clients,
                 dispatch_stop,
                 work_stop,
             }))),
@@ -320,6 +321,8 @@ fn warn_orphans(spool_root: &Path, webhooks: &[WebhookConfig]) {
 struct Tasks {
     dispatcher: JoinHandle<()>,
     workers: Vec<JoinHandle<()>>,
+    /// Each worker's HTTP client, to start it again.
+    clients: Vec<reqwest::Client>,
     dispatch_stop: watch::Sender<bool>,
     work_stop: watch::Sender<bool>,
 }
@@ -380,6 +383,41 @@ impl NotifierHandle {
         }
         drop(inbox);
         self.shared.wake.notify_one();
+    }
+
+    /// Starts again the dispatcher or a receiver's worker that ended before delivery was
+    /// shut down (they run until then: one that ended panicked). Without it, events would
+    /// pile up unrouted or a receiver would hear nothing more, and nothing would say so
+    /// (issue 27 item 5). What a worker was sending is still in its spool and goes again.
+    pub fn revive(&self) {
+        let mut guard = lock(&self.tasks);
+        let Some(tasks) = guard.as_mut() else {
+            return;
+        };
+        if tasks.dispatcher.is_finished() && !*tasks.dispatch_stop.borrow() {
+            tracing::error!("webhook dispatcher ended; starting it again");
+            crate::model::task_restarts::record("webhook_dispatcher", "");
+            tasks.dispatcher = tokio::spawn(worker::dispatch(
+                self.shared.clone(),
+                tasks.dispatch_stop.subscribe(),
+            ));
+        }
+        if *tasks.work_stop.borrow() {
+            return;
+        }
+        for (i, r) in self.shared.receivers.iter().enumerate() {
+            if !tasks.workers[i].is_finished() {
+                continue;
+            }
+            tracing::error!(receiver = %r.cfg.name, "webhook worker ended; starting it again");
+            crate::model::task_restarts::record("webhook_worker", &r.cfg.name);
+            tasks.workers[i] = tokio::spawn(worker::work(
+                r.clone(),
+                self.shared.clone(),
+                tasks.clients[i].clone(),
+                tasks.work_stop.subscribe(),
+            ));
+        }
     }
 
     pub fn stats(&self) -> NotifierStats {

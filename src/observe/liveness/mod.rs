@@ -436,6 +436,13 @@ impl Liveness {
             let keep = wanted.get(id) == Some(address);
             if !keep {
                 task.abort();
+            } else if task.is_finished() {
+                // A broker's task runs until it is aborted; one that ended panicked. Its
+                // broker would be watched by nothing from now on: start it again (below),
+                // with a fresh record, and say so.
+                tracing::error!(broker = id, address = %address, "the liveness task of a broker ended; starting it again");
+                crate::model::task_restarts::record("liveness", address);
+                return false;
             }
             keep
         });

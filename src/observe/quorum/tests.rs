@@ -118,12 +118,16 @@ fn wire(timeout_ms: u64) -> WireOptions {
     }
 }
 
-fn prober(controllers: Vec<(Option<NodeId>, String)>, timeout_ms: u64) -> QuorumProber {
-    QuorumProber::new(QuorumSettings {
+fn settings(controllers: Vec<(Option<NodeId>, String)>, timeout_ms: u64) -> QuorumSettings {
+    QuorumSettings {
         cluster: "lab".into(),
         controllers,
         wire: wire(timeout_ms),
-    })
+    }
+}
+
+fn prober(controllers: Vec<(Option<NodeId>, String)>, timeout_ms: u64) -> QuorumProber {
+    QuorumProber::new(settings(controllers, timeout_ms))
 }
 
 fn port(b: &FakeBroker) -> u16 {
@@ -334,9 +338,14 @@ async fn the_high_watermark_is_tracked_across_looks() {
 #[tokio::test]
 async fn the_watch_publishes_looks_and_asks_the_brokers_it_is_given() {
     let broker = node(|| Reply2::Answer(leader_answer(0, 1, 5)), None).await;
-    let mut watch = QuorumWatch::start(prober(Vec::new(), 400), Duration::from_millis(50));
+    let mut watch = QuorumWatch::start(settings(Vec::new(), 400), Duration::from_millis(50));
     watch.ask_brokers(vec![broker.address.clone()]);
-    let got = tokio::time::timeout(Duration::from_secs(5), async {
+    let got = next_described(&mut watch).await;
+    assert_eq!(got.via_broker.as_ref().unwrap().0, broker.address);
+}
+
+async fn next_described(watch: &mut QuorumWatch) -> Arc<QuorumObservation> {
+    tokio::time::timeout(Duration::from_secs(5), async {
         loop {
             watch.changed().await;
             if let Some(look) = watch.latest() {
@@ -347,6 +356,33 @@ async fn the_watch_publishes_looks_and_asks_the_brokers_it_is_given() {
         }
     })
     .await
-    .expect("a look with the broker's answer");
-    assert_eq!(got.via_broker.as_ref().unwrap().0, broker.address);
+    .expect("a look with the broker's answer")
+}
+
+/// A look task that ended (here aborted, as a panic would end it) left the control plane
+/// unwatched with nothing said (issue 27 item 5): `revive` starts it again and counts it.
+#[tokio::test]
+async fn a_look_task_that_ended_is_started_again_and_counted() {
+    let broker = node(|| Reply2::Answer(leader_answer(0, 1, 5)), None).await;
+    let mut watch = QuorumWatch::start(settings(Vec::new(), 400), Duration::from_millis(50));
+    watch.ask_brokers(vec![broker.address.clone()]);
+    next_described(&mut watch).await;
+    watch.task.abort();
+    while !watch.task.is_finished() {
+        tokio::task::yield_now().await;
+    }
+    let restarts = || {
+        crate::model::task_restarts::snapshot()
+            .into_iter()
+            .find(|(t, s, _)| *t == "quorum_watch" && s == "lab")
+            .map_or(0, |(_, _, n)| n)
+    };
+    let before = restarts();
+    watch.revive();
+    assert_eq!(restarts(), before + 1);
+    let look = next_described(&mut watch).await;
+    assert_eq!(look.via_broker.as_ref().unwrap().0, broker.address);
+    // A task still running is left alone.
+    watch.revive();
+    assert_eq!(restarts(), before + 1);
 }
