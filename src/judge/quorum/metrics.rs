@@ -117,14 +117,15 @@ impl Families {
         behind: &std::collections::BTreeMap<i32, crate::observe::cluster_view::Behind>,
         brokers: &[i32],
     ) {
-        for (broker, b) in behind {
-            if brokers.contains(broker) {
-                set(
-                    &self.behind,
-                    BrokerLabels::new(cluster, *broker),
-                    f64::from(b.partitions),
-                );
-            }
+        // Every broker with a verdict, at 0 when it is not behind: "not behind" is a value,
+        // and the dashboard and rules find the family on a healthy cluster too.
+        for broker in brokers {
+            let partitions = behind.get(broker).map_or(0, |b| b.partitions);
+            set(
+                &self.behind,
+                BrokerLabels::new(cluster, *broker),
+                f64::from(partitions),
+            );
         }
         let Some(q) = quorum else {
             return;
