@@ -1,4 +1,4 @@
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use super::*;
@@ -268,6 +268,59 @@ fn every_kind_has_its_severity() {
     let alerts: BTreeSet<&str> = FindingKind::ALL.iter().map(|k| k.alert_name()).collect();
     assert_eq!(alerts.len(), FindingKind::ALL.len());
     assert!(alerts.iter().all(|a| a.starts_with("KafkaWatchdog")));
+}
+
+/// One severity per fault, everywhere (issue 28 item 2): each alert rule that stands for an
+/// incident kind (and a broker or controller state) carries the severity that kind's
+/// webhooks carry. A crash was `warning` in webhooks and `critical` in `KafkaBrokerDown`.
+#[test]
+fn the_alert_rules_say_the_severity_the_webhooks_say() {
+    use FindingKind::*;
+    let text = include_str!("../../../dashboards/alerts.yaml");
+    let doc: serde_norway::Value = serde_norway::from_str(text).expect("alerts.yaml parses");
+    let mut rules = BTreeMap::new();
+    for group in doc["groups"].as_sequence().expect("groups") {
+        for rule in group["rules"].as_sequence().expect("rules") {
+            let name = rule["alert"].as_str().expect("alert").to_string();
+            let severity = rule["labels"]["severity"].as_str().expect("severity");
+            rules.insert(name, severity.to_string());
+        }
+    }
+    let node = |kind: FindingKind, state| kind.severity(Some(state));
+    let same_fault = [
+        ("KafkaBrokerZombie", node(Broker, BrokerState::Zombie)),
+        ("KafkaBrokerDown", node(Broker, BrokerState::Down)),
+        ("KafkaBrokerProcessDown", node(Broker, BrokerState::Down)),
+        (
+            "KafkaControllerZombie",
+            node(Controller, BrokerState::Zombie),
+        ),
+        ("KafkaControllerDown", node(Controller, BrokerState::Down)),
+        ("KafkaQuorumUnavailable", Quorum.severity(None)),
+        ("KafkaSplitBrain", SplitBrain.severity(None)),
+        ("KafkaOfflinePartitions", OfflinePartitions.severity(None)),
+        ("KafkaUnderMinIsrPartitions", UnderMinIsr.severity(None)),
+        (
+            "KafkaAcknowledgedWriteLoss",
+            AcknowledgedLoss.severity(None),
+        ),
+        ("KafkaWatchdogAcks1Loss", Acks1Loss.severity(None)),
+        (
+            "KafkaWatchdogCanaryUnavailable",
+            CanaryUnavailable.severity(None),
+        ),
+        (
+            "KafkaWatchdogClusterUnreachable",
+            ClusterUnreachable.severity(None),
+        ),
+    ];
+    for (alert, severity) in same_fault {
+        assert_eq!(
+            rules.get(alert).map(String::as_str),
+            Some(severity.as_str()),
+            "{alert}: the rule's severity against the webhooks'"
+        );
+    }
 }
 
 #[test]
