@@ -566,6 +566,7 @@ fn extras(stats: &CanaryStats) -> Extras<'_> {
                     ok: 5,
                     failed: 2,
                     dropped: 1,
+                    unspooled: 1,
                     queue_depth: 3,
                     last_success: Some(t(5)),
                     last_failure: Some("HTTP 503".into()),

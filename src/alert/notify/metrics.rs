@@ -1,5 +1,6 @@
 //! Webhook delivery: notifications by receiver and outcome, the queue waiting per receiver,
-//! the last successful delivery, and the updates held and coalesced per receiver.
+//! the last successful delivery, the updates held and coalesced per receiver, and the
+//! notifications its spool could not take.
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::registry::Registry;
@@ -53,7 +54,17 @@ pub fn encode(reg: &mut Registry, stats: &NotifierStats) {
         "webhook_coalesced_updates",
         "Held incident updates by receiver and outcome (merged into a later message, superseded by the resolve)",
     );
+    let unspooled: CounterFamily<ReceiverLabels> = counter(
+        reg,
+        "webhook_unspooled",
+        "Notifications per receiver its spool could not take (disk full, read-only, out of descriptors), kept in memory and sent from there: a restart before they are delivered loses them",
+    );
     for r in &stats.receivers {
+        unspooled
+            .get_or_create(&ReceiverLabels {
+                receiver: r.receiver.clone(),
+            })
+            .inc_by(r.unspooled);
         let receiver = || ReceiverLabels {
             receiver: r.receiver.clone(),
         };

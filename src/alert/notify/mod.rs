@@ -123,8 +123,11 @@ pub struct ReceiverStats {
     /// `deliveries_total{outcome="dropped"}`: notifications given up (4xx, corrupt spool
     /// file, queue full).
     pub dropped: u64,
-    /// Notifications waiting (all of them are on disk).
+    /// Notifications waiting (on disk, but those `unspooled` kept in memory).
     pub queue_depth: u64,
+    /// `webhook_unspooled_total`: notifications the spool could not take (disk full,
+    /// read-only, no descriptors), kept in memory and sent from there.
+    pub unspooled: u64,
     pub last_success: Option<SystemTime>,
     /// Why the last attempt failed, for logs and `/status` (never a metric label).
     pub last_failure: Option<String>,

@@ -1531,6 +1531,42 @@ async fn a_delivery_task_that_ended_is_started_again_and_delivers() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A spool that cannot be written (disk full, read-only, out of descriptors) dropped every
+/// notification for good while the incident counted as notified (issue 27 item 1). Now they
+/// are kept in memory, sent from there, and counted. The spool folder is replaced by a file
+/// here: every write in it fails, even as root.
+#[tokio::test]
+async fn a_spool_that_cannot_be_written_loses_no_notification() {
+    let addr = free_addr();
+    let dir = temp_dir("unwritable");
+    let handle = Notifier::spawn_with(
+        &[hook(
+            "ops",
+            &format!("http://{addr}/hook"),
+            WebhookFormat::Generic,
+        )],
+        &dir,
+        "wd-1",
+        fast(),
+    )
+    .unwrap();
+    let spool = dir.join("spool").join("ops");
+    std::fs::remove_dir_all(&spool).unwrap();
+    std::fs::write(&spool, b"not a folder").unwrap();
+    handle.submit(events(3));
+    let stats = handle
+        .stats_when("three kept in memory", |s| s.receivers[0].unspooled == 3)
+        .await;
+    assert_eq!(stats.receivers[0].dropped, 0, "{stats:?}");
+    let rx = TestReceiver::start(addr, always(200)).await;
+    let got = rx.wait_delivered(3).await;
+    assert_eq!(brokers(&got), vec![1, 2, 3]);
+    assert!(sequences_grow(&got));
+    let stats = handle.shutdown(Duration::from_secs(1)).await;
+    assert_eq!(stats.receivers[0].ok, 3);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[tokio::test]
 async fn the_spool_survives_a_restart() {
     let addr = free_addr();

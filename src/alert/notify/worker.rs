@@ -31,6 +31,8 @@ struct Counters {
     dropped: u64,
     last_success: Option<SystemTime>,
     last_failure: Option<String>,
+    /// Notifications the spool could not take, kept in memory instead.
+    unspooled: u64,
     /// Updates held now for the group interval.
     held: u64,
     merged: u64,
@@ -43,6 +45,10 @@ struct Counters {
 struct Queued {
     seq: u64,
     event: route::QueuedEvent,
+    /// The notification itself when the spool could not take it (disk full, read-only,
+    /// out of descriptors): kept and sent from memory rather than dropped, since only a
+    /// restart would lose it (issue 27 item 1).
+    unspooled: Option<Box<Notification>>,
 }
 
 pub(super) struct Receiver {
@@ -69,7 +75,11 @@ impl Receiver {
             queue: Mutex::new(
                 waiting
                     .into_iter()
-                    .map(|seq| Queued { seq, event: None })
+                    .map(|seq| Queued {
+                        seq,
+                        event: None,
+                        unspooled: None,
+                    })
                     .collect(),
             ),
             wake: Notify::new(),
@@ -87,6 +97,7 @@ impl Receiver {
             ok: c.ok,
             failed: c.failed,
             dropped: c.dropped,
+            unspooled: c.unspooled,
             queue_depth: lock(&self.queue).len() as u64,
             last_success: c.last_success,
             last_failure: c.last_failure.clone(),
@@ -434,16 +445,20 @@ fn spool_all(s: &Shared, out: Vec<(usize, IncidentEvent)>) {
             queued_at: SystemTime::now(),
         };
         let about = Some((n.event.incident.id.clone(), n.event.kind));
-        match r.spool.write(seq, &n) {
-            Ok(()) => {
-                lock(&r.queue).push_back(Queued { seq, event: about });
-                r.wake.notify_one();
-            }
+        let unspooled = match r.spool.write(seq, &n) {
+            Ok(()) => None,
             Err(e) => {
-                tracing::error!(receiver = %r.cfg.name, error = %e, "cannot spool a notification: dropped");
-                lock(&r.counters).dropped += 1;
+                tracing::error!(receiver = %r.cfg.name, error = %e, "cannot spool a notification: kept in memory and sent from there; a restart before it is delivered would lose it");
+                lock(&r.counters).unspooled += 1;
+                Some(Box::new(n))
             }
-        }
+        };
+        lock(&r.queue).push_back(Queued {
+            seq,
+            event: about,
+            unspooled,
+        });
+        r.wake.notify_one();
     }
 }
 
@@ -493,8 +508,8 @@ pub(super) async fn work(
     let mut attempt: u32 = 0;
     let mut stopping = false;
     loop {
-        let head = lock(&r.queue).front().map(|q| q.seq);
-        let Some(seq) = head else {
+        let head = lock(&r.queue).front().map(|q| (q.seq, q.unspooled.clone()));
+        let Some((seq, unspooled)) = head else {
             if stopping || *stop.borrow() {
                 return;
             }
@@ -505,7 +520,10 @@ pub(super) async fn work(
             continue;
         };
         let spool = r.spool.clone();
-        let read = blocking(move || spool.read::<Notification>(seq)).await;
+        let read = match unspooled {
+            Some(n) => Some(Ok(*n)),
+            None => blocking(move || spool.read::<Notification>(seq)).await,
+        };
         let n = match read {
             Some(Ok(n)) => n,
             Some(Err(e)) => {
