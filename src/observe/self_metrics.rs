@@ -154,19 +154,24 @@ pub fn register(reg: &mut Registry, f: &ProcessFigures) {
     }
 }
 
-/// `build_info`: the running watchdog's version, in the `kafka_watchdog_` registry.
-pub fn encode_build_info(reg: &mut Registry) {
+/// `build_info`: the running watchdog's version and its `instance_id`, in the
+/// `kafka_watchdog_` registry. The instance id is what stays when a pod restarts with a new
+/// address (the scrape's `instance` label changes then): what tells "this watchdog is gone"
+/// from "it came back elsewhere".
+pub fn encode_build_info(reg: &mut Registry, instance_id: &str) {
     #[derive(Clone, Debug, Hash, PartialEq, Eq, prometheus_client::encoding::EncodeLabelSet)]
     struct Version {
         version: &'static str,
+        instance_id: String,
     }
     let build: crate::model::metric_kit::GaugeFamily<Version> = crate::model::metric_kit::gauge(
         reg,
         "build_info",
-        "The running kafka-watchdog's version (always 1)",
+        "The running kafka-watchdog's version and instance_id (always 1)",
     );
     let version = Version {
         version: env!("CARGO_PKG_VERSION"),
+        instance_id: instance_id.to_string(),
     };
     crate::model::metric_kit::set(&build, version, 1.0);
 }

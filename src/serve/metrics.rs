@@ -26,6 +26,8 @@ pub const TEXT_CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 /// What the metrics show beside the cluster reports.
 #[derive(Default)]
 pub struct Extras<'a> {
+    /// The configuration's `instance_id`.
+    pub instance_id: String,
     /// The configured clusters.
     pub clusters: Vec<String>,
     pub canary_stats: Option<&'a CanaryStats>,
@@ -90,7 +92,7 @@ pub fn render<'a>(reports: impl IntoIterator<Item = &'a ClusterReport>, extras: 
     if let Some(cs) = extras.canary_stats {
         crate::observe::canary::metrics::register_stats(&mut reg, cs);
     }
-    crate::observe::self_metrics::encode_build_info(&mut reg);
+    crate::observe::self_metrics::encode_build_info(&mut reg, &extras.instance_id);
     encode_task_restarts(&mut reg, &extras.task_restarts);
 
     let round = crate::judge::report::metrics::Families::register(&mut reg);

@@ -538,6 +538,7 @@ fn extras(stats: &CanaryStats) -> Extras<'_> {
     controller.subject = Subject::Controller(0);
     controller.state = Some(BrokerState::Zombie);
     Extras {
+        instance_id: "watchdog-eu-1".into(),
         clusters: vec!["lab".into(), "orders".into(), "idle".into()],
         canary_stats: Some(stats),
         incidents: vec![

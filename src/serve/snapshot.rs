@@ -155,6 +155,7 @@ impl Publisher {
     /// and the live counters read now.
     pub fn extras<'a>(&'a self, snapshot: &Snapshot) -> Extras<'a> {
         Extras {
+            instance_id: self.instance_id.clone(),
             clusters: snapshot.clusters.clone(),
             canary_stats: Some(&self.live.canary),
             incidents: snapshot.incidents.clone(),
