@@ -147,6 +147,60 @@ async fn supervise(
     }
 }
 
+/// Whether the configuration file's content changed since it was last looked at: a
+/// Kubernetes ConfigMap mounted as a folder is swapped in place with no signal to anyone, and
+/// an operator who edits the file expects it applied as SIGHUP would (issue 28). Its
+/// content is compared, not its time (a ConfigMap's swap keeps the link's), every few
+/// seconds; an unreadable file is no change (the reload would refuse it anyway).
+struct FileWatch {
+    path: std::path::PathBuf,
+    seen: Option<u64>,
+    next: Instant,
+}
+
+impl FileWatch {
+    const EVERY: Duration = Duration::from_secs(5);
+
+    fn new(path: &std::path::Path) -> Self {
+        let mut w = FileWatch {
+            path: path.to_path_buf(),
+            seen: None,
+            next: Instant::now(),
+        };
+        w.seen = w.digest();
+        w
+    }
+
+    fn digest(&self) -> Option<u64> {
+        use std::hash::{Hash, Hasher};
+        let bytes = std::fs::read(&self.path).ok()?;
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        bytes.hash(&mut h);
+        Some(h.finish())
+    }
+
+    /// The content now is the one applied (a SIGHUP reloads it): no second reload for it.
+    fn mark_seen(&mut self) {
+        self.seen = self.digest();
+    }
+
+    /// True once per change of content (looked at no more often than every `EVERY`).
+    fn changed(&mut self) -> bool {
+        let now = Instant::now();
+        if now < self.next {
+            return false;
+        }
+        self.next = now + Self::EVERY;
+        match self.digest() {
+            Some(d) if Some(d) != self.seen => {
+                self.seen = Some(d);
+                true
+            }
+            _ => false,
+        }
+    }
+}
+
 /// Applies a new configuration file: validated first; a bad file keeps the running
 /// configuration. Returns the configuration now running.
 async fn reload(
@@ -336,14 +390,20 @@ pub async fn run(
     tracing::info!(listen = %config.http_listen, clusters = config.clusters.len(), "kafka-watchdog serving");
 
     let mut running = config;
-    // How often ended tasks are looked for: well within a round, far below any cost.
+    // How often ended tasks are looked for, and the configuration file read again: well
+    // within a round, far below any cost.
     let mut revive = tokio::time::interval(Duration::from_secs(1));
     revive.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut file = FileWatch::new(&path);
     loop {
         let control = tokio::select! {
             c = controls.next() => c,
             _ = revive.tick() => {
                 loops.revive();
+                if file.changed() {
+                    tracing::info!(file = %path.display(), "the configuration file changed: reloading it");
+                    running = reload(&path, running, &mut loops, log_level.as_ref()).await;
+                }
                 continue;
             }
         };
@@ -351,6 +411,7 @@ pub async fn run(
         match control {
             Control::Reload => {
                 tracing::info!(file = %path.display(), "SIGHUP: reloading the configuration");
+                file.mark_seen();
                 running = reload(&path, running, &mut loops, log_level.as_ref()).await;
             }
             Control::Stop => {
@@ -454,6 +515,34 @@ async fn liveness_look(
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_changed_configuration_file_is_seen_once_and_an_unchanged_one_never() {
+        let path = std::env::temp_dir().join(format!("kw-filewatch-{}.yaml", std::process::id()));
+        std::fs::write(&path, "clusters: []\n").unwrap();
+        let mut w = FileWatch::new(&path);
+        assert!(!w.changed(), "nothing changed");
+        std::fs::write(&path, "clusters: [] # edited\n").unwrap();
+        assert!(!w.changed(), "not looked at again before its interval");
+        w.next = Instant::now();
+        assert!(w.changed());
+        w.next = Instant::now();
+        assert!(!w.changed(), "once per change");
+        // Applied by a SIGHUP: not reloaded a second time.
+        std::fs::write(&path, "clusters: [] # again\n").unwrap();
+        w.mark_seen();
+        w.next = Instant::now();
+        assert!(!w.changed());
+        // Gone for a moment (a ConfigMap's swap): no change, and none when it is back.
+        std::fs::remove_file(&path).unwrap();
+        w.next = Instant::now();
+        assert!(!w.changed());
+        std::fs::write(&path, "clusters: [] # again\n").unwrap();
+        w.next = Instant::now();
+        assert!(!w.changed());
+        let _ = std::fs::remove_file(&path);
+    }
+
     use super::*;
 
     #[test]
