@@ -169,6 +169,7 @@ fn notify_watchdog_status_reload_and_clean_exit() {
     assert_eq!(d.metric("kafka_watchdog_config_reload_success"), Some(1.0));
 
     // A broken file: refused, the old config keeps running, metric 0.
+    let valid = std::fs::read_to_string(&d.config).unwrap();
     let before = d.seen.len();
     std::fs::write(
         &d.config,
@@ -190,6 +191,18 @@ fn notify_watchdog_status_reload_and_clean_exit() {
         d.count("WATCHDOG=1", after) >= 1,
         "still pinging after a refused reload"
     );
+
+    // A valid file written with no signal at all (a ConfigMap swapped in its folder): seen
+    // and applied within its 5 s look, as SIGHUP would.
+    let before = d.seen.len();
+    std::fs::write(
+        &d.config,
+        valid.replace("round_interval_secs: 2", "round_interval_secs: 3"),
+    )
+    .unwrap();
+    let reloading = d.wait_for("RELOADING=1", before, Duration::from_secs(12));
+    d.wait_for("READY=1", reloading, Duration::from_secs(10));
+    assert_eq!(d.metric("kafka_watchdog_config_reload_success"), Some(1.0));
 
     // SIGTERM: STOPPING, exit 0 within the bound.
     let stopping_from = d.seen.len();
