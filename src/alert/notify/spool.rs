@@ -30,6 +30,14 @@ pub struct Spool {
 
 const SUFFIX: &str = ".json";
 
+/// Where the last sequence number handed out is kept (see `reserve`): beside the folder,
+/// which holds entries only.
+fn last_taken(dir: &Path) -> PathBuf {
+    let mut name = dir.file_name().unwrap_or_default().to_os_string();
+    name.push(".last-sequence");
+    dir.with_file_name(name)
+}
+
 impl Spool {
     /// Opens (creating) `dir` and returns the sequence numbers waiting in it, oldest
     /// first. Temporary files of a write that a crash interrupted are removed: their
@@ -57,9 +65,17 @@ impl Spool {
         }
         seqs.sort_unstable();
         // Sequence numbers keep growing across restarts, even once the directory is
-        // empty: they start from the clock (microseconds) unless the files are ahead of it.
+        // empty: they start from the clock (microseconds) unless the files or the last one
+        // taken are ahead of it (the clock stepped back since; issue 27 item 3).
         let clock = unix_ms(SystemTime::now()).saturating_mul(1000);
-        let next = seqs.last().map_or(clock, |last| clock.max(last + 1));
+        let taken = fs::read_to_string(last_taken(dir))
+            .ok()
+            .and_then(|t| t.trim().parse::<u64>().ok());
+        let next = seqs
+            .last()
+            .into_iter()
+            .chain(taken.as_ref())
+            .fold(clock, |n, last| n.max(last + 1));
         Ok((
             Spool {
                 dir: dir.to_path_buf(),
@@ -74,8 +90,13 @@ impl Spool {
     }
 
     /// The next sequence number; entries must be written in the order they were taken.
+    /// The number is kept on disk, so that a restart after the clock stepped back, with
+    /// nothing left in the folder, does not hand out numbers already used (receivers order
+    /// and deduplicate by them). Failing to keep it costs only that guarantee.
     pub fn reserve(&self) -> u64 {
-        self.next.fetch_add(1, Ordering::SeqCst)
+        let seq = self.next.fetch_add(1, Ordering::SeqCst);
+        let _ = write_atomic(&last_taken(&self.dir), seq.to_string().as_bytes());
+        seq
     }
 
     pub fn write<T: Serialize>(&self, seq: u64, value: &T) -> Result<(), SpoolError> {
@@ -171,5 +192,39 @@ pub fn dir_name(receiver: &str) -> String {
         "." => "%2E".into(),
         ".." => "%2E%2E".into(),
         other => other.into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A receiver orders and deduplicates by sequence; after a restart with an empty folder
+    /// the numbers came from the clock alone, so a clock stepped back handed out numbers
+    /// already used (issue 27 item 3). The last one taken is kept and honoured.
+    #[test]
+    fn sequences_keep_growing_across_a_restart_after_the_clock_stepped_back() {
+        let dir = std::env::temp_dir().join(format!("kw-spool-seq-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        let _ = fs::remove_file(last_taken(&dir));
+        // Numbers taken before the clock stepped back an hour: ahead of the clock now.
+        let ahead = unix_ms(SystemTime::now()).saturating_mul(1000) + 3_600_000_000;
+        {
+            let (spool, waiting) = Spool::open(&dir).unwrap();
+            assert!(waiting.is_empty());
+            spool.next.store(ahead, Ordering::SeqCst);
+            assert_eq!(spool.reserve(), ahead);
+            assert_eq!(spool.reserve(), ahead + 1);
+        }
+        // Nothing waits in the folder; the next start still goes on from there.
+        let (spool, waiting) = Spool::open(&dir).unwrap();
+        assert!(
+            waiting.is_empty(),
+            "the kept number is no entry: {waiting:?}"
+        );
+        assert_eq!(spool.reserve(), ahead + 2);
+        assert_eq!(spool.list().unwrap(), Vec::<u64>::new());
+        let _ = fs::remove_dir_all(&dir);
+        let _ = fs::remove_file(last_taken(&dir));
     }
 }
