@@ -40,24 +40,12 @@ pub fn table(r: &ClusterReport) -> String {
             .and_then(|p| p.metadata_latency())
             .map(|d| format!("{:.0}ms", d.as_secs_f64() * 1000.0))
             .unwrap_or_else(|| "-".into());
-        let evidence = if v.hits.is_empty() {
-            "-".to_string()
-        } else {
-            v.hits
-                .iter()
-                .map(|h| format!("{}: {}", h.rule, h.detail))
-                .collect::<Vec<_>>()
-                .join("; ")
-        };
+        let evidence = evidence_cell(v.hits.iter().map(|h| (&h.rule, &h.detail)));
         let _ = writeln!(
             out,
             "  {:<7} {:<22} {:<9} {:>6} {:>6} {:>6} {:>9}  {}",
             v.broker,
-            if v.address.is_empty() {
-                "?"
-            } else {
-                &v.address
-            },
+            address_cell(&v.address),
             v.state.as_label(),
             stats.leader_of,
             stats.replica_of,
@@ -129,28 +117,37 @@ fn control_plane(out: &mut String, q: &crate::judge::quorum::QuorumReport) {
         "CONTROLLER", "ADDRESS", "STATE", "ROLE"
     );
     for c in &q.controllers {
-        let evidence = if c.hits.is_empty() {
-            "-".to_string()
-        } else {
-            c.hits
-                .iter()
-                .map(|h| format!("{}: {}", h.rule, h.detail))
-                .collect::<Vec<_>>()
-                .join("; ")
-        };
+        let evidence = evidence_cell(c.hits.iter().map(|h| (&h.rule, &h.detail)));
         let _ = writeln!(
             out,
             "  {:<10} {:<22} {:<9} {:<7} {}",
             c.controller,
-            if c.address.is_empty() {
-                "?"
-            } else {
-                &c.address
-            },
+            address_cell(&c.address),
             c.state.as_label(),
             if c.leader { "leader" } else { "-" },
             evidence
         );
+    }
+}
+
+/// A node's evidence in one line: every rule that fired with its detail, or "-" (the
+/// EVIDENCE cell of `check`, and the daemon's log lines).
+pub fn evidence_cell<R: std::fmt::Display, D: std::fmt::Display>(
+    hits: impl Iterator<Item = (R, D)>,
+) -> String {
+    let lines: Vec<String> = hits.map(|(r, d)| format!("{r}: {d}")).collect();
+    if lines.is_empty() {
+        "-".into()
+    } else {
+        lines.join("; ")
+    }
+}
+
+fn address_cell(address: &str) -> &str {
+    if address.is_empty() {
+        "?"
+    } else {
+        address
     }
 }
 

@@ -533,16 +533,13 @@ pub(super) fn log_round(r: &ClusterReport) {
     }
     for v in &r.verdicts {
         if v.state != crate::judge::verdict::BrokerState::Healthy {
-            let evidence: Vec<String> = v
-                .hits
-                .iter()
-                .map(|h| format!("{}: {}", h.rule, h.detail))
-                .collect();
+            let evidence =
+                crate::judge::check::evidence_cell(v.hits.iter().map(|h| (&h.rule, &h.detail)));
             tracing::warn!(
                 cluster = %r.cluster,
                 broker = v.broker,
                 state = v.state.as_label(),
-                evidence = %evidence.join("; "),
+                evidence = %evidence,
                 "broker not healthy"
             );
         }
@@ -550,16 +547,13 @@ pub(super) fn log_round(r: &ClusterReport) {
     if let Some(q) = &r.quorum {
         for c in &q.controllers {
             if c.state != crate::judge::quorum::ControllerState::Healthy {
-                let evidence: Vec<String> = c
-                    .hits
-                    .iter()
-                    .map(|h| format!("{}: {}", h.rule, h.detail))
-                    .collect();
+                let evidence =
+                    crate::judge::check::evidence_cell(c.hits.iter().map(|h| (&h.rule, &h.detail)));
                 tracing::warn!(
                     cluster = %r.cluster,
                     controller = c.controller,
                     state = c.state.as_label(),
-                    evidence = %evidence.join("; "),
+                    evidence = %evidence,
                     "controller not healthy"
                 );
             }
