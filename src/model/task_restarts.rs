@@ -6,6 +6,15 @@
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 
+/// Every task that is supervised so.
+pub const TASKS: [&str; 5] = [
+    "cluster_loop",
+    "liveness",
+    "quorum_watch",
+    "webhook_worker",
+    "webhook_dispatcher",
+];
+
 static RESTARTS: Mutex<BTreeMap<(&'static str, String), u64>> = Mutex::new(BTreeMap::new());
 
 /// Counts one restart of `task` (`cluster_loop`, `liveness`, `quorum_watch`,

@@ -47,25 +47,25 @@ pub struct Extras<'a> {
 #[derive(Clone, Debug, Hash, PartialEq, Eq, prometheus_client::encoding::EncodeLabelSet)]
 struct TaskLabels {
     task: &'static str,
-    scope: String,
 }
 
-/// `task_restarts_total`: registered even when nothing was restarted, so rules and
-/// dashboards find the family.
+/// `task_restarts_total{task}`: every supervised task at 0 until one restarts, so "none"
+/// is a value that rules and dashboards find; which cluster, broker or receiver is in the
+/// journal's line.
 fn encode_task_restarts(reg: &mut Registry, restarts: &[(&'static str, String, u64)]) {
     let family: crate::model::metric_kit::CounterFamily<TaskLabels> =
         crate::model::metric_kit::counter(
             reg,
             "task_restarts",
-            "The watchdog's own tasks (cluster_loop, liveness, quorum_watch, webhook_worker, webhook_dispatcher) started again after they ended unexpectedly (a panic), by scope (cluster, broker address or receiver); the journal has the panic",
+            "The watchdog's own tasks (cluster_loop, liveness, quorum_watch, webhook_worker, webhook_dispatcher) started again after they ended unexpectedly (a panic); the journal names the cluster, broker or receiver, and has the panic",
         );
-    for (task, scope, n) in restarts {
-        family
-            .get_or_create(&TaskLabels {
-                task,
-                scope: scope.clone(),
-            })
-            .inc_by(*n);
+    for task in crate::model::task_restarts::TASKS {
+        let n: u64 = restarts
+            .iter()
+            .filter(|(t, _, _)| *t == task)
+            .map(|(_, _, n)| n)
+            .sum();
+        family.get_or_create(&TaskLabels { task }).inc_by(n);
     }
 }
 
