@@ -220,7 +220,14 @@ impl Request {
             }
             (Some(t), None) => parse_rfc3339(t).map_err(|e| Invalid(format!("ends_at: {e}")))?,
             (None, Some(d)) => {
-                starts_at + parse_duration(d).map_err(|e| Invalid(format!("duration: {e}")))?
+                let d = parse_duration(d).map_err(|e| Invalid(format!("duration: {e}")))?;
+                // A duration past what a clock can hold (18446744073709551615s) panicked.
+                starts_at.checked_add(d).ok_or_else(|| {
+                    Invalid(format!(
+                        "duration: too long (a silence lasts at most {} days)",
+                        MAX_DURATION.as_secs() / 86_400
+                    ))
+                })?
             }
         };
         let floor = if fixed { starts_at } else { starts_at.max(now) };
@@ -366,9 +373,19 @@ pub fn parse_rfc3339(text: &str) -> Result<SystemTime, String> {
     }
     let offset_secs: i64 = match rest {
         "Z" | "z" => 0,
-        o if o.len() == 6 && (o.starts_with('+') || o.starts_with('-')) && &o[3..4] == ":" => {
-            let h: i64 = o[1..3].parse().map_err(|_| wrong())?;
-            let m: i64 = o[4..6].parse().map_err(|_| wrong())?;
+        // Bytes, not string slices: `+0é00` is six bytes with a character across the
+        // colon's place, and slicing it there panicked.
+        o if o.len() == 6
+            && (o.starts_with('+') || o.starts_with('-'))
+            && o.as_bytes()[3] == b':' =>
+        {
+            let part = |r: std::ops::Range<usize>| -> Result<i64, String> {
+                o.get(r)
+                    .filter(|p| p.bytes().all(|c| c.is_ascii_digit()))
+                    .and_then(|p| p.parse().ok())
+                    .ok_or_else(wrong)
+            };
+            let (h, m) = (part(1..3)?, part(4..6)?);
             let sign = if o.starts_with('-') { -1 } else { 1 };
             sign * (h * 3600 + m * 60)
         }

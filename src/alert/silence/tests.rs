@@ -240,6 +240,12 @@ fn requests_are_checked_with_a_sentence_per_problem() {
         ..ok.clone()
     })
     .contains("at most 30 days"));
+    // Past what a clock can hold: an error, not a panic (issue 27 item 12).
+    assert!(err(Request {
+        duration: Some("18446744073709551615s".into()),
+        ..ok.clone()
+    })
+    .contains("too long"));
     assert!(err(Request {
         duration: None,
         ends_at: Some("2000-01-01T00:00:00Z".into()),
@@ -256,6 +262,14 @@ fn durations_and_times_parse() {
     assert_eq!(parse_duration("45s"), Ok(Duration::from_secs(45)));
     for bad in ["", "2", "h", "2x", "0m", "-1h"] {
         assert!(parse_duration(bad).is_err(), "{bad}");
+    }
+    // A character across the offset's colon panicked (issue 27 item 12).
+    for bad in [
+        "2023-11-14T22:13:20+0é00",
+        "2023-11-14T22:13:20+é:00",
+        "2023-11-14T22:13:20+00:é",
+    ] {
+        assert!(parse_rfc3339(bad).is_err(), "{bad}");
     }
     assert_eq!(
         parse_rfc3339("2023-11-14T22:13:20Z"),

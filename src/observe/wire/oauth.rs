@@ -10,6 +10,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use base64::Engine as _;
 
+/// The longest a token is used before a new one is asked for, whatever it says of itself.
+const MAX_LIFETIME: Duration = Duration::from_secs(7 * 86_400);
 /// Used when the endpoint gives no `expires_in` and the token is not a JWT with `exp`.
 const ASSUMED_LIFETIME: Duration = Duration::from_secs(300);
 /// Error bodies are quoted in messages; longer ones are cut.
@@ -284,16 +286,20 @@ fn parse_token_response(body: &[u8], now: SystemTime) -> Result<Granted, String>
         }
     }
     let claims = jwt_claims(token);
+    // Checked: an `exp` near u64::MAX is past what a clock holds, and panicked.
     let from_exp = claims
         .as_ref()
         .and_then(|c| c["exp"].as_u64())
-        .map(|exp| UNIX_EPOCH + Duration::from_secs(exp))
+        .and_then(|exp| UNIX_EPOCH.checked_add(Duration::from_secs(exp)))
         .and_then(|at| at.duration_since(now).ok());
+    // A lifetime of centuries (`expires_in` near u64::MAX) overflowed the refresh timer;
+    // no token is trusted longer than MAX_LIFETIME before it is asked for again.
     let lifetime = v["expires_in"]
         .as_u64()
         .map(Duration::from_secs)
         .or(from_exp)
-        .unwrap_or(ASSUMED_LIFETIME);
+        .unwrap_or(ASSUMED_LIFETIME)
+        .min(MAX_LIFETIME);
     if lifetime.is_zero() {
         return Err("the token has already expired".into());
     }
@@ -360,6 +366,21 @@ mod tests {
         assert_eq!(g.lifetime, Duration::from_secs(600));
         assert_eq!(g.subject.as_deref(), Some("watchdog"));
         assert_eq!(refresh_after(g.lifetime), Duration::from_secs(480));
+    }
+
+    /// Issue 27 item 12: `expires_in` or `exp` near u64::MAX panicked.
+    #[test]
+    fn lifetimes_past_what_a_clock_holds_are_capped_not_a_panic() {
+        let huge = u64::MAX;
+        let body =
+            format!(r#"{{"access_token":"opaque","token_type":"bearer","expires_in":{huge}}}"#);
+        let g = parse_token_response(body.as_bytes(), UNIX_EPOCH).unwrap();
+        assert_eq!(g.lifetime, MAX_LIFETIME);
+        let _ = std::time::Instant::now() + refresh_after(g.lifetime);
+        let t = jwt(&format!(r#"{{"sub":"watchdog","exp":{huge}}}"#));
+        let body = format!(r#"{{"access_token":"{t}","token_type":"bearer"}}"#);
+        let g = parse_token_response(body.as_bytes(), UNIX_EPOCH).unwrap();
+        assert!(g.lifetime <= MAX_LIFETIME, "{:?}", g.lifetime);
     }
 
     #[test]
