@@ -193,10 +193,16 @@ impl Default for QuorumSettings {
 /// What the control plane's verdicts remember between looks.
 #[derive(Debug, Clone, Default)]
 pub struct QuorumMemory {
-    /// When the last look with a problem was judged: `settling` holds until `settle` after.
+    /// When the control plane last moved under the brokers' feet (a look with a problem, a
+    /// new leader or epoch, a controller newly zombie or down): `settling` holds until
+    /// `settle` after.
     pub last_problem_at: Option<SystemTime>,
     /// Ids seen as voters, so a controller that stops answering keeps its verdict.
     pub voters: BTreeSet<NodeId>,
+    /// The leader and epoch of the last look that had one.
+    pub last_leader: Option<(NodeId, i32)>,
+    /// Controllers zombie or down at the last look.
+    pub unhealthy: BTreeSet<NodeId>,
 }
 
 /// Judges one look at the quorum.
@@ -226,7 +232,25 @@ pub fn judge_quorum(
         .collect();
     controllers.sort_by_key(|c| c.controller);
     let problem = problem(look, d, &controllers, still_for, s, now);
-    if problem.is_some() {
+    // A failover moves the brokers too: the new leader fences those whose heartbeats were
+    // lost in the election and registers them again, in one batch, while the quorum itself
+    // never had a problem (seen on the lab: two brokers fenced 5-8 s after the active
+    // controller of three froze). So a new leader or epoch, and a controller newly zombie or
+    // down, settle the brokers' rules as a problem does.
+    let leader = d.map(|d| (d.leader, d.epoch));
+    let new_leader =
+        leader.is_some() && memory.last_leader.is_some() && leader != memory.last_leader;
+    if leader.is_some() {
+        memory.last_leader = leader;
+    }
+    let unhealthy: BTreeSet<NodeId> = controllers
+        .iter()
+        .filter(|c| matches!(c.state, ControllerState::Zombie | ControllerState::Down))
+        .map(|c| c.controller)
+        .collect();
+    let newly_unhealthy = unhealthy.difference(&memory.unhealthy).next().is_some();
+    memory.unhealthy = unhealthy;
+    if problem.is_some() || new_leader || newly_unhealthy {
         memory.last_problem_at = Some(now);
     }
     let settling = memory

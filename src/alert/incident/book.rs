@@ -425,29 +425,44 @@ impl IncidentBook {
     ) -> BTreeSet<FindingKey> {
         let brokers = self.open_causes(present, FindingKind::Broker, open_after, now);
         let controllers = self.open_causes(present, FindingKind::Controller, open_after, now);
-        let explained: Vec<(FindingKey, FindingKind)> = present
+        // The causes each explained consequence is folded into.
+        let explained: Vec<(FindingKey, Vec<FindingKey>)> = present
             .iter()
+            .filter(|(k, _)| !matches!(self.tracks.get(*k), Some(Track::Open { .. })))
             .filter_map(|(k, f)| {
-                let (cause, open) = match cause_of(k.kind)? {
-                    FindingKind::Controller => (FindingKind::Controller, &controllers),
-                    _ => (FindingKind::Broker, &brokers),
+                let key = |subject, kind| FindingKey::new(&k.cluster, subject, kind);
+                let named = |open: &BTreeSet<_>| {
+                    !f.suspects.is_empty() && f.suspects.iter().all(|n| open.contains(n))
                 };
-                (!matches!(self.tracks.get(k), Some(Track::Open { .. }))
-                    && !f.suspects.is_empty()
-                    && f.suspects.iter().all(|b| open.contains(b)))
-                .then(|| (k.clone(), cause))
+                let causes: Vec<FindingKey> = match cause_of(k.kind)? {
+                    FindingKind::Controller if named(&controllers) => f
+                        .suspects
+                        .iter()
+                        .map(|n| key(Subject::Controller(*n), FindingKind::Controller))
+                        .collect(),
+                    FindingKind::Broker if named(&brokers) => f
+                        .suspects
+                        .iter()
+                        .map(|n| key(Subject::Broker(*n), FindingKind::Broker))
+                        .collect(),
+                    // Partitions no broker incident explains while a controller's incident
+                    // is open: the failover's fencing moved them (one episode, issue 25).
+                    FindingKind::Broker => controllers
+                        .first()
+                        .map(|c| key(Subject::Controller(*c), FindingKind::Controller))
+                        .into_iter()
+                        .collect(),
+                    _ => Vec::new(),
+                };
+                (!causes.is_empty()).then(|| (k.clone(), causes))
             })
             .collect();
-        for (key, cause) in &explained {
+        for (key, causes) in &explained {
             let Some(consequence) = present.get(key).cloned() else {
                 continue;
             };
-            for n in &consequence.suspects {
-                let subject = match cause {
-                    FindingKind::Controller => Subject::Controller(*n),
-                    _ => Subject::Broker(*n),
-                };
-                if let Some(f) = present.get_mut(&FindingKey::new(&key.cluster, subject, *cause)) {
+            for cause in causes {
+                if let Some(f) = present.get_mut(cause) {
                     add_impact(f, &consequence);
                 }
             }

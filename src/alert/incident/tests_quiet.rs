@@ -503,3 +503,48 @@ fn a_quorum_out_because_of_its_frozen_controller_is_that_controllers_incident() 
     let es = book.observe("lab", vec![quorum_out(&[0])], defaults(), t(0));
     assert_eq!(kinds(&es), vec![(EventKind::Opened, FindingKind::Quorum)]);
 }
+
+/// After the active controller froze, its successor fenced two brokers and their partitions
+/// fell under min.insync.replicas: a page of its own for what the failover did, beside the
+/// controller's (seen on the lab). While a controller's incident is open, partitions no
+/// broker incident explains are its impact.
+#[test]
+fn partitions_a_failover_moved_are_inside_the_controllers_incident() {
+    let mut book = IncidentBook::new();
+    let mut events = Vec::new();
+    for k in 0..4u64 {
+        events.extend(book.observe(
+            "lab",
+            vec![controller(0, BrokerState::Zombie, "controller_no_answer")],
+            defaults(),
+            t(k * 500),
+        ));
+    }
+    let under = || partitions(FindingKind::UnderMinIsr, &["t-0", "t-1"], &[1, 3]);
+    for k in 4..12u64 {
+        events.extend(book.observe(
+            "lab",
+            vec![
+                controller(0, BrokerState::Zombie, "controller_no_answer"),
+                under(),
+            ],
+            defaults(),
+            t(k * 500),
+        ));
+    }
+    let open = book.open_incidents();
+    assert_eq!(
+        open.len(),
+        1,
+        "no under_min_isr incident of its own: {open:#?}"
+    );
+    assert_eq!(open[0].kind, FindingKind::Controller);
+    assert_eq!(open[0].affected_partitions, vec!["t-0", "t-1"]);
+    assert!(
+        events
+            .iter()
+            .all(|e| e.incident.kind == FindingKind::Controller),
+        "{:?}",
+        kinds(&events)
+    );
+}

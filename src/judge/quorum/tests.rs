@@ -337,3 +337,35 @@ fn after_an_outage_the_cluster_settles_for_a_while() {
     assert!(judge_quorum(&healthy, &mut m, &s, at(20.0)).settling);
     assert!(!judge_quorum(&healthy, &mut m, &s, at(41.0)).settling);
 }
+
+/// A failover moves the brokers with no quorum problem at all: the active controller of
+/// three froze, Kafka elected another within a second, and the new leader fenced two brokers
+/// 5-8 s later (seen on the lab by `bench detect --faults controller-freeze`). A controller
+/// newly zombie, and a new leader, settle the brokers' rules as a problem does; a controller
+/// long gone does not keep them settled.
+#[test]
+fn a_failover_settles_the_brokers_without_a_quorum_problem() {
+    let mut m = QuorumMemory::default();
+    let s = QuorumSettings::default();
+    let steady = look(all_answer(0), Some(described(0)), None);
+    assert!(!judge_quorum(&steady, &mut m, &s, at(9.0)).settling);
+    // Controller 0 frozen; 100 elected at once: no problem in any look.
+    let mut d = described(100);
+    d.epoch = 5;
+    let elected = look(
+        vec![
+            failing(0, FailureKind::Timeout, true, 10.1),
+            answered(100, ControllerRole::Leader),
+            answered(101, ControllerRole::Follower),
+        ],
+        Some(d),
+        None,
+    );
+    let r = judge_quorum(&elected, &mut m, &s, at(11.5));
+    assert!(r.problem.is_none(), "{:?}", r.problem);
+    assert_eq!(r.controller(0).unwrap().state, ControllerState::Zombie);
+    assert!(r.settling, "controller 0 newly zombie, and a new leader");
+    assert!(judge_quorum(&elected, &mut m, &s, at(30.0)).settling);
+    // 30 s after the last move the brokers' rules apply again, though 0 is still frozen.
+    assert!(!judge_quorum(&elected, &mut m, &s, at(42.0)).settling);
+}

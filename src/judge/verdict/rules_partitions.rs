@@ -226,14 +226,22 @@ pub(super) fn stale_metadata(f: &BrokerFacts, s: &VerdictSettings) -> Option<Rul
     )
 }
 
-/// Rules that read registration or the staleness of metadata: while the control plane is
-/// out (nothing can change) and for a while after it is back (the controller fences and
-/// registers brokers again in one batch as it recovers), they would call brokers zombie or
-/// degraded for the control plane's fault, which the quorum's own incident names.
+/// Rules that read registration, the staleness of metadata, or what fencing does to
+/// leaderships, ISRs and the canary: while the control plane is out (nothing can change)
+/// and for a while after it moved (a failover or a recovery fences and registers brokers
+/// again in one batch), they would call brokers zombie or degraded for the control plane's
+/// fault, which the controller's or the quorum's incident names. A broker that does not
+/// answer is still named: the liveness and reachability rules are never spared.
 pub const SETTLING_SPARED: &[&str] = &[
     "fenced_but_serving",
     "stale_metadata",
     "metadata_disagreement",
+    "stale_leader",
+    "out_of_every_isr",
+    "out_of_some_isrs",
+    "followers_cannot_replicate",
+    "canary_writes_fail",
+    "canary_not_enough_replicas",
 ];
 
 /// Takes the `SETTLING_SPARED` rules out of each verdict and decides its state again.
