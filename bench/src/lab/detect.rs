@@ -181,6 +181,10 @@ struct Trial {
     /// first answered DescribeQuorum as the quorum's leader.
     new_quorum_leader_secs: Option<f64>,
     new_quorum_leader: Option<i32>,
+    /// Control plane: brokers Kafka fenced during the trial (absent from another broker's
+    /// Metadata, which in KRaft lists only registered, unfenced brokers), first sighting
+    /// each ("3 at 4.9 s"): a broker named then was named for something Kafka did to it.
+    kafka_fenced: Vec<String>,
     error: Option<String>,
 }
 
@@ -776,10 +780,10 @@ fn run_control_trial(
     let Ctx {
         rt,
         lab,
+        eyes,
         sink,
         brokers,
         opts,
-        ..
     } = cx;
     let target = trial.targets[0];
     let target_is_broker = brokers.contains(&target);
@@ -938,6 +942,19 @@ fn run_control_trial(
                 }
             }
             seen = received.len();
+            // A stalled broker's own answer is stale: the others say whom Kafka fenced.
+            for b in others.iter() {
+                let Ok(md) = eyes.metadata(&broker_address(*b), Some(&[])).await else {
+                    continue;
+                };
+                let registered: Vec<BrokerId> = md.brokers.iter().map(|x| x.id).collect();
+                for x in brokers.iter().filter(|x| !registered.contains(x)) {
+                    let tag = format!("{x} ");
+                    if !trial.kafka_fenced.iter().any(|f| f.starts_with(&tag)) {
+                        trial.kafka_fenced.push(format!("{tag}at {now:.1} s"));
+                    }
+                }
+            }
             if watch_election && trial.new_quorum_leader_secs.is_none() {
                 for (c, address) in &survivors {
                     // Only the leader answers; a follower refuses (NOT_LEADER_OR_FOLLOWER).
@@ -1245,6 +1262,7 @@ fn report(section: &mut Section, trials: &[Trial], opts: &DetectOptions) {
             "webhook",
             "page",
             "Kafka: new quorum leader",
+            "Kafka: brokers fenced",
             "misattributed",
             "error",
         ],
@@ -1431,6 +1449,14 @@ fn control_rows(fault: Fault, ts: &[&Trial]) -> Vec<(&'static str, Vec<Option<f6
 
 fn control_notes(section: &mut Section, fault: Fault, p: &str, ts: &[&Trial]) {
     let f = fault.as_str();
+    let fenced = ts.iter().filter(|t| !t.kafka_fenced.is_empty()).count();
+    if fenced > 0 {
+        section.note(format!(
+            "{f} ({p} profile): Kafka fenced brokers in {fenced} of {} trial(s) (see 'Kafka: \
+             brokers fenced'): brokers named then are counted as misattributions all the same",
+            ts.len()
+        ));
+    }
     match fault {
         Fault::ControllerFreeze => {
             let ahead: Vec<f64> = ts
@@ -1484,6 +1510,7 @@ fn control_trial_row(t: &Trial) -> Vec<Value> {
         json!(t
             .new_quorum_leader
             .map(|c| format!("{c} at {}", o(t.new_quorum_leader_secs)))),
+        json!(t.kafka_fenced.join("; ")),
         json!(t.misattributed.join("; ")),
         json!(t.error),
     ]
