@@ -153,7 +153,7 @@ struct DetectArgs {
     #[arg(long, default_value_t = 10)]
     trials: usize,
     /// Exit non-zero when a detection goal is missed (p95 of state and webhook latency per
-    /// fault, and no broker named that was not faulted).
+    /// fault, and no broker or controller named that was not faulted).
     #[arg(long)]
     check: bool,
     /// default (round 10 s, request timeout 3 s), aggressive (round 2 s, request timeout 1 s).
@@ -164,11 +164,14 @@ struct DetectArgs {
         value_delimiter = ','
     )]
     profiles: Vec<lab::Profile>,
-    /// freeze, cut-replication, isolate, kill, kill-two, stall, stall-fetchers.
+    /// freeze, cut-replication, isolate, kill, kill-two, stall, stall-fetchers on the lab
+    /// with one controller; the control plane's quorum-freeze there too, controller-freeze,
+    /// controller-stall and metadata-stall on a lab of three controllers (the lab is set
+    /// up again, at most once a run, when the layout changes).
     #[arg(
         long,
         value_enum,
-        default_value = "freeze,cut-replication,isolate,kill,kill-two,stall,stall-fetchers",
+        default_value = "freeze,cut-replication,isolate,kill,kill-two,stall,stall-fetchers,quorum-freeze,controller-freeze,controller-stall,metadata-stall",
         value_delimiter = ','
     )]
     faults: Vec<lab::detect::Fault>,

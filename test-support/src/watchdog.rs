@@ -237,6 +237,36 @@ pub fn broker_states(status: &Value) -> std::collections::BTreeMap<i32, String> 
         .collect()
 }
 
+/// KRaft controller id -> verdict state (`clusters[0].quorum.controllers[]`), empty when the
+/// watchdog sees no control plane.
+pub fn controller_states(status: &Value) -> std::collections::BTreeMap<i32, String> {
+    status["clusters"][0]["quorum"]["controllers"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|c| {
+            Some((
+                i32::try_from(c["controller"].as_i64()?).ok()?,
+                c["state"].as_str()?.to_string(),
+            ))
+        })
+        .collect()
+}
+
+/// Names of the rules that fired for controller `id`, in the first cluster.
+pub fn controller_rules(status: &Value, id: i32) -> Vec<String> {
+    status["clusters"][0]["quorum"]["controllers"]
+        .as_array()
+        .and_then(|cs| cs.iter().find(|c| c["controller"] == id))
+        .and_then(|c| c["hits"].as_array())
+        .map(|hits| {
+            hits.iter()
+                .filter_map(|h| h["rule"].as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 /// Names of the rules that fired for broker `id`, in the first cluster.
 pub fn broker_rules(status: &Value, id: i32) -> Vec<String> {
     broker(status, id)

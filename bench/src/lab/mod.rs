@@ -213,6 +213,38 @@ impl Watchdog {
     }
 }
 
+impl Watchdog {
+    /// Waits until every given controller is `healthy` in /status and the quorum has a
+    /// leader and no problem: a controller thawed or resumed rejoins as a follower and must
+    /// catch up before the next fault means what it says.
+    pub fn wait_control_plane_healthy(&self, controllers: &[i32], timeout: Duration) -> Result<()> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let last = match self.status_blocking() {
+                Ok(s) => {
+                    let states = controller_states(&s);
+                    let healthy = controllers
+                        .iter()
+                        .all(|c| states.get(c).map(String::as_str) == Some("healthy"));
+                    let quorum = &s["clusters"][0]["quorum"];
+                    if healthy && quorum["leader"].is_i64() && quorum_problem(&s).is_none() {
+                        return Ok(());
+                    }
+                    format!("controllers {states:?}, problem {}", quorum["problem"])
+                }
+                Err(e) => format!("no /status: {e}"),
+            };
+            if Instant::now() > deadline {
+                bail!(
+                    "the control plane not healthy after {} s: {last}",
+                    timeout.as_secs()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(250));
+        }
+    }
+}
+
 /// One generic receiver at `url` that hears of incidents from `min_severity` up.
 pub fn webhook_yaml(url: &str, min_severity: &str) -> String {
     format!(
@@ -220,7 +252,31 @@ pub fn webhook_yaml(url: &str, min_severity: &str) -> String {
     )
 }
 
-pub use support::{broker_states, status_round};
+pub use support::{broker_states, controller_states, status_round};
+
+/// Rules that fired for a KRaft controller, "rule,rule".
+pub fn controller_rules(status: &Value, controller: i32) -> String {
+    support::controller_rules(status, controller).join(",")
+}
+
+/// The quorum's problem on /status (`{kind, detail, suspects}`), when it has one.
+pub fn quorum_problem(status: &Value) -> Option<&Value> {
+    let p = &status["clusters"][0]["quorum"]["problem"];
+    (!p.is_null()).then_some(p)
+}
+
+/// Cluster-level YAML (four spaces in) naming the lab's controllers by id, as an operator
+/// configures them (`id@host:port`): the watchdog then asks each one directly, so a frozen
+/// controller is told from one that is merely not the leader.
+pub fn controllers_yaml(lab: &Lab) -> String {
+    let controllers: Vec<String> = lab
+        .controllers()
+        .iter()
+        .zip(lab.controller_addresses())
+        .map(|(id, address)| format!("'{id}@{address}'"))
+        .collect();
+    format!("    controllers: [{}]\n", controllers.join(", "))
+}
 
 /// Rules that fired for a broker, "rule,rule".
 pub fn broker_rules(status: &Value, broker: BrokerId) -> String {
