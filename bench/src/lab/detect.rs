@@ -288,16 +288,16 @@ fn others_named(body: &Value, targets: &[i32]) -> Vec<String> {
 
 /// Whether a notification is the page a control-plane fault's goal waits for: the
 /// controller's own incident (or the quorum's, which suspects it) for a frozen or stalled
-/// controller; the quorum's incident suspecting it for the only controller; the broker's
-/// own incident for a metadata stall.
+/// controller, and for the only controller too (one fault, one page: the quorum it took
+/// down is inside the controller's incident, whichever opens first); the broker's own
+/// incident for a metadata stall.
 fn names_control_target(fault: Fault, body: &Value, target: i32) -> bool {
     let quorum_suspects_it =
         body["kind"] == "quorum" && suspects(body).contains(&i64::from(target));
     match fault {
-        Fault::ControllerFreeze | Fault::ControllerStall => {
+        Fault::ControllerFreeze | Fault::ControllerStall | Fault::QuorumFreeze => {
             subject(body) == format!("controller-{target}") || quorum_suspects_it
         }
-        Fault::QuorumFreeze => quorum_suspects_it,
         Fault::MetadataStall => subject(body) == format!("broker-{target}"),
         _ => false,
     }
@@ -1700,11 +1700,17 @@ mod tests {
             &page("cluster", "quorum", json!([100])),
             100
         ));
-        // The only controller's goal is the quorum's incident, not its own.
+        // The only controller's page is its own incident with the quorum inside, or the
+        // quorum's naming it: either is the one page of the fault.
         assert!(names_control_target(Fault::QuorumFreeze, &quorum, 0));
-        assert!(!names_control_target(
+        assert!(names_control_target(
             Fault::QuorumFreeze,
             &page("controller-0", "controller", json!([0])),
+            0
+        ));
+        assert!(!names_control_target(
+            Fault::QuorumFreeze,
+            &page("controller-100", "controller", json!([100])),
             0
         ));
         assert!(names_control_target(Fault::MetadataStall, &broker, 2));
