@@ -198,20 +198,8 @@ impl BrokerClient {
         };
         let request = DescribeClusterRequest::default()
             .with_include_fenced_brokers(version >= DESCRIBE_CLUSTER_FENCED);
-        let Timed { value, latency } = self.conn.call(phase, &request, version).await?;
-        if value.error_code != 0 {
-            return Err(WireError::Kafka {
-                phase,
-                code: value.error_code,
-                message: value.error_message.map(|m| m.to_string()),
-            });
-        }
-        let description = convert::cluster_description(value, version)
-            .map_err(|d| WireError::protocol(phase, d))?;
-        Ok(Some(Timed {
-            value: description,
-            latency,
-        }))
+        let answer = self.conn.call(phase, &request, version).await?;
+        cluster_answer(phase, answer, version).map(Some)
     }
 
     /// The metadata log's quorum as its leader describes it (DescribeQuorum, API 55): from
@@ -253,20 +241,8 @@ impl BrokerClient {
         };
         let request =
             DescribeClusterRequest::default().with_endpoint_type(quorum::CONTROLLER_ENDPOINTS);
-        let Timed { value, latency } = self.conn.call(phase, &request, version).await?;
-        if value.error_code != 0 {
-            return Err(WireError::Kafka {
-                phase,
-                code: value.error_code,
-                message: value.error_message.map(|m| m.to_string()),
-            });
-        }
-        let description = convert::cluster_description(value, version)
-            .map_err(|d| WireError::protocol(phase, d))?;
-        Ok(Some(Timed {
-            value: description,
-            latency,
-        }))
+        let answer = self.conn.call(phase, &request, version).await?;
+        cluster_answer(phase, answer, version).map(Some)
     }
 
     /// The given config keys of each topic (all keys when `keys` is empty), or the Kafka error
@@ -677,4 +653,27 @@ fn api_versions_range(keys: &[ApiVersion]) -> VersionRange {
             max: k.max_version,
         })
         .unwrap_or(VersionRange { min: 0, max: 0 })
+}
+
+/// A DescribeCluster answer: the whole request's Kafka error, or the brokers (or
+/// controllers) it lists.
+fn cluster_answer(
+    phase: Phase,
+    answer: Timed<kafka_protocol::messages::DescribeClusterResponse>,
+    version: i16,
+) -> Result<Timed<ClusterDescription>, WireError> {
+    let Timed { value, latency } = answer;
+    if value.error_code != 0 {
+        return Err(WireError::Kafka {
+            phase,
+            code: value.error_code,
+            message: value.error_message.map(|m| m.to_string()),
+        });
+    }
+    let description =
+        convert::cluster_description(value, version).map_err(|d| WireError::protocol(phase, d))?;
+    Ok(Timed {
+        value: description,
+        latency,
+    })
 }
