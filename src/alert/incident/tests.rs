@@ -313,6 +313,16 @@ fn the_alert_rules_say_the_severity_the_webhooks_say() {
             "KafkaWatchdogClusterUnreachable",
             ClusterUnreachable.severity(None),
         ),
+        ("KafkaBrokerDegraded", node(Broker, BrokerState::Degraded)),
+        (
+            "KafkaWatchdogUnderReplicated",
+            UnderReplicated.severity(None),
+        ),
+        (
+            "KafkaWatchdogUncleanElection",
+            UncleanElection.severity(None),
+        ),
+        ("KafkaWatchdogAccess", WatchdogAccess.severity(None)),
     ];
     for (alert, severity) in same_fault {
         assert_eq!(
