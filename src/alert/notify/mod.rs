@@ -249,7 +249,7 @@ impl Notifier {
             clients.push(worker::client(cfg)?);
             receivers.push(Arc::new(worker::Receiver::new(
                 cfg.clone(),
-                spool,
+                spool.keeping_sequence(),
                 waiting,
                 state_dir,
             )));

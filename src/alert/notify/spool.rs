@@ -26,6 +26,8 @@ pub enum SpoolError {
 pub struct Spool {
     dir: PathBuf,
     next: AtomicU64,
+    /// Whether `reserve` keeps the number it hands out on disk (see `keeping_sequence`).
+    keeps_sequence: bool,
 }
 
 const SUFFIX: &str = ".json";
@@ -80,6 +82,7 @@ impl Spool {
             Spool {
                 dir: dir.to_path_buf(),
                 next: AtomicU64::new(next),
+                keeps_sequence: false,
             },
             seqs,
         ))
@@ -89,13 +92,23 @@ impl Spool {
         self.dir.join(format!("{seq:020}{SUFFIX}"))
     }
 
+    /// Keeps each number `reserve` hands out on disk, so that a restart after the clock
+    /// stepped back, with nothing left in the folder, does not hand out numbers already
+    /// used. For a receiver's spool, whose numbers receivers order and deduplicate by; the
+    /// inbox's numbers only order its own files, and its writes happen on `submit`'s path,
+    /// which must not pay two more fsyncs.
+    pub fn keeping_sequence(mut self) -> Self {
+        self.keeps_sequence = true;
+        self
+    }
+
     /// The next sequence number; entries must be written in the order they were taken.
-    /// The number is kept on disk, so that a restart after the clock stepped back, with
-    /// nothing left in the folder, does not hand out numbers already used (receivers order
-    /// and deduplicate by them). Failing to keep it costs only that guarantee.
+    /// Failing to keep it on disk costs only the guarantee above.
     pub fn reserve(&self) -> u64 {
         let seq = self.next.fetch_add(1, Ordering::SeqCst);
-        let _ = write_atomic(&last_taken(&self.dir), seq.to_string().as_bytes());
+        if self.keeps_sequence {
+            let _ = write_atomic(&last_taken(&self.dir), seq.to_string().as_bytes());
+        }
         seq
     }
 
@@ -211,6 +224,7 @@ mod tests {
         let ahead = unix_ms(SystemTime::now()).saturating_mul(1000) + 3_600_000_000;
         {
             let (spool, waiting) = Spool::open(&dir).unwrap();
+            let spool = spool.keeping_sequence();
             assert!(waiting.is_empty());
             spool.next.store(ahead, Ordering::SeqCst);
             assert_eq!(spool.reserve(), ahead);
