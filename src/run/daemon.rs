@@ -86,7 +86,6 @@ impl Loops {
             crate::model::task_restarts::record("cluster_loop", &cfg.name);
             self.start(cfg);
         }
-        self.alerting.revive_tasks();
     }
 
     async fn stop(&mut self, name: &str) {
@@ -400,6 +399,7 @@ pub async fn run(
             c = controls.next() => c,
             _ = revive.tick() => {
                 loops.revive();
+                alerting.revive_tasks();
                 if file.changed() {
                     tracing::info!(file = %path.display(), "the configuration file changed: reloading it");
                     running = reload(&path, running, &mut loops, log_level.as_ref()).await;
