@@ -64,6 +64,16 @@ pub struct Watchdog {
 
 impl Drop for Watchdog {
     fn drop(&mut self) {
+        // A failed check's output is all a CI run keeps: the daemon's last words go with it.
+        if std::thread::panicking() {
+            let log = self.log();
+            let lines: Vec<&str> = log.lines().collect();
+            let tail = lines[lines.len().saturating_sub(80)..].join("\n");
+            eprintln!(
+                "--- the end of the watchdog's log ({}):\n{tail}",
+                self.dir.join("watchdog.log").display()
+            );
+        }
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
