@@ -284,6 +284,7 @@ pub fn observation(
         followers: Default::default(),
         liveness: Default::default(),
         quorum: None,
+        coordinators: None,
     }
 }
 

@@ -85,6 +85,7 @@ pub(crate) fn cluster(
             full_metadata_budget: m.timing.full_metadata_budget,
             topics: m.topics,
             canary: m.canary,
+            coordinators: m.coordinators,
             verdict: m.verdict,
             librdkafka: m.librdkafka,
             host: host?,

@@ -118,6 +118,10 @@ fn sections() -> Vec<Section> {
     cluster.extend(under(c, s::Timing::doc_rows()));
     cluster.extend(under(&format!("{c}topics."), s::Topics::doc_rows()));
     cluster.extend(under(&format!("{c}canary."), s::CanaryConfig::doc_rows()));
+    cluster.extend(under(
+        &format!("{c}coordinators."),
+        s::CoordinatorsConfig::doc_rows(),
+    ));
     cluster.extend(under(&format!("{c}verdict."), s::Verdict::doc_rows()));
     cluster.push(plain(&format!("{c}librdkafka"), "mapping", "none", "librdkafka properties, except those the watchdog sets", Cluster, "Extra properties for the canary's librdkafka clients."));
 
@@ -307,6 +311,7 @@ clusters:
       tls: {ca_file: ca.pem}
     topics: {include: ['.*']}
     canary: {enabled: true}
+    coordinators: {groups: true}
     verdict: {open_after_secs: 1}
     librdkafka: {socket.keepalive.enable: true}
     host:

@@ -13,7 +13,8 @@ use super::build::Ctx;
 use super::keys::{KeyKind, SlotKind};
 use super::read::{text, Fields, Origin, Report, Resolved};
 use super::schema::{
-    self as s, CanaryLayer, TimingLayer, TopicsLayer, Verdict, VerdictLayer, VerdictPicked,
+    self as s, CanaryLayer, CoordinatorsLayer, TimingLayer, TopicsLayer, Verdict, VerdictLayer,
+    VerdictPicked,
 };
 use super::types::*;
 use super::yaml::{shorten, Entry, Kind, Pos};
@@ -24,6 +25,7 @@ pub(crate) struct Layer {
     timing: TimingLayer,
     topics: TopicsLayer,
     canary: CanaryLayer,
+    coordinators: CoordinatorsLayer,
     verdict: VerdictLayer,
     librdkafka: BTreeMap<String, String>,
 }
@@ -33,6 +35,7 @@ pub(crate) fn empty_layer(kind: SlotKind) -> Layer {
         timing: TimingLayer::all(kind),
         topics: TopicsLayer::all(kind),
         canary: CanaryLayer::all(kind),
+        coordinators: CoordinatorsLayer::all(kind),
         verdict: VerdictLayer::all(kind),
         librdkafka: BTreeMap::new(),
     }
@@ -45,6 +48,7 @@ pub(crate) fn layer(cx: &mut Ctx, f: &mut Fields) -> Layer {
         timing: TimingLayer::read(rep, f),
         topics: TopicsLayer::read_block(rep, f, "topics"),
         canary: CanaryLayer::read_block(rep, f, "canary"),
+        coordinators: CoordinatorsLayer::read_block(rep, f, "coordinators"),
         verdict: VerdictLayer::read_block(rep, f, "verdict"),
         librdkafka: match f.get("librdkafka") {
             None => BTreeMap::new(),
@@ -102,6 +106,7 @@ pub(crate) struct Merged {
     pub timing: s::Timing,
     pub topics: TopicFilter,
     pub canary: CanaryConfig,
+    pub coordinators: CoordinatorsConfig,
     pub verdict: VerdictConfig,
     pub librdkafka: BTreeMap<String, String>,
 }
@@ -118,6 +123,7 @@ pub(crate) fn merge(
     let timing = own.timing.pick(&d.timing);
     let topics = own.topics.pick(&d.topics);
     let canary = own.canary.pick(&d.canary);
+    let coordinators = own.coordinators.pick(&d.coordinators);
     let verdict = own.verdict.pick(&d.verdict);
 
     if let Some(round) = &timing.round_interval {
@@ -140,6 +146,7 @@ pub(crate) fn merge(
     let timing_values = timing.values();
     let topics = topics.values();
     let canary = canary.values();
+    let coordinators = coordinators.values();
     let verdict = verdict_config(&verdict, timing_values.as_ref()?.round_interval);
     let topics = topics?;
     Some(Merged {
@@ -151,6 +158,7 @@ pub(crate) fn merge(
             exclude: topics.exclude.into_iter().map(|(_, r)| r).collect(),
         },
         canary: canary?,
+        coordinators: coordinators?,
         verdict: verdict?,
         librdkafka,
     })

@@ -134,6 +134,8 @@ pub struct ClusterConfig {
     pub full_metadata_budget: u64,
     pub topics: TopicFilter,
     pub canary: CanaryConfig,
+    /// The probe of every group coordinator shard.
+    pub coordinators: CoordinatorsConfig,
     pub verdict: VerdictConfig,
     /// Extra librdkafka properties; never one the watchdog sets itself.
     pub librdkafka: BTreeMap<String, String>,
@@ -426,7 +428,7 @@ impl fmt::Debug for TopicFilter {
 }
 
 /// Declared with its keys in `schema`.
-pub use super::schema::CanaryConfig;
+pub use super::schema::{CanaryConfig, CoordinatorsConfig};
 
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct VerdictConfig {

@@ -3,6 +3,7 @@
 //! and the round's report that alerting, /metrics, /status and `check` read.
 
 pub mod check;
+pub mod coordinators;
 pub mod health;
 pub mod quorum;
 pub mod report;

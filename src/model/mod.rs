@@ -3,6 +3,7 @@
 //! answers), bounded label words, the incident kinds, silence rules and the time formats of
 //! the state files and webhooks, and the count of the watchdog's own tasks restarted.
 
+pub mod coordinators;
 pub mod kind;
 pub mod metric_kit;
 pub mod round;

@@ -583,6 +583,8 @@ pub struct RoundObservation {
     /// The newest look at the KRaft control plane (DescribeQuorum); `None` when nothing
     /// speaks it (ZooKeeper mode) or no look was made.
     pub quorum: Option<std::sync::Arc<QuorumObservation>>,
+    /// The newest look at the group coordinators, when they are probed.
+    pub coordinators: Option<std::sync::Arc<crate::model::coordinators::CoordinatorObservation>>,
 }
 
 /// One replica's position: its own log end offset and its leader's high watermark.

@@ -7,17 +7,18 @@ use std::collections::BTreeMap;
 use std::sync::Mutex;
 
 /// Every task that is supervised so.
-pub const TASKS: [&str; 5] = [
+pub const TASKS: [&str; 6] = [
     "cluster_loop",
     "liveness",
     "quorum_watch",
+    "coordinator_watch",
     "webhook_worker",
     "webhook_dispatcher",
 ];
 
 static RESTARTS: Mutex<BTreeMap<(&'static str, String), u64>> = Mutex::new(BTreeMap::new());
 
-/// Counts one restart of `task` (`cluster_loop`, `liveness`, `quorum_watch`,
+/// Counts one restart of `task` (`cluster_loop`, `liveness`, `quorum_watch`, `coordinator_watch`,
 /// `webhook_worker`, `webhook_dispatcher`) for `scope` (a cluster, a broker, a receiver).
 pub fn record(task: &'static str, scope: &str) {
     let mut r = RESTARTS.lock().unwrap_or_else(|p| p.into_inner());

@@ -6,6 +6,7 @@
 
 pub mod canary;
 pub mod cluster_view;
+pub mod coordinators;
 pub mod host;
 pub mod liveness;
 pub mod probe;

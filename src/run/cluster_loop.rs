@@ -13,8 +13,10 @@ use crate::alert::alerting::Alerting;
 use crate::alert::remediate::Remediator;
 use crate::config::ClusterConfig;
 use crate::judge::report::{ClusterReport, Evaluator};
+use crate::model::coordinators::CoordinatorObservation;
 use crate::model::round::QuorumObservation;
 use crate::observe::canary::{Canary, CanaryRound};
+use crate::observe::coordinators::{shard_leaders, CoordinatorWatch};
 use crate::observe::host::HostObserver;
 use crate::observe::liveness::{Board, Liveness, LivenessSettings};
 use crate::observe::probe::ClusterProber;
@@ -77,6 +79,16 @@ pub async fn cluster_loop(
             None
         }
     };
+    // The group coordinators: probed on a task of their own (a stuck one is named within
+    // seconds); the rounds tell it who leads each shard.
+    let mut coordinators = match setup::coordinator_settings(&cfg, &instance) {
+        Ok(Some(c)) => Some(CoordinatorWatch::start(c)),
+        Ok(None) => None,
+        Err(e) => {
+            tracing::warn!(cluster = %cfg.name, error = %e, "the group coordinators are not probed");
+            None
+        }
+    };
     let mut evaluator = Evaluator::new(
         &cfg.name,
         setup::verdict_settings(&cfg),
@@ -129,7 +141,7 @@ pub async fn cluster_loop(
                     r = &mut round => break r,
                     _ = news(board.as_deref(), tick) => {
                         decide_refusals(&mut evaluator, board.as_deref(), last.as_deref(), &look_wire).await;
-                        reassess(&cfg, &mut evaluator, board.as_deref(), newest(&quorum), &mut last, &alerting, &published);
+                        reassess(&cfg, &mut evaluator, board.as_deref(), Looks { quorum: newest(&quorum), coordinators: newest_coordinators(&coordinators) }, &mut last, &alerting, &published);
                         confirm_soon(&mut cadence, &alerting, &cfg);
                     }
                     look = quorum_news(quorum.as_mut()) => {
@@ -137,7 +149,13 @@ pub async fn cluster_loop(
                             cadence.want(tokio::time::Instant::now(), Why::Metadata);
                         }
                         if quorum_matters(look.as_deref(), last.as_deref()) {
-                            reassess(&cfg, &mut evaluator, board.as_deref(), look, &mut last, &alerting, &published);
+                            reassess(&cfg, &mut evaluator, board.as_deref(), Looks { quorum: look, coordinators: newest_coordinators(&coordinators) }, &mut last, &alerting, &published);
+                            confirm_soon(&mut cadence, &alerting, &cfg);
+                        }
+                    }
+                    look = coordinator_news(coordinators.as_mut()) => {
+                        if coordinators_matter(look.as_deref(), last.as_deref()) {
+                            reassess(&cfg, &mut evaluator, board.as_deref(), Looks { quorum: newest(&quorum), coordinators: look }, &mut last, &alerting, &published);
                             confirm_soon(&mut cadence, &alerting, &cfg);
                         }
                     }
@@ -158,6 +176,13 @@ pub async fn cluster_loop(
                     q.revive();
                     obs.quorum = q.latest();
                     q.ask_brokers(answering_first(&obs));
+                }
+                if let Some(c) = &mut coordinators {
+                    c.revive();
+                    obs.coordinators = c.latest();
+                    c.plan(shard_leaders(&view, |id| {
+                        obs.probes.get(&id).map(|p| p.endpoint.address())
+                    }));
                 }
                 let now = SystemTime::now();
                 let mut report = evaluator.evaluate_merged(obs, view, canary_round, now);
@@ -189,7 +214,7 @@ pub async fn cluster_loop(
                 _ = tokio::time::sleep_until(next) => break,
                 _ = news(board.as_deref(), tick) => {
                     decide_refusals(&mut evaluator, board.as_deref(), last.as_deref(), &look_wire).await;
-                    reassess(&cfg, &mut evaluator, board.as_deref(), newest(&quorum), &mut last, &alerting, &published);
+                    reassess(&cfg, &mut evaluator, board.as_deref(), Looks { quorum: newest(&quorum), coordinators: newest_coordinators(&coordinators) }, &mut last, &alerting, &published);
                     confirm_soon(&mut cadence, &alerting, &cfg);
                 }
                 look = quorum_news(quorum.as_mut()) => {
@@ -197,7 +222,13 @@ pub async fn cluster_loop(
                         cadence.want(tokio::time::Instant::now(), Why::Metadata);
                     }
                     if quorum_matters(look.as_deref(), last.as_deref()) {
-                        reassess(&cfg, &mut evaluator, board.as_deref(), look, &mut last, &alerting, &published);
+                        reassess(&cfg, &mut evaluator, board.as_deref(), Looks { quorum: look, coordinators: newest_coordinators(&coordinators) }, &mut last, &alerting, &published);
+                        confirm_soon(&mut cadence, &alerting, &cfg);
+                    }
+                }
+                look = coordinator_news(coordinators.as_mut()) => {
+                    if coordinators_matter(look.as_deref(), last.as_deref()) {
+                        reassess(&cfg, &mut evaluator, board.as_deref(), Looks { quorum: newest(&quorum), coordinators: look }, &mut last, &alerting, &published);
                         confirm_soon(&mut cadence, &alerting, &cfg);
                     }
                 }
@@ -315,6 +346,41 @@ fn newest(quorum: &Option<QuorumWatch>) -> Option<Arc<QuorumObservation>> {
     quorum.as_ref().and_then(QuorumWatch::latest)
 }
 
+/// The newest look at the group coordinators, when they are probed.
+fn newest_coordinators(c: &Option<CoordinatorWatch>) -> Option<Arc<CoordinatorObservation>> {
+    c.as_ref().and_then(CoordinatorWatch::latest)
+}
+
+/// Returns the next look at the group coordinators; never when they are not probed.
+async fn coordinator_news(c: Option<&mut CoordinatorWatch>) -> Option<Arc<CoordinatorObservation>> {
+    match c {
+        Some(c) => {
+            c.changed().await;
+            c.latest()
+        }
+        None => std::future::pending().await,
+    }
+}
+
+/// Whether a look at the coordinators is worth judging now: some coordinator did not
+/// answer or answered an error, or the last judgment holds coordinator evidence that may
+/// have cleared. Healthy looks, twice a second, judge nothing.
+fn coordinators_matter(
+    look: Option<&CoordinatorObservation>,
+    last: Option<&ClusterReport>,
+) -> bool {
+    let (Some(look), Some(last)) = (look, last) else {
+        return false;
+    };
+    !crate::judge::coordinators::troubled(look).is_empty()
+        || last.verdicts.iter().any(|v| {
+            v.hits.iter().any(|h| {
+                h.rule == crate::judge::coordinators::STALLED
+                    || h.rule == crate::judge::coordinators::FAILING
+            })
+        })
+}
+
 /// Returns the next look at the control plane; never when it is not watched.
 async fn quorum_news(quorum: Option<&mut QuorumWatch>) -> Option<Arc<QuorumObservation>> {
     match quorum {
@@ -368,6 +434,13 @@ fn quorum_matters(look: Option<&QuorumObservation>, last: Option<&ClusterReport>
         || look.controllers.iter().any(|c| c.outcome.is_err())
 }
 
+/// The newest looks taken beside the rounds, each `None` when not taken (the last round's
+/// is then used).
+pub(super) struct Looks {
+    pub quorum: Option<Arc<QuorumObservation>>,
+    pub coordinators: Option<Arc<CoordinatorObservation>>,
+}
+
 /// The last round's verdicts made again with the liveness facts of now (and the newest
 /// look at the control plane), published, and handed to the incident book: a silent
 /// broker or a frozen controller is named within its threshold, not at the next round.
@@ -375,7 +448,7 @@ pub(super) fn reassess(
     cfg: &ClusterConfig,
     evaluator: &mut Evaluator,
     board: Option<&Board>,
-    look: Option<Arc<QuorumObservation>>,
+    looks: Looks,
     last: &mut Option<Arc<ClusterReport>>,
     alerting: &Alerting,
     published: &Publisher,
@@ -384,8 +457,13 @@ pub(super) fn reassess(
         return;
     };
     let now = SystemTime::now();
+    let Looks {
+        quorum: look,
+        coordinators,
+    } = looks;
     let look = look.or_else(|| prev.quorum.as_ref().map(|q| q.look.clone()));
-    let report = evaluator.reassess_with(prev, board.snapshot(), look, now);
+    let coordinators = coordinators.or_else(|| prev.coordinators.clone());
+    let report = evaluator.reassess_with(prev, board.snapshot(), look, coordinators, now);
     let states =
         |r: &ClusterReport| -> Vec<_> { r.verdicts.iter().map(|v| (v.broker, v.state)).collect() };
     let changed = states(&report) != states(prev)

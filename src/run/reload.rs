@@ -246,6 +246,7 @@ fn cluster_diff(old: &ClusterConfig, new: &ClusterConfig) -> Vec<&'static str> {
         full_metadata_budget: _,
         topics,
         canary,
+        coordinators,
         verdict,
         librdkafka,
         host,
@@ -273,6 +274,7 @@ fn cluster_diff(old: &ClusterConfig, new: &ClusterConfig) -> Vec<&'static str> {
         "topics",
     );
     check(*canary != old.canary, "canary");
+    check(*coordinators != old.coordinators, "coordinators");
     check(*verdict != old.verdict, "verdict");
     check(*librdkafka != old.librdkafka, "librdkafka");
     check(*host != old.host, "host");

@@ -10,6 +10,7 @@ use crate::judge::report::TopicFilterFn;
 use crate::judge::verdict::VerdictSettings;
 use crate::observe::canary::layout::LayoutSettings;
 use crate::observe::canary::CanarySettings;
+use crate::observe::coordinators::CoordinatorSettings;
 use crate::observe::probe::ProbeSettings;
 use crate::observe::quorum::QuorumSettings;
 use crate::observe::wire::{
@@ -150,11 +151,40 @@ pub fn quorum_settings(c: &ClusterConfig) -> Result<QuorumSettings, SetupError> 
     })
 }
 
+/// The group coordinator probe's settings, when it is on. Its synthetic groups carry the
+/// instance id, so two watchdogs (an HA pair) never share one.
+pub fn coordinator_settings(
+    c: &ClusterConfig,
+    instance: &str,
+) -> Result<Option<CoordinatorSettings>, SetupError> {
+    if !c.coordinators.groups {
+        return Ok(None);
+    }
+    let timeout = c.coordinators.timeout;
+    Ok(Some(CoordinatorSettings {
+        cluster: c.name.clone(),
+        group_prefix: format!("kafka-watchdog-probe-{instance}"),
+        timeout,
+        interval: c.coordinators.interval,
+        wire: WireOptions {
+            connect_timeout: c.connect_timeout.min(timeout),
+            request_timeout: timeout,
+            client_id: "kafka-watchdog".into(),
+            max_frame_bytes: 16 * 1024 * 1024,
+            security: wire_security(c)?,
+        },
+    }))
+}
+
 pub fn verdict_settings(c: &ClusterConfig) -> VerdictSettings {
     VerdictSettings {
         latency_degraded_factor: c.verdict.latency_degraded_factor,
         restart_grace: c.verdict.restart_grace,
         catch_up_window: c.verdict.catch_up_window,
+        coordinators: crate::judge::coordinators::CoordinatorRules {
+            error_grace: c.coordinators.error_grace,
+            ..Default::default()
+        },
         ..VerdictSettings::default()
     }
 }

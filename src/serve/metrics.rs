@@ -57,7 +57,7 @@ fn encode_task_restarts(reg: &mut Registry, restarts: &[(&'static str, String, u
         crate::model::metric_kit::counter(
             reg,
             "task_restarts",
-            "The watchdog's own tasks (cluster_loop, liveness, quorum_watch, webhook_worker, webhook_dispatcher) started again after they ended unexpectedly (a panic); the journal names the cluster, broker or receiver, and has the panic",
+            "The watchdog's own tasks (cluster_loop, liveness, quorum_watch, coordinator_watch, webhook_worker, webhook_dispatcher) started again after they ended unexpectedly (a panic); the journal names the cluster, broker or receiver, and has the panic",
         );
     for task in crate::model::task_restarts::TASKS {
         let n: u64 = restarts
@@ -100,6 +100,7 @@ pub fn render<'a>(reports: impl IntoIterator<Item = &'a ClusterReport>, extras: 
     let liveness = crate::observe::liveness::metrics::Families::register(&mut reg);
     let host = crate::observe::host::metrics::Families::register(&mut reg);
     let quorum = crate::judge::quorum::metrics::Families::register(&mut reg);
+    let coordinators = crate::judge::coordinators::metrics::Families::register(&mut reg);
     let mut brokers = Vec::new();
     let mut controllers = Vec::new();
     for r in reports {
@@ -112,6 +113,7 @@ pub fn render<'a>(reports: impl IntoIterator<Item = &'a ClusterReport>, extras: 
         host.record(&r.cluster, &r.host);
         let ids: Vec<i32> = r.verdicts.iter().map(|v| v.broker).collect();
         quorum.record(&r.cluster, r.quorum.as_ref(), &r.view.behind, &ids);
+        coordinators.record(&r.cluster, r.coordinators.as_deref());
         brokers.extend(r.verdicts.iter().map(|v| (r.cluster.clone(), v.broker)));
         if let Some(q) = &r.quorum {
             controllers.extend(

@@ -62,6 +62,90 @@ pub struct ClusterStatus<'a> {
     pub canary_last_unavailable_seconds: &'a BTreeMap<i32, f64>,
     /// The KRaft control plane; absent when nothing speaks DescribeQuorum.
     pub quorum: Option<QuorumStatus<'a>>,
+    /// The group coordinator probe's newest look; absent when it is off.
+    pub group_coordinators: Option<CoordinatorsStatus<'a>>,
+}
+
+/// Every broker's group coordinator shards as the newest probe saw them.
+#[derive(Serialize)]
+pub struct CoordinatorsStatus<'a> {
+    /// Unix time of the look.
+    pub observed_at: f64,
+    /// `__consumer_offsets` partitions (0: the topic does not exist yet).
+    pub offsets_partitions: u32,
+    pub timeout_seconds: f64,
+    /// Why nothing was probed, when nothing was.
+    pub blind: Option<&'a str>,
+    pub brokers: Vec<CoordinatorStatus<'a>>,
+}
+
+#[derive(Serialize)]
+pub struct CoordinatorStatus<'a> {
+    pub broker: i32,
+    /// The `__consumer_offsets` partitions it leads.
+    pub shards: &'a [i32],
+    /// `answered`, `unanswered`, `failed` or `not_yet`.
+    pub probe: &'static str,
+    pub latency_seconds: Option<f64>,
+    pub failure: Option<&'a str>,
+    /// Its ApiVersions on another connection meanwhile; null when that did not answer.
+    pub control_latency_seconds: Option<f64>,
+    pub unanswered_in_a_row: u32,
+    pub unanswered_seconds: Option<f64>,
+    pub errors: Vec<ShardErrorStatus>,
+}
+
+#[derive(Serialize)]
+pub struct ShardErrorStatus {
+    pub shard: i32,
+    pub error: String,
+    pub seconds: f64,
+}
+
+fn coordinators_status(
+    c: &crate::model::coordinators::CoordinatorObservation,
+) -> CoordinatorsStatus<'_> {
+    use crate::model::coordinators::ShardProbe;
+    let ago = |t: std::time::SystemTime| c.at.duration_since(t).unwrap_or_default().as_secs_f64();
+    CoordinatorsStatus {
+        observed_at: secs(c.at),
+        offsets_partitions: c.offsets_partitions,
+        timeout_seconds: c.timeout.as_secs_f64(),
+        blind: c.blind.as_deref(),
+        brokers: c
+            .brokers
+            .values()
+            .map(|l| {
+                let (probe, latency, failure) = match &l.last {
+                    ShardProbe::Answered { latency } => {
+                        ("answered", Some(latency.as_secs_f64()), None)
+                    }
+                    ShardProbe::Unanswered => ("unanswered", None, None),
+                    ShardProbe::Failed { detail, .. } => ("failed", None, Some(detail.as_str())),
+                    ShardProbe::NotYet => ("not_yet", None, None),
+                };
+                CoordinatorStatus {
+                    broker: l.broker,
+                    shards: &l.shards,
+                    probe,
+                    latency_seconds: latency,
+                    failure,
+                    control_latency_seconds: l.control_latency.map(|d| d.as_secs_f64()),
+                    unanswered_in_a_row: l.unanswered_in_a_row,
+                    unanswered_seconds: l.unanswered_since.map(ago),
+                    errors: l
+                        .errors
+                        .iter()
+                        .map(|e| ShardErrorStatus {
+                            shard: e.shard,
+                            error: crate::observe::wire::kafka_error_name(e.code),
+                            seconds: ago(e.since),
+                        })
+                        .collect(),
+                }
+            })
+            .collect(),
+    }
 }
 
 /// The control plane as the newest look saw it.
@@ -252,6 +336,7 @@ pub fn cluster_status(r: &ClusterReport) -> ClusterStatus<'_> {
         canary: r.canary.as_ref(),
         canary_last_unavailable_seconds: &r.canary_last_window,
         quorum: r.quorum.as_ref().map(quorum_status),
+        group_coordinators: r.coordinators.as_deref().map(coordinators_status),
     }
 }
 

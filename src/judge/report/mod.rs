@@ -11,9 +11,11 @@ use std::time::{Duration, SystemTime};
 
 use serde::Serialize;
 
+use crate::judge::coordinators;
 use crate::judge::health::{classify_reassigning, Condition, Health, Reassigning};
 use crate::judge::quorum::{judge_quorum, QuorumMemory, QuorumReport, QuorumSettings};
 use crate::judge::verdict::{self, BrokerMemory, BrokerState, BrokerVerdict, VerdictSettings};
+use crate::model::coordinators::CoordinatorObservation;
 use crate::model::round::QuorumObservation;
 use crate::model::round::{
     BrokerId, BrokerProbe, FailureKind, MetadataView, ProbeFailure, RoundObservation,
@@ -91,6 +93,8 @@ pub struct ClusterReport {
     /// The control plane (KRaft): controller verdicts and the quorum's problem, from the
     /// newest look; `None` when nothing speaks DescribeQuorum or no look was made.
     pub quorum: Option<QuorumReport>,
+    /// The newest look at the group coordinators, when they are probed.
+    pub coordinators: Option<Arc<CoordinatorObservation>>,
 }
 
 /// How bad a report is, for `check` (Nagios-style exit codes) and summaries.
@@ -154,6 +158,7 @@ impl ClusterReport {
             evaluated_at: started_at,
             early_rounds: EarlyRounds::default(),
             quorum: None,
+            coordinators: None,
         }
     }
 
@@ -337,7 +342,7 @@ impl Evaluator {
         now: SystemTime,
     ) -> ClusterReport {
         let look = last.quorum.as_ref().map(|q| q.look.clone());
-        self.reassess_with(last, liveness, look, now)
+        self.reassess_with(last, liveness, look, last.coordinators.clone(), now)
     }
 
     /// [`reassess`](Self::reassess) with a newer look at the control plane too: a frozen
@@ -347,6 +352,7 @@ impl Evaluator {
         last: &ClusterReport,
         liveness: BTreeMap<BrokerId, crate::observe::liveness::LivenessFact>,
         look: Option<Arc<QuorumObservation>>,
+        coordinators: Option<Arc<CoordinatorObservation>>,
         now: SystemTime,
     ) -> ClusterReport {
         let mut verdicts = self.round_verdicts.clone();
@@ -360,6 +366,12 @@ impl Evaluator {
             last.started_at,
             now,
         );
+        coordinators::apply(
+            &mut verdicts,
+            coordinators.as_deref(),
+            &self.settings.coordinators,
+            now,
+        );
         verdict::remember_states(&mut self.memory, &verdicts, now);
         ClusterReport {
             state_since: self.state_since(),
@@ -367,6 +379,7 @@ impl Evaluator {
             liveness,
             evaluated_at: now,
             quorum,
+            coordinators,
             ..last.clone()
         }
     }
@@ -447,6 +460,12 @@ impl Evaluator {
             obs.started_at,
             now,
         );
+        coordinators::apply(
+            &mut verdicts,
+            obs.coordinators.as_deref(),
+            &self.settings.coordinators,
+            now,
+        );
         if let Some(c) = &canary {
             for (partition, _, seconds) in &c.windows_closed {
                 self.canary_last_window.insert(*partition, *seconds);
@@ -507,6 +526,7 @@ impl Evaluator {
             evaluated_at: now,
             early_rounds: EarlyRounds::default(),
             quorum,
+            coordinators: obs.coordinators,
         }
     }
 }
@@ -630,6 +650,7 @@ mod tests {
             followers: BTreeMap::new(),
             liveness: BTreeMap::new(),
             quorum: None,
+            coordinators: None,
         }
     }
 
@@ -764,7 +785,7 @@ mod tests {
             }),
             ..QuorumObservation::empty(at(5))
         });
-        let again = e.reassess_with(&r, BTreeMap::new(), Some(back), at(5));
+        let again = e.reassess_with(&r, BTreeMap::new(), Some(back), None, at(5));
         let q = again.quorum.as_ref().unwrap();
         assert!(q.problem.is_none());
         assert!(q.settling, "just back: settling");

@@ -114,6 +114,8 @@ pub struct VerdictSettings {
     pub metadata_fetch_lag: Duration,
     /// ...and it was caught up within this (`stale_metadata`).
     pub metadata_caught_up: Duration,
+    /// When the group coordinator probe's evidence counts (`coordinators:`).
+    pub coordinators: crate::judge::coordinators::CoordinatorRules,
 }
 
 impl Default for VerdictSettings {
@@ -125,6 +127,7 @@ impl Default for VerdictSettings {
             catch_up_window: Duration::from_secs(60),
             metadata_fetch_lag: Duration::from_secs(3),
             metadata_caught_up: Duration::from_secs(6),
+            coordinators: Default::default(),
         }
     }
 }

@@ -188,6 +188,7 @@ impl ClusterProber {
             followers,
             liveness: BTreeMap::new(),
             quorum,
+            coordinators: None,
         }
     }
 

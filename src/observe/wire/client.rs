@@ -9,7 +9,8 @@ use kafka_protocol::messages::{
     AlterPartitionReassignmentsRequest, ApiVersionsRequest, ApiVersionsResponse,
     DescribeClusterRequest, DescribeConfigsRequest, DescribeQuorumRequest,
     DescribeTopicPartitionsRequest, ElectLeadersRequest, ListOffsetsRequest,
-    ListPartitionReassignmentsRequest, MetadataRequest, ProduceRequest, TopicName,
+    ListPartitionReassignmentsRequest, MetadataRequest, OffsetFetchRequest, ProduceRequest,
+    TopicName,
 };
 use kafka_protocol::protocol::{Message, Request, StrBytes, VersionRange};
 use tokio::time::Instant;
@@ -18,6 +19,7 @@ use super::connection::{open_tcp, Connection, Stream};
 use super::convert::{self, TopicConfigs, DESCRIBE_CLUSTER_FENCED};
 use super::error::{Phase, WireError};
 use super::frame::leading_error_code;
+use super::groups;
 use super::guard;
 use super::partitions::{self, EligibleLeaderReplicas, OngoingReassignment, PartitionOutcome};
 use super::produce::{self, ProduceAnswer};
@@ -475,6 +477,41 @@ impl BrokerClient {
             value: partitions::latest_offsets(value),
             latency,
         })
+    }
+
+    /// The committed offsets of consumer groups (OffsetFetch), answered by each group's
+    /// coordinator: each group's error code, `None` for a group the answer left out. From
+    /// v8 (Kafka 3.0) every group in one request; before that only the first of `groups`
+    /// is asked ([`BrokerClient::groups_per_offset_fetch`]). Bounded by `limit`, not the
+    /// request timeout: the coordinator probe keeps its own deadline.
+    pub async fn fetch_group_offsets(
+        &mut self,
+        groups: &[String],
+        limit: Duration,
+    ) -> Result<Timed<Vec<(String, Option<i16>)>>, WireError> {
+        let phase = Phase::OffsetFetch;
+        let version = self
+            .versions
+            .for_request::<OffsetFetchRequest>()
+            .filter(|v| *v >= groups::ALL_TOPICS)
+            .ok_or(WireError::Unsupported { phase })?;
+        let request = groups::request(groups, version);
+        let Timed { value, latency } = self
+            .conn
+            .call_within(phase, &request, version, limit)
+            .await?;
+        Ok(Timed {
+            value: groups::answer(value, groups, version),
+            latency,
+        })
+    }
+
+    /// How many groups one OffsetFetch may ask about: all of them from v8, else one.
+    pub fn groups_per_offset_fetch(&self) -> usize {
+        match self.versions.for_request::<OffsetFetchRequest>() {
+            Some(v) if v >= groups::BATCHED => usize::MAX,
+            _ => 1,
+        }
     }
 
     fn version_for<R: Request>(&self, phase: Phase) -> Result<i16, WireError> {

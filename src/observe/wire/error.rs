@@ -28,6 +28,7 @@ pub enum Phase {
     ListOffsets,
     DescribeTopicPartitions,
     DescribeQuorum,
+    OffsetFetch,
 }
 
 impl Phase {
@@ -48,6 +49,7 @@ impl Phase {
             Phase::ListOffsets => "list_offsets",
             Phase::DescribeTopicPartitions => "describe_topic_partitions",
             Phase::DescribeQuorum => "describe_quorum",
+            Phase::OffsetFetch => "offset_fetch",
         }
     }
 }

@@ -20,6 +20,7 @@ mod convert;
 mod error;
 mod frame;
 mod fuzzing;
+mod groups;
 mod guard;
 mod msk_iam;
 mod oauth;

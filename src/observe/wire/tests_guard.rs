@@ -351,6 +351,50 @@ fn describe_partitions(_v: i16) -> DescribeTopicPartitionsResponse {
 }
 
 /// A leader's answer with a voter and an observer, and the controllers' endpoints (v2).
+/// OffsetFetch's answer: one topic of two partitions before v8, two groups of that after.
+fn offset_fetch(v: i16) -> kafka_protocol::messages::OffsetFetchResponse {
+    use kafka_protocol::messages::offset_fetch_response as of;
+    let flex = v >= 6;
+    let mut r = kafka_protocol::messages::OffsetFetchResponse::default()
+        .with_throttle_time_ms(if v >= 3 { 2 } else { 0 })
+        .with_unknown_tagged_fields(extra_tags(flex));
+    if v <= 7 {
+        let partition = of::OffsetFetchResponsePartition::default()
+            .with_partition_index(PARTITION_MARK)
+            .with_committed_offset(42)
+            .with_committed_leader_epoch(if v >= 5 { 3 } else { -1 })
+            .with_metadata(Some(s("kafka-watchdog")))
+            .with_unknown_tagged_fields(extra_tags(flex));
+        let topic = of::OffsetFetchResponseTopic::default()
+            .with_name(TopicName(s("orders")))
+            .with_partitions(vec![partition.clone(), partition.with_metadata(None)])
+            .with_unknown_tagged_fields(extra_tags(flex));
+        r = r.with_topics(vec![topic]);
+        if v >= 2 {
+            r = r.with_error_code(16);
+        }
+    } else {
+        let partition = of::OffsetFetchResponsePartitions::default()
+            .with_partition_index(PARTITION_MARK)
+            .with_committed_offset(42)
+            .with_committed_leader_epoch(3)
+            .with_metadata(Some(s("kafka-watchdog")))
+            .with_unknown_tagged_fields(extra_tags(true));
+        let topic = of::OffsetFetchResponseTopics::default()
+            .with_name(TopicName(s("orders")))
+            .with_topic_id("0102030405060708090a0b0c0d0e0f10".parse().unwrap())
+            .with_partitions(vec![partition.clone(), partition.with_metadata(None)])
+            .with_unknown_tagged_fields(extra_tags(true));
+        let group = of::OffsetFetchResponseGroup::default()
+            .with_group_id(kafka_protocol::messages::GroupId(s("g")))
+            .with_topics(vec![topic])
+            .with_error_code(14)
+            .with_unknown_tagged_fields(extra_tags(true));
+        r = r.with_groups(vec![group.clone(), group.with_topics(vec![])]);
+    }
+    r
+}
+
 pub(super) fn describe_quorum(v: i16) -> DescribeQuorumResponse {
     use kafka_protocol::messages::describe_quorum_response as dq;
     let replica = |id: i32, leo: i64, fetch: i64| {
@@ -482,6 +526,7 @@ fn mutated_bodies_never_panic() {
     mutate_all(1..=10, list_offsets, &mut next);
     mutate_all(0..=0, describe_partitions, &mut next);
     mutate_all(0..=2, describe_quorum, &mut next);
+    mutate_all(1..=10, offset_fetch, &mut next);
 }
 
 /// Every version of every response above is a seed for the `wire_decode` fuzz target
@@ -532,6 +577,7 @@ fn fuzz_seeds_pass_the_fuzzing_entry() {
         describe_partitions,
     );
     seeds(&mut all, ApiKey::DescribeQuorum, 0..=2, describe_quorum);
+    seeds(&mut all, ApiKey::OffsetFetch, 1..=10, offset_fetch);
 
     let keys: std::collections::BTreeSet<i16> = all
         .iter()
@@ -660,6 +706,22 @@ fn inflated_counts_in_new_responses_are_refused() {
         refused::<ListOffsetsResponse>("topics", v, &body, topics, flex);
         let partitions = count_before(&body, PARTITION_MARK, flex);
         refused::<ListOffsetsResponse>("partitions", v, &body, partitions, flex);
+    }
+
+    type OffsetFetch = kafka_protocol::messages::OffsetFetchResponse;
+    for v in [1, 2, 3, 5, 6, 7, 8, 9, 10] {
+        let flex = v >= 6;
+        let body = encode(&offset_fetch(v), v);
+        let partitions = count_before(&body, PARTITION_MARK, flex);
+        refused::<OffsetFetch>("partitions", v, &body, partitions, flex);
+        let first = if v >= 3 { 4 } else { 0 };
+        refused::<OffsetFetch>(
+            if v >= 8 { "groups" } else { "topics" },
+            v,
+            &body,
+            first,
+            flex,
+        );
     }
 }
 

@@ -554,6 +554,7 @@ async fn verdict_on_probed(
         followers: BTreeMap::new(),
         liveness: BTreeMap::new(),
         quorum: None,
+        coordinators: None,
     };
     let answers: Vec<_> = obs
         .probes

@@ -202,6 +202,7 @@ impl World {
             followers: self.followers.clone(),
             liveness: BTreeMap::new(),
             quorum: self.quorum.clone(),
+            coordinators: None,
         }
     }
 
@@ -256,6 +257,7 @@ impl World {
             followers: self.followers.clone(),
             liveness: BTreeMap::new(),
             quorum: None,
+            coordinators: None,
         };
         let answers: Vec<(i32, &MetadataView)> = obs
             .probes
@@ -292,6 +294,7 @@ impl World {
             followers: self.followers.clone(),
             liveness: BTreeMap::new(),
             quorum: None,
+            coordinators: None,
         };
         let view = crate::judge::report::newest_view(&obs);
         let mut health = classify_reassigning(
@@ -965,6 +968,7 @@ fn peer_medians_match_the_median_of_the_others() {
         followers: BTreeMap::new(),
         liveness: BTreeMap::new(),
         quorum: None,
+        coordinators: None,
     };
     let fast = super::peer_medians(&obs);
     for id in obs.probes.keys() {

@@ -12,7 +12,8 @@ use kafka_protocol::messages::{
     AlterPartitionReassignmentsResponse, ApiVersionsResponse, DescribeClusterResponse,
     DescribeConfigsResponse, DescribeQuorumResponse, DescribeTopicPartitionsResponse,
     ElectLeadersResponse, ListOffsetsResponse, ListPartitionReassignmentsResponse,
-    MetadataResponse, ProduceResponse, SaslAuthenticateResponse, SaslHandshakeResponse,
+    MetadataResponse, OffsetFetchResponse, ProduceResponse, SaslAuthenticateResponse,
+    SaslHandshakeResponse,
 };
 use kafka_protocol::protocol::Decodable;
 
@@ -410,6 +411,58 @@ impl Guarded for ListPartitionReassignmentsResponse {
             r.plain_tags(true)
         })?;
         r.plain_tags(true)
+    }
+}
+
+impl Guarded for OffsetFetchResponse {
+    fn walk(r: &mut Reader<'_>, v: i16) -> Check {
+        versions(v, 1, 10)?;
+        let flex = v >= 6;
+        if v >= 3 {
+            r.skip(4)?;
+        }
+        if v <= 7 {
+            r.array(flex, if flex { 3 } else { 6 }, |r| {
+                r.string(flex)?;
+                // partition_index, committed_offset, [leader epoch], metadata, error_code
+                r.array(flex, 16, |r| {
+                    r.skip(12)?;
+                    if v >= 5 {
+                        r.skip(4)?;
+                    }
+                    r.string(flex)?;
+                    r.skip(2)?;
+                    r.plain_tags(flex)
+                })?;
+                r.plain_tags(flex)
+            })?;
+            if v >= 2 {
+                r.skip(2)?;
+            }
+        } else {
+            r.array(true, 5, |r| {
+                r.string(true)?;
+                r.array(true, 3, |r| {
+                    // v8-9 the topic's name, v10 its id
+                    if v >= 10 {
+                        r.skip(16)?;
+                    } else {
+                        r.string(true)?;
+                    }
+                    // partition_index, committed_offset, leader epoch, metadata, error_code
+                    r.array(true, 20, |r| {
+                        r.skip(16)?;
+                        r.string(true)?;
+                        r.skip(2)?;
+                        r.plain_tags(true)
+                    })?;
+                    r.plain_tags(true)
+                })?;
+                r.skip(2)?;
+                r.plain_tags(true)
+            })?;
+        }
+        r.plain_tags(flex)
     }
 }
 
