@@ -20,6 +20,7 @@ use tokio::sync::watch;
 
 use crate::model::coordinators::{
     group_for, CoordinatorLook, CoordinatorObservation, ShardError, ShardProbe,
+    COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR,
 };
 use crate::model::round::BrokerId;
 use crate::observe::wire::{BrokerClient, WireError, WireOptions};
@@ -45,6 +46,15 @@ pub struct ShardLeaders {
     /// Per partition with a leader: the leader and its address.
     pub leaders: BTreeMap<i32, (BrokerId, String)>,
 }
+
+/// The codes that say a group's coordinator is not there to serve it.
+const COORDINATOR_ERRORS: [i16; 3] = [
+    COORDINATOR_LOAD_IN_PROGRESS,
+    COORDINATOR_NOT_AVAILABLE,
+    NOT_COORDINATOR,
+];
+/// The watchdog may not describe its own synthetic groups.
+const GROUP_AUTHORIZATION_FAILED: i16 = 30;
 
 /// The other connection answered within this share of the deadline: the broker works.
 /// A broker starved of CPU answers slowly everywhere and is the latency rules' business.
@@ -194,6 +204,23 @@ async fn probe_broker(
     };
     let quick = control_latency.is_some_and(|l| l <= settings.timeout / CONTROL_SHARE);
     let last = match fetched {
+        Ok((_, answers))
+            if answers
+                .iter()
+                .any(|(_, c)| *c == Some(GROUP_AUTHORIZATION_FAILED)) =>
+        {
+            // Its answer proves it works; what is refused is the watchdog's access.
+            t.unanswered_in_a_row = 0;
+            t.unanswered_since = None;
+            t.errors.clear();
+            ShardProbe::Failed {
+                kind: crate::model::round::FailureKind::Authorization,
+                detail: format!(
+                    "GROUP_AUTHORIZATION_FAILED: the watchdog's principal needs Describe on the groups prefixed {}",
+                    settings.group_prefix
+                ),
+            }
+        }
         Ok((latency, answers)) => {
             t.unanswered_in_a_row = 0;
             t.unanswered_since = None;
@@ -204,14 +231,16 @@ async fn probe_broker(
                     .find(|(g, _)| g == group)
                     .and_then(|(_, c)| *c);
                 match code {
-                    Some(0) | None => {
-                        t.errors.remove(shard);
-                    }
-                    Some(code) => {
+                    Some(code) if COORDINATOR_ERRORS.contains(&code) => {
                         let e = t.errors.entry(*shard).or_insert((code, now));
                         if e.0 != code {
                             *e = (code, now);
                         }
+                    }
+                    // Answered by its coordinator (an error of another kind is about the
+                    // group, not the coordinator).
+                    _ => {
+                        t.errors.remove(shard);
                     }
                 }
             }

@@ -78,3 +78,178 @@ async fn a_broker_that_refuses_is_a_failure_not_a_stall() {
     assert_eq!(b.unanswered_in_a_row, 0);
     assert!(look.blind.is_none());
 }
+
+mod fake {
+    use super::*;
+    use kafka_protocol::messages::offset_fetch_response::OffsetFetchResponseGroup;
+    use kafka_protocol::messages::{ApiKey, GroupId, OffsetFetchRequest, OffsetFetchResponse};
+    use kafka_watchdog_test_support::fake_broker::{
+        answer, answer_api_versions, FakeBroker, Received, Reply, KAFKA_4_1,
+    };
+    use std::sync::atomic::{AtomicBool, AtomicI16, Ordering};
+
+    /// A broker with OffsetFetch v9 whose coordinator can hang, answer an error, and whose
+    /// whole process can freeze (every request unanswered).
+    struct Knobs {
+        coordinator_hangs: AtomicBool,
+        frozen: AtomicBool,
+        code: AtomicI16,
+    }
+
+    async fn broker(knobs: Arc<Knobs>) -> FakeBroker {
+        FakeBroker::start(move |r: &Received| {
+            if knobs.frozen.load(Ordering::SeqCst) {
+                return Reply::Hang;
+            }
+            match ApiKey::try_from(r.api_key) {
+                Ok(ApiKey::ApiVersions) => {
+                    let mut ranges = KAFKA_4_1.to_vec();
+                    ranges.push((ApiKey::OffsetFetch, 1, 9));
+                    answer_api_versions(r, &ranges)
+                }
+                Ok(ApiKey::OffsetFetch) if knobs.coordinator_hangs.load(Ordering::SeqCst) => {
+                    Reply::Hang
+                }
+                Ok(ApiKey::OffsetFetch) => {
+                    let asked: OffsetFetchRequest = r.decode();
+                    let code = knobs.code.load(Ordering::SeqCst);
+                    let groups = asked
+                        .groups
+                        .iter()
+                        .map(|g| {
+                            OffsetFetchResponseGroup::default()
+                                .with_group_id(GroupId(g.group_id.0.clone()))
+                                .with_error_code(code)
+                        })
+                        .collect();
+                    answer(r, &OffsetFetchResponse::default().with_groups(groups))
+                }
+                _ => Reply::Close,
+            }
+        })
+        .await
+    }
+
+    fn prober() -> CoordinatorProber {
+        CoordinatorProber::new(CoordinatorSettings {
+            cluster: "lab".into(),
+            group_prefix: "kafka-watchdog-probe-test".into(),
+            timeout: Duration::from_millis(400),
+            interval: Duration::from_millis(100),
+            wire: WireOptions {
+                connect_timeout: Duration::from_millis(400),
+                request_timeout: Duration::from_millis(400),
+                ..WireOptions::default()
+            },
+        })
+    }
+
+    fn plan(address: &str) -> ShardLeaders {
+        ShardLeaders {
+            partitions: 50,
+            leaders: [
+                (3, (2, address.to_string())),
+                (17, (2, address.to_string())),
+            ]
+            .into(),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_coordinator_that_hangs_while_the_broker_answers_counts_probes_in_a_row() {
+        let knobs = Arc::new(Knobs {
+            coordinator_hangs: AtomicBool::new(false),
+            frozen: AtomicBool::new(false),
+            code: AtomicI16::new(0),
+        });
+        let b = broker(knobs.clone()).await;
+        let mut p = prober();
+        let look = p.look(&plan(&b.address)).await;
+        let l = &look.brokers[&2];
+        assert!(
+            matches!(l.last, ShardProbe::Answered { .. }),
+            "{:?}",
+            l.last
+        );
+        assert_eq!(l.shards, vec![3, 17]);
+        // Both groups in one request (v8+), each placed on its shard.
+        let fetched: OffsetFetchRequest = b
+            .seen()
+            .into_iter()
+            .find(|r| r.api_key == ApiKey::OffsetFetch as i16)
+            .unwrap()
+            .decode();
+        let groups: Vec<String> = fetched
+            .groups
+            .iter()
+            .map(|g| g.group_id.0.to_string())
+            .collect();
+        assert_eq!(groups.len(), 2);
+        assert_eq!(crate::model::coordinators::shard_of(&groups[0], 50), 3);
+        assert_eq!(crate::model::coordinators::shard_of(&groups[1], 50), 17);
+
+        knobs.coordinator_hangs.store(true, Ordering::SeqCst);
+        let first = p.look(&plan(&b.address)).await;
+        let second = p.look(&plan(&b.address)).await;
+        let l = &second.brokers[&2];
+        assert_eq!(l.last, ShardProbe::Unanswered);
+        assert_eq!(l.unanswered_in_a_row, 2);
+        assert_eq!(l.unanswered_since, Some(first.at));
+        assert!(l.control_latency.is_some());
+
+        // Answering again ends the streak.
+        knobs.coordinator_hangs.store(false, Ordering::SeqCst);
+        let l = p.look(&plan(&b.address)).await.brokers[&2].clone();
+        assert_eq!(l.unanswered_in_a_row, 0);
+        assert_eq!(l.unanswered_since, None);
+    }
+
+    #[tokio::test]
+    async fn a_broker_silent_on_both_connections_is_not_a_stuck_coordinator() {
+        let knobs = Arc::new(Knobs {
+            coordinator_hangs: AtomicBool::new(false),
+            frozen: AtomicBool::new(false),
+            code: AtomicI16::new(0),
+        });
+        let b = broker(knobs.clone()).await;
+        let mut p = prober();
+        p.look(&plan(&b.address)).await;
+        knobs.frozen.store(true, Ordering::SeqCst);
+        for _ in 0..2 {
+            let l = p.look(&plan(&b.address)).await.brokers[&2].clone();
+            assert_eq!(l.unanswered_in_a_row, 0, "{l:?}");
+            assert_eq!(l.control_latency, None);
+        }
+    }
+
+    #[tokio::test]
+    async fn coordinator_errors_are_kept_per_shard_with_their_start() {
+        let knobs = Arc::new(Knobs {
+            coordinator_hangs: AtomicBool::new(false),
+            frozen: AtomicBool::new(false),
+            code: AtomicI16::new(15),
+        });
+        let b = broker(knobs.clone()).await;
+        let mut p = prober();
+        let first = p.look(&plan(&b.address)).await.brokers[&2].clone();
+        assert_eq!(first.errors.len(), 2);
+        assert!(first.errors.iter().all(|e| e.code == 15));
+        let again = p.look(&plan(&b.address)).await.brokers[&2].clone();
+        assert_eq!(again.errors, first.errors, "the same error keeps its start");
+        // Not a coordinator error: the watchdog's access, no shard error.
+        knobs.code.store(30, Ordering::SeqCst);
+        let refused = p.look(&plan(&b.address)).await.brokers[&2].clone();
+        assert!(refused.errors.is_empty());
+        assert!(matches!(
+            refused.last,
+            ShardProbe::Failed {
+                kind: crate::model::round::FailureKind::Authorization,
+                ..
+            }
+        ));
+        knobs.code.store(0, Ordering::SeqCst);
+        assert!(p.look(&plan(&b.address)).await.brokers[&2]
+            .errors
+            .is_empty());
+    }
+}

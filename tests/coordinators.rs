@@ -1,0 +1,209 @@
+//! A broker's other roles (issue 26) on the real lab: a group coordinator whose threads are
+//! stopped (`kafka-lab stall N --group-coordinator`) while produce, fetch and Metadata work
+//! is a zombie by name, with its shards, a metric and a webhook; the stall healed, the
+//! incident resolves; and a controlled restart, which moves every shard it led, raises no
+//! coordinator evidence. Kafka 4's group coordinator runs on threads of its own; releases
+//! before it have none to stop (`kafka-lab` says so), so these run on the default release.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::watchdog::{has, is_event, Receiver, Watchdog, WatchdogSettings};
+use common::{eventually, lab, unique_topic};
+use kafka_lab::{client, Stall};
+use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
+use rdkafka::{ClientConfig, Offset, TopicPartitionList};
+
+/// Far above the issue's goals (3 s to the verdict, 4 s to the webhook), far below what
+/// the 10 s rounds alone would take.
+const NAME_BOUND: Duration = Duration::from_secs(8);
+const PAGE_BOUND: Duration = Duration::from_secs(10);
+
+const COORDINATOR_RULES: [&str; 2] = ["group_coordinator_stalled", "group_coordinator_failing"];
+
+/// A group commits once, so that `__consumer_offsets` exists (Kafka creates it at a
+/// group's first use), and every one of its partitions has a leader.
+fn offsets_topic_ready(bootstrap: &str) {
+    let topic = unique_topic("kwc-offsets-init");
+    client::create_topic(bootstrap, &topic, &[vec![1, 2, 3]], &[]).unwrap();
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("group.id", "kafka-lab-offsets-init")
+        .create()
+        .expect("consumer");
+    let mut tpl = TopicPartitionList::new();
+    tpl.add_partition_offset(&topic, 0, Offset::Offset(0))
+        .unwrap();
+    eventually(Duration::from_secs(60), "a committed offset", || {
+        consumer.commit(&tpl, CommitMode::Sync).ok()
+    });
+    eventually(Duration::from_secs(60), "__consumer_offsets led", || {
+        let ps = client::partitions(bootstrap, "__consumer_offsets").ok()?;
+        (!ps.is_empty() && ps.iter().all(|p| p.leader > 0)).then_some(())
+    });
+    let _ = client::delete_topic(bootstrap, &topic);
+}
+
+fn start(name: &str, rx: &Receiver) -> Watchdog {
+    let canary_topic = unique_topic(&format!("kwc-{name}"));
+    let w = Watchdog::start(
+        name,
+        &WatchdogSettings {
+            round_interval_secs: 10,
+            request_timeout_ms: 3000,
+            canary_yaml: format!("      topic: {canary_topic}\n"),
+            extra_cluster_yaml: "    verdict:\n      resolve_after_secs: 5\n".into(),
+            extra_top_yaml: rx.yaml(),
+        },
+    );
+    eventually(
+        Duration::from_secs(60),
+        "every broker healthy and every coordinator answering",
+        || {
+            let s = w.status();
+            let brokers_ok = (1..=3).all(|b| w.broker_state(b).as_deref() == Some("healthy"));
+            let looks = s["clusters"][0]["group_coordinators"]["brokers"]
+                .as_array()?
+                .clone();
+            let answering = looks.len() == 3 && looks.iter().all(|l| l["probe"] == "answered");
+            (brokers_ok && answering).then_some(())
+        },
+    );
+    w.wait_canary_writing(Duration::from_secs(60));
+    w
+}
+
+/// The `__consumer_offsets` partitions a broker leads, as the watchdog's status says.
+fn shards_of(w: &Watchdog, broker: i64) -> Vec<i64> {
+    w.status()["clusters"][0]["group_coordinators"]["brokers"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|l| l["broker"] == broker)
+        .and_then(|l| l["shards"].as_array().cloned())
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|s| s.as_i64())
+        .collect()
+}
+
+/// Which brokers ever held coordinator evidence, checked every 200 ms for `during`.
+fn coordinator_evidence_during(w: &Watchdog, during: Duration) -> Vec<(i32, String)> {
+    let end = Instant::now() + during;
+    let mut seen = Vec::new();
+    while Instant::now() < end {
+        for b in 1..=3 {
+            for r in w.rules(b) {
+                if COORDINATOR_RULES.contains(&r.as_str()) && !seen.contains(&(b, r.clone())) {
+                    seen.push((b, r));
+                }
+            }
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    seen
+}
+
+/// `kafka-lab stall 2 --group-coordinator`: broker 2 answers Metadata, produce and fetch,
+/// while the groups it coordinates wait. It is a zombie by name, with its shards, within
+/// seconds; healed, the incident resolves; no other broker is named.
+#[test]
+fn a_stalled_group_coordinator_is_a_zombie_by_name() {
+    let mut lab = lab();
+    offsets_topic_ready(&lab.bootstrap());
+    let rx = Receiver::start();
+    let w = start("gc-stall", &rx);
+    let shards = shards_of(&w, 2);
+    assert!(!shards.is_empty(), "broker 2 leads no coordinator shard");
+    assert_eq!(
+        w.metric(
+            "kafka_watchdog_group_coordinator_shards",
+            &[("broker", "2")]
+        ),
+        Some(shards.len() as f64)
+    );
+    let before = rx.received().len();
+    lab.stall_threads(2, Stall::GroupCoordinator).unwrap();
+    let stalled_at = Instant::now();
+    eventually(
+        NAME_BOUND,
+        "broker 2 a zombie for its group coordinator",
+        || {
+            (w.rules(2).first().map(String::as_str) == Some("group_coordinator_stalled"))
+                .then_some(())
+        },
+    );
+    let named_after = stalled_at.elapsed();
+    let b = w.broker(2).unwrap();
+    assert_eq!(b["state"], "zombie");
+    let detail = b["hits"][0]["detail"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let first = shards[0].to_string();
+    assert!(detail.contains(&first), "{detail}");
+    assert!(w
+        .metric(
+            "kafka_watchdog_group_coordinator_unanswered_probes",
+            &[("broker", "2")]
+        )
+        .is_some_and(|n| n >= 2.0));
+    let v = rx.wait("opened broker 2", PAGE_BOUND, |v| {
+        is_event(v, "opened", "broker", Some(2))
+    });
+    let paged_after = stalled_at.elapsed();
+    assert!(has(&v, "evidence", "group_coordinator_stalled"), "{v:#}");
+    assert_eq!(v["severity"], "critical", "{v:#}");
+    eprintln!(
+        "broker 2's group coordinator stalled: named after {:.1} s, paged after {:.1} s",
+        named_after.as_secs_f64(),
+        paged_after.as_secs_f64()
+    );
+    // The broker itself works: the canary still writes through it, the others are healthy.
+    for b in [1, 3] {
+        assert_eq!(w.broker_state(b).as_deref(), Some("healthy"), "broker {b}");
+    }
+    let wrong: Vec<_> = rx
+        .received()
+        .into_iter()
+        .skip(before)
+        .filter(|v| v["event"] == "opened" && !is_event(v, "opened", "broker", Some(2)))
+        .collect();
+    assert!(wrong.is_empty(), "other pages: {wrong:#?}");
+
+    lab.heal(Some(2)).unwrap();
+    rx.wait("resolved broker 2", Duration::from_secs(60), |v| {
+        is_event(v, "resolved", "broker", Some(2))
+    });
+    drop(w);
+}
+
+/// A controlled restart moves every shard its broker led to the others, which load them
+/// (COORDINATOR_LOAD_IN_PROGRESS for moments) and answer: no coordinator evidence on any
+/// broker, before, during or after.
+#[test]
+fn a_healthy_cluster_and_a_controlled_restart_raise_no_coordinator_evidence() {
+    let mut lab = lab();
+    offsets_topic_ready(&lab.bootstrap());
+    let rx = Receiver::start();
+    let w = start("gc-restart", &rx);
+    let seen = coordinator_evidence_during(&w, Duration::from_secs(15));
+    assert!(seen.is_empty(), "healthy cluster: {seen:?}");
+    let victim = (1..=3)
+        .max_by_key(|b| shards_of(&w, *b).len())
+        .expect("a broker");
+    lab.stop(victim as i32).unwrap();
+    let seen = coordinator_evidence_during(&w, Duration::from_secs(10));
+    assert!(seen.is_empty(), "broker {victim} stopped: {seen:?}");
+    lab.start(victim as i32).unwrap();
+    let seen = coordinator_evidence_during(&w, Duration::from_secs(30));
+    assert!(seen.is_empty(), "broker {victim} back: {seen:?}");
+    let coordinator_pages: Vec<_> = rx
+        .received()
+        .into_iter()
+        .filter(|v| COORDINATOR_RULES.iter().any(|r| has(v, "evidence", r)))
+        .collect();
+    assert!(coordinator_pages.is_empty(), "{coordinator_pages:#?}");
+    drop(w);
+}
