@@ -113,7 +113,7 @@ pub fn render<'a>(reports: impl IntoIterator<Item = &'a ClusterReport>, extras: 
         host.record(&r.cluster, &r.host);
         let ids: Vec<i32> = r.verdicts.iter().map(|v| v.broker).collect();
         quorum.record(&r.cluster, r.quorum.as_ref(), &r.view.behind, &ids);
-        coordinators.record(&r.cluster, r.coordinators.as_deref());
+        coordinators.record(&r.cluster, r.coordinators.as_deref(), &ids);
         brokers.extend(r.verdicts.iter().map(|v| (r.cluster.clone(), v.broker)));
         if let Some(q) = &r.quorum {
             controllers.extend(

@@ -39,11 +39,18 @@ impl Families {
         }
     }
 
-    /// One cluster's look, every broker it probed.
-    pub fn record(&self, cluster: &str, look: Option<&CoordinatorObservation>) {
+    /// One cluster's look: every broker it probed, and every other broker with a verdict
+    /// at 0 shards (leading no shard is a value, and the dashboard finds the families).
+    pub fn record(&self, cluster: &str, look: Option<&CoordinatorObservation>, brokers: &[i32]) {
         let Some(look) = look else {
             return;
         };
+        for b in brokers.iter().filter(|b| !look.brokers.contains_key(b)) {
+            let labels = || BrokerLabels::new(cluster, *b);
+            set(&self.shards, labels(), 0.0);
+            set(&self.unanswered, labels(), 0.0);
+            set(&self.errors, labels(), 0.0);
+        }
         for l in look.brokers.values() {
             let labels = || BrokerLabels::new(cluster, l.broker);
             set(&self.shards, labels(), l.shards.len() as f64);
