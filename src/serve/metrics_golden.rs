@@ -322,6 +322,7 @@ fn lab() -> ClusterReport {
     r.liveness.insert(2, liveness(2000, None, None));
     r.liveness.insert(4, liveness(4500, Some(800), Some(0)));
     r.quorum = Some(quorum());
+    r.coordinators = Some(std::sync::Arc::new(coordinators()));
     let mut view = crate::observe::cluster_view::ClusterView::default();
     view.behind.insert(
         4,
@@ -334,6 +335,43 @@ fn lab() -> ClusterReport {
     );
     r.view = std::sync::Arc::new(view);
     r
+}
+
+/// The group coordinators: broker 1 answers for its shards, broker 2's coordinator left two
+/// probes unanswered while it answered ApiVersions, broker 4 loads a shard.
+fn coordinators() -> crate::model::coordinators::CoordinatorObservation {
+    use crate::model::coordinators::{
+        CoordinatorLook, CoordinatorObservation, ShardError, ShardProbe,
+    };
+    let look = |broker: i32, shards: Vec<i32>, last: ShardProbe| CoordinatorLook {
+        broker,
+        address: format!("127.0.0.1{broker}:9092"),
+        shards,
+        last,
+        control_latency: Some(Duration::from_millis(2)),
+        unanswered_in_a_row: 0,
+        unanswered_since: None,
+        errors: Vec::new(),
+    };
+    let answered = ShardProbe::Answered {
+        latency: Duration::from_millis(4),
+    };
+    let mut stuck = look(2, vec![1, 4], ShardProbe::Unanswered);
+    stuck.unanswered_in_a_row = 2;
+    stuck.unanswered_since = Some(t(8));
+    let mut loading = look(4, vec![2], answered.clone());
+    loading.errors = vec![ShardError {
+        shard: 2,
+        code: 14,
+        since: t(9),
+    }];
+    CoordinatorObservation {
+        at: t(10),
+        offsets_partitions: 5,
+        brokers: [(1, look(1, vec![0, 3], answered)), (2, stuck), (4, loading)].into(),
+        timeout: Duration::from_secs(1),
+        blind: None,
+    }
 }
 
 /// The lab's control plane: controller 100 leads with a high watermark still for 3 s (a
