@@ -980,12 +980,16 @@ impl Lab {
                 Stall::Fetchers => stall::Threads::Fetchers,
                 Stall::Controller => stall::Threads::Controller,
                 Stall::Metadata => stall::Threads::Metadata { node: id },
+                Stall::GroupCoordinator => stall::Threads::GroupCoordinator,
+                Stall::TxnCoordinator => stall::Threads::TxnCoordinator,
             };
             let fault_of = |tracer| match what {
                 Stall::DataPlane => Fault::Stall { tracer },
                 Stall::Fetchers => Fault::StallFetchers { tracer },
                 Stall::Controller => Fault::StallController { tracer },
                 Stall::Metadata => Fault::StallMetadata { tracer },
+                Stall::GroupCoordinator => Fault::StallGroupCoordinator { tracer },
+                Stall::TxnCoordinator => Fault::StallTxnCoordinator { tracer },
             };
             // The same fault again replaces its tracer.
             let same = std::mem::discriminant(&fault_of(0));
@@ -1005,8 +1009,15 @@ impl Lab {
             // them when they appear. The other threads always exist.
             if stopped == 0 && what != Stall::Fetchers {
                 stall::stop(tracer)?;
+                let why = match what {
+                    Stall::GroupCoordinator => {
+                        " (the classic group coordinator of Kafka before 4.0 runs on the \
+                         request handlers, it has no threads of its own)"
+                    }
+                    _ => "",
+                };
                 return Err(LabError::Invalid(format!(
-                    "node {id} (pid {pid}) has no thread named {} to stop",
+                    "node {id} (pid {pid}) has no thread named {} to stop{why}",
                     threads.comms().join(" or ")
                 )));
             }
@@ -1177,6 +1188,15 @@ pub enum Stall {
     /// A broker's metadata loader/publisher while its heartbeat and Raft fetch run: it is
     /// never fenced and never learns of a leadership change.
     Metadata,
+    /// A broker's group coordinator threads (Kafka 4's event processors and their timer):
+    /// it answers Metadata, Produce, Fetch and FindCoordinator, while the requests of the
+    /// groups it coordinates wait. Kafka 2.8 and 3.x have no such threads (an error).
+    GroupCoordinator,
+    /// A broker's transaction coordinator threads: the marker sender and the transaction
+    /// log's scheduler (see `stall::Threads::TxnCoordinator`). InitProducerId and EndTxn
+    /// still answer, but a committed transaction's markers are never written, so the id's
+    /// next transaction (or InitProducerId) gets CONCURRENT_TRANSACTIONS until the heal.
+    TxnCoordinator,
 }
 
 /// Client address of broker `id`.

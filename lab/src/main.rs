@@ -62,22 +62,30 @@ enum Cmd {
     /// connections and answers nothing, yet stays registered and unfenced (its heartbeat
     /// thread runs). With --fetchers, stop only its replica fetcher threads; with
     /// --controller, a controller's event handler; with --metadata, a broker's metadata
-    /// loader.
+    /// loader; with --group-coordinator or --txn-coordinator, a broker's coordinator.
     Stall {
         node: i32,
         /// Stop the replica fetcher threads instead: it falls out of the ISRs and still
         /// answers clients (incident 2's dead fetcher).
-        #[arg(long, conflicts_with_all = ["controller", "metadata"])]
+        #[arg(long, conflicts_with_all = ["controller", "metadata", "group_coordinator", "txn_coordinator"])]
         fetchers: bool,
         /// Stop a KRaft controller's event handler (`quorum-controll`) while its Raft
         /// threads run: as the active controller it keeps the leadership, and nothing is
         /// applied (heartbeats, ISR changes, fencing, elections all wait).
-        #[arg(long, conflicts_with = "metadata")]
+        #[arg(long, conflicts_with_all = ["metadata", "group_coordinator", "txn_coordinator"])]
         controller: bool,
         /// Stop a broker's metadata loader (`kafka-N-metadat`) while its heartbeat and Raft
         /// fetch run: never fenced, it never learns of a leadership change.
-        #[arg(long)]
+        #[arg(long, conflicts_with_all = ["group_coordinator", "txn_coordinator"])]
         metadata: bool,
+        /// Stop a broker's group coordinator (Kafka 4's `group-coordinat` threads): it
+        /// answers Metadata, Produce and FindCoordinator while its groups' requests wait.
+        #[arg(long, conflicts_with = "txn_coordinator")]
+        group_coordinator: bool,
+        /// Stop a broker's transaction coordinator threads (`TxnMarkerSender`,
+        /// `transaction-log`): transactions it coordinates cannot complete.
+        #[arg(long)]
+        txn_coordinator: bool,
     },
     /// Starve a node of CPU (cgroup quota).
     Slow {
@@ -243,6 +251,8 @@ fn run(cmd: Cmd) -> Result<(), LabError> {
             fetchers,
             controller,
             metadata,
+            group_coordinator,
+            txn_coordinator,
         } => {
             let what = if fetchers {
                 Stall::Fetchers
@@ -250,6 +260,10 @@ fn run(cmd: Cmd) -> Result<(), LabError> {
                 Stall::Controller
             } else if metadata {
                 Stall::Metadata
+            } else if group_coordinator {
+                Stall::GroupCoordinator
+            } else if txn_coordinator {
+                Stall::TxnCoordinator
             } else {
                 Stall::DataPlane
             };

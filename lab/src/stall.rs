@@ -6,7 +6,10 @@
 //! control plane: a KRaft controller's event handler (`quorum-controll`), which applies
 //! every request and writes every record while the Raft threads beside it keep the
 //! leadership; and a broker's metadata loader (`kafka-N-metadat`), which applies the
-//! metadata log its Raft fetch keeps receiving.
+//! metadata log its Raft fetch keeps receiving. Coordinators: a broker's group coordinator
+//! (Kafka 4's event processors, `group-coordinat`), which alone answers its groups' offset
+//! and membership requests while the broker serves everything else; and its transaction
+//! coordinator's own threads (`TxnMarkerSender`, `transaction-log`).
 //!
 //! HotSpot names each native thread after its Java thread, cut to 15 bytes, in
 //! /proc/<pid>/task/<tid>/comm. One thread stops alone under ptrace (PTRACE_SEIZE, then
@@ -39,6 +42,20 @@ pub enum Threads {
     Controller,
     /// A broker's metadata loader/publisher (`kafka-<id>-metadata-loader-event-handler`).
     Metadata { node: i32 },
+    /// A broker's group coordinator (Kafka 4's new coordinator runtime): its event
+    /// processors `group-coordinator-event-processor-0..3` (`group.coordinator.threads`),
+    /// which run every group request (OffsetCommit, OffsetFetch, JoinGroup, Heartbeat,
+    /// DescribeGroups, ListGroups, ...), and its timer `group-coordinator-reaper`; all five
+    /// read `group-coordinat`. The classic coordinator (Kafka 2.8, 3.x) has no threads of
+    /// its own: it runs on the request handlers.
+    GroupCoordinator,
+    /// A broker's transaction coordinator threads: `TxnMarkerSenderThread-<id>`, which
+    /// writes the commit and abort markers to the partitions of a transaction that ends,
+    /// and `transaction-log-manager-0`, the scheduler that loads `__transaction_state`
+    /// partitions when the broker becomes their leader and aborts timed-out transactions.
+    /// Every release has them (4.4 has no transaction coordinator runtime: InitProducerId,
+    /// AddPartitionsToTxn and EndTxn run on the request handlers).
+    TxnCoordinator,
 }
 
 /// HotSpot's native thread name: the Java name cut to 15 bytes.
@@ -58,6 +75,11 @@ impl Threads {
                     "kafka-{node}-metadata-loader-event-handler"
                 ))]
             }
+            Threads::GroupCoordinator => vec![comm_of("group-coordinator-event-processor-0")],
+            Threads::TxnCoordinator => vec![
+                comm_of("TxnMarkerSenderThread-1"),
+                comm_of("transaction-log-manager-0"),
+            ],
         }
     }
 }
@@ -315,5 +337,12 @@ mod tests {
         // Ids of more digits leave fewer letters of the name.
         assert_eq!(Threads::Metadata { node: 100 }.comms(), ["kafka-100-metad"]);
         assert_eq!(Threads::DataPlane.comms(), ["data-plane-kafk"]);
+        // The event processors and the reaper share one name.
+        assert_eq!(Threads::GroupCoordinator.comms(), ["group-coordinat"]);
+        assert_eq!(comm_of("group-coordinator-reaper"), "group-coordinat");
+        assert_eq!(
+            Threads::TxnCoordinator.comms(),
+            ["TxnMarkerSender", "transaction-log"]
+        );
     }
 }

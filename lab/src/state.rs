@@ -30,6 +30,12 @@ pub enum Fault {
     /// A broker's metadata loader/publisher thread is stopped by the tracer process
     /// `tracer`; its heartbeat and Raft fetch run.
     StallMetadata { tracer: u32 },
+    /// A broker's group coordinator threads are stopped by the tracer process `tracer`; it
+    /// serves everything but its groups.
+    StallGroupCoordinator { tracer: u32 },
+    /// A broker's transaction coordinator threads (marker sender, transaction log
+    /// scheduler) are stopped by the tracer process `tracer`.
+    StallTxnCoordinator { tracer: u32 },
 }
 
 impl Fault {
@@ -49,6 +55,12 @@ impl Fault {
             Fault::StallMetadata { tracer } => {
                 format!("stalled(metadata loader, tracer {tracer})")
             }
+            Fault::StallGroupCoordinator { tracer } => {
+                format!("stalled(group coordinator, tracer {tracer})")
+            }
+            Fault::StallTxnCoordinator { tracer } => {
+                format!("stalled(transaction coordinator, tracer {tracer})")
+            }
         }
     }
 
@@ -58,7 +70,9 @@ impl Fault {
             Fault::Stall { tracer }
             | Fault::StallFetchers { tracer }
             | Fault::StallController { tracer }
-            | Fault::StallMetadata { tracer } => Some(*tracer),
+            | Fault::StallMetadata { tracer }
+            | Fault::StallGroupCoordinator { tracer }
+            | Fault::StallTxnCoordinator { tracer } => Some(*tracer),
             _ => None,
         }
     }
