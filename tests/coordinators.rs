@@ -66,7 +66,9 @@ fn start(name: &str, rx: &Receiver) -> Watchdog {
             let looks = s["clusters"][0]["group_coordinators"]["brokers"]
                 .as_array()?
                 .clone();
-            let answering = looks.len() == 3 && looks.iter().all(|l| l["probe"] == "answered");
+            // The lab's __consumer_offsets has 3 partitions: after a restart one broker may
+            // lead none of them.
+            let answering = !looks.is_empty() && looks.iter().all(|l| l["probe"] == "answered");
             (brokers_ok && answering).then_some(())
         },
     );
@@ -105,26 +107,31 @@ fn coordinator_evidence_during(w: &Watchdog, during: Duration) -> Vec<(i32, Stri
     seen
 }
 
-/// `kafka-lab stall 2 --group-coordinator`: broker 2 answers Metadata, produce and fetch,
-/// while the groups it coordinates wait. It is a zombie by name, with its shards, within
-/// seconds; healed, the incident resolves; no other broker is named.
+/// `kafka-lab stall N --group-coordinator` on a broker that leads coordinator shards: it
+/// answers Metadata, produce and fetch, while the groups it coordinates wait. It is a zombie
+/// by name, with its shards, within seconds; healed, the incident resolves; no other broker
+/// is named.
 #[test]
 fn a_stalled_group_coordinator_is_a_zombie_by_name() {
     let mut lab = lab();
     offsets_topic_ready(&lab.bootstrap());
     let rx = Receiver::start();
     let w = start("gc-stall", &rx);
-    let shards = shards_of(&w, 2);
-    assert!(!shards.is_empty(), "broker 2 leads no coordinator shard");
+    let victim = (1..=3)
+        .max_by_key(|b| shards_of(&w, *b).len())
+        .expect("a broker") as i32;
+    let shards = shards_of(&w, i64::from(victim));
+    assert!(!shards.is_empty(), "no broker leads a coordinator shard");
+    let id = victim.to_string();
     assert_eq!(
         w.metric(
             "kafka_watchdog_group_coordinator_shards",
-            &[("broker", "2")]
+            &[("broker", &id)]
         ),
         Some(shards.len() as f64)
     );
     let before = rx.received().len();
-    lab.stall_threads(2, Stall::GroupCoordinator).unwrap();
+    lab.stall_threads(victim, Stall::GroupCoordinator).unwrap();
     let stalled_at = Instant::now();
     eventually(
         NAME_BOUND,
@@ -135,7 +142,7 @@ fn a_stalled_group_coordinator_is_a_zombie_by_name() {
         },
     );
     let named_after = stalled_at.elapsed();
-    let b = w.broker(2).unwrap();
+    let b = w.broker(victim).unwrap();
     assert_eq!(b["state"], "zombie");
     let detail = b["hits"][0]["detail"]
         .as_str()
@@ -146,36 +153,40 @@ fn a_stalled_group_coordinator_is_a_zombie_by_name() {
     assert!(w
         .metric(
             "kafka_watchdog_group_coordinator_unanswered_probes",
-            &[("broker", "2")]
+            &[("broker", &id)]
         )
         .is_some_and(|n| n >= 2.0));
-    let v = rx.wait("opened broker 2", PAGE_BOUND, |v| {
-        is_event(v, "opened", "broker", Some(2))
+    let v = rx.wait(&format!("opened broker {victim}"), PAGE_BOUND, |v| {
+        is_event(v, "opened", "broker", Some(i64::from(victim)))
     });
     let paged_after = stalled_at.elapsed();
     assert!(has(&v, "evidence", "group_coordinator_stalled"), "{v:#}");
     assert_eq!(v["severity"], "critical", "{v:#}");
     eprintln!(
-        "broker 2's group coordinator stalled: named after {:.1} s, paged after {:.1} s",
+        "broker {victim}'s group coordinator stalled: named after {:.1} s, paged after {:.1} s",
         named_after.as_secs_f64(),
         paged_after.as_secs_f64()
     );
     // The broker itself works: the canary still writes through it, the others are healthy.
-    for b in [1, 3] {
+    for b in (1..=3).filter(|b| *b != victim) {
         assert_eq!(w.broker_state(b).as_deref(), Some("healthy"), "broker {b}");
     }
     let wrong: Vec<_> = rx
         .received()
         .into_iter()
         .skip(before)
-        .filter(|v| v["event"] == "opened" && !is_event(v, "opened", "broker", Some(2)))
+        .filter(|v| {
+            v["event"] == "opened" && !is_event(v, "opened", "broker", Some(i64::from(victim)))
+        })
         .collect();
     assert!(wrong.is_empty(), "other pages: {wrong:#?}");
 
-    lab.heal(Some(2)).unwrap();
-    rx.wait("resolved broker 2", Duration::from_secs(60), |v| {
-        is_event(v, "resolved", "broker", Some(2))
-    });
+    lab.heal(Some(victim)).unwrap();
+    rx.wait(
+        &format!("resolved broker {victim}"),
+        Duration::from_secs(60),
+        |v| is_event(v, "resolved", "broker", Some(i64::from(victim))),
+    );
     drop(w);
 }
 
