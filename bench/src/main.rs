@@ -167,11 +167,12 @@ struct DetectArgs {
     /// freeze, cut-replication, isolate, kill, kill-two, stall, stall-fetchers on the lab
     /// with one controller; the control plane's quorum-freeze there too, controller-freeze,
     /// controller-stall and metadata-stall on a lab of three controllers (the lab is set
-    /// up again, at most once a run, when the layout changes).
+    /// up again, at most once a run, when the layout changes); group-coordinator-stall (a
+    /// broker leading a __consumer_offsets partition) on the one-controller lab.
     #[arg(
         long,
         value_enum,
-        default_value = "freeze,cut-replication,isolate,kill,kill-two,stall,stall-fetchers,quorum-freeze,controller-freeze,controller-stall,metadata-stall",
+        default_value = "freeze,cut-replication,isolate,kill,kill-two,stall,stall-fetchers,quorum-freeze,controller-freeze,controller-stall,metadata-stall,group-coordinator-stall",
         value_delimiter = ','
     )]
     faults: Vec<lab::detect::Fault>,

@@ -38,6 +38,9 @@ pub struct UpOptions {
     /// Dedicated KRaft controllers (1 to `topology::MAX_CONTROLLERS`): node 0, then 100,
     /// 101, ... ZooKeeper labs have one ZooKeeper whatever this says.
     pub controllers: u32,
+    /// How long the brokers' certificates are valid, in days from `up` (SASL_SSL labs; the
+    /// others ignore it). `secrets::DEFAULT_CERT_DAYS` unless set.
+    pub cert_days: u32,
 }
 
 impl Default for UpOptions {
@@ -47,6 +50,7 @@ impl Default for UpOptions {
             security: Security::Plaintext,
             brokers: 3,
             controllers: 1,
+            cert_days: crate::secrets::DEFAULT_CERT_DAYS,
         }
     }
 }
@@ -163,8 +167,13 @@ impl Lab {
             Some(state) => {
                 let lab = Lab { dir, state };
                 if !lab.is_set_up_as(opts) {
+                    let certs = if lab.state.security == Security::SaslSsl {
+                        format!(", certificates of {} days", lab.state.cert_days)
+                    } else {
+                        String::new()
+                    };
                     return Err(LabError::Invalid(format!(
-                        "a Kafka {} lab ({:?}, {} controller(s)) is already set up in {}; run `kafka-lab down` first",
+                        "a Kafka {} lab ({:?}, {} controller(s){certs}) is already set up in {}; run `kafka-lab down` first",
                         lab.state.version.label(),
                         lab.state.security,
                         lab.controllers().len(),
@@ -229,6 +238,7 @@ impl Lab {
                 security: opts.security,
                 cluster_id: random_cluster_id()?,
                 nodes: Vec::new(),
+                cert_days: opts.cert_days,
             },
         };
         fs::create_dir_all(&lab.dir).map_err(|e| LabError::io(&lab.dir, e))?;
@@ -238,7 +248,7 @@ impl Lab {
                 .filter(|s| s.role == Role::Broker)
                 .map(|s| (s.id, s.host.clone()))
                 .collect();
-            let secrets = Secrets::create(&lab.dir, &brokers)?;
+            let secrets = Secrets::create_with(&lab.dir, &brokers, opts.cert_days)?;
             // Broker users must read their keystores; the lab is throw-away.
             let _ = sys::run("chmod", &["-R", "a+rX", &secrets.dir.display().to_string()]);
         }
@@ -287,7 +297,7 @@ impl Lab {
         let secure = if self.state.security == Security::SaslSsl && spec.role == Role::Broker {
             let secrets = Secrets::load(&self.dir)?;
             if !secrets.keystore(spec.id).exists() {
-                secrets.broker_keystore(spec.id, &spec.host)?;
+                secrets.broker_keystore_valid_for(spec.id, &spec.host, self.state.cert_days)?;
                 let _ = sys::run("chmod", &["-R", "a+rX", &secrets.dir.display().to_string()]);
             }
             Some(topology::SecureListener {
@@ -450,7 +460,8 @@ impl Lab {
         let pid = sys::spawn_detached(&java(), &args, uid, gid, &nd, &log)?;
         let rec = self.state.node_mut(id)?;
         rec.pid = Some(pid);
-        rec.faults.clear();
+        // What is on disk (a certificate, a full directory) is still there.
+        rec.faults.retain(Fault::persists);
         Ok(())
     }
 
@@ -665,12 +676,14 @@ impl Lab {
     }
 
     /// Whether this lab was set up as `opts` asks: the same release, security and number
-    /// of quorum nodes (brokers may have been added since). `up` refuses a lab set up
-    /// otherwise; callers take it down first.
+    /// of quorum nodes (brokers may have been added since), and for a SASL_SSL lab the same
+    /// certificate validity (a certificate issued again since by `reissue_cert` is a fault,
+    /// not the layout). `up` refuses a lab set up otherwise; callers take it down first.
     pub fn is_set_up_as(&self, opts: &UpOptions) -> bool {
         self.state.version == opts.version
             && self.state.security == opts.security
             && self.quorum_nodes().len() as u32 == opts.version_quorum_size()
+            && (self.state.security != Security::SaslSsl || self.state.cert_days == opts.cert_days)
     }
 
     fn quorum_addresses(&self) -> Vec<String> {
@@ -817,8 +830,93 @@ impl Lab {
         self.end_tracers(id)?;
         let rec = self.state.node_mut(id)?;
         rec.pid = None;
-        rec.faults.clear();
+        rec.faults.retain(Fault::persists);
         Ok(())
+    }
+
+    /// Restarts a running node under the mutation lock: a controlled shutdown (SIGTERM),
+    /// then its process again, waiting until a broker is registered. A node that is not
+    /// running is left stopped (its next start picks up what changed).
+    fn restart_locked(&mut self, id: i32) -> Result<(), LabError> {
+        let Some(pid) = self.running_pid(id) else {
+            return Ok(());
+        };
+        let libs = dist::ensure(self.state.version)?;
+        sys::signal(pid, libc::SIGCONT)?;
+        sys::signal(pid, libc::SIGTERM)?;
+        if !sys::wait_dead(pid, &self.marker(id), STOP_TIMEOUT) {
+            return Err(LabError::Timeout {
+                what: format!("node {id} (pid {pid}) to shut down"),
+                secs: STOP_TIMEOUT.as_secs(),
+            });
+        }
+        self.after_exit(id)?;
+        self.spawn(id, &libs)?;
+        // Saved now: the wait below may fail, and the new process must stay known.
+        self.state.save(&self.dir)?;
+        if self.state.node(id)?.spec.role == Role::Broker {
+            let addr = broker_address(id);
+            crate::client::wait_until(READY_TIMEOUT, &format!("broker {id} to register"), || {
+                crate::client::registered_brokers(&addr)
+                    .ok()
+                    .filter(|ids| ids.contains(&id))
+                    .map(|_| ())
+            })?;
+        }
+        Ok(())
+    }
+
+    /// Gives broker `id` a new key and certificate signed by the lab CA, valid for `days`
+    /// days from now (0: expired at once), in its keystore (same file and password), and
+    /// restarts it (controlled shutdown) so that its SASL_SSL listener presents it; waits
+    /// until it is registered again. A stopped broker presents it when started. SASL_SSL
+    /// labs only. Unless `days` is the lab's validity, the broker carries a
+    /// `Fault::Cert` until `heal`, which issues one of the lab's validity again (and
+    /// restarts it).
+    pub fn reissue_cert(&mut self, id: i32, days: u32) -> Result<(), LabError> {
+        self.with_lock(|lab| {
+            lab.require_broker(id)?;
+            if lab.state.security != Security::SaslSsl {
+                return Err(LabError::Invalid(
+                    "certificates belong to a SASL_SSL lab (`kafka-lab up --security sasl_ssl`)"
+                        .into(),
+                ));
+            }
+            lab.issue_cert(id, days)?;
+            lab.restart_locked(id)?;
+            let lab_days = lab.state.cert_days;
+            let rec = lab.state.node_mut(id)?;
+            rec.faults.retain(|f| !matches!(f, Fault::Cert { .. }));
+            if days != lab_days {
+                rec.faults.push(Fault::Cert { days });
+            }
+            Ok(())
+        })
+    }
+
+    /// Writes broker `id`'s keystore again with a certificate valid for `days`.
+    fn issue_cert(&self, id: i32, days: u32) -> Result<(), LabError> {
+        let host = self.state.node(id)?.spec.host.clone();
+        let secrets = Secrets::load(&self.dir)?;
+        secrets.broker_keystore_valid_for(id, &host, days)?;
+        // Broker users must read their keystores; the lab is throw-away.
+        let _ = sys::run("chmod", &["-R", "a+rX", &secrets.dir.display().to_string()]);
+        Ok(())
+    }
+
+    /// When broker `id`'s certificate stops being valid, as openssl prints it (`Dec  5
+    /// 09:18:57 2026 GMT`): the one in its keystore, which it presents once (re)started.
+    pub fn cert_end(&self, id: i32) -> Result<String, LabError> {
+        self.require_broker(id)?;
+        if self.state.security != Security::SaslSsl {
+            return Err(LabError::Invalid("this lab has no certificates".into()));
+        }
+        Secrets::load(&self.dir)?.cert_end(id)
+    }
+
+    /// How long the brokers' certificates are valid when issued (`up --cert-days`).
+    pub fn cert_days(&self) -> u32 {
+        self.state.cert_days
     }
 
     /// Starts a stopped node; a broker id the lab does not have yet is added as a new broker.
@@ -1042,7 +1140,9 @@ impl Lab {
         })
     }
 
-    /// Removes every fault of one node (or of all nodes): rules, CPU limits, SIGSTOP.
+    /// Removes every fault of one node (or of all nodes): rules, CPU limits, SIGSTOP,
+    /// stalled threads; a broker whose certificate was issued again (`reissue_cert`) gets
+    /// one of the lab's validity and is restarted (controlled), waiting until registered.
     pub fn heal(&mut self, id: Option<i32>) -> Result<(), LabError> {
         self.with_lock(|lab| {
             let ids: Vec<i32> = match id {
@@ -1059,6 +1159,26 @@ impl Lab {
                 if let Some(pid) = lab.running_pid(i) {
                     sys::signal(pid, libc::SIGCONT)?;
                 }
+                let on_disk: Vec<Fault> = lab
+                    .state
+                    .node(i)?
+                    .faults
+                    .iter()
+                    .copied()
+                    .filter(Fault::persists)
+                    .collect();
+                lab.state.node_mut(i)?.faults.clear();
+                if on_disk.is_empty() {
+                    continue;
+                }
+                // Kept until done: a failed heal leaves them to heal again.
+                lab.state.node_mut(i)?.faults = on_disk.clone();
+                for f in &on_disk {
+                    if let Fault::Cert { .. } = f {
+                        lab.issue_cert(i, lab.state.cert_days)?;
+                    }
+                }
+                lab.restart_locked(i)?;
                 lab.state.node_mut(i)?.faults.clear();
             }
             Ok(())

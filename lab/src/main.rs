@@ -34,6 +34,9 @@ enum Cmd {
         /// 101, ... (127.0.0.110, ...). KRaft releases only.
         #[arg(long, default_value_t = 1)]
         controllers: u32,
+        /// How long the brokers' certificates are valid, in days (sasl_ssl only; default 7).
+        #[arg(long)]
+        cert_days: Option<u32>,
     },
     /// Each node: id, role, address, pid, state, faults.
     Status,
@@ -93,7 +96,16 @@ enum Cmd {
         #[arg(long, default_value_t = 5)]
         cpu_percent: u32,
     },
-    /// Remove the faults of one node, or of all nodes (stalled threads resume).
+    /// Give a broker of a sasl_ssl lab a new certificate (lab CA, same keystore file and
+    /// password) valid for --days days, and restart it so that it presents it.
+    Cert {
+        node: i32,
+        /// Validity in days from now; 0 makes a certificate that is expired at once.
+        #[arg(long)]
+        days: u32,
+    },
+    /// Remove the faults of one node, or of all nodes (stalled threads resume; a broker
+    /// with a certificate from `cert` gets one of the lab's validity and restarts).
     Heal { node: Option<i32> },
     /// Print a node's server log.
     Log { node: i32 },
@@ -131,6 +143,7 @@ fn run(cmd: Cmd) -> Result<(), LabError> {
             security,
             brokers,
             controllers,
+            cert_days,
         } => {
             let version = KafkaVersion::parse(&kafka).ok_or_else(|| {
                 let known: Vec<&str> = KafkaVersion::ALL.iter().map(|v| v.name()).collect();
@@ -166,11 +179,17 @@ fn run(cmd: Cmd) -> Result<(), LabError> {
                     version.label()
                 )));
             }
+            if cert_days.is_some() && security != Security::SaslSsl {
+                return Err(LabError::Invalid(
+                    "--cert-days: only a sasl_ssl lab has certificates".into(),
+                ));
+            }
             let lab = Lab::up(&UpOptions {
                 version,
                 security,
                 brokers,
                 controllers,
+                cert_days: cert_days.unwrap_or(kafka_lab::secrets::DEFAULT_CERT_DAYS),
             })?;
             match lab.secure_bootstrap() {
                 Some(secure) => {
@@ -270,6 +289,14 @@ fn run(cmd: Cmd) -> Result<(), LabError> {
             Lab::open()?.stall_threads(node, what)?
         }
         Cmd::Slow { node, cpu_percent } => Lab::open()?.slow(node, cpu_percent)?,
+        Cmd::Cert { node, days } => {
+            let mut lab = Lab::open()?;
+            lab.reissue_cert(node, days)?;
+            println!(
+                "broker {node}: certificate valid until {} (restarted)",
+                lab.cert_end(node)?
+            );
+        }
         Cmd::Heal { node } => Lab::open()?.heal(node)?,
         Cmd::Log { node } => print!("{}", Lab::open()?.server_log(node)?),
         Cmd::Sink { listen, jsonl } => sink(listen, jsonl)?,

@@ -1,6 +1,12 @@
 //! Certificates and passwords for a lab whose client listener is SASL_SSL: a throw-away CA,
 //! one PKCS#12 keystore per broker (its certificate names its loopback address), random
 //! passwords. Everything lives in the lab folder and goes with `down`.
+//!
+//! The brokers' certificates are valid for `DEFAULT_CERT_DAYS` days unless the lab is set
+//! up with another validity (`kafka-lab up --cert-days N`), and one broker's certificate can
+//! be issued again with any validity (`kafka-lab cert N --days D`, `Lab::reissue_cert`).
+//! The CA itself is valid for `CA_DAYS`, so that a broker's own certificate is always the
+//! first to expire in its chain.
 
 use std::fs;
 use std::io::Read;
@@ -11,6 +17,13 @@ use crate::sys::run;
 
 /// The SASL user the watchdog authenticates as.
 pub const WATCHDOG_USER: &str = "watchdog";
+
+/// How long the brokers' certificates are valid when the lab is set up without
+/// `--cert-days`.
+pub const DEFAULT_CERT_DAYS: u32 = 7;
+/// How long the lab CA is valid: far beyond any broker certificate, so a chain's expiry is
+/// its broker certificate's.
+pub const CA_DAYS: u32 = 3650;
 
 pub struct Secrets {
     pub dir: PathBuf,
@@ -52,8 +65,19 @@ impl Secrets {
         })
     }
 
-    /// Makes a CA, a keystore for each broker and the passwords.
+    /// Makes a CA, a keystore for each broker (certificates valid for
+    /// `DEFAULT_CERT_DAYS`) and the passwords.
     pub fn create(lab_dir: &Path, brokers: &[(i32, String)]) -> Result<Secrets, LabError> {
+        Self::create_with(lab_dir, brokers, DEFAULT_CERT_DAYS)
+    }
+
+    /// Makes a CA, a keystore for each broker whose certificate is valid for `cert_days`
+    /// days from now, and the passwords.
+    pub fn create_with(
+        lab_dir: &Path,
+        brokers: &[(i32, String)],
+        cert_days: u32,
+    ) -> Result<Secrets, LabError> {
         let dir = Self::dir(lab_dir);
         fs::create_dir_all(&dir).map_err(|e| LabError::io(&dir, e))?;
         let s = Secrets {
@@ -73,7 +97,7 @@ impl Secrets {
                 "rsa:2048",
                 "-nodes",
                 "-days",
-                "7",
+                &CA_DAYS.to_string(),
                 "-subj",
                 "/CN=kafka-lab test CA",
                 "-keyout",
@@ -83,17 +107,34 @@ impl Secrets {
             ],
         )?;
         for (id, host) in brokers {
-            s.broker_keystore(*id, host)?;
+            s.broker_keystore_valid_for(*id, host, cert_days)?;
         }
         Ok(s)
     }
 
-    /// A key and certificate for broker `id` at `host`, signed by the lab CA, as PKCS#12.
+    /// A key and certificate for broker `id` at `host`, signed by the lab CA, as PKCS#12,
+    /// valid for `DEFAULT_CERT_DAYS`.
     pub fn broker_keystore(&self, id: i32, host: &str) -> Result<(), LabError> {
+        self.broker_keystore_valid_for(id, host, DEFAULT_CERT_DAYS)
+    }
+
+    /// A new key and certificate for broker `id` at `host`, signed by the lab CA and valid
+    /// for `days` days from now (0: its end is its start, expired at once), as PKCS#12 under
+    /// the keystore password, replacing the broker's files (same names) only once all of
+    /// them are made. A running broker keeps the keystore it loaded until it restarts.
+    pub fn broker_keystore_valid_for(
+        &self,
+        id: i32,
+        host: &str,
+        days: u32,
+    ) -> Result<(), LabError> {
         let p = |name: String| self.dir.join(name).display().to_string();
-        let key = p(format!("broker{id}.key"));
+        // Made under new names, then renamed over the broker's: a failed openssl leaves the
+        // keystore in place.
+        let key = p(format!("broker{id}.key.new"));
         let csr = p(format!("broker{id}.csr"));
-        let pem = p(format!("broker{id}.pem"));
+        let pem = p(format!("broker{id}.pem.new"));
+        let p12 = p(format!("broker{id}.p12.new"));
         let ext = p(format!("broker{id}.ext"));
         write(
             Path::new(&ext),
@@ -127,7 +168,7 @@ impl Secrets {
                 &p("ca.key".into()),
                 "-CAcreateserial",
                 "-days",
-                "7",
+                &days.to_string(),
                 "-extfile",
                 &ext,
                 "-out",
@@ -148,12 +189,42 @@ impl Secrets {
                 "-name",
                 "broker",
                 "-out",
-                &p(format!("broker{id}.p12")),
+                &p12,
                 "-passout",
                 &format!("pass:{}", self.keystore_password),
             ],
         )?;
+        for (new, name) in [
+            (key, format!("broker{id}.key")),
+            (pem, format!("broker{id}.pem")),
+            (p12, format!("broker{id}.p12")),
+        ] {
+            let to = self.dir.join(name);
+            fs::rename(&new, &to).map_err(|e| LabError::io(&to, e))?;
+        }
         Ok(())
+    }
+
+    /// The end of broker `id`'s certificate validity as openssl prints it
+    /// (`Dec  5 09:18:57 2026 GMT`), read from its PEM file (what the broker presents once
+    /// it has started with its keystore).
+    pub fn cert_end(&self, id: i32) -> Result<String, LabError> {
+        let pem = self.dir.join(format!("broker{id}.pem"));
+        let out = run(
+            "openssl",
+            &[
+                "x509",
+                "-noout",
+                "-enddate",
+                "-in",
+                &pem.display().to_string(),
+            ],
+        )?;
+        Ok(out
+            .trim()
+            .strip_prefix("notAfter=")
+            .unwrap_or(out.trim())
+            .to_string())
     }
 
     pub fn keystore(&self, id: i32) -> PathBuf {

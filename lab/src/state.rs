@@ -36,6 +36,10 @@ pub enum Fault {
     /// A broker's transaction coordinator threads (marker sender, transaction log
     /// scheduler) are stopped by the tracer process `tracer`.
     StallTxnCoordinator { tracer: u32 },
+    /// A broker's certificate was issued again, valid for `days` days from then (not the
+    /// lab's validity); the broker presents it once restarted. It outlives restarts;
+    /// `heal` issues one of the lab's validity and restarts the broker.
+    Cert { days: u32 },
 }
 
 impl Fault {
@@ -61,7 +65,15 @@ impl Fault {
             Fault::StallTxnCoordinator { tracer } => {
                 format!("stalled(transaction coordinator, tracer {tracer})")
             }
+            Fault::Cert { days: 1 } => "cert(valid 1 day)".into(),
+            Fault::Cert { days } => format!("cert(valid {days} days)"),
         }
+    }
+
+    /// Whether the fault is on disk rather than in the process or the network: it outlives
+    /// the node's restarts and only `heal` removes it.
+    pub fn persists(&self) -> bool {
+        matches!(self, Fault::Cert { .. })
     }
 
     /// The process that keeps this fault in place, if one does.
@@ -92,6 +104,13 @@ pub struct LabState {
     pub security: Security,
     pub cluster_id: String,
     pub nodes: Vec<NodeRecord>,
+    /// How long the brokers' certificates are valid when issued (SASL_SSL labs).
+    #[serde(default = "default_cert_days")]
+    pub cert_days: u32,
+}
+
+fn default_cert_days() -> u32 {
+    crate::secrets::DEFAULT_CERT_DAYS
 }
 
 impl LabState {
@@ -139,5 +158,36 @@ impl LabState {
             .map(|n| n.spec.id.to_string())
             .collect::<Vec<_>>()
             .join(", ")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A state file written before certificates had a validity of their own (or by an older
+    /// `kafka-lab`) still opens, with the validity every lab had then.
+    #[test]
+    fn a_state_file_from_before_cert_days_opens_with_the_default() {
+        let old = r#"{"version":"4.4","security":"sasl_ssl","cluster_id":"x","nodes":[
+            {"id":2,"role":"broker","host":"127.0.0.12","port":9092,"pid":null,"faults":[]}]}"#;
+        let state: LabState = serde_json::from_str(old).unwrap();
+        assert_eq!(state.cert_days, crate::secrets::DEFAULT_CERT_DAYS);
+        let back: LabState = serde_json::from_str(&serde_json::to_string(&state).unwrap()).unwrap();
+        assert_eq!(back.cert_days, state.cert_days);
+    }
+
+    #[test]
+    fn a_certificate_outlives_restarts_and_process_faults_do_not() {
+        let cert = Fault::Cert { days: 1 };
+        assert!(cert.persists());
+        assert_eq!(cert.label(), "cert(valid 1 day)");
+        assert_eq!(Fault::Cert { days: 0 }.label(), "cert(valid 0 days)");
+        assert_eq!(
+            serde_json::to_string(&cert).unwrap(),
+            r#"{"fault":"cert","days":1}"#
+        );
+        assert!(!Fault::Stall { tracer: 1 }.persists());
+        assert!(!Fault::CutReplication.persists());
     }
 }

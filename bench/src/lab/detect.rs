@@ -12,6 +12,11 @@
 //! watchdog is told the controllers (`controllers:`), and the trial reads
 //! `/status` `quorum` (each controller's state, the quorum's problem) and notifications by
 //! their subject (`controller-N`, `cluster` for the quorum).
+//!
+//! A broker's other role (issue 26), its group coordinator stalled, is read the same way on
+//! the default lab (one controller): one broker struck (one that leads a `__consumer_offsets`
+//! partition), named by its role's rule (`group_coordinator_stalled`), notifications by
+//! subject, misattributions through the heal; Kafka never reacts to it.
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
@@ -66,6 +71,11 @@ pub enum Fault {
     /// (`kafka-lab stall --metadata`), then a topic created that it is to lead: a leadership
     /// change it never learns of.
     MetadataStall,
+    /// A broker's group coordinator threads stopped (`kafka-lab stall --group-coordinator`,
+    /// Kafka 4) while it answers Metadata, produce and fetch: the groups hashed onto the
+    /// `__consumer_offsets` partitions it leads can neither commit nor rebalance, and Kafka
+    /// never notices.
+    GroupCoordinatorStall,
 }
 
 impl Fault {
@@ -86,10 +96,13 @@ impl Fault {
             Fault::QuorumFreeze => "quorum-freeze",
             Fault::ControllerStall => "controller-stall",
             Fault::MetadataStall => "metadata-stall",
+            Fault::GroupCoordinatorStall => "group-coordinator-stall",
         }
     }
 
-    /// Faults of the control plane: their trials read the quorum, not only brokers.
+    /// Faults of the control plane: their trials read the quorum, not only brokers. A
+    /// stalled group coordinator is read the same way (one node, named by the rule of its
+    /// role, notifications by subject, misattributions through the heal).
     fn control_plane(self) -> bool {
         matches!(
             self,
@@ -97,6 +110,7 @@ impl Fault {
                 | Fault::QuorumFreeze
                 | Fault::ControllerStall
                 | Fault::MetadataStall
+                | Fault::GroupCoordinatorStall
         )
     }
 
@@ -104,7 +118,8 @@ impl Fault {
     /// one-controller lab their earlier figures were measured on; a frozen or stalled active
     /// controller needs others that could take over (and for the stall, that do not); a
     /// quorum lost needs the only one. The metadata stall runs where tests/control_plane.rs
-    /// proved it, beside three.
+    /// proved it, beside three; the group coordinator stall where tests/coordinators.rs did,
+    /// on the default lab.
     fn controllers(self) -> u32 {
         match self {
             Fault::ControllerFreeze | Fault::ControllerStall | Fault::MetadataStall => 3,
@@ -160,6 +175,9 @@ struct Trial {
     isr_shrink_secs: Option<f64>,
     leader_change_secs: Option<f64>,
     new_leader: Option<BrokerId>,
+    /// The partitions the targets led at the fault (the bench topics'; for
+    /// group-coordinator-stall the `__consumer_offsets` ones, its coordinator shards, which
+    /// 'leader changed' and 'ISR shrink' then watch).
     led_at_start: Vec<String>,
     /// Brokers other than the targets that the watchdog called non-healthy or named in a
     /// webhook during the trial, first sighting each ("2 degraded canary_not_enough_replicas
@@ -177,6 +195,9 @@ struct Trial {
     change_done_secs: Option<f64>,
     /// metadata-stall: when the broker was first named by `stale_metadata`.
     stale_metadata_secs: Option<f64>,
+    /// group-coordinator-stall: when the broker was first `zombie` with
+    /// `group_coordinator_stalled` as its first rule.
+    coordinator_stalled_secs: Option<f64>,
     /// controller-freeze (and -stall, where it should never come): when another controller
     /// first answered DescribeQuorum as the quorum's leader.
     new_quorum_leader_secs: Option<f64>,
@@ -205,12 +226,16 @@ fn targets(fault: Fault, brokers: &[BrokerId], i: usize) -> Vec<BrokerId> {
 /// The node a control-plane fault of trial `i` strikes: the active controller (`active`,
 /// as the quorum's leader says) for a frozen or stalled one, since a follower's fault is
 /// another story; the only controller for a quorum lost; brokers in turn for a metadata
-/// stall.
+/// stall; for a group coordinator stall, in turn the brokers that lead a
+/// `__consumer_offsets` partition (`offsets_leaders`, its partitions' leaders now: the lab's
+/// topic has 3 partitions and after a restart a broker may lead none, a coordinator with
+/// nothing to coordinate).
 fn control_target(
     fault: Fault,
     controllers: &[i32],
     active: Option<i32>,
     brokers: &[BrokerId],
+    offsets_leaders: &[BrokerId],
     i: usize,
 ) -> Result<i32, String> {
     match fault {
@@ -228,6 +253,20 @@ fn control_target(
             )),
         },
         Fault::MetadataStall if !brokers.is_empty() => Ok(brokers[i % brokers.len()]),
+        Fault::GroupCoordinatorStall => {
+            let leading: Vec<BrokerId> = brokers
+                .iter()
+                .copied()
+                .filter(|b| offsets_leaders.contains(b))
+                .collect();
+            if leading.is_empty() {
+                Err(format!(
+                    "no broker leads a __consumer_offsets partition (leaders {offsets_leaders:?})"
+                ))
+            } else {
+                Ok(leading[i % leading.len()])
+            }
+        }
         _ => Err(format!("{} strikes no control-plane node", fault.as_str())),
     }
 }
@@ -290,7 +329,9 @@ fn others_named(body: &Value, targets: &[i32]) -> Vec<String> {
 /// controller's own incident (or the quorum's, which suspects it) for a frozen or stalled
 /// controller, and for the only controller too (one fault, one page: the quorum it took
 /// down is inside the controller's incident, whichever opens first); the broker's own
-/// incident for a metadata stall.
+/// incident for a metadata stall; for a group coordinator stall, the broker's own incident
+/// with `group_coordinator_stalled` in its evidence (a page about it for another reason is
+/// not the one the fault must cause).
 fn names_control_target(fault: Fault, body: &Value, target: i32) -> bool {
     let quorum_suspects_it =
         body["kind"] == "quorum" && suspects(body).contains(&i64::from(target));
@@ -299,6 +340,15 @@ fn names_control_target(fault: Fault, body: &Value, target: i32) -> bool {
             subject(body) == format!("controller-{target}") || quorum_suspects_it
         }
         Fault::MetadataStall => subject(body) == format!("broker-{target}"),
+        Fault::GroupCoordinatorStall => {
+            subject(body) == format!("broker-{target}")
+                && body["evidence"].as_array().is_some_and(|e| {
+                    e.iter().any(|x| {
+                        x.as_str()
+                            .is_some_and(|s| s.contains("group_coordinator_stalled"))
+                    })
+                })
+        }
         _ => false,
     }
 }
@@ -315,6 +365,7 @@ fn inject(lab: &mut Lab, fault: Fault, targets: &[BrokerId]) -> Result<()> {
             Fault::ControllerFreeze | Fault::QuorumFreeze => lab.freeze(t)?,
             Fault::ControllerStall => lab.stall_threads(t, Stall::Controller)?,
             Fault::MetadataStall => lab.stall_threads(t, Stall::Metadata)?,
+            Fault::GroupCoordinatorStall => lab.stall_threads(t, Stall::GroupCoordinator)?,
         }
     }
     Ok(())
@@ -331,7 +382,8 @@ fn heal(lab: &mut Lab, fault: Fault, targets: &[BrokerId]) -> Result<()> {
             | Fault::ControllerFreeze
             | Fault::QuorumFreeze
             | Fault::ControllerStall
-            | Fault::MetadataStall => lab.heal(Some(t))?,
+            | Fault::MetadataStall
+            | Fault::GroupCoordinatorStall => lab.heal(Some(t))?,
             Fault::Kill | Fault::KillTwo => lab.start(t)?,
         }
     }
@@ -344,9 +396,20 @@ fn bench_topic_names() -> Vec<String> {
 
 /// (topic-partition, leader, replicas, isr) of the bench topics in one broker's answer.
 fn bench_partitions(md: &MetadataView) -> Vec<(String, BrokerId, Vec<BrokerId>, Vec<BrokerId>)> {
+    topic_partitions(md, &[TOPIC_RF3, TOPIC_RF2])
+}
+
+/// The group coordinators' topic: a broker coordinates the groups of the partitions it leads.
+const OFFSETS_TOPIC: &str = "__consumer_offsets";
+
+/// (topic-partition, leader, replicas, isr) of the topics `names` in one broker's answer.
+fn topic_partitions(
+    md: &MetadataView,
+    names: &[&str],
+) -> Vec<(String, BrokerId, Vec<BrokerId>, Vec<BrokerId>)> {
     md.topics
         .iter()
-        .filter(|(name, _)| *name == TOPIC_RF3 || *name == TOPIC_RF2)
+        .filter(|(name, _)| names.contains(&name.as_str()))
         .flat_map(|(name, t)| {
             t.partitions.iter().map(move |p| {
                 (
@@ -358,6 +421,81 @@ fn bench_partitions(md: &MetadataView) -> Vec<(String, BrokerId, Vec<BrokerId>, 
             })
         })
         .collect()
+}
+
+/// (partition, leader) of `__consumer_offsets`, as the lab's brokers say now (leader -1:
+/// none).
+fn offsets_leaders(bootstrap: &str) -> Result<Vec<(i32, BrokerId)>, String> {
+    kafka_lab::client::partitions(bootstrap, OFFSETS_TOPIC)
+        .map(|ps| ps.iter().map(|p| (p.partition, p.leader)).collect())
+        .map_err(|e| format!("{OFFSETS_TOPIC}: {e}"))
+}
+
+/// A group commits once, so that `__consumer_offsets` exists (Kafka creates it at a group's
+/// first use), and every one of its partitions has a leader among `brokers`: before it, no
+/// broker coordinates anything and the watchdog has no coordinator to probe.
+fn offsets_topic_ready(bootstrap: &str, brokers: &[BrokerId]) -> Result<()> {
+    use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
+    use rdkafka::{ClientConfig, Offset, TopicPartitionList};
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("group.id", "bench-detect-offsets-init")
+        .create()?;
+    let mut tpl = TopicPartitionList::new();
+    tpl.add_partition_offset(TOPIC_RF3, 0, Offset::Offset(0))?;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while let Err(e) = consumer.commit(&tpl, CommitMode::Sync) {
+        if Instant::now() > deadline {
+            anyhow::bail!("no offset committed in 60 s: {e}");
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let leaders = offsets_leaders(bootstrap);
+        match &leaders {
+            Ok(ps) if !ps.is_empty() && ps.iter().all(|(_, l)| brokers.contains(l)) => {
+                return Ok(())
+            }
+            _ if Instant::now() > deadline => {
+                anyhow::bail!("{OFFSETS_TOPIC} not led in 60 s: {leaders:?}")
+            }
+            _ => std::thread::sleep(Duration::from_millis(500)),
+        }
+    }
+}
+
+/// Waits until the watchdog's coordinator look has `broker` leading shards and answering:
+/// a stall it has not yet seen coordinate would be measured from the watchdog's discovery.
+fn wait_coordinator_seen(wd: &Watchdog, broker: BrokerId, timeout: Duration) -> Result<()> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let last = match wd.status_blocking() {
+            Ok(s) => {
+                let look = s["clusters"][0]["group_coordinators"]["brokers"]
+                    .as_array()
+                    .and_then(|ls| ls.iter().find(|l| l["broker"] == broker).cloned());
+                match look {
+                    Some(l)
+                        if l["probe"] == "answered"
+                            && l["shards"].as_array().is_some_and(|s| !s.is_empty()) =>
+                    {
+                        return Ok(())
+                    }
+                    Some(l) => format!("its look {l}"),
+                    None => "no look at it".into(),
+                }
+            }
+            Err(e) => format!("no /status: {e}"),
+        };
+        if Instant::now() > deadline {
+            anyhow::bail!(
+                "the watchdog does not see broker {broker} coordinate after {} s: {last}",
+                timeout.as_secs()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    }
 }
 
 pub fn run(opts: &DetectOptions) -> Result<Section> {
@@ -458,6 +596,9 @@ fn run_fault(
     section: &mut Section,
 ) -> Result<()> {
     let name = format!("detect-{}-{}", profile.as_str(), fault.as_str());
+    if fault == Fault::GroupCoordinatorStall {
+        offsets_topic_ready(&cx.lab.bootstrap(), cx.brokers)?;
+    }
     let wd = if fault.control_plane() {
         let bootstrap: Vec<String> = cx.lab.bootstrap().split(',').map(str::to_string).collect();
         Watchdog::start_with(
@@ -509,9 +650,32 @@ fn run_fault(
             } else {
                 None
             };
-            match control_target(fault, &cx.lab.controllers(), active, cx.brokers, i) {
+            // Asked at each trial too: the coordinator shards follow their leaders.
+            let offsets = if fault == Fault::GroupCoordinatorStall {
+                offsets_leaders(&cx.lab.bootstrap())
+            } else {
+                Ok(Vec::new())
+            };
+            let leaders: Vec<BrokerId> = offsets.iter().flatten().map(|(_, l)| *l).collect();
+            let target = offsets.clone().and_then(|_| {
+                control_target(
+                    fault,
+                    &cx.lab.controllers(),
+                    active,
+                    cx.brokers,
+                    &leaders,
+                    i,
+                )
+            });
+            match target {
                 Ok(target) => {
                     trial.targets = vec![target];
+                    trial.led_at_start = offsets
+                        .iter()
+                        .flatten()
+                        .filter(|(_, l)| *l == target)
+                        .map(|(p, _)| format!("{OFFSETS_TOPIC}-{p}"))
+                        .collect();
                     run_control_trial(cx, &wd, fault, profile, &mut trial).map(|(opened, seen)| {
                         recovering = Some((trials.len(), seen));
                         opened
@@ -769,7 +933,10 @@ fn misattribute(trial: &mut Trial, tag: String, rest: impl FnOnce() -> String) {
 /// for a controller fault Kafka's election as the surviving controllers answer it. A
 /// metadata stall makes its leadership change 2 s into the fault (a topic whose only
 /// partition the stalled broker is to lead, created through the others), measured from
-/// there. Returns the incidents opened and how many notifications the trial read.
+/// there. A group coordinator stall starts once the watchdog sees the broker coordinate,
+/// and watches its coordinator shards (`led_at_start`) through the other brokers' eyes: a
+/// new leader or an ISR shrink would be Kafka reacting. Returns the incidents opened and
+/// how many notifications the trial read.
 fn run_control_trial(
     cx: &mut Ctx,
     wd: &Watchdog,
@@ -814,6 +981,17 @@ fn run_control_trial(
             .collect()];
         (topic, bootstrap, assignment)
     });
+    let coordinator = fault == Fault::GroupCoordinatorStall;
+    if coordinator {
+        wait_coordinator_seen(wd, target, Duration::from_secs(60))?;
+    }
+    // What Kafka's eyes ask the other brokers: only the broker list, or with it the
+    // coordinator shards.
+    let kafka_topics: Vec<String> = if coordinator {
+        vec![OFFSETS_TOPIC.to_string()]
+    } else {
+        Vec::new()
+    };
     let webhooks_before = sink.received().len();
 
     let started = Instant::now();
@@ -876,6 +1054,13 @@ fn run_control_trial(
                     )
                 };
                 if let Some(state) = state.filter(|s| s != "healthy") {
+                    if trial.coordinator_stalled_secs.is_none()
+                        && target_is_broker
+                        && state == "zombie"
+                        && rules.split(',').next() == Some("group_coordinator_stalled")
+                    {
+                        trial.coordinator_stalled_secs = Some(now);
+                    }
                     if trial.state_secs.is_none() {
                         trial.state_secs = Some(now);
                         trial.first_state = Some(state.clone());
@@ -944,7 +1129,10 @@ fn run_control_trial(
             seen = received.len();
             // A stalled broker's own answer is stale: the others say whom Kafka fenced.
             for b in others.iter() {
-                let Ok(md) = eyes.metadata(&broker_address(*b), Some(&[])).await else {
+                let Ok(md) = eyes
+                    .metadata(&broker_address(*b), Some(&kafka_topics))
+                    .await
+                else {
                     continue;
                 };
                 let registered: Vec<BrokerId> = md.brokers.iter().map(|x| x.id).collect();
@@ -952,6 +1140,21 @@ fn run_control_trial(
                     let tag = format!("{x} ");
                     if !trial.kafka_fenced.iter().any(|f| f.starts_with(&tag)) {
                         trial.kafka_fenced.push(format!("{tag}at {now:.1} s"));
+                    }
+                }
+                for (tp, leader, replicas, isr) in topic_partitions(&md, &[OFFSETS_TOPIC]) {
+                    if trial.leader_change_secs.is_none()
+                        && trial.led_at_start.contains(&tp)
+                        && leader != target
+                    {
+                        trial.leader_change_secs = Some(now);
+                        trial.new_leader = Some(leader);
+                    }
+                    if trial.isr_shrink_secs.is_none()
+                        && replicas.contains(&target)
+                        && !isr.contains(&target)
+                    {
+                        trial.isr_shrink_secs = Some(now);
                     }
                 }
             }
@@ -969,6 +1172,7 @@ fn run_control_trial(
             let named = match fault {
                 Fault::QuorumFreeze => trial.quorum_problem_secs,
                 Fault::MetadataStall => trial.stale_metadata_secs,
+                Fault::GroupCoordinatorStall => trial.coordinator_stalled_secs,
                 _ => trial.critical_secs,
             };
             let required = named.is_some()
@@ -1076,15 +1280,15 @@ fn settle(
 /// The lab's `replica.lag.time.max.ms`: a follower that stopped fetching leaves the ISR after it.
 const LAB_REPLICA_LAG: f64 = 5.0;
 
-/// Issue 14's goals for one fault under one profile, and issue 25's for the control plane
-/// (set for the default settings; the aggressive profile is held to them too, its control
-/// plane looks being the same): (reference event, the p95 bound for the state, the p95
+/// Issue 14's goals for one fault under one profile, issue 25's for the control plane and
+/// issue 26's for a stalled group coordinator (set for the default settings; the aggressive
+/// profile is held to them too, its control plane and coordinator looks being the same): (reference event, the p95 bound for the state, the p95
 /// bound for the webhook), in seconds after the reference.
 fn goal(profile: Profile, fault: Fault) -> (&'static str, f64, f64) {
     let aggressive = profile == Profile::Aggressive;
     match fault {
         Fault::ControllerFreeze | Fault::QuorumFreeze => ("fault", 2.0, 3.0),
-        Fault::ControllerStall => ("fault", 3.0, 4.0),
+        Fault::ControllerStall | Fault::GroupCoordinatorStall => ("fault", 3.0, 4.0),
         Fault::MetadataStall => ("leadership change", 3.0, 4.0),
         Fault::Freeze | Fault::Stall | Fault::Kill | Fault::KillTwo => {
             ("fault", 2.0, if aggressive { 1.5 } else { 3.0 })
@@ -1154,12 +1358,14 @@ pub fn missed_goals(section: &Section) -> Vec<String> {
 
 /// When a trial named what its fault's state goal is about: any state for a follower; the
 /// quorum's problem for a quorum lost; `stale_metadata` for a broker that stopped applying
-/// metadata; `zombie`/`down` otherwise.
+/// metadata; `zombie` by `group_coordinator_stalled` for a stalled group coordinator;
+/// `zombie`/`down` otherwise.
 fn named_at(fault: Fault, t: &TrialOutcome) -> Option<f64> {
     match fault {
         _ if fault.names_a_follower() => t.state_secs,
         Fault::QuorumFreeze => t.quorum_problem_secs,
         Fault::MetadataStall => t.stale_metadata_secs,
+        Fault::GroupCoordinatorStall => t.coordinator_stalled_secs,
         _ => t.critical_secs,
     }
 }
@@ -1177,6 +1383,8 @@ struct TrialOutcome {
     quorum_problem_secs: Option<f64>,
     #[serde(default)]
     stale_metadata_secs: Option<f64>,
+    #[serde(default)]
+    coordinator_stalled_secs: Option<f64>,
     #[serde(default)]
     change_secs: Option<f64>,
     #[serde(default)]
@@ -1259,9 +1467,11 @@ fn report(section: &mut Section, trials: &[Trial], opts: &DetectOptions) {
             "quorum problem",
             "change made",
             "stale_metadata",
+            "group_coordinator_stalled",
             "webhook",
             "page",
             "Kafka: new quorum leader",
+            "Kafka: coordinator shards",
             "Kafka: brokers fenced",
             "misattributed",
             "error",
@@ -1391,7 +1601,11 @@ fn report(section: &mut Section, trials: &[Trial], opts: &DetectOptions) {
         "kill-two kills both replicas of one RF 2 partition: 'leader changed' is the first \
          partition they led that got another leader or none (that RF 2 partition goes offline)",
     );
-    if opts.faults.iter().any(|f| f.control_plane()) {
+    if opts
+        .faults
+        .iter()
+        .any(|f| f.control_plane() && *f != Fault::GroupCoordinatorStall)
+    {
         section.note(
             "control plane: controller-freeze freezes the active controller of three and \
              quorum-freeze the only one; controller-stall stops the active controller's event \
@@ -1400,6 +1614,11 @@ fn report(section: &mut Section, trials: &[Trial], opts: &DetectOptions) {
              goals). Misattributions: another broker or controller not healthy on /status, \
              suspected by the quorum's problem, or named (subject or suspect) by a notification \
              from the fault through the heal and the settling after it",
+        );
+    }
+    if opts.faults.contains(&Fault::GroupCoordinatorStall) {
+        section.note(
+            "group-coordinator-stall stops the group coordinator threads of a broker that leads              a __consumer_offsets partition (those brokers in turn) on the default lab, once              the watchdog sees it coordinate; named: `zombie` with group_coordinator_stalled              as its first rule; the page: the broker's incident with that rule in its evidence.              Kafka's side is its coordinator shards through the other brokers' Metadata (a new              leader, an ISR shrink) and its fencing. Misattributions: another broker or the              controller not healthy on /status, or named by a notification, from the fault              through the heal and the settling after it",
         );
     }
     latency.print();
@@ -1414,7 +1633,8 @@ fn report(section: &mut Section, trials: &[Trial], opts: &DetectOptions) {
 }
 
 /// The latency rows of a control-plane fault: what the watchdog named when, the page, and
-/// Kafka's election where there is one.
+/// Kafka's election where there is one (for a stalled group coordinator, its shards moved
+/// or an ISR shrunk: never, expected).
 fn control_rows(fault: Fault, ts: &[&Trial]) -> Vec<(&'static str, Vec<Option<f64>>)> {
     let col = |get: fn(&Trial) -> Option<f64>| ts.iter().map(|t| get(t)).collect::<Vec<_>>();
     let mut rows = vec![
@@ -1435,6 +1655,19 @@ fn control_rows(fault: Fault, ts: &[&Trial]) -> Vec<(&'static str, Vec<Option<f6
                 "webhook after the change",
                 col(|t| delta(t.webhook_secs, t.change_secs)),
             ));
+        }
+        Fault::GroupCoordinatorStall => {
+            rows.push((
+                "watchdog: group_coordinator_stalled",
+                col(|t| t.coordinator_stalled_secs),
+            ));
+            rows.push(("webhook received", col(|t| t.webhook_secs)));
+            // Expected never: Kafka does not notice a stalled coordinator.
+            rows.push((
+                "Kafka: coordinator shard moved",
+                col(|t| t.leader_change_secs),
+            ));
+            rows.push(("Kafka: ISR shrank", col(|t| t.isr_shrink_secs)));
         }
         _ => rows.push(("webhook received", col(|t| t.webhook_secs))),
     }
@@ -1484,8 +1717,56 @@ fn control_notes(section: &mut Section, fault: Fault, p: &str, ts: &[&Trial]) {
                 ts.len()
             ));
         }
+        Fault::GroupCoordinatorStall => {
+            let count = |f: fn(&Trial) -> bool| ts.iter().filter(|t| f(t)).count();
+            let moved = count(|t| t.leader_change_secs.is_some());
+            let shrunk = count(|t| t.isr_shrink_secs.is_some());
+            let fenced = count(|t| {
+                t.targets.first().is_some_and(|b| {
+                    t.kafka_fenced
+                        .iter()
+                        .any(|f| f.starts_with(&format!("{b} ")))
+                })
+            });
+            section.note(format!(
+                "{f} ({p} profile): Kafka moved a coordinator shard off the stalled broker in \
+                 {moved} of {n} trial(s), shrank an ISR of {OFFSETS_TOPIC} in {shrunk} and \
+                 fenced it in {fenced} (it stays registered and leads and replicates on: \
+                 expected 0; Kafka never reacts, so there is no 'Kafka reacted' time)",
+                n = ts.len()
+            ));
+        }
         _ => {}
     }
+}
+
+/// group-coordinator-stall: the shards it led at the fault and what Kafka did to them
+/// ("__consumer_offsets-0,2: new leader 3 at 4.1 s"; "kept" when nothing); other faults:
+/// nothing.
+fn coordinator_shards_cell(t: &Trial) -> Option<String> {
+    if t.fault != Fault::GroupCoordinatorStall.as_str() {
+        return None;
+    }
+    let shards: Vec<&str> = t
+        .led_at_start
+        .iter()
+        .map(|tp| tp.strip_prefix("__consumer_offsets-").unwrap_or(tp))
+        .collect();
+    let mut what = Vec::new();
+    if let (Some(at), Some(l)) = (t.leader_change_secs, t.new_leader) {
+        what.push(format!("new leader {l} at {at:.1} s"));
+    }
+    if let Some(at) = t.isr_shrink_secs {
+        what.push(format!("ISR shrank at {at:.1} s"));
+    }
+    if what.is_empty() {
+        what.push("kept".into());
+    }
+    Some(format!(
+        "{OFFSETS_TOPIC}-{}: {}",
+        shards.join(","),
+        what.join(", ")
+    ))
 }
 
 fn control_trial_row(t: &Trial) -> Vec<Value> {
@@ -1505,11 +1786,13 @@ fn control_trial_row(t: &Trial) -> Vec<Value> {
             .map(|q| format!("{q} at {}", o(t.quorum_problem_secs)))),
         o(t.change_secs),
         o(t.stale_metadata_secs),
+        o(t.coordinator_stalled_secs),
         o(t.webhook_secs),
         json!(t.webhook),
         json!(t
             .new_quorum_leader
             .map(|c| format!("{c} at {}", o(t.new_quorum_leader_secs)))),
+        json!(coordinator_shards_cell(t)),
         json!(t.kafka_fenced.join("; ")),
         json!(t.misattributed.join("; ")),
         json!(t.error),
@@ -1629,30 +1912,92 @@ mod tests {
         assert_eq!(missed_goals(&s).len(), 2, "{:?}", missed_goals(&s));
     }
 
+    /// Issue 26's goals: a stalled group coordinator `zombie` by group_coordinator_stalled
+    /// <= 3 s and paged <= 4 s after the stall (p95), 0 misattributions. A zombie for another
+    /// rule is not it.
+    #[test]
+    fn group_coordinator_stall_goals() {
+        let gc = |named: Option<f64>, webhook: Option<f64>| {
+            let mut t = control("group-coordinator-stall", named, webhook);
+            t["coordinator_stalled_secs"] = json!(named);
+            t
+        };
+        let mut s = Section::new("detect", json!({}));
+        s.raw = json!((0..10)
+            .map(|_| gc(Some(2.9), Some(3.9)))
+            .collect::<Vec<_>>());
+        assert_eq!(missed_goals(&s), Vec::<String>::new());
+
+        // Zombie in time, but never by the coordinator's rule: the state goal is missed.
+        let mut t = gc(None, Some(2.0));
+        t["critical_secs"] = json!(1.0);
+        s.raw = json!([t]);
+        let missed = missed_goals(&s);
+        assert_eq!(missed.len(), 1, "{missed:?}");
+        assert!(
+            missed[0].starts_with("group-coordinator-stall (default): state p95 inf"),
+            "{missed:?}"
+        );
+
+        let mut t = gc(Some(3.1), Some(4.2));
+        t["misattributed"] = json!(["broker-3 webhook opened broker critical at 2.0 s"]);
+        s.raw = json!([t]);
+        let missed = missed_goals(&s);
+        assert_eq!(missed.len(), 3, "{missed:?}");
+        assert!(missed[0].contains("state p95 3.1 s after the fault, goal <= 3.0 s"));
+        assert!(missed[1].contains("webhook p95 4.2 s after the fault, goal <= 4.0 s"));
+        assert!(missed[2].contains("1 misattribution"), "{missed:?}");
+        assert_eq!(Fault::GroupCoordinatorStall.controllers(), 1);
+        assert!(Fault::GroupCoordinatorStall.control_plane());
+    }
+
     #[test]
     fn control_plane_targets() {
         let controllers = [0, 100, 101];
         for fault in [Fault::ControllerFreeze, Fault::ControllerStall] {
             assert_eq!(
-                control_target(fault, &controllers, Some(101), &[1, 2, 3], 0),
+                control_target(fault, &controllers, Some(101), &[1, 2, 3], &[], 0),
                 Ok(101)
             );
-            assert!(control_target(fault, &controllers, None, &[1, 2, 3], 0).is_err());
+            assert!(control_target(fault, &controllers, None, &[1, 2, 3], &[], 0).is_err());
             // A leader that is none of the lab's controllers (a stale answer): no trial.
-            assert!(control_target(fault, &controllers, Some(2), &[1, 2, 3], 0).is_err());
+            assert!(control_target(fault, &controllers, Some(2), &[1, 2, 3], &[], 0).is_err());
         }
         assert_eq!(
-            control_target(Fault::QuorumFreeze, &[0], Some(0), &[1, 2, 3], 4),
+            control_target(Fault::QuorumFreeze, &[0], Some(0), &[1, 2, 3], &[], 4),
             Ok(0)
         );
-        assert!(control_target(Fault::QuorumFreeze, &controllers, Some(0), &[], 0).is_err());
+        assert!(control_target(Fault::QuorumFreeze, &controllers, Some(0), &[], &[], 0).is_err());
         let brokers = [1, 2, 3];
         let picked: Vec<i32> = (0..4)
-            .map(|i| control_target(Fault::MetadataStall, &controllers, None, &brokers, i))
+            .map(|i| control_target(Fault::MetadataStall, &controllers, None, &brokers, &[], i))
             .collect::<Result<_, _>>()
             .unwrap();
         assert_eq!(picked, vec![1, 2, 3, 1]);
-        assert!(control_target(Fault::Freeze, &controllers, Some(0), &brokers, 0).is_err());
+        assert!(control_target(Fault::Freeze, &controllers, Some(0), &brokers, &[], 0).is_err());
+
+        // A stalled group coordinator: in turn the brokers that lead a __consumer_offsets
+        // partition (three partitions, one broker leading two: broker 2 leads none).
+        let gc = |leaders: &[i32], i| {
+            control_target(
+                Fault::GroupCoordinatorStall,
+                &[0],
+                Some(0),
+                &brokers,
+                leaders,
+                i,
+            )
+        };
+        let picked: Vec<i32> = (0..4)
+            .map(|i| gc(&[3, 1, 3], i))
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert_eq!(picked, vec![1, 3, 1, 3]);
+        assert_eq!(gc(&[2, 2, 2], 5), Ok(2));
+        // No leader yet (-1), or only nodes that are not brokers: no trial.
+        assert!(gc(&[-1, -1, -1], 0).is_err());
+        assert!(gc(&[], 0).is_err());
+        assert!(gc(&[0], 0).is_err());
     }
 
     /// Each layout once, the lab's current one first, so a run switches at most once.
@@ -1671,6 +2016,14 @@ mod tests {
         assert_eq!(
             layout_order(&[Fault::ControllerStall, Fault::MetadataStall], Some(1)),
             vec![3]
+        );
+        // The coordinator stall runs on the default lab, as tests/coordinators.rs does.
+        assert_eq!(
+            layout_order(
+                &[Fault::MetadataStall, Fault::GroupCoordinatorStall],
+                Some(3)
+            ),
+            vec![3, 1]
         );
     }
 
@@ -1730,6 +2083,34 @@ mod tests {
             vec!["suspect 0"]
         );
         assert_eq!(Fault::parse("metadata-stall"), Some(Fault::MetadataStall));
+
+        // A stalled group coordinator's page is the broker's incident with the rule in its
+        // evidence; the same broker paged for something else is not it.
+        let mut gc = page("broker-2", "broker", Value::Null);
+        gc["evidence"] = json!(["group_coordinator_stalled: OffsetFetch unanswered twice \
+                                 (__consumer_offsets 0, 2)"]);
+        assert!(names_control_target(Fault::GroupCoordinatorStall, &gc, 2));
+        assert!(!names_control_target(Fault::GroupCoordinatorStall, &gc, 3));
+        let mut other = page("broker-2", "broker", Value::Null);
+        other["evidence"] = json!(["no_answer: TCP connect succeeded and then nothing"]);
+        assert!(!names_control_target(
+            Fault::GroupCoordinatorStall,
+            &other,
+            2
+        ));
+        assert!(!names_control_target(
+            Fault::GroupCoordinatorStall,
+            &broker,
+            2
+        ));
+        assert_eq!(
+            Fault::parse("group-coordinator-stall"),
+            Some(Fault::GroupCoordinatorStall)
+        );
+        assert_eq!(
+            Fault::GroupCoordinatorStall.as_str(),
+            "group-coordinator-stall"
+        );
     }
 
     #[test]
