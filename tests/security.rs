@@ -98,6 +98,18 @@ fn sasl_ssl_cluster_is_watched_and_a_wrong_password_is_a_clear_error_without_lea
     let good = clusters.iter().find(|c| c["name"] == "good").unwrap();
     let bad = clusters.iter().find(|c| c["name"] == "bad").unwrap();
     assert_eq!(good["severity"], "ok", "{good:#}");
+    // The group coordinators answer the probe under the least-privilege ACLs (Describe on
+    // the probe's group prefix), once the consumer offsets topic exists.
+    eventually(WAIT, "every group coordinator answering the probe", || {
+        let s = w.status();
+        let good = s["clusters"]
+            .as_array()?
+            .iter()
+            .find(|c| c["name"] == "good")?
+            .clone();
+        let looks = good["group_coordinators"]["brokers"].as_array()?.clone();
+        (!looks.is_empty() && looks.iter().all(|l| l["probe"] == "answered")).then_some(())
+    });
     for b in good["brokers"].as_array().unwrap() {
         assert_eq!(b["state"], "healthy", "{b:#}");
     }

@@ -240,6 +240,7 @@ pub fn observation(
             api_versions: None,
             metadata: None,
             description: None,
+            certificate: None,
         };
         match role(id) {
             Role::Refused => {

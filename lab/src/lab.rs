@@ -1337,7 +1337,7 @@ fn pids_with(marker: &str) -> Vec<u32> {
 /// The least privilege kafka-watchdog needs (docs/install.md, "Least privilege"), as
 /// AclCommand arguments for `principal`: describe the cluster, describe every topic and its
 /// configs, and create, write, read and extend only its canary topics (default name
-/// prefix), read its consumer groups.
+/// prefix), read its consumer groups, describe its coordinator probe's groups.
 pub fn watchdog_acls(principal: &str) -> Vec<Vec<String>> {
     let user = format!("User:{principal}");
     let acl = |resource: &[&str], ops: &[&str]| {
@@ -1373,6 +1373,16 @@ pub fn watchdog_acls(principal: &str) -> Vec<Vec<String>> {
                 "kafka-watchdog-canary-",
             ],
             &["Read"],
+        ),
+        // The group coordinator probe's synthetic groups: OffsetFetch needs Describe.
+        acl(
+            &[
+                "--resource-pattern-type",
+                "prefixed",
+                "--group",
+                "kafka-watchdog-probe-",
+            ],
+            &["Describe"],
         ),
     ]
 }

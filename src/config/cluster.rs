@@ -86,6 +86,7 @@ pub(crate) fn cluster(
             topics: m.topics,
             canary: m.canary,
             coordinators: m.coordinators,
+            certificates: m.certificates,
             verdict: m.verdict,
             librdkafka: m.librdkafka,
             host: host?,

@@ -122,6 +122,10 @@ fn sections() -> Vec<Section> {
         &format!("{c}coordinators."),
         s::CoordinatorsConfig::doc_rows(),
     ));
+    cluster.extend(under(
+        &format!("{c}certificates."),
+        s::CertificatesConfig::doc_rows(),
+    ));
     cluster.extend(under(&format!("{c}verdict."), s::Verdict::doc_rows()));
     cluster.push(plain(&format!("{c}librdkafka"), "mapping", "none", "librdkafka properties, except those the watchdog sets", Cluster, "Extra properties for the canary's librdkafka clients."));
 
@@ -312,6 +316,7 @@ clusters:
     topics: {include: ['.*']}
     canary: {enabled: true}
     coordinators: {groups: true}
+    certificates: {warning_days: 14}
     verdict: {open_after_secs: 1}
     librdkafka: {socket.keepalive.enable: true}
     host:

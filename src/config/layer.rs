@@ -13,8 +13,8 @@ use super::build::Ctx;
 use super::keys::{KeyKind, SlotKind};
 use super::read::{text, Fields, Origin, Report, Resolved};
 use super::schema::{
-    self as s, CanaryLayer, CoordinatorsLayer, TimingLayer, TopicsLayer, Verdict, VerdictLayer,
-    VerdictPicked,
+    self as s, CanaryLayer, CertificatesLayer, CoordinatorsLayer, TimingLayer, TopicsLayer,
+    Verdict, VerdictLayer, VerdictPicked,
 };
 use super::types::*;
 use super::yaml::{shorten, Entry, Kind, Pos};
@@ -26,6 +26,7 @@ pub(crate) struct Layer {
     topics: TopicsLayer,
     canary: CanaryLayer,
     coordinators: CoordinatorsLayer,
+    certificates: CertificatesLayer,
     verdict: VerdictLayer,
     librdkafka: BTreeMap<String, String>,
 }
@@ -36,6 +37,7 @@ pub(crate) fn empty_layer(kind: SlotKind) -> Layer {
         topics: TopicsLayer::all(kind),
         canary: CanaryLayer::all(kind),
         coordinators: CoordinatorsLayer::all(kind),
+        certificates: CertificatesLayer::all(kind),
         verdict: VerdictLayer::all(kind),
         librdkafka: BTreeMap::new(),
     }
@@ -49,6 +51,7 @@ pub(crate) fn layer(cx: &mut Ctx, f: &mut Fields) -> Layer {
         topics: TopicsLayer::read_block(rep, f, "topics"),
         canary: CanaryLayer::read_block(rep, f, "canary"),
         coordinators: CoordinatorsLayer::read_block(rep, f, "coordinators"),
+        certificates: CertificatesLayer::read_block(rep, f, "certificates"),
         verdict: VerdictLayer::read_block(rep, f, "verdict"),
         librdkafka: match f.get("librdkafka") {
             None => BTreeMap::new(),
@@ -107,6 +110,7 @@ pub(crate) struct Merged {
     pub topics: TopicFilter,
     pub canary: CanaryConfig,
     pub coordinators: CoordinatorsConfig,
+    pub certificates: CertificatesConfig,
     pub verdict: VerdictConfig,
     pub librdkafka: BTreeMap<String, String>,
 }
@@ -124,6 +128,7 @@ pub(crate) fn merge(
     let topics = own.topics.pick(&d.topics);
     let canary = own.canary.pick(&d.canary);
     let coordinators = own.coordinators.pick(&d.coordinators);
+    let certificates = own.certificates.pick(&d.certificates);
     let verdict = own.verdict.pick(&d.verdict);
 
     if let Some(round) = &timing.round_interval {
@@ -147,6 +152,7 @@ pub(crate) fn merge(
     let topics = topics.values();
     let canary = canary.values();
     let coordinators = coordinators.values();
+    let certificates = certificates.values();
     let verdict = verdict_config(&verdict, timing_values.as_ref()?.round_interval);
     let topics = topics?;
     Some(Merged {
@@ -159,6 +165,7 @@ pub(crate) fn merge(
         },
         canary: canary?,
         coordinators: coordinators?,
+        certificates: certificates?,
         verdict: verdict?,
         librdkafka,
     })

@@ -163,6 +163,22 @@ layered! {
 }
 
 layered! {
+    /// A cluster's `certificates:` block, resolved: when a broker listener's TLS
+    /// certificate is worth an incident (issue 26).
+    #[derive(Clone, Debug, PartialEq, Eq)]
+    pub struct CertificatesConfig;
+    layer CertificatesLayer;
+    picked CertificatesPicked;
+    reload Cluster;
+    keys {
+        /// A broker certificate that expires within this many days is a warning incident.
+        CERTIFICATES_WARNING warning_days: u64 = Count(IntSpec { key: "warning_days", default: 14, min: 0, max: 3650 }),
+        /// Within this many days (or expired) it is a critical one.
+        CERTIFICATES_CRITICAL critical_days: u64 = Count(IntSpec { key: "critical_days", default: 2, min: 0, max: 3650 }),
+    }
+}
+
+layered! {
     /// A cluster's `verdict:` block as written and resolved; `VerdictConfig` is made from
     /// it (the confirmation durations with the deprecated round counts).
     #[derive(Clone, Debug, PartialEq)]

@@ -136,6 +136,8 @@ pub struct ClusterConfig {
     pub canary: CanaryConfig,
     /// The probe of every group coordinator shard.
     pub coordinators: CoordinatorsConfig,
+    /// When a broker listener's certificate is worth an incident.
+    pub certificates: CertificatesConfig,
     pub verdict: VerdictConfig,
     /// Extra librdkafka properties; never one the watchdog sets itself.
     pub librdkafka: BTreeMap<String, String>,
@@ -428,7 +430,7 @@ impl fmt::Debug for TopicFilter {
 }
 
 /// Declared with its keys in `schema`.
-pub use super::schema::{CanaryConfig, CoordinatorsConfig};
+pub use super::schema::{CanaryConfig, CertificatesConfig, CoordinatorsConfig};
 
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct VerdictConfig {

@@ -2,6 +2,7 @@
 //! merged view; gives out the partitions classified, a verdict per broker with its evidence,
 //! and the round's report that alerting, /metrics, /status and `check` read.
 
+pub mod certificates;
 pub mod check;
 pub mod coordinators;
 pub mod health;

@@ -47,10 +47,13 @@ pub enum FindingKind {
     /// The KRaft quorum cannot change the cluster's metadata: no leader, a leader whose
     /// high watermark does not move, or fewer than a majority of voters caught up.
     Quorum,
+    /// A broker listener's TLS certificate expires soon (or has): every new client
+    /// connection to it fails from then on, while the broker itself is fine.
+    Certificate,
 }
 
 impl FindingKind {
-    pub const ALL: [FindingKind; 14] = [
+    pub const ALL: [FindingKind; 15] = [
         FindingKind::Broker,
         FindingKind::OfflinePartitions,
         FindingKind::UnderMinIsr,
@@ -65,6 +68,7 @@ impl FindingKind {
         FindingKind::WatchdogAccess,
         FindingKind::Controller,
         FindingKind::Quorum,
+        FindingKind::Certificate,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -83,6 +87,7 @@ impl FindingKind {
             FindingKind::Acks1Loss => "acks1_loss",
             FindingKind::Controller => "controller",
             FindingKind::Quorum => "quorum",
+            FindingKind::Certificate => "certificate",
         }
     }
 
@@ -103,6 +108,7 @@ impl FindingKind {
             FindingKind::Acks1Loss => "KafkaWatchdogAcks1Loss",
             FindingKind::Controller => "KafkaWatchdogController",
             FindingKind::Quorum => "KafkaWatchdogQuorum",
+            FindingKind::Certificate => "KafkaWatchdogCertificate",
         }
     }
 
@@ -117,6 +123,7 @@ impl FindingKind {
                 | FindingKind::UnderReplicated
                 | FindingKind::SplitBrain
                 | FindingKind::WatchdogAccess
+                | FindingKind::Certificate
         )
     }
 }

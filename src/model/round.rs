@@ -506,6 +506,20 @@ pub struct BrokerProbe {
     /// DescribeCluster answer; None when not asked or not supported.
     #[serde(skip)]
     pub description: Option<Result<ClusterDescription, ProbeFailure>>,
+    /// With TLS, the leaf certificate its listener presented this round.
+    #[serde(skip)]
+    pub certificate: Option<PeerCertificate>,
+}
+
+/// A broker listener's leaf certificate, as the TLS handshake received it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PeerCertificate {
+    pub not_after: std::time::SystemTime,
+    /// Its subject's common name (the whole name when it has none).
+    pub subject: String,
+    pub issuer: String,
+    /// The name the handshake checked it against (`tls.server_name`, else the host).
+    pub checked_name: String,
 }
 
 impl BrokerProbe {

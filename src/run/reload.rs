@@ -247,6 +247,7 @@ fn cluster_diff(old: &ClusterConfig, new: &ClusterConfig) -> Vec<&'static str> {
         topics,
         canary,
         coordinators,
+        certificates,
         verdict,
         librdkafka,
         host,
@@ -275,6 +276,7 @@ fn cluster_diff(old: &ClusterConfig, new: &ClusterConfig) -> Vec<&'static str> {
     );
     check(*canary != old.canary, "canary");
     check(*coordinators != old.coordinators, "coordinators");
+    check(*certificates != old.certificates, "certificates");
     check(*verdict != old.verdict, "verdict");
     check(*librdkafka != old.librdkafka, "librdkafka");
     check(*host != old.host, "host");

@@ -181,6 +181,10 @@ pub fn verdict_settings(c: &ClusterConfig) -> VerdictSettings {
         latency_degraded_factor: c.verdict.latency_degraded_factor,
         restart_grace: c.verdict.restart_grace,
         catch_up_window: c.verdict.catch_up_window,
+        certificates: crate::judge::certificates::CertificateRules {
+            warning: std::time::Duration::from_secs(c.certificates.warning_days * 86_400),
+            critical: std::time::Duration::from_secs(c.certificates.critical_days * 86_400),
+        },
         coordinators: crate::judge::coordinators::CoordinatorRules {
             error_grace: c.coordinators.error_grace,
             ..Default::default()

@@ -101,6 +101,7 @@ pub fn render<'a>(reports: impl IntoIterator<Item = &'a ClusterReport>, extras: 
     let host = crate::observe::host::metrics::Families::register(&mut reg);
     let quorum = crate::judge::quorum::metrics::Families::register(&mut reg);
     let coordinators = crate::judge::coordinators::metrics::Families::register(&mut reg);
+    let certificates = crate::judge::certificates::metrics::Families::register(&mut reg);
     let mut brokers = Vec::new();
     let mut controllers = Vec::new();
     for r in reports {
@@ -114,6 +115,7 @@ pub fn render<'a>(reports: impl IntoIterator<Item = &'a ClusterReport>, extras: 
         let ids: Vec<i32> = r.verdicts.iter().map(|v| v.broker).collect();
         quorum.record(&r.cluster, r.quorum.as_ref(), &r.view.behind, &ids);
         coordinators.record(&r.cluster, r.coordinators.as_deref(), &ids);
+        certificates.record(&r.cluster, r.certificates.as_ref());
         brokers.extend(r.verdicts.iter().map(|v| (r.cluster.clone(), v.broker)));
         if let Some(q) = &r.quorum {
             controllers.extend(

@@ -57,6 +57,7 @@ fn answered(id: i32) -> BrokerProbe {
         api_versions: Some(Ok(Duration::from_millis(2))),
         metadata: Some(Ok((MetadataView::default(), Duration::from_millis(7)))),
         description: None,
+        certificate: None,
     }
 }
 
@@ -323,6 +324,27 @@ fn lab() -> ClusterReport {
     r.liveness.insert(4, liveness(4500, Some(800), Some(0)));
     r.quorum = Some(quorum());
     r.coordinators = Some(std::sync::Arc::new(coordinators()));
+    // Broker 1 presents a certificate 1.5 days from its expiry, broker 2 one from another CA.
+    let cert = |days: u64, issuer: &str| crate::model::round::PeerCertificate {
+        not_after: t(days * 86_400 + 43_200),
+        subject: "broker".into(),
+        issuer: issuer.into(),
+        checked_name: "127.0.0.11".into(),
+    };
+    let seen = [
+        (1, (cert(1, "lab CA"), "127.0.0.11:9093".to_string(), t(0))),
+        (
+            2,
+            (cert(300, "old CA"), "127.0.0.12:9093".to_string(), t(0)),
+        ),
+    ]
+    .into();
+    r.certificates = crate::judge::certificates::judge_certificates(
+        &seen,
+        &[1, 2].into(),
+        &Default::default(),
+        t(10),
+    );
     let mut view = crate::observe::cluster_view::ClusterView::default();
     view.behind.insert(
         4,

@@ -64,6 +64,54 @@ pub struct ClusterStatus<'a> {
     pub quorum: Option<QuorumStatus<'a>>,
     /// The group coordinator probe's newest look; absent when it is off.
     pub group_coordinators: Option<CoordinatorsStatus<'a>>,
+    /// The brokers' listener certificates; absent without TLS.
+    pub certificates: Option<CertificatesStatus<'a>>,
+}
+
+#[derive(Serialize)]
+pub struct CertificatesStatus<'a> {
+    pub issuers: &'a [String],
+    pub brokers: Vec<CertificateStatus<'a>>,
+}
+
+#[derive(Serialize)]
+pub struct CertificateStatus<'a> {
+    pub broker: i32,
+    pub address: &'a str,
+    pub subject: &'a str,
+    pub issuer: &'a str,
+    pub checked_name: &'a str,
+    /// Unix time of its notAfter.
+    pub not_after: f64,
+    /// Days until then (negative once expired).
+    pub days_left: f64,
+    pub urgency: crate::judge::certificates::Urgency,
+}
+
+fn certificates_status(
+    c: &crate::judge::certificates::CertificatesReport,
+    now: std::time::SystemTime,
+) -> CertificatesStatus<'_> {
+    CertificatesStatus {
+        issuers: &c.issuers,
+        brokers: c
+            .brokers
+            .iter()
+            .map(|b| {
+                let not_after = secs(b.certificate.not_after);
+                CertificateStatus {
+                    broker: b.broker,
+                    address: &b.address,
+                    subject: &b.certificate.subject,
+                    issuer: &b.certificate.issuer,
+                    checked_name: &b.certificate.checked_name,
+                    not_after,
+                    days_left: (not_after - secs(now)) / 86_400.0,
+                    urgency: b.urgency,
+                }
+            })
+            .collect(),
+    }
 }
 
 /// Every broker's group coordinator shards as the newest probe saw them.
@@ -337,6 +385,10 @@ pub fn cluster_status(r: &ClusterReport) -> ClusterStatus<'_> {
         canary_last_unavailable_seconds: &r.canary_last_window,
         quorum: r.quorum.as_ref().map(quorum_status),
         group_coordinators: r.coordinators.as_deref().map(coordinators_status),
+        certificates: r
+            .certificates
+            .as_ref()
+            .map(|c| certificates_status(c, r.evaluated_at)),
     }
 }
 

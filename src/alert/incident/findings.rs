@@ -4,6 +4,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use crate::judge::certificates::{CertificatesReport, Urgency};
 use crate::judge::health::{Condition, PartitionProblem};
 use crate::judge::quorum::{ControllerState, QuorumReport};
 use crate::judge::report::ClusterReport;
@@ -73,6 +74,9 @@ pub fn findings(report: &ClusterReport, extra: Vec<Finding>) -> Vec<Finding> {
     }
     if let Some(q) = &report.quorum {
         out.extend(control_plane(report, q));
+    }
+    if let Some(c) = &report.certificates {
+        out.extend(certificates(report, c));
     }
     out.extend(extra);
     out
@@ -326,6 +330,62 @@ fn access(report: &ClusterReport, v: &BrokerVerdict) -> Finding {
     f.rules = hits.iter().map(|h| h.rule.to_string()).collect();
     f.suspects = vec![v.broker];
     f
+}
+
+/// One finding per broker whose listener certificate is within `warning_days` of its
+/// expiry (warning) or `critical_days` (critical); it is about the certificate, not the
+/// broker's health.
+fn certificates(report: &ClusterReport, c: &CertificatesReport) -> Vec<Finding> {
+    let now = report.evaluated_at;
+    c.brokers
+        .iter()
+        .filter(|b| b.urgency != Urgency::Fine)
+        .map(|b| {
+            let key = FindingKey::new(
+                &report.cluster,
+                Subject::Broker(b.broker),
+                FindingKind::Certificate,
+            );
+            let cert = &b.certificate;
+            let expired = cert.not_after <= now;
+            let summary = format!(
+                "broker {} ({}): its TLS certificate (CN={}, issued by {}) {} {}: {}",
+                b.broker,
+                b.address,
+                cert.subject,
+                cert.issuer,
+                if expired { "expired" } else { "expires" },
+                crate::judge::certificates::expiry_words(cert, now),
+                if expired {
+                    "new client connections to it fail; renew it and reload the listener's keystore"
+                } else {
+                    "from then on every new client connection to it fails; renew it and reload the listener's keystore"
+                }
+            );
+            let mut f = Finding::new(key, summary);
+            f.severity = match b.urgency {
+                Urgency::ExpiringSoon => crate::config::Severity::Critical,
+                _ => crate::config::Severity::Warning,
+            };
+            f.broker_address = Some(b.address.clone());
+            let rule = match b.urgency {
+                Urgency::ExpiringSoon => "certificate_expiring_soon",
+                _ => "certificate_expiring",
+            };
+            f.evidence = vec![format!(
+                "{rule}: not after {}, subject {}, issuer {}, checked against {}",
+                crate::model::time::rfc3339(cert.not_after),
+                cert.subject,
+                cert.issuer,
+                cert.checked_name
+            )];
+            f.rules = vec![rule.to_string()];
+            f.lead_rules = f.rules.clone();
+            f.suspects = vec![b.broker];
+            f.observed_at = Some(b.seen_at);
+            f
+        })
+        .collect()
 }
 
 fn ids(list: &[BrokerId]) -> String {

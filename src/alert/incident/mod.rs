@@ -104,6 +104,8 @@ impl FindingKind {
             | FindingKind::Acks1Loss
             | FindingKind::Remediation
             | FindingKind::WatchdogAccess => Severity::Warning,
+            // Two weeks ahead; the finding itself says critical within `critical_days`.
+            FindingKind::Certificate => Severity::Warning,
         }
     }
 }

@@ -324,6 +324,17 @@ fn the_alert_rules_say_the_severity_the_webhooks_say() {
         ),
         ("KafkaWatchdogAccess", WatchdogAccess.severity(None)),
     ];
+    // One alertname, two rules: the certificate's incident is warning weeks ahead and
+    // critical days ahead, as the webhooks say.
+    let certificate: Vec<&str> = doc["groups"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .flat_map(|g| g["rules"].as_sequence().unwrap())
+        .filter(|r| r["alert"].as_str() == Some("KafkaWatchdogCertificate"))
+        .filter_map(|r| r["labels"]["severity"].as_str())
+        .collect();
+    assert_eq!(certificate, vec!["warning", "critical"]);
     for (alert, severity) in same_fault {
         assert_eq!(
             rules.get(alert).map(String::as_str),
@@ -524,6 +535,7 @@ fn unreachable_report(cluster: &str) -> ClusterReport {
                 api_versions: None,
                 metadata: None,
                 description: None,
+                certificate: None,
             },
         );
         r.verdicts.push(verdict(
@@ -562,6 +574,7 @@ fn refused_login_report(also: &[(&'static str, BrokerState, &str)]) -> ClusterRe
             })),
             metadata: None,
             description: None,
+            certificate: None,
         },
     );
     let mut hits = vec![(
@@ -1364,4 +1377,51 @@ fn a_frozen_controller_and_its_quorum_are_findings_of_their_own() {
     assert_eq!(event_kinds(&opened), [EventKind::Opened]);
     assert_eq!(opened[0].incident.kind, FindingKind::Controller);
     assert!(opened[0].incident.rules.contains(&"quorum".to_string()));
+}
+
+#[test]
+fn a_certificate_near_its_expiry_is_a_finding_on_its_broker_graded_by_days_left() {
+    use crate::judge::certificates::{judge_certificates, CertificateRules};
+    use crate::model::round::PeerCertificate;
+    let mut r = report("lab");
+    let cert = |days: u64, issuer: &str| PeerCertificate {
+        not_after: t(0) + Duration::from_secs(days * 86_400),
+        subject: "broker".into(),
+        issuer: issuer.into(),
+        checked_name: "127.0.0.1x".into(),
+    };
+    let seen: BTreeMap<_, _> = [
+        (
+            1,
+            (cert(300, "lab CA"), "127.0.0.11:9093".to_string(), t(0)),
+        ),
+        (2, (cert(1, "lab CA"), "127.0.0.12:9093".to_string(), t(0))),
+        (3, (cert(10, "lab CA"), "127.0.0.13:9093".to_string(), t(0))),
+    ]
+    .into();
+    let present: BTreeSet<i32> = [1, 2, 3].into();
+    r.certificates = judge_certificates(&seen, &present, &CertificateRules::default(), t(0));
+    let fs: Vec<Finding> = findings(&r, Vec::new())
+        .into_iter()
+        .filter(|f| f.key.kind == FindingKind::Certificate)
+        .collect();
+    assert_eq!(fs.len(), 2, "{fs:#?}");
+    let by = |b: i32| {
+        fs.iter()
+            .find(|f| f.key.subject == Subject::Broker(b))
+            .unwrap()
+    };
+    assert_eq!(by(2).severity, Severity::Critical);
+    assert_eq!(by(2).rules, vec!["certificate_expiring_soon".to_string()]);
+    assert!(
+        by(2).summary.contains("expires in 1.0 days"),
+        "{}",
+        by(2).summary
+    );
+    assert_eq!(by(3).severity, Severity::Warning);
+    assert_eq!(by(3).suspects, vec![3]);
+    assert_eq!(
+        by(3).key.dedup_key(),
+        "kafka-watchdog/lab/broker-3/certificate"
+    );
 }

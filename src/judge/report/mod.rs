@@ -11,6 +11,7 @@ use std::time::{Duration, SystemTime};
 
 use serde::Serialize;
 
+use crate::judge::certificates;
 use crate::judge::coordinators;
 use crate::judge::health::{classify_reassigning, Condition, Health, Reassigning};
 use crate::judge::quorum::{judge_quorum, QuorumMemory, QuorumReport, QuorumSettings};
@@ -95,6 +96,8 @@ pub struct ClusterReport {
     pub quorum: Option<QuorumReport>,
     /// The newest look at the group coordinators, when they are probed.
     pub coordinators: Option<Arc<CoordinatorObservation>>,
+    /// The brokers' listener certificates, when they use TLS.
+    pub certificates: Option<certificates::CertificatesReport>,
 }
 
 /// How bad a report is, for `check` (Nagios-style exit codes) and summaries.
@@ -159,6 +162,7 @@ impl ClusterReport {
             early_rounds: EarlyRounds::default(),
             quorum: None,
             coordinators: None,
+            certificates: None,
         }
     }
 
@@ -235,7 +239,12 @@ pub struct Evaluator {
     round_verdicts: Vec<BrokerVerdict>,
     quorum_settings: QuorumSettings,
     quorum_memory: QuorumMemory,
+    /// The listener certificate each broker last presented, its address and when.
+    certificates_seen: CertificatesSeen,
 }
+
+type CertificatesSeen =
+    BTreeMap<BrokerId, (crate::model::round::PeerCertificate, String, SystemTime)>;
 
 impl Evaluator {
     pub fn new(cluster: &str, settings: VerdictSettings, include: TopicFilterFn) -> Self {
@@ -257,7 +266,32 @@ impl Evaluator {
             },
             round_verdicts: Vec::new(),
             quorum_memory: QuorumMemory::default(),
+            certificates_seen: BTreeMap::new(),
         }
+    }
+
+    /// The certificates this round's handshakes presented, kept per broker (one that did
+    /// not answer keeps its last), judged for the brokers with a verdict.
+    fn judge_certificates(
+        &mut self,
+        obs: &RoundObservation,
+        verdicts: &[BrokerVerdict],
+        now: SystemTime,
+    ) -> Option<certificates::CertificatesReport> {
+        for (id, p) in &obs.probes {
+            if let Some(c) = &p.certificate {
+                self.certificates_seen
+                    .insert(*id, (c.clone(), p.endpoint.address(), obs.started_at));
+            }
+        }
+        let present: BTreeSet<BrokerId> = verdicts.iter().map(|v| v.broker).collect();
+        self.certificates_seen.retain(|id, _| present.contains(id));
+        certificates::judge_certificates(
+            &self.certificates_seen,
+            &present,
+            &self.settings.certificates,
+            now,
+        )
     }
 
     /// The control plane judged from `look`, and the broker verdicts it spares while it
@@ -476,6 +510,7 @@ impl Evaluator {
             }
         }
         verdict::remember_round(&mut self.memory, &obs, &verdicts, now);
+        let certificates = self.judge_certificates(&obs, &verdicts, now);
         let state_since = self.state_since();
 
         for (id, probe) in &obs.probes {
@@ -527,6 +562,7 @@ impl Evaluator {
             early_rounds: EarlyRounds::default(),
             quorum,
             coordinators: obs.coordinators,
+            certificates,
         }
     }
 }
@@ -633,6 +669,7 @@ mod tests {
                     api_versions: Some(Ok(Duration::from_millis(1))),
                     metadata: Some(Ok((md, Duration::from_millis(5)))),
                     description: None,
+                    certificate: None,
                 };
                 (id, probe)
             })

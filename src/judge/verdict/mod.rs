@@ -116,6 +116,8 @@ pub struct VerdictSettings {
     pub metadata_caught_up: Duration,
     /// When the group coordinator probe's evidence counts (`coordinators:`).
     pub coordinators: crate::judge::coordinators::CoordinatorRules,
+    /// When a listener certificate is worth an incident (`certificates:`).
+    pub certificates: crate::judge::certificates::CertificateRules,
 }
 
 impl Default for VerdictSettings {
@@ -128,6 +130,7 @@ impl Default for VerdictSettings {
             metadata_fetch_lag: Duration::from_secs(3),
             metadata_caught_up: Duration::from_secs(6),
             coordinators: Default::default(),
+            certificates: Default::default(),
         }
     }
 }

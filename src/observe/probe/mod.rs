@@ -493,6 +493,7 @@ pub async fn probe_broker(
         api_versions: None,
         metadata: None,
         description: None,
+        certificate: None,
     };
     let opened = match BrokerClient::open_traced(&address, wire).await {
         Ok(o) => o,
@@ -512,6 +513,7 @@ pub async fn probe_broker(
         }
     };
     probe.connect = Ok(opened.connect_latency);
+    probe.certificate = opened.certificate.clone();
     let handshake_started = Instant::now();
     let mut client = match opened.negotiate().await {
         Ok(c) => {

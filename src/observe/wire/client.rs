@@ -28,8 +28,8 @@ use super::security::SaslSettings;
 use super::versions::SupportedVersions;
 use super::{sasl, security};
 use super::{Connected, Timed, WireOptions};
-use crate::model::round::QuorumAnswer;
 use crate::model::round::{ClusterDescription, MetadataView};
+use crate::model::round::{PeerCertificate, QuorumAnswer};
 
 /// Kafka's resource type for topics in config APIs.
 const RESOURCE_TOPIC: i8 = 2;
@@ -77,19 +77,18 @@ impl BrokerClient {
         let tcp = open_tcp(address, opts.connect_timeout)
             .await
             .map_err(|error| OpenFailure { error, tcp: None })?;
-        let stream = match opts.security.tls() {
+        let (stream, certificate) = match opts.security.tls() {
             Some(tls) => {
                 let tcp_latency = started.elapsed();
-                Stream::Tls(Box::new(
-                    security::handshake(tcp, tls, address, opts.connect_timeout)
-                        .await
-                        .map_err(|error| OpenFailure {
-                            error,
-                            tcp: Some(tcp_latency),
-                        })?,
-                ))
+                let (stream, leaf) = security::handshake(tcp, tls, address, opts.connect_timeout)
+                    .await
+                    .map_err(|error| OpenFailure {
+                        error,
+                        tcp: Some(tcp_latency),
+                    })?;
+                (Stream::Tls(Box::new(stream)), leaf)
             }
-            None => Stream::Plain(tcp),
+            None => (Stream::Plain(tcp), None),
         };
         Ok(Opened {
             address: address.to_owned(),
@@ -101,6 +100,7 @@ impl BrokerClient {
             ),
             sasl: opts.security.sasl().cloned(),
             connect_latency: started.elapsed(),
+            certificate,
         })
     }
 
@@ -546,6 +546,8 @@ pub struct Opened {
     sasl: Option<SaslSettings>,
     /// Resolution, TCP handshake and, with TLS, the TLS handshake.
     pub connect_latency: Duration,
+    /// With TLS, the leaf certificate the broker presented.
+    pub certificate: Option<PeerCertificate>,
 }
 
 impl std::fmt::Debug for Opened {
@@ -565,6 +567,7 @@ impl Opened {
             mut conn,
             sasl,
             connect_latency,
+            certificate,
         } = self;
         let (versions, api_versions_latency) = negotiate(&mut conn).await?;
         let (session_lifetime, sasl_latency) = match &sasl {
@@ -593,6 +596,7 @@ impl Opened {
             connect_latency,
             api_versions_latency,
             sasl_latency,
+            certificate,
         })
     }
 }

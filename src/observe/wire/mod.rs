@@ -13,6 +13,7 @@
 //! OAUTHBEARER (OIDC client credentials) / AWS_MSK_IAM are supported through
 //! [`WireOptions::security`].
 
+mod certificate;
 mod client;
 mod compat;
 mod connection;
@@ -43,6 +44,7 @@ mod tests_security;
 
 use std::time::Duration;
 
+pub use certificate::remaining as certificate_remaining;
 pub use client::{BrokerClient, OpenFailure, Opened};
 pub use compat::{column_text, markdown_table, signals, Signal};
 pub use convert::TopicConfigs;
@@ -93,6 +95,8 @@ pub struct Connected {
     pub api_versions_latency: Duration,
     /// The SASL exchange, when the connection authenticates.
     pub sasl_latency: Option<Duration>,
+    /// With TLS, the leaf certificate the broker presented.
+    pub certificate: Option<crate::model::round::PeerCertificate>,
 }
 
 /// An answer and the time from sending the request to receiving the whole answer.

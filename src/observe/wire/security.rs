@@ -23,6 +23,7 @@ use tokio_rustls::TlsConnector;
 use super::error::{Phase, WireError};
 use super::msk_iam::AwsIamSettings;
 use super::oauth::TokenSource;
+use crate::model::round::PeerCertificate;
 
 /// Kafka's `security.protocol`, with what each variant needs.
 #[derive(Debug, Clone, Default)]
@@ -154,15 +155,20 @@ fn tls_error(detail: impl Into<String>) -> WireError {
     }
 }
 
-/// The TLS handshake over an open TCP connection, bounded by `limit`.
+/// The TLS handshake over an open TCP connection, bounded by `limit`, and the leaf
+/// certificate the broker presented (with the name it was checked against).
 pub(crate) async fn handshake(
     tcp: TcpStream,
     settings: &TlsSettings,
     address: &str,
     limit: Duration,
-) -> Result<TlsStream<TcpStream>, WireError> {
+) -> Result<(TlsStream<TcpStream>, Option<PeerCertificate>), WireError> {
     let config = client_config(settings)?;
     let name = server_name(settings, address)?;
+    let checked = match &settings.server_name {
+        Some(n) => n.clone(),
+        None => host_of(address).to_string(),
+    };
     let connector = TlsConnector::from(Arc::new(config));
     match timeout(limit, connector.connect(name, tcp)).await {
         Err(_) => Err(WireError::Timeout {
@@ -170,7 +176,15 @@ pub(crate) async fn handshake(
             limit,
         }),
         Ok(Err(e)) => Err(tls_error(describe_handshake_error(&e))),
-        Ok(Ok(stream)) => Ok(stream),
+        Ok(Ok(stream)) => {
+            let leaf = stream
+                .get_ref()
+                .1
+                .peer_certificates()
+                .and_then(|chain| chain.first())
+                .and_then(|c| super::certificate::read(c.as_ref(), &checked));
+            Ok((stream, leaf))
+        }
     }
 }
 

@@ -540,6 +540,7 @@ async fn verdict_on_probed(
         api_versions: Some(Ok(ms)),
         metadata: Some(Ok((md, ms))),
         description: None,
+        certificate: None,
     };
     let obs = RoundObservation {
         cluster: "c".into(),

@@ -117,6 +117,7 @@ impl World {
                 api_versions: Some(Ok(Duration::from_millis(2))),
                 metadata: Some(Ok((md, Duration::from_millis(latency_ms)))),
                 description: None,
+                certificate: None,
             },
         );
         self.probes.get_mut(&id).unwrap()
@@ -141,6 +142,7 @@ impl World {
                 api_versions: Some(Err(fail(FailureKind::Timeout))),
                 metadata: None,
                 description: None,
+                certificate: None,
             },
         );
     }
@@ -154,6 +156,7 @@ impl World {
                 api_versions: None,
                 metadata: None,
                 description: None,
+                certificate: None,
             },
         );
     }
@@ -167,6 +170,7 @@ impl World {
                 api_versions: None,
                 metadata: None,
                 description: None,
+                certificate: None,
             },
         );
     }
