@@ -509,6 +509,20 @@ pub struct BrokerProbe {
     /// With TLS, the leaf certificate its listener presented this round.
     #[serde(skip)]
     pub certificate: Option<PeerCertificate>,
+    /// Its log directories (DescribeLogDirs); None when not asked or not supported.
+    #[serde(skip)]
+    pub log_dirs: Option<Result<Vec<LogDirState>, ProbeFailure>>,
+}
+
+/// One of a broker's log directories as it describes it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct LogDirState {
+    pub dir: String,
+    /// 0, or 56 KAFKA_STORAGE_ERROR: Kafka took the directory offline.
+    pub error_code: i16,
+    /// From DescribeLogDirs v4 (Kafka 3.3).
+    pub total_bytes: Option<u64>,
+    pub usable_bytes: Option<u64>,
 }
 
 /// A broker listener's leaf certificate, as the TLS handshake received it.

@@ -58,6 +58,7 @@ fn answered(id: i32) -> BrokerProbe {
         metadata: Some(Ok((MetadataView::default(), Duration::from_millis(7)))),
         description: None,
         certificate: None,
+        log_dirs: None,
     }
 }
 

@@ -536,6 +536,7 @@ fn unreachable_report(cluster: &str) -> ClusterReport {
                 metadata: None,
                 description: None,
                 certificate: None,
+                log_dirs: None,
             },
         );
         r.verdicts.push(verdict(
@@ -575,6 +576,7 @@ fn refused_login_report(also: &[(&'static str, BrokerState, &str)]) -> ClusterRe
             metadata: None,
             description: None,
             certificate: None,
+            log_dirs: None,
         },
     );
     let mut hits = vec![(

@@ -63,6 +63,7 @@ fn probe(id: i32, answers: bool) -> BrokerProbe {
         metadata: answers.then(|| Ok((Default::default(), Duration::from_millis(2)))),
         description: None,
         certificate: None,
+        log_dirs: None,
     }
 }
 

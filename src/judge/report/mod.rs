@@ -670,6 +670,7 @@ mod tests {
                     metadata: Some(Ok((md, Duration::from_millis(5)))),
                     description: None,
                     certificate: None,
+                    log_dirs: None,
                 };
                 (id, probe)
             })

@@ -44,6 +44,12 @@ pub struct BrokerFacts<'a> {
     /// Its Raft fetch of the metadata log as the quorum's leader describes it (it is an
     /// observer of the quorum); `None` without a description.
     pub metadata_fetch: Option<&'a crate::model::round::ReplicaProgress>,
+    /// Its log directories as it described them this round.
+    pub log_dirs: Option<&'a [crate::model::round::LogDirState]>,
+    /// Its directories' usable bytes over the last half hour.
+    pub dir_usage: Option<&'a BTreeMap<String, super::rules_disk::Usage>>,
+    /// Partitions the view names it an offline replica of.
+    pub offline_replica_of: Named,
 }
 
 /// Partitions some evidence names: the first few, as the rules show them, and how many in

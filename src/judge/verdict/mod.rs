@@ -159,6 +159,9 @@ pub struct BrokerMemory {
     /// Since when it has been `slow`: it stays so until its answers are clearly back among
     /// its peers', not at the first answer under the line (see `live::slow`).
     pub slow_since: Option<SystemTime>,
+    /// Each log directory's usable bytes over the last half hour (DescribeLogDirs v4), for
+    /// the time-to-full forecast.
+    pub dir_usage: BTreeMap<String, rules_disk::Usage>,
 }
 
 impl BrokerMemory {
@@ -186,6 +189,23 @@ impl BrokerMemory {
             .map(|(_, n)| n)
     }
 }
+/// Per broker, the partitions of the view that name it an offline replica (its log
+/// directory failed, or it is down): one pass over the view, whatever the broker count.
+fn offline_replicas(view: &ClusterView) -> BTreeMap<BrokerId, Named> {
+    let mut named: BTreeMap<BrokerId, Named> = BTreeMap::new();
+    for (topic, t) in &view.topics {
+        for p in t.partitions.iter() {
+            for b in p.offline_replicas.iter() {
+                named
+                    .entry(*b)
+                    .or_default()
+                    .push_with(|| format!("{topic}-{}", p.partition));
+            }
+        }
+    }
+    named
+}
+
 type Rule = fn(&BrokerFacts, &VerdictSettings) -> Option<RuleHit>;
 
 /// The rules, most severe first. Each returns a hit or nothing.
@@ -219,6 +239,8 @@ const RULES: &[Rule] = &[
     rules_host::port_not_listening,
     rules_host::log_dir_low_space,
     rules_host::log_dir_unreadable,
+    rules_disk::log_dir_failed,
+    rules_disk::log_dir_filling,
 ];
 
 fn hit(rule: &'static str, state: BrokerState, detail: String) -> Option<RuleHit> {
@@ -313,6 +335,7 @@ fn judge_with(
         .values()
         .filter(|p| answer_kind(p) == Some(AnswerKind::DescribedAll))
         .count() as u32;
+    let mut offline = offline_replicas(view);
     let mut stale: BTreeMap<BrokerId, Vec<String>> = BTreeMap::new();
     for s in &view.stale_leaders {
         stale.entry(s.broker).or_default().push(format!(
@@ -377,6 +400,12 @@ fn judge_with(
                     .as_ref()
                     .and_then(|q| q.description.as_ref())
                     .and_then(|d| d.observer(*id)),
+                log_dirs: match &probe.log_dirs {
+                    Some(Ok(d)) => Some(d.as_slice()),
+                    _ => None,
+                },
+                dir_usage: mem.map(|m| &m.dir_usage),
+                offline_replica_of: offline.remove(id).unwrap_or_default(),
             };
             verdict_of(&facts, settings)
         })
@@ -578,6 +607,7 @@ pub fn remember_round(
     now: SystemTime,
 ) {
     remember(memory, verdicts, now);
+    rules_disk::remember_usage(memory, obs, now);
     catch_up::remember_silence(memory, obs, now);
     catch_up::remember(memory, obs, verdicts, now);
 }
@@ -589,6 +619,7 @@ pub mod live;
 mod registration;
 mod rules_access;
 mod rules_canary;
+pub mod rules_disk;
 mod rules_host;
 mod rules_partitions;
 mod rules_reach;

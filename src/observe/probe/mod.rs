@@ -494,6 +494,7 @@ pub async fn probe_broker(
         metadata: None,
         description: None,
         certificate: None,
+        log_dirs: None,
     };
     let opened = match BrokerClient::open_traced(&address, wire).await {
         Ok(o) => o,
@@ -541,6 +542,16 @@ pub async fn probe_broker(
         Ok(None) => None,
         Err(e) => Some(Err(e.to_failure(dc_started.elapsed()))),
     };
+    // Its log directories: one in error (a failed disk) and free space. After
+    // DescribeCluster, so a broker that stops answering here still answered the rest.
+    if probe.description.as_ref().is_none_or(|d| d.is_ok()) {
+        let ld_started = Instant::now();
+        probe.log_dirs = match client.describe_log_dirs().await {
+            Ok(Some(t)) => Some(Ok(t.value)),
+            Ok(None) => None,
+            Err(e) => Some(Err(e.to_failure(ld_started.elapsed()))),
+        };
+    }
     probe
 }
 

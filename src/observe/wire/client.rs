@@ -7,7 +7,7 @@ use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::{
     AlterPartitionReassignmentsRequest, ApiVersionsRequest, ApiVersionsResponse,
-    DescribeClusterRequest, DescribeConfigsRequest, DescribeQuorumRequest,
+    DescribeClusterRequest, DescribeConfigsRequest, DescribeLogDirsRequest, DescribeQuorumRequest,
     DescribeTopicPartitionsRequest, ElectLeadersRequest, ListOffsetsRequest,
     ListPartitionReassignmentsRequest, MetadataRequest, OffsetFetchRequest, ProduceRequest,
     TopicName,
@@ -21,6 +21,7 @@ use super::error::{Phase, WireError};
 use super::frame::leading_error_code;
 use super::groups;
 use super::guard;
+use super::log_dirs;
 use super::partitions::{self, EligibleLeaderReplicas, OngoingReassignment, PartitionOutcome};
 use super::produce::{self, ProduceAnswer};
 use super::quorum;
@@ -504,6 +505,30 @@ impl BrokerClient {
             value: groups::answer(value, groups, version),
             latency,
         })
+    }
+
+    /// The broker's log directories (DescribeLogDirs for no topic): each one's error code
+    /// and, from v4, its total and usable bytes. `None` when the broker has no version of
+    /// it this client speaks; a whole-answer error is a [`WireError::Kafka`].
+    pub async fn describe_log_dirs(
+        &mut self,
+    ) -> Result<Option<Timed<Vec<crate::model::round::LogDirState>>>, WireError> {
+        let phase = Phase::DescribeLogDirs;
+        let Some(version) = self.versions.for_request::<DescribeLogDirsRequest>() else {
+            return Ok(None);
+        };
+        let Timed { value, latency } = self.conn.call(phase, &log_dirs::request(), version).await?;
+        match log_dirs::answer(value, version) {
+            Ok(dirs) => Ok(Some(Timed {
+                value: dirs,
+                latency,
+            })),
+            Err(code) => Err(WireError::Kafka {
+                phase,
+                code,
+                message: None,
+            }),
+        }
     }
 
     /// How many groups one OffsetFetch may ask about: all of them from v8, else one.

@@ -29,6 +29,7 @@ pub enum Phase {
     DescribeTopicPartitions,
     DescribeQuorum,
     OffsetFetch,
+    DescribeLogDirs,
 }
 
 impl Phase {
@@ -50,6 +51,7 @@ impl Phase {
             Phase::DescribeTopicPartitions => "describe_topic_partitions",
             Phase::DescribeQuorum => "describe_quorum",
             Phase::OffsetFetch => "offset_fetch",
+            Phase::DescribeLogDirs => "describe_log_dirs",
         }
     }
 }

@@ -8,14 +8,16 @@
 use bytes::Bytes;
 use kafka_protocol::messages::{
     AlterPartitionReassignmentsResponse, ApiKey, ApiVersionsResponse, DescribeClusterResponse,
-    DescribeConfigsResponse, DescribeQuorumResponse, DescribeTopicPartitionsResponse,
-    ElectLeadersResponse, ListOffsetsResponse, ListPartitionReassignmentsResponse,
-    MetadataResponse, OffsetFetchResponse, ProduceResponse, SaslAuthenticateResponse,
-    SaslHandshakeResponse,
+    DescribeConfigsResponse, DescribeLogDirsResponse, DescribeQuorumResponse,
+    DescribeTopicPartitionsResponse, ElectLeadersResponse, ListOffsetsResponse,
+    ListPartitionReassignmentsResponse, MetadataResponse, OffsetFetchResponse, ProduceResponse,
+    SaslAuthenticateResponse, SaslHandshakeResponse,
 };
 
 use super::guard::{self, Guarded};
-use super::{convert, frame, groups, partitions, produce, quorum, versions::SupportedVersions};
+use super::{
+    convert, frame, groups, log_dirs, partitions, produce, quorum, versions::SupportedVersions,
+};
 
 /// The API keys `decode_response_for_fuzzing` handles; the seed test in `guard` checks
 /// that each has seeds.
@@ -35,6 +37,7 @@ pub(crate) const FUZZED_API_KEYS: &[i16] = &[
     ApiKey::DescribeTopicPartitions as i16,
     ApiKey::DescribeQuorum as i16,
     ApiKey::OffsetFetch as i16,
+    ApiKey::DescribeLogDirs as i16,
 ];
 
 /// Runs `body` through what the client does with the answer to a request of `api_key` at
@@ -99,6 +102,10 @@ pub fn decode_response_for_fuzzing(api_key: i16, version: i16, body: &[u8]) -> R
         ApiKey::DescribeQuorum => {
             let r = decoded::<DescribeQuorumResponse>(&body, version)?;
             let _ = quorum::answer(r, version)?;
+        }
+        ApiKey::DescribeLogDirs => {
+            let r = decoded::<DescribeLogDirsResponse>(&body, version)?;
+            let _ = log_dirs::answer(r, version);
         }
         ApiKey::OffsetFetch => {
             let r = decoded::<OffsetFetchResponse>(&body, version)?;

@@ -23,6 +23,7 @@ mod frame;
 mod fuzzing;
 mod groups;
 mod guard;
+mod log_dirs;
 mod msk_iam;
 mod oauth;
 mod partitions;

@@ -351,6 +351,33 @@ fn describe_partitions(_v: i16) -> DescribeTopicPartitionsResponse {
 }
 
 /// A leader's answer with a voter and an observer, and the controllers' endpoints (v2).
+/// DescribeLogDirs' answer: two directories, one with a topic of two partitions.
+fn describe_log_dirs(v: i16) -> kafka_protocol::messages::DescribeLogDirsResponse {
+    use kafka_protocol::messages::describe_log_dirs_response as dl;
+    let flex = v >= 2;
+    let partition = dl::DescribeLogDirsPartition::default()
+        .with_partition_index(PARTITION_MARK)
+        .with_partition_size(1234)
+        .with_unknown_tagged_fields(extra_tags(flex));
+    let topic = dl::DescribeLogDirsTopic::default()
+        .with_name(TopicName(s("orders")))
+        .with_partitions(vec![partition.clone(), partition])
+        .with_unknown_tagged_fields(extra_tags(flex));
+    let dir = dl::DescribeLogDirsResult::default()
+        .with_log_dir(s("/data/a"))
+        .with_topics(vec![topic])
+        .with_total_bytes(if v >= 4 { 1000 } else { -1 })
+        .with_usable_bytes(if v >= 4 { 400 } else { -1 })
+        .with_unknown_tagged_fields(extra_tags(flex));
+    kafka_protocol::messages::DescribeLogDirsResponse::default()
+        .with_throttle_time_ms(1)
+        .with_results(vec![
+            dir.clone(),
+            dir.with_error_code(56).with_topics(vec![]),
+        ])
+        .with_unknown_tagged_fields(extra_tags(flex))
+}
+
 /// OffsetFetch's answer: one topic of two partitions before v8, two groups of that after.
 fn offset_fetch(v: i16) -> kafka_protocol::messages::OffsetFetchResponse {
     use kafka_protocol::messages::offset_fetch_response as of;
@@ -527,6 +554,7 @@ fn mutated_bodies_never_panic() {
     mutate_all(0..=0, describe_partitions, &mut next);
     mutate_all(0..=2, describe_quorum, &mut next);
     mutate_all(1..=10, offset_fetch, &mut next);
+    mutate_all(1..=4, describe_log_dirs, &mut next);
 }
 
 /// Every version of every response above is a seed for the `wire_decode` fuzz target
@@ -578,6 +606,7 @@ fn fuzz_seeds_pass_the_fuzzing_entry() {
     );
     seeds(&mut all, ApiKey::DescribeQuorum, 0..=2, describe_quorum);
     seeds(&mut all, ApiKey::OffsetFetch, 1..=10, offset_fetch);
+    seeds(&mut all, ApiKey::DescribeLogDirs, 1..=4, describe_log_dirs);
 
     let keys: std::collections::BTreeSet<i16> = all
         .iter()

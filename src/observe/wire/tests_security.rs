@@ -541,6 +541,7 @@ async fn verdict_on_probed(
         metadata: Some(Ok((md, ms))),
         description: None,
         certificate: None,
+        log_dirs: None,
     };
     let obs = RoundObservation {
         cluster: "c".into(),

@@ -4,6 +4,7 @@
 mod cause;
 mod control_plane;
 mod host_mode;
+mod log_dirs;
 mod registration;
 
 use std::collections::BTreeMap;
@@ -46,6 +47,8 @@ struct World {
     canary: Option<crate::observe::canary::CanaryRound>,
     /// The look at the control plane the round carries.
     quorum: Option<std::sync::Arc<crate::model::round::QuorumObservation>>,
+    /// (partition, broker): the metadata names the broker an offline replica of it.
+    offline: Vec<(i32, i32)>,
 }
 
 impl World {
@@ -62,6 +65,7 @@ impl World {
             followers: BTreeMap::new(),
             canary: None,
             quorum: None,
+            offline: Vec::new(),
         };
         for id in 1..=3 {
             w.answering(id, 10);
@@ -81,7 +85,14 @@ impl World {
                 leader_epoch: *epoch,
                 replicas: replicas.as_slice().into(),
                 isr: isr.as_slice().into(),
-                offline_replicas: Default::default(),
+                offline_replicas: self
+                    .offline
+                    .iter()
+                    .filter(|(p, _)| *p == i as i32)
+                    .map(|(_, b)| *b)
+                    .collect::<Vec<_>>()
+                    .as_slice()
+                    .into(),
             })
             .collect::<Vec<_>>();
         let mut topics = BTreeMap::new();
@@ -118,6 +129,7 @@ impl World {
                 metadata: Some(Ok((md, Duration::from_millis(latency_ms)))),
                 description: None,
                 certificate: None,
+                log_dirs: None,
             },
         );
         self.probes.get_mut(&id).unwrap()
@@ -143,6 +155,7 @@ impl World {
                 metadata: None,
                 description: None,
                 certificate: None,
+                log_dirs: None,
             },
         );
     }
@@ -157,6 +170,7 @@ impl World {
                 metadata: None,
                 description: None,
                 certificate: None,
+                log_dirs: None,
             },
         );
     }
@@ -171,6 +185,7 @@ impl World {
                 metadata: None,
                 description: None,
                 certificate: None,
+                log_dirs: None,
             },
         );
     }

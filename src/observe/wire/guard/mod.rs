@@ -10,10 +10,10 @@
 use bytes::Bytes;
 use kafka_protocol::messages::{
     AlterPartitionReassignmentsResponse, ApiVersionsResponse, DescribeClusterResponse,
-    DescribeConfigsResponse, DescribeQuorumResponse, DescribeTopicPartitionsResponse,
-    ElectLeadersResponse, ListOffsetsResponse, ListPartitionReassignmentsResponse,
-    MetadataResponse, OffsetFetchResponse, ProduceResponse, SaslAuthenticateResponse,
-    SaslHandshakeResponse,
+    DescribeConfigsResponse, DescribeLogDirsResponse, DescribeQuorumResponse,
+    DescribeTopicPartitionsResponse, ElectLeadersResponse, ListOffsetsResponse,
+    ListPartitionReassignmentsResponse, MetadataResponse, OffsetFetchResponse, ProduceResponse,
+    SaslAuthenticateResponse, SaslHandshakeResponse,
 };
 use kafka_protocol::protocol::Decodable;
 
@@ -411,6 +411,35 @@ impl Guarded for ListPartitionReassignmentsResponse {
             r.plain_tags(true)
         })?;
         r.plain_tags(true)
+    }
+}
+
+impl Guarded for DescribeLogDirsResponse {
+    fn walk(r: &mut Reader<'_>, v: i16) -> Check {
+        versions(v, 1, 4)?;
+        let flex = v >= 2;
+        r.skip(4)?;
+        if v >= 3 {
+            r.skip(2)?;
+        }
+        r.array(flex, if flex { 5 } else { 8 }, |r| {
+            r.skip(2)?;
+            r.string(flex)?;
+            r.array(flex, if flex { 3 } else { 6 }, |r| {
+                r.string(flex)?;
+                // partition_index, partition_size, offset_lag, is_future_key
+                r.array(flex, 21, |r| {
+                    r.skip(21)?;
+                    r.plain_tags(flex)
+                })?;
+                r.plain_tags(flex)
+            })?;
+            if v >= 4 {
+                r.skip(16)?;
+            }
+            r.plain_tags(flex)
+        })?;
+        r.plain_tags(flex)
     }
 }
 

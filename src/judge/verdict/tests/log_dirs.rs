@@ -1,0 +1,67 @@
+//! A broker's log directories (issue 26 item 2): one Kafka took offline is named with the
+//! partitions it cost; one whose free space runs out at its recent pace, or below 5 %, is
+//! a warning before it is full. Both `degraded`: the broker serves the rest.
+
+use super::*;
+use crate::model::round::LogDirState;
+
+const GIB: u64 = 1 << 30;
+
+fn dir(path: &str, error_code: i16, usable_gib: u64) -> LogDirState {
+    LogDirState {
+        dir: path.into(),
+        error_code,
+        total_bytes: Some(100 * GIB),
+        usable_bytes: (error_code == 0).then_some(usable_gib * GIB),
+    }
+}
+
+fn rules(v: &BrokerVerdict) -> Vec<&'static str> {
+    v.hits.iter().map(|h| h.rule).collect()
+}
+
+#[test]
+fn a_failed_log_directory_names_the_broker_the_directory_and_its_offline_partitions() {
+    let mut w = World::healthy();
+    w.answering(2, 2).log_dirs = Some(Ok(vec![dir("/data/a", 0, 60), dir("/data/b", 56, 0)]));
+    // Metadata names broker 2 an offline replica of t-1.
+    w.offline = vec![(1, 2)];
+    w.refresh();
+    let v = w.judge();
+    assert_eq!(v[&2].state, BrokerState::Degraded, "{:?}", v[&2].hits);
+    let hit = v[&2].hits.iter().find(|h| h.rule == "log_dir_failed").unwrap();
+    assert!(hit.detail.contains("/data/b (KAFKA_STORAGE_ERROR)"), "{}", hit.detail);
+    assert!(hit.detail.contains("of its 2 directories"), "{}", hit.detail);
+    assert!(hit.detail.contains("t-1"), "{}", hit.detail);
+    for b in [1, 3] {
+        assert!(!rules(&v[&b]).contains(&"log_dir_failed"), "broker {b}");
+    }
+}
+
+#[test]
+fn a_directory_filling_at_its_pace_is_a_warning_before_it_is_full() {
+    let mut w = World::healthy();
+    let mut memory = BTreeMap::new();
+    // 20 GiB free, losing 1 GiB a minute: 20 min left once the pace is known.
+    for (i, secs) in [1000u64, 1060, 1120, 1180].iter().enumerate() {
+        w.answering(2, 2).log_dirs = Some(Ok(vec![dir("/data/a", 0, 23 - i as u64)]));
+        let v = w.round(&mut memory, *secs);
+        let filling = rules(&v[&2]).contains(&"log_dir_filling");
+        // Two minutes of the earlier rounds' history are needed for a pace.
+        assert_eq!(filling, *secs >= 1180, "at {secs}: {:?}", v[&2].hits);
+    }
+    let v = w.round(&mut memory, 1240);
+    let hit = v[&2].hits.iter().find(|h| h.rule == "log_dir_filling").unwrap();
+    assert!(hit.detail.contains("full in about 0.3 h"), "{}", hit.detail);
+    assert_eq!(v[&2].state, BrokerState::Degraded);
+}
+
+#[test]
+fn low_free_space_is_a_warning_whatever_the_pace_and_plenty_is_nothing() {
+    let mut w = World::healthy();
+    w.answering(2, 2).log_dirs = Some(Ok(vec![dir("/data/a", 0, 4)]));
+    w.answering(3, 2).log_dirs = Some(Ok(vec![dir("/data/a", 0, 60)]));
+    let v = w.judge();
+    assert!(rules(&v[&2]).contains(&"log_dir_filling"), "{:?}", v[&2].hits);
+    assert_eq!(v[&3].state, BrokerState::Healthy, "{:?}", v[&3].hits);
+}
