@@ -1282,8 +1282,9 @@ const LAB_REPLICA_LAG: f64 = 5.0;
 
 /// Issue 14's goals for one fault under one profile, issue 25's for the control plane and
 /// issue 26's for a stalled group coordinator (set for the default settings; the aggressive
-/// profile is held to them too, its control plane and coordinator looks being the same): (reference event, the p95 bound for the state, the p95
-/// bound for the webhook), in seconds after the reference.
+/// profile is held to them too, its control plane and coordinator looks being the same):
+/// (reference event, the p95 bound for the state, the p95 bound for the webhook), in seconds
+/// after the reference.
 fn goal(profile: Profile, fault: Fault) -> (&'static str, f64, f64) {
     let aggressive = profile == Profile::Aggressive;
     match fault {
@@ -1618,7 +1619,14 @@ fn report(section: &mut Section, trials: &[Trial], opts: &DetectOptions) {
     }
     if opts.faults.contains(&Fault::GroupCoordinatorStall) {
         section.note(
-            "group-coordinator-stall stops the group coordinator threads of a broker that leads              a __consumer_offsets partition (those brokers in turn) on the default lab, once              the watchdog sees it coordinate; named: `zombie` with group_coordinator_stalled              as its first rule; the page: the broker's incident with that rule in its evidence.              Kafka's side is its coordinator shards through the other brokers' Metadata (a new              leader, an ISR shrink) and its fencing. Misattributions: another broker or the              controller not healthy on /status, or named by a notification, from the fault              through the heal and the settling after it",
+            "group-coordinator-stall stops the group coordinator threads of a broker that leads \
+             a __consumer_offsets partition (those brokers in turn) on the default lab, once \
+             the watchdog sees it coordinate; named: `zombie` with group_coordinator_stalled \
+             as its first rule; the page: the broker's incident with that rule in its evidence. \
+             Kafka's side is its coordinator shards through the other brokers' Metadata (a new \
+             leader, an ISR shrink) and its fencing. Misattributions: another broker or the \
+             controller not healthy on /status, or named by a notification, from the fault \
+             through the heal and the settling after it",
         );
     }
     latency.print();
@@ -1640,8 +1648,11 @@ fn control_rows(fault: Fault, ts: &[&Trial]) -> Vec<(&'static str, Vec<Option<f6
     let mut rows = vec![
         ("watchdog: state changed", col(|t| t.state_secs)),
         ("watchdog: zombie/down", col(|t| t.critical_secs)),
-        ("watchdog: quorum problem", col(|t| t.quorum_problem_secs)),
     ];
+    // A stalled group coordinator is no quorum's business.
+    if fault != Fault::GroupCoordinatorStall {
+        rows.push(("watchdog: quorum problem", col(|t| t.quorum_problem_secs)));
+    }
     match fault {
         Fault::MetadataStall => {
             rows.push(("leadership change made", col(|t| t.change_secs)));
