@@ -102,6 +102,7 @@ pub fn render<'a>(reports: impl IntoIterator<Item = &'a ClusterReport>, extras: 
     let quorum = crate::judge::quorum::metrics::Families::register(&mut reg);
     let coordinators = crate::judge::coordinators::metrics::Families::register(&mut reg);
     let certificates = crate::judge::certificates::metrics::Families::register(&mut reg);
+    let log_dirs = crate::judge::verdict::log_dir_metrics::Families::register(&mut reg);
     let mut brokers = Vec::new();
     let mut controllers = Vec::new();
     for r in reports {
@@ -116,6 +117,7 @@ pub fn render<'a>(reports: impl IntoIterator<Item = &'a ClusterReport>, extras: 
         quorum.record(&r.cluster, r.quorum.as_ref(), &r.view.behind, &ids);
         coordinators.record(&r.cluster, r.coordinators.as_deref(), &ids);
         certificates.record(&r.cluster, r.certificates.as_ref());
+        log_dirs.record(&r.cluster, &r.probes);
         brokers.extend(r.verdicts.iter().map(|v| (r.cluster.clone(), v.broker)));
         if let Some(q) = &r.quorum {
             controllers.extend(

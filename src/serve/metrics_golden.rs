@@ -58,7 +58,21 @@ fn answered(id: i32) -> BrokerProbe {
         metadata: Some(Ok((MetadataView::default(), Duration::from_millis(7)))),
         description: None,
         certificate: None,
-        log_dirs: None,
+        // Two directories, the second taken offline by Kafka.
+        log_dirs: Some(Ok(vec![
+            crate::model::round::LogDirState {
+                dir: "/var/lib/kafka/a".into(),
+                error_code: 0,
+                total_bytes: Some(100 << 30),
+                usable_bytes: Some(40 << 30),
+            },
+            crate::model::round::LogDirState {
+                dir: "/var/lib/kafka/b".into(),
+                error_code: 56,
+                total_bytes: None,
+                usable_bytes: None,
+            },
+        ])),
     }
 }
 

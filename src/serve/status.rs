@@ -284,6 +284,8 @@ pub struct BrokerStatus<'a> {
     pub partitions: BrokerPartitions,
     /// Host mode's look at its process, ports and log directories.
     pub host: Option<&'a crate::model::round::HostObservation>,
+    /// Its log directories as it described them this round (DescribeLogDirs).
+    pub log_dirs: Option<&'a [crate::model::round::LogDirState]>,
 }
 
 #[derive(Serialize)]
@@ -358,6 +360,10 @@ pub fn cluster_status(r: &ClusterReport) -> ClusterStatus<'_> {
                         .map(|d| d.as_secs_f64()),
                     partitions: r.health.brokers.get(&v.broker).cloned().unwrap_or_default(),
                     host: r.host.get(&v.broker),
+                    log_dirs: match r.probes.get(&v.broker).map(|p| &p.log_dirs) {
+                        Some(Some(Ok(d))) => Some(d.as_slice()),
+                        _ => None,
+                    },
                     liveness: r
                         .liveness
                         .get(&v.broker)

@@ -616,6 +616,7 @@ pub mod catch_up;
 pub mod cause;
 mod facts;
 pub mod live;
+pub mod log_dir_metrics;
 mod registration;
 mod rules_access;
 mod rules_canary;

@@ -29,9 +29,21 @@ fn a_failed_log_directory_names_the_broker_the_directory_and_its_offline_partiti
     w.refresh();
     let v = w.judge();
     assert_eq!(v[&2].state, BrokerState::Degraded, "{:?}", v[&2].hits);
-    let hit = v[&2].hits.iter().find(|h| h.rule == "log_dir_failed").unwrap();
-    assert!(hit.detail.contains("/data/b (KAFKA_STORAGE_ERROR)"), "{}", hit.detail);
-    assert!(hit.detail.contains("of its 2 directories"), "{}", hit.detail);
+    let hit = v[&2]
+        .hits
+        .iter()
+        .find(|h| h.rule == "log_dir_failed")
+        .unwrap();
+    assert!(
+        hit.detail.contains("/data/b (KAFKA_STORAGE_ERROR)"),
+        "{}",
+        hit.detail
+    );
+    assert!(
+        hit.detail.contains("of its 2 directories"),
+        "{}",
+        hit.detail
+    );
     assert!(hit.detail.contains("t-1"), "{}", hit.detail);
     for b in [1, 3] {
         assert!(!rules(&v[&b]).contains(&"log_dir_failed"), "broker {b}");
@@ -51,7 +63,11 @@ fn a_directory_filling_at_its_pace_is_a_warning_before_it_is_full() {
         assert_eq!(filling, *secs >= 1180, "at {secs}: {:?}", v[&2].hits);
     }
     let v = w.round(&mut memory, 1240);
-    let hit = v[&2].hits.iter().find(|h| h.rule == "log_dir_filling").unwrap();
+    let hit = v[&2]
+        .hits
+        .iter()
+        .find(|h| h.rule == "log_dir_filling")
+        .unwrap();
     assert!(hit.detail.contains("full in about 0.3 h"), "{}", hit.detail);
     assert_eq!(v[&2].state, BrokerState::Degraded);
 }
@@ -62,6 +78,10 @@ fn low_free_space_is_a_warning_whatever_the_pace_and_plenty_is_nothing() {
     w.answering(2, 2).log_dirs = Some(Ok(vec![dir("/data/a", 0, 4)]));
     w.answering(3, 2).log_dirs = Some(Ok(vec![dir("/data/a", 0, 60)]));
     let v = w.judge();
-    assert!(rules(&v[&2]).contains(&"log_dir_filling"), "{:?}", v[&2].hits);
+    assert!(
+        rules(&v[&2]).contains(&"log_dir_filling"),
+        "{:?}",
+        v[&2].hits
+    );
     assert_eq!(v[&3].state, BrokerState::Healthy, "{:?}", v[&3].hits);
 }
