@@ -333,8 +333,11 @@ fn incident3_killed_leader_is_down_and_the_failover_time_is_recorded() {
         )
         .is_some_and(|v| v > 0.0));
     // Checked here, where a fault has produced windows, incidents and webhooks; the host
-    // mode and remediation families are checked by tests/host_mode.rs, which turns them on.
-    common::watchdog::dashboard_metrics_exist(&w, |name| !common::watchdog::host_mode_metric(name));
+    // mode and remediation families are checked by tests/host_mode.rs, which turns them on,
+    // the certificates' by tests/security.rs (TLS listeners).
+    common::watchdog::dashboard_metrics_exist(&w, |name| {
+        !common::watchdog::host_mode_metric(name) && !common::watchdog::tls_metric(name)
+    });
     lab.start(victim).unwrap();
     let resolved = rx.wait("broker resolved", WAIT, |v| {
         is_event(v, "resolved", "broker", Some(victim as i64))

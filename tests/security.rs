@@ -110,6 +110,21 @@ fn sasl_ssl_cluster_is_watched_and_a_wrong_password_is_a_clear_error_without_lea
         let looks = good["group_coordinators"]["brokers"].as_array()?.clone();
         (!looks.is_empty() && looks.iter().all(|l| l["probe"] == "answered")).then_some(())
     });
+    // Every broker's listener certificate is read: the lab CA's, far from its expiry.
+    let certs = good["certificates"]["brokers"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(certs.len(), 3, "{good:#}");
+    for c in &certs {
+        assert_eq!(c["urgency"], "fine", "{c:#}");
+        assert!(c["days_left"].as_f64().is_some_and(|d| d > 14.0), "{c:#}");
+    }
+    assert_eq!(
+        good["certificates"]["issuers"].as_array().map(Vec::len),
+        Some(1)
+    );
+    common::watchdog::dashboard_metrics_exist(&w, common::watchdog::tls_metric);
     for b in good["brokers"].as_array().unwrap() {
         assert_eq!(b["state"], "healthy", "{b:#}");
     }

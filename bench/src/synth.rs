@@ -241,6 +241,7 @@ pub fn observation(
             metadata: None,
             description: None,
             certificate: None,
+            log_dirs: None,
         };
         match role(id) {
             Role::Refused => {

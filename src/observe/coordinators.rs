@@ -293,7 +293,8 @@ async fn probe_broker(
 pub struct CoordinatorWatch {
     looks: watch::Receiver<Option<Arc<CoordinatorObservation>>>,
     publish: Arc<watch::Sender<Option<Arc<CoordinatorObservation>>>>,
-    plan: watch::Sender<ShardLeaders>,
+    /// `None` until the first round said who leads what.
+    plan: watch::Sender<Option<ShardLeaders>>,
     settings: CoordinatorSettings,
     task: tokio::task::JoinHandle<()>,
 }
@@ -302,7 +303,7 @@ impl CoordinatorWatch {
     pub fn start(settings: CoordinatorSettings) -> Self {
         let (tx, looks) = watch::channel(None);
         let publish = Arc::new(tx);
-        let (plan, plan_rx) = watch::channel(ShardLeaders::default());
+        let (plan, plan_rx) = watch::channel(None);
         let task = look_task(
             CoordinatorProber::new(settings.clone()),
             settings.interval,
@@ -336,8 +337,8 @@ impl CoordinatorWatch {
     /// Who leads the shards from now on.
     pub fn plan(&self, leaders: ShardLeaders) {
         self.plan.send_if_modified(|p| {
-            let changed = *p != leaders;
-            *p = leaders;
+            let changed = p.as_ref() != Some(&leaders);
+            *p = Some(leaders);
             changed
         });
     }
@@ -358,19 +359,20 @@ fn look_task(
     mut prober: CoordinatorProber,
     interval: Duration,
     publish: Arc<watch::Sender<Option<Arc<CoordinatorObservation>>>>,
-    mut plan_rx: watch::Receiver<ShardLeaders>,
+    mut plan_rx: watch::Receiver<Option<ShardLeaders>>,
 ) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         let mut next = tokio::time::Instant::now();
         loop {
             tokio::time::sleep_until(next).await;
             next = tokio::time::Instant::now() + interval;
-            let plan = plan_rx.borrow_and_update().clone();
-            if plan.leaders.is_empty() && plan.partitions == 0 {
-                // Nothing known yet (before the first round): wait for the plan.
-                let _ = plan_rx.changed().await;
+            let Some(plan) = plan_rx.borrow_and_update().clone() else {
+                // Before the first round: wait for the plan.
+                if plan_rx.changed().await.is_err() {
+                    return;
+                }
                 continue;
-            }
+            };
             let look = prober.look(&plan).await;
             publish.send_replace(Some(Arc::new(look)));
         }

@@ -283,6 +283,12 @@ pub fn host_mode_metric(name: &str) -> bool {
     name.starts_with("kafka_watchdog_host_") || name.starts_with("kafka_watchdog_remediations")
 }
 
+/// The families only a cluster with TLS listeners has (its brokers' certificates).
+pub fn tls_metric(name: &str) -> bool {
+    name.starts_with("kafka_watchdog_broker_certificate_")
+        || name.starts_with("kafka_watchdog_cluster_certificate_")
+}
+
 /// Every metric the Grafana dashboard and the alert rules use, among those `which` selects,
 /// exists in this daemon's real /metrics.
 pub fn dashboard_metrics_exist(w: &Watchdog, which: impl Fn(&str) -> bool) {
