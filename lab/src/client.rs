@@ -6,7 +6,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::admin::{AdminClient, AdminOptions, NewPartitions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
@@ -143,6 +143,45 @@ pub fn create_topic(
         || {
             let ps = partitions(bootstrap, topic).ok()?;
             (ps.len() == assignment.len() && ps.iter().all(|p| p.leader >= 0)).then_some(())
+        },
+    )
+}
+
+/// Adds one partition to `topic` per entry of `assignment` (the replica list, preferred
+/// leader first). Waits until every partition has a leader.
+pub fn add_partitions(
+    bootstrap: &str,
+    topic: &str,
+    assignment: &[Vec<i32>],
+) -> Result<(), LabError> {
+    let before = partitions(bootstrap, topic)?.len();
+    let total = before + assignment.len();
+    let admin: AdminClient<DefaultClientContext> = base_config(bootstrap)
+        .create()
+        .map_err(|e| LabError::Kafka(e.to_string()))?;
+    let refs: Vec<&[i32]> = assignment.iter().map(Vec::as_slice).collect();
+    let new = NewPartitions::new(topic, total).assign(&refs);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| LabError::Kafka(e.to_string()))?;
+    let opts = AdminOptions::new().operation_timeout(Some(Duration::from_secs(10)));
+    let results = rt
+        .block_on(admin.create_partitions([&new], &opts))
+        .map_err(|e| LabError::Kafka(e.to_string()))?;
+    for r in results {
+        if let Err((name, code)) = r {
+            return Err(LabError::Kafka(format!(
+                "add partitions to {name}: {code:?}"
+            )));
+        }
+    }
+    wait_until(
+        Duration::from_secs(30),
+        &format!("{topic}'s {total} partitions to have leaders"),
+        || {
+            let ps = partitions(bootstrap, topic).ok()?;
+            (ps.len() == total && ps.iter().all(|p| p.leader >= 0)).then_some(())
         },
     )
 }

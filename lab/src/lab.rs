@@ -13,7 +13,7 @@ use crate::secrets::Secrets;
 use crate::state::{Fault, LabState, NodeRecord};
 use crate::sys::{self, ProcState};
 use crate::topology::{self, KafkaVersion, NodeSpec, Role, Security};
-use crate::{cpu, dist, netfault, stall};
+use crate::{cpu, dist, logdirs, netfault, stall};
 
 /// How long `up` waits for every broker to register.
 const READY_TIMEOUT: Duration = Duration::from_secs(150);
@@ -21,6 +21,11 @@ const READY_TIMEOUT: Duration = Duration::from_secs(150);
 const RESTARTS: u32 = 3;
 /// How long a controlled shutdown may take before `stop` gives up.
 const STOP_TIMEOUT: Duration = Duration::from_secs(90);
+/// How long `fill` waits for Kafka to take the full directory offline. The write `fill`
+/// makes fails at once; without it the broker's own checkpoint writes find it within
+/// replica.high.watermark.checkpoint.interval.ms (5 s) when the directory holds a
+/// partition, log.flush.offset.checkpoint.interval.ms (60 s) at the latest.
+const FILL_NOTICE_TIMEOUT: Duration = Duration::from_secs(75);
 
 /// The lab's working folder; every node's config, data and log live below it. It must be
 /// reachable by the per-node users, hence /tmp rather than a home folder.
@@ -41,6 +46,9 @@ pub struct UpOptions {
     /// How long the brokers' certificates are valid, in days from `up` (SASL_SSL labs; the
     /// others ignore it). `secrets::DEFAULT_CERT_DAYS` unless set.
     pub cert_days: u32,
+    /// Log directories per broker: 1 (the default), or 2, the second a tmpfs of
+    /// `logdirs::SMALL_DIR_MIB` that `Lab::fill` makes full.
+    pub log_dirs: u32,
 }
 
 impl Default for UpOptions {
@@ -51,6 +59,7 @@ impl Default for UpOptions {
             brokers: 3,
             controllers: 1,
             cert_days: crate::secrets::DEFAULT_CERT_DAYS,
+            log_dirs: 1,
         }
     }
 }
@@ -77,6 +86,24 @@ pub struct NodeStatus {
     pub faults: Vec<String>,
     /// A KRaft controller that leads the quorum, as the last DescribeQuorum said.
     pub active: bool,
+}
+
+/// What `Lab::fill` did and what Kafka made of it.
+#[derive(Debug, Clone)]
+pub struct Filled {
+    /// The directory made full: the broker's second log directory, a tmpfs.
+    pub dir: PathBuf,
+    /// The bytes the filler took (nothing was left).
+    pub filler_bytes: u64,
+    /// The partitions in that directory (`topic-partition`), which Kafka takes offline on
+    /// this broker.
+    pub partitions: Vec<String>,
+    /// The partition written to once the directory was full (`kafka-lab-fill-<id>-<p>`),
+    /// and the error its write got (None: acknowledged).
+    pub written: String,
+    pub write_error: Option<String>,
+    /// From the filler's last byte to the broker's "Stopping serving logs in dir" line.
+    pub offline_after: Duration,
 }
 
 /// An exclusive lock over lab mutations, so that a CLI call and a test never interleave.
@@ -153,6 +180,19 @@ impl Lab {
 
     /// Brings the cluster up, or makes sure the running one is complete (idempotent).
     pub fn up(opts: &UpOptions) -> Result<Lab, LabError> {
+        if !(1..=2).contains(&opts.log_dirs) {
+            return Err(LabError::Invalid(format!(
+                "--log-dirs {}: expected 1 or 2",
+                opts.log_dirs
+            )));
+        }
+        if opts.log_dirs > 1 && opts.version == KafkaVersion::V3_6Kraft {
+            return Err(LabError::Invalid(
+                "--log-dirs 2: KRaft brokers have several log directories (JBOD) from Kafka 3.7; \
+                 use 4.4, 4 or a ZooKeeper release"
+                    .into(),
+            ));
+        }
         if opts.security == Security::SaslSsl && !opts.version.is_kraft() {
             return Err(LabError::Invalid(
                 "--security sasl_ssl needs Kafka 4 (KRaft): SCRAM users are created at format time"
@@ -172,8 +212,9 @@ impl Lab {
                     } else {
                         String::new()
                     };
+                    let dirs = lab.state.log_dirs;
                     return Err(LabError::Invalid(format!(
-                        "a Kafka {} lab ({:?}, {} controller(s){certs}) is already set up in {}; run `kafka-lab down` first",
+                        "a Kafka {} lab ({:?}, {} controller(s){certs}, {dirs} log dir(s) per broker) is already set up in {}; run `kafka-lab down` first",
                         lab.state.version.label(),
                         lab.state.security,
                         lab.controllers().len(),
@@ -239,6 +280,7 @@ impl Lab {
                 cluster_id: random_cluster_id()?,
                 nodes: Vec::new(),
                 cert_days: opts.cert_days,
+                log_dirs: opts.log_dirs,
             },
         };
         fs::create_dir_all(&lab.dir).map_err(|e| LabError::io(&lab.dir, e))?;
@@ -279,6 +321,26 @@ impl Lab {
         self.dir.join(format!("n{id}"))
     }
 
+    /// Broker `id`'s second log directory, a small tmpfs, in a lab with two per broker.
+    pub fn small_log_dir(&self, id: i32) -> Option<PathBuf> {
+        let rec = self.state.node(id).ok()?;
+        (self.state.log_dirs > 1 && rec.spec.role == Role::Broker)
+            .then(|| self.node_dir(id).join("data2"))
+    }
+
+    /// Node `id`'s log directories, as its `log.dirs` names them (the first also holds a
+    /// KRaft node's metadata log).
+    pub fn log_dir_paths(&self, id: i32) -> Vec<PathBuf> {
+        let mut dirs = vec![self.node_dir(id).join("data")];
+        dirs.extend(self.small_log_dir(id));
+        dirs
+    }
+
+    /// Log directories per broker (`UpOptions::log_dirs`).
+    pub fn log_dirs(&self) -> u32 {
+        self.state.log_dirs
+    }
+
     fn config_path(&self, id: i32, role: Role) -> PathBuf {
         let name = if role == Role::ZooKeeper {
             "zoo.cfg"
@@ -294,6 +356,16 @@ impl Lab {
         let nd = self.node_dir(spec.id);
         let data = nd.join("data");
         fs::create_dir_all(&data).map_err(|e| LabError::io(&data, e))?;
+        // Mounted before the format, which writes each directory's meta.properties.
+        if let Some(small) = self.small_log_dir(spec.id) {
+            logdirs::mount_small(&small, uid, gid)?;
+        }
+        let log_dirs = self
+            .log_dir_paths(spec.id)
+            .iter()
+            .map(|d| d.display().to_string())
+            .collect::<Vec<_>>()
+            .join(",");
         let secure = if self.state.security == Security::SaslSsl && spec.role == Role::Broker {
             let secrets = Secrets::load(&self.dir)?;
             if !secrets.keystore(spec.id).exists() {
@@ -314,7 +386,7 @@ impl Lab {
             topology::server_properties_in(
                 self.state.version,
                 spec,
-                &data.display().to_string(),
+                &log_dirs,
                 secure.as_ref(),
                 self.state.security == Security::SaslSsl,
                 &self.controllers_or_default(),
@@ -427,6 +499,11 @@ impl Lab {
         let node = self.state.node(id)?.spec.clone();
         let (uid, gid) = sys::ensure_user(&topology::user(id))?;
         let nd = self.node_dir(id);
+        // Never on the disk below it: a broker would put partitions there that no fill
+        // could reach (the mount goes with a reboot, the lab folder may not).
+        if let Some(small) = self.small_log_dir(id) {
+            logdirs::mount_small(&small, uid, gid)?;
+        }
         let cfg = self.config_path(id, node.role);
         let heap = if node.role == Role::Broker {
             "-Xmx384m"
@@ -675,15 +752,16 @@ impl Lab {
             .collect()
     }
 
-    /// Whether this lab was set up as `opts` asks: the same release, security and number
-    /// of quorum nodes (brokers may have been added since), and for a SASL_SSL lab the same
-    /// certificate validity (a certificate issued again since by `reissue_cert` is a fault,
+    /// Whether this lab was set up as `opts` asks: the same release, security, number of
+    /// quorum nodes (brokers may have been added since) and of log directories per broker,
+    /// and for a SASL_SSL lab the same certificate validity (a certificate issued again since by `reissue_cert` is a fault,
     /// not the layout). `up` refuses a lab set up otherwise; callers take it down first.
     pub fn is_set_up_as(&self, opts: &UpOptions) -> bool {
         self.state.version == opts.version
             && self.state.security == opts.security
             && self.quorum_nodes().len() as u32 == opts.version_quorum_size()
             && (self.state.security != Security::SaslSsl || self.state.cert_days == opts.cert_days)
+            && self.state.log_dirs == opts.log_dirs
     }
 
     fn quorum_addresses(&self) -> Vec<String> {
@@ -855,15 +933,28 @@ impl Lab {
         // Saved now: the wait below may fail, and the new process must stay known.
         self.state.save(&self.dir)?;
         if self.state.node(id)?.spec.role == Role::Broker {
-            let addr = broker_address(id);
-            crate::client::wait_until(READY_TIMEOUT, &format!("broker {id} to register"), || {
-                crate::client::registered_brokers(&addr)
-                    .ok()
-                    .filter(|ids| ids.contains(&id))
-                    .map(|_| ())
-            })?;
+            self.wait_registered(id)?;
         }
         Ok(())
+    }
+
+    /// Waits until broker `id` is registered (`READY_TIMEOUT`), or fails at once, with the
+    /// last error of its log, when its process exits meanwhile (a broker whose log directory
+    /// is still full does: Kafka 4.4 cannot recover its logs there).
+    fn wait_registered(&self, id: i32) -> Result<(), LabError> {
+        let addr = broker_address(id);
+        crate::client::wait_until(READY_TIMEOUT, &format!("broker {id} to register"), || {
+            if self.running_pid(id).is_none() {
+                return Some(Err(self.startup_failed(
+                    id,
+                    &format!("broker {id} exited while starting: {}", self.exit_cause(id)),
+                )));
+            }
+            crate::client::registered_brokers(&addr)
+                .ok()
+                .filter(|ids| ids.contains(&id))
+                .map(|_| Ok(()))
+        })?
     }
 
     /// Gives broker `id` a new key and certificate signed by the lab CA, valid for `days`
@@ -919,6 +1010,156 @@ impl Lab {
         self.state.cert_days
     }
 
+    /// Makes broker `id`'s second log directory (a tmpfs, `up --log-dirs 2`) full and waits
+    /// until Kafka takes it offline, the broker staying up on its first directory:
+    /// 1. it makes sure a partition of the lab's topic `kafka-lab-fill-<id>` lives in that
+    ///    directory (creating the topic, or adding partitions to it, with `id` as the
+    ///    preferred leader and up to two other running brokers as followers: Kafka puts a
+    ///    new partition in the directory holding the fewest), and writes 8 KiB to it;
+    /// 2. a filler file (`logdirs::FILLER`) takes every byte left;
+    /// 3. it writes 16 KiB to that partition, which needs a page the directory no longer
+    ///    has: the broker's append fails (KAFKA_STORAGE_ERROR to the producer when `id`
+    ///    leads it, the replica fetcher's when it follows), and Kafka takes the directory
+    ///    offline ("Stopping serving logs in dir"), it moves the leadership of its
+    ///    partitions to other replicas, and those `id` only held go offline;
+    /// 4. it waits for that line in the broker's log (`FILL_NOTICE_TIMEOUT`).
+    ///
+    /// The broker carries `Fault::LogDirFull` until `heal`, which removes the filler and
+    /// restarts it: Kafka brings a failed directory back only at startup.
+    pub fn fill(&mut self, id: i32) -> Result<Filled, LabError> {
+        self.with_lock(|lab| {
+            lab.require_broker(id)?;
+            let dir = lab.small_log_dir(id).ok_or_else(|| {
+                LabError::Invalid(format!(
+                    "broker {id} has one log directory; set the lab up with `kafka-lab up --log-dirs 2`"
+                ))
+            })?;
+            lab.alive_pid(id)?;
+            if lab.state.node(id)?.faults.contains(&Fault::LogDirFull) {
+                return Err(LabError::Invalid(format!(
+                    "broker {id}'s {} is full already (`kafka-lab heal {id}` first)",
+                    dir.display()
+                )));
+            }
+            let (topic, partition) = lab.partition_in_small_dir(id, &dir)?;
+            let bootstrap = lab.bootstrap();
+            let payload = |kib: usize| vec!["x".repeat(kib << 10)];
+            // A partition just added may take a moment to be known to the producer.
+            let mut acked = 0;
+            crate::client::wait_until(
+                Duration::from_secs(30),
+                &format!("8 KiB to be written to {topic}-{partition}"),
+                || {
+                    let r = crate::client::produce(
+                        &bootstrap,
+                        &topic,
+                        partition,
+                        "1",
+                        &payload(1),
+                        Duration::from_secs(5),
+                    )
+                    .ok()?;
+                    acked += r.acknowledged.len();
+                    (acked >= 8).then_some(())
+                },
+            )?;
+            let log = lab.node_dir(id).join("server.log");
+            let log_from = fs::metadata(&log).map(|m| m.len()).unwrap_or(0);
+            // Recorded before the filler exists: a failure from here on leaves it to heal.
+            lab.add_fault(id, Fault::LogDirFull)?;
+            lab.state.save(&lab.dir)?;
+            let filler_bytes = logdirs::fill(&dir)?;
+            let filled = Instant::now();
+            let report = crate::client::produce(
+                &bootstrap,
+                &topic,
+                partition,
+                "1",
+                &payload(16),
+                Duration::from_secs(5),
+            )?;
+            let write_error = report.failed.first().map(|(_, code)| format!("{code:?}"));
+            let needle = format!("{} {}", logdirs::OFFLINE_LINE, dir.display());
+            let deadline = filled + FILL_NOTICE_TIMEOUT;
+            let offline_after = loop {
+                if log_since(&log, log_from).contains(&needle) {
+                    break filled.elapsed();
+                }
+                if Instant::now() > deadline {
+                    return Err(LabError::Timeout {
+                        what: format!(
+                            "broker {id} to take {} offline (`{needle}` in its log; \
+                             the filler stays until `kafka-lab heal {id}`)",
+                            dir.display()
+                        ),
+                        secs: FILL_NOTICE_TIMEOUT.as_secs(),
+                    });
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            };
+            Ok(Filled {
+                partitions: logdirs::partitions_in(&dir)
+                    .into_iter()
+                    .map(|(t, p)| format!("{t}-{p}"))
+                    .collect(),
+                dir,
+                filler_bytes,
+                written: format!("{topic}-{partition}"),
+                write_error,
+                offline_after,
+            })
+        })
+    }
+
+    /// A partition of `kafka-lab-fill-<id>` that broker `id` keeps in `small`, its second
+    /// log directory: an existing one, or new ones until one lands there (as many as the
+    /// first directory holds more partitions than `small`, plus one).
+    fn partition_in_small_dir(&self, id: i32, small: &Path) -> Result<(String, i32), LabError> {
+        let topic = format!("kafka-lab-fill-{id}");
+        let bootstrap = self.bootstrap();
+        let first = self.node_dir(id).join("data");
+        let followers: Vec<i32> = self
+            .brokers()
+            .into_iter()
+            .filter(|b| *b != id && self.running_pid(*b).is_some())
+            .take(2)
+            .collect();
+        for _ in 0..4 {
+            let here = logdirs::partitions_in(small);
+            if let Some((_, p)) = here.iter().find(|(t, _)| *t == topic) {
+                return Ok((topic, *p));
+            }
+            let surplus = logdirs::partitions_in(&first).len() as i64 - here.len() as i64;
+            let count = (surplus + 1).max(1) as usize;
+            let replicas: Vec<i32> = std::iter::once(id).chain(followers.clone()).collect();
+            let assignment = vec![replicas; count];
+            let existing = crate::client::partitions(&bootstrap, &topic)?.len();
+            if existing == 0 {
+                crate::client::create_topic(&bootstrap, &topic, &assignment, &[])?;
+            } else {
+                crate::client::add_partitions(&bootstrap, &topic, &assignment)?;
+            }
+            let total = existing + count;
+            // The broker makes a partition's folder once it learns it leads it.
+            crate::client::wait_until(
+                Duration::from_secs(20),
+                &format!("broker {id} to make the folders of {topic}'s {total} partitions"),
+                || {
+                    let mine = logdirs::partitions_in(&first)
+                        .into_iter()
+                        .chain(logdirs::partitions_in(small))
+                        .filter(|(t, _)| *t == topic)
+                        .count();
+                    (mine >= total).then_some(())
+                },
+            )?;
+        }
+        Err(LabError::Invalid(format!(
+            "no partition of {topic} landed in {} (Kafka puts a new partition in the directory with the fewest)",
+            small.display()
+        )))
+    }
+
     /// Starts a stopped node; a broker id the lab does not have yet is added as a new broker.
     pub fn start(&mut self, id: i32) -> Result<(), LabError> {
         let libs = dist::ensure(self.state.version)?;
@@ -945,13 +1186,7 @@ impl Lab {
             Ok(())
         })?;
         if self.state.node(id)?.spec.role == Role::Broker {
-            let addr = broker_address(id);
-            crate::client::wait_until(READY_TIMEOUT, &format!("broker {id} to register"), || {
-                crate::client::registered_brokers(&addr)
-                    .ok()
-                    .filter(|ids| ids.contains(&id))
-                    .map(|_| ())
-            })?;
+            self.wait_registered(id)?;
         }
         Ok(())
     }
@@ -1142,7 +1377,9 @@ impl Lab {
 
     /// Removes every fault of one node (or of all nodes): rules, CPU limits, SIGSTOP,
     /// stalled threads; a broker whose certificate was issued again (`reissue_cert`) gets
-    /// one of the lab's validity and is restarted (controlled), waiting until registered.
+    /// one of the lab's validity, a full log directory (`fill`) loses its filler, and the
+    /// broker is restarted (controlled), waiting until registered: Kafka brings a failed
+    /// log directory back only at startup.
     pub fn heal(&mut self, id: Option<i32>) -> Result<(), LabError> {
         self.with_lock(|lab| {
             let ids: Vec<i32> = match id {
@@ -1174,8 +1411,14 @@ impl Lab {
                 // Kept until done: a failed heal leaves them to heal again.
                 lab.state.node_mut(i)?.faults = on_disk.clone();
                 for f in &on_disk {
-                    if let Fault::Cert { .. } = f {
-                        lab.issue_cert(i, lab.state.cert_days)?;
+                    match f {
+                        Fault::Cert { .. } => lab.issue_cert(i, lab.state.cert_days)?,
+                        Fault::LogDirFull => {
+                            if let Some(small) = lab.small_log_dir(i) {
+                                logdirs::unfill(&small)?;
+                            }
+                        }
+                        _ => {}
                     }
                 }
                 lab.restart_locked(i)?;
@@ -1253,6 +1496,9 @@ impl Lab {
             cpu::remove(id)?;
             sys::remove_user(&topology::user(id))?;
         }
+        for mount in logdirs::mounts_under(&dir) {
+            logdirs::unmount(&mount)?;
+        }
         if dir.exists() {
             fs::remove_dir_all(&dir).map_err(|e| LabError::io(&dir, e))?;
         }
@@ -1286,6 +1532,9 @@ impl Lab {
                 found.push(format!("cpu cgroup of node {id}"));
             }
         }
+        for mount in logdirs::mounts_under(&dir) {
+            found.push(format!("mount {}", mount.display()));
+        }
         if dir.exists() {
             found.push(format!("folder {}", dir.display()));
         }
@@ -1317,6 +1566,18 @@ pub enum Stall {
     /// still answer, but a committed transaction's markers are never written, so the id's
     /// next transaction (or InitProducerId) gets CONCURRENT_TRANSACTIONS until the heal.
     TxnCoordinator,
+}
+
+/// What `path` (a server log) holds from byte `from` on.
+fn log_since(path: &Path, from: u64) -> String {
+    use std::io::{Seek, SeekFrom};
+    let mut text = Vec::new();
+    if let Ok(mut f) = fs::File::open(path) {
+        if f.seek(SeekFrom::Start(from)).is_ok() {
+            let _ = f.read_to_end(&mut text);
+        }
+    }
+    String::from_utf8_lossy(&text).into_owned()
 }
 
 /// Client address of broker `id`.

@@ -6,6 +6,7 @@ pub mod cpu;
 pub mod dist;
 pub mod error;
 pub mod lab;
+pub mod logdirs;
 pub mod netfault;
 pub mod oauth;
 pub mod quorum;
@@ -17,6 +18,6 @@ pub mod sys;
 pub mod topology;
 
 pub use error::LabError;
-pub use lab::{broker_address, lab_dir, Lab, NodeStatus, SessionLock, Stall, UpOptions};
+pub use lab::{broker_address, lab_dir, Filled, Lab, NodeStatus, SessionLock, Stall, UpOptions};
 pub use state::Fault;
 pub use topology::{KafkaVersion, Role, Security};

@@ -37,6 +37,10 @@ enum Cmd {
         /// How long the brokers' certificates are valid, in days (sasl_ssl only; default 7).
         #[arg(long)]
         cert_days: Option<u32>,
+        /// Log directories per broker: 1, or 2, the second a 64 MiB tmpfs that `fill`
+        /// makes full.
+        #[arg(long, default_value_t = 1)]
+        log_dirs: u32,
     },
     /// Each node: id, role, address, pid, state, faults.
     Status,
@@ -104,8 +108,14 @@ enum Cmd {
         #[arg(long)]
         days: u32,
     },
+    /// Make a broker's second log directory (`up --log-dirs 2`) full: a partition of the
+    /// lab's topic kafka-lab-fill-N is put there if none is, a filler takes every byte left,
+    /// a write to that partition fails, and Kafka takes the directory offline (the broker
+    /// stays up); waits for "Stopping serving logs in dir" in its log.
+    Fill { node: i32 },
     /// Remove the faults of one node, or of all nodes (stalled threads resume; a broker
-    /// with a certificate from `cert` gets one of the lab's validity and restarts).
+    /// with a certificate from `cert` gets one of the lab's validity, a full log directory
+    /// loses its filler, and the broker restarts).
     Heal { node: Option<i32> },
     /// Print a node's server log.
     Log { node: i32 },
@@ -144,6 +154,7 @@ fn run(cmd: Cmd) -> Result<(), LabError> {
             brokers,
             controllers,
             cert_days,
+            log_dirs,
         } => {
             let version = KafkaVersion::parse(&kafka).ok_or_else(|| {
                 let known: Vec<&str> = KafkaVersion::ALL.iter().map(|v| v.name()).collect();
@@ -190,6 +201,7 @@ fn run(cmd: Cmd) -> Result<(), LabError> {
                 brokers,
                 controllers,
                 cert_days: cert_days.unwrap_or(kafka_lab::secrets::DEFAULT_CERT_DAYS),
+                log_dirs,
             })?;
             match lab.secure_bootstrap() {
                 Some(secure) => {
@@ -231,6 +243,12 @@ fn run(cmd: Cmd) -> Result<(), LabError> {
                     ),
                     Err(e) => println!("quorum: unknown ({e})"),
                 }
+            }
+            if lab.log_dirs() > 1 {
+                println!(
+                    "log dirs: data and data2 per broker (data2 a {} MiB tmpfs)",
+                    kafka_lab::logdirs::SMALL_DIR_MIB
+                );
             }
             println!(
                 "{:<4} {:<19} {:<18} {:<8} {:<9} FAULTS",
@@ -296,6 +314,18 @@ fn run(cmd: Cmd) -> Result<(), LabError> {
                 "broker {node}: certificate valid until {} (restarted)",
                 lab.cert_end(node)?
             );
+        }
+        Cmd::Fill { node } => {
+            let f = Lab::open()?.fill(node)?;
+            println!(
+                "broker {node}: {} full ({} bytes of filler); the write to {} got {}; offline in the broker's log {:.2} s after the fill",
+                f.dir.display(),
+                f.filler_bytes,
+                f.written,
+                f.write_error.as_deref().unwrap_or("an acknowledgement"),
+                f.offline_after.as_secs_f64()
+            );
+            println!("partitions in it: {}", f.partitions.join(" "));
         }
         Cmd::Heal { node } => Lab::open()?.heal(node)?,
         Cmd::Log { node } => print!("{}", Lab::open()?.server_log(node)?),

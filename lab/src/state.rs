@@ -40,6 +40,11 @@ pub enum Fault {
     /// lab's validity); the broker presents it once restarted. It outlives restarts;
     /// `heal` issues one of the lab's validity and restarts the broker.
     Cert { days: u32 },
+    /// A broker's second (small, tmpfs) log directory is full: a filler file takes its last
+    /// byte, and Kafka took the directory offline. It outlives restarts; `heal` removes the
+    /// filler and restarts the broker, the only way Kafka brings a failed directory back.
+    /// Until then the broker cannot start again: Kafka 4.4 exits recovering its logs there.
+    LogDirFull,
 }
 
 impl Fault {
@@ -67,13 +72,14 @@ impl Fault {
             }
             Fault::Cert { days: 1 } => "cert(valid 1 day)".into(),
             Fault::Cert { days } => format!("cert(valid {days} days)"),
+            Fault::LogDirFull => "log-dir-full(data2)".into(),
         }
     }
 
     /// Whether the fault is on disk rather than in the process or the network: it outlives
     /// the node's restarts and only `heal` removes it.
     pub fn persists(&self) -> bool {
-        matches!(self, Fault::Cert { .. })
+        matches!(self, Fault::Cert { .. } | Fault::LogDirFull)
     }
 
     /// The process that keeps this fault in place, if one does.
@@ -107,6 +113,14 @@ pub struct LabState {
     /// How long the brokers' certificates are valid when issued (SASL_SSL labs).
     #[serde(default = "default_cert_days")]
     pub cert_days: u32,
+    /// Log directories per broker: 1, or 2 (the second a small tmpfs, `logdirs`). State
+    /// files written before the option have one.
+    #[serde(default = "one")]
+    pub log_dirs: u32,
+}
+
+fn one() -> u32 {
+    1
 }
 
 fn default_cert_days() -> u32 {
@@ -168,11 +182,12 @@ mod tests {
     /// A state file written before certificates had a validity of their own (or by an older
     /// `kafka-lab`) still opens, with the validity every lab had then.
     #[test]
-    fn a_state_file_from_before_cert_days_opens_with_the_default() {
+    fn a_state_file_from_before_cert_days_and_log_dirs_opens_with_the_defaults() {
         let old = r#"{"version":"4.4","security":"sasl_ssl","cluster_id":"x","nodes":[
             {"id":2,"role":"broker","host":"127.0.0.12","port":9092,"pid":null,"faults":[]}]}"#;
         let state: LabState = serde_json::from_str(old).unwrap();
         assert_eq!(state.cert_days, crate::secrets::DEFAULT_CERT_DAYS);
+        assert_eq!(state.log_dirs, 1);
         let back: LabState = serde_json::from_str(&serde_json::to_string(&state).unwrap()).unwrap();
         assert_eq!(back.cert_days, state.cert_days);
     }
@@ -186,6 +201,11 @@ mod tests {
         assert_eq!(
             serde_json::to_string(&cert).unwrap(),
             r#"{"fault":"cert","days":1}"#
+        );
+        assert!(Fault::LogDirFull.persists());
+        assert_eq!(
+            serde_json::to_string(&Fault::LogDirFull).unwrap(),
+            r#"{"fault":"log_dir_full"}"#
         );
         assert!(!Fault::Stall { tracer: 1 }.persists());
         assert!(!Fault::CutReplication.persists());
