@@ -403,3 +403,76 @@ fn a_frozen_tls_broker_is_a_zombie_not_unreachable_and_stays_one_after_it_is_fen
         is_event(v, "resolved", "broker", Some(2))
     });
 }
+
+/// Issue 26 item 3: broker 2 given a certificate valid one more day (`kafka-lab cert 2
+/// --days 1`) is a critical `certificate` incident on broker 2 and no other, with its date
+/// on /status and in the metric; given a year again, it resolves.
+#[test]
+fn a_certificate_about_to_expire_is_a_critical_incident_on_its_broker() {
+    use common::watchdog::{is_event, Receiver};
+    let mut lab = secure_lab();
+    let secure = lab.secure_bootstrap().expect("a SASL_SSL listener");
+    let secrets = Secrets::load(&kafka_lab::lab_dir()).unwrap();
+    let ca = secrets.ca().display().to_string();
+    let rx = Receiver::start();
+    let w = Watchdog::start_yaml("secure-cert", |port, dir| {
+        header(port, dir)
+            + &cluster_yaml(
+                "lab",
+                &secure,
+                &secrets.dir.join("watchdog.password").display().to_string(),
+                &format!("        ca_file: {ca}\n"),
+            )
+            + &rx.yaml()
+    });
+    eventually(WAIT, "every broker healthy", || {
+        (1..=3)
+            .all(|b| w.broker_state(b).as_deref() == Some("healthy"))
+            .then_some(())
+    });
+    lab.reissue_cert(2, 1).unwrap();
+    let v = rx.wait("opened certificate of broker 2", WAIT, |v| {
+        is_event(v, "opened", "certificate", Some(2))
+    });
+    assert_eq!(v["severity"], "critical", "{v:#}");
+    assert!(
+        v["summary"].as_str().unwrap_or("").contains("expires in"),
+        "{v:#}"
+    );
+    let s = w.status();
+    let certs = s["clusters"][0]["certificates"]["brokers"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let of = |b: i64| certs.iter().find(|c| c["broker"] == b).cloned().unwrap();
+    assert_eq!(of(2)["urgency"], "expiring_soon", "{certs:#?}");
+    assert!(of(2)["days_left"]
+        .as_f64()
+        .is_some_and(|d| d > 0.0 && d <= 1.0));
+    for b in [1, 3] {
+        assert_eq!(of(b)["urgency"], "fine", "{certs:#?}");
+    }
+    let expiry = w
+        .metric(
+            "kafka_watchdog_broker_certificate_expiry_timestamp_seconds",
+            &[("broker", "2")],
+        )
+        .unwrap();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64();
+    assert!(expiry > now && expiry < now + 86_400.0 + 60.0, "{expiry}");
+    let others: Vec<_> = rx
+        .received()
+        .into_iter()
+        .filter(|v| v["event"] == "opened" && !is_event(v, "opened", "certificate", Some(2)))
+        .filter(|v| v["kind"] == "certificate")
+        .collect();
+    assert!(others.is_empty(), "{others:#?}");
+    // heal issues the lab's usual validity again and restarts the broker.
+    lab.heal(Some(2)).unwrap();
+    rx.wait("resolved certificate of broker 2", WAIT, |v| {
+        is_event(v, "resolved", "certificate", Some(2))
+    });
+}

@@ -19,8 +19,10 @@ use crate::sys::run;
 pub const WATCHDOG_USER: &str = "watchdog";
 
 /// How long the brokers' certificates are valid when the lab is set up without
-/// `--cert-days`.
-pub const DEFAULT_CERT_DAYS: u32 = 7;
+/// `--cert-days`: a year, beyond the watchdog's warning (14 days), so that a lab's own
+/// certificates raise no incident; a test that wants one issues a short one
+/// (`kafka-lab cert N --days D`). It was 7 until the watchdog read certificates.
+pub const DEFAULT_CERT_DAYS: u32 = 365;
 /// How long the lab CA is valid: far beyond any broker certificate, so a chain's expiry is
 /// its broker certificate's.
 pub const CA_DAYS: u32 = 3650;
