@@ -13,7 +13,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::watchdog::{is_event, Receiver, Watchdog, WatchdogSettings};
+use common::watchdog::{is_event, Receiver, Watchdog};
 use common::{eventually, lab_with, unique_topic, LabGuard};
 use kafka_lab::{client, Lab, Stall, UpOptions};
 
@@ -39,19 +39,10 @@ fn start(name: &str, lab: &Lab, rx: &Receiver) -> Watchdog {
         .zip(lab.controller_addresses())
         .map(|(id, a)| format!("'{id}@{a}'"))
         .collect();
-    let canary_topic = unique_topic(&format!("kwc-{name}"));
-    let w = Watchdog::start(
+    let w = common::watchdog::start_default_timing(
         name,
-        &WatchdogSettings {
-            round_interval_secs: 10,
-            request_timeout_ms: 3000,
-            canary_yaml: format!("      topic: {canary_topic}\n"),
-            extra_cluster_yaml: format!(
-                "    controllers: [{}]\n    verdict:\n      resolve_after_secs: 5\n",
-                controllers.join(", ")
-            ),
-            extra_top_yaml: rx.yaml(),
-        },
+        rx,
+        &format!("    controllers: [{}]\n", controllers.join(", ")),
     );
     let n = lab.controllers().len();
     let all_healthy = || {

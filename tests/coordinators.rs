@@ -9,7 +9,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::watchdog::{has, is_event, Receiver, Watchdog, WatchdogSettings};
+use common::watchdog::{has, is_event, Receiver, Watchdog};
 use common::{eventually, lab, unique_topic};
 use kafka_lab::{client, Stall};
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
@@ -46,17 +46,7 @@ fn offsets_topic_ready(bootstrap: &str) {
 }
 
 fn start(name: &str, rx: &Receiver) -> Watchdog {
-    let canary_topic = unique_topic(&format!("kwc-{name}"));
-    let w = Watchdog::start(
-        name,
-        &WatchdogSettings {
-            round_interval_secs: 10,
-            request_timeout_ms: 3000,
-            canary_yaml: format!("      topic: {canary_topic}\n"),
-            extra_cluster_yaml: "    verdict:\n      resolve_after_secs: 5\n".into(),
-            extra_top_yaml: rx.yaml(),
-        },
-    );
+    let w = common::watchdog::start_default_timing(name, rx, "");
     eventually(
         Duration::from_secs(60),
         "every broker healthy and every coordinator answering",

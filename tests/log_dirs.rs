@@ -10,8 +10,8 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::watchdog::{has, is_event, Receiver, Watchdog, WatchdogSettings};
-use common::{eventually, lab_with, unique_topic};
+use common::watchdog::{has, is_event, Receiver};
+use common::{eventually, lab_with};
 use kafka_lab::UpOptions;
 
 /// One round (10 s) and the incident's confirmation, with slack.
@@ -26,17 +26,7 @@ fn a_failed_log_directory_names_its_broker_and_directory_and_the_broker_stays_up
         ..UpOptions::default()
     });
     let rx = Receiver::start();
-    let canary_topic = unique_topic("kwc-logdirs");
-    let w = Watchdog::start(
-        "logdirs",
-        &WatchdogSettings {
-            round_interval_secs: 10,
-            request_timeout_ms: 3000,
-            canary_yaml: format!("      topic: {canary_topic}\n"),
-            extra_cluster_yaml: "    verdict:\n      resolve_after_secs: 5\n".into(),
-            extra_top_yaml: rx.yaml(),
-        },
-    );
+    let w = common::watchdog::start_default_timing("logdirs", &rx, "");
     eventually(
         Duration::from_secs(60),
         "every broker healthy, two log dirs each",

@@ -51,6 +51,30 @@ fn canary_cluster_yaml(
     )
 }
 
+/// The watchdog on the SASL_SSL lab as cluster `lab`, webhooks to `rx`, once every broker
+/// is healthy.
+fn watch_secure_lab(lab: &kafka_lab::Lab, name: &str, rx: &common::watchdog::Receiver) -> Watchdog {
+    let secure = lab.secure_bootstrap().expect("a SASL_SSL listener");
+    let secrets = Secrets::load(&kafka_lab::lab_dir()).unwrap();
+    let ca = secrets.ca().display().to_string();
+    let w = Watchdog::start_yaml(name, |port, dir| {
+        header(port, dir)
+            + &cluster_yaml(
+                "lab",
+                &secure,
+                &secrets.dir.join("watchdog.password").display().to_string(),
+                &format!("        ca_file: {ca}\n"),
+            )
+            + &rx.yaml()
+    });
+    eventually(WAIT, "every broker healthy", || {
+        (1..=3)
+            .all(|b| w.broker_state(b).as_deref() == Some("healthy"))
+            .then_some(())
+    });
+    w
+}
+
 fn header(port: u16, dir: &std::path::Path) -> String {
     format!(
         "instance_id: secure-test\nhttp:\n  listen: 127.0.0.1:{port}\nlog:\n  level: debug\nstate_dir: {}\nclusters:\n",
@@ -346,25 +370,8 @@ fn oauthbearer_cluster_is_watched_canary_included_and_a_wrong_client_secret_is_a
 fn a_frozen_tls_broker_is_a_zombie_not_unreachable_and_stays_one_after_it_is_fenced() {
     use common::watchdog::{is_event, Receiver};
     let mut lab = secure_lab();
-    let secure = lab.secure_bootstrap().expect("a SASL_SSL listener");
-    let secrets = Secrets::load(&kafka_lab::lab_dir()).unwrap();
-    let ca = secrets.ca().display().to_string();
     let rx = Receiver::start();
-    let w = Watchdog::start_yaml("secure-freeze", |port, dir| {
-        header(port, dir)
-            + &cluster_yaml(
-                "lab",
-                &secure,
-                &secrets.dir.join("watchdog.password").display().to_string(),
-                &format!("        ca_file: {ca}\n"),
-            )
-            + &rx.yaml()
-    });
-    eventually(WAIT, "every broker healthy", || {
-        (1..=3)
-            .all(|b| w.broker_state(b).as_deref() == Some("healthy"))
-            .then_some(())
-    });
+    let w = watch_secure_lab(&lab, "secure-freeze", &rx);
     // Steady state: the liveness check has its connections and the canary writes.
     w.wait_canary_writing(WAIT);
     lab.freeze(2).unwrap();
@@ -411,25 +418,8 @@ fn a_frozen_tls_broker_is_a_zombie_not_unreachable_and_stays_one_after_it_is_fen
 fn a_certificate_about_to_expire_is_a_critical_incident_on_its_broker() {
     use common::watchdog::{is_event, Receiver};
     let mut lab = secure_lab();
-    let secure = lab.secure_bootstrap().expect("a SASL_SSL listener");
-    let secrets = Secrets::load(&kafka_lab::lab_dir()).unwrap();
-    let ca = secrets.ca().display().to_string();
     let rx = Receiver::start();
-    let w = Watchdog::start_yaml("secure-cert", |port, dir| {
-        header(port, dir)
-            + &cluster_yaml(
-                "lab",
-                &secure,
-                &secrets.dir.join("watchdog.password").display().to_string(),
-                &format!("        ca_file: {ca}\n"),
-            )
-            + &rx.yaml()
-    });
-    eventually(WAIT, "every broker healthy", || {
-        (1..=3)
-            .all(|b| w.broker_state(b).as_deref() == Some("healthy"))
-            .then_some(())
-    });
+    let w = watch_secure_lab(&lab, "secure-cert", &rx);
     lab.reissue_cert(2, 1).unwrap();
     let v = rx.wait("opened certificate of broker 2", WAIT, |v| {
         is_event(v, "opened", "certificate", Some(2))

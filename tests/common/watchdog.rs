@@ -331,6 +331,26 @@ pub fn dashboard_metrics_exist(w: &Watchdog, which: impl Fn(&str) -> bool) {
     );
 }
 
+/// A watchdog with the default timing (10 s rounds, 3 s requests), its own canary topic,
+/// incidents resolving 5 s after their fault, webhooks to `rx`, and `extra_cluster_yaml`
+/// (indented for the cluster's mapping) beside that: what the other roles' and the control
+/// plane's checks run.
+pub fn start_default_timing(name: &str, rx: &Receiver, extra_cluster_yaml: &str) -> Watchdog {
+    let canary_topic = super::unique_topic(&format!("kwc-{name}"));
+    Watchdog::start(
+        name,
+        &WatchdogSettings {
+            round_interval_secs: 10,
+            request_timeout_ms: 3000,
+            canary_yaml: format!("      topic: {canary_topic}\n"),
+            extra_cluster_yaml: format!(
+                "{extra_cluster_yaml}    verdict:\n      resolve_after_secs: 5\n"
+            ),
+            extra_top_yaml: rx.yaml(),
+        },
+    )
+}
+
 /// A watchdog for the incident checks: its own canary topic (plus `canary_yaml`), webhooks
 /// to `rx`, confirmation after 2 s (one 2 s round, as `open_after_rounds: 2` meant).
 pub fn start_incidents(name: &str, rx: &Receiver, canary_yaml: &str) -> Watchdog {
