@@ -1302,12 +1302,31 @@ fn goal(profile: Profile, fault: Fault) -> (&'static str, f64, f64) {
 }
 
 /// Every goal a run missed, in words; empty when every goal was met. A trial that never
-/// reached a state or webhook counts as missing it.
+/// reached a state or webhook counts as missing it, and a fault the run was asked for
+/// (`params`) without a single trial recorded (the lab did not come up, the fault stopped
+/// before its first trial) misses its goals.
 pub fn missed_goals(section: &Section) -> Vec<String> {
     let Ok(trials) = serde_json::from_value::<Vec<TrialOutcome>>(section.raw.clone()) else {
         return vec!["no trials recorded".into()];
     };
     let mut missed = Vec::new();
+    let names = |key: &str| -> Vec<String> {
+        section.params[key]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|v| v.as_str().map(str::to_string))
+            .collect()
+    };
+    if section.params["trials"].as_u64().unwrap_or(0) > 0 {
+        for p in names("profiles") {
+            for f in names("faults") {
+                if !trials.iter().any(|t| t.profile == p && t.fault == f) {
+                    missed.push(format!("{f} ({p}): no trial recorded (see the notes)"));
+                }
+            }
+        }
+    }
     let mut groups: std::collections::BTreeMap<(String, String), Vec<&TrialOutcome>> =
         Default::default();
     for t in &trials {
@@ -1841,6 +1860,23 @@ mod tests {
         let missed = missed_goals(&s);
         assert_eq!(missed.len(), 1, "{missed:?}");
         assert!(missed[0].contains("misattribution"), "{missed:?}");
+    }
+
+    /// A fault asked for that never ran (its lab did not come up) is not a goal met.
+    #[test]
+    fn a_fault_without_trials_misses_its_goals() {
+        let params = json!({"trials": 3, "profiles": ["default"],
+                            "faults": ["freeze", "group-coordinator-stall"]});
+        let mut s = Section::new("detect", params);
+        s.raw = json!([]);
+        assert_eq!(missed_goals(&s).len(), 2, "{:?}", missed_goals(&s));
+        s.raw = json!((0..3)
+            .map(|_| trial("freeze", Some(1.5), Some(2.5)))
+            .collect::<Vec<_>>());
+        assert_eq!(
+            missed_goals(&s),
+            vec!["group-coordinator-stall (default): no trial recorded (see the notes)"]
+        );
     }
 
     /// Issue 14's two faults Kafka does not repair: a request-handler stall is a zombie
