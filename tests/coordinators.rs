@@ -125,9 +125,9 @@ fn a_stalled_group_coordinator_is_a_zombie_by_name() {
     let stalled_at = Instant::now();
     eventually(
         NAME_BOUND,
-        "broker 2 a zombie for its group coordinator",
+        "the stalled broker a zombie for its group coordinator",
         || {
-            (w.rules(2).first().map(String::as_str) == Some("group_coordinator_stalled"))
+            (w.rules(victim).first().map(String::as_str) == Some("group_coordinator_stalled"))
                 .then_some(())
         },
     );
