@@ -11,8 +11,9 @@ const KAFKA_STORAGE_ERROR: i16 = 56;
 
 /// How far back a directory's usable bytes are kept for its forecast.
 pub(super) const USAGE_WINDOW: Duration = Duration::from_secs(30 * 60);
-/// A forecast needs this much history: a burst of seconds says nothing of hours.
-const FORECAST_MIN_SPAN: Duration = Duration::from_secs(120);
+/// A forecast needs this much history: a burst of minutes (a build, a reassignment's copy
+/// on a shared disk) says nothing of hours.
+const FORECAST_MIN_SPAN: Duration = Duration::from_secs(600);
 /// Full within this at its recent pace: a warning with hours to act.
 pub const FULL_WITHIN: Duration = Duration::from_secs(6 * 3600);
 /// Or less free than this share of the directory, whatever its pace.

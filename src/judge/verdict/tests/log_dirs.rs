@@ -54,21 +54,22 @@ fn a_failed_log_directory_names_the_broker_the_directory_and_its_offline_partiti
 fn a_directory_filling_at_its_pace_is_a_warning_before_it_is_full() {
     let mut w = World::healthy();
     let mut memory = BTreeMap::new();
-    // 20 GiB free, losing 1 GiB a minute: 20 min left once the pace is known.
-    for (i, secs) in [1000u64, 1060, 1120, 1180].iter().enumerate() {
+    // Losing 1 GiB every 5 min: under 2 h left once the pace is known.
+    for (i, secs) in [1000u64, 1300, 1600, 1900].iter().enumerate() {
         w.answering(2, 2).log_dirs = Some(Ok(vec![dir("/data/a", 0, 23 - i as u64)]));
         let v = w.round(&mut memory, *secs);
         let filling = rules(&v[&2]).contains(&"log_dir_filling");
-        // Two minutes of the earlier rounds' history are needed for a pace.
-        assert_eq!(filling, *secs >= 1180, "at {secs}: {:?}", v[&2].hits);
+        // Ten minutes of the earlier rounds' history are needed for a pace.
+        assert_eq!(filling, *secs >= 1900, "at {secs}: {:?}", v[&2].hits);
     }
-    let v = w.round(&mut memory, 1240);
+    w.answering(2, 2).log_dirs = Some(Ok(vec![dir("/data/a", 0, 19)]));
+    let v = w.round(&mut memory, 2200);
     let hit = v[&2]
         .hits
         .iter()
         .find(|h| h.rule == "log_dir_filling")
         .unwrap();
-    assert!(hit.detail.contains("full in about 0.3 h"), "{}", hit.detail);
+    assert!(hit.detail.contains("full in about 1.7 h"), "{}", hit.detail);
     assert_eq!(v[&2].state, BrokerState::Degraded);
 }
 
