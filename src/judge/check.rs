@@ -57,6 +57,9 @@ pub fn table(r: &ClusterReport) -> String {
     if let Some(q) = &r.quorum {
         control_plane(&mut out, q);
     }
+    if let Some(c) = &r.certificates {
+        certificates(&mut out, c, r.evaluated_at);
+    }
     let _ = writeln!(
         out,
         "  partitions: offline {}, under_min_isr {}, under_replicated {}, leader_not_in_isr {}",
@@ -91,6 +94,37 @@ pub fn table(r: &ClusterReport) -> String {
         );
     }
     out
+}
+
+/// One line for the brokers' certificates: the soonest to expire, the issuers, and each
+/// one within its warning.
+fn certificates(
+    out: &mut String,
+    c: &crate::judge::certificates::CertificatesReport,
+    now: std::time::SystemTime,
+) {
+    use crate::judge::certificates::{expiry_words, Urgency};
+    if let Some(soonest) = c.brokers.iter().min_by_key(|b| b.certificate.not_after) {
+        let _ = writeln!(
+            out,
+            "  certificates: {} broker(s), {} issuer(s) ({}); the soonest, broker {}'s, expires {}",
+            c.brokers.len(),
+            c.issuers.len(),
+            c.issuers.join(", "),
+            soonest.broker,
+            expiry_words(&soonest.certificate, now)
+        );
+    }
+    for b in c.brokers.iter().filter(|b| b.urgency != Urgency::Fine) {
+        let _ = writeln!(
+            out,
+            "    broker {} ({}): CN={} expires {}",
+            b.broker,
+            b.address,
+            b.certificate.subject,
+            expiry_words(&b.certificate, now)
+        );
+    }
 }
 
 /// The control plane's lines: the quorum's leader, its problem, a row per controller.
@@ -209,5 +243,40 @@ mod tests {
             t.contains("100        c100:9093              zombie    leader  controller_wedged:"),
             "{t}"
         );
+    }
+
+    #[test]
+    fn the_table_says_which_certificate_expires_first_and_each_one_near_its_end() {
+        use crate::model::round::PeerCertificate;
+        let at = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+        let cert = |days: u64| PeerCertificate {
+            not_after: at + Duration::from_secs(days * 86_400),
+            subject: "kafka-2".into(),
+            issuer: "lab CA".into(),
+            checked_name: "127.0.0.12".into(),
+        };
+        let seen = [
+            (1, (cert(300), "127.0.0.11:9093".to_string(), at)),
+            (2, (cert(1), "127.0.0.12:9093".to_string(), at)),
+        ]
+        .into();
+        let mut r = ClusterReport::empty("lab", at);
+        r.reachable = true;
+        r.certificates = crate::judge::certificates::judge_certificates(
+            &seen,
+            &[1, 2].into(),
+            &Default::default(),
+            at,
+        );
+        let t = table(&r);
+        assert!(
+            t.contains("certificates: 2 broker(s), 1 issuer(s) (lab CA); the soonest, broker 2's, expires in 1.0 days"),
+            "{t}"
+        );
+        assert!(
+            t.contains("    broker 2 (127.0.0.12:9093): CN=kafka-2 expires in 1.0 days"),
+            "{t}"
+        );
+        assert!(!t.contains("    broker 1 ("), "{t}");
     }
 }
