@@ -141,10 +141,19 @@ fn misattributions(
 }
 
 /// Brokers not healthy now.
-fn unhealthy_brokers(w: &Watchdog) -> Vec<(i32, Option<String>)> {
+fn unhealthy_brokers(w: &Watchdog) -> Vec<(i32, Option<String>, serde_json::Value)> {
+    // The hits come along so that a failure says which rule named the broker and why.
+    let status = w.status();
     (1..=3)
-        .map(|b| (b, w.broker_state(b)))
-        .filter(|(_, s)| s.as_deref() != Some("healthy"))
+        .map(|b| {
+            let v = kafka_watchdog_test_support::watchdog::broker(&status, b);
+            (
+                b,
+                v.and_then(|v| v["state"].as_str().map(str::to_string)),
+                v.map(|v| v["hits"].clone()).unwrap_or_default(),
+            )
+        })
+        .filter(|(_, s, _)| s.as_deref() != Some("healthy"))
         .collect()
 }
 
