@@ -7,11 +7,17 @@
 //! a topic holding data, under a replication throttle; topics created, deleted and
 //! recreated with the same names; partitions added; a consumer group whose members come
 //! and go; a broker setting changed and reverted; the watchdog's SASL password rotated; the
-//! fourth broker emptied by reassignment, stopped and unregistered; a quiet tail. A producer
-//! writes to the data topic throughout, as applications do.
+//! fourth broker emptied by reassignment, stopped and unregistered; a rolling restart of the
+//! three KRaft controllers (followers first, the active one last) and a controller
+//! leadership change (the active controller stopped cleanly, another elected, the first
+//! started again); a quiet tail. A producer writes to the data topic throughout, as
+//! applications do.
 //!
 //! None of it is a fault, so every zombie verdict, critical notification, loss report and
 //! remediation decision is a false positive; each is listed with the phase it started in.
+//! A controller's restart or a new active controller is information, not an incident: a
+//! page of any kind that starts in the controllers' phases, and any controller or quorum
+//! incident, is one too (issue 25).
 //!
 //! The whole routine runs on the SASL_SSL lab: the watchdog authenticates with SCRAM over
 //! TLS from the first round, so the credential rotation is the real thing (the broker's
@@ -69,7 +75,7 @@ const CATCH_UP_TARGET_FULL: f64 = 210.0;
 /// The phases, in order, with their share of the time.
 /// The rotation comes before the removal: its reload rebuilds the cluster's loop, which
 /// would forget the removed broker and hide how long it is still reported.
-const PHASES: [(&str, u32); 11] = [
+const PHASES: [(&str, u32); 13] = [
     ("baseline", 1),
     ("rolling-restart", 3),
     ("preferred-election", 1),
@@ -80,8 +86,18 @@ const PHASES: [(&str, u32); 11] = [
     ("broker-config", 1),
     ("sasl-rotation", 1),
     ("remove-broker", 3),
+    ("controller-rolling-restart", 2),
+    ("controller-leader-change", 1),
     ("quiet", 1),
 ];
+
+/// The phases in which only the control plane is touched: any page that starts in them
+/// is a false one.
+const CONTROLLER_PHASES: [&str; 2] = ["controller-rolling-restart", "controller-leader-change"];
+/// Dedicated KRaft controllers of the routine's lab: a quorum that survives one restart.
+const CONTROLLERS: u32 = 3;
+/// How long a restarted controller may take to rejoin the quorum and catch up.
+const QUORUM_CATCH_UP: Duration = Duration::from_secs(120);
 
 /// Counts that must be zero; `--check` fails otherwise.
 #[derive(Debug, Default)]
@@ -343,6 +359,101 @@ fn rolling_restart(c: &mut Ctx) -> Result<String> {
         c.fully_replicated()?;
     }
     Ok("brokers 1, 2, 3 in turn: controlled shutdown, start, wait until nothing is under-replicated".into())
+}
+
+/// Waits until the quorum has a leader and every voter has reached the high watermark the
+/// leader reports; returns the leader's id.
+fn quorum_caught_up(c: &Ctx, timeout: Duration) -> Result<i32> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let last = match c.lab.quorum() {
+            Ok(q) => {
+                let behind: Vec<i32> = q
+                    .voters
+                    .iter()
+                    .filter(|(_, end)| *end < q.high_watermark)
+                    .map(|(id, _)| *id)
+                    .collect();
+                if behind.is_empty() {
+                    return Ok(q.leader);
+                }
+                format!(
+                    "voters {behind:?} behind the high watermark {} of leader {}",
+                    q.high_watermark, q.leader
+                )
+            }
+            Err(e) => e.to_string(),
+        };
+        if Instant::now() > deadline {
+            bail!(
+                "the quorum did not settle in {} s: {last}",
+                timeout.as_secs()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
+/// Waits until a controller other than `old` leads the quorum; returns its id.
+fn new_leader(c: &Ctx, old: i32, timeout: Duration) -> Result<i32> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        match c.lab.active_controller() {
+            Ok(id) if id != old => return Ok(id),
+            Ok(_) if Instant::now() > deadline => {
+                bail!("controller {old} still leads after {} s", timeout.as_secs())
+            }
+            Err(e) if Instant::now() > deadline => return Err(e.into()),
+            _ => {}
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// Each controller stopped cleanly and started again, followers first and the active one
+/// last (as operators roll a quorum: one election, at the end), each back and caught up
+/// before the next.
+fn controller_rolling_restart(c: &mut Ctx) -> Result<String> {
+    let active = quorum_caught_up(c, QUORUM_CATCH_UP)?;
+    let mut order: Vec<i32> = c
+        .lab
+        .controllers()
+        .into_iter()
+        .filter(|id| *id != active)
+        .collect();
+    order.push(active);
+    let mut steps = Vec::new();
+    for id in &order {
+        println!("  restart controller {id}");
+        let t = Instant::now();
+        c.lab.stop(*id)?;
+        c.lab.start(*id)?;
+        let leader = quorum_caught_up(c, QUORUM_CATCH_UP)?;
+        steps.push(format!(
+            "{id} ({:.0} s, leader {leader})",
+            t.elapsed().as_secs_f64()
+        ));
+    }
+    Ok(format!(
+        "controllers in turn, the active one ({active}) last: stop, start, wait until every voter has caught up: {}",
+        steps.join(", ")
+    ))
+}
+
+/// The active controller stopped cleanly (it resigns), another elected, the first started
+/// again and caught up: a leadership change of the control plane.
+fn controller_leader_change(c: &mut Ctx) -> Result<String> {
+    let active = quorum_caught_up(c, QUORUM_CATCH_UP)?;
+    let t = Instant::now();
+    c.lab.stop(active)?;
+    let elected = new_leader(c, active, QUORUM_CATCH_UP)?;
+    let took = t.elapsed().as_secs_f64();
+    std::thread::sleep(Duration::from_secs(5));
+    c.lab.start(active)?;
+    let leader = quorum_caught_up(c, QUORUM_CATCH_UP)?;
+    Ok(format!(
+        "active controller {active} stopped cleanly, {elected} leads {took:.0} s later; {active} started again and caught up (leader {leader})"
+    ))
 }
 
 fn preferred_election(c: &mut Ctx) -> Result<String> {
@@ -713,7 +824,7 @@ pub fn run(opts: &RoutineOptions) -> Result<(Section, Verdict)> {
     }
     let mut section = Section::new(
         "routine",
-        json!({ "minutes": opts.minutes, "profile": "default", "lab": "Kafka 4.1, SASL_SSL (SCRAM-SHA-512), 3 brokers + 1 added and removed" }),
+        json!({ "minutes": opts.minutes, "profile": "default", "lab": "Kafka 4.1, SASL_SSL (SCRAM-SHA-512), 3 controllers, 3 brokers + 1 added and removed" }),
     );
     let total_weight: u32 = PHASES.iter().map(|p| p.1).sum();
     let unit = opts.minutes * 60.0 / f64::from(total_weight);
@@ -725,6 +836,7 @@ pub fn run(opts: &RoutineOptions) -> Result<(Section, Verdict)> {
         version: KafkaVersion::V4,
         security: Security::SaslSsl,
         brokers: 3,
+        controllers: CONTROLLERS,
         ..UpOptions::default()
     })?;
     let _down = TakeDown;
@@ -846,6 +958,8 @@ pub fn run(opts: &RoutineOptions) -> Result<(Section, Verdict)> {
             "broker-config" => broker_config(&mut c),
             "remove-broker" => remove_broker(&mut c),
             "sasl-rotation" => sasl_rotation(&mut c),
+            "controller-rolling-restart" => controller_rolling_restart(&mut c),
+            "controller-leader-change" => controller_leader_change(&mut c),
             "quiet" => Ok("nothing: incidents of earlier phases resolve".into()),
             other => bail!("unknown phase {other}"),
         };
@@ -1127,6 +1241,28 @@ fn report(
     must_be_zero("lost canary records", lost_records);
     must_be_zero("loss incidents", loss_incidents as u64);
     must_be_zero("remediation decisions", remediation_count);
+    // Issue 25: restarting controllers or changing the active one pages nobody, whatever
+    // the kind or severity; and no routine raises the control plane's own incidents.
+    let control_plane_pages = rec
+        .webhooks
+        .iter()
+        .filter(|(_, p, b)| {
+            b["event"] == "opened" && CONTROLLER_PHASES.contains(&hook_phase(p, b).as_str())
+        })
+        .count();
+    must_be_zero(
+        "pages opened in the controllers' phases",
+        control_plane_pages as u64,
+    );
+    let control_plane_incidents = rec
+        .incidents
+        .values()
+        .filter(|i| i.kind == "controller" || i.kind == "quorum")
+        .count();
+    must_be_zero(
+        "controller or quorum incidents",
+        control_plane_incidents as u64,
+    );
     for r in runs.iter().filter(|r| r.failed) {
         verdict
             .failures
@@ -1160,6 +1296,14 @@ fn report(
             remediation_hooks
         )),
     ]);
+    summary.push(vec![
+        json!("pages opened in the controllers' phases (any kind or severity)"),
+        json!(control_plane_pages),
+    ]);
+    summary.push(vec![
+        json!("controller or quorum incidents"),
+        json!(control_plane_incidents),
+    ]);
     let non_healthy: u64 = rec
         .verdicts
         .values()
@@ -1179,7 +1323,7 @@ fn report(
         t.print();
     }
     section.note(if verdict.failures.is_empty() {
-        "PASS: no zombie verdict, critical notification, loss report or remediation decision"
+        "PASS: no zombie verdict, critical notification, loss report or remediation decision; no page from the controllers' restarts or leadership change"
             .to_string()
     } else {
         format!("FAIL: {}", verdict.failures.join("; "))
