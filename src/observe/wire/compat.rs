@@ -10,8 +10,10 @@ use kafka_protocol::protocol::VersionRange;
 use super::convert::{
     DESCRIBE_CLUSTER_FENCED, METADATA_LEADER_EPOCH, METADATA_OFFLINE_REPLICAS, METADATA_TOPIC_ID,
 };
+use super::log_dirs::SPACE as LOG_DIR_SPACE;
 use super::partitions::{ELECT_WITH_TYPE, LIST_OFFSETS_SINGLE};
 use super::produce::PRODUCE_BY_NAME;
+use super::quorum::QUORUM_FETCH_TIMES;
 use super::versions::SupportedVersions;
 
 /// One signal: the API and the versions of it that carry the signal.
@@ -106,6 +108,41 @@ const DEFS: &[Def] = &[
         used_by: "canary, acks1_loss, canary_writes_fail",
         api: ApiKey::Produce,
         within: PRODUCE_BY_NAME,
+    },
+    Def {
+        key: "quorum",
+        what: "the KRaft quorum (DescribeQuorum, forwarded by brokers)",
+        used_by: "controller and quorum verdicts, stale_metadata",
+        api: ApiKey::DescribeQuorum,
+        within: ANY,
+    },
+    Def {
+        key: "quorum_fetch_times",
+        what: "voters' and observers' fetch times (DescribeQuorum v1+)",
+        used_by: "lagging controllers; stale_metadata's Raft fetch evidence",
+        api: ApiKey::DescribeQuorum,
+        within: from(QUORUM_FETCH_TIMES),
+    },
+    Def {
+        key: "group_coordinators",
+        what: "group coordinators (OffsetFetch; one request for every shard from v8)",
+        used_by: "group_coordinator_stalled, group_coordinator_failing",
+        api: ApiKey::OffsetFetch,
+        within: ANY,
+    },
+    Def {
+        key: "log_dirs",
+        what: "log directories in error (DescribeLogDirs)",
+        used_by: "log_dir_failed",
+        api: ApiKey::DescribeLogDirs,
+        within: ANY,
+    },
+    Def {
+        key: "log_dir_space",
+        what: "log directories' free space (DescribeLogDirs v4+, Kafka 3.3+)",
+        used_by: "log_dir_filling; broker_log_dir_usable_bytes",
+        api: ApiKey::DescribeLogDirs,
+        within: from(LOG_DIR_SPACE),
     },
     Def {
         key: "elect_leaders",

@@ -8,6 +8,9 @@ use kafka_protocol::messages::{DescribeLogDirsRequest, DescribeLogDirsResponse};
 
 pub use crate::model::round::LogDirState;
 
+/// The first version with a directory's total and usable bytes (KIP-827).
+pub(crate) const SPACE: i16 = 4;
+
 pub(crate) fn request() -> DescribeLogDirsRequest {
     DescribeLogDirsRequest::default().with_topics(Some(Vec::new()))
 }
@@ -27,8 +30,9 @@ pub(crate) fn answer(
             dir: r.log_dir.to_string(),
             error_code: r.error_code,
             // Before v4 the fields are absent; Kafka sends -1 when it cannot tell.
-            total_bytes: (version >= 4 && r.total_bytes >= 0).then_some(r.total_bytes as u64),
-            usable_bytes: (version >= 4 && r.usable_bytes >= 0).then_some(r.usable_bytes as u64),
+            total_bytes: (version >= SPACE && r.total_bytes >= 0).then_some(r.total_bytes as u64),
+            usable_bytes: (version >= SPACE && r.usable_bytes >= 0)
+                .then_some(r.usable_bytes as u64),
         })
         .collect())
 }
