@@ -168,6 +168,10 @@ fn incident_frozen_broker_is_a_zombie() {
         about_broker(v, 2) && v["state"] == "zombie"
     });
     assert!(has(&v, "evidence", "no_answer"), "{v:#}");
+    if version().is_kraft() {
+        // Metadata's controller id is a random broker in KRaft: never read as the controller.
+        assert!(!has(&v, "evidence", "zookeeper_controller"), "{v:#}");
+    }
     lab.thaw(2).unwrap();
     // Thawed, it answers again: no longer a zombie. Whether its ISRs recover in time is
     // Kafka's business (on 2.8.2 the leader once kept it out of a canary partition's ISR for
@@ -178,6 +182,47 @@ fn incident_frozen_broker_is_a_zombie() {
     });
     drop(w);
     let _ = client::delete_topic(&bs, &topic);
+}
+
+/// Issue 25, ZooKeeper releases: the controller is a broker, and when it is frozen its page
+/// says it is the controller (nothing else heals until ZooKeeper moves the role).
+#[test]
+#[ignore = "the release matrix: scripts/test-matrix (tests/incidents.rs covers the default release)"]
+fn incident_frozen_zookeeper_controller_is_named_the_controller() {
+    let mut lab = matrix_lab();
+    let Some(controller) = zookeeper_controller(&lab) else {
+        eprintln!(
+            "Kafka {}: KRaft, its controllers are not brokers (tests/control_plane.rs)",
+            version().name()
+        );
+        return;
+    };
+    let rx = Receiver::start();
+    let w = start("mx-zk-controller", &rx, "");
+    lab.freeze(controller).unwrap();
+    let v = rx.wait(&format!("broker {controller} zombie"), WAIT, |v| {
+        about_broker(v, i64::from(controller)) && v["state"] == "zombie"
+    });
+    assert!(has(&v, "evidence", "zookeeper_controller"), "{v:#}");
+    assert!(has(&v, "evidence", "controller (ZooKeeper mode"), "{v:#}");
+    lab.thaw(controller).unwrap();
+    rx.wait(
+        &format!("broker {controller} no longer a zombie"),
+        WAIT,
+        |v| {
+            is_event(v, "resolved", "broker", Some(i64::from(controller)))
+                || (is_event(v, "updated", "broker", Some(i64::from(controller)))
+                    && v["state"] != "zombie")
+        },
+    );
+    let others: Vec<_> = rx
+        .received()
+        .into_iter()
+        .filter(|v| v["event"] == "opened" && v["kind"] == "broker")
+        .filter(|v| !about_broker(v, i64::from(controller)))
+        .collect();
+    assert!(others.is_empty(), "other brokers paged: {others:#?}");
+    drop(w);
 }
 
 /// Incident 3, leader killed: the broker is down (port closed), by name.

@@ -242,6 +242,7 @@ pub fn observation(
             description: None,
             certificate: None,
             log_dirs: None,
+            speaks_quorum: None,
         };
         match role(id) {
             Role::Refused => {

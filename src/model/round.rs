@@ -512,6 +512,10 @@ pub struct BrokerProbe {
     /// Its log directories (DescribeLogDirs); None when not asked or not supported.
     #[serde(skip)]
     pub log_dirs: Option<Result<Vec<LogDirState>, ProbeFailure>>,
+    /// Whether its ApiVersions answer announces DescribeQuorum: every KRaft broker does, a
+    /// ZooKeeper-mode broker never; `None` when it did not answer ApiVersions.
+    #[serde(skip)]
+    pub speaks_quorum: Option<bool>,
 }
 
 /// One of a broker's log directories as it describes it.

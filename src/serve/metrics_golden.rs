@@ -73,6 +73,7 @@ fn answered(id: i32) -> BrokerProbe {
                 usable_bytes: None,
             },
         ])),
+        speaks_quorum: Some(true),
     }
 }
 

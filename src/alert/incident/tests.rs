@@ -537,6 +537,7 @@ fn unreachable_report(cluster: &str) -> ClusterReport {
                 description: None,
                 certificate: None,
                 log_dirs: None,
+                speaks_quorum: None,
             },
         );
         r.verdicts.push(verdict(
@@ -577,6 +578,7 @@ fn refused_login_report(also: &[(&'static str, BrokerState, &str)]) -> ClusterRe
             description: None,
             certificate: None,
             log_dirs: None,
+            speaks_quorum: None,
         },
     );
     let mut hits = vec![(

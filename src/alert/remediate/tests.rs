@@ -64,6 +64,7 @@ fn probe(id: i32, answers: bool) -> BrokerProbe {
         description: None,
         certificate: None,
         log_dirs: None,
+        speaks_quorum: None,
     }
 }
 

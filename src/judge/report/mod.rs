@@ -406,6 +406,7 @@ impl Evaluator {
             &self.settings.coordinators,
             now,
         );
+        verdict::zk_controller::name_zookeeper_controller(&mut verdicts, &last.probes);
         verdict::remember_states(&mut self.memory, &verdicts, now);
         ClusterReport {
             state_since: self.state_since(),
@@ -500,6 +501,7 @@ impl Evaluator {
             &self.settings.coordinators,
             now,
         );
+        verdict::zk_controller::name_zookeeper_controller(&mut verdicts, &obs.probes);
         if let Some(c) = &canary {
             for (partition, _, seconds) in &c.windows_closed {
                 self.canary_last_window.insert(*partition, *seconds);
@@ -671,6 +673,7 @@ mod tests {
                     description: None,
                     certificate: None,
                     log_dirs: None,
+                    speaks_quorum: None,
                 };
                 (id, probe)
             })

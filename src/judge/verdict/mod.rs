@@ -624,6 +624,7 @@ pub mod rules_disk;
 mod rules_host;
 mod rules_partitions;
 mod rules_reach;
+pub mod zk_controller;
 
 pub use cause::{attribute_suspects, causes, Causes, Decided};
 use facts::{canary_facts, named_as_replica, peer_medians};

@@ -495,6 +495,7 @@ pub async fn probe_broker(
         description: None,
         certificate: None,
         log_dirs: None,
+        speaks_quorum: None,
     };
     let opened = match BrokerClient::open_traced(&address, wire).await {
         Ok(o) => o,
@@ -518,6 +519,12 @@ pub async fn probe_broker(
     let handshake_started = Instant::now();
     let mut client = match opened.negotiate().await {
         Ok(c) => {
+            probe.speaks_quorum = Some(
+                c.client
+                    .versions()
+                    .negotiated(kafka_protocol::messages::ApiKey::DescribeQuorum)
+                    .is_some(),
+            );
             probe.api_versions = Some(Ok(
                 c.api_versions_latency + c.sasl_latency.unwrap_or_default()
             ));

@@ -542,6 +542,7 @@ async fn verdict_on_probed(
         description: None,
         certificate: None,
         log_dirs: None,
+        speaks_quorum: None,
     };
     let obs = RoundObservation {
         cluster: "c".into(),

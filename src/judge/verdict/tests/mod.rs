@@ -130,6 +130,7 @@ impl World {
                 description: None,
                 certificate: None,
                 log_dirs: None,
+                speaks_quorum: None,
             },
         );
         self.probes.get_mut(&id).unwrap()
@@ -156,6 +157,7 @@ impl World {
                 description: None,
                 certificate: None,
                 log_dirs: None,
+                speaks_quorum: None,
             },
         );
     }
@@ -171,6 +173,7 @@ impl World {
                 description: None,
                 certificate: None,
                 log_dirs: None,
+                speaks_quorum: None,
             },
         );
     }
@@ -186,6 +189,7 @@ impl World {
                 description: None,
                 certificate: None,
                 log_dirs: None,
+                speaks_quorum: None,
             },
         );
     }
