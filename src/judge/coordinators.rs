@@ -14,23 +14,8 @@ use crate::model::round::BrokerId;
 pub const STALLED: &str = "group_coordinator_stalled";
 pub const FAILING: &str = "group_coordinator_failing";
 
-/// When coordinator evidence counts.
-#[derive(Debug, Clone)]
-pub struct CoordinatorRules {
-    /// Unanswered probes in a row (while the broker answered another connection quickly).
-    pub stalled_after: u32,
-    /// How long a coordinator error must last.
-    pub error_grace: Duration,
-}
-
-impl Default for CoordinatorRules {
-    fn default() -> Self {
-        CoordinatorRules {
-            stalled_after: 2,
-            error_grace: Duration::from_secs(60),
-        }
-    }
-}
+// The settings sit with the verdict's (`VerdictSettings::coordinators`), which carry them.
+pub use crate::judge::verdict::CoordinatorRules;
 
 /// Shards as the evidence shows them: the first few and how many.
 fn shard_list(shards: impl Iterator<Item = i32>) -> String {

@@ -1,72 +1,10 @@
-//! What the group coordinator probe saw: per broker, the `__consumer_offsets` partitions
-//! (coordinator shards) it leads, whether its coordinator answered the probe's OffsetFetch
-//! for their synthetic groups, and how its other connection answered meanwhile.
-
-use std::collections::BTreeMap;
-use std::time::{Duration, SystemTime};
-
-use super::round::{BrokerId, FailureKind};
-
-/// Kafka's coordinator error codes the probe keeps per shard.
-pub const COORDINATOR_LOAD_IN_PROGRESS: i16 = 14;
-pub const COORDINATOR_NOT_AVAILABLE: i16 = 15;
-pub const NOT_COORDINATOR: i16 = 16;
-
-/// How one probe of a broker's shards ended.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ShardProbe {
-    /// Every group answered (errors, if any, are per shard).
-    Answered { latency: Duration },
-    /// No answer within the probe's deadline.
-    Unanswered,
-    /// The connection or the request failed otherwise (refused, closed, unsupported).
-    Failed { kind: FailureKind, detail: String },
-    /// The probe has not reached it yet.
-    NotYet,
-}
-
-/// A shard whose group the coordinator answered with an error, and since when that error
-/// has been its answer.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ShardError {
-    pub shard: i32,
-    pub code: i16,
-    pub since: SystemTime,
-}
-
-/// One broker as a group coordinator.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CoordinatorLook {
-    pub broker: BrokerId,
-    pub address: String,
-    /// The `__consumer_offsets` partitions the newest view says it leads.
-    pub shards: Vec<i32>,
-    pub last: ShardProbe,
-    /// How fast its other connection answered ApiVersions while the probe waited; `None`
-    /// when it did not answer within the deadline either.
-    pub control_latency: Option<Duration>,
-    /// Probes in a row that went unanswered while the other connection answered quickly:
-    /// its coordinator is stuck while the broker works.
-    pub unanswered_in_a_row: u32,
-    /// When the first of those probes was sent.
-    pub unanswered_since: Option<SystemTime>,
-    /// Shards whose group got a coordinator error, with the error's start.
-    pub errors: Vec<ShardError>,
-}
-
-/// One look at every broker's coordinator shards.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CoordinatorObservation {
-    pub at: SystemTime,
-    /// `__consumer_offsets` partitions (Kafka's `offsets.topic.num.partitions`); 0 while
-    /// the topic does not exist (no group has been used yet).
-    pub offsets_partitions: u32,
-    pub brokers: BTreeMap<BrokerId, CoordinatorLook>,
-    /// The probe's deadline per request.
-    pub timeout: Duration,
-    /// Why nothing could be probed, when nothing could.
-    pub blind: Option<String>,
-}
+//! Group coordinators: how Kafka places a consumer group on a `__consumer_offsets`
+//! partition (its coordinator shard), and the group coordinator probe's observations.
+//! Those are kept with the round's (`round`), which carries them, and named here.
+pub use super::round::{
+    CoordinatorLook, CoordinatorObservation, ShardError, ShardProbe, COORDINATOR_LOAD_IN_PROGRESS,
+    COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR,
+};
 
 /// Kafka's `String.hashCode()` of a group id (UTF-16 code units, wrapping), as the broker
 /// computes it to place the group.

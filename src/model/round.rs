@@ -616,7 +616,7 @@ pub struct RoundObservation {
     /// speaks it (ZooKeeper mode) or no look was made.
     pub quorum: Option<std::sync::Arc<QuorumObservation>>,
     /// The newest look at the group coordinators, when they are probed.
-    pub coordinators: Option<std::sync::Arc<crate::model::coordinators::CoordinatorObservation>>,
+    pub coordinators: Option<std::sync::Arc<CoordinatorObservation>>,
 }
 
 /// One replica's position: its own log end offset and its leader's high watermark.
@@ -956,4 +956,70 @@ fn serialize_via<S: serde::Serializer>(
         }
         .serialize(s),
     }
+}
+
+// ---- the group coordinator probe (`observe::coordinators`): per broker, the
+// `__consumer_offsets` partitions (coordinator shards) it leads, whether its coordinator
+// answered the probe's OffsetFetch for their synthetic groups, and how its other
+// connection answered meanwhile ----
+
+/// Kafka's coordinator error codes the probe keeps per shard.
+pub const COORDINATOR_LOAD_IN_PROGRESS: i16 = 14;
+pub const COORDINATOR_NOT_AVAILABLE: i16 = 15;
+pub const NOT_COORDINATOR: i16 = 16;
+
+/// How one probe of a broker's shards ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ShardProbe {
+    /// Every group answered (errors, if any, are per shard).
+    Answered { latency: Duration },
+    /// No answer within the probe's deadline.
+    Unanswered,
+    /// The connection or the request failed otherwise (refused, closed, unsupported).
+    Failed { kind: FailureKind, detail: String },
+    /// The probe has not reached it yet.
+    NotYet,
+}
+
+/// A shard whose group the coordinator answered with an error, and since when that error
+/// has been its answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ShardError {
+    pub shard: i32,
+    pub code: i16,
+    pub since: SystemTime,
+}
+
+/// One broker as a group coordinator.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CoordinatorLook {
+    pub broker: BrokerId,
+    pub address: String,
+    /// The `__consumer_offsets` partitions the newest view says it leads.
+    pub shards: Vec<i32>,
+    pub last: ShardProbe,
+    /// How fast its other connection answered ApiVersions while the probe waited; `None`
+    /// when it did not answer within the deadline either.
+    pub control_latency: Option<Duration>,
+    /// Probes in a row that went unanswered while the other connection answered quickly:
+    /// its coordinator is stuck while the broker works.
+    pub unanswered_in_a_row: u32,
+    /// When the first of those probes was sent.
+    pub unanswered_since: Option<SystemTime>,
+    /// Shards whose group got a coordinator error, with the error's start.
+    pub errors: Vec<ShardError>,
+}
+
+/// One look at every broker's coordinator shards.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CoordinatorObservation {
+    pub at: SystemTime,
+    /// `__consumer_offsets` partitions (Kafka's `offsets.topic.num.partitions`); 0 while
+    /// the topic does not exist (no group has been used yet).
+    pub offsets_partitions: u32,
+    pub brokers: BTreeMap<BrokerId, CoordinatorLook>,
+    /// The probe's deadline per request.
+    pub timeout: Duration,
+    /// Why nothing could be probed, when nothing could.
+    pub blind: Option<String>,
 }

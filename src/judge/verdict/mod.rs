@@ -115,7 +115,7 @@ pub struct VerdictSettings {
     /// ...and it was caught up within this (`stale_metadata`).
     pub metadata_caught_up: Duration,
     /// When the group coordinator probe's evidence counts (`coordinators:`).
-    pub coordinators: crate::judge::coordinators::CoordinatorRules,
+    pub coordinators: CoordinatorRules,
     /// When a listener certificate is worth an incident (`certificates:`).
     pub certificates: crate::judge::certificates::CertificateRules,
 }
@@ -204,6 +204,24 @@ fn offline_replicas(view: &ClusterView) -> BTreeMap<BrokerId, Named> {
         }
     }
     named
+}
+
+/// When the group coordinator probe's evidence counts (`judge::coordinators` applies it).
+#[derive(Debug, Clone)]
+pub struct CoordinatorRules {
+    /// Unanswered probes in a row (while the broker answered another connection quickly).
+    pub stalled_after: u32,
+    /// How long a coordinator error must last.
+    pub error_grace: Duration,
+}
+
+impl Default for CoordinatorRules {
+    fn default() -> Self {
+        CoordinatorRules {
+            stalled_after: 2,
+            error_grace: Duration::from_secs(60),
+        }
+    }
 }
 
 type Rule = fn(&BrokerFacts, &VerdictSettings) -> Option<RuleHit>;
