@@ -344,6 +344,66 @@ fn the_alert_rules_say_the_severity_the_webhooks_say() {
     }
 }
 
+/// Every alert rule links to its runbook (issue 28 item 3): its `runbook_url` is
+/// docs/runbooks.md at the `## <alertname>` heading of that alert (GitHub's anchor of a
+/// heading of letters and digits is the heading in lower case), and every `##` heading of
+/// docs/runbooks.md names an alert some rule has, so a renamed or removed rule leaves no
+/// runbook behind. The runbooks' own links to sections must land on one, too.
+#[test]
+fn every_alert_rule_has_a_runbook_section() {
+    const BASE: &str =
+        "https://github.com/kafka-watchdog/kafka-watchdog/blob/main/docs/runbooks.md#";
+    let text = include_str!("../../../dashboards/alerts.yaml");
+    let doc: serde_norway::Value = serde_norway::from_str(text).expect("alerts.yaml parses");
+    let runbooks = include_str!("../../../docs/runbooks.md");
+    let headings: Vec<&str> = runbooks
+        .lines()
+        .filter_map(|l| l.strip_prefix("## "))
+        .map(str::trim)
+        .collect();
+    let sections: BTreeSet<&str> = headings.iter().copied().collect();
+    assert_eq!(sections.len(), headings.len(), "a runbook section twice");
+    for section in &sections {
+        assert!(
+            section.chars().all(|c| c.is_ascii_alphanumeric()),
+            "docs/runbooks.md: `## {section}`: a section heading is an alert name and nothing else"
+        );
+    }
+    let mut alerts = BTreeSet::new();
+    for group in doc["groups"].as_sequence().expect("groups") {
+        for rule in group["rules"].as_sequence().expect("rules") {
+            let alert = rule["alert"].as_str().expect("alert");
+            let url = rule["annotations"]["runbook_url"]
+                .as_str()
+                .unwrap_or_else(|| panic!("{alert}: no runbook_url annotation"));
+            assert_eq!(
+                url,
+                format!("{BASE}{}", alert.to_lowercase()),
+                "{alert}: runbook_url"
+            );
+            assert!(
+                sections.contains(alert),
+                "{alert}: docs/runbooks.md has no `## {alert}` section"
+            );
+            alerts.insert(alert);
+        }
+    }
+    for section in &sections {
+        assert!(
+            alerts.contains(section),
+            "docs/runbooks.md: `## {section}` names no alert rule of dashboards/alerts.yaml"
+        );
+    }
+    let anchors: BTreeSet<String> = sections.iter().map(|s| s.to_lowercase()).collect();
+    for link in runbooks.split("](#").skip(1) {
+        let anchor = link.split(')').next().unwrap_or_default();
+        assert!(
+            anchors.contains(anchor),
+            "docs/runbooks.md: a link to #{anchor}, which no section has"
+        );
+    }
+}
+
 #[test]
 fn incident_one_raises_an_offline_and_an_under_replicated_finding() {
     use Condition::*;
