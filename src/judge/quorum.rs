@@ -138,6 +138,9 @@ pub struct QuorumReport {
     /// How long the high watermark has stood still under this leader, when it has.
     #[serde(skip)]
     pub high_watermark_still_for: Option<Duration>,
+    /// /status writes each with what was asked of it (`ControllerStatus`), under the same
+    /// key: written here too, the key would appear twice in one object.
+    #[serde(skip)]
     pub controllers: Vec<ControllerVerdict>,
     pub problem: Option<QuorumProblem>,
     /// The control plane is out now, or came back within `settle`: metadata could not

@@ -778,6 +778,70 @@ fn status_document_matches_the_golden_file() {
         "\"version\": \"VERSION\"",
     );
     check("status.json", &doc);
+    if let Err(key) = no_duplicate_keys(&doc) {
+        panic!("/status has the key {key:?} twice in one object (a flattened struct and its wrapper both wrote it): JSON readers keep one of the two at random");
+    }
+}
+
+/// Whether any object of the JSON text `doc` names a key twice; `Err(the key)` when one
+/// does. serde_json keeps the last silently, so this reads the text itself.
+fn no_duplicate_keys(doc: &str) -> Result<(), String> {
+    use serde::de::{Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
+    struct Checked;
+    struct Check;
+    impl<'de> Visitor<'de> for Check {
+        type Value = Checked;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("any JSON value")
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Checked, A::Error> {
+            let mut seen = std::collections::BTreeSet::new();
+            while let Some(key) = map.next_key::<String>()? {
+                if !seen.insert(key.clone()) {
+                    return Err(serde::de::Error::custom(key));
+                }
+                map.next_value::<Checked>()?;
+            }
+            Ok(Checked)
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Checked, A::Error> {
+            while seq.next_element::<Checked>()?.is_some() {}
+            Ok(Checked)
+        }
+        fn visit_bool<E>(self, _: bool) -> Result<Checked, E> {
+            Ok(Checked)
+        }
+        fn visit_i64<E>(self, _: i64) -> Result<Checked, E> {
+            Ok(Checked)
+        }
+        fn visit_u64<E>(self, _: u64) -> Result<Checked, E> {
+            Ok(Checked)
+        }
+        fn visit_f64<E>(self, _: f64) -> Result<Checked, E> {
+            Ok(Checked)
+        }
+        fn visit_str<E>(self, _: &str) -> Result<Checked, E> {
+            Ok(Checked)
+        }
+        fn visit_unit<E>(self) -> Result<Checked, E> {
+            Ok(Checked)
+        }
+    }
+    impl<'de> Deserialize<'de> for Checked {
+        fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Checked, D::Error> {
+            d.deserialize_any(Check)
+        }
+    }
+    serde_json::from_str::<Checked>(doc)
+        .map(|_| ())
+        .map_err(|e| e.to_string())
+}
+
+#[test]
+fn a_key_written_twice_is_found() {
+    assert!(no_duplicate_keys(r#"{"a": [{"b": 1, "c": {"d": null}}], "e": "x"}"#).is_ok());
+    let e = no_duplicate_keys(r#"{"a": [{"b": 1, "b": 2}]}"#).unwrap_err();
+    assert!(e.starts_with('b'), "{e}");
 }
 
 /// Two renders of one input give one page once sorted: the comparison above does not
