@@ -130,17 +130,23 @@ pub enum ProcState {
 /// The state of `pid`, if it is still the process whose command line contains `marker`
 /// (guards against a recycled pid).
 pub fn proc_state(pid: u32, marker: &str) -> ProcState {
-    let cmdline = match fs::read(format!("/proc/{pid}/cmdline")) {
-        Ok(c) => c,
-        Err(_) => return ProcState::Dead,
+    let Ok(cmdline) = fs::read(format!("/proc/{pid}/cmdline")) else {
+        return ProcState::Dead;
     };
-    if !String::from_utf8_lossy(&cmdline).contains(marker) {
+    let Ok(stat) = fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return ProcState::Dead;
+    };
+    state_of(&cmdline, &stat, marker)
+}
+
+/// [`proc_state`] from what /proc gave. An empty command line is a process in the middle of
+/// an `execve` (the new image's arguments are not in place yet: a node's start goes sh ->
+/// setsid -> java, two of them) or a zombie: judged by its state alone. A start was once
+/// called an exit because a look fell in that window (CI, twice in a day).
+fn state_of(cmdline: &[u8], stat: &str, marker: &str) -> ProcState {
+    if !cmdline.is_empty() && !String::from_utf8_lossy(cmdline).contains(marker) {
         return ProcState::Dead;
     }
-    let stat = match fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(s) => s,
-        Err(_) => return ProcState::Dead,
-    };
     // The command name may contain spaces or parentheses; the state follows the last ')'.
     let state = stat
         .rfind(')')
@@ -270,6 +276,26 @@ pub fn chown_tree(path: &Path, uid: u32, gid: u32) -> Result<(), LabError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_process_between_two_execs_is_running_and_a_recycled_pid_is_not_ours() {
+        let stat = |state: &str| format!("4242 (java) {state} 1 4242 4242 0 -1");
+        let ours = b"java\0-cp\0x\0/tmp/kafka-lab/n4/server.properties\0";
+        let marker = "/tmp/kafka-lab/n4/";
+        assert_eq!(state_of(ours, &stat("S"), marker), ProcState::Running);
+        assert_eq!(state_of(ours, &stat("T"), marker), ProcState::Stopped);
+        assert_eq!(state_of(ours, &stat("Z"), marker), ProcState::Dead);
+        // In the middle of an execve the command line reads empty: not an exit.
+        assert_eq!(state_of(b"", &stat("R"), marker), ProcState::Running);
+        assert_eq!(state_of(b"", &stat("Z"), marker), ProcState::Dead);
+        // Someone else's process under a recycled pid.
+        assert_eq!(state_of(b"bash\0", &stat("S"), marker), ProcState::Dead);
+        // A command name with a parenthesis.
+        assert_eq!(
+            state_of(ours, "4242 (a) b) S 1 4242", marker),
+            ProcState::Running
+        );
+    }
     use std::os::unix::process::CommandExt;
 
     /// Taking the lab down once failed on CI with "user kafkalab0 is currently used by
