@@ -546,7 +546,7 @@ impl Lab {
     pub fn running_pid(&self, id: i32) -> Option<u32> {
         let rec = self.state.node(id).ok()?;
         let pid = rec.pid?;
-        match sys::proc_state(pid, &self.marker(id)) {
+        match sys::started_state(pid, &self.marker(id)) {
             ProcState::Dead => None,
             _ => Some(pid),
         }

@@ -128,11 +128,25 @@ pub enum ProcState {
 }
 
 /// The state of `pid`, if it is still the process whose command line contains `marker`
-/// (guards against a recycled pid).
+/// (guards against a recycled pid). A process whose command line reads empty is not taken
+/// for it: kernel threads have none, and a scan of every pid must not find them.
 pub fn proc_state(pid: u32, marker: &str) -> ProcState {
+    read_state(pid, marker, false)
+}
+
+/// [`proc_state`] of a pid the lab started itself: one whose command line reads empty is
+/// in the middle of an `execve` (or exiting), judged by its state alone.
+pub fn started_state(pid: u32, marker: &str) -> ProcState {
+    read_state(pid, marker, true)
+}
+
+fn read_state(pid: u32, marker: &str, ours: bool) -> ProcState {
     let Ok(cmdline) = fs::read(format!("/proc/{pid}/cmdline")) else {
         return ProcState::Dead;
     };
+    if cmdline.is_empty() && !ours {
+        return ProcState::Dead;
+    }
     let Ok(stat) = fs::read_to_string(format!("/proc/{pid}/stat")) else {
         return ProcState::Dead;
     };
