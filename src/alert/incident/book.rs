@@ -453,13 +453,10 @@ impl IncidentBook {
                         .iter()
                         .map(|n| key(Subject::Controller(*n), FindingKind::Controller))
                         .collect(),
-                    FindingKind::Broker if named(&brokers) => f
-                        .suspects
-                        .iter()
-                        .map(|n| key(Subject::Broker(*n), FindingKind::Broker))
-                        .collect(),
                     FindingKind::Broker
-                        if k.kind == FindingKind::UnderReplicated && named(&pending_brokers) =>
+                        if named(&brokers)
+                            || (k.kind == FindingKind::UnderReplicated
+                                && named(&pending_brokers)) =>
                     {
                         f.suspects
                             .iter()
