@@ -308,27 +308,37 @@ pub fn dashboard_metrics_exist(w: &Watchdog, which: impl Fn(&str) -> bool) {
             }
         }
     }
-    let (_, text) = w.get("/metrics").unwrap();
-    let families: std::collections::BTreeSet<&str> = text
-        .lines()
-        .filter_map(|l| l.strip_prefix("# TYPE "))
-        .filter_map(|l| l.split_whitespace().next())
-        .collect();
-    let missing: Vec<&String> = used
-        .iter()
-        .filter(|name| {
-            let base = ["_bucket", "_count", "_sum", "_total"]
-                .iter()
-                .find_map(|s| name.strip_suffix(s))
-                .unwrap_or(name);
-            !families.contains(name.as_str()) && !families.contains(base)
-        })
-        .collect();
     assert!(!used.is_empty(), "no metric name read from the dashboard");
-    assert!(
-        missing.is_empty(),
-        "used by the dashboard or rules but not exposed: {missing:?}"
-    );
+    // A family shows on /metrics once it has a sample: the group coordinators' latency,
+    // for one, after the first answer, which waits for __consumer_offsets to be created on
+    // a fresh cluster. So this waits a bounded time for each family to appear.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let (_, text) = w.get("/metrics").unwrap();
+        let families: std::collections::BTreeSet<&str> = text
+            .lines()
+            .filter_map(|l| l.strip_prefix("# TYPE "))
+            .filter_map(|l| l.split_whitespace().next())
+            .collect();
+        let missing: Vec<&String> = used
+            .iter()
+            .filter(|name| {
+                let base = ["_bucket", "_count", "_sum", "_total"]
+                    .iter()
+                    .find_map(|s| name.strip_suffix(s))
+                    .unwrap_or(name);
+                !families.contains(name.as_str()) && !families.contains(base)
+            })
+            .collect();
+        if missing.is_empty() {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "used by the dashboard or rules but not exposed after 60 s: {missing:?}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(500));
+    }
 }
 
 /// A watchdog with the default timing (10 s rounds, 3 s requests), its own canary topic,
