@@ -72,7 +72,8 @@ impl PartitionProblem {
 }
 
 /// Per topic, the (partition, broker) replicas not counted missing from the ISR this round:
-/// ongoing reassignments are adding them, or a newer read showed them settled.
+/// ongoing reassignments are adding them, a newer read showed them settled, or they copy
+/// under the operator's replication throttle and their logs grow (`catch_up::copying`).
 #[derive(Debug, Clone, Default)]
 pub struct Reassigning(BTreeMap<String, BTreeSet<(i32, BrokerId)>>);
 
@@ -90,6 +91,14 @@ impl Reassigning {
             }
         }
         r
+    }
+
+    /// Counts one more replica as copying rather than missing.
+    pub fn insert(&mut self, topic: &str, partition: i32, broker: BrokerId) {
+        self.0
+            .entry(topic.to_string())
+            .or_default()
+            .insert((partition, broker));
     }
 
     pub fn adds(&self, topic: &str, partition: i32, broker: BrokerId) -> bool {

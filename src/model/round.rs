@@ -642,6 +642,13 @@ pub struct FollowerProgress {
     /// of: the first read caught a change in flight (a reassignment that completed between
     /// the two reads lists nothing). The newer read is the one judged.
     pub settled: Vec<(String, i32)>,
+    /// Partitions it is missing from the ISR of whose replication the operator throttles:
+    /// the topic's `follower.replication.throttled.replicas` lists this replica, or its
+    /// `leader.replication.throttled.replicas` lists the partition's leader (either as `*`).
+    /// That is how `kafka-reassign-partitions --throttle` moves data, and Kafka throttles
+    /// a replica that falls behind even after it joined the ISR, so one drops out of the
+    /// ISR during a throttled move without anything being wrong.
+    pub throttled: Vec<(String, i32)>,
     /// Why some or all of it could not be measured.
     pub errors: Vec<String>,
 }

@@ -13,7 +13,7 @@ use serde::Serialize;
 
 use crate::judge::certificates;
 use crate::judge::coordinators;
-use crate::judge::health::{classify_reassigning, Condition, Health, Reassigning};
+use crate::judge::health::{classify_reassigning, Condition, Health};
 use crate::judge::quorum::{judge_quorum, QuorumMemory, QuorumReport, QuorumSettings};
 use crate::judge::verdict::{self, BrokerMemory, BrokerState, BrokerVerdict, VerdictSettings};
 use crate::model::coordinators::CoordinatorObservation;
@@ -468,7 +468,7 @@ impl Evaluator {
         let mut health = classify_reassigning(
             &view,
             &obs.min_isr,
-            Reassigning::from_followers(&obs.followers),
+            verdict::catch_up::copying(&obs, &self.memory, self.settings.catch_up_window, now),
             |t| include(t),
         );
         // Partition findings name the brokers the verdicts decide are the cause, not every

@@ -17,6 +17,7 @@ use std::time::{Duration, SystemTime};
 use crate::model::round::{BrokerId, FailureKind, ReplicaOffsets, RoundObservation};
 
 use super::{BrokerMemory, BrokerVerdict};
+use crate::judge::health::Reassigning;
 
 /// The rule whose evidence this module keeps.
 pub const RULE: &str = "out_of_every_isr";
@@ -109,6 +110,35 @@ pub fn facts(
     }
 }
 
+/// The replicas this round does not count missing from an ISR: those ongoing reassignments
+/// are adding (or a newer read showed settled), and those copying under the operator's
+/// replication throttle while their broker's logs grow. A throttled move is planned work:
+/// Kafka throttles a replica that falls behind even once it joined the ISR, so replicas
+/// drop out of ISRs during one (the routine bench's add-broker phase paged for it). The
+/// allowance ends as a reassignment's does, when the logs stand still for the catch-up
+/// window; from then on the replica counts missing and the rules judge it as any other.
+pub fn copying(
+    obs: &RoundObservation,
+    memory: &BTreeMap<BrokerId, BrokerMemory>,
+    window: Duration,
+    now: SystemTime,
+) -> Reassigning {
+    let mut r = Reassigning::from_followers(&obs.followers);
+    for (id, p) in obs
+        .followers
+        .iter()
+        .filter(|(_, p)| !p.throttled.is_empty())
+    {
+        if facts(obs, *id, memory.get(id), now).stalled_for >= window {
+            continue;
+        }
+        for (topic, partition) in &p.throttled {
+            r.insert(topic, *partition, *id);
+        }
+    }
+    r
+}
+
 /// Keeps, after a round, what the next one needs: the measurement of every broker that the
 /// rule found out of every ISR, and when its logs last grew; nothing for the others.
 pub fn remember(
@@ -123,11 +153,10 @@ pub fn remember(
         };
         // A replica being added is measured as one out of every ISR is: the reassignment's
         // allowance ends when its logs stand still for the window.
-        let adding = obs
-            .followers
-            .get(&v.broker)
-            .and_then(|p| p.adding_to.as_ref())
-            .is_some_and(|a| !a.is_empty());
+        // And so is one copying under a replication throttle (see `copying`).
+        let adding = obs.followers.get(&v.broker).is_some_and(|p| {
+            p.adding_to.as_ref().is_some_and(|a| !a.is_empty()) || !p.throttled.is_empty()
+        });
         if !adding && !v.hits.iter().any(|h| h.rule == RULE) {
             // Only a round that saw it answer and not out of every ISR ends the window: a
             // round whose answer failed (an error in its Metadata, a timeout) says nothing

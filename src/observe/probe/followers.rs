@@ -66,8 +66,9 @@ fn error_counts(answers: &[LatestOffset]) -> Vec<String> {
 
 /// Measures the answering brokers that are missing from ISRs: their own log end
 /// offsets (ListOffsets with the debugging replica id, one request each), their leaders' high
-/// watermarks (one consumer ListOffsets per leader) and the ongoing reassignments (one
-/// ListPartitionReassignments). Chosen over DescribeLogDirs because offsets compare exactly
+/// watermarks (one consumer ListOffsets per leader), the ongoing reassignments (one
+/// ListPartitionReassignments) and their topics' replication throttles (DescribeConfigs,
+/// read fresh: a throttle is set for a move and removed after it). Chosen over DescribeLogDirs because offsets compare exactly
 /// with the leader's (sizes drift with retention and compaction) and because ListOffsets needs
 /// only Describe on the topics, which the watchdog already has; nothing is asked while no
 /// broker is a candidate, which is every round of a healthy cluster.
@@ -134,7 +135,29 @@ pub(super) async fn measure_followers(
         };
         Ok::<_, WireError>((adding_to, again))
     };
-    let (own, leaders, reassignments) = futures::join!(own, leaders, reassignments);
+    let throttles = async {
+        let topics: BTreeSet<String> = candidates
+            .values()
+            .flat_map(|list| list.iter().map(|(t, _, _)| t.clone()))
+            .collect();
+        let topics: Vec<String> = topics.into_iter().collect();
+        let mut c = BrokerClient::connect(&address(source).unwrap_or_default(), wire).await?;
+        let mut lists = BTreeMap::new();
+        for chunk in topics.chunks(500) {
+            let answer = c
+                .client
+                .describe_topic_configs(chunk, &[FOLLOWER_THROTTLE, LEADER_THROTTLE])
+                .await?;
+            for (topic, configs) in answer.value {
+                if let Ok(configs) = configs {
+                    lists.insert(topic, Throttles::from_configs(&configs));
+                }
+            }
+        }
+        Ok::<_, WireError>(lists)
+    };
+    let (own, leaders, reassignments, throttles) =
+        futures::join!(own, leaders, reassignments, throttles);
     let mut high_watermarks: BTreeMap<(String, i32), i64> = BTreeMap::new();
     let mut leader_errors: BTreeMap<BrokerId, String> = BTreeMap::new();
     for (leader, answer) in leaders {
@@ -175,6 +198,20 @@ pub(super) async fn measure_followers(
             if let Err(e) = &reassignments {
                 progress.errors.push(format!("ongoing reassignments: {e}"));
             }
+            match &throttles {
+                Ok(lists) => {
+                    progress.throttled = list
+                        .iter()
+                        .filter(|(t, p, leader)| {
+                            lists.get(t).is_some_and(|l| l.covers(*p, *id, *leader))
+                        })
+                        .map(|(t, p, _)| (t.clone(), *p))
+                        .collect();
+                }
+                Err(e) => progress
+                    .errors
+                    .push(format!("replication throttles of its topics: {e}")),
+            }
             match answer {
                 Ok(answers) => {
                     progress.errors.extend(error_counts(&answers));
@@ -201,6 +238,61 @@ pub(super) async fn measure_followers(
             (*id, progress)
         })
         .collect()
+}
+
+const FOLLOWER_THROTTLE: &str = "follower.replication.throttled.replicas";
+const LEADER_THROTTLE: &str = "leader.replication.throttled.replicas";
+
+/// One topic's replication throttle lists: `partition:broker` entries, or `*` for all.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct Throttles {
+    follower: ThrottleList,
+    leader: ThrottleList,
+}
+
+#[derive(Debug, Default, PartialEq, Eq)]
+struct ThrottleList {
+    all: bool,
+    replicas: BTreeSet<(i32, BrokerId)>,
+}
+
+impl ThrottleList {
+    /// Kafka's syntax: `*`, or a comma-separated list of `partition:broker`. Entries it
+    /// would reject are skipped; an unset or empty value throttles nothing.
+    fn parse(value: Option<&String>) -> Self {
+        let mut list = ThrottleList::default();
+        for entry in value.map(String::as_str).unwrap_or("").split(',') {
+            let entry = entry.trim();
+            if entry == "*" {
+                list.all = true;
+            } else if let Some((p, b)) = entry.split_once(':') {
+                if let (Ok(p), Ok(b)) = (p.trim().parse(), b.trim().parse()) {
+                    list.replicas.insert((p, b));
+                }
+            }
+        }
+        list
+    }
+
+    fn lists(&self, partition: i32, broker: BrokerId) -> bool {
+        self.all || self.replicas.contains(&(partition, broker))
+    }
+}
+
+impl Throttles {
+    fn from_configs(configs: &BTreeMap<String, String>) -> Self {
+        Throttles {
+            follower: ThrottleList::parse(configs.get(FOLLOWER_THROTTLE)),
+            leader: ThrottleList::parse(configs.get(LEADER_THROTTLE)),
+        }
+    }
+
+    /// Whether the replica of `partition` on `follower` fetches under a throttle: on its
+    /// own side, or on the side of the leader it fetches from.
+    fn covers(&self, partition: i32, follower: BrokerId, leader: BrokerId) -> bool {
+        self.follower.lists(partition, follower)
+            || (leader >= 0 && self.leader.lists(partition, leader))
+    }
 }
 
 /// Per broker, the partitions the listed reassignments are adding it to.
@@ -306,6 +398,35 @@ mod tests {
         let carried = carry_adding(&mut round3, carried);
         assert_eq!(round3[&4].adding_to, Some(vec![("t".to_string(), 0)]));
         assert!(carried.is_empty());
+    }
+
+    #[test]
+    fn a_replica_is_throttled_on_its_own_side_or_its_leaders() {
+        let configs: BTreeMap<String, String> = [
+            (
+                FOLLOWER_THROTTLE.to_string(),
+                "0:4, 1:4,bad,2:x".to_string(),
+            ),
+            (LEADER_THROTTLE.to_string(), "0:1,0:2,3:3".to_string()),
+        ]
+        .into();
+        let t = Throttles::from_configs(&configs);
+        assert!(t.covers(0, 4, 9), "its own side");
+        assert!(t.covers(1, 4, 9), "spaces around an entry");
+        assert!(
+            !t.covers(2, 4, 9),
+            "an entry Kafka would reject throttles nothing"
+        );
+        assert!(t.covers(3, 5, 3), "its leader's side");
+        assert!(!t.covers(3, 5, -1), "no leader, no leader side");
+        assert!(!t.covers(0, 3, 3), "neither listed");
+        let all: BTreeMap<String, String> = [(LEADER_THROTTLE.to_string(), "*".to_string())].into();
+        assert!(Throttles::from_configs(&all).covers(7, 2, 1));
+        assert_eq!(
+            Throttles::from_configs(&BTreeMap::new()),
+            Throttles::default()
+        );
+        assert!(!Throttles::default().covers(0, 1, 2));
     }
 
     #[test]

@@ -410,3 +410,35 @@ async fn a_replica_a_newer_read_shows_back_in_the_isr_is_not_flagged() {
     let v = report.verdict(3).expect("broker 3 judged");
     assert_ne!(v.state, BrokerState::Healthy, "{:?}", v.hits);
 }
+
+/// A replica out of the ISR that its topic's throttle lists is copying under a planned move:
+/// the round reads the throttle, and a first round counts it copying, not missing.
+#[tokio::test]
+async fn a_replica_its_topic_throttles_is_read_as_throttled_and_not_flagged() {
+    let script = |throttle: &'static str| Script {
+        configs: Some(vec![("follower.replication.throttled.replicas", throttle)]),
+        ..Script::says(part(1, 5, &[1, 2]))
+    };
+    let c = Cluster::start(vec![script("0:3"), script("0:3"), script("0:3")]).await;
+    let obs = c.prober().round().await;
+    let followers = obs.followers.clone();
+    assert_eq!(
+        followers[&3].throttled,
+        vec![("t".to_string(), 0)],
+        "{followers:?}"
+    );
+    let report = evaluator().evaluate(obs, None, SystemTime::now());
+    let v = report.verdict(3).expect("broker 3 judged");
+    assert_eq!(v.state, BrokerState::Healthy, "{:?} {followers:?}", v.hits);
+    // The throttle names another replica: broker 3 is missing, as before.
+    let c = Cluster::start(vec![script("0:2"), script("0:2"), script("0:2")]).await;
+    let obs = c.prober().round().await;
+    assert!(
+        obs.followers[&3].throttled.is_empty(),
+        "{:?}",
+        obs.followers
+    );
+    let report = evaluator().evaluate(obs, None, SystemTime::now());
+    let v = report.verdict(3).expect("broker 3 judged");
+    assert_ne!(v.state, BrokerState::Healthy, "{:?}", v.hits);
+}

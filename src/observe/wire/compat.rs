@@ -98,7 +98,7 @@ const DEFS: &[Def] = &[
     Def {
         key: "topic_configs",
         what: "topic configs (DescribeConfigs)",
-        used_by: "min ISR, unclean election allowed",
+        used_by: "min ISR, unclean election allowed, replication throttles",
         api: ApiKey::DescribeConfigs,
         within: ANY,
     },

@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};
 
 use super::*;
-use crate::judge::health::{classify_reassigning, Reassigning};
+use crate::judge::health::classify_reassigning;
 use crate::model::round::{
     BrokerEndpoint, BrokerProbe, ClusterDescription, FailureKind, MetadataView, PartitionView,
     ProbeFailure, RegisteredBroker, RoundObservation, TopicView, NO_LEADER,
@@ -241,10 +241,12 @@ impl World {
             .filter_map(|(id, p)| p.metadata_view().map(|m| (*id, m)))
             .collect();
         let view: ClusterView = merge(&answers);
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(secs);
+        let settings = VerdictSettings::default();
         let health = classify_reassigning(
             &view,
             &obs.min_isr,
-            Reassigning::from_followers(&obs.followers),
+            catch_up::copying(&obs, memory, settings.catch_up_window, now),
             |_| true,
         );
         judge(
@@ -253,8 +255,8 @@ impl World {
             &health,
             self.canary.as_ref(),
             memory,
-            &VerdictSettings::default(),
-            SystemTime::UNIX_EPOCH + Duration::from_secs(secs),
+            &settings,
+            now,
         )
         .into_iter()
         .map(|v| (v.broker, v))
@@ -291,7 +293,13 @@ impl World {
         let mut health = classify_reassigning(
             &view,
             &obs.min_isr,
-            Reassigning::from_followers(&obs.followers),
+            // As a first round judges it: nothing remembered.
+            catch_up::copying(
+                &obs,
+                &BTreeMap::new(),
+                Duration::from_secs(60),
+                obs.started_at,
+            ),
             |_| true,
         );
         attribute_suspects(&obs, &view, &mut health, self.canary.clone().as_mut());
@@ -323,7 +331,13 @@ impl World {
         let mut health = classify_reassigning(
             &view,
             &obs.min_isr,
-            Reassigning::from_followers(&obs.followers),
+            // As a first round judges it: nothing remembered.
+            catch_up::copying(
+                &obs,
+                &BTreeMap::new(),
+                Duration::from_secs(60),
+                obs.started_at,
+            ),
             |_| true,
         );
         let mut canary = self.canary.clone();
@@ -695,8 +709,7 @@ fn measured(w: &mut World, log_end: [i64; 2], hw: i64, adding: Option<u32>) {
         crate::model::round::FollowerProgress {
             offsets,
             adding_to: adding.map(|n| (0..n as i32).map(|p| ("t".to_string(), p)).collect()),
-            settled: Vec::new(),
-            errors: Vec::new(),
+            ..Default::default()
         },
     );
 }
@@ -808,6 +821,55 @@ fn a_replica_an_ongoing_reassignment_is_adding_is_not_missing_from_the_isr() {
         v[&3]
     );
     assert_eq!(w.suspects().get(&1), Some(&vec![3]), "{:?}", w.suspects());
+}
+
+/// Issue 31, the routine bench's add-broker phase (bench/results/2026-12-04-routine-
+/// controllers.md): broker 4's replica of routine-data-0 joined the ISR when its move
+/// completed, fell behind under the move's throttle (Kafka throttles any replica that lags,
+/// in the ISR or not), dropped out, and a `degraded` warning was paged for 30 s of a
+/// planned move. A replica copying under the operator's throttle is copying, not missing,
+/// for as long as its logs grow; once they stand still for the catch-up window it counts
+/// missing again.
+#[test]
+fn a_replica_copying_under_a_replication_throttle_is_not_missing_until_its_logs_stand_still() {
+    let mut w = World::healthy();
+    // Broker 3 is in the ISR of t-2 and has fallen out of t-0's and t-1's.
+    w.parts = vec![
+        (1, 1, vec![1, 2, 3], vec![1, 2]),
+        (2, 1, vec![2, 1, 3], vec![2, 1]),
+        (1, 1, vec![1, 2, 3], vec![1, 2, 3]),
+    ];
+    w.refresh();
+    let throttle = |w: &mut World, log_end: i64| {
+        measured(w, [log_end; 2], 90_000, None);
+        w.followers.get_mut(&3).unwrap().throttled = vec![("t".into(), 0), ("t".into(), 1)];
+    };
+    let mut memory = BTreeMap::new();
+    for (k, secs) in [1000u64, 1010, 1020, 1030].into_iter().enumerate() {
+        throttle(&mut w, 1000 * k as i64);
+        let v = w.round(&mut memory, secs);
+        for b in [1, 2, 3] {
+            assert_eq!(v[&b].state, BrokerState::Healthy, "at {secs}: {:?}", v[&b]);
+        }
+        assert!(
+            w.suspects().values().all(Vec::is_empty),
+            "{:?}",
+            w.suspects()
+        );
+    }
+    // Standing still from 1030 on: the allowance ends with the window.
+    throttle(&mut w, 3000);
+    assert_eq!(w.round(&mut memory, 1080)[&3].state, BrokerState::Healthy);
+    let v = w.round(&mut memory, 1091);
+    assert_eq!(rules(&v[&3]), vec!["out_of_some_isrs"], "{:?}", v[&3]);
+    assert!(v[&3].hits[0].detail.contains("2 of the 3"), "{:?}", v[&3]);
+    // Without a throttle, the same replicas are missing at once.
+    let mut w2 = World::healthy();
+    w2.parts = w.parts.clone();
+    w2.refresh();
+    measured(&mut w2, [0; 2], 90_000, None);
+    let v = w2.round(&mut BTreeMap::new(), 1000);
+    assert_eq!(rules(&v[&3]), vec!["out_of_some_isrs"], "{:?}", v[&3]);
 }
 
 #[test]
