@@ -29,6 +29,7 @@ fn launch(dir: &Path, run: &str, settings: &WatchdogSettings) -> support::Watchd
         yaml: &yaml,
         check_config: true,
         ready_within: Duration::from_secs(30),
+        env: &[],
     })
     .unwrap_or_else(|e| panic!("{e}"))
 }

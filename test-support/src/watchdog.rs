@@ -53,6 +53,8 @@ pub struct Launch<'a> {
     /// than as a daemon that never became ready.
     pub check_config: bool,
     pub ready_within: Duration,
+    /// Environment variables the daemon gets beside the inherited ones.
+    pub env: &'a [(&'a str, &'a str)],
 }
 
 /// A running kafka-watchdog; killed when dropped.
@@ -109,6 +111,7 @@ impl Watchdog {
         let child = Command::new(l.bin)
             .args(["run", "-c"])
             .arg(&config)
+            .envs(l.env.iter().copied())
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()
@@ -138,6 +141,21 @@ impl Watchdog {
 
     pub fn pid(&self) -> u32 {
         self.child.id()
+    }
+
+    /// Waits up to `within` for the daemon to end on its own; its exit status, or None
+    /// while it still runs.
+    pub fn wait_exit(&mut self, within: Duration) -> Option<std::process::ExitStatus> {
+        let deadline = Instant::now() + within;
+        loop {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return Some(status);
+            }
+            if Instant::now() > deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
     }
 
     pub fn log_path(&self) -> PathBuf {

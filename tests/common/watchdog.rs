@@ -99,6 +99,7 @@ impl Watchdog {
             yaml: &yaml,
             check_config: false,
             ready_within: Duration::from_secs(30),
+            env: &[],
         });
         Watchdog(launched.unwrap_or_else(|e| panic!("{e}")))
     }

@@ -170,6 +170,7 @@ impl Watchdog {
             yaml: &yaml,
             check_config: true,
             ready_within: Duration::from_secs(60),
+            env: &[],
         })?;
         println!(
             "  watchdog ({} profile) ready on 127.0.0.1:{port}, files in {}",

@@ -177,6 +177,9 @@ struct Inbox {
     spilling: bool,
     /// Items waiting on disk (approximately: for stats).
     spilled: u64,
+    /// Items that could not be written to disk while older ones wait there: routed after
+    /// the disk inbox is empty, so order holds.
+    after_disk: VecDeque<Input>,
     closed: bool,
 }
 
@@ -353,6 +356,53 @@ impl NotifierHandle {
         );
     }
 
+    /// Queues events for delivery on disk before it returns: the incident book records
+    /// them as told once it is saved, so they must outlive a crash right after that save
+    /// (issue 27 item 2). Each batch is one file of the disk inbox (one fsync); the
+    /// dispatcher removes it only once its events are in the receivers' spools, and a
+    /// restart sends what is left. When the file cannot be written (disk full, read-only)
+    /// the events are queued in memory instead and the failure is logged: sent unless the
+    /// process dies first.
+    pub fn submit_durably(&self, events: Vec<IncidentEvent>) {
+        if events.is_empty() {
+            return;
+        }
+        let items: Vec<Input> = events
+            .into_iter()
+            .map(|e| Input::Event(Box::new(e)))
+            .collect();
+        let mut inbox = lock(&self.shared.inbox);
+        if inbox.closed {
+            drop(inbox);
+            return self.put(items);
+        }
+        let n = items.len();
+        let seq = self.shared.inbox_spool.reserve();
+        // Under the lock, as `put` spills: the dispatcher decides under it whether the
+        // disk inbox is empty, and memory holds only items older than any file.
+        match self.shared.inbox_spool.write(seq, &items) {
+            Ok(()) => {
+                inbox.spilling = true;
+                inbox.spilled += n as u64;
+            }
+            Err(e) => {
+                tracing::error!(
+                    error = %e,
+                    events = n,
+                    "cannot write incident events to the webhook inbox on disk: queued in memory; a crash before they are spooled would lose them"
+                );
+                if inbox.spilling {
+                    // Behind older items on disk: they may not overtake them.
+                    inbox.after_disk.extend(items);
+                } else {
+                    inbox.items.extend(items);
+                }
+            }
+        }
+        drop(inbox);
+        self.shared.wake.notify_one();
+    }
+
     /// Tells delivery which incidents are open after a restart (from the incident book),
     /// so that their reminders continue. Sends nothing by itself.
     pub fn restore_open(&self, incidents: Vec<Incident>) {
@@ -377,11 +427,20 @@ impl NotifierHandle {
                     inbox.spilling = true;
                     inbox.spilled += n as u64;
                 }
-                Err(e) => tracing::error!(
-                    error = %e,
-                    events = n,
-                    "webhook inbox full and its disk spill failed: events lost"
-                ),
+                Err(e) => {
+                    // Kept in memory behind what waits on disk, however many: losing a
+                    // page is worse than the memory (issue 27 item 1).
+                    tracing::error!(
+                        error = %e,
+                        events = n,
+                        "webhook inbox full and its disk spill failed: kept in memory; a crash before they are spooled would lose them"
+                    );
+                    if inbox.spilling {
+                        inbox.after_disk.extend(items);
+                    } else {
+                        inbox.items.extend(items);
+                    }
+                }
             }
         }
         drop(inbox);

@@ -1531,6 +1531,82 @@ async fn a_delivery_task_that_ended_is_started_again_and_delivers() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// Issue 27 item 2: the incident book records events as told when it is saved, and the
+/// events went to an in-memory inbox after that save, so a crash in between lost them for
+/// good. `submit_durably` has them on disk when it returns: here delivery is stopped dead
+/// (its tasks aborted, as `kill -9` would leave it) before it could route anything, and a
+/// new start on the same folder delivers them.
+#[tokio::test]
+async fn events_submitted_durably_outlive_a_crash_before_they_are_routed() {
+    let addr = free_addr();
+    let dir = temp_dir("durable");
+    let url = format!("http://{addr}/hook");
+    let first = Notifier::spawn_with(
+        &[hook("ops", &url, WebhookFormat::Generic)],
+        &dir,
+        "wd-1",
+        fast(),
+    )
+    .unwrap();
+    {
+        let mut tasks = lock(&first.tasks);
+        let t = tasks.as_mut().unwrap();
+        t.dispatcher.abort();
+        for w in &t.workers {
+            w.abort();
+        }
+    }
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    first.submit_durably(events(2));
+    drop(first);
+
+    let rx = TestReceiver::start(addr, always(200)).await;
+    let second = Notifier::spawn_with(
+        &[hook("ops", &url, WebhookFormat::Generic)],
+        &dir,
+        "wd-1",
+        fast(),
+    )
+    .unwrap();
+    let got = rx.wait_delivered(2).await;
+    assert_eq!(brokers(&got), vec![1, 2]);
+    second.shutdown(Duration::from_secs(1)).await;
+    assert_eq!(
+        std::fs::read_dir(dir.join("spool-inbox")).unwrap().count(),
+        0,
+        "an inbox file is removed once its events are spooled"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Where the inbox cannot be written either, durable submission still queues in memory and
+/// delivers: a broken disk costs the crash guarantee, never the page.
+#[tokio::test]
+async fn events_submitted_durably_with_an_unwritable_inbox_are_still_delivered() {
+    let addr = free_addr();
+    let dir = temp_dir("durable-unwritable");
+    let handle = Notifier::spawn_with(
+        &[hook(
+            "ops",
+            &format!("http://{addr}/hook"),
+            WebhookFormat::Generic,
+        )],
+        &dir,
+        "wd-1",
+        fast(),
+    )
+    .unwrap();
+    let inbox = dir.join("spool-inbox");
+    std::fs::remove_dir_all(&inbox).unwrap();
+    std::fs::write(&inbox, b"not a folder").unwrap();
+    handle.submit_durably(events(3));
+    let rx = TestReceiver::start(addr, always(200)).await;
+    let got = rx.wait_delivered(3).await;
+    assert_eq!(brokers(&got), vec![1, 2, 3]);
+    handle.shutdown(Duration::from_secs(1)).await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// A spool that cannot be written (disk full, read-only, out of descriptors) dropped every
 /// notification for good while the incident counted as notified (issue 27 item 1). Now they
 /// are kept in memory, sent from there, and counted. The spool folder is replaced by a file

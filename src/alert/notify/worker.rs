@@ -253,9 +253,18 @@ pub(super) async fn dispatch(shared: Arc<Shared>, mut stop: watch::Receiver<bool
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut stopping = false;
     loop {
-        let items = next_items(&shared).await;
-        if !items.is_empty() {
+        let (items, file) = next_items(&shared).await;
+        if !items.is_empty() || file.is_some() {
             route_all(&shared, &mut router, items).await;
+            // Only now, with its events in the receivers' spools, is an inbox file done
+            // with: removed before, a crash in between lost them (issue 27 item 2).
+            if let Some(seq) = file {
+                let s = shared.clone();
+                let removed = blocking(move || s.inbox_spool.remove(seq)).await;
+                if let Some(Err(e)) = removed {
+                    tracing::error!(error = %e, "cannot remove a webhook inbox file: its events may be sent again after a restart");
+                }
+            }
             continue;
         }
         if stopping || *stop.borrow() {
@@ -274,15 +283,16 @@ pub(super) async fn dispatch(shared: Arc<Shared>, mut stop: watch::Receiver<bool
 }
 
 /// The next items in submission order: memory first (it only holds items older than
-/// anything on disk), then the disk inbox, one file at a time.
-async fn next_items(shared: &Arc<Shared>) -> Vec<Input> {
+/// anything on disk), then the disk inbox, one file at a time, with the sequence number of
+/// the file, which the caller removes once the items are routed.
+async fn next_items(shared: &Arc<Shared>) -> (Vec<Input>, Option<u64>) {
     {
         let mut inbox = lock(&shared.inbox);
         if !inbox.items.is_empty() {
-            return inbox.items.drain(..).collect();
+            return (inbox.items.drain(..).collect(), None);
         }
         if !inbox.spilling {
-            return Vec::new();
+            return (Vec::new(), None);
         }
     }
     let s = shared.clone();
@@ -292,7 +302,7 @@ async fn next_items(shared: &Arc<Shared>) -> Vec<Input> {
             Ok(l) => l,
             Err(e) => {
                 tracing::error!(error = %e, "cannot read the webhook inbox spill");
-                return Vec::new();
+                return (Vec::new(), None);
             }
         };
         let Some(seq) = listed.first().copied() else {
@@ -301,8 +311,10 @@ async fn next_items(shared: &Arc<Shared>) -> Vec<Input> {
             if spool.list().map(|l| l.is_empty()).unwrap_or(true) {
                 inbox.spilling = false;
                 inbox.spilled = 0;
+                let later: Vec<Input> = inbox.after_disk.drain(..).collect();
+                return (later, None);
             }
-            return Vec::new();
+            return (Vec::new(), None);
         };
         let items: Vec<Input> = match spool.read(seq) {
             Ok(items) => items,
@@ -311,12 +323,9 @@ async fn next_items(shared: &Arc<Shared>) -> Vec<Input> {
                 Vec::new()
             }
         };
-        if let Err(e) = spool.remove(seq) {
-            tracing::error!(error = %e, "cannot remove a webhook inbox file");
-        }
         let mut inbox = lock(&s.inbox);
         inbox.spilled = inbox.spilled.saturating_sub(items.len() as u64);
-        items
+        (items, Some(seq))
     })
     .await
     .unwrap_or_default()
