@@ -151,6 +151,7 @@ fn silence(cmd: SilenceCmd) -> ExitCode {
             base_url: daemon.url.clone().unwrap_or_default(),
             auth: None,
             ca_file: None,
+            local_token: None,
         },
     };
     let client = match status_view::client(&target) {
@@ -231,6 +232,7 @@ fn status(config: Option<PathBuf>, url: Option<String>, once: bool, interval: f6
             base_url: url.unwrap_or_default(),
             auth: None,
             ca_file: None,
+            local_token: None,
         },
     };
     let client = match status_view::client(&target) {

@@ -69,6 +69,25 @@ fn a_silenced_incident_is_shown_but_not_sent_until_the_silence_ends() {
     let id = line.split_whitespace().next().unwrap().to_string();
     assert!(id.starts_with("s-"), "{line}");
     let before = sink.received().len();
+    // Without the configuration the command cannot read the daemon's local token, and
+    // without http.auth the daemon asks for it (issue 27 item 6): loopback is no
+    // credential. Nothing changes.
+    let url = format!("http://127.0.0.1:{}", w.port);
+    let out = silence(&[
+        "add",
+        "--url",
+        &url,
+        "--duration",
+        "1h",
+        "--comment",
+        "from a proxy",
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stdout));
+    assert!(
+        text(&out.stderr).contains("local token"),
+        "{}",
+        text(&out.stderr)
+    );
 
     // The incident is there, with its silence, in /status and the metrics.
     let deadline = std::time::Instant::now() + Duration::from_secs(20);

@@ -346,7 +346,7 @@ pub async fn run(
     }
     // Certificates are read again here (the configuration check read them too): a file
     // replaced since is found now, before alerting has started.
-    let http_options = http::ServeOptions::from_config(&config)
+    let mut http_options = http::ServeOptions::from_config(&config)
         .map_err(|e| anyhow::anyhow!("cannot serve HTTPS: http.tls.{e}"))?;
     let mut controls = Signals::new([SIGTERM, SIGINT, SIGHUP])?
         .filter_map(|s| std::future::ready(Control::from_signal(s)));
@@ -364,6 +364,17 @@ pub async fn run(
         other => other.into(),
     })?);
     published.attach_alerting(alerting.clone());
+    if config.http_auth.is_none() {
+        // The state directory exists now (alerting made sure of it).
+        match http::create_local_token(&config.state_dir) {
+            Ok(t) => http_options.local_token = Some(t),
+            Err(e) => tracing::error!(
+                error = %e,
+                file = %config.state_dir.join(http::LOCAL_TOKEN_FILE).display(),
+                "cannot write the local token: silences cannot be changed over HTTP until http.auth is configured"
+            ),
+        }
+    }
     let (server_stop, server_stop_rx) = watch::channel(false);
     let server = tokio::spawn(http::serve_with(
         listener,

@@ -26,17 +26,27 @@ async fn call(
     let doc: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
     match code {
         200 | 201 => Ok(doc),
-        401 => Err(StatusError::Unauthorized {
-            url: url.to_string(),
-        }),
-        _ => Err(StatusError::Http {
-            url: url.to_string(),
-            code,
-            body: doc["error"]
+        401 if target.auth.is_some() || doc["error"].as_str().is_none() => {
+            Err(StatusError::Unauthorized {
+                url: url.to_string(),
+            })
+        }
+        _ => {
+            let mut said = doc["error"]
                 .as_str()
                 .map(str::to_string)
-                .unwrap_or_else(|| body.trim().chars().take(200).collect()),
-        }),
+                .unwrap_or_else(|| body.trim().chars().take(200).collect());
+            // Without http.auth, a refused change most likely lacked the local token.
+            if let (401, Some(Err(why))) = (code, &target.local_token) {
+                said.push_str("; ");
+                said.push_str(why);
+            }
+            Err(StatusError::Http {
+                url: url.to_string(),
+                code,
+                body: said,
+            })
+        }
     }
 }
 

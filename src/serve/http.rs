@@ -6,7 +6,8 @@
 //! bounded: connections (a semaphore), header bytes and time, connection lifetime, and the
 //! request body, which is read only by the silences API (16 KiB within 5 s) and never
 //! elsewhere. HTTPS (rustls) and a credential for everything but `/healthz` and `/readyz`
-//! are optional; without a credential, only loopback clients may change silences.
+//! are optional; without a credential, a change to silences needs the local token that the
+//! daemon keeps in its state directory, from loopback, naming a loopback host.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -29,7 +30,7 @@ use tokio::net::TcpListener;
 use tokio::sync::{watch, Semaphore};
 use tokio_rustls::TlsAcceptor;
 
-use crate::config::{Config, HttpAuth, HttpTlsError};
+use crate::config::{Config, HttpAuth, HttpTlsError, Secret};
 use crate::serve::snapshot::Publisher;
 
 /// Far more than the scrapers and dashboards of one watchdog; a client flood beyond it
@@ -50,6 +51,9 @@ pub struct ServeOptions {
     pub tls: Option<TlsAcceptor>,
     /// Asked for by every page but `/healthz` and `/readyz`.
     pub auth: Option<HttpAuth>,
+    /// Without `auth`: the token that changes to silences must carry (see
+    /// [`create_local_token`]); none refuses every change.
+    pub local_token: Option<Secret>,
     pub max_connections: usize,
 }
 
@@ -58,6 +62,7 @@ impl Default for ServeOptions {
         ServeOptions {
             tls: None,
             auth: None,
+            local_token: None,
             max_connections: MAX_CONNECTIONS,
         }
     }
@@ -68,6 +73,7 @@ impl std::fmt::Debug for ServeOptions {
         f.debug_struct("ServeOptions")
             .field("tls", &self.tls.is_some())
             .field("auth", &self.auth)
+            .field("local_token", &self.local_token.is_some())
             .field("max_connections", &self.max_connections)
             .finish()
     }
@@ -84,9 +90,81 @@ impl ServeOptions {
         Ok(ServeOptions {
             tls,
             auth: config.http_auth.clone(),
+            local_token: None,
             max_connections: MAX_CONNECTIONS,
         })
     }
+}
+
+/// The file in the state directory that holds the local write token.
+pub const LOCAL_TOKEN_FILE: &str = "api-token";
+
+/// Makes a new local write token and keeps it in `<state_dir>/api-token`, readable by its
+/// owner only. Without `http.auth`, a change to silences must carry it: being on loopback
+/// is no credential (a sidecar proxy forwards from loopback, a browser page can post to
+/// 127.0.0.1, DNS rebinding gives a hostile name a loopback address), while reading a file
+/// of the daemon's user is one. `kafka-watchdog silence -c <config>` reads it, run as root
+/// or as that user. A new one at each start: a leaked token ends with the process.
+pub fn create_local_token(state_dir: &std::path::Path) -> std::io::Result<Secret> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut bytes = [0u8; 32];
+    ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut bytes)
+        .map_err(|_| std::io::Error::other("the system's random source failed"))?;
+    let token: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    let path = state_dir.join(LOCAL_TOKEN_FILE);
+    let tmp = state_dir.join(format!(".{LOCAL_TOKEN_FILE}.tmp"));
+    let _ = std::fs::remove_file(&tmp);
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&tmp)?;
+    f.write_all(token.as_bytes())?;
+    f.sync_all()?;
+    std::fs::rename(&tmp, &path)?;
+    Ok(Secret::new(token))
+}
+
+/// The local write token a running daemon keeps in `state_dir`, if this user can read it.
+pub fn read_local_token(state_dir: &std::path::Path) -> std::io::Result<Secret> {
+    let text = std::fs::read_to_string(state_dir.join(LOCAL_TOKEN_FILE))?;
+    Ok(Secret::new(text.trim()))
+}
+
+/// Whether the `Host` of a request names this machine by a loopback address or
+/// `localhost`: a page that DNS rebinding pointed at 127.0.0.1 still sends its own name.
+fn host_is_loopback(req: &Request<Incoming>) -> bool {
+    let Some(host) = req
+        .headers()
+        .get(hyper::header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .or_else(|| req.uri().host())
+    else {
+        return false;
+    };
+    let host = host.trim();
+    // "[::1]:8080", "127.0.0.1:8080", "localhost", "localhost:8080".
+    let name = if let Some(rest) = host.strip_prefix('[') {
+        rest.split(']').next().unwrap_or("")
+    } else {
+        host.rsplit_once(':').map_or(host, |(h, _)| h)
+    };
+    name.eq_ignore_ascii_case("localhost")
+        || name
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}
+
+/// Whether a request says its body is JSON. A browser page can post `text/plain` to any
+/// address without asking; it cannot post `application/json` elsewhere without a CORS
+/// preflight, which this server never grants.
+fn is_json(req: &Request<Incoming>) -> bool {
+    req.headers()
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .is_some_and(|m| m.trim().eq_ignore_ascii_case("application/json"))
 }
 
 fn text(status: StatusCode, content_type: &'static str, body: String) -> Response<Full<Bytes>> {
@@ -227,24 +305,59 @@ fn is_api_write(req: &Request<Incoming>) -> bool {
         || (path.starts_with(&format!("{SILENCES_PATH}/")) && req.method() == Method::DELETE)
 }
 
-/// Adds (POST) or expires (DELETE .../<id>) a silence. With a credential configured it is
-/// required; without one, only a client on loopback may change what pages.
+/// Adds (POST) or expires (DELETE .../<id>) a silence: what keeps pages from being sent,
+/// so whoever reaches the port must not be able to do it (issue 27 item 6). With
+/// `http.auth` its credential is required; without it, a client on loopback that sends
+/// the local token (see [`create_local_token`]) and names the host by a loopback address.
+/// A body must say it is JSON.
 async fn api_write(
     published: &Publisher,
     auth: Option<&HttpAuth>,
+    local_token: Option<&Secret>,
     peer: Option<SocketAddr>,
     req: Request<Incoming>,
 ) -> Response<Full<Bytes>> {
     use http_body_util::BodyExt;
     match auth {
         Some(a) if !authorized(a, req.headers().get(AUTHORIZATION)) => return unauthorized(a),
-        None if !peer.is_some_and(|p| p.ip().is_loopback()) => {
-            return api_error(
-                StatusCode::FORBIDDEN,
-                "silences can be changed from loopback only, unless http.auth is configured",
-            )
+        Some(_) => {}
+        None => {
+            if !peer.is_some_and(|p| p.ip().is_loopback()) {
+                return api_error(
+                    StatusCode::FORBIDDEN,
+                    "silences can be changed from loopback only, unless http.auth is configured",
+                );
+            }
+            if !host_is_loopback(&req) {
+                return api_error(
+                    StatusCode::FORBIDDEN,
+                    "without http.auth, a change to silences must name this host as localhost or a loopback address (Host header)",
+                );
+            }
+            let local = local_token.map(|t| HttpAuth::Bearer { token: t.clone() });
+            if !local
+                .as_ref()
+                .is_some_and(|l| authorized(l, req.headers().get(AUTHORIZATION)))
+            {
+                return api_error(
+                    StatusCode::UNAUTHORIZED,
+                    format!(
+                        "without http.auth, a change to silences needs the daemon's local token (Authorization: Bearer, from {LOCAL_TOKEN_FILE} in its state directory, readable by root and the daemon's user): `kafka-watchdog silence ... -c <its configuration>` sends it{}",
+                        if local_token.is_none() {
+                            "; this daemon could not write one, so changes are refused until http.auth is configured"
+                        } else {
+                            ""
+                        }
+                    ),
+                );
+            }
         }
-        _ => {}
+    }
+    if req.method() == Method::POST && !is_json(&req) {
+        return api_error(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "a silence request is JSON: send Content-Type: application/json",
+        );
     }
     let Some(alerting) = published.alerting() else {
         return api_error(
@@ -430,11 +543,27 @@ pub async fn serve_with(
             let _slot = slot;
             let connection = async {
                 match &options.tls {
-                    None => connection(stream, published, options.auth, Some(peer)).await,
+                    None => {
+                        connection(
+                            stream,
+                            published,
+                            options.auth,
+                            options.local_token,
+                            Some(peer),
+                        )
+                        .await
+                    }
                     Some(acceptor) => {
                         match tokio::time::timeout(HEADER_TIMEOUT, acceptor.accept(stream)).await {
                             Ok(Ok(tls)) => {
-                                connection(tls, published, options.auth, Some(peer)).await
+                                connection(
+                                    tls,
+                                    published,
+                                    options.auth,
+                                    options.local_token,
+                                    Some(peer),
+                                )
+                                .await
                             }
                             Ok(Err(e)) => {
                                 tracing::debug!(%peer, error = %e, "TLS handshake failed");
@@ -453,6 +582,7 @@ async fn connection<S>(
     stream: S,
     published: Arc<Publisher>,
     auth: Option<HttpAuth>,
+    local_token: Option<Secret>,
     peer: Option<SocketAddr>,
 ) where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
@@ -460,9 +590,10 @@ async fn connection<S>(
     let service = service_fn(move |req: Request<Incoming>| {
         let published = published.clone();
         let auth = auth.clone();
+        let local_token = local_token.clone();
         async move {
             let response = if is_api_write(&req) {
-                api_write(&published, auth.as_ref(), peer, req).await
+                api_write(&published, auth.as_ref(), local_token.as_ref(), peer, req).await
             } else {
                 respond(&published, auth.as_ref(), &req)
             };
@@ -563,6 +694,94 @@ mod tests {
             "Authorization: Basic {}",
             BASE64.encode(format!("{user}:{password}"))
         )
+    }
+
+    /// Sends a whole request as written and reads the answer's status and text.
+    async fn raw(addr: SocketAddr, request: &str) -> (u16, String) {
+        let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+        s.write_all(request.as_bytes()).await.unwrap();
+        let mut out = Vec::new();
+        tokio::time::timeout(ANSWER_WITHIN, s.read_to_end(&mut out))
+            .await
+            .expect("the server answers and closes")
+            .unwrap();
+        let out = String::from_utf8_lossy(&out).into_owned();
+        (
+            out.get(9..12).and_then(|c| c.parse().ok()).unwrap_or(0),
+            out,
+        )
+    }
+
+    fn silence_post(host: &str, content_type: &str, token: Option<&str>) -> String {
+        let body = r#"{"comment":"test","duration":"1h"}"#;
+        let auth = token.map_or(String::new(), |t| format!("Authorization: Bearer {t}\r\n"));
+        format!(
+            "POST {SILENCES_PATH} HTTP/1.1\r\nHost: {host}\r\nContent-Type: {content_type}\r\n{auth}Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        )
+    }
+
+    /// Issue 27 item 6: without `http.auth`, anything that reached loopback could mute all
+    /// paging for 30 days: a sidecar proxy, a browser page posting `text/plain` to
+    /// 127.0.0.1, a DNS-rebound name. A change now needs the local token, a JSON body and a
+    /// loopback Host. (No alerting runs here: a request that passes every guard gets 503.)
+    #[tokio::test]
+    async fn without_auth_a_silence_needs_the_local_token_json_and_a_loopback_host() {
+        let dir = std::env::temp_dir().join(format!("kw-http-token-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let token = create_local_token(&dir).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(dir.join(LOCAL_TOKEN_FILE))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600, "readable by its owner only");
+        assert_eq!(read_local_token(&dir).unwrap().expose(), token.expose());
+        assert_eq!(token.expose().len(), 64);
+        let server = start(ServeOptions {
+            local_token: Some(token.clone()),
+            ..ServeOptions::default()
+        })
+        .await;
+        let t = token.expose();
+        let json = "application/json";
+        // What a page or a proxy can send: no token.
+        let (code, body) = raw(server.addr, &silence_post("127.0.0.1", "text/plain", None)).await;
+        assert_eq!(code, 401, "{body}");
+        assert!(body.contains(LOCAL_TOKEN_FILE), "{body}");
+        let (code, _) = raw(server.addr, &silence_post("127.0.0.1", json, Some("guess"))).await;
+        assert_eq!(code, 401);
+        // DNS rebinding: the right address under a hostile name.
+        let (code, body) = raw(
+            server.addr,
+            &silence_post("evil.example:8080", json, Some(t)),
+        )
+        .await;
+        assert_eq!(code, 403, "{body}");
+        // A simple cross-site form post is text/plain.
+        let (code, _) = raw(
+            server.addr,
+            &silence_post("localhost", "text/plain", Some(t)),
+        )
+        .await;
+        assert_eq!(code, 415);
+        for host in ["127.0.0.1:9644", "localhost", "[::1]:9644"] {
+            let (code, body) = raw(server.addr, &silence_post(host, json, Some(t))).await;
+            assert_eq!(code, 503, "{host}: past every guard: {body}");
+        }
+        let (code, body) = raw(
+            server.addr,
+            &format!("DELETE {SILENCES_PATH}/s-1 HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"),
+        )
+        .await;
+        assert_eq!(code, 401, "{body}");
+        // A daemon that could not write its token refuses every change, and says why.
+        let server = start(ServeOptions::default()).await;
+        let (code, body) = raw(server.addr, &silence_post("localhost", json, Some(t))).await;
+        assert_eq!(code, 401);
+        assert!(body.contains("could not write one"), "{body}");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[tokio::test]

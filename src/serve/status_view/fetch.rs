@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::config::HttpAuth;
+use crate::config::{HttpAuth, Secret};
 
 /// How long one fetch of `/status` may take before the page says the daemon does not answer.
 pub(super) const FETCH_TIMEOUT: Duration = Duration::from_secs(5);
@@ -21,6 +21,9 @@ pub struct Target {
     /// The daemon's `http.tls.cert_file`: every certificate in it is trusted, besides the
     /// system's store, so a self-signed certificate or one whose file carries its CA works.
     pub ca_file: Option<PathBuf>,
+    /// Without `http.auth`: the daemon's local write token, read from its state directory
+    /// (`Err` says why it could not be, for the answer that asks for it).
+    pub local_token: Option<Result<Secret, String>>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -69,10 +72,21 @@ pub fn base_url(listen: SocketAddr, tls: bool) -> String {
 
 impl Target {
     pub fn from_config(cfg: &crate::config::Config, url: Option<String>) -> Self {
+        let local_token = cfg.http_auth.is_none().then(|| {
+            crate::serve::http::read_local_token(&cfg.state_dir).map_err(|e| {
+                format!(
+                    "cannot read {}: {e} (run as root or as the daemon's user)",
+                    cfg.state_dir
+                        .join(crate::serve::http::LOCAL_TOKEN_FILE)
+                        .display()
+                )
+            })
+        });
         Target {
             base_url: url.unwrap_or_else(|| base_url(cfg.http_listen, cfg.http_tls.is_some())),
             auth: cfg.http_auth.clone(),
             ca_file: cfg.http_tls.as_ref().map(|t| t.cert_file.clone()),
+            local_token,
         }
     }
 
@@ -100,7 +114,10 @@ pub fn with_auth(req: reqwest::RequestBuilder, target: &Target) -> reqwest::Requ
             req.basic_auth(username, Some(password.expose()))
         }
         Some(HttpAuth::Bearer { token }) => req.bearer_auth(token.expose()),
-        None => req,
+        None => match &target.local_token {
+            Some(Ok(token)) => req.bearer_auth(token.expose()),
+            _ => req,
+        },
     }
 }
 

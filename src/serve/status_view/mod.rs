@@ -756,6 +756,7 @@ mod tests {
             base_url: "http://h:1/".into(),
             auth: None,
             ca_file: None,
+            local_token: None,
         };
         assert_eq!(t.status_url(), "http://h:1/status");
         let bad = Target {
