@@ -12,6 +12,8 @@ use kafka_watchdog::serve::status_view;
 
 /// sysexits.h EX_CONFIG: the configuration is wrong, restarting will not help.
 const EXIT_CONFIG: u8 = 78;
+/// A command line that cannot be parsed (sysexits.h EX_USAGE).
+const EXIT_USAGE: u8 = 64;
 
 #[derive(Parser)]
 #[command(
@@ -35,6 +37,9 @@ enum Cmd {
     Check {
         #[arg(short, long, value_name = "FILE")]
         config: PathBuf,
+        /// json: one document, each cluster as /status shows it, and the severity.
+        #[arg(long, value_enum, default_value_t = Output::Text)]
+        output: Output,
     },
     /// Validate the configuration; exit 0, or 78 with every problem listed.
     ///
@@ -65,6 +70,9 @@ enum Cmd {
         /// Print one page and exit with its severity.
         #[arg(long)]
         once: bool,
+        /// json (with --once): the daemon's /status document as it answered.
+        #[arg(long, value_enum, default_value_t = Output::Text, requires = "once")]
+        output: Output,
         /// Seconds between refreshes.
         #[arg(long, value_name = "SECS", default_value_t = 2.0, value_parser = parse_interval)]
         interval: f64,
@@ -75,6 +83,13 @@ enum Cmd {
     /// no remediation acts on it. Exit 0 done, 1 refused, 3 no answer, 78 bad configuration.
     #[command(subcommand)]
     Silence(SilenceCmd),
+}
+
+/// What a command prints for a script: the tables people read, or JSON.
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Output {
+    Text,
+    Json,
 }
 
 /// Where the daemon is, for commands that talk to a running one.
@@ -124,6 +139,9 @@ enum SilenceCmd {
     List {
         #[command(flatten)]
         daemon: DaemonArgs,
+        /// json: the daemon's answer as it came.
+        #[arg(long, value_enum, default_value_t = Output::Text)]
+        output: Output,
     },
     /// End a silence now.
     Expire {
@@ -139,7 +157,7 @@ enum SilenceCmd {
 fn silence(cmd: SilenceCmd) -> ExitCode {
     let daemon = match &cmd {
         SilenceCmd::Add { daemon, .. }
-        | SilenceCmd::List { daemon }
+        | SilenceCmd::List { daemon, .. }
         | SilenceCmd::Expire { daemon, .. } => daemon,
     };
     let target = match &daemon.config {
@@ -189,9 +207,16 @@ fn silence(cmd: SilenceCmd) -> ExitCode {
                     .await
                     .map(|s| silence_cmd::render(std::slice::from_ref(&s)))
             }
-            SilenceCmd::List { .. } => silence_cmd::list(&client, &target)
-                .await
-                .map(|doc| silence_cmd::render(doc["silences"].as_array().map_or(&[][..], |v| v))),
+            SilenceCmd::List { output, .. } => {
+                silence_cmd::list(&client, &target)
+                    .await
+                    .map(|doc| match output {
+                        Output::Json => json_text(&doc),
+                        Output::Text => {
+                            silence_cmd::render(doc["silences"].as_array().map_or(&[][..], |v| v))
+                        }
+                    })
+            }
             SilenceCmd::Expire { id, .. } => silence_cmd::expire(&client, &target, id)
                 .await
                 .map(|_| format!("silence {id} expired\n")),
@@ -220,8 +245,21 @@ fn parse_interval(s: &str) -> Result<f64, String> {
     }
 }
 
+/// Pretty JSON with a final newline.
+fn json_text(doc: &serde_json::Value) -> String {
+    let mut text = serde_json::to_string_pretty(doc).unwrap_or_default();
+    text.push('\n');
+    text
+}
+
 /// `status`: fetches /status once or every `interval`, and draws it.
-fn status(config: Option<PathBuf>, url: Option<String>, once: bool, interval: f64) -> ExitCode {
+fn status(
+    config: Option<PathBuf>,
+    url: Option<String>,
+    once: bool,
+    interval: f64,
+    output: Output,
+) -> ExitCode {
     use std::io::{IsTerminal, Write};
     let target = match &config {
         Some(path) => match load(path) {
@@ -275,6 +313,7 @@ fn status(config: Option<PathBuf>, url: Option<String>, once: bool, interval: f6
         };
         if once {
             match fetched {
+                Ok(doc) if output == Output::Json => print!("{}", json_text(&doc)),
                 Ok(_) => print!("{page}"),
                 Err(e) => eprintln!("kafka-watchdog status: {e}"),
             }
@@ -354,7 +393,15 @@ fn runtime() -> tokio::runtime::Runtime {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    // A usage error exits 64 (EX_USAGE), not clap's 2: for `check` and `status --once`, 2
+    // means critical to Nagios and to scripts, and a typo must not page as one.
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = e.print();
+            return ExitCode::from(if e.use_stderr() { EXIT_USAGE } else { 0 });
+        }
+    };
     match cli.command {
         Cmd::CheckConfig { config, startup } => match load(&config) {
             Ok(cfg) => {
@@ -375,7 +422,7 @@ fn main() -> ExitCode {
             }
             Err(code) => code,
         },
-        Cmd::Check { config } => {
+        Cmd::Check { config, output } => {
             let cfg = match load(&config) {
                 Ok(c) => c,
                 Err(code) => return code,
@@ -388,8 +435,28 @@ fn main() -> ExitCode {
                 Severity::Ok
             };
             for r in &reports {
-                print!("{}", check::table(r));
+                if output == Output::Text {
+                    print!("{}", check::table(r));
+                }
                 worst = worst.max(r.severity());
+            }
+            if output == Output::Json {
+                let seen: Vec<&str> = reports.iter().map(|r| r.cluster.as_str()).collect();
+                let doc = serde_json::json!({
+                    "severity": worst,
+                    "exit_code": worst.exit_code(),
+                    "clusters": reports
+                        .iter()
+                        .map(kafka_watchdog::serve::status::cluster_status)
+                        .collect::<Vec<_>>(),
+                    "unreachable": cfg
+                        .clusters
+                        .iter()
+                        .map(|c| c.name.as_str())
+                        .filter(|n| !seen.contains(n))
+                        .collect::<Vec<_>>(),
+                });
+                print!("{}", json_text(&doc));
             }
             ExitCode::from(worst.exit_code())
         }
@@ -398,7 +465,8 @@ fn main() -> ExitCode {
             url,
             once,
             interval,
-        } => status(config, url, once, interval),
+            output,
+        } => status(config, url, once, interval, output),
         Cmd::Silence(cmd) => silence(cmd),
         Cmd::Run { config } => {
             let cfg = match load(&config) {

@@ -95,6 +95,33 @@ fn status_once_shows_a_daemon_with_an_unreachable_cluster() {
         );
         assert!(!page.contains('\x1b'), "NO_COLOR and no terminal: {page:?}");
     }
+    // For scripts (issue 28 item 7): the /status document, the same exit code.
+    let out = status(&["--once", "--url", &url, "--output", "json"]);
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out.stderr));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(doc["instance_id"], "ops-test", "{doc:#}");
+    assert_eq!(doc["clusters"][0]["name"], "nowhere", "{doc:#}");
+    let out = status(&["--url", &url, "--output", "json"]);
+    assert_eq!(out.status.code(), Some(64), "json is for --once");
+    // `check` and `silence list` too.
+    let cfg = w.dir.join("watchdog.yaml");
+    let out = Command::new(env!("CARGO_BIN_EXE_kafka-watchdog"))
+        .args(["check", "--output", "json", "-c"])
+        .arg(&cfg)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out.stderr));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(doc["severity"], "unreachable", "{doc:#}");
+    assert_eq!(doc["exit_code"], 3, "{doc:#}");
+    let out = Command::new(env!("CARGO_BIN_EXE_kafka-watchdog"))
+        .args(["silence", "list", "--output", "json", "-c"])
+        .arg(&cfg)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(doc["silences"], serde_json::json!([]), "{doc:#}");
 }
 
 #[test]
@@ -183,7 +210,18 @@ fn status_without_a_daemon_or_with_a_bad_url() {
     let out = status(&["--once", "--url", "127.0.0.1:9644"]);
     assert_eq!(out.status.code(), Some(78), "{}", text(&out.stderr));
     let out = status(&["--once"]);
-    assert_eq!(out.status.code(), Some(2), "clap: -c or --url is required");
+    // A usage error is 64 (EX_USAGE): 2 would read as critical to Nagios (issue 28 item 7).
+    assert_eq!(out.status.code(), Some(64), "-c or --url is required");
+    assert!(
+        text(&out.stderr).contains("--config"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = status(&["--help"]);
+    assert_eq!(out.status.code(), Some(0));
+    assert!(text(&out.stdout).contains("--once"));
+    let out = status(&["--once", "--no-such-flag"]);
+    assert_eq!(out.status.code(), Some(64));
 }
 
 /// GET /metrics with the given Accept header (or none): content type and body.
