@@ -392,3 +392,42 @@ fn cut_replication_gives_not_enough_replicas_attributed_to_the_follower() {
     drop(w);
     client::delete_topic(&lab.bootstrap(), &topic).unwrap();
 }
+
+/// Issue 27 item 7: a typo in `canary.topic` that names a production topic had the canary
+/// add partitions to it (irreversible), move its replicas, elect its leaders and write canary
+/// records among its data. A topic that holds records other than canary records is not the
+/// watchdog's: the canary says so on /status and leaves it exactly as it was.
+#[test]
+fn a_canary_topic_that_holds_other_records_is_left_alone() {
+    let lab = lab();
+    let bs = lab.bootstrap();
+    let topic = unique_topic("orders-typo");
+    client::create_topic(&bs, &topic, &[vec![1, 2, 3]], &[]).unwrap();
+    let orders = common::payloads("order", 5);
+    let sent = client::produce(&bs, &topic, 0, "all", &orders, Duration::from_secs(30)).unwrap();
+    assert!(sent.failed.is_empty(), "{sent:?}");
+    let w = start("not-ours", &topic, "");
+    let c = eventually(WAIT, "the canary refuses the topic", || {
+        let c = w.canary();
+        (c["status"]["state"] == "not_ours").then_some(c)
+    });
+    let why = c["status"]["detail"].as_str().unwrap_or_default();
+    assert!(
+        why.contains("not the watchdog's") && why.contains("canary.topic"),
+        "{c:#}"
+    );
+    // Rounds go by (10 s each); the topic stays as it was: one partition on brokers 1-3,
+    // its five records and nothing else.
+    std::thread::sleep(Duration::from_secs(25));
+    assert_eq!(w.canary()["status"]["state"], "not_ours");
+    let parts = client::partitions(&bs, &topic).unwrap();
+    assert_eq!(parts.len(), 1, "{parts:?}");
+    let read = client::read_partition(&bs, &topic, 0, Duration::from_secs(30)).unwrap();
+    let payloads: Vec<&String> = read.iter().map(|(p, _)| p).collect();
+    assert_eq!(payloads, orders.iter().collect::<Vec<_>>());
+    assert!(
+        w.log().contains("is not the watchdog's"),
+        "the log says why"
+    );
+    let _ = client::delete_topic(&bs, &topic);
+}

@@ -595,6 +595,7 @@ pub(super) fn log_round(r: &ClusterReport) {
             TopicStatus::Missing(d) => ("missing", Some(d)),
             TopicStatus::NotPermitted(d) => ("not_permitted", Some(d)),
             TopicStatus::Broken(d) => ("broken", Some(d)),
+            TopicStatus::NotOurs(d) => ("not_ours", Some(d)),
         };
         if let Some(detail) = detail {
             tracing::warn!(cluster = %r.cluster, topic = %c.topic, state, %detail, "canary not running; the other checks go on");

@@ -104,7 +104,7 @@ impl Canary {
                 )
                 .set("min.insync.replicas", &min_isr)
                 // Canary records matter for minutes; keep the topic small.
-                .set("retention.ms", "3600000")
+                .set("retention.ms", super::ownership::CANARY_RETENTION_MS)
                 .set("segment.ms", "600000")
                 .set("cleanup.policy", "delete");
                 notes.push(format!(

@@ -10,7 +10,8 @@
 //! This file holds the settings and the clients' lifecycle; `round.rs` the round and what it
 //! reports, `produce.rs` the writer, `consumer.rs` the reader, `admin.rs` the topic's layout,
 //! `view.rs` what it takes from a metadata round, `books.rs` what they share, `polled.rs` the
-//! producer and the thread that serves its delivery reports.
+//! producer and the thread that serves its delivery reports, `ownership.rs` whether the
+//! topic is the watchdog's to touch at all.
 
 mod admin;
 mod auth;
@@ -20,6 +21,7 @@ mod consumer;
 pub mod layout;
 pub mod ledger;
 pub mod metrics;
+mod ownership;
 mod polled;
 mod produce;
 pub mod record;
@@ -110,6 +112,9 @@ pub struct Canary {
     layout: LayoutMemory,
     assigned: BTreeSet<i32>,
     epochs: BTreeMap<i32, i32>,
+    /// Whether the topic is the watchdog's (see `ownership`), decided once each time it
+    /// appears; None while it does not exist or could not be told.
+    ownership: Option<ownership::Ownership>,
 }
 
 fn config_error(e: KafkaError) -> TopicStatus {
@@ -133,6 +138,7 @@ impl Canary {
             layout: LayoutMemory::default(),
             assigned: BTreeSet::new(),
             epochs: BTreeMap::new(),
+            ownership: None,
         }
     }
 

@@ -46,8 +46,11 @@ pub enum TopicStatus {
     Missing(String),
     /// The watchdog lacks a permission; the other checks go on.
     NotPermitted(String),
-    /// The canary could not start its clients.
+    /// The canary could not start its clients, or could not tell whether the topic is its own.
     Broken(String),
+    /// The topic exists and is not the watchdog's (see `ownership`): nothing is written to
+    /// it and its layout is left alone.
+    NotOurs(String),
 }
 
 /// A loss or duplicate, attributed.
@@ -142,6 +145,12 @@ impl Canary {
                 tracing::warn!(cluster = %self.settings.cluster, "canary admin token: {e}");
             }
         }
+        if let Some(status) = self.check_ownership(view).await {
+            // Nothing written, read or changed: the writer gets an empty plan.
+            out.status = status;
+            self.publish_plan(&[], &[]);
+            return out;
+        }
         self.layout.observe(&view.brokers, now);
         if let Some(status) = self.manage_layout(view, &mut out.layout, now).await {
             out.status = status;
@@ -202,6 +211,84 @@ impl Canary {
             ));
         }
         out
+    }
+
+    /// Decides, once each time the topic appears, whether it is the watchdog's; `Some`
+    /// with the status to report when the canary must leave it alone this round.
+    async fn check_ownership(&mut self, view: &CanaryView) -> Option<TopicStatus> {
+        use super::ownership::{decide, look, Ownership, DEFAULT_TOPIC};
+        let Some(parts) = &view.partitions else {
+            self.ownership = None;
+            return None;
+        };
+        let topic = self.settings.topic.clone();
+        if self.ownership.is_none() {
+            let decided = if topic == DEFAULT_TOPIC {
+                Ok(decide(&topic, &[], None))
+            } else {
+                let clients = self.clients.as_ref()?;
+                let (client, context) = (self.settings.client.clone(), clients.context.clone());
+                let partitions: Vec<i32> = parts.iter().map(|p| p.state.partition).collect();
+                let timeout = self.settings.produce_timeout;
+                let t = topic.clone();
+                let looked = tokio::task::spawn_blocking(move || {
+                    look(&client, context, &t, &partitions, timeout)
+                })
+                .await;
+                match looked {
+                    Ok(Ok(looks)) => {
+                        // The retention matters only for a topic retention emptied.
+                        let emptied = looks.iter().all(|p| p.low == p.high)
+                            && looks.iter().any(|p| p.high > 0);
+                        let retention = if emptied {
+                            self.retention_ms(view).await
+                        } else {
+                            None
+                        };
+                        Ok(decide(&topic, &looks, retention.as_deref()))
+                    }
+                    Ok(Err(e)) => Err(e.to_string()),
+                    Err(e) => Err(e.to_string()),
+                }
+            };
+            match decided {
+                Ok(o) => {
+                    match &o {
+                        Ownership::Ours(why) => tracing::info!(cluster = %self.settings.cluster, %topic, why = %why, "the canary topic is the watchdog's"),
+                        Ownership::NotOurs(why) => tracing::error!(cluster = %self.settings.cluster, %topic, "{why}"),
+                    }
+                    self.ownership = Some(o);
+                }
+                Err(e) => {
+                    return Some(TopicStatus::Broken(format!(
+                        "cannot tell whether {topic} is the watchdog's (its newest records are read to know): {e}"
+                    )))
+                }
+            }
+        }
+        match &self.ownership {
+            Some(Ownership::NotOurs(why)) => Some(TopicStatus::NotOurs(why.clone())),
+            _ => None,
+        }
+    }
+
+    /// The topic's `retention.ms`, asked of any broker; None when it cannot be read.
+    async fn retention_ms(&self, view: &CanaryView) -> Option<String> {
+        let mut c = super::admin::direct(&self.settings, view).await.ok()?;
+        let answer = c
+            .describe_topic_configs(
+                std::slice::from_ref(&self.settings.topic),
+                &["retention.ms"],
+            )
+            .await
+            .ok()?;
+        answer
+            .value
+            .get(&self.settings.topic)?
+            .as_ref()
+            .ok()?
+            .get("retention.ms")
+            .cloned()
     }
 
     /// What the writer writes to from the next tick on: every partition with a leader
