@@ -24,6 +24,12 @@ pub struct Situation<'a> {
     pub known: usize,
     /// Partitions whose only in-sync replica is the broker (from the newest view).
     pub sole_in_sync_of: Vec<String>,
+    /// Partitions at their `min.insync.replicas` with the broker in the ISR: a restart
+    /// takes them below it, and acks=all writes to them fail until it is back.
+    pub would_fall_below_min_isr: Vec<String>,
+    /// The broker is a voter of the KRaft quorum (combined mode) whose restart leaves
+    /// fewer caught-up voters than a majority: (caught up without it, voters).
+    pub quorum_without: Option<(usize, usize)>,
     /// Remediations (commands run) in this cluster, any broker.
     pub history: &'a [SystemTime],
     /// A remediation command of this cluster is still running.
@@ -62,6 +68,18 @@ pub enum Refusal {
     AlreadyRunning,
     /// A silence covers the broker (planned maintenance): hands off.
     Silenced(String),
+    /// Restarting it takes partitions below their `min.insync.replicas` (Strimzi refuses
+    /// a roll in this case too).
+    BelowMinIsr {
+        partitions: Vec<String>,
+        total: usize,
+    },
+    /// It is a controller of the KRaft quorum, and without it too few voters are caught up
+    /// to elect a leader.
+    QuorumMajority {
+        caught_up: usize,
+        voters: usize,
+    },
 }
 
 impl Refusal {
@@ -75,6 +93,8 @@ impl Refusal {
             Refusal::ViewIncomplete { .. } => "view_complete",
             Refusal::AlreadyRunning => "none_running",
             Refusal::Silenced(_) => "not_silenced",
+            Refusal::BelowMinIsr { .. } => "min_isr_kept",
+            Refusal::QuorumMajority { .. } => "quorum_kept",
         }
     }
 }
@@ -124,6 +144,24 @@ impl fmt::Display for Refusal {
                 write!(f, "a remediation of this cluster is still running")
             }
             Refusal::Silenced(what) => write!(f, "the broker is under a {what}"),
+            Refusal::BelowMinIsr { partitions, total } => {
+                let more = total.saturating_sub(partitions.len());
+                write!(
+                    f,
+                    "restarting it takes {total} partition(s) below min.insync.replicas (acks=all writes to them would fail): {}{}",
+                    partitions.join(", "),
+                    if more > 0 {
+                        format!(" and {more} more")
+                    } else {
+                        String::new()
+                    }
+                )
+            }
+            Refusal::QuorumMajority { caught_up, voters } => write!(
+                f,
+                "it is a KRaft controller: without it {caught_up} of {voters} voters are caught up, short of the majority of {} the quorum needs",
+                voters / 2 + 1
+            ),
         }
     }
 }
@@ -164,6 +202,21 @@ pub fn check(s: &Situation) -> Vec<Refusal> {
             total,
         });
     }
+    if !s.would_fall_below_min_isr.is_empty() {
+        let mut names = s.would_fall_below_min_isr.clone();
+        names.sort();
+        let total = names.len();
+        names.truncate(MAX_NAMED_PARTITIONS);
+        out.push(Refusal::BelowMinIsr {
+            partitions: names,
+            total,
+        });
+    }
+    if let Some((caught_up, voters)) = s.quorum_without {
+        if caught_up < voters / 2 + 1 {
+            out.push(Refusal::QuorumMajority { caught_up, voters });
+        }
+    }
     // A clock that went backwards makes an entry look recent: refusing is the safe side.
     let ago = |t: &SystemTime| s.now.duration_since(*t).unwrap_or_default();
     if let Some(last_ago) = s.history.iter().map(ago).min() {
@@ -196,6 +249,47 @@ pub fn sole_in_sync_of(view: &ClusterView, broker: BrokerId) -> Vec<String> {
                 .map(move |p| format!("{topic}-{}", p.partition))
         })
         .collect()
+}
+
+/// Partitions whose ISR holds `broker` and is no larger than the topic's
+/// `min.insync.replicas` (its only member is `sole_in_sync_of`'s case): without it they are
+/// under min ISR. Topics whose setting is unknown are not counted.
+pub fn would_fall_below_min_isr(
+    view: &ClusterView,
+    min_isr: &std::collections::BTreeMap<String, i32>,
+    broker: BrokerId,
+) -> Vec<String> {
+    view.topics
+        .iter()
+        .filter_map(|(topic, t)| Some((topic, t, *min_isr.get(topic)?)))
+        .flat_map(|(topic, t, min)| {
+            t.partitions
+                .iter()
+                .filter(move |p| {
+                    p.isr.contains(&broker) && p.isr.len() > 1 && (p.isr.len() as i32) <= min
+                })
+                .map(move |p| format!("{topic}-{}", p.partition))
+        })
+        .collect()
+}
+
+/// For a broker that is also a voter of the quorum (KRaft combined mode): how many other
+/// voters are caught up, and how many voters there are. A voter counts as caught up when
+/// the leader saw it caught up within `within`; the leader itself always is.
+pub fn quorum_without(
+    quorum: Option<&crate::model::round::QuorumDescription>,
+    broker: BrokerId,
+    within: Duration,
+) -> Option<(usize, usize)> {
+    let d = quorum?;
+    d.voter(broker)?;
+    let caught_up = d
+        .voters
+        .iter()
+        .filter(|v| v.id != broker)
+        .filter(|v| v.id == d.leader || v.last_caught_up_ago.is_some_and(|a| a <= within))
+        .count();
+    Some((caught_up, d.voters.len()))
 }
 
 /// Whether a broker has been a zombie long enough: `since` is when its current zombie
@@ -244,6 +338,8 @@ mod tests {
             answered: 2,
             known: 3,
             sole_in_sync_of: Vec::new(),
+            would_fall_below_min_isr: Vec::new(),
+            quorum_without: None,
             history: &[],
             running: false,
             cooldown: Duration::from_secs(600),
@@ -433,6 +529,109 @@ mod tests {
         assert_eq!(sole_in_sync_of(&view, 1), ["t-0"]);
         assert_eq!(sole_in_sync_of(&view, 2), ["t-2"]);
         assert!(sole_in_sync_of(&view, 3).is_empty());
+    }
+
+    /// Issue 27 item 8: a restart that takes partitions below min.insync.replicas makes
+    /// acks=all writes fail while the broker is away (Strimzi refuses this roll too).
+    #[test]
+    fn a_restart_that_takes_partitions_below_min_isr_is_refused() {
+        let mut view = ClusterView::default();
+        let p = |partition, isr: &[i32]| PartitionView {
+            partition,
+            error_code: 0,
+            leader: isr.first().copied().unwrap_or(-1),
+            leader_epoch: 1,
+            replicas: [1, 2, 3].into_iter().collect(),
+            isr: isr.iter().copied().collect(),
+            offline_replicas: Default::default(),
+        };
+        for (topic, parts) in [
+            (
+                "orders",
+                vec![p(0, &[1, 2]), p(1, &[1, 2, 3]), p(2, &[2, 3])],
+            ),
+            ("logs", vec![p(0, &[1, 2])]),
+            ("unknown", vec![p(0, &[1, 2])]),
+        ] {
+            view.topics.insert(
+                topic.into(),
+                ViewTopic {
+                    is_internal: false,
+                    topic_id: 0,
+                    partitions: parts.into(),
+                },
+            );
+        }
+        let min: std::collections::BTreeMap<String, i32> =
+            [("orders".to_string(), 2), ("logs".to_string(), 1)].into();
+        // orders-0: ISR [1, 2] at min 2 loses 1; orders-1 keeps 2 of 3; logs at min 1 keeps
+        // one; the topic whose setting is unknown is not counted. Broker 3: orders-2.
+        assert_eq!(would_fall_below_min_isr(&view, &min, 1), ["orders-0"]);
+        assert_eq!(would_fall_below_min_isr(&view, &min, 3), ["orders-2"]);
+        let v = healthy_others();
+        let s = Situation {
+            would_fall_below_min_isr: vec!["orders-0".into()],
+            ..situation(&v)
+        };
+        assert_eq!(guards(&s), ["min_isr_kept"]);
+        assert_eq!(
+            check(&s)[0].to_string(),
+            "restarting it takes 1 partition(s) below min.insync.replicas (acks=all writes to them would fail): orders-0"
+        );
+    }
+
+    /// Issue 27 item 8: a broker that is also a KRaft voter (combined mode) is not restarted
+    /// when the other voters caught up are no majority.
+    #[test]
+    fn a_restart_that_loses_the_quorum_is_refused() {
+        use crate::model::round::{QuorumDescription, ReplicaProgress};
+        let voter = |id, ago: Option<u64>| ReplicaProgress {
+            id,
+            log_end_offset: 100,
+            last_fetch_ago: ago.map(Duration::from_secs),
+            last_caught_up_ago: ago.map(Duration::from_secs),
+        };
+        let d = |voters| QuorumDescription {
+            leader: 2,
+            epoch: 5,
+            high_watermark: 100,
+            voters,
+            observers: Vec::new(),
+            endpoints: Default::default(),
+            version: 1,
+        };
+        let within = Duration::from_secs(10);
+        // Voters 1, 2 (leader), 3; voter 3 has not fetched for a minute.
+        let lagging = d(vec![
+            voter(1, Some(0)),
+            voter(2, Some(0)),
+            voter(3, Some(60)),
+        ]);
+        assert_eq!(quorum_without(Some(&lagging), 1, within), Some((1, 3)));
+        let healthy = d(vec![
+            voter(1, Some(0)),
+            voter(2, Some(0)),
+            voter(3, Some(1)),
+        ]);
+        assert_eq!(quorum_without(Some(&healthy), 1, within), Some((2, 3)));
+        assert_eq!(
+            quorum_without(Some(&healthy), 4, within),
+            None,
+            "not a voter"
+        );
+        assert_eq!(quorum_without(None, 1, within), None);
+        let v = healthy_others();
+        let refused = Situation {
+            quorum_without: Some((1, 3)),
+            ..situation(&v)
+        };
+        assert_eq!(guards(&refused), ["quorum_kept"]);
+        assert!(check(&refused)[0].to_string().contains("1 of 3 voters"));
+        let kept = Situation {
+            quorum_without: Some((2, 3)),
+            ..situation(&v)
+        };
+        assert!(guards(&kept).is_empty());
     }
 
     #[test]

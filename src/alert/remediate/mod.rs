@@ -72,6 +72,10 @@ impl Outcome {
     }
 }
 
+/// A voter the quorum's leader saw caught up this recently counts toward the majority a
+/// restart must leave (Kafka's own fetch timeout for voters is 2 s).
+const QUORUM_CAUGHT_UP_WITHIN: Duration = Duration::from_secs(10);
+
 /// One remediation decision and, for an action, how it went.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Record {
@@ -234,6 +238,10 @@ pub enum Decision {
         config: RemediationConfig,
         pid: Option<u32>,
         record: Record,
+        /// How its process is found, to look again right before the command runs.
+        process: crate::config::ProcessLocator,
+        /// Held until the command ends.
+        lock: Arc<HostLock>,
     },
     /// A refusal or a dry run: reported as is.
     Report(Record),
@@ -271,7 +279,43 @@ pub struct Remediator {
     sink: Sink,
     silenced: Option<SilenceCheck>,
     confirmed: Option<ConfirmedCheck>,
+    /// Where processes are looked up again right before a command runs.
+    proc_root: PathBuf,
+    /// The name of the host-wide lock (see `HostLock`).
+    host_lock: String,
 }
+
+/// Held while a remediation command runs: an abstract Unix socket of a fixed name, which
+/// one process of the host (of its network namespace) can bind at a time and which the
+/// kernel releases when that process dies, however it dies. Two watchdogs in host mode on
+/// one host (a second instance, an upgrade's overlap) never restart brokers at once
+/// (issue 27 item 8). No file: a sandboxed unit may have nowhere shared to write one.
+pub struct HostLock(#[allow(dead_code)] std::os::unix::net::UnixListener);
+
+impl std::fmt::Debug for HostLock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("HostLock")
+    }
+}
+
+/// Decisions compare by what they decide; the lock they hold is the same kind of thing.
+impl PartialEq for HostLock {
+    fn eq(&self, _: &HostLock) -> bool {
+        true
+    }
+}
+
+impl HostLock {
+    /// The lock, or why not (another process holds it).
+    pub fn take(name: &str) -> std::io::Result<HostLock> {
+        use std::os::linux::net::SocketAddrExt;
+        let addr = std::os::unix::net::SocketAddr::from_abstract_name(name.as_bytes())?;
+        std::os::unix::net::UnixListener::bind_addr(&addr).map(HostLock)
+    }
+}
+
+/// The host-wide lock's name in production.
+pub const HOST_LOCK: &str = "kafka-watchdog-remediation";
 
 /// Names the silence covering a broker now, if any.
 pub type SilenceCheck = Arc<dyn Fn(BrokerId, SystemTime) -> Option<String> + Send + Sync>;
@@ -344,7 +388,17 @@ impl Remediator {
             sink,
             silenced: None,
             confirmed: None,
+            proc_root: PathBuf::from("/proc"),
+            host_lock: HOST_LOCK.to_string(),
         })
+    }
+
+    /// Another `/proc` (tests) and another name for the host-wide lock (tests that run at
+    /// once in one process).
+    pub fn with_host(mut self, proc_root: PathBuf, host_lock: &str) -> Self {
+        self.proc_root = proc_root;
+        self.host_lock = host_lock.to_string();
+        self
     }
 
     /// Acts only on a zombie whose incident is open: a verdict the incident book has not
@@ -414,6 +468,19 @@ impl Remediator {
                 answered,
                 known,
                 sole_in_sync_of: guards::sole_in_sync_of(view, b.broker_id),
+                would_fall_below_min_isr: guards::would_fall_below_min_isr(
+                    view,
+                    &report.min_isr,
+                    b.broker_id,
+                ),
+                quorum_without: guards::quorum_without(
+                    report
+                        .quorum
+                        .as_ref()
+                        .and_then(|q| q.look.description.as_ref()),
+                    b.broker_id,
+                    QUORUM_CAUGHT_UP_WITHIN,
+                ),
                 history: &self.history,
                 running: self.running.load(Ordering::SeqCst),
                 cooldown: self.host.remediation_cooldown,
@@ -471,15 +538,42 @@ impl Remediator {
                     out.push(Decision::Report(record));
                 }
             } else {
-                episode.done = true;
+                let lock = match HostLock::take(&self.host_lock) {
+                    Ok(l) => l,
+                    Err(e) => {
+                        let refusals = vec![format!(
+                            "another kafka-watchdog on this host is running a remediation (its lock, @{}, is held: {e})",
+                            self.host_lock
+                        )];
+                        if episode.refused != refusals {
+                            episode.refused = refusals.clone();
+                            out.push(Decision::Report(Record { refusals, ..record }));
+                        }
+                        continue;
+                    }
+                };
                 // Taken now, before the command runs: the cool-down and the daily limit
-                // count attempts, including one that crashes the watchdog mid-way.
+                // count attempts, including one that crashes the watchdog mid-way. An
+                // attempt that cannot be written down is not made: after a restart it
+                // would count toward neither (issue 27 item 8).
                 self.history.push(now);
                 if let Err(e) = save_history(&self.dir, &self.cluster, &self.history) {
-                    tracing::error!(cluster = %self.cluster, error = %e, "cannot save the remediation history");
+                    self.history.pop();
+                    tracing::error!(cluster = %self.cluster, error = %e, "cannot save the remediation history: no command runs");
+                    let refusals = vec![format!(
+                        "the remediation history cannot be saved ({e}): no command runs that a restart of the watchdog would not count"
+                    )];
+                    if episode.refused != refusals {
+                        episode.refused = refusals.clone();
+                        out.push(Decision::Report(Record { refusals, ..record }));
+                    }
+                    continue;
                 }
+                episode.done = true;
                 out.push(Decision::Act {
                     config: cfg.clone(),
+                    process: b.process.clone(),
+                    lock: Arc::new(lock),
                     pid,
                     record: Record {
                         outcome: Outcome::Acted,
@@ -513,14 +607,25 @@ impl Remediator {
                     config,
                     pid,
                     record,
+                    process,
+                    lock,
                 } => {
                     self.running.store(true, Ordering::SeqCst);
                     let running = self.running.clone();
                     let log = self.log.clone();
                     let sink = self.sink.clone();
                     let dir = self.dir.clone();
+                    let proc_root = self.proc_root.clone();
                     tokio::spawn(async move {
-                        let r = carry_out(config, pid, record, &dir).await;
+                        let r = match looked_again(&process, &proc_root, pid).await {
+                            Ok(()) => carry_out(config, pid, record, &dir).await,
+                            Err(why) => Record {
+                                outcome: Outcome::Refused,
+                                refusals: vec![why],
+                                ..record
+                            },
+                        };
+                        drop(lock);
                         running.store(false, Ordering::SeqCst);
                         let level_ok = r.outcome == Outcome::Acted;
                         if level_ok {
@@ -535,6 +640,28 @@ impl Remediator {
             }
         }
     }
+}
+
+/// The broker's process looked up again right before acting: the decision was taken on a
+/// round's look, and a process restarted since (by an operator, by systemd) must not be
+/// restarted again, nor a pid reused by another process signalled.
+async fn looked_again(
+    process: &crate::config::ProcessLocator,
+    proc_root: &Path,
+    decided: Option<u32>,
+) -> Result<(), String> {
+    let now = crate::observe::host::locate::locate(process, proc_root, Duration::from_secs(5))
+        .await
+        .pid;
+    if now == decided {
+        return Ok(());
+    }
+    let show = |p: Option<u32>| p.map_or("none".to_string(), |p| p.to_string());
+    Err(format!(
+        "the broker's process changed since the decision (pid {}, now {}): it was restarted or is gone already; nothing was run",
+        show(decided),
+        show(now)
+    ))
 }
 
 /// Runs the before command (output kept) and the command, and fills in the record.

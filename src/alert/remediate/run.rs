@@ -1,6 +1,7 @@
 //! Running a remediation command: an argv (never a shell string), placeholders replaced,
-//! a deadline, stdin closed, stderr's tail kept for the event. Runs on tokio, so a slow
-//! command never holds up a round.
+//! a deadline, stdin closed, a clean environment (the watchdog's own holds its secrets:
+//! `*_env` passwords and tokens), stderr's tail kept for the event with anything that looks
+//! like a secret masked. Runs on tokio, so a slow command never holds up a round.
 
 use std::path::Path;
 use std::process::Stdio;
@@ -10,6 +11,40 @@ use tokio::io::AsyncReadExt;
 
 /// How much of stderr is kept for logs and the event: the end is where the error is.
 pub const STDERR_TAIL_BYTES: usize = 2048;
+
+/// The only variables of the watchdog's environment a command gets: what finding
+/// programs, a locale, a home and a JVM take. Everything else (secrets read from the
+/// environment above all) stays behind (issue 27 item 8).
+const PASSED_ENV: [&str; 11] = [
+    "PATH",
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "LANG",
+    "LANGUAGE",
+    "LC_ALL",
+    "LC_CTYPE",
+    "TZ",
+    "TMPDIR",
+    "JAVA_HOME",
+];
+
+/// What a command's stderr may say that must not reach /status, webhooks or logs: values
+/// given to secret-sounding keys (`password=...`, `"token": "..."`) and HTTP credentials.
+pub fn redact(text: &str) -> String {
+    static KEYED: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
+        regex::Regex::new(
+            r#"(?i)((?:password|passwd|secret|token|api[_-]?key|access[_-]?key|private[_-]?key|credentials?|sasl\.jaas\.config)["']?\s*[:=]\s*["']?)[^\s"',;]+"#,
+        )
+        .expect("a valid pattern")
+    });
+    static SCHEMED: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
+        regex::Regex::new(r"(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=-]{8,}")
+            .expect("a valid pattern")
+    });
+    let text = KEYED.replace_all(text, "${1}[redacted]");
+    SCHEMED.replace_all(&text, "${1} [redacted]").into_owned()
+}
 
 /// What the placeholders of a command stand for.
 #[derive(Debug, Clone, Copy)]
@@ -72,7 +107,15 @@ pub async fn run(argv: &[String], timeout: Duration, output: Output<'_>) -> Ran 
         return failed("empty command".into());
     };
     let mut cmd = tokio::process::Command::new(program);
-    cmd.args(args).stdin(Stdio::null()).kill_on_drop(true);
+    cmd.args(args)
+        .stdin(Stdio::null())
+        .kill_on_drop(true)
+        .env_clear()
+        .envs(
+            PASSED_ENV
+                .iter()
+                .filter_map(|k| Some((k, std::env::var_os(k)?))),
+        );
     let keep_stderr = match output {
         Output::Discard => {
             cmd.stdout(Stdio::null()).stderr(Stdio::piped());
@@ -133,7 +176,7 @@ pub async fn run(argv: &[String], timeout: Duration, output: Output<'_>) -> Ran 
         status,
         success,
         duration: started.elapsed(),
-        stderr_tail: String::from_utf8_lossy(&tail).trim().to_string(),
+        stderr_tail: redact(String::from_utf8_lossy(&tail).trim()),
     }
 }
 
@@ -199,6 +242,35 @@ mod tests {
         .await;
         assert!(ok.success);
         assert_eq!(ok.status, "exit status 0");
+    }
+
+    /// Issue 27 item 8: the command gets none of the watchdog's environment but the
+    /// allowed few (its secrets come from `*_env` variables), and what it prints that looks
+    /// like a secret is masked before it is published.
+    #[tokio::test]
+    async fn a_command_gets_a_clean_environment_and_its_secrets_are_masked() {
+        // The test process's environment has CARGO_* variables; none may reach the command.
+        assert!(std::env::var_os("CARGO_PKG_NAME").is_some());
+        let r = run(
+            &argv(&[
+                "/bin/sh",
+                "-c",
+                "env >&2; echo 'sasl password=hunter2, \"token\": \"abc123\"' >&2; echo 'Authorization: Bearer eyJhbGciOiJFUzI1NiJ9' >&2",
+            ]),
+            Duration::from_secs(10),
+            Output::Discard,
+        )
+        .await;
+        assert!(r.success, "{r:?}");
+        let t = &r.stderr_tail;
+        assert!(!t.contains("CARGO_"), "{t}");
+        assert!(t.contains("PATH="), "PATH is passed: {t}");
+        assert!(!t.contains("hunter2") && !t.contains("abc123"), "{t}");
+        assert!(!t.contains("eyJhbGciOiJFUzI1NiJ9"), "{t}");
+        assert!(t.contains("password=[redacted]"), "{t}");
+        assert!(t.contains("Bearer [redacted]"), "{t}");
+        // Words that merely mention a secret stay readable.
+        assert_eq!(redact("token refresh failed"), "token refresh failed");
     }
 
     #[tokio::test]

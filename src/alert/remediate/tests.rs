@@ -124,7 +124,12 @@ fn fixture(name: &str, cfg: Option<RemediationConfig>) -> Fixture {
             let _ = told.send(rec);
         }),
     )
-    .unwrap();
+    .unwrap()
+    // Each test its own host lock: tests run at once in one process.
+    .with_host(
+        PathBuf::from("/proc"),
+        &format!("kw-test-{name}-{}", std::process::id()),
+    );
     Fixture {
         r,
         sent,
@@ -184,6 +189,31 @@ fn acts_once_after_the_zombie_time_and_remembers_it() {
     );
     let _ = std::fs::remove_dir_all(dir("acts"));
     let _ = std::fs::remove_dir_all(dir("acts-2"));
+}
+
+/// Issue 27 item 8: an attempt the history cannot record would count toward neither the
+/// cool-down nor the daily limit after a restart of the watchdog; it is not made.
+#[test]
+fn no_command_runs_when_the_history_cannot_be_saved() {
+    let mut f = fixture("unsaved", Some(remediation(false)));
+    // The history's folder is a file: every save fails, even as root.
+    std::fs::write(dir("unsaved"), b"not a folder").unwrap();
+    let r = report(t(100), HEALTHY);
+    let d = f.r.decide(&r, t(130));
+    assert_eq!(outcomes(&d), ["refused"]);
+    let Decision::Report(rec) = &d[0] else {
+        unreachable!()
+    };
+    assert!(
+        rec.refusals[0].contains("history cannot be saved"),
+        "{rec:?}"
+    );
+    assert!(f.r.decide(&r, t(131)).is_empty(), "told once");
+    // Writable again: it acts.
+    std::fs::remove_file(dir("unsaved")).unwrap();
+    assert_eq!(outcomes(&f.r.decide(&r, t(132))), ["act"]);
+    assert_eq!(load_history(&dir("unsaved"), "lab").unwrap(), vec![t(132)]);
+    let _ = std::fs::remove_dir_all(dir("unsaved"));
 }
 
 #[test]
@@ -344,6 +374,15 @@ async fn an_action_runs_in_a_task_and_reports_its_exit_status() {
     ];
     cfg.before_command = Some(vec!["/bin/echo".into(), "dump of {pid}".into()]);
     let mut f = fixture("task", Some(cfg));
+    // Broker 1's process as the round saw it, and as it is looked up again right before
+    // the command: pid 4711 in a pid file, alive in a /proc of the test's own.
+    let proc_root = dir("task-proc");
+    std::fs::create_dir_all(proc_root.join("4711")).unwrap();
+    std::fs::write(proc_root.join("4711").join("stat"), "4711 (java) T").unwrap();
+    let pid_file = dir("task-pid");
+    std::fs::write(&pid_file, "4711\n").unwrap();
+    f.r.host.brokers[0].process = ProcessLocator::PidFile(pid_file.clone());
+    f.r.proc_root = proc_root.clone();
     let mut r = report(t(0), HEALTHY);
     r.host.insert(
         1,
@@ -385,7 +424,56 @@ async fn an_action_runs_in_a_task_and_reports_its_exit_status() {
         ev.iter().any(|l| l == "stderr (tail): restarting 1"),
         "{ev:?}"
     );
+    // Issue 27 item 8: a process restarted between the decision and the command (by an
+    // operator, by systemd) is not restarted again. A new episode after the cool-down,
+    // and the pid file names another process by the time the command would run.
+    f.r.history.clear();
+    let _ = save_history(&dir("task"), "lab", &[]);
+    std::fs::create_dir_all(proc_root.join("5000")).unwrap();
+    std::fs::write(proc_root.join("5000").join("stat"), "5000 (java) S").unwrap();
+    std::fs::write(&pid_file, "5000\n").unwrap();
+    f.r.after_round(&report(t(1000), HEALTHY), t(1000));
+    f.r.after_round(&r, t(1100));
+    let rec = tokio::time::timeout(Duration::from_secs(10), f.records.recv())
+        .await
+        .expect("no record within 10 s")
+        .expect("the remediator is gone");
+    assert_eq!(rec.outcome, Outcome::Refused, "{rec:?}");
+    assert!(
+        rec.refusals[0].contains("pid 4711, now 5000"),
+        "{:?}",
+        rec.refusals
+    );
+    assert!(rec.status.is_none(), "nothing ran: {rec:?}");
     let _ = std::fs::remove_dir_all(dir("task"));
+    let _ = std::fs::remove_dir_all(proc_root);
+    let _ = std::fs::remove_file(pid_file);
+}
+
+/// Issue 27 item 8: two watchdogs on one host never run remediations at once: the second
+/// finds the host-wide lock held and refuses, saying so.
+#[test]
+fn a_remediation_waits_while_another_instance_on_the_host_holds_the_lock() {
+    let mut f = fixture("locked", Some(remediation(false)));
+    let name = format!("kw-test-locked-{}", std::process::id());
+    let other = HostLock::take(&name).expect("the lock is free");
+    let r = report(t(100), HEALTHY);
+    let d = f.r.decide(&r, t(130));
+    assert_eq!(outcomes(&d), ["refused"]);
+    let Decision::Report(rec) = &d[0] else {
+        unreachable!()
+    };
+    assert!(
+        rec.refusals[0].contains("another kafka-watchdog on this host"),
+        "{rec:?}"
+    );
+    assert!(
+        load_history(&dir("locked"), "lab").unwrap().is_empty(),
+        "nothing counted"
+    );
+    drop(other);
+    assert_eq!(outcomes(&f.r.decide(&r, t(131))), ["act"]);
+    let _ = std::fs::remove_dir_all(dir("locked"));
 }
 
 #[test]

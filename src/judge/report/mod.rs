@@ -98,6 +98,8 @@ pub struct ClusterReport {
     pub coordinators: Option<Arc<CoordinatorObservation>>,
     /// The brokers' listener certificates, when they use TLS.
     pub certificates: Option<certificates::CertificatesReport>,
+    /// Each topic's `min.insync.replicas`, where known (remediation's guards read it).
+    pub min_isr: BTreeMap<String, i32>,
 }
 
 /// How bad a report is, for `check` (Nagios-style exit codes) and summaries.
@@ -163,6 +165,7 @@ impl ClusterReport {
             quorum: None,
             coordinators: None,
             certificates: None,
+            min_isr: BTreeMap::new(),
         }
     }
 
@@ -550,6 +553,7 @@ impl Evaluator {
             disagreements: view.disagreements.clone(),
             view,
             bootstrap_failures: obs.bootstrap_failures,
+            min_isr: obs.min_isr,
             failures_total: self.failures.clone(),
             last_success: self.last_success,
             probes: obs.probes,
