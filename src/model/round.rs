@@ -617,6 +617,9 @@ pub struct RoundObservation {
     pub quorum: Option<std::sync::Arc<QuorumObservation>>,
     /// The newest look at the group coordinators, when they are probed.
     pub coordinators: Option<std::sync::Arc<CoordinatorObservation>>,
+    /// Brokers the cluster listed this round that the watchdog does not watch: it watches
+    /// at most `observe::probe::MAX_BROKERS` per cluster.
+    pub brokers_unwatched: usize,
 }
 
 /// One replica's position: its own log end offset and its leader's high watermark.

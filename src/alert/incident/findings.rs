@@ -27,6 +27,9 @@ pub fn findings(report: &ClusterReport, extra: Vec<Finding>) -> Vec<Finding> {
     if !report.reachable {
         out.push(unreachable(report));
     }
+    if report.brokers_unwatched > 0 {
+        out.push(unwatched(report));
+    }
     for v in &report.verdicts {
         // The watchdog's own access problems are incidents of their own kind; the broker
         // incident stays for what else was found about it.
@@ -537,6 +540,27 @@ fn failure(step: &str, e: &ProbeFailure) -> String {
 
 /// Every broker and bootstrap server that failed failed on the watchdog's own access
 /// (`verdict::access_rule`), and at least one did.
+/// The cluster listed more brokers than the watchdog watches: a metadata answer that is
+/// broken or hostile, or a cluster larger than the cap. The watchdog's own limit, so of
+/// the `watchdog_access` kind: what it cannot see, said.
+fn unwatched(report: &ClusterReport) -> Finding {
+    let cap = crate::observe::probe::MAX_BROKERS;
+    let mut f = Finding::new(
+        FindingKey::new(&report.cluster, Subject::Cluster, FindingKind::WatchdogAccess),
+        format!(
+            "cluster {} lists {} more broker(s) than the {cap} the watchdog watches per cluster: those are not probed (a metadata answer that is broken or hostile, or a cluster larger than the watchdog is built for)",
+            report.cluster, report.brokers_unwatched
+        ),
+    );
+    f.severity = FindingKind::WatchdogAccess.severity(None);
+    f.evidence = vec![format!(
+        "brokers watched: {}; listed beyond the cap this round: {}",
+        report.probes.len(),
+        report.brokers_unwatched
+    )];
+    f
+}
+
 fn every_failure_is_access(report: &ClusterReport) -> bool {
     let mut kinds = report
         .probes

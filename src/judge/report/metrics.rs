@@ -68,6 +68,7 @@ pub struct Families {
     partitions: GaugeFamily<ClusterStateLabels>,
     observed: GaugeFamily<ClusterLabels>,
     split: GaugeFamily<ClusterLabels>,
+    unwatched: GaugeFamily<ClusterLabels>,
     bootstrap: GaugeFamily<BootstrapLabels>,
     brokers_in: GaugeFamily<ClusterStateLabels>,
     unclean: CounterFamily<ClusterLabels>,
@@ -119,6 +120,11 @@ impl Families {
                 reg,
                 "split_brain_partitions",
                 "Partitions for which a broker still claims a leadership a newer epoch gave away",
+            ),
+            unwatched: gauge(
+                reg,
+                "brokers_unwatched",
+                "Brokers the cluster listed in the last round beyond the watchdog's cap per cluster (1000): not probed (a broken or hostile metadata answer, or a cluster larger than the watchdog is built for)",
             ),
             bootstrap: gauge(
                 reg,
@@ -252,6 +258,7 @@ impl Families {
             .map(|s| (s.topic.as_str(), s.partition))
             .collect();
         set(&self.split, c(), split_partitions.len() as f64);
+        set(&self.unwatched, c(), r.brokers_unwatched as f64);
         for s in BrokerState::ALL {
             let n = r.verdicts.iter().filter(|v| v.state == s).count();
             set(&self.brokers_in, state(s.as_label()), n as f64);

@@ -100,6 +100,8 @@ pub struct ClusterReport {
     pub certificates: Option<certificates::CertificatesReport>,
     /// Each topic's `min.insync.replicas`, where known (remediation's guards read it).
     pub min_isr: BTreeMap<String, i32>,
+    /// Brokers listed this round beyond the watchdog's cap (`observe::probe::MAX_BROKERS`).
+    pub brokers_unwatched: usize,
 }
 
 /// How bad a report is, for `check` (Nagios-style exit codes) and summaries.
@@ -166,6 +168,7 @@ impl ClusterReport {
             coordinators: None,
             certificates: None,
             min_isr: BTreeMap::new(),
+            brokers_unwatched: 0,
         }
     }
 
@@ -554,6 +557,7 @@ impl Evaluator {
             view,
             bootstrap_failures: obs.bootstrap_failures,
             min_isr: obs.min_isr,
+            brokers_unwatched: obs.brokers_unwatched,
             failures_total: self.failures.clone(),
             last_success: self.last_success,
             probes: obs.probes,
@@ -696,6 +700,7 @@ mod tests {
             liveness: BTreeMap::new(),
             quorum: None,
             coordinators: None,
+            brokers_unwatched: 0,
         }
     }
 

@@ -69,6 +69,12 @@ struct Known {
     last_listed: Instant,
 }
 
+/// At most this many brokers of one cluster are watched. Each costs the watchdog a few
+/// connections (probe, liveness, coordinator), so a metadata answer listing 20,000 brokers
+/// (broken, or hostile) must not exhaust its file descriptors (the unit allows 16,384):
+/// beyond the cap, brokers are not probed, and the round says how many (issue 27 item 11).
+pub const MAX_BROKERS: usize = 1000;
+
 /// Probes one cluster, round after round, remembering the brokers it has seen.
 pub struct ClusterProber {
     settings: ProbeSettings,
@@ -85,6 +91,8 @@ pub struct ClusterProber {
     adding_before: BTreeMap<BrokerId, Vec<(String, i32)>>,
     /// Looks at the control plane once per round, when no continuous watch does.
     quorum: Option<QuorumProber>,
+    /// Distinct brokers listed this round that the cap left out.
+    unwatched: BTreeSet<BrokerId>,
 }
 
 impl ClusterProber {
@@ -99,7 +107,24 @@ impl ClusterProber {
             cursor: 0,
             adding_before: BTreeMap::new(),
             quorum: None,
+            unwatched: BTreeSet::new(),
         }
+    }
+
+    /// Keeps `b` among the known brokers, unless the cap is reached and it is not one of
+    /// them already: brokers known stay watched, newcomers beyond the cap are counted.
+    fn remember(&mut self, b: BrokerEndpoint, now: Instant) {
+        if self.known.len() >= MAX_BROKERS && !self.known.contains_key(&b.id) {
+            self.unwatched.insert(b.id);
+            return;
+        }
+        self.known.insert(
+            b.id,
+            Known {
+                endpoint: b,
+                last_listed: now,
+            },
+        );
     }
 
     /// Looks at the control plane (DescribeQuorum) in every round, beside the probes: for
@@ -115,6 +140,7 @@ impl ClusterProber {
         let started_at = SystemTime::now();
         let started = Instant::now();
         let mut bootstrap_failures = Vec::new();
+        self.unwatched.clear();
         if self.known.is_empty() {
             bootstrap_failures = self.discover().await;
         }
@@ -189,6 +215,7 @@ impl ClusterProber {
             liveness: BTreeMap::new(),
             quorum,
             coordinators: None,
+            brokers_unwatched: self.unwatched.len(),
         }
     }
 
@@ -213,13 +240,7 @@ impl ClusterProber {
                 Ok((md, described)) if !md.value.brokers.is_empty() => {
                     let now = Instant::now();
                     for b in described.into_iter().chain(md.value.brokers) {
-                        self.known.insert(
-                            b.id,
-                            Known {
-                                endpoint: b,
-                                last_listed: now,
-                            },
-                        );
+                        self.remember(b, now);
                     }
                     return failures;
                 }
@@ -254,13 +275,7 @@ impl ClusterProber {
                         .flat_map(|d| d.brokers.iter().map(|b| b.endpoint.clone())),
                 );
             for b in listed {
-                self.known.insert(
-                    b.id,
-                    Known {
-                        endpoint: b,
-                        last_listed: now,
-                    },
-                );
+                self.remember(b, now);
             }
         }
         let forget = self.settings.forget_broker_after;

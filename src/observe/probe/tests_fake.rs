@@ -60,6 +60,8 @@ struct Script {
     configs: Option<Vec<(&'static str, &'static str)>>,
     /// DescribeTopicPartitions: partition 0's eligible leader replicas.
     elr: Option<Vec<i32>>,
+    /// Brokers 1001.. listed besides the real ones, at a port nothing listens on.
+    phantoms: i32,
 }
 
 impl Script {
@@ -70,6 +72,7 @@ impl Script {
             named_fails: false,
             configs: None,
             elr: None,
+            phantoms: 0,
         }
     }
 }
@@ -90,11 +93,13 @@ fn metadata(shared: &Shared, id: i32, request: &MetadataRequest) -> MetadataResp
     let brokers = shared
         .ports
         .iter()
+        .map(|(id, port)| (*id, i32::from(*port)))
+        .chain((0..script.phantoms).map(|k| (1001 + k, 1)))
         .map(|(id, port)| {
             MetadataResponseBroker::default()
-                .with_node_id(BrokerId(*id))
+                .with_node_id(BrokerId(id))
                 .with_host(s("127.0.0.1"))
-                .with_port(i32::from(*port))
+                .with_port(port)
         })
         .collect();
     let p = match &request.topics {
@@ -441,4 +446,37 @@ async fn a_replica_its_topic_throttles_is_read_as_throttled_and_not_flagged() {
     let report = evaluator().evaluate(obs, None, SystemTime::now());
     let v = report.verdict(3).expect("broker 3 judged");
     assert_ne!(v.state, BrokerState::Healthy, "{:?}", v.hits);
+}
+
+/// Issue 27 item 11: a metadata answer listing 20,000 brokers (broken, or hostile) made the
+/// watchdog open connections to all of them, round after round, until it ran out of file
+/// descriptors. It watches at most `MAX_BROKERS`, keeps the brokers it knew, and says how
+/// many it leaves out: a metric and a `watchdog_access` incident of the cluster.
+#[tokio::test]
+async fn a_cluster_listing_twenty_thousand_brokers_is_watched_up_to_the_cap() {
+    let script = || Script {
+        phantoms: 20_000,
+        ..Script::says(part(1, 5, &[1, 2, 3]))
+    };
+    let c = Cluster::start(vec![script(), script(), script()]).await;
+    let mut prober = c.prober();
+    let mut e = evaluator();
+    let mut report = evaluate(&mut e, &mut prober).await;
+    for _ in 0..2 {
+        report = evaluate(&mut e, &mut prober).await;
+    }
+    assert_eq!(report.probes.len(), MAX_BROKERS, "probed up to the cap");
+    for id in 1..=3 {
+        assert!(
+            report.probes[&id].answered(),
+            "the real brokers stay watched"
+        );
+    }
+    assert_eq!(report.brokers_unwatched, 20_003 - MAX_BROKERS);
+    let findings = crate::alert::incident::findings(&report, Vec::new());
+    let f = findings
+        .iter()
+        .find(|f| f.key.kind == crate::model::kind::FindingKind::WatchdogAccess)
+        .expect("a watchdog_access finding");
+    assert!(f.summary.contains("19003 more broker(s)"), "{}", f.summary);
 }

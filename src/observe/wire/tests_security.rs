@@ -558,6 +558,7 @@ async fn verdict_on_probed(
         liveness: BTreeMap::new(),
         quorum: None,
         coordinators: None,
+        brokers_unwatched: 0,
     };
     let answers: Vec<_> = obs
         .probes

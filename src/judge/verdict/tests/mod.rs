@@ -226,6 +226,7 @@ impl World {
             liveness: BTreeMap::new(),
             quorum: self.quorum.clone(),
             coordinators: None,
+            brokers_unwatched: 0,
         }
     }
 
@@ -283,6 +284,7 @@ impl World {
             liveness: BTreeMap::new(),
             quorum: None,
             coordinators: None,
+            brokers_unwatched: 0,
         };
         let answers: Vec<(i32, &MetadataView)> = obs
             .probes
@@ -326,6 +328,7 @@ impl World {
             liveness: BTreeMap::new(),
             quorum: None,
             coordinators: None,
+            brokers_unwatched: 0,
         };
         let view = crate::judge::report::newest_view(&obs);
         let mut health = classify_reassigning(
@@ -1054,6 +1057,7 @@ fn peer_medians_match_the_median_of_the_others() {
         liveness: BTreeMap::new(),
         quorum: None,
         coordinators: None,
+        brokers_unwatched: 0,
     };
     let fast = super::peer_medians(&obs);
     for id in obs.probes.keys() {
