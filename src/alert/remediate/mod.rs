@@ -650,9 +650,12 @@ async fn looked_again(
     proc_root: &Path,
     decided: Option<u32>,
 ) -> Result<(), String> {
-    let now = crate::observe::host::locate::locate(process, proc_root, Duration::from_secs(5))
-        .await
-        .pid;
+    // A pool of its own: a look that blocks costs this check, never the host observer's.
+    let pool = crate::observe::host::ReadPool::default();
+    let now =
+        crate::observe::host::locate::locate(process, proc_root, Duration::from_secs(5), &pool)
+            .await
+            .pid;
     if now == decided {
         return Ok(());
     }

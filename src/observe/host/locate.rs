@@ -175,13 +175,36 @@ pub async fn by_systemd_unit(proc_root: &Path, unit: &str, timeout: Duration) ->
     }
 }
 
-/// Finds the process as configured.
-pub async fn locate(loc: &ProcessLocator, proc_root: &Path, timeout: Duration) -> Located {
-    match loc {
-        ProcessLocator::SystemdUnit(unit) => by_systemd_unit(proc_root, unit, timeout).await,
-        ProcessLocator::PidFile(path) => by_pid_file(proc_root, path),
-        ProcessLocator::Cmdline { regex, source } => by_cmdline(proc_root, regex, source),
-    }
+/// Finds the process as configured. Pid files and command lines are read in the bounded
+/// pool of host reads (`super::bounded_read`): a command line is read from `/proc`, where a
+/// process hung in storage can block the read for as long as it hangs.
+pub async fn locate(
+    loc: &ProcessLocator,
+    proc_root: &Path,
+    timeout: Duration,
+    pool: &super::ReadPool,
+) -> Located {
+    let root = proc_root.to_path_buf();
+    let read = match loc {
+        ProcessLocator::SystemdUnit(unit) => {
+            return by_systemd_unit(proc_root, unit, timeout).await
+        }
+        ProcessLocator::PidFile(path) => {
+            let path = path.clone();
+            super::bounded_read(pool, "finding the process", timeout, move || {
+                by_pid_file(&root, &path)
+            })
+            .await
+        }
+        ProcessLocator::Cmdline { regex, source } => {
+            let (regex, source) = (regex.clone(), source.clone());
+            super::bounded_read(pool, "finding the process", timeout, move || {
+                by_cmdline(&root, &regex, &source)
+            })
+            .await
+        }
+    };
+    read.unwrap_or_else(Located::none)
 }
 
 #[cfg(test)]

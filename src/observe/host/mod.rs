@@ -33,6 +33,51 @@ pub use crate::model::round::{HostObservation, LogDirSeen, PortSeen, ProcessSeen
 /// wedged systemd must cost one late observation, never the round.
 const LOOK_TIMEOUT: Duration = Duration::from_secs(3);
 
+/// Host reads (`/proc`, pid files, statvfs of log directories) blocked at once, at most. A
+/// broker hung in storage can block a read of its `/proc` files for as long as it hangs; a
+/// read that timed out keeps its thread until then. Without a cap every look would leave
+/// one more thread behind, until tokio's blocking pool (which the webhook spool shares)
+/// was full of them (issue 27 item 9). At the cap, a look is not attempted and says so.
+pub const BLOCKED_READS_CAP: usize = 4;
+
+/// The host reads of one owner (a cluster's host observer, a remediator): at most
+/// `BLOCKED_READS_CAP` of them unfinished at any time. Cheap to clone; clones share it.
+#[derive(Clone, Debug)]
+pub struct ReadPool(std::sync::Arc<tokio::sync::Semaphore>);
+
+impl Default for ReadPool {
+    fn default() -> Self {
+        ReadPool(std::sync::Arc::new(tokio::sync::Semaphore::new(
+            BLOCKED_READS_CAP,
+        )))
+    }
+}
+
+/// Runs blocking host reads off the async runtime, under a deadline, with at most
+/// `BLOCKED_READS_CAP` of `pool`'s unfinished at any time (see there). The permit goes
+/// with the read: a read past its deadline holds it until it really ends.
+pub async fn bounded_read<T: Send + 'static>(
+    pool: &ReadPool,
+    what: &str,
+    timeout: Duration,
+    read: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, String> {
+    let permit = pool.0.clone().try_acquire_owned().map_err(|_| {
+        format!(
+            "{what}: not attempted, {BLOCKED_READS_CAP} earlier host reads are still blocked (a process or file system hung in storage)"
+        )
+    })?;
+    let task = tokio::task::spawn_blocking(move || {
+        let _permit = permit;
+        read()
+    });
+    match tokio::time::timeout(timeout, task).await {
+        Ok(Ok(v)) => Ok(v),
+        Ok(Err(e)) => Err(format!("{what} failed: {e}")),
+        Err(_) => Err(format!("{what} took over {} s", timeout.as_secs_f64())),
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum HostError {
     #[error("cannot read {path}: {source}")]
@@ -79,6 +124,8 @@ pub struct HostObserver {
     proc_root: PathBuf,
     clock_ticks: f64,
     last_cpu: BTreeMap<BrokerId, CpuMark>,
+    look_timeout: Duration,
+    reads: ReadPool,
 }
 
 /// Clock ticks per second, for utime and stime (100 on every common Linux).
@@ -104,7 +151,15 @@ impl HostObserver {
             proc_root,
             clock_ticks: clock_ticks(),
             last_cpu: BTreeMap::new(),
+            look_timeout: LOOK_TIMEOUT,
+            reads: ReadPool::default(),
         }
+    }
+
+    /// Another deadline per look (tests).
+    pub fn with_look_timeout(mut self, timeout: Duration) -> Self {
+        self.look_timeout = timeout;
+        self
     }
 
     /// One look at every configured broker.
@@ -118,44 +173,49 @@ impl HostObserver {
     }
 
     async fn observe_broker(&mut self, b: &HostBrokerConfig) -> HostObservation {
+        let timeout = self.look_timeout;
         let located = tokio::time::timeout(
-            LOOK_TIMEOUT,
-            locate::locate(&b.process, &self.proc_root, LOOK_TIMEOUT),
+            timeout,
+            locate::locate(&b.process, &self.proc_root, timeout, &self.reads),
         )
         .await
         .unwrap_or_else(|_| locate::Located {
             pid: None,
             note: Some(format!(
                 "finding the process took over {} s",
-                LOOK_TIMEOUT.as_secs()
+                timeout.as_secs_f64()
             )),
         });
         let root = self.proc_root.clone();
         let cfg = b.clone();
         let pid = located.pid;
-        // /proc reads are quick, but statvfs on a hung network file system is not: the
-        // reads run on the blocking pool under a deadline.
-        let reads = tokio::time::timeout(
-            LOOK_TIMEOUT,
-            tokio::task::spawn_blocking(move || read_all(&root, &cfg, pid)),
-        )
-        .await;
         let mut obs = HostObservation::unseen(
             b.broker_id,
             b.process.describe(),
             self.config.log_dir_min_free_ratio,
         );
+        if pid.is_none()
+            && located
+                .note
+                .as_deref()
+                .is_some_and(|n| n.contains("not attempted") || n.contains("took over"))
+        {
+            obs.error = located.note;
+            return obs;
+        }
+        // /proc reads are quick, but statvfs on a hung network file system is not, nor is
+        // a read of a process hung in storage: the bounded pool, under a deadline.
+        let reads = bounded_read(
+            &self.reads,
+            "reading /proc and the log directories",
+            timeout,
+            move || read_all(&root, &cfg, pid),
+        )
+        .await;
         let raw = match reads {
-            Ok(Ok(raw)) => raw,
-            Ok(Err(join)) => {
-                obs.error = Some(format!("host observation failed: {join}"));
-                return obs;
-            }
-            Err(_) => {
-                obs.error = Some(format!(
-                    "reading /proc and the log directories took over {} s",
-                    LOOK_TIMEOUT.as_secs()
-                ));
+            Ok(raw) => raw,
+            Err(why) => {
+                obs.error = Some(why);
                 return obs;
             }
         };
@@ -305,6 +365,84 @@ mod tests {
                 remediation: None,
             }],
         }
+    }
+
+    /// Issue 27 item 9: a broker hung in storage blocks reads of its `/proc` files; the
+    /// lookup read them on the async runtime (with two worker threads, two such reads
+    /// stalled the whole daemon), and each timed-out read left a blocked thread behind.
+    /// Here a command line that is a FIFO nobody writes blocks every read of it. Looks run
+    /// on a single-threaded runtime: one read on it would hang the look for good. Each
+    /// look ends by its deadline, and at most `BLOCKED_READS_CAP` reads stay blocked.
+    #[test]
+    fn a_proc_read_that_blocks_costs_a_late_look_never_the_runtime() {
+        let root = std::env::temp_dir().join(format!("kw-host-fifo-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        std::fs::create_dir_all(root.join("4242")).unwrap();
+        let fifo = root.join("4242").join("cmdline");
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let config = HostConfig {
+            log_dir_min_free_ratio: 0.05,
+            remediation_cooldown: Duration::from_secs(60),
+            remediation_max_per_day: 3,
+            brokers: vec![HostBrokerConfig {
+                broker_id: 7,
+                process: ProcessLocator::Cmdline {
+                    regex: regex::Regex::new("kafka").unwrap(),
+                    source: "kafka".into(),
+                },
+                log_dirs: Vec::new(),
+                ports: Vec::new(),
+                remediation: None,
+            }],
+        };
+        let (done, looks) = std::sync::mpsc::channel();
+        let root_here = root.clone();
+        std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            rt.block_on(async {
+                let mut o = HostObserver::with_proc_root(config, root_here)
+                    .with_look_timeout(Duration::from_millis(200));
+                for _ in 0..8 {
+                    let started = std::time::Instant::now();
+                    let seen = o.observe().await.remove(&7).unwrap();
+                    let _ = done.send((started.elapsed(), seen, o.reads.0.available_permits()));
+                }
+            });
+        });
+        let mut notes = Vec::new();
+        for k in 0..8 {
+            let (took, seen, free) = looks
+                .recv_timeout(Duration::from_secs(10))
+                .unwrap_or_else(|_| panic!("look {k} never ended: the runtime is blocked"));
+            assert!(took < Duration::from_secs(2), "look {k} took {took:?}");
+            assert!(seen.process.is_none(), "{seen:?}");
+            assert!(free <= BLOCKED_READS_CAP);
+            notes.push(format!(
+                "{} {}",
+                seen.not_found.unwrap_or_default(),
+                seen.error.unwrap_or_default()
+            ));
+        }
+        assert!(notes[0].contains("took over"), "{notes:?}");
+        assert!(
+            notes[7].contains("not attempted") && notes[7].contains("still blocked"),
+            "{notes:?}"
+        );
+        // A writer comes and goes: every blocked read ends, their threads are free.
+        for _ in 0..20 {
+            use std::os::unix::fs::OpenOptionsExt;
+            let _ = std::fs::OpenOptions::new()
+                .write(true)
+                .custom_flags(libc::O_NONBLOCK)
+                .open(&fifo);
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = std::fs::remove_dir_all(&root);
     }
 
     fn pid_file() -> PathBuf {
