@@ -43,6 +43,12 @@ const HEADER_TIMEOUT: Duration = Duration::from_secs(5);
 const MAX_HEAD_BYTES: usize = 16 * 1024;
 /// A slow or idle client may hold a connection this long at most.
 const CONNECTION_LIFETIME: Duration = Duration::from_secs(30);
+/// Connections kept for `/healthz` and `/readyz` when every other slot is taken: a flood
+/// of slow clients must not make the kubelet or systemd think the daemon hung and restart
+/// it (issue 27 item 10). A reserved connection answers the probes and nothing else.
+pub const RESERVED_FOR_PROBES: usize = 4;
+/// Connections one client address may hold at once: one client cannot take every slot.
+pub const PER_CLIENT: usize = 16;
 const REALM: &str = "kafka-watchdog";
 
 /// What the server does beyond routing. The default is plain HTTP without credentials.
@@ -517,14 +523,22 @@ pub async fn serve_with(
     options: ServeOptions,
 ) {
     let slots = Arc::new(Semaphore::new(options.max_connections.max(1)));
+    let reserve = Arc::new(Semaphore::new(RESERVED_FOR_PROBES));
+    let per_client: Arc<std::sync::Mutex<std::collections::HashMap<std::net::IpAddr, usize>>> =
+        Arc::default();
     loop {
         // A slot first, then the connection: beyond the limit, clients wait in the
-        // kernel's queue rather than in memory here.
+        // kernel's queue rather than in memory here. A reserved slot is taken only when
+        // every other one is.
         let slot = tokio::select! {
-            s = slots.clone().acquire_owned() => s,
+            biased;
+            s = slots.clone().acquire_owned() => s.map(|p| (p, false)),
+            s = reserve.clone().acquire_owned() => s.map(|p| (p, true)),
             _ = shutdown.changed() => return,
         };
-        let Ok(slot) = slot else { return };
+        let Ok((slot, probes_only)) = slot else {
+            return;
+        };
         let accepted = tokio::select! {
             a = listener.accept() => a,
             _ = shutdown.changed() => return,
@@ -537,34 +551,27 @@ pub async fn serve_with(
                 continue;
             }
         };
+        let Some(client) = ClientSlot::take(&per_client, peer.ip()) else {
+            tracing::debug!(%peer, "HTTP client over its connection cap; closed");
+            continue;
+        };
         let published = published.clone();
         let options = options.clone();
         tokio::spawn(async move {
             let _slot = slot;
+            let _client = client;
+            let ctx = Conn {
+                auth: options.auth.clone(),
+                local_token: options.local_token.clone(),
+                peer: Some(peer),
+                probes_only,
+            };
             let connection = async {
                 match &options.tls {
-                    None => {
-                        connection(
-                            stream,
-                            published,
-                            options.auth,
-                            options.local_token,
-                            Some(peer),
-                        )
-                        .await
-                    }
+                    None => connection(stream, published, ctx).await,
                     Some(acceptor) => {
                         match tokio::time::timeout(HEADER_TIMEOUT, acceptor.accept(stream)).await {
-                            Ok(Ok(tls)) => {
-                                connection(
-                                    tls,
-                                    published,
-                                    options.auth,
-                                    options.local_token,
-                                    Some(peer),
-                                )
-                                .await
-                            }
+                            Ok(Ok(tls)) => connection(tls, published, ctx).await,
                             Ok(Err(e)) => {
                                 tracing::debug!(%peer, error = %e, "TLS handshake failed");
                             }
@@ -578,24 +585,83 @@ pub async fn serve_with(
     }
 }
 
-async fn connection<S>(
-    stream: S,
-    published: Arc<Publisher>,
+/// One client address's share of the connections, given back when the connection ends.
+struct ClientSlot {
+    counts: Arc<std::sync::Mutex<std::collections::HashMap<std::net::IpAddr, usize>>>,
+    ip: std::net::IpAddr,
+}
+
+impl ClientSlot {
+    /// None when the address holds `PER_CLIENT` connections already.
+    fn take(
+        counts: &Arc<std::sync::Mutex<std::collections::HashMap<std::net::IpAddr, usize>>>,
+        ip: std::net::IpAddr,
+    ) -> Option<ClientSlot> {
+        let mut c = counts.lock().unwrap_or_else(|p| p.into_inner());
+        let n = c.entry(ip).or_default();
+        if *n >= PER_CLIENT {
+            return None;
+        }
+        *n += 1;
+        Some(ClientSlot {
+            counts: counts.clone(),
+            ip,
+        })
+    }
+}
+
+impl Drop for ClientSlot {
+    fn drop(&mut self) {
+        let mut c = self.counts.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(n) = c.get_mut(&self.ip) {
+            *n -= 1;
+            if *n == 0 {
+                c.remove(&self.ip);
+            }
+        }
+    }
+}
+
+/// What one connection is served with.
+#[derive(Clone)]
+struct Conn {
     auth: Option<HttpAuth>,
     local_token: Option<Secret>,
     peer: Option<SocketAddr>,
-) where
+    /// A reserved connection: the probes only.
+    probes_only: bool,
+}
+
+async fn connection<S>(stream: S, published: Arc<Publisher>, ctx: Conn)
+where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     let service = service_fn(move |req: Request<Incoming>| {
         let published = published.clone();
-        let auth = auth.clone();
-        let local_token = local_token.clone();
+        let ctx = ctx.clone();
         async move {
-            let response = if is_api_write(&req) {
-                api_write(&published, auth.as_ref(), local_token.as_ref(), peer, req).await
+            let response = if ctx.probes_only && !matches!(req.uri().path(), "/healthz" | "/readyz")
+            {
+                let mut r = text(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "text/plain; charset=utf-8",
+                    "busy: every connection is taken; only /healthz and /readyz are answered now\n"
+                        .into(),
+                );
+                r.headers_mut()
+                    .insert(hyper::header::RETRY_AFTER, HeaderValue::from_static("1"));
+                r
+            } else if is_api_write(&req) {
+                api_write(
+                    &published,
+                    ctx.auth.as_ref(),
+                    ctx.local_token.as_ref(),
+                    ctx.peer,
+                    req,
+                )
+                .await
             } else {
-                respond(&published, auth.as_ref(), &req)
+                respond(&published, ctx.auth.as_ref(), &req)
             };
             Ok::<_, Infallible>(response)
         }
@@ -1072,7 +1138,27 @@ mod tests {
         .await;
         let first = TcpStream::connect(server.addr).await.unwrap();
         let _second = TcpStream::connect(server.addr).await.unwrap();
-        // Both slots are taken by clients that send nothing; a third is not served...
+        // Both slots are taken by clients that send nothing. Issue 27 item 10: the
+        // probes are still answered, on a reserved connection, and nothing else is.
+        let (code, _) = raw(
+            server.addr,
+            "GET /healthz HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n",
+        )
+        .await;
+        assert_eq!(code, 200, "/healthz on a reserved slot");
+        let (code, body) = raw(
+            server.addr,
+            "GET /metrics HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n",
+        )
+        .await;
+        assert_eq!(code, 503, "{body}");
+        assert!(body.contains("retry-after: 1"), "{body}");
+        // The reserved slots taken too: a client waits...
+        let mut idle = Vec::new();
+        for _ in 0..RESERVED_FOR_PROBES {
+            idle.push(TcpStream::connect(server.addr).await.unwrap());
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
         let mut third = TcpStream::connect(server.addr).await.unwrap();
         third
             .write_all(b"GET /healthz HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n")
@@ -1089,6 +1175,35 @@ mod tests {
             .expect("served once a slot is free")
             .unwrap();
         assert!(out.starts_with(b"HTTP/1.1 200"), "{out:?}");
+    }
+
+    /// Issue 27 item 10: one client address cannot take every connection. Twenty idle
+    /// connections from 127.0.0.2: the ones past the cap are closed at once, and another
+    /// client is served as usual.
+    #[tokio::test]
+    async fn one_client_holds_at_most_its_share_of_connections() {
+        let server = start(ServeOptions::default()).await;
+        let mut held = Vec::new();
+        let mut closed = 0;
+        for _ in 0..20 {
+            let socket = tokio::net::TcpSocket::new_v4().unwrap();
+            socket.bind("127.0.0.2:0".parse().unwrap()).unwrap();
+            let mut s = socket.connect(server.addr).await.unwrap();
+            let mut buf = [0u8; 1];
+            // A connection the server closed reads end-of-file at once; a held one waits.
+            match tokio::time::timeout(Duration::from_millis(200), s.read(&mut buf)).await {
+                Ok(Ok(0)) => closed += 1,
+                _ => held.push(s),
+            }
+        }
+        assert_eq!(held.len(), PER_CLIENT);
+        assert_eq!(closed, 20 - PER_CLIENT);
+        let (code, _) = raw(
+            server.addr,
+            "GET /metrics HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n",
+        )
+        .await;
+        assert_eq!(code, 200, "another client is served");
     }
 
     #[test]
