@@ -412,6 +412,9 @@ fn main() -> ExitCode {
                     }
                     return ExitCode::from(EXIT_CONFIG);
                 }
+                for w in &cfg.warnings {
+                    eprintln!("warning: {w}");
+                }
                 println!(
                     "{}: OK ({} cluster(s), {} webhook(s))",
                     config.display(),

@@ -337,3 +337,62 @@ fn the_harness_still_reads_the_text_format() {
         .any(|s| s.metric == "kafka_watchdog_rounds_total"
             && matches!(s.value, prometheus_parse::Value::Counter(_))));
 }
+
+/// Issue 27 item 13: every secret the configuration can hold (a SASL password, the HTTP
+/// bearer token, a webhook's HMAC key and a header's value) given to a daemon that logs at
+/// debug, pages, and is asked for /status: none of them appears in its log, in /status, in
+/// a webhook body or in its command line.
+#[test]
+fn no_configured_secret_is_in_the_log_status_webhooks_or_arguments() {
+    let sink = common::watchdog::Receiver::start();
+    let secrets = [
+        ("sasl-password", "Sasl-Pw-7f3a9e41"),
+        ("token", "Bearer-Tok-2c4f6b93"),
+        ("hmac", "Hmac-Key-9b1c2d57"),
+        ("header", "Header-Key-5e8d1a06"),
+    ];
+    let url = sink.url();
+    let w = Watchdog::start_yaml("ops-secrets", move |port, dir| {
+        for (name, value) in secrets {
+            std::fs::write(dir.join(name), value).unwrap();
+        }
+        let d = dir.display();
+        format!(
+            "instance_id: ops-test\nlog:\n  level: debug\nhttp:\n  listen: 127.0.0.1:{port}\n  auth:\n    bearer_token_file: {d}/token\n\
+             state_dir: {d}/state\n\
+             clusters:\n  - name: nowhere\n    bootstrap_servers: [127.0.0.1:1]\n    \
+             round_interval_secs: 2\n    connect_timeout_ms: 1000\n    request_timeout_ms: 1000\n    \
+             canary:\n      enabled: false\n    verdict:\n      open_after_secs: 0\n    \
+             security:\n      protocol: SASL_PLAINTEXT\n      sasl:\n        mechanism: SCRAM-SHA-512\n        username: watchdog\n        password_file: {d}/sasl-password\n\
+             webhooks:\n  - name: hooks\n    url: {url}\n    format: generic\n    min_severity: info\n    \
+             hmac_secret_file: {d}/hmac\n    headers:\n      X-Api-Key: {{value_file: {d}/header}}\n"
+        )
+    });
+    sink.wait(
+        "the unreachable cluster paged",
+        Duration::from_secs(60),
+        |v| v["kind"] == "cluster_unreachable",
+    );
+    let cfg = w.dir.join("watchdog.yaml");
+    let status = status(&["--once", "--output", "json", "-c", cfg.to_str().unwrap()]);
+    assert_eq!(status.status.code(), Some(3), "{}", text(&status.stderr));
+    let cmdline = std::fs::read(format!("/proc/{}/cmdline", w.pid())).unwrap();
+    let places = [
+        ("the log", w.log()),
+        ("/status", text(&status.stdout)),
+        (
+            "the webhooks",
+            serde_json::Value::Array(sink.received()).to_string(),
+        ),
+        ("the command line", text(&cmdline)),
+    ];
+    assert!(places[1].1.contains("nowhere"), "{}", places[1].1);
+    for (name, secret) in secrets {
+        for (place, content) in &places {
+            assert!(
+                !content.contains(secret),
+                "the {name} secret is in {place}:\n{content}"
+            );
+        }
+    }
+}

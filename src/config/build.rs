@@ -184,6 +184,7 @@ pub(crate) fn config(cx: &mut Ctx, root: Option<&Node>) -> Option<Config> {
         clusters,
         webhooks,
         silences: silences?,
+        warnings: Vec::new(),
     })
 }
 

@@ -182,7 +182,7 @@ fn sections() -> Vec<Section> {
     ]);
     webhooks.extend(under(w, s::WebhookDelivery::doc_rows()));
     webhooks.extend(vec![
-        plain(&format!("{w}headers"), "mapping", "none", "HTTP header names and values", Live, "Extra request headers."),
+        plain(&format!("{w}headers"), "mapping", "none", "HTTP header names to values; a value may be a mapping with value_env or value_file", Live, "Extra request headers; one that carries a credential reads it from the environment (value_env) or a file (value_file), like every other secret."),
         secret(w, &s::WEBHOOK_HMAC_SECRET, "none (generic only)", Live, "Signs the generic body."),
         secret(w, &s::WEBHOOK_ROUTING_KEY, "required for pagerduty", Live, "PagerDuty routing key."),
         secret(w, &s::WEBHOOK_SLACK_BOT_TOKEN, "none (slack only)", Live, "A Slack bot token (scope chat:write): an incident is one message, posted with chat.postMessage and edited with chat.update, its changes replies in its thread. Without it, slack is an incoming webhook."),

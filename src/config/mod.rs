@@ -226,7 +226,10 @@ fn parse_inner(
     };
     let mut problems = rep.problems;
     match config {
-        Some(c) if problems.is_empty() => Ok(c),
+        Some(mut c) if problems.is_empty() => {
+            c.warnings = rep.warnings.iter().map(ToString::to_string).collect();
+            Ok(c)
+        }
         _ => {
             if problems.is_empty() {
                 // Every path that withholds a config records why; this keeps the promise

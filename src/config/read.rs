@@ -10,6 +10,8 @@ use super::Problem;
 pub(crate) struct Report<'f> {
     pub file: &'f str,
     pub problems: Vec<Problem>,
+    /// What loads but deserves a look (a secret file others can read).
+    pub warnings: Vec<Problem>,
 }
 
 impl<'f> Report<'f> {
@@ -17,7 +19,19 @@ impl<'f> Report<'f> {
         Report {
             file,
             problems: Vec::new(),
+            warnings: Vec::new(),
         }
+    }
+
+    /// A warning: the configuration loads, and the message says what to look at.
+    pub(crate) fn warn(&mut self, pos: Pos, message: String, expected: Option<String>) {
+        self.warnings.push(Problem {
+            file: self.file.to_string(),
+            line: pos.line,
+            column: pos.col,
+            message,
+            expected,
+        });
     }
 
     pub(crate) fn add(&mut self, pos: Pos, message: String, expected: Option<String>) {

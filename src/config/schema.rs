@@ -433,6 +433,14 @@ pub(crate) const OAUTH_CLIENT_SECRET: SecretKeys = SecretKeys {
     env: "client_secret_env",
     file: "client_secret_file",
 };
+/// A webhook header's value given as a mapping (a header that carries a credential).
+pub(crate) const WEBHOOK_HEADER_VALUE: SecretKeys = SecretKeys {
+    what: "header value",
+    inline: "value",
+    inline_allowed: true,
+    env: "value_env",
+    file: "value_file",
+};
 pub(crate) const WEBHOOK_URL: SecretKeys = SecretKeys {
     what: "URL",
     inline: "url",

@@ -165,6 +165,23 @@ fn from_env(cx: &mut Ctx, e: &Entry) -> Option<Set<String>> {
 fn from_file(cx: &mut Ctx, e: &Entry) -> Option<Set<String>> {
     let written = text(&mut cx.rep, e, "a file path")?;
     let path = cx.path(&written.value);
+    // A secret others can read is a secret no more (issue 27 item 13). Loaded all the
+    // same: the file may be shared on purpose (a group the daemon's user belongs to).
+    if let Ok(m) = std::fs::metadata(&path) {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = m.permissions().mode() & 0o777;
+        if mode & 0o077 != 0 {
+            cx.rep.warn(
+                written.value_pos,
+                format!(
+                    "{} '{}' can be read by others than its owner (mode {mode:o})",
+                    e.key,
+                    path.display()
+                ),
+                Some(format!("chmod 600 {}", path.display())),
+            );
+        }
+    }
     let mut bytes = Vec::new();
     let read = std::fs::File::open(&path).and_then(|file| {
         file.take(s::SECRET_FILE_MAX_BYTES + 1)

@@ -2266,3 +2266,72 @@ clusters:
         ["5:26: liveness_floor_ms 5 is out of range (expected an integer from 100 to 600000)"]
     );
 }
+
+/// Issue 27 item 13: a webhook header often carries a credential (an API key, a bearer
+/// token); like every other secret it may come from the environment or a file, never only
+/// from the configuration in clear text.
+#[test]
+fn webhook_header_values_come_from_the_environment_or_a_file() {
+    let dir = temp_dir();
+    std::fs::write(dir.join("key"), "from-a-file\n").unwrap();
+    let text = format!(
+        "{MINIMAL}webhooks:
+  - name: a
+    url: https://hooks.example/x
+    headers:
+      X-Team: kafka
+      X-Api-Key: {{value_env: API_KEY}}
+      Authorization: {{value_file: {}}}
+",
+        dir.join("key").display()
+    );
+    let c = parse_with_env(&text, "t.yaml", &env_of(&[("API_KEY", "from-the-env")])).unwrap();
+    let h = &c.webhooks[0].headers;
+    assert_eq!(h["X-Team"], "kafka");
+    assert_eq!(h["X-Api-Key"], "from-the-env");
+    assert_eq!(h["Authorization"], "from-a-file");
+    // A variable that is not set, and a key the mapping does not know, are problems with
+    // a line number.
+    let text = format!(
+        "{MINIMAL}webhooks:
+  - name: a
+    url: https://hooks.example/x
+    headers:
+      X-Api-Key: {{value_env: NOPE}}
+      X-Other: {{value_envv: A}}
+"
+    );
+    let got: Vec<String> = problems(&text).iter().map(short).collect();
+    assert!(
+        got.iter()
+            .any(|p| p.contains("environment variable NOPE (value_env) is not set")),
+        "{got:?}"
+    );
+    assert!(got.iter().any(|p| p.contains("value_envv")), "{got:?}");
+}
+
+/// Issue 27 item 13: a secret file others can read is a secret no more. The configuration
+/// loads (the file may be shared with a group on purpose) with a warning that says where
+/// and what to do; `check-config` prints it and the daemon logs it.
+#[test]
+fn a_secret_file_others_can_read_gives_a_warning() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = temp_dir();
+    let pw = dir.join("pw");
+    std::fs::write(&pw, "s3cret\n").unwrap();
+    let text = format!(
+        "{SASL}        username: u\n        password_file: {}\n",
+        pw.display()
+    );
+    std::fs::set_permissions(&pw, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let c = ok(&text);
+    assert_eq!(c.warnings.len(), 1, "{:?}", c.warnings);
+    assert!(
+        c.warnings[0].contains("can be read by others than its owner (mode 644)")
+            && c.warnings[0].contains(&format!("chmod 600 {}", pw.display())),
+        "{:?}",
+        c.warnings
+    );
+    std::fs::set_permissions(&pw, std::fs::Permissions::from_mode(0o600)).unwrap();
+    assert!(ok(&text).warnings.is_empty());
+}

@@ -33,6 +33,9 @@ pub struct Config {
     pub webhooks: Vec<WebhookConfig>,
     /// The file's `silences:`; each names only configured clusters.
     pub silences: Vec<crate::model::silence::Silence>,
+    /// What loaded but deserves a look, as `file:line:column: message (expected ...)`:
+    /// `check-config` prints them, the daemon logs them at start and at each reload.
+    pub warnings: Vec<String>,
 }
 
 impl Config {

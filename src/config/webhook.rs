@@ -52,7 +52,7 @@ pub(crate) fn webhook(
     let delivery = s::WebhookDeliveryLayer::read(&mut cx.rep, &mut f).alone();
     let headers = match f.get("headers") {
         None => Some(BTreeMap::new()),
-        Some(e) => headers(&mut cx.rep, e),
+        Some(e) => headers(cx, e, &f.path),
     };
     // Only the generic body is signed, and only PagerDuty routes by key; a secret given
     // where it is never used is more likely a mistake than a plan.
@@ -260,12 +260,15 @@ fn webhook_clusters(
     ok.then_some(out)
 }
 
-fn headers(rep: &mut Report, e: &Entry) -> Option<BTreeMap<String, String>> {
+/// Header names to values. A value is text, or a mapping that reads it like every other
+/// secret (`value_env`, `value_file`): a header often carries a credential, which must not
+/// sit in the file in clear text.
+fn headers(cx: &mut Ctx, e: &Entry, path: &str) -> Option<BTreeMap<String, String>> {
     let entries = match &e.value.kind {
         Kind::Map(entries) => entries,
         _ if e.value.is_null() => return Some(BTreeMap::new()),
         _ => {
-            rep.add(
+            cx.rep.add(
                 e.value.pos,
                 format!("wrong type for headers: {}", e.value.describe()),
                 Some("a mapping of header names to values".into()),
@@ -277,12 +280,12 @@ fn headers(rep: &mut Report, e: &Entry) -> Option<BTreeMap<String, String>> {
     let mut ok = true;
     for h in entries {
         if let Err((m, x)) = checks::header_name(&h.key) {
-            rep.add(h.key_pos, m, Some(x));
+            cx.rep.add(h.key_pos, m, Some(x));
             ok = false;
             continue;
         }
         if out.keys().any(|k| k.eq_ignore_ascii_case(&h.key)) {
-            rep.add(
+            cx.rep.add(
                 h.key_pos,
                 format!(
                     "header '{}' is set twice (names ignore case)",
@@ -293,12 +296,40 @@ fn headers(rep: &mut Report, e: &Entry) -> Option<BTreeMap<String, String>> {
             ok = false;
             continue;
         }
-        let Some(v) = text(rep, h, "a header value").map(|t| t.value) else {
-            ok = false;
-            continue;
+        let v = if matches!(h.value.kind, Kind::Map(_)) {
+            let got = Fields::open(
+                &mut cx.rep,
+                &h.value,
+                Some(h),
+                format!("{path}.headers.{}", h.key),
+            )
+            .and_then(|mut hf| {
+                let got = secret(cx, &mut hf, &s::WEBHOOK_HEADER_VALUE, Need::Required);
+                hf.finish(&mut cx.rep, &|_| None);
+                got.ok().flatten()
+            });
+            match got {
+                Some(g) => g.value,
+                None => {
+                    ok = false;
+                    continue;
+                }
+            }
+        } else {
+            match text(
+                &mut cx.rep,
+                h,
+                "a header value, or a mapping with value_env or value_file",
+            ) {
+                Some(t) => t.value,
+                None => {
+                    ok = false;
+                    continue;
+                }
+            }
         };
         if let Err((m, x)) = checks::header_value(&v, &h.key) {
-            rep.add(h.value.pos, m, Some(x));
+            cx.rep.add(h.value.pos, m, Some(x));
             ok = false;
             continue;
         }

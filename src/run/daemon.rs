@@ -220,6 +220,9 @@ async fn reload(
             return running;
         }
     };
+    for w in &new.warnings {
+        tracing::warn!(warning = %w, "configuration");
+    }
     let plan = reload::plan(&running, &new);
     for line in &plan.not_applied {
         tracing::warn!(setting = %line, "not applied by a reload");
@@ -331,6 +334,9 @@ pub async fn run(
     path: std::path::PathBuf,
     log_level: Box<dyn Fn(crate::config::LogLevel) + Send + Sync>,
 ) -> anyhow::Result<()> {
+    for w in &config.warnings {
+        tracing::warn!(warning = %w, "configuration");
+    }
     // Failures the configuration causes on this machine are typed (preflight::StartupError),
     // so main exits 78 and systemd stops restarting: another try would meet the same port
     // holder or the same file.

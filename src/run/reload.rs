@@ -55,6 +55,8 @@ pub fn plan(old: &Config, new: &Config) -> ReloadPlan {
         clusters,
         webhooks,
         silences,
+        // Said when the file is loaded (the reload logs them); nothing to apply.
+        warnings: _,
     } = new;
     let mut p = ReloadPlan::default();
     let needs_restart = |p: &mut ReloadPlan, key: &str, running: String, file: String| {
