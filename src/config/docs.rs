@@ -182,6 +182,7 @@ fn sections() -> Vec<Section> {
     ]);
     webhooks.extend(under(w, s::WebhookDelivery::doc_rows()));
     webhooks.extend(vec![
+        plain(&format!("{w}ca_file"), "path", "none", "a readable file of PEM certificates", Live, "Certificates trusted for the receiver besides the system's (an internal CA), instead of tls_verify: false."),
         plain(&format!("{w}headers"), "mapping", "none", "HTTP header names to values; a value may be a mapping with value_env or value_file", Live, "Extra request headers; one that carries a credential reads it from the environment (value_env) or a file (value_file), like every other secret."),
         secret(w, &s::WEBHOOK_HMAC_SECRET, "none (generic only)", Live, "Signs the generic body."),
         secret(w, &s::WEBHOOK_ROUTING_KEY, "required for pagerduty", Live, "PagerDuty routing key."),

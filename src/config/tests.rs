@@ -2335,3 +2335,26 @@ fn a_secret_file_others_can_read_gives_a_warning() {
     std::fs::set_permissions(&pw, std::fs::Permissions::from_mode(0o600)).unwrap();
     assert!(ok(&text).warnings.is_empty());
 }
+
+/// Issue 27 item 14: `ca_file` on a webhook is checked when the file is loaded.
+#[test]
+fn a_webhook_ca_file_must_hold_certificates() {
+    let dir = temp_dir();
+    std::fs::write(dir.join("not.pem"), "hello\n").unwrap();
+    let ca = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/src/observe/wire/testdata/ca.pem"
+    );
+    let hook = |file: &str| {
+        format!("{MINIMAL}webhooks:\n  - name: a\n    url: https://hooks.example/x\n    ca_file: {file}\n")
+    };
+    let c = ok(&hook(ca));
+    assert_eq!(
+        c.webhooks[0].ca_file.as_deref(),
+        Some(std::path::Path::new(ca))
+    );
+    let p = one(&hook(&dir.join("not.pem").display().to_string()));
+    assert!(p.contains("holds no PEM certificate"), "{p}");
+    let p = one(&hook("/no/such/ca.pem"));
+    assert!(p.contains("cannot read ca_file"), "{p}");
+}

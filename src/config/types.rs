@@ -502,6 +502,9 @@ pub struct WebhookConfig {
     pub send_resolved: bool,
     pub timeout: Duration,
     pub tls_verify: bool,
+    /// Certificates (PEM) trusted for the receiver besides the system's: an internal CA,
+    /// so nobody needs `tls_verify: false`.
+    pub ca_file: Option<std::path::PathBuf>,
     pub headers: BTreeMap<String, String>,
     /// Only for the generic format.
     pub hmac_secret: Option<Secret>,

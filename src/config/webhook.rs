@@ -69,6 +69,10 @@ pub(crate) fn webhook(
         ),
         None => (Need::Ignore, Need::Ignore),
     };
+    let ca_file = match f.get("ca_file") {
+        None => Some(None),
+        Some(e) => pem_certificates(cx, e).map(Some),
+    };
     let hmac = secret(cx, &mut f, &s::WEBHOOK_HMAC_SECRET, hmac_need);
     let routing = secret(cx, &mut f, &s::WEBHOOK_ROUTING_KEY, routing_need);
     let (slack_bot, token_given) = slack_bot(cx, &mut f, format);
@@ -128,6 +132,7 @@ pub(crate) fn webhook(
             send_resolved: d.send_resolved,
             timeout: d.timeout,
             tls_verify: d.tls_verify,
+            ca_file: ca_file?,
             headers: headers?,
             hmac_secret: hmac.ok()?.map(|s| Secret::new(s.value)),
             routing_key: routing.ok()?.map(|s| Secret::new(s.value)),
@@ -258,6 +263,22 @@ fn webhook_clusters(
         }
     }
     ok.then_some(out)
+}
+
+/// A readable file holding at least one PEM certificate (checked now, not at the first
+/// delivery).
+fn pem_certificates(cx: &mut Ctx, e: &Entry) -> Option<std::path::PathBuf> {
+    let path = super::secret::readable_file(cx, e)?;
+    let bytes = std::fs::read(&path).unwrap_or_default();
+    if reqwest::Certificate::from_pem_bundle(&bytes).is_ok_and(|c| !c.is_empty()) {
+        return Some(path);
+    }
+    cx.rep.add(
+        e.value.pos,
+        format!("ca_file '{}' holds no PEM certificate", path.display()),
+        Some("a file of one or more -----BEGIN CERTIFICATE----- blocks".into()),
+    );
+    None
 }
 
 /// Header names to values. A value is text, or a mapping that reads it like every other

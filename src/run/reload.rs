@@ -297,6 +297,7 @@ fn same_webhook(old: &WebhookConfig, new: &WebhookConfig) -> bool {
         send_resolved,
         timeout,
         tls_verify,
+        ca_file,
         headers,
         hmac_secret,
         routing_key,
@@ -313,6 +314,7 @@ fn same_webhook(old: &WebhookConfig, new: &WebhookConfig) -> bool {
         && *send_resolved == old.send_resolved
         && *timeout == old.timeout
         && *tls_verify == old.tls_verify
+        && *ca_file == old.ca_file
         && *headers == old.headers
         && *hmac_secret == old.hmac_secret
         && *routing_key == old.routing_key

@@ -104,6 +104,7 @@ fn hook(name: &str, url: &str, format: WebhookFormat) -> WebhookConfig {
         send_resolved: true,
         timeout: Duration::from_secs(2),
         tls_verify: true,
+        ca_file: None,
         headers: BTreeMap::new(),
         hmac_secret: None,
         routing_key: (format == WebhookFormat::PagerDuty).then(|| Secret::new("R0UT1NGKEY")),
@@ -1680,6 +1681,62 @@ async fn the_spool_survives_a_restart() {
     assert!(sequences_grow(&got));
     second.shutdown(Duration::from_secs(1)).await;
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Issue 27 item 14: a receiver behind an internal CA needed `tls_verify: false`. With
+/// `ca_file` its certificate is trusted: here the receiver is an HTTPS server whose
+/// certificate the test CA signed (the watchdog's own server, which answers a POST to
+/// /hook with an HTTP error: an answer, so the TLS session was made).
+#[tokio::test]
+async fn a_receiver_behind_an_internal_ca_is_trusted_with_ca_file() {
+    const TESTDATA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/src/observe/wire/testdata");
+    let listener = crate::serve::http::bind("127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let tls = crate::config::HttpTlsConfig {
+        cert_file: format!("{TESTDATA}/server.pem").into(),
+        key_file: format!("{TESTDATA}/server.key").into(),
+    };
+    let (_stop, stop_rx) = tokio::sync::watch::channel(false);
+    tokio::spawn(crate::serve::http::serve_with(
+        listener,
+        crate::serve::snapshot::Publisher::new("rx", Vec::new()),
+        stop_rx,
+        crate::serve::http::ServeOptions {
+            tls: Some(tokio_rustls::TlsAcceptor::from(
+                tls.server_config().unwrap(),
+            )),
+            ..Default::default()
+        },
+    ));
+    let url = format!("https://localhost:{port}/hook");
+    for (ca_file, answered) in [(None, false), (Some(format!("{TESTDATA}/ca.pem")), true)] {
+        let dir = temp_dir(if answered { "ca-file" } else { "no-ca-file" });
+        let mut cfg = hook("internal", &url, WebhookFormat::Generic);
+        cfg.ca_file = ca_file.map(Into::into);
+        let handle = Notifier::spawn_with(&[cfg], &dir, "wd-1", fast()).unwrap();
+        handle.submit(events(1));
+        let stats = handle
+            .stats_when("an attempt", |s| {
+                s.receivers[0].failed + s.receivers[0].dropped >= 1
+            })
+            .await;
+        let r = &stats.receivers[0];
+        if answered {
+            // The server answered (an HTTP error for a page it does not serve).
+            assert_eq!((r.dropped, r.failed), (1, 0), "{r:?}");
+            assert!(
+                r.last_failure.as_deref().unwrap_or("").starts_with("HTTP "),
+                "{r:?}"
+            );
+        } else {
+            assert_eq!(r.dropped, 0, "not trusted: no answer, {r:?}");
+            assert!(r.failed >= 1, "{r:?}");
+        }
+        handle.shutdown(Duration::from_millis(100)).await;
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }
 
 #[tokio::test]

@@ -113,8 +113,21 @@ impl Receiver {
 }
 
 pub(super) fn client(cfg: &WebhookConfig) -> Result<reqwest::Client, NotifyError> {
-    reqwest::Client::builder()
-        .timeout(cfg.timeout)
+    let err = |detail: String| NotifyError::Client {
+        receiver: cfg.name.clone(),
+        detail,
+    };
+    let mut b = reqwest::Client::builder();
+    if let Some(path) = &cfg.ca_file {
+        let bytes = std::fs::read(path)
+            .map_err(|e| err(format!("cannot read ca_file {}: {e}", path.display())))?;
+        let certs = reqwest::Certificate::from_pem_bundle(&bytes)
+            .map_err(|e| err(format!("ca_file {}: {e}", path.display())))?;
+        for c in certs {
+            b = b.add_root_certificate(c);
+        }
+    }
+    b.timeout(cfg.timeout)
         .connect_timeout(cfg.timeout)
         .user_agent(concat!("kafka-watchdog/", env!("CARGO_PKG_VERSION")))
         // A redirect would turn the POST into a GET; a moved webhook is a configuration
@@ -122,10 +135,7 @@ pub(super) fn client(cfg: &WebhookConfig) -> Result<reqwest::Client, NotifyError
         .redirect(reqwest::redirect::Policy::none())
         .danger_accept_invalid_certs(!cfg.tls_verify)
         .build()
-        .map_err(|e| NotifyError::Client {
-            receiver: cfg.name.clone(),
-            detail: e.to_string(),
-        })
+        .map_err(|e| err(e.to_string()))
 }
 
 /// Runs blocking file work off the runtime's threads.

@@ -71,6 +71,7 @@ fn webhook() -> crate::config::WebhookConfig {
         send_resolved: true,
         timeout: Duration::from_secs(1),
         tls_verify: true,
+        ca_file: None,
         headers: Default::default(),
         hmac_secret: None,
         routing_key: None,
