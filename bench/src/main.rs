@@ -50,6 +50,10 @@ enum Command {
     /// Notification noise per fault episode on the real lab (issue #31): messages one
     /// receiver gets from the first `opened` to the `resolved`, and the verdict on /metrics.
     Noise(NoiseArgs),
+    /// The watchdog's own faults on the real lab (issue #27): SIGKILLs at random points
+    /// around incidents (every page delivered, none resolved before it opened), and a
+    /// flood of slow and greedy HTTP clients (no failed /healthz, no broker incident).
+    OwnFaults(OwnFaultsArgs),
     /// scale + fanout with their defaults.
     All,
     /// detect + false-positives + overhead with their defaults (and the given watchdog).
@@ -230,6 +234,21 @@ struct NoiseArgs {
 }
 
 #[derive(Parser, Clone)]
+struct OwnFaultsArgs {
+    #[command(flatten)]
+    watchdog: WatchdogArg,
+    /// SIGKILLs in all, two per freeze episode.
+    #[arg(long, default_value_t = 20)]
+    kills: usize,
+    /// Seconds of HTTP flood.
+    #[arg(long, default_value_t = 60)]
+    flood_secs: u64,
+    /// Exit non-zero when a goal is missed.
+    #[arg(long)]
+    check: bool,
+}
+
+#[derive(Parser, Clone)]
 struct OverheadArgs {
     #[command(flatten)]
     watchdog: WatchdogArg,
@@ -272,6 +291,7 @@ fn main() -> Result<()> {
         Command::Routine(a) => run_routine(&out, &a),
         Command::Overhead(a) => run_overhead(&out, &a),
         Command::Noise(a) => run_noise(&out, &a),
+        Command::OwnFaults(a) => run_own_faults(&out, &a),
         Command::All => {
             run_scale(&out, &ScaleArgs::default())?;
             run_fanout(&out, &FanoutArgs::default())
@@ -386,6 +406,17 @@ fn run_overhead(out: &Output, a: &OverheadArgs) -> Result<()> {
         profiles: a.profiles.clone(),
     })?;
     out.append(section)
+}
+
+fn run_own_faults(out: &Output, a: &OwnFaultsArgs) -> Result<()> {
+    let section = lab::own_faults::run(&lab::own_faults::OwnFaultsOptions {
+        watchdog_bin: a.watchdog.watchdog_bin.clone(),
+        kills: a.kills,
+        flood_secs: a.flood_secs,
+    })?;
+    let missed = lab::own_faults::missed_goals(&section);
+    out.append(section)?;
+    goals("own-faults", "own-faults", &missed, a.check)
 }
 
 fn run_noise(out: &Output, a: &NoiseArgs) -> Result<()> {

@@ -18,6 +18,7 @@ const ORDER: &[&str] = &[
     "false-positives",
     "routine",
     "noise",
+    "own-faults",
     "overhead",
 ];
 

@@ -288,6 +288,7 @@ pub fn observation(
         liveness: Default::default(),
         quorum: None,
         coordinators: None,
+        brokers_unwatched: 0,
     }
 }
 

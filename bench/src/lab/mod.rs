@@ -6,6 +6,7 @@ pub mod admin;
 pub mod detect;
 pub mod noise;
 pub mod overhead;
+pub mod own_faults;
 pub mod recorder;
 pub mod routine;
 pub mod soak;
