@@ -231,6 +231,7 @@ fn render_cluster(out: &mut Vec<String>, view: &View, c: &Value) {
         ));
     }
     render_quorum(out, view, &c["quorum"]);
+    render_coordinators(out, view, &c["group_coordinators"]);
     let p = &c["partitions"];
     let n = |k: &str| p[k].as_u64().unwrap_or(0);
     if n("observed") > 0 || !brokers.is_empty() {
@@ -294,6 +295,72 @@ fn render_cluster(out: &mut Vec<String>, view: &View, c: &Value) {
             "  canary {}: {}{written}{detail}",
             text(&canary["topic"], "?"),
             paint(view, if state == "ready" { GREEN } else { YELLOW }, state)
+        ));
+    }
+}
+
+/// The group coordinators (issue 26): how many shards answered the probe and the slowest
+/// answer, then a line per broker whose coordinator does not answer or answers errors.
+/// Nothing when they are not probed.
+fn render_coordinators(out: &mut Vec<String>, view: &View, g: &Value) {
+    let Some(brokers) = g["brokers"].as_array() else {
+        return;
+    };
+    if let Some(why) = g["blind"].as_str() {
+        out.push(format!(
+            "  group coordinators: {}",
+            paint(view, YELLOW, &format!("not probed ({why})"))
+        ));
+        return;
+    }
+    let shards = |b: &Value| b["shards"].as_array().map_or(0, Vec::len);
+    let answered: usize = brokers
+        .iter()
+        .filter(|b| b["probe"] == "answered")
+        .map(shards)
+        .sum();
+    let slowest = brokers
+        .iter()
+        .filter_map(|b| b["latency_seconds"].as_f64())
+        .fold(None, |m: Option<f64>, x| Some(m.map_or(x, |m| m.max(x))));
+    let mut line = format!(
+        "  group coordinators: {answered}/{} shard(s) answered on {} broker(s)",
+        g["offsets_partitions"].as_u64().unwrap_or(0),
+        brokers.len()
+    );
+    if let Some(s) = slowest {
+        let _ = write!(line, ", slowest {:.0} ms", s * 1000.0);
+    }
+    out.push(line);
+    for b in brokers {
+        let errors = b["errors"].as_array().map_or(0, Vec::len);
+        let probe = text(&b["probe"], "?");
+        if probe == "answered" && errors == 0 || probe == "not_yet" {
+            continue;
+        }
+        let mut what = match probe {
+            "unanswered" => format!(
+                "{} probe(s) unanswered in a row{}",
+                b["unanswered_in_a_row"].as_u64().unwrap_or(0),
+                b["unanswered_seconds"]
+                    .as_f64()
+                    .map(|s| format!(" for {}", duration(s)))
+                    .unwrap_or_default()
+            ),
+            "failed" => format!("probe failed: {}", text(&b["failure"], "?")),
+            _ => String::new(),
+        };
+        if errors > 0 {
+            if !what.is_empty() {
+                what.push_str("; ");
+            }
+            let _ = write!(what, "{errors} shard(s) answer coordinator errors");
+        }
+        out.push(format!(
+            "    broker {} ({} shard(s)): {}",
+            b["broker"],
+            shards(b),
+            paint(view, RED, &what)
         ));
     }
 }
@@ -634,6 +701,43 @@ mod tests {
         assert!(healthy.contains("healthy   -      -"), "{healthy}");
         // A cluster whose quorum is not looked at (ZooKeeper, or not asked) has no such lines.
         assert!(!render(&doc(), "x", &plain(ROUND_AT + 1.0)).contains("quorum:"));
+    }
+
+    /// Issue 26: the group coordinators' probe on the status view: a summary line, and a
+    /// line for each broker whose coordinator does not answer or answers errors.
+    #[test]
+    fn the_group_coordinators_have_a_summary_and_a_line_per_broker_in_trouble() {
+        let mut d = doc();
+        d["clusters"][0]["group_coordinators"] = serde_json::json!({
+            "observed_at": ROUND_AT,
+            "offsets_partitions": 6,
+            "timeout_seconds": 1.0,
+            "blind": null,
+            "brokers": [
+                {"broker": 1, "shards": [0, 3], "probe": "answered", "latency_seconds": 0.004,
+                 "unanswered_in_a_row": 0, "errors": []},
+                {"broker": 2, "shards": [1, 4], "probe": "unanswered", "latency_seconds": null,
+                 "unanswered_in_a_row": 5, "unanswered_seconds": 2.0, "errors": []},
+                {"broker": 3, "shards": [2, 5], "probe": "answered", "latency_seconds": 0.012,
+                 "unanswered_in_a_row": 0, "errors": [{"shard": 5, "error": "NOT_COORDINATOR", "seconds": 70.0}]}
+            ]
+        });
+        let page = render(&d, "x", &plain(ROUND_AT + 1.0));
+        assert_eq!(
+            line_with(&page, "group coordinators:"),
+            "  group coordinators: 4/6 shard(s) answered on 3 broker(s), slowest 12 ms"
+        );
+        assert_eq!(
+            line_with(&page, "    broker 2"),
+            "    broker 2 (2 shard(s)): 5 probe(s) unanswered in a row for 2s"
+        );
+        assert_eq!(
+            line_with(&page, "    broker 3"),
+            "    broker 3 (2 shard(s)): 1 shard(s) answer coordinator errors"
+        );
+        assert!(!page.contains("    broker 1 ("), "{page}");
+        // Not probed: no such lines.
+        assert!(!render(&doc(), "x", &plain(ROUND_AT + 1.0)).contains("group coordinators"));
     }
 
     #[test]
