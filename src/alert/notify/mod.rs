@@ -367,40 +367,13 @@ impl NotifierHandle {
         if events.is_empty() {
             return;
         }
-        let items: Vec<Input> = events
-            .into_iter()
-            .map(|e| Input::Event(Box::new(e)))
-            .collect();
-        let mut inbox = lock(&self.shared.inbox);
-        if inbox.closed {
-            drop(inbox);
-            return self.put(items);
-        }
-        let n = items.len();
-        let seq = self.shared.inbox_spool.reserve();
-        // Under the lock, as `put` spills: the dispatcher decides under it whether the
-        // disk inbox is empty, and memory holds only items older than any file.
-        match self.shared.inbox_spool.write(seq, &items) {
-            Ok(()) => {
-                inbox.spilling = true;
-                inbox.spilled += n as u64;
-            }
-            Err(e) => {
-                tracing::error!(
-                    error = %e,
-                    events = n,
-                    "cannot write incident events to the webhook inbox on disk: queued in memory; a crash before they are spooled would lose them"
-                );
-                if inbox.spilling {
-                    // Behind older items on disk: they may not overtake them.
-                    inbox.after_disk.extend(items);
-                } else {
-                    inbox.items.extend(items);
-                }
-            }
-        }
-        drop(inbox);
-        self.shared.wake.notify_one();
+        self.queue(
+            events
+                .into_iter()
+                .map(|e| Input::Event(Box::new(e)))
+                .collect(),
+            true,
+        );
     }
 
     /// Tells delivery which incidents are open after a restart (from the incident book),
@@ -410,30 +383,36 @@ impl NotifierHandle {
     }
 
     fn put(&self, items: Vec<Input>) {
+        self.queue(items, false);
+    }
+
+    /// Queues items in memory, or on disk: when `durable`, when older items wait there
+    /// (order), when the memory inbox is full, or once delivery was shut down (the next
+    /// start sends them). Written under the lock: the dispatcher decides under it whether
+    /// the disk inbox is empty. Items the disk refuses are kept in memory behind those
+    /// waiting on disk, however many: losing a page is worse than the memory (issue 27
+    /// items 1 and 2).
+    fn queue(&self, items: Vec<Input>, durable: bool) {
         if items.is_empty() {
             return;
         }
         let mut inbox = lock(&self.shared.inbox);
         let fits = inbox.items.len() + items.len() <= self.shared.settings.inbox_capacity;
-        if !inbox.spilling && !inbox.closed && fits {
+        if !durable && !inbox.spilling && !inbox.closed && fits {
             inbox.items.extend(items);
         } else {
             let n = items.len();
             let seq = self.shared.inbox_spool.reserve();
-            // Written under the lock: the dispatcher decides under it whether the disk
-            // inbox is empty.
             match self.shared.inbox_spool.write(seq, &items) {
                 Ok(()) => {
                     inbox.spilling = true;
                     inbox.spilled += n as u64;
                 }
                 Err(e) => {
-                    // Kept in memory behind what waits on disk, however many: losing a
-                    // page is worse than the memory (issue 27 item 1).
                     tracing::error!(
                         error = %e,
                         events = n,
-                        "webhook inbox full and its disk spill failed: kept in memory; a crash before they are spooled would lose them"
+                        "cannot write to the webhook inbox on disk: kept in memory; a crash before they are spooled would lose them"
                     );
                     if inbox.spilling {
                         inbox.after_disk.extend(items);

@@ -99,6 +99,25 @@ impl Refusal {
     }
 }
 
+/// "t-0, t-1 and 8 more": the partitions named, and how many are not.
+fn named(partitions: &[String], total: usize) -> String {
+    let more = total.saturating_sub(partitions.len());
+    let mut out = partitions.join(", ");
+    if more > 0 {
+        out.push_str(&format!(" and {more} more"));
+    }
+    out
+}
+
+/// The first few of `names`, sorted, and how many there are.
+fn first_named(names: &[String]) -> (Vec<String>, usize) {
+    let mut names = names.to_vec();
+    names.sort();
+    let total = names.len();
+    names.truncate(MAX_NAMED_PARTITIONS);
+    (names, total)
+}
+
 impl fmt::Display for Refusal {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -113,19 +132,11 @@ impl fmt::Display for Refusal {
                     list.join(", ")
                 )
             }
-            Refusal::LastInSyncReplica { partitions, total } => {
-                let more = total.saturating_sub(partitions.len());
-                write!(
-                    f,
-                    "it is the last in-sync replica of {total} partition(s): {}{}",
-                    partitions.join(", "),
-                    if more > 0 {
-                        format!(" and {more} more")
-                    } else {
-                        String::new()
-                    }
-                )
-            }
+            Refusal::LastInSyncReplica { partitions, total } => write!(
+                f,
+                "it is the last in-sync replica of {total} partition(s): {}",
+                named(partitions, *total)
+            ),
             Refusal::CoolDown { last_ago, cooldown } => write!(
                 f,
                 "another remediation ran in this cluster {} s ago (cool-down {} s)",
@@ -144,19 +155,11 @@ impl fmt::Display for Refusal {
                 write!(f, "a remediation of this cluster is still running")
             }
             Refusal::Silenced(what) => write!(f, "the broker is under a {what}"),
-            Refusal::BelowMinIsr { partitions, total } => {
-                let more = total.saturating_sub(partitions.len());
-                write!(
-                    f,
-                    "restarting it takes {total} partition(s) below min.insync.replicas (acks=all writes to them would fail): {}{}",
-                    partitions.join(", "),
-                    if more > 0 {
-                        format!(" and {more} more")
-                    } else {
-                        String::new()
-                    }
-                )
-            }
+            Refusal::BelowMinIsr { partitions, total } => write!(
+                f,
+                "restarting it takes {total} partition(s) below min.insync.replicas (acks=all writes to them would fail): {}",
+                named(partitions, *total)
+            ),
             Refusal::QuorumMajority { caught_up, voters } => write!(
                 f,
                 "it is a KRaft controller: without it {caught_up} of {voters} voters are caught up, short of the majority of {} the quorum needs",
@@ -193,24 +196,12 @@ pub fn check(s: &Situation) -> Vec<Refusal> {
         out.push(Refusal::OthersNotHealthy(others));
     }
     if !s.sole_in_sync_of.is_empty() {
-        let mut names = s.sole_in_sync_of.clone();
-        names.sort();
-        let total = names.len();
-        names.truncate(MAX_NAMED_PARTITIONS);
-        out.push(Refusal::LastInSyncReplica {
-            partitions: names,
-            total,
-        });
+        let (partitions, total) = first_named(&s.sole_in_sync_of);
+        out.push(Refusal::LastInSyncReplica { partitions, total });
     }
     if !s.would_fall_below_min_isr.is_empty() {
-        let mut names = s.would_fall_below_min_isr.clone();
-        names.sort();
-        let total = names.len();
-        names.truncate(MAX_NAMED_PARTITIONS);
-        out.push(Refusal::BelowMinIsr {
-            partitions: names,
-            total,
-        });
+        let (partitions, total) = first_named(&s.would_fall_below_min_isr);
+        out.push(Refusal::BelowMinIsr { partitions, total });
     }
     if let Some((caught_up, voters)) = s.quorum_without {
         if caught_up < voters / 2 + 1 {
