@@ -32,6 +32,29 @@ pub(crate) fn name(s: &str, what: &str) -> Result<(), Bad> {
     }
 }
 
+/// A static label's name: Prometheus's syntax, not reserved by Prometheus (`__`) nor by
+/// the watchdog's own labels.
+pub(crate) fn label_name(s: &str) -> Result<(), Bad> {
+    let mut chars = s.chars();
+    let syntax = chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_');
+    if !syntax || s.starts_with("__") {
+        return Err(bad(
+            format!("'{}' is not a valid label name", shorten(s)),
+            "a letter or _ then letters, digits and _ (not starting with __)",
+        ));
+    }
+    if super::schema::LABELS_RESERVED.contains(&s) {
+        return Err(bad(
+            format!("label '{s}' is one the watchdog sets itself"),
+            "another name (env, team, region, ...)",
+        ));
+    }
+    Ok(())
+}
+
 /// Kafka's own rule for topic names (`Topic.validate`).
 pub(crate) fn topic_name(s: &str) -> Result<(), Bad> {
     let ok_chars = s

@@ -8,7 +8,8 @@ use super::read::{list, text, text_node, Fields, Report, Set};
 use super::schema as s;
 use super::security::security;
 use super::types::*;
-use super::yaml::{Entry, Node};
+use super::yaml::{Entry, Kind, Node};
+use std::collections::BTreeMap;
 
 pub(crate) fn cluster(
     cx: &mut Ctx,
@@ -65,6 +66,10 @@ pub(crate) fn cluster(
         None => Some(None),
         Some(e) => super::host::host(cx, e, f.child(s::HOST_KEY)).map(Some),
     };
+    let labels = match f.get(s::LABELS_KEY) {
+        None => Some(BTreeMap::new()),
+        Some(e) => labels(&mut cx.rep, e),
+    };
     let cluster_pos = f.pos;
     f.finish(&mut cx.rep, &|_| None);
 
@@ -90,9 +95,58 @@ pub(crate) fn cluster(
             verdict: m.verdict,
             librdkafka: m.librdkafka,
             host: host?,
+            labels: labels?,
         })
     })();
     (raw_name, built)
+}
+
+/// `labels:`: names to values, each checked.
+fn labels(rep: &mut Report, e: &Entry) -> Option<BTreeMap<String, String>> {
+    let entries = match &e.value.kind {
+        Kind::Map(entries) => entries,
+        _ if e.value.is_null() => return Some(BTreeMap::new()),
+        _ => {
+            rep.add(
+                e.value.pos,
+                format!("wrong type for labels: {}", e.value.describe()),
+                Some("a mapping of label names to values, as env: prod".into()),
+            );
+            return None;
+        }
+    };
+    let mut out = BTreeMap::new();
+    let mut ok = true;
+    if entries.len() > s::LABELS_MAX {
+        rep.add(
+            e.key_pos,
+            format!("{} labels, more than {}", entries.len(), s::LABELS_MAX),
+            Some(format!("at most {} labels", s::LABELS_MAX)),
+        );
+        ok = false;
+    }
+    for l in entries {
+        if let Err((m, x)) = checks::label_name(&l.key) {
+            rep.add(l.key_pos, m, Some(x));
+            ok = false;
+            continue;
+        }
+        match text(rep, l, "a label value (text, at most 256 characters)") {
+            Some(v) if !v.value.is_empty() && v.value.chars().count() <= 256 => {
+                out.insert(l.key.clone(), v.value);
+            }
+            Some(v) => {
+                rep.add(
+                    v.value_pos,
+                    format!("label '{}' has an empty or too long value", l.key),
+                    Some("1 to 256 characters".into()),
+                );
+                ok = false;
+            }
+            None => ok = false,
+        }
+    }
+    ok.then_some(out)
 }
 
 /// `controllers:`: `host:port` or `id@host:port` entries, a comma-separated text too (as

@@ -127,6 +127,7 @@ fn sections() -> Vec<Section> {
         s::CertificatesConfig::doc_rows(),
     ));
     cluster.extend(under(&format!("{c}verdict."), s::Verdict::doc_rows()));
+    cluster.push(plain(&format!("{c}labels"), "mapping", "none", "up to 16 label names (Prometheus syntax, none the watchdog sets itself) to values of 1 to 256 characters", Cluster, "Static labels of the cluster (env, team, ...): on its webhooks (generic `labels`, Alertmanager labels, PagerDuty custom details) and on kafka_watchdog_cluster_labels, for routing and joins."));
     cluster.push(plain(&format!("{c}librdkafka"), "mapping", "none", "librdkafka properties, except those the watchdog sets", Cluster, "Extra properties for the canary's librdkafka clients."));
 
     let sec = "clusters[].security.";

@@ -226,6 +226,33 @@ layered! {
 // Host mode (`clusters[].host`): what the watchdog observes of the brokers on its own host,
 // and the guarded remediation it may run for them.
 pub(crate) const HOST_KEY: &str = "host";
+/// `clusters[].labels`: static labels of a cluster, on its metrics and webhooks.
+pub(crate) const LABELS_KEY: &str = "labels";
+/// At most this many static labels per cluster.
+pub(crate) const LABELS_MAX: usize = 16;
+/// Label names the watchdog's metrics, alert rules and Alertmanager bodies use already.
+pub(crate) const LABELS_RESERVED: &[&str] = &[
+    "alertname",
+    "broker",
+    "cluster",
+    "controller",
+    "dedup_key",
+    "event",
+    "instance",
+    "instance_id",
+    "job",
+    "kind",
+    "le",
+    "outcome",
+    "partition",
+    "quantile",
+    "receiver",
+    "request",
+    "rule",
+    "severity",
+    "state",
+    "topic",
+];
 pub(crate) const HOST_BROKERS_KEY: &str = "brokers";
 
 layered! {

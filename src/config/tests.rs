@@ -120,7 +120,7 @@ clusters:
     assert_eq!(
         err.to_string(),
         "\
-lab.yaml:7:5: unknown key 'bootstrap_server' in clusters[0], did you mean 'bootstrap_servers'? (expected one of: name, bootstrap_servers, controllers, security, round_interval_secs, connect_timeout_ms, request_timeout_ms, topic_config_refresh_secs, forget_broker_after_secs, full_metadata_partition_budget, topics, canary, coordinators, certificates, verdict, librdkafka, host)
+lab.yaml:7:5: unknown key 'bootstrap_server' in clusters[0], did you mean 'bootstrap_servers'? (expected one of: name, bootstrap_servers, controllers, security, round_interval_secs, connect_timeout_ms, request_timeout_ms, topic_config_refresh_secs, forget_broker_after_secs, full_metadata_partition_budget, topics, canary, coordinators, certificates, verdict, librdkafka, host, labels)
 lab.yaml:11:9: 'broker2:99999' is not a host:port (expected a port from 1 to 65535)
 lab.yaml:15:5: request_timeout_ms 15000 is not below round_interval_secs (10 s) (expected a value under 10000)
 lab.yaml: 3 problems"
@@ -406,7 +406,7 @@ fn merge_keys_get_their_own_message() {
     let text = format!("{MINIMAL}    <<: {{round_interval_secs: 5}}\n");
     assert_eq!(
         one(&text),
-        "4:5: YAML merge keys ('<<') are not supported; shared settings go in the defaults block (expected one of: name, bootstrap_servers, controllers, security, round_interval_secs, connect_timeout_ms, request_timeout_ms, topic_config_refresh_secs, forget_broker_after_secs, full_metadata_partition_budget, topics, canary, coordinators, certificates, verdict, librdkafka, host)"
+        "4:5: YAML merge keys ('<<') are not supported; shared settings go in the defaults block (expected one of: name, bootstrap_servers, controllers, security, round_interval_secs, connect_timeout_ms, request_timeout_ms, topic_config_refresh_secs, forget_broker_after_secs, full_metadata_partition_budget, topics, canary, coordinators, certificates, verdict, librdkafka, host, labels)"
     );
 }
 
@@ -2357,4 +2357,40 @@ fn a_webhook_ca_file_must_hold_certificates() {
     assert!(p.contains("holds no PEM certificate"), "{p}");
     let p = one(&hook("/no/such/ca.pem"));
     assert!(p.contains("cannot read ca_file"), "{p}");
+}
+
+/// Issue 28 item 3: static labels per cluster, checked where they are written.
+#[test]
+fn cluster_labels_are_checked() {
+    let c = ok(&format!(
+        "{MINIMAL}    labels: {{env: prod, team: payments}}\n"
+    ));
+    assert_eq!(c.clusters[0].labels["env"], "prod");
+    assert_eq!(c.clusters[0].labels["team"], "payments");
+    let got: Vec<String> = problems(&format!(
+        "{MINIMAL}    labels: {{cluster: x, 2env: y, __meta: z, ok: ''}}\n"
+    ))
+    .iter()
+    .map(short)
+    .collect();
+    assert!(
+        got.iter()
+            .any(|p| p.contains("label 'cluster' is one the watchdog sets itself")),
+        "{got:?}"
+    );
+    assert!(
+        got.iter()
+            .any(|p| p.contains("'2env' is not a valid label name")),
+        "{got:?}"
+    );
+    assert!(
+        got.iter()
+            .any(|p| p.contains("'__meta' is not a valid label name")),
+        "{got:?}"
+    );
+    assert!(
+        got.iter()
+            .any(|p| p.contains("label 'ok' has an empty or too long value")),
+        "{got:?}"
+    );
 }

@@ -146,6 +146,9 @@ pub struct ClusterConfig {
     pub librdkafka: BTreeMap<String, String>,
     /// Host mode: brokers of this cluster that run on the watchdog's own host.
     pub host: Option<HostConfig>,
+    /// Static labels (`env`, `team`, ...) put on the cluster's webhooks and on
+    /// `kafka_watchdog_cluster_labels`, for routing and joins.
+    pub labels: BTreeMap<String, String>,
 }
 
 /// A controller as `controllers:` names it: `host:port`, or `id@host:port` as Kafka's

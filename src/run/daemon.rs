@@ -202,6 +202,17 @@ impl FileWatch {
 
 /// Applies a new configuration file: validated first; a bad file keeps the running
 /// configuration. Returns the configuration now running.
+/// Each cluster's static labels, for `/metrics`.
+fn cluster_labels(
+    config: &Config,
+) -> std::collections::BTreeMap<String, std::collections::BTreeMap<String, String>> {
+    config
+        .clusters
+        .iter()
+        .map(|c| (c.name.clone(), c.labels.clone()))
+        .collect()
+}
+
 async fn reload(
     path: &std::path::Path,
     running: Config,
@@ -243,6 +254,7 @@ async fn reload(
     loops.alerting.set_config_silences(applied.silences.clone());
     // After alerting dropped the removed clusters' incidents: the snapshot reads them.
     loops.published.set_clusters(&names);
+    loops.published.set_cluster_labels(cluster_labels(&applied));
     if plan.webhooks_changed {
         if let Err(e) = loops.alerting.reconfigure(&applied).await {
             tracing::error!(error = %e, "webhooks not reconfigured; the previous receivers stay");
@@ -360,6 +372,7 @@ pub async fn run(
     // Start, in order. Nothing below fails; the last fallible step (alerting) starts first.
     let names: Vec<String> = config.clusters.iter().map(|c| c.name.clone()).collect();
     let published = Publisher::new(&config.instance_id, names);
+    published.set_cluster_labels(cluster_labels(&config));
     let alerting = Arc::new(Alerting::start(&config).map_err(|e| match e {
         crate::alert::alerting::AlertingError::StateDir { path, error } => {
             anyhow::Error::new(preflight::StartupError::StateDir {

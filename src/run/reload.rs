@@ -253,6 +253,7 @@ fn cluster_diff(old: &ClusterConfig, new: &ClusterConfig) -> Vec<&'static str> {
         verdict,
         librdkafka,
         host,
+        labels,
     } = new;
     let mut d = Vec::new();
     let mut check = |differs: bool, key: &'static str| {
@@ -282,6 +283,7 @@ fn cluster_diff(old: &ClusterConfig, new: &ClusterConfig) -> Vec<&'static str> {
     check(*verdict != old.verdict, "verdict");
     check(*librdkafka != old.librdkafka, "librdkafka");
     check(*host != old.host, "host");
+    check(*labels != old.labels, "labels");
     d
 }
 

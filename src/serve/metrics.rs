@@ -30,6 +30,9 @@ pub struct Extras<'a> {
     pub instance_id: String,
     /// The configured clusters.
     pub clusters: Vec<String>,
+    /// Each cluster's static labels (`clusters[].labels`).
+    pub cluster_labels:
+        std::collections::BTreeMap<String, std::collections::BTreeMap<String, String>>,
     pub canary_stats: Option<&'a CanaryStats>,
     pub incidents: Vec<crate::alert::incident::Incident>,
     pub webhooks: Option<crate::alert::notify::NotifierStats>,
@@ -47,6 +50,30 @@ pub struct Extras<'a> {
 #[derive(Clone, Debug, Hash, PartialEq, Eq, prometheus_client::encoding::EncodeLabelSet)]
 struct TaskLabels {
     task: &'static str,
+}
+
+/// `cluster_labels{cluster, <its static labels>} 1` for each cluster that has any: joined
+/// in PromQL (`* on (cluster) group_left(env, team) kafka_watchdog_cluster_labels`) they
+/// put the labels on any of the cluster's series, without multiplying every family's
+/// label sets by them.
+fn encode_cluster_labels(
+    reg: &mut Registry,
+    labels: &std::collections::BTreeMap<String, std::collections::BTreeMap<String, String>>,
+) {
+    let family = prometheus_client::metrics::family::Family::<
+        Vec<(String, String)>,
+        prometheus_client::metrics::gauge::Gauge,
+    >::default();
+    reg.register(
+        "cluster_labels",
+        "1 per cluster with static labels (clusters[].labels), carrying them: join on cluster to label its series",
+        family.clone(),
+    );
+    for (cluster, ls) in labels.iter().filter(|(_, ls)| !ls.is_empty()) {
+        let mut set = vec![("cluster".to_string(), cluster.clone())];
+        set.extend(ls.iter().map(|(k, v)| (k.clone(), v.clone())));
+        family.get_or_create(&set).set(1);
+    }
 }
 
 /// `task_restarts_total{task}`: every supervised task at 0 until one restarts, so "none"
@@ -93,6 +120,7 @@ pub fn render<'a>(reports: impl IntoIterator<Item = &'a ClusterReport>, extras: 
         crate::observe::canary::metrics::register_stats(&mut reg, cs);
     }
     crate::observe::self_metrics::encode_build_info(&mut reg, &extras.instance_id);
+    encode_cluster_labels(&mut reg, &extras.cluster_labels);
     encode_task_restarts(&mut reg, &extras.task_restarts);
 
     let round = crate::judge::report::metrics::Families::register(&mut reg);
@@ -401,6 +429,30 @@ mod tests {
                 ..Extras::default()
             },
         )
+    }
+
+    /// Issue 28 item 3: a cluster's static labels on one series to join on.
+    #[test]
+    fn a_clusters_static_labels_are_one_series_to_join_on() {
+        let mut labels = std::collections::BTreeMap::new();
+        labels.insert(
+            "lab".to_string(),
+            [("env".to_string(), "prod".to_string())].into(),
+        );
+        labels.insert("other".to_string(), Default::default());
+        let page = render(
+            std::iter::empty(),
+            &Extras {
+                clusters: vec!["lab".into(), "other".into()],
+                cluster_labels: labels,
+                ..Extras::default()
+            },
+        );
+        assert!(
+            page.contains("kafka_watchdog_cluster_labels{cluster=\"lab\",env=\"prod\"} 1\n"),
+            "{page}"
+        );
+        assert!(!page.contains("cluster_labels{cluster=\"other\""), "{page}");
     }
 
     #[test]

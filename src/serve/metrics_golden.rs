@@ -526,6 +526,7 @@ fn incident(cluster: &str, broker: Option<i32>, kind: FindingKind, severity: Sev
         silenced: None,
         notified_peak: Some(severity),
         flapping_since: None,
+        labels: Default::default(),
     }
 }
 
@@ -614,6 +615,7 @@ fn extras(stats: &CanaryStats) -> Extras<'_> {
     controller.subject = Subject::Controller(0);
     controller.state = Some(BrokerState::Zombie);
     Extras {
+        cluster_labels: Default::default(),
         instance_id: "watchdog-eu-1".into(),
         clusters: vec!["lab".into(), "orders".into(), "idle".into()],
         canary_stats: Some(stats),

@@ -36,6 +36,8 @@ pub struct Snapshot {
     pub silences: Vec<Silence>,
     /// Whether the last configuration reload was applied (true before any reload).
     pub reload_success: bool,
+    /// Each cluster's static labels (`clusters[].labels`), for `cluster_labels`.
+    pub cluster_labels: BTreeMap<String, BTreeMap<String, String>>,
 }
 
 impl Snapshot {
@@ -46,6 +48,7 @@ impl Snapshot {
             incidents: Vec::new(),
             silences: Vec::new(),
             reload_success: true,
+            cluster_labels: BTreeMap::new(),
         }
     }
 
@@ -135,6 +138,11 @@ impl Publisher {
         });
     }
 
+    /// The clusters' static labels, from the configuration (at start and after a reload).
+    pub fn set_cluster_labels(&self, labels: BTreeMap<String, BTreeMap<String, String>>) {
+        self.update(|s| s.cluster_labels = labels);
+    }
+
     /// A reload ended: applied (`true`) or refused. Also picks up what the reload changed
     /// in alerting (clusters' incidents dropped, configured silences).
     pub fn reload_done(&self, applied: bool) {
@@ -157,6 +165,7 @@ impl Publisher {
         Extras {
             instance_id: self.instance_id.clone(),
             clusters: snapshot.clusters.clone(),
+            cluster_labels: snapshot.cluster_labels.clone(),
             canary_stats: Some(&self.live.canary),
             incidents: snapshot.incidents.clone(),
             webhooks: self.webhooks(),
@@ -179,6 +188,7 @@ impl Publisher {
             incidents: Vec::new(),
             silences: Vec::new(),
             reload_success: current.reload_success,
+            cluster_labels: current.cluster_labels.clone(),
         };
         change(&mut next);
         if let Some(a) = self.alerting.get() {

@@ -184,10 +184,13 @@ impl Alerting {
         &self,
         cluster: &ClusterConfig,
         report: &ClusterReport,
-        findings: Vec<Finding>,
+        mut findings: Vec<Finding>,
         now: SystemTime,
         save_when_busy: bool,
     ) {
+        for f in &mut findings {
+            f.labels.clone_from(&cluster.labels);
+        }
         let active = self.lock_silences().active(now);
         let mut book = self.book.lock().unwrap_or_else(|p| p.into_inner());
         book.set_silences(active);
@@ -414,6 +417,7 @@ pub fn remediation_event(r: &crate::alert::remediate::Record) -> incident::Incid
             silenced: None,
             notified_peak: Some(severity),
             flapping_since: None,
+            labels: Default::default(),
         },
         previous: None,
         changes: Vec::new(),

@@ -589,6 +589,7 @@ fn open(f: &Finding, started_at: SystemTime, now: SystemTime) -> Incident {
         kind: f.key.kind,
         broker: f.key.subject.broker(),
         broker_address: f.broker_address.clone(),
+        labels: f.labels.clone(),
         state: f.state,
         severity: f.severity,
         peak_severity: f.severity,
@@ -821,6 +822,7 @@ fn refresh(
     if f.broker_address.is_some() {
         incident.broker_address = f.broker_address.clone();
     }
+    incident.labels.clone_from(&f.labels);
     incident.summary = f.summary.clone();
     incident.evidence = f.evidence.clone();
     incident.rules = f.rules.clone();

@@ -174,6 +174,8 @@ pub struct Finding {
     /// How long it must hold to open an incident when that is longer than the cluster's
     /// `open_after_secs` (a broker that shut down cleanly: `restart_grace_secs`).
     pub hold_for: Option<std::time::Duration>,
+    /// The cluster's static labels (`clusters[].labels`).
+    pub labels: std::collections::BTreeMap<String, String>,
 }
 
 impl Finding {
@@ -196,6 +198,7 @@ impl Finding {
             observed_at: None,
             holds_since: None,
             hold_for: None,
+            labels: Default::default(),
         }
     }
 
@@ -326,6 +329,9 @@ pub struct Incident {
     /// told once and hear nothing more until it settles or resolves.
     #[serde(default, with = "crate::model::time::serde_opt_ms")]
     pub flapping_since: Option<SystemTime>,
+    /// The cluster's static labels (`clusters[].labels`), for receivers to route by.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub labels: std::collections::BTreeMap<String, String>,
 }
 
 impl Incident {

@@ -140,6 +140,7 @@ pub(super) fn headline(n: &Notification, now: SystemTime) -> String {
 /// | `dedup_key` | string | `kafka-watchdog/<cluster>/<subject>/<kind>`, the same on every watchdog |
 /// | `kind` | string | `broker`, `offline_partitions`, `under_min_isr`, `under_replicated`, `split_brain`, `cluster_unreachable`, `acknowledged_loss`, `acks1_loss`, `canary_unavailable`, `unclean_election`, `remediation`, `watchdog_access`, `controller`, `quorum` |
 /// | `cluster` | string | the cluster's configured name |
+/// | `labels` | object | the cluster's static labels (`clusters[].labels`), `{}` when none |
 /// | `broker_id`, `broker_address` | number, string or null | for broker incidents |
 /// | `state` | string or null | the broker's verdict: `degraded`, `zombie`, `down`, `unknown` |
 /// | `severity` | string | `info`, `warning`, `critical` |
@@ -168,6 +169,7 @@ pub fn generic(n: &Notification, ctx: &Context) -> Value {
         "dedup_key": i.dedup_key,
         "kind": i.kind.as_str(),
         "cluster": i.cluster,
+        "labels": i.labels,
         "broker_id": i.broker,
         "broker_address": i.broker_address,
         "state": i.state.map(|s| s.as_label()),
@@ -384,6 +386,7 @@ pub fn pagerduty(routing_key: &str, n: &Notification, ctx: &Context) -> Value {
                 "duration_seconds": duration_secs(i, ctx.now),
                 "unavailable_seconds": i.unavailable_seconds,
                 "instance_id": ctx.instance_id,
+                "labels": i.labels,
             },
         },
     });
@@ -414,6 +417,11 @@ fn alert(i: &Incident, severity: Severity, ends_at: SystemTime, ctx: &Context) -
     }
     labels.insert("severity".into(), severity.as_str().into());
     labels.insert("dedup_key".into(), i.dedup_key.clone().into());
+    // The cluster's static labels route like any other; never over one of the watchdog's
+    // (the configuration refuses those names too).
+    for (k, v) in &i.labels {
+        labels.entry(k.clone()).or_insert_with(|| v.clone().into());
+    }
     let mut annotations = Map::new();
     annotations.insert("summary".into(), i.summary.clone().into());
     annotations.insert("description".into(), i.evidence.join("\n").into());

@@ -59,6 +59,7 @@ fn incident(cluster: &str, broker: Option<i32>, severity: Severity) -> Incident 
         silenced: None,
         notified_peak: Some(severity),
         flapping_since: None,
+        labels: Default::default(),
     }
 }
 
@@ -145,6 +146,7 @@ fn generic_body_has_every_documented_field() {
         "dedup_key",
         "kind",
         "cluster",
+        "labels",
         "broker_id",
         "broker_address",
         "state",
@@ -187,6 +189,45 @@ fn generic_body_has_every_documented_field() {
     assert!(
         v["evidence"].is_array() && v["affected_partitions"].is_array() && v["suspects"].is_array()
     );
+}
+
+/// Issue 28 item 3: a cluster's static labels (`env`, `team`) reach every receiver that can
+/// route by them: the generic body's `labels`, Alertmanager's labels (never over the
+/// watchdog's own), PagerDuty's custom details.
+#[test]
+fn a_clusters_static_labels_reach_the_receivers() {
+    let mut i = incident("lab", Some(2), Severity::Critical);
+    i.labels = [
+        ("env".to_string(), "prod".to_string()),
+        ("team".to_string(), "payments".to_string()),
+    ]
+    .into();
+    let n = note(EventKind::Opened, i);
+    let g = generic(&n, &ctx());
+    assert_eq!(
+        g["labels"],
+        serde_json::json!({"env": "prod", "team": "payments"})
+    );
+    let am = alertmanager(Some(Duration::from_secs(3600)), &n, &ctx());
+    assert_eq!(am[0]["labels"]["env"], "prod", "{am:#}");
+    assert_eq!(am[0]["labels"]["team"], "payments");
+    assert_eq!(am[0]["labels"]["cluster"], "lab");
+    let pd = render(
+        &hook("pd", "http://x", WebhookFormat::PagerDuty),
+        &n,
+        &ctx(),
+    );
+    let pd: Value = serde_json::from_slice(&pd.body).unwrap();
+    assert_eq!(
+        pd["payload"]["custom_details"]["labels"]["team"], "payments",
+        "{pd:#}"
+    );
+    // Without labels the generic body still has the field, empty.
+    let plain = note(
+        EventKind::Opened,
+        incident("lab", Some(2), Severity::Critical),
+    );
+    assert_eq!(generic(&plain, &ctx())["labels"], serde_json::json!({}));
 }
 
 #[test]
