@@ -32,7 +32,7 @@ fn daemon(name: &str, sink: &Receiver, silences_yaml: &str) -> Watchdog {
              clusters:\n  - name: nowhere\n    bootstrap_servers: [127.0.0.1:1]\n    \
              round_interval_secs: 2\n    connect_timeout_ms: 1000\n    request_timeout_ms: 1000\n    \
              verdict:\n      open_after_secs: 0\n      resolve_after_secs: 0\n    \
-             canary:\n      enabled: false\n{hooks}{extra}",
+             canary:\n      enabled: false\n    labels: {{env: test, team: kafka}}\n{hooks}{extra}",
             state = dir.join("state").display(),
         )
     })
@@ -138,7 +138,7 @@ fn a_silenced_incident_is_shown_but_not_sent_until_the_silence_ends() {
     // Ended: the incident, still open, reaches the receiver.
     let out = silence(&["expire", "-c", cfg, &id]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    sink.wait(
+    let told = sink.wait(
         "cluster_unreachable after the silence",
         Duration::from_secs(20),
         |v| {
@@ -148,6 +148,19 @@ fn a_silenced_incident_is_shown_but_not_sent_until_the_silence_ends() {
                     .as_array()
                     .is_some_and(|c| c.iter().any(|c| c.as_str().unwrap_or("").contains("ended")))
         },
+    );
+    // The cluster's static labels ride on its webhooks and on /metrics (issue 28 item 3).
+    assert_eq!(
+        told["labels"],
+        serde_json::json!({"env": "test", "team": "kafka"}),
+        "{told:#}"
+    );
+    assert_eq!(
+        w.metric(
+            "kafka_watchdog_cluster_labels",
+            &[("cluster", "nowhere"), ("env", "test"), ("team", "kafka")]
+        ),
+        Some(1.0)
     );
     // Expiring it again finds it ended; an unknown id is refused with exit 1.
     let out = silence(&["expire", "-c", cfg, "s-000000000000"]);
