@@ -62,6 +62,9 @@ struct Script {
     elr: Option<Vec<i32>>,
     /// Brokers 1001.. listed besides the real ones, at a port nothing listens on.
     phantoms: i32,
+    /// Until then its answers lack "t" (a topic created a moment ago that it has not
+    /// applied yet): not in an answer about every topic, UNKNOWN_TOPIC_OR_PARTITION by name.
+    learns_t_at: Option<std::time::Instant>,
 }
 
 impl Script {
@@ -73,6 +76,7 @@ impl Script {
             configs: None,
             elr: None,
             phantoms: 0,
+            learns_t_at: None,
         }
     }
 }
@@ -102,7 +106,21 @@ fn metadata(shared: &Shared, id: i32, request: &MetadataRequest) -> MetadataResp
                 .with_port(port)
         })
         .collect();
+    let unaware = script
+        .learns_t_at
+        .is_some_and(|at| std::time::Instant::now() < at);
+    if unaware && request.topics.as_ref().is_some_and(|t| !t.is_empty()) {
+        let unknown = MetadataResponseTopic::default()
+            .with_name(Some(TopicName(s("t"))))
+            .with_error_code(3);
+        return MetadataResponse::default()
+            .with_cluster_id(Some(s("fake")))
+            .with_controller_id(BrokerId(1))
+            .with_brokers(brokers)
+            .with_topics(vec![unknown]);
+    }
     let p = match &request.topics {
+        None if unaware => None,
         None => Some(&script.full),
         Some(named) if named.is_empty() => None,
         Some(_) => Some(script.named.as_ref().unwrap_or(&script.full)),
@@ -479,4 +497,30 @@ async fn a_cluster_listing_twenty_thousand_brokers_is_watched_up_to_the_cap() {
         .find(|f| f.key.kind == crate::model::kind::FindingKind::WatchdogAccess)
         .expect("a watchdog_access finding");
     assert!(f.summary.contains("19003 more broker(s)"), "{}", f.summary);
+}
+
+/// The routine bench's topic churn named a broker a zombie (`stale_metadata`) for a topic
+/// created a moment before: its answer about every topic lacked it, and asked again at
+/// once it still did. A broker that lacks a topic its peers describe is asked again a
+/// little later, and one that knows it by then is not behind.
+#[tokio::test]
+async fn a_broker_that_learns_a_new_topic_a_moment_late_is_not_behind() {
+    let c = Cluster::start(vec![
+        Script::says(part(1, 5, &[1, 2, 3])),
+        Script::says(part(1, 5, &[1, 2, 3])),
+        Script {
+            learns_t_at: Some(std::time::Instant::now() + Duration::from_millis(500)),
+            ..Script::says(part(1, 5, &[1, 2, 3]))
+        },
+    ])
+    .await;
+    let obs = c.prober().round().await;
+    assert!(
+        obs.probes[&3]
+            .metadata_view()
+            .is_some_and(|m| m.topics.contains_key("t")),
+        "asked again, it knows the topic"
+    );
+    let view = crate::judge::report::newest_view(&obs);
+    assert!(view.behind.get(&3).is_none(), "{:?}", view.behind);
 }
