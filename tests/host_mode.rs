@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use common::watchdog::{is_event, Receiver, Watchdog, WatchdogSettings};
-use common::{eventually, lab, unique_topic, LabGuard};
+use common::{eventually, lab, unique_topic, LabGuard, SmallFs};
 use kafka_lab::{lab_dir, Lab};
 
 const WAIT: Duration = Duration::from_secs(90);
@@ -185,43 +185,6 @@ fn frozen_then_killed_broker_process_state_and_ports_in_the_verdict() {
     );
     drop(w);
     lab.start(1).unwrap();
-}
-
-/// A small tmpfs at /tmp/kw-fill, unmounted when the test ends (also when it fails).
-struct SmallFs(PathBuf);
-
-impl SmallFs {
-    fn mount(path: &str, size: &str) -> SmallFs {
-        let p = PathBuf::from(path);
-        let _ = std::process::Command::new("umount")
-            .arg(&p)
-            .stderr(std::process::Stdio::null())
-            .status();
-        std::fs::create_dir_all(&p).unwrap();
-        let ok = std::process::Command::new("mount")
-            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "kw-fill"])
-            .arg(&p)
-            .status()
-            .unwrap()
-            .success();
-        assert!(ok, "mount a tmpfs at {path} (needs root)");
-        SmallFs(p)
-    }
-
-    /// Writes until the file system is full.
-    fn fill(&self) {
-        use std::io::Write;
-        let mut f = std::fs::File::create(self.0.join("fill")).unwrap();
-        let chunk = vec![0u8; 1 << 16];
-        while f.write_all(&chunk).is_ok() {}
-    }
-}
-
-impl Drop for SmallFs {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(self.0.join("fill"));
-        let _ = std::process::Command::new("umount").arg(&self.0).status();
-    }
 }
 
 #[test]

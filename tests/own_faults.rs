@@ -377,6 +377,47 @@ fn a_crash_right_after_the_incident_book_is_saved_still_delivers_the_page() {
     drop(second);
 }
 
+/// Issue 27 item 1: a state directory that fills up (disk full) dropped every notification
+/// for good. The state directory here is a 1 MiB tmpfs, filled before broker 2 freezes:
+/// the incident book, the inbox and the spool cannot be written, and the receiver still
+/// hears the opening and the resolve, from memory.
+#[test]
+fn a_full_state_directory_loses_no_page() {
+    let mut lab = lab();
+    let fs = common::SmallFs::mount("/tmp/kw-full-state", "1m");
+    let rx = Receiver::start();
+    let state = fs.0.join("state");
+    let s = settings(rx.yaml());
+    let w = Watchdog::start_yaml("full-state", |port, dir| {
+        Watchdog::config_yaml(port, dir, &s).replace(
+            &format!("state_dir: {}", dir.join("state").display()),
+            &format!("state_dir: {}", state.display()),
+        )
+    });
+    eventually(WAIT, "broker 2 healthy first", || {
+        (w.broker_state(2)? == "healthy").then_some(())
+    });
+    fs.fill();
+    lab.freeze(2).unwrap();
+    rx.wait("broker 2 opened with the state directory full", WAIT, |v| {
+        is_event(v, "opened", "broker", Some(2))
+    });
+    lab.thaw(2).unwrap();
+    rx.wait(
+        "broker 2 resolved with the state directory full",
+        WAIT,
+        |v| is_event(v, "resolved", "broker", Some(2)),
+    );
+    let unspooled = w
+        .metric(
+            "kafka_watchdog_webhook_unspooled_total",
+            &[("receiver", "test-sink")],
+        )
+        .unwrap_or(0.0);
+    assert!(unspooled >= 1.0, "the spool was full: {unspooled}");
+    drop(w);
+}
+
 /// A state directory that cannot be created: the daemon exits non-zero at once with a
 /// sentence naming the path and what would be right, no panic.
 #[test]

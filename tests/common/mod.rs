@@ -263,3 +263,40 @@ pub fn isolated_leader_loses_acks1_writes(lab: &mut Lab) {
         client::delete_topic(&bs, &topic).ok()
     });
 }
+
+/// A small tmpfs at a path of the test's, unmounted when the test ends (also when it fails).
+pub struct SmallFs(pub std::path::PathBuf);
+
+impl SmallFs {
+    pub fn mount(path: &str, size: &str) -> SmallFs {
+        let p = std::path::PathBuf::from(path);
+        let _ = std::process::Command::new("umount")
+            .arg(&p)
+            .stderr(std::process::Stdio::null())
+            .status();
+        std::fs::create_dir_all(&p).unwrap();
+        let ok = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "kw-fill"])
+            .arg(&p)
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "mount a tmpfs at {path} (needs root)");
+        SmallFs(p)
+    }
+
+    /// Writes until the file system is full.
+    pub fn fill(&self) {
+        use std::io::Write;
+        let mut f = std::fs::File::create(self.0.join("fill")).unwrap();
+        let chunk = vec![0u8; 1 << 16];
+        while f.write_all(&chunk).is_ok() {}
+    }
+}
+
+impl Drop for SmallFs {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(self.0.join("fill"));
+        let _ = std::process::Command::new("umount").arg(&self.0).status();
+    }
+}
