@@ -291,6 +291,24 @@ pub async fn http_get(port: u16, path: &str) -> Result<(u16, String)> {
 
 /// Brings the lab up (idempotent) and back to health: no faults, every broker running and
 /// registered.
+/// A runtime for a lab benchmark's async parts and the lab, up; its release and size go
+/// into the section's notes.
+pub fn runtime_and_lab(
+    section: &mut crate::output::Section,
+) -> Result<(tokio::runtime::Runtime, Lab)> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    let lab = lab_up()?;
+    section.note(format!(
+        "Kafka {}, {} brokers",
+        lab.version().maven_version(),
+        lab.brokers().len()
+    ));
+    Ok((rt, lab))
+}
+
 pub fn lab_up() -> Result<Lab> {
     lab_up_with(&UpOptions::default())
 }

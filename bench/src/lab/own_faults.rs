@@ -16,7 +16,7 @@ use serde_json::{json, Value};
 use tokio::io::AsyncWriteExt;
 
 use super::recorder::unix_now;
-use super::{lab_up, resolve_bin, restore, webhook_yaml};
+use super::{resolve_bin, restore, webhook_yaml};
 use crate::output::{num, Section, Table};
 
 pub struct OwnFaultsOptions {
@@ -133,16 +133,7 @@ pub fn run(opts: &OwnFaultsOptions) -> Result<Section> {
             "settings": "built-in defaults, one generic receiver (min_severity info)",
         }),
     );
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()?;
-    let mut lab = lab_up()?;
-    section.note(format!(
-        "Kafka {}, {} brokers",
-        lab.version().maven_version(),
-        lab.brokers().len()
-    ));
+    let (rt, mut lab) = super::runtime_and_lab(&mut section)?;
     let sink = rt.block_on(Sink::start("127.0.0.1:0".parse()?))?;
     let hook = webhook_yaml(&sink.url(), "info");
     let stamp = (unix_now() * 1000.0) as u64;

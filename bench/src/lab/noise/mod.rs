@@ -27,8 +27,7 @@ use kafka_watchdog::model::round::BrokerId;
 use super::recorder::{unix_now, Record, Recorder};
 use super::routine::{app_producer, Traffic};
 use super::{
-    broker_states, lab_up, restore, wait_fully_replicated, webhook_yaml, KafkaEyes, Profile,
-    Watchdog,
+    broker_states, restore, wait_fully_replicated, webhook_yaml, KafkaEyes, Profile, Watchdog,
 };
 use crate::output::{num, opt_num, Section, Table};
 use count::{
@@ -769,16 +768,7 @@ pub fn run(opts: &NoiseOptions) -> Result<Section> {
             "settings": "config/lab.yaml timings (round 5 s, connect 1 s, request 2 s), one generic receiver, min_severity warning",
         }),
     );
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()?;
-    let mut lab = lab_up()?;
-    section.note(format!(
-        "Kafka {}, {} brokers",
-        lab.version().maven_version(),
-        lab.brokers().len()
-    ));
+    let (rt, mut lab) = super::runtime_and_lab(&mut section)?;
     if opts.episodes.contains(&Episode::Cpu) {
         create_load_topic(&lab)?;
     }
