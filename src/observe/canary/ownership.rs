@@ -92,7 +92,11 @@ pub(super) fn look(
         .set("group.id", "kafka-watchdog-canary-ownership")
         .set("enable.auto.commit", "false")
         .set("enable.partition.eof", "false")
-        .create_with_context(context)?;
+        .create_with_context(context.clone())?;
+    // With OAUTHBEARER the client has no token until one is set: as the admin client's is.
+    context.prime(consumer.client()).map_err(|e| {
+        KafkaError::ClientCreation(format!("a token for the canary's consumer: {e}"))
+    })?;
     let mut looks = Vec::with_capacity(partitions.len());
     let mut assignment = TopicPartitionList::new();
     for p in partitions {
