@@ -85,9 +85,7 @@ impl Reassigning {
         for (id, f) in followers {
             // A replica a newer read shows settled is judged by that read, like one being added.
             for (topic, partition) in f.adding_to.iter().flatten().chain(&f.settled) {
-                r.0.entry(topic.clone())
-                    .or_default()
-                    .insert((*partition, *id));
+                r.insert(topic, *partition, *id);
             }
         }
         r

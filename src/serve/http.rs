@@ -729,8 +729,16 @@ mod tests {
 
     /// Sends `head` (request line and headers, without the blank line) and reads until the
     /// server closes: (status, everything after the status line).
-    async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(mut s: S, head: &str) -> (u16, String) {
-        let request = format!("{head}\r\nHost: test\r\nConnection: close\r\n\r\n");
+    async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(s: S, head: &str) -> (u16, String) {
+        send(
+            s,
+            &format!("{head}\r\nHost: test\r\nConnection: close\r\n\r\n"),
+        )
+        .await
+    }
+
+    /// Sends `request` whole and reads until the server closes: (status, everything).
+    async fn send<S: AsyncRead + AsyncWrite + Unpin>(mut s: S, request: &str) -> (u16, String) {
         s.write_all(request.as_bytes()).await.unwrap();
         let mut out = Vec::new();
         tokio::time::timeout(ANSWER_WITHIN, s.read_to_end(&mut out))
@@ -764,18 +772,7 @@ mod tests {
 
     /// Sends a whole request as written and reads the answer's status and text.
     async fn raw(addr: SocketAddr, request: &str) -> (u16, String) {
-        let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
-        s.write_all(request.as_bytes()).await.unwrap();
-        let mut out = Vec::new();
-        tokio::time::timeout(ANSWER_WITHIN, s.read_to_end(&mut out))
-            .await
-            .expect("the server answers and closes")
-            .unwrap();
-        let out = String::from_utf8_lossy(&out).into_owned();
-        (
-            out.get(9..12).and_then(|c| c.parse().ok()).unwrap_or(0),
-            out,
-        )
+        send(TcpStream::connect(addr).await.unwrap(), request).await
     }
 
     fn silence_post(host: &str, content_type: &str, token: Option<&str>) -> String {

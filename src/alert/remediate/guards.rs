@@ -494,21 +494,25 @@ mod tests {
         );
     }
 
-    #[test]
+    /// A partition of replicas [1, 2, 3] led by the first of its ISR.
     // collect() rather than to_vec(): the partition's list type may not be a Vec.
     #[allow(clippy::iter_cloned_collect)]
-    fn sole_in_sync_replicas_from_the_view() {
-        let mut view = ClusterView::default();
-        let p = |partition, isr: &[i32]| PartitionView {
+    fn part(partition: i32, isr: &[i32]) -> PartitionView {
+        PartitionView {
             partition,
             error_code: 0,
             leader: isr.first().copied().unwrap_or(-1),
             leader_epoch: 1,
-            // Collected, not `vec!`: the list type may be a small vector.
             replicas: [1, 2, 3].into_iter().collect(),
             isr: isr.iter().copied().collect(),
             offline_replicas: Default::default(),
-        };
+        }
+    }
+
+    #[test]
+    fn sole_in_sync_replicas_from_the_view() {
+        let mut view = ClusterView::default();
+        let p = part;
         view.topics.insert(
             "t".into(),
             ViewTopic {
@@ -527,15 +531,7 @@ mod tests {
     #[test]
     fn a_restart_that_takes_partitions_below_min_isr_is_refused() {
         let mut view = ClusterView::default();
-        let p = |partition, isr: &[i32]| PartitionView {
-            partition,
-            error_code: 0,
-            leader: isr.first().copied().unwrap_or(-1),
-            leader_epoch: 1,
-            replicas: [1, 2, 3].into_iter().collect(),
-            isr: isr.iter().copied().collect(),
-            offline_replicas: Default::default(),
-        };
+        let p = part;
         for (topic, parts) in [
             (
                 "orders",
