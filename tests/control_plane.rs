@@ -69,6 +69,16 @@ fn start(name: &str, lab: &Lab, rx: &Receiver) -> Watchdog {
     w
 }
 
+/// The furthest the brokers asked applied the metadata log, and how long it stood there.
+fn applied(w: &Watchdog) -> (Option<i64>, Option<f64>) {
+    let s = w.status();
+    let q = &s["clusters"][0]["quorum"];
+    (
+        q["metadata_applied_offset"].as_i64(),
+        q["metadata_applied_still_seconds"].as_f64(),
+    )
+}
+
 /// (controller id, state) from /status.
 fn controller_states(w: &Watchdog) -> Vec<(i64, String)> {
     let s = w.status();
@@ -241,6 +251,23 @@ fn the_only_controller_frozen_is_one_page_naming_it_with_the_quorum_out() {
     let rx = Receiver::start();
     let w = start("cp-only", &lab, &rx);
     let before = rx.received().len();
+    // The brokers say how far they applied the metadata log (ApiVersions), and it grows
+    // with the controller's no-op records: the evidence that a quorum works even when a
+    // DescribeQuorum through a broker fails.
+    let (first, _) = applied(&w);
+    let first = first.expect("the brokers say how far they applied the metadata log");
+    let (later, still) = eventually(
+        Duration::from_secs(10),
+        "the applied offset growing",
+        || {
+            let (o, s) = applied(&w);
+            o.filter(|o| *o > first).map(|o| (o, s))
+        },
+    );
+    assert!(
+        still.is_some_and(|s| s < 2.0),
+        "{later} still for {still:?}"
+    );
     lab.freeze(0).unwrap();
     let frozen_at = Instant::now();
     let p = eventually(NAME_BOUND, "the quorum without a leader", || {
@@ -282,8 +309,14 @@ fn the_only_controller_frozen_is_one_page_naming_it_with_the_quorum_out() {
         named_after.as_secs_f64(),
         paged_after.as_secs_f64()
     );
-    // Frozen for a while: brokers keep serving what they have; none is blamed.
+    // Frozen for a while: brokers keep serving what they have; none is blamed; and they
+    // apply nothing new.
     std::thread::sleep(Duration::from_secs(10));
+    let (_, still) = applied(&w);
+    assert!(
+        still.is_some_and(|s| s >= 8.0),
+        "applied metadata still for {still:?}"
+    );
     assert!(
         unhealthy_brokers(&w).is_empty(),
         "{:?}",

@@ -14,6 +14,9 @@
 //!   majority of the voters answers, since Kafka then elects another within seconds; at
 //!   once otherwise), when its leader's high watermark stands still, or when fewer than a
 //!   majority of the voters are caught up.
+//! - Brokers that keep applying new metadata records (ApiVersions says how far) prove a
+//!   working leader: while they do, a leader that does not answer is the asking's failure,
+//!   not the quorum's.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, SystemTime};
@@ -178,6 +181,12 @@ pub struct QuorumSettings {
     /// Broker rules that read registration or metadata staleness hold off this long after
     /// the control plane came back.
     pub settle: Duration,
+    /// When no leader answers, the brokers' applied metadata must have stood still this
+    /// long too before that is the quorum's problem: two no-op intervals, so that the
+    /// last record a frozen leader committed costs nothing (the look that fails takes a
+    /// request deadline). Asked through brokers only, `stall` instead: a DescribeQuorum
+    /// forwarded through a broker can fail while the quorum works.
+    pub applied_still: Duration,
 }
 
 impl Default for QuorumSettings {
@@ -189,6 +198,7 @@ impl Default for QuorumSettings {
             election_grace: Duration::from_secs(6),
             restart_grace: Duration::from_secs(120),
             settle: Duration::from_secs(30),
+            applied_still: Duration::from_secs(1),
         }
     }
 }
@@ -414,6 +424,9 @@ fn problem(
     let voters = controllers.len().max(d.map_or(0, |d| d.voters.len()));
     let majority = voters / 2 + 1;
     let Some(d) = d else {
+        if still_applying(look, s, now) || refused_the_watchdog(look) {
+            return None;
+        }
         // Nothing answered as leader. Controllers asked directly that answer still vote:
         // with a majority of them, Kafka elects another leader within seconds.
         let answering: Vec<NodeId> = look
@@ -510,6 +523,39 @@ fn problem(
         suspects: vec![d.leader],
         since,
     })
+}
+
+/// The brokers asked keep applying new metadata records, which only a working leader
+/// commits: when nothing answers as leader, it is the asking that fails, not the quorum
+/// (the routine bench, Kafka 4.1: DescribeQuorum through two brokers timed out, then
+/// answered UNKNOWN_SERVER_ERROR, for 22 s while a follower controller restarted).
+fn still_applying(look: &QuorumObservation, s: &QuorumSettings, now: SystemTime) -> bool {
+    let Some(applied) = look.metadata_applied else {
+        return false;
+    };
+    let needed = if look.controllers.is_empty() {
+        s.stall
+    } else {
+        s.applied_still
+    };
+    now.duration_since(applied.since).unwrap_or_default() < needed
+}
+
+/// Asked through brokers only, the broker refused the watchdog itself (ACLs without
+/// Describe on the cluster, credentials, TLS, a version it cannot speak): that is the
+/// watchdog's access, on /status with the failure, and says nothing about the quorum.
+fn refused_the_watchdog(look: &QuorumObservation) -> bool {
+    look.controllers.is_empty()
+        && matches!(
+            &look.via_broker,
+            Some((_, Err(f))) if matches!(
+                f.kind,
+                FailureKind::Authorization
+                    | FailureKind::Authentication
+                    | FailureKind::Tls
+                    | FailureKind::Protocol
+            )
+        )
 }
 
 /// The voters caught up with the leader (the leader itself always is).

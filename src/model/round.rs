@@ -924,6 +924,22 @@ pub struct QuorumObservation {
     /// before: the cluster's metadata changed, and brokers should have applied it.
     #[serde(skip)]
     pub metadata_changed_at: Option<SystemTime>,
+    /// What the brokers asked say they have applied of the metadata log (ApiVersions);
+    /// `None` when none of them says (before any answer, or a release that does not).
+    pub metadata_applied: Option<AppliedMetadata>,
+}
+
+/// The furthest any asked broker has applied the metadata log, and since when. A KRaft
+/// broker applies a record the active controller committed, and the active controller
+/// commits one every 500 ms even on an idle cluster: while this grows, the quorum has a
+/// working leader, whatever a DescribeQuorum forwarded through a broker says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct AppliedMetadata {
+    /// The highest offset a broker reported.
+    pub offset: i64,
+    /// The look that first saw this offset: how long the log has stood still since.
+    #[serde(skip)]
+    pub since: SystemTime,
 }
 
 impl QuorumObservation {
@@ -938,6 +954,7 @@ impl QuorumObservation {
             high_watermark_still_since: None,
             last_progress_at: None,
             metadata_changed_at: None,
+            metadata_applied: None,
         }
     }
 

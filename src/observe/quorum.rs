@@ -17,7 +17,8 @@ use futures::future::join_all;
 use tokio::sync::watch;
 
 use crate::model::round::{
-    ControllerLook, ControllerRole, NodeId, QuorumAnswer, QuorumDescription, QuorumObservation,
+    AppliedMetadata, ControllerLook, ControllerRole, NodeId, QuorumAnswer, QuorumDescription,
+    QuorumObservation,
 };
 use crate::model::round::{FailureKind, ProbeFailure};
 use crate::observe::wire::{BrokerClient, OpenFailure, WireError, WireOptions};
@@ -78,6 +79,8 @@ pub struct QuorumProber {
     last_progress_at: Option<SystemTime>,
     last_leader: Option<(NodeId, i32, SystemTime)>,
     metadata_changed_at: Option<SystemTime>,
+    /// The furthest the brokers asked have applied the metadata log.
+    applied: Option<AppliedMetadata>,
     /// A broker said it has no DescribeQuorum (ZooKeeper mode, Kafka before 2.8): the
     /// brokers are not asked again.
     brokers_without_quorum: bool,
@@ -106,6 +109,7 @@ impl QuorumProber {
             last_progress_at: None,
             last_leader: None,
             metadata_changed_at: None,
+            applied: None,
             brokers_without_quorum: false,
         }
     }
@@ -161,6 +165,7 @@ impl QuorumProber {
             looks.push((asked.address, outcome, asked.accepted));
         }
         let mut via_broker = None;
+        let applied = from_brokers.iter().filter_map(|a| a.applied).max();
         for asked in from_brokers {
             if asked.unsupported {
                 self.brokers_without_quorum = true;
@@ -238,6 +243,11 @@ impl QuorumProber {
             })
             .collect();
         let still_since = self.track(description.as_ref(), at);
+        if let Some(offset) = applied {
+            if self.applied.is_none_or(|a| offset > a.offset) {
+                self.applied = Some(AppliedMetadata { offset, since: at });
+            }
+        }
         Some(QuorumObservation {
             at,
             controllers,
@@ -247,6 +257,7 @@ impl QuorumProber {
             high_watermark_still_since: still_since,
             last_progress_at: self.last_progress_at,
             metadata_changed_at: self.metadata_changed_at,
+            metadata_applied: self.applied,
         })
     }
 
@@ -300,6 +311,9 @@ struct Asked {
     unsupported: bool,
     /// Controllers a controller listed (KIP-919).
     controllers: Vec<(NodeId, String)>,
+    /// A broker's applied metadata offset, asked before DescribeQuorum so that a failing
+    /// DescribeQuorum still leaves it.
+    applied: Option<i64>,
 }
 
 /// DescribeQuorum to one target on its kept connection (opened first when there is none,
@@ -322,6 +336,7 @@ async fn ask(
         accepted: t.client.is_some(),
         unsupported: false,
         controllers: Vec::new(),
+        applied: None,
     };
     let result = async {
         if t.client.as_ref().is_none_or(|c| !c.is_usable()) {
@@ -349,6 +364,15 @@ async fn ask(
                     .map(|b| (b.endpoint.id, b.endpoint.address()))
                     .collect();
             }
+        }
+        let speaks_quorum = client
+            .versions()
+            .negotiated(kafka_protocol::messages::ApiKey::DescribeQuorum)
+            .is_some();
+        if !controller && speaks_quorum {
+            // The broker answers this itself: what it says holds even when the controller
+            // behind it does not answer.
+            asked.applied = client.applied_metadata_offset().await?;
         }
         client.describe_quorum().await.map(|a| a.value)
     }

@@ -460,6 +460,7 @@ fn quorum() -> crate::judge::quorum::QuorumReport {
         high_watermark_still_since: Some(t(0)),
         last_progress_at: Some(t(0)),
         metadata_changed_at: None,
+        metadata_applied: None,
     });
     crate::judge::quorum::judge_quorum(
         &observation,

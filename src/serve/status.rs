@@ -208,6 +208,10 @@ pub struct QuorumStatus<'a> {
     pub controllers: Vec<ControllerStatus<'a>>,
     /// The broker asked (it forwards to the active controller) and how that went.
     pub via_broker: Option<ViaBroker<'a>>,
+    /// The furthest the brokers asked have applied the metadata log (ApiVersions), and how
+    /// long it has stood there: it grows every 500 ms while a leader commits.
+    pub metadata_applied_offset: Option<i64>,
+    pub metadata_applied_still_seconds: Option<f64>,
 }
 
 #[derive(Serialize)]
@@ -260,6 +264,13 @@ fn quorum_status(q: &crate::judge::quorum::QuorumReport) -> QuorumStatus<'_> {
         via_broker: q.look.via_broker.as_ref().map(|(address, r)| ViaBroker {
             address,
             failure: r.as_ref().err(),
+        }),
+        metadata_applied_offset: q.look.metadata_applied.map(|a| a.offset),
+        metadata_applied_still_seconds: q.look.metadata_applied.map(|a| {
+            q.observed_at
+                .duration_since(a.since)
+                .unwrap_or_default()
+                .as_secs_f64()
         }),
     }
 }

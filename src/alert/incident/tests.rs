@@ -1382,6 +1382,7 @@ fn a_frozen_controller_and_its_quorum_are_findings_of_their_own() {
         high_watermark_still_since: None,
         last_progress_at: Some(t(10)),
         metadata_changed_at: None,
+        metadata_applied: None,
     });
     let mut r = report("lab");
     r.verdicts = vec![verdict(1, BrokerState::Healthy, &[])];

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use super::*;
-use crate::model::round::{ProbeFailure, ReplicaProgress};
+use crate::model::round::{AppliedMetadata, ProbeFailure, ReplicaProgress};
 
 const T0: u64 = 1_000_000;
 
@@ -81,6 +81,7 @@ fn look(
         high_watermark_still_since: still_since.map(at),
         last_progress_at: Some(at(still_since.unwrap_or(10.0))),
         metadata_changed_at: None,
+        metadata_applied: None,
     })
 }
 
@@ -157,6 +158,7 @@ fn the_only_controller_frozen_is_a_zombie_and_the_quorum_has_no_leader() {
         high_watermark_still_since: None,
         last_progress_at: Some(at(10.0)),
         metadata_changed_at: None,
+        metadata_applied: None,
     });
     let r = judge_quorum(&frozen, &mut m, &s, at(11.5));
     assert_eq!(states(&r), [(0, "zombie")]);
@@ -202,6 +204,7 @@ fn a_frozen_leader_among_three_is_named_and_the_quorum_waits_for_the_election() 
         high_watermark_still_since: None,
         last_progress_at: Some(at(10.0)),
         metadata_changed_at: None,
+        metadata_applied: None,
     });
     let r = judge_quorum(&frozen, &mut m, &s, at(11.5));
     assert_eq!(
@@ -310,6 +313,7 @@ fn through_brokers_only_a_silent_quorum_names_its_last_leader() {
         high_watermark_still_since: None,
         last_progress_at: Some(at(10.0)),
         metadata_changed_at: None,
+        metadata_applied: None,
     });
     let mut m = QuorumMemory {
         voters: [0].into(),
@@ -320,6 +324,96 @@ fn through_brokers_only_a_silent_quorum_names_its_last_leader() {
     assert_eq!((p.kind, p.suspects), (QuorumProblemKind::NoLeader, vec![0]));
     assert!(p.detail.contains("through broker b1:9092"), "{}", p.detail);
     assert_eq!(states(&r), [(0, "unknown")]);
+}
+
+/// A look in which nothing answers as leader: through broker b1 only (its DescribeQuorum
+/// timed out) or, with `direct`, from controller 0 asked directly as well (a zombie); the
+/// brokers have applied the metadata log up to offset 700 since `applied_since`.
+fn silent_look(direct: bool, applied_since: Option<f64>) -> Arc<QuorumObservation> {
+    let timeout = ProbeFailure {
+        kind: FailureKind::Timeout,
+        detail: "no answer within 1000ms during describe_quorum".into(),
+        after: Duration::from_secs(1),
+    };
+    Arc::new(QuorumObservation {
+        at: at(11.0),
+        controllers: if direct {
+            vec![failing(0, FailureKind::Timeout, true, 11.0)]
+        } else {
+            Vec::new()
+        },
+        via_broker: Some(("b1:9092".into(), Err(timeout))),
+        description: None,
+        last_leader: Some((0, 4, at(10.0))),
+        high_watermark_still_since: None,
+        last_progress_at: Some(at(10.0)),
+        metadata_changed_at: None,
+        metadata_applied: applied_since.map(|t| AppliedMetadata {
+            offset: 700,
+            since: at(t),
+        }),
+    })
+}
+
+/// The routine bench's false page (Kafka 4.1, no `controllers:`): DescribeQuorum through
+/// the brokers failed for 22 s while a follower controller restarted, and was read as no
+/// leader. Brokers that keep applying new records show a leader committing them: no
+/// problem until their applied offset has stood still for `stall` (through brokers) or
+/// two no-op intervals (with a controller asked directly, so that a frozen only
+/// controller is named as fast as before).
+#[test]
+fn no_leader_needs_the_brokers_applied_metadata_to_stand_still() {
+    let judged = |direct: bool, applied_since: Option<f64>, now: f64| {
+        let mut m = QuorumMemory {
+            voters: [0].into(),
+            ..QuorumMemory::default()
+        };
+        judge_quorum(
+            &silent_look(direct, applied_since),
+            &mut m,
+            &QuorumSettings::default(),
+            at(now),
+        )
+        .problem
+        .map(|p| p.kind)
+    };
+    // Through brokers: applying 0.5 s ago, and 1.9 s ago, is a working quorum.
+    assert_eq!(judged(false, Some(11.5), 12.0), None);
+    assert_eq!(judged(false, Some(10.1), 12.0), None);
+    // Still for 2 s: no leader.
+    assert_eq!(
+        judged(false, Some(10.0), 12.0),
+        Some(QuorumProblemKind::NoLeader)
+    );
+    // Nothing says how far the brokers applied (an older release): as before.
+    assert_eq!(judged(false, None, 11.5), Some(QuorumProblemKind::NoLeader));
+    // Controller 0 asked directly: still for 1 s is enough, less is not.
+    assert_eq!(judged(true, Some(11.2), 12.0), None);
+    assert_eq!(
+        judged(true, Some(11.0), 12.0),
+        Some(QuorumProblemKind::NoLeader)
+    );
+}
+
+/// A broker that refuses the watchdog DescribeQuorum (no Describe on the cluster) says
+/// nothing about the quorum: no problem, whatever the applied offset.
+#[test]
+fn a_broker_refusing_the_watchdog_is_not_a_quorum_without_leader() {
+    let mut l = (*silent_look(false, None)).clone();
+    l.via_broker = Some((
+        "b1:9092".into(),
+        Err(ProbeFailure {
+            kind: FailureKind::Authorization,
+            detail: "describe_quorum: Kafka error 31 CLUSTER_AUTHORIZATION_FAILED".into(),
+            after: Duration::ZERO,
+        }),
+    ));
+    let mut m = QuorumMemory {
+        voters: [0].into(),
+        ..QuorumMemory::default()
+    };
+    let r = judge_quorum(&Arc::new(l), &mut m, &QuorumSettings::default(), at(30.0));
+    assert!(r.problem.is_none(), "{:?}", r.problem);
 }
 
 /// The control plane back: broker rules that read registration hold off for `settle`.

@@ -261,6 +261,58 @@ async fn brokers_forward_and_one_frozen_broker_does_not_hide_the_quorum() {
     assert!(look.controllers.is_empty());
 }
 
+/// A broker whose DescribeQuorum hangs (the controller behind it does not answer) still
+/// says how far it applied the metadata log (ApiVersions' finalized-features epoch); the
+/// look keeps the furthest offset and the look that first saw it.
+#[tokio::test]
+async fn a_broker_says_how_far_it_applied_the_metadata_log_even_when_its_quorum_answer_hangs() {
+    let applied = Arc::new(AtomicI64::new(500));
+    let offsets = applied.clone();
+    let broker = FakeBroker::start(move |r: &Received| {
+        if r.api_key == ApiKey::ApiVersions as i16 {
+            let keys = kraft_ranges()
+                .iter()
+                .map(|&(k, min, max)| {
+                    kafka_protocol::messages::api_versions_response::ApiVersion::default()
+                        .with_api_key(k as i16)
+                        .with_min_version(min)
+                        .with_max_version(max)
+                })
+                .collect();
+            return answer(
+                r,
+                &kafka_protocol::messages::ApiVersionsResponse::default()
+                    .with_api_keys(keys)
+                    .with_finalized_features_epoch(offsets.load(Ordering::SeqCst)),
+            );
+        }
+        assert_eq!(r.api_key, ApiKey::DescribeQuorum as i16);
+        Reply::Hang
+    })
+    .await;
+    let mut p = prober(Vec::new(), 300);
+    let brokers = [broker.address.clone()];
+    let first = p.look(&brokers).await.unwrap();
+    assert!(first.description.is_none());
+    assert!(matches!(&first.via_broker, Some((_, Err(f))) if f.kind == FailureKind::Timeout));
+    assert_eq!(
+        first.metadata_applied.map(|a| (a.offset, a.since)),
+        Some((500, first.at))
+    );
+    applied.store(503, Ordering::SeqCst);
+    let second = p.look(&brokers).await.unwrap();
+    assert_eq!(
+        second.metadata_applied.map(|a| (a.offset, a.since)),
+        Some((503, second.at))
+    );
+    // Standing still: the offset and the look that first saw it stay.
+    let third = p.look(&brokers).await.unwrap();
+    assert_eq!(
+        third.metadata_applied.map(|a| (a.offset, a.since)),
+        Some((503, second.at))
+    );
+}
+
 /// ZooKeeper-mode brokers have no DescribeQuorum: nothing to look at, and they are not
 /// asked again.
 #[tokio::test]

@@ -130,6 +130,22 @@ impl BrokerClient {
     /// request every broker answers (the continuous liveness check, `liveness`). Returns
     /// how long the answer took.
     pub async fn ping(&mut self) -> Result<Duration, WireError> {
+        self.api_versions_again().await.map(|a| a.latency)
+    }
+
+    /// The offset of the last metadata record this broker has applied, from ApiVersions:
+    /// from v3 on the answer carries `FinalizedFeaturesEpoch`, which a KRaft broker sets to
+    /// the offset its metadata image reaches (`KRaftMetadataCache.features`). The active
+    /// controller commits a record every 500 ms, so the number grows while the control
+    /// plane works and the broker applies it. `None` below v3 or when the broker says -1.
+    pub async fn applied_metadata_offset(&mut self) -> Result<Option<i64>, WireError> {
+        let version = self.versions.api_versions_version();
+        let answer = self.api_versions_again().await?;
+        let epoch = answer.value.finalized_features_epoch;
+        Ok((version >= 3 && epoch >= 0).then_some(epoch))
+    }
+
+    async fn api_versions_again(&mut self) -> Result<Timed<ApiVersionsResponse>, WireError> {
         let version = self.versions.api_versions_version();
         let answer = self
             .conn
@@ -142,7 +158,7 @@ impl BrokerClient {
                 message: None,
             });
         }
-        Ok(answer.latency)
+        Ok(answer)
     }
 
     /// Metadata for no topics: about as cheap as ApiVersions, and it lists the brokers this
