@@ -208,3 +208,139 @@ fn a_healthy_cluster_and_a_controlled_restart_raise_no_coordinator_evidence() {
     assert!(coordinator_pages.is_empty(), "{coordinator_pages:#?}");
     drop(w);
 }
+
+const TXN_RULES: [&str; 2] = ["txn_coordinator_stalled", "txn_coordinator_failing"];
+
+/// A transactional producer starts once, so that `__transaction_state` exists (Kafka creates
+/// it at the first FindCoordinator for a transactional id), and every partition has a leader.
+fn transactions_topic_ready(bootstrap: &str) {
+    use rdkafka::producer::{BaseProducer, Producer};
+    let producer: BaseProducer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("transactional.id", "kafka-lab-transactions-init")
+        .create()
+        .expect("producer");
+    eventually(Duration::from_secs(60), "a transactional producer ready", || {
+        producer.init_transactions(Duration::from_secs(10)).ok()
+    });
+    eventually(Duration::from_secs(60), "__transaction_state led", || {
+        let ps = client::partitions(bootstrap, "__transaction_state").ok()?;
+        (!ps.is_empty() && ps.iter().all(|p| p.leader > 0)).then_some(())
+    });
+}
+
+/// The `__transaction_state` partitions a broker leads, as the watchdog's status says.
+fn txn_shards_of(w: &Watchdog, broker: i64) -> Vec<i64> {
+    w.status()["clusters"][0]["txn_coordinators"]["brokers"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|l| l["broker"] == broker)
+        .and_then(|l| l["shards"].as_array().cloned())
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|s| s.as_i64())
+        .collect()
+}
+
+/// `kafka-lab stall N --txn-coordinator`: the broker's marker sender and transaction log
+/// scheduler stopped. InitProducerId, AddOffsetsToTxn and EndTxn still answer, but a
+/// committed transaction's markers are never written, so every transactional producer
+/// hashed onto its shards waits forever (CONCURRENT_TRANSACTIONS). With the transaction
+/// probe on (the lab's settings: a look every 500 ms, 1.5 s of grace), the broker is a
+/// zombie by `txn_coordinator_stalled`, paged, and resolved after the heal; no other broker
+/// is named.
+#[test]
+fn a_stalled_transaction_coordinator_is_a_zombie_by_name() {
+    let mut lab = lab();
+    offsets_topic_ready(&lab.bootstrap());
+    transactions_topic_ready(&lab.bootstrap());
+    let rx = Receiver::start();
+    let w = common::watchdog::start_default_timing(
+        "txn-stall",
+        &rx,
+        "    coordinators:\n      transactions: true\n      transactions_interval_ms: 500\n      txn_stall_grace_ms: 1500\n",
+    );
+    eventually(
+        Duration::from_secs(90),
+        "every broker healthy and every transaction coordinator answering",
+        || {
+            let s = w.status();
+            let brokers_ok = (1..=3).all(|b| w.broker_state(b).as_deref() == Some("healthy"));
+            let looks = s["clusters"][0]["txn_coordinators"]["brokers"]
+                .as_array()?
+                .clone();
+            let answering = looks.len() == 3
+                && looks.iter().all(|l| {
+                    l["probe"] == "answered" && l["errors"].as_array().is_some_and(Vec::is_empty)
+                });
+            (brokers_ok && answering).then_some(())
+        },
+    );
+    w.wait_canary_writing(Duration::from_secs(60));
+    let victim = (1..=3)
+        .max_by_key(|b| txn_shards_of(&w, *b).len())
+        .expect("a broker") as i32;
+    let shards = txn_shards_of(&w, i64::from(victim));
+    assert!(!shards.is_empty(), "no broker leads a transaction shard");
+    let id = victim.to_string();
+    assert_eq!(
+        w.metric("kafka_watchdog_txn_coordinator_shards", &[("broker", &id)]),
+        Some(shards.len() as f64)
+    );
+    let before = rx.received().len();
+    lab.stall_threads(victim, Stall::TxnCoordinator).unwrap();
+    let stalled_at = Instant::now();
+    eventually(
+        NAME_BOUND,
+        "the stalled broker a zombie for its transaction coordinator",
+        || {
+            (w.rules(victim).first().map(String::as_str) == Some("txn_coordinator_stalled"))
+                .then_some(())
+        },
+    );
+    let named_after = stalled_at.elapsed();
+    let b = w.broker(victim).unwrap();
+    assert_eq!(b["state"], "zombie");
+    let detail = b["hits"][0]["detail"].as_str().unwrap_or_default().to_string();
+    assert!(detail.contains("CONCURRENT_TRANSACTIONS"), "{detail}");
+    assert!(w
+        .metric("kafka_watchdog_txn_coordinator_error_shards", &[("broker", &id)])
+        .is_some_and(|n| n >= 1.0));
+    let v = rx.wait(&format!("opened broker {victim}"), PAGE_BOUND, |v| {
+        is_event(v, "opened", "broker", Some(i64::from(victim)))
+    });
+    let paged_after = stalled_at.elapsed();
+    assert!(has(&v, "evidence", "txn_coordinator_stalled"), "{v:#}");
+    assert_eq!(v["severity"], "critical", "{v:#}");
+    eprintln!(
+        "broker {victim}'s transaction coordinator stalled: named after {:.1} s, paged after {:.1} s",
+        named_after.as_secs_f64(),
+        paged_after.as_secs_f64()
+    );
+    for b in (1..=3).filter(|b| *b != victim) {
+        assert_eq!(w.broker_state(b).as_deref(), Some("healthy"), "broker {b}");
+        assert!(
+            !w.rules(b).iter().any(|r| TXN_RULES.contains(&r.as_str())),
+            "broker {b}: {:?}",
+            w.rules(b)
+        );
+    }
+    let wrong: Vec<_> = rx
+        .received()
+        .into_iter()
+        .skip(before)
+        .filter(|v| {
+            v["event"] == "opened" && !is_event(v, "opened", "broker", Some(i64::from(victim)))
+        })
+        .collect();
+    assert!(wrong.is_empty(), "other pages: {wrong:#?}");
+
+    lab.heal(Some(victim)).unwrap();
+    rx.wait(
+        &format!("resolved broker {victim}"),
+        Duration::from_secs(60),
+        |v| is_event(v, "resolved", "broker", Some(i64::from(victim))),
+    );
+    drop(w);
+}

@@ -1645,6 +1645,27 @@ pub fn watchdog_acls(principal: &str) -> Vec<Vec<String>> {
             ],
             &["Describe"],
         ),
+        // The transaction coordinator probe (`coordinators.transactions`, off by default):
+        // its synthetic transactional ids (InitProducerId, EndTxn need Write) and the
+        // groups their transactions add (AddOffsetsToTxn needs Read), one prefix.
+        acl(
+            &[
+                "--resource-pattern-type",
+                "prefixed",
+                "--transactional-id",
+                "kafka-watchdog-txn-",
+            ],
+            &["Write", "Describe"],
+        ),
+        acl(
+            &[
+                "--resource-pattern-type",
+                "prefixed",
+                "--group",
+                "kafka-watchdog-txn-",
+            ],
+            &["Read"],
+        ),
     ]
 }
 

@@ -159,6 +159,20 @@ layered! {
         // Loading a shard after a leadership change takes seconds; a minute is a coordinator
         // that does not come up.
         COORDINATORS_ERROR_GRACE error_grace: Duration = Secs(IntSpec { key: "error_grace_secs", default: 60, min: 0, max: DAY_SECS }),
+        /// Probe the transaction coordinator of every __transaction_state partition: one
+        /// empty transaction (InitProducerId, AddOffsetsToTxn, EndTxn) per partition for a
+        /// synthetic transactional id, `kafka-watchdog-txn-<instance_id>-<partition>-<n>`.
+        /// Off by default: it writes to __transaction_state and allocates a producer id per
+        /// synthetic id (about 50), and needs the ACLs the README lists.
+        COORDINATORS_TRANSACTIONS transactions: bool = Flag(BoolSpec { key: "transactions", default: false }),
+        /// One empty transaction per __transaction_state partition this often.
+        COORDINATORS_TRANSACTIONS_INTERVAL transactions_interval: Duration = Millis(IntSpec { key: "transactions_interval_ms", default: 1000, min: 200, max: 600_000 }),
+        /// A shard whose probe transaction has not ended (the next InitProducerId answers
+        /// CONCURRENT_TRANSACTIONS: its commit markers are not written) for this long names
+        /// its coordinator stalled.
+        // Markers take milliseconds; a coordinator that moved loads its shard and finishes
+        // what was pending within seconds (COORDINATOR_LOAD_IN_PROGRESS meanwhile).
+        COORDINATORS_TXN_STALL_GRACE txn_stall_grace: Duration = Millis(IntSpec { key: "txn_stall_grace_ms", default: 5000, min: 0, max: 3_600_000 }),
     }
 }
 

@@ -3,16 +3,54 @@
 //! coordinator error for shards the broker leads (`group_coordinator_failing`). Either
 //! stops every consumer group hashed onto those shards from committing and rebalancing
 //! while produce and fetch work: the broker is a zombie for the applications that use it.
+//! The transaction coordinators likewise (`txn_coordinator_stalled`, also when a shard's
+//! probe transaction does not end: CONCURRENT_TRANSACTIONS past `txn_stall_grace`;
+//! `txn_coordinator_failing`): every transactional producer hashed onto those shards
+//! cannot begin or end a transaction.
 //! Pure: the look and `now` come in, hits go onto the verdicts.
 
 use std::time::{Duration, SystemTime};
 
 use crate::judge::verdict::{BrokerState, BrokerVerdict, RuleHit};
-use crate::model::coordinators::{CoordinatorLook, CoordinatorObservation, ShardError};
+use crate::model::coordinators::{
+    CoordinatorLook, CoordinatorObservation, ShardError, CONCURRENT_TRANSACTIONS,
+};
 use crate::model::round::BrokerId;
 
 pub const STALLED: &str = "group_coordinator_stalled";
 pub const FAILING: &str = "group_coordinator_failing";
+pub const TXN_STALLED: &str = "txn_coordinator_stalled";
+pub const TXN_FAILING: &str = "txn_coordinator_failing";
+/// Every rule this module adds.
+pub const RULES: [&str; 4] = [STALLED, FAILING, TXN_STALLED, TXN_FAILING];
+
+/// What differs between the two kinds of coordinator in their evidence.
+struct Kind {
+    stalled: &'static str,
+    failing: &'static str,
+    what: &'static str,
+    topic: &'static str,
+    probe: &'static str,
+    harm: &'static str,
+}
+
+const GROUPS: Kind = Kind {
+    stalled: STALLED,
+    failing: FAILING,
+    what: "group coordinator",
+    topic: "__consumer_offsets",
+    probe: "OffsetFetch for the groups",
+    harm: "the consumer groups it coordinates cannot commit offsets or rebalance",
+};
+
+const TRANSACTIONS: Kind = Kind {
+    stalled: TXN_STALLED,
+    failing: TXN_FAILING,
+    what: "transaction coordinator",
+    topic: "__transaction_state",
+    probe: "the probe's transactions for the ids",
+    harm: "the transactional producers it coordinates cannot begin or end a transaction",
+};
 
 // The settings sit with the verdict's (`VerdictSettings::coordinators`), which carry them.
 pub use crate::judge::verdict::CoordinatorRules;
@@ -32,8 +70,28 @@ fn error_name(code: i16) -> String {
     crate::observe::wire::kafka_error_name(code)
 }
 
-/// The hits a broker's coordinator look gives, with when the decisive one began.
+/// The hits a broker's group coordinator look gives, with when the decisive one began.
 pub fn coordinator_hits(
+    look: &CoordinatorLook,
+    rules: &CoordinatorRules,
+    timeout: Duration,
+    now: SystemTime,
+) -> Vec<(RuleHit, SystemTime)> {
+    hits_of(&GROUPS, look, rules, timeout, now)
+}
+
+/// The hits a broker's transaction coordinator look gives.
+pub fn txn_coordinator_hits(
+    look: &CoordinatorLook,
+    rules: &CoordinatorRules,
+    timeout: Duration,
+    now: SystemTime,
+) -> Vec<(RuleHit, SystemTime)> {
+    hits_of(&TRANSACTIONS, look, rules, timeout, now)
+}
+
+fn hits_of(
+    kind: &Kind,
     look: &CoordinatorLook,
     rules: &CoordinatorRules,
     timeout: Duration,
@@ -48,24 +106,52 @@ pub fn coordinator_hits(
             .unwrap_or_else(|| "time".into());
         hits.push((
             RuleHit {
-                rule: STALLED,
+                rule: kind.stalled,
                 state: BrokerState::Zombie,
                 detail: format!(
-                    "its group coordinator has not answered OffsetFetch for the groups of __consumer_offsets partitions {} ({} probes of {:.1} s in a row, for {:.1} s) while it answered ApiVersions on another connection in {}: the consumer groups it coordinates cannot commit offsets or rebalance",
+                    "its {} has not answered {} of {} partitions {} ({} probes of {:.1} s in a row, for {:.1} s) while it answered ApiVersions on another connection in {}: {}",
+                    kind.what,
+                    kind.probe,
+                    kind.topic,
                     shard_list(look.shards.iter().copied()),
                     look.unanswered_in_a_row,
                     timeout.as_secs_f64(),
                     now.duration_since(since).unwrap_or_default().as_secs_f64(),
                     control,
+                    kind.harm,
                 ),
             },
             since,
         ));
     }
+    let lasted = |e: &ShardError, grace: Duration| now.duration_since(e.since).unwrap_or_default() >= grace;
+    // A transaction that does not end: its commit markers are not being written.
+    let unended: Vec<&ShardError> = look
+        .errors
+        .iter()
+        .filter(|e| e.code == CONCURRENT_TRANSACTIONS && lasted(e, rules.txn_stall_grace))
+        .collect();
+    if let Some(first) = unended.iter().map(|e| e.since).min() {
+        hits.push((
+            RuleHit {
+                rule: kind.stalled,
+                state: BrokerState::Zombie,
+                detail: format!(
+                    "its {} has not ended the probe's transactions of {} partitions {} (InitProducerId answers CONCURRENT_TRANSACTIONS for {:.1} s: the commit markers are not written): {}",
+                    kind.what,
+                    kind.topic,
+                    shard_list(unended.iter().map(|e| e.shard)),
+                    now.duration_since(first).unwrap_or_default().as_secs_f64(),
+                    kind.harm,
+                ),
+            },
+            first,
+        ));
+    }
     let lasting: Vec<&ShardError> = look
         .errors
         .iter()
-        .filter(|e| now.duration_since(e.since).unwrap_or_default() >= rules.error_grace)
+        .filter(|e| e.code != CONCURRENT_TRANSACTIONS && lasted(e, rules.error_grace))
         .collect();
     if let Some(first) = lasting.iter().map(|e| e.since).min() {
         let mut by_code: Vec<(i16, Vec<i32>)> = Vec::new();
@@ -79,20 +165,23 @@ pub fn coordinator_hits(
             .iter()
             .map(|(code, shards)| {
                 format!(
-                    "{} for __consumer_offsets partitions {}",
+                    "{} for {} partitions {}",
                     error_name(*code),
+                    kind.topic,
                     shard_list(shards.iter().copied())
                 )
             })
             .collect();
         hits.push((
             RuleHit {
-                rule: FAILING,
+                rule: kind.failing,
                 state: BrokerState::Zombie,
                 detail: format!(
-                    "its group coordinator answers {} (for {:.0} s, while the cluster's metadata names it their leader): the consumer groups there cannot commit offsets or rebalance",
+                    "its {} answers {} (for {:.0} s, while the cluster's metadata names it their leader): {}",
+                    kind.what,
                     parts.join("; "),
                     now.duration_since(first).unwrap_or_default().as_secs_f64(),
+                    kind.harm,
                 ),
             },
             first,
@@ -112,11 +201,20 @@ pub fn apply(
         return;
     };
     for v in verdicts.iter_mut() {
-        v.hits.retain(|h| h.rule != STALLED && h.rule != FAILING);
-        let Some(l) = look.brokers.get(&v.broker) else {
+        v.hits.retain(|h| !RULES.contains(&h.rule));
+        let groups = look
+            .brokers
+            .get(&v.broker)
+            .map(|l| coordinator_hits(l, rules, look.timeout, now));
+        let txns = look
+            .transactions
+            .as_ref()
+            .and_then(|t| t.brokers.get(&v.broker))
+            .map(|l| txn_coordinator_hits(l, rules, look.timeout, now));
+        if groups.is_none() && txns.is_none() {
             continue;
-        };
-        for (hit, since) in coordinator_hits(l, rules, look.timeout, now) {
+        }
+        for (hit, since) in groups.into_iter().chain(txns).flatten() {
             if hit.state > v.state {
                 v.observed_at = Some(now);
                 v.held_since = Some(since);
@@ -130,11 +228,17 @@ pub fn apply(
 
 /// The brokers the look finds a coordinator problem with, for a quick re-judgment.
 pub fn troubled(look: &CoordinatorObservation) -> Vec<BrokerId> {
-    look.brokers
+    let txns = look.transactions.iter().flat_map(|t| t.brokers.values());
+    let mut out: Vec<BrokerId> = look
+        .brokers
         .values()
+        .chain(txns)
         .filter(|l| l.unanswered_in_a_row > 0 || !l.errors.is_empty())
         .map(|l| l.broker)
-        .collect()
+        .collect();
+    out.sort_unstable();
+    out.dedup();
+    out
 }
 
 pub mod metrics;

@@ -2,8 +2,9 @@
 //! partition (its coordinator shard), and the group coordinator probe's observations.
 //! Those are kept with the round's (`round`), which carries them, and named here.
 pub use super::round::{
-    CoordinatorLook, CoordinatorObservation, ShardError, ShardProbe, COORDINATOR_LOAD_IN_PROGRESS,
-    COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR,
+    CoordinatorLook, CoordinatorObservation, ShardError, ShardProbe, TxnCoordinators,
+    CONCURRENT_TRANSACTIONS, COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE,
+    NOT_COORDINATOR,
 };
 
 /// Kafka's `String.hashCode()` of a group id (UTF-16 code units, wrapping), as the broker
@@ -21,7 +22,7 @@ pub fn shard_of(group: &str, partitions: u32) -> i32 {
     (i64::from(abs) % i64::from(partitions.max(1))) as i32
 }
 
-/// The synthetic group of a shard: `<prefix>-<shard>-<n>`, with the smallest `n` that lands
+/// The synthetic group (or transactional id: Kafka places both alike) of a shard: `<prefix>-<shard>-<n>`, with the smallest `n` that lands
 /// on that shard, so operators recognise it and every shard has exactly one.
 pub fn group_for(prefix: &str, shard: i32, partitions: u32) -> String {
     (0u32..)

@@ -1049,4 +1049,22 @@ pub struct CoordinatorObservation {
     pub timeout: Duration,
     /// Why nothing could be probed, when nothing could.
     pub blind: Option<String>,
+    /// The transaction coordinator probe's newest look, when that probe is on.
+    pub transactions: Option<TxnCoordinators>,
+}
+
+/// Kafka's answer to InitProducerId while the id's last transaction is still ending (its
+/// markers not yet written).
+pub const CONCURRENT_TRANSACTIONS: i16 = 51;
+
+/// One look at every broker's transaction coordinator shards: per `__transaction_state`
+/// partition, one empty transaction of a synthetic transactional id placed there.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TxnCoordinators {
+    pub at: SystemTime,
+    /// `__transaction_state` partitions; 0 while no transactional producer has used the
+    /// cluster (the first one creates the topic).
+    pub partitions: u32,
+    pub brokers: BTreeMap<BrokerId, CoordinatorLook>,
+    pub blind: Option<String>,
 }

@@ -10,6 +10,14 @@
 //! OffsetFetch reads; the synthetic groups never join, commit or hold members, so they
 //! cost Kafka nothing but the lookup. The look runs on a task of its own every
 //! `coordinators.interval_ms`, so that a stuck coordinator is named within seconds.
+//!
+//! The transaction coordinators, when `coordinators.transactions` is on, likewise: one
+//! synthetic transactional id per `__transaction_state` partition, and per look one empty
+//! transaction of each (InitProducerId, AddOffsetsToTxn, EndTxn commit) sent to the
+//! partition's leader. A coordinator whose markers are not written answers the next
+//! InitProducerId CONCURRENT_TRANSACTIONS; one that is stuck does not answer. This writes to
+//! `__transaction_state` and allocates one producer id per synthetic id, hence off by
+//! default.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -19,8 +27,9 @@ use futures::future::join_all;
 use tokio::sync::watch;
 
 use crate::model::coordinators::{
-    group_for, CoordinatorLook, CoordinatorObservation, ShardError, ShardProbe,
-    COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR,
+    group_for, CoordinatorLook, CoordinatorObservation, ShardError, ShardProbe, TxnCoordinators,
+    CONCURRENT_TRANSACTIONS, COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE,
+    NOT_COORDINATOR,
 };
 use crate::model::round::BrokerId;
 use crate::observe::wire::{BrokerClient, WireError, WireOptions};
@@ -36,6 +45,27 @@ pub struct CoordinatorSettings {
     pub interval: Duration,
     /// Security as for the brokers; `request_timeout` is `timeout`.
     pub wire: WireOptions,
+    /// Probe the group coordinators (`coordinators.groups`).
+    pub groups: bool,
+    /// The transaction coordinator probe, when it is on.
+    pub transactions: Option<TxnProbeSettings>,
+}
+
+/// How to probe the transaction coordinators.
+#[derive(Debug, Clone)]
+pub struct TxnProbeSettings {
+    /// Synthetic transactional ids are `<id_prefix>-<partition>-<n>`; the groups their
+    /// transactions add, `<id_prefix>-g-<partition>-<n>`.
+    pub id_prefix: String,
+    /// One empty transaction per shard this often.
+    pub interval: Duration,
+}
+
+/// What the probes are to look at, from the newest view.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CoordinatorPlan {
+    pub groups: ShardLeaders,
+    pub transactions: ShardLeaders,
 }
 
 /// Who leads each `__consumer_offsets` partition, from the newest view.
@@ -53,8 +83,58 @@ const COORDINATOR_ERRORS: [i16; 3] = [
     COORDINATOR_NOT_AVAILABLE,
     NOT_COORDINATOR,
 ];
+/// The codes kept per transaction shard: the coordinator's, and CONCURRENT_TRANSACTIONS
+/// (the shard's last transaction has not ended).
+const TXN_ERRORS: [i16; 4] = [
+    COORDINATOR_LOAD_IN_PROGRESS,
+    COORDINATOR_NOT_AVAILABLE,
+    NOT_COORDINATOR,
+    CONCURRENT_TRANSACTIONS,
+];
 /// The watchdog may not describe its own synthetic groups.
 const GROUP_AUTHORIZATION_FAILED: i16 = 30;
+const TRANSACTIONAL_ID_AUTHORIZATION_FAILED: i16 = 53;
+
+/// Which coordinators a probe of shards asks, and what that takes.
+#[derive(Clone, Copy)]
+enum Role<'a> {
+    Groups,
+    /// With the group the transactions add (`None`: each id's own name).
+    Transactions {
+        prefix: &'a str,
+        marker_group: Option<&'a str>,
+    },
+}
+
+impl Role<'_> {
+    fn tracked(self) -> &'static [i16] {
+        match self {
+            Role::Groups => &COORDINATOR_ERRORS,
+            Role::Transactions { .. } => &TXN_ERRORS,
+        }
+    }
+
+    fn denied(self, code: i16) -> bool {
+        match self {
+            Role::Groups => code == GROUP_AUTHORIZATION_FAILED,
+            Role::Transactions { .. } => {
+                code == GROUP_AUTHORIZATION_FAILED || code == TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+            }
+        }
+    }
+
+    fn denied_detail(self, settings: &CoordinatorSettings) -> String {
+        match self {
+            Role::Groups => format!(
+                "GROUP_AUTHORIZATION_FAILED: the watchdog's principal needs Describe on the groups prefixed {}",
+                settings.group_prefix
+            ),
+            Role::Transactions { prefix, .. } => format!(
+                "refused: the watchdog's principal needs Write and Describe on the transactional ids, and Read on the groups, prefixed {prefix}"
+            ),
+        }
+    }
+}
 
 /// The other connection answered within this share of the deadline: the broker works.
 /// A broker starved of CPU answers slowly everywhere and is the latency rules' business.
@@ -76,6 +156,7 @@ pub struct CoordinatorProber {
     targets: BTreeMap<BrokerId, Target>,
     /// Synthetic groups by shard, for the partition count they were chosen for.
     groups: (u32, Vec<String>),
+    txn_targets: BTreeMap<BrokerId, Target>,
 }
 
 impl CoordinatorProber {
@@ -84,6 +165,7 @@ impl CoordinatorProber {
             settings,
             targets: BTreeMap::new(),
             groups: (0, Vec::new()),
+            txn_targets: BTreeMap::new(),
         }
     }
 
@@ -98,6 +180,42 @@ impl CoordinatorProber {
             );
         }
         self.groups.1[shard as usize].clone()
+    }
+
+    /// The groups' look when that probe is on; an empty one saying so otherwise.
+    async fn look_groups(&mut self, plan: &CoordinatorPlan) -> CoordinatorObservation {
+        if self.settings.groups {
+            return self.look(&plan.groups).await;
+        }
+        CoordinatorObservation {
+            at: SystemTime::now(),
+            offsets_partitions: plan.groups.partitions,
+            brokers: BTreeMap::new(),
+            timeout: self.settings.timeout,
+            blind: Some("the group coordinator probe is off (coordinators.groups: false)".into()),
+            transactions: None,
+        }
+    }
+
+    /// The groups' and the transactions' looks at once: they use connections of their own.
+    async fn look_both(
+        &mut self,
+        plan: &CoordinatorPlan,
+        txn: &TxnProbeSettings,
+    ) -> (CoordinatorObservation, TxnCoordinators) {
+        // The two looks share the prober's settings but not its targets: split the borrow.
+        let mut txn_prober = CoordinatorProber {
+            settings: self.settings.clone(),
+            targets: BTreeMap::new(),
+            groups: (0, Vec::new()),
+            txn_targets: std::mem::take(&mut self.txn_targets),
+        };
+        let (groups, txns) = futures::join!(
+            self.look_groups(plan),
+            txn_prober.look_transactions(txn, &plan.transactions, &plan.groups)
+        );
+        self.txn_targets = txn_prober.txn_targets;
+        (groups, txns)
     }
 
     /// One look at every broker that leads a shard, all at once.
@@ -122,7 +240,7 @@ impl CoordinatorProber {
         let settings = &self.settings;
         let probes = self.targets.iter_mut().map(|(broker, t)| {
             let (address, shards) = &by_broker[broker];
-            probe_broker(*broker, address, shards, t, settings, at)
+            probe_broker(*broker, address, shards, t, settings, at, Role::Groups)
         });
         let brokers = join_all(probes)
             .await
@@ -137,8 +255,74 @@ impl CoordinatorProber {
             blind: (plan.partitions == 0).then(|| {
                 "__consumer_offsets does not exist yet (no consumer group has been used): no coordinator to probe".to_string()
             }),
+            transactions: None,
         }
     }
+
+    /// One look at every transaction coordinator shard: per broker, one empty transaction
+    /// per `__transaction_state` partition it leads, brokers at once. `offsets` places each
+    /// transaction's group on a `__consumer_offsets` partition the same broker leads, so
+    /// that the commit's markers go nowhere else and a stall is charged to the right broker.
+    pub async fn look_transactions(
+        &mut self,
+        txn: &TxnProbeSettings,
+        plan: &ShardLeaders,
+        offsets: &ShardLeaders,
+    ) -> TxnCoordinators {
+        let at = SystemTime::now();
+        let mut by_broker: BTreeMap<BrokerId, (String, Vec<(i32, String)>)> = BTreeMap::new();
+        for (shard, (broker, address)) in &plan.leaders {
+            if *shard < 0 || *shard as u32 >= plan.partitions {
+                continue;
+            }
+            by_broker
+                .entry(*broker)
+                .or_insert_with(|| (address.clone(), Vec::new()))
+                .1
+                .push((*shard, group_for(&txn.id_prefix, *shard, plan.partitions)));
+        }
+        self.txn_targets.retain(|b, _| by_broker.contains_key(b));
+        for b in by_broker.keys() {
+            self.txn_targets.entry(*b).or_default();
+        }
+        let settings = &self.settings;
+        let groups: BTreeMap<BrokerId, Option<String>> = by_broker
+            .keys()
+            .map(|b| (*b, marker_group(&txn.id_prefix, *b, offsets)))
+            .collect();
+        let probes = self.txn_targets.iter_mut().map(|(broker, t)| {
+            let (address, shards) = &by_broker[broker];
+            let role = Role::Transactions {
+                prefix: &txn.id_prefix,
+                marker_group: groups[broker].as_deref(),
+            };
+            probe_broker(*broker, address, shards, t, settings, at, role)
+        });
+        let brokers = join_all(probes)
+            .await
+            .into_iter()
+            .map(|l| (l.broker, l))
+            .collect();
+        TxnCoordinators {
+            at,
+            partitions: plan.partitions,
+            brokers,
+            blind: (plan.partitions == 0).then(|| {
+                "__transaction_state does not exist yet (no transactional producer has used the cluster): no transaction coordinator to probe".to_string()
+            }),
+        }
+    }
+}
+
+/// The group a broker's probe transactions add: one on a `__consumer_offsets` partition
+/// the broker leads, when it leads one.
+fn marker_group(prefix: &str, broker: BrokerId, offsets: &ShardLeaders) -> Option<String> {
+    let shard = offsets
+        .leaders
+        .iter()
+        .find(|(s, (b, _))| *b == broker && (**s as u32) < offsets.partitions)?
+        .0;
+    Some(group_for(&format!("{prefix}-g"), *shard, offsets.partitions))
 }
 
 /// Opens a connection when there is none; `Err` when that fails.
@@ -174,6 +358,27 @@ async fn fetch(
     Ok((started.elapsed(), answers))
 }
 
+/// One empty transaction per id, in turn, each within the probe's deadline; the first
+/// that is not answered in time ends the look. Each id's first error code, if any.
+async fn transact(
+    slot: &mut Option<BrokerClient>,
+    address: &str,
+    ids: &[String],
+    marker_group: Option<&str>,
+    settings: &CoordinatorSettings,
+) -> Result<(std::time::Duration, Vec<(String, Option<i16>)>), WireError> {
+    let started = tokio::time::Instant::now();
+    let client = connected(slot, address, &settings.wire).await?;
+    let mut answers = Vec::with_capacity(ids.len());
+    for id in ids {
+        let answer = client
+            .run_empty_transaction(id, marker_group, settings.timeout)
+            .await?;
+        answers.push((id.clone(), answer.value));
+    }
+    Ok((started.elapsed(), answers))
+}
+
 async fn probe_broker(
     broker: BrokerId,
     address: &str,
@@ -181,8 +386,9 @@ async fn probe_broker(
     t: &mut Target,
     settings: &CoordinatorSettings,
     at: SystemTime,
+    role: Role<'_>,
 ) -> CoordinatorLook {
-    let groups: Vec<String> = shards.iter().map(|(_, g)| g.clone()).collect();
+    let ids: Vec<String> = shards.iter().map(|(_, g)| g.clone()).collect();
     let Target {
         client, control, ..
     } = t;
@@ -190,7 +396,15 @@ async fn probe_broker(
         let c = connected(control, address, &settings.wire).await?;
         c.ping().await
     };
-    let (fetched, pinged) = futures::join!(fetch(client, address, &groups, settings), control_ping);
+    let asked = async {
+        match role {
+            Role::Groups => fetch(client, address, &ids, settings).await,
+            Role::Transactions { marker_group, .. } => {
+                transact(client, address, &ids, marker_group, settings).await
+            }
+        }
+    };
+    let (fetched, pinged) = futures::join!(asked, control_ping);
     // A failed connection is given up: a late answer must never be read as the next one's.
     if fetched.is_err() {
         *client = None;
@@ -204,21 +418,14 @@ async fn probe_broker(
     };
     let quick = control_latency.is_some_and(|l| l <= settings.timeout / CONTROL_SHARE);
     let last = match fetched {
-        Ok((_, answers))
-            if answers
-                .iter()
-                .any(|(_, c)| *c == Some(GROUP_AUTHORIZATION_FAILED)) =>
-        {
+        Ok((_, answers)) if answers.iter().any(|(_, c)| c.is_some_and(|c| role.denied(c))) => {
             // Its answer proves it works; what is refused is the watchdog's access.
             t.unanswered_in_a_row = 0;
             t.unanswered_since = None;
             t.errors.clear();
             ShardProbe::Failed {
                 kind: crate::model::round::FailureKind::Authorization,
-                detail: format!(
-                    "GROUP_AUTHORIZATION_FAILED: the watchdog's principal needs Describe on the groups prefixed {}",
-                    settings.group_prefix
-                ),
+                detail: role.denied_detail(settings),
             }
         }
         Ok((latency, answers)) => {
@@ -231,7 +438,7 @@ async fn probe_broker(
                     .find(|(g, _)| g == group)
                     .and_then(|(_, c)| *c);
                 match code {
-                    Some(code) if COORDINATOR_ERRORS.contains(&code) => {
+                    Some(code) if role.tracked().contains(&code) => {
                         let e = t.errors.entry(*shard).or_insert((code, now));
                         if e.0 != code {
                             *e = (code, now);
@@ -294,7 +501,7 @@ pub struct CoordinatorWatch {
     looks: watch::Receiver<Option<Arc<CoordinatorObservation>>>,
     publish: Arc<watch::Sender<Option<Arc<CoordinatorObservation>>>>,
     /// `None` until the first round said who leads what.
-    plan: watch::Sender<Option<ShardLeaders>>,
+    plan: watch::Sender<Option<CoordinatorPlan>>,
     settings: CoordinatorSettings,
     task: tokio::task::JoinHandle<()>,
 }
@@ -335,7 +542,7 @@ impl CoordinatorWatch {
     }
 
     /// Who leads the shards from now on.
-    pub fn plan(&self, leaders: ShardLeaders) {
+    pub fn plan(&self, leaders: CoordinatorPlan) {
         self.plan.send_if_modified(|p| {
             let changed = p.as_ref() != Some(&leaders);
             *p = Some(leaders);
@@ -359,10 +566,12 @@ fn look_task(
     mut prober: CoordinatorProber,
     interval: Duration,
     publish: Arc<watch::Sender<Option<Arc<CoordinatorObservation>>>>,
-    mut plan_rx: watch::Receiver<Option<ShardLeaders>>,
+    mut plan_rx: watch::Receiver<Option<CoordinatorPlan>>,
 ) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         let mut next = tokio::time::Instant::now();
+        let mut txn_next = tokio::time::Instant::now();
+        let mut transactions: Option<TxnCoordinators> = None;
         loop {
             tokio::time::sleep_until(next).await;
             next = tokio::time::Instant::now() + interval;
@@ -373,7 +582,24 @@ fn look_task(
                 }
                 continue;
             };
-            let look = prober.look(&plan).await;
+            let txn = prober.settings.transactions.clone();
+            let due = txn
+                .as_ref()
+                .filter(|_| tokio::time::Instant::now() >= txn_next);
+            // The transactions' cadence is their own (each one writes); their newest look
+            // rides along with every look at the groups.
+            let (mut look, txn_look) = match due {
+                Some(t) => {
+                    txn_next = tokio::time::Instant::now() + t.interval;
+                    let (groups, txns) = prober.look_both(&plan, t).await;
+                    (groups, Some(txns))
+                }
+                None => (prober.look_groups(&plan).await, None),
+            };
+            if let Some(t) = txn_look {
+                transactions = Some(t);
+            }
+            look.transactions = transactions.clone();
             publish.send_replace(Some(Arc::new(look)));
         }
     })
@@ -391,7 +617,26 @@ pub fn shard_leaders(
     view: &crate::observe::cluster_view::ClusterView,
     address_of: impl Fn(BrokerId) -> Option<String>,
 ) -> ShardLeaders {
-    let Some(topic) = view.topics.get(OFFSETS_TOPIC) else {
+    leaders_of(OFFSETS_TOPIC, view, address_of)
+}
+
+/// Both probes' shards in a view: `__consumer_offsets`' and `__transaction_state`'s.
+pub fn coordinator_plan(
+    view: &crate::observe::cluster_view::ClusterView,
+    address_of: impl Fn(BrokerId) -> Option<String>,
+) -> CoordinatorPlan {
+    CoordinatorPlan {
+        groups: leaders_of(OFFSETS_TOPIC, view, &address_of),
+        transactions: leaders_of(TRANSACTIONS_TOPIC, view, &address_of),
+    }
+}
+
+fn leaders_of(
+    topic: &str,
+    view: &crate::observe::cluster_view::ClusterView,
+    address_of: impl Fn(BrokerId) -> Option<String>,
+) -> ShardLeaders {
+    let Some(topic) = view.topics.get(topic) else {
         return ShardLeaders::default();
     };
     let leaders = topic
@@ -408,6 +653,8 @@ pub fn shard_leaders(
 
 /// Kafka's topic of committed offsets and group metadata.
 pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
+/// Kafka's topic of transaction states.
+pub const TRANSACTIONS_TOPIC: &str = "__transaction_state";
 
 #[cfg(test)]
 mod tests;

@@ -16,7 +16,7 @@ use crate::judge::report::{ClusterReport, Evaluator};
 use crate::model::coordinators::CoordinatorObservation;
 use crate::model::round::QuorumObservation;
 use crate::observe::canary::{Canary, CanaryRound};
-use crate::observe::coordinators::{shard_leaders, CoordinatorWatch};
+use crate::observe::coordinators::{coordinator_plan, CoordinatorWatch};
 use crate::observe::host::HostObserver;
 use crate::observe::liveness::{Board, Liveness, LivenessSettings};
 use crate::observe::probe::ClusterProber;
@@ -180,7 +180,7 @@ pub async fn cluster_loop(
                 if let Some(c) = &mut coordinators {
                     c.revive();
                     obs.coordinators = c.latest();
-                    c.plan(shard_leaders(&view, |id| {
+                    c.plan(coordinator_plan(&view, |id| {
                         obs.probes.get(&id).map(|p| p.endpoint.address())
                     }));
                 }
@@ -374,10 +374,9 @@ fn coordinators_matter(
     };
     !crate::judge::coordinators::troubled(look).is_empty()
         || last.verdicts.iter().any(|v| {
-            v.hits.iter().any(|h| {
-                h.rule == crate::judge::coordinators::STALLED
-                    || h.rule == crate::judge::coordinators::FAILING
-            })
+            v.hits
+                .iter()
+                .any(|h| crate::judge::coordinators::RULES.contains(&h.rule))
         })
 }
 

@@ -10,7 +10,7 @@ use crate::judge::report::TopicFilterFn;
 use crate::judge::verdict::VerdictSettings;
 use crate::observe::canary::layout::LayoutSettings;
 use crate::observe::canary::CanarySettings;
-use crate::observe::coordinators::CoordinatorSettings;
+use crate::observe::coordinators::{CoordinatorSettings, TxnProbeSettings};
 use crate::observe::probe::ProbeSettings;
 use crate::observe::quorum::QuorumSettings;
 use crate::observe::wire::{
@@ -151,19 +151,24 @@ pub fn quorum_settings(c: &ClusterConfig) -> Result<QuorumSettings, SetupError> 
     })
 }
 
-/// The group coordinator probe's settings, when it is on. Its synthetic groups carry the
-/// instance id, so two watchdogs (an HA pair) never share one.
+/// The coordinator probes' settings, when one is on. Their synthetic groups and
+/// transactional ids carry the instance id, so two watchdogs (an HA pair) never share one.
 pub fn coordinator_settings(
     c: &ClusterConfig,
     instance: &str,
 ) -> Result<Option<CoordinatorSettings>, SetupError> {
-    if !c.coordinators.groups {
+    if !c.coordinators.groups && !c.coordinators.transactions {
         return Ok(None);
     }
     let timeout = c.coordinators.timeout;
     Ok(Some(CoordinatorSettings {
         cluster: c.name.clone(),
         group_prefix: format!("kafka-watchdog-probe-{instance}"),
+        groups: c.coordinators.groups,
+        transactions: c.coordinators.transactions.then(|| TxnProbeSettings {
+            id_prefix: format!("kafka-watchdog-txn-{instance}"),
+            interval: c.coordinators.transactions_interval,
+        }),
         timeout,
         interval: c.coordinators.interval,
         wire: WireOptions {
@@ -187,6 +192,7 @@ pub fn verdict_settings(c: &ClusterConfig) -> VerdictSettings {
         },
         coordinators: crate::judge::coordinators::CoordinatorRules {
             error_grace: c.coordinators.error_grace,
+            txn_stall_grace: c.coordinators.txn_stall_grace,
             ..Default::default()
         },
         ..VerdictSettings::default()

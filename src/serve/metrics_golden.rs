@@ -397,6 +397,12 @@ fn coordinators() -> crate::model::coordinators::CoordinatorObservation {
     let mut stuck = look(2, vec![1, 4], ShardProbe::Unanswered);
     stuck.unanswered_in_a_row = 2;
     stuck.unanswered_since = Some(t(8));
+    let mut unended = look(2, vec![2], answered.clone());
+    unended.errors = vec![ShardError {
+        shard: 2,
+        code: 51,
+        since: t(4),
+    }];
     let mut loading = look(4, vec![2], answered.clone());
     loading.errors = vec![ShardError {
         shard: 2,
@@ -406,9 +412,15 @@ fn coordinators() -> crate::model::coordinators::CoordinatorObservation {
     CoordinatorObservation {
         at: t(10),
         offsets_partitions: 5,
-        brokers: [(1, look(1, vec![0, 3], answered)), (2, stuck), (4, loading)].into(),
+        brokers: [(1, look(1, vec![0, 3], answered.clone())), (2, stuck), (4, loading)].into(),
         timeout: Duration::from_secs(1),
         blind: None,
+        transactions: Some(crate::model::coordinators::TxnCoordinators {
+            at: t(10),
+            partitions: 3,
+            brokers: [(1, look(1, vec![0, 1], answered)), (2, unended)].into(),
+            blind: None,
+        }),
     }
 }
 

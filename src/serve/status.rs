@@ -64,6 +64,9 @@ pub struct ClusterStatus<'a> {
     pub quorum: Option<QuorumStatus<'a>>,
     /// The group coordinator probe's newest look; absent when it is off.
     pub group_coordinators: Option<CoordinatorsStatus<'a>>,
+    /// The transaction coordinator probe's newest look (`offsets_partitions` counts
+    /// `__transaction_state`'s); absent when it is off.
+    pub txn_coordinators: Option<CoordinatorsStatus<'a>>,
     /// The brokers' listener certificates; absent without TLS.
     pub certificates: Option<CertificatesStatus<'a>>,
 }
@@ -153,15 +156,30 @@ pub struct ShardErrorStatus {
 fn coordinators_status(
     c: &crate::model::coordinators::CoordinatorObservation,
 ) -> CoordinatorsStatus<'_> {
+    shards_status(
+        c.at,
+        c.offsets_partitions,
+        c.timeout,
+        c.blind.as_deref(),
+        &c.brokers,
+    )
+}
+
+fn shards_status<'a>(
+    at: std::time::SystemTime,
+    partitions: u32,
+    timeout: std::time::Duration,
+    blind: Option<&'a str>,
+    brokers: &'a BTreeMap<i32, crate::model::coordinators::CoordinatorLook>,
+) -> CoordinatorsStatus<'a> {
     use crate::model::coordinators::ShardProbe;
-    let ago = |t: std::time::SystemTime| c.at.duration_since(t).unwrap_or_default().as_secs_f64();
+    let ago = |t: std::time::SystemTime| at.duration_since(t).unwrap_or_default().as_secs_f64();
     CoordinatorsStatus {
-        observed_at: secs(c.at),
-        offsets_partitions: c.offsets_partitions,
-        timeout_seconds: c.timeout.as_secs_f64(),
-        blind: c.blind.as_deref(),
-        brokers: c
-            .brokers
+        observed_at: secs(at),
+        offsets_partitions: partitions,
+        timeout_seconds: timeout.as_secs_f64(),
+        blind,
+        brokers: brokers
             .values()
             .map(|l| {
                 let (probe, latency, failure) = match &l.last {
@@ -402,6 +420,11 @@ pub fn cluster_status(r: &ClusterReport) -> ClusterStatus<'_> {
         canary_last_unavailable_seconds: &r.canary_last_window,
         quorum: r.quorum.as_ref().map(quorum_status),
         group_coordinators: r.coordinators.as_deref().map(coordinators_status),
+        txn_coordinators: r
+            .coordinators
+            .as_deref()
+            .and_then(|c| Some((c, c.transactions.as_ref()?)))
+            .map(|(c, t)| shards_status(t.at, t.partitions, c.timeout, t.blind.as_deref(), &t.brokers)),
         certificates: r
             .certificates
             .as_ref()

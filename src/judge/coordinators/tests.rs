@@ -47,6 +47,7 @@ fn observation(looks: Vec<CoordinatorLook>) -> CoordinatorObservation {
             .collect::<BTreeMap<_, _>>(),
         timeout: Duration::from_secs(1),
         blind: None,
+        transactions: None,
     }
 }
 

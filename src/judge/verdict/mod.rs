@@ -213,6 +213,8 @@ pub struct CoordinatorRules {
     pub stalled_after: u32,
     /// How long a coordinator error must last.
     pub error_grace: Duration,
+    /// How long a transaction shard's probe transaction may stay unended.
+    pub txn_stall_grace: Duration,
 }
 
 impl Default for CoordinatorRules {
@@ -220,6 +222,7 @@ impl Default for CoordinatorRules {
         CoordinatorRules {
             stalled_after: 2,
             error_grace: Duration::from_secs(60),
+            txn_stall_grace: Duration::from_secs(5),
         }
     }
 }

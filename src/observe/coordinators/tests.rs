@@ -61,6 +61,8 @@ async fn a_broker_that_refuses_is_a_failure_not_a_stall() {
         group_prefix: "kafka-watchdog-probe-test".into(),
         timeout: Duration::from_millis(300),
         interval: Duration::from_millis(100),
+        groups: true,
+        transactions: None,
         wire: WireOptions {
             connect_timeout: Duration::from_millis(300),
             request_timeout: Duration::from_millis(300),
@@ -136,6 +138,8 @@ mod fake {
             group_prefix: "kafka-watchdog-probe-test".into(),
             timeout: Duration::from_millis(400),
             interval: Duration::from_millis(100),
+            groups: true,
+            transactions: None,
             wire: WireOptions {
                 connect_timeout: Duration::from_millis(400),
                 request_timeout: Duration::from_millis(400),

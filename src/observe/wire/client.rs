@@ -6,7 +6,7 @@ use kafka_protocol::messages::api_versions_response::ApiVersion;
 use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::{
-    AlterPartitionReassignmentsRequest, ApiVersionsRequest, ApiVersionsResponse,
+    AlterPartitionReassignmentsRequest, ApiKey, ApiVersionsRequest, ApiVersionsResponse,
     DescribeClusterRequest, DescribeConfigsRequest, DescribeLogDirsRequest, DescribeQuorumRequest,
     DescribeTopicPartitionsRequest, ElectLeadersRequest, ListOffsetsRequest,
     ListPartitionReassignmentsRequest, MetadataRequest, OffsetFetchRequest, ProduceRequest,
@@ -18,6 +18,7 @@ use tokio::time::Instant;
 use super::connection::{open_tcp, Connection, Stream};
 use super::convert::{self, TopicConfigs, DESCRIBE_CLUSTER_FENCED};
 use super::error::{Phase, WireError};
+use super::transactions;
 use super::frame::leading_error_code;
 use super::groups;
 use super::guard;
@@ -521,6 +522,79 @@ impl BrokerClient {
             value: groups::answer(value, groups, version),
             latency,
         })
+    }
+
+    /// One empty transaction for the transactional id `id` (InitProducerId, AddOffsetsToTxn
+    /// of `group`, or of a group named `id`; EndTxn commit: see [`transactions`]), all
+    /// within `limit`. The first error code a step answered, which ends the cycle, or
+    /// `None` when the commit was accepted.
+    pub async fn run_empty_transaction(
+        &mut self,
+        id: &str,
+        group: Option<&str>,
+        limit: Duration,
+    ) -> Result<Timed<Option<i16>>, WireError> {
+        let started = Instant::now();
+        let deadline = started + limit;
+        let left = || deadline.saturating_duration_since(Instant::now());
+        let version = |phase: Phase, key: ApiKey, allowed: VersionRange| {
+            self.versions
+                .pick_within(key, allowed)
+                .ok_or(WireError::Unsupported { phase })
+        };
+        let init_v = version(
+            Phase::InitProducerId,
+            ApiKey::InitProducerId,
+            transactions::INIT_PRODUCER_ID,
+        )?;
+        let add_v = version(
+            Phase::AddOffsetsToTxn,
+            ApiKey::AddOffsetsToTxn,
+            transactions::ADD_OFFSETS_TO_TXN,
+        )?;
+        let end_v = version(Phase::EndTxn, ApiKey::EndTxn, transactions::END_TXN)?;
+        let done = |code: Option<i16>| Timed {
+            value: code,
+            latency: started.elapsed(),
+        };
+        let init = self
+            .conn
+            .call_within(
+                Phase::InitProducerId,
+                &transactions::init_producer_id(id),
+                init_v,
+                left(),
+            )
+            .await?
+            .value;
+        if init.error_code != 0 {
+            return Ok(done(Some(init.error_code)));
+        }
+        let producer = (init.producer_id.0, init.producer_epoch);
+        let added = self
+            .conn
+            .call_within(
+                Phase::AddOffsetsToTxn,
+                &transactions::add_offsets(id, group.unwrap_or(id), producer),
+                add_v,
+                left(),
+            )
+            .await?
+            .value;
+        if added.error_code != 0 {
+            return Ok(done(Some(added.error_code)));
+        }
+        let ended = self
+            .conn
+            .call_within(
+                Phase::EndTxn,
+                &transactions::commit(id, producer),
+                end_v,
+                left(),
+            )
+            .await?
+            .value;
+        Ok(done((ended.error_code != 0).then_some(ended.error_code)))
     }
 
     /// The broker's log directories (DescribeLogDirs for no topic): each one's error code

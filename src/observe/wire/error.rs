@@ -30,6 +30,9 @@ pub enum Phase {
     DescribeQuorum,
     OffsetFetch,
     DescribeLogDirs,
+    InitProducerId,
+    AddOffsetsToTxn,
+    EndTxn,
 }
 
 impl Phase {
@@ -52,6 +55,9 @@ impl Phase {
             Phase::DescribeQuorum => "describe_quorum",
             Phase::OffsetFetch => "offset_fetch",
             Phase::DescribeLogDirs => "describe_log_dirs",
+            Phase::InitProducerId => "init_producer_id",
+            Phase::AddOffsetsToTxn => "add_offsets_to_txn",
+            Phase::EndTxn => "end_txn",
         }
     }
 }

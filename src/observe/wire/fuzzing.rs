@@ -7,11 +7,11 @@
 
 use bytes::Bytes;
 use kafka_protocol::messages::{
-    AlterPartitionReassignmentsResponse, ApiKey, ApiVersionsResponse, DescribeClusterResponse,
+    AddOffsetsToTxnResponse, AlterPartitionReassignmentsResponse, ApiKey, ApiVersionsResponse, DescribeClusterResponse,
     DescribeConfigsResponse, DescribeLogDirsResponse, DescribeQuorumResponse,
-    DescribeTopicPartitionsResponse, ElectLeadersResponse, ListOffsetsResponse,
-    ListPartitionReassignmentsResponse, MetadataResponse, OffsetFetchResponse, ProduceResponse,
-    SaslAuthenticateResponse, SaslHandshakeResponse,
+    DescribeTopicPartitionsResponse, ElectLeadersResponse, EndTxnResponse, InitProducerIdResponse,
+    ListOffsetsResponse, ListPartitionReassignmentsResponse, MetadataResponse,
+    OffsetFetchResponse, ProduceResponse, SaslAuthenticateResponse, SaslHandshakeResponse,
 };
 
 use super::guard::{self, Guarded};
@@ -38,6 +38,9 @@ pub(crate) const FUZZED_API_KEYS: &[i16] = &[
     ApiKey::DescribeQuorum as i16,
     ApiKey::OffsetFetch as i16,
     ApiKey::DescribeLogDirs as i16,
+    ApiKey::InitProducerId as i16,
+    ApiKey::AddOffsetsToTxn as i16,
+    ApiKey::EndTxn as i16,
 ];
 
 /// Runs `body` through what the client does with the answer to a request of `api_key` at
@@ -110,6 +113,15 @@ pub fn decode_response_for_fuzzing(api_key: i16, version: i16, body: &[u8]) -> R
         ApiKey::OffsetFetch => {
             let r = decoded::<OffsetFetchResponse>(&body, version)?;
             let _ = groups::answer(r, &["g".to_string()], version);
+        }
+        ApiKey::InitProducerId => {
+            decoded::<InitProducerIdResponse>(&body, version)?;
+        }
+        ApiKey::AddOffsetsToTxn => {
+            decoded::<AddOffsetsToTxnResponse>(&body, version)?;
+        }
+        ApiKey::EndTxn => {
+            decoded::<EndTxnResponse>(&body, version)?;
         }
         other => return Err(format!("the client never decodes {other:?} answers")),
     }

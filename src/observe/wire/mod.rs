@@ -32,6 +32,7 @@ mod quorum;
 mod sasl;
 mod scram;
 mod security;
+mod transactions;
 mod versions;
 
 #[cfg(test)]

@@ -607,6 +607,17 @@ fn fuzz_seeds_pass_the_fuzzing_entry() {
     seeds(&mut all, ApiKey::DescribeQuorum, 0..=2, describe_quorum);
     seeds(&mut all, ApiKey::OffsetFetch, 1..=10, offset_fetch);
     seeds(&mut all, ApiKey::DescribeLogDirs, 1..=4, describe_log_dirs);
+    seeds(&mut all, ApiKey::InitProducerId, 0..=4, |_| {
+        kafka_protocol::messages::InitProducerIdResponse::default()
+            .with_producer_id(kafka_protocol::messages::ProducerId(4000))
+            .with_producer_epoch(3)
+    });
+    seeds(&mut all, ApiKey::AddOffsetsToTxn, 0..=3, |_| {
+        kafka_protocol::messages::AddOffsetsToTxnResponse::default()
+    });
+    seeds(&mut all, ApiKey::EndTxn, 0..=4, |_| {
+        kafka_protocol::messages::EndTxnResponse::default().with_error_code(51)
+    });
 
     let keys: std::collections::BTreeSet<i16> = all
         .iter()

@@ -231,7 +231,8 @@ fn render_cluster(out: &mut Vec<String>, view: &View, c: &Value) {
         ));
     }
     render_quorum(out, view, &c["quorum"]);
-    render_coordinators(out, view, &c["group_coordinators"]);
+    render_coordinators(out, view, "group", &c["group_coordinators"]);
+    render_coordinators(out, view, "transaction", &c["txn_coordinators"]);
     let p = &c["partitions"];
     let n = |k: &str| p[k].as_u64().unwrap_or(0);
     if n("observed") > 0 || !brokers.is_empty() {
@@ -302,13 +303,13 @@ fn render_cluster(out: &mut Vec<String>, view: &View, c: &Value) {
 /// The group coordinators (issue 26): how many shards answered the probe and the slowest
 /// answer, then a line per broker whose coordinator does not answer or answers errors.
 /// Nothing when they are not probed.
-fn render_coordinators(out: &mut Vec<String>, view: &View, g: &Value) {
+fn render_coordinators(out: &mut Vec<String>, view: &View, kind: &str, g: &Value) {
     let Some(brokers) = g["brokers"].as_array() else {
         return;
     };
     if let Some(why) = g["blind"].as_str() {
         out.push(format!(
-            "  group coordinators: {}",
+            "  {kind} coordinators: {}",
             paint(view, YELLOW, &format!("not probed ({why})"))
         ));
         return;
@@ -324,7 +325,7 @@ fn render_coordinators(out: &mut Vec<String>, view: &View, g: &Value) {
         .filter_map(|b| b["latency_seconds"].as_f64())
         .fold(None, |m: Option<f64>, x| Some(m.map_or(x, |m| m.max(x))));
     let mut line = format!(
-        "  group coordinators: {answered}/{} shard(s) answered on {} broker(s)",
+        "  {kind} coordinators: {answered}/{} shard(s) answered on {} broker(s)",
         g["offsets_partitions"].as_u64().unwrap_or(0),
         brokers.len()
     );
