@@ -288,6 +288,7 @@ fn a_stalled_transaction_coordinator_is_a_zombie_by_name() {
         w.metric("kafka_watchdog_txn_coordinator_shards", &[("broker", &id)]),
         Some(shards.len() as f64)
     );
+    common::watchdog::dashboard_metrics_exist(&w, |name| name.starts_with("kafka_watchdog_txn_"));
     let before = rx.received().len();
     lab.stall_threads(victim, Stall::TxnCoordinator).unwrap();
     let stalled_at = Instant::now();
