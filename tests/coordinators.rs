@@ -45,8 +45,12 @@ fn offsets_topic_ready(bootstrap: &str) {
     let _ = client::delete_topic(bootstrap, &topic);
 }
 
-fn start(name: &str, rx: &Receiver) -> Watchdog {
-    let w = common::watchdog::start_default_timing(name, rx, "");
+/// The transaction probe as the lab runs it: a look every 500 ms, 1.5 s of grace.
+const TXN_PROBE: &str =
+    "    coordinators:\n      transactions: true\n      transactions_interval_ms: 500\n      txn_stall_grace_ms: 1500\n";
+
+fn start(name: &str, rx: &Receiver, extra_cluster_yaml: &str) -> Watchdog {
+    let w = common::watchdog::start_default_timing(name, rx, extra_cluster_yaml);
     eventually(
         Duration::from_secs(60),
         "every broker healthy and every coordinator answering",
@@ -87,7 +91,9 @@ fn coordinator_evidence_during(w: &Watchdog, during: Duration) -> Vec<(i32, Stri
     while Instant::now() < end {
         for b in 1..=3 {
             for r in w.rules(b) {
-                if COORDINATOR_RULES.contains(&r.as_str()) && !seen.contains(&(b, r.clone())) {
+                let ours =
+                    COORDINATOR_RULES.contains(&r.as_str()) || TXN_RULES.contains(&r.as_str());
+                if ours && !seen.contains(&(b, r.clone())) {
                     seen.push((b, r));
                 }
             }
@@ -106,7 +112,7 @@ fn a_stalled_group_coordinator_is_a_zombie_by_name() {
     let mut lab = lab();
     offsets_topic_ready(&lab.bootstrap());
     let rx = Receiver::start();
-    let w = start("gc-stall", &rx);
+    let w = start("gc-stall", &rx, "");
     let victim = (1..=3)
         .max_by_key(|b| shards_of(&w, *b).len())
         .expect("a broker") as i32;
@@ -182,13 +188,15 @@ fn a_stalled_group_coordinator_is_a_zombie_by_name() {
 
 /// A controlled restart moves every shard its broker led to the others, which load them
 /// (COORDINATOR_LOAD_IN_PROGRESS for moments) and answer: no coordinator evidence on any
-/// broker, before, during or after.
+/// broker, before, during or after, with the transaction probe on too (its shards move,
+/// and transactions pending there are finished by the new coordinator).
 #[test]
 fn a_healthy_cluster_and_a_controlled_restart_raise_no_coordinator_evidence() {
     let mut lab = lab();
     offsets_topic_ready(&lab.bootstrap());
+    transactions_topic_ready(&lab.bootstrap());
     let rx = Receiver::start();
-    let w = start("gc-restart", &rx);
+    let w = start("gc-restart", &rx, TXN_PROBE);
     let seen = coordinator_evidence_during(&w, Duration::from_secs(15));
     assert!(seen.is_empty(), "healthy cluster: {seen:?}");
     let victim = (1..=3)
@@ -203,7 +211,12 @@ fn a_healthy_cluster_and_a_controlled_restart_raise_no_coordinator_evidence() {
     let coordinator_pages: Vec<_> = rx
         .received()
         .into_iter()
-        .filter(|v| COORDINATOR_RULES.iter().any(|r| has(v, "evidence", r)))
+        .filter(|v| {
+            COORDINATOR_RULES
+                .iter()
+                .chain(&TXN_RULES)
+                .any(|r| has(v, "evidence", r))
+        })
         .collect();
     assert!(coordinator_pages.is_empty(), "{coordinator_pages:#?}");
     drop(w);
@@ -220,9 +233,11 @@ fn transactions_topic_ready(bootstrap: &str) {
         .set("transactional.id", "kafka-lab-transactions-init")
         .create()
         .expect("producer");
-    eventually(Duration::from_secs(60), "a transactional producer ready", || {
-        producer.init_transactions(Duration::from_secs(10)).ok()
-    });
+    eventually(
+        Duration::from_secs(60),
+        "a transactional producer ready",
+        || producer.init_transactions(Duration::from_secs(10)).ok(),
+    );
     eventually(Duration::from_secs(60), "__transaction_state led", || {
         let ps = client::partitions(bootstrap, "__transaction_state").ok()?;
         (!ps.is_empty() && ps.iter().all(|p| p.leader > 0)).then_some(())
@@ -256,11 +271,7 @@ fn a_stalled_transaction_coordinator_is_a_zombie_by_name() {
     offsets_topic_ready(&lab.bootstrap());
     transactions_topic_ready(&lab.bootstrap());
     let rx = Receiver::start();
-    let w = common::watchdog::start_default_timing(
-        "txn-stall",
-        &rx,
-        "    coordinators:\n      transactions: true\n      transactions_interval_ms: 500\n      txn_stall_grace_ms: 1500\n",
-    );
+    let w = common::watchdog::start_default_timing("txn-stall", &rx, TXN_PROBE);
     eventually(
         Duration::from_secs(90),
         "every broker healthy and every transaction coordinator answering",
@@ -303,10 +314,16 @@ fn a_stalled_transaction_coordinator_is_a_zombie_by_name() {
     let named_after = stalled_at.elapsed();
     let b = w.broker(victim).unwrap();
     assert_eq!(b["state"], "zombie");
-    let detail = b["hits"][0]["detail"].as_str().unwrap_or_default().to_string();
+    let detail = b["hits"][0]["detail"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
     assert!(detail.contains("CONCURRENT_TRANSACTIONS"), "{detail}");
     assert!(w
-        .metric("kafka_watchdog_txn_coordinator_error_shards", &[("broker", &id)])
+        .metric(
+            "kafka_watchdog_txn_coordinator_error_shards",
+            &[("broker", &id)]
+        )
         .is_some_and(|n| n >= 1.0));
     let v = rx.wait(&format!("opened broker {victim}"), PAGE_BOUND, |v| {
         is_event(v, "opened", "broker", Some(i64::from(victim)))

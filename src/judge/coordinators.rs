@@ -124,7 +124,8 @@ fn hits_of(
             since,
         ));
     }
-    let lasted = |e: &ShardError, grace: Duration| now.duration_since(e.since).unwrap_or_default() >= grace;
+    let lasted =
+        |e: &ShardError, grace: Duration| now.duration_since(e.since).unwrap_or_default() >= grace;
     // A transaction that does not end: its commit markers are not being written.
     let unended: Vec<&ShardError> = look
         .errors

@@ -322,7 +322,11 @@ fn marker_group(prefix: &str, broker: BrokerId, offsets: &ShardLeaders) -> Optio
         .iter()
         .find(|(s, (b, _))| *b == broker && (**s as u32) < offsets.partitions)?
         .0;
-    Some(group_for(&format!("{prefix}-g"), *shard, offsets.partitions))
+    Some(group_for(
+        &format!("{prefix}-g"),
+        *shard,
+        offsets.partitions,
+    ))
 }
 
 /// Opens a connection when there is none; `Err` when that fails.
@@ -418,7 +422,11 @@ async fn probe_broker(
     };
     let quick = control_latency.is_some_and(|l| l <= settings.timeout / CONTROL_SHARE);
     let last = match fetched {
-        Ok((_, answers)) if answers.iter().any(|(_, c)| c.is_some_and(|c| role.denied(c))) => {
+        Ok((_, answers))
+            if answers
+                .iter()
+                .any(|(_, c)| c.is_some_and(|c| role.denied(c))) =>
+        {
             // Its answer proves it works; what is refused is the watchdog's access.
             t.unanswered_in_a_row = 0;
             t.unanswered_since = None;

@@ -412,7 +412,12 @@ fn coordinators() -> crate::model::coordinators::CoordinatorObservation {
     CoordinatorObservation {
         at: t(10),
         offsets_partitions: 5,
-        brokers: [(1, look(1, vec![0, 3], answered.clone())), (2, stuck), (4, loading)].into(),
+        brokers: [
+            (1, look(1, vec![0, 3], answered.clone())),
+            (2, stuck),
+            (4, loading),
+        ]
+        .into(),
         timeout: Duration::from_secs(1),
         blind: None,
         transactions: Some(crate::model::coordinators::TxnCoordinators {

@@ -424,7 +424,15 @@ pub fn cluster_status(r: &ClusterReport) -> ClusterStatus<'_> {
             .coordinators
             .as_deref()
             .and_then(|c| Some((c, c.transactions.as_ref()?)))
-            .map(|(c, t)| shards_status(t.at, t.partitions, c.timeout, t.blind.as_deref(), &t.brokers)),
+            .map(|(c, t)| {
+                shards_status(
+                    t.at,
+                    t.partitions,
+                    c.timeout,
+                    t.blind.as_deref(),
+                    &t.brokers,
+                )
+            }),
         certificates: r
             .certificates
             .as_ref()

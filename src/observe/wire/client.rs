@@ -18,7 +18,6 @@ use tokio::time::Instant;
 use super::connection::{open_tcp, Connection, Stream};
 use super::convert::{self, TopicConfigs, DESCRIBE_CLUSTER_FENCED};
 use super::error::{Phase, WireError};
-use super::transactions;
 use super::frame::leading_error_code;
 use super::groups;
 use super::guard;
@@ -27,6 +26,7 @@ use super::partitions::{self, EligibleLeaderReplicas, OngoingReassignment, Parti
 use super::produce::{self, ProduceAnswer};
 use super::quorum;
 use super::security::SaslSettings;
+use super::transactions;
 use super::versions::SupportedVersions;
 use super::{sasl, security};
 use super::{Connected, Timed, WireOptions};

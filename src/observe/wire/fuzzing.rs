@@ -7,11 +7,12 @@
 
 use bytes::Bytes;
 use kafka_protocol::messages::{
-    AddOffsetsToTxnResponse, AlterPartitionReassignmentsResponse, ApiKey, ApiVersionsResponse, DescribeClusterResponse,
-    DescribeConfigsResponse, DescribeLogDirsResponse, DescribeQuorumResponse,
-    DescribeTopicPartitionsResponse, ElectLeadersResponse, EndTxnResponse, InitProducerIdResponse,
-    ListOffsetsResponse, ListPartitionReassignmentsResponse, MetadataResponse,
-    OffsetFetchResponse, ProduceResponse, SaslAuthenticateResponse, SaslHandshakeResponse,
+    AddOffsetsToTxnResponse, AlterPartitionReassignmentsResponse, ApiKey, ApiVersionsResponse,
+    DescribeClusterResponse, DescribeConfigsResponse, DescribeLogDirsResponse,
+    DescribeQuorumResponse, DescribeTopicPartitionsResponse, ElectLeadersResponse, EndTxnResponse,
+    InitProducerIdResponse, ListOffsetsResponse, ListPartitionReassignmentsResponse,
+    MetadataResponse, OffsetFetchResponse, ProduceResponse, SaslAuthenticateResponse,
+    SaslHandshakeResponse,
 };
 
 use super::guard::{self, Guarded};

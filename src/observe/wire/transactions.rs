@@ -68,7 +68,11 @@ mod tests {
             Some("kafka-watchdog-txn-w1-3-0")
         );
         assert_eq!((i.producer_id.0, i.producer_epoch), (-1, -1));
-        let a = add_offsets("kafka-watchdog-txn-w1-3-0", "kafka-watchdog-txn-w1-g-5-2", (7, 2));
+        let a = add_offsets(
+            "kafka-watchdog-txn-w1-3-0",
+            "kafka-watchdog-txn-w1-g-5-2",
+            (7, 2),
+        );
         assert_eq!(a.group_id.0.as_str(), "kafka-watchdog-txn-w1-g-5-2");
         assert_eq!((a.producer_id.0, a.producer_epoch), (7, 2));
         let c = commit("kafka-watchdog-txn-w1-3-0", (7, 2));

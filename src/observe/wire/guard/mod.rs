@@ -9,12 +9,12 @@
 
 use bytes::Bytes;
 use kafka_protocol::messages::{
-    AddOffsetsToTxnResponse, AlterPartitionReassignmentsResponse, ApiVersionsResponse, DescribeClusterResponse,
-    DescribeConfigsResponse, DescribeLogDirsResponse, DescribeQuorumResponse,
-    DescribeTopicPartitionsResponse, ElectLeadersResponse, EndTxnResponse,
-    InitProducerIdResponse, ListOffsetsResponse,
-    ListPartitionReassignmentsResponse, MetadataResponse, OffsetFetchResponse, ProduceResponse,
-    SaslAuthenticateResponse, SaslHandshakeResponse,
+    AddOffsetsToTxnResponse, AlterPartitionReassignmentsResponse, ApiVersionsResponse,
+    DescribeClusterResponse, DescribeConfigsResponse, DescribeLogDirsResponse,
+    DescribeQuorumResponse, DescribeTopicPartitionsResponse, ElectLeadersResponse, EndTxnResponse,
+    InitProducerIdResponse, ListOffsetsResponse, ListPartitionReassignmentsResponse,
+    MetadataResponse, OffsetFetchResponse, ProduceResponse, SaslAuthenticateResponse,
+    SaslHandshakeResponse,
 };
 use kafka_protocol::protocol::Decodable;
 
