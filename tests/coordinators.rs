@@ -281,7 +281,8 @@ fn a_stalled_transaction_coordinator_is_a_zombie_by_name() {
             let looks = s["clusters"][0]["txn_coordinators"]["brokers"]
                 .as_array()?
                 .clone();
-            let answering = looks.len() == 3
+            // After a restart (the tests before) a broker may lead no shard at all.
+            let answering = !looks.is_empty()
                 && looks.iter().all(|l| {
                     l["probe"] == "answered" && l["errors"].as_array().is_some_and(Vec::is_empty)
                 });
