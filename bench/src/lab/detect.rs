@@ -76,7 +76,33 @@ pub enum Fault {
     /// `__consumer_offsets` partitions it leads can neither commit nor rebalance, and Kafka
     /// never notices.
     GroupCoordinatorStall,
+    /// A broker's transaction coordinator threads stopped (`kafka-lab stall
+    /// --txn-coordinator`: its marker sender and transaction log scheduler) while it answers
+    /// every request: a committed transaction's markers are never written, so the
+    /// transactional producers on the `__transaction_state` partitions it leads wait
+    /// forever. The watchdog runs its transaction probe with the lab's settings
+    /// (`TXN_PROBE_YAML`), as issue 26's goal says.
+    TxnCoordinatorStall,
 }
+
+/// What a coordinator fault stops and how it is read.
+struct CoordinatorFault {
+    /// The topic whose partitions are its shards.
+    topic: &'static str,
+    /// Its look on /status.
+    status_key: &'static str,
+    /// The rule that names it.
+    rule: &'static str,
+    stall: Stall,
+}
+
+/// The transaction probe as the lab runs it (issue 26: "off by default, on in the lab"): a
+/// look every 500 ms and 1.5 s of grace for a transaction that does not end.
+const TXN_PROBE_YAML: &str =
+    "    coordinators:\n      transactions: true\n      transactions_interval_ms: 500\n      txn_stall_grace_ms: 1500\n";
+
+/// Kafka's topic of transaction states.
+const TRANSACTIONS_TOPIC: &str = "__transaction_state";
 
 impl Fault {
     fn parse(s: &str) -> Option<Self> {
@@ -97,6 +123,26 @@ impl Fault {
             Fault::ControllerStall => "controller-stall",
             Fault::MetadataStall => "metadata-stall",
             Fault::GroupCoordinatorStall => "group-coordinator-stall",
+            Fault::TxnCoordinatorStall => "txn-coordinator-stall",
+        }
+    }
+
+    /// A coordinator's fault: what it stops and how it is read; `None` for the others.
+    fn coordinator(self) -> Option<CoordinatorFault> {
+        match self {
+            Fault::GroupCoordinatorStall => Some(CoordinatorFault {
+                topic: OFFSETS_TOPIC,
+                status_key: "group_coordinators",
+                rule: "group_coordinator_stalled",
+                stall: Stall::GroupCoordinator,
+            }),
+            Fault::TxnCoordinatorStall => Some(CoordinatorFault {
+                topic: TRANSACTIONS_TOPIC,
+                status_key: "txn_coordinators",
+                rule: "txn_coordinator_stalled",
+                stall: Stall::TxnCoordinator,
+            }),
+            _ => None,
         }
     }
 
@@ -111,6 +157,7 @@ impl Fault {
                 | Fault::ControllerStall
                 | Fault::MetadataStall
                 | Fault::GroupCoordinatorStall
+                | Fault::TxnCoordinatorStall
         )
     }
 
@@ -253,7 +300,7 @@ fn control_target(
             )),
         },
         Fault::MetadataStall if !brokers.is_empty() => Ok(brokers[i % brokers.len()]),
-        Fault::GroupCoordinatorStall => {
+        Fault::GroupCoordinatorStall | Fault::TxnCoordinatorStall => {
             let leading: Vec<BrokerId> = brokers
                 .iter()
                 .copied()
@@ -261,7 +308,7 @@ fn control_target(
                 .collect();
             if leading.is_empty() {
                 Err(format!(
-                    "no broker leads a __consumer_offsets partition (leaders {offsets_leaders:?})"
+                    "no broker leads a coordinator shard (leaders {offsets_leaders:?})"
                 ))
             } else {
                 Ok(leading[i % leading.len()])
@@ -340,13 +387,12 @@ fn names_control_target(fault: Fault, body: &Value, target: i32) -> bool {
             subject(body) == format!("controller-{target}") || quorum_suspects_it
         }
         Fault::MetadataStall => subject(body) == format!("broker-{target}"),
-        Fault::GroupCoordinatorStall => {
+        Fault::GroupCoordinatorStall | Fault::TxnCoordinatorStall => {
+            let rule = fault.coordinator().map_or("", |c| c.rule);
             subject(body) == format!("broker-{target}")
                 && body["evidence"].as_array().is_some_and(|e| {
-                    e.iter().any(|x| {
-                        x.as_str()
-                            .is_some_and(|s| s.contains("group_coordinator_stalled"))
-                    })
+                    e.iter()
+                        .any(|x| x.as_str().is_some_and(|s| s.contains(rule)))
                 })
         }
         _ => false,
@@ -365,7 +411,10 @@ fn inject(lab: &mut Lab, fault: Fault, targets: &[BrokerId]) -> Result<()> {
             Fault::ControllerFreeze | Fault::QuorumFreeze => lab.freeze(t)?,
             Fault::ControllerStall => lab.stall_threads(t, Stall::Controller)?,
             Fault::MetadataStall => lab.stall_threads(t, Stall::Metadata)?,
-            Fault::GroupCoordinatorStall => lab.stall_threads(t, Stall::GroupCoordinator)?,
+            Fault::GroupCoordinatorStall | Fault::TxnCoordinatorStall => {
+                let stall = fault.coordinator().map(|c| c.stall);
+                lab.stall_threads(t, stall.expect("a coordinator fault"))?
+            }
         }
     }
     Ok(())
@@ -383,7 +432,8 @@ fn heal(lab: &mut Lab, fault: Fault, targets: &[BrokerId]) -> Result<()> {
             | Fault::QuorumFreeze
             | Fault::ControllerStall
             | Fault::MetadataStall
-            | Fault::GroupCoordinatorStall => lab.heal(Some(t))?,
+            | Fault::GroupCoordinatorStall
+            | Fault::TxnCoordinatorStall => lab.heal(Some(t))?,
             Fault::Kill | Fault::KillTwo => lab.start(t)?,
         }
     }
@@ -426,9 +476,46 @@ fn topic_partitions(
 /// (partition, leader) of `__consumer_offsets`, as the lab's brokers say now (leader -1:
 /// none).
 fn offsets_leaders(bootstrap: &str) -> Result<Vec<(i32, BrokerId)>, String> {
-    kafka_lab::client::partitions(bootstrap, OFFSETS_TOPIC)
+    shard_leaders(bootstrap, OFFSETS_TOPIC)
+}
+
+/// (partition, leader) of a coordinator's topic.
+fn shard_leaders(bootstrap: &str, topic: &str) -> Result<Vec<(i32, BrokerId)>, String> {
+    kafka_lab::client::partitions(bootstrap, topic)
         .map(|ps| ps.iter().map(|p| (p.partition, p.leader)).collect())
-        .map_err(|e| format!("{OFFSETS_TOPIC}: {e}"))
+        .map_err(|e| format!("{topic}: {e}"))
+}
+
+/// A transactional producer starts once, so that `__transaction_state` exists (Kafka
+/// creates it at the first FindCoordinator for a transactional id), and every partition has
+/// a leader among `brokers`.
+fn transactions_topic_ready(bootstrap: &str, brokers: &[BrokerId]) -> Result<()> {
+    use rdkafka::producer::{BaseProducer, Producer};
+    use rdkafka::ClientConfig;
+    let producer: BaseProducer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("transactional.id", "bench-detect-transactions-init")
+        .create()?;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while let Err(e) = producer.init_transactions(Duration::from_secs(10)) {
+        if Instant::now() > deadline {
+            anyhow::bail!("no transactional producer ready in 60 s: {e}");
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let leaders = shard_leaders(bootstrap, TRANSACTIONS_TOPIC);
+        match &leaders {
+            Ok(ps) if !ps.is_empty() && ps.iter().all(|(_, l)| brokers.contains(l)) => {
+                return Ok(())
+            }
+            _ if Instant::now() > deadline => {
+                anyhow::bail!("{TRANSACTIONS_TOPIC} not led in 60 s: {leaders:?}")
+            }
+            _ => std::thread::sleep(Duration::from_millis(500)),
+        }
+    }
 }
 
 /// A group commits once, so that `__consumer_offsets` exists (Kafka creates it at a group's
@@ -467,12 +554,17 @@ fn offsets_topic_ready(bootstrap: &str, brokers: &[BrokerId]) -> Result<()> {
 
 /// Waits until the watchdog's coordinator look has `broker` leading shards and answering:
 /// a stall it has not yet seen coordinate would be measured from the watchdog's discovery.
-fn wait_coordinator_seen(wd: &Watchdog, broker: BrokerId, timeout: Duration) -> Result<()> {
+fn wait_coordinator_seen(
+    wd: &Watchdog,
+    status_key: &str,
+    broker: BrokerId,
+    timeout: Duration,
+) -> Result<()> {
     let deadline = Instant::now() + timeout;
     loop {
         let last = match wd.status_blocking() {
             Ok(s) => {
-                let look = s["clusters"][0]["group_coordinators"]["brokers"]
+                let look = s["clusters"][0][status_key]["brokers"]
                     .as_array()
                     .and_then(|ls| ls.iter().find(|l| l["broker"] == broker).cloned());
                 match look {
@@ -596,16 +688,23 @@ fn run_fault(
     section: &mut Section,
 ) -> Result<()> {
     let name = format!("detect-{}-{}", profile.as_str(), fault.as_str());
-    if fault == Fault::GroupCoordinatorStall {
+    if fault.coordinator().is_some() {
         offsets_topic_ready(&cx.lab.bootstrap(), cx.brokers)?;
+    }
+    if fault == Fault::TxnCoordinatorStall {
+        transactions_topic_ready(&cx.lab.bootstrap(), cx.brokers)?;
     }
     let wd = if fault.control_plane() {
         let bootstrap: Vec<String> = cx.lab.bootstrap().split(',').map(str::to_string).collect();
+        let mut cluster_yaml = controllers_yaml(cx.lab);
+        if fault == Fault::TxnCoordinatorStall {
+            cluster_yaml.push_str(TXN_PROBE_YAML);
+        }
         Watchdog::start_with(
             &cx.opts.watchdog_bin,
             &name,
             &bootstrap,
-            &controllers_yaml(cx.lab),
+            &cluster_yaml,
             profile,
             Some(&cx.sink.url()),
         )?
@@ -651,8 +750,8 @@ fn run_fault(
                 None
             };
             // Asked at each trial too: the coordinator shards follow their leaders.
-            let offsets = if fault == Fault::GroupCoordinatorStall {
-                offsets_leaders(&cx.lab.bootstrap())
+            let offsets = if let Some(c) = fault.coordinator() {
+                shard_leaders(&cx.lab.bootstrap(), c.topic)
             } else {
                 Ok(Vec::new())
             };
@@ -674,7 +773,10 @@ fn run_fault(
                         .iter()
                         .flatten()
                         .filter(|(_, l)| *l == target)
-                        .map(|(p, _)| format!("{OFFSETS_TOPIC}-{p}"))
+                        .map(|(p, _)| {
+                            let topic = fault.coordinator().map_or(OFFSETS_TOPIC, |c| c.topic);
+                            format!("{topic}-{p}")
+                        })
                         .collect();
                     run_control_trial(cx, &wd, fault, profile, &mut trial).map(|(opened, seen)| {
                         recovering = Some((trials.len(), seen));
@@ -981,14 +1083,15 @@ fn run_control_trial(
             .collect()];
         (topic, bootstrap, assignment)
     });
-    let coordinator = fault == Fault::GroupCoordinatorStall;
-    if coordinator {
-        wait_coordinator_seen(wd, target, Duration::from_secs(60))?;
+    let coordinator = fault.coordinator();
+    if let Some(c) = &coordinator {
+        wait_coordinator_seen(wd, c.status_key, target, Duration::from_secs(60))?;
     }
     // What Kafka's eyes ask the other brokers: only the broker list, or with it the
     // coordinator shards.
-    let kafka_topics: Vec<String> = if coordinator {
-        vec![OFFSETS_TOPIC.to_string()]
+    let shard_topic = coordinator.as_ref().map_or(OFFSETS_TOPIC, |c| c.topic);
+    let kafka_topics: Vec<String> = if coordinator.is_some() {
+        vec![shard_topic.to_string()]
     } else {
         Vec::new()
     };
@@ -1057,7 +1160,9 @@ fn run_control_trial(
                     if trial.coordinator_stalled_secs.is_none()
                         && target_is_broker
                         && state == "zombie"
-                        && rules.split(',').next() == Some("group_coordinator_stalled")
+                        && coordinator
+                            .as_ref()
+                            .is_some_and(|c| rules.split(',').next() == Some(c.rule))
                     {
                         trial.coordinator_stalled_secs = Some(now);
                     }
@@ -1142,7 +1247,7 @@ fn run_control_trial(
                         trial.kafka_fenced.push(format!("{tag}at {now:.1} s"));
                     }
                 }
-                for (tp, leader, replicas, isr) in topic_partitions(&md, &[OFFSETS_TOPIC]) {
+                for (tp, leader, replicas, isr) in topic_partitions(&md, &[shard_topic]) {
                     if trial.leader_change_secs.is_none()
                         && trial.led_at_start.contains(&tp)
                         && leader != target
@@ -1172,7 +1277,9 @@ fn run_control_trial(
             let named = match fault {
                 Fault::QuorumFreeze => trial.quorum_problem_secs,
                 Fault::MetadataStall => trial.stale_metadata_secs,
-                Fault::GroupCoordinatorStall => trial.coordinator_stalled_secs,
+                Fault::GroupCoordinatorStall | Fault::TxnCoordinatorStall => {
+                    trial.coordinator_stalled_secs
+                }
                 _ => trial.critical_secs,
             };
             let required = named.is_some()
@@ -1290,6 +1397,8 @@ fn goal(profile: Profile, fault: Fault) -> (&'static str, f64, f64) {
     match fault {
         Fault::ControllerFreeze | Fault::QuorumFreeze => ("fault", 2.0, 3.0),
         Fault::ControllerStall | Fault::GroupCoordinatorStall => ("fault", 3.0, 4.0),
+        // Issue 26: the transaction coordinator's goal holds for the lab's probe settings.
+        Fault::TxnCoordinatorStall => ("fault", 5.0, 6.0),
         Fault::MetadataStall => ("leadership change", 3.0, 4.0),
         Fault::Freeze | Fault::Stall | Fault::Kill | Fault::KillTwo => {
             ("fault", 2.0, if aggressive { 1.5 } else { 3.0 })
@@ -1385,7 +1494,7 @@ fn named_at(fault: Fault, t: &TrialOutcome) -> Option<f64> {
         _ if fault.names_a_follower() => t.state_secs,
         Fault::QuorumFreeze => t.quorum_problem_secs,
         Fault::MetadataStall => t.stale_metadata_secs,
-        Fault::GroupCoordinatorStall => t.coordinator_stalled_secs,
+        Fault::GroupCoordinatorStall | Fault::TxnCoordinatorStall => t.coordinator_stalled_secs,
         _ => t.critical_secs,
     }
 }
@@ -1624,7 +1733,7 @@ fn report(section: &mut Section, trials: &[Trial], opts: &DetectOptions) {
     if opts
         .faults
         .iter()
-        .any(|f| f.control_plane() && *f != Fault::GroupCoordinatorStall)
+        .any(|f| f.control_plane() && f.coordinator().is_none())
     {
         section.note(
             "control plane: controller-freeze freezes the active controller of three and \
@@ -1648,6 +1757,17 @@ fn report(section: &mut Section, trials: &[Trial], opts: &DetectOptions) {
              through the heal and the settling after it",
         );
     }
+    if opts.faults.contains(&Fault::TxnCoordinatorStall) {
+        section.note(
+            "txn-coordinator-stall stops the transaction coordinator threads (marker sender, \
+             transaction log scheduler) of a broker that leads a __transaction_state partition \
+             (those brokers in turn) on the default lab, once the watchdog sees it coordinate; \
+             the watchdog runs its transaction probe with the lab's settings (a look every \
+             500 ms, txn_stall_grace_ms 1500); named: `zombie` with txn_coordinator_stalled as \
+             its first rule; the page: the broker's incident with that rule in its evidence; \
+             Kafka's side and misattributions as for group-coordinator-stall",
+        );
+    }
     latency.print();
     versus.print();
     section.tables.push(latency);
@@ -1668,8 +1788,8 @@ fn control_rows(fault: Fault, ts: &[&Trial]) -> Vec<(&'static str, Vec<Option<f6
         ("watchdog: state changed", col(|t| t.state_secs)),
         ("watchdog: zombie/down", col(|t| t.critical_secs)),
     ];
-    // A stalled group coordinator is no quorum's business.
-    if fault != Fault::GroupCoordinatorStall {
+    // A stalled coordinator is no quorum's business.
+    if fault.coordinator().is_none() {
         rows.push(("watchdog: quorum problem", col(|t| t.quorum_problem_secs)));
     }
     match fault {
@@ -1686,9 +1806,13 @@ fn control_rows(fault: Fault, ts: &[&Trial]) -> Vec<(&'static str, Vec<Option<f6
                 col(|t| delta(t.webhook_secs, t.change_secs)),
             ));
         }
-        Fault::GroupCoordinatorStall => {
+        Fault::GroupCoordinatorStall | Fault::TxnCoordinatorStall => {
             rows.push((
-                "watchdog: group_coordinator_stalled",
+                if fault == Fault::TxnCoordinatorStall {
+                    "watchdog: txn_coordinator_stalled"
+                } else {
+                    "watchdog: group_coordinator_stalled"
+                },
                 col(|t| t.coordinator_stalled_secs),
             ));
             rows.push(("webhook received", col(|t| t.webhook_secs)));
@@ -1747,7 +1871,8 @@ fn control_notes(section: &mut Section, fault: Fault, p: &str, ts: &[&Trial]) {
                 ts.len()
             ));
         }
-        Fault::GroupCoordinatorStall => {
+        Fault::GroupCoordinatorStall | Fault::TxnCoordinatorStall => {
+            let topic = fault.coordinator().map_or(OFFSETS_TOPIC, |c| c.topic);
             let count = |f: fn(&Trial) -> bool| ts.iter().filter(|t| f(t)).count();
             let moved = count(|t| t.leader_change_secs.is_some());
             let shrunk = count(|t| t.isr_shrink_secs.is_some());
@@ -1760,7 +1885,7 @@ fn control_notes(section: &mut Section, fault: Fault, p: &str, ts: &[&Trial]) {
             });
             section.note(format!(
                 "{f} ({p} profile): Kafka moved a coordinator shard off the stalled broker in \
-                 {moved} of {n} trial(s), shrank an ISR of {OFFSETS_TOPIC} in {shrunk} and \
+                 {moved} of {n} trial(s), shrank an ISR of {topic} in {shrunk} and \
                  fenced it in {fenced} (it stays registered and leads and replicates on: \
                  expected 0; Kafka never reacts, so there is no 'Kafka reacted' time)",
                 n = ts.len()
@@ -1774,13 +1899,12 @@ fn control_notes(section: &mut Section, fault: Fault, p: &str, ts: &[&Trial]) {
 /// ("__consumer_offsets-0,2: new leader 3 at 4.1 s"; "kept" when nothing); other faults:
 /// nothing.
 fn coordinator_shards_cell(t: &Trial) -> Option<String> {
-    if t.fault != Fault::GroupCoordinatorStall.as_str() {
-        return None;
-    }
+    let topic = Fault::parse(t.fault)?.coordinator()?.topic;
+    let prefix = format!("{topic}-");
     let shards: Vec<&str> = t
         .led_at_start
         .iter()
-        .map(|tp| tp.strip_prefix("__consumer_offsets-").unwrap_or(tp))
+        .map(|tp| tp.strip_prefix(&prefix).unwrap_or(tp))
         .collect();
     let mut what = Vec::new();
     if let (Some(at), Some(l)) = (t.leader_change_secs, t.new_leader) {
@@ -1792,11 +1916,7 @@ fn coordinator_shards_cell(t: &Trial) -> Option<String> {
     if what.is_empty() {
         what.push("kept".into());
     }
-    Some(format!(
-        "{OFFSETS_TOPIC}-{}: {}",
-        shards.join(","),
-        what.join(", ")
-    ))
+    Some(format!("{topic}-{}: {}", shards.join(","), what.join(", ")))
 }
 
 fn control_trial_row(t: &Trial) -> Vec<Value> {
@@ -1996,6 +2116,37 @@ mod tests {
         assert!(missed[2].contains("1 misattribution"), "{missed:?}");
         assert_eq!(Fault::GroupCoordinatorStall.controllers(), 1);
         assert!(Fault::GroupCoordinatorStall.control_plane());
+    }
+
+    /// Issue 26's goal for a stalled transaction coordinator (the lab's probe settings):
+    /// `zombie` by txn_coordinator_stalled <= 5 s, its page <= 6 s.
+    #[test]
+    fn txn_coordinator_stall_goals() {
+        let tc = |named: Option<f64>, webhook: Option<f64>| {
+            let mut t = control("txn-coordinator-stall", named, webhook);
+            t["coordinator_stalled_secs"] = json!(named);
+            t
+        };
+        let mut s = Section::new("detect", json!({}));
+        s.raw = json!((0..10)
+            .map(|_| tc(Some(4.9), Some(5.9)))
+            .collect::<Vec<_>>());
+        assert_eq!(missed_goals(&s), Vec::<String>::new());
+        s.raw = json!([tc(Some(5.2), Some(6.3))]);
+        let missed = missed_goals(&s);
+        assert_eq!(missed.len(), 2, "{missed:?}");
+        assert!(missed[0].contains("state p95 5.2 s after the fault, goal <= 5.0 s"));
+        assert!(missed[1].contains("webhook p95 6.3 s after the fault, goal <= 6.0 s"));
+        let c = Fault::TxnCoordinatorStall.coordinator().unwrap();
+        assert_eq!(
+            (c.topic, c.rule),
+            ("__transaction_state", "txn_coordinator_stalled")
+        );
+        assert_eq!(Fault::TxnCoordinatorStall.controllers(), 1);
+        assert_eq!(
+            Fault::parse("txn-coordinator-stall"),
+            Some(Fault::TxnCoordinatorStall)
+        );
     }
 
     #[test]
