@@ -261,6 +261,11 @@ struct OverheadArgs {
         value_delimiter = ','
     )]
     profiles: Vec<lab::Profile>,
+    /// Every probe on (issue 26): the controllers asked directly (`controllers:`) and the
+    /// transaction coordinator probe (`coordinators.transactions`, default settings) beside
+    /// the defaults (group coordinators, log directories, the canary).
+    #[arg(long)]
+    all_probes: bool,
 }
 
 #[derive(Args, Clone)]
@@ -404,6 +409,7 @@ fn run_overhead(out: &Output, a: &OverheadArgs) -> Result<()> {
         watchdog_bin: a.watchdog.watchdog_bin.clone(),
         duration: std::time::Duration::from_secs(a.secs),
         profiles: a.profiles.clone(),
+        all_probes: a.all_probes,
     })?;
     out.append(section)
 }

@@ -489,7 +489,7 @@ fn shard_leaders(bootstrap: &str, topic: &str) -> Result<Vec<(i32, BrokerId)>, S
 /// A transactional producer starts once, so that `__transaction_state` exists (Kafka
 /// creates it at the first FindCoordinator for a transactional id), and every partition has
 /// a leader among `brokers`.
-fn transactions_topic_ready(bootstrap: &str, brokers: &[BrokerId]) -> Result<()> {
+pub(crate) fn transactions_topic_ready(bootstrap: &str, brokers: &[BrokerId]) -> Result<()> {
     use rdkafka::producer::{BaseProducer, Producer};
     use rdkafka::ClientConfig;
     let producer: BaseProducer = ClientConfig::new()
