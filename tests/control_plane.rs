@@ -6,7 +6,7 @@
 //! except where the only controller is the point.
 //!
 //! Run under the lab gate, and take the lab down after (the 3-controller layout is not the
-//! other tests'): `flock /tmp/kafka-lab.lock sh -c 'cargo test --test control_plane;
+//! other tests'): `flock /tmp/kafka-lab.lock sh -c 'cargo test --features lab-tests --test control_plane;
 //! target/debug/kafka-lab down'`.
 
 mod common;

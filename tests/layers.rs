@@ -546,3 +546,47 @@ fn the_reader_sees_every_form_of_use() {
     ];
     assert_eq!(got.into_iter().collect::<Vec<_>>(), want);
 }
+
+/// A test file that starts a lab (`lab()`, `lab_of`, `lab_with` from tests/common) needs
+/// root and Kafka: it is declared in Cargo.toml behind the `lab-tests` feature, so that a
+/// plain `cargo test` runs anywhere (issue 29) and `scripts/test` still runs it. And no
+/// file is behind the feature that needs no lab.
+#[test]
+fn tests_that_start_a_lab_are_behind_the_lab_tests_feature() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let manifest = std::fs::read_to_string(root.join("Cargo.toml")).unwrap();
+    let gated: BTreeSet<String> = manifest
+        .split("[[test]]")
+        .skip(1)
+        .filter(|t| t.contains("required-features = [\"lab-tests\"]"))
+        .filter_map(|t| {
+            let name = t.split("name = \"").nth(1)?;
+            Some(name.split('"').next()?.to_string())
+        })
+        .collect();
+    let mut starts_a_lab = BTreeSet::new();
+    for entry in std::fs::read_dir(root.join("tests")).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_none_or(|e| e != "rs") {
+            continue;
+        }
+        let code = code_only(&std::fs::read_to_string(&path).unwrap());
+        let uses_lab = ["lab()", "lab_of(", "lab_with("]
+            .iter()
+            .any(|call| code.contains(call));
+        if uses_lab {
+            starts_a_lab.insert(path.file_stem().unwrap().to_string_lossy().into_owned());
+        }
+    }
+    let ungated: Vec<&String> = starts_a_lab.difference(&gated).collect();
+    assert!(
+        ungated.is_empty(),
+        "tests/ files that start a lab but are not behind the lab-tests feature in Cargo.toml \
+         (add a [[test]] entry with required-features = [\"lab-tests\"]): {ungated:?}"
+    );
+    let needless: Vec<&String> = gated.difference(&starts_a_lab).collect();
+    assert!(
+        needless.is_empty(),
+        "behind the lab-tests feature without starting a lab: {needless:?}"
+    );
+}
