@@ -83,6 +83,27 @@ pub enum Fault {
     /// forever. The watchdog runs its transaction probe with the lab's settings
     /// (`TXN_PROBE_YAML`), as issue 26's goal says.
     TxnCoordinatorStall,
+    /// One of a broker's two log directories filled (`kafka-lab fill`, on a lab set up with
+    /// `--log-dirs 2`): Kafka takes the directory offline and the broker stays up, serving
+    /// the partitions on its other directory and none of those on the full one.
+    LogDirFill,
+}
+
+/// What a lab must be set up as for a fault.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Layout {
+    controllers: u32,
+    log_dirs: u32,
+}
+
+impl std::fmt::Display for Layout {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} controller(s)", self.controllers)?;
+        if self.log_dirs > 1 {
+            write!(f, ", {} log directories per broker", self.log_dirs)?;
+        }
+        Ok(())
+    }
 }
 
 /// What a coordinator fault stops and how it is read.
@@ -124,6 +145,15 @@ impl Fault {
             Fault::MetadataStall => "metadata-stall",
             Fault::GroupCoordinatorStall => "group-coordinator-stall",
             Fault::TxnCoordinatorStall => "txn-coordinator-stall",
+            Fault::LogDirFill => "log-dir-fill",
+        }
+    }
+
+    /// The lab this fault's trials run on.
+    fn layout(self) -> Layout {
+        Layout {
+            controllers: self.controllers(),
+            log_dirs: if self == Fault::LogDirFill { 2 } else { 1 },
         }
     }
 
@@ -189,6 +219,9 @@ impl Fault {
             Fault::CutReplication | Fault::StallFetchers => (false, true, false),
             // Kafka does nothing about it: that is the fault.
             Fault::Stall => (false, false, false),
+            // Kafka's own reaction is the directory taken offline, which `fill` waits for;
+            // the broker stays registered and leads on elsewhere.
+            Fault::LogDirFill => (false, false, false),
             _ => (true, true, true),
         }
     }
@@ -245,6 +278,8 @@ struct Trial {
     /// group-coordinator-stall: when the broker was first `zombie` with
     /// `group_coordinator_stalled` as its first rule.
     coordinator_stalled_secs: Option<f64>,
+    /// log-dir-fill: when the broker was first named by `log_dir_failed`.
+    log_dir_failed_secs: Option<f64>,
     /// controller-freeze (and -stall, where it should never come): when another controller
     /// first answered DescribeQuorum as the quorum's leader.
     new_quorum_leader_secs: Option<f64>,
@@ -320,11 +355,11 @@ fn control_target(
 
 /// The lab layouts (dedicated controllers) `faults` need, each once, the one the lab has
 /// now first: setting the lab up again takes minutes and a run switches at most once.
-fn layout_order(faults: &[Fault], current: Option<u32>) -> Vec<u32> {
-    let mut layouts: Vec<u32> = Vec::new();
+fn layout_order(faults: &[Fault], current: Option<Layout>) -> Vec<Layout> {
+    let mut layouts: Vec<Layout> = Vec::new();
     for f in faults {
-        if !layouts.contains(&f.controllers()) {
-            layouts.push(f.controllers());
+        if !layouts.contains(&f.layout()) {
+            layouts.push(f.layout());
         }
     }
     if let Some(pos) = current.and_then(|c| layouts.iter().position(|l| *l == c)) {
@@ -415,6 +450,9 @@ fn inject(lab: &mut Lab, fault: Fault, targets: &[BrokerId]) -> Result<()> {
                 let stall = fault.coordinator().map(|c| c.stall);
                 lab.stall_threads(t, stall.expect("a coordinator fault"))?
             }
+            Fault::LogDirFill => {
+                lab.fill(t)?;
+            }
         }
     }
     Ok(())
@@ -433,7 +471,8 @@ fn heal(lab: &mut Lab, fault: Fault, targets: &[BrokerId]) -> Result<()> {
             | Fault::ControllerStall
             | Fault::MetadataStall
             | Fault::GroupCoordinatorStall
-            | Fault::TxnCoordinatorStall => lab.heal(Some(t))?,
+            | Fault::TxnCoordinatorStall
+            | Fault::LogDirFill => lab.heal(Some(t))?,
             Fault::Kill | Fault::KillTwo => lab.start(t)?,
         }
     }
@@ -608,11 +647,15 @@ pub fn run(opts: &DetectOptions) -> Result<Section> {
     let sink = rt.block_on(Sink::start("127.0.0.1:0".parse()?))?;
     let mut eyes = KafkaEyes::new();
     let mut trials: Vec<Trial> = Vec::new();
-    let current = Lab::open().ok().map(|l| l.controllers().len() as u32);
-    for controllers in layout_order(&opts.faults, current) {
-        println!("detect: the lab with {controllers} controller(s)");
+    let current = Lab::open().ok().map(|l| Layout {
+        controllers: l.controllers().len() as u32,
+        log_dirs: l.log_dirs(),
+    });
+    for layout in layout_order(&opts.faults, current) {
+        println!("detect: the lab with {layout}");
         let up = lab_up_with(&UpOptions {
-            controllers,
+            controllers: layout.controllers,
+            log_dirs: layout.log_dirs,
             ..UpOptions::default()
         })
         .and_then(|lab| create_bench_topics(&lab).map(|()| lab));
@@ -621,19 +664,14 @@ pub fn run(opts: &DetectOptions) -> Result<Section> {
             Ok(lab) => lab,
             Err(e) => {
                 section.note(format!(
-                    "the lab with {controllers} controller(s) did not come up: {e:#}; its \
-                     faults were not run"
+                    "the lab with {layout} did not come up: {e:#}; its faults were not run"
                 ));
                 continue;
             }
         };
         let brokers = lab.brokers();
         for &profile in &opts.profiles {
-            for &fault in opts
-                .faults
-                .iter()
-                .filter(|f| f.controllers() == controllers)
-            {
+            for &fault in opts.faults.iter().filter(|f| f.layout() == layout) {
                 println!(
                     "detect: {} profile, fault {}",
                     profile.as_str(),
@@ -922,6 +960,13 @@ fn run_trial(
                     trial.first_state = Some(bad[0].1.clone());
                     trial.rules = Some(broker_rules(&status, *bad[0].0));
                 }
+                if trial.log_dir_failed_secs.is_none()
+                    && bad
+                        .iter()
+                        .any(|(b, _)| broker_rules(&status, **b).contains("log_dir_failed"))
+                {
+                    trial.log_dir_failed_secs = Some(now);
+                }
                 let critical = targets.iter().all(|t| {
                     matches!(
                         states.get(t).map(String::as_str),
@@ -991,13 +1036,21 @@ fn run_trial(
                     }
                 }
             }
-            let required = trial.state_secs.is_some()
+            // A filled log directory degrades its broker; its rule is the one to wait for.
+            let named = if fault == Fault::LogDirFill {
+                trial.log_dir_failed_secs.is_some()
+            } else {
+                trial.state_secs.is_some()
+            };
+            let required = named
                 && (!want_fenced || trial.fenced_secs.is_some())
                 && (!want_isr || trial.isr_shrink_secs.is_some())
                 && (!want_leader || led.is_empty() || trial.leader_change_secs.is_some());
             let everything = required
                 && trial.webhook_secs.is_some()
-                && (trial.critical_secs.is_some() || fault.names_a_follower());
+                && (trial.critical_secs.is_some()
+                    || fault.names_a_follower()
+                    || fault == Fault::LogDirFill);
             if everything {
                 break;
             }
@@ -1399,6 +1452,12 @@ fn goal(profile: Profile, fault: Fault) -> (&'static str, f64, f64) {
         Fault::ControllerStall | Fault::GroupCoordinatorStall => ("fault", 3.0, 4.0),
         // Issue 26: the transaction coordinator's goal holds for the lab's probe settings.
         Fault::TxnCoordinatorStall => ("fault", 5.0, 6.0),
+        // Issue 26: named within one round (DescribeLogDirs is asked once per round), the
+        // page a second after.
+        Fault::LogDirFill => {
+            let round = profile.round_interval().as_secs_f64();
+            ("fault", round, round + 1.0)
+        }
         Fault::MetadataStall => ("leadership change", 3.0, 4.0),
         Fault::Freeze | Fault::Stall | Fault::Kill | Fault::KillTwo => {
             ("fault", 2.0, if aggressive { 1.5 } else { 3.0 })
@@ -1495,6 +1554,7 @@ fn named_at(fault: Fault, t: &TrialOutcome) -> Option<f64> {
         Fault::QuorumFreeze => t.quorum_problem_secs,
         Fault::MetadataStall => t.stale_metadata_secs,
         Fault::GroupCoordinatorStall | Fault::TxnCoordinatorStall => t.coordinator_stalled_secs,
+        Fault::LogDirFill => t.log_dir_failed_secs,
         _ => t.critical_secs,
     }
 }
@@ -1514,6 +1574,8 @@ struct TrialOutcome {
     stale_metadata_secs: Option<f64>,
     #[serde(default)]
     coordinator_stalled_secs: Option<f64>,
+    #[serde(default)]
+    log_dir_failed_secs: Option<f64>,
     #[serde(default)]
     change_secs: Option<f64>,
     #[serde(default)]
@@ -1636,14 +1698,20 @@ fn report(section: &mut Section, trials: &[Trial], opts: &DetectOptions) {
                 }
                 continue;
             }
-            for (what, xs) in [
+            let mut rows = vec![
                 ("watchdog: state changed", col(|t| t.state_secs)),
                 ("watchdog: zombie/down", col(|t| t.critical_secs)),
+            ];
+            if *fault == Fault::LogDirFill {
+                rows.push(("watchdog: log_dir_failed", col(|t| t.log_dir_failed_secs)));
+            }
+            rows.extend([
                 ("webhook received", col(|t| t.webhook_secs)),
                 ("Kafka: broker fenced", col(|t| t.fenced_secs)),
                 ("Kafka: ISR shrank", col(|t| t.isr_shrink_secs)),
                 ("Kafka: leader changed", col(|t| t.leader_change_secs)),
-            ] {
+            ]);
+            for (what, xs) in rows {
                 latency.push(stat_row(p, f, what, &xs, n));
             }
             if wrong > 0 {
@@ -1755,6 +1823,16 @@ fn report(section: &mut Section, trials: &[Trial], opts: &DetectOptions) {
              leader, an ISR shrink) and its fencing. Misattributions: another broker or the \
              controller not healthy on /status, or named by a notification, from the fault \
              through the heal and the settling after it",
+        );
+    }
+    if opts.faults.contains(&Fault::LogDirFill) {
+        section.note(
+            "log-dir-fill fills the second log directory of a broker (brokers in turn) on a lab \
+             set up with `--log-dirs 2` (`kafka-lab fill`, which returns once Kafka logged the \
+             directory offline); named: the broker's `log_dir_failed` (degraded: it serves the \
+             partitions on its other directory); the heal removes the filler and restarts the \
+             broker. Kafka keeps the broker registered: no fencing, ISR shrink or election is \
+             expected of it",
         );
     }
     if opts.faults.contains(&Fault::TxnCoordinatorStall) {
@@ -2201,28 +2279,61 @@ mod tests {
     /// Each layout once, the lab's current one first, so a run switches at most once.
     #[test]
     fn layouts_are_grouped_current_first() {
+        let l = |controllers, log_dirs| Layout {
+            controllers,
+            log_dirs,
+        };
+        let order = |faults: &[Fault], current: Option<Layout>| {
+            layout_order(faults, current)
+                .into_iter()
+                .map(|l| (l.controllers, l.log_dirs))
+                .collect::<Vec<_>>()
+        };
         let all = [
             Fault::Freeze,
             Fault::ControllerFreeze,
             Fault::QuorumFreeze,
             Fault::MetadataStall,
         ];
-        assert_eq!(layout_order(&all, None), vec![1, 3]);
-        assert_eq!(layout_order(&all, Some(1)), vec![1, 3]);
-        assert_eq!(layout_order(&all, Some(3)), vec![3, 1]);
-        assert_eq!(layout_order(&[Fault::Kill], Some(3)), vec![1]);
+        assert_eq!(order(&all, None), vec![(1, 1), (3, 1)]);
+        assert_eq!(order(&all, Some(l(1, 1))), vec![(1, 1), (3, 1)]);
+        assert_eq!(order(&all, Some(l(3, 1))), vec![(3, 1), (1, 1)]);
+        assert_eq!(order(&[Fault::Kill], Some(l(3, 1))), vec![(1, 1)]);
         assert_eq!(
-            layout_order(&[Fault::ControllerStall, Fault::MetadataStall], Some(1)),
-            vec![3]
+            order(
+                &[Fault::ControllerStall, Fault::MetadataStall],
+                Some(l(1, 1))
+            ),
+            vec![(3, 1)]
         );
         // The coordinator stall runs on the default lab, as tests/coordinators.rs does.
         assert_eq!(
-            layout_order(
+            order(
                 &[Fault::MetadataStall, Fault::GroupCoordinatorStall],
-                Some(3)
+                Some(l(3, 1))
             ),
-            vec![3, 1]
+            vec![(3, 1), (1, 1)]
         );
+        // A filled log directory needs brokers with two, as tests/log_dirs.rs has.
+        assert_eq!(
+            order(&[Fault::Kill, Fault::LogDirFill], Some(l(1, 2))),
+            vec![(1, 2), (1, 1)]
+        );
+        assert_eq!(
+            l(1, 2).to_string(),
+            "1 controller(s), 2 log directories per broker"
+        );
+    }
+
+    /// Issue 26: a filled log directory named by log_dir_failed within one round (10 s by
+    /// default), its page a second later.
+    #[test]
+    fn log_dir_fill_goals() {
+        assert_eq!(
+            goal(Profile::Default, Fault::LogDirFill),
+            ("fault", 10.0, 11.0)
+        );
+        assert_eq!(Fault::parse("log-dir-fill"), Some(Fault::LogDirFill));
     }
 
     #[test]
