@@ -70,20 +70,6 @@ fn start(name: &str, rx: &Receiver, extra_cluster_yaml: &str) -> Watchdog {
     w
 }
 
-/// The `__consumer_offsets` partitions a broker leads, as the watchdog's status says.
-fn shards_of(w: &Watchdog, broker: i64) -> Vec<i64> {
-    w.status()["clusters"][0]["group_coordinators"]["brokers"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .find(|l| l["broker"] == broker)
-        .and_then(|l| l["shards"].as_array().cloned())
-        .unwrap_or_default()
-        .iter()
-        .filter_map(|s| s.as_i64())
-        .collect()
-}
-
 /// Which brokers ever held coordinator evidence, checked every 200 ms for `during`.
 fn coordinator_evidence_during(w: &Watchdog, during: Duration) -> Vec<(i32, String)> {
     let end = Instant::now() + during;
@@ -103,69 +89,106 @@ fn coordinator_evidence_during(w: &Watchdog, during: Duration) -> Vec<(i32, Stri
     seen
 }
 
-/// `kafka-lab stall N --group-coordinator` on a broker that leads coordinator shards: it
-/// answers Metadata, produce and fetch, while the groups it coordinates wait. It is a zombie
-/// by name, with its shards, within seconds; healed, the incident resolves; no other broker
-/// is named.
-#[test]
-fn a_stalled_group_coordinator_is_a_zombie_by_name() {
-    let mut lab = lab();
-    offsets_topic_ready(&lab.bootstrap());
-    let rx = Receiver::start();
-    let w = start("gc-stall", &rx, "");
+/// One kind of coordinator as these tests stall and read it.
+struct Role {
+    /// Its look on /status.
+    key: &'static str,
+    stall: Stall,
+    /// The rule that names a stalled one.
+    rule: &'static str,
+    name: &'static str,
+    /// The family counting its shards, and the one that shows the stall with its least
+    /// value then.
+    shards_metric: &'static str,
+    stall_metric: (&'static str, f64),
+}
+
+const GROUPS: Role = Role {
+    key: "group_coordinators",
+    stall: Stall::GroupCoordinator,
+    rule: "group_coordinator_stalled",
+    name: "group coordinator",
+    shards_metric: "kafka_watchdog_group_coordinator_shards",
+    stall_metric: ("kafka_watchdog_group_coordinator_unanswered_probes", 2.0),
+};
+
+const TRANSACTIONS: Role = Role {
+    key: "txn_coordinators",
+    stall: Stall::TxnCoordinator,
+    rule: "txn_coordinator_stalled",
+    name: "transaction coordinator",
+    shards_metric: "kafka_watchdog_txn_coordinator_shards",
+    stall_metric: ("kafka_watchdog_txn_coordinator_error_shards", 1.0),
+};
+
+/// The shards a broker leads for `role`, as the watchdog's status says.
+fn role_shards(w: &Watchdog, role: &Role, broker: i64) -> Vec<i64> {
+    w.status()["clusters"][0][role.key]["brokers"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|l| l["broker"] == broker)
+        .and_then(|l| l["shards"].as_array().cloned())
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|s| s.as_i64())
+        .collect()
+}
+
+/// Stalls `role`'s coordinator threads on the broker that leads the most of its shards:
+/// within the bounds it is a zombie by `role.rule` (first), with evidence `detail_has`
+/// names, the metric and a critical page; the others stay healthy and nothing else is
+/// paged; healed, the incident resolves.
+fn a_stalled_coordinator_is_named_paged_and_resolved(
+    lab: &mut common::LabGuard,
+    w: &Watchdog,
+    rx: &Receiver,
+    role: &Role,
+    detail_has: impl Fn(&[i64]) -> String,
+) {
     let victim = (1..=3)
-        .max_by_key(|b| shards_of(&w, *b).len())
+        .max_by_key(|b| role_shards(w, role, *b).len())
         .expect("a broker") as i32;
-    let shards = shards_of(&w, i64::from(victim));
-    assert!(!shards.is_empty(), "no broker leads a coordinator shard");
+    let shards = role_shards(w, role, i64::from(victim));
+    assert!(!shards.is_empty(), "no broker leads a {} shard", role.name);
     let id = victim.to_string();
     assert_eq!(
-        w.metric(
-            "kafka_watchdog_group_coordinator_shards",
-            &[("broker", &id)]
-        ),
+        w.metric(role.shards_metric, &[("broker", &id)]),
         Some(shards.len() as f64)
     );
     let before = rx.received().len();
-    lab.stall_threads(victim, Stall::GroupCoordinator).unwrap();
+    lab.stall_threads(victim, role.stall).unwrap();
     let stalled_at = Instant::now();
     eventually(
         NAME_BOUND,
-        "the stalled broker a zombie for its group coordinator",
-        || {
-            (w.rules(victim).first().map(String::as_str) == Some("group_coordinator_stalled"))
-                .then_some(())
-        },
+        &format!("the stalled broker a zombie for its {}", role.name),
+        || (w.rules(victim).first().map(String::as_str) == Some(role.rule)).then_some(()),
     );
     let named_after = stalled_at.elapsed();
     let b = w.broker(victim).unwrap();
     assert_eq!(b["state"], "zombie");
-    let detail = b["hits"][0]["detail"]
-        .as_str()
-        .unwrap_or_default()
-        .to_string();
-    let first = shards[0].to_string();
-    assert!(detail.contains(&first), "{detail}");
+    let detail = b["hits"][0]["detail"].as_str().unwrap_or_default();
+    assert!(detail.contains(&detail_has(&shards)), "{detail}");
+    let (metric, least) = role.stall_metric;
     assert!(w
-        .metric(
-            "kafka_watchdog_group_coordinator_unanswered_probes",
-            &[("broker", &id)]
-        )
-        .is_some_and(|n| n >= 2.0));
+        .metric(metric, &[("broker", &id)])
+        .is_some_and(|n| n >= least));
     let v = rx.wait(&format!("opened broker {victim}"), PAGE_BOUND, |v| {
         is_event(v, "opened", "broker", Some(i64::from(victim)))
     });
     let paged_after = stalled_at.elapsed();
-    assert!(has(&v, "evidence", "group_coordinator_stalled"), "{v:#}");
+    assert!(has(&v, "evidence", role.rule), "{v:#}");
     assert_eq!(v["severity"], "critical", "{v:#}");
     eprintln!(
-        "broker {victim}'s group coordinator stalled: named after {:.1} s, paged after {:.1} s",
+        "broker {victim}'s {} stalled: named after {:.1} s, paged after {:.1} s",
+        role.name,
         named_after.as_secs_f64(),
         paged_after.as_secs_f64()
     );
     // The broker itself works: the canary still writes through it, the others are healthy.
     for b in (1..=3).filter(|b| *b != victim) {
         assert_eq!(w.broker_state(b).as_deref(), Some("healthy"), "broker {b}");
+        assert!(!w.rules(b).iter().any(|r| r == role.rule), "broker {b}");
     }
     let wrong: Vec<_> = rx
         .received()
@@ -183,6 +206,21 @@ fn a_stalled_group_coordinator_is_a_zombie_by_name() {
         Duration::from_secs(60),
         |v| is_event(v, "resolved", "broker", Some(i64::from(victim))),
     );
+}
+
+/// `kafka-lab stall N --group-coordinator` on a broker that leads coordinator shards: it
+/// answers Metadata, produce and fetch, while the groups it coordinates wait. It is a zombie
+/// by name, with its shards, within seconds; healed, the incident resolves; no other broker
+/// is named.
+#[test]
+fn a_stalled_group_coordinator_is_a_zombie_by_name() {
+    let mut lab = lab();
+    offsets_topic_ready(&lab.bootstrap());
+    let rx = Receiver::start();
+    let w = start("gc-stall", &rx, "");
+    a_stalled_coordinator_is_named_paged_and_resolved(&mut lab, &w, &rx, &GROUPS, |shards| {
+        shards[0].to_string()
+    });
     drop(w);
 }
 
@@ -200,7 +238,7 @@ fn a_healthy_cluster_and_a_controlled_restart_raise_no_coordinator_evidence() {
     let seen = coordinator_evidence_during(&w, Duration::from_secs(15));
     assert!(seen.is_empty(), "healthy cluster: {seen:?}");
     let victim = (1..=3)
-        .max_by_key(|b| shards_of(&w, *b).len())
+        .max_by_key(|b| role_shards(&w, &GROUPS, *b).len())
         .expect("a broker");
     lab.stop(victim as i32).unwrap();
     let seen = coordinator_evidence_during(&w, Duration::from_secs(10));
@@ -244,20 +282,6 @@ fn transactions_topic_ready(bootstrap: &str) {
     });
 }
 
-/// The `__transaction_state` partitions a broker leads, as the watchdog's status says.
-fn txn_shards_of(w: &Watchdog, broker: i64) -> Vec<i64> {
-    w.status()["clusters"][0]["txn_coordinators"]["brokers"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .find(|l| l["broker"] == broker)
-        .and_then(|l| l["shards"].as_array().cloned())
-        .unwrap_or_default()
-        .iter()
-        .filter_map(|s| s.as_i64())
-        .collect()
-}
-
 /// `kafka-lab stall N --txn-coordinator`: the broker's marker sender and transaction log
 /// scheduler stopped. InitProducerId, AddOffsetsToTxn and EndTxn still answer, but a
 /// committed transaction's markers are never written, so every transactional producer
@@ -290,76 +314,9 @@ fn a_stalled_transaction_coordinator_is_a_zombie_by_name() {
         },
     );
     w.wait_canary_writing(Duration::from_secs(60));
-    let victim = (1..=3)
-        .max_by_key(|b| txn_shards_of(&w, *b).len())
-        .expect("a broker") as i32;
-    let shards = txn_shards_of(&w, i64::from(victim));
-    assert!(!shards.is_empty(), "no broker leads a transaction shard");
-    let id = victim.to_string();
-    assert_eq!(
-        w.metric("kafka_watchdog_txn_coordinator_shards", &[("broker", &id)]),
-        Some(shards.len() as f64)
-    );
     common::watchdog::dashboard_metrics_exist(&w, |name| name.starts_with("kafka_watchdog_txn_"));
-    let before = rx.received().len();
-    lab.stall_threads(victim, Stall::TxnCoordinator).unwrap();
-    let stalled_at = Instant::now();
-    eventually(
-        NAME_BOUND,
-        "the stalled broker a zombie for its transaction coordinator",
-        || {
-            (w.rules(victim).first().map(String::as_str) == Some("txn_coordinator_stalled"))
-                .then_some(())
-        },
-    );
-    let named_after = stalled_at.elapsed();
-    let b = w.broker(victim).unwrap();
-    assert_eq!(b["state"], "zombie");
-    let detail = b["hits"][0]["detail"]
-        .as_str()
-        .unwrap_or_default()
-        .to_string();
-    assert!(detail.contains("CONCURRENT_TRANSACTIONS"), "{detail}");
-    assert!(w
-        .metric(
-            "kafka_watchdog_txn_coordinator_error_shards",
-            &[("broker", &id)]
-        )
-        .is_some_and(|n| n >= 1.0));
-    let v = rx.wait(&format!("opened broker {victim}"), PAGE_BOUND, |v| {
-        is_event(v, "opened", "broker", Some(i64::from(victim)))
+    a_stalled_coordinator_is_named_paged_and_resolved(&mut lab, &w, &rx, &TRANSACTIONS, |_| {
+        "CONCURRENT_TRANSACTIONS".into()
     });
-    let paged_after = stalled_at.elapsed();
-    assert!(has(&v, "evidence", "txn_coordinator_stalled"), "{v:#}");
-    assert_eq!(v["severity"], "critical", "{v:#}");
-    eprintln!(
-        "broker {victim}'s transaction coordinator stalled: named after {:.1} s, paged after {:.1} s",
-        named_after.as_secs_f64(),
-        paged_after.as_secs_f64()
-    );
-    for b in (1..=3).filter(|b| *b != victim) {
-        assert_eq!(w.broker_state(b).as_deref(), Some("healthy"), "broker {b}");
-        assert!(
-            !w.rules(b).iter().any(|r| TXN_RULES.contains(&r.as_str())),
-            "broker {b}: {:?}",
-            w.rules(b)
-        );
-    }
-    let wrong: Vec<_> = rx
-        .received()
-        .into_iter()
-        .skip(before)
-        .filter(|v| {
-            v["event"] == "opened" && !is_event(v, "opened", "broker", Some(i64::from(victim)))
-        })
-        .collect();
-    assert!(wrong.is_empty(), "other pages: {wrong:#?}");
-
-    lab.heal(Some(victim)).unwrap();
-    rx.wait(
-        &format!("resolved broker {victim}"),
-        Duration::from_secs(60),
-        |v| is_event(v, "resolved", "broker", Some(i64::from(victim))),
-    );
     drop(w);
 }
