@@ -294,7 +294,10 @@ fn a_refused_follower_is_down_and_held_for_the_restart_grace() {
 }
 
 /// Without `controllers:` the quorum is asked through brokers: nothing answers, so no
-/// leader, at once (nobody is known to be able to elect one), naming the last leader.
+/// leader once Kafka has had its election time (it may be electing: nothing says how many
+/// voters are alive), naming the last leader. The routine bench's false page was the
+/// election a follower controller's restart made (Kafka 4.1: 4.5 s without a leader),
+/// read as no leader at once.
 #[test]
 fn through_brokers_only_a_silent_quorum_names_its_last_leader() {
     let l = Arc::new(QuorumObservation {
@@ -319,7 +322,9 @@ fn through_brokers_only_a_silent_quorum_names_its_last_leader() {
         voters: [0].into(),
         ..QuorumMemory::default()
     };
-    let r = judge_quorum(&l, &mut m, &QuorumSettings::default(), at(11.5));
+    let r = judge_quorum(&l, &mut m, &QuorumSettings::default(), at(15.5));
+    assert!(r.problem.is_none(), "within the election time: {:?}", r.problem);
+    let r = judge_quorum(&l, &mut m, &QuorumSettings::default(), at(16.5));
     let p = r.problem.clone().unwrap();
     assert_eq!((p.kind, p.suspects), (QuorumProblemKind::NoLeader, vec![0]));
     assert!(p.detail.contains("through broker b1:9092"), "{}", p.detail);
@@ -377,16 +382,17 @@ fn no_leader_needs_the_brokers_applied_metadata_to_stand_still() {
         .problem
         .map(|p| p.kind)
     };
-    // Through brokers: applying 0.5 s ago, and 1.9 s ago, is a working quorum.
-    assert_eq!(judged(false, Some(11.5), 12.0), None);
-    assert_eq!(judged(false, Some(10.1), 12.0), None);
+    // Through brokers, past the election time (the leader was last seen at 10 s):
+    // applying 0.5 s ago, and 1.9 s ago, is a working quorum.
+    assert_eq!(judged(false, Some(16.5), 17.0), None);
+    assert_eq!(judged(false, Some(15.1), 17.0), None);
     // Still for 2 s: no leader.
     assert_eq!(
-        judged(false, Some(10.0), 12.0),
+        judged(false, Some(15.0), 17.0),
         Some(QuorumProblemKind::NoLeader)
     );
     // Nothing says how far the brokers applied (an older release): as before.
-    assert_eq!(judged(false, None, 11.5), Some(QuorumProblemKind::NoLeader));
+    assert_eq!(judged(false, None, 17.0), Some(QuorumProblemKind::NoLeader));
     // Controller 0 asked directly: still for 1 s is enough, less is not.
     assert_eq!(judged(true, Some(11.2), 12.0), None);
     assert_eq!(
