@@ -323,7 +323,11 @@ fn through_brokers_only_a_silent_quorum_names_its_last_leader() {
         ..QuorumMemory::default()
     };
     let r = judge_quorum(&l, &mut m, &QuorumSettings::default(), at(15.5));
-    assert!(r.problem.is_none(), "within the election time: {:?}", r.problem);
+    assert!(
+        r.problem.is_none(),
+        "within the election time: {:?}",
+        r.problem
+    );
     let r = judge_quorum(&l, &mut m, &QuorumSettings::default(), at(16.5));
     let p = r.problem.clone().unwrap();
     assert_eq!((p.kind, p.suspects), (QuorumProblemKind::NoLeader, vec![0]));

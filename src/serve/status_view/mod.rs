@@ -742,6 +742,35 @@ mod tests {
     }
 
     #[test]
+    fn the_transaction_coordinators_have_their_own_summary() {
+        let mut d = doc();
+        d["clusters"][0]["txn_coordinators"] = serde_json::json!({
+            "observed_at": ROUND_AT,
+            "offsets_partitions": 50,
+            "timeout_seconds": 1.0,
+            "blind": null,
+            "brokers": [
+                {"broker": 1, "shards": [0, 3], "probe": "answered", "latency_seconds": 0.030,
+                 "unanswered_in_a_row": 0, "errors": [
+                     {"shard": 3, "error": "CONCURRENT_TRANSACTIONS", "seconds": 4.0}]}
+            ]
+        });
+        let page = render(&d, "x", &plain(ROUND_AT + 1.0));
+        assert_eq!(
+            line_with(&page, "transaction coordinators:"),
+            "  transaction coordinators: 2/50 shard(s) answered on 1 broker(s), slowest 30 ms"
+        );
+        assert!(line_with(&page, "    broker 1").starts_with("    broker 1 (2 shard(s))"));
+        assert!(!page.contains("group coordinators"), "{page}");
+        d["clusters"][0]["txn_coordinators"]["blind"] = "no topic yet".into();
+        let page = render(&d, "x", &plain(ROUND_AT + 1.0));
+        assert!(
+            page.contains("transaction coordinators: not probed (no topic yet)"),
+            "{page}"
+        );
+    }
+
+    #[test]
     fn open_incidents_are_listed_with_their_age() {
         let page = render(&doc(), "x", &plain(ROUND_AT + 10.0));
         assert!(page.contains("OPEN INCIDENTS (2)\n"), "{page}");
