@@ -232,7 +232,7 @@ fn a_stalled_group_coordinator_is_a_zombie_by_name() {
 fn a_healthy_cluster_and_a_controlled_restart_raise_no_coordinator_evidence() {
     let mut lab = lab();
     offsets_topic_ready(&lab.bootstrap());
-    transactions_topic_ready(&lab.bootstrap());
+    common::transactions_topic_ready(&lab.bootstrap());
     let rx = Receiver::start();
     let w = start("gc-restart", &rx, TXN_PROBE);
     let seen = coordinator_evidence_during(&w, Duration::from_secs(15));
@@ -262,26 +262,6 @@ fn a_healthy_cluster_and_a_controlled_restart_raise_no_coordinator_evidence() {
 
 const TXN_RULES: [&str; 2] = ["txn_coordinator_stalled", "txn_coordinator_failing"];
 
-/// A transactional producer starts once, so that `__transaction_state` exists (Kafka creates
-/// it at the first FindCoordinator for a transactional id), and every partition has a leader.
-fn transactions_topic_ready(bootstrap: &str) {
-    use rdkafka::producer::{BaseProducer, Producer};
-    let producer: BaseProducer = ClientConfig::new()
-        .set("bootstrap.servers", bootstrap)
-        .set("transactional.id", "kafka-lab-transactions-init")
-        .create()
-        .expect("producer");
-    eventually(
-        Duration::from_secs(60),
-        "a transactional producer ready",
-        || producer.init_transactions(Duration::from_secs(10)).ok(),
-    );
-    eventually(Duration::from_secs(60), "__transaction_state led", || {
-        let ps = client::partitions(bootstrap, "__transaction_state").ok()?;
-        (!ps.is_empty() && ps.iter().all(|p| p.leader > 0)).then_some(())
-    });
-}
-
 /// `kafka-lab stall N --txn-coordinator`: the broker's marker sender and transaction log
 /// scheduler stopped. InitProducerId, AddOffsetsToTxn and EndTxn still answer, but a
 /// committed transaction's markers are never written, so every transactional producer
@@ -293,7 +273,7 @@ fn transactions_topic_ready(bootstrap: &str) {
 fn a_stalled_transaction_coordinator_is_a_zombie_by_name() {
     let mut lab = lab();
     offsets_topic_ready(&lab.bootstrap());
-    transactions_topic_ready(&lab.bootstrap());
+    common::transactions_topic_ready(&lab.bootstrap());
     let rx = Receiver::start();
     let w = common::watchdog::start_default_timing("txn-stall", &rx, TXN_PROBE);
     eventually(

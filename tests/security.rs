@@ -90,6 +90,9 @@ fn sasl_ssl_cluster_is_watched_and_a_wrong_password_is_a_clear_error_without_lea
     let ca = secrets.ca().display().to_string();
     let good_password = secrets.watchdog_password.clone();
     let wrong_password = "not-the-password-4d1c0ffee";
+    // The transaction coordinator probe needs __transaction_state (a transactional
+    // producer creates it), and is on for the good cluster: its ACLs are the lab's.
+    common::transactions_topic_ready(&lab.bootstrap());
     let w = Watchdog::start_yaml("secure", |port, dir| {
         let wrong = dir.join("wrong.password");
         std::fs::write(&wrong, wrong_password).unwrap();
@@ -101,6 +104,7 @@ fn sasl_ssl_cluster_is_watched_and_a_wrong_password_is_a_clear_error_without_lea
                 &good.display().to_string(),
                 &format!("        ca_file: {ca}\n"),
             )
+            + "    coordinators:\n      transactions: true\n"
             + &cluster_yaml(
                 "bad",
                 &secure,
@@ -134,6 +138,27 @@ fn sasl_ssl_cluster_is_watched_and_a_wrong_password_is_a_clear_error_without_lea
         let looks = good["group_coordinators"]["brokers"].as_array()?.clone();
         (!looks.is_empty() && looks.iter().all(|l| l["probe"] == "answered")).then_some(())
     });
+    // And the transaction coordinators, under the ACLs the README lists for that probe
+    // (Write and Describe on the transactional ids, Read on the groups, one prefix): every
+    // probe transaction ends, none refused.
+    eventually(
+        WAIT,
+        "every transaction coordinator ending the probe's transactions",
+        || {
+            let s = w.status();
+            let good = s["clusters"]
+                .as_array()?
+                .iter()
+                .find(|c| c["name"] == "good")?
+                .clone();
+            let looks = good["txn_coordinators"]["brokers"].as_array()?.clone();
+            let ended = !looks.is_empty()
+                && looks.iter().all(|l| {
+                    l["probe"] == "answered" && l["errors"].as_array().is_some_and(Vec::is_empty)
+                });
+            ended.then_some(())
+        },
+    );
     // Every broker's listener certificate is read: the lab CA's, far from its expiry.
     let certs = good["certificates"]["brokers"]
         .as_array()

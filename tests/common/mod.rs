@@ -300,3 +300,24 @@ impl Drop for SmallFs {
         let _ = std::process::Command::new("umount").arg(&self.0).status();
     }
 }
+
+/// A transactional producer starts once, so that `__transaction_state` exists (Kafka creates
+/// it at the first FindCoordinator for a transactional id), and every partition has a leader.
+pub fn transactions_topic_ready(bootstrap: &str) {
+    use rdkafka::producer::{BaseProducer, Producer};
+    use rdkafka::ClientConfig;
+    let producer: BaseProducer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("transactional.id", "kafka-lab-transactions-init")
+        .create()
+        .expect("producer");
+    eventually(
+        Duration::from_secs(60),
+        "a transactional producer ready",
+        || producer.init_transactions(Duration::from_secs(10)).ok(),
+    );
+    eventually(Duration::from_secs(60), "__transaction_state led", || {
+        let ps = client::partitions(bootstrap, "__transaction_state").ok()?;
+        (!ps.is_empty() && ps.iter().all(|p| p.leader > 0)).then_some(())
+    });
+}
