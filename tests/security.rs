@@ -128,14 +128,19 @@ fn sasl_ssl_cluster_is_watched_and_a_wrong_password_is_a_clear_error_without_lea
     assert_eq!(good["severity"], "ok", "{good:#}");
     // The group coordinators answer the probe under the least-privilege ACLs (Describe on
     // the probe's group prefix), once the consumer offsets topic exists.
-    eventually(WAIT, "every group coordinator answering the probe", || {
+    // The cluster named `name` on a fresh /status.
+    let cluster = |name: &str| -> Option<serde_json::Value> {
         let s = w.status();
-        let good = s["clusters"]
+        s["clusters"]
             .as_array()?
             .iter()
-            .find(|c| c["name"] == "good")?
+            .find(|c| c["name"] == name)
+            .cloned()
+    };
+    eventually(WAIT, "every group coordinator answering the probe", || {
+        let looks = cluster("good")?["group_coordinators"]["brokers"]
+            .as_array()?
             .clone();
-        let looks = good["group_coordinators"]["brokers"].as_array()?.clone();
         (!looks.is_empty() && looks.iter().all(|l| l["probe"] == "answered")).then_some(())
     });
     // And the transaction coordinators, under the ACLs the README lists for that probe
@@ -145,13 +150,9 @@ fn sasl_ssl_cluster_is_watched_and_a_wrong_password_is_a_clear_error_without_lea
         WAIT,
         "every transaction coordinator ending the probe's transactions",
         || {
-            let s = w.status();
-            let good = s["clusters"]
+            let looks = cluster("good")?["txn_coordinators"]["brokers"]
                 .as_array()?
-                .iter()
-                .find(|c| c["name"] == "good")?
                 .clone();
-            let looks = good["txn_coordinators"]["brokers"].as_array()?.clone();
             let ended = !looks.is_empty()
                 && looks.iter().all(|l| {
                     l["probe"] == "answered" && l["errors"].as_array().is_some_and(Vec::is_empty)

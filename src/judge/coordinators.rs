@@ -38,7 +38,7 @@ const GROUPS: Kind = Kind {
     stalled: STALLED,
     failing: FAILING,
     what: "group coordinator",
-    topic: "__consumer_offsets",
+    topic: crate::observe::coordinators::OFFSETS_TOPIC,
     probe: "OffsetFetch for the groups",
     harm: "the consumer groups it coordinates cannot commit offsets or rebalance",
 };
@@ -47,7 +47,7 @@ const TRANSACTIONS: Kind = Kind {
     stalled: TXN_STALLED,
     failing: TXN_FAILING,
     what: "transaction coordinator",
-    topic: "__transaction_state",
+    topic: crate::observe::coordinators::TRANSACTIONS_TOPIC,
     probe: "the probe's transactions for the ids",
     harm: "the transactional producers it coordinates cannot begin or end a transaction",
 };

@@ -156,7 +156,13 @@ pub struct CoordinatorProber {
     targets: BTreeMap<BrokerId, Target>,
     /// Synthetic groups by shard, for the partition count they were chosen for.
     groups: (u32, Vec<String>),
-    txn_targets: BTreeMap<BrokerId, Target>,
+}
+
+/// Probes the transaction coordinators, keeping connections and streaks between looks.
+pub struct TxnProber {
+    settings: CoordinatorSettings,
+    txn: TxnProbeSettings,
+    targets: BTreeMap<BrokerId, Target>,
 }
 
 impl CoordinatorProber {
@@ -165,8 +171,16 @@ impl CoordinatorProber {
             settings,
             targets: BTreeMap::new(),
             groups: (0, Vec::new()),
-            txn_targets: BTreeMap::new(),
         }
+    }
+
+    /// The transaction probe beside this one, when it is on.
+    pub fn transactions(&self) -> Option<TxnProber> {
+        Some(TxnProber {
+            settings: self.settings.clone(),
+            txn: self.settings.transactions.clone()?,
+            targets: BTreeMap::new(),
+        })
     }
 
     fn group(&mut self, shard: i32, partitions: u32) -> String {
@@ -195,27 +209,6 @@ impl CoordinatorProber {
             blind: Some("the group coordinator probe is off (coordinators.groups: false)".into()),
             transactions: None,
         }
-    }
-
-    /// The groups' and the transactions' looks at once: they use connections of their own.
-    async fn look_both(
-        &mut self,
-        plan: &CoordinatorPlan,
-        txn: &TxnProbeSettings,
-    ) -> (CoordinatorObservation, TxnCoordinators) {
-        // The two looks share the prober's settings but not its targets: split the borrow.
-        let mut txn_prober = CoordinatorProber {
-            settings: self.settings.clone(),
-            targets: BTreeMap::new(),
-            groups: (0, Vec::new()),
-            txn_targets: std::mem::take(&mut self.txn_targets),
-        };
-        let (groups, txns) = futures::join!(
-            self.look_groups(plan),
-            txn_prober.look_transactions(txn, &plan.transactions, &plan.groups)
-        );
-        self.txn_targets = txn_prober.txn_targets;
-        (groups, txns)
     }
 
     /// One look at every broker that leads a shard, all at once.
@@ -258,17 +251,20 @@ impl CoordinatorProber {
             transactions: None,
         }
     }
+}
+
+impl TxnProber {
+    /// The probe's cadence: each look writes, so it has its own.
+    pub fn interval(&self) -> Duration {
+        self.txn.interval
+    }
 
     /// One look at every transaction coordinator shard: per broker, one empty transaction
     /// per `__transaction_state` partition it leads, brokers at once. `offsets` places each
     /// transaction's group on a `__consumer_offsets` partition the same broker leads, so
     /// that the commit's markers go nowhere else and a stall is charged to the right broker.
-    pub async fn look_transactions(
-        &mut self,
-        txn: &TxnProbeSettings,
-        plan: &ShardLeaders,
-        offsets: &ShardLeaders,
-    ) -> TxnCoordinators {
+    pub async fn look(&mut self, plan: &ShardLeaders, offsets: &ShardLeaders) -> TxnCoordinators {
+        let txn = &self.txn;
         let at = SystemTime::now();
         let mut by_broker: BTreeMap<BrokerId, (String, Vec<(i32, String)>)> = BTreeMap::new();
         for (shard, (broker, address)) in &plan.leaders {
@@ -281,16 +277,16 @@ impl CoordinatorProber {
                 .1
                 .push((*shard, group_for(&txn.id_prefix, *shard, plan.partitions)));
         }
-        self.txn_targets.retain(|b, _| by_broker.contains_key(b));
+        self.targets.retain(|b, _| by_broker.contains_key(b));
         for b in by_broker.keys() {
-            self.txn_targets.entry(*b).or_default();
+            self.targets.entry(*b).or_default();
         }
         let settings = &self.settings;
         let groups: BTreeMap<BrokerId, Option<String>> = by_broker
             .keys()
             .map(|b| (*b, marker_group(&txn.id_prefix, *b, offsets)))
             .collect();
-        let probes = self.txn_targets.iter_mut().map(|(broker, t)| {
+        let probes = self.targets.iter_mut().map(|(broker, t)| {
             let (address, shards) = &by_broker[broker];
             let role = Role::Transactions {
                 prefix: &txn.id_prefix,
@@ -579,6 +575,7 @@ fn look_task(
     tokio::spawn(async move {
         let mut next = tokio::time::Instant::now();
         let mut txn_next = tokio::time::Instant::now();
+        let mut txn_prober = prober.transactions();
         let mut transactions: Option<TxnCoordinators> = None;
         loop {
             tokio::time::sleep_until(next).await;
@@ -590,16 +587,19 @@ fn look_task(
                 }
                 continue;
             };
-            let txn = prober.settings.transactions.clone();
-            let due = txn
-                .as_ref()
+            let due = txn_prober
+                .as_mut()
                 .filter(|_| tokio::time::Instant::now() >= txn_next);
             // The transactions' cadence is their own (each one writes); their newest look
-            // rides along with every look at the groups.
+            // rides along with every look at the groups. The two use connections of their
+            // own and run at once.
             let (mut look, txn_look) = match due {
                 Some(t) => {
-                    txn_next = tokio::time::Instant::now() + t.interval;
-                    let (groups, txns) = prober.look_both(&plan, t).await;
+                    txn_next = tokio::time::Instant::now() + t.interval();
+                    let (groups, txns) = futures::join!(
+                        prober.look_groups(&plan),
+                        t.look(&plan.transactions, &plan.groups)
+                    );
                     (groups, Some(txns))
                 }
                 None => (prober.look_groups(&plan).await, None),
