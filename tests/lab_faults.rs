@@ -11,6 +11,28 @@ use rdkafka::types::RDKafkaErrorCode;
 
 const WAIT: Duration = Duration::from_secs(60);
 
+/// Each broker's log directory is a filesystem of its own, as in production: on the host's
+/// disk every broker reported the free space the lab shares with the build beside it, and a
+/// CI disk at 3 % free made every broker "run out of space" in every test.
+#[test]
+fn every_broker_keeps_its_logs_on_a_filesystem_of_its_own() {
+    let lab = lab();
+    let size = u64::from(kafka_lab::logdirs::DATA_DIR_MIB) << 20;
+    for b in lab.brokers() {
+        let data = &lab.log_dir_paths(b)[0];
+        assert!(
+            kafka_lab::logdirs::is_mounted(data),
+            "broker {b}'s {} is not a mount of its own",
+            data.display()
+        );
+        let free = kafka_lab::logdirs::free_bytes(data).unwrap();
+        assert!(
+            free <= size && free > size / 2,
+            "broker {b}: {free} bytes free of {size}"
+        );
+    }
+}
+
 /// Frozen broker (SIGSTOP): the port accepts TCP but nothing answers; once the controller
 /// fences it, its partition moves to another leader; thawed, it rejoins.
 #[test]

@@ -45,6 +45,19 @@ fn a_failed_log_directory_names_its_broker_and_directory_and_the_broker_stays_up
         w.metric("kafka_watchdog_broker_log_dir_offline", &[("broker", "2")]),
         Some(0.0)
     );
+    // Each broker describes its own filesystem, never the host's disk the lab and the
+    // build share (CI's, 3 % free, once made all three brokers "run out of space").
+    for b in lab.brokers() {
+        let first = lab.log_dir_paths(b)[0].display().to_string();
+        assert_eq!(
+            w.metric(
+                "kafka_watchdog_broker_log_dir_total_bytes",
+                &[("broker", &b.to_string()), ("path", &first)]
+            ),
+            Some(f64::from(kafka_lab::logdirs::DATA_DIR_MIB) * 1048576.0),
+            "broker {b}'s {first}"
+        );
+    }
     let before = rx.received().len();
     let filled = lab.fill(2).unwrap();
     let filled_at = Instant::now();

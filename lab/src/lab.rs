@@ -213,8 +213,13 @@ impl Lab {
                         String::new()
                     };
                     let dirs = lab.state.log_dirs;
+                    let disk = if lab.brokers_keep_logs_on_their_own_filesystems() {
+                        ""
+                    } else {
+                        ", logs on the host's disk (an older kafka-lab set it up)"
+                    };
                     return Err(LabError::Invalid(format!(
-                        "a Kafka {} lab ({:?}, {} controller(s){certs}, {dirs} log dir(s) per broker) is already set up in {}; run `kafka-lab down` first",
+                        "a Kafka {} lab ({:?}, {} controller(s){certs}, {dirs} log dir(s) per broker{disk}) is already set up in {}; run `kafka-lab down` first",
                         lab.state.version.label(),
                         lab.state.security,
                         lab.controllers().len(),
@@ -356,7 +361,12 @@ impl Lab {
         let nd = self.node_dir(spec.id);
         let data = nd.join("data");
         fs::create_dir_all(&data).map_err(|e| LabError::io(&data, e))?;
-        // Mounted before the format, which writes each directory's meta.properties.
+        // Mounted before the format, which writes each directory's meta.properties. Only
+        // here, never at a restart: mounted over a formatted directory, a fresh tmpfs would
+        // hide the broker's logs.
+        if spec.role == Role::Broker {
+            logdirs::mount_tmpfs(&data, logdirs::DATA_DIR_MIB, uid, gid)?;
+        }
         if let Some(small) = self.small_log_dir(spec.id) {
             logdirs::mount_small(&small, uid, gid)?;
         }
@@ -762,6 +772,15 @@ impl Lab {
             && self.quorum_nodes().len() as u32 == opts.version_quorum_size()
             && (self.state.security != Security::SaslSsl || self.state.cert_days == opts.cert_days)
             && self.state.log_dirs == opts.log_dirs
+            && self.brokers_keep_logs_on_their_own_filesystems()
+    }
+
+    /// False for a lab an older kafka-lab set up with its brokers' logs on the host's disk:
+    /// it is set up again rather than reused.
+    fn brokers_keep_logs_on_their_own_filesystems(&self) -> bool {
+        self.brokers()
+            .into_iter()
+            .all(|b| logdirs::is_mounted(&self.node_dir(b).join("data")))
     }
 
     fn quorum_addresses(&self) -> Vec<String> {

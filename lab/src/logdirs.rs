@@ -1,8 +1,12 @@
-//! A broker's second log directory (`kafka-lab up --log-dirs 2`): a small tmpfs mounted on
-//! `n<id>/data2`, Kafka's `log.dirs` naming it after `n<id>/data`, and the filler file that
-//! takes its last byte (`kafka-lab fill N`). Kafka keeps its metadata log in the first
-//! directory (`metadata.log.dir` defaults to it), so losing the second one leaves the broker
-//! up: Kafka takes only that directory offline.
+//! A broker's log directories, each a filesystem of its own as in production. The first,
+//! `n<id>/data`, is a tmpfs of `DATA_DIR_MIB`: on the host's disk, every broker would
+//! report the free space of the disk the lab (and the build beside it) happens to share,
+//! and a nearly full CI disk made all three "run out of space" at once. The second
+//! (`kafka-lab up --log-dirs 2`) is a small tmpfs mounted on `n<id>/data2`, Kafka's
+//! `log.dirs` naming it after the first, and the filler file takes its last byte
+//! (`kafka-lab fill N`). Kafka keeps its metadata log in the first directory
+//! (`metadata.log.dir` defaults to it), so losing the second one leaves the broker up:
+//! Kafka takes only that directory offline.
 
 use std::fs;
 use std::io::Write;
@@ -13,6 +17,10 @@ use crate::sys::run;
 
 /// The size of each broker's second log directory.
 pub const SMALL_DIR_MIB: u32 = 64;
+/// The size of each broker's first log directory. A tmpfs takes memory only for what is
+/// written (the lab's tests write a few MiB); this cap is far above that, and large
+/// enough that the canary's pace never forecasts it full within the watchdog's hours.
+pub const DATA_DIR_MIB: u32 = 4096;
 /// The file `fill` writes into the small directory; Kafka ignores files at a log
 /// directory's top level that are not its own.
 pub const FILLER: &str = "kafka-lab-filler";
@@ -71,6 +79,12 @@ fn unescape(field: &str) -> String {
 /// Mounts a tmpfs of `SMALL_DIR_MIB` on `dir` (created if missing), owned by the node's
 /// user, unless one is mounted there already.
 pub fn mount_small(dir: &Path, uid: u32, gid: u32) -> Result<(), LabError> {
+    mount_tmpfs(dir, SMALL_DIR_MIB, uid, gid)
+}
+
+/// Mounts a tmpfs of `mib` MiB on `dir` (created if missing), owned by the node's user,
+/// unless one is mounted there already.
+pub fn mount_tmpfs(dir: &Path, mib: u32, uid: u32, gid: u32) -> Result<(), LabError> {
     fs::create_dir_all(dir).map_err(|e| LabError::io(dir, e))?;
     if is_mounted(dir) {
         return Ok(());
@@ -81,7 +95,7 @@ pub fn mount_small(dir: &Path, uid: u32, gid: u32) -> Result<(), LabError> {
             "-t",
             "tmpfs",
             "-o",
-            &format!("size={SMALL_DIR_MIB}m,mode=0755,uid={uid},gid={gid}"),
+            &format!("size={mib}m,mode=0755,uid={uid},gid={gid}"),
             "kafka-lab",
             &dir.display().to_string(),
         ],
