@@ -11,23 +11,24 @@
 
 use std::time::{Duration, SystemTime};
 
-use crate::judge::verdict::{BrokerState, BrokerVerdict, RuleHit};
+use crate::judge::verdict::{BrokerState, BrokerVerdict, Rule, RuleHit};
 use crate::model::coordinators::{
     CoordinatorLook, CoordinatorObservation, ShardError, CONCURRENT_TRANSACTIONS,
 };
 use crate::model::round::BrokerId;
 
-pub const STALLED: &str = "group_coordinator_stalled";
-pub const FAILING: &str = "group_coordinator_failing";
-pub const TXN_STALLED: &str = "txn_coordinator_stalled";
-pub const TXN_FAILING: &str = "txn_coordinator_failing";
 /// Every rule this module adds.
-pub const RULES: [&str; 4] = [STALLED, FAILING, TXN_STALLED, TXN_FAILING];
+pub const RULES: [Rule; 4] = [
+    Rule::GroupCoordinatorStalled,
+    Rule::GroupCoordinatorFailing,
+    Rule::TxnCoordinatorStalled,
+    Rule::TxnCoordinatorFailing,
+];
 
 /// What differs between the two kinds of coordinator in their evidence.
 struct Kind {
-    stalled: &'static str,
-    failing: &'static str,
+    stalled: Rule,
+    failing: Rule,
     what: &'static str,
     topic: &'static str,
     probe: &'static str,
@@ -35,8 +36,8 @@ struct Kind {
 }
 
 const GROUPS: Kind = Kind {
-    stalled: STALLED,
-    failing: FAILING,
+    stalled: Rule::GroupCoordinatorStalled,
+    failing: Rule::GroupCoordinatorFailing,
     what: "group coordinator",
     topic: crate::observe::coordinators::OFFSETS_TOPIC,
     probe: "OffsetFetch for the groups",
@@ -44,8 +45,8 @@ const GROUPS: Kind = Kind {
 };
 
 const TRANSACTIONS: Kind = Kind {
-    stalled: TXN_STALLED,
-    failing: TXN_FAILING,
+    stalled: Rule::TxnCoordinatorStalled,
+    failing: Rule::TxnCoordinatorFailing,
     what: "transaction coordinator",
     topic: crate::observe::coordinators::TRANSACTIONS_TOPIC,
     probe: "the probe's transactions for the ids",

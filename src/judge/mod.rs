@@ -8,4 +8,5 @@ pub mod coordinators;
 pub mod health;
 pub mod quorum;
 pub mod report;
+pub mod rule;
 pub mod verdict;

@@ -21,6 +21,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, SystemTime};
 
+use super::rule::ControllerRule;
+
 use serde::Serialize;
 
 use crate::model::round::{
@@ -65,7 +67,7 @@ impl ControllerState {
 /// Why a controller rule fired.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ControllerHit {
-    pub rule: &'static str,
+    pub rule: ControllerRule,
     pub state: ControllerState,
     pub detail: String,
 }
@@ -311,7 +313,7 @@ fn controller(
             let silent = ago(c.failing_since);
             let (rule, state, what) = match f.kind {
                 FailureKind::ConnectionRefused | FailureKind::Unresolvable => (
-                    "controller_port_closed",
+                    ControllerRule::PortClosed,
                     ControllerState::Down,
                     "refuses connections",
                 ),
@@ -319,20 +321,20 @@ fn controller(
                     if c.accepted_in_streak =>
                 {
                     (
-                        "controller_no_answer",
+                        ControllerRule::NoAnswer,
                         ControllerState::Zombie,
                         "accepts connections and answers nothing",
                     )
                 }
                 FailureKind::Timeout => (
-                    "controller_unreachable",
+                    ControllerRule::Unreachable,
                     ControllerState::Down,
                     "cannot be connected to",
                 ),
                 // Its answers cannot be read, or the watchdog is refused: nothing is said
                 // of its health.
                 _ => (
-                    "controller_not_asked",
+                    ControllerRule::NotAsked,
                     ControllerState::Unknown,
                     "cannot be asked",
                 ),
@@ -357,7 +359,7 @@ fn controller(
         let f = still_for.unwrap_or_default();
         let d = d.expect("a leader comes from a description");
         hits.push(ControllerHit {
-            rule: "controller_wedged",
+            rule: ControllerRule::Wedged,
             state: ControllerState::Zombie,
             detail: format!(
                 "leads the quorum at epoch {} but its high watermark has stood at {} for {} (the active controller writes a record every 500 ms): its event handler applies nothing, while its Raft threads keep the leadership",
@@ -373,7 +375,7 @@ fn controller(
         let hw = d.map_or(-1, |d| d.high_watermark);
         if let Some(f) = v.last_fetch_ago.filter(|f| *f >= s.lag) {
             hits.push(ControllerHit {
-                rule: "controller_not_fetching",
+                rule: ControllerRule::NotFetching,
                 state: ControllerState::Lagging,
                 detail: format!(
                     "the leader has had no fetch from it for {} (log end offset {} of {hw})",
@@ -383,7 +385,7 @@ fn controller(
             });
         } else if let Some(c) = v.last_caught_up_ago.filter(|c| *c >= s.caught_up) {
             hits.push(ControllerHit {
-                rule: "controller_behind",
+                rule: ControllerRule::Behind,
                 state: ControllerState::Lagging,
                 detail: format!(
                     "not caught up with the leader for {} (log end offset {} of {hw})",
@@ -395,12 +397,13 @@ fn controller(
     }
     if hits.is_empty() && direct.is_none() && d.and_then(|d| d.voter(id)).is_none() {
         hits.push(ControllerHit {
-            rule: "controller_not_described",
+            rule: ControllerRule::NotDescribed,
             state: ControllerState::Unknown,
             detail: "not asked directly, and no leader describes it".into(),
         });
     }
     hits.sort_by_key(|h| std::cmp::Reverse(h.state));
+    debug_assert!(hits.iter().all(|h| h.rule.allows(h.state)), "{hits:?}");
     ControllerVerdict {
         controller: id,
         address: direct.map(|c| c.address.clone()).unwrap_or_default(),

@@ -749,7 +749,9 @@ fn news(
         let added: Vec<&str> = lead
             .iter()
             .map(String::as_str)
-            .filter(|r| !told.rules.contains(*r) && *r != crate::judge::verdict::RESTARTING)
+            .filter(|r| {
+                !told.rules.contains(*r) && *r != crate::judge::verdict::Rule::Restarting.name()
+            })
             .collect();
         if !added.is_empty() {
             out.push(format!("now also: {}", added.join(", ")));

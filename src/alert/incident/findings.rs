@@ -8,7 +8,7 @@ use crate::judge::certificates::{CertificatesReport, Urgency};
 use crate::judge::health::{Condition, PartitionProblem};
 use crate::judge::quorum::{ControllerState, QuorumReport};
 use crate::judge::report::ClusterReport;
-use crate::judge::verdict::{BrokerState, BrokerVerdict, ACCESS_RULES};
+use crate::judge::verdict::{BrokerState, BrokerVerdict, Rule, ACCESS_RULES};
 use crate::model::round::{BrokerId, FailureKind, ProbeFailure};
 
 use super::{Finding, FindingKey, Subject};
@@ -313,7 +313,7 @@ fn access(report: &ClusterReport, v: &BrokerVerdict) -> Finding {
         format!(
             "{who} refuses the watchdog's requests as not authorized, so the watchdog cannot judge it{failed}; grant the watchdog's principal the rights it needs (docs/install.md, least privilege)"
         )
-    } else if hits.iter().any(|h| h.rule == "auth_failed") {
+    } else if hits.iter().any(|h| h.rule == Rule::AuthFailed) {
         format!(
             "the watchdog cannot get in to {who}, so it cannot judge it{failed}; check the watchdog's credentials and certificates, and the broker's certificate"
         )

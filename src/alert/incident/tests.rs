@@ -38,7 +38,8 @@ fn verdict(
         hits: hits
             .iter()
             .map(|(rule, state, detail)| RuleHit {
-                rule,
+                rule: crate::judge::verdict::Rule::named(rule)
+                    .unwrap_or_else(|| panic!("no rule {rule}")),
                 state: *state,
                 detail: detail.to_string(),
             })
@@ -131,7 +132,7 @@ fn a_clean_stop_holds_its_broker_and_its_under_replication_but_not_offline_parti
         2,
         BrokerState::Down,
         &[(
-            crate::judge::verdict::SHUT_DOWN_CLEANLY,
+            crate::judge::verdict::Rule::ShutDownCleanly.name(),
             BrokerState::Down,
             "refused",
         )],
@@ -238,7 +239,7 @@ fn broker_severity_follows_the_state() {
         (BrokerState::Unknown, Severity::Warning),
     ] {
         let mut r = report("lab");
-        r.verdicts = vec![verdict(1, state, &[("x", state, "y")])];
+        r.verdicts = vec![verdict(1, state, &[("zookeeper_controller", state, "y")])];
         let fs = findings(&r, Vec::new());
         assert_eq!(fs[0].severity, sev, "{state:?}");
         assert_eq!(fs[0].state, Some(state));

@@ -131,7 +131,7 @@ fn a_finding_held_for_longer_opens_only_once_it_has_held_that_long() {
     let down = |at: u64| {
         let mut f = zombie(Some(t(at)), Some(t(0)));
         f.state = Some(crate::judge::verdict::BrokerState::Down);
-        f.rules = vec![crate::judge::verdict::SHUT_DOWN_CLEANLY.into()];
+        f.rules = vec![crate::judge::verdict::Rule::ShutDownCleanly.name().into()];
         f.hold_for = Some(SECS(120));
         f
     };

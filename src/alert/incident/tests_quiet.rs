@@ -168,7 +168,10 @@ fn a_killed_broker_is_one_incident_of_two_messages_with_its_partitions_inside() 
         let starting = broker(
             3,
             BrokerState::Down,
-            &[(crate::judge::verdict::RESTARTING, BrokerState::Down)],
+            &[(
+                crate::judge::verdict::Rule::Restarting.name(),
+                BrokerState::Down,
+            )],
             "restarting",
         );
         looks.push((1_000 + k * 1_000 - 500, vec![starting, under(5)]));

@@ -4,7 +4,7 @@ use std::time::{Duration, SystemTime};
 
 use super::*;
 use crate::config::{HostBrokerConfig, ProcessLocator};
-use crate::judge::verdict::{BrokerVerdict, Registration, RuleHit};
+use crate::judge::verdict::{BrokerVerdict, Registration, Rule, RuleHit};
 use crate::model::round::{BrokerEndpoint, BrokerProbe, FailureKind, ProbeFailure};
 
 fn t(secs: u64) -> SystemTime {
@@ -82,7 +82,7 @@ fn report(since: SystemTime, others: &[(i32, BrokerState)]) -> ClusterReport {
             answered: state == BrokerState::Healthy,
             hits: if state == BrokerState::Zombie {
                 vec![RuleHit {
-                    rule: "process_stopped",
+                    rule: Rule::ProcessStopped,
                     state,
                     detail: "process 4711 stopped by a signal".into(),
                 }]

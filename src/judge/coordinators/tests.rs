@@ -82,7 +82,7 @@ fn one_unanswered_probe_is_not_evidence_two_in_a_row_are_a_zombie_by_name() {
     stuck.unanswered_in_a_row = 2;
     let vs = judged(vec![look(1), stuck, look(3)], t(3_000));
     assert_eq!(vs[1].state, BrokerState::Zombie);
-    assert_eq!(vs[1].hits[0].rule, STALLED);
+    assert_eq!(vs[1].hits[0].rule, Rule::GroupCoordinatorStalled);
     assert_eq!(vs[1].held_since, Some(t(1_000)));
     let d = &vs[1].hits[0].detail;
     assert!(
@@ -113,7 +113,7 @@ fn a_coordinator_error_counts_only_after_its_grace() {
     assert_eq!(vs[2].state, BrokerState::Healthy);
     let vs = judged(vec![loading], t(61_000));
     assert_eq!(vs[2].state, BrokerState::Zombie);
-    assert_eq!(vs[2].hits[0].rule, FAILING);
+    assert_eq!(vs[2].hits[0].rule, Rule::GroupCoordinatorFailing);
     let d = &vs[2].hits[0].detail;
     assert!(
         d.contains("COORDINATOR_LOAD_IN_PROGRESS for __consumer_offsets partitions 4"),
@@ -141,7 +141,7 @@ fn a_worse_state_keeps_its_own_timing() {
     let mut down = verdict(2);
     down.state = BrokerState::Down;
     down.hits.push(RuleHit {
-        rule: "port_closed",
+        rule: Rule::PortClosed,
         state: BrokerState::Down,
         detail: String::new(),
     });
@@ -157,6 +157,6 @@ fn a_worse_state_keeps_its_own_timing() {
         t(3_000),
     );
     assert_eq!(vs[0].state, BrokerState::Down);
-    assert_eq!(vs[0].hits[0].rule, "port_closed");
+    assert_eq!(vs[0].hits[0].rule, Rule::PortClosed);
     assert_eq!(vs[0].held_since, Some(t(500)));
 }

@@ -163,7 +163,7 @@ fn the_only_controller_frozen_is_a_zombie_and_the_quorum_has_no_leader() {
     let r = judge_quorum(&frozen, &mut m, &s, at(11.5));
     assert_eq!(states(&r), [(0, "zombie")]);
     let c = r.controller(0).unwrap();
-    assert_eq!(c.hits[0].rule, "controller_no_answer");
+    assert_eq!(c.hits[0].rule, ControllerRule::NoAnswer);
     assert_eq!(c.held_since, Some(at(10.2)));
     assert_eq!(c.page_after, None, "a frozen controller pages at once");
     let p = r.problem.expect("no leader");
@@ -235,7 +235,7 @@ fn a_frozen_leader_among_three_is_named_and_the_quorum_waits_for_the_election() 
     assert!(
         zero.hits
             .iter()
-            .any(|h| h.rule == "controller_not_fetching"),
+            .any(|h| h.rule == ControllerRule::NotFetching),
         "{:?}",
         zero.hits
     );
@@ -253,7 +253,7 @@ fn a_leader_whose_high_watermark_stands_still_is_wedged() {
         [(0, "healthy"), (100, "zombie"), (101, "healthy")]
     );
     let c = r.controller(100).unwrap();
-    assert_eq!(c.hits[0].rule, "controller_wedged");
+    assert_eq!(c.hits[0].rule, ControllerRule::Wedged);
     assert_eq!(c.held_since, Some(at(7.0)));
     let p = r.problem.clone().unwrap();
     assert_eq!(p.kind, QuorumProblemKind::LeaderNotAdvancing);
@@ -288,7 +288,7 @@ fn a_refused_follower_is_down_and_held_for_the_restart_grace() {
     let r = judge(&look(c, Some(described(0)), None), 10.0);
     let v = r.controller(101).unwrap();
     assert_eq!(v.state, ControllerState::Down);
-    assert_eq!(v.hits[0].rule, "controller_port_closed");
+    assert_eq!(v.hits[0].rule, ControllerRule::PortClosed);
     assert_eq!(v.page_after, Some(Duration::from_secs(120)));
     assert!(r.problem.is_none());
 }

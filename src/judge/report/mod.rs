@@ -508,6 +508,13 @@ impl Evaluator {
             now,
         );
         verdict::zk_controller::name_zookeeper_controller(&mut verdicts, &obs.probes);
+        debug_assert!(
+            verdicts
+                .iter()
+                .flat_map(|v| &v.hits)
+                .all(|h| h.rule.allows(h.state)),
+            "a rule set a state its table does not give it: {verdicts:?}"
+        );
         if let Some(c) = &canary {
             for (partition, _, seconds) in &c.windows_closed {
                 self.canary_last_window.insert(*partition, *seconds);

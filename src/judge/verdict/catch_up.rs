@@ -14,13 +14,11 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};
 
+use super::Rule;
 use crate::model::round::{BrokerId, FailureKind, ReplicaOffsets, RoundObservation};
 
 use super::{BrokerMemory, BrokerVerdict};
 use crate::judge::health::Reassigning;
-
-/// The rule whose evidence this module keeps.
-pub const RULE: &str = "out_of_every_isr";
 
 /// What the verdict remembers of a broker while it is out of every ISR.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -157,7 +155,7 @@ pub fn remember(
         let adding = obs.followers.get(&v.broker).is_some_and(|p| {
             p.adding_to.as_ref().is_some_and(|a| !a.is_empty()) || !p.throttled.is_empty()
         });
-        if !adding && !v.hits.iter().any(|h| h.rule == RULE) {
+        if !adding && !v.hits.iter().any(|h| h.rule == Rule::OutOfEveryIsr) {
             // Only a round that saw it answer and not out of every ISR ends the window: a
             // round whose answer failed (an error in its Metadata, a timeout) says nothing
             // about its ISRs, and restarting the window there let a dead fetcher stay

@@ -24,6 +24,7 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};
 
+use super::Rule;
 use crate::model::round::Spell;
 use crate::model::round::{BrokerId, BrokerProbe};
 use crate::observe::liveness::{LivenessFact, SideOutcome, FLAP_WINDOW};
@@ -33,9 +34,6 @@ use super::{BrokerMemory, BrokerState, BrokerVerdict, RuleHit, VerdictSettings};
 /// Stalls within [`FLAP_WINDOW`] that make a broker that answers now `degraded` (one is
 /// enough when it was past the threshold).
 pub const FLAPPING_SPELLS: usize = 3;
-/// The rule of a broker whose port accepts again after it was down and that has not
-/// answered since.
-pub const RESTARTING: &str = "restarting";
 /// How long one pause past the threshold keeps a broker `degraded` that answers again:
 /// longer than the gaps of a broker in GC trouble, short of keeping a broker that paused
 /// once from being healthy for long.
@@ -48,10 +46,10 @@ pub const PATH_DOUBT: Duration = Duration::from_secs(10);
 
 /// Round hits that a newer answer on the liveness connection proves stale: they are about
 /// the connection or ApiVersions, which the liveness check asks as well.
-fn superseded_by_answer(rule: &str, probe: Option<&BrokerProbe>) -> bool {
+fn superseded_by_answer(rule: Rule, probe: Option<&BrokerProbe>) -> bool {
     match rule {
-        "port_closed" | "unreachable" => true,
-        "no_answer" => probe
+        Rule::PortClosed | Rule::Unreachable => true,
+        Rule::NoAnswer => probe
             .and_then(BrokerProbe::first_failure)
             .is_some_and(|(step, _)| step == "connect" || step == "api_versions"),
         _ => false,
@@ -170,7 +168,7 @@ fn live_hit(
         let ago = now.duration_since(since).unwrap_or_default();
         return Some((
             RuleHit {
-                rule: "port_closed",
+                rule: Rule::PortClosed,
                 state: BrokerState::Down,
                 detail: format!(
                     "connection refused at {address} for {} (continuous liveness check): {}",
@@ -186,7 +184,7 @@ fn live_hit(
         let first = fact.pauses.first().map_or(now, |s| s.started);
         return Some((
             RuleHit {
-                rule: "liveness_flapping",
+                rule: Rule::LivenessFlapping,
                 state: BrokerState::Degraded,
                 detail: format!("{address} answers again but {words}"),
             },
@@ -235,7 +233,7 @@ fn live_hit(
     if !vouched {
         return Some((
             RuleHit {
-                rule: "no_answer",
+                rule: Rule::NoAnswer,
                 state: BrokerState::Unknown,
                 detail: format!(
                     "{silence}: with no peer answering, the silence may be the watchdog's own network"
@@ -250,7 +248,7 @@ fn live_hit(
         let words = pausing(fact, now).unwrap_or_else(|| "it has paused this long before".into());
         return Some((
             RuleHit {
-                rule: "liveness_flapping",
+                rule: Rule::LivenessFlapping,
                 state: BrokerState::Degraded,
                 detail: format!(
                     "{silence}; within its own pauses ({words}): a zombie if silent past {}",
@@ -277,7 +275,7 @@ fn live_hit(
     if let Some(ago) = recently_down {
         return Some((
             RuleHit {
-                rule: RESTARTING,
+                rule: Rule::Restarting,
                 state: BrokerState::Down,
                 detail: format!(
                     "{silence}; {port}, {} after it was down: Kafka accepts connections before it serves while it starts",
@@ -292,7 +290,7 @@ fn live_hit(
         .unwrap_or_default();
     Some((
         RuleHit {
-            rule: "no_answer",
+            rule: Rule::NoAnswer,
             state: BrokerState::Zombie,
             detail: format!("{silence}; {port}{flaps}"),
         },
@@ -333,7 +331,7 @@ fn slow(
         .max(SLOW_FLOOR);
     let limit = if was_slow { limit / 2 } else { limit };
     (own > limit).then(|| RuleHit {
-        rule: "slow",
+        rule: Rule::Slow,
         state: BrokerState::Degraded,
         detail: format!(
             "{} answers in {} (median of its recent liveness answers), its peers in {}{}",
@@ -381,15 +379,18 @@ pub fn apply_liveness(
             .filter(|ago| *ago < settings.restart_grace);
         // The round already told a clean stop from a crash by what the refused broker led;
         // its liveness refusal adds nothing to that.
-        let clean = v.hits.iter().any(|h| h.rule == super::SHUT_DOWN_CLEANLY);
+        let clean = v
+            .hits
+            .iter()
+            .any(|h| h.rule == super::Rule::ShutDownCleanly);
         if let Some((hit, since)) = live_hit(v.broker, fact, facts, recently_down, now)
-            .filter(|(h, _)| !(clean && h.rule == "port_closed"))
+            .filter(|(h, _)| !(clean && h.rule == Rule::PortClosed))
         {
             // A refusal newer than the round: whether it stopped cleanly is told by who leads
             // what after it, which the cluster loop asks at once. Until then nobody is paged;
             // a crash is paged as soon as that answer says it still leads.
             let mut hit = hit;
-            if hit.rule == "port_closed" && round_at < since {
+            if hit.rule == Rule::PortClosed && round_at < since {
                 let led = memory
                     .get(&v.broker)
                     .and_then(|m| m.held_when_refused)
@@ -397,7 +398,7 @@ pub fn apply_liveness(
                     .map(|(_, n)| n);
                 match led {
                     Some(0) => {
-                        hit.rule = super::SHUT_DOWN_CLEANLY;
+                        hit.rule = super::Rule::ShutDownCleanly;
                         hit.detail = format!(
                             "{}, and it led no partition and was in no ISR when its port closed: a controlled shutdown (a restart, a maintenance stop); paged only if it is not back within {} s",
                             hit.detail,
@@ -412,11 +413,11 @@ pub fn apply_liveness(
             // was the full accept queue, not a host gone.
             let accepted = fact.accepted_in_silence && fact.refused_since.is_none();
             // While it restarts, the round's silence was the same start-up.
-            let restarting = hit.rule == RESTARTING;
+            let restarting = hit.rule == Rule::Restarting;
             v.hits.retain(|h| {
                 h.rule != hit.rule
-                    && !(accepted && h.rule == "unreachable")
-                    && !(restarting && h.rule == "no_answer")
+                    && !(accepted && h.rule == Rule::Unreachable)
+                    && !(restarting && h.rule == Rule::NoAnswer)
             });
             if hit.state >= v.hits.first().map_or(BrokerState::Healthy, |h| h.state) {
                 v.observed_at = Some(now);
@@ -430,7 +431,7 @@ pub fn apply_liveness(
         if let Some(h) = slow(v.broker, fact, facts, was_slow, settings, now) {
             // The round's Metadata time said it too, or not: the liveness answers are the
             // steadier evidence (dozens per round), so theirs is the hit kept.
-            v.hits.retain(|old| old.rule != "slow");
+            v.hits.retain(|old| old.rule != Rule::Slow);
             v.hits.push(h);
         }
         v.hits.sort_by_key(|h| std::cmp::Reverse(h.state));
@@ -501,7 +502,7 @@ mod tests {
         }
     }
 
-    fn with_hit(mut v: BrokerVerdict, rule: &'static str, state: BrokerState) -> BrokerVerdict {
+    fn with_hit(mut v: BrokerVerdict, rule: Rule, state: BrokerState) -> BrokerVerdict {
         v.hits.push(RuleHit {
             rule,
             state,
@@ -546,7 +547,7 @@ mod tests {
             &BTreeMap::new(),
         );
         assert_eq!(vs[1].state, BrokerState::Zombie);
-        assert_eq!(vs[1].hits[0].rule, "no_answer");
+        assert_eq!(vs[1].hits[0].rule, Rule::NoAnswer);
         let d = &vs[1].hits[0].detail;
         assert!(
             d.contains("for 1.4 s") && d.contains("accepted but silent"),
@@ -624,7 +625,7 @@ mod tests {
         };
         let vs = judge(base(), &three(refused), &BTreeMap::new());
         assert_eq!(vs[1].state, BrokerState::Down);
-        assert_eq!(vs[1].hits[0].rule, "port_closed");
+        assert_eq!(vs[1].hits[0].rule, Rule::PortClosed);
         assert_eq!(vs[1].held_since, Some(t(NOW - 300)));
         // The round is older than the refusal: whether it stopped cleanly is not known yet,
         // so nobody is paged until a newer round says who leads what.
@@ -651,19 +652,22 @@ mod tests {
         };
         // Still leader of 4 partitions: a crash, paged now.
         let vs = judge(base(), &three(refused.clone()), &looked(4));
-        assert_eq!(vs[1].hits[0].rule, "port_closed");
+        assert_eq!(vs[1].hits[0].rule, Rule::PortClosed);
         assert_eq!(vs[1].page_after, None);
         // Leader of none: a clean stop, held.
         let vs = judge(base(), &three(refused.clone()), &looked(0));
         assert_eq!(vs[1].state, BrokerState::Down);
-        assert_eq!(vs[1].hits[0].rule, crate::judge::verdict::SHUT_DOWN_CLEANLY);
+        assert_eq!(
+            vs[1].hits[0].rule,
+            crate::judge::verdict::Rule::ShutDownCleanly
+        );
         assert!(vs[1].hits[0].detail.contains("controlled shutdown"));
         assert_eq!(vs[1].page_after, Some(Duration::from_secs(120)));
         // A look from before this refusal tells nothing about it.
         let mut old = looked(0);
         old.get_mut(&2).unwrap().held_when_refused = Some((t(NOW - 400), 0));
         let vs = judge(base(), &three(refused), &old);
-        assert_eq!(vs[1].hits[0].rule, "port_closed");
+        assert_eq!(vs[1].hits[0].rule, Rule::PortClosed);
         assert_eq!(vs[1].page_after, Some(Duration::from_secs(120)));
     }
 
@@ -675,7 +679,7 @@ mod tests {
             ..silent(2, 10_200, None)
         };
         // It still led partitions in that round: a crash, paged now.
-        let crash = with_hit(healthy(2), "port_closed", BrokerState::Down);
+        let crash = with_hit(healthy(2), Rule::PortClosed, BrokerState::Down);
         let vs = judge(
             vec![healthy(1), crash, healthy(3)],
             &three(refused.clone()),
@@ -686,7 +690,7 @@ mod tests {
         // It led nothing: the round's clean stop stands, and is held.
         let clean = with_hit(
             healthy(2),
-            crate::judge::verdict::SHUT_DOWN_CLEANLY,
+            crate::judge::verdict::Rule::ShutDownCleanly,
             BrokerState::Down,
         );
         let vs = judge(
@@ -694,8 +698,8 @@ mod tests {
             &three(refused),
             &BTreeMap::new(),
         );
-        let rules: Vec<&str> = vs[1].hits.iter().map(|h| h.rule).collect();
-        assert_eq!(rules, vec![crate::judge::verdict::SHUT_DOWN_CLEANLY]);
+        let rules: Vec<Rule> = vs[1].hits.iter().map(|h| h.rule).collect();
+        assert_eq!(rules, vec![crate::judge::verdict::Rule::ShutDownCleanly]);
         assert_eq!(vs[1].page_after, Some(Duration::from_secs(120)));
     }
 
@@ -705,7 +709,7 @@ mod tests {
     fn a_full_accept_queue_after_an_accepted_connection_stays_a_zombie() {
         let mut full = silent(2, 50_000, Some(SideOutcome::TimedOut));
         full.accepted_in_silence = true;
-        let round = with_hit(healthy(2), "unreachable", BrokerState::Down);
+        let round = with_hit(healthy(2), Rule::Unreachable, BrokerState::Down);
         let vs = judge(
             vec![healthy(1), round, healthy(3)],
             &three(full),
@@ -713,7 +717,7 @@ mod tests {
         );
         assert_eq!(vs[1].state, BrokerState::Zombie, "{:?}", vs[1].hits);
         assert!(vs[1].hits[0].detail.contains("accept queue is full"));
-        assert!(vs[1].hits.iter().all(|h| h.rule != "unreachable"));
+        assert!(vs[1].hits.iter().all(|h| h.rule != Rule::Unreachable));
     }
 
     /// Kafka binds its port before it serves: a broker down a moment ago that accepts but
@@ -732,7 +736,7 @@ mod tests {
         starting.last_answer_at = Some(t(NOW - 20_000));
         let vs = judge(base(), &three(starting), &memory);
         assert_eq!(vs[1].state, BrokerState::Down);
-        assert_eq!(vs[1].hits[0].rule, RESTARTING);
+        assert_eq!(vs[1].hits[0].rule, Rule::Restarting);
     }
 
     /// Issue 31: broker 2 starved of CPU answered in 300 ms against its peers' 2 ms, yet was
@@ -744,7 +748,7 @@ mod tests {
         starved.median = Some(Duration::from_millis(120));
         let vs = judge(base(), &three(starved.clone()), &BTreeMap::new());
         assert_eq!(vs[1].state, BrokerState::Degraded, "{:?}", vs[1].hits);
-        assert_eq!(vs[1].hits[0].rule, "slow");
+        assert_eq!(vs[1].hits[0].rule, Rule::Slow);
         assert!(vs[1].hits[0].detail.contains("120 ms"), "{:?}", vs[1].hits);
         // Under the line to enter (50 ms), above the line to leave (25 ms): still slow once
         // it is, healthy if it was not.
@@ -783,7 +787,7 @@ mod tests {
         wedged.last_answer_at = Some(t(NOW - 1_900));
         let vs = judge(base(), &three(wedged.clone()), &memory);
         assert_eq!(vs[1].state, BrokerState::Zombie, "{:?}", vs[1].hits);
-        assert_eq!(vs[1].hits[0].rule, "no_answer");
+        assert_eq!(vs[1].hits[0].rule, Rule::NoAnswer);
         // The rounds saw it answer too: the same.
         memory.get_mut(&2).unwrap().last_answered_at = Some(t(NOW - 10_000));
         wedged.last_answer_at = None;
@@ -797,9 +801,9 @@ mod tests {
     #[test]
     fn the_restart_grace_is_not_renewed_by_its_own_verdict() {
         let mut memory = BTreeMap::new();
-        let down = with_hit(healthy(2), "port_closed", BrokerState::Down);
+        let down = with_hit(healthy(2), Rule::PortClosed, BrokerState::Down);
         crate::judge::verdict::remember_states(&mut memory, &[down], t(0));
-        let restarting = with_hit(healthy(2), RESTARTING, BrokerState::Down);
+        let restarting = with_hit(healthy(2), Rule::Restarting, BrokerState::Down);
         for k in 1..400u64 {
             crate::judge::verdict::remember_states(
                 &mut memory,
@@ -876,7 +880,7 @@ mod tests {
         f.pauses = vec![pause(20_000, 1_200)];
         let vs = judge(base(), &three(f.clone()), &BTreeMap::new());
         assert_eq!(vs[1].state, BrokerState::Degraded, "{:?}", vs[1].hits);
-        assert_eq!(vs[1].hits[0].rule, "liveness_flapping");
+        assert_eq!(vs[1].hits[0].rule, Rule::LivenessFlapping);
         assert!(
             vs[1].hits[0]
                 .detail
@@ -945,7 +949,7 @@ mod tests {
         f.pauses = f.spells.iter().rev().copied().collect();
         let vs = judge(base(), &three(f.clone()), &BTreeMap::new());
         assert_eq!(vs[1].state, BrokerState::Degraded);
-        assert_eq!(vs[1].hits[0].rule, "liveness_flapping");
+        assert_eq!(vs[1].hits[0].rule, Rule::LivenessFlapping);
         assert!(vs[1].hits[0].detail.contains("3 time(s)"));
         // During a spell past its record the zombie's evidence says it flaps.
         let mut during = silent(2, 2_600, Some(SideOutcome::Accepted));
@@ -959,7 +963,7 @@ mod tests {
     /// The round saw the port closed; the liveness connection has answered since.
     #[test]
     fn an_answer_newer_than_the_round_drops_the_rounds_connection_hits() {
-        let round = with_hit(healthy(2), "port_closed", BrokerState::Down);
+        let round = with_hit(healthy(2), Rule::PortClosed, BrokerState::Down);
         let vs = judge(
             vec![healthy(1), round, healthy(3)],
             &three(answering(2)),

@@ -13,6 +13,7 @@ use std::time::{Duration, SystemTime};
 use serde::Serialize;
 
 use crate::judge::health::{BrokerPartitions, Health};
+pub use crate::judge::rule::Rule;
 use crate::model::round::HostObservation;
 use crate::model::round::{
     BrokerEndpoint, BrokerId, BrokerProbe, FailureKind, RoundObservation, NO_LEADER,
@@ -66,7 +67,7 @@ pub enum Registration {
 /// Why a rule fired, for people and for webhooks.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct RuleHit {
-    pub rule: &'static str,
+    pub rule: Rule,
     pub state: BrokerState,
     pub detail: String,
 }
@@ -227,10 +228,10 @@ impl Default for CoordinatorRules {
     }
 }
 
-type Rule = fn(&BrokerFacts, &VerdictSettings) -> Option<RuleHit>;
+type RuleFn = fn(&BrokerFacts, &VerdictSettings) -> Option<RuleHit>;
 
 /// The rules, most severe first. Each returns a hit or nothing.
-const RULES: &[Rule] = &[
+const RULES: &[RuleFn] = &[
     rules_reach::port_closed,
     rules_host::process_gone,
     rules_host::process_exited,
@@ -264,7 +265,8 @@ const RULES: &[Rule] = &[
     rules_disk::log_dir_filling,
 ];
 
-fn hit(rule: &'static str, state: BrokerState, detail: String) -> Option<RuleHit> {
+fn hit(rule: Rule, state: BrokerState, detail: String) -> Option<RuleHit> {
+    debug_assert!(rule.allows(state), "{rule} cannot set {state:?}");
     Some(RuleHit {
         rule,
         state,
@@ -446,7 +448,7 @@ fn judge_with(
             // and probes it from the next one. Until then nothing is known of it.
             let hit = if listed_by > 0 {
                 RuleHit {
-                    rule: "not_probed_yet",
+                    rule: Rule::NotProbedYet,
                     state: BrokerState::Unknown,
                     detail: format!(
                         "replica of {} partition(s), listed by {listed_by} broker(s) this round, not probed yet: its address was just learned and the next round probes it",
@@ -455,7 +457,7 @@ fn judge_with(
                 }
             } else {
                 RuleHit {
-                    rule: "not_registered",
+                    rule: Rule::NotRegistered,
                     state: BrokerState::Down,
                     detail: format!(
                         "replica of {} partition(s) ({} offline), but no broker lists it and its address was never seen",
@@ -548,11 +550,11 @@ pub fn remember(
         let refused = v
             .hits
             .iter()
-            .find(|h| h.rule == "port_closed" || h.rule == SHUT_DOWN_CLEANLY);
+            .find(|h| h.rule == Rule::PortClosed || h.rule == Rule::ShutDownCleanly);
         if let Some(h) = refused {
             let m = memory.entry(v.broker).or_default();
             if m.held_this_refusal().is_none() {
-                m.held_when_refused = Some((now, u32::from(h.rule == "port_closed")));
+                m.held_when_refused = Some((now, u32::from(h.rule == Rule::PortClosed)));
             }
         }
     }
@@ -573,7 +575,7 @@ pub fn hold_after_clean_stop(
         if matches!(v.state, BrokerState::Healthy | BrokerState::Zombie) {
             continue;
         }
-        let clean_now = v.hits.iter().any(|h| h.rule == SHUT_DOWN_CLEANLY);
+        let clean_now = v.hits.iter().any(|h| h.rule == Rule::ShutDownCleanly);
         let clean_recently = memory
             .get(&v.broker)
             .and_then(|m| m.stopped_cleanly_at)
@@ -599,18 +601,18 @@ pub fn remember_states(
         // long as it is silent.
         if v.hits
             .iter()
-            .any(|h| h.state == BrokerState::Down && h.rule != RESTARTING)
+            .any(|h| h.state == BrokerState::Down && h.rule != Rule::Restarting)
         {
             m.last_down_at = Some(now);
         }
-        if v.hits.iter().any(|h| h.rule == "slow") {
+        if v.hits.iter().any(|h| h.rule == Rule::Slow) {
             m.slow_since.get_or_insert(now);
         } else {
             m.slow_since = None;
         }
         if v.state == BrokerState::Healthy {
             m.stopped_cleanly_at = None;
-        } else if v.hits.iter().any(|h| h.rule == SHUT_DOWN_CLEANLY) {
+        } else if v.hits.iter().any(|h| h.rule == Rule::ShutDownCleanly) {
             m.stopped_cleanly_at.get_or_insert(now);
         }
         if m.state.is_none_or(|(s, _)| s != v.state) {
@@ -655,9 +657,9 @@ use registration::{answer_kind, unprobed_votes, AnswerKind};
 use rules_access::silent_failure;
 pub use rules_access::{access_rule, ACCESS_RULES};
 use rules_reach::closed;
-pub use rules_reach::{refusal_rule, SHUT_DOWN_CLEANLY};
+pub use rules_reach::refusal_rule;
 
-pub use live::{apply_liveness, RESTARTING};
+pub use live::apply_liveness;
 pub use rules_partitions::{spare_while_settling, SETTLING_SPARED};
 
 #[cfg(test)]

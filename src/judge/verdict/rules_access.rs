@@ -7,27 +7,23 @@ use super::*;
 /// broker: its credentials or certificates were refused (or the broker's certificate is not
 /// one it trusts), or it cannot decode what the broker said. The broker may be perfectly
 /// healthy for its own clients, so these never make a zombie.
-pub fn access_rule(kind: FailureKind) -> Option<&'static str> {
+pub fn access_rule(kind: FailureKind) -> Option<Rule> {
     match kind {
         FailureKind::Authentication | FailureKind::Authorization | FailureKind::Tls => {
-            Some("auth_failed")
+            Some(Rule::AuthFailed)
         }
-        FailureKind::Protocol => Some("protocol_error"),
+        FailureKind::Protocol => Some(Rule::ProtocolError),
         _ => None,
     }
 }
 
 /// The rules whose hits are the watchdog's own access problems (see `access_rule`).
-pub const ACCESS_RULES: [&str; 2] = ["auth_failed", "protocol_error"];
+pub const ACCESS_RULES: [Rule; 2] = [Rule::AuthFailed, Rule::ProtocolError];
 
 /// The step and failure that kept the watchdog from an answer, when it is an access problem.
 fn access_failure<'a>(
     f: &'a BrokerFacts,
-) -> Option<(
-    &'static str,
-    &'static str,
-    &'a crate::model::round::ProbeFailure,
-)> {
+) -> Option<(Rule, &'static str, &'a crate::model::round::ProbeFailure)> {
     if f.probe.answered() {
         return None;
     }
@@ -59,13 +55,13 @@ pub(super) fn auth_failed(f: &BrokerFacts, _: &VerdictSettings) -> Option<RuleHi
             "check the watchdog's credentials and certificates, and this broker's certificate. This is the watchdog's access, not a verdict on the broker",
         )
     };
-    access_hit(f, "auth_failed", cannot, advice)
+    access_hit(f, Rule::AuthFailed, cannot, advice)
 }
 
 pub(super) fn protocol_error(f: &BrokerFacts, _: &VerdictSettings) -> Option<RuleHit> {
     access_hit(
         f,
-        "protocol_error",
+        Rule::ProtocolError,
         "cannot understand",
         "a compatibility problem between the watchdog and this broker's version, not a verdict on the broker",
     )
@@ -74,7 +70,7 @@ pub(super) fn protocol_error(f: &BrokerFacts, _: &VerdictSettings) -> Option<Rul
 /// The hit of access rule `rule` when the broker's first failure is of its kind.
 pub(super) fn access_hit(
     f: &BrokerFacts,
-    rule: &'static str,
+    rule: Rule,
     cannot: &str,
     advice: &str,
 ) -> Option<RuleHit> {

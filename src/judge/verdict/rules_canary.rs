@@ -10,7 +10,7 @@ pub(super) fn canary_writes_fail(f: &BrokerFacts, _: &VerdictSettings) -> Option
             return None;
         }
         return hit(
-            "canary_writes_fail",
+            Rule::CanaryWritesFail,
             BrokerState::Degraded,
             format!(
                 "canary writes sent to it as the partition's leader failed, and the newest view names another leader: {}",
@@ -38,7 +38,7 @@ pub(super) fn canary_writes_fail(f: &BrokerFacts, _: &VerdictSettings) -> Option
             c.failed.join(", ")
         )
     };
-    hit("canary_writes_fail", state, detail)
+    hit(Rule::CanaryWritesFail, state, detail)
 }
 
 pub(super) fn canary_not_enough_replicas(f: &BrokerFacts, _: &VerdictSettings) -> Option<RuleHit> {
@@ -46,7 +46,7 @@ pub(super) fn canary_not_enough_replicas(f: &BrokerFacts, _: &VerdictSettings) -
         return None;
     }
     hit(
-        "canary_not_enough_replicas",
+        Rule::CanaryNotEnoughReplicas,
         BrokerState::Degraded,
         format!(
             "canary acks=all writes fail for lack of in-sync replicas (NOT_ENOUGH_REPLICAS, or a timeout while the leader takes acks=1 writes) and the evidence points at this broker: {}",

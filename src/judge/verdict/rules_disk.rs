@@ -70,7 +70,7 @@ pub(super) fn log_dir_failed(f: &BrokerFacts, _: &VerdictSettings) -> Option<Rul
         )
     };
     hit(
-        "log_dir_failed",
+        Rule::LogDirFailed,
         BrokerState::Degraded,
         format!(
             "log director{} offline: {} of its {} directories; it still serves the partitions on the others, and none of those on the failed one until it is replaced and the broker restarted{offline}",
@@ -117,7 +117,7 @@ pub(super) fn log_dir_filling(f: &BrokerFacts, _: &VerdictSettings) -> Option<Ru
         return None;
     }
     hit(
-        "log_dir_filling",
+        Rule::LogDirFilling,
         BrokerState::Degraded,
         format!(
             "log directory space runs out (below {:.0}% free, or full within {} h): {}; a full directory goes offline with its partitions",

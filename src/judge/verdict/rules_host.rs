@@ -89,7 +89,7 @@ pub(super) fn process_gone(f: &BrokerFacts, _: &VerdictSettings) -> Option<RuleH
     if f.probe.answered() {
         // Something answers at its address: the lookup is more likely wrong than Kafka.
         return hit(
-            "process_gone",
+            Rule::ProcessGone,
             BrokerState::Degraded,
             format!(
                 "{}; yet the broker answers at {}: check the host.brokers process setting",
@@ -98,7 +98,7 @@ pub(super) fn process_gone(f: &BrokerFacts, _: &VerdictSettings) -> Option<RuleH
             ),
         );
     }
-    hit("process_gone", BrokerState::Down, host_sentence(h, f))
+    hit(Rule::ProcessGone, BrokerState::Down, host_sentence(h, f))
 }
 
 pub(super) fn process_exited(f: &BrokerFacts, _: &VerdictSettings) -> Option<RuleHit> {
@@ -106,7 +106,7 @@ pub(super) fn process_exited(f: &BrokerFacts, _: &VerdictSettings) -> Option<Rul
     let p = h.process.as_ref()?;
     p.state
         .has_exited()
-        .then(|| hit("process_exited", BrokerState::Down, host_sentence(h, f)))
+        .then(|| hit(Rule::ProcessExited, BrokerState::Down, host_sentence(h, f)))
         .flatten()
 }
 
@@ -117,7 +117,13 @@ pub(super) fn process_stopped(f: &BrokerFacts, _: &VerdictSettings) -> Option<Ru
     // TCP handshakes for it, which is why a port check calls it alive.
     p.state
         .is_stopped()
-        .then(|| hit("process_stopped", BrokerState::Zombie, host_sentence(h, f)))
+        .then(|| {
+            hit(
+                Rule::ProcessStopped,
+                BrokerState::Zombie,
+                host_sentence(h, f),
+            )
+        })
         .flatten()
 }
 
@@ -134,7 +140,7 @@ pub(super) fn process_alive_no_answer(f: &BrokerFacts, _: &VerdictSettings) -> O
         return None;
     }
     hit(
-        "process_alive_no_answer",
+        Rule::ProcessAliveNoAnswer,
         BrokerState::Zombie,
         host_sentence(h, f),
     )
@@ -159,7 +165,7 @@ pub(super) fn port_not_listening(f: &BrokerFacts, _: &VerdictSettings) -> Option
         return None;
     }
     hit(
-        "port_not_listening",
+        Rule::PortNotListening,
         BrokerState::Degraded,
         format!(
             "process {} is {}, but {}",
@@ -188,7 +194,7 @@ pub(super) fn log_dir_low_space(f: &BrokerFacts, _: &VerdictSettings) -> Option<
         return None;
     }
     hit(
-        "log_dir_low_space",
+        Rule::LogDirLowSpace,
         BrokerState::Degraded,
         format!(
             "low free space, below {:.1}%: {}",
@@ -209,7 +215,7 @@ pub(super) fn log_dir_unreadable(f: &BrokerFacts, _: &VerdictSettings) -> Option
         return None;
     }
     hit(
-        "log_dir_unreadable",
+        Rule::LogDirUnreadable,
         BrokerState::Degraded,
         format!("free space cannot be read: {}", bad.join("; ")),
     )

@@ -25,13 +25,13 @@ pub(super) fn fenced_but_serving(f: &BrokerFacts, _: &VerdictSettings) -> Option
     // that is a restart, not a zombie.
     if f.recently_down {
         return hit(
-            "fenced_but_serving",
+            Rule::FencedButServing,
             BrokerState::Degraded,
             format!("answers clients but {why} (restarted recently: registering)"),
         );
     }
     hit(
-        "fenced_but_serving",
+        Rule::FencedButServing,
         BrokerState::Zombie,
         format!("answers clients but {why}: it serves no partition"),
     )
@@ -49,7 +49,7 @@ pub(super) fn stale_leader(f: &BrokerFacts, _: &VerdictSettings) -> Option<RuleH
         .map(String::as_str)
         .collect();
     hit(
-        "stale_leader",
+        Rule::StaleLeader,
         BrokerState::Zombie,
         format!(
             "still claims leadership of {n} partition(s) that a newer leader epoch gave to another broker (split brain): {}{}",
@@ -131,7 +131,7 @@ pub(super) fn out_of_every_isr(f: &BrokerFacts, s: &VerdictSettings) -> Option<R
             ),
         )
     };
-    hit("out_of_every_isr", state, format!("{base}; {why}"))
+    hit(Rule::OutOfEveryIsr, state, format!("{base}; {why}"))
 }
 
 /// "t-0 (leader 1), t-1 (leader 1), ..." with at most five named.
@@ -162,7 +162,7 @@ pub(super) fn out_of_some_isrs(f: &BrokerFacts, _: &VerdictSettings) -> Option<R
         String::new()
     };
     hit(
-        "out_of_some_isrs",
+        Rule::OutOfSomeIsrs,
         BrokerState::Degraded,
         format!(
             "missing from the ISR of {} of the {} partition(s) it replicates{min}: {}",
@@ -178,7 +178,7 @@ pub(super) fn followers_cannot_replicate(f: &BrokerFacts, _: &VerdictSettings) -
         return None;
     }
     hit(
-        "followers_cannot_replicate",
+        Rule::FollowersCannotReplicate,
         BrokerState::Degraded,
         format!(
             "the followers of {} partition(s) it leads dropped out of the ISR, and the evidence points at this leader, not at them: {}",
@@ -207,7 +207,7 @@ pub(super) fn stale_metadata(f: &BrokerFacts, s: &VerdictSettings) -> Option<Rul
     }
     let more = behind.partitions as usize - behind.shown.len().min(behind.partitions as usize);
     hit(
-        "stale_metadata",
+        Rule::StaleMetadata,
         BrokerState::Zombie,
         format!(
             "its metadata misses {} leadership change(s) the quorum committed, {} of them onto itself: {}{}; yet its Raft fetch keeps up (log end offset {}, fetched {:.1} s and caught up {:.1} s before the leader's answer): it receives the metadata log and does not apply it",
@@ -232,16 +232,16 @@ pub(super) fn stale_metadata(f: &BrokerFacts, s: &VerdictSettings) -> Option<Rul
 /// again in one batch), they would call brokers zombie or degraded for the control plane's
 /// fault, which the controller's or the quorum's incident names. A broker that does not
 /// answer is still named: the liveness and reachability rules are never spared.
-pub const SETTLING_SPARED: &[&str] = &[
-    "fenced_but_serving",
-    "stale_metadata",
-    "metadata_disagreement",
-    "stale_leader",
-    "out_of_every_isr",
-    "out_of_some_isrs",
-    "followers_cannot_replicate",
-    "canary_writes_fail",
-    "canary_not_enough_replicas",
+pub const SETTLING_SPARED: &[Rule] = &[
+    Rule::FencedButServing,
+    Rule::StaleMetadata,
+    Rule::MetadataDisagreement,
+    Rule::StaleLeader,
+    Rule::OutOfEveryIsr,
+    Rule::OutOfSomeIsrs,
+    Rule::FollowersCannotReplicate,
+    Rule::CanaryWritesFail,
+    Rule::CanaryNotEnoughReplicas,
 ];
 
 /// Takes the `SETTLING_SPARED` rules out of each verdict and decides its state again.
@@ -263,7 +263,7 @@ pub(super) fn metadata_disagreement(f: &BrokerFacts, s: &VerdictSettings) -> Opt
     (f.disagreements > 0 && f.stale_leader_of.is_empty())
         .then(|| {
             hit(
-                "metadata_disagreement",
+                Rule::MetadataDisagreement,
                 BrokerState::Degraded,
                 format!(
                     "its metadata names a different leader than the newest view for {} partition(s): its cache is behind",
@@ -283,7 +283,7 @@ pub(super) fn slow(f: &BrokerFacts, s: &VerdictSettings) -> Option<RuleHit> {
     (own > limit)
         .then(|| {
             hit(
-                "slow",
+                Rule::Slow,
                 BrokerState::Degraded,
                 format!(
                     "Metadata took {:.0} ms, peers' median {:.0} ms",
@@ -307,7 +307,7 @@ pub(super) fn reassignment_stalled(f: &BrokerFacts, s: &VerdictSettings) -> Opti
         return None;
     }
     hit(
-        "reassignment_stalled",
+        Rule::ReassignmentStalled,
         BrokerState::Zombie,
         format!(
             "an ongoing reassignment is adding it to {n} partition(s), but its logs have not grown for {} s, {behind} offset(s) behind its leaders: it does not replicate",

@@ -14,15 +14,13 @@ pub(super) fn closed(kind: FailureKind) -> bool {
 /// leader and in-sync replica of nothing as its port closed (Kafka's controlled shutdown moves
 /// leadership away and takes it out of the ISRs before the listener stops; a crash or a kill
 /// leaves both until the controller notices), `port_closed` otherwise.
-pub fn refusal_rule(leads: u32, cluster_invisible: bool) -> &'static str {
+pub fn refusal_rule(leads: u32, cluster_invisible: bool) -> Rule {
     if leads == 0 && !cluster_invisible {
-        SHUT_DOWN_CLEANLY
+        Rule::ShutDownCleanly
     } else {
-        "port_closed"
+        Rule::PortClosed
     }
 }
-
-pub const SHUT_DOWN_CLEANLY: &str = "shut_down_cleanly";
 
 pub(super) fn port_closed(f: &BrokerFacts, s: &VerdictSettings) -> Option<RuleHit> {
     let Err(e) = &f.probe.connect else {
@@ -32,7 +30,7 @@ pub(super) fn port_closed(f: &BrokerFacts, s: &VerdictSettings) -> Option<RuleHi
         return None;
     }
     let rule = refusal_rule(f.holds_in_cluster, f.cluster_invisible);
-    if rule == SHUT_DOWN_CLEANLY {
+    if rule == Rule::ShutDownCleanly {
         return hit(
             rule,
             BrokerState::Down,
@@ -46,7 +44,7 @@ pub(super) fn port_closed(f: &BrokerFacts, s: &VerdictSettings) -> Option<RuleHi
         );
     }
     hit(
-        "port_closed",
+        Rule::PortClosed,
         BrokerState::Down,
         format!(
             "{} at {}: {}",
@@ -72,7 +70,7 @@ pub(super) fn unreachable(f: &BrokerFacts, _: &VerdictSettings) -> Option<RuleHi
     if process_alive(f) {
         // Host mode sees the process: the host is not gone, whatever the cluster says.
         return hit(
-            "unreachable",
+            Rule::Unreachable,
             BrokerState::Degraded,
             format!(
                 "no TCP connection to {} ({}), yet its process is alive on this host",
@@ -84,7 +82,7 @@ pub(super) fn unreachable(f: &BrokerFacts, _: &VerdictSettings) -> Option<RuleHi
     if f.registration == Registration::Registered {
         // The cluster still sees it heartbeating: the fault may be on the watchdog's path.
         hit(
-            "unreachable",
+            Rule::Unreachable,
             BrokerState::Degraded,
             format!(
                 "no TCP connection to {} ({}), yet the cluster lists it as registered",
@@ -95,7 +93,7 @@ pub(super) fn unreachable(f: &BrokerFacts, _: &VerdictSettings) -> Option<RuleHi
     } else if f.registration == Registration::Unknown {
         // The other brokers are split on it: a tie convicts nobody.
         hit(
-            "unreachable",
+            Rule::Unreachable,
             BrokerState::Degraded,
             format!(
                 "no TCP connection to {} ({}); the other brokers disagree on whether it is registered",
@@ -105,7 +103,7 @@ pub(super) fn unreachable(f: &BrokerFacts, _: &VerdictSettings) -> Option<RuleHi
         )
     } else {
         hit(
-            "unreachable",
+            Rule::Unreachable,
             BrokerState::Down,
             format!(
                 "no TCP connection to {} ({}) and the cluster does not list it",
@@ -122,7 +120,7 @@ pub(super) fn cluster_invisible(f: &BrokerFacts, _: &VerdictSettings) -> Option<
         return None;
     }
     hit(
-        "cluster_invisible",
+        Rule::ClusterInvisible,
         BrokerState::Unknown,
         "no broker of the cluster answered this round; the fault may be the watchdog's own network"
             .into(),
@@ -161,7 +159,7 @@ pub(super) fn request_error(f: &BrokerFacts, _: &VerdictSettings) -> Option<Rule
         return None;
     }
     hit(
-        "request_error",
+        Rule::RequestError,
         BrokerState::Degraded,
         format!(
             "{} answers, but {step} failed for the whole request: {}",
@@ -179,7 +177,7 @@ pub(super) fn no_answer(f: &BrokerFacts, _: &VerdictSettings) -> Option<RuleHit>
         let e = f.probe.connect.as_ref().err()?;
         let secs = f.accepting_silently_for.unwrap_or_default().as_secs();
         return hit(
-            "no_answer",
+            Rule::NoAnswer,
             BrokerState::Zombie,
             format!(
                 "TCP connect to {} timed out after {:.1} s: its accept queue is full, after it accepted connections without answering for {secs} s ({})",
@@ -200,7 +198,7 @@ pub(super) fn no_answer(f: &BrokerFacts, _: &VerdictSettings) -> Option<RuleHit>
         .map(|d| d.as_secs_f64() * 1000.0)
         .unwrap_or(0.0);
     hit(
-        "no_answer",
+        Rule::NoAnswer,
         BrokerState::Zombie,
         format!(
             "TCP connect to {} succeeded in {connect_ms:.0} ms but {step} failed: {} after {:.1} s ({})",

@@ -11,10 +11,8 @@
 
 use std::collections::BTreeMap;
 
-use super::{BrokerState, BrokerVerdict, RuleHit};
+use super::{BrokerState, BrokerVerdict, Rule, RuleHit};
 use crate::model::round::{BrokerId, BrokerProbe};
-
-pub const ZOOKEEPER_CONTROLLER: &str = "zookeeper_controller";
 
 /// The broker the answering brokers name as the controller, with how many name it, when
 /// they are in ZooKeeper mode; the one most name (the lowest id on a tie).
@@ -49,12 +47,12 @@ pub fn name_zookeeper_controller(
         return;
     };
     if matches!(v.state, BrokerState::Healthy | BrokerState::Unknown)
-        || v.hits.iter().any(|h| h.rule == ZOOKEEPER_CONTROLLER)
+        || v.hits.iter().any(|h| h.rule == Rule::ZookeeperController)
     {
         return;
     }
     v.hits.push(RuleHit {
-        rule: ZOOKEEPER_CONTROLLER,
+        rule: Rule::ZookeeperController,
         state: v.state,
         detail: format!(
             "it is the cluster's controller (ZooKeeper mode; {named_by} broker(s) name it): while it does not work no partition leader is elected, no ISR changes and no topic is created, until ZooKeeper expires its session and another broker takes over"
@@ -120,7 +118,7 @@ mod tests {
                 Vec::new()
             } else {
                 vec![RuleHit {
-                    rule: "no_answer",
+                    rule: Rule::NoAnswer,
                     state,
                     detail: "accepts connections and answers nothing".into(),
                 }]
@@ -152,7 +150,7 @@ mod tests {
         name_zookeeper_controller(&mut v, &p);
         assert_eq!(v[1].state, BrokerState::Zombie);
         assert_eq!(v[1].hits.len(), 2);
-        assert_eq!(v[1].hits[1].rule, ZOOKEEPER_CONTROLLER);
+        assert_eq!(v[1].hits[1].rule, Rule::ZookeeperController);
         assert_eq!(v[1].hits[1].state, BrokerState::Zombie);
         assert!(v[1].hits[1].detail.contains("2 broker(s) name it"));
         assert!(v[0].hits.is_empty() && v[2].hits.is_empty());
@@ -193,7 +191,7 @@ mod tests {
         name_zookeeper_controller(&mut v, &p);
         assert!(v
             .iter()
-            .all(|v| v.hits.iter().all(|h| h.rule != ZOOKEEPER_CONTROLLER)));
+            .all(|v| v.hits.iter().all(|h| h.rule != Rule::ZookeeperController)));
         assert_eq!(
             zookeeper_controller(&probes(vec![silent(1), silent(2)])),
             None

@@ -295,9 +295,10 @@ async fn a_stale_claim_the_broker_does_not_repeat_does_not_count() {
     );
     assert!(c.metadata_asks(1) >= 2, "broker 1 was asked again");
     assert!(
-        report
-            .verdict(1)
-            .is_some_and(|v| !v.hits.iter().any(|h| h.rule == "stale_leader")),
+        report.verdict(1).is_some_and(|v| !v
+            .hits
+            .iter()
+            .any(|h| h.rule == crate::judge::verdict::Rule::StaleLeader)),
         "{:?}",
         report.verdict(1)
     );

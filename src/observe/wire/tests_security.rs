@@ -582,7 +582,7 @@ async fn verdict_on_probed(
 }
 
 fn rule_names(v: &crate::judge::verdict::BrokerVerdict) -> Vec<&'static str> {
-    v.hits.iter().map(|h| h.rule).collect()
+    v.hits.iter().map(|h| h.rule.name()).collect()
 }
 
 #[tokio::test]

@@ -44,7 +44,7 @@ fn broker_2_behind() -> World {
 }
 
 fn rules(v: &BrokerVerdict) -> Vec<&'static str> {
-    v.hits.iter().map(|h| h.rule).collect()
+    v.hits.iter().map(|h| h.rule.name()).collect()
 }
 
 #[test]
@@ -53,7 +53,7 @@ fn a_broker_that_fetches_the_metadata_log_and_applies_nothing_is_a_zombie() {
     w.quorum = Some(quorum_with_observer(2, 200));
     let v = w.judge();
     assert_eq!(v[&2].state, BrokerState::Zombie, "{:?}", v[&2].hits);
-    assert_eq!(v[&2].hits[0].rule, "stale_metadata");
+    assert_eq!(v[&2].hits[0].rule, Rule::StaleMetadata);
     let detail = &v[&2].hits[0].detail;
     assert!(
         detail.contains("1 leadership change(s) the quorum committed, 1 of them onto itself: t-0 (leader 2 at epoch 2; it knows epoch 1)"),
@@ -97,7 +97,7 @@ fn while_the_control_plane_settles_registration_and_staleness_rules_are_spared()
     verdicts[0].hits.insert(
         0,
         RuleHit {
-            rule: "fenced_but_serving",
+            rule: Rule::FencedButServing,
             state: BrokerState::Zombie,
             detail: "fenced".into(),
         },
@@ -106,7 +106,7 @@ fn while_the_control_plane_settles_registration_and_staleness_rules_are_spared()
     verdicts[2].hits.insert(
         0,
         RuleHit {
-            rule: "port_closed",
+            rule: Rule::PortClosed,
             state: BrokerState::Down,
             detail: "refused".into(),
         },

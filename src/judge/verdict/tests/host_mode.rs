@@ -14,7 +14,8 @@ fn stopped_process_with_listening_port_is_a_zombie_in_the_operators_words() {
     assert_eq!(v.state, BrokerState::Zombie);
     assert!(!v.answered);
     assert_eq!(
-        v.hits[0].rule, "process_stopped",
+        v.hits[0].rule,
+        Rule::ProcessStopped,
         "the host's sentence leads: {v:#?}"
     );
     assert_eq!(
@@ -50,7 +51,7 @@ fn a_running_process_that_does_not_answer_gets_the_host_evidence() {
     w.host.insert(1, h);
     let v = w.judge_with(&answered_12s_ago()).remove(&1).unwrap();
     assert_eq!(v.state, BrokerState::Zombie);
-    assert_eq!(v.hits[0].rule, "process_alive_no_answer");
+    assert_eq!(v.hits[0].rule, Rule::ProcessAliveNoAnswer);
     assert!(
         v.hits[0]
             .detail

@@ -17,7 +17,7 @@ fn dir(path: &str, error_code: i16, usable_gib: u64) -> LogDirState {
 }
 
 fn rules(v: &BrokerVerdict) -> Vec<&'static str> {
-    v.hits.iter().map(|h| h.rule).collect()
+    v.hits.iter().map(|h| h.rule.name()).collect()
 }
 
 #[test]
@@ -32,7 +32,7 @@ fn a_failed_log_directory_names_the_broker_the_directory_and_its_offline_partiti
     let hit = v[&2]
         .hits
         .iter()
-        .find(|h| h.rule == "log_dir_failed")
+        .find(|h| h.rule == Rule::LogDirFailed)
         .unwrap();
     assert!(
         hit.detail.contains("/data/b (KAFKA_STORAGE_ERROR)"),
@@ -67,7 +67,7 @@ fn a_directory_filling_at_its_pace_is_a_warning_before_it_is_full() {
     let hit = v[&2]
         .hits
         .iter()
-        .find(|h| h.rule == "log_dir_filling")
+        .find(|h| h.rule == Rule::LogDirFilling)
         .unwrap();
     assert!(hit.detail.contains("full in about 1.7 h"), "{}", hit.detail);
     assert_eq!(v[&2].state, BrokerState::Degraded);

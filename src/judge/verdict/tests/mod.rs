@@ -417,7 +417,7 @@ impl World {
 }
 
 fn rules(v: &BrokerVerdict) -> Vec<&'static str> {
-    v.hits.iter().map(|h| h.rule).collect()
+    v.hits.iter().map(|h| h.rule.name()).collect()
 }
 
 #[test]
@@ -473,7 +473,7 @@ fn a_broker_that_held_nothing_when_its_port_closed_shut_down_cleanly_and_is_held
     let mut memory = BTreeMap::new();
     let v = w.round(&mut memory, 1000);
     assert_eq!(v[&2].state, BrokerState::Down);
-    assert_eq!(rules(&v[&2]), vec![SHUT_DOWN_CLEANLY]);
+    assert_eq!(rules(&v[&2]), vec![Rule::ShutDownCleanly.name()]);
     assert!(v[&2].hits[0].detail.contains("controlled shutdown"));
     assert_eq!(v[&2].page_after, Some(Duration::from_secs(120)));
     assert_eq!(v[&1].page_after, None);
@@ -1125,7 +1125,7 @@ fn answered_12s_ago() -> BTreeMap<i32, BrokerMemory> {
 fn hit_of<'a>(v: &'a BrokerVerdict, rule: &str) -> &'a RuleHit {
     v.hits
         .iter()
-        .find(|h| h.rule == rule)
+        .find(|h| h.rule.name() == rule)
         .unwrap_or_else(|| panic!("no {rule} in {v:#?}"))
 }
 

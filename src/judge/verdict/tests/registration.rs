@@ -267,7 +267,7 @@ fn unlisted_broker_on_a_cluster_without_fencing_says_what_it_cannot_see() {
     let hit = v[&2]
         .hits
         .iter()
-        .find(|h| h.rule == "fenced_but_serving")
+        .find(|h| h.rule == Rule::FencedButServing)
         .expect("fenced_but_serving");
     assert!(
         hit.detail
@@ -301,7 +301,7 @@ fn unlisted_broker_on_a_cluster_without_fencing_says_what_it_cannot_see() {
     let hit = v[&2]
         .hits
         .iter()
-        .find(|h| h.rule == "fenced_but_serving")
+        .find(|h| h.rule == Rule::FencedButServing)
         .expect("fenced_but_serving");
     assert!(
         !hit.detail.contains("the controller has fenced it"),
@@ -337,7 +337,7 @@ fn unlisted_broker_on_a_cluster_without_fencing_says_what_it_cannot_see() {
     let hit = v[&2]
         .hits
         .iter()
-        .find(|h| h.rule == "fenced_but_serving")
+        .find(|h| h.rule == Rule::FencedButServing)
         .unwrap();
     assert!(
         !hit.detail.contains("cannot be told apart"),
