@@ -21,48 +21,13 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, SystemTime};
 
-use super::rule::ControllerRule;
+pub use super::rule::{ControllerRule, ControllerState};
 
 use serde::Serialize;
 
 use crate::model::round::{
     ControllerLook, ControllerRole, FailureKind, NodeId, QuorumDescription, QuorumObservation,
 };
-
-/// A controller's verdict state, least bad first.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ControllerState {
-    Healthy,
-    /// Nothing says how it is: it is not asked directly and no leader describes it.
-    Unknown,
-    /// Behind the quorum's leader, or not heard from by it: a voter the majority can do
-    /// without, for now.
-    Lagging,
-    /// Alive at process or port level, not doing its job.
-    Zombie,
-    Down,
-}
-
-impl ControllerState {
-    pub const ALL: [ControllerState; 5] = [
-        ControllerState::Healthy,
-        ControllerState::Unknown,
-        ControllerState::Lagging,
-        ControllerState::Zombie,
-        ControllerState::Down,
-    ];
-
-    pub fn as_label(self) -> &'static str {
-        match self {
-            ControllerState::Healthy => "healthy",
-            ControllerState::Unknown => "unknown",
-            ControllerState::Lagging => "lagging",
-            ControllerState::Zombie => "zombie",
-            ControllerState::Down => "down",
-        }
-    }
-}
 
 /// Why a controller rule fired.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

@@ -1,4 +1,5 @@
-//! Every rule a verdict can cite, typed: its name (on /status, in webhooks' evidence and
+//! The words of judgment: the states a broker's and a controller's verdict can take, and
+//! every rule a verdict can cite, typed: its name (on /status, in webhooks' evidence and
 //! `rules`, in logs and the README's rule tables, a contract) and the states it may set.
 //! A rule is matched by its variant, never by its name, so a rename is one line here and
 //! the compiler finds every use; `hit` checks in debug builds that a rule sets only the
@@ -8,8 +9,72 @@ use std::fmt;
 
 use serde::{Serialize, Serializer};
 
-use super::quorum::ControllerState;
-use super::verdict::BrokerState;
+/// A broker's verdict state, least bad first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BrokerState {
+    Healthy,
+    /// The watchdog cannot see the cluster at all; it does not guess.
+    Unknown,
+    Degraded,
+    Zombie,
+    Down,
+}
+
+impl BrokerState {
+    pub const ALL: [BrokerState; 5] = [
+        BrokerState::Healthy,
+        BrokerState::Unknown,
+        BrokerState::Degraded,
+        BrokerState::Zombie,
+        BrokerState::Down,
+    ];
+
+    pub fn as_label(self) -> &'static str {
+        match self {
+            BrokerState::Healthy => "healthy",
+            BrokerState::Unknown => "unknown",
+            BrokerState::Degraded => "degraded",
+            BrokerState::Zombie => "zombie",
+            BrokerState::Down => "down",
+        }
+    }
+}
+
+/// A controller's verdict state, least bad first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ControllerState {
+    Healthy,
+    /// Nothing says how it is: it is not asked directly and no leader describes it.
+    Unknown,
+    /// Behind the quorum's leader, or not heard from by it: a voter the majority can do
+    /// without, for now.
+    Lagging,
+    /// Alive at process or port level, not doing its job.
+    Zombie,
+    Down,
+}
+
+impl ControllerState {
+    pub const ALL: [ControllerState; 5] = [
+        ControllerState::Healthy,
+        ControllerState::Unknown,
+        ControllerState::Lagging,
+        ControllerState::Zombie,
+        ControllerState::Down,
+    ];
+
+    pub fn as_label(self) -> &'static str {
+        match self {
+            ControllerState::Healthy => "healthy",
+            ControllerState::Unknown => "unknown",
+            ControllerState::Lagging => "lagging",
+            ControllerState::Zombie => "zombie",
+            ControllerState::Down => "down",
+        }
+    }
+}
 
 /// Declares a rule enum with its names and states, in the order of the README's table.
 macro_rules! rule_table {

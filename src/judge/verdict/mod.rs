@@ -13,43 +13,12 @@ use std::time::{Duration, SystemTime};
 use serde::Serialize;
 
 use crate::judge::health::{BrokerPartitions, Health};
-pub use crate::judge::rule::Rule;
+pub use crate::judge::rule::{BrokerState, Rule};
 use crate::model::round::HostObservation;
 use crate::model::round::{
     BrokerEndpoint, BrokerId, BrokerProbe, FailureKind, RoundObservation, NO_LEADER,
 };
 use crate::observe::cluster_view::ClusterView;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum BrokerState {
-    Healthy,
-    /// The watchdog cannot see the cluster at all; it does not guess.
-    Unknown,
-    Degraded,
-    Zombie,
-    Down,
-}
-
-impl BrokerState {
-    pub const ALL: [BrokerState; 5] = [
-        BrokerState::Healthy,
-        BrokerState::Unknown,
-        BrokerState::Degraded,
-        BrokerState::Zombie,
-        BrokerState::Down,
-    ];
-
-    pub fn as_label(self) -> &'static str {
-        match self {
-            BrokerState::Healthy => "healthy",
-            BrokerState::Unknown => "unknown",
-            BrokerState::Degraded => "degraded",
-            BrokerState::Zombie => "zombie",
-            BrokerState::Down => "down",
-        }
-    }
-}
 
 /// Whether the rest of the cluster counts a broker as a member.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
