@@ -9,6 +9,7 @@
 //!
 //! | stage   | modules                                                     | what it is |
 //! |---------|-------------------------------------------------------------|------------|
+//! | sys     | -                                                           | the calls into C (libc, librdkafka) behind safe functions: the one module allowed `unsafe` |
 //! | model   | kind, round, silence, task_restarts, time, words, metric_kit, coordinators | plain data every stage shares: a round's observations, incident kinds, silence rules |
 //! | config  | -                                                           | the configuration, read and checked |
 //! | observe | wire, host, self_metrics, liveness, cluster_view, quorum, coordinators, probe, canary | one round of observation over the Kafka protocol and /proc, merged into one view |
@@ -17,6 +18,8 @@
 //! | serve   | metrics, status, status_view, snapshot, http                | /metrics, /status and the HTTP API |
 //! | run     | preflight, setup, reload, service, cadence, cluster_loop, daemon, silence_cmd | the process: start, signals, reload, stop |
 
+#![deny(unsafe_code)]
+
 pub mod alert;
 pub mod config;
 pub mod judge;
@@ -24,3 +27,4 @@ pub mod model;
 pub mod observe;
 pub mod run;
 pub mod serve;
+pub mod sys;

@@ -1,5 +1,7 @@
 //! kafka-watchdog's command line: a thin main in phases (config, then the chosen command).
 
+#![forbid(unsafe_code)]
+
 use std::path::PathBuf;
 use std::process::ExitCode;
 

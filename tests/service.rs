@@ -119,6 +119,7 @@ impl Daemon {
             .count()
     }
 
+    #[allow(unsafe_code)]
     fn signal(&self, sig: i32) {
         // SAFETY: kill(2) on our own child.
         unsafe { libc::kill(self.child.id() as i32, sig) };

@@ -81,13 +81,7 @@ pub fn figures(
 }
 
 fn page_size() -> f64 {
-    // SAFETY: sysconf has no preconditions.
-    let p = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-    if p > 0 {
-        p as f64
-    } else {
-        4096.0
-    }
+    crate::sys::page_size().map_or(4096.0, |p| p as f64)
 }
 
 /// Reads the figures of the process `pid_dir` names (`/proc/self` in the daemon).

@@ -9,6 +9,8 @@
 //!   until ready, read over its HTTP surface, killed when dropped (the integration tests and
 //!   the lab benchmarks).
 
+#![forbid(unsafe_code)]
+
 pub mod fake_broker;
 pub mod fake_slack;
 pub mod watchdog;

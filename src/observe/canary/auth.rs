@@ -72,31 +72,7 @@ fn set_token<C: ClientContext>(client: &Client<C>, token: &Token) -> Result<(), 
     let t = oauth_token(token);
     let value = CString::new(t.token).map_err(|e| e.to_string())?;
     let principal = CString::new(t.principal_name).map_err(|e| e.to_string())?;
-    let mut err = [0 as std::os::raw::c_char; 512];
-    // SAFETY: the client pointer is live for the borrow; the strings outlive the call,
-    // which copies them; no extensions (null, 0); err is a writable buffer of its size.
-    let code = unsafe {
-        rdkafka::bindings::rd_kafka_oauthbearer_set_token(
-            client.native_ptr(),
-            value.as_ptr(),
-            t.lifetime_ms,
-            principal.as_ptr(),
-            std::ptr::null_mut(),
-            0,
-            err.as_mut_ptr(),
-            err.len(),
-        )
-    };
-    if code == rdkafka::bindings::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR {
-        Ok(())
-    } else {
-        // SAFETY: librdkafka writes a NUL-terminated message into err.
-        let msg = unsafe { std::ffi::CStr::from_ptr(err.as_ptr()) };
-        Err(format!(
-            "librdkafka refused the token: {}",
-            msg.to_string_lossy()
-        ))
-    }
+    crate::sys::set_oauthbearer_token(client, &value, t.lifetime_ms, &principal)
 }
 
 impl ClientContext for CanaryContext {

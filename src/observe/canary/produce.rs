@@ -102,12 +102,9 @@ impl ProducerContext for Attributing {
             Ok(m) => (Ok(m.offset()), m),
             Err((e, m)) => (Err(e.clone()), m),
         };
-        // SAFETY: the message pointer is valid for the duration of the callback, and
-        // rd_kafka_message_broker_id only reads a field of it.
-        let id = unsafe { rdkafka::bindings::rd_kafka_message_broker_id(message.ptr()) };
         let _ = tx.send(Delivered {
             result,
-            broker: (id >= 0).then_some(id),
+            broker: crate::sys::message_broker_id(message),
         });
     }
 }

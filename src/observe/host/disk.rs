@@ -32,31 +32,11 @@ pub fn space(blocks: u64, blocks_available: u64, fragment_size: u64) -> Space {
 }
 
 pub fn statvfs(path: &Path) -> Result<Space, HostError> {
-    use std::os::unix::ffi::OsStrExt;
-    let read = |source| HostError::Read {
+    let fs = crate::sys::statvfs(path).map_err(|source| HostError::Read {
         path: path.display().to_string(),
         source,
-    };
-    let c = std::ffi::CString::new(path.as_os_str().as_bytes()).map_err(|_| {
-        read(std::io::Error::new(
-            std::io::ErrorKind::InvalidInput,
-            "the path holds a NUL byte",
-        ))
     })?;
-    // SAFETY: statvfs fills the zeroed struct it is given; `c` is a valid C string that
-    // lives across the call.
-    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
-    let rc = unsafe { libc::statvfs(c.as_ptr(), &mut st) };
-    if rc != 0 {
-        return Err(read(std::io::Error::last_os_error()));
-    }
-    // The field widths differ between targets; every one fits u64.
-    #[allow(clippy::unnecessary_cast, clippy::useless_conversion)]
-    Ok(space(
-        u64::from(st.f_blocks),
-        u64::from(st.f_bavail),
-        st.f_frsize as u64,
-    ))
+    Ok(space(fs.blocks, fs.blocks_available, fs.fragment_size))
 }
 
 pub use crate::model::words::human_bytes;

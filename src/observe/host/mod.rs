@@ -130,13 +130,7 @@ pub struct HostObserver {
 
 /// Clock ticks per second, for utime and stime (100 on every common Linux).
 pub fn clock_ticks() -> f64 {
-    // SAFETY: sysconf has no preconditions.
-    let t = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-    if t > 0 {
-        t as f64
-    } else {
-        100.0
-    }
+    crate::sys::clock_ticks_per_second().map_or(100.0, |t| t as f64)
 }
 
 impl HostObserver {
@@ -379,9 +373,7 @@ mod tests {
         let _ = std::fs::remove_dir_all(&root);
         std::fs::create_dir_all(root.join("4242")).unwrap();
         let fifo = root.join("4242").join("cmdline");
-        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
-        // SAFETY: a valid NUL-terminated path.
-        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        crate::sys::mkfifo(&fifo).unwrap();
         let config = HostConfig {
             log_dir_min_free_ratio: 0.05,
             remediation_cooldown: Duration::from_secs(60),

@@ -584,10 +584,7 @@ pub fn frame(page: &str) -> String {
 
 /// The terminal's width, when stdout is one.
 pub fn terminal_width() -> Option<usize> {
-    // SAFETY: TIOCGWINSZ fills the winsize it is given and touches nothing else.
-    let mut ws: libc::winsize = unsafe { std::mem::zeroed() };
-    let r = unsafe { libc::ioctl(libc::STDOUT_FILENO, libc::TIOCGWINSZ, &mut ws) };
-    (r == 0 && ws.ws_col > 0).then_some(usize::from(ws.ws_col))
+    crate::sys::terminal_columns()
 }
 
 #[cfg(test)]
