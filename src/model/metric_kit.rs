@@ -7,6 +7,12 @@
 //! their order the order on the page, so a label cannot be misspelt in one place or come out
 //! in another order on one series than on the others. Label values that come from an enum
 //! are its `as_label()` words (`&'static str`).
+//!
+//! A module's metrics take one of two shapes, named the same everywhere:
+//! - `XMetrics::register(reg) -> XMetrics`: families kept from one round to the next and set
+//!   as rounds end (the judge's, liveness, host);
+//! - `encode(reg, snapshot)`: families built from a snapshot when the page is scraped
+//!   (counters kept elsewhere: the notifier's, the canary's, the process's own).
 
 use std::fmt::Debug;
 use std::hash::Hash;
@@ -26,6 +32,8 @@ pub trait LabelSet: Clone + Hash + Eq + EncodeLabelSet + Debug + Send + Sync + '
 impl<T: Clone + Hash + Eq + EncodeLabelSet + Debug + Send + Sync + 'static> LabelSet for T {}
 
 pub type GaugeFamily<L> = Family<L, Gauge<f64, AtomicU64>>;
+/// Whole-number gauges (counts kept as they change rather than set from a round).
+pub type IntGaugeFamily<L> = Family<L, Gauge>;
 pub type CounterFamily<L> = Family<L, Counter<u64>>;
 pub type FloatCounterFamily<L> = Family<L, Counter<f64, AtomicU64>>;
 
@@ -60,6 +68,15 @@ impl BrokerLabels {
             broker,
         }
     }
+}
+
+/// A broker and one state of it, for the one-gauge-per-state families (`broker_state`,
+/// `broker_incident_state`).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct BrokerStateLabels {
+    #[prometheus(flatten)]
+    pub broker: BrokerLabels,
+    pub state: &'static str,
 }
 
 /// Registers a gauge family under `name` and returns the handle to fill it.

@@ -102,7 +102,7 @@ pub fn read(proc_root: &Path, pid_dir: &str) -> ProcessFigures {
 
 /// Registers the figures in `reg`, which must have no prefix: the names are the standard
 /// ones, not `kafka_watchdog_*`.
-pub fn register(reg: &mut Registry, f: &ProcessFigures) {
+pub fn encode(reg: &mut Registry, f: &ProcessFigures) {
     if let Some(v) = f.cpu_seconds {
         let c = Counter::<f64, AtomicU64>::default();
         c.inc_by(v);

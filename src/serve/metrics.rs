@@ -117,7 +117,7 @@ pub fn render<'a>(reports: impl IntoIterator<Item = &'a ClusterReport>, extras: 
         crate::observe::self_metrics::encode_reload_success(&mut reg, ok);
     }
     if let Some(cs) = extras.canary_stats {
-        crate::observe::canary::metrics::register_stats(&mut reg, cs);
+        crate::observe::canary::metrics::encode(&mut reg, cs);
     }
     crate::observe::self_metrics::encode_build_info(&mut reg, &extras.instance_id);
     encode_cluster_labels(&mut reg, &extras.cluster_labels);
@@ -168,7 +168,7 @@ pub fn render<'a>(reports: impl IntoIterator<Item = &'a ClusterReport>, extras: 
 /// own process, which carry no `kafka_watchdog_` prefix.
 fn finish(reg: &Registry) -> String {
     let mut own = Registry::default();
-    crate::observe::self_metrics::register(
+    crate::observe::self_metrics::encode(
         &mut own,
         &crate::observe::self_metrics::read(std::path::Path::new("/proc"), "self"),
     );

@@ -11,7 +11,7 @@ use prometheus_client::registry::Registry;
 
 use super::{FindingKind, Incident, Subject};
 use crate::config::Severity;
-use crate::model::metric_kit::{gauge, set, GaugeFamily};
+use crate::model::metric_kit::{gauge, set, BrokerLabels, BrokerStateLabels, GaugeFamily};
 use crate::model::round::BrokerId;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -51,13 +51,6 @@ pub fn encode(reg: &mut Registry, clusters: &[String], incidents: &[Incident]) {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct BrokerStateLabels {
-    pub cluster: String,
-    pub broker: String,
-    pub state: &'static str,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ControllerStateLabels {
     pub cluster: String,
     pub controller: String,
@@ -89,8 +82,7 @@ pub fn encode_broker_states(
     };
     for ((cluster, broker, state), v) in incident_states(brokers, incidents, of_broker) {
         let labels = BrokerStateLabels {
-            cluster,
-            broker: broker.to_string(),
+            broker: BrokerLabels::new(&cluster, broker),
             state,
         };
         set(&family, labels, v);

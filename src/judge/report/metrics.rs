@@ -12,7 +12,8 @@ use super::ClusterReport;
 use crate::judge::health::Condition;
 use crate::judge::verdict::{BrokerState, BrokerVerdict, Registration};
 use crate::model::metric_kit::{
-    counter, flag, gauge, secs, set, BrokerLabels, ClusterLabels, CounterFamily, GaugeFamily,
+    counter, flag, gauge, secs, set, BrokerLabels, BrokerStateLabels, ClusterLabels, CounterFamily,
+    GaugeFamily,
 };
 
 /// `partitions` by problem state, `brokers` by verdict state.
@@ -34,13 +35,6 @@ pub struct BootstrapLabels {
     pub cluster: String,
     pub address: String,
     pub kind: &'static str,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct BrokerStateLabels {
-    #[prometheus(flatten)]
-    pub broker: BrokerLabels,
-    pub state: &'static str,
 }
 
 /// `connect`, `api_versions` or `metadata`.

@@ -73,7 +73,7 @@ pub struct ChargedLabels {
 
 /// Registers the cumulative families as they stand; the registry reads them when it is
 /// encoded.
-pub fn register_stats(reg: &mut Registry, cs: &CanaryStats) {
+pub fn encode(reg: &mut Registry, cs: &CanaryStats) {
     reg.register(
         "canary_produce_seconds",
         "Latency of acknowledged acks=all canary writes, by partition and leader",

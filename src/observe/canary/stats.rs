@@ -2,23 +2,18 @@
 //! across rounds (and scrapes), added to as writes and reads happen, and the live
 //! "unavailable now" gauge. Other gauges are rendered from each round.
 
-use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::histogram::Histogram;
-
-use prometheus_client::metrics::gauge::Gauge;
 
 use super::metrics::{
     ChargedLabels, LossLabels, PartitionBrokerLabels, PartitionLabels, WriteLabels,
 };
 use super::window::{Charge, Window};
 use super::LossEvent;
-use crate::model::metric_kit::BrokerLabels;
+use crate::model::metric_kit::{BrokerLabels, CounterFamily, IntGaugeFamily};
 use crate::model::round::BrokerId;
 
 pub type HistogramFamily<L> = Family<L, Histogram, fn() -> Histogram>;
-pub type CounterFamily<L> = Family<L, Counter<u64>>;
-pub type GaugeFamily<L> = Family<L, Gauge>;
 
 fn latency_histogram() -> Histogram {
     // 1 ms to ~33 s: a healthy round trip is milliseconds, a timeout is seconds.
@@ -45,7 +40,7 @@ pub struct CanaryStats {
     /// Closed unavailability windows, by the broker they are charged to.
     pub broker_unavailable_seconds: HistogramFamily<BrokerLabels>,
     /// 1 while an unavailability window of the partition, charged to the broker, is open.
-    pub unavailable_now: GaugeFamily<PartitionBrokerLabels>,
+    pub unavailable_now: IntGaugeFamily<PartitionBrokerLabels>,
     pub produce_total: CounterFamily<WriteLabels>,
     /// Failed (or slow) acks=all writes charged to a broker, by kind (see `canary::charge`).
     pub charged_failures_total: CounterFamily<ChargedLabels>,
