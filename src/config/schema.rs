@@ -159,13 +159,14 @@ layered! {
         // Loading a shard after a leadership change takes seconds; a minute is a coordinator
         // that does not come up.
         COORDINATORS_ERROR_GRACE error_grace: Duration = Secs(IntSpec { key: "error_grace_secs", default: 60, min: 0, max: DAY_SECS }),
-        /// Probe the transaction coordinator of every __transaction_state partition: one
-        /// empty transaction (InitProducerId, AddOffsetsToTxn, EndTxn) per partition for a
-        /// synthetic transactional id, `kafka-watchdog-txn-<instance_id>-<partition>-<n>`.
+        /// Probe the transaction coordinators of the __transaction_state partitions: empty
+        /// transactions (InitProducerId, AddOffsetsToTxn, EndTxn) of a synthetic
+        /// transactional id per partition, `kafka-watchdog-txn-<instance_id>-<partition>-<n>`.
         /// Off by default: it writes to __transaction_state and allocates a producer id per
         /// synthetic id (about 50), and needs the ACLs the README lists.
         COORDINATORS_TRANSACTIONS transactions: bool = Flag(BoolSpec { key: "transactions", default: false }),
-        /// One empty transaction per __transaction_state partition this often.
+        /// Each broker gets one probe transaction this often, its partitions in turn (two
+        /// looks each; a partition in error every look).
         COORDINATORS_TRANSACTIONS_INTERVAL transactions_interval: Duration = Millis(IntSpec { key: "transactions_interval_ms", default: 1000, min: 200, max: 600_000 }),
         /// A shard whose probe transaction has not ended (the next InitProducerId answers
         /// CONCURRENT_TRANSACTIONS: its commit markers are not written) for this long names

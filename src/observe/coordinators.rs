@@ -148,6 +148,30 @@ struct Target {
     unanswered_in_a_row: u32,
     unanswered_since: Option<SystemTime>,
     errors: BTreeMap<i32, (i16, SystemTime)>,
+    /// Where the transaction probe's rotation through the broker's shards stands.
+    turn: usize,
+}
+
+/// The shards one transaction look asks a broker about: the one whose turn it is, and
+/// those in error (to see each error last or end). Each shard has two looks in a row: the
+/// second's InitProducerId says whether the first's transaction ended (its markers written),
+/// which is how a stalled marker sender shows. A broker's transaction coordinator threads
+/// serve every shard it leads, so one transaction per look names a stalled broker within
+/// two looks, at a fraction of the writes of one per shard (each probe transaction appends
+/// three records to `__transaction_state` and a marker to `__consumer_offsets`); a shard's
+/// own trouble is found within one turn round its shards.
+fn txn_turn(shards: &[(i32, String)], t: &mut Target) -> Vec<(i32, String)> {
+    if shards.is_empty() {
+        return Vec::new();
+    }
+    let next = (t.turn / 2) % shards.len();
+    t.turn = t.turn.wrapping_add(1);
+    shards
+        .iter()
+        .enumerate()
+        .filter(|(i, (shard, _))| *i == next || t.errors.contains_key(shard))
+        .map(|(_, s)| s.clone())
+        .collect()
 }
 
 /// Probes the coordinators, keeping connections and streaks between looks.
@@ -233,7 +257,16 @@ impl CoordinatorProber {
         let settings = &self.settings;
         let probes = self.targets.iter_mut().map(|(broker, t)| {
             let (address, shards) = &by_broker[broker];
-            probe_broker(*broker, address, shards, t, settings, at, Role::Groups)
+            probe_broker(
+                *broker,
+                address,
+                shards,
+                shards,
+                t,
+                settings,
+                at,
+                Role::Groups,
+            )
         });
         let brokers = join_all(probes)
             .await
@@ -259,8 +292,9 @@ impl TxnProber {
         self.txn.interval
     }
 
-    /// One look at every transaction coordinator shard: per broker, one empty transaction
-    /// per `__transaction_state` partition it leads, brokers at once. `offsets` places each
+    /// One look at the transaction coordinators: per broker, one empty transaction on the
+    /// `__transaction_state` partition whose turn it is and one on each in error
+    /// (`txn_turn`), brokers at once. `offsets` places each
     /// transaction's group on a `__consumer_offsets` partition the same broker leads, so
     /// that the commit's markers go nowhere else and a stall is charged to the right broker.
     pub async fn look(&mut self, plan: &ShardLeaders, offsets: &ShardLeaders) -> TxnCoordinators {
@@ -286,13 +320,27 @@ impl TxnProber {
             .keys()
             .map(|b| (*b, marker_group(&txn.id_prefix, *b, offsets)))
             .collect();
+        let asked: BTreeMap<BrokerId, Vec<(i32, String)>> = self
+            .targets
+            .iter_mut()
+            .map(|(broker, t)| (*broker, txn_turn(&by_broker[broker].1, t)))
+            .collect();
         let probes = self.targets.iter_mut().map(|(broker, t)| {
             let (address, shards) = &by_broker[broker];
             let role = Role::Transactions {
                 prefix: &txn.id_prefix,
                 marker_group: groups[broker].as_deref(),
             };
-            probe_broker(*broker, address, shards, t, settings, at, role)
+            probe_broker(
+                *broker,
+                address,
+                shards,
+                &asked[broker],
+                t,
+                settings,
+                at,
+                role,
+            )
         });
         let brokers = join_all(probes)
             .await
@@ -379,16 +427,19 @@ async fn transact(
     Ok((started.elapsed(), answers))
 }
 
+/// Asks `broker` about the `asked` ones of the `shards` it leads.
+#[allow(clippy::too_many_arguments)]
 async fn probe_broker(
     broker: BrokerId,
     address: &str,
     shards: &[(i32, String)],
+    asked: &[(i32, String)],
     t: &mut Target,
     settings: &CoordinatorSettings,
     at: SystemTime,
     role: Role<'_>,
 ) -> CoordinatorLook {
-    let ids: Vec<String> = shards.iter().map(|(_, g)| g.clone()).collect();
+    let ids: Vec<String> = asked.iter().map(|(_, g)| g.clone()).collect();
     let Target {
         client, control, ..
     } = t;
@@ -396,7 +447,7 @@ async fn probe_broker(
         let c = connected(control, address, &settings.wire).await?;
         c.ping().await
     };
-    let asked = async {
+    let answer = async {
         match role {
             Role::Groups => fetch(client, address, &ids, settings).await,
             Role::Transactions { marker_group, .. } => {
@@ -404,7 +455,7 @@ async fn probe_broker(
             }
         }
     };
-    let (fetched, pinged) = futures::join!(asked, control_ping);
+    let (fetched, pinged) = futures::join!(answer, control_ping);
     // A failed connection is given up: a late answer must never be read as the next one's.
     if fetched.is_err() {
         *client = None;
@@ -436,7 +487,7 @@ async fn probe_broker(
             t.unanswered_in_a_row = 0;
             t.unanswered_since = None;
             let now = SystemTime::now();
-            for (shard, group) in shards {
+            for (shard, group) in asked {
                 let code = answers
                     .iter()
                     .find(|(g, _)| g == group)

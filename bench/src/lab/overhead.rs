@@ -112,7 +112,7 @@ pub fn run(opts: &OverheadOptions) -> Result<Section> {
     scrapes.print();
     section.note("peak RSS is VmHWM of the daemon since it started; CPU is utime+stime over the measured window");
     if opts.all_probes {
-        section.note("every probe on: the lab's controller asked directly (`controllers:`) and the transaction coordinator probe (`coordinators.transactions: true`, a transaction per __transaction_state partition every second), beside the group coordinator probe, log directories and the canary, which are on by default");
+        section.note("every probe on: the lab's controller asked directly (`controllers:`) and the transaction coordinator probe (`coordinators.transactions: true`, a transaction per broker every second, its partitions in turn), beside the group coordinator probe, log directories and the canary, which are on by default");
     }
     section.note("a scrape is one HTTP GET on loopback, connection included, timed by the bench; it starts 2 s after the freeze and goes on for 15 s, across the rounds that wait on the frozen broker");
     section.tables.push(table);

@@ -257,3 +257,25 @@ mod fake {
             .is_empty());
     }
 }
+
+/// The transaction probe asks each broker one shard per look in turn, and every shard in
+/// error each look: a full turn covers every shard, an error is followed until it ends.
+#[test]
+fn the_transaction_probe_takes_the_shards_in_turn_and_follows_those_in_error() {
+    let shards: Vec<(i32, String)> = (0..4).map(|s| (s * 3, format!("id-{s}"))).collect();
+    let mut t = Target::default();
+    let asked = |t: &mut Target| -> Vec<i32> { txn_turn(&shards, t).iter().map(|s| s.0).collect() };
+    let turn: Vec<i32> = (0..9).map(|_| asked(&mut t)[0]).collect();
+    // Two looks each: the second's InitProducerId tells whether the first's transaction
+    // ended.
+    assert_eq!(turn, vec![0, 0, 3, 3, 6, 6, 9, 9, 0]);
+    t.errors.insert(6, (51, SystemTime::UNIX_EPOCH));
+    assert_eq!(asked(&mut t), vec![0, 6]);
+    assert_eq!(asked(&mut t), vec![3, 6]);
+    assert_eq!(asked(&mut t), vec![3, 6]);
+    assert_eq!(asked(&mut t), vec![6]);
+    t.errors.clear();
+    assert_eq!(asked(&mut t), vec![6]);
+    assert_eq!(asked(&mut t), vec![9]);
+    assert!(txn_turn(&[], &mut t).is_empty());
+}
