@@ -345,3 +345,53 @@ fn unlisted_broker_on_a_cluster_without_fencing_says_what_it_cannot_see() {
         hit.detail
     );
 }
+
+#[test]
+fn fenced_broker_that_answers_is_a_zombie() {
+    let w = fenced_world();
+    let v = w.judge();
+    assert_eq!(v[&2].registration, Registration::Fenced);
+    assert_eq!(v[&2].state, BrokerState::Zombie);
+    assert!(rules(&v[&2]).contains(&"fenced_but_serving"));
+}
+
+/// Issue 31: registering after a restart is the window from its last down to the first
+/// round that lists it registered; a broker fenced after that is a zombie, not
+/// "registering" for the rest of the restart grace.
+#[test]
+fn the_registering_window_ends_at_the_first_round_that_lists_it_registered() {
+    let w = fenced_world();
+    let at = |s: u64| SystemTime::UNIX_EPOCH + Duration::from_secs(s);
+    let mut memory = BTreeMap::new();
+    memory.insert(
+        2,
+        BrokerMemory {
+            last_down_at: Some(at(990)),
+            ..BrokerMemory::default()
+        },
+    );
+    let v = w.judge_with(&memory);
+    assert_eq!(v[&2].state, BrokerState::Degraded, "{:?}", v[&2]);
+    assert!(v[&2].hits[0].detail.contains("registering"));
+    memory.get_mut(&2).unwrap().registered_at = Some(at(995));
+    let v = w.judge_with(&memory);
+    assert_eq!(v[&2].state, BrokerState::Zombie, "{:?}", v[&2]);
+}
+
+#[test]
+fn registration_without_fenced_listing_counts_absence_as_fenced() {
+    let mut w = World::healthy();
+    let desc = ClusterDescription {
+        cluster_id: "c".into(),
+        controller_id: 0,
+        brokers: vec![RegisteredBroker {
+            endpoint: ep(1),
+            fenced: false,
+        }],
+        includes_fenced: false,
+    };
+    w.probes.get_mut(&1).unwrap().description = Some(Ok(desc.clone()));
+    w.probes.get_mut(&3).unwrap().description = Some(Ok(desc));
+    let v = w.judge();
+    assert_eq!(v[&2].registration, Registration::Fenced);
+}
