@@ -416,9 +416,9 @@ fn a_canary_topic_that_holds_other_records_is_left_alone() {
         why.contains("not the watchdog's") && why.contains("canary.topic"),
         "{c:#}"
     );
-    // Rounds go by (10 s each); the topic stays as it was: one partition on brokers 1-3,
-    // its five records and nothing else.
-    std::thread::sleep(Duration::from_secs(25));
+    // Rounds go by; the topic stays as it was: one partition on brokers 1-3, its five
+    // records and nothing else.
+    w.wait_rounds(2, Duration::from_secs(40));
     assert_eq!(w.canary()["status"]["state"], "not_ours");
     let parts = client::partitions(&bs, &topic).unwrap();
     assert_eq!(parts.len(), 1, "{parts:?}");

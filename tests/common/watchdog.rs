@@ -131,6 +131,16 @@ impl Watchdog {
         metric_value(&self.metrics(), name, labels)
     }
 
+    /// Waits until `n` more rounds of the first cluster have completed (instead of a fixed
+    /// sleep of "a few rounds"): as soon as they have, and never less.
+    pub fn wait_rounds(&self, n: u32, within: Duration) {
+        let done = || self.metric("kafka_watchdog_rounds_total", &[]).unwrap_or(0.0);
+        let from = done();
+        super::eventually(within, &format!("{n} more rounds"), || {
+            (done() >= from + f64::from(n)).then_some(())
+        });
+    }
+
     /// Waits until every one of the lab's three canary partitions has a timed write: what
     /// the canary sees (a follower that stopped replicating holds its writes) counts only
     /// once it writes.
