@@ -5,8 +5,8 @@
 pub mod cadence;
 pub mod cluster_loop;
 pub mod daemon;
+pub mod logging;
 pub mod preflight;
 pub mod reload;
 pub mod service;
 pub mod setup;
-pub mod silence_cmd;

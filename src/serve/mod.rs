@@ -8,4 +8,3 @@ pub mod metrics;
 mod metrics_golden;
 pub mod snapshot;
 pub mod status;
-pub mod status_view;

@@ -134,7 +134,10 @@ impl Watchdog {
     /// Waits until `n` more rounds of the first cluster have completed (instead of a fixed
     /// sleep of "a few rounds"): as soon as they have, and never less.
     pub fn wait_rounds(&self, n: u32, within: Duration) {
-        let done = || self.metric("kafka_watchdog_rounds_total", &[]).unwrap_or(0.0);
+        let done = || {
+            self.metric("kafka_watchdog_rounds_total", &[])
+                .unwrap_or(0.0)
+        };
         let from = done();
         super::eventually(within, &format!("{n} more rounds"), || {
             (done() >= from + f64::from(n)).then_some(())

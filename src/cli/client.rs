@@ -10,7 +10,7 @@ use serde_json::Value;
 use crate::config::{HttpAuth, Secret};
 
 /// How long one fetch of `/status` may take before the page says the daemon does not answer.
-pub(super) const FETCH_TIMEOUT: Duration = Duration::from_secs(5);
+const FETCH_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Where the daemon is and how to talk to it.
 #[derive(Debug, Clone)]
@@ -184,4 +184,37 @@ pub async fn fetch(client: &reqwest::Client, target: &Target) -> Result<Value, S
         });
     }
     Ok(doc)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_from_the_listen_address() {
+        assert_eq!(
+            base_url("0.0.0.0:9644".parse().unwrap(), false),
+            "http://127.0.0.1:9644"
+        );
+        assert_eq!(
+            base_url("[::]:9644".parse().unwrap(), true),
+            "https://[::1]:9644"
+        );
+        assert_eq!(
+            base_url("10.1.2.3:9000".parse().unwrap(), false),
+            "http://10.1.2.3:9000"
+        );
+        let t = Target {
+            base_url: "http://h:1/".into(),
+            auth: None,
+            ca_file: None,
+            local_token: None,
+        };
+        assert_eq!(t.status_url(), "http://h:1/status");
+        let bad = Target {
+            base_url: "h:1".into(),
+            ..t
+        };
+        assert!(client(&bad).unwrap_err().is_usage());
+    }
 }

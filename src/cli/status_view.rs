@@ -6,15 +6,13 @@
 //! The document is read as untyped JSON: a `status` built from one version must show what
 //! it can of a daemon of another, where a typed parse would refuse a renamed field.
 
-mod fetch;
-
 use std::fmt::Write as _;
 
 use serde_json::Value;
 
 use crate::judge::report::Severity;
 
-pub use fetch::{base_url, client, fetch, unreachable, with_auth, StatusError, Target};
+use super::client::StatusError;
 
 fn cluster_severity(c: &Value) -> Severity {
     match c["severity"].as_str() {
@@ -591,7 +589,7 @@ pub fn terminal_width() -> Option<usize> {
 mod tests {
     use super::*;
 
-    const FIXTURE: &str = include_str!("../../../tests/fixtures/status.json");
+    const FIXTURE: &str = include_str!("../../tests/fixtures/status.json");
     /// started_at of the fixture's rounds.
     const ROUND_AT: f64 = 1_796_130_361.385_254_4;
 
@@ -867,34 +865,6 @@ mod tests {
         assert_eq!(duration(7800.0), "2h10m");
         assert_eq!(duration(3.0 * 86_400.0 + 4.0 * 3600.0), "3d04h");
         assert_eq!(duration(-5.0), "-");
-    }
-
-    #[test]
-    fn urls_from_the_listen_address() {
-        assert_eq!(
-            base_url("0.0.0.0:9644".parse().unwrap(), false),
-            "http://127.0.0.1:9644"
-        );
-        assert_eq!(
-            base_url("[::]:9644".parse().unwrap(), true),
-            "https://[::1]:9644"
-        );
-        assert_eq!(
-            base_url("10.1.2.3:9000".parse().unwrap(), false),
-            "http://10.1.2.3:9000"
-        );
-        let t = Target {
-            base_url: "http://h:1/".into(),
-            auth: None,
-            ca_file: None,
-            local_token: None,
-        };
-        assert_eq!(t.status_url(), "http://h:1/status");
-        let bad = Target {
-            base_url: "h:1".into(),
-            ..t
-        };
-        assert!(client(&bad).unwrap_err().is_usage());
     }
 
     #[test]

@@ -3,7 +3,7 @@
 
 use serde_json::Value;
 
-use crate::serve::status_view::{with_auth, StatusError, Target};
+use super::client::{with_auth, StatusError, Target};
 
 fn url(target: &Target, tail: &str) -> String {
     format!(
@@ -19,7 +19,7 @@ async fn call(
     target: &Target,
     url: &str,
 ) -> Result<Value, StatusError> {
-    let unreachable = |e: reqwest::Error| crate::serve::status_view::unreachable(url, &e);
+    let unreachable = |e: reqwest::Error| super::client::unreachable(url, &e);
     let answer = with_auth(req, target).send().await.map_err(unreachable)?;
     let code = answer.status().as_u16();
     let body = answer.text().await.map_err(unreachable)?;

@@ -1,0 +1,150 @@
+//! The command line's words: every command, flag and value, parsed by clap. A contract
+//! with operators and scripts: add and deprecate, never rename.
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(
+    name = "kafka-watchdog",
+    version,
+    about = "Catches Kafka zombie brokers: alive at process and port level, serving no working partition"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Cmd,
+}
+
+#[derive(Subcommand)]
+pub enum Cmd {
+    /// Run the daemon.
+    Run {
+        #[arg(short, long, value_name = "FILE")]
+        config: PathBuf,
+    },
+    /// One round against every cluster; exit 0 OK, 1 warning, 2 critical, 3 unreachable.
+    Check {
+        #[arg(short, long, value_name = "FILE")]
+        config: PathBuf,
+        /// json: one document, each cluster as /status shows it, and the severity.
+        #[arg(long, value_enum, default_value_t = Output::Text)]
+        output: Output,
+    },
+    /// Validate the configuration; exit 0, or 78 with every problem listed.
+    ///
+    /// Also checks that state_dir is (or can become) a directory. With --startup (the
+    /// unit's ExecStartPre=), also what only holds before a start: the http.listen address is
+    /// free and an existing state_dir is writable by this user.
+    CheckConfig {
+        #[arg(short, long, value_name = "FILE")]
+        config: PathBuf,
+        /// Also bind http.listen for a moment and write into state_dir: not while the daemon
+        /// runs (a reload's check), where its own port would count as busy.
+        #[arg(long)]
+        startup: bool,
+    },
+    /// Live view of a running daemon: clusters, brokers, open incidents; --once for scripts.
+    ///
+    /// Reads the daemon's /status and redraws it every --interval seconds until Ctrl-C.
+    /// With --once: one page, exit 0 OK, 1 warning, 2 critical, 3 a cluster unreachable or
+    /// the daemon not answering; 78 bad configuration or URL.
+    #[command(group(clap::ArgGroup::new("where").required(true).multiple(true).args(["config", "url"])))]
+    Status {
+        /// The daemon's configuration: its http.listen, http.tls and http.auth are used.
+        #[arg(short, long, value_name = "FILE")]
+        config: Option<PathBuf>,
+        /// The daemon's base URL (e.g. https://kafka-wd1:9644); wins over http.listen.
+        #[arg(long, value_name = "URL")]
+        url: Option<String>,
+        /// Print one page and exit with its severity.
+        #[arg(long)]
+        once: bool,
+        /// json (with --once): the daemon's /status document as it answered.
+        #[arg(long, value_enum, default_value_t = Output::Text, requires = "once")]
+        output: Output,
+        /// Seconds between refreshes.
+        #[arg(long, value_name = "SECS", default_value_t = 2.0, value_parser = parse_interval)]
+        interval: f64,
+    },
+    /// Silences of a running daemon: add, list, expire (planned maintenance).
+    ///
+    /// A silenced incident still shows in /status and the metrics, but sends no webhook and
+    /// no remediation acts on it. Exit 0 done, 1 refused, 3 no answer, 78 bad configuration.
+    #[command(subcommand)]
+    Silence(SilenceCmd),
+}
+
+/// What a command prints for a script: the tables people read, or JSON.
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Output {
+    Text,
+    Json,
+}
+
+/// Where the daemon is, for commands that talk to a running one.
+#[derive(clap::Args)]
+#[command(group(clap::ArgGroup::new("where").required(true).multiple(true).args(["config", "url"])))]
+pub struct DaemonArgs {
+    /// The daemon's configuration: its http.listen, http.tls and http.auth are used.
+    #[arg(short, long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// The daemon's base URL (e.g. https://kafka-wd1:9644); wins over http.listen.
+    #[arg(long, value_name = "URL")]
+    pub url: Option<String>,
+}
+
+#[derive(Subcommand)]
+pub enum SilenceCmd {
+    /// Silence a cluster, a broker or a kind of incident until a time or for a while.
+    Add {
+        #[command(flatten)]
+        daemon: DaemonArgs,
+        /// The cluster (default: every cluster).
+        #[arg(long)]
+        cluster: Option<String>,
+        /// One broker (its incidents, and partition incidents that suspect it alone).
+        #[arg(long)]
+        broker: Option<i32>,
+        /// One incident kind (broker, under_replicated, offline_partitions, ...).
+        #[arg(long)]
+        kind: Option<String>,
+        /// How long: 90m, 2h, 1d, 1h30m.
+        #[arg(long, conflicts_with = "until", required_unless_present = "until")]
+        duration: Option<String>,
+        /// Until when (RFC 3339, e.g. 2026-12-01T18:00:00Z).
+        #[arg(long)]
+        until: Option<String>,
+        /// From when (RFC 3339); default now.
+        #[arg(long)]
+        starts_at: Option<String>,
+        /// Why: shown beside every silenced incident.
+        #[arg(long)]
+        comment: String,
+        /// Who asks (default: the HTTP user, or "api").
+        #[arg(long)]
+        by: Option<String>,
+    },
+    /// List the silences (active, to come, ended within a day).
+    List {
+        #[command(flatten)]
+        daemon: DaemonArgs,
+        /// json: the daemon's answer as it came.
+        #[arg(long, value_enum, default_value_t = Output::Text)]
+        output: Output,
+    },
+    /// End a silence now.
+    Expire {
+        #[command(flatten)]
+        daemon: DaemonArgs,
+        /// Its id (s-...), as `silence list` shows it.
+        id: String,
+    },
+}
+
+fn parse_interval(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if (0.2..=3600.0).contains(&v) => Ok(v),
+        _ => Err("expected seconds between 0.2 and 3600".into()),
+    }
+}
