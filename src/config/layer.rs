@@ -206,6 +206,8 @@ impl VerdictConfig {
             latency_degraded_factor,
             restart_grace,
             catch_up_window,
+            log_dir_min_free_ratio,
+            log_dir_full_within,
             flap_window,
             flap_start_changes,
             flap_stop_changes,
@@ -220,6 +222,8 @@ impl VerdictConfig {
             latency_degraded_factor,
             restart_grace,
             catch_up_window,
+            log_dir_min_free_ratio,
+            log_dir_full_within,
             flap_window,
             // The schema's ranges stop at 1000, far inside u32.
             flap_start_changes: u32::try_from(flap_start_changes).unwrap_or(u32::MAX),

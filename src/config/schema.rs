@@ -226,6 +226,12 @@ layered! {
         /// A broker out of every ISR whose logs have not grown this long is a zombie.
         // Above the pauses of a throttled follower (a replication quota lets it fetch in bursts).
         VERDICT_CATCH_UP_WINDOW catch_up_window: Duration = Secs(IntSpec { key: "catch_up_window_secs", default: 60, min: 10, max: DAY_SECS }),
+        /// A log directory a broker describes with less free space than this share is
+        /// `log_dir_filling` (DescribeLogDirs v4, Kafka 3.3+).
+        VERDICT_LOG_DIR_MIN_FREE_RATIO log_dir_min_free_ratio: f64 = Number(FloatSpec { key: "log_dir_min_free_ratio", default: 0.05, above: 0.0, max: 1.0 }),
+        /// ...and so is one that will be full within this at its pace of the last 30 min
+        /// (10 min of history at least); 0: no forecast.
+        VERDICT_LOG_DIR_FULL_WITHIN log_dir_full_within: Duration = Secs(IntSpec { key: "log_dir_full_within_secs", default: 21_600, min: 0, max: 30 * DAY_SECS }),
         /// An open incident's state changes are counted over this window for flapping.
         VERDICT_FLAP_WINDOW flap_window: Duration = Secs(IntSpec { key: "flap_window_secs", default: 120, min: 10, max: DAY_SECS }),
         /// This many state changes within the window make an open incident flapping: its

@@ -457,6 +457,10 @@ pub struct VerdictConfig {
     pub restart_grace: Duration,
     /// A broker out of every ISR whose logs have not grown this long is a zombie.
     pub catch_up_window: Duration,
+    /// A described log directory with less free space than this share is filling...
+    pub log_dir_min_free_ratio: f64,
+    /// ...and so is one full within this at its recent pace (zero: no forecast).
+    pub log_dir_full_within: Duration,
     /// An open incident's state changes are counted over this window for flapping...
     pub flap_window: Duration,
     /// ...it flaps from this many on...

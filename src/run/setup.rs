@@ -186,6 +186,8 @@ pub fn verdict_settings(c: &ClusterConfig) -> VerdictSettings {
         latency_degraded_factor: c.verdict.latency_degraded_factor,
         restart_grace: c.verdict.restart_grace,
         catch_up_window: c.verdict.catch_up_window,
+        log_dir_min_free_ratio: c.verdict.log_dir_min_free_ratio,
+        log_dir_full_within: c.verdict.log_dir_full_within,
         certificates: crate::judge::certificates::CertificateRules {
             warning: std::time::Duration::from_secs(c.certificates.warning_days * 86_400),
             critical: std::time::Duration::from_secs(c.certificates.critical_days * 86_400),

@@ -62,6 +62,8 @@ fn built_in_defaults_are_applied() {
             latency_degraded_factor: 5.0,
             restart_grace: Duration::from_secs(120),
             catch_up_window: Duration::from_secs(60),
+            log_dir_min_free_ratio: 0.05,
+            log_dir_full_within: Duration::from_secs(6 * 3600),
             flap_window: Duration::from_secs(120),
             flap_start_changes: 6,
             flap_stop_changes: 2,

@@ -84,6 +84,12 @@ pub struct VerdictSettings {
     pub metadata_fetch_lag: Duration,
     /// ...and it was caught up within this (`stale_metadata`).
     pub metadata_caught_up: Duration,
+    /// A described log directory with less free space than this share is filling
+    /// (`verdict.log_dir_min_free_ratio`)...
+    pub log_dir_min_free_ratio: f64,
+    /// ...and so is one full within this at its recent pace; zero: no forecast
+    /// (`verdict.log_dir_full_within_secs`).
+    pub log_dir_full_within: Duration,
     /// When the group coordinator probe's evidence counts (`coordinators:`).
     pub coordinators: CoordinatorRules,
     /// When a listener certificate is worth an incident (`certificates:`).
@@ -99,6 +105,8 @@ impl Default for VerdictSettings {
             catch_up_window: Duration::from_secs(60),
             metadata_fetch_lag: Duration::from_secs(3),
             metadata_caught_up: Duration::from_secs(6),
+            log_dir_min_free_ratio: rules_disk::MIN_FREE_RATIO,
+            log_dir_full_within: rules_disk::FULL_WITHIN,
             coordinators: Default::default(),
             certificates: Default::default(),
         }

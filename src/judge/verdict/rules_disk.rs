@@ -14,9 +14,11 @@ pub(super) const USAGE_WINDOW: Duration = Duration::from_secs(30 * 60);
 /// A forecast needs this much history: a burst of minutes (a build, a reassignment's copy
 /// on a shared disk) says nothing of hours.
 const FORECAST_MIN_SPAN: Duration = Duration::from_secs(600);
-/// Full within this at its recent pace: a warning with hours to act.
+/// Full within this at its recent pace: a warning with hours to act (the default of
+/// `verdict.log_dir_full_within_secs`).
 pub const FULL_WITHIN: Duration = Duration::from_secs(6 * 3600);
-/// Or less free than this share of the directory, whatever its pace.
+/// Or less free than this share of the directory, whatever its pace (the default of
+/// `verdict.log_dir_min_free_ratio`).
 pub const MIN_FREE_RATIO: f64 = 0.05;
 
 /// Usable bytes of one directory over the last `USAGE_WINDOW`.
@@ -81,7 +83,7 @@ pub(super) fn log_dir_failed(f: &BrokerFacts, _: &VerdictSettings) -> Option<Rul
     )
 }
 
-pub(super) fn log_dir_filling(f: &BrokerFacts, _: &VerdictSettings) -> Option<RuleHit> {
+pub(super) fn log_dir_filling(f: &BrokerFacts, s: &VerdictSettings) -> Option<RuleHit> {
     let dirs = f.log_dirs?;
     let filling: Vec<String> = dirs
         .iter()
@@ -93,8 +95,8 @@ pub(super) fn log_dir_filling(f: &BrokerFacts, _: &VerdictSettings) -> Option<Ru
                 .dir_usage
                 .and_then(|u| u.get(&d.dir))
                 .and_then(time_to_full);
-            let low = ratio < MIN_FREE_RATIO;
-            let soon = forecast.is_some_and(|t| t < FULL_WITHIN);
+            let low = ratio < s.log_dir_min_free_ratio;
+            let soon = forecast.is_some_and(|t| t < s.log_dir_full_within);
             (low || soon).then(|| {
                 format!(
                     "{}: {} free of {} ({:.1}%){}",
@@ -120,12 +122,36 @@ pub(super) fn log_dir_filling(f: &BrokerFacts, _: &VerdictSettings) -> Option<Ru
         Rule::LogDirFilling,
         BrokerState::Degraded,
         format!(
-            "log directory space runs out (below {:.0}% free, or full within {} h): {}; a full directory goes offline with its partitions",
-            MIN_FREE_RATIO * 100.0,
-            FULL_WITHIN.as_secs() / 3600,
+            "log directory space runs out (below {}% free{}): {}; a full directory goes offline with its partitions",
+            percent(s.log_dir_min_free_ratio),
+            if s.log_dir_full_within.is_zero() {
+                String::new()
+            } else {
+                format!(", or full within {}", hours(s.log_dir_full_within))
+            },
             filling.join("; ")
         ),
     )
+}
+
+/// "5" for 0.05, "2.5" for 0.025.
+fn percent(ratio: f64) -> String {
+    let p = ratio * 100.0;
+    if (p - p.round()).abs() < 1e-9 {
+        format!("{:.0}", p)
+    } else {
+        format!("{p:.1}")
+    }
+}
+
+/// "6 h", or "90 min" when it is not whole hours.
+fn hours(d: Duration) -> String {
+    let s = d.as_secs();
+    if s % 3600 == 0 {
+        format!("{} h", s / 3600)
+    } else {
+        format!("{} min", s.div_ceil(60))
+    }
 }
 
 /// Keeps each answering broker's directories' usable bytes for the forecast.

@@ -86,3 +86,46 @@ fn low_free_space_is_a_warning_whatever_the_pace_and_plenty_is_nothing() {
     );
     assert_eq!(v[&3].state, BrokerState::Healthy, "{:?}", v[&3].hits);
 }
+
+/// The thresholds are the operator's (`verdict.log_dir_min_free_ratio`,
+/// `verdict.log_dir_full_within_secs`): a big disk at 8 % free may be news, and a forecast
+/// may be off.
+#[test]
+fn the_free_space_thresholds_are_settings() {
+    let mut w = World::healthy();
+    w.answering(2, 2).log_dirs = Some(Ok(vec![dir("/data/a", 0, 8)]));
+    let memory = BTreeMap::new();
+    let v = w.judge_at_with(&memory, 1000, &VerdictSettings::default());
+    assert_eq!(v[&2].state, BrokerState::Healthy, "{:?}", v[&2].hits);
+    let stricter = VerdictSettings {
+        log_dir_min_free_ratio: 0.1,
+        log_dir_full_within: Duration::ZERO,
+        ..VerdictSettings::default()
+    };
+    let v = w.judge_at_with(&memory, 1000, &stricter);
+    let hit = v[&2]
+        .hits
+        .iter()
+        .find(|h| h.rule == Rule::LogDirFilling)
+        .unwrap();
+    assert!(
+        hit.detail
+            .starts_with("log directory space runs out (below 10% free): /data/a: 8.0 GiB free"),
+        "{}",
+        hit.detail
+    );
+    // The default wording stays as it was.
+    w.answering(2, 2).log_dirs = Some(Ok(vec![dir("/data/a", 0, 4)]));
+    let v = w.judge_at_with(&memory, 1000, &VerdictSettings::default());
+    let hit = v[&2]
+        .hits
+        .iter()
+        .find(|h| h.rule == Rule::LogDirFilling)
+        .unwrap();
+    assert!(
+        hit.detail
+            .starts_with("log directory space runs out (below 5% free, or full within 6 h): "),
+        "{}",
+        hit.detail
+    );
+}

@@ -275,6 +275,16 @@ impl World {
         memory: &BTreeMap<i32, BrokerMemory>,
         secs: u64,
     ) -> BTreeMap<i32, BrokerVerdict> {
+        self.judge_at_with(memory, secs, &VerdictSettings::default())
+    }
+
+    /// [`World::judge_at`] with thresholds of the test's own.
+    fn judge_at_with(
+        &self,
+        memory: &BTreeMap<i32, BrokerMemory>,
+        secs: u64,
+        settings: &VerdictSettings,
+    ) -> BTreeMap<i32, BrokerVerdict> {
         let obs = self.observation();
         let answers: Vec<(i32, &MetadataView)> = obs
             .probes
@@ -283,7 +293,6 @@ impl World {
             .collect();
         let view: ClusterView = merge(&answers);
         let now = SystemTime::UNIX_EPOCH + Duration::from_secs(secs);
-        let settings = VerdictSettings::default();
         let health = classify_reassigning(
             &view,
             &obs.min_isr,
@@ -296,7 +305,7 @@ impl World {
             &health,
             self.canary.as_ref(),
             memory,
-            &settings,
+            settings,
             now,
         )
         .into_iter()
