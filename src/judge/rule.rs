@@ -279,24 +279,20 @@ mod tests {
     #[test]
     fn the_readme_rule_tables_name_every_rule_with_its_states() {
         let rows = readme_states();
+        let table = Rule::ALL
+            .iter()
+            .map(|r| (r.name(), r.states_in_words()))
+            .chain(
+                ControllerRule::ALL
+                    .iter()
+                    .map(|r| (r.name(), r.states_in_words())),
+            );
         let mut wrong = Vec::new();
-        for r in Rule::ALL {
-            match rows.get(r.name()) {
-                Some(s) if *s == words(r.states_in_words()) => {}
+        for (name, states) in table {
+            match rows.get(name) {
+                Some(s) if *s == words(states.clone()) => {}
                 found => wrong.push(format!(
-                    "{}: README says {found:?}, the table {:?}",
-                    r.name(),
-                    r.states_in_words()
-                )),
-            }
-        }
-        for r in ControllerRule::ALL {
-            match rows.get(r.name()) {
-                Some(s) if *s == words(r.states_in_words()) => {}
-                found => wrong.push(format!(
-                    "{}: README says {found:?}, the table {:?}",
-                    r.name(),
-                    r.states_in_words()
+                    "{name}: README says {found:?}, the table {states:?}"
                 )),
             }
         }
