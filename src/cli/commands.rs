@@ -82,6 +82,31 @@ pub fn check(config: &Path, output: Output) -> ExitCode {
     ExitCode::from(worst.exit_code())
 }
 
+/// Where the running daemon is (its configuration's http block, or `url`) and a client for
+/// it; on a bad configuration or URL, the problem printed for `command` and exit 78.
+fn connect(
+    config: Option<&Path>,
+    url: Option<String>,
+    command: &str,
+) -> Result<(Target, reqwest::Client), ExitCode> {
+    let target = match config {
+        Some(path) => Target::from_config(&load(path)?, url),
+        None => Target {
+            base_url: url.unwrap_or_default(),
+            auth: None,
+            ca_file: None,
+            local_token: None,
+        },
+    };
+    match client(&target) {
+        Ok(c) => Ok((target, c)),
+        Err(e) => {
+            eprintln!("kafka-watchdog {command}: {e}");
+            Err(ExitCode::from(EXIT_CONFIG))
+        }
+    }
+}
+
 /// `status`: fetches /status once or every `interval`, and draws it.
 pub fn status(
     config: Option<PathBuf>,
@@ -91,24 +116,9 @@ pub fn status(
     output: Output,
 ) -> ExitCode {
     use std::io::{IsTerminal, Write};
-    let target = match &config {
-        Some(path) => match load(path) {
-            Ok(cfg) => Target::from_config(&cfg, url),
-            Err(code) => return code,
-        },
-        None => Target {
-            base_url: url.unwrap_or_default(),
-            auth: None,
-            ca_file: None,
-            local_token: None,
-        },
-    };
-    let client = match client(&target) {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("kafka-watchdog status: {e}");
-            return ExitCode::from(EXIT_CONFIG);
-        }
+    let (target, client) = match connect(config.as_deref(), url, "status") {
+        Ok(found) => found,
+        Err(code) => return code,
     };
     let terminal = std::io::stdout().is_terminal();
     let color = status_view::use_color(terminal, std::env::var_os("NO_COLOR").as_deref());
@@ -177,24 +187,9 @@ pub fn silence_cmd(cmd: SilenceCmd) -> ExitCode {
         | SilenceCmd::List { daemon, .. }
         | SilenceCmd::Expire { daemon, .. } => daemon,
     };
-    let target = match &daemon.config {
-        Some(path) => match load(path) {
-            Ok(cfg) => Target::from_config(&cfg, daemon.url.clone()),
-            Err(code) => return code,
-        },
-        None => Target {
-            base_url: daemon.url.clone().unwrap_or_default(),
-            auth: None,
-            ca_file: None,
-            local_token: None,
-        },
-    };
-    let client = match client(&target) {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("kafka-watchdog silence: {e}");
-            return ExitCode::from(EXIT_CONFIG);
-        }
+    let (target, client) = match connect(daemon.config.as_deref(), daemon.url.clone(), "silence") {
+        Ok(found) => found,
+        Err(code) => return code,
     };
     let rt = runtime();
     let answer = rt.block_on(async {

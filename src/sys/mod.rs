@@ -69,6 +69,7 @@ pub fn terminal_columns() -> Option<usize> {
 }
 
 /// Makes a named pipe at `path` (tests: a /proc file whose read blocks).
+#[cfg(test)]
 pub fn mkfifo(path: &Path) -> io::Result<()> {
     let c = c_path(path)?;
     // SAFETY: `c` is a valid NUL-terminated path that lives across the call.
