@@ -106,6 +106,7 @@ pub(crate) fn config(cx: &mut Ctx, root: Option<&Node>) -> Option<Config> {
     let clusters_entry = f.get("clusters");
     let webhooks_entry = f.get("webhooks");
     let silences_entry = f.get("silences");
+    let peers = super::peers::peers(cx, f.get("peers"));
 
     let mut clusters = Vec::new();
     let mut clusters_ok = true;
@@ -169,7 +170,7 @@ pub(crate) fn config(cx: &mut Ctx, root: Option<&Node>) -> Option<Config> {
     f.finish(&mut cx.rep, &|_| None);
     let silences = super::silences::silences(cx, silences_entry, &names);
 
-    if !(clusters_ok && webhooks_ok) {
+    if !(clusters_ok && webhooks_ok) || peers.is_none() {
         return None;
     }
     let http = http?;
@@ -184,6 +185,7 @@ pub(crate) fn config(cx: &mut Ctx, root: Option<&Node>) -> Option<Config> {
         clusters,
         webhooks,
         silences: silences?,
+        peers: peers?,
         warnings: Vec::new(),
     })
 }

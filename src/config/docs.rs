@@ -201,6 +201,16 @@ fn sections() -> Vec<Section> {
         plain(&format!("{si}comment"), "text", "required", "any text", Live, "Why, for the next person."),
     ];
 
+    let pe = "peers.";
+    let peers = vec![
+        plain(&format!("{pe}{}", s::PEERS_URLS), "list", "none", "http(s) base URLs of other watchdogs (this one's own may be listed too)", Restart, "The other watchdogs watching the same clusters: each is asked for its silences and what it delivered."),
+        plain(&format!("{pe}{}", s::PEERS_DNS), "text", "none", "host:port", Restart, "A DNS name whose every address is a watchdog (the Helm chart's headless service), resolved at every look."),
+        plain(&format!("{pe}{}", s::PEERS_DNS_SCHEME), "text", "http", "http or https", Restart, "How the addresses of peers.dns are reached."),
+        plain(&format!("{pe}{}", s::PEERS_POLL_INTERVAL.key), "integer", &s::PEERS_POLL_INTERVAL.default.to_string(), &format!("{} to {}", s::PEERS_POLL_INTERVAL.min, s::PEERS_POLL_INTERVAL.max), Restart, "How often each peer is asked."),
+        plain(&format!("{pe}{}", s::PEERS_TAKEOVER.key), "integer", &s::PEERS_TAKEOVER.default.to_string(), &format!("{} to {}, at least three looks", s::PEERS_TAKEOVER.min, s::PEERS_TAKEOVER.max), Restart, "A peer silent this long is gone, and the next in line (by instance_id) sends; each instance waits this long per place in line for those before it to deliver."),
+        plain(&format!("{pe}{}", s::PEERS_CA_FILE), "path", "the system's trust roots", "a PEM file", Restart, "CA certificates for HTTPS peers."),
+    ];
+
     vec![
         Section { title: "Top level", note: "", lines: top },
         Section {
@@ -212,6 +222,11 @@ fn sections() -> Vec<Section> {
         Section { title: "Host mode", note: "Only in a cluster, not in `defaults:`.", lines: host },
         Section { title: "Webhooks", note: "", lines: webhooks },
         Section { title: "Silences", note: "", lines: silences },
+        Section {
+            title: "Peers",
+            note: "Several watchdogs on the same clusters (the Helm chart's replicas, docs/high-availability.md): silences added on one hold on all, and a receiver that does not deduplicate (slack, teams, generic) hears each event from one of them. The peers' HTTP API is asked with this watchdog's own `http.auth` credential, so every instance needs the same one. Alertmanager and PagerDuty receivers get every instance's notifications and deduplicate them themselves.",
+            lines: peers,
+        },
     ]
 }
 
@@ -332,6 +347,13 @@ webhooks:
 silences:
   - ends_at: 2030-01-01T00:00:00Z
     comment: c
+peers:
+  urls: [http://a:9644]
+  dns: b:9644
+  dns_scheme: http
+  poll_interval_ms: 1000
+  takeover_secs: 10
+  ca_file: ca.pem
 ";
 
     /// `clusters[3].canary` and `defaults.canary` are both `clusters[].canary` here.

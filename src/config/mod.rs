@@ -39,6 +39,7 @@ mod host;
 mod http;
 mod keys;
 mod layer;
+mod peers;
 mod read;
 mod sasl;
 mod schema;
@@ -60,9 +61,9 @@ pub use http::HttpTlsError;
 pub use types::{
     AwsMskIamConfig, CanaryConfig, ClientCert, ClusterConfig, Config, ControllerAddress,
     HostBrokerConfig, HostConfig, HttpAuth, HttpTlsConfig, LogConfig, LogFormat, LogLevel,
-    OAuthBearerConfig, PortSpec, ProcessLocator, RemediationConfig, SaslConfig, SaslMechanism,
-    Secret, Security, SecurityProtocol, Severity, SlackBot, TlsConfig, TopicFilter, VerdictConfig,
-    WebhookConfig, WebhookFormat,
+    OAuthBearerConfig, PeerDns, PeersConfig, PortSpec, ProcessLocator, RemediationConfig,
+    SaslConfig, SaslMechanism, Secret, Security, SecurityProtocol, Severity, SlackBot, TlsConfig,
+    TopicFilter, VerdictConfig, WebhookConfig, WebhookFormat,
 };
 
 /// See `full_metadata_partition_budget`: declared here, where the key is, and read by the

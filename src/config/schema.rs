@@ -354,6 +354,27 @@ pub(crate) const HTTP_TLS_CERT_FILE: &str = "cert_file";
 pub(crate) const HTTP_TLS_KEY_FILE: &str = "key_file";
 pub(crate) const STATE_DIR_DEFAULT: &str = "/var/lib/kafka-watchdog";
 
+// The `peers:` block (config::peers).
+pub(crate) const PEERS_URLS: &str = "urls";
+pub(crate) const PEERS_DNS: &str = "dns";
+pub(crate) const PEERS_DNS_SCHEME: &str = "dns_scheme";
+pub(crate) const PEERS_CA_FILE: &str = "ca_file";
+/// Each peer is asked this often for its silences and what it delivered.
+pub(crate) const PEERS_POLL_INTERVAL: IntSpec = IntSpec {
+    key: "poll_interval_ms",
+    default: 1000,
+    min: 100,
+    max: 60_000,
+};
+/// A peer that has not answered this long is gone: the next in line sends. Also how long
+/// each instance in line waits for those before it to deliver.
+pub(crate) const PEERS_TAKEOVER: IntSpec = IntSpec {
+    key: "takeover_secs",
+    default: 10,
+    min: 1,
+    max: 600,
+};
+
 layered! {
     /// The `log:` block.
     #[derive(Clone, Copy, Debug, PartialEq, Eq)]

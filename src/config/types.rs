@@ -33,6 +33,8 @@ pub struct Config {
     pub webhooks: Vec<WebhookConfig>,
     /// The file's `silences:`; each names only configured clusters.
     pub silences: Vec<crate::model::silence::Silence>,
+    /// `peers:`: the other watchdogs watching the same clusters; `None`: this one is alone.
+    pub peers: Option<PeersConfig>,
     /// What loaded but deserves a look, as `file:line:column: message (expected ...)`:
     /// `check-config` prints them, the daemon logs them at start and at each reload.
     pub warnings: Vec<String>,
@@ -70,6 +72,28 @@ impl Config {
         };
         format!("{scheme}://{host}:{}/status", self.http_listen.port())
     }
+}
+
+/// Other watchdogs watching the same clusters (`alert::peers`): named by URL, by a DNS name
+/// whose every address is one, or both.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PeersConfig {
+    pub urls: Vec<url::Url>,
+    pub dns: Option<PeerDns>,
+    pub poll_interval: Duration,
+    /// A peer silent this long is gone; also each instance's wait per place in line.
+    pub takeover: Duration,
+    /// Certificates (PEM) trusted for HTTPS peers besides the system's.
+    pub ca_file: Option<PathBuf>,
+}
+
+/// A DNS name each of whose addresses is a peer (a Kubernetes headless service).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PeerDns {
+    pub host: String,
+    pub port: u16,
+    /// `http` or `https`.
+    pub scheme: String,
 }
 
 /// HTTPS for the HTTP server. Both files were read and found to go together while

@@ -337,6 +337,17 @@ async fn drain(
 /// Runs the daemon until SIGTERM or SIGINT; SIGHUP reloads `path`. A second stop signal
 /// exits at once. `log_level` changes the log level of the running process.
 ///
+fn peer_setup(
+    config: &Config,
+    peers: crate::config::PeersConfig,
+) -> crate::alert::peers::sync::Setup {
+    crate::alert::peers::sync::Setup {
+        config: peers,
+        auth: config.http_auth.clone(),
+        listen: config.http_listen,
+    }
+}
+
 /// Everything that can fail is done before anything starts (bind, state directory, the
 /// HTTPS certificate, signal handlers), so a failed start leaves nothing running and
 /// nothing written. Then: alerting, the HTTP server, the cluster loops, the supervisor;
@@ -369,6 +380,13 @@ pub async fn run(
     let mut controls = Signals::new([SIGTERM, SIGINT, SIGHUP])?
         .filter_map(|s| std::future::ready(Control::from_signal(s)));
 
+    // The peers' client reads its CA file now, while failing still leaves nothing behind.
+    let peer_client = config
+        .peers
+        .clone()
+        .map(|p| crate::alert::peers::sync::client(&peer_setup(&config, p)))
+        .transpose()?;
+
     // Start, in order. Nothing below fails; the last fallible step (alerting) starts first.
     let names: Vec<String> = config.clusters.iter().map(|c| c.name.clone()).collect();
     let published = Publisher::new(&config.instance_id, names);
@@ -383,6 +401,22 @@ pub async fn run(
         other => other.into(),
     })?);
     published.attach_alerting(alerting.clone());
+    let (peers_stop, peers_stop_rx) = watch::channel(false);
+    let peer_task = match (alerting.peers(), config.peers.clone()) {
+        (Some(peers), Some(peers_config)) => {
+            let setup = peer_setup(&config, peers_config);
+            let client = peer_client.clone().unwrap_or_default();
+            let merging = alerting.clone();
+            Some(tokio::spawn(crate::alert::peers::sync::run(
+                peers,
+                setup,
+                client,
+                move |peer, silences| merging.merge_peer_silences(peer, silences),
+                peers_stop_rx,
+            )))
+        }
+        _ => None,
+    };
     if config.http_auth.is_none() {
         // The state directory exists now (alerting made sure of it).
         match http::create_local_token(&config.state_dir) {
@@ -461,6 +495,10 @@ pub async fn run(
         loops.stop_all().await;
         let _ = server_stop.send(true);
         let _ = server.await;
+        let _ = peers_stop.send(true);
+        if let Some(t) = peer_task {
+            let _ = t.await;
+        }
         // Whatever is not delivered by then stays in the spool for the next start.
         alerting.shutdown(Duration::from_secs(5)).await;
     };

@@ -55,6 +55,7 @@ pub fn plan(old: &Config, new: &Config) -> ReloadPlan {
         clusters,
         webhooks,
         silences,
+        peers,
         // Said when the file is loaded (the reload logs them); nothing to apply.
         warnings: _,
     } = new;
@@ -185,6 +186,16 @@ pub fn plan(old: &Config, new: &Config) -> ReloadPlan {
     if *silences != old.silences {
         p.changed.push("silences".into());
     }
+    // The peers' task and the delivery order it feeds start once, with alerting.
+    for (key, running, file) in peer_settings(old.peers.as_ref())
+        .into_iter()
+        .zip(peer_settings(peers.as_ref()))
+        .map(|((key, running), (_, file))| (key, running, file))
+    {
+        if running != file {
+            needs_restart(&mut p, &format!("peers.{key}"), running, file);
+        }
+    }
     p
 }
 
@@ -200,7 +211,43 @@ pub fn applied(old: &Config, mut new: Config) -> Config {
     new.http_auth.clone_from(&old.http_auth);
     new.state_dir.clone_from(&old.state_dir);
     new.log.format = old.log.format;
+    new.peers.clone_from(&old.peers);
     new
+}
+
+/// Each `peers:` key as the reload names it, with its value in words.
+fn peer_settings(p: Option<&crate::config::PeersConfig>) -> [(&'static str, String); 6] {
+    let none = || "none".to_string();
+    let urls = p.map_or_else(none, |p| {
+        let all: Vec<String> = p.urls.iter().map(ToString::to_string).collect();
+        if all.is_empty() {
+            none()
+        } else {
+            all.join(", ")
+        }
+    });
+    let dns = p.and_then(|p| p.dns.as_ref());
+    [
+        ("urls", urls),
+        (
+            "dns",
+            dns.map_or_else(none, |d| format!("{}:{}", d.host, d.port)),
+        ),
+        ("dns_scheme", dns.map_or_else(none, |d| d.scheme.clone())),
+        (
+            "poll_interval_ms",
+            p.map_or_else(none, |p| p.poll_interval.as_millis().to_string()),
+        ),
+        (
+            "takeover_secs",
+            p.map_or_else(none, |p| p.takeover.as_secs().to_string()),
+        ),
+        (
+            "ca_file",
+            p.and_then(|p| p.ca_file.as_ref())
+                .map_or_else(none, |f| f.display().to_string()),
+        ),
+    ]
 }
 
 fn tls_summary(tls: Option<&HttpTlsConfig>) -> String {
@@ -574,7 +621,8 @@ webhooks:";
             )
             .replace("format: text", "format: json")
             .replace("level: info", "level: debug")
-            .replace("/var/lib/kafka-watchdog", "/srv/kw");
+            .replace("/var/lib/kafka-watchdog", "/srv/kw")
+            + &format!("peers:\n  urls: [http://wd-3:9644]\n  dns: wd.example:9644\n  dns_scheme: https\n  poll_interval_ms: 500\n  takeover_secs: 5\n  ca_file: {testdata}/ca.pem\n");
         let env = |k: &str| match k {
             "KW_PAYMENTS_PASSWORD" => Some("s3cret".to_string()),
             "KW_HTTP_TOKEN" => Some("t0ken".to_string()),

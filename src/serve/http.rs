@@ -431,6 +431,20 @@ async fn api_write(
 
 fn route(published: &Publisher, req: &Request<Incoming>) -> Response<Full<Bytes>> {
     match req.uri().path() {
+        crate::alert::peers::PEER_PATH => match published.alerting() {
+            Some(a) => {
+                let answer =
+                    a.peer_answer(&published.instance_id, published.current().clusters.clone());
+                json(
+                    StatusCode::OK,
+                    &serde_json::to_value(&answer).unwrap_or_default(),
+                )
+            }
+            None => api_error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "alerting has not started yet",
+            ),
+        },
         SILENCES_PATH => {
             let now = std::time::SystemTime::now();
             let list: Vec<serde_json::Value> = published
@@ -496,7 +510,7 @@ fn route(published: &Publisher, req: &Request<Incoming>) -> Response<Full<Bytes>
         _ => text(
             StatusCode::NOT_FOUND,
             "text/plain; charset=utf-8",
-            "not found: try /metrics, /status, /healthz, /readyz or /api/v1/silences\n".into(),
+            "not found: try /metrics, /status, /healthz, /readyz, /api/v1/silences or /api/v1/peer\n".into(),
         ),
     }
 }

@@ -670,6 +670,7 @@ fn extras(stats: &CanaryStats) -> Extras<'_> {
                     held: 2,
                     merged: 7,
                     superseded: 1,
+                    left_to_peers: 4,
                 },
                 ReceiverStats {
                     receiver: "chat".into(),
@@ -680,6 +681,11 @@ fn extras(stats: &CanaryStats) -> Extras<'_> {
             ],
             unrouted_events: 0,
             open_incidents: 4,
+            peers: Some(crate::alert::peers::PeersStats {
+                peers: vec![("wd-2".into(), "http://wd-2:9644".into(), 0.4)],
+                answering: 1,
+                left_to_peers: 4,
+            }),
         }),
         reload_success: Some(false),
         remediation_counts: vec![

@@ -26,6 +26,16 @@ pub struct Status<'a> {
     pub remediations: &'a [crate::alert::remediate::Record],
     /// Every silence, as the silences API lists it.
     pub silences: Vec<serde_json::Value>,
+    /// With `peers:`: the other watchdogs as last heard.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub peers: Option<Vec<PeerStatus<'a>>>,
+}
+
+#[derive(Serialize)]
+pub struct PeerStatus<'a> {
+    pub instance_id: &'a str,
+    pub url: &'a str,
+    pub last_answer_seconds_ago: f64,
 }
 
 #[derive(Serialize)]
@@ -39,6 +49,8 @@ pub struct WebhookStatus<'a> {
     pub queue_depth: u64,
     /// Incident updates waiting for the receiver's group interval.
     pub held_updates: u64,
+    /// Notifications another watchdog delivered (`peers:`), so this one did not.
+    pub delivered_by_peers: u64,
     pub last_success_at: Option<f64>,
     pub last_failure: Option<&'a str>,
 }
@@ -463,6 +475,7 @@ pub fn render<'a>(
                 dropped: r.dropped,
                 queue_depth: r.queue_depth,
                 held_updates: r.held,
+                delivered_by_peers: r.left_to_peers,
                 last_success_at: r.last_success.map(secs),
                 last_failure: r.last_failure.as_deref(),
             })
@@ -474,6 +487,20 @@ pub fn render<'a>(
             .map(|s| crate::model::silence::to_json(s, std::time::SystemTime::now()))
             .collect(),
         remediations: &extras.remediations,
+        peers: extras
+            .webhooks
+            .as_ref()
+            .and_then(|w| w.peers.as_ref())
+            .map(|p| {
+                p.peers
+                    .iter()
+                    .map(|(id, url, age)| PeerStatus {
+                        instance_id: id,
+                        url,
+                        last_answer_seconds_ago: (age * 10.0).round() / 10.0,
+                    })
+                    .collect()
+            }),
     };
     serde_json::to_string_pretty(&status).expect("status serializes")
 }

@@ -6,13 +6,14 @@ mod canary_findings;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 use crate::alert::incident::{
     self, Finding, FindingKey, Hysteresis, Incident, IncidentBook, StateError, Subject,
 };
-use crate::alert::notify::{Notifier, NotifierHandle, NotifierStats, NotifyError};
+use crate::alert::notify::{Notifier, NotifierHandle, NotifierStats, NotifyError, Sender};
+use crate::alert::peers::{Answer, Peers};
 use crate::alert::silence::Silences;
 use crate::config::{ClusterConfig, Config};
 use crate::judge::report::ClusterReport;
@@ -50,6 +51,8 @@ pub struct Alerting {
     last_round: Mutex<BTreeMap<String, (Vec<Finding>, SystemTime)>>,
     notifier: std::sync::RwLock<NotifierHandle>,
     state_dir: PathBuf,
+    /// `peers:` configured: the other watchdogs' silences and deliveries as last heard.
+    peers: Option<Arc<Peers>>,
 }
 
 /// Names a point where the crash tests (`tests/own_faults.rs`) kill the daemon: when the
@@ -116,7 +119,15 @@ impl Alerting {
             Err(e) => return Err(AlertingError::Silences(e)),
         };
         silences.set_config(config.silences.clone());
-        let notifier = Notifier::spawn(&config.webhooks, &config.state_dir, config)?;
+        let peers = config
+            .peers
+            .as_ref()
+            .map(|p| Arc::new(Peers::new(&config.instance_id, p.takeover, p.poll_interval)));
+        let notifier = Notifier::spawn(
+            &config.webhooks,
+            &config.state_dir,
+            sender(config, peers.clone()),
+        )?;
         notifier.restore_open(book.open_incidents());
         Ok(Alerting {
             book: Mutex::new(book),
@@ -125,6 +136,7 @@ impl Alerting {
             last_round: Mutex::new(BTreeMap::new()),
             notifier: std::sync::RwLock::new(notifier),
             state_dir: config.state_dir.clone(),
+            peers,
         })
     }
 
@@ -269,6 +281,43 @@ impl Alerting {
         Ok(found)
     }
 
+    /// A peer's runtime silences (`alert::peers`): merged into this instance's, and kept
+    /// on disk when that changed anything.
+    pub fn merge_peer_silences(&self, peer: &str, remote: Vec<Silence>) {
+        let now = SystemTime::now();
+        let mut store = self.lock_silences();
+        let changed = store.merge(remote, now);
+        if changed.is_empty() {
+            return;
+        }
+        if let Err(e) = store.save(&self.state_dir) {
+            tracing::error!(error = %e, "cannot save silences; they hold until a restart");
+        }
+        for id in changed {
+            tracing::info!(silence = %id, peer = %peer, "silence taken from a peer");
+        }
+    }
+
+    /// The other watchdogs, when `peers:` is configured.
+    pub fn peers(&self) -> Option<Arc<Peers>> {
+        self.peers.clone()
+    }
+
+    /// What this instance tells its peers (`GET /api/v1/peer`).
+    pub fn peer_answer(&self, instance_id: &str, clusters: Vec<String>) -> Answer {
+        Answer {
+            instance_id: instance_id.to_string(),
+            version: env!("CARGO_PKG_VERSION").to_string(),
+            clusters,
+            silences: self.lock_silences().runtime(),
+            deliveries: self
+                .peers
+                .as_ref()
+                .map(|p| p.deliveries())
+                .unwrap_or_default(),
+        }
+    }
+
     /// The configuration's silences changed (a reload).
     pub fn set_config_silences(&self, silences: Vec<Silence>) {
         self.lock_silences().set_config(silences);
@@ -342,7 +391,11 @@ impl Alerting {
     pub async fn reconfigure(&self, config: &Config) -> Result<(), AlertingError> {
         let old = self.notifier();
         old.shutdown(Duration::from_secs(2)).await;
-        let new = Notifier::spawn(&config.webhooks, &config.state_dir, config)?;
+        let new = Notifier::spawn(
+            &config.webhooks,
+            &config.state_dir,
+            sender(config, self.peers.clone()),
+        )?;
         new.restore_open(self.open_incidents());
         *self.notifier.write().unwrap_or_else(|p| p.into_inner()) = new;
         Ok(())
@@ -373,6 +426,14 @@ impl Alerting {
     /// Flushes what delivery can within `deadline`; the rest stays spooled on disk.
     pub async fn shutdown(&self, deadline: Duration) -> NotifierStats {
         self.notifier().shutdown(deadline).await
+    }
+}
+
+/// Who sends, with the peers that share its turns.
+fn sender(config: &Config, peers: Option<Arc<Peers>>) -> Sender {
+    Sender {
+        peers,
+        ..Sender::from(config)
     }
 }
 

@@ -1,6 +1,7 @@
 //! Webhook delivery: notifications by receiver and outcome, the queue waiting per receiver,
 //! the last successful delivery, the updates held and coalesced per receiver, and the
-//! notifications its spool could not take.
+//! notifications its spool could not take; with `peers:`, how lately each other watchdog
+//! answered.
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::registry::Registry;
@@ -14,9 +15,15 @@ pub struct ReceiverLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PeerLabels {
+    /// The other watchdog's instance_id.
+    pub peer: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct DeliveryLabels {
     pub receiver: String,
-    /// `ok`, `failed` (and retried) or `dropped`.
+    /// `ok`, `failed` (and retried), `dropped`, or `peer` (another watchdog delivered it).
     pub outcome: &'static str,
 }
 
@@ -32,7 +39,7 @@ pub fn encode(reg: &mut Registry, stats: &NotifierStats) {
     let deliveries: CounterFamily<DeliveryLabels> = counter(
         reg,
         "webhook_deliveries",
-        "Webhook notifications by receiver and outcome (ok, failed and retried, dropped)",
+        "Webhook notifications by receiver and outcome (ok, failed and retried, dropped, peer: another watchdog on the cluster delivered it)",
     );
     let depth: GaugeFamily<ReceiverLabels> = gauge(
         reg,
@@ -59,6 +66,23 @@ pub fn encode(reg: &mut Registry, stats: &NotifierStats) {
         "webhook_unspooled",
         "Notifications per receiver its spool could not take (disk full, read-only, out of descriptors), kept in memory and sent from there: a restart before they are delivered loses them",
     );
+    if let Some(p) = &stats.peers {
+        let answering: GaugeFamily<PeerLabels> = gauge(
+            reg,
+            "peer_last_answer_age_seconds",
+            "Seconds since each other watchdog of peers: last answered (silences and deliveries shared); past peers.takeover_secs it is taken for gone and this one sends in its place",
+        );
+        for (id, _, age) in &p.peers {
+            set(&answering, PeerLabels { peer: id.clone() }, *age);
+        }
+        let count: prometheus_client::metrics::gauge::Gauge<i64> = Default::default();
+        count.set(p.answering as i64);
+        reg.register(
+            "peers_answering",
+            "Other watchdogs (peers:) that answered within peers.takeover_secs",
+            count,
+        );
+    }
     for r in &stats.receivers {
         unspooled
             .get_or_create(&ReceiverLabels {

@@ -39,6 +39,7 @@ use tokio::sync::{watch, Notify};
 use tokio::task::JoinHandle;
 
 use crate::alert::incident::{Incident, IncidentEvent};
+use crate::alert::peers::Peers;
 use crate::config::WebhookConfig;
 use crate::model::time::serde_ms;
 
@@ -139,15 +140,19 @@ pub struct ReceiverStats {
     /// `webhook_coalesced_updates_total{outcome="superseded"}`: held updates dropped
     /// because their incident resolved.
     pub superseded: u64,
+    /// `deliveries_total{outcome="peer"}`: notifications another watchdog on the same
+    /// cluster delivered, so this one did not (`alert::peers`).
+    pub left_to_peers: u64,
 }
 
 impl ReceiverStats {
     /// `(outcome, count)` for `deliveries_total`.
-    pub fn deliveries(&self) -> [(&'static str, u64); 3] {
+    pub fn deliveries(&self) -> [(&'static str, u64); 4] {
         [
             ("ok", self.ok),
             ("failed", self.failed),
             ("dropped", self.dropped),
+            ("peer", self.left_to_peers),
         ]
     }
 }
@@ -159,6 +164,8 @@ pub struct NotifierStats {
     pub unrouted_events: u64,
     /// Open incidents reminders are kept for.
     pub open_incidents: u64,
+    /// With `peers:` configured: the other watchdogs as last heard.
+    pub peers: Option<crate::alert::peers::PeersStats>,
 }
 
 /// What goes through the inbox.
@@ -184,11 +191,14 @@ struct Inbox {
 }
 
 /// Who sends: named in every body, and where its status page is read.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct Sender {
     pub instance_id: String,
     /// `/status` as people reach it; bodies that can link to it do.
     pub status_url: Option<String>,
+    /// Other watchdogs on the same clusters: a receiver that does not deduplicate hears an
+    /// event from the first of them in line (`alert::peers`).
+    pub peers: Option<Arc<Peers>>,
 }
 
 impl From<&str> for Sender {
@@ -196,6 +206,7 @@ impl From<&str> for Sender {
         Sender {
             instance_id: instance_id.to_string(),
             status_url: None,
+            peers: None,
         }
     }
 }
@@ -205,6 +216,7 @@ impl From<&crate::config::Config> for Sender {
         Sender {
             instance_id: c.instance_id.clone(),
             status_url: Some(c.status_url()),
+            peers: None,
         }
     }
 }
@@ -469,6 +481,12 @@ impl NotifierHandle {
             receivers: self.shared.receivers.iter().map(|r| r.stats()).collect(),
             unrouted_events: unrouted,
             open_incidents: *lock(&self.shared.open_incidents),
+            peers: self
+                .shared
+                .sender
+                .peers
+                .as_ref()
+                .map(|p| p.stats(SystemTime::now())),
         }
     }
 

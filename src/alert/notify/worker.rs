@@ -11,6 +11,7 @@ use tokio::sync::{watch, Notify};
 use tokio::time::Instant;
 
 use crate::alert::incident::{EventKind, IncidentEvent};
+use crate::alert::peers::Turn;
 use crate::config::WebhookConfig;
 
 use super::coalesce::{Coalescer, Tally};
@@ -37,6 +38,8 @@ struct Counters {
     held: u64,
     merged: u64,
     superseded: u64,
+    /// Notifications a peer delivered (`alert::peers`).
+    left_to_peers: u64,
 }
 
 /// A notification waiting in a receiver's queue: its spool sequence and, for the full-queue
@@ -104,6 +107,7 @@ impl Receiver {
             held: c.held,
             merged: c.merged,
             superseded: c.superseded,
+            left_to_peers: c.left_to_peers,
         }
     }
 
@@ -572,6 +576,40 @@ pub(super) async fn work(
             attempt = 0;
             continue;
         }
+        // Another watchdog on the same cluster may be the one to send it (`alert::peers`).
+        let peers = shared
+            .sender
+            .peers
+            .as_ref()
+            .filter(|_| !crate::alert::peers::deduplicates(r.cfg.format));
+        if let Some(peers) = peers {
+            match peers.turn(&r.cfg.name, &n.event, SystemTime::now()) {
+                Turn::Send => {}
+                Turn::Delivered { by, .. } => {
+                    tracing::debug!(receiver = %r.cfg.name, incident = %n.event.incident.id, event = n.event.kind.as_str(), peer = %by, "a peer delivered it");
+                    finish(&r, seq).await;
+                    lock(&r.counters).left_to_peers += 1;
+                    shared.progress.send_replace(());
+                    continue;
+                }
+                Turn::Wait(_) if stopping || *stop.borrow() => return,
+                Turn::Wait(wait) => {
+                    // Looked at again when the peers may have answered, or when it is due.
+                    let wait = wait.min(peers.poll_interval);
+                    tokio::select! {
+                        _ = tokio::time::sleep(wait) => {}
+                        changed = stop.changed() => {
+                            // Left in the spool: the next start finds the peer's delivery
+                            // or sends it.
+                            if changed.is_err() || *stop.borrow() {
+                                return;
+                            }
+                        }
+                    }
+                    continue;
+                }
+            }
+        }
         let ctx = Context {
             instance_id: &shared.sender.instance_id,
             now: SystemTime::now(),
@@ -589,6 +627,9 @@ pub(super) async fn work(
         };
         match sent {
             Outcome::Delivered => {
+                if let Some(peers) = peers {
+                    peers.delivered(&r.cfg.name, &n.event, SystemTime::now());
+                }
                 finish(&r, seq).await;
                 let mut c = lock(&r.counters);
                 c.ok += 1;

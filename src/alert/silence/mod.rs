@@ -106,6 +106,43 @@ impl Silences {
         Ok(true)
     }
 
+    /// Takes in a peer's runtime silences (`alert::peers`): one not known is added, one
+    /// known ends at the earlier of the two ends (an expiry only moves an end earlier, so
+    /// every instance settles on the same silences whatever order it hears them in). The
+    /// ids of those that changed here.
+    pub fn merge(&mut self, remote: Vec<Silence>, now: SystemTime) -> Vec<String> {
+        self.prune(now);
+        let mut changed = Vec::new();
+        for r in remote {
+            if r.origin != Origin::Api
+                || now
+                    .duration_since(r.ends_at)
+                    .is_ok_and(|ago| ago >= KEEP_EXPIRED)
+            {
+                continue;
+            }
+            let room = self.api.len() < MAX_SILENCES;
+            match self.api.iter_mut().find(|s| s.id == r.id) {
+                Some(s) if r.ends_at < s.ends_at => {
+                    s.ends_at = r.ends_at.max(s.starts_at);
+                    changed.push(r.id);
+                }
+                Some(_) => {}
+                None if room => {
+                    changed.push(r.id.clone());
+                    self.api.push(r);
+                }
+                None => {}
+            }
+        }
+        changed
+    }
+
+    /// The runtime silences, expired ones too: what the peers merge.
+    pub fn runtime(&self) -> Vec<Silence> {
+        self.api.clone()
+    }
+
     /// Drops runtime silences that ended more than a day ago.
     pub fn prune(&mut self, now: SystemTime) {
         self.api.retain(|s| {

@@ -328,3 +328,41 @@ fn the_store_keeps_runtime_silences_and_refuses_to_expire_config_ones() {
     assert_eq!(store.all().len(), 1);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn peers_settle_on_the_same_silences_whatever_order_they_hear_them_in() {
+    let a = silence(Some(2), None, 0, 3600);
+    let b = silence(None, Some(FindingKind::UnderReplicated), 0, 7200);
+    let mut one = Silences::default();
+    let mut two = Silences::default();
+    // One added a, the other b and then expired it; each hears the other.
+    one.add(a.clone(), t(10)).unwrap();
+    two.add(b.clone(), t(10)).unwrap();
+    assert_eq!(one.merge(two.runtime(), t(20)), vec![b.id.clone()]);
+    two.expire(&b.id, t(100)).unwrap();
+    assert_eq!(two.merge(one.runtime(), t(101)), vec![a.id.clone()]);
+    assert_eq!(one.merge(two.runtime(), t(102)), vec![b.id.clone()]);
+    // Hearing its own older copy again does not revive b anywhere.
+    assert!(two.merge(vec![b.clone()], t(103)).is_empty());
+    for s in [&one, &two] {
+        let mut ids: Vec<(String, SystemTime)> =
+            s.runtime().into_iter().map(|s| (s.id, s.ends_at)).collect();
+        ids.sort();
+        let mut want = vec![(a.id.clone(), a.ends_at), (b.id.clone(), t(100))];
+        want.sort();
+        assert_eq!(ids, want);
+        assert_eq!(s.active(t(200)).len(), 1, "only a is in force");
+    }
+}
+
+#[test]
+fn a_peer_cannot_pass_on_configuration_silences_or_ones_long_over() {
+    let mut from_file = silence(Some(1), None, 0, 3600);
+    from_file.origin = Origin::Config;
+    let old = silence(Some(3), None, 0, 10);
+    let mut mine = Silences::default();
+    assert!(mine
+        .merge(vec![from_file, old], t(10 + 86_400 + 1))
+        .is_empty());
+    assert!(mine.all().is_empty());
+}

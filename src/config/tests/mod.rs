@@ -107,6 +107,7 @@ mod host;
 mod hostile;
 mod http;
 mod librdkafka;
+mod peers;
 mod problems;
 mod security;
 mod silences;

@@ -1,0 +1,310 @@
+//! Several watchdogs as one (issue 28 item 1): the Helm chart runs two replicas, and each
+//! judges the cluster on its own, so each would page. With `peers:` configured, each asks
+//! the others (`sync`, through their HTTP API, `/api/v1/peer`) for two things:
+//!
+//! - their runtime silences, merged into its own (a silence is known by its id, and an
+//!   expiry only ever moves its end earlier, so the merge is the earliest end per id: the
+//!   same on every instance whatever the order, and an expired silence stays expired);
+//! - what they delivered lately, per receiver: incident, event, severity and time.
+//!
+//! Receivers that deduplicate (Alertmanager by labels, PagerDuty by dedup key) get every
+//! instance's notifications, as their own clustering expects. For the others (Slack, Teams,
+//! generic) the instances take turns without a protocol of their own: they are ordered by
+//! `instance_id`, and each sends only when every instance before it that watches the same
+//! cluster and has answered lately has had `takeover` per place in line to deliver the
+//! same event and has not. So in steady state the first sends and the rest find its
+//! delivery; when it dies the next sends after at most `takeover`; when the instances
+//! cannot see each other, each is first in its own line and every one sends: duplicates,
+//! never silence.
+//!
+//! The judgment of turns is pure ([`turn`]), with `now` a parameter.
+
+pub mod sync;
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::sync::Mutex;
+use std::time::{Duration, SystemTime};
+
+use serde::{Deserialize, Serialize};
+
+use crate::alert::incident::IncidentEvent;
+use crate::config::WebhookFormat;
+use crate::model::silence::Silence;
+use crate::model::time::serde_ms;
+
+/// The path of the peers' document on the HTTP server.
+pub const PEER_PATH: &str = "/api/v1/peer";
+/// Own deliveries kept for the peers to read: long enough for any peer's wait, bounded so
+/// the document stays small.
+const KEEP_DELIVERIES: Duration = Duration::from_secs(600);
+const MAX_DELIVERIES: usize = 2000;
+/// Two instances see the same change at slightly different times (each its own look): a
+/// peer's delivery of the same event within this of ours is the same event.
+const MIN_MATCH_WINDOW: Duration = Duration::from_secs(120);
+
+/// Whether the receiver's own service merges the instances' notifications.
+pub fn deduplicates(format: WebhookFormat) -> bool {
+    matches!(
+        format,
+        WebhookFormat::Alertmanager | WebhookFormat::PagerDuty
+    )
+}
+
+/// One notification a receiver took, as the peers see it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Delivery {
+    /// Grows per instance; with the instance id it names the delivery.
+    pub seq: u64,
+    pub receiver: String,
+    /// Stable across instances: cluster, subject and kind of the incident.
+    pub dedup_key: String,
+    pub event: String,
+    pub severity: String,
+    /// When the incident changed (the event's time), not when it was sent.
+    #[serde(with = "serde_ms")]
+    pub at: SystemTime,
+}
+
+impl Delivery {
+    fn of(seq: u64, receiver: &str, e: &IncidentEvent) -> Delivery {
+        Delivery {
+            seq,
+            receiver: receiver.to_string(),
+            dedup_key: e.incident.dedup_key.clone(),
+            event: e.kind.as_str().to_string(),
+            severity: e.incident.severity.as_str().to_string(),
+            at: e.at,
+        }
+    }
+
+    fn same_event(&self, other: &Delivery, window: Duration) -> bool {
+        self.receiver == other.receiver
+            && self.dedup_key == other.dedup_key
+            && self.event == other.event
+            && self.severity == other.severity
+            && apart(self.at, other.at) <= window
+    }
+}
+
+/// How far apart two times are, whichever is first.
+fn apart(a: SystemTime, b: SystemTime) -> Duration {
+    a.duration_since(b).unwrap_or_else(|e| e.duration())
+}
+
+/// What an instance tells its peers: `GET /api/v1/peer`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Answer {
+    pub instance_id: String,
+    pub version: String,
+    /// The clusters it watches: only instances on the same cluster share a turn.
+    pub clusters: Vec<String>,
+    /// Its runtime silences, expired ones included (so an expiry reaches every instance).
+    pub silences: Vec<Silence>,
+    pub deliveries: Vec<Delivery>,
+}
+
+/// A peer as last heard.
+#[derive(Debug, Clone, PartialEq)]
+pub struct View {
+    pub url: String,
+    pub clusters: Vec<String>,
+    pub deliveries: Vec<Delivery>,
+    pub seen_at: SystemTime,
+}
+
+/// What a receiver's worker does with the notification at the head of its queue.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Turn {
+    Send,
+    /// A peer delivered the same event: this one is dropped as done.
+    Delivered {
+        by: String,
+        seq: u64,
+    },
+    /// Instances before this one may still deliver it: look again after this long.
+    Wait(Duration),
+}
+
+/// Whose turn it is to send `mine` (this instance's notification to `mine.receiver`).
+///
+/// - A peer that delivered the same event (and whose delivery no earlier notification of
+///   this instance was matched to: `used`) has done it, answered lately or not.
+/// - Otherwise the instances before this one in `instance_id` order that answered within
+///   `takeover` and watch `cluster` are its place in line; with none, it sends now;
+///   else it sends once the event is `place x takeover` old, giving each a takeover's time.
+pub fn turn(
+    me: &str,
+    views: &BTreeMap<String, View>,
+    used: &BTreeSet<(String, u64)>,
+    cluster: &str,
+    mine: &Delivery,
+    now: SystemTime,
+    takeover: Duration,
+) -> Turn {
+    let window = MIN_MATCH_WINDOW.max(takeover * 2);
+    // The closest unused match: two episodes of one incident within the window each
+    // take their own delivery.
+    let matched = views
+        .iter()
+        .flat_map(|(id, v)| v.deliveries.iter().map(move |d| (id, d)))
+        .filter(|(id, d)| !used.contains(&((*id).clone(), d.seq)) && d.same_event(mine, window))
+        .min_by_key(|(_, d)| apart(d.at, mine.at));
+    if let Some((id, d)) = matched {
+        return Turn::Delivered {
+            by: id.clone(),
+            seq: d.seq,
+        };
+    }
+    let place = views
+        .iter()
+        .filter(|(id, v)| {
+            id.as_str() < me
+                && v.clusters.iter().any(|c| c == cluster)
+                && now.duration_since(v.seen_at).unwrap_or_default() <= takeover
+        })
+        .count() as u32;
+    if place == 0 {
+        return Turn::Send;
+    }
+    let due = mine.at + takeover * place;
+    match due.duration_since(now) {
+        Ok(left) if !left.is_zero() => Turn::Wait(left),
+        _ => Turn::Send,
+    }
+}
+
+/// The peers' state this instance keeps: what each said last, and its own deliveries.
+#[derive(Debug)]
+pub struct Peers {
+    pub instance_id: String,
+    pub takeover: Duration,
+    pub poll_interval: Duration,
+    state: Mutex<State>,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    views: BTreeMap<String, View>,
+    delivered: VecDeque<Delivery>,
+    next_seq: u64,
+    /// Peers' deliveries already matched to one of ours.
+    used: BTreeSet<(String, u64)>,
+    /// Notifications left to a peer, for the metrics.
+    left_to_peers: u64,
+}
+
+/// For `/status` and the metrics.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct PeersStats {
+    /// (instance id, url, seconds since it last answered)
+    pub peers: Vec<(String, String, f64)>,
+    /// Those that answered within the takeover time.
+    pub answering: u64,
+    pub left_to_peers: u64,
+}
+
+impl Peers {
+    pub fn new(instance_id: &str, takeover: Duration, poll_interval: Duration) -> Peers {
+        Peers {
+            instance_id: instance_id.to_string(),
+            takeover,
+            poll_interval,
+            state: Mutex::new(State::default()),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Whose turn it is to send `event` to `receiver`; a match with a peer's delivery is
+    /// taken (the next notification cannot match it again).
+    pub fn turn(&self, receiver: &str, event: &IncidentEvent, now: SystemTime) -> Turn {
+        let mut s = self.lock();
+        let mine = Delivery::of(0, receiver, event);
+        let t = turn(
+            &self.instance_id,
+            &s.views,
+            &s.used,
+            &event.incident.cluster,
+            &mine,
+            now,
+            self.takeover,
+        );
+        if let Turn::Delivered { by, seq } = &t {
+            s.used.insert((by.clone(), *seq));
+            s.left_to_peers += 1;
+        }
+        t
+    }
+
+    /// `event` reached `receiver` from this instance.
+    pub fn delivered(&self, receiver: &str, event: &IncidentEvent, now: SystemTime) {
+        let mut s = self.lock();
+        s.next_seq += 1;
+        let d = Delivery::of(s.next_seq, receiver, event);
+        s.delivered.push_back(d);
+        while s.delivered.len() > MAX_DELIVERIES
+            || s.delivered
+                .front()
+                .is_some_and(|d| now.duration_since(d.at).unwrap_or_default() > KEEP_DELIVERIES)
+        {
+            s.delivered.pop_front();
+        }
+    }
+
+    /// Own deliveries, for the peers.
+    pub fn deliveries(&self) -> Vec<Delivery> {
+        self.lock().delivered.iter().cloned().collect()
+    }
+
+    /// A peer answered.
+    pub fn heard(&self, url: &str, answer: &Answer, now: SystemTime) {
+        let mut s = self.lock();
+        s.views.insert(
+            answer.instance_id.clone(),
+            View {
+                url: url.to_string(),
+                clusters: answer.clusters.clone(),
+                deliveries: answer.deliveries.clone(),
+                seen_at: now,
+            },
+        );
+        // A match is remembered as long as the delivery it used can still be shown.
+        let State { views, used, .. } = &mut *s;
+        used.retain(|(id, seq)| {
+            views
+                .get(id)
+                .is_none_or(|v| v.deliveries.iter().any(|d| d.seq == *seq))
+        });
+    }
+
+    pub fn stats(&self, now: SystemTime) -> PeersStats {
+        let s = self.lock();
+        let peers: Vec<(String, String, f64)> = s
+            .views
+            .iter()
+            .map(|(id, v)| {
+                (
+                    id.clone(),
+                    v.url.clone(),
+                    now.duration_since(v.seen_at)
+                        .unwrap_or_default()
+                        .as_secs_f64(),
+                )
+            })
+            .collect();
+        let answering = peers
+            .iter()
+            .filter(|p| p.2 <= self.takeover.as_secs_f64())
+            .count() as u64;
+        PeersStats {
+            peers,
+            answering,
+            left_to_peers: s.left_to_peers,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

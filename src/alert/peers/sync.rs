@@ -1,0 +1,161 @@
+//! Asking the peers: every `poll_interval`, each peer's `/api/v1/peer` (the URLs of
+//! `peers.urls`, and every address `peers.dns` resolves to at that look), with this
+//! instance's own `http.auth` credential. An answer updates the peer's view and hands its
+//! silences to `merge`; a peer that stops answering is said once, and again when it is back.
+
+use std::collections::BTreeMap;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use tokio::sync::watch;
+
+use super::{Answer, Peers, PEER_PATH};
+use crate::config::{HttpAuth, PeersConfig};
+use crate::model::silence::Silence;
+
+/// Largest peer document read: its deliveries and silences are bounded far below.
+const MAX_ANSWER_BYTES: usize = 4 * 1024 * 1024;
+
+#[derive(Debug, thiserror::Error)]
+pub enum PeerClientError {
+    #[error("peers.ca_file {path}: {detail}")]
+    Ca { path: String, detail: String },
+    #[error("peers: cannot build the HTTP client: {0}")]
+    Client(String),
+}
+
+/// What the task needs besides the shared state.
+pub struct Setup {
+    pub config: PeersConfig,
+    pub auth: Option<HttpAuth>,
+    /// Requests leave from the address this instance listens on when it is one address
+    /// (not 0.0.0.0): a firewall that admits peers by address sees the instance's own.
+    pub listen: SocketAddr,
+}
+
+pub fn client(setup: &Setup) -> Result<reqwest::Client, PeerClientError> {
+    let mut b = reqwest::Client::builder();
+    if let Some(path) = &setup.config.ca_file {
+        let err = |detail: String| PeerClientError::Ca {
+            path: path.display().to_string(),
+            detail,
+        };
+        let bytes = std::fs::read(path).map_err(|e| err(e.to_string()))?;
+        for c in reqwest::Certificate::from_pem_bundle(&bytes).map_err(|e| err(e.to_string()))? {
+            b = b.add_root_certificate(c);
+        }
+    }
+    if !setup.listen.ip().is_unspecified() {
+        b = b.local_address(Some(setup.listen.ip()));
+    }
+    // A peer that does not answer within the takeover time is gone anyway.
+    let timeout = setup.config.takeover.min(Duration::from_secs(5));
+    b.timeout(timeout)
+        .connect_timeout(timeout)
+        .user_agent(concat!("kafka-watchdog/", env!("CARGO_PKG_VERSION")))
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .map_err(|e| PeerClientError::Client(e.to_string()))
+}
+
+/// The peers' base URLs at this look.
+async fn targets(config: &PeersConfig) -> Vec<String> {
+    let mut out: Vec<String> = config
+        .urls
+        .iter()
+        .map(|u| u.as_str().trim_end_matches('/').to_string())
+        .collect();
+    if let Some(d) = &config.dns {
+        match tokio::net::lookup_host((d.host.as_str(), d.port)).await {
+            Ok(addrs) => {
+                for a in addrs {
+                    let host = match a.ip() {
+                        IpAddr::V4(ip) => ip.to_string(),
+                        IpAddr::V6(ip) => format!("[{ip}]"),
+                    };
+                    out.push(format!("{}://{host}:{}", d.scheme, a.port()));
+                }
+            }
+            Err(e) => {
+                tracing::debug!(name = %d.host, error = %e, "peers.dns does not resolve now");
+            }
+        }
+    }
+    out.sort();
+    out.dedup();
+    out
+}
+
+async fn ask(
+    client: &reqwest::Client,
+    base: &str,
+    auth: Option<&HttpAuth>,
+) -> Result<Answer, String> {
+    let mut req = client.get(format!("{base}{PEER_PATH}"));
+    req = match auth {
+        Some(HttpAuth::Bearer { token }) => req.bearer_auth(token.expose()),
+        Some(HttpAuth::Basic { username, password }) => {
+            req.basic_auth(username, Some(password.expose()))
+        }
+        None => req,
+    };
+    let resp = req.send().await.map_err(|e| e.to_string())?;
+    let status = resp.status();
+    if !status.is_success() {
+        return Err(format!("HTTP {status}"));
+    }
+    let body = resp.bytes().await.map_err(|e| e.to_string())?;
+    if body.len() > MAX_ANSWER_BYTES {
+        return Err(format!("an answer of {} bytes", body.len()));
+    }
+    serde_json::from_slice(&body).map_err(|e| format!("not a peer document: {e}"))
+}
+
+/// Asks every peer, every poll interval, until `stop`.
+pub async fn run(
+    peers: Arc<Peers>,
+    setup: Setup,
+    client: reqwest::Client,
+    merge: impl Fn(&str, Vec<Silence>) + Send + Sync + 'static,
+    mut stop: watch::Receiver<bool>,
+) {
+    // Per URL: the instance it turned out to be (own URLs are skipped), and whether the
+    // last look failed (said once per change).
+    let mut own: Vec<String> = Vec::new();
+    let mut failing: BTreeMap<String, String> = BTreeMap::new();
+    let mut tick = tokio::time::interval(peers.poll_interval);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = stop.changed() => return,
+        }
+        let all = targets(&setup.config).await;
+        let asks = all
+            .iter()
+            .filter(|u| !own.contains(u))
+            .map(|u| async { (u.clone(), ask(&client, u, setup.auth.as_ref()).await) });
+        for (url, answer) in futures::future::join_all(asks).await {
+            match answer {
+                Ok(a) if a.instance_id == peers.instance_id => {
+                    tracing::debug!(url = %url, "peers: this URL is this watchdog itself");
+                    own.push(url);
+                }
+                Ok(a) => {
+                    if failing.remove(&url).is_some() {
+                        tracing::info!(peer = %a.instance_id, url = %url, "peer answers again");
+                    }
+                    peers.heard(&url, &a, SystemTime::now());
+                    merge(&a.instance_id, a.silences);
+                }
+                Err(why) => {
+                    if failing.get(&url) != Some(&why) {
+                        tracing::warn!(url = %url, why = %why, "peer does not answer: its silences and deliveries are not known; after peers.takeover_secs this watchdog sends in its place");
+                        failing.insert(url, why);
+                    }
+                }
+            }
+        }
+    }
+}

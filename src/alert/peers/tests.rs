@@ -1,0 +1,236 @@
+use super::*;
+
+const TAKEOVER: Duration = Duration::from_secs(10);
+
+fn t(secs: u64) -> SystemTime {
+    SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000 + secs)
+}
+
+fn delivery(seq: u64, event: &str, at: SystemTime) -> Delivery {
+    Delivery {
+        seq,
+        receiver: "slack".into(),
+        dedup_key: "lab/broker-2/broker".into(),
+        event: event.into(),
+        severity: "critical".into(),
+        at,
+    }
+}
+
+fn view(seen_at: SystemTime, deliveries: Vec<Delivery>) -> View {
+    View {
+        url: "http://peer:9644".into(),
+        clusters: vec!["lab".into()],
+        deliveries,
+        seen_at,
+    }
+}
+
+fn views(list: &[(&str, View)]) -> BTreeMap<String, View> {
+    list.iter()
+        .map(|(id, v)| (id.to_string(), v.clone()))
+        .collect()
+}
+
+fn turn_of(me: &str, v: &BTreeMap<String, View>, mine: &Delivery, now: SystemTime) -> Turn {
+    turn(me, v, &BTreeSet::new(), "lab", mine, now, TAKEOVER)
+}
+
+#[test]
+fn the_first_in_line_sends_at_once_and_the_next_finds_its_delivery() {
+    let opened = delivery(0, "opened", t(100));
+    // wd-0 is first: wd-1 answering does not hold it.
+    let seen = views(&[("wd-1", view(t(99), vec![]))]);
+    assert_eq!(turn_of("wd-0", &seen, &opened, t(100)), Turn::Send);
+    // wd-1 waits a takeover for wd-0 ...
+    let before = views(&[("wd-0", view(t(100), vec![]))]);
+    assert_eq!(
+        turn_of("wd-1", &before, &opened, t(101)),
+        Turn::Wait(Duration::from_secs(9))
+    );
+    // ... and drops it once wd-0 says it delivered it (its event a second earlier).
+    let after = views(&[("wd-0", view(t(102), vec![delivery(7, "opened", t(99))]))]);
+    assert_eq!(
+        turn_of("wd-1", &after, &opened, t(102)),
+        Turn::Delivered {
+            by: "wd-0".into(),
+            seq: 7
+        }
+    );
+}
+
+#[test]
+fn a_silent_first_in_line_is_replaced_within_the_takeover() {
+    let resolved = delivery(0, "resolved", t(200));
+    // wd-0 answered 4 s ago: wd-1 waits for it until the event is a takeover old.
+    let v = views(&[("wd-0", view(t(196), vec![delivery(3, "opened", t(100))]))]);
+    assert!(matches!(
+        turn_of("wd-1", &v, &resolved, t(200)),
+        Turn::Wait(_)
+    ));
+    assert_eq!(turn_of("wd-1", &v, &resolved, t(210)), Turn::Send);
+    // Silent for longer than the takeover: wd-1 is first in line now.
+    assert_eq!(turn_of("wd-1", &v, &resolved, t(207)), Turn::Send);
+}
+
+#[test]
+fn each_waits_a_takeover_per_place_in_line() {
+    let opened = delivery(0, "opened", t(100));
+    let v = views(&[
+        ("wd-0", view(t(100), vec![])),
+        ("wd-1", view(t(100), vec![])),
+    ]);
+    assert_eq!(
+        turn_of("wd-2", &v, &opened, t(100)),
+        Turn::Wait(Duration::from_secs(20))
+    );
+    assert_eq!(turn_of("wd-2", &v, &opened, t(120)), Turn::Send);
+}
+
+#[test]
+fn instances_that_cannot_see_each_other_each_send() {
+    let opened = delivery(0, "opened", t(100));
+    let none = BTreeMap::new();
+    for me in ["wd-0", "wd-1", "wd-2"] {
+        assert_eq!(turn_of(me, &none, &opened, t(100)), Turn::Send);
+    }
+}
+
+#[test]
+fn a_peer_on_other_clusters_takes_no_turn() {
+    let opened = delivery(0, "opened", t(100));
+    let mut other = view(t(100), vec![]);
+    other.clusters = vec!["billing".into()];
+    assert_eq!(
+        turn_of("wd-1", &views(&[("wd-0", other)]), &opened, t(100)),
+        Turn::Send
+    );
+}
+
+#[test]
+fn another_event_or_severity_or_an_old_episode_is_not_the_same_delivery() {
+    let v = views(&[(
+        "wd-0",
+        view(
+            t(100),
+            vec![
+                delivery(1, "opened", t(100)),
+                Delivery {
+                    severity: "warning".into(),
+                    ..delivery(2, "updated", t(100))
+                },
+            ],
+        ),
+    )]);
+    // Long after: another episode of the same incident.
+    let later = delivery(0, "opened", t(100 + 600));
+    assert!(matches!(
+        turn_of("wd-1", &v, &later, t(700)),
+        Turn::Wait(_) | Turn::Send
+    ));
+    assert!(!matches!(
+        turn_of("wd-1", &v, &later, t(700)),
+        Turn::Delivered { .. }
+    ));
+    let escalated = delivery(0, "updated", t(100));
+    assert!(!matches!(
+        turn_of("wd-1", &v, &escalated, t(101)),
+        Turn::Delivered { .. }
+    ));
+    let resolved = delivery(0, "resolved", t(100));
+    assert!(!matches!(
+        turn_of("wd-1", &v, &resolved, t(101)),
+        Turn::Delivered { .. }
+    ));
+}
+
+#[test]
+fn one_peer_delivery_covers_one_notification() {
+    // Two episodes a minute apart; the first-in-line died before the second's.
+    let p = Peers::new("wd-1", TAKEOVER, Duration::from_secs(1));
+    let answer = Answer {
+        instance_id: "wd-0".into(),
+        version: "x".into(),
+        clusters: vec!["lab".into()],
+        silences: vec![],
+        deliveries: vec![delivery(1, "opened", t(100))],
+    };
+    p.heard("http://wd-0:9644", &answer, t(101));
+    let first = event("opened", t(100));
+    assert!(matches!(
+        p.turn("slack", &first, t(101)),
+        Turn::Delivered { .. }
+    ));
+    let second = event("opened", t(160));
+    // wd-0 was last heard at 101: gone by 171, and its one delivery is used.
+    assert_eq!(p.turn("slack", &second, t(172)), Turn::Send);
+    assert_eq!(p.stats(t(172)).left_to_peers, 1);
+}
+
+#[test]
+fn own_deliveries_are_kept_ten_minutes_for_the_peers() {
+    let p = Peers::new("wd-0", TAKEOVER, Duration::from_secs(1));
+    p.delivered("slack", &event("opened", t(100)), t(100));
+    p.delivered("slack", &event("resolved", t(200)), t(200));
+    assert_eq!(p.deliveries().len(), 2);
+    p.delivered("slack", &event("opened", t(750)), t(750));
+    let kept: Vec<String> = p.deliveries().into_iter().map(|d| d.event).collect();
+    assert_eq!(kept, ["resolved", "opened"]);
+    let seqs: Vec<u64> = p.deliveries().into_iter().map(|d| d.seq).collect();
+    assert_eq!(seqs, [2, 3]);
+}
+
+#[test]
+fn the_formats_that_deduplicate_are_sent_by_every_instance() {
+    assert!(deduplicates(WebhookFormat::Alertmanager));
+    assert!(deduplicates(WebhookFormat::PagerDuty));
+    for f in [
+        WebhookFormat::Slack,
+        WebhookFormat::Teams,
+        WebhookFormat::Generic,
+    ] {
+        assert!(!deduplicates(f));
+    }
+}
+
+fn event(kind: &str, at: SystemTime) -> IncidentEvent {
+    use crate::alert::incident::{EventKind, Incident, Subject};
+    use crate::config::Severity;
+    use crate::model::kind::FindingKind;
+    IncidentEvent {
+        kind: match kind {
+            "opened" => EventKind::Opened,
+            "resolved" => EventKind::Resolved,
+            _ => EventKind::Updated,
+        },
+        at,
+        incident: Incident {
+            id: "kw-1".into(),
+            dedup_key: "lab/broker-2/broker".into(),
+            cluster: "lab".into(),
+            subject: Subject::Broker(2),
+            kind: FindingKind::Broker,
+            broker: Some(2),
+            broker_address: None,
+            state: None,
+            severity: Severity::Critical,
+            peak_severity: Severity::Critical,
+            summary: String::new(),
+            evidence: Vec::new(),
+            rules: Vec::new(),
+            affected_partitions: Vec::new(),
+            affected_partitions_total: 0,
+            suspects: vec![2],
+            started_at: at,
+            updated_at: at,
+            resolved_at: None,
+            unavailable_seconds: None,
+            silenced: None,
+            notified_peak: None,
+            flapping_since: None,
+            labels: Default::default(),
+        },
+        previous: None,
+        changes: Vec::new(),
+    }
+}
