@@ -6,7 +6,9 @@ mod common;
 
 use std::time::Duration;
 
-use common::watchdog::{is_event, metric_sum, metric_value, Receiver, Watchdog, WatchdogSettings};
+use common::watchdog::{
+    free_port, is_event, metric_sum, metric_value, Receiver, Watchdog, WatchdogSettings,
+};
 use common::{eventually, lab, unique_topic};
 
 const WAIT: Duration = Duration::from_secs(120);
@@ -97,4 +99,279 @@ fn two_instances_share_the_canary_topic_and_the_deduplication_keys() {
     }
     drop((a, b));
     let _ = kafka_lab::client::delete_topic(&lab.bootstrap(), &topic);
+}
+
+/// Peers of the three instances of the fleet test: each listens on its own loopback
+/// address, from which its requests to the others leave, so one iptables rule can cut
+/// them from each other and from nothing else.
+const FLEET: [(&str, [u8; 4]); 3] = [
+    ("wd-a", [127, 0, 0, 41]),
+    ("wd-b", [127, 0, 0, 42]),
+    ("wd-c", [127, 0, 0, 43]),
+];
+const TAKEOVER_SECS: u64 = 3;
+/// The test's own iptables chain: the instances' traffic to each other, dropped.
+const PARTITION_CHAIN: &str = "KW-TEST-PEERS";
+
+fn ipt(args: &[&str]) -> bool {
+    std::process::Command::new("iptables")
+        .args(["-w", "5"])
+        .args(args)
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// Cuts the instances from each other until dropped.
+struct Partition;
+
+impl Partition {
+    fn start() -> Partition {
+        let _ = ipt(&["-N", PARTITION_CHAIN]);
+        assert!(ipt(&[
+            "-A",
+            PARTITION_CHAIN,
+            "-s",
+            "127.0.0.40/29",
+            "-d",
+            "127.0.0.40/29",
+            "-p",
+            "tcp",
+            "-j",
+            "DROP"
+        ]));
+        assert!(ipt(&["-I", "OUTPUT", "1", "-j", PARTITION_CHAIN]));
+        Partition
+    }
+}
+
+impl Drop for Partition {
+    fn drop(&mut self) {
+        while ipt(&["-D", "OUTPUT", "-j", PARTITION_CHAIN]) {}
+        let _ = ipt(&["-F", PARTITION_CHAIN]);
+        let _ = ipt(&["-X", PARTITION_CHAIN]);
+    }
+}
+
+fn fleet_member(index: usize, ports: &[u16; 3], generic: &Receiver, slack: &Receiver) -> Watchdog {
+    let (name, ip) = FLEET[index];
+    let host = std::net::IpAddr::from(ip);
+    let peers: Vec<String> = FLEET
+        .iter()
+        .zip(ports)
+        .map(|((_, ip), port)| format!("http://{}:{port}", std::net::IpAddr::from(*ip)))
+        .collect();
+    let hooks = format!(
+        "webhooks:\n  - name: chat\n    url: {}\n    format: slack\n    min_severity: info\n    repeat_interval_secs: 0\n    group_interval_secs: 0\n  - name: sink\n    url: {}\n    format: generic\n    min_severity: info\n    repeat_interval_secs: 0\n    group_interval_secs: 0\n",
+        slack.url(),
+        generic.url()
+    );
+    let s = WatchdogSettings {
+        canary_yaml: "      enabled: false\n".into(),
+        extra_cluster_yaml: "    verdict:\n      open_after_secs: 2\n      resolve_after_secs: 2\n"
+            .into(),
+        extra_top_yaml: format!(
+            "{hooks}peers:\n  urls: [{}]\n  poll_interval_ms: 500\n  takeover_secs: {TAKEOVER_SECS}\n",
+            peers.join(", ")
+        ),
+        ..WatchdogSettings::default()
+    };
+    Watchdog::start_at(&format!("fleet-{name}"), host, ports[index], |port, dir| {
+        Watchdog::config_yaml(port, dir, &s)
+            .replace("instance_id: test", &format!("instance_id: {name}"))
+            .replace(
+                &format!("listen: 127.0.0.1:{port}"),
+                &format!("listen: {host}:{port}"),
+            )
+    })
+}
+
+fn answering(w: &Watchdog) -> f64 {
+    w.metric("kafka_watchdog_peers_answering", &[])
+        .unwrap_or(-1.0)
+}
+
+/// Bodies from `instance` of `event` about broker 2.
+fn generic_from(rx: &Receiver, event: &str, instance: Option<&str>) -> Vec<serde_json::Value> {
+    rx.received()
+        .into_iter()
+        .filter(|v| {
+            is_event(v, event, "broker", Some(2)) && instance.is_none_or(|i| v["instance_id"] == i)
+        })
+        .collect()
+}
+
+/// Slack messages of `event` ("opened", "resolved after") about broker 2.
+fn slack_of(rx: &Receiver, event: &str) -> usize {
+    rx.received()
+        .iter()
+        .filter(|v| {
+            v["text"]
+                .as_str()
+                .is_some_and(|t| t.contains(&format!("broker: {event}")) && t.contains("broker 2"))
+        })
+        .count()
+}
+
+/// A change to silences through one instance's API, the loopback way (its local token):
+/// the status line and the JSON answer.
+fn silences_api(w: &Watchdog, method: &str, path: &str, body: &str) -> (String, serde_json::Value) {
+    use std::io::{Read, Write};
+    let token = std::fs::read_to_string(w.dir.join("state").join("api-token")).expect("token");
+    let mut s = std::net::TcpStream::connect((w.host, w.port)).expect("connect");
+    write!(
+        s,
+        "{method} {path} HTTP/1.0\r\nHost: {}\r\nAuthorization: Bearer {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        w.host,
+        token.trim(),
+        body.len()
+    )
+    .unwrap();
+    let mut raw = String::new();
+    s.read_to_string(&mut raw).unwrap();
+    let (head, json) = raw.split_once("\r\n\r\n").unwrap_or_default();
+    let status = head.lines().next().unwrap_or_default().to_string();
+    (status, serde_json::from_str(json).unwrap_or_default())
+}
+
+fn silence_of(w: &Watchdog, id: &str) -> Option<serde_json::Value> {
+    let (_, body) = w.get("/api/v1/silences").ok()?;
+    let v: serde_json::Value = serde_json::from_str(&body).ok()?;
+    v["silences"]
+        .as_array()?
+        .iter()
+        .find(|s| s["id"] == id)
+        .cloned()
+}
+
+/// Issue 28 item 1, on the lab with three instances: one event is one Slack message; a
+/// silence added on one holds on the others within 5 s; the sender killed during an open
+/// incident, another delivers its resolve; cut apart, each delivers (duplicates, none lost).
+#[test]
+fn three_peers_page_once_share_silences_hand_over_and_each_page_when_cut_apart() {
+    let mut lab = lab();
+    let generic = Receiver::start();
+    let slack = Receiver::start();
+    let ports = [free_port(), free_port(), free_port()];
+    let mut fleet: Vec<Option<Watchdog>> = (0..3)
+        .map(|i| Some(fleet_member(i, &ports, &generic, &slack)))
+        .collect();
+    for w in fleet.iter().flatten() {
+        eventually(WAIT, "every instance hears the two others", || {
+            (answering(w) == 2.0).then_some(())
+        });
+    }
+
+    // A silence added on wd-a holds on wd-b and wd-c within 5 s; expired on wd-c, it
+    // ends on wd-a and wd-b too.
+    let a = fleet[0].as_ref().unwrap();
+    let (status, added) = silences_api(
+        a,
+        "POST",
+        "/api/v1/silences",
+        r#"{"cluster": "lab", "broker": 3, "duration": "1h", "comment": "fleet test"}"#,
+    );
+    assert!(status.contains(" 201"), "{status} {added:#}");
+    let id = added["id"].as_str().unwrap().to_string();
+    let since = std::time::Instant::now();
+    for w in fleet[1..].iter().flatten() {
+        eventually(
+            Duration::from_secs(5),
+            "the silence reaches the peer",
+            || silence_of(w, &id).filter(|s| s["active"] == true),
+        );
+    }
+    println!(
+        "silence on every peer {:.1} s after it was added",
+        since.elapsed().as_secs_f64()
+    );
+    assert!(since.elapsed() <= Duration::from_secs(5));
+    let c = fleet[2].as_ref().unwrap();
+    let (status, expired) = silences_api(c, "DELETE", &format!("/api/v1/silences/{id}"), "");
+    assert!(status.contains(" 200"), "{status} {expired:#}");
+    for w in fleet[..2].iter().flatten() {
+        eventually(
+            Duration::from_secs(5),
+            "the expiry reaches the peer",
+            || silence_of(w, &id).filter(|s| s["active"] == false),
+        );
+    }
+
+    // One fault: one Slack message and one generic body, from wd-a, the first in line.
+    lab.freeze(2).unwrap();
+    let opened = generic.wait("opened broker 2", WAIT, |v| {
+        is_event(v, "opened", "broker", Some(2))
+    });
+    assert_eq!(opened["instance_id"], "wd-a", "{opened:#}");
+    // The others' turns are over after two takeovers; a second look would see a duplicate.
+    std::thread::sleep(Duration::from_secs(2 * TAKEOVER_SECS + 3));
+    assert_eq!(
+        generic_from(&generic, "opened", None).len(),
+        1,
+        "{:#?}",
+        generic.received()
+    );
+    assert_eq!(slack_of(&slack, "opened"), 1, "{:#?}", slack.received());
+    for w in fleet[1..].iter().flatten() {
+        let left = metric_sum(
+            &w.metrics(),
+            "kafka_watchdog_webhook_deliveries_total",
+            &[("outcome", "peer")],
+        );
+        assert!(
+            left >= 2.0,
+            "each other instance left both receivers' opened to wd-a: {left}"
+        );
+    }
+
+    // The sender dies with the incident open: the next in line delivers the resolve.
+    fleet[0] = None;
+    lab.thaw(2).unwrap();
+    let resolved = generic.wait("resolved broker 2", WAIT, |v| {
+        is_event(v, "resolved", "broker", Some(2))
+    });
+    assert_eq!(resolved["instance_id"], "wd-b", "{resolved:#}");
+    std::thread::sleep(Duration::from_secs(2 * TAKEOVER_SECS + 3));
+    assert_eq!(
+        generic_from(&generic, "resolved", None).len(),
+        1,
+        "{:#?}",
+        generic.received()
+    );
+    assert_eq!(
+        slack_of(&slack, "resolved after"),
+        1,
+        "{:#?}",
+        slack.received()
+    );
+
+    // Cut apart: each instance is first in its own line and delivers.
+    let cut = Partition::start();
+    for w in fleet.iter().flatten() {
+        eventually(WAIT, "the instances lose each other", || {
+            (answering(w) == 0.0).then_some(())
+        });
+    }
+    lab.freeze(2).unwrap();
+    for instance in ["wd-b", "wd-c"] {
+        generic.wait(
+            &format!("{instance} opened broker 2 while cut off"),
+            WAIT,
+            |v| is_event(v, "opened", "broker", Some(2)) && v["instance_id"] == instance,
+        );
+    }
+    lab.thaw(2).unwrap();
+    for instance in ["wd-b", "wd-c"] {
+        generic.wait(
+            &format!("{instance} resolved broker 2 while cut off"),
+            WAIT,
+            |v| is_event(v, "resolved", "broker", Some(2)) && v["instance_id"] == instance,
+        );
+    }
+    drop(cut);
+    assert_eq!(
+        slack_of(&slack, "opened"),
+        3,
+        "one before the cut, two (duplicates) during it"
+    );
+    drop(fleet);
 }

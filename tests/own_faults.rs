@@ -329,6 +329,7 @@ fn a_crash_right_after_the_incident_book_is_saved_still_delivers_the_page() {
     let launch = |run: &str, env: &[(&str, &str)]| {
         let port = free_port();
         support::Watchdog::launch(&support::Launch {
+            host: support::LOOPBACK,
             bin: std::path::Path::new(env!("CARGO_BIN_EXE_kafka-watchdog")),
             dir: &dir.join(run),
             port,

@@ -23,6 +23,7 @@ fn launch(dir: &Path, run: &str, settings: &WatchdogSettings) -> support::Watchd
     let port = free_port();
     let yaml = Watchdog::config_yaml(port, dir, settings);
     support::Watchdog::launch(&support::Launch {
+        host: support::LOOPBACK,
         bin: Path::new(env!("CARGO_BIN_EXE_kafka-watchdog")),
         dir: &dir.join(run),
         port,

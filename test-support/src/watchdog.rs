@@ -4,7 +4,7 @@
 //! here once.
 
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -40,13 +40,17 @@ fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> LaunchError {
     move |source| LaunchError::Io { what, source }
 }
 
+/// Where watchdogs listen unless a test needs an address of their own.
+pub const LOOPBACK: IpAddr = IpAddr::V4(Ipv4Addr::LOCALHOST);
+
 /// How to start one watchdog.
 pub struct Launch<'a> {
     /// The `kafka-watchdog` binary.
     pub bin: &'a Path,
     /// Where the config and the log go; created if missing.
     pub dir: &'a Path,
-    /// The HTTP port the config makes it listen on (127.0.0.1).
+    /// The address and port the config makes it listen on (usually [`LOOPBACK`]).
+    pub host: IpAddr,
     pub port: u16,
     pub yaml: &'a str,
     /// Run `check-config` first, so a config the daemon refuses is reported as such rather
@@ -60,6 +64,7 @@ pub struct Launch<'a> {
 /// A running kafka-watchdog; killed when dropped.
 pub struct Watchdog {
     child: Child,
+    pub host: IpAddr,
     pub port: u16,
     pub dir: PathBuf,
 }
@@ -118,6 +123,7 @@ impl Watchdog {
             .map_err(io(format!("start {}", l.bin.display())))?;
         let w = Watchdog {
             child,
+            host: l.host,
             port: l.port,
             dir: l.dir.to_path_buf(),
         };
@@ -169,7 +175,7 @@ impl Watchdog {
 
     /// A plain HTTP/1.0 GET: status code and body.
     pub fn get(&self, path: &str) -> std::io::Result<(u16, String)> {
-        http_get(self.port, path)
+        http_get_at(self.host, self.port, path)
     }
 
     /// `/status`, parsed; an error unless it answers 200 with JSON.
@@ -180,7 +186,7 @@ impl Watchdog {
 
     /// [`status`](Self::status) without blocking the runtime it is awaited on.
     pub async fn status_async(&self) -> std::io::Result<Value> {
-        let (code, body) = http_get_async(self.port, "/status").await?;
+        let (code, body) = http_get_async_at(self.host, self.port, "/status").await?;
         status_json(code, &body)
     }
 }
@@ -217,10 +223,15 @@ fn split_response(raw: &[u8]) -> (u16, String) {
 
 /// HTTP/1.0 GET of 127.0.0.1:`port`, so the server closes the connection after the body.
 pub fn http_get(port: u16, path: &str) -> std::io::Result<(u16, String)> {
-    let addr = SocketAddr::from(([127, 0, 0, 1], port));
+    http_get_at(LOOPBACK, port, path)
+}
+
+/// [`http_get`] of another address.
+pub fn http_get_at(host: IpAddr, port: u16, path: &str) -> std::io::Result<(u16, String)> {
+    let addr = SocketAddr::new(host, port);
     let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(2))?;
     s.set_read_timeout(Some(Duration::from_secs(5)))?;
-    write!(s, "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")?;
+    write!(s, "GET {path} HTTP/1.0\r\nHost: {host}\r\n\r\n")?;
     let mut raw = Vec::new();
     s.read_to_end(&mut raw)?;
     Ok(split_response(&raw))
@@ -228,9 +239,13 @@ pub fn http_get(port: u16, path: &str) -> std::io::Result<(u16, String)> {
 
 /// [`http_get`] on the runtime, with a 5 s deadline.
 pub async fn http_get_async(port: u16, path: &str) -> std::io::Result<(u16, String)> {
+    http_get_async_at(LOOPBACK, port, path).await
+}
+
+async fn http_get_async_at(host: IpAddr, port: u16, path: &str) -> std::io::Result<(u16, String)> {
     let get = async {
-        let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port)).await?;
-        s.write_all(format!("GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").as_bytes())
+        let mut s = tokio::net::TcpStream::connect((host, port)).await?;
+        s.write_all(format!("GET {path} HTTP/1.0\r\nHost: {host}\r\n\r\n").as_bytes())
             .await?;
         let mut raw = Vec::new();
         s.read_to_end(&mut raw).await?;

@@ -89,10 +89,21 @@ impl Watchdog {
 
     /// Starts the daemon with a config of the caller's (given the HTTP port and a folder).
     pub fn start_yaml(name: &str, yaml: impl FnOnce(u16, &std::path::Path) -> String) -> Watchdog {
-        let port = free_port();
+        Self::start_at(name, support::LOOPBACK, free_port(), yaml)
+    }
+
+    /// [`start_yaml`](Self::start_yaml) on an address and port the caller chose (the
+    /// config must listen there).
+    pub fn start_at(
+        name: &str,
+        host: std::net::IpAddr,
+        port: u16,
+        yaml: impl FnOnce(u16, &std::path::Path) -> String,
+    ) -> Watchdog {
         let dir = temp_dir(name);
         let yaml = yaml(port, &dir);
         let launched = support::Watchdog::launch(&support::Launch {
+            host,
             bin: std::path::Path::new(env!("CARGO_BIN_EXE_kafka-watchdog")),
             dir: &dir,
             port,

@@ -165,6 +165,7 @@ impl Watchdog {
         );
         yaml.push_str(webhooks_yaml);
         let w = support::Watchdog::launch(&support::Launch {
+            host: support::LOOPBACK,
             bin: &bin,
             dir: &dir,
             port,

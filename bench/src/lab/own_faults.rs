@@ -89,6 +89,7 @@ fn launch(
         dir.join("state").display()
     );
     Ok(support::Watchdog::launch(&support::Launch {
+        host: support::LOOPBACK,
         bin,
         dir: &dir.join(run),
         port,

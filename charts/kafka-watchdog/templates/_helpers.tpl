@@ -25,6 +25,18 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- $_ := set $http "listen" (printf "0.0.0.0:%v" .Values.service.port) -}}
 {{- $_ := set $cfg "http" $http -}}
 {{- $_ := set $cfg "state_dir" "/var/lib/kafka-watchdog" -}}
+{{- /* Replicas find each other by their stable StatefulSet names under the headless
+     service (a certificate for *.<release>-pods.<namespace>.svc serves them all): shared
+     silences, and one message per event to receivers that do not deduplicate. */ -}}
+{{- if and .Values.peers.enabled (gt (int .Values.replicaCount) 1) (not (hasKey $cfg "peers")) -}}
+{{- $scheme := ternary "https" "http" (not (empty (dig "http" "tls" "" .Values.config))) -}}
+{{- $full := include "kafka-watchdog.fullname" . -}}
+{{- $urls := list -}}
+{{- range $i := until (int .Values.replicaCount) -}}
+{{- $urls = append $urls (printf "%s://%s-%d.%s-pods.%s.svc:%v" $scheme $full $i $full $.Release.Namespace $.Values.service.port) -}}
+{{- end -}}
+{{- $_ := set $cfg "peers" (dict "urls" $urls) -}}
+{{- end -}}
 {{- toYaml $cfg -}}
 {{- end -}}
 

@@ -936,3 +936,78 @@ async fn the_lab_sink_receives_generic_notifications() {
     handle.shutdown(Duration::from_secs(1)).await;
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Issue 28 item 1: with a peer first in line that delivered broker 1's opening, this
+/// instance leaves it to that peer, sends broker 2's (which the peer did not deliver) once
+/// the peer had its takeover time, and sends both to Alertmanager at once.
+#[tokio::test]
+async fn a_peer_first_in_line_that_delivered_keeps_this_instance_quiet_for_that_event_only() {
+    use crate::alert::peers::{Answer, Delivery, Peers};
+    let chat = TestReceiver::start("127.0.0.1:0".parse().unwrap(), always(200)).await;
+    let am = TestReceiver::start("127.0.0.1:0".parse().unwrap(), always(200)).await;
+    let dir = temp_dir("peers");
+    let takeover = Duration::from_millis(600);
+    let peers = Arc::new(Peers::new("wd-2", takeover, Duration::from_millis(20)));
+    let now = SystemTime::now();
+    let mut opened = events(2);
+    for e in &mut opened {
+        e.at = now;
+    }
+    let theirs = Delivery {
+        seq: 1,
+        receiver: "chat".into(),
+        dedup_key: opened[0].incident.dedup_key.clone(),
+        event: "opened".into(),
+        severity: "critical".into(),
+        at: now - Duration::from_millis(300),
+    };
+    let answer = Answer {
+        instance_id: "wd-1".into(),
+        version: "0".into(),
+        clusters: vec!["lab".into()],
+        silences: vec![],
+        deliveries: vec![theirs],
+    };
+    peers.heard("http://wd-1:9644", &answer, now);
+    let sender = Sender {
+        instance_id: "wd-2".into(),
+        status_url: None,
+        peers: Some(peers.clone()),
+    };
+    let handle = Notifier::spawn_with(
+        &[
+            hook("chat", &chat.url(), WebhookFormat::Generic),
+            hook("am", &am.url(), WebhookFormat::Alertmanager),
+        ],
+        &dir,
+        sender,
+        fast(),
+    )
+    .unwrap();
+    handle.submit(opened);
+    assert_eq!(
+        am.wait_delivered(2).await.len(),
+        2,
+        "Alertmanager gets every instance's"
+    );
+    let started = std::time::Instant::now();
+    let got = chat.wait_delivered(1).await;
+    assert_eq!(brokers(&got), vec![2], "broker 1's went from the peer");
+    assert!(
+        now + takeover <= SystemTime::now() && started.elapsed() < Duration::from_secs(5),
+        "sent once the peer first in line had its takeover time"
+    );
+    let stats = handle.shutdown(Duration::from_secs(1)).await;
+    let s = stats
+        .receivers
+        .iter()
+        .find(|r| r.receiver == "chat")
+        .unwrap();
+    assert_eq!((s.ok, s.left_to_peers, s.queue_depth), (1, 1, 0));
+    assert_eq!(
+        peers.deliveries().len(),
+        1,
+        "its own delivery, for the peers to read"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
