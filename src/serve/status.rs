@@ -28,7 +28,15 @@ pub struct Status<'a> {
     pub silences: Vec<serde_json::Value>,
     /// With `peers:`: the other watchdogs as last heard.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub peers: Option<Vec<PeerStatus<'a>>>,
+    pub peers: Option<PeersStatus<'a>>,
+}
+
+#[derive(Serialize)]
+pub struct PeersStatus<'a> {
+    /// Every peer that answered since this instance started.
+    pub known: Vec<PeerStatus<'a>>,
+    /// Peer URLs whose last look failed.
+    pub unreachable: &'a [String],
 }
 
 #[derive(Serialize)]
@@ -491,15 +499,17 @@ pub fn render<'a>(
             .webhooks
             .as_ref()
             .and_then(|w| w.peers.as_ref())
-            .map(|p| {
-                p.peers
+            .map(|p| PeersStatus {
+                known: p
+                    .peers
                     .iter()
                     .map(|(id, url, age)| PeerStatus {
                         instance_id: id,
                         url,
                         last_answer_seconds_ago: (age * 10.0).round() / 10.0,
                     })
-                    .collect()
+                    .collect(),
+                unreachable: &p.unreachable,
             }),
     };
     serde_json::to_string_pretty(&status).expect("status serializes")

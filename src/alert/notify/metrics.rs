@@ -82,6 +82,13 @@ pub fn encode(reg: &mut Registry, stats: &NotifierStats) {
             "Other watchdogs (peers:) that answered within peers.takeover_secs",
             count,
         );
+        let unreachable: prometheus_client::metrics::gauge::Gauge<i64> = Default::default();
+        unreachable.set(p.unreachable.len() as i64);
+        reg.register(
+            "peers_unreachable",
+            "Peer URLs (peers:) whose last look failed: refused, timed out, or not a watchdog; while a peer cannot be reached both may send to Slack, Teams and generic receivers",
+            unreachable,
+        );
     }
     for r in &stats.receivers {
         unspooled

@@ -191,6 +191,8 @@ struct State {
     used: BTreeSet<(String, u64)>,
     /// Notifications left to a peer, for the metrics.
     left_to_peers: u64,
+    /// Peer URLs whose last look failed (refused, timed out, not a watchdog).
+    unreachable: Vec<String>,
 }
 
 /// For `/status` and the metrics.
@@ -201,6 +203,8 @@ pub struct PeersStats {
     /// Those that answered within the takeover time.
     pub answering: u64,
     pub left_to_peers: u64,
+    /// Peer URLs whose last look failed.
+    pub unreachable: Vec<String>,
 }
 
 impl Peers {
@@ -279,6 +283,11 @@ impl Peers {
         });
     }
 
+    /// The peer URLs whose last look failed (the asking task says so after each look).
+    pub fn set_unreachable(&self, urls: Vec<String>) {
+        self.lock().unreachable = urls;
+    }
+
     pub fn stats(&self, now: SystemTime) -> PeersStats {
         let s = self.lock();
         let peers: Vec<(String, String, f64)> = s
@@ -302,6 +311,7 @@ impl Peers {
             peers,
             answering,
             left_to_peers: s.left_to_peers,
+            unreachable: s.unreachable.clone(),
         }
     }
 }

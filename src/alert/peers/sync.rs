@@ -150,12 +150,15 @@ pub async fn run(
                     merge(&a.instance_id, a.silences);
                 }
                 Err(why) => {
-                    if failing.get(&url) != Some(&why) {
+                    if !failing.contains_key(&url) {
                         tracing::warn!(url = %url, why = %why, "peer does not answer: its silences and deliveries are not known; after peers.takeover_secs this watchdog sends in its place");
-                        failing.insert(url, why);
                     }
+                    failing.insert(url, why);
                 }
             }
         }
+        // A peer URL gone from DNS is no longer one that fails.
+        failing.retain(|u, _| all.contains(u));
+        peers.set_unreachable(failing.keys().cloned().collect());
     }
 }
