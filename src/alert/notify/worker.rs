@@ -583,31 +583,10 @@ pub(super) async fn work(
             .as_ref()
             .filter(|_| !crate::alert::peers::deduplicates(r.cfg.format));
         if let Some(peers) = peers {
-            match peers.turn(&r.cfg.name, &n.event, SystemTime::now()) {
-                Turn::Send => {}
-                Turn::Delivered { by, .. } => {
-                    tracing::debug!(receiver = %r.cfg.name, incident = %n.event.incident.id, event = n.event.kind.as_str(), peer = %by, "a peer delivered it");
-                    finish(&r, seq).await;
-                    lock(&r.counters).left_to_peers += 1;
-                    shared.progress.send_replace(());
-                    continue;
-                }
-                Turn::Wait(_) if stopping || *stop.borrow() => return,
-                Turn::Wait(wait) => {
-                    // Looked at again when the peers may have answered, or when it is due.
-                    let wait = wait.min(peers.poll_interval);
-                    tokio::select! {
-                        _ = tokio::time::sleep(wait) => {}
-                        changed = stop.changed() => {
-                            // Left in the spool: the next start finds the peer's delivery
-                            // or sends it.
-                            if changed.is_err() || *stop.borrow() {
-                                return;
-                            }
-                        }
-                    }
-                    continue;
-                }
+            match peer_turn(peers, &r, &n, seq, &shared, &mut stop, stopping).await {
+                Next::Send => {}
+                Next::Look => continue,
+                Next::Stop => return,
             }
         }
         let ctx = Context {
@@ -677,6 +656,49 @@ pub(super) async fn work(
                 }
                 shared.progress.send_replace(());
                 tokio::time::sleep(wait).await;
+            }
+        }
+    }
+}
+
+/// What the worker does after asking whose turn it is.
+enum Next {
+    Send,
+    /// Look at the head of the queue again (a peer delivered it, or it waited).
+    Look,
+    /// Stopping while the turn is a peer's: left in the spool for the next start, which
+    /// finds the peer's delivery or sends it.
+    Stop,
+}
+
+/// Asks the peers whether this notification is this instance's to send: a peer delivered
+/// it (done here, counted), or one ahead in line may still (wait a look), or send.
+async fn peer_turn(
+    peers: &crate::alert::peers::Peers,
+    r: &Arc<Receiver>,
+    n: &Notification,
+    seq: u64,
+    shared: &Shared,
+    stop: &mut watch::Receiver<bool>,
+    stopping: bool,
+) -> Next {
+    match peers.turn(&r.cfg.name, &n.event, SystemTime::now()) {
+        Turn::Send => Next::Send,
+        Turn::Delivered { by, .. } => {
+            tracing::debug!(receiver = %r.cfg.name, incident = %n.event.incident.id, event = n.event.kind.as_str(), peer = %by, "a peer delivered it");
+            finish(r, seq).await;
+            lock(&r.counters).left_to_peers += 1;
+            shared.progress.send_replace(());
+            Next::Look
+        }
+        Turn::Wait(_) if stopping || *stop.borrow() => Next::Stop,
+        Turn::Wait(wait) => {
+            // Looked at again when the peers may have answered, or when it is due.
+            tokio::select! {
+                _ = tokio::time::sleep(wait.min(peers.poll_interval)) => Next::Look,
+                changed = stop.changed() => {
+                    if changed.is_err() || *stop.borrow() { Next::Stop } else { Next::Look }
+                }
             }
         }
     }
