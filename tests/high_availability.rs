@@ -113,10 +113,12 @@ const TAKEOVER_SECS: u64 = 3;
 /// The test's own iptables chain: the instances' traffic to each other, dropped.
 const PARTITION_CHAIN: &str = "KW-TEST-PEERS";
 
+/// Runs iptables; whether it succeeded (its complaints are the caller's to judge).
 fn ipt(args: &[&str]) -> bool {
     std::process::Command::new("iptables")
         .args(["-w", "5"])
         .args(args)
+        .stderr(std::process::Stdio::null())
         .status()
         .is_ok_and(|s| s.success())
 }
