@@ -119,15 +119,19 @@ pub async fn cluster_loop(
         .verdict
         .liveness_interval
         .max(Duration::from_millis(200));
-    // The last round's report, for re-evaluations until the next round.
-    let mut last: Option<Arc<ClusterReport>> = None;
     let limit = round_limit(&cfg);
     let canary_news = canary.as_ref().map(Canary::news);
-    let mut cadence = Cadence::new(cfg.round_interval, tokio::time::Instant::now());
-    // The last metadata change a round was asked for (see `metadata_changed`).
-    let mut metadata_seen: Option<SystemTime> = None;
+    let mut between = Between {
+        cfg: &cfg,
+        alerting: &alerting,
+        published: &published,
+        look_wire: &look_wire,
+        cadence: Cadence::new(cfg.round_interval, tokio::time::Instant::now()),
+        last: None,
+        metadata_seen: None,
+    };
     loop {
-        if let Some(why) = cadence.started(tokio::time::Instant::now()) {
+        if let Some(why) = between.cadence.started(tokio::time::Instant::now()) {
             tracing::debug!(cluster = %cfg.name, ?why, "round started early");
         }
         let round = {
@@ -139,28 +143,8 @@ pub async fn cluster_loop(
             loop {
                 tokio::select! {
                     r = &mut round => break r,
-                    _ = news(board.as_deref(), tick) => {
-                        decide_refusals(&mut evaluator, board.as_deref(), last.as_deref(), &look_wire).await;
-                        reassess(&cfg, &mut evaluator, board.as_deref(), Looks { quorum: newest(&quorum), coordinators: newest_coordinators(&coordinators) }, &mut last, &alerting, &published);
-                        confirm_soon(&mut cadence, &alerting, &cfg);
-                    }
-                    look = quorum_news(quorum.as_mut()) => {
-                        if metadata_changed(look.as_deref(), &mut metadata_seen) {
-                            cadence.want(tokio::time::Instant::now(), Why::Metadata);
-                        }
-                        if quorum_matters(look.as_deref(), last.as_deref()) {
-                            reassess(&cfg, &mut evaluator, board.as_deref(), Looks { quorum: look, coordinators: newest_coordinators(&coordinators) }, &mut last, &alerting, &published);
-                            confirm_soon(&mut cadence, &alerting, &cfg);
-                        }
-                    }
-                    look = coordinator_news(coordinators.as_mut()) => {
-                        if coordinators_matter(look.as_deref(), last.as_deref()) {
-                            reassess(&cfg, &mut evaluator, board.as_deref(), Looks { quorum: newest(&quorum), coordinators: look }, &mut last, &alerting, &published);
-                            confirm_soon(&mut cadence, &alerting, &cfg);
-                        }
-                    }
-                    why = round_news(board.as_deref(), canary_news.as_deref()) => {
-                        cadence.want(tokio::time::Instant::now(), why);
+                    news = next_news(board.as_deref(), tick, quorum.as_mut(), coordinators.as_mut(), canary_news.as_deref()) => {
+                        between.on(news, &mut evaluator, board.as_deref(), &quorum, &coordinators).await;
                     }
                     _ = shutdown.changed() => return,
                 }
@@ -186,16 +170,16 @@ pub async fn cluster_loop(
                 }
                 let now = SystemTime::now();
                 let mut report = evaluator.evaluate_merged(obs, view, canary_round, now);
-                report.early_rounds = cadence.counts();
+                report.early_rounds = between.cadence.counts();
                 log_round(&report);
                 alerting.after_round(&cfg, &report, now);
                 if let Some(r) = remediator.as_mut() {
                     r.after_round(&report, now);
                 }
                 let report = Arc::new(report);
-                last = Some(report.clone());
+                between.last = Some(report.clone());
                 published.publish(report);
-                confirm_soon(&mut cadence, &alerting, &cfg);
+                confirm_soon(&mut between.cadence, &alerting, &cfg);
                 // Only a round that published counts as progress for the systemd watchdog:
                 // an abandoned one updated nothing that anyone reads, and a loop whose rounds
                 // are all abandoned must be restarted like a loop that hangs.
@@ -209,35 +193,115 @@ pub async fn cluster_loop(
         }
         stall_for_tests(&mut shutdown).await;
         loop {
-            let next = cadence.next_start(tokio::time::Instant::now());
+            let next = between.cadence.next_start(tokio::time::Instant::now());
             tokio::select! {
                 _ = tokio::time::sleep_until(next) => break,
-                _ = news(board.as_deref(), tick) => {
-                    decide_refusals(&mut evaluator, board.as_deref(), last.as_deref(), &look_wire).await;
-                    reassess(&cfg, &mut evaluator, board.as_deref(), Looks { quorum: newest(&quorum), coordinators: newest_coordinators(&coordinators) }, &mut last, &alerting, &published);
-                    confirm_soon(&mut cadence, &alerting, &cfg);
-                }
-                look = quorum_news(quorum.as_mut()) => {
-                    if metadata_changed(look.as_deref(), &mut metadata_seen) {
-                        cadence.want(tokio::time::Instant::now(), Why::Metadata);
-                    }
-                    if quorum_matters(look.as_deref(), last.as_deref()) {
-                        reassess(&cfg, &mut evaluator, board.as_deref(), Looks { quorum: look, coordinators: newest_coordinators(&coordinators) }, &mut last, &alerting, &published);
-                        confirm_soon(&mut cadence, &alerting, &cfg);
-                    }
-                }
-                look = coordinator_news(coordinators.as_mut()) => {
-                    if coordinators_matter(look.as_deref(), last.as_deref()) {
-                        reassess(&cfg, &mut evaluator, board.as_deref(), Looks { quorum: newest(&quorum), coordinators: look }, &mut last, &alerting, &published);
-                        confirm_soon(&mut cadence, &alerting, &cfg);
-                    }
-                }
-                why = round_news(board.as_deref(), canary_news.as_deref()) => {
-                    cadence.want(tokio::time::Instant::now(), why);
+                news = next_news(board.as_deref(), tick, quorum.as_mut(), coordinators.as_mut(), canary_news.as_deref()) => {
+                    between.on(news, &mut evaluator, board.as_deref(), &quorum, &coordinators).await;
                 }
                 _ = shutdown.changed() => return,
             }
         }
+    }
+}
+
+/// What arrives while a round runs or while the loop waits for the next one.
+enum News {
+    /// A liveness fact changed, or the evidence aged a tick: the verdicts are made again.
+    Liveness,
+    /// The control plane's newest look.
+    Quorum(Option<Arc<QuorumObservation>>),
+    /// The group coordinators' newest look.
+    Coordinators(Option<Arc<CoordinatorObservation>>),
+    /// Something only a round can judge: the next one starts early.
+    Round(Why),
+}
+
+/// The first news from any source. Each source is cancel-safe, so a round that ends first
+/// loses none: the same select waits during a round and between rounds.
+async fn next_news(
+    board: Option<&Board>,
+    tick: Duration,
+    quorum: Option<&mut QuorumWatch>,
+    coordinators: Option<&mut CoordinatorWatch>,
+    canary: Option<&tokio::sync::Notify>,
+) -> News {
+    tokio::select! {
+        _ = news(board, tick) => News::Liveness,
+        look = quorum_news(quorum) => News::Quorum(look),
+        look = coordinator_news(coordinators) => News::Coordinators(look),
+        why = round_news(board, canary) => News::Round(why),
+    }
+}
+
+/// What the loop keeps from one round to the next, and what news does to it.
+struct Between<'a> {
+    cfg: &'a ClusterConfig,
+    alerting: &'a Alerting,
+    published: &'a Publisher,
+    look_wire: &'a crate::observe::wire::WireOptions,
+    cadence: Cadence,
+    /// The last round's report, for re-evaluations until the next round.
+    last: Option<Arc<ClusterReport>>,
+    /// The last metadata change a round was asked for (see `metadata_changed`).
+    metadata_seen: Option<SystemTime>,
+}
+
+impl Between<'_> {
+    /// Makes the verdicts again when the news can change them, or asks for a round.
+    async fn on(
+        &mut self,
+        news: News,
+        evaluator: &mut Evaluator,
+        board: Option<&Board>,
+        quorum: &Option<QuorumWatch>,
+        coordinators: &Option<CoordinatorWatch>,
+    ) {
+        let looks = match news {
+            News::Liveness => {
+                decide_refusals(evaluator, board, self.last.as_deref(), self.look_wire).await;
+                Looks {
+                    quorum: newest(quorum),
+                    coordinators: newest_coordinators(coordinators),
+                }
+            }
+            News::Quorum(look) => {
+                if metadata_changed(look.as_deref(), &mut self.metadata_seen) {
+                    self.cadence
+                        .want(tokio::time::Instant::now(), Why::Metadata);
+                }
+                if !quorum_matters(look.as_deref(), self.last.as_deref()) {
+                    return;
+                }
+                Looks {
+                    quorum: look,
+                    coordinators: newest_coordinators(coordinators),
+                }
+            }
+            News::Coordinators(look) => {
+                if !coordinators_matter(look.as_deref(), self.last.as_deref()) {
+                    return;
+                }
+                Looks {
+                    quorum: newest(quorum),
+                    coordinators: look,
+                }
+            }
+            News::Round(why) => {
+                self.cadence.want(tokio::time::Instant::now(), why);
+                return;
+            }
+        };
+        reassess(
+            self.cfg,
+            evaluator,
+            board,
+            looks,
+            &mut self.last,
+            self.alerting,
+            self.published,
+        );
+        confirm_soon(&mut self.cadence, self.alerting, self.cfg);
     }
 }
 
