@@ -981,7 +981,10 @@ const SECTIONS: &[(&str, &[&str])] = &[
             "task_restarts",
         ],
     ),
-    ("Certificates", &["broker_certificate", "cluster_certificate"]),
+    (
+        "Certificates",
+        &["broker_certificate", "cluster_certificate"],
+    ),
     ("Brokers", &["broker"]),
     (
         "Partitions",
@@ -1019,8 +1022,10 @@ fn metrics_reference() -> String {
     let mut all = families(&canonical(&page(&stats)));
     all.extend(families(&process));
 
-    let mut sections: Vec<(&str, Vec<&Family>)> =
-        SECTIONS.iter().map(|(title, _)| (*title, Vec::new())).collect();
+    let mut sections: Vec<(&str, Vec<&Family>)> = SECTIONS
+        .iter()
+        .map(|(title, _)| (*title, Vec::new()))
+        .collect();
     sections.push(("Other", Vec::new()));
     sections.push(("The watchdog's own process", Vec::new()));
     let own_process = sections.len() - 1;
