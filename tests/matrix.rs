@@ -122,36 +122,6 @@ fn negotiated_signals_match_the_compatibility_table() {
     }
 }
 
-/// The README's compatibility table is the one rendered from the committed columns.
-#[test]
-fn readme_compatibility_table_is_generated() {
-    let columns: Vec<String> = KafkaVersion::ALL
-        .iter()
-        .filter_map(|v| std::fs::read_to_string(compat_path(*v)).ok())
-        .collect();
-    assert_eq!(
-        columns.len(),
-        KafkaVersion::ALL.len(),
-        "a release has no docs/compat column"
-    );
-    let table = wire::markdown_table(&columns);
-    let readme =
-        std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md"))
-            .unwrap();
-    let begin = "<!-- compat-table:begin (generated: tests/matrix.rs) -->\n";
-    let end = "<!-- compat-table:end -->";
-    let from = readme
-        .find(begin)
-        .expect("README has the compat-table markers")
-        + begin.len();
-    let to = readme[from..].find(end).expect("end marker") + from;
-    assert_eq!(
-        &readme[from..to],
-        table,
-        "README's compatibility table is stale; paste this between the markers:\n{table}"
-    );
-}
-
 /// Incident 1: a broker alive at process and port level that answers nothing (SIGSTOP) is
 /// a zombie, by name.
 #[test]

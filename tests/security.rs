@@ -143,7 +143,7 @@ fn sasl_ssl_cluster_is_watched_and_a_wrong_password_is_a_clear_error_without_lea
             .clone();
         (!looks.is_empty() && looks.iter().all(|l| l["probe"] == "answered")).then_some(())
     });
-    // And the transaction coordinators, under the ACLs the README lists for that probe
+    // And the transaction coordinators, under the ACLs docs/install.md lists for that probe
     // (Write and Describe on the transactional ids, Read on the groups, one prefix): every
     // probe transaction ends, none refused.
     eventually(

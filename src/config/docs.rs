@@ -7,8 +7,9 @@
 //! test compares the keys every reader asks for with the rows, so a key cannot be added
 //! without its line here.
 //!
-//! `KW_CONFIG_DOCS_WRITE=1 cargo test --lib config::docs` writes the file; without it the
-//! test fails when the committed file differs.
+//! `KW_CONFIG_DOCS_WRITE=1 cargo test --lib config::docs` (or `KW_DOCS_WRITE=1`, which
+//! rewrites every generated doc) writes the file; without it the test fails when the
+//! committed file differs.
 
 use super::keys::{DocRow, Reload};
 use super::schema::{self as s, SecretKeys};
@@ -296,7 +297,9 @@ mod tests {
     #[test]
     fn the_committed_reference_is_current() {
         let now = reference();
-        if std::env::var("KW_CONFIG_DOCS_WRITE").is_ok_and(|w| w == "1") {
+        // KW_DOCS_WRITE rewrites every generated doc at once; the older name still works.
+        let write = |var| std::env::var(var).is_ok_and(|w| w == "1");
+        if write("KW_CONFIG_DOCS_WRITE") || write("KW_DOCS_WRITE") {
             std::fs::write(PATH, &now).unwrap();
         }
         let committed = std::fs::read_to_string(PATH).unwrap_or_default();

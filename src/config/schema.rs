@@ -163,7 +163,7 @@ layered! {
         /// transactions (InitProducerId, AddOffsetsToTxn, EndTxn) of a synthetic
         /// transactional id per partition, `kafka-watchdog-txn-<instance_id>-<partition>-<n>`.
         /// Off by default: it writes to __transaction_state and allocates a producer id per
-        /// synthetic id (about 50), and needs the ACLs the README lists.
+        /// synthetic id (about 50), and needs the ACLs docs/install.md lists.
         COORDINATORS_TRANSACTIONS transactions: bool = Flag(BoolSpec { key: "transactions", default: false }),
         /// Each broker gets one probe transaction this often, its partitions in turn (two
         /// looks each; a partition in error every look).

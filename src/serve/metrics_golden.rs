@@ -10,6 +10,10 @@
 //!
 //! `UPDATE_GOLDEN=1 cargo test --lib metrics_golden` rewrites the files after an intended
 //! change.
+//!
+//! The same page, with every family filled, is the source of docs/metrics.md: name, type,
+//! labels and HELP of each family, grouped by what it is about. A test fails when the
+//! committed file differs; `KW_DOCS_WRITE=1 cargo test --lib metrics_golden` rewrites it.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -633,7 +637,15 @@ fn extras(stats: &CanaryStats) -> Extras<'_> {
     controller.subject = Subject::Controller(0);
     controller.state = Some(BrokerState::Zombie);
     Extras {
-        cluster_labels: Default::default(),
+        cluster_labels: [(
+            "orders".to_string(),
+            [("env", "prod"), ("team", "payments")]
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        )]
+        .into_iter()
+        .collect(),
         instance_id: "watchdog-eu-1".into(),
         clusters: vec!["lab".into(), "orders".into(), "idle".into()],
         canary_stats: Some(stats),
@@ -877,4 +889,216 @@ fn a_key_written_twice_is_found() {
 fn the_canonical_page_is_stable() {
     let stats = canary_stats();
     assert_eq!(canonical(&page(&stats)), canonical(&page(&stats)));
+}
+
+/// One family of the page, as docs/metrics.md lists it.
+struct Family {
+    name: String,
+    kind: String,
+    help: String,
+    labels: Vec<String>,
+}
+
+/// The label names of a sample line (`name{a="x",b="y"} 1`), values skipped with their
+/// escapes, so a comma or a brace inside a value does not split it.
+fn label_names(sample: &str) -> Vec<String> {
+    let Some(open) = sample.find('{') else {
+        return Vec::new();
+    };
+    let mut names = Vec::new();
+    let mut chars = sample[open + 1..].chars();
+    let mut name = String::new();
+    while let Some(c) = chars.next() {
+        match c {
+            '=' => {
+                names.push(std::mem::take(&mut name));
+                // The quoted value: up to the first quote not escaped.
+                chars.next();
+                let mut escaped = false;
+                for v in chars.by_ref() {
+                    match (escaped, v) {
+                        (false, '\\') => escaped = true,
+                        (false, '"') => break,
+                        _ => escaped = false,
+                    }
+                }
+            }
+            ',' => {}
+            '}' => break,
+            c => name.push(c),
+        }
+    }
+    names
+}
+
+/// The families of an OpenMetrics page in page order, with the label names their samples
+/// carry (`le` of histogram buckets left out).
+fn families(page: &str) -> Vec<Family> {
+    let mut out: Vec<Family> = Vec::new();
+    for line in page.lines() {
+        if let Some(rest) = line.strip_prefix("# HELP ") {
+            let (name, help) = rest.split_once(' ').unwrap_or((rest, ""));
+            out.push(Family {
+                name: name.to_string(),
+                kind: String::new(),
+                help: help.to_string(),
+                labels: Vec::new(),
+            });
+        } else if let Some(rest) = line.strip_prefix("# TYPE ") {
+            if let (Some(f), Some((_, kind))) = (out.last_mut(), rest.split_once(' ')) {
+                f.kind = kind.to_string();
+            }
+        } else if !line.starts_with('#') {
+            if let Some(f) = out.last_mut() {
+                for l in label_names(line) {
+                    if l != "le" && !f.labels.contains(&l) {
+                        f.labels.push(l);
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The sections of docs/metrics.md, in order, and which names (after `kafka_watchdog_`)
+/// each takes: the first section whose prefix fits, so `broker_certificate` lands under
+/// certificates before `broker` takes it. A family no prefix fits goes to the last, "Other".
+const SECTIONS: &[(&str, &[&str])] = &[
+    (
+        "The watchdog and its rounds",
+        &[
+            "build_info",
+            "cluster_labels",
+            "cluster_reachable",
+            "rounds",
+            "early_rounds",
+            "round_",
+            "last_successful_round",
+            "bootstrap_failures",
+            "brokers_unwatched",
+            "config_reload",
+            "task_restarts",
+        ],
+    ),
+    (
+        "Certificates",
+        &["broker_certificate", "cluster_certificate"],
+    ),
+    ("Brokers", &["broker"]),
+    (
+        "Partitions",
+        &["partitions", "split_brain", "unclean_elections"],
+    ),
+    ("The canary", &["canary_", "partition_"]),
+    ("The control plane (KRaft)", &["quorum_", "controller_"]),
+    ("Coordinators", &["group_coordinator_", "txn_coordinator_"]),
+    ("Host mode", &["host_"]),
+    (
+        "Incidents, silences and remediation",
+        &["incidents_", "silences_", "remediations"],
+    ),
+    ("Webhooks and peers", &["webhook_", "peer"]),
+];
+
+/// docs/metrics.md from the golden fixture's page and the standard process figures, all
+/// present.
+fn metrics_reference() -> String {
+    let mut own = prometheus_client::registry::Registry::default();
+    crate::observe::self_metrics::encode(
+        &mut own,
+        &crate::observe::self_metrics::ProcessFigures {
+            cpu_seconds: Some(1.0),
+            resident_memory_bytes: Some(1.0),
+            virtual_memory_bytes: Some(1.0),
+            open_fds: Some(1.0),
+            max_fds: Some(1.0),
+            start_time_seconds: Some(1.0),
+        },
+    );
+    let mut process = String::new();
+    prometheus_client::encoding::text::encode_registry(&mut process, &own).unwrap();
+    let stats = canary_stats();
+    let mut all = families(&canonical(&page(&stats)));
+    all.extend(families(&process));
+
+    let mut sections: Vec<(&str, Vec<&Family>)> = SECTIONS
+        .iter()
+        .map(|(title, _)| (*title, Vec::new()))
+        .collect();
+    sections.push(("Other", Vec::new()));
+    sections.push(("The watchdog's own process", Vec::new()));
+    let own_process = sections.len() - 1;
+    for f in &all {
+        let i = match f.name.strip_prefix("kafka_watchdog_") {
+            None => own_process,
+            Some(short) => SECTIONS
+                .iter()
+                .position(|(_, prefixes)| prefixes.iter().any(|p| short.starts_with(p)))
+                .unwrap_or(own_process - 1),
+        };
+        sections[i].1.push(f);
+    }
+
+    let mut out = String::from(
+        "# Metrics reference\n\n\
+         <!-- Generated from the metrics page of src/serve/metrics_golden.rs, which fills every \
+         family: `KW_DOCS_WRITE=1 cargo test --lib metrics_golden` rewrites it; do not edit. -->\n\n\
+         `/metrics` ([http.md](http.md)) serves these families. All names start with \
+         `kafka_watchdog_` but the watchdog's own `process_*`, which carry the names every \
+         Prometheus client library uses. Labels are bounded (`cluster`, `broker`, `state`, \
+         `request`, `kind`, ...), never an error message. A counter's samples end in \
+         `_total`; a histogram's are `_bucket`, `_sum` and `_count`. The process figures are \
+         read from `/proc/self` at each scrape; one whose file cannot be read is left out, and \
+         `process_max_fds` is absent when the limit is unlimited. The Prometheus alert rules \
+         built on these are in [alerts.md](alerts.md).\n",
+    );
+    for (title, fs) in sections.iter().filter(|(_, fs)| !fs.is_empty()) {
+        out.push_str(&format!(
+            "\n## {title}\n\n| metric | type | labels | meaning |\n|---|---|---|---|\n"
+        ));
+        for f in fs {
+            let name = if f.kind == "counter" && !f.name.ends_with("_total") {
+                format!("{}_total", f.name)
+            } else {
+                f.name.clone()
+            };
+            let labels = if f.name == "kafka_watchdog_cluster_labels" {
+                "cluster, and the cluster's own (`clusters[].labels`)".to_string()
+            } else if f.labels.is_empty() {
+                "-".to_string()
+            } else {
+                f.labels.join(", ")
+            };
+            out.push_str(&format!(
+                "| `{name}` | {} | {labels} | {} |\n",
+                f.kind,
+                f.help.replace('|', "\\|")
+            ));
+        }
+    }
+    out
+}
+
+#[test]
+fn the_committed_metrics_reference_is_current() {
+    const PATH: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/metrics.md");
+    let now = metrics_reference();
+    if std::env::var("KW_DOCS_WRITE").is_ok_and(|w| w == "1") {
+        std::fs::write(PATH, &now).unwrap();
+    }
+    let committed = std::fs::read_to_string(PATH).unwrap_or_default();
+    assert!(
+        committed == now,
+        "docs/metrics.md differs from the metrics page; run `KW_DOCS_WRITE=1 cargo test --lib metrics_golden` and commit it"
+    );
+}
+
+#[test]
+fn label_names_skip_values_with_commas_braces_and_escaped_quotes() {
+    assert_eq!(
+        label_names(r#"x{a="1,2",b="}",c="say \"hi\", then"} 1"#),
+        ["a", "b", "c"]
+    );
+    assert!(label_names("x 1").is_empty());
 }

@@ -1,8 +1,9 @@
 //! Which of the watchdog's signals a broker's protocol versions give it. Older brokers answer
 //! older versions (no DescribeCluster before Kafka 2.8, no fenced brokers before 4.0, no
 //! DescribeTopicPartitions before 3.7 and never in ZooKeeper mode): what a version lacks, the
-//! watchdog cannot see, and says so instead of guessing. The README's compatibility table is
-//! rendered from these rows as negotiated with each lab release (`tests/matrix.rs`).
+//! watchdog cannot see, and says so instead of guessing. The table of docs/compatibility.md is
+//! rendered from these rows as negotiated with each lab release (`tests/matrix.rs` writes
+//! the columns, `tests/docs.rs` the table).
 
 use kafka_protocol::messages::ApiKey;
 use kafka_protocol::protocol::VersionRange;
@@ -207,7 +208,7 @@ pub fn column_text(release: &str, signals: &[Signal]) -> String {
     out
 }
 
-/// The Markdown table of the README from committed columns, in the given order. A column
+/// The Markdown table of docs/compatibility.md from committed columns, in the given order. A column
 /// that lacks a signal (written before the signal existed) shows `?`.
 pub fn markdown_table(columns: &[String]) -> String {
     let parsed: Vec<(String, std::collections::BTreeMap<String, String>)> = columns
