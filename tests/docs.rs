@@ -34,44 +34,46 @@ fn markdown_files() -> Vec<PathBuf> {
     files
 }
 
+/// The lines outside fenced code blocks.
+fn outside_fences(text: &str) -> Vec<&str> {
+    let mut fenced = false;
+    text.lines()
+        .filter(|line| {
+            if line.trim_start().starts_with("```") {
+                fenced = !fenced;
+                return false;
+            }
+            !fenced
+        })
+        .collect()
+}
+
 /// The lines outside fenced code blocks, with inline code spans blanked: a link or a
 /// heading inside code is an example, not a link.
 fn prose_lines(text: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut fenced = false;
-    for line in text.lines() {
-        if line.trim_start().starts_with("```") {
-            fenced = !fenced;
-            continue;
-        }
-        if fenced {
-            continue;
-        }
-        let mut kept = String::new();
-        let mut code = false;
-        for c in line.chars() {
-            if c == '`' {
-                code = !code;
-            } else if !code {
-                kept.push(c);
+    outside_fences(text)
+        .into_iter()
+        .map(|line| {
+            let mut kept = String::new();
+            let mut code = false;
+            for c in line.chars() {
+                if c == '`' {
+                    code = !code;
+                } else if !code {
+                    kept.push(c);
+                }
             }
-        }
-        out.push(kept);
-    }
-    out
+            kept
+        })
+        .collect()
 }
 
 /// The anchors GitHub gives a file's headings: lower case, punctuation dropped, spaces as
 /// hyphens, a repeated one suffixed `-1`, `-2`, ...
 fn anchors(text: &str) -> BTreeSet<String> {
     let mut seen = BTreeSet::new();
-    let mut fenced = false;
-    for line in text.lines() {
-        if line.trim_start().starts_with("```") {
-            fenced = !fenced;
-            continue;
-        }
-        let Some(title) = line.strip_prefix('#').filter(|_| !fenced) else {
+    for line in outside_fences(text) {
+        let Some(title) = line.strip_prefix('#') else {
             continue;
         };
         let title = title.trim_start_matches('#');

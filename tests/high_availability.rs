@@ -214,6 +214,21 @@ fn slack_of(rx: &Receiver, event: &str) -> usize {
         .count()
 }
 
+/// Broker 2's `event` reaches each receiver once, from `sender`: it waits for the generic
+/// body, then for every other instance's turn to pass (two takeovers), then counts.
+/// `event` is (the generic body's event, the Slack headline's word).
+fn delivered_once(generic: &Receiver, slack: &Receiver, event: (&str, &str), sender: &str) {
+    let (generic_event, slack_event) = event;
+    let got = generic.wait(&format!("{generic_event} broker 2"), WAIT, |v| {
+        is_event(v, generic_event, "broker", Some(2))
+    });
+    assert_eq!(got["instance_id"], sender, "{got:#}");
+    std::thread::sleep(Duration::from_secs(2 * TAKEOVER_SECS + 3));
+    let all = generic_from(generic, generic_event, None);
+    assert_eq!(all.len(), 1, "{:#?}", generic.received());
+    assert_eq!(slack_of(slack, slack_event), 1, "{:#?}", slack.received());
+}
+
 /// A change to silences through one instance's API, the loopback way (its local token):
 /// the status line and the JSON answer.
 fn silences_api(w: &Watchdog, method: &str, path: &str, body: &str) -> (String, serde_json::Value) {
@@ -300,19 +315,7 @@ fn three_peers_page_once_share_silences_hand_over_and_each_page_when_cut_apart()
 
     // One fault: one Slack message and one generic body, from wd-a, the first in line.
     lab.freeze(2).unwrap();
-    let opened = generic.wait("opened broker 2", WAIT, |v| {
-        is_event(v, "opened", "broker", Some(2))
-    });
-    assert_eq!(opened["instance_id"], "wd-a", "{opened:#}");
-    // The others' turns are over after two takeovers; a second look would see a duplicate.
-    std::thread::sleep(Duration::from_secs(2 * TAKEOVER_SECS + 3));
-    assert_eq!(
-        generic_from(&generic, "opened", None).len(),
-        1,
-        "{:#?}",
-        generic.received()
-    );
-    assert_eq!(slack_of(&slack, "opened"), 1, "{:#?}", slack.received());
+    delivered_once(&generic, &slack, ("opened", "opened"), "wd-a");
     for w in fleet[1..].iter().flatten() {
         let left = metric_sum(
             &w.metrics(),
@@ -328,23 +331,7 @@ fn three_peers_page_once_share_silences_hand_over_and_each_page_when_cut_apart()
     // The sender dies with the incident open: the next in line delivers the resolve.
     fleet[0] = None;
     lab.thaw(2).unwrap();
-    let resolved = generic.wait("resolved broker 2", WAIT, |v| {
-        is_event(v, "resolved", "broker", Some(2))
-    });
-    assert_eq!(resolved["instance_id"], "wd-b", "{resolved:#}");
-    std::thread::sleep(Duration::from_secs(2 * TAKEOVER_SECS + 3));
-    assert_eq!(
-        generic_from(&generic, "resolved", None).len(),
-        1,
-        "{:#?}",
-        generic.received()
-    );
-    assert_eq!(
-        slack_of(&slack, "resolved after"),
-        1,
-        "{:#?}",
-        slack.received()
-    );
+    delivered_once(&generic, &slack, ("resolved", "resolved after"), "wd-b");
 
     // Cut apart: each instance is first in its own line and delivers.
     let cut = Partition::start();

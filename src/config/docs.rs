@@ -292,20 +292,14 @@ pub fn reference() -> String {
 mod tests {
     use super::*;
 
-    const PATH: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/config.md");
-
     #[test]
     fn the_committed_reference_is_current() {
-        let now = reference();
         // KW_DOCS_WRITE rewrites every generated doc at once; the older name still works.
-        let write = |var| std::env::var(var).is_ok_and(|w| w == "1");
-        if write("KW_CONFIG_DOCS_WRITE") || write("KW_DOCS_WRITE") {
-            std::fs::write(PATH, &now).unwrap();
-        }
-        let committed = std::fs::read_to_string(PATH).unwrap_or_default();
-        assert!(
-            committed == now,
-            "docs/config.md differs from the key declarations; run `KW_CONFIG_DOCS_WRITE=1 cargo test --lib config::docs` and commit it"
+        crate::model::generated::assert_current(
+            "docs/config.md",
+            &reference(),
+            "KW_CONFIG_DOCS_WRITE=1 cargo test --lib config::docs",
+            &["KW_CONFIG_DOCS_WRITE"],
         );
     }
 

@@ -467,15 +467,11 @@ mod tests {
 
     #[test]
     fn the_committed_rules_reference_is_current() {
-        const PATH: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/rules.md");
-        let now = reference();
-        if std::env::var("KW_DOCS_WRITE").is_ok_and(|w| w == "1") {
-            std::fs::write(PATH, &now).unwrap();
-        }
-        let committed = std::fs::read_to_string(PATH).unwrap_or_default();
-        assert!(
-            committed == now,
-            "docs/rules.md differs from the rule table; run `KW_DOCS_WRITE=1 cargo test --lib judge::rule` and commit it"
+        crate::model::generated::assert_current(
+            "docs/rules.md",
+            &reference(),
+            "KW_DOCS_WRITE=1 cargo test --lib judge::rule",
+            &[],
         );
     }
 

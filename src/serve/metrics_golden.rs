@@ -1082,15 +1082,11 @@ fn metrics_reference() -> String {
 
 #[test]
 fn the_committed_metrics_reference_is_current() {
-    const PATH: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/metrics.md");
-    let now = metrics_reference();
-    if std::env::var("KW_DOCS_WRITE").is_ok_and(|w| w == "1") {
-        std::fs::write(PATH, &now).unwrap();
-    }
-    let committed = std::fs::read_to_string(PATH).unwrap_or_default();
-    assert!(
-        committed == now,
-        "docs/metrics.md differs from the metrics page; run `KW_DOCS_WRITE=1 cargo test --lib metrics_golden` and commit it"
+    crate::model::generated::assert_current(
+        "docs/metrics.md",
+        &metrics_reference(),
+        "KW_DOCS_WRITE=1 cargo test --lib metrics_golden",
+        &[],
     );
 }
 

@@ -5,13 +5,7 @@ use super::*;
 const TESTDATA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/src/observe/wire/testdata");
 
 fn http_with(block: &str) -> String {
-    let mut s = format!("{MINIMAL}http:\n");
-    for line in block.lines() {
-        s.push_str("  ");
-        s.push_str(line);
-        s.push('\n');
-    }
-    s
+    minimal_with("http", block)
 }
 
 #[test]

@@ -83,6 +83,17 @@ fn temp_dir() -> TempDir {
 
 const MINIMAL: &str = "clusters:\n  - name: lab\n    bootstrap_servers: [\"127.0.0.11:9092\"]\n";
 
+/// MINIMAL with a top-level block `key:` holding `block`'s lines.
+fn minimal_with(key: &str, block: &str) -> String {
+    let mut s = format!("{MINIMAL}{key}:\n");
+    for line in block.lines() {
+        s.push_str("  ");
+        s.push_str(line);
+        s.push('\n');
+    }
+    s
+}
+
 /// A cluster block with `extra` lines added at the cluster's indentation.
 fn cluster_with(extra: &str) -> String {
     let mut s = MINIMAL.to_string();

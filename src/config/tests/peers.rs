@@ -3,13 +3,7 @@
 use super::*;
 
 fn peers_with(block: &str) -> String {
-    let mut s = format!("{MINIMAL}peers:\n");
-    for line in block.lines() {
-        s.push_str("  ");
-        s.push_str(line);
-        s.push('\n');
-    }
-    s
+    minimal_with("peers", block)
 }
 
 #[test]
