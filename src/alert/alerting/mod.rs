@@ -2,8 +2,6 @@
 //! canary's) go into the incident book, whose events go to the notifier. The book is saved
 //! after every change so a restart neither loses an open incident nor announces it twice.
 
-mod canary_findings;
-
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -21,7 +19,7 @@ use crate::model::kind::FindingKind;
 use crate::model::round::BrokerId;
 use crate::model::silence::{Origin, Silence};
 
-pub use canary_findings::{
+pub use crate::judge::finding::canary::{
     broker_unavailability, canary_findings, unclean_findings, CanaryMemory, ACKS1_LOSS_ROUNDS,
     LOSS_MEMORY,
 };

@@ -8,7 +8,6 @@
 //! (opened, updated, resolved) that delivery sends on.
 
 mod book;
-mod findings;
 pub mod metrics;
 mod state;
 
@@ -19,7 +18,6 @@ mod tests_duration;
 #[cfg(test)]
 mod tests_quiet;
 
-use std::fmt;
 use std::time::{Duration, SystemTime};
 
 use serde::{Deserialize, Serialize};
@@ -32,186 +30,10 @@ use crate::model::round::BrokerId;
 pub(crate) use book::incident_id;
 pub use book::{find_silence, IncidentBook};
 
-pub use findings::{findings, MAX_AFFECTED_PARTITIONS};
+// Findings are judgment (`judge::finding`); the book takes them in by these names too.
+pub use crate::judge::finding::{findings, Finding, FindingKey, Subject, MAX_AFFECTED_PARTITIONS};
 pub(crate) use state::{ensure_dir, write_atomic};
 pub use state::{StateError, STATE_FILE};
-
-/// What an incident is about: one broker, or the cluster as a whole.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Subject {
-    Broker(BrokerId),
-    Cluster,
-    /// A KRaft controller, by node id.
-    Controller(BrokerId),
-}
-
-impl Subject {
-    pub fn broker(self) -> Option<BrokerId> {
-        match self {
-            Subject::Broker(id) => Some(id),
-            Subject::Cluster | Subject::Controller(_) => None,
-        }
-    }
-
-    /// The node a broker's or a controller's incident is about.
-    pub fn node(self) -> Option<BrokerId> {
-        match self {
-            Subject::Broker(id) | Subject::Controller(id) => Some(id),
-            Subject::Cluster => None,
-        }
-    }
-}
-
-impl fmt::Display for Subject {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Subject::Broker(id) => write!(f, "broker-{id}"),
-            Subject::Cluster => f.write_str("cluster"),
-            Subject::Controller(id) => write!(f, "controller-{id}"),
-        }
-    }
-}
-
-// How bad a kind is depends on the configuration's severities and the verdict's states,
-// which come after the model; so this part of `FindingKind` lives here.
-impl FindingKind {
-    /// How bad a finding of this kind is; `state` matters only for broker findings.
-    pub fn severity(self, state: Option<BrokerState>) -> Severity {
-        match self {
-            // A broker down (crashed, unreachable, not back after a clean stop's grace) is
-            // as critical as a zombie: `KafkaBrokerDown` says so, and a receiver paged only
-            // for critical must hear of a crash.
-            // A controller's state is told in the broker states' words (a lagging voter
-            // as degraded): frozen, wedged or gone is critical as for a broker.
-            FindingKind::Broker | FindingKind::Controller => match state {
-                Some(BrokerState::Zombie | BrokerState::Down) => Severity::Critical,
-                Some(BrokerState::Healthy) => Severity::Info,
-                _ => Severity::Warning,
-            },
-            // Nothing can change the cluster's metadata: no failover, no fencing.
-            FindingKind::Quorum => Severity::Critical,
-            FindingKind::OfflinePartitions
-            | FindingKind::UnderMinIsr
-            | FindingKind::SplitBrain
-            | FindingKind::AcknowledgedLoss
-            | FindingKind::UncleanElection
-            | FindingKind::ClusterUnreachable => Severity::Critical,
-            // Evidence about one broker's leadership, not a broken promise: the split brain
-            // and the broker's own verdict page when it is one.
-            FindingKind::UnderReplicated
-            | FindingKind::CanaryUnavailable
-            | FindingKind::Acks1Loss
-            | FindingKind::Remediation
-            | FindingKind::WatchdogAccess => Severity::Warning,
-            // Two weeks ahead; the finding itself says critical within `critical_days`.
-            FindingKind::Certificate => Severity::Warning,
-        }
-    }
-}
-
-/// Identifies a finding across rounds, restarts and watchdog instances.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-pub struct FindingKey {
-    pub cluster: String,
-    pub subject: Subject,
-    pub kind: FindingKind,
-}
-
-impl FindingKey {
-    pub fn new(cluster: &str, subject: Subject, kind: FindingKind) -> Self {
-        FindingKey {
-            cluster: cluster.to_string(),
-            subject,
-            kind,
-        }
-    }
-
-    /// The same on every watchdog that watches the cluster, so receivers (PagerDuty,
-    /// Alertmanager) merge what two watchdogs report about one problem.
-    pub fn dedup_key(&self) -> String {
-        format!(
-            "kafka-watchdog/{}/{}/{}",
-            self.cluster,
-            self.subject,
-            self.kind.as_str()
-        )
-    }
-}
-
-/// One thing wrong in one round.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Finding {
-    pub key: FindingKey,
-    pub severity: Severity,
-    /// The broker's verdict, for broker findings.
-    pub state: Option<BrokerState>,
-    /// `host:port` of the broker, when known.
-    pub broker_address: Option<String>,
-    /// One line, in an operator's words.
-    pub summary: String,
-    /// `rule: detail` lines, or one line per affected partition.
-    pub evidence: Vec<String>,
-    /// Names of what fired (verdict rules), and of the consequences it explains (the
-    /// partition kinds folded into a broker's incident).
-    pub rules: Vec<String>,
-    /// The rules that decide its state (a broker's hits at its verdict's state): one of
-    /// these joining an incident at its severity is news; a milder rule beside them is not.
-    pub lead_rules: Vec<String>,
-    /// `topic-partition`, sorted, at most `MAX_AFFECTED_PARTITIONS`.
-    pub affected_partitions: Vec<String>,
-    /// How many partitions are affected in all.
-    pub affected_partitions_total: usize,
-    /// Brokers to look at.
-    pub suspects: Vec<BrokerId>,
-    /// Filled by the canary: seconds the affected partitions could not be used.
-    pub unavailable_seconds: Option<f64>,
-    /// When its evidence was observed, when not at the evaluation (a round re-evaluated
-    /// between rounds keeps its own time); `None`: now.
-    pub observed_at: Option<SystemTime>,
-    /// When its fact began to hold, when its evidence says so (see `BrokerVerdict`).
-    pub holds_since: Option<SystemTime>,
-    /// How long it must hold to open an incident when that is longer than the cluster's
-    /// `open_after_secs` (a broker that shut down cleanly: `restart_grace_secs`).
-    pub hold_for: Option<std::time::Duration>,
-    /// The cluster's static labels (`clusters[].labels`).
-    pub labels: std::collections::BTreeMap<String, String>,
-}
-
-impl Finding {
-    /// A finding with the kind's own severity and nothing but a summary; callers (the
-    /// canary) fill in the rest.
-    pub fn new(key: FindingKey, summary: impl Into<String>) -> Self {
-        Finding {
-            severity: key.kind.severity(None),
-            key,
-            state: None,
-            broker_address: None,
-            summary: summary.into(),
-            evidence: Vec::new(),
-            rules: Vec::new(),
-            lead_rules: Vec::new(),
-            affected_partitions: Vec::new(),
-            affected_partitions_total: 0,
-            suspects: Vec::new(),
-            unavailable_seconds: None,
-            observed_at: None,
-            holds_since: None,
-            hold_for: None,
-            labels: Default::default(),
-        }
-    }
-
-    /// Sets the affected partitions, keeping the first `MAX_AFFECTED_PARTITIONS` in order.
-    pub fn with_partitions(mut self, mut partitions: Vec<String>) -> Self {
-        partitions.sort();
-        partitions.dedup();
-        self.affected_partitions_total = partitions.len();
-        partitions.truncate(MAX_AFFECTED_PARTITIONS);
-        self.affected_partitions = partitions;
-        self
-    }
-}
 
 /// Hysteresis: how long a finding's fact must hold to open an incident, and how long it
 /// must be absent to resolve it (`verdict.open_after_secs`, `verdict.resolve_after_secs`:

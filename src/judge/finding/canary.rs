@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};
 
-use crate::alert::incident::{Finding, FindingKey, Subject};
+use super::{Finding, FindingKey, Subject};
 use crate::judge::report::ClusterReport;
 use crate::model::kind::FindingKind;
 use crate::model::round::BrokerId;
