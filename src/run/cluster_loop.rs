@@ -12,6 +12,7 @@ use tokio::sync::watch;
 use crate::alert::alerting::Alerting;
 use crate::alert::remediate::Remediator;
 use crate::config::ClusterConfig;
+use crate::judge::finding::FindingJudge;
 use crate::judge::report::{ClusterReport, Evaluator};
 use crate::model::coordinators::CoordinatorObservation;
 use crate::model::round::QuorumObservation;
@@ -128,6 +129,7 @@ pub async fn cluster_loop(
         look_wire: &look_wire,
         cadence: Cadence::new(cfg.round_interval, tokio::time::Instant::now()),
         last: None,
+        findings: FindingJudge::new(cfg.round_interval),
         metadata_seen: None,
     };
     loop {
@@ -172,7 +174,8 @@ pub async fn cluster_loop(
                 let mut report = evaluator.evaluate_merged(obs, view, canary_round, now);
                 report.early_rounds = between.cadence.counts();
                 log_round(&report);
-                alerting.after_round(&cfg, &report, now);
+                let findings = between.findings.round(&report, now);
+                alerting.after_round(&cfg, &report, findings, now);
                 if let Some(r) = remediator.as_mut() {
                     r.after_round(&report, now);
                 }
@@ -243,6 +246,8 @@ struct Between<'a> {
     cadence: Cadence,
     /// The last round's report, for re-evaluations until the next round.
     last: Option<Arc<ClusterReport>>,
+    /// The findings judged from each report, with the events they remember.
+    findings: FindingJudge,
     /// The last metadata change a round was asked for (see `metadata_changed`).
     metadata_seen: Option<SystemTime>,
 }
@@ -292,16 +297,40 @@ impl Between<'_> {
                 return;
             }
         };
-        reassess(
-            self.cfg,
-            evaluator,
-            board,
-            looks,
-            &mut self.last,
-            self.alerting,
-            self.published,
-        );
+        self.reassess(evaluator, board, looks);
         confirm_soon(&mut self.cadence, self.alerting, self.cfg);
+    }
+
+    /// The last round's verdicts made again with the liveness facts of now (and the newest
+    /// look at the control plane), published, and handed to the incident book: a silent
+    /// broker or a frozen controller is named within its threshold, not at the next round.
+    fn reassess(&mut self, evaluator: &mut Evaluator, board: Option<&Board>, looks: Looks) {
+        let (Some(board), Some(prev)) = (board, self.last.as_ref()) else {
+            return;
+        };
+        let now = SystemTime::now();
+        let Looks {
+            quorum: look,
+            coordinators,
+        } = looks;
+        let look = look.or_else(|| prev.quorum.as_ref().map(|q| q.look.clone()));
+        let coordinators = coordinators.or_else(|| prev.coordinators.clone());
+        let report = evaluator.reassess_with(prev, board.snapshot(), look, coordinators, now);
+        let states = |r: &ClusterReport| -> Vec<_> {
+            r.verdicts.iter().map(|v| (v.broker, v.state)).collect()
+        };
+        let changed = states(&report) != states(prev)
+            || control_plane_states(&report) != control_plane_states(prev);
+        if changed {
+            log_round(&report);
+        }
+        if let Some(findings) = self.findings.reassessed(&report) {
+            self.alerting
+                .after_reassess(self.cfg, &report, findings, now);
+        }
+        let report = Arc::new(report);
+        self.last = Some(report.clone());
+        self.published.publish(report);
     }
 }
 
@@ -502,42 +531,6 @@ fn quorum_matters(look: Option<&QuorumObservation>, last: Option<&ClusterReport>
 pub(super) struct Looks {
     pub quorum: Option<Arc<QuorumObservation>>,
     pub coordinators: Option<Arc<CoordinatorObservation>>,
-}
-
-/// The last round's verdicts made again with the liveness facts of now (and the newest
-/// look at the control plane), published, and handed to the incident book: a silent
-/// broker or a frozen controller is named within its threshold, not at the next round.
-pub(super) fn reassess(
-    cfg: &ClusterConfig,
-    evaluator: &mut Evaluator,
-    board: Option<&Board>,
-    looks: Looks,
-    last: &mut Option<Arc<ClusterReport>>,
-    alerting: &Alerting,
-    published: &Publisher,
-) {
-    let (Some(board), Some(prev)) = (board, last.as_ref()) else {
-        return;
-    };
-    let now = SystemTime::now();
-    let Looks {
-        quorum: look,
-        coordinators,
-    } = looks;
-    let look = look.or_else(|| prev.quorum.as_ref().map(|q| q.look.clone()));
-    let coordinators = coordinators.or_else(|| prev.coordinators.clone());
-    let report = evaluator.reassess_with(prev, board.snapshot(), look, coordinators, now);
-    let states =
-        |r: &ClusterReport| -> Vec<_> { r.verdicts.iter().map(|v| (v.broker, v.state)).collect() };
-    let changed = states(&report) != states(prev)
-        || control_plane_states(&report) != control_plane_states(prev);
-    if changed {
-        log_round(&report);
-    }
-    alerting.after_reassess(cfg, &report, now);
-    let report = Arc::new(report);
-    *last = Some(report.clone());
-    published.publish(report);
 }
 
 /// The controllers' states and the quorum's problem.

@@ -2,7 +2,6 @@
 //! canary's) go into the incident book, whose events go to the notifier. The book is saved
 //! after every change so a restart neither loses an open incident nor announces it twice.
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
@@ -18,11 +17,6 @@ use crate::judge::report::ClusterReport;
 use crate::model::kind::FindingKind;
 use crate::model::round::BrokerId;
 use crate::model::silence::{Origin, Silence};
-
-pub use crate::judge::finding::canary::{
-    broker_unavailability, canary_findings, unclean_findings, CanaryMemory, ACKS1_LOSS_ROUNDS,
-    LOSS_MEMORY,
-};
 
 #[derive(Debug, thiserror::Error)]
 pub enum AlertingError {
@@ -43,10 +37,6 @@ pub enum AlertingError {
 pub struct Alerting {
     book: Mutex<IncidentBook>,
     silences: Mutex<Silences>,
-    canary: Mutex<BTreeMap<String, CanaryMemory>>,
-    /// Per cluster: the last round's canary and unclean-election findings and when that
-    /// round was evaluated, for its re-evaluations between rounds.
-    last_round: Mutex<BTreeMap<String, (Vec<Finding>, SystemTime)>>,
     notifier: std::sync::RwLock<NotifierHandle>,
     state_dir: PathBuf,
     /// `peers:` configured: the other watchdogs' silences and deliveries as last heard.
@@ -130,63 +120,34 @@ impl Alerting {
         Ok(Alerting {
             book: Mutex::new(book),
             silences: Mutex::new(silences),
-            canary: Mutex::new(BTreeMap::new()),
-            last_round: Mutex::new(BTreeMap::new()),
             notifier: std::sync::RwLock::new(notifier),
             state_dir: config.state_dir.clone(),
             peers,
         })
     }
 
-    /// Turns one report into incident events and hands them to delivery.
-    pub fn after_round(&self, cluster: &ClusterConfig, report: &ClusterReport, now: SystemTime) {
-        let mut extra = Vec::new();
-        let mut canary_memory = self.canary.lock().unwrap_or_else(|p| p.into_inner());
-        let memory = canary_memory.entry(report.cluster.clone()).or_default();
-        if let Some(round) = &report.canary {
-            extra = canary_findings(&report.cluster, round, memory, cluster.round_interval, now);
-        }
-        extra.extend(unclean_findings(&report.cluster, report, memory, now));
-        let round_extra = extra.clone();
-        let mut findings = incident::findings(report, extra);
-        if let Some(round) = &report.canary {
-            for f in &mut findings {
-                if let (Subject::Broker(b), FindingKind::Broker) = (f.key.subject, f.key.kind) {
-                    f.unavailable_seconds = broker_unavailability(b, round, memory);
-                }
-            }
-        }
-        drop(canary_memory);
-        self.last_round
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(report.cluster.clone(), (round_extra, now));
+    /// Turns one round's findings (`judge::finding::FindingJudge`) into incident events
+    /// and hands them to delivery.
+    pub fn after_round(
+        &self,
+        cluster: &ClusterConfig,
+        report: &ClusterReport,
+        findings: Vec<Finding>,
+        now: SystemTime,
+    ) {
         self.observe(cluster, report, findings, now, true);
     }
 
-    /// A re-evaluation of the last round with newer liveness facts: the round's own
-    /// findings keep the time they were observed (so they confirm nothing new); the canary
-    /// and election findings of that round stand as they were.
-    pub fn after_reassess(&self, cluster: &ClusterConfig, report: &ClusterReport, now: SystemTime) {
-        let Some((extra, round_at)) = self
-            .last_round
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(&report.cluster)
-            .cloned()
-        else {
-            return;
-        };
-        let mut findings = incident::findings(report, Vec::new());
-        for f in &mut findings {
-            f.observed_at.get_or_insert(round_at);
-        }
-        findings.extend(extra.into_iter().map(|mut f| {
-            f.observed_at.get_or_insert(round_at);
-            f
-        }));
-        // Every liveness interval while a broker is silent: the file is written when something
-        // happened, not at each look.
+    /// The same for a re-evaluation of the last round with newer liveness facts.
+    pub fn after_reassess(
+        &self,
+        cluster: &ClusterConfig,
+        report: &ClusterReport,
+        findings: Vec<Finding>,
+        now: SystemTime,
+    ) {
+        // Every liveness interval while a broker is silent: the file is written when
+        // something happened, not at each look.
         self.observe(cluster, report, findings, now, false);
     }
 
@@ -486,7 +447,9 @@ pub fn remediation_event(r: &crate::alert::remediate::Record) -> incident::Incid
 #[cfg(test)]
 mod tests {
     use super::*;
+    // The canary's judgment (`judge::finding::canary`), followed here through the book.
     use crate::config::Severity;
+    use crate::judge::finding::canary::{canary_findings, CanaryMemory};
     use crate::observe::canary::record::Acks;
     use crate::observe::canary::{
         CanaryRound, LossEvent, PartitionRound, ProduceFailure, TopicStatus,

@@ -8,7 +8,7 @@ pub mod canary;
 mod of_report;
 
 use std::fmt;
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use serde::{Deserialize, Serialize};
 
@@ -18,6 +18,75 @@ use crate::model::kind::FindingKind;
 use crate::model::round::BrokerId;
 
 pub use of_report::{findings, MAX_AFFECTED_PARTITIONS};
+
+use crate::judge::report::ClusterReport;
+use canary::CanaryMemory;
+
+/// One cluster's findings, round after round. The report's own findings hold as long as
+/// their verdicts do; the canary's losses and the unclean elections are events, which this
+/// remembers for a while (`canary`), so their incidents outlive the round that saw them.
+/// Pure: `now` is a parameter; the cluster loop owns one beside its evaluator.
+#[derive(Debug, Default)]
+pub struct FindingJudge {
+    memory: CanaryMemory,
+    /// acks=1 losses are judged over a few rounds of the cluster's.
+    round_interval: Duration,
+    /// The last round's event findings, and when that round was judged.
+    last_round: Option<(Vec<Finding>, SystemTime)>,
+}
+
+impl FindingJudge {
+    pub fn new(round_interval: Duration) -> Self {
+        FindingJudge {
+            round_interval,
+            ..FindingJudge::default()
+        }
+    }
+
+    /// Every finding of a round: the report's, the canary's and the unclean elections',
+    /// with the time each broker's partitions could not be written.
+    pub fn round(&mut self, report: &ClusterReport, now: SystemTime) -> Vec<Finding> {
+        let mut events = Vec::new();
+        if let Some(round) = &report.canary {
+            events = canary::canary_findings(
+                &report.cluster,
+                round,
+                &mut self.memory,
+                self.round_interval,
+                now,
+            );
+        }
+        events.extend(canary::unclean_findings(
+            &report.cluster,
+            report,
+            &mut self.memory,
+            now,
+        ));
+        self.last_round = Some((events.clone(), now));
+        let mut out = findings(report, events);
+        if let Some(round) = &report.canary {
+            for f in &mut out {
+                if let (Subject::Broker(b), FindingKind::Broker) = (f.key.subject, f.key.kind) {
+                    f.unavailable_seconds = canary::broker_unavailability(b, round, &self.memory);
+                }
+            }
+        }
+        out
+    }
+
+    /// The findings of a round made again between rounds with newer liveness facts: the
+    /// round's own keep the time they were observed (so they confirm nothing new), and the
+    /// round's events stand as they were. `None` before the first round.
+    pub fn reassessed(&self, report: &ClusterReport) -> Option<Vec<Finding>> {
+        let (events, round_at) = self.last_round.as_ref()?;
+        let mut out = findings(report, Vec::new());
+        out.extend(events.iter().cloned());
+        for f in &mut out {
+            f.observed_at.get_or_insert(*round_at);
+        }
+        Some(out)
+    }
+}
 
 /// What an incident is about: one broker, or the cluster as a whole.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -193,5 +262,70 @@ impl Finding {
         partitions.truncate(MAX_AFFECTED_PARTITIONS);
         self.affected_partitions = partitions;
         self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::observe::canary::record::Acks;
+    use crate::observe::canary::{CanaryRound, LossEvent, TopicStatus};
+
+    fn t(s: u64) -> SystemTime {
+        SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000 + s)
+    }
+
+    fn with_canary(at: SystemTime, lost: Vec<LossEvent>) -> ClusterReport {
+        let mut r = ClusterReport::empty("lab", at);
+        r.reachable = true;
+        r.canary = Some(CanaryRound {
+            topic: "canary".into(),
+            status: TopicStatus::Ready,
+            partitions: Vec::new(),
+            layout: Vec::new(),
+            not_leading: Vec::new(),
+            lost,
+            duplicated: Vec::new(),
+            windows_closed: Vec::new(),
+            acks1: Vec::new(),
+        });
+        r
+    }
+
+    fn lost_by(broker: BrokerId) -> LossEvent {
+        LossEvent {
+            partition: 0,
+            offset: 100,
+            seq: 1,
+            acks: Acks::All,
+            broker,
+            reason: "not in the log",
+        }
+    }
+
+    fn losses(found: &[Finding]) -> Vec<(Subject, Option<SystemTime>)> {
+        found
+            .iter()
+            .filter(|f| f.key.kind == FindingKind::AcknowledgedLoss)
+            .map(|f| (f.key.subject, f.observed_at))
+            .collect()
+    }
+
+    /// Issue 29 item 1: the canary's losses are judged and remembered in judge/, beside
+    /// the evaluator, not in alerting: a loss seen in one round stays a finding in the next
+    /// rounds and in every re-assessment between them, which keeps the round's time.
+    #[test]
+    fn a_loss_is_remembered_across_rounds_and_reassessments_keep_the_rounds_time() {
+        let mut judge = FindingJudge::new(Duration::from_secs(10));
+        assert_eq!(judge.reassessed(&with_canary(t(0), vec![])), None);
+        let first = judge.round(&with_canary(t(0), vec![lost_by(2)]), t(1));
+        assert_eq!(losses(&first), vec![(Subject::Broker(2), None)]);
+        let between = judge.reassessed(&with_canary(t(0), vec![])).unwrap();
+        assert_eq!(losses(&between), vec![(Subject::Broker(2), Some(t(1)))]);
+        // No new loss: the finding holds for LOSS_MEMORY, then ends.
+        let later = judge.round(&with_canary(t(300), vec![]), t(301));
+        assert_eq!(losses(&later), vec![(Subject::Broker(2), None)]);
+        let gone = judge.round(&with_canary(t(700), vec![]), t(701));
+        assert!(losses(&gone).is_empty());
     }
 }
