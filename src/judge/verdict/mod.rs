@@ -310,39 +310,8 @@ fn judge_with(
     settings: &VerdictSettings,
     now: SystemTime,
 ) -> Vec<BrokerVerdict> {
-    let cluster_invisible = !obs.probes.values().any(BrokerProbe::answered);
-    let medians = peer_medians(obs);
-    // Only a refused broker's leaderships are asked about; a healthy round of a large
-    // cluster does not count them.
-    // Only a refused broker's leaderships are asked about, and only until its refusal is
-    // decided (see `held_at_refusal`); a round of a large cluster does not count them
-    // otherwise.
-    let undecided_refusal = obs.probes.iter().any(|(id, p)| {
-        p.connect.as_ref().is_err_and(|e| closed(e.kind))
-            && memory
-                .get(id)
-                .and_then(BrokerMemory::held_this_refusal)
-                .is_none()
-    });
-    let leads = if undecided_refusal {
-        holdings_in(view)
-    } else {
-        BTreeMap::new()
-    };
-    // Answers reporting fencing, counted once per round (each broker's own is taken off).
-    let fencing_answers = obs
-        .probes
-        .values()
-        .filter(|p| answer_kind(p) == Some(AnswerKind::DescribedAll))
-        .count() as u32;
-    let mut offline = offline_replicas(view);
-    let mut stale: BTreeMap<BrokerId, Vec<String>> = BTreeMap::new();
-    for s in &view.stale_leaders {
-        stale.entry(s.broker).or_default().push(format!(
-            "{}-{} (epoch {} < {})",
-            s.topic, s.partition, s.claimed_epoch, s.current_epoch
-        ));
-    }
+    let mut round = RoundFacts::of(obs, view, memory);
+    let cluster_invisible = round.cluster_invisible;
     let mut verdicts: Vec<BrokerVerdict> = obs
         .probes
         .iter()
@@ -357,124 +326,225 @@ fn judge_with(
             !left
         })
         .map(|(id, probe)| {
-            let mem = memory.get(id);
-            // Registering after a restart: from the last time it was down until the first
-            // round that lists it registered again, within the grace.
-            let recently_down = mem
-                .and_then(BrokerMemory::registering)
-                .and_then(|t| now.duration_since(t).ok())
-                .is_some_and(|ago| ago < settings.restart_grace);
-            let facts = BrokerFacts {
+            let registration = registrations
+                .get(id)
+                .copied()
+                .unwrap_or(Registration::Unknown);
+            let one = One {
                 id: *id,
                 probe,
-                registration: registrations
-                    .get(id)
-                    .copied()
-                    .unwrap_or(Registration::Unknown),
-                partitions: health.brokers.get(id).copied().unwrap_or_default(),
-                stale_leader_of: stale.remove(id).unwrap_or_default(),
-                disagreements: view.disagreements.get(id).copied().unwrap_or(0),
-                peer_median_latency: medians.get(id).copied(),
-                recently_down,
-                cluster_invisible,
-                holds_in_cluster: held_at_refusal(mem, leads.get(id).copied().unwrap_or(0)),
-                fencing_reported: fencing_answers
-                    > u32::from(answer_kind(probe) == Some(AnswerKind::DescribedAll)),
-                canary: causes.canary.remove(id).unwrap_or_default(),
-                host: obs.host.get(id),
-                silent_for: if probe.answered() {
-                    None
-                } else {
-                    mem.and_then(|m| m.last_answered_at)
-                        .and_then(|t| now.duration_since(t).ok())
-                },
-                accepting_silently_for: mem
-                    .and_then(|m| m.accepting_silently_since)
-                    .map(|t| now.duration_since(t).unwrap_or_default()),
-                catch_up: catch_up::facts(obs, *id, mem, now),
-                lagging: causes.lagging.remove(id).unwrap_or_default(),
-                followers_lost: causes.followers_lost.remove(id).unwrap_or_default(),
-                behind: view.behind.get(id),
-                metadata_fetch: obs
-                    .quorum
-                    .as_ref()
-                    .and_then(|q| q.description.as_ref())
-                    .and_then(|d| d.observer(*id)),
-                log_dirs: match &probe.log_dirs {
-                    Some(Ok(d)) => Some(d.as_slice()),
-                    _ => None,
-                },
-                dir_usage: mem.map(|m| &m.dir_usage),
-                offline_replica_of: offline.remove(id).unwrap_or_default(),
+                registration,
+                mem: memory.get(id),
             };
+            let facts = round.facts_of(one, obs, view, health, &mut causes, settings, now);
             verdict_of(&facts, settings)
         })
         .collect();
-    // Brokers that partitions name as replicas but that were not probed: either nobody lists
-    // them and their address was never learned (down since before the watchdog started:
-    // down, as far as anyone knows), or this round's answers list them and they are probed
-    // from the next round on (unknown until then, not down).
     if !cluster_invisible {
-        for (id, p) in &health.brokers {
-            if obs.probes.contains_key(id) || p.replica_of == 0 {
-                continue;
-            }
-            let votes = unprobed_votes(obs, *id);
-            let listed_by: u32 = votes.registered.iter().chain(&votes.fenced).sum();
-            // Listed by some answer: the prober learned its address from this very round
-            // and probes it from the next one. Until then nothing is known of it.
-            let hit = if listed_by > 0 {
-                RuleHit {
-                    rule: Rule::NotProbedYet,
-                    state: BrokerState::Unknown,
-                    detail: format!(
-                        "replica of {} partition(s), listed by {listed_by} broker(s) this round, not probed yet: its address was just learned and the next round probes it",
-                        p.replica_of
-                    ),
-                }
-            } else {
-                RuleHit {
-                    rule: Rule::NotRegistered,
-                    state: BrokerState::Down,
-                    detail: format!(
-                        "replica of {} partition(s) ({} offline), but no broker lists it and its address was never seen",
-                        p.replica_of, p.replica_of_offline
-                    ),
-                }
-            };
-            let address =
-                obs.probes
-                    .values()
-                    .find_map(|p| {
-                        let listed = p
-                            .metadata_view()
-                            .and_then(|m| m.brokers.iter().find(|b| b.id == *id));
-                        let described = p.description.iter().flatten().find_map(|d| {
-                            d.brokers.iter().map(|b| &b.endpoint).find(|e| e.id == *id)
-                        });
-                        listed.or(described).map(BrokerEndpoint::address)
-                    })
-                    .unwrap_or_default();
-            verdicts.push(BrokerVerdict {
-                broker: *id,
-                address,
-                state: hit.state,
-                registration: if listed_by > 0 {
-                    votes.decide()
-                } else {
-                    Registration::Absent
-                },
-                answered: false,
-                hits: vec![hit],
-                observed_at: None,
-                held_since: None,
-                page_after: None,
-            });
-        }
+        verdicts.extend(unprobed_verdicts(obs, health));
         verdicts.sort_by_key(|v| v.broker);
     }
     hold_after_clean_stop(&mut verdicts, memory, settings, now);
     verdicts
+}
+
+/// What one round tells about every broker at once, worked out before any broker's facts.
+struct RoundFacts {
+    /// No broker answered: nothing can be said about any one of them.
+    cluster_invisible: bool,
+    medians: BTreeMap<BrokerId, Duration>,
+    /// Partitions each broker leads or is in-sync for, counted only while a refusal is to
+    /// be decided (see `held_at_refusal`): a round of a large cluster does not count them
+    /// otherwise.
+    leads: BTreeMap<BrokerId, u32>,
+    /// Answers reporting fencing, counted once per round (each broker's own is taken off).
+    fencing_answers: u32,
+    offline: BTreeMap<BrokerId, Named>,
+    stale: BTreeMap<BrokerId, Vec<String>>,
+}
+
+/// One probed broker, as `facts_of` takes it.
+struct One<'a> {
+    id: BrokerId,
+    probe: &'a BrokerProbe,
+    registration: Registration,
+    mem: Option<&'a BrokerMemory>,
+}
+
+impl RoundFacts {
+    fn of(
+        obs: &RoundObservation,
+        view: &ClusterView,
+        memory: &BTreeMap<BrokerId, BrokerMemory>,
+    ) -> Self {
+        let undecided_refusal = obs.probes.iter().any(|(id, p)| {
+            p.connect.as_ref().is_err_and(|e| closed(e.kind))
+                && memory
+                    .get(id)
+                    .and_then(BrokerMemory::held_this_refusal)
+                    .is_none()
+        });
+        let mut stale: BTreeMap<BrokerId, Vec<String>> = BTreeMap::new();
+        for s in &view.stale_leaders {
+            stale.entry(s.broker).or_default().push(format!(
+                "{}-{} (epoch {} < {})",
+                s.topic, s.partition, s.claimed_epoch, s.current_epoch
+            ));
+        }
+        RoundFacts {
+            cluster_invisible: !obs.probes.values().any(BrokerProbe::answered),
+            medians: peer_medians(obs),
+            leads: if undecided_refusal {
+                holdings_in(view)
+            } else {
+                BTreeMap::new()
+            },
+            fencing_answers: obs
+                .probes
+                .values()
+                .filter(|p| answer_kind(p) == Some(AnswerKind::DescribedAll))
+                .count() as u32,
+            offline: offline_replicas(view),
+            stale,
+        }
+    }
+
+    /// Everything the rules read about one broker. What is one broker's alone (its stale
+    /// leaderships, offline replicas, causes) is taken out of the round's.
+    #[allow(clippy::too_many_arguments)]
+    fn facts_of<'a>(
+        &mut self,
+        one: One<'a>,
+        obs: &'a RoundObservation,
+        view: &'a ClusterView,
+        health: &Health,
+        causes: &mut Causes,
+        settings: &VerdictSettings,
+        now: SystemTime,
+    ) -> BrokerFacts<'a> {
+        let One {
+            id,
+            probe,
+            registration,
+            mem,
+        } = one;
+        // Registering after a restart: from the last time it was down until the first
+        // round that lists it registered again, within the grace.
+        let recently_down = mem
+            .and_then(BrokerMemory::registering)
+            .and_then(|t| now.duration_since(t).ok())
+            .is_some_and(|ago| ago < settings.restart_grace);
+        BrokerFacts {
+            id,
+            probe,
+            registration,
+            partitions: health.brokers.get(&id).copied().unwrap_or_default(),
+            stale_leader_of: self.stale.remove(&id).unwrap_or_default(),
+            disagreements: view.disagreements.get(&id).copied().unwrap_or(0),
+            peer_median_latency: self.medians.get(&id).copied(),
+            recently_down,
+            cluster_invisible: self.cluster_invisible,
+            holds_in_cluster: held_at_refusal(mem, self.leads.get(&id).copied().unwrap_or(0)),
+            fencing_reported: self.fencing_answers
+                > u32::from(answer_kind(probe) == Some(AnswerKind::DescribedAll)),
+            canary: causes.canary.remove(&id).unwrap_or_default(),
+            host: obs.host.get(&id),
+            silent_for: if probe.answered() {
+                None
+            } else {
+                mem.and_then(|m| m.last_answered_at)
+                    .and_then(|t| now.duration_since(t).ok())
+            },
+            accepting_silently_for: mem
+                .and_then(|m| m.accepting_silently_since)
+                .map(|t| now.duration_since(t).unwrap_or_default()),
+            catch_up: catch_up::facts(obs, id, mem, now),
+            lagging: causes.lagging.remove(&id).unwrap_or_default(),
+            followers_lost: causes.followers_lost.remove(&id).unwrap_or_default(),
+            behind: view.behind.get(&id),
+            metadata_fetch: obs
+                .quorum
+                .as_ref()
+                .and_then(|q| q.description.as_ref())
+                .and_then(|d| d.observer(id)),
+            log_dirs: match &probe.log_dirs {
+                Some(Ok(d)) => Some(d.as_slice()),
+                _ => None,
+            },
+            dir_usage: mem.map(|m| &m.dir_usage),
+            offline_replica_of: self.offline.remove(&id).unwrap_or_default(),
+        }
+    }
+}
+
+/// Brokers that partitions name as replicas but that were not probed: either nobody lists
+/// them and their address was never learned (down since before the watchdog started: down,
+/// as far as anyone knows), or this round's answers list them and they are probed from the
+/// next round on (unknown until then, not down).
+fn unprobed_verdicts(obs: &RoundObservation, health: &Health) -> Vec<BrokerVerdict> {
+    let mut out = Vec::new();
+    for (id, p) in &health.brokers {
+        if obs.probes.contains_key(id) || p.replica_of == 0 {
+            continue;
+        }
+        let votes = unprobed_votes(obs, *id);
+        let listed_by: u32 = votes.registered.iter().chain(&votes.fenced).sum();
+        // Listed by some answer: the prober learned its address from this very round and
+        // probes it from the next one. Until then nothing is known of it.
+        let hit = if listed_by > 0 {
+            RuleHit {
+                rule: Rule::NotProbedYet,
+                state: BrokerState::Unknown,
+                detail: format!(
+                    "replica of {} partition(s), listed by {listed_by} broker(s) this round, not probed yet: its address was just learned and the next round probes it",
+                    p.replica_of
+                ),
+            }
+        } else {
+            RuleHit {
+                rule: Rule::NotRegistered,
+                state: BrokerState::Down,
+                detail: format!(
+                    "replica of {} partition(s) ({} offline), but no broker lists it and its address was never seen",
+                    p.replica_of, p.replica_of_offline
+                ),
+            }
+        };
+        out.push(BrokerVerdict {
+            broker: *id,
+            address: unprobed_address(obs, *id),
+            state: hit.state,
+            registration: if listed_by > 0 {
+                votes.decide()
+            } else {
+                Registration::Absent
+            },
+            answered: false,
+            hits: vec![hit],
+            observed_at: None,
+            held_since: None,
+            page_after: None,
+        });
+    }
+    out
+}
+
+/// An unprobed broker's address as some answer lists or describes it; empty if none does.
+fn unprobed_address(obs: &RoundObservation, id: BrokerId) -> String {
+    obs.probes
+        .values()
+        .find_map(|p| {
+            let listed = p
+                .metadata_view()
+                .and_then(|m| m.brokers.iter().find(|b| b.id == id));
+            let described = p
+                .description
+                .iter()
+                .flatten()
+                .find_map(|d| d.brokers.iter().map(|b| &b.endpoint).find(|e| e.id == id));
+            listed.or(described).map(BrokerEndpoint::address)
+        })
+        .unwrap_or_default()
 }
 
 /// Applies every rule to one broker.
