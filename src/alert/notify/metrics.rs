@@ -67,28 +67,7 @@ pub fn encode(reg: &mut Registry, stats: &NotifierStats) {
         "Notifications per receiver its spool could not take (disk full, read-only, out of descriptors), kept in memory and sent from there: a restart before they are delivered loses them",
     );
     if let Some(p) = &stats.peers {
-        let answering: GaugeFamily<PeerLabels> = gauge(
-            reg,
-            "peer_last_answer_age_seconds",
-            "Seconds since each other watchdog of peers: last answered (silences and deliveries shared); past peers.takeover_secs it is taken for gone and this one sends in its place",
-        );
-        for (id, _, age) in &p.peers {
-            set(&answering, PeerLabels { peer: id.clone() }, *age);
-        }
-        let count: prometheus_client::metrics::gauge::Gauge<i64> = Default::default();
-        count.set(p.answering as i64);
-        reg.register(
-            "peers_answering",
-            "Other watchdogs (peers:) that answered within peers.takeover_secs",
-            count,
-        );
-        let unreachable: prometheus_client::metrics::gauge::Gauge<i64> = Default::default();
-        unreachable.set(p.unreachable.len() as i64);
-        reg.register(
-            "peers_unreachable",
-            "Peer URLs (peers:) whose last look failed: refused, timed out, or not a watchdog; while a peer cannot be reached both may send to Slack, Teams and generic receivers",
-            unreachable,
-        );
+        encode_peers(reg, p);
     }
     for r in &stats.receivers {
         unspooled
@@ -119,4 +98,30 @@ pub fn encode(reg: &mut Registry, stats: &NotifierStats) {
             set(&last, receiver(), secs(t));
         }
     }
+}
+
+/// How lately each other watchdog of `peers:` answered, and how many do not.
+fn encode_peers(reg: &mut Registry, p: &crate::alert::peers::PeersStats) {
+    let answering: GaugeFamily<PeerLabels> = gauge(
+        reg,
+        "peer_last_answer_age_seconds",
+        "Seconds since each other watchdog of peers: last answered (silences and deliveries shared); past peers.takeover_secs it is taken for gone and this one sends in its place",
+    );
+    for (id, _, age) in &p.peers {
+        set(&answering, PeerLabels { peer: id.clone() }, *age);
+    }
+    let count: prometheus_client::metrics::gauge::Gauge<i64> = Default::default();
+    count.set(p.answering as i64);
+    reg.register(
+        "peers_answering",
+        "Other watchdogs (peers:) that answered within peers.takeover_secs",
+        count,
+    );
+    let unreachable: prometheus_client::metrics::gauge::Gauge<i64> = Default::default();
+    unreachable.set(p.unreachable.len() as i64);
+    reg.register(
+        "peers_unreachable",
+        "Peer URLs (peers:) whose last look failed: refused, timed out, or not a watchdog; while a peer cannot be reached both may send to Slack, Teams and generic receivers",
+        unreachable,
+    );
 }

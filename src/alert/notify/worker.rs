@@ -542,40 +542,10 @@ pub(super) async fn work(
             }
             continue;
         };
-        let spool = r.spool.clone();
-        let read = match unspooled {
-            Some(n) => Some(Ok(*n)),
-            None => blocking(move || spool.read::<Notification>(seq)).await,
-        };
-        let n = match read {
-            Some(Ok(n)) => n,
-            Some(Err(e)) => {
-                tracing::error!(receiver = %r.cfg.name, error = %e, "unreadable spooled notification dropped");
-                finish(&r, seq).await;
-                lock(&r.counters).dropped += 1;
-                shared.progress.send_replace(());
-                continue;
-            }
-            None => continue,
-        };
-        let age = SystemTime::now()
-            .duration_since(n.queued_at)
-            .unwrap_or_default();
-        if age > settings.max_age {
-            tracing::error!(
-                receiver = %r.cfg.name,
-                target = %r.cfg.target,
-                incident = %n.event.incident.id,
-                event = n.event.kind.as_str(),
-                age_secs = age.as_secs(),
-                "webhook notification undelivered for longer than its maximum age: dropped"
-            );
-            finish(&r, seq).await;
-            lock(&r.counters).dropped += 1;
-            shared.progress.send_replace(());
+        let Some(n) = head_notification(&r, &shared, seq, unspooled).await else {
             attempt = 0;
             continue;
-        }
+        };
         // Another watchdog on the same cluster may be the one to send it (`alert::peers`).
         let peers = shared
             .sender
@@ -659,6 +629,52 @@ pub(super) async fn work(
             }
         }
     }
+}
+
+/// The notification at the head of the queue, read from the spool (or memory), when it is
+/// still to be sent: an unreadable one, or one older than `max_age`, is dropped here, said
+/// and counted.
+async fn head_notification(
+    r: &Arc<Receiver>,
+    shared: &Shared,
+    seq: u64,
+    unspooled: Option<Box<Notification>>,
+) -> Option<Notification> {
+    let spool = r.spool.clone();
+    let read = match unspooled {
+        Some(n) => Some(Ok(*n)),
+        None => blocking(move || spool.read::<Notification>(seq)).await,
+    };
+    let n = match read {
+        Some(Ok(n)) => n,
+        Some(Err(e)) => {
+            tracing::error!(receiver = %r.cfg.name, error = %e, "unreadable spooled notification dropped");
+            finish(r, seq).await;
+            lock(&r.counters).dropped += 1;
+            shared.progress.send_replace(());
+            return None;
+        }
+        // The blocking task was cancelled (the runtime is stopping): looked at again.
+        None => return None,
+    };
+    let age = SystemTime::now()
+        .duration_since(n.queued_at)
+        .unwrap_or_default();
+    if age > shared.settings.max_age {
+        tracing::error!(
+            receiver = %r.cfg.name,
+            target = %r.cfg.target,
+            incident = %n.event.incident.id,
+            event = n.event.kind.as_str(),
+            age_secs = age.as_secs(),
+            "webhook notification undelivered for longer than its maximum age: dropped"
+        );
+        finish(r, seq).await;
+        lock(&r.counters).dropped += 1;
+        shared.progress.send_replace(());
+        return None;
+    }
+    Some(n)
 }
 
 /// What the worker does after asking whose turn it is.
