@@ -158,8 +158,40 @@ fn liveness(l: &Value) -> String {
 }
 
 fn render_cluster(out: &mut Vec<String>, view: &View, c: &Value) {
-    let sev = cluster_severity(c);
     let brokers = c["brokers"].as_array().map(Vec::as_slice).unwrap_or(&[]);
+    out.push(cluster_headline(view, c, brokers.len()));
+    for f in c["bootstrap_failures"].as_array().into_iter().flatten() {
+        out.push(format!(
+            "  bootstrap {}: {} ({})",
+            text(&f["address"], "?"),
+            paint(view, RED, text(&f["failure"]["kind"], "failed")),
+            text(&f["failure"]["detail"], "")
+        ));
+    }
+    render_brokers(out, view, brokers);
+    render_quorum(out, view, &c["quorum"]);
+    render_coordinators(out, view, "group", &c["group_coordinators"]);
+    render_coordinators(out, view, "transaction", &c["txn_coordinators"]);
+    render_partitions(out, view, &c["partitions"], !brokers.is_empty());
+    let split = c["split_brain"].as_array().map_or(0, Vec::len);
+    if split > 0 {
+        out.push(format!(
+            "  {}",
+            paint(
+                view,
+                RED,
+                &format!("split brain: {split} stale leadership claim(s)")
+            )
+        ));
+    }
+    if let Some(canary) = c.get("canary").filter(|v| !v.is_null()) {
+        out.push(canary_line(view, canary));
+    }
+}
+
+/// `CRITICAL cluster orders (id): round 12, 3 broker(s), 40 partition(s), reached 2 s ago`.
+fn cluster_headline(view: &View, c: &Value, brokers: usize) -> String {
+    let sev = cluster_severity(c);
     let mut head = format!(
         "{} cluster {}",
         paint(
@@ -174,9 +206,8 @@ fn render_cluster(out: &mut Vec<String>, view: &View, c: &Value) {
     }
     let _ = write!(
         head,
-        ": round {}, {} broker(s), {} partition(s)",
+        ": round {}, {brokers} broker(s), {} partition(s)",
         c["round"].as_u64().unwrap_or(0),
-        brokers.len(),
         c["partitions"]["observed"].as_u64().unwrap_or(0)
     );
     match ago(view, &c["last_success_at"]) {
@@ -198,15 +229,11 @@ fn render_cluster(out: &mut Vec<String>, view: &View, c: &Value) {
             );
         }
     }
-    out.push(head);
-    for f in c["bootstrap_failures"].as_array().into_iter().flatten() {
-        out.push(format!(
-            "  bootstrap {}: {} ({})",
-            text(&f["address"], "?"),
-            paint(view, RED, text(&f["failure"]["kind"], "failed")),
-            text(&f["failure"]["detail"], "")
-        ));
-    }
+    head
+}
+
+/// A row per broker: state, for how long, liveness, first rule and evidence.
+fn render_brokers(out: &mut Vec<String>, view: &View, brokers: &[Value]) {
     if !brokers.is_empty() {
         out.push(format!(
             "  {:<6} {:<22} {:<9} {:>7}  {:<14} {:<24} EVIDENCE",
@@ -228,74 +255,58 @@ fn render_cluster(out: &mut Vec<String>, view: &View, c: &Value) {
             evidence
         ));
     }
-    render_quorum(out, view, &c["quorum"]);
-    render_coordinators(out, view, "group", &c["group_coordinators"]);
-    render_coordinators(out, view, "transaction", &c["txn_coordinators"]);
-    let p = &c["partitions"];
+}
+
+/// `partitions: offline 0, under_min_isr 0, ...`, the non-zero ones in colour.
+fn render_partitions(out: &mut Vec<String>, view: &View, p: &Value, has_brokers: bool) {
     let n = |k: &str| p[k].as_u64().unwrap_or(0);
-    if n("observed") > 0 || !brokers.is_empty() {
-        let problems = [
-            ("offline", n("offline")),
-            ("under_min_isr", n("under_min_isr")),
-            ("under_replicated", n("under_replicated")),
-            ("leader_not_in_isr", n("leader_not_in_isr")),
-        ];
-        let line = problems
-            .iter()
-            .map(|(k, v)| {
-                let s = format!("{k} {v}");
-                if *v > 0 {
-                    paint(
-                        view,
-                        if *k == "under_replicated" {
-                            YELLOW
-                        } else {
-                            RED
-                        },
-                        &s,
-                    )
-                } else {
-                    s
-                }
-            })
-            .collect::<Vec<_>>()
-            .join(", ");
-        out.push(format!("  partitions: {line}"));
+    if n("observed") == 0 && !has_brokers {
+        return;
     }
-    let split = c["split_brain"].as_array().map_or(0, Vec::len);
-    if split > 0 {
-        out.push(format!(
-            "  {}",
-            paint(
-                view,
-                RED,
-                &format!("split brain: {split} stale leadership claim(s)")
-            )
-        ));
-    }
-    if let Some(canary) = c.get("canary").filter(|v| !v.is_null()) {
-        let state = text(&canary["status"]["state"], "?");
-        let written = canary["partitions"]
-            .as_array()
-            .filter(|ps| !ps.is_empty())
-            .map(|ps| {
-                let ok = ps
-                    .iter()
-                    .filter(|p| !p["produce_seconds"].is_null())
-                    .count();
-                format!(", {ok}/{} partition(s) written this round", ps.len())
-            })
-            .unwrap_or_default();
-        let detail = canary["status"]["detail"]
-            .as_str()
-            .map(|d| format!(" ({d})"))
-            .unwrap_or_default();
-        out.push(format!(
-            "  canary {}: {}{written}{detail}",
-            text(&canary["topic"], "?"),
-            paint(view, if state == "ready" { GREEN } else { YELLOW }, state)
-        ));
-    }
+    let problems = [
+        ("offline", n("offline")),
+        ("under_min_isr", n("under_min_isr")),
+        ("under_replicated", n("under_replicated")),
+        ("leader_not_in_isr", n("leader_not_in_isr")),
+    ];
+    let line = problems
+        .iter()
+        .map(|(k, v)| {
+            let s = format!("{k} {v}");
+            match (*v, *k) {
+                (0, _) => s,
+                (_, "under_replicated") => paint(view, YELLOW, &s),
+                _ => paint(view, RED, &s),
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(", ");
+    out.push(format!("  partitions: {line}"));
+}
+
+/// `canary <topic>: ready, 3/3 partition(s) written this round`.
+fn canary_line(view: &View, canary: &Value) -> String {
+    let state = text(&canary["status"]["state"], "?");
+    let written = canary["partitions"]
+        .as_array()
+        .filter(|ps| !ps.is_empty())
+        .map(|ps| {
+            let ok = ps
+                .iter()
+                .filter(|p| !p["produce_seconds"].is_null())
+                .count();
+            format!(", {ok}/{} partition(s) written this round", ps.len())
+        })
+        .unwrap_or_default();
+    let detail = canary["status"]["detail"]
+        .as_str()
+        .map(|d| format!(" ({d})"))
+        .unwrap_or_default();
+    format!(
+        "  canary {}: {}{written}{detail}",
+        text(&canary["topic"], "?"),
+        paint(view, if state == "ready" { GREEN } else { YELLOW }, state)
+    )
 }
 
 /// The group coordinators (issue 26): how many shards answered the probe and the slowest
