@@ -13,7 +13,7 @@ use super::read::{list, text, Fields, Report, Set};
 use super::schema as s;
 use super::types::*;
 use super::webhook::webhook;
-use super::yaml::{shorten, Kind, Node, Pos};
+use super::yaml::{shorten, Entry, Kind, Node, Pos};
 
 pub(crate) struct Ctx<'a, 'f> {
     pub rep: Report<'f>,
@@ -56,123 +56,40 @@ pub(crate) fn config(cx: &mut Ctx, root: Option<&Node>) -> Option<Config> {
     }
     let mut f = Fields::open(&mut cx.rep, root, None, String::new())?;
 
-    let instance_id =
-        match f.get("instance_id") {
-            Some(e) => text(&mut cx.rep, e, "a name for this watchdog").and_then(|t| {
-                match checks::instance_id(&t.value, s::INSTANCE_ID_MAX_CHARS) {
-                    Ok(()) => Some(t.value),
-                    Err((m, x)) => {
-                        cx.rep.add(t.value_pos, m, Some(x));
-                        None
-                    }
-                }
-            }),
-            None => Some(default_instance_id()),
-        };
+    let instance_id = instance_id(cx, f.get("instance_id"));
     let http = super::http::http(cx, f.get("http"));
     let log = s::LogLayer::read_block(&mut cx.rep, &mut f, "log")
         .alone()
         .values();
-    let state_dir = match f.get("state_dir") {
-        Some(e) => text(&mut cx.rep, e, "a directory path").and_then(|t| {
-            if t.value.trim().is_empty() {
-                cx.rep.add(
-                    t.value_pos,
-                    "state_dir is empty".into(),
-                    Some("a directory path".into()),
-                );
-                None
-            } else {
-                Some(cx.path(&t.value))
-            }
-        }),
-        None => Some(PathBuf::from(s::STATE_DIR_DEFAULT)),
-    };
-    let defaults = match f.get("defaults") {
-        Some(e) => match Fields::open(&mut cx.rep, &e.value, Some(e), "defaults".into()) {
-            Some(mut df) => {
-                let layer = layer(cx, &mut df);
-                df.finish(&mut cx.rep, &|k| {
-                    s::CLUSTER_ONLY_KEYS
-                        .contains(&k)
-                        .then(|| format!("'{k}' cannot be set in defaults, only in each cluster"))
-                });
-                layer
-            }
-            None => empty_layer(SlotKind::Bad),
-        },
-        None => empty_layer(SlotKind::Unset),
-    };
+    let state_dir = state_dir(cx, f.get("state_dir"));
+    let defaults = defaults(cx, f.get("defaults"));
     let clusters_entry = f.get("clusters");
     let webhooks_entry = f.get("webhooks");
     let silences_entry = f.get("silences");
     let peers = super::peers::peers(cx, f.get("peers"));
 
-    let mut clusters = Vec::new();
-    let mut clusters_ok = true;
     let mut names: HashMap<String, Pos> = HashMap::new();
-    match clusters_entry {
+    let clusters = match clusters_entry {
         None => {
             f.missing(
                 &mut cx.rep,
                 "clusters",
                 "a list of clusters, each with name and bootstrap_servers".into(),
             );
-            clusters_ok = false;
+            None
         }
-        Some(e) => match list(&mut cx.rep, e, "a list of clusters", false) {
-            None => clusters_ok = false,
-            Some([]) => {
-                cx.rep.add(
-                    e.key_pos,
-                    "clusters is empty".into(),
-                    Some("at least one cluster".into()),
-                );
-                clusters_ok = false;
-            }
-            Some(items) => {
-                for (i, item) in items.iter().enumerate() {
-                    let (name, c) = cluster(cx, item, i, &defaults);
-                    if let Some(n) = name {
-                        unique(&mut cx.rep, &mut names, n, "cluster");
-                    }
-                    match c {
-                        Some(c) => clusters.push(c),
-                        None => clusters_ok = false,
-                    }
-                }
-            }
-        },
-    }
-
-    let mut webhooks = Vec::new();
-    let mut webhooks_ok = true;
-    if let Some(e) = webhooks_entry {
-        if !e.value.is_null() {
-            match list(&mut cx.rep, e, "a list of webhooks", false) {
-                None => webhooks_ok = false,
-                Some(items) => {
-                    let mut hook_names: HashMap<String, Pos> = HashMap::new();
-                    for (i, item) in items.iter().enumerate() {
-                        let (name, w) = webhook(cx, item, i, &names);
-                        if let Some(n) = name {
-                            unique(&mut cx.rep, &mut hook_names, n, "webhook");
-                        }
-                        match w {
-                            Some(w) => webhooks.push(w),
-                            None => webhooks_ok = false,
-                        }
-                    }
-                }
-            }
-        }
-    }
+        Some(e) => cluster_list(cx, e, &defaults, &mut names),
+    };
+    let webhooks = match webhooks_entry {
+        Some(e) if !e.value.is_null() => webhook_list(cx, e, &names),
+        _ => Some(Vec::new()),
+    };
     f.finish(&mut cx.rep, &|_| None);
     let silences = super::silences::silences(cx, silences_entry, &names);
 
-    if !(clusters_ok && webhooks_ok) || peers.is_none() {
+    let (Some(clusters), Some(webhooks), Some(peers)) = (clusters, webhooks, peers) else {
         return None;
-    }
+    };
     let http = http?;
     Some(Config {
         instance_id: instance_id?,
@@ -185,9 +102,110 @@ pub(crate) fn config(cx: &mut Ctx, root: Option<&Node>) -> Option<Config> {
         clusters,
         webhooks,
         silences: silences?,
-        peers: peers?,
+        peers,
         warnings: Vec::new(),
     })
+}
+
+fn instance_id(cx: &mut Ctx, e: Option<&Entry>) -> Option<String> {
+    let Some(e) = e else {
+        return Some(default_instance_id());
+    };
+    let t = text(&mut cx.rep, e, "a name for this watchdog")?;
+    match checks::instance_id(&t.value, s::INSTANCE_ID_MAX_CHARS) {
+        Ok(()) => Some(t.value),
+        Err((m, x)) => {
+            cx.rep.add(t.value_pos, m, Some(x));
+            None
+        }
+    }
+}
+
+fn state_dir(cx: &mut Ctx, e: Option<&Entry>) -> Option<PathBuf> {
+    let Some(e) = e else {
+        return Some(PathBuf::from(s::STATE_DIR_DEFAULT));
+    };
+    let t = text(&mut cx.rep, e, "a directory path")?;
+    if t.value.trim().is_empty() {
+        cx.rep.add(
+            t.value_pos,
+            "state_dir is empty".into(),
+            Some("a directory path".into()),
+        );
+        return None;
+    }
+    Some(cx.path(&t.value))
+}
+
+/// The `defaults:` block as a layer under every cluster's own keys.
+fn defaults(cx: &mut Ctx, e: Option<&Entry>) -> super::layer::Layer {
+    let Some(e) = e else {
+        return empty_layer(SlotKind::Unset);
+    };
+    let Some(mut df) = Fields::open(&mut cx.rep, &e.value, Some(e), "defaults".into()) else {
+        return empty_layer(SlotKind::Bad);
+    };
+    let layer = layer(cx, &mut df);
+    df.finish(&mut cx.rep, &|k| {
+        s::CLUSTER_ONLY_KEYS
+            .contains(&k)
+            .then(|| format!("'{k}' cannot be set in defaults, only in each cluster"))
+    });
+    layer
+}
+
+/// Every cluster, each read whatever happened to the others; `names` gets their names.
+fn cluster_list(
+    cx: &mut Ctx,
+    e: &Entry,
+    defaults: &super::layer::Layer,
+    names: &mut HashMap<String, Pos>,
+) -> Option<Vec<ClusterConfig>> {
+    let items = list(&mut cx.rep, e, "a list of clusters", false)?;
+    if items.is_empty() {
+        cx.rep.add(
+            e.key_pos,
+            "clusters is empty".into(),
+            Some("at least one cluster".into()),
+        );
+        return None;
+    }
+    let mut out = Vec::new();
+    let mut ok = true;
+    for (i, item) in items.iter().enumerate() {
+        let (name, c) = cluster(cx, item, i, defaults);
+        if let Some(n) = name {
+            unique(&mut cx.rep, names, n, "cluster");
+        }
+        match c {
+            Some(c) => out.push(c),
+            None => ok = false,
+        }
+    }
+    ok.then_some(out)
+}
+
+/// Every webhook, each read whatever happened to the others.
+fn webhook_list(
+    cx: &mut Ctx,
+    e: &Entry,
+    clusters: &HashMap<String, Pos>,
+) -> Option<Vec<WebhookConfig>> {
+    let items = list(&mut cx.rep, e, "a list of webhooks", false)?;
+    let mut hook_names: HashMap<String, Pos> = HashMap::new();
+    let mut out = Vec::new();
+    let mut ok = true;
+    for (i, item) in items.iter().enumerate() {
+        let (name, w) = webhook(cx, item, i, clusters);
+        if let Some(n) = name {
+            unique(&mut cx.rep, &mut hook_names, n, "webhook");
+        }
+        match w {
+            Some(w) => out.push(w),
+            None => ok = false,
+        }
+    }
+    ok.then_some(out)
 }
 
 /// Names label metrics and route notifications, so the second use of one is reported
