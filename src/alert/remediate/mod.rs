@@ -324,6 +324,33 @@ pub type SilenceCheck = Arc<dyn Fn(BrokerId, SystemTime) -> Option<String> + Sen
 /// that webhooks and the alert rules also read.
 pub type ConfirmedCheck = Arc<dyn Fn(BrokerId) -> Option<BrokerState> + Send + Sync>;
 
+/// Takes the host's lock and writes the attempt into the history before any command
+/// runs, or says why not. The cool-down and the daily limit count attempts, including
+/// one that crashes the watchdog mid-way; an attempt that cannot be written down is not
+/// made: after a restart it would count toward neither (issue 27 item 8).
+fn take_attempt(
+    host_lock: &str,
+    dir: &Path,
+    cluster: &str,
+    history: &mut Vec<SystemTime>,
+    now: SystemTime,
+) -> Result<HostLock, Vec<String>> {
+    let lock = HostLock::take(host_lock).map_err(|e| {
+        vec![format!(
+            "another kafka-watchdog on this host is running a remediation (its lock, @{host_lock}, is held: {e})"
+        )]
+    })?;
+    history.push(now);
+    if let Err(e) = save_history(dir, cluster, history) {
+        history.pop();
+        tracing::error!(cluster = %cluster, error = %e, "cannot save the remediation history: no command runs");
+        return Err(vec![format!(
+            "the remediation history cannot be saved ({e}): no command runs that a restart of the watchdog would not count"
+        )]);
+    }
+    Ok(lock)
+}
+
 fn history_path(dir: &Path, cluster: &str) -> PathBuf {
     dir.join(format!("{cluster}.json"))
 }
@@ -441,7 +468,7 @@ impl Remediator {
                     continue;
                 }
             }
-            let episode = self
+            let done = self
                 .episodes
                 .entry(b.broker_id)
                 .and_modify(|e| {
@@ -457,37 +484,12 @@ impl Remediator {
                     since,
                     done: false,
                     refused: Vec::new(),
-                });
-            if episode.done || !guards::zombie_long_enough(since, now, cfg.zombie_for) {
+                })
+                .done;
+            if done || !guards::zombie_long_enough(since, now, cfg.zombie_for) {
                 continue;
             }
-            let view = &report.view;
-            let situation = guards::Situation {
-                broker: b.broker_id,
-                verdicts: &report.verdicts,
-                answered,
-                known,
-                sole_in_sync_of: guards::sole_in_sync_of(view, b.broker_id),
-                would_fall_below_min_isr: guards::would_fall_below_min_isr(
-                    view,
-                    &report.min_isr,
-                    b.broker_id,
-                ),
-                quorum_without: guards::quorum_without(
-                    report
-                        .quorum
-                        .as_ref()
-                        .and_then(|q| q.look.description.as_ref()),
-                    b.broker_id,
-                    QUORUM_CAUGHT_UP_WITHIN,
-                ),
-                history: &self.history,
-                running: self.running.load(Ordering::SeqCst),
-                cooldown: self.host.remediation_cooldown,
-                max_per_day: self.host.remediation_max_per_day,
-                now,
-                silenced: self.silenced.as_ref().and_then(|c| c(b.broker_id, now)),
-            };
+            let situation = self.situation(report, b.broker_id, answered, known, now);
             let refusals: Vec<String> = guards::check(&situation)
                 .iter()
                 .map(ToString::to_string)
@@ -497,34 +499,9 @@ impl Remediator {
                 .get(&b.broker_id)
                 .and_then(|h| h.process.as_ref())
                 .map(|p| p.pid);
-            let values = run::Values {
-                pid,
-                broker: b.broker_id,
-                cluster: &self.cluster,
-            };
-            let command =
-                run::expand(&cfg.command, &values).unwrap_or_else(|_| cfg.command.clone());
-            let record = Record {
-                cluster: self.cluster.clone(),
-                broker: b.broker_id,
-                address: verdict.map(|v| v.address.clone()).unwrap_or_default(),
-                outcome: Outcome::Refused,
-                at: now,
-                zombie_for_secs: now.duration_since(since).unwrap_or_default().as_secs(),
-                command,
-                refusals: refusals.clone(),
-                status: None,
-                stderr_tail: None,
-                before_output: None,
-                before_status: None,
-                verdict_evidence: verdict
-                    .map(|v| {
-                        v.hits
-                            .iter()
-                            .map(|h| format!("{}: {}", h.rule, h.detail))
-                            .collect()
-                    })
-                    .unwrap_or_default(),
+            let record = self.record(cfg, b.broker_id, verdict, pid, since, &refusals, now);
+            let Some(episode) = self.episodes.get_mut(&b.broker_id) else {
+                continue;
             };
             if cfg.dry_run {
                 episode.done = true;
@@ -538,13 +515,16 @@ impl Remediator {
                     out.push(Decision::Report(record));
                 }
             } else {
-                let lock = match HostLock::take(&self.host_lock) {
+                let attempt = take_attempt(
+                    &self.host_lock,
+                    &self.dir,
+                    &self.cluster,
+                    &mut self.history,
+                    now,
+                );
+                let lock = match attempt {
                     Ok(l) => l,
-                    Err(e) => {
-                        let refusals = vec![format!(
-                            "another kafka-watchdog on this host is running a remediation (its lock, @{}, is held: {e})",
-                            self.host_lock
-                        )];
+                    Err(refusals) => {
                         if episode.refused != refusals {
                             episode.refused = refusals.clone();
                             out.push(Decision::Report(Record { refusals, ..record }));
@@ -552,23 +532,6 @@ impl Remediator {
                         continue;
                     }
                 };
-                // Taken now, before the command runs: the cool-down and the daily limit
-                // count attempts, including one that crashes the watchdog mid-way. An
-                // attempt that cannot be written down is not made: after a restart it
-                // would count toward neither (issue 27 item 8).
-                self.history.push(now);
-                if let Err(e) = save_history(&self.dir, &self.cluster, &self.history) {
-                    self.history.pop();
-                    tracing::error!(cluster = %self.cluster, error = %e, "cannot save the remediation history: no command runs");
-                    let refusals = vec![format!(
-                        "the remediation history cannot be saved ({e}): no command runs that a restart of the watchdog would not count"
-                    )];
-                    if episode.refused != refusals {
-                        episode.refused = refusals.clone();
-                        out.push(Decision::Report(Record { refusals, ..record }));
-                    }
-                    continue;
-                }
                 episode.done = true;
                 out.push(Decision::Act {
                     config: cfg.clone(),
@@ -585,6 +548,87 @@ impl Remediator {
         self.episodes
             .retain(|id, _| self.host.brokers.iter().any(|b| b.broker_id == *id));
         out
+    }
+
+    /// What the guards weigh for `broker` this round.
+    fn situation<'a>(
+        &'a self,
+        report: &'a ClusterReport,
+        broker: BrokerId,
+        answered: usize,
+        known: usize,
+        now: SystemTime,
+    ) -> guards::Situation<'a> {
+        let view = &report.view;
+        guards::Situation {
+            broker,
+            verdicts: &report.verdicts,
+            answered,
+            known,
+            sole_in_sync_of: guards::sole_in_sync_of(view, broker),
+            would_fall_below_min_isr: guards::would_fall_below_min_isr(
+                view,
+                &report.min_isr,
+                broker,
+            ),
+            quorum_without: guards::quorum_without(
+                report
+                    .quorum
+                    .as_ref()
+                    .and_then(|q| q.look.description.as_ref()),
+                broker,
+                QUORUM_CAUGHT_UP_WITHIN,
+            ),
+            history: &self.history,
+            running: self.running.load(Ordering::SeqCst),
+            cooldown: self.host.remediation_cooldown,
+            max_per_day: self.host.remediation_max_per_day,
+            now,
+            silenced: self.silenced.as_ref().and_then(|c| c(broker, now)),
+        }
+    }
+
+    /// The decision's record, as refused by `refusals` (the caller makes it an action or a
+    /// dry run), with the command as it would run and the verdict's evidence.
+    #[allow(clippy::too_many_arguments)]
+    fn record(
+        &self,
+        cfg: &crate::config::RemediationConfig,
+        broker: BrokerId,
+        verdict: Option<&crate::judge::verdict::BrokerVerdict>,
+        pid: Option<u32>,
+        since: SystemTime,
+        refusals: &[String],
+        now: SystemTime,
+    ) -> Record {
+        let values = run::Values {
+            pid,
+            broker,
+            cluster: &self.cluster,
+        };
+        let command = run::expand(&cfg.command, &values).unwrap_or_else(|_| cfg.command.clone());
+        Record {
+            cluster: self.cluster.clone(),
+            broker,
+            address: verdict.map(|v| v.address.clone()).unwrap_or_default(),
+            outcome: Outcome::Refused,
+            at: now,
+            zombie_for_secs: now.duration_since(since).unwrap_or_default().as_secs(),
+            command,
+            refusals: refusals.to_vec(),
+            status: None,
+            stderr_tail: None,
+            before_output: None,
+            before_status: None,
+            verdict_evidence: verdict
+                .map(|v| {
+                    v.hits
+                        .iter()
+                        .map(|h| format!("{}: {}", h.rule, h.detail))
+                        .collect()
+                })
+                .unwrap_or_default(),
+        }
     }
 
     /// Decides and carries out: reports go out at once, actions start in a task of their
