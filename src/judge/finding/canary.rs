@@ -117,8 +117,25 @@ pub fn canary_findings(
     let mut out = Vec::new();
     out.extend(acks1_findings(cluster, &round.topic, &memory.acks1_losses));
 
+    out.extend(acknowledged_loss_findings(
+        cluster,
+        &round.topic,
+        &memory.losses,
+    ));
+    out.extend(unavailability_finding(cluster, round, memory, now));
+    out
+}
+
+/// One critical finding per broker that acknowledged acks=all records now missing from
+/// the log, over the losses remembered.
+fn acknowledged_loss_findings(
+    cluster: &str,
+    topic: &str,
+    losses: &[(SystemTime, LossEvent)],
+) -> Vec<Finding> {
+    let mut out = Vec::new();
     let mut by_broker: BTreeMap<BrokerId, Vec<&LossEvent>> = BTreeMap::new();
-    for (_, l) in &memory.losses {
+    for (_, l) in losses {
         by_broker.entry(l.broker).or_default().push(l);
     }
     for (broker, losses) in by_broker {
@@ -136,7 +153,7 @@ pub fn canary_findings(
         f.evidence = losses
             .iter()
             .take(20)
-            .map(|l| loss_line(&round.topic, l))
+            .map(|l| loss_line(topic, l))
             .collect();
         f.rules = vec!["canary_acknowledged_loss".into()];
         f.suspects = vec![broker];
@@ -144,12 +161,23 @@ pub fn canary_findings(
             f.with_partitions(
                 losses
                     .iter()
-                    .map(|l| format!("{}-{}", round.topic, l.partition))
+                    .map(|l| format!("{topic}-{}", l.partition))
                     .collect(),
             ),
         );
     }
 
+    out
+}
+
+/// The partitions the canary cannot write now, charged to whom their failed writes went
+/// to; closed windows are remembered per broker for its own finding's unavailable time.
+fn unavailability_finding(
+    cluster: &str,
+    round: &CanaryRound,
+    memory: &mut CanaryMemory,
+    now: SystemTime,
+) -> Option<Finding> {
     // The canary charges each window to the broker its failed writes went to, at send time
     // (-1: nobody, the leader's followers held them). The view's leader at a round can be
     // the one that took over, which is the wrong broker to hand the outage to.
@@ -175,65 +203,65 @@ pub fn canary_findings(
     memory
         .window_leader
         .retain(|part, _| open.iter().any(|(p, _)| p.partition == *part));
-    if !open.is_empty() {
-        let longest = open.iter().map(|(_, s)| *s).fold(0.0, f64::max);
-        let mut f = Finding::new(
-            FindingKey::new(cluster, Subject::Cluster, FindingKind::CanaryUnavailable),
+    if open.is_empty() {
+        return None;
+    }
+    let longest = open.iter().map(|(_, s)| *s).fold(0.0, f64::max);
+    let mut f = Finding::new(
+        FindingKey::new(cluster, Subject::Cluster, FindingKind::CanaryUnavailable),
+        format!(
+            "canary writes fail on {} partition(s) of {}, the longest for {longest:.0} s",
+            open.len(),
+            round.topic
+        ),
+    );
+    f.evidence = open
+        .iter()
+        .map(|(p, s)| {
+            let why = match &p.produce_error {
+                // The client wrote to another broker than the view's leader: its
+                // metadata was older than the view.
+                Some(e) if e.broker.is_some_and(|b| b != p.leader) => format!(
+                    "{} at broker {}, where the client's metadata sent it",
+                    e.kind,
+                    e.broker.unwrap_or(-1)
+                ),
+                Some(e) => e.kind.to_string(),
+                None => "read-back pending".into(),
+            };
             format!(
-                "canary writes fail on {} partition(s) of {}, the longest for {longest:.0} s",
-                open.len(),
-                round.topic
-            ),
-        );
-        f.evidence = open
+                "{}-{} led by {}: unwritable for {s:.1} s ({why})",
+                round.topic, p.partition, p.leader,
+            )
+        })
+        .collect();
+    f.rules = vec!["canary_unavailable".into()];
+    // A failed write names whom the verdicts charged it to (nobody for the client's own
+    // failures); a window kept open by a slow or unconfirmed write, its leader.
+    f.suspects = {
+        let mut s: Vec<BrokerId> = open
             .iter()
-            .map(|(p, s)| {
-                let why = match &p.produce_error {
-                    // The client wrote to another broker than the view's leader: its
-                    // metadata was older than the view.
-                    Some(e) if e.broker.is_some_and(|b| b != p.leader) => format!(
-                        "{} at broker {}, where the client's metadata sent it",
-                        e.kind,
-                        e.broker.unwrap_or(-1)
-                    ),
-                    Some(e) => e.kind.to_string(),
-                    None => "read-back pending".into(),
-                };
-                format!(
-                    "{}-{} led by {}: unwritable for {s:.1} s ({why})",
-                    round.topic, p.partition, p.leader,
-                )
+            .flat_map(|(p, _)| match &p.charged_to {
+                Some(to) => to.clone(),
+                None => vec![memory
+                    .window_leader
+                    .get(&p.partition)
+                    .copied()
+                    .unwrap_or(p.leader)],
             })
             .collect();
-        f.rules = vec!["canary_unavailable".into()];
-        // A failed write names whom the verdicts charged it to (nobody for the client's own
-        // failures); a window kept open by a slow or unconfirmed write, its leader.
-        f.suspects = {
-            let mut s: Vec<BrokerId> = open
-                .iter()
-                .flat_map(|(p, _)| match &p.charged_to {
-                    Some(to) => to.clone(),
-                    None => vec![memory
-                        .window_leader
-                        .get(&p.partition)
-                        .copied()
-                        .unwrap_or(p.leader)],
-                })
-                .collect();
-            s.sort_unstable();
-            s.dedup();
-            s
-        };
-        f.unavailable_seconds = Some(longest);
-        out.push(
-            f.with_partitions(
-                open.iter()
-                    .map(|(p, _)| format!("{}-{}", round.topic, p.partition))
-                    .collect(),
-            ),
-        );
-    }
-    out
+        s.sort_unstable();
+        s.dedup();
+        s
+    };
+    f.unavailable_seconds = Some(longest);
+    Some(
+        f.with_partitions(
+            open.iter()
+                .map(|(p, _)| format!("{}-{}", round.topic, p.partition))
+                .collect(),
+        ),
+    )
 }
 
 pub(super) fn loss_line(topic: &str, l: &LossEvent) -> String {
