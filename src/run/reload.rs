@@ -139,8 +139,29 @@ pub fn plan(old: &Config, new: &Config) -> ReloadPlan {
         p.log_level = Some(log.level);
     }
 
-    let before: BTreeMap<&str, &ClusterConfig> =
-        old.clusters.iter().map(|c| (c.name.as_str(), c)).collect();
+    plan_clusters(&mut p, &old.clusters, clusters);
+    plan_webhooks(&mut p, &old.webhooks, webhooks);
+    p.webhooks_changed = p.changed.iter().any(|k| k.starts_with("webhooks."));
+    // Applied at once: the next round of each cluster sees the new list.
+    if *silences != old.silences {
+        p.changed.push("silences".into());
+    }
+    // The peers' task and the delivery order it feeds start once, with alerting.
+    for (key, running, file) in peer_settings(old.peers.as_ref())
+        .into_iter()
+        .zip(peer_settings(peers.as_ref()))
+        .map(|((key, running), (_, file))| (key, running, file))
+    {
+        if running != file {
+            needs_restart(&mut p, &format!("peers.{key}"), running, file);
+        }
+    }
+    p
+}
+
+/// Clusters added, removed, or changed (their loops restart).
+fn plan_clusters(p: &mut ReloadPlan, old: &[ClusterConfig], clusters: &[ClusterConfig]) {
+    let before: BTreeMap<&str, &ClusterConfig> = old.iter().map(|c| (c.name.as_str(), c)).collect();
     let after: BTreeSet<&str> = clusters.iter().map(|c| c.name.as_str()).collect();
     for c in clusters {
         match before.get(c.name.as_str()) {
@@ -158,15 +179,17 @@ pub fn plan(old: &Config, new: &Config) -> ReloadPlan {
             }
         }
     }
-    for c in &old.clusters {
+    for c in old {
         if !after.contains(c.name.as_str()) {
             p.changed.push(format!("clusters.{}", c.name));
             p.remove_clusters.push(c.name.clone());
         }
     }
+}
 
-    let before: BTreeMap<&str, &WebhookConfig> =
-        old.webhooks.iter().map(|w| (w.name.as_str(), w)).collect();
+/// Receivers added, removed or changed (delivery is set up again).
+fn plan_webhooks(p: &mut ReloadPlan, old: &[WebhookConfig], webhooks: &[WebhookConfig]) {
+    let before: BTreeMap<&str, &WebhookConfig> = old.iter().map(|w| (w.name.as_str(), w)).collect();
     let after: BTreeSet<&str> = webhooks.iter().map(|w| w.name.as_str()).collect();
     for w in webhooks {
         let same = before
@@ -176,27 +199,11 @@ pub fn plan(old: &Config, new: &Config) -> ReloadPlan {
             p.changed.push(format!("webhooks.{}", w.name));
         }
     }
-    for w in &old.webhooks {
+    for w in old {
         if !after.contains(w.name.as_str()) {
             p.changed.push(format!("webhooks.{}", w.name));
         }
     }
-    p.webhooks_changed = p.changed.iter().any(|k| k.starts_with("webhooks."));
-    // Applied at once: the next round of each cluster sees the new list.
-    if *silences != old.silences {
-        p.changed.push("silences".into());
-    }
-    // The peers' task and the delivery order it feeds start once, with alerting.
-    for (key, running, file) in peer_settings(old.peers.as_ref())
-        .into_iter()
-        .zip(peer_settings(peers.as_ref()))
-        .map(|((key, running), (_, file))| (key, running, file))
-    {
-        if running != file {
-            needs_restart(&mut p, &format!("peers.{key}"), running, file);
-        }
-    }
-    p
 }
 
 /// The configuration to run after a reload: the new one, with the settings that need a
