@@ -337,6 +337,25 @@ async fn drain(
 /// Runs the daemon until SIGTERM or SIGINT; SIGHUP reloads `path`. A second stop signal
 /// exits at once. `log_level` changes the log level of the running process.
 ///
+/// Starts asking the other watchdogs (`peers:`), when configured: their silences go
+/// into this one's, their deliveries into its turns.
+fn spawn_peers(
+    config: &Config,
+    alerting: &Arc<Alerting>,
+    client: Option<reqwest::Client>,
+    stop: watch::Receiver<bool>,
+) -> Option<tokio::task::JoinHandle<()>> {
+    let (peers, peers_config, client) = (alerting.peers()?, config.peers.clone()?, client?);
+    let merging = alerting.clone();
+    Some(tokio::spawn(crate::alert::peers::sync::run(
+        peers,
+        peer_setup(config, peers_config),
+        client,
+        move |peer, silences| merging.merge_peer_silences(peer, silences),
+        stop,
+    )))
+}
+
 fn peer_setup(
     config: &Config,
     peers: crate::config::PeersConfig,
@@ -402,21 +421,7 @@ pub async fn run(
     })?);
     published.attach_alerting(alerting.clone());
     let (peers_stop, peers_stop_rx) = watch::channel(false);
-    let peer_task = match (alerting.peers(), config.peers.clone()) {
-        (Some(peers), Some(peers_config)) => {
-            let setup = peer_setup(&config, peers_config);
-            let client = peer_client.clone().unwrap_or_default();
-            let merging = alerting.clone();
-            Some(tokio::spawn(crate::alert::peers::sync::run(
-                peers,
-                setup,
-                client,
-                move |peer, silences| merging.merge_peer_silences(peer, silences),
-                peers_stop_rx,
-            )))
-        }
-        _ => None,
-    };
+    let peer_task = spawn_peers(&config, &alerting, peer_client, peers_stop_rx);
     if config.http_auth.is_none() {
         // The state directory exists now (alerting made sure of it).
         match http::create_local_token(&config.state_dir) {
