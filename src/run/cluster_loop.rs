@@ -52,8 +52,13 @@ pub async fn cluster_loop(
     health: Arc<Mutex<LoopHealth>>,
     mut shutdown: watch::Receiver<bool>,
 ) {
-    let settings = match setup::probe_settings(&cfg) {
-        Ok(s) => s,
+    let setup::RoundParts {
+        mut prober,
+        mut evaluator,
+        mut host,
+        wire,
+    } = match setup::round_parts(&cfg) {
+        Ok(parts) => parts,
         Err(e) => {
             tracing::error!(cluster = %cfg.name, error = %e, "cluster not watched");
             // A loop that ended on purpose must not hold back the systemd watchdog.
@@ -61,10 +66,8 @@ pub async fn cluster_loop(
             return;
         }
     };
-    let wire = settings.wire.clone();
-    let live_wire = settings.wire.clone();
-    let look_wire = settings.wire.clone();
-    let mut prober = ClusterProber::new(settings);
+    let live_wire = wire.clone();
+    let look_wire = wire.clone();
     // The control plane: looked at continuously beside the liveness check (a frozen
     // controller is named within seconds), else once per round.
     let mut quorum = match setup::quorum_settings(&cfg) {
@@ -90,18 +93,12 @@ pub async fn cluster_loop(
             None
         }
     };
-    let mut evaluator = Evaluator::new(
-        &cfg.name,
-        setup::verdict_settings(&cfg),
-        setup::topic_filter(&cfg),
-    );
     let mut canary = cfg.canary.enabled.then(|| {
         Canary::new(
             setup::canary_settings(&cfg, &instance, wire),
             published.live.canary.clone(),
         )
     });
-    let mut host = cfg.host.clone().map(HostObserver::new);
     let mut remediator = remediator(&cfg, &published, &alerting);
     if let Some(notice) = cfg.verdict.deprecation(&cfg.name) {
         tracing::warn!("{notice}");

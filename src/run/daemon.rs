@@ -13,11 +13,9 @@ use tokio::sync::watch;
 
 use crate::alert::alerting::Alerting;
 use crate::config::{ClusterConfig, Config};
-use crate::judge::report::{ClusterReport, Evaluator};
+use crate::judge::report::ClusterReport;
 use crate::model::round::{BrokerId, LivenessFact, RoundObservation};
-use crate::observe::host::HostObserver;
 use crate::observe::liveness::{Liveness, LivenessSettings};
-use crate::observe::probe::ClusterProber;
 use crate::observe::quorum::QuorumProber;
 use crate::observe::wire::WireOptions;
 use crate::run::cluster_loop::{cluster_loop, lock, one_round, round_limit};
@@ -519,24 +517,24 @@ pub async fn run(
 /// One round of every cluster, at once, for the `check` command.
 pub async fn check_once(config: &Config) -> Vec<ClusterReport> {
     let rounds = config.clusters.iter().map(|c| async move {
-        let mut evaluator =
-            Evaluator::new(&c.name, setup::verdict_settings(c), setup::topic_filter(c));
-        let settings = match setup::probe_settings(c) {
-            Ok(s) => s,
+        let setup::RoundParts {
+            mut prober,
+            mut evaluator,
+            mut host,
+            wire,
+        } = match setup::round_parts(c) {
+            Ok(parts) => parts,
             Err(e) => {
                 tracing::error!(cluster = %c.name, error = %e, "cannot check cluster");
                 return None;
             }
         };
-        let wire = settings.wire.clone();
-        let mut prober = ClusterProber::new(settings);
         match setup::quorum_settings(c) {
             Ok(q) => prober = prober.with_quorum(QuorumProber::new(q)),
             Err(e) => {
                 tracing::warn!(cluster = %c.name, error = %e, "the control plane is not looked at")
             }
         }
-        let mut host = c.host.clone().map(HostObserver::new);
         // Direct probes (and host mode) only: a single canary write proves little, and a
         // check run from cron should not create topics.
         let (mut obs, view, _) =
@@ -572,17 +570,24 @@ async fn liveness_look(
     // The floor (a fresh tracker knows no answer times), a connect for the request and one
     // beside it, and two intervals of slack.
     let limit = settings.floor + settings.wire.connect_timeout * 2 + settings.interval * 2;
+    let settings_interval = settings.interval;
     let mut liveness = Liveness::new(settings);
     liveness.track(obs.probes.values().map(|p| &p.endpoint));
     let board = liveness.board();
-    let deadline = Instant::now() + limit;
+    let deadline = tokio::time::Instant::now() + limit;
+    let tick = settings_interval;
     loop {
         let facts = board.snapshot();
         let now = SystemTime::now();
-        if Instant::now() >= deadline || facts.values().all(|f| f.settled(now)) {
+        if tokio::time::Instant::now() >= deadline || facts.values().all(|f| f.settled(now)) {
             return facts;
         }
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        // Woken by the same news the daemon's loop waits on: a fact changed, or its
+        // evidence aged an interval.
+        tokio::select! {
+            _ = crate::run::cluster_loop::news(Some(&board), tick) => {}
+            _ = tokio::time::sleep_until(deadline) => {}
+        }
     }
 }
 

@@ -6,12 +6,13 @@ use std::sync::Arc;
 use rdkafka::config::ClientConfig;
 
 use crate::config::{ClusterConfig, SaslMechanism, SecurityProtocol};
-use crate::judge::report::TopicFilterFn;
+use crate::judge::report::{Evaluator, TopicFilterFn};
 use crate::judge::verdict::VerdictSettings;
 use crate::observe::canary::layout::LayoutSettings;
 use crate::observe::canary::CanarySettings;
 use crate::observe::coordinators::{CoordinatorSettings, TxnProbeSettings};
-use crate::observe::probe::ProbeSettings;
+use crate::observe::host::HostObserver;
+use crate::observe::probe::{ClusterProber, ProbeSettings};
 use crate::observe::quorum::QuorumSettings;
 use crate::observe::wire::{
     self, AwsIamSettings, SaslSettings, TlsSettings, TokenSource, WireOptions,
@@ -102,6 +103,28 @@ pub fn wire_security(c: &ClusterConfig) -> Result<wire::Security, SetupError> {
         }
         (SecurityProtocol::Ssl, None, _) => wire::Security::Ssl(TlsSettings::default()),
         _ => wire::Security::Plaintext,
+    })
+}
+
+/// What one round of a cluster is made with, in the daemon's loop and in `check` alike.
+pub struct RoundParts {
+    pub prober: ClusterProber,
+    pub evaluator: Evaluator,
+    /// Host mode's observer of the brokers' processes, when the cluster has `host:`.
+    pub host: Option<HostObserver>,
+    /// The cluster's wire options, for the looks beside the rounds (liveness, the control
+    /// plane, the coordinators, the canary's clients).
+    pub wire: WireOptions,
+}
+
+pub fn round_parts(c: &ClusterConfig) -> Result<RoundParts, SetupError> {
+    let settings = probe_settings(c)?;
+    let wire = settings.wire.clone();
+    Ok(RoundParts {
+        prober: ClusterProber::new(settings),
+        evaluator: Evaluator::new(&c.name, verdict_settings(c), topic_filter(c)),
+        host: c.host.clone().map(HostObserver::new),
+        wire,
     })
 }
 
