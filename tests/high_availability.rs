@@ -277,6 +277,11 @@ fn three_peers_page_once_share_silences_hand_over_and_each_page_when_cut_apart()
             (answering(w) == 2.0).then_some(())
         });
     }
+    // The peers' families the alert rules read exist where peers: is configured.
+    common::watchdog::dashboard_metrics_exist(
+        fleet[0].as_ref().unwrap(),
+        common::watchdog::peers_metric,
+    );
 
     // A silence added on wd-a holds on wd-b and wd-c within 5 s; expired on wd-c, it
     // ends on wd-a and wd-b too.

@@ -335,10 +335,12 @@ fn incident3_killed_leader_is_down_and_the_failover_time_is_recorded() {
     // Checked here, where a fault has produced windows, incidents and webhooks; the host
     // mode and remediation families are checked by tests/host_mode.rs, which turns them on,
     // the certificates' by tests/security.rs (TLS listeners).
-    // The transaction coordinators' by tests/coordinators.rs (the probe is off by default).
+    // The transaction coordinators' by tests/coordinators.rs (the probe is off by default),
+    // the peers' by tests/high_availability.rs (peers: configured).
     common::watchdog::dashboard_metrics_exist(&w, |name| {
         !common::watchdog::host_mode_metric(name)
             && !common::watchdog::tls_metric(name)
+            && !common::watchdog::peers_metric(name)
             && !name.starts_with("kafka_watchdog_txn_")
     });
     lab.start(victim).unwrap();

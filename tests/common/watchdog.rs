@@ -308,6 +308,11 @@ pub fn host_mode_metric(name: &str) -> bool {
     name.starts_with("kafka_watchdog_host_") || name.starts_with("kafka_watchdog_remediations")
 }
 
+/// The families only a watchdog with `peers:` has (the other watchdogs it asks).
+pub fn peers_metric(name: &str) -> bool {
+    name.starts_with("kafka_watchdog_peer")
+}
+
 /// The families only a cluster with TLS listeners has (its brokers' certificates).
 pub fn tls_metric(name: &str) -> bool {
     name.starts_with("kafka_watchdog_broker_certificate_")
