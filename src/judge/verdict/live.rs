@@ -155,6 +155,74 @@ fn pausing(fact: &LivenessFact, now: SystemTime) -> Option<String> {
     ))
 }
 
+/// The silence of a broker waiting since `since`, in words, and whether a peer vouches for
+/// the watchdog's own path (one answers now, or answered after this silence passed its
+/// threshold, not long ago).
+fn silence_words(
+    id: BrokerId,
+    fact: &LivenessFact,
+    since: SystemTime,
+    facts: &BTreeMap<BrokerId, LivenessFact>,
+    now: SystemTime,
+) -> (String, bool) {
+    let silent = now.duration_since(since).unwrap_or_default();
+    let address = &fact.address;
+    let peers: Vec<&LivenessFact> = facts
+        .iter()
+        .filter(|(p, _)| **p != id)
+        .map(|(_, f)| f)
+        .collect();
+    let answering: Vec<&&LivenessFact> = peers.iter().filter(|f| f.answering(now)).collect();
+    // A peer that answered after this silence passed its threshold, and not long ago,
+    // showed the watchdog's path working while this broker was silent: a peer's own pause
+    // now does not put the silence in doubt.
+    let vouched = !answering.is_empty()
+        || peers.iter().any(|f| {
+            f.last_answer_at.is_some_and(|a| {
+                a >= since + fact.threshold
+                    && now.duration_since(a).is_ok_and(|ago| ago <= PATH_DOUBT)
+            })
+        });
+    let peer_latency = answering
+        .iter()
+        .filter_map(|f| f.last_latency)
+        .max()
+        .map(|d| format!(" (slowest last answer {})", millis(d)))
+        .unwrap_or_default();
+    let own = fact
+        .typical
+        .map(|d| format!("its slowest recent answer took {}", millis(d)))
+        .unwrap_or_else(|| "it has not answered since the watchdog started".into());
+    let silence = format!(
+        "no answer to ApiVersions from {address} for {} (threshold {}; {own}) while {} of {} peer(s) answer{peer_latency}",
+        secs(silent),
+        secs(fact.threshold),
+        answering.len(),
+        peers.len()
+    );
+    (silence, vouched)
+}
+
+/// What a fresh TCP connection beside the silent one showed of the broker's port: accepted
+/// (accepted but silent) or timed out after one was accepted (its accept queue is full);
+/// `None` for anything else, which the round's rules judge.
+fn port_words(fact: &LivenessFact) -> Option<String> {
+    let side = fact.side.as_ref()?;
+    match side.outcome {
+        SideOutcome::Accepted => Some(format!(
+            "a fresh TCP connection was accepted in {}: accepted but silent",
+            millis(side.after)
+        )),
+        SideOutcome::TimedOut if fact.accepted_in_silence => Some(format!(
+            "a fresh TCP connection timed out after {} after one was accepted in this silence: its accept queue is full",
+            secs(side.after)
+        )),
+        // Refused is `refused_since`. A connect that never completed from the start is a
+        // host gone or a path cut: the round's rules say which, not this one.
+        _ => None,
+    }
+}
+
 /// What the liveness facts say of one broker now: the hit, and since when its fact holds.
 fn live_hit(
     id: BrokerId,
@@ -193,39 +261,7 @@ fn live_hit(
     }
     let since = fact.waiting_since?;
     let silent = now.duration_since(since).unwrap_or_default();
-    let peers: Vec<&LivenessFact> = facts
-        .iter()
-        .filter(|(p, _)| **p != id)
-        .map(|(_, f)| f)
-        .collect();
-    let answering: Vec<&&LivenessFact> = peers.iter().filter(|f| f.answering(now)).collect();
-    // A peer that answered after this silence passed its threshold, and not long ago,
-    // showed the watchdog's path working while this broker was silent: a peer's own pause
-    // now does not put the silence in doubt.
-    let vouched = !answering.is_empty()
-        || peers.iter().any(|f| {
-            f.last_answer_at.is_some_and(|a| {
-                a >= since + fact.threshold
-                    && now.duration_since(a).is_ok_and(|ago| ago <= PATH_DOUBT)
-            })
-        });
-    let peer_latency = answering
-        .iter()
-        .filter_map(|f| f.last_latency)
-        .max()
-        .map(|d| format!(" (slowest last answer {})", millis(d)))
-        .unwrap_or_default();
-    let own = fact
-        .typical
-        .map(|d| format!("its slowest recent answer took {}", millis(d)))
-        .unwrap_or_else(|| "it has not answered since the watchdog started".into());
-    let silence = format!(
-        "no answer to ApiVersions from {address} for {} (threshold {}; {own}) while {} of {} peer(s) answer{peer_latency}",
-        secs(silent),
-        secs(fact.threshold),
-        answering.len(),
-        peers.len()
-    );
+    let (silence, vouched) = silence_words(id, fact, since, facts, now);
     // One peer answering promptly shows the watchdog's own path works, and the fresh
     // connection below shows the broker's port takes connections: incident 1 froze two of
     // three brokers, and both must be named. With no peer vouching, nothing tells the
@@ -258,20 +294,7 @@ fn live_hit(
             since,
         ));
     }
-    let side = fact.side.as_ref()?;
-    let port = match side.outcome {
-        SideOutcome::Accepted => format!(
-            "a fresh TCP connection was accepted in {}: accepted but silent",
-            millis(side.after)
-        ),
-        SideOutcome::TimedOut if fact.accepted_in_silence => format!(
-            "a fresh TCP connection timed out after {} after one was accepted in this silence: its accept queue is full",
-            secs(side.after)
-        ),
-        // Refused is `refused_since` above. A connect that never completed from the start
-        // is a host gone or a path cut: the round's rules say which, not this one.
-        _ => return None,
-    };
+    let port = port_words(fact)?;
     if let Some(ago) = recently_down {
         return Some((
             RuleHit {
