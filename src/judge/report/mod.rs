@@ -443,6 +443,59 @@ impl Evaluator {
         self.evaluate_merged(obs, view, canary, now)
     }
 
+    /// The unclean elections of this round, counted; only a round that saw every topic
+    /// says anything about elections.
+    fn judge_elections(
+        &mut self,
+        obs: &RoundObservation,
+        view: &ClusterView,
+    ) -> Vec<UncleanElection> {
+        let saw_everything = obs
+            .probes
+            .values()
+            .any(|p| p.metadata_view().is_some_and(|m| m.all_topics));
+        if !saw_everything {
+            return Vec::new();
+        }
+        let found = unclean_elections(
+            view,
+            &mut self.partitions,
+            |t| obs.unclean_allowed.contains(t),
+            &obs.eligible_leaders,
+        );
+        self.unclean_total += found.len() as u64;
+        found
+    }
+
+    /// Each canary partition's last unavailability window, kept while the partition is.
+    fn remember_canary_windows(&mut self, canary: Option<&CanaryRound>) {
+        let Some(c) = canary else {
+            return;
+        };
+        for (partition, _, seconds) in &c.windows_closed {
+            self.canary_last_window.insert(*partition, *seconds);
+        }
+        if !c.partitions.is_empty() {
+            self.canary_last_window
+                .retain(|p, _| c.partitions.iter().any(|q| q.partition == *p));
+        }
+    }
+
+    /// Counts each broker's first failed request of the round, by request and failure kind,
+    /// for the brokers still probed.
+    fn count_failures(&mut self, obs: &RoundObservation) {
+        for (id, probe) in &obs.probes {
+            if let Some((request, failure)) = probe.first_failure() {
+                *self
+                    .failures
+                    .entry((*id, request, failure.kind))
+                    .or_insert(0) += 1;
+            }
+        }
+        self.failures
+            .retain(|(id, _, _), _| obs.probes.contains_key(id));
+    }
+
     /// Evaluates a round whose view was merged already (`newest_view` of `obs`), so the
     /// canary and the verdicts read the same one. No side effects beyond the evaluator's own
     /// memory.
@@ -454,22 +507,7 @@ impl Evaluator {
         now: SystemTime,
     ) -> ClusterReport {
         self.round += 1;
-        // Only a round that saw every topic says anything about elections.
-        let saw_everything = obs
-            .probes
-            .values()
-            .any(|p| p.metadata_view().is_some_and(|m| m.all_topics));
-        let unclean_elections = if !saw_everything {
-            Vec::new()
-        } else {
-            unclean_elections(
-                &view,
-                &mut self.partitions,
-                |t| obs.unclean_allowed.contains(t),
-                &obs.eligible_leaders,
-            )
-        };
-        self.unclean_total += unclean_elections.len() as u64;
+        let unclean_elections = self.judge_elections(&obs, &view);
         let include = self.include.clone();
         let mut health = classify_reassigning(
             &view,
@@ -515,29 +553,11 @@ impl Evaluator {
                 .all(|h| h.rule.allows(h.state)),
             "a rule set a state its table does not give it: {verdicts:?}"
         );
-        if let Some(c) = &canary {
-            for (partition, _, seconds) in &c.windows_closed {
-                self.canary_last_window.insert(*partition, *seconds);
-            }
-            if !c.partitions.is_empty() {
-                self.canary_last_window
-                    .retain(|p, _| c.partitions.iter().any(|q| q.partition == *p));
-            }
-        }
+        self.remember_canary_windows(canary.as_ref());
         verdict::remember_round(&mut self.memory, &obs, &verdicts, now);
         let certificates = self.judge_certificates(&obs, &verdicts, now);
         let state_since = self.state_since();
-
-        for (id, probe) in &obs.probes {
-            if let Some((request, failure)) = probe.first_failure() {
-                *self
-                    .failures
-                    .entry((*id, request, failure.kind))
-                    .or_insert(0) += 1;
-            }
-        }
-        self.failures
-            .retain(|(id, _, _), _| obs.probes.contains_key(id));
+        self.count_failures(&obs);
 
         let reachable = obs.probes.values().any(BrokerProbe::answered);
         if reachable {
