@@ -461,17 +461,7 @@ mod tests {
     }
 
     fn round(lost: Vec<LossEvent>) -> CanaryRound {
-        CanaryRound {
-            topic: "canary".into(),
-            status: TopicStatus::Ready,
-            partitions: Vec::new(),
-            layout: Vec::new(),
-            not_leading: Vec::new(),
-            lost,
-            duplicated: Vec::new(),
-            windows_closed: Vec::new(),
-            acks1: Vec::new(),
-        }
+        CanaryRound::with_losses("canary", lost)
     }
 
     fn loss(seq: u64, acks: Acks, broker: BrokerId, reason: &'static str) -> LossEvent {

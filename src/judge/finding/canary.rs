@@ -139,7 +139,7 @@ fn acknowledged_loss_findings(
         by_broker.entry(l.broker).or_default().push(l);
     }
     for (broker, losses) in by_broker {
-        let mut f = Finding::new(
+        let f = Finding::new(
             FindingKey::new(
                 cluster,
                 Subject::Broker(broker),
@@ -150,21 +150,13 @@ fn acknowledged_loss_findings(
                 losses.len(),
             ),
         );
-        f.evidence = losses
-            .iter()
-            .take(20)
-            .map(|l| loss_line(topic, l))
-            .collect();
-        f.rules = vec!["canary_acknowledged_loss".into()];
-        f.suspects = vec![broker];
-        out.push(
-            f.with_partitions(
-                losses
-                    .iter()
-                    .map(|l| format!("{topic}-{}", l.partition))
-                    .collect(),
-            ),
-        );
+        out.push(with_losses(
+            f,
+            topic,
+            broker,
+            &losses,
+            "canary_acknowledged_loss",
+        ));
     }
 
     out
@@ -264,6 +256,29 @@ fn unavailability_finding(
     )
 }
 
+/// A loss finding with its evidence (at most 20 lines), rule, suspect and partitions.
+fn with_losses(
+    mut f: Finding,
+    topic: &str,
+    broker: BrokerId,
+    losses: &[&LossEvent],
+    rule: &str,
+) -> Finding {
+    f.evidence = losses
+        .iter()
+        .take(20)
+        .map(|l| loss_line(topic, l))
+        .collect();
+    f.rules = vec![rule.into()];
+    f.suspects = vec![broker];
+    f.with_partitions(
+        losses
+            .iter()
+            .map(|l| format!("{topic}-{}", l.partition))
+            .collect(),
+    )
+}
+
 pub(super) fn loss_line(topic: &str, l: &LossEvent) -> String {
     format!(
         "{topic}-{} offset {} seq {} (acks={}): {}",
@@ -299,7 +314,7 @@ pub(super) fn acks1_findings(
             continue;
         }
         let stale = losses.iter().filter(|l| l.reason == "stale_leader").count();
-        let mut f = Finding::new(
+        let f = Finding::new(
             FindingKey::new(cluster, Subject::Broker(broker), FindingKind::Acks1Loss),
             format!(
                 "broker {broker} acknowledged {} acks=1 canary record(s), in {rounds} rounds, that are not in the log: it kept taking writes as leader that the partition's log does not keep (an isolated or split-brain leader){}",
@@ -311,21 +326,7 @@ pub(super) fn acks1_findings(
                 }
             ),
         );
-        f.evidence = losses
-            .iter()
-            .take(20)
-            .map(|l| loss_line(topic, l))
-            .collect();
-        f.rules = vec!["canary_acks1_loss".into()];
-        f.suspects = vec![broker];
-        out.push(
-            f.with_partitions(
-                losses
-                    .iter()
-                    .map(|l| format!("{topic}-{}", l.partition))
-                    .collect(),
-            ),
-        );
+        out.push(with_losses(f, topic, broker, &losses, "canary_acks1_loss"));
     }
     out
 }

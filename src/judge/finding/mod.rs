@@ -269,7 +269,7 @@ impl Finding {
 mod tests {
     use super::*;
     use crate::observe::canary::record::Acks;
-    use crate::observe::canary::{CanaryRound, LossEvent, TopicStatus};
+    use crate::observe::canary::{CanaryRound, LossEvent};
 
     fn t(s: u64) -> SystemTime {
         SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000 + s)
@@ -278,17 +278,7 @@ mod tests {
     fn with_canary(at: SystemTime, lost: Vec<LossEvent>) -> ClusterReport {
         let mut r = ClusterReport::empty("lab", at);
         r.reachable = true;
-        r.canary = Some(CanaryRound {
-            topic: "canary".into(),
-            status: TopicStatus::Ready,
-            partitions: Vec::new(),
-            layout: Vec::new(),
-            not_leading: Vec::new(),
-            lost,
-            duplicated: Vec::new(),
-            windows_closed: Vec::new(),
-            acks1: Vec::new(),
-        });
+        r.canary = Some(CanaryRound::with_losses("canary", lost));
         r
     }
 

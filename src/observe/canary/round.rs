@@ -82,6 +82,23 @@ pub struct CanaryRound {
     pub acks1: Vec<Acks1Probe>,
 }
 
+impl CanaryRound {
+    /// A round on a ready `topic` that saw nothing but `lost`, to build on in tests.
+    pub fn with_losses(topic: &str, lost: Vec<LossEvent>) -> Self {
+        CanaryRound {
+            topic: topic.to_string(),
+            status: TopicStatus::Ready,
+            partitions: Vec::new(),
+            layout: Vec::new(),
+            not_leading: Vec::new(),
+            lost,
+            duplicated: Vec::new(),
+            windows_closed: Vec::new(),
+            acks1: Vec::new(),
+        }
+    }
+}
+
 /// Failed writes to one partition since the last round, of one kind, charged to one
 /// broker.
 #[derive(Debug, Clone, PartialEq, Serialize)]
