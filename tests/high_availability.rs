@@ -317,6 +317,31 @@ fn three_peers_page_once_share_silences_hand_over_and_each_page_when_cut_apart()
             || silence_of(w, &id).filter(|s| s["active"] == false),
         );
     }
+    // A silence outlives an instance's restart on an empty state directory (a pod on an
+    // emptyDir): wd-c, started anew, takes it from its peers at its first look.
+    let (status, kept) = silences_api(
+        fleet[1].as_ref().unwrap(),
+        "POST",
+        "/api/v1/silences",
+        r#"{"cluster": "lab", "broker": 3, "duration": "1h", "comment": "fleet test, kept"}"#,
+    );
+    assert!(status.contains(" 201"), "{status} {kept:#}");
+    let kept = kept["id"].as_str().unwrap().to_string();
+    eventually(Duration::from_secs(5), "the silence reaches wd-c", || {
+        silence_of(fleet[2].as_ref().unwrap(), &kept)
+    });
+    // Started anew: `Watchdog::start_at` gives it an empty folder, state directory included.
+    fleet[2] = None;
+    fleet[2] = Some(fleet_member(2, &ports, &generic, &slack));
+    let restarted = fleet[2].as_ref().unwrap();
+    eventually(
+        Duration::from_secs(5),
+        "wd-c, restarted, holds the silence again",
+        || silence_of(restarted, &kept).filter(|s| s["active"] == true),
+    );
+    eventually(WAIT, "wd-c hears the two others again", || {
+        (answering(restarted) == 2.0).then_some(())
+    });
 
     // One fault: one Slack message and one generic body, from wd-a, the first in line.
     lab.freeze(2).unwrap();
