@@ -152,6 +152,48 @@ fn status_uses_the_configured_credential() {
     assert!(text(&out.stdout).contains(&format!("at {other},")));
 }
 
+/// `status -c` reads only the file's http block and state directory (issue 28 item 7): the
+/// operator may not be able to read a cluster's secrets, and a cluster being edited must
+/// not keep them from asking the daemon. A wrong http block is still a wrong file.
+#[test]
+fn status_with_a_file_needs_only_its_http_section() {
+    let w = daemon(
+        "ops-http-only",
+        "  auth:\n    bearer_token_file: {dir}/token\n",
+        &[("token", "t0ken-for-status\n")],
+    );
+    let running = std::fs::read_to_string(w.dir.join("watchdog.yaml")).unwrap();
+    // The same file as the operator reads it: the cluster's password is a file this user
+    // cannot read (it does not exist here), and an edit in progress left a key unknown.
+    let edited = running.replace(
+        "    bootstrap_servers: [127.0.0.1:1]\n",
+        "    bootstrap_servers: [127.0.0.1:1]\n    security:\n      protocol: SASL_PLAINTEXT\n      sasl: {mechanism: PLAIN, username: u, password_file: /nonexistent/kafka-password}\n    half_written_key: 1\n",
+    );
+    assert_ne!(running, edited);
+    let cfg = w.dir.join("operator.yaml");
+    std::fs::write(&cfg, &edited).unwrap();
+    let out = status(&["--once", "-c", cfg.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains("cluster nowhere"),
+        "{}",
+        text(&out.stdout)
+    );
+    // A wrong http block is still refused, with its line.
+    std::fs::write(
+        &cfg,
+        edited.replace(&format!("listen: 127.0.0.1:{}", w.port), "listen: nowhere"),
+    )
+    .unwrap();
+    let out = status(&["--once", "-c", cfg.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(78), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("'nowhere' is not a socket address"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
 /// `http.tls`: status asks over https and trusts what the daemon's cert_file holds (here
 /// the test server certificate followed by its CA, as a file with the chain may).
 #[test]

@@ -71,7 +71,9 @@ pub fn base_url(listen: SocketAddr, tls: bool) -> String {
 }
 
 impl Target {
-    pub fn from_config(cfg: &crate::config::Config, url: Option<String>) -> Self {
+    /// The daemon named by its file's `http:` block and state directory (see
+    /// `config::load_client_section`), or at `url`, with the file's credential.
+    pub fn from_config(cfg: &crate::config::ClientSection, url: Option<String>) -> Self {
         let local_token = cfg.http_auth.is_none().then(|| {
             crate::serve::http::read_local_token(&cfg.state_dir).map_err(|e| {
                 format!(

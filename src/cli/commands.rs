@@ -90,7 +90,15 @@ fn connect(
     command: &str,
 ) -> Result<(Target, reqwest::Client), ExitCode> {
     let target = match config {
-        Some(path) => Target::from_config(&load(path)?, url),
+        // Only the http block and state_dir are read: the operator asking need not be able
+        // to read every cluster's secrets.
+        Some(path) => {
+            let section = config::load_client_section(path).map_err(|e| {
+                eprintln!("{e}");
+                ExitCode::from(EXIT_CONFIG)
+            })?;
+            Target::from_config(&section, url)
+        }
         None => Target {
             base_url: url.unwrap_or_default(),
             auth: None,

@@ -107,6 +107,40 @@ pub(crate) fn config(cx: &mut Ctx, root: Option<&Node>) -> Option<Config> {
     })
 }
 
+/// The `http:` block and `state_dir` alone (`config::load_client_section`): the other
+/// keys are neither read nor reported.
+pub(crate) fn client_section(cx: &mut Ctx, root: Option<&Node>) -> Option<super::ClientSection> {
+    let root = match root {
+        Some(n) if matches!(n.kind, Kind::Map(_)) => n,
+        Some(n) => {
+            cx.rep.add(
+                n.pos,
+                format!("the top level is {}", n.describe()),
+                Some("a mapping with at least a 'clusters' list".into()),
+            );
+            return None;
+        }
+        None => {
+            cx.rep.add(
+                Pos::START,
+                "the configuration is empty".into(),
+                Some("a mapping with at least a 'clusters' list".into()),
+            );
+            return None;
+        }
+    };
+    let mut f = Fields::open(&mut cx.rep, root, None, String::new())?;
+    let http = super::http::http(cx, f.get("http"));
+    let state_dir = state_dir(cx, f.get("state_dir"));
+    let (http, state_dir) = (http?, state_dir?);
+    Some(super::ClientSection {
+        http_listen: http.listen,
+        http_tls: http.tls,
+        http_auth: http.auth,
+        state_dir,
+    })
+}
+
 fn instance_id(cx: &mut Ctx, e: Option<&Entry>) -> Option<String> {
     let Some(e) = e else {
         return Some(default_instance_id());

@@ -147,6 +147,32 @@ pub fn load(path: &Path) -> Result<Config, ConfigError> {
 }
 
 fn load_inner(path: &Path, env: &dyn Fn(&str) -> Option<String>) -> Result<Config, ConfigError> {
+    let (text, origin, base) = read_file(path)?;
+    parse_inner(&text, &origin, base, env)
+}
+
+/// What `status` and `silence` need of a daemon's file to reach it: where it listens, its
+/// HTTPS certificate, its credential, and its state directory (for the local token).
+/// Nothing else is read: an operator who may not read the brokers' passwords can still ask
+/// the daemon, and a file whose clusters are being edited still names it.
+#[derive(Debug, Clone)]
+pub struct ClientSection {
+    pub http_listen: std::net::SocketAddr,
+    pub http_tls: Option<HttpTlsConfig>,
+    pub http_auth: Option<HttpAuth>,
+    pub state_dir: PathBuf,
+}
+
+/// The `http:` block and `state_dir` of the file at `path`, checked as the daemon checks
+/// them; problems elsewhere in the file are not looked for.
+pub fn load_client_section(path: &Path) -> Result<ClientSection, ConfigError> {
+    let env = |name: &str| std::env::var(name).ok();
+    let (text, origin, base) = read_file(path)?;
+    parse_with(&text, &origin, base, &env, build::client_section).map(|(c, _)| c)
+}
+
+/// The file's text, its name for messages, and the folder relative paths start from.
+fn read_file(path: &Path) -> Result<(String, String, Option<&Path>), ConfigError> {
     let io = |source| ConfigError::Io {
         path: path.to_path_buf(),
         source,
@@ -187,7 +213,7 @@ fn load_inner(path: &Path, env: &dyn Fn(&str) -> Option<String>) -> Result<Confi
         }
     };
     let base = path.parent().filter(|p| !p.as_os_str().is_empty());
-    parse_inner(&text, &origin, base, env)
+    Ok((text, origin, base))
 }
 
 /// Validates `text` as if it were the file `origin`. Relative paths are left relative to
@@ -213,23 +239,36 @@ fn parse_inner(
     base_dir: Option<&Path>,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<Config, ConfigError> {
+    parse_with(text, origin, base_dir, env, build::config).map(|(mut c, warnings)| {
+        c.warnings = warnings;
+        c
+    })
+}
+
+/// Reads `text` with `build`, and what it loads with the warnings, or every problem.
+fn parse_with<T>(
+    text: &str,
+    origin: &str,
+    base_dir: Option<&Path>,
+    env: &dyn Fn(&str) -> Option<String>,
+    build: impl FnOnce(&mut build::Ctx, Option<&yaml::Node>) -> Option<T>,
+) -> Result<(T, Vec<String>), ConfigError> {
     let mut rep = read::Report::new(origin);
     // A byte-order mark is invisible in editors; the parser would take it as content.
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
-    let config = match yaml::parse(text, &mut rep) {
+    let built = match yaml::parse(text, &mut rep) {
         Ok(root) => {
             let mut cx = build::Ctx { rep, env, base_dir };
-            let config = build::config(&mut cx, root.as_ref());
+            let built = build(&mut cx, root.as_ref());
             rep = cx.rep;
-            config
+            built
         }
         Err(()) => None,
     };
     let mut problems = rep.problems;
-    match config {
-        Some(mut c) if problems.is_empty() => {
-            c.warnings = rep.warnings.iter().map(ToString::to_string).collect();
-            Ok(c)
+    match built {
+        Some(c) if problems.is_empty() => {
+            Ok((c, rep.warnings.iter().map(ToString::to_string).collect()))
         }
         _ => {
             if problems.is_empty() {
