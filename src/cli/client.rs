@@ -112,10 +112,7 @@ pub fn unreachable(url: &str, e: &reqwest::Error) -> StatusError {
 /// The request with the daemon's credential, if it has one.
 pub fn with_auth(req: reqwest::RequestBuilder, target: &Target) -> reqwest::RequestBuilder {
     match &target.auth {
-        Some(HttpAuth::Basic { username, password }) => {
-            req.basic_auth(username, Some(password.expose()))
-        }
-        Some(HttpAuth::Bearer { token }) => req.bearer_auth(token.expose()),
+        Some(auth) => auth.sign(req),
         None => match &target.local_token {
             Some(Ok(token)) => req.bearer_auth(token.expose()),
             _ => req,

@@ -27,7 +27,8 @@ pub(crate) fn peers(cx: &mut Ctx, e: Option<&Entry>) -> Option<Option<PeersConfi
     let takeover_entry = f.get(s::PEERS_TAKEOVER.key);
     let ca_entry = f.get(s::PEERS_CA_FILE);
     f.finish(&mut cx.rep, &|_| None);
-    if urls_entry.is_none() && dns_entry.is_none() {
+    let names_none = urls_entry.is_none() && dns_entry.is_none();
+    if names_none {
         cx.rep.add(
             e.key_pos,
             "peers names no other watchdog".into(),
@@ -49,7 +50,7 @@ pub(crate) fn peers(cx: &mut Ctx, e: Option<&Entry>) -> Option<Option<PeersConfi
     let scheme = scheme_entry.map_or(Some("http".to_string()), |x| scheme(cx, x));
     let timing = timing(cx, e, poll_entry, takeover_entry);
     let ca_file = ca_entry.map_or(Some(None), |c| readable_file(cx, c).map(Some));
-    if urls_entry.is_none() && dns_entry.is_none() {
+    if names_none {
         return None;
     }
     let (urls, dns, scheme, (poll_interval, takeover), ca_file) =

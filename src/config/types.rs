@@ -116,6 +116,19 @@ pub enum HttpAuth {
     Bearer { token: Secret },
 }
 
+impl HttpAuth {
+    /// `req` carrying this credential, as a client of the watchdog sends it (the CLI, a
+    /// peer).
+    pub fn sign(&self, req: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
+        match self {
+            HttpAuth::Basic { username, password } => {
+                req.basic_auth(username, Some(password.expose()))
+            }
+            HttpAuth::Bearer { token } => req.bearer_auth(token.expose()),
+        }
+    }
+}
+
 /// Declared with its keys in `schema`.
 pub use super::schema::LogConfig;
 

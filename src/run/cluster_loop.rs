@@ -375,7 +375,7 @@ async fn round_news(board: Option<&Board>, canary: Option<&tokio::sync::Notify>)
 /// now. The brokers that answer are asked who leads what at once, on connections of their
 /// own, apart from the round: with a leader gone the canary's part of a round can take a
 /// whole request timeout. Bounded by the probes' own deadlines.
-pub(super) async fn decide_refusals(
+async fn decide_refusals(
     evaluator: &mut Evaluator,
     board: Option<&Board>,
     last: Option<&ClusterReport>,
@@ -525,9 +525,9 @@ fn quorum_matters(look: Option<&QuorumObservation>, last: Option<&ClusterReport>
 
 /// The newest looks taken beside the rounds, each `None` when not taken (the last round's
 /// is then used).
-pub(super) struct Looks {
-    pub quorum: Option<Arc<QuorumObservation>>,
-    pub coordinators: Option<Arc<CoordinatorObservation>>,
+struct Looks {
+    quorum: Option<Arc<QuorumObservation>>,
+    coordinators: Option<Arc<CoordinatorObservation>>,
 }
 
 /// The controllers' states and the quorum's problem.

@@ -332,28 +332,25 @@ async fn drain(
     }
 }
 
-/// Runs the daemon until SIGTERM or SIGINT; SIGHUP reloads `path`. A second stop signal
-/// exits at once. `log_level` changes the log level of the running process.
-///
 /// Starts asking the other watchdogs (`peers:`), when configured: their silences go
 /// into this one's, their deliveries into its turns.
 fn spawn_peers(
-    config: &Config,
     alerting: &Arc<Alerting>,
-    client: Option<reqwest::Client>,
+    peers: Option<(crate::alert::peers::sync::Setup, reqwest::Client)>,
     stop: watch::Receiver<bool>,
 ) -> Option<tokio::task::JoinHandle<()>> {
-    let (peers, peers_config, client) = (alerting.peers()?, config.peers.clone()?, client?);
+    let (state, (setup, client)) = (alerting.peers()?, peers?);
     let merging = alerting.clone();
     Some(tokio::spawn(crate::alert::peers::sync::run(
-        peers,
-        peer_setup(config, peers_config),
+        state,
+        setup,
         client,
         move |peer, silences| merging.merge_peer_silences(peer, silences),
         stop,
     )))
 }
 
+/// How this watchdog asks its peers: with its own credential, from its listen address.
 fn peer_setup(
     config: &Config,
     peers: crate::config::PeersConfig,
@@ -365,6 +362,9 @@ fn peer_setup(
     }
 }
 
+/// Runs the daemon until SIGTERM or SIGINT; SIGHUP reloads `path`. A second stop signal
+/// exits at once. `log_level` changes the log level of the running process.
+///
 /// Everything that can fail is done before anything starts (bind, state directory, the
 /// HTTPS certificate, signal handlers), so a failed start leaves nothing running and
 /// nothing written. Then: alerting, the HTTP server, the cluster loops, the supervisor;
@@ -398,11 +398,14 @@ pub async fn run(
         .filter_map(|s| std::future::ready(Control::from_signal(s)));
 
     // The peers' client reads its CA file now, while failing still leaves nothing behind.
-    let peer_client = config
-        .peers
-        .clone()
-        .map(|p| crate::alert::peers::sync::client(&peer_setup(&config, p)))
-        .transpose()?;
+    let peers = match config.peers.clone() {
+        Some(p) => {
+            let setup = peer_setup(&config, p);
+            let client = crate::alert::peers::sync::client(&setup)?;
+            Some((setup, client))
+        }
+        None => None,
+    };
 
     // Start, in order. Nothing below fails; the last fallible step (alerting) starts first.
     let names: Vec<String> = config.clusters.iter().map(|c| c.name.clone()).collect();
@@ -419,7 +422,7 @@ pub async fn run(
     })?);
     published.attach_alerting(alerting.clone());
     let (peers_stop, peers_stop_rx) = watch::channel(false);
-    let peer_task = spawn_peers(&config, &alerting, peer_client, peers_stop_rx);
+    let peer_task = spawn_peers(&alerting, peers, peers_stop_rx);
     if config.http_auth.is_none() {
         // The state directory exists now (alerting made sure of it).
         match http::create_local_token(&config.state_dir) {
@@ -570,12 +573,11 @@ async fn liveness_look(
     // The floor (a fresh tracker knows no answer times), a connect for the request and one
     // beside it, and two intervals of slack.
     let limit = settings.floor + settings.wire.connect_timeout * 2 + settings.interval * 2;
-    let settings_interval = settings.interval;
+    let tick = settings.interval;
     let mut liveness = Liveness::new(settings);
     liveness.track(obs.probes.values().map(|p| &p.endpoint));
     let board = liveness.board();
     let deadline = tokio::time::Instant::now() + limit;
-    let tick = settings_interval;
     loop {
         let facts = board.snapshot();
         let now = SystemTime::now();

@@ -696,7 +696,6 @@ fn extras(stats: &CanaryStats) -> Extras<'_> {
             peers: Some(crate::alert::peers::PeersStats {
                 peers: vec![("wd-2".into(), "http://wd-2:9644".into(), 0.4)],
                 answering: 1,
-                left_to_peers: 4,
                 unreachable: vec!["http://wd-3:9644".into()],
             }),
         }),

@@ -189,8 +189,6 @@ struct State {
     next_seq: u64,
     /// Peers' deliveries already matched to one of ours.
     used: BTreeSet<(String, u64)>,
-    /// Notifications left to a peer, for the metrics.
-    left_to_peers: u64,
     /// Peer URLs whose last look failed (refused, timed out, not a watchdog).
     unreachable: Vec<String>,
 }
@@ -202,7 +200,6 @@ pub struct PeersStats {
     pub peers: Vec<(String, String, f64)>,
     /// Those that answered within the takeover time.
     pub answering: u64,
-    pub left_to_peers: u64,
     /// Peer URLs whose last look failed.
     pub unreachable: Vec<String>,
 }
@@ -237,7 +234,6 @@ impl Peers {
         );
         if let Turn::Delivered { by, seq } = &t {
             s.used.insert((by.clone(), *seq));
-            s.left_to_peers += 1;
         }
         t
     }
@@ -310,7 +306,6 @@ impl Peers {
         PeersStats {
             peers,
             answering,
-            left_to_peers: s.left_to_peers,
             unreachable: s.unreachable.clone(),
         }
     }

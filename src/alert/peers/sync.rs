@@ -92,22 +92,23 @@ async fn ask(
     base: &str,
     auth: Option<&HttpAuth>,
 ) -> Result<Answer, String> {
-    let mut req = client.get(format!("{base}{PEER_PATH}"));
-    req = match auth {
-        Some(HttpAuth::Bearer { token }) => req.bearer_auth(token.expose()),
-        Some(HttpAuth::Basic { username, password }) => {
-            req.basic_auth(username, Some(password.expose()))
-        }
+    let req = client.get(format!("{base}{PEER_PATH}"));
+    let req = match auth {
+        Some(auth) => auth.sign(req),
         None => req,
     };
-    let resp = req.send().await.map_err(|e| e.to_string())?;
+    let mut resp = req.send().await.map_err(|e| e.to_string())?;
     let status = resp.status();
     if !status.is_success() {
         return Err(format!("HTTP {status}"));
     }
-    let body = resp.bytes().await.map_err(|e| e.to_string())?;
-    if body.len() > MAX_ANSWER_BYTES {
-        return Err(format!("an answer of {} bytes", body.len()));
+    // Read chunk by chunk, so an answer past the bound is refused before it is all held.
+    let mut body = Vec::new();
+    while let Some(chunk) = resp.chunk().await.map_err(|e| e.to_string())? {
+        body.extend_from_slice(&chunk);
+        if body.len() > MAX_ANSWER_BYTES {
+            return Err(format!("an answer of more than {MAX_ANSWER_BYTES} bytes"));
+        }
     }
     serde_json::from_slice(&body).map_err(|e| format!("not a peer document: {e}"))
 }
@@ -120,8 +121,8 @@ pub async fn run(
     merge: impl Fn(&str, Vec<Silence>) + Send + Sync + 'static,
     mut stop: watch::Receiver<bool>,
 ) {
-    // Per URL: the instance it turned out to be (own URLs are skipped), and whether the
-    // last look failed (said once per change).
+    // This watchdog's own URLs (found by its instance_id in the answer, then skipped), and
+    // per URL why its last look failed (said once, when it starts failing).
     let mut own: Vec<String> = Vec::new();
     let mut failing: BTreeMap<String, String> = BTreeMap::new();
     let mut tick = tokio::time::interval(peers.poll_interval);
