@@ -102,6 +102,35 @@ pub fn partitions(bootstrap: &str, topic: &str) -> Result<Vec<PartitionState>, L
     Ok(out)
 }
 
+/// Every partition, of every topic, whose ISR is smaller than its replica list, as
+/// `topic-partition isr [..] of replicas [..]`.
+pub fn under_replicated(bootstrap: &str) -> Result<Vec<String>, LabError> {
+    let consumer: BaseConsumer = base_config(bootstrap)
+        .create()
+        .map_err(|e| LabError::Kafka(e.to_string()))?;
+    let md = consumer
+        .fetch_metadata(None, Duration::from_secs(5))
+        .map_err(|e| LabError::Kafka(e.to_string()))?;
+    Ok(md
+        .topics()
+        .iter()
+        .flat_map(|t| {
+            t.partitions()
+                .iter()
+                .filter(|p| p.isr().len() < p.replicas().len())
+                .map(move |p| {
+                    format!(
+                        "{}-{} isr {:?} of replicas {:?}",
+                        t.name(),
+                        p.id(),
+                        p.isr(),
+                        p.replicas()
+                    )
+                })
+        })
+        .collect())
+}
+
 /// Creates `topic` with one partition per entry of `assignment` (the replica list, preferred
 /// leader first) and the given topic configs. Waits until every partition has a leader.
 pub fn create_topic(

@@ -594,6 +594,30 @@ impl Lab {
         .map_err(|_| self.not_ready(timeout, "every broker to register"))
     }
 
+    /// Waits until no partition is under-replicated: after a heal, a follower that was cut
+    /// off rejoins its ISRs within `replica.lag.time.max.ms` of catching up, and a test that
+    /// starts before then sees the last test's fault.
+    pub fn wait_in_sync(&self, timeout: Duration) -> Result<(), LabError> {
+        let mut last = Vec::new();
+        crate::client::wait_until(timeout, "every partition's ISR to be whole", || {
+            match crate::client::under_replicated(&self.bootstrap()) {
+                Ok(short) if short.is_empty() => Some(()),
+                Ok(short) => {
+                    last = short;
+                    None
+                }
+                Err(_) => None,
+            }
+        })
+        .map_err(|_| LabError::Timeout {
+            what: format!(
+                "every partition's ISR to be whole (still short: {})",
+                last.join("; ")
+            ),
+            secs: timeout.as_secs(),
+        })
+    }
+
     /// Waits until every quorum node serves: ZooKeeper answers `ruok` with `imok`, each
     /// KRaft controller listens.
     fn wait_quorum(&mut self, deadline: Instant, libs: &Path) -> Result<(), LabError> {

@@ -76,7 +76,8 @@ fn restore(lab: &mut Lab) -> Result<(), kafka_lab::LabError> {
             lab.start(id)?;
         }
     }
-    lab.wait_ready(Duration::from_secs(120))
+    lab.wait_ready(Duration::from_secs(120))?;
+    lab.wait_in_sync(Duration::from_secs(60))
 }
 
 /// The release the tests run on: `KW_LAB_KAFKA` (a `kafka-lab up --kafka` spelling) when
