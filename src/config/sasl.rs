@@ -1,6 +1,6 @@
 //! `security.sasl`: which keys each mechanism takes. PLAIN and SCRAM carry a user and a
 //! password; OAUTHBEARER a client of an OIDC token endpoint; AWS_MSK_IAM only where to
-//! sign (the credentials come from the AWS environment at each authentication).
+//! sign (the credentials come from the AWS SDK's default chain).
 
 use super::build::Ctx;
 use super::checks;
@@ -8,7 +8,7 @@ use super::read::{choice, text, Fields};
 use super::schema::{self as s};
 use super::secret::{readable_file, secret, Need};
 use super::types::*;
-use super::yaml::Entry;
+use super::yaml::{Entry, Kind};
 
 pub(crate) fn sasl(cx: &mut Ctx, e: &Entry, path: String) -> Option<SaslConfig> {
     let mut f = Fields::open(&mut cx.rep, &e.value, Some(e), path)?;
@@ -50,6 +50,7 @@ pub(crate) fn sasl(cx: &mut Ctx, e: &Entry, path: String) -> Option<SaslConfig> 
     let ca = f.get("token_endpoint_ca_file");
     let region = f.get("region");
     let profile = f.get("profile");
+    let extensions = f.get("extensions");
     f.finish(&mut cx.rep, &|_| None);
     let mechanism = mechanism?;
 
@@ -58,8 +59,11 @@ pub(crate) fn sasl(cx: &mut Ctx, e: &Entry, path: String) -> Option<SaslConfig> 
     // would hide a config that was meant for a different mechanism.
     let foreign: Vec<&Entry> = match mechanism {
         SaslMechanism::OAuthBearer => [region, profile].into_iter().flatten().collect(),
-        SaslMechanism::AwsMskIam => [endpoint, scope, ca].into_iter().flatten().collect(),
-        _ => [endpoint, scope, ca, region, profile]
+        SaslMechanism::AwsMskIam => [endpoint, scope, ca, extensions]
+            .into_iter()
+            .flatten()
+            .collect(),
+        _ => [endpoint, scope, ca, region, profile, extensions]
             .into_iter()
             .flatten()
             .collect(),
@@ -115,6 +119,10 @@ pub(crate) fn sasl(cx: &mut Ctx, e: &Entry, path: String) -> Option<SaslConfig> 
                 None => Some(None),
                 Some(e) => readable_file(cx, e).map(Some),
             };
+            let extensions = match extensions {
+                None => Some(Vec::new()),
+                Some(e) => oauth_extensions(cx, e),
+            };
             let client_id = client_id.ok()??.value;
             let client_secret = Secret::new(client_secret.ok()??.value);
             out.oauthbearer = Some(OAuthBearerConfig {
@@ -123,6 +131,7 @@ pub(crate) fn sasl(cx: &mut Ctx, e: &Entry, path: String) -> Option<SaslConfig> 
                 client_secret,
                 scope: scope?,
                 ca_file: ca_file?,
+                extensions: extensions?,
             });
         }
         SaslMechanism::AwsMskIam => {
@@ -151,6 +160,59 @@ pub(crate) fn sasl(cx: &mut Ctx, e: &Entry, path: String) -> Option<SaslConfig> 
                 region: region?,
                 profile: profile?,
             });
+        }
+    }
+    ok.then_some(out)
+}
+
+/// `extensions:` (RFC 7628 section 3.1, KIP-342): names of letters only, `auth` excepted,
+/// to values of visible characters, spaces and tabs; sent with every token, as Confluent
+/// Cloud's `logicalCluster` and `identityPoolId` must be.
+fn oauth_extensions(cx: &mut Ctx, e: &Entry) -> Option<Vec<(String, String)>> {
+    let entries = match &e.value.kind {
+        Kind::Map(entries) => entries,
+        _ if e.value.is_null() => return Some(Vec::new()),
+        _ => {
+            cx.rep.add(
+                e.value.pos,
+                format!("wrong type for extensions: {}", e.value.describe()),
+                Some(
+                    "a mapping of extension names to values, as logicalCluster: lkc-abc123".into(),
+                ),
+            );
+            return None;
+        }
+    };
+    let mut out = Vec::new();
+    let mut ok = true;
+    for x in entries {
+        if x.key.is_empty() || !x.key.chars().all(|c| c.is_ascii_alphabetic()) || x.key == "auth" {
+            cx.rep.add(
+                x.key_pos,
+                format!("'{}' is not an OAUTHBEARER extension name", x.key),
+                Some("letters only, and not 'auth' (RFC 7628)".into()),
+            );
+            ok = false;
+            continue;
+        }
+        match text(&mut cx.rep, x, "an extension value") {
+            Some(v)
+                if !v.value.is_empty()
+                    && v.value
+                        .chars()
+                        .all(|c| c == ' ' || c == '\t' || c.is_ascii_graphic()) =>
+            {
+                out.push((x.key.clone(), v.value));
+            }
+            Some(v) => {
+                cx.rep.add(
+                    v.value_pos,
+                    format!("extension '{}' has an empty value or one with control or non-ASCII characters", x.key),
+                    Some("visible ASCII characters, spaces and tabs (RFC 7628)".into()),
+                );
+                ok = false;
+            }
+            None => ok = false,
         }
     }
     ok.then_some(out)

@@ -369,15 +369,18 @@ pub struct OAuthBearerConfig {
     pub scope: Option<String>,
     /// Extra CA certificates (PEM) for the token endpoint's TLS; the built-in Mozilla roots otherwise.
     pub ca_file: Option<PathBuf>,
+    /// SASL extensions sent with every token (RFC 7628 kvpairs), in the file's order.
+    pub extensions: Vec<(String, String)>,
 }
 
-/// Amazon MSK IAM access control. Credentials are not part of the configuration: they
-/// are looked up at each authentication (environment, then the shared credentials file),
-/// so rotated session credentials are picked up without a reload.
+/// Amazon MSK IAM access control. Credentials are not part of the configuration: the AWS
+/// SDK's default chain finds them (environment, profile, web identity, container
+/// credentials, instance metadata) and they are renewed before they expire, so rotated
+/// credentials are picked up without a reload.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct AwsMskIamConfig {
     pub region: String,
-    /// Profile of the shared credentials file; `None`: AWS_PROFILE, then `default`.
+    /// Profile of the shared config and credentials files; `None`: AWS_PROFILE, then `default`.
     pub profile: Option<String>,
 }
 

@@ -15,7 +15,7 @@ use crate::observe::host::HostObserver;
 use crate::observe::probe::{ClusterProber, ProbeSettings};
 use crate::observe::quorum::QuorumSettings;
 use crate::observe::wire::{
-    self, AwsIamSettings, SaslSettings, TlsSettings, TokenSource, WireOptions,
+    self, AwsIamSettings, AwsIdentity, SaslSettings, TlsSettings, TokenSource, WireOptions,
 };
 
 #[derive(Debug, thiserror::Error)]
@@ -27,6 +27,10 @@ pub enum SetupError {
         path: String,
         source: std::io::Error,
     },
+    /// AWS credentials are looked up on the runtime the probes run on; made outside one,
+    /// there is none to give them.
+    #[error("cluster {cluster}: AWS_MSK_IAM is set up outside the async runtime")]
+    Runtime { cluster: String },
 }
 
 fn read(cluster: &str, what: &'static str, path: &std::path::Path) -> Result<Vec<u8>, SetupError> {
@@ -89,10 +93,23 @@ pub fn wire_security(c: &ClusterConfig) -> Result<wire::Security, SetupError> {
                 ))),
                 None => None,
             },
-            aws: s.aws_msk_iam.as_ref().map(|a| AwsIamSettings {
-                region: a.region.clone(),
-                profile: a.profile.clone(),
-            }),
+            aws: match &s.aws_msk_iam {
+                Some(a) => Some(Arc::new(AwsIdentity::new(
+                    AwsIamSettings {
+                        region: a.region.clone(),
+                        profile: a.profile.clone(),
+                    },
+                    tokio::runtime::Handle::try_current().map_err(|_| SetupError::Runtime {
+                        cluster: c.name.clone(),
+                    })?,
+                ))),
+                None => None,
+            },
+            extensions: s
+                .oauthbearer
+                .as_ref()
+                .map(|o| o.extensions.clone())
+                .unwrap_or_default(),
         }),
     };
     Ok(match (c.security.protocol, tls, sasl) {
@@ -260,14 +277,13 @@ pub fn client_config(c: &ClusterConfig) -> ClientConfig {
         .set("security.protocol", c.security.protocol.as_str());
     if let Some(s) = &c.security.sasl {
         match s.mechanism {
-            // The token comes from the canary's refresh callback (canary::auth), fed by the
-            // same token source as the direct probes: librdkafka's built-in OIDC needs a
-            // libcurl this build does not link.
-            SaslMechanism::OAuthBearer => {
+            // The canary sets its clients' tokens (canary::auth) from the same source as
+            // the direct probes: librdkafka's built-in OIDC needs a libcurl this build does
+            // not link, and it has no AWS_MSK_IAM, which MSK also takes as an OAUTHBEARER
+            // token.
+            SaslMechanism::OAuthBearer | SaslMechanism::AwsMskIam => {
                 cc.set("sasl.mechanism", "OAUTHBEARER");
             }
-            // librdkafka has no such mechanism; the canary reports itself unavailable.
-            SaslMechanism::AwsMskIam => {}
             _ => {
                 cc.set("sasl.mechanism", s.mechanism.as_str())
                     .set("sasl.username", &s.username)

@@ -89,25 +89,37 @@ pub fn message_broker_id(message: &BorrowedMessage<'_>) -> Option<i32> {
     (id >= 0).then_some(id)
 }
 
-/// Hands librdkafka an OAUTHBEARER token for `client` (rust-rdkafka sets one only from its
-/// refresh callback, and the canary must set the first before any connection).
+/// Hands librdkafka an OAUTHBEARER token for `client`, with its SASL extensions (the canary
+/// sets every token itself: rust-rdkafka's refresh callback passes no extensions).
 pub fn set_oauthbearer_token<C: ClientContext>(
     client: &Client<C>,
     token: &CStr,
     lifetime_ms: i64,
     principal: &CStr,
+    extensions: &[(CString, CString)],
 ) -> Result<(), String> {
     let mut err = [0 as std::os::raw::c_char; 512];
-    // SAFETY: the client pointer is live for the borrow; the strings outlive the call,
-    // which copies them; no extensions (null, 0); err is a writable buffer of its size.
+    // librdkafka takes the extensions as one array of names and values, alternating.
+    let mut flat: Vec<*const std::os::raw::c_char> = extensions
+        .iter()
+        .flat_map(|(k, v)| [k.as_ptr(), v.as_ptr()])
+        .collect();
+    // SAFETY: the client pointer is live for the borrow; the strings (and `flat`, which
+    // points into `extensions`) outlive the call, which copies them; `flat` holds
+    // `flat.len()` valid pointers (an even number) and is not written through; err is a
+    // writable buffer of its size.
     let code = unsafe {
         rdkafka::bindings::rd_kafka_oauthbearer_set_token(
             client.native_ptr(),
             token.as_ptr(),
             lifetime_ms,
             principal.as_ptr(),
-            std::ptr::null_mut(),
-            0,
+            if flat.is_empty() {
+                std::ptr::null_mut()
+            } else {
+                flat.as_mut_ptr()
+            },
+            flat.len(),
             err.as_mut_ptr(),
             err.len(),
         )

@@ -2,6 +2,8 @@
 //!
 //! - [`fake_broker`]: an in-process Kafka broker whose answers a test scripts (the wire and
 //!   probe unit tests) or a benchmark precomputes (the probe fan-out benchmark);
+//! - [`fake_aws`]: the AWS endpoints that hand out credentials (instance metadata, container
+//!   credentials, STS web identity), for the AWS_MSK_IAM credential chain's tests;
 //! - [`fake_slack`]: Slack's Web API as far as the watchdog's Slack bot uses it
 //!   (`chat.postMessage`, `chat.update`), recording every call (the notify unit tests and
 //!   the Slack lab test);
@@ -11,6 +13,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod fake_aws;
 pub mod fake_broker;
 pub mod fake_slack;
 pub mod watchdog;

@@ -393,3 +393,77 @@ fn a_secret_file_others_can_read_gives_a_warning() {
     std::fs::set_permissions(&pw, std::fs::Permissions::from_mode(0o600)).unwrap();
     assert!(ok(&text).warnings.is_empty());
 }
+
+#[test]
+fn oauthbearer_extensions_are_names_of_letters_to_visible_text() {
+    let base = format!(
+        "{SASL_OF}        mechanism: OAUTHBEARER\n        token_endpoint_url: https://idp/t\n        client_id: c\n        client_secret_env: S\n"
+    );
+    let env = env_of(&[("S", "x")]);
+    let c = parse_with_env(
+        &format!("{base}        extensions:\n          logicalCluster: lkc-abc123\n          identityPoolId: pool-Ab12\n"),
+        "t.yaml",
+        &env,
+    )
+    .unwrap();
+    let o = c.clusters[0]
+        .security
+        .sasl
+        .as_ref()
+        .unwrap()
+        .oauthbearer
+        .clone()
+        .unwrap();
+    assert_eq!(
+        o.extensions,
+        vec![
+            ("logicalCluster".to_string(), "lkc-abc123".to_string()),
+            ("identityPoolId".to_string(), "pool-Ab12".to_string()),
+        ]
+    );
+    let none = parse_with_env(&base, "t.yaml", &env).unwrap();
+    assert!(none.clusters[0]
+        .security
+        .sasl
+        .as_ref()
+        .unwrap()
+        .oauthbearer
+        .as_ref()
+        .unwrap()
+        .extensions
+        .is_empty());
+
+    let bad: Vec<String> = problems_env(
+        &format!("{base}        extensions:\n          auth: x\n          logical_cluster: y\n          ok: \"\"\n"),
+        &env,
+    )
+    .iter()
+    .map(short)
+    .collect();
+    assert_eq!(bad.len(), 3, "{bad:#?}");
+    assert!(
+        bad[0].contains("'auth' is not an OAUTHBEARER extension name"),
+        "{bad:#?}"
+    );
+    assert!(bad[0].contains("letters only, and not 'auth'"), "{bad:#?}");
+    assert!(bad[1].contains("'logical_cluster' is not"), "{bad:#?}");
+    assert!(
+        bad[2].contains("extension 'ok' has an empty value"),
+        "{bad:#?}"
+    );
+    let not_a_map = problems_env(&format!("{base}        extensions: lkc-1\n"), &env);
+    assert_eq!(not_a_map.len(), 1);
+    let not_a_map = short(&not_a_map[0]);
+    assert!(
+        not_a_map.contains("wrong type for extensions"),
+        "{not_a_map}"
+    );
+
+    let aws = one(&format!(
+        "{SASL_OF}        mechanism: AWS_MSK_IAM\n        region: eu-west-1\n        extensions:\n          a: b\n"
+    ));
+    assert!(
+        aws.contains("extensions is set but mechanism is AWS_MSK_IAM"),
+        "{aws}"
+    );
+}

@@ -42,7 +42,7 @@ use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer, StreamConsumer};
 use rdkafka::error::KafkaError;
 use rdkafka::message::Message;
-use rdkafka::producer::{BaseRecord, DeliveryResult, ProducerContext};
+use rdkafka::producer::{BaseRecord, DeliveryResult, Producer as _, ProducerContext};
 use rdkafka::types::RDKafkaErrorCode;
 use rdkafka::{Offset, TopicPartitionList};
 use serde::Serialize;
@@ -90,6 +90,8 @@ pub struct CanarySettings {
 
 struct Clients {
     consumer: Arc<StreamConsumer<CanaryContext>>,
+    /// Kept for its token; the writer has its own handle.
+    producer: Arc<Polled<Attributing>>,
     admin: AdminClient<CanaryContext>,
     context: CanaryContext,
     /// What the writer writes to; an empty plan writes nothing.
@@ -154,9 +156,6 @@ impl Canary {
 
     fn start_clients(&self) -> Result<Clients, TopicStatus> {
         let s = &self.settings;
-        if let Some(why) = auth::unsupported(&s.wire) {
-            return Err(TopicStatus::Broken(why));
-        }
         let context = CanaryContext::new(&s.wire);
         // Without a token no client can authenticate: say so once, rather than create and
         // drop three clients every round.
@@ -173,9 +172,7 @@ impl Canary {
                 .set("linger.ms", "0")
                 .set("message.timeout.ms", &ms)
                 .set("request.timeout.ms", &ms),
-            Attributing {
-                auth: context.clone(),
-            },
+            Attributing,
         )
         .map_err(config_error)?;
         let consumer: StreamConsumer<CanaryContext> = s
@@ -196,11 +193,14 @@ impl Canary {
             .clone()
             .create_with_context(context.clone())
             .map_err(config_error)?;
-        context.prime(admin.inner()).map_err(|e| {
-            TopicStatus::Broken(format!(
-                "cannot authenticate the canary's admin client: {e}"
-            ))
-        })?;
+        // With a token mechanism no client connects before it has its first token.
+        context
+            .prime(admin.inner())
+            .and_then(|()| context.prime(producer.client()))
+            .and_then(|()| context.prime(consumer.client()))
+            .map_err(|e| {
+                TopicStatus::Broken(format!("cannot authenticate the canary's clients: {e}"))
+            })?;
         let consumer = Arc::new(consumer);
         let producer = Arc::new(producer);
         let reader = tokio::spawn(read_loop(consumer.clone(), self.shared.clone()));
@@ -213,6 +213,7 @@ impl Canary {
         ));
         Ok(Clients {
             consumer,
+            producer,
             admin,
             context,
             plan,

@@ -78,20 +78,12 @@ pub(super) struct Delivered {
 }
 
 /// Hands each delivery report, with the broker it came from, to the write waiting for it;
-/// authenticates like the canary's other clients.
-pub(super) struct Attributing {
-    pub(super) auth: CanaryContext,
-}
+/// its token is set like the canary's other clients' (auth::CanaryContext::prime).
+pub(super) struct Attributing;
 
 impl rdkafka::ClientContext for Attributing {
+    // Tokens are set by the canary (auth::CanaryContext::prime), never asked for.
     const ENABLE_REFRESH_OAUTH_TOKEN: bool = CanaryContext::ENABLE_REFRESH_OAUTH_TOKEN;
-
-    fn generate_oauth_token(
-        &self,
-        oauthbearer_config: Option<&str>,
-    ) -> Result<rdkafka::client::OAuthToken, Box<dyn std::error::Error>> {
-        self.auth.generate_oauth_token(oauthbearer_config)
-    }
 }
 
 impl ProducerContext for Attributing {

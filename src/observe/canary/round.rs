@@ -156,10 +156,15 @@ impl Canary {
                 }
             }
         } else if let Some(c) = &self.clients {
-            // The admin client's token is renewed here (see auth::CanaryContext::prime);
-            // a failure shows in the admin request that needs it.
-            if let Err(e) = c.context.prime(c.admin.inner()) {
-                tracing::warn!(cluster = %self.settings.cluster, "canary admin token: {e}");
+            // Every client's token is renewed here (see auth::CanaryContext::prime); a
+            // failure shows in the requests that need it.
+            if let Err(e) = c
+                .context
+                .prime(c.admin.inner())
+                .and_then(|()| c.context.prime(c.producer.client()))
+                .and_then(|()| c.context.prime(c.consumer.client()))
+            {
+                tracing::warn!(cluster = %self.settings.cluster, "canary token: {e}");
             }
         }
         if let Some(status) = self.check_ownership(view).await {

@@ -54,7 +54,7 @@ pub use error::{kafka_error_name, Phase, WireError};
 #[doc(hidden)]
 pub use fuzzing::decode_response_for_fuzzing;
 pub use kafka_protocol::protocol::VersionRange;
-pub use msk_iam::AwsIamSettings;
+pub use msk_iam::{AwsIamSettings, AwsIdentity};
 pub use oauth::{Token, TokenSource};
 pub use partitions::{EligibleLeaderReplicas, LatestOffset, OngoingReassignment, PartitionOutcome};
 pub use produce::ProduceAnswer;

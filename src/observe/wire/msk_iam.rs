@@ -1,509 +1,463 @@
-//! Amazon MSK IAM access control (SASL mechanism AWS_MSK_IAM): the client sends one JSON
-//! document holding a SigV4 presigned `kafka-cluster:Connect` request for the broker's
-//! host, signed with the caller's AWS credentials; the broker checks the signature and the
-//! IAM policy and answers with a JSON document naming the request id.
+//! Amazon MSK IAM access control. The direct probes use the SASL mechanism AWS_MSK_IAM:
+//! one JSON document holding a SigV4 presigned `kafka-cluster:Connect` request for the
+//! broker's host. librdkafka has no such mechanism; MSK accepts the same identity as an
+//! OAUTHBEARER token (the presigned request for `kafka.<region>.amazonaws.com` as a URL,
+//! base64url-encoded), which is what the canary's clients send.
 //!
-//! Credentials are looked up at every authentication, in the order of the AWS SDKs'
-//! default chain as far as it can be followed without network: the environment
-//! (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN), then the shared
-//! credentials file (AWS_SHARED_CREDENTIALS_FILE or ~/.aws/credentials, profile from the
-//! config, AWS_PROFILE, or `default`). Instance metadata, ECS task roles and web identity
-//! are not followed.
+//! Credentials come from the AWS SDK for Rust's default chain, in its order: environment,
+//! profile (credentials and config files, `credential_process`, `role_arn` with a source
+//! profile), web identity (IRSA), container credentials (ECS task roles, EKS Pod
+//! Identity), instance metadata (IMDSv2). Signing is the SDK's SigV4 signer. One
+//! [`AwsIdentity`] per cluster keeps the credentials until five minutes before they
+//! expire, so a round's brokers share one lookup and an instance profile's endpoint sees
+//! a request per credential lifetime, not per connection.
 
 use std::fmt;
-use std::path::PathBuf;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
 
-use ring::{digest, hmac};
+use aws_config::provider_config::ProviderConfig;
+use aws_config::timeout::TimeoutConfig;
+use aws_credential_types::provider::{ProvideCredentials, SharedCredentialsProvider};
+use aws_credential_types::Credentials;
+use aws_sigv4::http_request::{
+    sign, SignableBody, SignableRequest, SignatureLocation, SigningSettings,
+};
+use aws_sigv4::sign::v4;
+use aws_smithy_runtime_api::client::identity::Identity;
+use base64::Engine as _;
+
+use super::oauth::Token;
 
 pub(crate) const SERVICE: &str = "kafka-cluster";
 const ACTION: &str = "kafka-cluster:Connect";
 const PAYLOAD_VERSION: &str = "2020_10_22";
-const ALGORITHM: &str = "AWS4-HMAC-SHA256";
-/// How long the signed request stays valid; the broker checks it once, at connection.
-const EXPIRES_SECS: u64 = 900;
+/// How long a signed request stays valid; the broker checks it once, at connection.
+const EXPIRES: Duration = Duration::from_secs(900);
+/// Credentials are asked for again this long before they expire.
+const EXPIRY_MARGIN: Duration = Duration::from_secs(300);
+/// Credentials that say nothing of their expiry (environment, a profile's keys) are read
+/// again after this long, so a rotated credentials file is picked up without a reload.
+const UNDATED_LIFETIME: Duration = Duration::from_secs(300);
+/// After a failed lookup, connections within this long get the same error rather than
+/// walking the chain again (its instance-metadata step alone can take seconds).
+const FAILURE_HOLD: Duration = Duration::from_secs(5);
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct AwsIamSettings {
     pub region: String,
+    /// The profile of the shared config and credentials files; `None`: AWS_PROFILE, then
+    /// `default`.
     pub profile: Option<String>,
 }
 
-#[derive(Clone, PartialEq, Eq)]
-pub struct AwsCredentials {
-    pub access_key_id: String,
-    pub secret_access_key: String,
-    pub session_token: Option<String>,
+/// What a lookup gave, kept until `until`.
+enum Kept {
+    Found(Credentials),
+    Failed(String),
 }
 
-impl fmt::Debug for AwsCredentials {
+/// One cluster's AWS identity: the default credential chain and what it last gave.
+pub struct AwsIdentity {
+    settings: AwsIamSettings,
+    /// The runtime the chain's HTTP connections live on: librdkafka asks for tokens on
+    /// threads of its own, and a pooled connection must stay with the runtime that opened it.
+    runtime: tokio::runtime::Handle,
+    chain: tokio::sync::OnceCell<SharedCredentialsProvider>,
+    kept: Mutex<Option<(Kept, Instant)>>,
+    /// The canary's OAUTHBEARER token while it is fresh: its clients are handed it at
+    /// every round, and a new signature each time would be work for nothing.
+    token: Mutex<Option<Token>>,
+    /// Serialises lookups, so the brokers of one round share one.
+    fetching: tokio::sync::Mutex<()>,
+}
+
+impl fmt::Debug for AwsIdentity {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("AwsCredentials")
-            .field("access_key_id", &self.access_key_id)
-            .field("secret_access_key", &"<withheld>")
-            .field(
-                "session_token",
-                &self.session_token.as_ref().map(|_| "<withheld>"),
-            )
-            .finish()
+        f.debug_struct("AwsIdentity")
+            .field("settings", &self.settings)
+            .finish_non_exhaustive()
     }
 }
 
-/// The credentials chain: `env` is the process environment in production, a map in tests.
-pub(crate) fn credentials(
-    profile: Option<&str>,
-    env: &dyn Fn(&str) -> Option<String>,
-) -> Result<AwsCredentials, String> {
-    let var = |k: &str| env(k).filter(|v| !v.is_empty());
-    if let (Some(id), Some(secret)) = (var("AWS_ACCESS_KEY_ID"), var("AWS_SECRET_ACCESS_KEY")) {
-        return Ok(AwsCredentials {
-            access_key_id: id,
-            secret_access_key: secret,
-            session_token: var("AWS_SESSION_TOKEN"),
-        });
+impl AwsIdentity {
+    /// Must be made on the runtime that will serve the chain's requests.
+    pub fn new(settings: AwsIamSettings, runtime: tokio::runtime::Handle) -> Self {
+        AwsIdentity {
+            settings,
+            runtime,
+            chain: tokio::sync::OnceCell::new(),
+            kept: Mutex::new(None),
+            token: Mutex::new(None),
+            fetching: tokio::sync::Mutex::new(()),
+        }
     }
-    let profile = profile
-        .map(str::to_string)
-        .or_else(|| var("AWS_PROFILE"))
-        .unwrap_or_else(|| "default".into());
-    let path = var("AWS_SHARED_CREDENTIALS_FILE")
-        .map(PathBuf::from)
-        .or_else(|| var("HOME").map(|h| PathBuf::from(h).join(".aws").join("credentials")));
-    let Some(path) = path else {
-        return Err(no_credentials("no HOME to find ~/.aws/credentials in"));
-    };
-    let text = std::fs::read_to_string(&path)
-        .map_err(|e| no_credentials(&format!("cannot read {}: {e}", path.display())))?;
-    from_credentials_file(&text, &profile).ok_or_else(|| {
-        no_credentials(&format!(
-            "{} has no profile [{profile}] with aws_access_key_id and aws_secret_access_key",
-            path.display()
-        ))
-    })
-}
 
-fn no_credentials(why: &str) -> String {
-    format!(
-        "no AWS credentials: AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY are not set and {why} \
-         (instance metadata and web identity are not looked up)"
-    )
-}
+    /// An identity holding `creds` for an hour, for tests of what is signed with them.
+    #[cfg(test)]
+    pub(crate) fn with_credentials(
+        settings: AwsIamSettings,
+        creds: Credentials,
+        runtime: tokio::runtime::Handle,
+    ) -> Self {
+        let me = AwsIdentity::new(settings, runtime);
+        *me.kept.lock().unwrap() = Some((
+            Kept::Found(creds),
+            Instant::now() + Duration::from_secs(3600),
+        ));
+        me
+    }
 
-/// The INI-style shared credentials file.
-fn from_credentials_file(text: &str, profile: &str) -> Option<AwsCredentials> {
-    let mut in_profile = false;
-    let (mut id, mut secret, mut token) = (None, None, None);
-    for line in text.lines() {
-        let line = line.trim();
-        if line.is_empty() || line.starts_with('#') || line.starts_with(';') {
-            continue;
+    pub fn settings(&self) -> &AwsIamSettings {
+        &self.settings
+    }
+
+    fn kept(&self) -> Option<Result<Credentials, String>> {
+        let kept = self.kept.lock().unwrap_or_else(|p| p.into_inner());
+        match kept.as_ref() {
+            Some((k, until)) if Instant::now() < *until => Some(match k {
+                Kept::Found(c) => Ok(c.clone()),
+                Kept::Failed(e) => Err(e.clone()),
+            }),
+            _ => None,
         }
-        if let Some(name) = line.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
-            in_profile = name.trim() == profile;
-            continue;
+    }
+
+    /// Credentials from the chain, or the ones kept while they are fresh.
+    pub async fn credentials(&self) -> Result<Credentials, String> {
+        if let Some(k) = self.kept() {
+            return k;
         }
-        if !in_profile {
-            continue;
+        let _one = self.fetching.lock().await;
+        if let Some(k) = self.kept() {
+            return k;
         }
-        if let Some((k, v)) = line.split_once('=') {
-            let v = v.trim().to_string();
-            match k.trim() {
-                "aws_access_key_id" => id = Some(v),
-                "aws_secret_access_key" => secret = Some(v),
-                "aws_session_token" => token = Some(v),
-                _ => {}
+        let chain = self
+            .chain
+            .get_or_init(|| default_chain(&self.settings))
+            .await;
+        let (kept, answer) = match chain.provide_credentials().await {
+            Ok(c) => {
+                let until = keep_until(c.expiry(), SystemTime::now());
+                tracing::debug!(
+                    access_key_id = c.access_key_id(),
+                    expires = ?c.expiry(),
+                    "AWS credentials from the default chain"
+                );
+                ((Kept::Found(c.clone()), until), Ok(c))
             }
+            Err(e) => {
+                let why = no_credentials(&self.settings, &e);
+                (
+                    (Kept::Failed(why.clone()), Instant::now() + FAILURE_HOLD),
+                    Err(why),
+                )
+            }
+        };
+        *self.kept.lock().unwrap_or_else(|p| p.into_inner()) = Some(kept);
+        answer
+    }
+
+    /// The OAUTHBEARER token for librdkafka's clients, from a thread outside the runtime
+    /// (librdkafka's own, or a canary round's blocking section): the lookup runs on the
+    /// identity's runtime.
+    pub fn token_blocking(self: &Arc<Self>) -> Result<Token, String> {
+        if let Some(t) = self.fresh_token() {
+            return Ok(t);
         }
+        // On a thread of its own, driven by the identity's runtime: the caller may be a
+        // worker of that runtime (a canary round), which must not wait on itself.
+        let me = self.clone();
+        let runtime = self.runtime.clone();
+        std::thread::spawn(move || runtime.block_on(me.token()))
+            .join()
+            .map_err(|_| "the AWS credentials thread panicked".to_string())?
     }
-    Some(AwsCredentials {
-        access_key_id: id.filter(|v| !v.is_empty())?,
-        secret_access_key: secret.filter(|v| !v.is_empty())?,
-        session_token: token.filter(|v| !v.is_empty()),
-    })
+
+    fn fresh_token(&self) -> Option<Token> {
+        let kept = self.token.lock().unwrap_or_else(|p| p.into_inner());
+        kept.as_ref().filter(|t| t.fresh()).cloned()
+    }
+
+    /// The OAUTHBEARER token, signed now.
+    pub async fn token(&self) -> Result<Token, String> {
+        let creds = self.credentials().await?;
+        let now = SystemTime::now();
+        let value = oauth_token(&self.settings.region, &creds, USER_AGENT, now)?;
+        let expires_at = creds
+            .expiry()
+            .map_or(now + EXPIRES, |e| e.min(now + EXPIRES));
+        let lifetime = expires_at.duration_since(now).unwrap_or_default();
+        // Renewed at 80% of its life, as librdkafka renews its own tokens.
+        let token = Token::new(
+            value,
+            creds.access_key_id().to_string(),
+            expires_at,
+            Instant::now() + lifetime.mul_f64(0.8),
+        );
+        *self.token.lock().unwrap_or_else(|p| p.into_inner()) = Some(token.clone());
+        Ok(token)
+    }
 }
 
-/// `20150830T123600Z` and `20150830` for a point in time (UTC).
-pub(crate) fn amz_date(at: SystemTime) -> (String, String) {
-    let secs = at.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
-    let (days, rem) = (secs / 86_400, secs % 86_400);
-    let (y, m, d) = civil_from_days(days as i64);
-    let date = format!("{y:04}{m:02}{d:02}");
-    let time = format!(
-        "{date}T{:02}{:02}{:02}Z",
-        rem / 3600,
-        (rem % 3600) / 60,
-        rem % 60
-    );
-    (time, date)
+/// Who the watchdog says it is in what it signs.
+pub(crate) const USER_AGENT: &str = concat!("kafka-watchdog/", env!("CARGO_PKG_VERSION"));
+
+fn keep_until(expiry: Option<SystemTime>, now: SystemTime) -> Instant {
+    let left = match expiry {
+        Some(e) => e
+            .duration_since(now)
+            .unwrap_or_default()
+            .saturating_sub(EXPIRY_MARGIN),
+        None => UNDATED_LIFETIME,
+    };
+    Instant::now() + left
 }
 
-/// Days since 1970-01-01 to a proleptic Gregorian date (Howard Hinnant's algorithm).
-fn civil_from_days(z: i64) -> (i64, u32, u32) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    (y, m, d)
+async fn default_chain(settings: &AwsIamSettings) -> SharedCredentialsProvider {
+    // rustls with ring, as the rest of the watchdog; the SDK's default would be aws-lc.
+    let https = aws_smithy_http_client::Builder::new()
+        .tls_provider(aws_smithy_http_client::tls::Provider::Rustls(
+            aws_smithy_http_client::tls::rustls_provider::CryptoMode::Ring,
+        ))
+        .build_https();
+    let conf = ProviderConfig::without_region()
+        .with_http_client(https)
+        .with_sleep_impl(aws_smithy_async::rt::sleep::TokioSleep::new())
+        // Bounded like the rest of connecting: an instance-metadata endpoint that does not
+        // exist must not hold a round.
+        .with_timeout_config(
+            TimeoutConfig::builder()
+                .connect_timeout(Duration::from_secs(1))
+                .read_timeout(Duration::from_secs(5))
+                .build(),
+        );
+    let mut b = aws_config::default_provider::credentials::DefaultCredentialsChain::builder()
+        .configure(conf)
+        .region(aws_config::Region::new(settings.region.clone()));
+    if let Some(p) = &settings.profile {
+        b = b.profile_name(p);
+    }
+    SharedCredentialsProvider::new(b.build().await)
 }
 
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-pub(crate) fn sha256_hex(data: &[u8]) -> String {
-    hex(digest::digest(&digest::SHA256, data).as_ref())
-}
-
-fn hmac_sha256(key: &[u8], data: &[u8]) -> Vec<u8> {
-    hmac::sign(&hmac::Key::new(hmac::HMAC_SHA256, key), data)
-        .as_ref()
-        .to_vec()
-}
-
-/// SigV4 URI encoding: everything but RFC 3986 unreserved characters, upper-case hex.
-pub(crate) fn uri_encode(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
+/// The chain's error with every cause it carries: which providers were tried and why each
+/// gave nothing is what an operator needs to fix it.
+fn no_credentials(settings: &AwsIamSettings, e: &dyn std::error::Error) -> String {
+    let mut why = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        let text = s.to_string();
+        if !why.contains(&text) {
+            why = format!("{why}: {text}");
         }
+        source = s.source();
     }
-    out
-}
-
-/// What SigV4 signs for one request. Query pairs and headers are given unencoded; header
-/// names in any case.
-pub(crate) struct Request<'a> {
-    pub method: &'a str,
-    /// Already in canonical (encoded) form.
-    pub path: &'a str,
-    pub query: Vec<(String, String)>,
-    pub headers: Vec<(String, String)>,
-    pub payload_sha256: String,
-}
-
-pub(crate) struct Scope<'a> {
-    pub date: &'a str,
-    pub region: &'a str,
-    pub service: &'a str,
-}
-
-impl Scope<'_> {
-    fn credential_scope(&self) -> String {
-        format!(
-            "{}/{}/{}/aws4_request",
-            self.date, self.region, self.service
-        )
-    }
-}
-
-/// The canonical request and the signed header list.
-pub(crate) fn canonical_request(r: &Request<'_>) -> (String, String) {
-    let mut query: Vec<(String, String)> = r
-        .query
-        .iter()
-        .map(|(k, v)| (uri_encode(k), uri_encode(v)))
-        .collect();
-    query.sort();
-    let query = query
-        .iter()
-        .map(|(k, v)| format!("{k}={v}"))
-        .collect::<Vec<_>>()
-        .join("&");
-    let mut headers: Vec<(String, String)> = r
-        .headers
-        .iter()
-        .map(|(k, v)| {
-            let v = v.split_whitespace().collect::<Vec<_>>().join(" ");
-            (k.to_ascii_lowercase(), v)
-        })
-        .collect();
-    headers.sort();
-    let canonical_headers: String = headers.iter().map(|(k, v)| format!("{k}:{v}\n")).collect();
-    let signed = headers
-        .iter()
-        .map(|(k, _)| k.as_str())
-        .collect::<Vec<_>>()
-        .join(";");
-    (
-        format!(
-            "{}\n{}\n{query}\n{canonical_headers}\n{signed}\n{}",
-            r.method, r.path, r.payload_sha256
-        ),
-        signed,
+    // The SDK lists each provider it tried on a line of its own; one line reads better in
+    // the evidence, the log and /status.
+    let why: Vec<&str> = why.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
+    format!(
+        "no AWS credentials for AWS_MSK_IAM{}: {}",
+        settings
+            .profile
+            .as_deref()
+            .map_or_else(String::new, |p| format!(" (profile {p})")),
+        why.join("; ").replace(":; ", ": ")
     )
 }
 
-/// The hex signature of a request.
-pub(crate) fn signature(
-    secret_access_key: &str,
-    amz_date: &str,
-    scope: &Scope<'_>,
-    request: &Request<'_>,
-) -> String {
-    let (canonical, _) = canonical_request(request);
-    let string_to_sign = format!(
-        "{ALGORITHM}\n{amz_date}\n{}\n{}",
-        scope.credential_scope(),
-        sha256_hex(canonical.as_bytes())
-    );
-    let k_date = hmac_sha256(
-        format!("AWS4{secret_access_key}").as_bytes(),
-        scope.date.as_bytes(),
-    );
-    let k_region = hmac_sha256(&k_date, scope.region.as_bytes());
-    let k_service = hmac_sha256(&k_region, scope.service.as_bytes());
-    let k_signing = hmac_sha256(&k_service, b"aws4_request");
-    hex(&hmac_sha256(&k_signing, string_to_sign.as_bytes()))
+/// The query of a presigned `kafka-cluster:Connect` GET for `host`, signed at `at`, in the
+/// order the signer returns it: every X-Amz parameter, the signature last.
+fn presigned_query(
+    host: &str,
+    region: &str,
+    creds: &Credentials,
+    body: SignableBody<'_>,
+    at: SystemTime,
+) -> Result<Vec<(String, String)>, String> {
+    let identity: Identity = creds.clone().into();
+    let mut settings = SigningSettings::default();
+    settings.signature_location = SignatureLocation::QueryParams;
+    settings.expires_in = Some(EXPIRES);
+    let params = v4::SigningParams::builder()
+        .identity(&identity)
+        .region(region)
+        .name(SERVICE)
+        .time(at)
+        .settings(settings)
+        .build()
+        .map_err(|e| format!("SigV4 parameters: {e}"))?
+        .into();
+    let uri = format!("https://{host}/?Action=kafka-cluster%3AConnect");
+    let request = SignableRequest::new("GET", uri, [("host", host)].into_iter(), body)
+        .map_err(|e| format!("SigV4 request for {host}: {e}"))?;
+    let (instructions, _) = sign(request, &params)
+        .map_err(|e| format!("SigV4 signing for {host}: {e}"))?
+        .into_parts();
+    Ok(instructions
+        .params()
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect())
 }
 
 /// The AWS_MSK_IAM authentication payload for a broker host (no port), signed at `at`.
+/// A presigned request carries no body: it is signed with the hash of the empty payload,
+/// as the Java client library signs it.
 pub(crate) fn payload(
     host: &str,
     region: &str,
-    creds: &AwsCredentials,
+    creds: &Credentials,
     user_agent: &str,
     at: SystemTime,
-) -> Vec<u8> {
-    let (amz_date, date) = amz_date(at);
-    let scope = Scope {
-        date: &date,
-        region,
-        service: SERVICE,
-    };
-    let credential = format!("{}/{}", creds.access_key_id, scope.credential_scope());
-    let mut query = vec![
-        ("Action".to_string(), ACTION.to_string()),
-        ("X-Amz-Algorithm".into(), ALGORITHM.into()),
-        ("X-Amz-Credential".into(), credential.clone()),
-        ("X-Amz-Date".into(), amz_date.clone()),
-        ("X-Amz-Expires".into(), EXPIRES_SECS.to_string()),
-        ("X-Amz-SignedHeaders".into(), "host".into()),
-    ];
-    if let Some(t) = &creds.session_token {
-        query.push(("X-Amz-Security-Token".into(), t.clone()));
-    }
-    let request = Request {
-        method: "GET",
-        path: "/",
-        query,
-        headers: vec![("host".into(), host.to_string())],
-        // A presigned request carries no body: the hash of the empty string.
-        payload_sha256: sha256_hex(b""),
-    };
-    let sig = signature(&creds.secret_access_key, &amz_date, &scope, &request);
+) -> Result<Vec<u8>, String> {
+    let query = presigned_query(host, region, creds, SignableBody::Bytes(&[]), at)?;
     let mut doc = serde_json::json!({
         "version": PAYLOAD_VERSION,
         "host": host,
         "user-agent": user_agent,
         "action": ACTION,
-        "x-amz-algorithm": ALGORITHM,
-        "x-amz-credential": credential,
-        "x-amz-date": amz_date,
-        "x-amz-signedheaders": "host",
-        "x-amz-expires": EXPIRES_SECS.to_string(),
-        "x-amz-signature": sig,
     });
-    if let Some(t) = &creds.session_token {
-        doc["x-amz-security-token"] = serde_json::Value::String(t.clone());
+    for (k, v) in query {
+        doc[k.to_ascii_lowercase()] = serde_json::Value::String(v);
     }
-    serde_json::to_vec(&doc).unwrap_or_default()
+    serde_json::to_vec(&doc).map_err(|e| e.to_string())
+}
+
+/// The OAUTHBEARER token MSK accepts for IAM: the presigned request for the regional
+/// service host as a URL, with a `User-Agent` parameter after the signature,
+/// base64url-encoded without padding. Signed with UNSIGNED-PAYLOAD, as AWS's signer
+/// libraries sign it.
+pub(crate) fn oauth_token(
+    region: &str,
+    creds: &Credentials,
+    user_agent: &str,
+    at: SystemTime,
+) -> Result<String, String> {
+    let host = format!("kafka.{region}.amazonaws.com");
+    let query = presigned_query(&host, region, creds, SignableBody::UnsignedPayload, at)?;
+    let mut url = url::Url::parse(&format!("https://{host}/"))
+        .map_err(|e| format!("region {region}: {e}"))?;
+    url.query_pairs_mut()
+        .append_pair("Action", ACTION)
+        .extend_pairs(query)
+        .append_pair("User-Agent", user_agent);
+    Ok(base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(url.as_str()))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::Duration;
+    use std::time::UNIX_EPOCH;
 
     const KEY: &str = "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY";
+    const HOST: &str = "b-1.demo.abc123.c2.kafka.eu-west-1.amazonaws.com";
 
-    /// AWS's SigV4 test suite: credentials AKIDEXAMPLE, 2015-08-30T12:36:00Z, us-east-1,
-    /// service "service", host example.amazonaws.com.
-    fn suite(method: &str, query: &[(&str, &str)]) -> String {
-        let scope = Scope {
-            date: "20150830",
-            region: "us-east-1",
-            service: "service",
-        };
-        let request = Request {
-            method,
-            path: "/",
-            query: query
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect(),
-            headers: vec![
-                ("Host".into(), "example.amazonaws.com".into()),
-                ("X-Amz-Date".into(), "20150830T123600Z".into()),
-            ],
-            payload_sha256: sha256_hex(b""),
-        };
-        signature(KEY, "20150830T123600Z", &scope, &request)
+    fn creds(token: Option<&str>) -> Credentials {
+        Credentials::new("AKIDEXAMPLE", KEY, token.map(str::to_string), None, "test")
+    }
+
+    fn at() -> SystemTime {
+        UNIX_EPOCH + Duration::from_secs(1_440_938_160) // 2015-08-30T12:36:00Z
+    }
+
+    /// The signatures the hand-written signer this replaced computed for the same inputs
+    /// (it passed AWS's SigV4 test suite): the SDK's signer agrees with it byte for byte.
+    #[test]
+    fn the_payload_is_signed_as_before_with_and_without_a_session_token() {
+        for (token, signature) in [
+            (
+                Some("session/token+1"),
+                "f593976d4c63156d5d522c19298d3fd6379ab1766a8f008bde17233e19e6f664",
+            ),
+            (
+                None,
+                "3e72202b2d1c50c7e17b4eec8b2dadb465846a528bf234c385077be357e42fb1",
+            ),
+        ] {
+            let bytes = payload(
+                HOST,
+                "eu-west-1",
+                &creds(token),
+                "kafka-watchdog/0.1.0",
+                at(),
+            )
+            .unwrap();
+            let doc: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+            assert_eq!(doc["version"], "2020_10_22");
+            assert_eq!(doc["host"], HOST);
+            assert_eq!(doc["user-agent"], "kafka-watchdog/0.1.0");
+            assert_eq!(doc["action"], "kafka-cluster:Connect");
+            assert_eq!(doc["x-amz-algorithm"], "AWS4-HMAC-SHA256");
+            assert_eq!(
+                doc["x-amz-credential"],
+                "AKIDEXAMPLE/20150830/eu-west-1/kafka-cluster/aws4_request"
+            );
+            assert_eq!(doc["x-amz-date"], "20150830T123600Z");
+            assert_eq!(doc["x-amz-signedheaders"], "host");
+            assert_eq!(doc["x-amz-expires"], "900");
+            match token {
+                Some(t) => assert_eq!(doc["x-amz-security-token"], t),
+                None => assert!(doc.get("x-amz-security-token").is_none(), "{doc}"),
+            }
+            assert_eq!(doc["x-amz-signature"], signature, "{doc}");
+        }
+        let later = payload(
+            HOST,
+            "eu-west-1",
+            &creds(None),
+            "x",
+            at() + Duration::from_secs(1),
+        );
+        assert!(!String::from_utf8(later.unwrap())
+            .unwrap()
+            .contains("3e72202b"));
     }
 
     #[test]
-    fn signatures_match_the_aws_sigv4_test_suite() {
-        // get-vanilla
-        assert_eq!(
-            suite("GET", &[]),
-            "5fa00fa31553b73ebf1942676e86291e8372ff2a2260956d9b8aae1d763fbf31"
-        );
-        // get-vanilla-query-order-key-case: parameters are sorted before signing.
-        assert_eq!(
-            suite("GET", &[("Param2", "value2"), ("Param1", "value1")]),
-            "b97d918cfa904a5beff61c982a1b6f458b799221646efd99d3219ec94cdf2500"
-        );
-        // post-vanilla
-        assert_eq!(
-            suite("POST", &[]),
-            "5da7c1a2acd57cee7505fc6676e4e544621c30862966e37dddb68e92efbe5d6b"
-        );
-    }
-
-    #[test]
-    fn the_canonical_request_of_get_vanilla() {
-        let (canonical, signed) = canonical_request(&Request {
-            method: "GET",
-            path: "/",
-            query: Vec::new(),
-            headers: vec![
-                ("Host".into(), "example.amazonaws.com".into()),
-                ("X-Amz-Date".into(), "20150830T123600Z".into()),
-            ],
-            payload_sha256: sha256_hex(b""),
-        });
-        assert_eq!(signed, "host;x-amz-date");
-        assert_eq!(
-            canonical,
-            "GET\n/\n\nhost:example.amazonaws.com\nx-amz-date:20150830T123600Z\n\n\
-             host;x-amz-date\ne3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
-        );
-    }
-
-    #[test]
-    fn dates_are_formatted_in_utc() {
-        let at = UNIX_EPOCH + Duration::from_secs(1_440_938_160);
-        assert_eq!(
-            amz_date(at),
-            ("20150830T123600Z".to_string(), "20150830".to_string())
-        );
-        let leap = UNIX_EPOCH + Duration::from_secs(951_782_400); // 2000-02-29
-        assert_eq!(amz_date(leap).1, "20000229");
-    }
-
-    #[test]
-    fn the_payload_has_the_documented_shape_and_a_verifiable_signature() {
-        let creds = AwsCredentials {
-            access_key_id: "AKIDEXAMPLE".into(),
-            secret_access_key: KEY.into(),
-            session_token: Some("session/token+1".into()),
-        };
-        let at = UNIX_EPOCH + Duration::from_secs(1_440_938_160);
-        let host = "b-1.demo.abc123.c2.kafka.eu-west-1.amazonaws.com";
-        let bytes = payload(host, "eu-west-1", &creds, "kafka-watchdog/0.1.0", at);
-        let doc: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
-        assert_eq!(doc["version"], "2020_10_22");
-        assert_eq!(doc["host"], host);
-        assert_eq!(doc["user-agent"], "kafka-watchdog/0.1.0");
-        assert_eq!(doc["action"], "kafka-cluster:Connect");
-        assert_eq!(doc["x-amz-algorithm"], "AWS4-HMAC-SHA256");
-        assert_eq!(
-            doc["x-amz-credential"],
-            "AKIDEXAMPLE/20150830/eu-west-1/kafka-cluster/aws4_request"
-        );
-        assert_eq!(doc["x-amz-date"], "20150830T123600Z");
-        assert_eq!(doc["x-amz-signedheaders"], "host");
-        assert_eq!(doc["x-amz-expires"], "900");
-        assert_eq!(doc["x-amz-security-token"], "session/token+1");
-        // The signature is the one of the presigned GET the broker rebuilds from these
-        // fields: its query has every x-amz field but the signature, encoded and sorted.
-        let (canonical, _) = canonical_request(&Request {
-            method: "GET",
-            path: "/",
-            query: vec![
-                ("Action".into(), "kafka-cluster:Connect".into()),
-                ("X-Amz-Algorithm".into(), "AWS4-HMAC-SHA256".into()),
-                (
-                    "X-Amz-Credential".into(),
-                    "AKIDEXAMPLE/20150830/eu-west-1/kafka-cluster/aws4_request".into(),
-                ),
-                ("X-Amz-Date".into(), "20150830T123600Z".into()),
-                ("X-Amz-Expires".into(), "900".into()),
-                ("X-Amz-Security-Token".into(), "session/token+1".into()),
-                ("X-Amz-SignedHeaders".into(), "host".into()),
-            ],
-            headers: vec![("host".into(), host.into())],
-            payload_sha256: sha256_hex(b""),
-        });
-        assert!(canonical.starts_with(
-            "GET\n/\nAction=kafka-cluster%3AConnect&X-Amz-Algorithm=AWS4-HMAC-SHA256&\
-             X-Amz-Credential=AKIDEXAMPLE%2F20150830%2Feu-west-1%2Fkafka-cluster%2Faws4_request&\
-             X-Amz-Date=20150830T123600Z&X-Amz-Expires=900&\
-             X-Amz-Security-Token=session%2Ftoken%2B1&X-Amz-SignedHeaders=host\nhost:"
-        ));
-        let sig = doc["x-amz-signature"].as_str().unwrap();
-        assert_eq!(sig.len(), 64);
-        let other = payload(host, "eu-west-1", &creds, "x", at + Duration::from_secs(1));
-        let other: serde_json::Value = serde_json::from_slice(&other).unwrap();
-        assert_ne!(other["x-amz-signature"], doc["x-amz-signature"]);
-    }
-
-    #[test]
-    fn credentials_come_from_the_environment_then_the_shared_file() {
-        let dir = std::env::temp_dir().join(format!("kw-aws-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let file = dir.join("credentials");
-        std::fs::write(
-            &file,
-            "[default]\naws_access_key_id = AKDEFAULT\naws_secret_access_key = sd\n\n\
-             [msk]\naws_access_key_id=AKMSK\naws_secret_access_key=sm\naws_session_token=tm\n",
+    fn the_oauthbearer_token_is_the_presigned_url_of_the_regional_host() {
+        let token =
+            oauth_token("eu-west-1", &creds(Some("tok/1")), "kafka-watchdog/9", at()).unwrap();
+        assert!(!token.contains('='), "no padding: {token}");
+        let url = base64::engine::general_purpose::URL_SAFE_NO_PAD
+            .decode(&token)
+            .unwrap();
+        let url = url::Url::parse(std::str::from_utf8(&url).unwrap()).unwrap();
+        assert_eq!(url.host_str(), Some("kafka.eu-west-1.amazonaws.com"));
+        assert_eq!(url.path(), "/");
+        let q: Vec<(String, String)> = url.query_pairs().into_owned().collect();
+        let names: Vec<&str> = q.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(names.first(), Some(&"Action"));
+        assert_eq!(names.last(), Some(&"User-Agent"));
+        let get = |k: &str| q.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
+        assert_eq!(get("Action"), Some("kafka-cluster:Connect"));
+        assert_eq!(get("X-Amz-Security-Token"), Some("tok/1"));
+        assert_eq!(get("X-Amz-Expires"), Some("900"));
+        assert_eq!(get("User-Agent"), Some("kafka-watchdog/9"));
+        assert_eq!(get("X-Amz-Signature").map(str::len), Some(64));
+        // Signed over UNSIGNED-PAYLOAD: not the signature an empty-body signing gives.
+        let empty = presigned_query(
+            "kafka.eu-west-1.amazonaws.com",
+            "eu-west-1",
+            &creds(Some("tok/1")),
+            SignableBody::Bytes(&[]),
+            at(),
         )
         .unwrap();
-        let f = file.display().to_string();
-        let env = |pairs: Vec<(&'static str, String)>| {
-            move |k: &str| pairs.iter().find(|(n, _)| *n == k).map(|(_, v)| v.clone())
-        };
-        let from_env = credentials(
-            None,
-            &env(vec![
-                ("AWS_ACCESS_KEY_ID", "AKENV".into()),
-                ("AWS_SECRET_ACCESS_KEY", "se".into()),
-                ("AWS_SHARED_CREDENTIALS_FILE", f.clone()),
-            ]),
-        )
-        .unwrap();
-        assert_eq!(from_env.access_key_id, "AKENV");
-        assert_eq!(from_env.session_token, None);
-        let default = credentials(None, &env(vec![("AWS_SHARED_CREDENTIALS_FILE", f.clone())]));
-        assert_eq!(default.unwrap().access_key_id, "AKDEFAULT");
-        let by_env_profile = credentials(
-            None,
-            &env(vec![
-                ("AWS_SHARED_CREDENTIALS_FILE", f.clone()),
-                ("AWS_PROFILE", "msk".into()),
-            ]),
-        )
-        .unwrap();
-        assert_eq!(by_env_profile.access_key_id, "AKMSK");
-        assert_eq!(by_env_profile.session_token.as_deref(), Some("tm"));
-        let missing = credentials(
-            Some("nope"),
-            &env(vec![("AWS_SHARED_CREDENTIALS_FILE", f.clone())]),
-        )
-        .unwrap_err();
-        assert!(missing.contains("[nope]"), "{missing}");
-        let shown = format!("{by_env_profile:?}");
-        assert!(
-            !shown.contains("sm") || !shown.contains("\"sm\""),
-            "{shown}"
-        );
-        std::fs::remove_dir_all(&dir).unwrap();
+        let empty_sig = empty.iter().find(|(k, _)| k == "X-Amz-Signature").unwrap();
+        assert_ne!(get("X-Amz-Signature"), Some(empty_sig.1.as_str()));
+    }
+
+    #[test]
+    fn credentials_are_kept_until_five_minutes_before_they_expire() {
+        let now = SystemTime::now();
+        let soon = keep_until(Some(now + Duration::from_secs(3600)), now);
+        let left = soon.duration_since(Instant::now());
+        assert!(left > Duration::from_secs(3200) && left <= Duration::from_secs(3300));
+        // Already within the margin: asked for again at once.
+        let past = keep_until(Some(now + Duration::from_secs(60)), now);
+        assert!(past <= Instant::now());
+        let undated = keep_until(None, now).duration_since(Instant::now());
+        assert!(undated > Duration::from_secs(290));
     }
 }

@@ -28,6 +28,29 @@ pub struct Token {
     refresh_at: Instant,
 }
 
+impl Token {
+    /// A token from another source than an OIDC endpoint (MSK IAM's signed request),
+    /// renewed at `refresh_at`.
+    pub(crate) fn new(
+        value: String,
+        principal: String,
+        expires_at: SystemTime,
+        refresh_at: Instant,
+    ) -> Self {
+        Token {
+            value,
+            principal,
+            expires_at,
+            refresh_at,
+        }
+    }
+
+    /// Not yet due for renewal.
+    pub(crate) fn fresh(&self) -> bool {
+        Instant::now() < self.refresh_at
+    }
+}
+
 impl fmt::Debug for Token {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Token")
@@ -324,9 +347,15 @@ pub(crate) fn refresh_after(lifetime: Duration) -> Duration {
     lifetime.mul_f64(0.8)
 }
 
-/// RFC 7628 3.1 initial client response: GS2 header without authzid, then `auth=`.
-pub(crate) fn client_first_message(token: &str) -> Vec<u8> {
-    format!("n,,\x01auth=Bearer {token}\x01\x01").into_bytes()
+/// RFC 7628 3.1 initial client response: GS2 header without authzid, then `auth=` and
+/// the SASL extensions (KIP-342), each a kvpair ended by %x01, then a closing %x01.
+pub(crate) fn client_first_message(token: &str, extensions: &[(String, String)]) -> Vec<u8> {
+    let mut m = format!("n,,\x01auth=Bearer {token}\x01");
+    for (k, v) in extensions {
+        m.push_str(&format!("{k}={v}\x01"));
+    }
+    m.push('\x01');
+    m.into_bytes()
 }
 
 /// RFC 7628 3.2.3: a failed validation comes back as a JSON challenge, which the client
@@ -348,8 +377,16 @@ mod tests {
     #[test]
     fn client_first_message_follows_rfc_7628() {
         assert_eq!(
-            client_first_message("abc.def.ghi"),
+            client_first_message("abc.def.ghi", &[]),
             b"n,,\x01auth=Bearer abc.def.ghi\x01\x01"
+        );
+        let extensions = [
+            ("logicalCluster".to_string(), "lkc-abc123".to_string()),
+            ("identityPoolId".to_string(), "pool-X y".to_string()),
+        ];
+        assert_eq!(
+            client_first_message("t", &extensions),
+            b"n,,\x01auth=Bearer t\x01logicalCluster=lkc-abc123\x01identityPoolId=pool-X y\x01\x01"
         );
     }
 

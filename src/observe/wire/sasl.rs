@@ -104,7 +104,7 @@ pub(crate) async fn authenticate(
             let answer = exchange(
                 conn,
                 authenticate_version,
-                oauth::client_first_message(&token.value),
+                oauth::client_first_message(&token.value, &settings.extensions),
             )
             .await?;
             if !answer.auth_bytes.is_empty() {
@@ -130,15 +130,18 @@ pub(crate) async fn authenticate(
                 .aws
                 .as_ref()
                 .ok_or_else(|| refused(Phase::SaslAuthenticate, "AWS_MSK_IAM without a region"))?;
-            let creds = msk_iam::credentials(aws.profile.as_deref(), &|k| std::env::var(k).ok())
+            let creds = aws
+                .credentials()
+                .await
                 .map_err(|e| refused(Phase::SaslAuthenticate, e))?;
             let payload = msk_iam::payload(
                 host,
-                &aws.region,
+                &aws.settings().region,
                 &creds,
-                concat!("kafka-watchdog/", env!("CARGO_PKG_VERSION")),
+                msk_iam::USER_AGENT,
                 std::time::SystemTime::now(),
-            );
+            )
+            .map_err(|e| refused(Phase::SaslAuthenticate, e))?;
             exchange(conn, authenticate_version, payload).await?
         }
     };

@@ -21,7 +21,7 @@ use tokio_rustls::rustls::{ClientConfig, DigitallySignedStruct, RootCertStore, S
 use tokio_rustls::TlsConnector;
 
 use super::error::{Phase, WireError};
-use super::msk_iam::AwsIamSettings;
+use super::msk_iam::AwsIdentity;
 use super::oauth::TokenSource;
 use crate::model::round::PeerCertificate;
 
@@ -120,7 +120,9 @@ pub struct SaslSettings {
     pub username: String,
     pub password: String,
     pub oauth: Option<Arc<TokenSource>>,
-    pub aws: Option<AwsIamSettings>,
+    pub aws: Option<Arc<AwsIdentity>>,
+    /// OAUTHBEARER's SASL extensions (RFC 7628 kvpairs), sent with every token.
+    pub extensions: Vec<(String, String)>,
 }
 
 impl SaslSettings {
@@ -132,6 +134,7 @@ impl SaslSettings {
             password: password.to_string(),
             oauth: None,
             aws: None,
+            extensions: Vec::new(),
         }
     }
 }
@@ -144,6 +147,7 @@ impl fmt::Debug for SaslSettings {
             .field("password", &"<withheld>")
             .field("oauth", &self.oauth)
             .field("aws", &self.aws)
+            .field("extensions", &self.extensions)
             .finish()
     }
 }

@@ -696,3 +696,71 @@ async fn a_rejected_token_is_an_authentication_failure_with_the_broker_status() 
     let last: SaslAuthenticateRequest = b.seen().last().unwrap().decode();
     assert_eq!(&last.auth_bytes[..], b"\x01");
 }
+
+/// KIP-342: the extensions follow `auth=` in the initial response, each a kvpair.
+#[tokio::test]
+async fn oauthbearer_sends_the_extensions_after_the_token() {
+    let check = |token: &[u8]| {
+        match token {
+        b"n,,\x01auth=Bearer good.jwt.sig\x01logicalCluster=lkc-1\x01identityPoolId=pool-2\x01\x01" => {
+            Ok(Vec::new())
+        }
+        _ => Ok(br#"{"status":"invalid_extensions"}"#.to_vec()),
+    }
+    };
+    let b = FakeBroker::start(sasl_broker(&["OAUTHBEARER"], check)).await;
+    let settings = SaslSettings {
+        extensions: vec![
+            ("logicalCluster".into(), "lkc-1".into()),
+            ("identityPoolId".into(), "pool-2".into()),
+        ],
+        ..oauth("good.jwt.sig")
+    };
+    BrokerClient::connect(&b.address, &opts(Security::SaslPlaintext(settings)))
+        .await
+        .unwrap();
+}
+
+// ---- AWS_MSK_IAM ----
+
+/// The probes sign for the broker's own host with the identity's credentials; the
+/// payload is the JSON document MSK reads.
+#[tokio::test]
+async fn aws_msk_iam_signs_for_the_broker_host_with_the_identity_credentials() {
+    let b = FakeBroker::start(sasl_broker(&["AWS_MSK_IAM"], |payload| {
+        let doc: serde_json::Value = serde_json::from_slice(payload).map_err(|e| e.to_string())?;
+        let credential = doc["x-amz-credential"].as_str().unwrap_or_default();
+        if doc["host"] == "127.0.0.1"
+            && credential.starts_with("AKIDPROBE/")
+            && credential.ends_with("/eu-west-1/kafka-cluster/aws4_request")
+            && doc["x-amz-security-token"] == "tok"
+            && doc["action"] == "kafka-cluster:Connect"
+        {
+            Ok(br#"{"version":"2020_10_22","request-id":"r-1"}"#.to_vec())
+        } else {
+            Err(format!("unexpected payload {doc}"))
+        }
+    }))
+    .await;
+    let identity = super::AwsIdentity::with_credentials(
+        super::AwsIamSettings {
+            region: "eu-west-1".into(),
+            profile: None,
+        },
+        aws_credential_types::Credentials::new(
+            "AKIDPROBE",
+            "secret",
+            Some("tok".into()),
+            None,
+            "t",
+        ),
+        tokio::runtime::Handle::current(),
+    );
+    let settings = SaslSettings {
+        aws: Some(std::sync::Arc::new(identity)),
+        ..SaslSettings::user_password(SaslMechanism::AwsMskIam, "", "")
+    };
+    BrokerClient::connect(&b.address, &opts(Security::SaslPlaintext(settings)))
+        .await
+        .unwrap();
+}
