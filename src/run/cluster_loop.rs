@@ -70,29 +70,20 @@ pub async fn cluster_loop(
     let look_wire = wire.clone();
     // The control plane: looked at continuously beside the liveness check (a frozen
     // controller is named within seconds), else once per round.
-    let mut quorum = match setup::quorum_settings(&cfg) {
-        Ok(q) if !cfg.verdict.liveness_interval.is_zero() => {
-            Some(QuorumWatch::start(q, cfg.verdict.liveness_interval))
-        }
-        Ok(q) => {
-            prober = prober.with_quorum(QuorumProber::new(q));
-            None
-        }
-        Err(e) => {
-            tracing::warn!(cluster = %cfg.name, error = %e, "the control plane is not looked at");
-            None
-        }
+    let quorum_settings = setup::quorum_settings(&cfg, wire.security.clone());
+    let mut quorum = if cfg.verdict.liveness_interval.is_zero() {
+        prober = prober.with_quorum(QuorumProber::new(quorum_settings));
+        None
+    } else {
+        Some(QuorumWatch::start(
+            quorum_settings,
+            cfg.verdict.liveness_interval,
+        ))
     };
     // The group coordinators: probed on a task of their own (a stuck one is named within
     // seconds); the rounds tell it who leads each shard.
-    let mut coordinators = match setup::coordinator_settings(&cfg, &instance) {
-        Ok(Some(c)) => Some(CoordinatorWatch::start(c)),
-        Ok(None) => None,
-        Err(e) => {
-            tracing::warn!(cluster = %cfg.name, error = %e, "the group coordinators are not probed");
-            None
-        }
-    };
+    let mut coordinators = setup::coordinator_settings(&cfg, &instance, wire.security.clone())
+        .map(CoordinatorWatch::start);
     let mut canary = cfg.canary.enabled.then(|| {
         Canary::new(
             setup::canary_settings(&cfg, &instance, wire),

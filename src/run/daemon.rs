@@ -532,12 +532,10 @@ pub async fn check_once(config: &Config) -> Vec<ClusterReport> {
                 return None;
             }
         };
-        match setup::quorum_settings(c) {
-            Ok(q) => prober = prober.with_quorum(QuorumProber::new(q)),
-            Err(e) => {
-                tracing::warn!(cluster = %c.name, error = %e, "the control plane is not looked at")
-            }
-        }
+        prober = prober.with_quorum(QuorumProber::new(setup::quorum_settings(
+            c,
+            wire.security.clone(),
+        )));
         // Direct probes (and host mode) only: a single canary write proves little, and a
         // check run from cron should not create topics.
         let (mut obs, view, _) =

@@ -172,9 +172,11 @@ pub fn probe_settings(c: &ClusterConfig) -> Result<ProbeSettings, SetupError> {
 /// How the control plane is looked at: the configured controllers, with the cluster's
 /// security; each DescribeQuorum bounded by the liveness floor (within the request timeout),
 /// since a controller that takes longer than that to describe its quorum is the news.
-pub fn quorum_settings(c: &ClusterConfig) -> Result<QuorumSettings, SetupError> {
+/// `security` is the probes' own (`RoundParts::wire`), so one token or AWS identity serves
+/// the cluster's every connection.
+pub fn quorum_settings(c: &ClusterConfig, security: wire::Security) -> QuorumSettings {
     let bound = c.verdict.liveness_floor.min(c.request_timeout);
-    Ok(QuorumSettings {
+    QuorumSettings {
         cluster: c.name.clone(),
         controllers: c
             .controllers
@@ -186,9 +188,9 @@ pub fn quorum_settings(c: &ClusterConfig) -> Result<QuorumSettings, SetupError> 
             request_timeout: bound,
             client_id: "kafka-watchdog".into(),
             max_frame_bytes: 16 * 1024 * 1024,
-            security: wire_security(c)?,
+            security,
         },
-    })
+    }
 }
 
 /// The coordinator probes' settings, when one is on. Their synthetic groups and
@@ -196,12 +198,13 @@ pub fn quorum_settings(c: &ClusterConfig) -> Result<QuorumSettings, SetupError> 
 pub fn coordinator_settings(
     c: &ClusterConfig,
     instance: &str,
-) -> Result<Option<CoordinatorSettings>, SetupError> {
+    security: wire::Security,
+) -> Option<CoordinatorSettings> {
     if !c.coordinators.groups && !c.coordinators.transactions {
-        return Ok(None);
+        return None;
     }
     let timeout = c.coordinators.timeout;
-    Ok(Some(CoordinatorSettings {
+    Some(CoordinatorSettings {
         cluster: c.name.clone(),
         group_prefix: format!("kafka-watchdog-probe-{instance}"),
         groups: c.coordinators.groups,
@@ -216,9 +219,9 @@ pub fn coordinator_settings(
             request_timeout: timeout,
             client_id: "kafka-watchdog".into(),
             max_frame_bytes: 16 * 1024 * 1024,
-            security: wire_security(c)?,
+            security,
         },
-    }))
+    })
 }
 
 pub fn verdict_settings(c: &ClusterConfig) -> VerdictSettings {
@@ -361,5 +364,22 @@ mod tests {
         assert_eq!(c.connect_timeout, std::time::Duration::from_millis(300));
         let producer: Result<BaseProducer, _> = client_config(&c).create();
         assert!(producer.is_ok(), "{:?}", producer.err());
+    }
+
+    /// One identity per cluster: the control-plane and coordinator looks use the probes'
+    /// security, so an AWS credential lookup or an OIDC token serves every connection
+    /// (each made its own before, and asked the endpoint three times as often).
+    #[tokio::test]
+    async fn every_look_of_a_cluster_shares_one_aws_identity() {
+        let c = cluster(
+            "    security:\n      protocol: SASL_SSL\n      sasl:\n        mechanism: AWS_MSK_IAM\n        region: eu-west-1\n    coordinators:\n      groups: true\n",
+        );
+        let parts = round_parts(&c).unwrap();
+        let aws = |s: &wire::Security| s.sasl().and_then(|s| s.aws.clone()).unwrap();
+        let probes = aws(&parts.wire.security);
+        let quorum = quorum_settings(&c, parts.wire.security.clone());
+        assert!(Arc::ptr_eq(&probes, &aws(&quorum.wire.security)));
+        let coordinators = coordinator_settings(&c, "i", parts.wire.security.clone()).unwrap();
+        assert!(Arc::ptr_eq(&probes, &aws(&coordinators.wire.security)));
     }
 }

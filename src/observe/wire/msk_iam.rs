@@ -255,7 +255,11 @@ fn no_credentials(settings: &AwsIamSettings, e: &dyn std::error::Error) -> Strin
     }
     // The SDK lists each provider it tried on a line of its own; one line reads better in
     // the evidence, the log and /status.
-    let why: Vec<&str> = why.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
+    let why: Vec<&str> = why
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
     format!(
         "no AWS credentials for AWS_MSK_IAM{}: {}",
         settings
