@@ -45,38 +45,17 @@ pub(crate) fn sasl(cx: &mut Ctx, e: &Entry, path: String) -> Option<SaslConfig> 
     let password = secret(cx, &mut f, &s::SASL_PASSWORD, user_password);
     let client_id = secret(cx, &mut f, &s::OAUTH_CLIENT_ID, oauth_need);
     let client_secret = secret(cx, &mut f, &s::OAUTH_CLIENT_SECRET, oauth_need);
-    let endpoint = f.get("token_endpoint_url");
-    let scope = f.get("scope");
-    let ca = f.get("token_endpoint_ca_file");
-    let region = f.get("region");
-    let profile = f.get("profile");
-    let extensions = f.get("extensions");
+    let k = MechanismKeys {
+        endpoint: f.get("token_endpoint_url"),
+        scope: f.get("scope"),
+        ca: f.get("token_endpoint_ca_file"),
+        region: f.get("region"),
+        profile: f.get("profile"),
+        extensions: f.get("extensions"),
+    };
     f.finish(&mut cx.rep, &|_| None);
     let mechanism = mechanism?;
-
-    let mut ok = true;
-    // Keys of one mechanism under another are refused by name: silently ignoring them
-    // would hide a config that was meant for a different mechanism.
-    let foreign: Vec<&Entry> = match mechanism {
-        SaslMechanism::OAuthBearer => [region, profile].into_iter().flatten().collect(),
-        SaslMechanism::AwsMskIam => [endpoint, scope, ca, extensions]
-            .into_iter()
-            .flatten()
-            .collect(),
-        _ => [endpoint, scope, ca, region, profile, extensions]
-            .into_iter()
-            .flatten()
-            .collect(),
-    };
-    for e in foreign {
-        cx.rep.add(
-            e.key_pos,
-            format!("{} is set but mechanism is {}", e.key, mechanism.as_str()),
-            Some(format!("no {} with this mechanism", e.key)),
-        );
-        ok = false;
-    }
-
+    let ok = refuse_foreign(cx, mechanism, &k);
     let mut out = SaslConfig {
         mechanism,
         username: String::new(),
@@ -90,79 +69,130 @@ pub(crate) fn sasl(cx: &mut Ctx, e: &Entry, path: String) -> Option<SaslConfig> 
             out.password = Secret::new(password.ok()??.value);
         }
         SaslMechanism::OAuthBearer => {
-            let url = match endpoint {
-                None => {
-                    f.missing(
-                        &mut cx.rep,
-                        "token_endpoint_url",
-                        "the https:// URL of the OIDC token endpoint".into(),
-                    );
-                    None
-                }
-                Some(e) => text(&mut cx.rep, e, "an http:// or https:// URL").and_then(|t| {
-                    match checks::webhook_url(&t.value) {
-                        Ok(_) => Some(t.value.trim().to_string()),
-                        Err((m, x)) => {
-                            cx.rep.add(t.value_pos, m, Some(x));
-                            None
-                        }
-                    }
-                }),
-            };
-            let scope = match scope {
-                None => Some(None),
-                Some(e) => {
-                    text(&mut cx.rep, e, "space-separated scope names").map(|t| Some(t.value))
-                }
-            };
-            let ca_file = match ca {
-                None => Some(None),
-                Some(e) => readable_file(cx, e).map(Some),
-            };
-            let extensions = match extensions {
-                None => Some(Vec::new()),
-                Some(e) => oauth_extensions(cx, e),
-            };
-            let client_id = client_id.ok()??.value;
-            let client_secret = Secret::new(client_secret.ok()??.value);
-            out.oauthbearer = Some(OAuthBearerConfig {
-                token_endpoint_url: url?,
-                client_id,
-                client_secret,
-                scope: scope?,
-                ca_file: ca_file?,
-                extensions: extensions?,
-            });
+            // Every problem is reported, a missing client or not.
+            let client = (
+                client_id.ok().flatten().map(|g| g.value),
+                client_secret.ok().flatten().map(|g| g.value),
+            );
+            out.oauthbearer = Some(oauthbearer(cx, &f, &k, client)?);
         }
-        SaslMechanism::AwsMskIam => {
-            let region = match region {
-                Some(e) => text(&mut cx.rep, e, "an AWS region such as eu-west-1").map(|t| t.value),
-                None => {
-                    let from_env = ["AWS_REGION", "AWS_DEFAULT_REGION"]
-                        .iter()
-                        .find_map(|v| (cx.env)(v).filter(|r| !r.is_empty()));
-                    if from_env.is_none() {
-                        f.missing(
-                            &mut cx.rep,
-                            "region",
-                            "the cluster's AWS region (or AWS_REGION in the environment)".into(),
-                        );
-                    }
-                    from_env
-                }
-            };
-            let profile = match profile {
-                None => Some(None),
-                Some(e) => text(&mut cx.rep, e, "a profile of the AWS credentials file")
-                    .map(|t| Some(t.value)),
-            };
-            out.aws_msk_iam = Some(AwsMskIamConfig {
-                region: region?,
-                profile: profile?,
-            });
-        }
+        SaslMechanism::AwsMskIam => out.aws_msk_iam = Some(aws_msk_iam(cx, &f, &k)?),
     }
     ok.then_some(out)
+}
+
+/// The keys that belong to one mechanism or another.
+struct MechanismKeys<'n> {
+    endpoint: Option<&'n Entry>,
+    scope: Option<&'n Entry>,
+    ca: Option<&'n Entry>,
+    region: Option<&'n Entry>,
+    profile: Option<&'n Entry>,
+    extensions: Option<&'n Entry>,
+}
+
+/// Keys of one mechanism under another are refused by name: silently ignoring them would
+/// hide a config that was meant for a different mechanism. False when one was.
+fn refuse_foreign(cx: &mut Ctx, mechanism: SaslMechanism, k: &MechanismKeys) -> bool {
+    let foreign: Vec<&Entry> = match mechanism {
+        SaslMechanism::OAuthBearer => vec![k.region, k.profile],
+        SaslMechanism::AwsMskIam => vec![k.endpoint, k.scope, k.ca, k.extensions],
+        _ => vec![k.endpoint, k.scope, k.ca, k.region, k.profile, k.extensions],
+    }
+    .into_iter()
+    .flatten()
+    .collect();
+    for e in &foreign {
+        cx.rep.add(
+            e.key_pos,
+            format!("{} is set but mechanism is {}", e.key, mechanism.as_str()),
+            Some(format!("no {} with this mechanism", e.key)),
+        );
+    }
+    foreign.is_empty()
+}
+
+/// OAUTHBEARER: the token endpoint and how to reach it, the client (`client_id`,
+/// `client_secret`, read by the caller as secrets), the extensions.
+fn oauthbearer(
+    cx: &mut Ctx,
+    f: &Fields,
+    k: &MechanismKeys,
+    (client_id, client_secret): (Option<String>, Option<String>),
+) -> Option<OAuthBearerConfig> {
+    let url = match k.endpoint {
+        None => {
+            f.missing(
+                &mut cx.rep,
+                "token_endpoint_url",
+                "the https:// URL of the OIDC token endpoint".into(),
+            );
+            None
+        }
+        Some(e) => text(&mut cx.rep, e, "an http:// or https:// URL").and_then(|t| {
+            match checks::webhook_url(&t.value) {
+                Ok(_) => Some(t.value.trim().to_string()),
+                Err((m, x)) => {
+                    cx.rep.add(t.value_pos, m, Some(x));
+                    None
+                }
+            }
+        }),
+    };
+    let scope = match k.scope {
+        None => Some(None),
+        Some(e) => text(&mut cx.rep, e, "space-separated scope names").map(|t| Some(t.value)),
+    };
+    let ca_file = match k.ca {
+        None => Some(None),
+        Some(e) => readable_file(cx, e).map(Some),
+    };
+    let extensions = match k.extensions {
+        None => Some(Vec::new()),
+        Some(e) => oauth_extensions(cx, e),
+    };
+    Some(OAuthBearerConfig {
+        token_endpoint_url: url?,
+        client_id: client_id?,
+        client_secret: Secret::new(client_secret?),
+        scope: scope?,
+        ca_file: ca_file?,
+        extensions: extensions?,
+    })
+}
+
+/// AWS_MSK_IAM: the region signed for (from the environment when the file has none) and
+/// the profile; the credentials are the AWS SDK's to find.
+fn aws_msk_iam(cx: &mut Ctx, f: &Fields, k: &MechanismKeys) -> Option<AwsMskIamConfig> {
+    let region = match k.region {
+        Some(e) => text(&mut cx.rep, e, "an AWS region such as eu-west-1").map(|t| t.value),
+        None => {
+            let from_env = ["AWS_REGION", "AWS_DEFAULT_REGION"]
+                .iter()
+                .find_map(|v| (cx.env)(v).filter(|r| !r.is_empty()));
+            if from_env.is_none() {
+                f.missing(
+                    &mut cx.rep,
+                    "region",
+                    "the cluster's AWS region (or AWS_REGION in the environment)".into(),
+                );
+            }
+            from_env
+        }
+    };
+    let profile = match k.profile {
+        None => Some(None),
+        Some(e) => text(
+            &mut cx.rep,
+            e,
+            "a profile of the AWS config and credentials files",
+        )
+        .map(|t| Some(t.value)),
+    };
+    Some(AwsMskIamConfig {
+        region: region?,
+        profile: profile?,
+    })
 }
 
 /// `extensions:` (RFC 7628 section 3.1, KIP-342): names of letters only, `auth` excepted,
