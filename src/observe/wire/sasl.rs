@@ -73,77 +73,10 @@ pub(crate) async fn authenticate(
             exchange(conn, authenticate_version, token).await?
         }
         SaslMechanism::ScramSha256 | SaslMechanism::ScramSha512 => {
-            let hash = if settings.mechanism == SaslMechanism::ScramSha256 {
-                ScramHash::Sha256
-            } else {
-                ScramHash::Sha512
-            };
-            let nonce = new_nonce().map_err(|e| refused(Phase::SaslAuthenticate, e.to_string()))?;
-            let mut scram = ScramClient::new(hash, &settings.username, &settings.password, nonce);
-            let server_first = exchange(conn, authenticate_version, scram.client_first()).await?;
-            let client_final = scram
-                .client_final(&server_first.auth_bytes)
-                .map_err(|e| refused(Phase::SaslAuthenticate, e.to_string()))?;
-            let server_final = exchange(conn, authenticate_version, client_final).await?;
-            scram
-                .verify_server_final(&server_final.auth_bytes)
-                .map_err(|e| refused(Phase::SaslAuthenticate, e.to_string()))?;
-            server_final
+            scram(conn, authenticate_version, settings).await?
         }
-        SaslMechanism::OAuthBearer => {
-            let source = settings.oauth.as_ref().ok_or_else(|| {
-                refused(
-                    Phase::SaslAuthenticate,
-                    "OAUTHBEARER without a token endpoint",
-                )
-            })?;
-            let token = source
-                .token()
-                .await
-                .map_err(|e| refused(Phase::SaslAuthenticate, e))?;
-            let answer = exchange(
-                conn,
-                authenticate_version,
-                oauth::client_first_message(&token.value, &settings.extensions),
-            )
-            .await?;
-            if !answer.auth_bytes.is_empty() {
-                // A rejected token: acknowledge, and report what the broker said.
-                let status = oauth::challenge_status(&answer.auth_bytes);
-                let closing = exchange(conn, authenticate_version, oauth::ERROR_ACK.to_vec())
-                    .await
-                    .err()
-                    .map_or_else(String::new, |e| format!("; {e}"));
-                return Err(refused(
-                    Phase::SaslAuthenticate,
-                    format!(
-                        "broker rejected the token of {} from {} ({status}){closing}",
-                        token.principal,
-                        source.endpoint()
-                    ),
-                ));
-            }
-            answer
-        }
-        SaslMechanism::AwsMskIam => {
-            let aws = settings
-                .aws
-                .as_ref()
-                .ok_or_else(|| refused(Phase::SaslAuthenticate, "AWS_MSK_IAM without a region"))?;
-            let creds = aws
-                .credentials()
-                .await
-                .map_err(|e| refused(Phase::SaslAuthenticate, e))?;
-            let payload = msk_iam::payload(
-                host,
-                &aws.settings().region,
-                &creds,
-                msk_iam::USER_AGENT,
-                std::time::SystemTime::now(),
-            )
-            .map_err(|e| refused(Phase::SaslAuthenticate, e))?;
-            exchange(conn, authenticate_version, payload).await?
-        }
+        SaslMechanism::OAuthBearer => oauthbearer(conn, authenticate_version, settings).await?,
+        SaslMechanism::AwsMskIam => aws_msk_iam(conn, authenticate_version, settings, host).await?,
     };
     let lifetime = u64::try_from(last.session_lifetime_ms)
         .ok()
@@ -156,6 +89,99 @@ pub(crate) async fn authenticate(
         "SASL authentication succeeded"
     );
     Ok(lifetime)
+}
+
+/// SCRAM-SHA-256/512 (RFC 5802): client first, server first, client final, server final,
+/// whose signature proves the server knew the password.
+async fn scram(
+    conn: &mut Connection,
+    authenticate_version: i16,
+    settings: &SaslSettings,
+) -> Result<SaslAuthenticateResponse, WireError> {
+    let hash = if settings.mechanism == SaslMechanism::ScramSha256 {
+        ScramHash::Sha256
+    } else {
+        ScramHash::Sha512
+    };
+    let nonce = new_nonce().map_err(|e| refused(Phase::SaslAuthenticate, e.to_string()))?;
+    let mut scram = ScramClient::new(hash, &settings.username, &settings.password, nonce);
+    let server_first = exchange(conn, authenticate_version, scram.client_first()).await?;
+    let client_final = scram
+        .client_final(&server_first.auth_bytes)
+        .map_err(|e| refused(Phase::SaslAuthenticate, e.to_string()))?;
+    let server_final = exchange(conn, authenticate_version, client_final).await?;
+    scram
+        .verify_server_final(&server_final.auth_bytes)
+        .map_err(|e| refused(Phase::SaslAuthenticate, e.to_string()))?;
+    Ok(server_final)
+}
+
+/// OAUTHBEARER (RFC 7628): the cluster's token, with its extensions; a rejected token's
+/// error challenge is acknowledged as the RFC requires and its status reported.
+async fn oauthbearer(
+    conn: &mut Connection,
+    authenticate_version: i16,
+    settings: &SaslSettings,
+) -> Result<SaslAuthenticateResponse, WireError> {
+    let source = settings.oauth.as_ref().ok_or_else(|| {
+        refused(
+            Phase::SaslAuthenticate,
+            "OAUTHBEARER without a token endpoint",
+        )
+    })?;
+    let token = source
+        .token()
+        .await
+        .map_err(|e| refused(Phase::SaslAuthenticate, e))?;
+    let answer = exchange(
+        conn,
+        authenticate_version,
+        oauth::client_first_message(&token.value, &settings.extensions),
+    )
+    .await?;
+    if !answer.auth_bytes.is_empty() {
+        // A rejected token: acknowledge, and report what the broker said.
+        let status = oauth::challenge_status(&answer.auth_bytes);
+        let closing = exchange(conn, authenticate_version, oauth::ERROR_ACK.to_vec())
+            .await
+            .err()
+            .map_or_else(String::new, |e| format!("; {e}"));
+        return Err(refused(
+            Phase::SaslAuthenticate,
+            format!(
+                "broker rejected the token of {} from {} ({status}){closing}",
+                token.principal,
+                source.endpoint()
+            ),
+        ));
+    }
+    Ok(answer)
+}
+
+/// AWS_MSK_IAM: the payload signed for this broker's host with the cluster's credentials.
+async fn aws_msk_iam(
+    conn: &mut Connection,
+    authenticate_version: i16,
+    settings: &SaslSettings,
+    host: &str,
+) -> Result<SaslAuthenticateResponse, WireError> {
+    let aws = settings
+        .aws
+        .as_ref()
+        .ok_or_else(|| refused(Phase::SaslAuthenticate, "AWS_MSK_IAM without a region"))?;
+    let creds = aws
+        .credentials()
+        .await
+        .map_err(|e| refused(Phase::SaslAuthenticate, e))?;
+    let payload = msk_iam::payload(
+        host,
+        &aws.settings().region,
+        &creds,
+        msk_iam::USER_AGENT,
+        std::time::SystemTime::now(),
+    )
+    .map_err(|e| refused(Phase::SaslAuthenticate, e))?;
+    exchange(conn, authenticate_version, payload).await
 }
 
 /// Who authenticated, for the log: the user, the OAuth client or the AWS key id.
