@@ -82,162 +82,217 @@ pub(super) async fn measure_followers(
     else {
         return BTreeMap::new();
     };
-    let candidates = catch_up_candidates(view);
-    let candidates: BTreeMap<BrokerId, Vec<(String, i32, BrokerId)>> = candidates
+    let answered = |id: &BrokerId| probes.get(id).is_some_and(BrokerProbe::answered);
+    let candidates: Candidates = catch_up_candidates(view)
         .into_iter()
-        .filter(|(id, _)| probes.get(id).is_some_and(BrokerProbe::answered))
+        .filter(|(id, _)| answered(id))
         .collect();
     if candidates.is_empty() {
         return BTreeMap::new();
     }
     let address = |id: BrokerId| probes.get(&id).map(|p| p.endpoint.address());
-    let mut by_leader: BTreeMap<BrokerId, BTreeSet<(String, i32)>> = BTreeMap::new();
-    for list in candidates.values() {
-        for (t, p, leader) in list.iter().filter(|(_, _, l)| *l >= 0) {
-            by_leader
-                .entry(*leader)
-                .or_default()
-                .insert((t.clone(), *p));
-        }
-    }
     let own = join_all(candidates.iter().map(|(id, list)| {
         let partitions = list.iter().map(|(t, p, _)| (t.clone(), *p)).collect();
         latest_offsets(address(*id).unwrap_or_default(), wire, partitions, true)
     }));
-    // A leader that did not answer its probe would only cost another timeout.
-    let answered = |id: &BrokerId| probes.get(id).is_some_and(BrokerProbe::answered);
-    let leaders = join_all(by_leader.iter().filter_map(|(leader, set)| {
-        if !answered(leader) {
-            return None;
-        }
-        let a = address(*leader)?;
-        let leader = *leader;
-        let fut = latest_offsets(a, wire, set.iter().cloned().collect(), false);
-        Some(async move { (leader, fut.await) })
-    }));
-    let reassignments = async {
-        let mut c = BrokerClient::connect(&address(source).unwrap_or_default(), wire).await?;
-        let timeout = wire.request_timeout;
-        let listed = c
-            .client
-            .list_partition_reassignments(None, timeout)
-            .await?
-            .value;
-        // A reassignment that completed after the metadata was read and before this listing
-        // shows its new replica outside the ISR, listed by nobody. The same broker's
-        // metadata of those topics, read again now, is newer than the listing's answer.
-        let adding_to = adding_map(&listed);
-        let topics = unlisted_topics(&candidates, &adding_to);
-        let again = if topics.is_empty() {
-            None
-        } else {
-            c.client.metadata(Some(&topics)).await.ok().map(|t| t.value)
-        };
-        Ok::<_, WireError>((adding_to, again))
-    };
-    let throttles = async {
-        let topics: BTreeSet<String> = candidates
-            .values()
-            .flat_map(|list| list.iter().map(|(t, _, _)| t.clone()))
-            .collect();
-        let topics: Vec<String> = topics.into_iter().collect();
-        let mut c = BrokerClient::connect(&address(source).unwrap_or_default(), wire).await?;
-        let mut lists = BTreeMap::new();
-        for chunk in topics.chunks(500) {
-            let answer = c
-                .client
-                .describe_topic_configs(chunk, &[FOLLOWER_THROTTLE, LEADER_THROTTLE])
-                .await?;
-            for (topic, configs) in answer.value {
-                if let Ok(configs) = configs {
-                    lists.insert(topic, Throttles::from_configs(&configs));
-                }
-            }
-        }
-        Ok::<_, WireError>(lists)
-    };
-    let (own, leaders, reassignments, throttles) =
-        futures::join!(own, leaders, reassignments, throttles);
-    let mut high_watermarks: BTreeMap<(String, i32), i64> = BTreeMap::new();
-    let mut leader_errors: BTreeMap<BrokerId, String> = BTreeMap::new();
-    for (leader, answer) in leaders {
-        match answer {
-            Ok(list) => {
-                for (t, p, code, offset) in list {
-                    if code == 0 && offset >= 0 {
-                        high_watermarks.insert((t, p), offset);
-                    }
-                }
-            }
-            Err(e) => {
-                leader_errors.insert(leader, format!("leader {leader}: {e}"));
-            }
-        }
-    }
-    for leader in by_leader.keys().filter(|l| !answered(l)) {
-        leader_errors.insert(
-            *leader,
-            format!("leader {leader} did not answer this round"),
-        );
-    }
-    let (adding_to, again) = match &reassignments {
-        Ok((adding_to, again)) => (adding_to, again.as_ref()),
-        Err(_) => (&BTreeMap::new(), None),
+    let source = address(source).unwrap_or_default();
+    let (own, leaders, reassignments, throttles) = futures::join!(
+        own,
+        leader_watermarks(probes, wire, &candidates),
+        listed_reassignments(&source, wire, &candidates),
+        topic_throttles(&source, wire, &candidates),
+    );
+    let around = Around {
+        leaders,
+        reassignments,
+        throttles,
     };
     candidates
         .iter()
         .zip(own)
-        .map(|((id, list), answer)| {
-            let mut progress = FollowerProgress {
-                adding_to: reassignments
-                    .is_ok()
-                    .then(|| adding_to.get(id).cloned().unwrap_or_default()),
-                settled: again.map(|m| settled(m, *id, list)).unwrap_or_default(),
-                ..FollowerProgress::default()
-            };
-            if let Err(e) = &reassignments {
-                progress.errors.push(format!("ongoing reassignments: {e}"));
-            }
-            match &throttles {
-                Ok(lists) => {
-                    progress.throttled = list
-                        .iter()
-                        .filter(|(t, p, leader)| {
-                            lists.get(t).is_some_and(|l| l.covers(*p, *id, *leader))
-                        })
-                        .map(|(t, p, _)| (t.clone(), *p))
-                        .collect();
-                }
-                Err(e) => progress
-                    .errors
-                    .push(format!("replication throttles of its topics: {e}")),
-            }
-            match answer {
-                Ok(answers) => {
-                    progress.errors.extend(error_counts(&answers));
-                    for (t, p, code, offset) in answers {
-                        if code != 0 || offset < 0 {
-                            continue;
-                        }
-                        let hw = high_watermarks.get(&(t.clone(), p)).copied();
-                        progress.offsets.insert(
-                            (t, p),
-                            ReplicaOffsets {
-                                log_end: offset,
-                                leader_high_watermark: hw,
-                            },
-                        );
+        .map(|((id, list), answer)| (*id, around.progress_of(*id, list, answer)))
+        .collect()
+}
+
+/// Per broker missing from some ISR: the partitions it misses, each with its leader.
+type Candidates = BTreeMap<BrokerId, Vec<(String, i32, BrokerId)>>;
+
+/// The leaders' high watermarks of the candidates' partitions, and per leader why it gave
+/// none.
+#[derive(Default)]
+struct Watermarks {
+    high: BTreeMap<(String, i32), i64>,
+    errors: BTreeMap<BrokerId, String>,
+}
+
+/// One consumer ListOffsets per leader of a candidate partition; a leader that did not
+/// answer its probe would only cost another timeout, and is not asked.
+async fn leader_watermarks(
+    probes: &BTreeMap<BrokerId, BrokerProbe>,
+    wire: &WireOptions,
+    candidates: &Candidates,
+) -> Watermarks {
+    let mut by_leader: BTreeMap<BrokerId, BTreeSet<(String, i32)>> = BTreeMap::new();
+    for (t, p, leader) in candidates.values().flatten().filter(|(_, _, l)| *l >= 0) {
+        by_leader
+            .entry(*leader)
+            .or_default()
+            .insert((t.clone(), *p));
+    }
+    let (asked, silent): (Vec<_>, Vec<_>) = by_leader
+        .into_iter()
+        .partition(|(l, _)| probes.get(l).is_some_and(BrokerProbe::answered));
+    let answers = join_all(asked.into_iter().filter_map(|(leader, set)| {
+        let a = probes.get(&leader)?.endpoint.address();
+        let fut = latest_offsets(a, wire, set.into_iter().collect(), false);
+        Some(async move { (leader, fut.await) })
+    }))
+    .await;
+    let mut w = Watermarks::default();
+    for (leader, answer) in answers {
+        match answer {
+            Ok(list) => {
+                for (t, p, code, offset) in list {
+                    if code == 0 && offset >= 0 {
+                        w.high.insert((t, p), offset);
                     }
                 }
-                Err(e) => progress.errors.push(format!("its log end offsets: {e}")),
             }
-            let leaders: BTreeSet<BrokerId> = list.iter().map(|(_, _, l)| *l).collect();
-            progress
+            Err(e) => {
+                w.errors.insert(leader, format!("leader {leader}: {e}"));
+            }
+        }
+    }
+    for (leader, _) in silent {
+        w.errors
+            .insert(leader, format!("leader {leader} did not answer this round"));
+    }
+    w
+}
+
+/// Per broker the partitions the ongoing reassignments are adding it to, with the
+/// source's metadata of the candidates' other topics read again after the listing.
+type Listing = (BTreeMap<BrokerId, Vec<(String, i32)>>, Option<MetadataView>);
+
+async fn listed_reassignments(
+    source: &str,
+    wire: &WireOptions,
+    candidates: &Candidates,
+) -> Result<Listing, WireError> {
+    let mut c = BrokerClient::connect(source, wire).await?;
+    let listed = c
+        .client
+        .list_partition_reassignments(None, wire.request_timeout)
+        .await?
+        .value;
+    // A reassignment that completed after the metadata was read and before this listing
+    // shows its new replica outside the ISR, listed by nobody. The same broker's metadata
+    // of those topics, read again now, is newer than the listing's answer.
+    let adding_to = adding_map(&listed);
+    let topics = unlisted_topics(candidates, &adding_to);
+    let again = if topics.is_empty() {
+        None
+    } else {
+        c.client.metadata(Some(&topics)).await.ok().map(|t| t.value)
+    };
+    Ok((adding_to, again))
+}
+
+/// The replication throttle lists of the candidates' topics, read fresh: a throttle is
+/// set for a move and removed after it.
+async fn topic_throttles(
+    source: &str,
+    wire: &WireOptions,
+    candidates: &Candidates,
+) -> Result<BTreeMap<String, Throttles>, WireError> {
+    let topics: BTreeSet<String> = candidates
+        .values()
+        .flat_map(|list| list.iter().map(|(t, _, _)| t.clone()))
+        .collect();
+    let topics: Vec<String> = topics.into_iter().collect();
+    let mut c = BrokerClient::connect(source, wire).await?;
+    let mut lists = BTreeMap::new();
+    for chunk in topics.chunks(500) {
+        let answer = c
+            .client
+            .describe_topic_configs(chunk, &[FOLLOWER_THROTTLE, LEADER_THROTTLE])
+            .await?;
+        for (topic, configs) in answer.value {
+            if let Ok(configs) = configs {
+                lists.insert(topic, Throttles::from_configs(&configs));
+            }
+        }
+    }
+    Ok(lists)
+}
+
+/// What was learnt around the candidates' own offsets, for each one's progress.
+struct Around {
+    leaders: Watermarks,
+    reassignments: Result<Listing, WireError>,
+    throttles: Result<BTreeMap<String, Throttles>, WireError>,
+}
+
+impl Around {
+    /// Broker `id`'s progress on the partitions of `list`, from its own offsets `answer`.
+    fn progress_of(
+        &self,
+        id: BrokerId,
+        list: &[(String, i32, BrokerId)],
+        answer: Result<Vec<LatestOffset>, WireError>,
+    ) -> FollowerProgress {
+        let mut progress = FollowerProgress::default();
+        match &self.reassignments {
+            Ok((adding_to, again)) => {
+                progress.adding_to = Some(adding_to.get(&id).cloned().unwrap_or_default());
+                progress.settled = again
+                    .as_ref()
+                    .map(|m| settled(m, id, list))
+                    .unwrap_or_default();
+            }
+            Err(e) => progress.errors.push(format!("ongoing reassignments: {e}")),
+        }
+        match &self.throttles {
+            Ok(lists) => {
+                progress.throttled = list
+                    .iter()
+                    .filter(|(t, p, leader)| {
+                        lists.get(t).is_some_and(|l| l.covers(*p, id, *leader))
+                    })
+                    .map(|(t, p, _)| (t.clone(), *p))
+                    .collect();
+            }
+            Err(e) => progress
                 .errors
-                .extend(leaders.iter().filter_map(|l| leader_errors.get(l).cloned()));
-            (*id, progress)
-        })
-        .collect()
+                .push(format!("replication throttles of its topics: {e}")),
+        }
+        match answer {
+            Ok(answers) => {
+                progress.errors.extend(error_counts(&answers));
+                for (t, p, code, offset) in answers {
+                    if code != 0 || offset < 0 {
+                        continue;
+                    }
+                    let hw = self.leaders.high.get(&(t.clone(), p)).copied();
+                    progress.offsets.insert(
+                        (t, p),
+                        ReplicaOffsets {
+                            log_end: offset,
+                            leader_high_watermark: hw,
+                        },
+                    );
+                }
+            }
+            Err(e) => progress.errors.push(format!("its log end offsets: {e}")),
+        }
+        let leaders: BTreeSet<BrokerId> = list.iter().map(|(_, _, l)| *l).collect();
+        progress.errors.extend(
+            leaders
+                .iter()
+                .filter_map(|l| self.leaders.errors.get(l).cloned()),
+        );
+        progress
+    }
 }
 
 const FOLLOWER_THROTTLE: &str = "follower.replication.throttled.replicas";
@@ -308,7 +363,7 @@ fn adding_map(listed: &[OngoingReassignment]) -> BTreeMap<BrokerId, Vec<(String,
 
 /// The topics of candidate partitions that no listed reassignment is adding their broker to.
 fn unlisted_topics(
-    candidates: &BTreeMap<BrokerId, Vec<(String, i32, BrokerId)>>,
+    candidates: &Candidates,
     adding_to: &BTreeMap<BrokerId, Vec<(String, i32)>>,
 ) -> Vec<String> {
     let mut topics = BTreeSet::new();
