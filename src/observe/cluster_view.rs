@@ -142,24 +142,7 @@ pub fn doubted_topics(
 
 /// `merge`; with `build` false only the claims and disagreements are worked out.
 fn walk(answers: &[(BrokerId, &MetadataView)], build: bool) -> ClusterView {
-    let mut view = ClusterView {
-        has_leader_epochs: !answers.is_empty() && answers.iter().all(|(_, m)| m.has_leader_epochs),
-        ..ClusterView::default()
-    };
-    // Every broker lists (nearly) every broker: a set of the ids seen keeps a map lookup
-    // per listing of a thousand brokers by a thousand answers off this path.
-    let mut listed = IdSet::default();
-    for (source, md) in answers {
-        view.sources.insert(*source);
-        if view.cluster_id.is_none() {
-            view.cluster_id.clone_from(&md.cluster_id);
-        }
-        for b in &md.brokers {
-            if listed.insert(b.id) {
-                view.brokers.insert(b.id, b.clone());
-            }
-        }
-    }
+    let mut view = seeded(answers);
     // The answers' topics, walked side by side in name order (each answer's map is sorted),
     // so each topic's answers are gathered, in the order of `answers`, without a map.
     let mut walks: Vec<_> = answers
@@ -207,99 +190,127 @@ fn walk(answers: &[(BrokerId, &MetadataView)], build: bool) -> ClusterView {
             .filter(|f| !sources.iter().any(|s| s.0 == *f))
             .collect();
         let is_internal = sources.iter().any(|s| s.2);
-        // Nearly always every answer names the same leader, epoch and ISR for every
-        // partition of a topic: then `choose` would take the lowest broker's answer, nothing
-        // disagrees and nothing is stale, so one comparison per partition is all the work.
-        let lowest = sources
-            .iter()
-            .min_by_key(|s| s.0)
-            .map(|s| s.1)
-            .expect("a topic has at least one answer");
-        if lowest.is_sorted_by(|a, b| a.partition < b.partition)
-            && sources.iter().all(|(_, parts, _, _)| {
-                Partitions::ptr_eq(parts, lowest)
-                    || (parts.len() == lowest.len()
-                        && parts
-                            .iter()
-                            .zip(lowest.iter())
-                            .all(|(p, q)| p.partition == q.partition && same_claim(p, q)))
-            })
-        {
-            for broker in &unaware {
-                for p in lowest.iter() {
-                    note_unaware(&mut view, *broker, topic, p);
-                }
-            }
-            if build {
-                view.topics.insert(
-                    topic.to_string(),
-                    ViewTopic {
-                        is_internal,
-                        topic_id,
-                        partitions: Partitions::clone(lowest),
-                    },
-                );
-            }
-            continue;
-        }
-        let mut merged: Vec<PartitionView> = Vec::with_capacity(if build {
-            sources.iter().map(|s| s.1.len()).max().unwrap_or(0)
-        } else {
-            0
-        });
-        let sorted: Vec<Cow<[PartitionView]>> = sources
-            .iter()
-            .map(|(_, parts, _, _)| {
-                if parts.is_sorted_by_key(|p| p.partition) {
-                    Cow::Borrowed(&parts[..])
-                } else {
-                    let mut owned = parts.to_vec();
-                    owned.sort_by_key(|p| p.partition);
-                    Cow::Owned(owned)
-                }
-            })
-            .collect();
-        let mut cursors = vec![0usize; sources.len()];
-        let mut candidates: Vec<(BrokerId, &PartitionView)> = Vec::with_capacity(sources.len());
-        loop {
-            // The lowest partition any answer has not consumed yet.
-            let next = sorted
-                .iter()
-                .zip(&cursors)
-                .filter_map(|(parts, &c)| parts.get(c).map(|p| p.partition))
-                .min();
-            let Some(partition) = next else { break };
-            candidates.clear();
-            for (i, parts) in sorted.iter().enumerate() {
-                // A duplicated partition in one answer counts once.
-                while let Some(p) = parts.get(cursors[i]).filter(|p| p.partition == partition) {
-                    if candidates.last().is_none_or(|(s, _)| *s != sources[i].0) {
-                        candidates.push((sources[i].0, p));
+        let partitions = match agreed(&sources) {
+            Some(lowest) => {
+                for broker in &unaware {
+                    for p in lowest.iter() {
+                        note_unaware(&mut view, *broker, topic, p);
                     }
-                    cursors[i] += 1;
                 }
+                build.then(|| Partitions::clone(lowest))
             }
-            let chosen = choose(&candidates);
-            judge_claims(&mut view, topic, chosen, &candidates);
-            for broker in &unaware {
-                note_unaware(&mut view, *broker, topic, chosen);
-            }
-            if build {
-                merged.push(chosen.clone());
-            }
-        }
-        if build {
+            None => merge_partitions(&mut view, topic, &sources, &unaware, build),
+        };
+        if let Some(partitions) = partitions {
             view.topics.insert(
                 topic.to_string(),
                 ViewTopic {
                     is_internal,
                     topic_id,
-                    partitions: merged.into(),
+                    partitions,
                 },
             );
         }
     }
     view
+}
+
+/// The view's brokers, sources and cluster id, before any topic.
+fn seeded(answers: &[(BrokerId, &MetadataView)]) -> ClusterView {
+    let mut view = ClusterView {
+        has_leader_epochs: !answers.is_empty() && answers.iter().all(|(_, m)| m.has_leader_epochs),
+        ..ClusterView::default()
+    };
+    // Every broker lists (nearly) every broker: a set of the ids seen keeps a map lookup
+    // per listing of a thousand brokers by a thousand answers off this path.
+    let mut listed = IdSet::default();
+    for (source, md) in answers {
+        view.sources.insert(*source);
+        if view.cluster_id.is_none() {
+            view.cluster_id.clone_from(&md.cluster_id);
+        }
+        for b in &md.brokers {
+            if listed.insert(b.id) {
+                view.brokers.insert(b.id, b.clone());
+            }
+        }
+    }
+    view
+}
+
+/// The lowest broker's partitions of a topic when every answer names the same leader,
+/// epoch and ISR for every partition, as nearly always: then `choose` would take them,
+/// nothing disagrees and nothing is stale, so one comparison per partition is all the work.
+fn agreed<'a>(sources: &[TopicAnswer<'a>]) -> Option<&'a Partitions> {
+    let lowest = sources.iter().min_by_key(|s| s.0).map(|s| s.1)?;
+    let all_same = lowest.is_sorted_by(|a, b| a.partition < b.partition)
+        && sources.iter().all(|(_, parts, _, _)| {
+            Partitions::ptr_eq(parts, lowest)
+                || (parts.len() == lowest.len()
+                    && parts
+                        .iter()
+                        .zip(lowest.iter())
+                        .all(|(p, q)| p.partition == q.partition && same_claim(p, q)))
+        });
+    all_same.then_some(lowest)
+}
+
+/// A topic whose answers disagree, partition by partition in order: the answer `choose`
+/// trusts, the stale claims and the brokers behind; the merged partitions when `build`.
+fn merge_partitions(
+    view: &mut ClusterView,
+    topic: &str,
+    sources: &[TopicAnswer],
+    unaware: &[BrokerId],
+    build: bool,
+) -> Option<Partitions> {
+    let mut merged: Vec<PartitionView> = Vec::with_capacity(if build {
+        sources.iter().map(|s| s.1.len()).max().unwrap_or(0)
+    } else {
+        0
+    });
+    let sorted: Vec<Cow<[PartitionView]>> = sources
+        .iter()
+        .map(|(_, parts, _, _)| {
+            if parts.is_sorted_by_key(|p| p.partition) {
+                Cow::Borrowed(&parts[..])
+            } else {
+                let mut owned = parts.to_vec();
+                owned.sort_by_key(|p| p.partition);
+                Cow::Owned(owned)
+            }
+        })
+        .collect();
+    let mut cursors = vec![0usize; sources.len()];
+    let mut candidates: Vec<(BrokerId, &PartitionView)> = Vec::with_capacity(sources.len());
+    loop {
+        // The lowest partition any answer has not consumed yet.
+        let next = sorted
+            .iter()
+            .zip(&cursors)
+            .filter_map(|(parts, &c)| parts.get(c).map(|p| p.partition))
+            .min();
+        let Some(partition) = next else { break };
+        candidates.clear();
+        for (i, parts) in sorted.iter().enumerate() {
+            // A duplicated partition in one answer counts once.
+            while let Some(p) = parts.get(cursors[i]).filter(|p| p.partition == partition) {
+                if candidates.last().is_none_or(|(s, _)| *s != sources[i].0) {
+                    candidates.push((sources[i].0, p));
+                }
+                cursors[i] += 1;
+            }
+        }
+        let chosen = choose(&candidates);
+        judge_claims(view, topic, chosen, &candidates);
+        for broker in unaware {
+            note_unaware(view, *broker, topic, chosen);
+        }
+        if build {
+            merged.push(chosen.clone());
+        }
+    }
+    build.then(|| merged.into())
 }
 
 /// Keeps the answers about one topic id under a name and returns that id. Answers about
