@@ -12,6 +12,43 @@ pub(super) struct SinceRound {
     pub(super) end_to_end: Vec<f64>,
 }
 
+impl SinceRound {
+    /// A failed write, folded into the group of its broker, kind and whether the leader
+    /// had appended since it was sent; at most [`MAX_SAMPLES`] groups.
+    fn note_failed(
+        &mut self,
+        broker: BrokerId,
+        f: &ProduceFailure,
+        appended: bool,
+        sent_at: SystemTime,
+    ) {
+        let received = f.broker.is_some();
+        let full = self.failed.len() >= MAX_SAMPLES;
+        match self
+            .failed
+            .iter_mut()
+            .find(|x| x.broker == broker && x.kind == f.kind && x.leader_appended == appended)
+        {
+            Some(x) => {
+                x.count = x.count.saturating_add(1);
+                x.first_sent_at = x.first_sent_at.min(sent_at);
+                x.last_sent_at = x.last_sent_at.max(sent_at);
+                x.received |= received;
+            }
+            None if !full => self.failed.push(FailedWrites {
+                broker,
+                kind: f.kind,
+                count: 1,
+                received,
+                leader_appended: appended,
+                first_sent_at: sent_at,
+                last_sent_at: sent_at,
+            }),
+            None => {}
+        }
+    }
+}
+
 /// Kept per partition for the round: enough for a round of 10 s at ten writes a second.
 pub(super) const MAX_SAMPLES: usize = 128;
 
@@ -143,156 +180,148 @@ impl Books {
 
     /// One write ended.
     pub(super) fn write_ended(&mut self, a: Attempt, sh: &Shared) {
+        match a.target.acks {
+            Acks::All => self.acks_all_ended(a, sh),
+            Acks::One => self.acks_one_ended(a, sh),
+        }
+    }
+
+    /// An acks=all write, the canary's measure: counted, charged to the broker that held
+    /// it, its partition's unavailability window moved, booked for the read-back.
+    fn acks_all_ended(&mut self, a: Attempt, sh: &Shared) {
         // When it ended, on the clock its send time was read from.
         let now = a.sent_at + a.took;
         let partition = a.target.partition;
         let broker = a.broker();
-        match a.target.acks {
-            Acks::All => {
-                let outcome = match &a.result {
-                    Ok(_) => "ok",
-                    Err(f) => f.kind,
-                };
-                let ok_seconds = a.result.as_ref().ok().map(|_| a.took.as_secs_f64());
-                sh.stats
-                    .write(&sh.cluster, partition, broker, outcome, ok_seconds);
-                let slow = a.result.is_ok() && a.took >= sh.slow;
-                // A write held long, then acknowledged, was held by whatever ailed the leader
-                // it was sent to; after a failover the new leader that finally took it is
-                // not to blame.
-                let held_by = if slow { a.target.leader } else { broker };
-                let appended = self
-                    .appends_since
-                    .get(&(partition, held_by))
-                    .is_some_and(|t| *t >= a.sent_at);
-                let failure = match &a.result {
-                    Err(f) => Some(f.kind),
-                    Ok(_) if slow => Some("slow"),
-                    Ok(_) => None,
-                };
-                let charge = failure.and_then(|kind| charge(kind, held_by, appended));
-                if let (Some(kind), Some(b)) = (failure, charge) {
-                    sh.stats.charged_failure(&sh.cluster, b, kind);
-                }
-                let since = self.since.entry(partition).or_default();
-                since.writes = since.writes.saturating_add(1);
-                if let Err(f) = &a.result {
-                    let received = f.broker.is_some();
-                    let full = since.failed.len() >= MAX_SAMPLES;
-                    match since.failed.iter_mut().find(|x| {
-                        x.broker == broker && x.kind == f.kind && x.leader_appended == appended
-                    }) {
-                        Some(x) => {
-                            x.count = x.count.saturating_add(1);
-                            x.first_sent_at = x.first_sent_at.min(a.sent_at);
-                            x.last_sent_at = x.last_sent_at.max(a.sent_at);
-                            x.received |= received;
-                        }
-                        None if !full => since.failed.push(FailedWrites {
-                            broker,
-                            kind: f.kind,
-                            count: 1,
-                            received,
-                            leader_appended: appended,
-                            first_sent_at: a.sent_at,
-                            last_sent_at: a.sent_at,
-                        }),
-                        None => {}
-                    }
-                }
-                // A refused write says what the watchdog may do, not how the partition is:
-                // it measures nothing.
-                if failure.is_some_and(|k| k != AUTHORIZATION) {
-                    if let Some(w) = self.windows.failed(partition, charge, a.sent_at) {
-                        self.window_closed(w, sh);
-                    }
-                    sh.stats.window_open(&sh.cluster, partition, charge, true);
-                    if let Some(b) = charge {
-                        self.gauged.insert((partition, b));
-                    }
-                }
-                if a.result.is_ok() {
-                    if let Some(w) = self.windows.succeeded(partition, a.sent_at, now) {
-                        self.window_closed(w, sh);
-                    }
-                }
-                if self
-                    .latest
-                    .get(&partition)
-                    .is_none_or(|(at, _)| *at <= a.sent_at)
-                {
-                    let result = match &a.result {
-                        Ok(_) => Ok(a.took),
-                        Err(f) => Err(f.clone()),
-                    };
-                    // Working, slow, failing (and how) changed: a follower that stopped
-                    // fetching holds writes until its leader drops it from the ISR, and
-                    // the first write that ends then is the moment a round sees it.
-                    let class = |r: &Result<Duration, ProduceFailure>| match r {
-                        Ok(d) if *d >= sh.slow => "slow",
-                        Ok(_) => "ok",
-                        Err(f) => f.kind,
-                    };
-                    let now_class = class(&result);
-                    let before = self.latest.insert(partition, (a.sent_at, result));
-                    if before.is_some_and(|(_, r)| class(&r) != now_class) {
-                        sh.news.notify_one();
-                    }
-                }
-                if let Ok(ack) = a.result {
-                    let entry = Entry {
-                        seq: ack.seq,
-                        acks: Acks::All,
-                        sent_at: a.sent_at,
-                        acked_at: now,
-                        broker,
-                        stale_ack: false,
-                    };
-                    if let ledger::Booked::Read(ev) =
-                        self.ledger.acked(partition, ack.offset, entry)
-                    {
-                        self.event(ev, sh);
-                    }
-                }
+        let outcome = match &a.result {
+            Ok(_) => "ok",
+            Err(f) => f.kind,
+        };
+        let ok_seconds = a.result.as_ref().ok().map(|_| a.took.as_secs_f64());
+        sh.stats
+            .write(&sh.cluster, partition, broker, outcome, ok_seconds);
+        let slow = a.result.is_ok() && a.took >= sh.slow;
+        // A write held long, then acknowledged, was held by whatever ailed the leader it
+        // was sent to; after a failover the new leader that finally took it is not to blame.
+        let held_by = if slow { a.target.leader } else { broker };
+        let appended = self
+            .appends_since
+            .get(&(partition, held_by))
+            .is_some_and(|t| *t >= a.sent_at);
+        let failure = match &a.result {
+            Err(f) => Some(f.kind),
+            Ok(_) if slow => Some("slow"),
+            Ok(_) => None,
+        };
+        let charge = failure.and_then(|kind| charge(kind, held_by, appended));
+        if let (Some(kind), Some(b)) = (failure, charge) {
+            sh.stats.charged_failure(&sh.cluster, b, kind);
+        }
+        let since = self.since.entry(partition).or_default();
+        since.writes = since.writes.saturating_add(1);
+        if let Err(f) = &a.result {
+            since.note_failed(broker, f, appended, a.sent_at);
+        }
+        // A refused write says what the watchdog may do, not how the partition is: it
+        // measures nothing.
+        if failure.is_some_and(|k| k != AUTHORIZATION) {
+            if let Some(w) = self.windows.failed(partition, charge, a.sent_at) {
+                self.window_closed(w, sh);
             }
-            Acks::One => {
-                let stale = a.target.leader != broker;
-                let mut probe = Acks1Probe {
-                    partition,
-                    broker,
-                    stale,
-                    offset: None,
-                    error: None,
-                };
-                match a.result {
-                    Ok(ack) => {
-                        probe.offset = Some(ack.offset);
-                        if a.took < sh.slow {
-                            let t = self
-                                .appends_since
-                                .entry((partition, broker))
-                                .or_insert(a.sent_at);
-                            *t = (*t).max(a.sent_at);
-                        }
-                        let entry = Entry {
-                            seq: ack.seq,
-                            acks: Acks::One,
-                            sent_at: a.sent_at,
-                            acked_at: now,
-                            broker,
-                            stale_ack: stale,
-                        };
-                        if let ledger::Booked::Read(ev) =
-                            self.ledger.acked(partition, ack.offset, entry)
-                        {
-                            self.event(ev, sh);
-                        }
-                    }
-                    Err(f) => probe.error = Some(f.detail),
-                }
-                self.acks1.insert((partition, broker), probe);
+            sh.stats.window_open(&sh.cluster, partition, charge, true);
+            if let Some(b) = charge {
+                self.gauged.insert((partition, b));
             }
         }
+        if a.result.is_ok() {
+            if let Some(w) = self.windows.succeeded(partition, a.sent_at, now) {
+                self.window_closed(w, sh);
+            }
+        }
+        self.note_latest(&a, sh);
+        if let Ok(ack) = a.result {
+            let entry = Entry {
+                seq: ack.seq,
+                acks: Acks::All,
+                sent_at: a.sent_at,
+                acked_at: now,
+                broker,
+                stale_ack: false,
+            };
+            if let ledger::Booked::Read(ev) = self.ledger.acked(partition, ack.offset, entry) {
+                self.event(ev, sh);
+            }
+        }
+    }
+
+    /// Keeps the newest acks=all write's end per partition; when it changes how writes end
+    /// (working, slow, failing and how) a round should look. A follower that stopped
+    /// fetching holds writes until its leader drops it from the ISR, and the first write
+    /// that ends then is the moment a round sees it.
+    fn note_latest(&mut self, a: &Attempt, sh: &Shared) {
+        let partition = a.target.partition;
+        if self
+            .latest
+            .get(&partition)
+            .is_some_and(|(at, _)| *at > a.sent_at)
+        {
+            return;
+        }
+        let result = match &a.result {
+            Ok(_) => Ok(a.took),
+            Err(f) => Err(f.clone()),
+        };
+        let class = |r: &Result<Duration, ProduceFailure>| match r {
+            Ok(d) if *d >= sh.slow => "slow",
+            Ok(_) => "ok",
+            Err(f) => f.kind,
+        };
+        let now_class = class(&result);
+        let before = self.latest.insert(partition, (a.sent_at, result));
+        if before.is_some_and(|(_, r)| class(&r) != now_class) {
+            sh.news.notify_one();
+        }
+    }
+
+    /// An acks=1 write, the probe of what its leader appends on its own: booked for the
+    /// read-back, and kept as the broker's latest probe.
+    fn acks_one_ended(&mut self, a: Attempt, sh: &Shared) {
+        let now = a.sent_at + a.took;
+        let partition = a.target.partition;
+        let broker = a.broker();
+        let stale = a.target.leader != broker;
+        let mut probe = Acks1Probe {
+            partition,
+            broker,
+            stale,
+            offset: None,
+            error: None,
+        };
+        match a.result {
+            Ok(ack) => {
+                probe.offset = Some(ack.offset);
+                if a.took < sh.slow {
+                    let t = self
+                        .appends_since
+                        .entry((partition, broker))
+                        .or_insert(a.sent_at);
+                    *t = (*t).max(a.sent_at);
+                }
+                let entry = Entry {
+                    seq: ack.seq,
+                    acks: Acks::One,
+                    sent_at: a.sent_at,
+                    acked_at: now,
+                    broker,
+                    stale_ack: stale,
+                };
+                if let ledger::Booked::Read(ev) = self.ledger.acked(partition, ack.offset, entry) {
+                    self.event(ev, sh);
+                }
+            }
+            Err(f) => probe.error = Some(f.detail),
+        }
+        self.acks1.insert((partition, broker), probe);
     }
 
     /// The round's report of the canary partitions, from what happened since the last one.
