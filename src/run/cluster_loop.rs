@@ -15,8 +15,9 @@ use crate::config::ClusterConfig;
 use crate::judge::finding::FindingJudge;
 use crate::judge::report::{ClusterReport, Evaluator};
 use crate::model::coordinators::CoordinatorObservation;
-use crate::model::round::QuorumObservation;
+use crate::model::round::{QuorumObservation, RoundObservation};
 use crate::observe::canary::{Canary, CanaryRound};
+use crate::observe::cluster_view::ClusterView;
 use crate::observe::coordinators::{coordinator_plan, CoordinatorWatch};
 use crate::observe::host::HostObserver;
 use crate::observe::liveness::{Board, Liveness, LivenessSettings};
@@ -53,7 +54,7 @@ pub async fn cluster_loop(
     mut shutdown: watch::Receiver<bool>,
 ) {
     let setup::RoundParts {
-        mut prober,
+        prober,
         mut evaluator,
         mut host,
         wire,
@@ -66,50 +67,20 @@ pub async fn cluster_loop(
             return;
         }
     };
-    let live_wire = wire.clone();
     let look_wire = wire.clone();
-    // The control plane: looked at continuously beside the liveness check (a frozen
-    // controller is named within seconds), else once per round.
-    let quorum_settings = setup::quorum_settings(&cfg, wire.security.clone());
-    let mut quorum = if cfg.verdict.liveness_interval.is_zero() {
-        prober = prober.with_quorum(QuorumProber::new(quorum_settings));
-        None
-    } else {
-        Some(QuorumWatch::start(
-            quorum_settings,
-            cfg.verdict.liveness_interval,
-        ))
-    };
-    // The group coordinators: probed on a task of their own (a stuck one is named within
-    // seconds); the rounds tell it who leads each shard.
-    let mut coordinators = setup::coordinator_settings(&cfg, &instance, wire.security.clone())
-        .map(CoordinatorWatch::start);
+    let (mut watches, mut prober) = Watches::start(&cfg, &instance, &wire, prober);
     let mut canary = cfg.canary.enabled.then(|| {
         Canary::new(
             setup::canary_settings(&cfg, &instance, wire),
             published.live.canary.clone(),
         )
     });
+    watches.canary_news = canary.as_ref().map(Canary::news);
     let mut remediator = remediator(&cfg, &published, &alerting);
     if let Some(notice) = cfg.verdict.deprecation(&cfg.name) {
         tracing::warn!("{notice}");
     }
-    let mut liveness = (!cfg.verdict.liveness_interval.is_zero()).then(|| {
-        Liveness::new(LivenessSettings {
-            interval: cfg.verdict.liveness_interval,
-            floor: cfg.verdict.liveness_floor,
-            wire: live_wire,
-        })
-    });
-    let board = liveness.as_ref().map(Liveness::board);
-    // While a broker is silent its evidence ages: the verdict is made again this often even
-    // without news, so that confirmation by duration sees it hold.
-    let tick = cfg
-        .verdict
-        .liveness_interval
-        .max(Duration::from_millis(200));
     let limit = round_limit(&cfg);
-    let canary_news = canary.as_ref().map(Canary::news);
     let mut between = Between {
         cfg: &cfg,
         alerting: &alerting,
@@ -124,53 +95,25 @@ pub async fn cluster_loop(
         if let Some(why) = between.cadence.started(tokio::time::Instant::now()) {
             tracing::debug!(cluster = %cfg.name, ?why, "round started early");
         }
-        let round = {
-            let round = tokio::time::timeout(limit, async {
-                hang_round_for_tests().await;
-                one_round(&mut prober, canary.as_mut(), host.as_mut()).await
-            });
-            tokio::pin!(round);
-            loop {
-                tokio::select! {
-                    r = &mut round => break r,
-                    news = next_news(board.as_deref(), tick, quorum.as_mut(), coordinators.as_mut(), canary_news.as_deref()) => {
-                        between.on(news, &mut evaluator, board.as_deref(), &quorum, &coordinators).await;
-                    }
-                    _ = shutdown.changed() => return,
-                }
+        let round = tokio::time::timeout(limit, async {
+            hang_round_for_tests().await;
+            one_round(&mut prober, canary.as_mut(), host.as_mut()).await
+        });
+        tokio::pin!(round);
+        let round = loop {
+            match watches
+                .step(round.as_mut(), &mut between, &mut evaluator, &mut shutdown)
+                .await
+            {
+                Step::Done(r) => break r,
+                Step::News => {}
+                Step::Shutdown => return,
             }
         };
         match round {
-            Ok((mut obs, view, canary_round)) => {
-                if let (Some(l), Some(b)) = (liveness.as_mut(), board.as_deref()) {
-                    l.track(obs.probes.values().map(|p| &p.endpoint));
-                    obs.liveness = b.snapshot();
-                }
-                if let Some(q) = &mut quorum {
-                    q.revive();
-                    obs.quorum = q.latest();
-                    q.ask_brokers(answering_first(&obs));
-                }
-                if let Some(c) = &mut coordinators {
-                    c.revive();
-                    obs.coordinators = c.latest();
-                    c.plan(coordinator_plan(&view, |id| {
-                        obs.probes.get(&id).map(|p| p.endpoint.address())
-                    }));
-                }
-                let now = SystemTime::now();
-                let mut report = evaluator.evaluate_merged(obs, view, canary_round, now);
-                report.early_rounds = between.cadence.counts();
-                log_round(&report);
-                let findings = between.findings.round(&report, now);
-                alerting.after_round(&cfg, &report, findings, now);
-                if let Some(r) = remediator.as_mut() {
-                    r.after_round(&report, now);
-                }
-                let report = Arc::new(report);
-                between.last = Some(report.clone());
-                published.publish(report);
-                confirm_soon(&mut between.cadence, &alerting, &cfg);
+            Ok((obs, view, canary_round)) => {
+                let obs = watches.attach(obs, &view);
+                between.publish_round(&mut evaluator, obs, view, canary_round, remediator.as_mut());
                 // Only a round that published counts as progress for the systemd watchdog:
                 // an abandoned one updated nothing that anyone reads, and a loop whose rounds
                 // are all abandoned must be restarted like a loop that hangs.
@@ -183,16 +126,132 @@ pub async fn cluster_loop(
             ),
         }
         stall_for_tests(&mut shutdown).await;
+        // Until the next round is due; news may bring it forward, so it is asked again
+        // after each.
         loop {
-            let next = between.cadence.next_start(tokio::time::Instant::now());
-            tokio::select! {
-                _ = tokio::time::sleep_until(next) => break,
-                news = next_news(board.as_deref(), tick, quorum.as_mut(), coordinators.as_mut(), canary_news.as_deref()) => {
-                    between.on(news, &mut evaluator, board.as_deref(), &quorum, &coordinators).await;
-                }
-                _ = shutdown.changed() => return,
+            let next =
+                tokio::time::sleep_until(between.cadence.next_start(tokio::time::Instant::now()));
+            tokio::pin!(next);
+            match watches
+                .step(next.as_mut(), &mut between, &mut evaluator, &mut shutdown)
+                .await
+            {
+                Step::Done(()) => break,
+                Step::News => {}
+                Step::Shutdown => return,
             }
         }
+    }
+}
+
+/// The continuous looks beside the rounds: liveness, the control plane, the group
+/// coordinators, and the canary's news.
+struct Watches {
+    liveness: Option<Liveness>,
+    board: Option<Arc<Board>>,
+    /// While a broker is silent its evidence ages: the verdict is made again this often
+    /// even without news, so that confirmation by duration sees it hold.
+    tick: Duration,
+    quorum: Option<QuorumWatch>,
+    coordinators: Option<CoordinatorWatch>,
+    canary_news: Option<Arc<tokio::sync::Notify>>,
+}
+
+/// How one wait beside the looks ended.
+enum Step<T> {
+    /// What was waited for ended.
+    Done(T),
+    /// News came first, and was handled.
+    News,
+    /// The daemon is shutting down.
+    Shutdown,
+}
+
+impl Watches {
+    /// The looks of `cfg`; without continuous looks the control plane is looked at in
+    /// each round instead, by the returned prober.
+    fn start(
+        cfg: &ClusterConfig,
+        instance: &str,
+        wire: &crate::observe::wire::WireOptions,
+        mut prober: ClusterProber,
+    ) -> (Self, ClusterProber) {
+        let continuous = !cfg.verdict.liveness_interval.is_zero();
+        // The control plane: looked at continuously beside the liveness check (a frozen
+        // controller is named within seconds), else once per round.
+        let quorum_settings = setup::quorum_settings(cfg, wire.security.clone());
+        let quorum = if continuous {
+            Some(QuorumWatch::start(
+                quorum_settings,
+                cfg.verdict.liveness_interval,
+            ))
+        } else {
+            prober = prober.with_quorum(QuorumProber::new(quorum_settings));
+            None
+        };
+        let liveness = continuous.then(|| {
+            Liveness::new(LivenessSettings {
+                interval: cfg.verdict.liveness_interval,
+                floor: cfg.verdict.liveness_floor,
+                wire: wire.clone(),
+            })
+        });
+        let watches = Watches {
+            board: liveness.as_ref().map(Liveness::board),
+            liveness,
+            tick: cfg
+                .verdict
+                .liveness_interval
+                .max(Duration::from_millis(200)),
+            quorum,
+            // The group coordinators: probed on a task of their own (a stuck one is named
+            // within seconds); the rounds tell it who leads each shard.
+            coordinators: setup::coordinator_settings(cfg, instance, wire.security.clone())
+                .map(CoordinatorWatch::start),
+            canary_news: None,
+        };
+        (watches, prober)
+    }
+
+    /// Waits for `until`, or for the first news (handled before returning), or shutdown.
+    /// The one select the loop waits in, during a round and between rounds.
+    async fn step<T>(
+        &mut self,
+        until: std::pin::Pin<&mut impl std::future::Future<Output = T>>,
+        between: &mut Between<'_>,
+        evaluator: &mut Evaluator,
+        shutdown: &mut watch::Receiver<bool>,
+    ) -> Step<T> {
+        tokio::select! {
+            r = until => Step::Done(r),
+            news = next_news(self.board.as_deref(), self.tick, self.quorum.as_mut(), self.coordinators.as_mut(), self.canary_news.as_deref()) => {
+                between.on(news, evaluator, self.board.as_deref(), &self.quorum, &self.coordinators).await;
+                Step::News
+            }
+            _ = shutdown.changed() => Step::Shutdown,
+        }
+    }
+
+    /// A finished round's observation with the looks' newest; the looks learn from the
+    /// round whom to ask next.
+    fn attach(&mut self, mut obs: RoundObservation, view: &ClusterView) -> RoundObservation {
+        if let (Some(l), Some(b)) = (self.liveness.as_mut(), self.board.as_deref()) {
+            l.track(obs.probes.values().map(|p| &p.endpoint));
+            obs.liveness = b.snapshot();
+        }
+        if let Some(q) = &mut self.quorum {
+            q.revive();
+            obs.quorum = q.latest();
+            q.ask_brokers(answering_first(&obs));
+        }
+        if let Some(c) = &mut self.coordinators {
+            c.revive();
+            obs.coordinators = c.latest();
+            c.plan(coordinator_plan(view, |id| {
+                obs.probes.get(&id).map(|p| p.endpoint.address())
+            }));
+        }
+        obs
     }
 }
 
@@ -286,6 +345,31 @@ impl Between<'_> {
             }
         };
         self.reassess(evaluator, board, looks);
+        confirm_soon(&mut self.cadence, self.alerting, self.cfg);
+    }
+
+    /// A round's report: evaluated, judged, handed to alerting and remediation, published;
+    /// a finding that waits for its confirming look gets one soon.
+    fn publish_round(
+        &mut self,
+        evaluator: &mut Evaluator,
+        obs: RoundObservation,
+        view: Arc<ClusterView>,
+        canary_round: Option<CanaryRound>,
+        remediator: Option<&mut Remediator>,
+    ) {
+        let now = SystemTime::now();
+        let mut report = evaluator.evaluate_merged(obs, view, canary_round, now);
+        report.early_rounds = self.cadence.counts();
+        log_round(&report);
+        let findings = self.findings.round(&report, now);
+        self.alerting.after_round(self.cfg, &report, findings, now);
+        if let Some(r) = remediator {
+            r.after_round(&report, now);
+        }
+        let report = Arc::new(report);
+        self.last = Some(report.clone());
+        self.published.publish(report);
         confirm_soon(&mut self.cadence, self.alerting, self.cfg);
     }
 
