@@ -44,3 +44,8 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- define "kafka-watchdog.scheme" -}}
 {{- if and (not .Values.existingConfigMap) (dig "http" "tls" "" .Values.config) -}}HTTPS{{- else -}}HTTP{{- end -}}
 {{- end -}}
+
+{{/* The ServiceAccount the pods run as. */}}
+{{- define "kafka-watchdog.serviceAccountName" -}}
+{{- default (include "kafka-watchdog.fullname" .) .Values.serviceAccount.name -}}
+{{- end -}}
