@@ -144,90 +144,14 @@ impl QuorumProber {
             futures::join!(join_all(controller_asks), join_all(broker_asks));
 
         let mut description: Option<QuorumDescription> = None;
-        let mut keep = |d: QuorumDescription| {
-            // The newest epoch wins: a deposed leader that still answers is behind.
-            if description.as_ref().is_none_or(|o| d.epoch > o.epoch) {
-                description = Some(d);
-            }
-        };
-        let mut looks = Vec::new();
         let mut learned: Vec<(NodeId, String)> = Vec::new();
-        for asked in from_controllers {
-            learned.extend(asked.controllers);
-            let outcome = match asked.answer {
-                Ok(QuorumAnswer::Leader(d)) => {
-                    keep(d);
-                    Ok(ControllerRole::Leader)
-                }
-                Ok(QuorumAnswer::NotLeader { .. }) => Ok(ControllerRole::Follower),
-                Err(f) => Err(f),
-            };
-            looks.push((asked.address, outcome, asked.accepted));
-        }
-        let mut via_broker = None;
+        let looks = controller_outcomes(from_controllers, &mut description, &mut learned);
         let applied = from_brokers.iter().filter_map(|a| a.applied).max();
-        for asked in from_brokers {
-            if asked.unsupported {
-                self.brokers_without_quorum = true;
-            }
-            let result = match asked.answer {
-                Ok(QuorumAnswer::Leader(d)) => {
-                    keep(d);
-                    Ok(())
-                }
-                Ok(QuorumAnswer::NotLeader { error_code }) => Err(ProbeFailure {
-                    kind: FailureKind::KafkaError,
-                    detail: format!("the broker answered NOT_LEADER_OR_FOLLOWER ({error_code})"),
-                    after: Duration::ZERO,
-                }),
-                Err(f) => Err(f),
-            };
-            // One broker's answer is enough; otherwise the first failure says why.
-            if via_broker
-                .as_ref()
-                .is_none_or(|(_, r): &(String, Result<(), ProbeFailure>)| {
-                    r.is_err() && result.is_ok()
-                })
-            {
-                via_broker = Some((asked.address, result));
-            }
-        }
+        let via_broker = self.via_broker(from_brokers, &mut description);
         if self.brokers_without_quorum && self.controllers.is_empty() {
             return None;
         }
-        // Controllers the description or KIP-919 names give the addresses their ids.
-        if let Some(d) = &description {
-            learned.extend(d.endpoints.iter().map(|(id, a)| (*id, a.clone())));
-        }
-        for (id, address) in learned {
-            match self.controllers.get_mut(&address) {
-                Some(t) => {
-                    t.id.get_or_insert(id);
-                }
-                // Only controllers the configuration reaches are learned: the others
-                // may sit behind a listener the watchdog cannot use.
-                None if !self.settings.controllers.is_empty() => {
-                    self.controllers.insert(
-                        address,
-                        Target {
-                            id: Some(id),
-                            ..Target::default()
-                        },
-                    );
-                }
-                None => {}
-            }
-        }
-        if let Some(d) = &description {
-            // The leader answered for itself: its address is the one that said so.
-            for (address, outcome, _) in &looks {
-                if matches!(outcome, Ok(ControllerRole::Leader)) {
-                    if let Some(t) = self.controllers.get_mut(address) {
-                        t.id.get_or_insert(d.leader);
-                    }
-                }
-            }
-        }
+        self.learn_controllers(learned, description.as_ref(), &looks);
         let controllers = looks
             .into_iter()
             .map(|(address, outcome, accepted)| {
@@ -259,6 +183,82 @@ impl QuorumProber {
             metadata_changed_at: self.metadata_changed_at,
             metadata_applied: self.applied,
         })
+    }
+
+    /// The brokers' answers: one is enough, otherwise the first failure says why. A
+    /// broker without DescribeQuorum at all is not asked again.
+    fn via_broker(
+        &mut self,
+        from_brokers: Vec<Asked>,
+        description: &mut Option<QuorumDescription>,
+    ) -> Option<(String, Result<(), ProbeFailure>)> {
+        let mut via_broker: Option<(String, Result<(), ProbeFailure>)> = None;
+        for asked in from_brokers {
+            if asked.unsupported {
+                self.brokers_without_quorum = true;
+            }
+            let result = match asked.answer {
+                Ok(QuorumAnswer::Leader(d)) => {
+                    keep_newest(description, d);
+                    Ok(())
+                }
+                Ok(QuorumAnswer::NotLeader { error_code }) => Err(ProbeFailure {
+                    kind: FailureKind::KafkaError,
+                    detail: format!("the broker answered NOT_LEADER_OR_FOLLOWER ({error_code})"),
+                    after: Duration::ZERO,
+                }),
+                Err(f) => Err(f),
+            };
+            if via_broker
+                .as_ref()
+                .is_none_or(|(_, r)| r.is_err() && result.is_ok())
+            {
+                via_broker = Some((asked.address, result));
+            }
+        }
+        via_broker
+    }
+
+    /// Gives the controllers the ids the description, KIP-919's lists and the leader's own
+    /// answer name, and learns the controllers a configured one lists.
+    fn learn_controllers(
+        &mut self,
+        mut learned: Vec<(NodeId, String)>,
+        description: Option<&QuorumDescription>,
+        looks: &[ControllerOutcome],
+    ) {
+        if let Some(d) = description {
+            learned.extend(d.endpoints.iter().map(|(id, a)| (*id, a.clone())));
+        }
+        for (id, address) in learned {
+            match self.controllers.get_mut(&address) {
+                Some(t) => {
+                    t.id.get_or_insert(id);
+                }
+                // Only controllers the configuration reaches are learned: the others
+                // may sit behind a listener the watchdog cannot use.
+                None if !self.settings.controllers.is_empty() => {
+                    self.controllers.insert(
+                        address,
+                        Target {
+                            id: Some(id),
+                            ..Target::default()
+                        },
+                    );
+                }
+                None => {}
+            }
+        }
+        if let Some(d) = description {
+            // The leader answered for itself: its address is the one that said so.
+            for (address, outcome, _) in looks {
+                if matches!(outcome, Ok(ControllerRole::Leader)) {
+                    if let Some(t) = self.controllers.get_mut(address) {
+                        t.id.get_or_insert(d.leader);
+                    }
+                }
+            }
+        }
     }
 
     /// Folds one look's description into the high watermark's history; returns since when
@@ -300,6 +300,40 @@ impl QuorumProber {
             }
         }
     }
+}
+
+/// One controller's address, what its answer says it is, and whether it accepted.
+type ControllerOutcome = (String, Result<ControllerRole, ProbeFailure>, bool);
+
+/// Keeps the description of the newest epoch: a deposed leader that still answers is
+/// behind.
+fn keep_newest(kept: &mut Option<QuorumDescription>, d: QuorumDescription) {
+    if kept.as_ref().is_none_or(|o| d.epoch > o.epoch) {
+        *kept = Some(d);
+    }
+}
+
+/// The controllers' answers, in order, with the description a leader gave kept and the
+/// controllers they list gathered.
+fn controller_outcomes(
+    from_controllers: Vec<Asked>,
+    description: &mut Option<QuorumDescription>,
+    learned: &mut Vec<(NodeId, String)>,
+) -> Vec<ControllerOutcome> {
+    let mut looks = Vec::new();
+    for asked in from_controllers {
+        learned.extend(asked.controllers);
+        let outcome = match asked.answer {
+            Ok(QuorumAnswer::Leader(d)) => {
+                keep_newest(description, d);
+                Ok(ControllerRole::Leader)
+            }
+            Ok(QuorumAnswer::NotLeader { .. }) => Ok(ControllerRole::Follower),
+            Err(f) => Err(f),
+        };
+        looks.push((asked.address, outcome, asked.accepted));
+    }
+    looks
 }
 
 /// What asking one target gave.
