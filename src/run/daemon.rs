@@ -377,23 +377,7 @@ pub async fn run(
     for w in &config.warnings {
         tracing::warn!(warning = %w, "configuration");
     }
-    // Failures the configuration causes on this machine are typed (preflight::StartupError),
-    // so main exits 78 and systemd stops restarting: another try would meet the same port
-    // holder or the same file.
-    let listener =
-        http::bind(config.http_listen).await.map_err(|e| {
-            match preflight::listen_error(config.http_listen, &e) {
-                Some(startup) => anyhow::Error::new(startup),
-                None => anyhow::anyhow!("cannot listen on {}: {e}", config.http_listen),
-            }
-        })?;
-    if let Some(e) = preflight::state_dir_shape(&config.state_dir) {
-        return Err(e.into());
-    }
-    // Certificates are read again here (the configuration check read them too): a file
-    // replaced since is found now, before alerting has started.
-    let mut http_options = http::ServeOptions::from_config(&config)
-        .map_err(|e| anyhow::anyhow!("cannot serve HTTPS: http.tls.{e}"))?;
+    let (listener, mut http_options) = preflight_serving(&config).await?;
     let mut controls = Signals::new([SIGTERM, SIGINT, SIGHUP])?
         .filter_map(|s| std::future::ready(Control::from_signal(s)));
 
@@ -411,28 +395,12 @@ pub async fn run(
     let names: Vec<String> = config.clusters.iter().map(|c| c.name.clone()).collect();
     let published = Publisher::new(&config.instance_id, names);
     published.set_cluster_labels(cluster_labels(&config));
-    let alerting = Arc::new(Alerting::start(&config).map_err(|e| match e {
-        crate::alert::alerting::AlertingError::StateDir { path, error } => {
-            anyhow::Error::new(preflight::StartupError::StateDir {
-                path: path.into(),
-                why: format!("not usable: {error} (expected a directory this user can create and write; under systemd, StateDirectory=kafka-watchdog provides /var/lib/kafka-watchdog)"),
-            })
-        }
-        other => other.into(),
-    })?);
+    let alerting = start_alerting(&config)?;
     published.attach_alerting(alerting.clone());
     let (peers_stop, peers_stop_rx) = watch::channel(false);
     let peer_task = spawn_peers(&alerting, peers, peers_stop_rx);
     if config.http_auth.is_none() {
-        // The state directory exists now (alerting made sure of it).
-        match http::create_local_token(&config.state_dir) {
-            Ok(t) => http_options.local_token = Some(t),
-            Err(e) => tracing::error!(
-                error = %e,
-                file = %config.state_dir.join(http::LOCAL_TOKEN_FILE).display(),
-                "cannot write the local token: silences cannot be changed over HTTP until http.auth is configured"
-            ),
-        }
+        http_options.local_token = local_token(&config.state_dir);
     }
     let (server_stop, server_stop_rx) = watch::channel(false);
     let server = tokio::spawn(http::serve_with(
@@ -458,38 +426,15 @@ pub async fn run(
     service::ready();
     tracing::info!(listen = %config.http_listen, clusters = config.clusters.len(), "kafka-watchdog serving");
 
-    let mut running = config;
-    // How often ended tasks are looked for, and the configuration file read again: well
-    // within a round, far below any cost.
-    let mut revive = tokio::time::interval(Duration::from_secs(1));
-    revive.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let mut file = FileWatch::new(&path);
-    loop {
-        let control = tokio::select! {
-            c = controls.next() => c,
-            _ = revive.tick() => {
-                loops.revive();
-                alerting.revive_tasks();
-                if file.changed() {
-                    tracing::info!(file = %path.display(), "the configuration file changed: reloading it");
-                    running = reload(&path, running, &mut loops, log_level.as_ref()).await;
-                }
-                continue;
-            }
-        };
-        let Some(control) = control else { break };
-        match control {
-            Control::Reload => {
-                tracing::info!(file = %path.display(), "SIGHUP: reloading the configuration");
-                file.mark_seen();
-                running = reload(&path, running, &mut loops, log_level.as_ref()).await;
-            }
-            Control::Stop => {
-                tracing::info!("shutting down");
-                break;
-            }
-        }
-    }
+    follow_controls(
+        config,
+        &path,
+        &mut controls,
+        &mut loops,
+        &alerting,
+        log_level.as_ref(),
+    )
+    .await;
 
     // Stop, in the reverse order.
     service::stopping();
@@ -515,6 +460,104 @@ pub async fn run(
         Drained::TimedOut => tracing::warn!("shutdown took over 10 s: exiting"),
     }
     Ok(())
+}
+
+/// What serving needs from this machine, checked before anything starts: the listen
+/// address bound, the state directory's shape, the HTTPS certificates read. Failures the
+/// configuration causes on this machine are typed (preflight::StartupError), so main exits
+/// 78 and systemd stops restarting: another try would meet the same port holder or file.
+async fn preflight_serving(
+    config: &Config,
+) -> anyhow::Result<(tokio::net::TcpListener, http::ServeOptions)> {
+    let listener =
+        http::bind(config.http_listen).await.map_err(|e| {
+            match preflight::listen_error(config.http_listen, &e) {
+                Some(startup) => anyhow::Error::new(startup),
+                None => anyhow::anyhow!("cannot listen on {}: {e}", config.http_listen),
+            }
+        })?;
+    if let Some(e) = preflight::state_dir_shape(&config.state_dir) {
+        return Err(e.into());
+    }
+    // Certificates are read again here (the configuration check read them too): a file
+    // replaced since is found now, before alerting has started.
+    let http_options = http::ServeOptions::from_config(config)
+        .map_err(|e| anyhow::anyhow!("cannot serve HTTPS: http.tls.{e}"))?;
+    Ok((listener, http_options))
+}
+
+/// Alerting, started on the state directory; one it cannot use is a startup error.
+fn start_alerting(config: &Config) -> anyhow::Result<Arc<Alerting>> {
+    let alerting = Alerting::start(config).map_err(|e| match e {
+        crate::alert::alerting::AlertingError::StateDir { path, error } => {
+            anyhow::Error::new(preflight::StartupError::StateDir {
+                path: path.into(),
+                why: format!("not usable: {error} (expected a directory this user can create and write; under systemd, StateDirectory=kafka-watchdog provides /var/lib/kafka-watchdog)"),
+            })
+        }
+        other => other.into(),
+    })?;
+    Ok(Arc::new(alerting))
+}
+
+/// The token local operators' commands change silences with, written to the state
+/// directory (which exists once alerting started); without it, they cannot until
+/// `http.auth` is configured.
+fn local_token(state_dir: &std::path::Path) -> Option<crate::config::Secret> {
+    match http::create_local_token(state_dir) {
+        Ok(t) => Some(t),
+        Err(e) => {
+            tracing::error!(
+                error = %e,
+                file = %state_dir.join(http::LOCAL_TOKEN_FILE).display(),
+                "cannot write the local token: silences cannot be changed over HTTP until http.auth is configured"
+            );
+            None
+        }
+    }
+}
+
+/// Runs until a stop: reloads on SIGHUP and when the file changes, and each second revives
+/// the cluster loops and alerting's tasks that ended.
+async fn follow_controls(
+    mut running: Config,
+    path: &std::path::Path,
+    controls: &mut (impl futures::Stream<Item = Control> + Unpin),
+    loops: &mut Loops,
+    alerting: &Alerting,
+    log_level: &(dyn Fn(crate::config::LogLevel) + Send + Sync),
+) {
+    // How often ended tasks are looked for, and the configuration file read again: well
+    // within a round, far below any cost.
+    let mut revive = tokio::time::interval(Duration::from_secs(1));
+    revive.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut file = FileWatch::new(path);
+    loop {
+        let control = tokio::select! {
+            c = controls.next() => c,
+            _ = revive.tick() => {
+                loops.revive();
+                alerting.revive_tasks();
+                if file.changed() {
+                    tracing::info!(file = %path.display(), "the configuration file changed: reloading it");
+                    running = reload(path, running, loops, log_level).await;
+                }
+                continue;
+            }
+        };
+        match control {
+            Some(Control::Reload) => {
+                tracing::info!(file = %path.display(), "SIGHUP: reloading the configuration");
+                file.mark_seen();
+                running = reload(path, running, loops, log_level).await;
+            }
+            Some(Control::Stop) => {
+                tracing::info!("shutting down");
+                return;
+            }
+            None => return,
+        }
+    }
 }
 
 /// One round of every cluster, at once, for the `check` command.
