@@ -590,3 +590,126 @@ fn tests_that_start_a_lab_are_behind_the_lab_tests_feature() {
         "behind the lab-tests feature without starting a lab: {needless:?}"
     );
 }
+
+/// The rungs of the table in src/config/mod.rs, earliest first: rung -> its modules.
+fn config_rungs() -> Vec<Vec<String>> {
+    let text = std::fs::read_to_string(src().join("config/mod.rs")).unwrap();
+    text.lines()
+        .filter_map(|l| l.strip_prefix("//! |"))
+        .map(|row| row.split('|').map(str::trim).collect::<Vec<_>>())
+        .filter(|cells| cells.len() > 2 && cells[0].parse::<u32>().is_ok())
+        .map(|cells| {
+            cells[1]
+                .split(',')
+                .map(|m| m.trim().to_string())
+                .filter(|m| !m.is_empty())
+                .collect()
+        })
+        .collect()
+}
+
+/// What is wrong with the uses among config's modules (`uses`: module -> modules it uses)
+/// under `rungs`: a use of a later rung, or a module in no rung or in two.
+fn config_problems(
+    rungs: &[Vec<String>],
+    modules: &BTreeSet<String>,
+    uses: &BTreeMap<String, BTreeSet<String>>,
+) -> Vec<String> {
+    let mut problems = Vec::new();
+    let mut rung_of = BTreeMap::new();
+    for (i, r) in rungs.iter().enumerate() {
+        for m in r {
+            if rung_of.insert(m.clone(), i).is_some() {
+                problems.push(format!("config::{m} is in two rungs"));
+            }
+        }
+    }
+    for m in modules {
+        if !rung_of.contains_key(m) {
+            problems.push(format!(
+                "config::{m} is in no rung of the table in src/config/mod.rs"
+            ));
+        }
+    }
+    for m in rung_of.keys() {
+        if !modules.contains(m) {
+            problems.push(format!(
+                "the table in src/config/mod.rs names {m}, which is no module of config"
+            ));
+        }
+    }
+    for (from, tos) in uses {
+        for to in tos {
+            if let (Some(f), Some(t)) = (rung_of.get(from), rung_of.get(to)) {
+                if t > f {
+                    problems.push(format!(
+                        "config::{from} (rung {}) uses config::{to} (rung {}, later)",
+                        f + 1,
+                        t + 1
+                    ));
+                }
+            }
+        }
+    }
+    problems
+}
+
+/// Issue 29 item 2: config is no longer one circle of files; its modules keep the order
+/// the table at the top of src/config/mod.rs gives them.
+#[test]
+fn config_modules_keep_their_inner_order() {
+    let rungs = config_rungs();
+    assert!(rungs.len() > 5, "no rung table in src/config/mod.rs");
+    let dir = src().join("config");
+    let mut all = Vec::new();
+    files(&dir, &mut all);
+    let mod_rs = without_tests(&code_only(
+        &std::fs::read_to_string(dir.join("mod.rs")).unwrap(),
+    ))
+    .0;
+    // The modules config declares outside test code.
+    let modules: BTreeSet<String> = mod_rs
+        .lines()
+        .filter_map(|l| {
+            let l = l.trim();
+            l.strip_prefix("mod ")
+                .or_else(|| l.strip_prefix("pub mod "))
+                .or_else(|| l.strip_prefix("pub(crate) mod "))
+        })
+        .map(|l| l.trim_end_matches(';').to_string())
+        .collect();
+    let mut uses: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for path in &all {
+        let rel = path.strip_prefix(src()).unwrap();
+        let here = module_path(rel);
+        let Some(me) = here.get(1).filter(|m| modules.contains(*m)) else {
+            continue;
+        };
+        let code = without_tests(&code_only(&std::fs::read_to_string(path).unwrap())).0;
+        for used in used(&code, &here) {
+            if used.first().map(String::as_str) != Some("config") {
+                continue;
+            }
+            if let Some(to) = used.get(1).filter(|m| modules.contains(*m) && *m != me) {
+                uses.entry(me.clone()).or_default().insert(to.clone());
+            }
+        }
+    }
+    let problems = config_problems(&rungs, &modules, &uses);
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+/// The inner-order check fails on what it is there to catch.
+#[test]
+fn a_use_of_a_later_rung_is_a_problem() {
+    let rungs = vec![vec!["yaml".to_string()], vec!["read".to_string()]];
+    let modules: BTreeSet<String> = ["yaml", "read"].iter().map(|s| s.to_string()).collect();
+    let mut uses = BTreeMap::new();
+    uses.insert("read".to_string(), BTreeSet::from(["yaml".to_string()]));
+    assert!(config_problems(&rungs, &modules, &uses).is_empty());
+    uses.insert("yaml".to_string(), BTreeSet::from(["read".to_string()]));
+    assert_eq!(
+        config_problems(&rungs, &modules, &uses),
+        ["config::yaml (rung 1) uses config::read (rung 2, later)"]
+    );
+}

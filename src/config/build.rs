@@ -3,35 +3,19 @@
 //! read from the environment or from files in `secret`.
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use super::checks;
 use super::cluster::cluster;
+use super::ctx::Ctx;
 use super::keys::SlotKind;
 use super::layer::{empty_layer, layer};
-use super::read::{list, text, Fields, Report, Set};
+use super::read::{list, text, Fields, Set};
+use super::report::Report;
 use super::schema as s;
 use super::types::*;
 use super::webhook::webhook;
 use super::yaml::{shorten, Entry, Kind, Node, Pos};
-
-pub(crate) struct Ctx<'a, 'f> {
-    pub rep: Report<'f>,
-    pub env: &'a dyn Fn(&str) -> Option<String>,
-    /// Relative paths in the file are taken from here (the file's directory), so the
-    /// meaning of a configuration does not depend on where the daemon was started.
-    pub base_dir: Option<&'a Path>,
-}
-
-impl Ctx<'_, '_> {
-    pub(crate) fn path(&self, written: &str) -> PathBuf {
-        let p = PathBuf::from(written);
-        match self.base_dir {
-            Some(base) if p.is_relative() => base.join(p),
-            _ => p,
-        }
-    }
-}
 
 pub(crate) fn config(cx: &mut Ctx, root: Option<&Node>) -> Option<Config> {
     let expected_top = "a mapping with at least a 'clusters' list";
@@ -258,15 +242,4 @@ fn unique(rep: &mut Report, seen: &mut HashMap<String, Pos>, name: Set<String>, 
     } else {
         seen.insert(name.value, name.value_pos);
     }
-}
-
-/// The host name identifies a watchdog well enough when nobody chose a name; it is read
-/// from the kernel so no extra dependency is needed for one call.
-pub(crate) fn default_instance_id() -> String {
-    ["/proc/sys/kernel/hostname", "/etc/hostname"]
-        .iter()
-        .filter_map(|p| std::fs::read_to_string(p).ok())
-        .map(|h| h.trim().to_string())
-        .find(|h| checks::instance_id(h, s::INSTANCE_ID_MAX_CHARS).is_ok())
-        .unwrap_or_else(|| s::INSTANCE_ID_FALLBACK.to_string())
 }

@@ -5,10 +5,45 @@ use std::net::Ipv6Addr;
 
 use regex::{Regex, RegexBuilder};
 
-use super::schema::{
-    NAME_EXPECTED, NAME_MAX_CHARS, REGEX_SIZE_LIMIT, SLACK_API_DEFAULT, SLACK_CHANNEL_MAX_CHARS,
-};
 use super::yaml::shorten;
+
+/// Compiled-size cap per pattern, so a pathological pattern fails loading instead of
+/// eating memory at every round.
+pub(crate) const REGEX_SIZE_LIMIT: usize = 1 << 20;
+
+/// Label names the watchdog's metrics, alert rules and Alertmanager bodies use already.
+pub(crate) const LABELS_RESERVED: &[&str] = &[
+    "alertname",
+    "broker",
+    "cluster",
+    "controller",
+    "dedup_key",
+    "event",
+    "instance",
+    "instance_id",
+    "job",
+    "kind",
+    "le",
+    "outcome",
+    "partition",
+    "quantile",
+    "receiver",
+    "request",
+    "rule",
+    "severity",
+    "state",
+    "topic",
+];
+
+/// Names become Prometheus label values and file names, hence the narrow charset.
+pub(crate) const NAME_MAX_CHARS: usize = 64;
+pub(crate) const NAME_EXPECTED: &str = "1 to 64 characters from A-Z a-z 0-9 _ . -";
+
+/// Slack's channel names are at most 80 characters; ids are shorter.
+pub(crate) const SLACK_CHANNEL_MAX_CHARS: usize = 80;
+
+/// The Web API's base when `url` is not given with a bot token.
+pub(crate) const SLACK_API_DEFAULT: &str = "https://slack.com/api/";
 
 /// What is wrong, and what would be right.
 pub(crate) type Bad = (String, String);
@@ -46,7 +81,7 @@ pub(crate) fn label_name(s: &str) -> Result<(), Bad> {
             "a letter or _ then letters, digits and _ (not starting with __)",
         ));
     }
-    if super::schema::LABELS_RESERVED.contains(&s) {
+    if LABELS_RESERVED.contains(&s) {
         return Err(bad(
             format!("label '{s}' is one the watchdog sets itself"),
             "another name (env, team, region, ...)",

@@ -1,10 +1,11 @@
 //! One cluster: the keys only a cluster has (name, bootstrap servers, security, host), and
 //! its shared settings merged over `defaults:` (`layer`).
 
-use super::build::Ctx;
 use super::checks;
+use super::ctx::Ctx;
 use super::layer::{layer, merge, Layer};
-use super::read::{list, text, text_node, Fields, Report, Set};
+use super::read::{list, text, text_node, Fields, Set};
+use super::report::Report;
 use super::schema as s;
 use super::security::security;
 use super::types::*;

@@ -7,7 +7,7 @@ use std::net::IpAddr;
 
 use regex::RegexBuilder;
 
-use super::build::Ctx;
+use super::ctx::Ctx;
 use super::read::{int, list, text, text_node, Fields};
 use super::schema as s;
 use super::types::*;

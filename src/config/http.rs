@@ -14,7 +14,7 @@ use tokio_rustls::rustls::pki_types::pem::PemObject;
 use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use tokio_rustls::rustls::{Error, ServerConfig};
 
-use super::build::Ctx;
+use super::ctx::Ctx;
 use super::read::{text, Fields};
 use super::schema as s;
 use super::secret::{readable_file, secret, Need};

@@ -16,8 +16,9 @@ use std::time::Duration;
 use regex::Regex;
 
 use super::checks;
-use super::read::{self, list, text, text_node, Report, Set, Slot};
-use super::schema::{BoolSpec, FloatSpec, IntSpec};
+use super::read::{self, list, text, text_node, Set, Slot};
+use super::report::Report;
+use super::spec::{BoolSpec, ChoiceSpec, FloatSpec, IntSpec, ListSpec, TextSpec};
 use super::yaml::Entry;
 
 /// Compiled patterns with the text they came from.
@@ -70,26 +71,6 @@ pub(crate) struct TopicPatterns(pub ListSpec);
 /// One of a fixed set of spellings.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Choice<T: 'static>(pub ChoiceSpec<T>);
-
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct ChoiceSpec<T: 'static> {
-    pub key: &'static str,
-    pub default: T,
-    /// The spellings in the file, each with its value.
-    pub options: &'static [(&'static str, T)],
-}
-
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct TextSpec {
-    pub key: &'static str,
-    pub default: &'static str,
-}
-
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct ListSpec {
-    pub key: &'static str,
-    pub default: &'static [&'static str],
-}
 
 impl KeyKind for Secs {
     type Raw = u64;
@@ -332,7 +313,7 @@ impl<T: Copy + PartialEq + 'static> KeyKind for Choice<T> {
         let names: Vec<&str> = self.0.options.iter().map(|(n, _)| *n).collect();
         (
             "choice",
-            super::schema::name_of(self.0.options, self.0.default).to_string(),
+            super::spec::name_of(self.0.options, self.0.default).to_string(),
             names.join(", "),
         )
     }
@@ -501,7 +482,7 @@ macro_rules! layered {
             /// The block's keys from a mapping already opened (the caller reports the
             /// keys nobody asked for).
             pub(crate) fn read(
-                rep: &mut $crate::config::read::Report,
+                rep: &mut $crate::config::report::Report,
                 f: &mut $crate::config::read::Fields,
             ) -> Self {
                 use $crate::config::keys::KeyKind as _;
@@ -513,7 +494,7 @@ macro_rules! layered {
             /// The block under `key` of `f`: unset when absent, bad when not a mapping.
             #[allow(dead_code)]
             pub(crate) fn read_block(
-                rep: &mut $crate::config::read::Report,
+                rep: &mut $crate::config::report::Report,
                 f: &mut $crate::config::read::Fields,
                 key: &'static str,
             ) -> Self {

@@ -9,9 +9,10 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use super::build::Ctx;
+use super::ctx::Ctx;
 use super::keys::{KeyKind, SlotKind};
-use super::read::{text, Fields, Origin, Report, Resolved};
+use super::read::{text, Fields, Origin, Resolved};
+use super::report::Report;
 use super::schema::{
     self as s, CanaryLayer, CertificatesLayer, CoordinatorsLayer, TimingLayer, TopicsLayer,
     Verdict, VerdictLayer, VerdictPicked,

@@ -15,6 +15,25 @@
 //!    `http:` block (listen address, HTTPS, credentials); `host` a cluster's `host:` block
 //!    (host mode and remediation).
 //!
+//! Inner order: a module uses only modules of its own rung or an earlier one
+//! (tests/layers.rs checks it). The ground first, then the key table, then the builders.
+//!
+//! | rung | modules | what |
+//! |---|---|---|
+//! | 1 | report, spec | problems and where they were written; what a key may hold (name, default, range) |
+//! | 2 | yaml, kinds | the positioned YAML tree; the closed sets keys choose from, with their spellings |
+//! | 3 | read | typed readers that record problems and go on |
+//! | 4 | checks | rules for single values |
+//! | 5 | keys | how a layered key is declared (`layered!`) |
+//! | 6 | schema, types | the key table, and the resolved configuration it generates (the table names `ClusterConfig` as the owner of its timing keys, hence one rung) |
+//! | 7 | docs | the reference rendered from the table |
+//! | 8 | ctx | what a builder carries through one file |
+//! | 9 | secret | values read from the file, the environment or a file of their own |
+//! | 10 | layer, sasl, host, http, peers, silences, webhook | builders of one block each |
+//! | 11 | security | `security:` (protocol, SASL, TLS) |
+//! | 12 | cluster | one cluster |
+//! | 13 | build | the whole file |
+//!
 //! Dependencies, and why each:
 //! - `saphyr-parser`: a pure-Rust YAML 1.2 event parser whose events carry line and
 //!   column. It is the maintained successor of yaml-rust, and at the event level it leaves
@@ -30,6 +49,7 @@
 mod build;
 mod checks;
 mod cluster;
+mod ctx;
 mod docs;
 pub use docs::reference;
 #[cfg(test)]
@@ -38,14 +58,17 @@ pub use layer::rounds_as_duration;
 mod host;
 mod http;
 mod keys;
+mod kinds;
 mod layer;
 mod peers;
 mod read;
+mod report;
 mod sasl;
 mod schema;
 mod secret;
 mod security;
 mod silences;
+mod spec;
 mod types;
 mod webhook;
 mod yaml;
@@ -53,11 +76,11 @@ mod yaml;
 #[cfg(test)]
 mod tests;
 
-use std::fmt;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
 pub use http::HttpTlsError;
+pub use report::Problem;
 pub use types::{
     AwsMskIamConfig, CanaryConfig, ClientCert, ClusterConfig, Config, ControllerAddress,
     HostBrokerConfig, HostConfig, HttpAuth, HttpTlsConfig, LogConfig, LogFormat, LogLevel,
@@ -91,32 +114,6 @@ pub enum ConfigError {
     /// The file was read and is wrong; `problems` is never empty and is in file order.
     #[error("{}", render(problems))]
     Invalid { problems: Vec<Problem> },
-}
-
-/// One thing wrong in a configuration file. `line` and `column` are 1-based; the column
-/// counts characters.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct Problem {
-    pub file: String,
-    pub line: usize,
-    pub column: usize,
-    pub message: String,
-    /// What would be right, phrased to follow the word "expected".
-    pub expected: Option<String>,
-}
-
-impl fmt::Display for Problem {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "{}:{}:{}: {}",
-            self.file, self.line, self.column, self.message
-        )?;
-        if let Some(x) = &self.expected {
-            write!(f, " (expected {x})")?;
-        }
-        Ok(())
-    }
 }
 
 fn render(problems: &[Problem]) -> String {
@@ -251,14 +248,14 @@ fn parse_with<T>(
     origin: &str,
     base_dir: Option<&Path>,
     env: &dyn Fn(&str) -> Option<String>,
-    build: impl FnOnce(&mut build::Ctx, Option<&yaml::Node>) -> Option<T>,
+    build: impl FnOnce(&mut ctx::Ctx, Option<&yaml::Node>) -> Option<T>,
 ) -> Result<(T, Vec<String>), ConfigError> {
-    let mut rep = read::Report::new(origin);
+    let mut rep = report::Report::new(origin);
     // A byte-order mark is invisible in editors; the parser would take it as content.
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let built = match yaml::parse(text, &mut rep) {
         Ok(root) => {
-            let mut cx = build::Ctx { rep, env, base_dir };
+            let mut cx = ctx::Ctx { rep, env, base_dir };
             let built = build(&mut cx, root.as_ref());
             rep = cx.rep;
             built

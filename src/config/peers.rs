@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use super::build::Ctx;
+use super::ctx::Ctx;
 use super::read::{int, list, text, text_node, Fields};
 use super::schema as s;
 use super::secret::readable_file;

@@ -2,48 +2,9 @@
 //! records a problem and returns `None`, and the caller carries on with the next field, so
 //! one run reports everything that is wrong.
 
-use super::schema::{FloatSpec, IntSpec};
+use super::report::Report;
+use super::spec::{FloatSpec, IntSpec};
 use super::yaml::{shorten, Entry, Kind, Node, Pos, Value};
-use super::Problem;
-
-/// Problems found so far in one file.
-pub(crate) struct Report<'f> {
-    pub file: &'f str,
-    pub problems: Vec<Problem>,
-    /// What loads but deserves a look (a secret file others can read).
-    pub warnings: Vec<Problem>,
-}
-
-impl<'f> Report<'f> {
-    pub(crate) fn new(file: &'f str) -> Self {
-        Report {
-            file,
-            problems: Vec::new(),
-            warnings: Vec::new(),
-        }
-    }
-
-    /// A warning: the configuration loads, and the message says what to look at.
-    pub(crate) fn warn(&mut self, pos: Pos, message: String, expected: Option<String>) {
-        self.warnings.push(Problem {
-            file: self.file.to_string(),
-            line: pos.line,
-            column: pos.col,
-            message,
-            expected,
-        });
-    }
-
-    pub(crate) fn add(&mut self, pos: Pos, message: String, expected: Option<String>) {
-        self.problems.push(Problem {
-            file: self.file.to_string(),
-            line: pos.line,
-            column: pos.col,
-            message,
-            expected,
-        });
-    }
-}
 
 /// A value and where it was written: the key, for messages about the setting as a whole
 /// (conflicts between keys), and the value, for messages about what was written.

@@ -2,8 +2,8 @@
 //! password; OAUTHBEARER a client of an OIDC token endpoint; AWS_MSK_IAM only where to
 //! sign (the credentials come from the AWS SDK's default chain).
 
-use super::build::Ctx;
 use super::checks;
+use super::ctx::Ctx;
 use super::read::{choice, text, Fields};
 use super::schema::{self as s};
 use super::secret::{readable_file, secret, Need};

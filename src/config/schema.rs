@@ -6,44 +6,11 @@ use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 
 use std::time::Duration;
 
-use super::keys::{layered, ChoiceSpec, ListSpec, Patterns, TextSpec};
-use super::types::{LogFormat, LogLevel, SaslMechanism, SecurityProtocol, Severity, WebhookFormat};
-
-/// A whole number with a range and a built-in default.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct IntSpec {
-    pub key: &'static str,
-    pub default: u64,
-    pub min: u64,
-    pub max: u64,
-}
-
-impl IntSpec {
-    pub(crate) fn expected(&self) -> String {
-        format!("an integer from {} to {}", self.min, self.max)
-    }
-}
-
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct BoolSpec {
-    pub key: &'static str,
-    pub default: bool,
-}
-
-/// A number strictly above `above` and at most `max`.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct FloatSpec {
-    pub key: &'static str,
-    pub default: f64,
-    pub above: f64,
-    pub max: f64,
-}
-
-impl FloatSpec {
-    pub(crate) fn expected(&self) -> String {
-        format!("a number above {} and at most {}", self.above, self.max)
-    }
-}
+use super::keys::{layered, Patterns};
+use super::kinds::{LogFormat, LogLevel, SecurityProtocol, Severity, WebhookFormat};
+pub(crate) use super::spec::{
+    name_of, BoolSpec, ChoiceSpec, FloatSpec, IntSpec, ListSpec, TextSpec,
+};
 
 const DAY_SECS: u64 = 86_400;
 /// Timeouts are bounded by the round interval anyway; this only keeps arithmetic sane.
@@ -94,10 +61,6 @@ layered! {
         TOPICS_EXCLUDE exclude: Patterns = TopicPatterns(ListSpec { key: "exclude", default: &[] }),
     }
 }
-
-/// Compiled-size cap per pattern, so a pathological pattern fails loading instead of
-/// eating memory at every round.
-pub(crate) const REGEX_SIZE_LIMIT: usize = 1 << 20;
 
 layered! {
     /// A cluster's `canary:` block, resolved.
@@ -251,29 +214,6 @@ pub(crate) const HOST_KEY: &str = "host";
 pub(crate) const LABELS_KEY: &str = "labels";
 /// At most this many static labels per cluster.
 pub(crate) const LABELS_MAX: usize = 16;
-/// Label names the watchdog's metrics, alert rules and Alertmanager bodies use already.
-pub(crate) const LABELS_RESERVED: &[&str] = &[
-    "alertname",
-    "broker",
-    "cluster",
-    "controller",
-    "dedup_key",
-    "event",
-    "instance",
-    "instance_id",
-    "job",
-    "kind",
-    "le",
-    "outcome",
-    "partition",
-    "quantile",
-    "receiver",
-    "request",
-    "rule",
-    "severity",
-    "state",
-    "topic",
-];
 pub(crate) const HOST_BROKERS_KEY: &str = "brokers";
 
 layered! {
@@ -446,10 +386,6 @@ layered! {
     }
 }
 
-/// Names become Prometheus label values and file names, hence the narrow charset.
-pub(crate) const NAME_MAX_CHARS: usize = 64;
-pub(crate) const NAME_EXPECTED: &str = "1 to 64 characters from A-Z a-z 0-9 _ . -";
-
 /// A value that can be read from the file, the environment or a file of its own.
 /// `inline` is `None` where writing the value into the configuration is refused.
 #[derive(Debug, Clone, Copy)]
@@ -543,10 +479,6 @@ pub(crate) const WEBHOOK_SLACK_BOT_TOKEN: SecretKeys = SecretKeys {
 };
 /// Where a Slack bot posts: a channel id (`C0123ABCD`) or name (`#kafka-ops`).
 pub(crate) const WEBHOOK_SLACK_CHANNEL: &str = "slack_channel";
-/// Slack's channel names are at most 80 characters; ids are shorter.
-pub(crate) const SLACK_CHANNEL_MAX_CHARS: usize = 80;
-/// The Web API's base when `url` is not given with a bot token.
-pub(crate) const SLACK_API_DEFAULT: &str = "https://slack.com/api/";
 
 pub(crate) const HTTP_BASIC_USERNAME: SecretKeys = SASL_USERNAME;
 pub(crate) const HTTP_BASIC_PASSWORD: SecretKeys = SASL_PASSWORD;
@@ -613,46 +545,9 @@ pub(crate) const CONTROLLERS_KEY: &str = "controllers";
 pub(crate) const CONTROLLERS_EXPECTED: &str =
     "a list of controller addresses, host:port or id@host:port (as controller.quorum.voters)";
 
-pub(crate) const PROTOCOLS: &[(&str, SecurityProtocol)] = &[
-    ("PLAINTEXT", SecurityProtocol::Plaintext),
-    ("SSL", SecurityProtocol::Ssl),
-    ("SASL_PLAINTEXT", SecurityProtocol::SaslPlaintext),
-    ("SASL_SSL", SecurityProtocol::SaslSsl),
-];
-pub(crate) const MECHANISMS: &[(&str, SaslMechanism)] = &[
-    ("PLAIN", SaslMechanism::Plain),
-    ("SCRAM-SHA-256", SaslMechanism::ScramSha256),
-    ("SCRAM-SHA-512", SaslMechanism::ScramSha512),
-    ("OAUTHBEARER", SaslMechanism::OAuthBearer),
-    ("AWS_MSK_IAM", SaslMechanism::AwsMskIam),
-];
-pub(crate) const LOG_LEVELS: &[(&str, LogLevel)] = &[
-    ("trace", LogLevel::Trace),
-    ("debug", LogLevel::Debug),
-    ("info", LogLevel::Info),
-    ("warn", LogLevel::Warn),
-    ("error", LogLevel::Error),
-];
-pub(crate) const LOG_FORMATS: &[(&str, LogFormat)] =
-    &[("text", LogFormat::Text), ("json", LogFormat::Json)];
-pub(crate) const WEBHOOK_FORMATS: &[(&str, WebhookFormat)] = &[
-    ("generic", WebhookFormat::Generic),
-    ("slack", WebhookFormat::Slack),
-    ("pagerduty", WebhookFormat::PagerDuty),
-    ("alertmanager", WebhookFormat::Alertmanager),
-    ("teams", WebhookFormat::Teams),
-];
-pub(crate) const SEVERITIES: &[(&str, Severity)] = &[
-    ("info", Severity::Info),
-    ("warning", Severity::Warning),
-    ("critical", Severity::Critical),
-];
-
-/// The spelling used in the file, for messages and `as_str`.
-pub(crate) fn name_of<T: PartialEq + Copy>(table: &[(&'static str, T)], value: T) -> &'static str {
-    table
-        .iter()
-        .find(|(_, v)| *v == value)
-        .map(|(n, _)| *n)
-        .unwrap_or("?")
-}
+pub(crate) use super::checks::{
+    NAME_EXPECTED, REGEX_SIZE_LIMIT, SLACK_API_DEFAULT, SLACK_CHANNEL_MAX_CHARS,
+};
+pub(crate) use super::kinds::{
+    LOG_FORMATS, LOG_LEVELS, MECHANISMS, PROTOCOLS, SEVERITIES, WEBHOOK_FORMATS,
+};

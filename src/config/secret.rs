@@ -5,8 +5,8 @@
 use std::io::Read;
 use std::path::PathBuf;
 
-use super::build::Ctx;
 use super::checks;
+use super::ctx::Ctx;
 use super::read::{text, Fields, Set};
 use super::schema::{self as s, SecretKeys};
 use super::yaml::{Entry, Pos};

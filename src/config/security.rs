@@ -1,8 +1,8 @@
 //! A cluster's `security:` block: the protocol, and the `sasl:` and `tls:` blocks it calls
 //! for (SASL itself is read in `sasl.rs`). Read by `cluster.rs` for each cluster.
 
-use super::build::Ctx;
 use super::checks;
+use super::ctx::Ctx;
 use super::read::{choice, text, Fields, Set, Slot};
 use super::sasl::sasl;
 use super::schema as s;

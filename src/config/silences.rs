@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::time::SystemTime;
 
-use super::build::Ctx;
+use super::ctx::Ctx;
 use super::read::{list, text, Fields};
 use super::yaml::{Entry, Pos};
 use crate::model::silence::{Origin, Request, Silence};

@@ -64,7 +64,7 @@ impl Config {
         };
         let ip = self.http_listen.ip();
         let host = if ip.is_unspecified() {
-            super::build::default_instance_id()
+            default_instance_id()
         } else if ip.is_ipv6() {
             format!("[{ip}]")
         } else {
@@ -132,27 +132,9 @@ impl HttpAuth {
 /// Declared with its keys in `schema`.
 pub use super::schema::LogConfig;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum LogLevel {
-    Trace,
-    Debug,
-    Info,
-    Warn,
-    Error,
-}
-
-impl LogLevel {
-    /// The spelling `tracing_subscriber::EnvFilter` accepts.
-    pub fn as_str(self) -> &'static str {
-        schema::name_of(schema::LOG_LEVELS, self)
-    }
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum LogFormat {
-    Text,
-    Json,
-}
+pub use super::kinds::{
+    LogFormat, LogLevel, SaslMechanism, SecurityProtocol, Severity, WebhookFormat,
+};
 
 #[derive(Clone, Debug)]
 pub struct ClusterConfig {
@@ -313,32 +295,6 @@ pub struct Security {
     pub tls: Option<TlsConfig>,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum SecurityProtocol {
-    Plaintext,
-    Ssl,
-    SaslPlaintext,
-    SaslSsl,
-}
-
-impl SecurityProtocol {
-    /// Kafka's and librdkafka's spelling (`security.protocol`).
-    pub fn as_str(self) -> &'static str {
-        schema::name_of(schema::PROTOCOLS, self)
-    }
-
-    pub fn uses_tls(self) -> bool {
-        matches!(self, SecurityProtocol::Ssl | SecurityProtocol::SaslSsl)
-    }
-
-    pub fn uses_sasl(self) -> bool {
-        matches!(
-            self,
-            SecurityProtocol::SaslPlaintext | SecurityProtocol::SaslSsl
-        )
-    }
-}
-
 /// Invariants: `username` and `password` are non-empty exactly for PLAIN and SCRAM,
 /// `oauthbearer` is `Some` exactly for OAUTHBEARER and `aws_msk_iam` exactly for
 /// AWS_MSK_IAM.
@@ -349,15 +305,6 @@ pub struct SaslConfig {
     pub password: Secret,
     pub oauthbearer: Option<OAuthBearerConfig>,
     pub aws_msk_iam: Option<AwsMskIamConfig>,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum SaslMechanism {
-    Plain,
-    ScramSha256,
-    ScramSha512,
-    OAuthBearer,
-    AwsMskIam,
 }
 
 /// OAuth 2.0 client credentials grant (RFC 6749 4.4) against an OIDC token endpoint.
@@ -382,13 +329,6 @@ pub struct AwsMskIamConfig {
     pub region: String,
     /// Profile of the shared config and credentials files; `None`: AWS_PROFILE, then `default`.
     pub profile: Option<String>,
-}
-
-impl SaslMechanism {
-    /// Kafka's and librdkafka's spelling (`sasl.mechanism`).
-    pub fn as_str(self) -> &'static str {
-        schema::name_of(schema::MECHANISMS, self)
-    }
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -582,35 +522,6 @@ impl WebhookConfig {
     }
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum WebhookFormat {
-    Generic,
-    Slack,
-    PagerDuty,
-    Alertmanager,
-    Teams,
-}
-
-impl WebhookFormat {
-    pub fn as_str(self) -> &'static str {
-        schema::name_of(schema::WEBHOOK_FORMATS, self)
-    }
-}
-
-/// Ordered from least to most severe, so `severity >= min_severity` is the filter.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Severity {
-    Info,
-    Warning,
-    Critical,
-}
-
-impl Severity {
-    pub fn as_str(self) -> &'static str {
-        schema::name_of(schema::SEVERITIES, self)
-    }
-}
-
 /// A credential. It prints as `***` in Debug and Display, so a config dumped into a log
 /// or a panic message leaks nothing; `expose` is the one door to the value.
 #[derive(Clone, PartialEq, Eq)]
@@ -636,4 +547,15 @@ impl fmt::Display for Secret {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("***")
     }
+}
+
+/// The host name identifies a watchdog well enough when nobody chose a name; it is read
+/// from the kernel so no extra dependency is needed for one call.
+pub(crate) fn default_instance_id() -> String {
+    ["/proc/sys/kernel/hostname", "/etc/hostname"]
+        .iter()
+        .filter_map(|p| std::fs::read_to_string(p).ok())
+        .map(|h| h.trim().to_string())
+        .find(|h| checks::instance_id(h, schema::INSTANCE_ID_MAX_CHARS).is_ok())
+        .unwrap_or_else(|| schema::INSTANCE_ID_FALLBACK.to_string())
 }

@@ -3,9 +3,10 @@
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
-use super::build::Ctx;
 use super::checks;
-use super::read::{self, list, text, text_node, Fields, Report, Set};
+use super::ctx::Ctx;
+use super::read::{self, list, text, text_node, Fields, Set};
+use super::report::Report;
 use super::schema as s;
 use super::secret::{secret, Need};
 use super::types::*;

@@ -9,7 +9,7 @@ use std::collections::HashMap;
 
 use saphyr_parser::{Event, Parser, ScalarStyle, Span, Tag};
 
-use super::read::Report;
+use super::report::Report;
 
 /// More nodes than any sensible configuration has, few enough to build in milliseconds.
 const MAX_NODES: usize = 100_000;
@@ -17,16 +17,9 @@ const MAX_NODES: usize = 100_000;
 /// The bound also keeps recursive walks and drops of the tree far from the stack limit.
 const MAX_DEPTH: usize = 64;
 
-/// A 1-based line and column (counted in characters, as editors show them).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
-pub(crate) struct Pos {
-    pub line: usize,
-    pub col: usize,
-}
+pub(crate) use super::report::Pos;
 
 impl Pos {
-    pub(crate) const START: Pos = Pos { line: 1, col: 1 };
-
     fn of(span: &Span) -> Pos {
         Pos {
             line: span.start.line(),
