@@ -256,82 +256,21 @@ impl IncidentBook {
         hysteresis: Hysteresis,
         now: SystemTime,
     ) -> Vec<IncidentEvent> {
-        let (open_after, resolve_after) = (hysteresis.open_after, hysteresis.resolve_after);
-        let mut present: BTreeMap<FindingKey, Finding> = BTreeMap::new();
-        for f in findings {
-            if f.key.cluster != cluster {
-                continue;
-            }
-            // Two findings with one key (a caller's mistake): the more severe one counts.
-            match present.get(&f.key) {
-                Some(old) if old.severity >= f.severity => {}
-                _ => {
-                    present.insert(f.key.clone(), f);
-                }
-            }
-        }
+        let mut present = present_of(cluster, findings);
         let unreachable = present
             .keys()
             .any(|k| k.kind == FindingKind::ClusterUnreachable);
         let held = |k: &FindingKey| unreachable && k.kind.from_probes();
         let seen: BTreeSet<FindingKey> = present.keys().cloned().collect();
-        let explained = self.fold_consequences(&mut present, open_after, now);
+        let explained = self.fold_consequences(&mut present, hysteresis.open_after, now);
 
         let mut events = self.apply_silences(cluster, now);
         for (key, finding) in present {
-            if held(&key) {
-                continue;
+            if !held(&key) {
+                let explained_now = explained.contains(&key);
+                self.seen(key, finding, explained_now, hysteresis, now, &mut events);
             }
-            if let Some(Track::Open {
-                incident,
-                clearing,
-                told,
-                changes,
-            }) = self.tracks.get_mut(&key)
-            {
-                *clearing = None;
-                let told = told.get_or_insert_with(|| Told::of(incident));
-                let flapping = changes.look(look_of(&finding), hysteresis.flap, now);
-                events.extend(refresh(incident, told, changes, flapping, finding, now));
-                continue;
-            }
-            let step = pending_step(self.tracks.get(&key), &finding, open_after, now);
-            let explained_now = explained.contains(&key);
-            let explained_at = if explained_now {
-                Some(now)
-            } else {
-                step.explained_at
-            };
-            // A consequence that outlived its cause waits the cause's resolve hold first: a
-            // replica still catching up when its broker's incident resolves is recovery.
-            let outlived = explained_at
-                .is_none_or(|t| now.duration_since(t).unwrap_or_default() >= resolve_after);
-            let track = if step.opens && !explained_now && outlived {
-                let mut incident = open(&finding, step.first_seen, now);
-                incident.silenced = self.silence_of(&incident, now);
-                if incident.silenced.is_some() {
-                    incident.notified_peak = None;
-                }
-                events.push(opened(&incident, now));
-                let mut changes = StateChanges::default();
-                changes.look(look_of(&finding), hysteresis.flap, now);
-                Track::Open {
-                    told: Some(Told::of(&incident)),
-                    incident: Box::new(incident),
-                    clearing: None,
-                    changes,
-                }
-            } else {
-                Track::Pending {
-                    first_seen: step.first_seen,
-                    rounds: step.rounds,
-                    last_seen: Some(step.last_seen),
-                    explained_at,
-                }
-            };
-            self.tracks.insert(key, track);
         }
-
         let absent: Vec<FindingKey> = self
             .tracks
             .keys()
@@ -339,51 +278,125 @@ impl IncidentBook {
             .cloned()
             .collect();
         for key in absent {
-            let Some(track) = self.tracks.get_mut(&key) else {
-                continue;
-            };
-            match track {
-                Track::Pending { .. } => {
-                    // Rounds must be consecutive: one clean round starts the count anew.
-                    self.tracks.remove(&key);
-                }
-                Track::Open {
-                    incident,
-                    clearing,
-                    told,
-                    changes,
-                } => {
-                    let c = clearing.get_or_insert(Clearing {
-                        since: now,
-                        rounds: 0,
+            self.missed(key, hysteresis, now, &mut events);
+        }
+        events
+    }
+
+    /// A finding present this look: its open incident refreshed, or its pending count
+    /// moved on, and opened once it has held `open_after` (unless another incident
+    /// explains it, or did within its resolve hold).
+    fn seen(
+        &mut self,
+        key: FindingKey,
+        finding: Finding,
+        explained_now: bool,
+        hysteresis: Hysteresis,
+        now: SystemTime,
+        events: &mut Vec<IncidentEvent>,
+    ) {
+        if let Some(Track::Open {
+            incident,
+            clearing,
+            told,
+            changes,
+        }) = self.tracks.get_mut(&key)
+        {
+            *clearing = None;
+            let told = told.get_or_insert_with(|| Told::of(incident));
+            let flapping = changes.look(look_of(&finding), hysteresis.flap, now);
+            events.extend(refresh(incident, told, changes, flapping, finding, now));
+            return;
+        }
+        let step = pending_step(self.tracks.get(&key), &finding, hysteresis.open_after, now);
+        let explained_at = if explained_now {
+            Some(now)
+        } else {
+            step.explained_at
+        };
+        // A consequence that outlived its cause waits the cause's resolve hold first: a
+        // replica still catching up when its broker's incident resolves is recovery.
+        let outlived = explained_at
+            .is_none_or(|t| now.duration_since(t).unwrap_or_default() >= hysteresis.resolve_after);
+        let track = if step.opens && !explained_now && outlived {
+            let mut incident = open(&finding, step.first_seen, now);
+            incident.silenced = self.silence_of(&incident, now);
+            if incident.silenced.is_some() {
+                incident.notified_peak = None;
+            }
+            events.push(opened(&incident, now));
+            let mut changes = StateChanges::default();
+            changes.look(look_of(&finding), hysteresis.flap, now);
+            Track::Open {
+                told: Some(Told::of(&incident)),
+                incident: Box::new(incident),
+                clearing: None,
+                changes,
+            }
+        } else {
+            Track::Pending {
+                first_seen: step.first_seen,
+                rounds: step.rounds,
+                last_seen: Some(step.last_seen),
+                explained_at,
+            }
+        };
+        self.tracks.insert(key, track);
+    }
+
+    /// A tracked finding absent this look: a pending one starts over; an open one clears,
+    /// and resolves once it has been absent `resolve_after` (going away and coming back
+    /// counts for flapping).
+    fn missed(
+        &mut self,
+        key: FindingKey,
+        hysteresis: Hysteresis,
+        now: SystemTime,
+        events: &mut Vec<IncidentEvent>,
+    ) {
+        let Some(track) = self.tracks.get_mut(&key) else {
+            return;
+        };
+        match track {
+            Track::Pending { .. } => {
+                // Rounds must be consecutive: one clean round starts the count anew.
+                self.tracks.remove(&key);
+            }
+            Track::Open {
+                incident,
+                clearing,
+                told,
+                changes,
+            } => {
+                let c = clearing.get_or_insert(Clearing {
+                    since: now,
+                    rounds: 0,
+                });
+                c.rounds += 1;
+                let since = c.since;
+                if now.duration_since(since).unwrap_or_default() >= hysteresis.resolve_after {
+                    let mut incident = incident.as_ref().clone();
+                    incident.resolved_at = Some(since);
+                    events.push(IncidentEvent {
+                        kind: EventKind::Resolved,
+                        at: now,
+                        incident,
+                        previous: None,
+                        changes: Vec::new(),
                     });
-                    c.rounds += 1;
-                    let since = c.since;
-                    if now.duration_since(since).unwrap_or_default() >= resolve_after {
-                        let mut incident = incident.as_ref().clone();
-                        incident.resolved_at = Some(since);
-                        events.push(IncidentEvent {
-                            kind: EventKind::Resolved,
-                            at: now,
-                            incident,
-                            previous: None,
-                            changes: Vec::new(),
-                        });
-                        self.tracks.remove(&key);
-                        continue;
-                    }
-                    // Going away and coming back is a change too. That it stopped flapping
-                    // while it clears is said by its resolve, not by a message of its own.
-                    let started = changes.look(ABSENT, hysteresis.flap, now) == Some(true);
-                    incident.flapping_since = changes.flapping_since;
-                    if started {
-                        let told = told.get_or_insert_with(|| Told::of(incident));
-                        events.extend(announce_flapping(incident, told, changes, now));
-                    }
+                    self.tracks.remove(&key);
+                    return;
+                }
+                // Going away and coming back is a change too. That it stopped flapping
+                // while it clears is said by its resolve, not by a message of its own.
+                let started = changes.look(ABSENT, hysteresis.flap, now) == Some(true);
+                incident.flapping_since = changes.flapping_since;
+                if started {
+                    let told = told.get_or_insert_with(|| Told::of(incident));
+                    events.extend(announce_flapping(incident, told, changes, now));
                 }
             }
         }
-        events
     }
 
     /// Nodes of `present`'s cluster whose incident of kind `cause` (a broker's or a
@@ -636,6 +649,24 @@ struct Step {
     explained_at: Option<SystemTime>,
     /// It has held long enough to open.
     opens: bool,
+}
+
+/// The findings of `cluster`, one per key: two with one key (a caller's mistake) count as
+/// the more severe.
+fn present_of(cluster: &str, findings: Vec<Finding>) -> BTreeMap<FindingKey, Finding> {
+    let mut present: BTreeMap<FindingKey, Finding> = BTreeMap::new();
+    for f in findings {
+        if f.key.cluster != cluster {
+            continue;
+        }
+        match present.get(&f.key) {
+            Some(old) if old.severity >= f.severity => {}
+            _ => {
+                present.insert(f.key.clone(), f);
+            }
+        }
+    }
+    present
 }
 
 /// A fact held from when its evidence says until its newest observation. A round's fact is
