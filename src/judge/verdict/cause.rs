@@ -240,53 +240,10 @@ pub fn causes(
     }
     link_starts.push(links.len());
     let problem_link_count = links.len();
-    let mut waits: Vec<(i32, BrokerId, BrokerList)> = Vec::new();
-    if let Some(round) = canary {
-        // The canary partitions that are health problems already have their links.
-        let problems: BTreeSet<i32> = health
-            .problems
-            .iter()
-            .filter(|p| p.topic == round.topic)
-            .map(|p| p.partition)
-            .collect();
-        for p in &round.partitions {
-            if !problems.contains(&p.partition) {
-                let settled = p
-                    .replicas
-                    .iter()
-                    .copied()
-                    .filter(|r| !health.reassigning.adds(&round.topic, p.partition, *r));
-                links_of(
-                    &mut links,
-                    &round.topic,
-                    p.partition,
-                    p.leader,
-                    settled,
-                    &p.isr,
-                );
-            }
-            if leader_appends(round, p) {
-                // A write that timed out while a replica was being dropped from the ISR
-                // waited on that replica, not on the followers still in sync: with the
-                // continuous canary such a timeout often arrives after the shrink (the lab's
-                // cut-replication tests saw the healthy follower blamed).
-                let dropped: BrokerList = p
-                    .replicas
-                    .iter()
-                    .copied()
-                    .filter(|r| *r != p.leader && !p.isr.contains(r))
-                    .collect();
-                let followers: BrokerList = if dropped.is_empty() {
-                    p.isr.iter().copied().filter(|r| *r != p.leader).collect()
-                } else {
-                    dropped
-                };
-                if !followers.is_empty() {
-                    waits.push((p.partition, p.leader, followers));
-                }
-            }
-        }
-    }
+    let waits = match canary {
+        Some(round) => canary_links(&mut links, health, round),
+        None => Vec::new(),
+    };
     let mut lags: Vec<Lag> = links.iter().map(Link::lag).collect();
     lags.extend(waits.iter().map(|(_, leader, followers)| Lag {
         leader: *leader,
@@ -295,34 +252,9 @@ pub fn causes(
     }));
     let decided = decide(&lags, sick);
     drop(lags);
-    let mut lagging: IdMap<Named> = IdMap::default();
-    let mut lost: BTreeMap<(BrokerId, &str, i32), Vec<BrokerId>> = BTreeMap::new();
-    for (link, suspects) in links.iter().zip(&decided) {
-        for s in suspects {
-            if *s == link.follower {
-                lagging.entry(*s).or_default().push_with(|| {
-                    format!("{}-{} (leader {})", link.topic, link.partition, link.leader)
-                });
-            } else if *s == link.leader {
-                lost.entry((*s, link.topic, link.partition))
-                    .or_default()
-                    .push(link.follower);
-            }
-        }
-    }
-    let mut followers_lost: BTreeMap<BrokerId, Named> = BTreeMap::new();
-    for ((leader, topic, partition), followers) in lost {
-        followers_lost.entry(leader).or_default().push_with(|| {
-            let list: Vec<String> = followers.iter().map(|f| f.to_string()).collect();
-            let why = sick
-                .get(&leader)
-                .map(|w| format!("; {w}"))
-                .unwrap_or_default();
-            format!("{topic}-{partition} (follower(s) {}{why})", list.join(", "))
-        });
-    }
+    let (lagging, followers_lost) = named_suspects(&links, &decided, sick);
     let mut out = Causes {
-        lagging: lagging.into_iter().collect(),
+        lagging,
         followers_lost,
         problem_links: Vec::new(),
         link_starts,
@@ -355,6 +287,95 @@ pub fn causes(
         .map(|(link, s)| (link.follower, s))
         .collect();
     out
+}
+
+/// A canary write's wait for its followers: the partition, its leader, and the followers
+/// it waited on.
+type Wait = (i32, BrokerId, BrokerList);
+
+/// Adds the links of the canary partitions that are not health problems already, and
+/// returns the waits of the writes whose leader appended but timed out.
+fn canary_links<'a>(
+    links: &mut Vec<Link<'a>>,
+    health: &Health,
+    round: &'a crate::observe::canary::CanaryRound,
+) -> Vec<Wait> {
+    let problems: BTreeSet<i32> = health
+        .problems
+        .iter()
+        .filter(|p| p.topic == round.topic)
+        .map(|p| p.partition)
+        .collect();
+    let mut waits = Vec::new();
+    for p in &round.partitions {
+        if !problems.contains(&p.partition) {
+            let settled = p
+                .replicas
+                .iter()
+                .copied()
+                .filter(|r| !health.reassigning.adds(&round.topic, p.partition, *r));
+            links_of(links, &round.topic, p.partition, p.leader, settled, &p.isr);
+        }
+        if leader_appends(round, p) {
+            waits.extend(wait_of(p));
+        }
+    }
+    waits
+}
+
+/// Whom a write that timed out while its leader appended waited on. A write that timed
+/// out while a replica was being dropped from the ISR waited on that replica, not on the
+/// followers still in sync: with the continuous canary such a timeout often arrives after
+/// the shrink (the lab's cut-replication tests saw the healthy follower blamed).
+fn wait_of(p: &crate::observe::canary::PartitionRound) -> Option<Wait> {
+    let dropped: BrokerList = p
+        .replicas
+        .iter()
+        .copied()
+        .filter(|r| *r != p.leader && !p.isr.contains(r))
+        .collect();
+    let followers: BrokerList = if dropped.is_empty() {
+        p.isr.iter().copied().filter(|r| *r != p.leader).collect()
+    } else {
+        dropped
+    };
+    (!followers.is_empty()).then_some((p.partition, p.leader, followers))
+}
+
+/// Per suspect, the links it is named for: as the follower that lags, or as the leader
+/// that lost its followers (with why it is sick, when it is).
+fn named_suspects(
+    links: &[Link],
+    decided: &[BrokerList],
+    sick: &Sickness,
+) -> (BTreeMap<BrokerId, Named>, BTreeMap<BrokerId, Named>) {
+    let mut lagging: IdMap<Named> = IdMap::default();
+    let mut lost: BTreeMap<(BrokerId, &str, i32), Vec<BrokerId>> = BTreeMap::new();
+    for (link, suspects) in links.iter().zip(decided) {
+        for s in suspects {
+            if *s == link.follower {
+                lagging.entry(*s).or_default().push_with(|| {
+                    format!("{}-{} (leader {})", link.topic, link.partition, link.leader)
+                });
+            } else if *s == link.leader {
+                lost.entry((*s, link.topic, link.partition))
+                    .or_default()
+                    .push(link.follower);
+            }
+        }
+    }
+    let mut followers_lost: BTreeMap<BrokerId, Named> = BTreeMap::new();
+    for ((leader, topic, partition), followers) in lost {
+        followers_lost.entry(leader).or_default().push_with(|| {
+            let list: Vec<String> = followers.iter().map(|f| f.to_string()).collect();
+            let why = sick
+                .get(&leader)
+                .map(|w| format!("; {w}"))
+                .unwrap_or_default();
+            format!("{topic}-{partition} (follower(s) {}{why})", list.join(", "))
+        });
+    }
+    (lagging.into_iter().collect(), followers_lost)
 }
 
 /// What `attribute_suspects` decided of a round, for `judge_decided`: each probed broker's
