@@ -269,56 +269,12 @@ fn controller(
     let mut hits = Vec::new();
     let mut held_since = None;
     let mut page_after = None;
-    let ago = |t: Option<SystemTime>| {
-        t.and_then(|t| now.duration_since(t).ok())
-            .unwrap_or_default()
-    };
-    if let Some(c) = direct {
-        if let Err(f) = &c.outcome {
-            let silent = ago(c.failing_since);
-            let (rule, state, what) = match f.kind {
-                FailureKind::ConnectionRefused | FailureKind::Unresolvable => (
-                    ControllerRule::PortClosed,
-                    ControllerState::Down,
-                    "refuses connections",
-                ),
-                FailureKind::Timeout | FailureKind::ConnectionClosed | FailureKind::Io
-                    if c.accepted_in_streak =>
-                {
-                    (
-                        ControllerRule::NoAnswer,
-                        ControllerState::Zombie,
-                        "accepts connections and answers nothing",
-                    )
-                }
-                FailureKind::Timeout => (
-                    ControllerRule::Unreachable,
-                    ControllerState::Down,
-                    "cannot be connected to",
-                ),
-                // Its answers cannot be read, or the watchdog is refused: nothing is said
-                // of its health.
-                _ => (
-                    ControllerRule::NotAsked,
-                    ControllerState::Unknown,
-                    "cannot be asked",
-                ),
-            };
-            hits.push(ControllerHit {
-                rule,
-                state,
-                detail: format!(
-                    "{what} at {} for {} ({})",
-                    c.address,
-                    secs(silent),
-                    f.detail
-                ),
-            });
-            held_since = c.failing_since;
-            if state == ControllerState::Down {
-                page_after = Some(s.restart_grace);
-            }
+    if let Some((hit, c)) = direct.and_then(|c| failed_answer(c, now).map(|h| (h, c))) {
+        held_since = c.failing_since;
+        if hit.state == ControllerState::Down {
+            page_after = Some(s.restart_grace);
         }
+        hits.push(hit);
     }
     if leader && wedged {
         let f = still_for.unwrap_or_default();
@@ -336,29 +292,8 @@ fn controller(
         held_since = look.high_watermark_still_since;
     }
     // The leader's word on a follower voter.
-    if let Some(v) = d.filter(|_| !leader).and_then(|d| d.voter(id)) {
-        let hw = d.map_or(-1, |d| d.high_watermark);
-        if let Some(f) = v.last_fetch_ago.filter(|f| *f >= s.lag) {
-            hits.push(ControllerHit {
-                rule: ControllerRule::NotFetching,
-                state: ControllerState::Lagging,
-                detail: format!(
-                    "the leader has had no fetch from it for {} (log end offset {} of {hw})",
-                    secs(f),
-                    v.log_end_offset
-                ),
-            });
-        } else if let Some(c) = v.last_caught_up_ago.filter(|c| *c >= s.caught_up) {
-            hits.push(ControllerHit {
-                rule: ControllerRule::Behind,
-                state: ControllerState::Lagging,
-                detail: format!(
-                    "not caught up with the leader for {} (log end offset {} of {hw})",
-                    secs(c),
-                    v.log_end_offset
-                ),
-            });
-        }
+    if let Some(d) = d.filter(|_| !leader) {
+        hits.extend(leaders_word(id, d, s));
     }
     if hits.is_empty() && direct.is_none() && d.and_then(|d| d.voter(id)).is_none() {
         hits.push(ControllerHit {
@@ -378,6 +313,83 @@ fn controller(
         held_since,
         page_after,
     }
+}
+
+/// What a controller asked directly did instead of answering, if it did not: it refuses
+/// connections (down), accepts them and answers nothing (a zombie), cannot be connected to
+/// (down), or cannot be asked (nothing said of its health).
+fn failed_answer(c: &ControllerLook, now: SystemTime) -> Option<ControllerHit> {
+    let f = c.outcome.as_ref().err()?;
+    let silent = c
+        .failing_since
+        .and_then(|t| now.duration_since(t).ok())
+        .unwrap_or_default();
+    let (rule, state, what) = match f.kind {
+        FailureKind::ConnectionRefused | FailureKind::Unresolvable => (
+            ControllerRule::PortClosed,
+            ControllerState::Down,
+            "refuses connections",
+        ),
+        FailureKind::Timeout | FailureKind::ConnectionClosed | FailureKind::Io
+            if c.accepted_in_streak =>
+        {
+            (
+                ControllerRule::NoAnswer,
+                ControllerState::Zombie,
+                "accepts connections and answers nothing",
+            )
+        }
+        FailureKind::Timeout => (
+            ControllerRule::Unreachable,
+            ControllerState::Down,
+            "cannot be connected to",
+        ),
+        // Its answers cannot be read, or the watchdog is refused: nothing is said of its
+        // health.
+        _ => (
+            ControllerRule::NotAsked,
+            ControllerState::Unknown,
+            "cannot be asked",
+        ),
+    };
+    Some(ControllerHit {
+        rule,
+        state,
+        detail: format!(
+            "{what} at {} for {} ({})",
+            c.address,
+            secs(silent),
+            f.detail
+        ),
+    })
+}
+
+/// What the quorum's leader says of follower voter `id`: no fetch from it for `s.lag`, or
+/// not caught up for `s.caught_up`.
+fn leaders_word(id: NodeId, d: &QuorumDescription, s: &QuorumSettings) -> Option<ControllerHit> {
+    let v = d.voter(id)?;
+    let hw = d.high_watermark;
+    if let Some(f) = v.last_fetch_ago.filter(|f| *f >= s.lag) {
+        return Some(ControllerHit {
+            rule: ControllerRule::NotFetching,
+            state: ControllerState::Lagging,
+            detail: format!(
+                "the leader has had no fetch from it for {} (log end offset {} of {hw})",
+                secs(f),
+                v.log_end_offset
+            ),
+        });
+    }
+    let c = v.last_caught_up_ago.filter(|c| *c >= s.caught_up)?;
+    Some(ControllerHit {
+        rule: ControllerRule::Behind,
+        state: ControllerState::Lagging,
+        detail: format!(
+            "not caught up with the leader for {} (log end offset {} of {hw})",
+            secs(c),
+            v.log_end_offset
+        ),
+    })
 }
 
 /// The quorum's problem, if it has one.
