@@ -404,70 +404,7 @@ fn problem(
     let voters = controllers.len().max(d.map_or(0, |d| d.voters.len()));
     let majority = voters / 2 + 1;
     let Some(d) = d else {
-        if still_applying(look, s, now) || refused_the_watchdog(look) {
-            return None;
-        }
-        // Nothing answered as leader. Controllers asked directly that answer still vote:
-        // with a majority of them, Kafka elects another leader within seconds.
-        let answering: Vec<NodeId> = look
-            .controllers
-            .iter()
-            .filter(|c| c.outcome.is_ok())
-            .filter_map(|c| c.id)
-            .collect();
-        let since = look
-            .last_leader
-            .map(|l| l.2)
-            .or_else(|| {
-                look.controllers
-                    .iter()
-                    .filter_map(|c| c.failing_since)
-                    .min()
-            })
-            .unwrap_or(look.at);
-        let out_for = now.duration_since(since).unwrap_or_default();
-        // Asked through brokers only, nothing says how many voters are alive: Kafka is given
-        // its election time, as when a majority answers. A follower controller's restart
-        // makes one (the routine bench, Kafka 4.1: a voter of three stopped, the leader lost
-        // its epoch and another was elected 4.5 s later, no record committed meanwhile).
-        // With `controllers:` configured, a quorum that cannot elect is named at once.
-        let can_elect = look.controllers.is_empty() || answering.len() >= majority;
-        if can_elect && out_for < s.election_grace {
-            return None;
-        }
-        // At fault: the last leader, then every voter that does not answer.
-        let mut suspects: Vec<NodeId> = look.last_leader.map(|l| l.0).into_iter().collect();
-        for c in controllers {
-            if !answering.contains(&c.controller) && !suspects.contains(&c.controller) {
-                suspects.push(c.controller);
-            }
-        }
-        let last = match look.last_leader {
-            Some((id, epoch, _)) => format!(
-                "; controller {id} led at epoch {epoch}, {} ago",
-                secs(out_for)
-            ),
-            None => String::new(),
-        };
-        let asked = match (&look.via_broker, look.controllers.is_empty()) {
-            (Some((address, Err(f))), _) => {
-                format!(" (through broker {address}: {})", f.detail)
-            }
-            (_, false) => format!(
-                " ({} of {} controller(s) asked answer, as followers)",
-                answering.len(),
-                look.controllers.len()
-            ),
-            _ => String::new(),
-        };
-        return Some(QuorumProblem {
-            kind: QuorumProblemKind::NoLeader,
-            detail: format!(
-                "no controller answers as the quorum's leader{asked}{last}: nothing can change the cluster's metadata (no election, no ISR change, no fencing, no topic)"
-            ),
-            suspects,
-            since,
-        });
+        return no_leader(look, controllers, majority, s, now);
     };
     let still = still_for.filter(|f| *f >= s.stall)?;
     // The high watermark stands still: the leader wedged, or too few voters caught up to
@@ -506,6 +443,83 @@ fn problem(
             secs(still)
         ),
         suspects: vec![d.leader],
+        since,
+    })
+}
+
+/// Nothing answered as the quorum's leader: a problem once Kafka has had its election
+/// time (at once when the configured controllers cannot make a majority), naming the last
+/// leader and every voter that does not answer. None while the brokers still apply new
+/// records or the watchdog is refused: then it is the asking that fails.
+fn no_leader(
+    look: &QuorumObservation,
+    controllers: &[ControllerVerdict],
+    majority: usize,
+    s: &QuorumSettings,
+    now: SystemTime,
+) -> Option<QuorumProblem> {
+    if still_applying(look, s, now) || refused_the_watchdog(look) {
+        return None;
+    }
+    // Controllers asked directly that answer still vote: with a majority of them, Kafka
+    // elects another leader within seconds.
+    let answering: Vec<NodeId> = look
+        .controllers
+        .iter()
+        .filter(|c| c.outcome.is_ok())
+        .filter_map(|c| c.id)
+        .collect();
+    let since = look
+        .last_leader
+        .map(|l| l.2)
+        .or_else(|| {
+            look.controllers
+                .iter()
+                .filter_map(|c| c.failing_since)
+                .min()
+        })
+        .unwrap_or(look.at);
+    let out_for = now.duration_since(since).unwrap_or_default();
+    // Asked through brokers only, nothing says how many voters are alive: Kafka is given
+    // its election time, as when a majority answers. A follower controller's restart makes
+    // one (the routine bench, Kafka 4.1: a voter of three stopped, the leader lost its
+    // epoch and another was elected 4.5 s later, no record committed meanwhile). With
+    // `controllers:` configured, a quorum that cannot elect is named at once.
+    let can_elect = look.controllers.is_empty() || answering.len() >= majority;
+    if can_elect && out_for < s.election_grace {
+        return None;
+    }
+    // At fault: the last leader, then every voter that does not answer.
+    let mut suspects: Vec<NodeId> = look.last_leader.map(|l| l.0).into_iter().collect();
+    for c in controllers {
+        if !answering.contains(&c.controller) && !suspects.contains(&c.controller) {
+            suspects.push(c.controller);
+        }
+    }
+    let last = match look.last_leader {
+        Some((id, epoch, _)) => format!(
+            "; controller {id} led at epoch {epoch}, {} ago",
+            secs(out_for)
+        ),
+        None => String::new(),
+    };
+    let asked = match (&look.via_broker, look.controllers.is_empty()) {
+        (Some((address, Err(f))), _) => {
+            format!(" (through broker {address}: {})", f.detail)
+        }
+        (_, false) => format!(
+            " ({} of {} controller(s) asked answer, as followers)",
+            answering.len(),
+            look.controllers.len()
+        ),
+        _ => String::new(),
+    };
+    Some(QuorumProblem {
+        kind: QuorumProblemKind::NoLeader,
+        detail: format!(
+            "no controller answers as the quorum's leader{asked}{last}: nothing can change the cluster's metadata (no election, no ISR change, no fencing, no topic)"
+        ),
+        suspects,
         since,
     })
 }
