@@ -323,41 +323,8 @@ async fn api_write(
     peer: Option<SocketAddr>,
     req: Request<Incoming>,
 ) -> Response<Full<Bytes>> {
-    use http_body_util::BodyExt;
-    match auth {
-        Some(a) if !authorized(a, req.headers().get(AUTHORIZATION)) => return unauthorized(a),
-        Some(_) => {}
-        None => {
-            if !peer.is_some_and(|p| p.ip().is_loopback()) {
-                return api_error(
-                    StatusCode::FORBIDDEN,
-                    "silences can be changed from loopback only, unless http.auth is configured",
-                );
-            }
-            if !host_is_loopback(&req) {
-                return api_error(
-                    StatusCode::FORBIDDEN,
-                    "without http.auth, a change to silences must name this host as localhost or a loopback address (Host header)",
-                );
-            }
-            let local = local_token.map(|t| HttpAuth::Bearer { token: t.clone() });
-            if !local
-                .as_ref()
-                .is_some_and(|l| authorized(l, req.headers().get(AUTHORIZATION)))
-            {
-                return api_error(
-                    StatusCode::UNAUTHORIZED,
-                    format!(
-                        "without http.auth, a change to silences needs the daemon's local token (Authorization: Bearer, from {LOCAL_TOKEN_FILE} in its state directory, readable by root and the daemon's user): `kafka-watchdog silence ... -c <its configuration>` sends it{}",
-                        if local_token.is_none() {
-                            "; this daemon could not write one, so changes are refused until http.auth is configured"
-                        } else {
-                            ""
-                        }
-                    ),
-                );
-            }
-        }
+    if let Some(refused) = write_refused(auth, local_token, peer, &req) {
+        return refused;
     }
     if req.method() == Method::POST && !is_json(&req) {
         return api_error(
@@ -387,30 +354,9 @@ async fn api_write(
         Some(HttpAuth::Basic { username, .. }) => username.clone(),
         _ => "api".to_string(),
     };
-    let body = http_body_util::Limited::new(req.into_body(), MAX_API_BODY).collect();
-    let bytes = match tokio::time::timeout(HEADER_TIMEOUT, body).await {
-        Ok(Ok(b)) => b.to_bytes(),
-        Ok(Err(_)) => {
-            return api_error(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                format!("a silence request is at most {MAX_API_BODY} bytes"),
-            )
-        }
-        Err(_) => {
-            return api_error(
-                StatusCode::REQUEST_TIMEOUT,
-                "the body did not arrive in time",
-            )
-        }
-    };
-    let mut request: crate::model::silence::Request = match serde_json::from_slice(&bytes) {
+    let mut request = match silence_request(req).await {
         Ok(r) => r,
-        Err(e) => {
-            return api_error(
-                StatusCode::BAD_REQUEST,
-                format!("not a silence request ({e}); expected JSON with comment, ends_at or duration, and optionally cluster, broker, kind, starts_at, created_by"),
-            )
-        }
+        Err(refused) => return refused,
     };
     if request.created_by.is_none() {
         request.created_by = Some(who);
@@ -427,6 +373,83 @@ async fn api_write(
         }
         Err(e) => api_error(StatusCode::BAD_REQUEST, e.to_string()),
     }
+}
+
+/// Why a change to silences is refused before it is read, if it is: a wrong credential
+/// with `http.auth`; without it, a caller that is not local or lacks the local token.
+fn write_refused(
+    auth: Option<&HttpAuth>,
+    local_token: Option<&Secret>,
+    peer: Option<SocketAddr>,
+    req: &Request<Incoming>,
+) -> Option<Response<Full<Bytes>>> {
+    match auth {
+        Some(a) if !authorized(a, req.headers().get(AUTHORIZATION)) => {
+            return Some(unauthorized(a))
+        }
+        Some(_) => {}
+        None => {
+            if !peer.is_some_and(|p| p.ip().is_loopback()) {
+                return Some(api_error(
+                    StatusCode::FORBIDDEN,
+                    "silences can be changed from loopback only, unless http.auth is configured",
+                ));
+            }
+            if !host_is_loopback(req) {
+                return Some(api_error(
+                    StatusCode::FORBIDDEN,
+                    "without http.auth, a change to silences must name this host as localhost or a loopback address (Host header)",
+                ));
+            }
+            let local = local_token.map(|t| HttpAuth::Bearer { token: t.clone() });
+            if !local
+                .as_ref()
+                .is_some_and(|l| authorized(l, req.headers().get(AUTHORIZATION)))
+            {
+                return Some(api_error(
+                    StatusCode::UNAUTHORIZED,
+                    format!(
+                        "without http.auth, a change to silences needs the daemon's local token (Authorization: Bearer, from {LOCAL_TOKEN_FILE} in its state directory, readable by root and the daemon's user): `kafka-watchdog silence ... -c <its configuration>` sends it{}",
+                        if local_token.is_none() {
+                            "; this daemon could not write one, so changes are refused until http.auth is configured"
+                        } else {
+                            ""
+                        }
+                    ),
+                ));
+            }
+        }
+    }
+    None
+}
+
+/// The silence request in the body, bounded in size and time.
+async fn silence_request(
+    req: Request<Incoming>,
+) -> Result<crate::model::silence::Request, Response<Full<Bytes>>> {
+    use http_body_util::BodyExt;
+    let body = http_body_util::Limited::new(req.into_body(), MAX_API_BODY).collect();
+    let bytes = match tokio::time::timeout(HEADER_TIMEOUT, body).await {
+        Ok(Ok(b)) => b.to_bytes(),
+        Ok(Err(_)) => {
+            return Err(api_error(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                format!("a silence request is at most {MAX_API_BODY} bytes"),
+            ))
+        }
+        Err(_) => {
+            return Err(api_error(
+                StatusCode::REQUEST_TIMEOUT,
+                "the body did not arrive in time",
+            ))
+        }
+    };
+    serde_json::from_slice(&bytes).map_err(|e| {
+        api_error(
+            StatusCode::BAD_REQUEST,
+            format!("not a silence request ({e}); expected JSON with comment, ends_at or duration, and optionally cluster, broker, kind, starts_at, created_by"),
+        )
+    })
 }
 
 fn route(published: &Publisher, req: &Request<Incoming>) -> Response<Full<Bytes>> {
