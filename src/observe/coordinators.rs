@@ -152,6 +152,96 @@ struct Target {
     turn: usize,
 }
 
+/// What a look's requests answered: their time and each id's error code, if any.
+type Fetched = Result<(std::time::Duration, Vec<(String, Option<i16>)>), WireError>;
+
+impl Target {
+    /// The broker answered, or failed otherwise than by silence: its silent streak ends.
+    fn heard(&mut self) {
+        self.unanswered_in_a_row = 0;
+        self.unanswered_since = None;
+    }
+
+    /// One look's answer, folded into the broker's silent streak and its shards' errors.
+    /// A timeout counts towards the streak only when the control connection answered
+    /// quickly: silent as a whole (frozen, paused) is not the coordinator's own fault.
+    fn fold(
+        &mut self,
+        fetched: Fetched,
+        asked: &[(i32, String)],
+        quick: bool,
+        at: SystemTime,
+        role: Role<'_>,
+        settings: &CoordinatorSettings,
+    ) -> ShardProbe {
+        match fetched {
+            Ok((_, answers))
+                if answers
+                    .iter()
+                    .any(|(_, c)| c.is_some_and(|c| role.denied(c))) =>
+            {
+                // Its answer proves it works; what is refused is the watchdog's access.
+                self.heard();
+                self.errors.clear();
+                ShardProbe::Failed {
+                    kind: crate::model::round::FailureKind::Authorization,
+                    detail: role.denied_detail(settings),
+                }
+            }
+            Ok((latency, answers)) => {
+                self.heard();
+                self.note_codes(asked, &answers, role);
+                ShardProbe::Answered { latency }
+            }
+            Err(e) if e.kind() == crate::model::round::FailureKind::Timeout => {
+                if quick {
+                    self.unanswered_in_a_row += 1;
+                    self.unanswered_since.get_or_insert(at);
+                } else {
+                    self.heard();
+                }
+                ShardProbe::Unanswered
+            }
+            Err(e) => {
+                self.heard();
+                ShardProbe::Failed {
+                    kind: e.kind(),
+                    detail: e.to_string(),
+                }
+            }
+        }
+    }
+
+    /// Keeps each asked shard's tracked error code with since when it has held; a shard
+    /// answered otherwise is answered by its coordinator (an error of another kind is
+    /// about the group, not the coordinator).
+    fn note_codes(
+        &mut self,
+        asked: &[(i32, String)],
+        answers: &[(String, Option<i16>)],
+        role: Role<'_>,
+    ) {
+        let now = SystemTime::now();
+        for (shard, group) in asked {
+            let code = answers
+                .iter()
+                .find(|(g, _)| g == group)
+                .and_then(|(_, c)| *c);
+            match code {
+                Some(code) if role.tracked().contains(&code) => {
+                    let e = self.errors.entry(*shard).or_insert((code, now));
+                    if e.0 != code {
+                        *e = (code, now);
+                    }
+                }
+                _ => {
+                    self.errors.remove(shard);
+                }
+            }
+        }
+    }
+}
+
 /// The shards one transaction look asks a broker about: the one whose turn it is, and
 /// those in error (to see each error last or end). Each shard has two looks in a row: the
 /// second's InitProducerId says whether the first's transaction ended (its markers written),
@@ -468,66 +558,7 @@ async fn probe_broker(
         }
     };
     let quick = control_latency.is_some_and(|l| l <= settings.timeout / CONTROL_SHARE);
-    let last = match fetched {
-        Ok((_, answers))
-            if answers
-                .iter()
-                .any(|(_, c)| c.is_some_and(|c| role.denied(c))) =>
-        {
-            // Its answer proves it works; what is refused is the watchdog's access.
-            t.unanswered_in_a_row = 0;
-            t.unanswered_since = None;
-            t.errors.clear();
-            ShardProbe::Failed {
-                kind: crate::model::round::FailureKind::Authorization,
-                detail: role.denied_detail(settings),
-            }
-        }
-        Ok((latency, answers)) => {
-            t.unanswered_in_a_row = 0;
-            t.unanswered_since = None;
-            let now = SystemTime::now();
-            for (shard, group) in asked {
-                let code = answers
-                    .iter()
-                    .find(|(g, _)| g == group)
-                    .and_then(|(_, c)| *c);
-                match code {
-                    Some(code) if role.tracked().contains(&code) => {
-                        let e = t.errors.entry(*shard).or_insert((code, now));
-                        if e.0 != code {
-                            *e = (code, now);
-                        }
-                    }
-                    // Answered by its coordinator (an error of another kind is about the
-                    // group, not the coordinator).
-                    _ => {
-                        t.errors.remove(shard);
-                    }
-                }
-            }
-            ShardProbe::Answered { latency }
-        }
-        Err(e) if e.kind() == crate::model::round::FailureKind::Timeout => {
-            if quick {
-                t.unanswered_in_a_row += 1;
-                t.unanswered_since.get_or_insert(at);
-            } else {
-                // Silent as a whole (frozen, paused): not the coordinator's own fault.
-                t.unanswered_in_a_row = 0;
-                t.unanswered_since = None;
-            }
-            ShardProbe::Unanswered
-        }
-        Err(e) => {
-            t.unanswered_in_a_row = 0;
-            t.unanswered_since = None;
-            ShardProbe::Failed {
-                kind: e.kind(),
-                detail: e.to_string(),
-            }
-        }
-    };
+    let last = t.fold(fetched, asked, quick, at, role, settings);
     t.errors
         .retain(|s, _| shards.iter().any(|(shard, _)| shard == s));
     CoordinatorLook {
