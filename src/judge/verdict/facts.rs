@@ -152,65 +152,11 @@ pub(super) fn canary_facts(
 ) {
     let mut facts: BTreeMap<BrokerId, CanaryFacts> = BTreeMap::new();
     let mut charged: BTreeMap<i32, Vec<BrokerId>> = BTreeMap::new();
-    let blame = |facts: &mut BTreeMap<BrokerId, CanaryFacts>,
-                 suspects: &[BrokerId],
-                 p: &crate::observe::canary::PartitionRound,
-                 what: &str| {
-        for s in suspects {
-            let role = if *s == p.leader {
-                match sick.get(s) {
-                    Some(why) => format!("it leads it and {why}"),
-                    None => "it leads it and its followers keep up with other leaders".into(),
-                }
-            } else {
-                "it is the follower that does not keep up".into()
-            };
-            facts
-                .entry(*s)
-                .or_default()
-                .blamed
-                .push(format!("partition {}: {what}, {role}", p.partition));
-        }
-    };
     for p in &round.partitions {
         if p.leader >= 0 {
             facts.entry(p.leader).or_default().led += 1;
         }
-        // Writes that failed since the last round at a broker that no longer leads the
-        // partition: a leader outage shorter than a round, charged to the leader that had
-        // it (issue 14 item 2). Refusals, client-side failures and replication failures (whose cause the
-        // round's links decide) charge nobody here.
-        for fw in &p.failed_writes {
-            let latest_there = p
-                .produce_error
-                .as_ref()
-                .is_some_and(|e| e.broker == Some(fw.broker));
-            // Only where the client says which broker had them: a write that never left
-            // the client charges nobody (as below).
-            if !fw.received
-                || fw.leader_appended
-                || fw.broker == p.leader
-                || latest_there
-                || fw.kind == crate::observe::canary::AUTHORIZATION
-                || fw.kind == "not_leader"
-                || crate::observe::canary::client_side(fw.kind)
-                || crate::observe::canary::blames_followers(fw.kind)
-            {
-                continue;
-            }
-            let to = charged.entry(p.partition).or_default();
-            if !to.contains(&fw.broker) {
-                to.push(fw.broker);
-            }
-            facts
-                .entry(fw.broker)
-                .or_default()
-                .failed_elsewhere
-                .push(format!(
-                    "partition {}: {} x{} while it led it (the view's leader is now {})",
-                    p.partition, fw.kind, fw.count, p.leader
-                ));
-        }
+        charge_past_leaders(p, &mut facts, &mut charged);
         let Some(err) = &p.produce_error else {
             continue;
         };
@@ -251,7 +197,7 @@ pub(super) fn canary_facts(
             suspects.sort_unstable();
             suspects.dedup();
             to.extend(&suspects);
-            blame(&mut facts, &suspects, p, "NOT_ENOUGH_REPLICAS");
+            blame(&mut facts, &suspects, p, "NOT_ENOUGH_REPLICAS", sick);
         } else if let Some(suspects) = waits.get(&p.partition) {
             to.extend(suspects.iter());
             blame(
@@ -259,6 +205,7 @@ pub(super) fn canary_facts(
                 suspects,
                 p,
                 "acks=all timed out while the leader took acks=1 writes",
+                sick,
             );
         } else {
             to.push(p.leader);
@@ -266,6 +213,74 @@ pub(super) fn canary_facts(
         }
     }
     (facts, charged)
+}
+
+/// Writes that failed since the last round at a broker that no longer leads the
+/// partition: a leader outage shorter than a round, charged to the leader that had it
+/// (issue 14 item 2). Refusals, client-side failures and replication failures (whose cause
+/// the round's links decide) charge nobody here.
+fn charge_past_leaders(
+    p: &crate::observe::canary::PartitionRound,
+    facts: &mut BTreeMap<BrokerId, CanaryFacts>,
+    charged: &mut BTreeMap<i32, Vec<BrokerId>>,
+) {
+    for fw in &p.failed_writes {
+        let latest_there = p
+            .produce_error
+            .as_ref()
+            .is_some_and(|e| e.broker == Some(fw.broker));
+        // Only where the client says which broker had them: a write that never left the
+        // client charges nobody (as below).
+        if !fw.received
+            || fw.leader_appended
+            || fw.broker == p.leader
+            || latest_there
+            || fw.kind == crate::observe::canary::AUTHORIZATION
+            || fw.kind == "not_leader"
+            || crate::observe::canary::client_side(fw.kind)
+            || crate::observe::canary::blames_followers(fw.kind)
+        {
+            continue;
+        }
+        let to = charged.entry(p.partition).or_default();
+        if !to.contains(&fw.broker) {
+            to.push(fw.broker);
+        }
+        facts
+            .entry(fw.broker)
+            .or_default()
+            .failed_elsewhere
+            .push(format!(
+                "partition {}: {} x{} while it led it (the view's leader is now {})",
+                p.partition, fw.kind, fw.count, p.leader
+            ));
+    }
+}
+
+/// Blames `suspects` for partition `p`'s failed write: as its leader (with why it is sick,
+/// when it is) or as the follower that does not keep up.
+fn blame(
+    facts: &mut BTreeMap<BrokerId, CanaryFacts>,
+    suspects: &[BrokerId],
+    p: &crate::observe::canary::PartitionRound,
+    what: &str,
+    sick: &cause::Sickness,
+) {
+    for s in suspects {
+        let role = if *s == p.leader {
+            match sick.get(s) {
+                Some(why) => format!("it leads it and {why}"),
+                None => "it leads it and its followers keep up with other leaders".into(),
+            }
+        } else {
+            "it is the follower that does not keep up".into()
+        };
+        facts
+            .entry(*s)
+            .or_default()
+            .blamed
+            .push(format!("partition {}: {what}, {role}", p.partition));
+    }
 }
 
 /// Whether any partition of the newest view names `broker` as a replica (offline replicas
