@@ -85,7 +85,9 @@ impl Canary {
             .operation_timeout(Some(self.settings.produce_timeout))
             .request_timeout(Some(self.settings.produce_timeout));
         let topic = self.settings.topic.clone();
-        let result = match plan {
+        let admin = &clients.admin;
+        let timeout = self.settings.produce_timeout;
+        let outcome = match plan {
             Plan::Nothing => return None,
             Plan::Waiting { why } => {
                 notes.push(why);
@@ -95,38 +97,27 @@ impl Canary {
                 assignment,
                 min_insync_replicas,
             } => {
-                let refs: Vec<&[i32]> = assignment.iter().map(Vec::as_slice).collect();
-                let min_isr = min_insync_replicas.to_string();
-                let new = NewTopic::new(
+                let result = create_topic(
+                    admin,
+                    &opts,
                     &topic,
-                    assignment.len() as i32,
-                    TopicReplication::Variable(&refs),
+                    &assignment,
+                    min_insync_replicas,
+                    notes,
                 )
-                .set("min.insync.replicas", &min_isr)
-                // Canary records matter for minutes; keep the topic small.
-                .set("retention.ms", super::ownership::CANARY_RETENTION_MS)
-                .set("segment.ms", "600000")
-                .set("cleanup.policy", "delete");
-                notes.push(format!(
-                    "creating {topic}: {} partitions, replicas {assignment:?}, min.insync.replicas {min_isr}",
-                    assignment.len()
-                ));
-                clients
-                    .admin
-                    .create_topics([&new], &opts)
-                    .await
-                    .map(|r| r.into_iter().map(|x| x.map(|_| ())).collect::<Vec<_>>())
+                .await;
+                admin_outcome(&topic, result, notes)
             }
             Plan::AddPartitions { assignment } => {
                 let existing = view.partitions.as_ref().map(Vec::len).unwrap_or(0);
                 let refs: Vec<&[i32]> = assignment.iter().map(Vec::as_slice).collect();
                 let new = NewPartitions::new(&topic, existing + assignment.len()).assign(&refs);
                 notes.push(format!("adding partitions to {topic}: {assignment:?}"));
-                clients
-                    .admin
+                let result = admin
                     .create_partitions([&new], &opts)
                     .await
-                    .map(|r| r.into_iter().map(|x| x.map(|_| ())).collect::<Vec<_>>())
+                    .map(|r| r.into_iter().map(|x| x.map(|_| ())).collect::<Vec<_>>());
+                admin_outcome(&topic, result, notes)
             }
             Plan::Reassign { moves } => {
                 notes.push(format!("moving replicas of {topic}: {moves:?}"));
@@ -134,7 +125,6 @@ impl Canary {
                     .iter()
                     .map(|(p, r)| (topic.clone(), *p, Some(r.clone())))
                     .collect();
-                let timeout = self.settings.produce_timeout;
                 let answer = match direct(&self.settings, view).await {
                     Ok(mut c) => c
                         .alter_partition_reassignments(&requested, timeout)
@@ -142,8 +132,7 @@ impl Canary {
                         .map(|t| t.value),
                     Err(e) => Err(e),
                 };
-                self.layout.changed(now);
-                return layout_outcome(&topic, answer, notes);
+                layout_outcome(&topic, answer, notes)
             }
             Plan::ElectPreferred { partitions } => {
                 notes.push(format!(
@@ -151,7 +140,6 @@ impl Canary {
                 ));
                 let requested: Vec<(String, i32)> =
                     partitions.iter().map(|p| (topic.clone(), *p)).collect();
-                let timeout = self.settings.produce_timeout;
                 let answer = match direct(&self.settings, view).await {
                     Ok(mut c) => c
                         .elect_leaders(true, &requested, timeout)
@@ -159,35 +147,78 @@ impl Canary {
                         .map(|t| t.value),
                     Err(e) => Err(e),
                 };
-                self.layout.changed(now);
-                return layout_outcome(&topic, answer, notes);
+                layout_outcome(&topic, answer, notes)
             }
         };
         self.layout.changed(now);
-        match result {
-            Ok(results) => {
-                for r in results {
-                    if let Err((name, code)) = r {
-                        if code == RDKafkaErrorCode::TopicAlreadyExists {
-                            continue;
-                        }
-                        let detail = format!("{name}: {code}");
-                        notes.push(format!("layout change failed: {detail}"));
-                        return Some(match code {
-                            RDKafkaErrorCode::TopicAuthorizationFailed
-                            | RDKafkaErrorCode::ClusterAuthorizationFailed => TopicStatus::NotPermitted(format!(
-                                "the watchdog may not create or alter {topic} ({code}); grant it Create and Alter on the topic, or create the topic yourself"
-                            )),
-                            _ => TopicStatus::Missing(detail),
-                        });
+        outcome
+    }
+}
+
+/// Creates the canary topic with the planned assignment and the canary's topic configs.
+async fn create_topic(
+    admin: &AdminClient<CanaryContext>,
+    opts: &AdminOptions,
+    topic: &str,
+    assignment: &[Vec<i32>],
+    min_insync_replicas: usize,
+    notes: &mut Vec<String>,
+) -> AdminResults {
+    let refs: Vec<&[i32]> = assignment.iter().map(Vec::as_slice).collect();
+    let min_isr = min_insync_replicas.to_string();
+    let new = NewTopic::new(
+        topic,
+        assignment.len() as i32,
+        TopicReplication::Variable(&refs),
+    )
+    .set("min.insync.replicas", &min_isr)
+    // Canary records matter for minutes; keep the topic small.
+    .set("retention.ms", super::ownership::CANARY_RETENTION_MS)
+    .set("segment.ms", "600000")
+    .set("cleanup.policy", "delete");
+    notes.push(format!(
+        "creating {topic}: {} partitions, replicas {assignment:?}, min.insync.replicas {min_isr}",
+        assignment.len()
+    ));
+    admin
+        .create_topics([&new], opts)
+        .await
+        .map(|r| r.into_iter().map(|x| x.map(|_| ())).collect::<Vec<_>>())
+}
+
+/// The admin client's answer to a topic change, per topic.
+type AdminResults = rdkafka::error::KafkaResult<Vec<Result<(), (String, RDKafkaErrorCode)>>>;
+
+/// What an admin change's answer means for the topic: a refusal of the watchdog's rights is
+/// `NotPermitted`, another failure `Missing`; a topic that exists already is no failure.
+fn admin_outcome(
+    topic: &str,
+    result: AdminResults,
+    notes: &mut Vec<String>,
+) -> Option<TopicStatus> {
+    match result {
+        Ok(results) => {
+            for r in results {
+                if let Err((name, code)) = r {
+                    if code == RDKafkaErrorCode::TopicAlreadyExists {
+                        continue;
                     }
+                    let detail = format!("{name}: {code}");
+                    notes.push(format!("layout change failed: {detail}"));
+                    return Some(match code {
+                        RDKafkaErrorCode::TopicAuthorizationFailed
+                        | RDKafkaErrorCode::ClusterAuthorizationFailed => TopicStatus::NotPermitted(format!(
+                            "the watchdog may not create or alter {topic} ({code}); grant it Create and Alter on the topic, or create the topic yourself"
+                        )),
+                        _ => TopicStatus::Missing(detail),
+                    });
                 }
-                None
             }
-            Err(e) => {
-                notes.push(format!("layout change failed: {e}"));
-                None
-            }
+            None
+        }
+        Err(e) => {
+            notes.push(format!("layout change failed: {e}"));
+            None
         }
     }
 }
