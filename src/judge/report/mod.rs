@@ -496,33 +496,23 @@ impl Evaluator {
             .retain(|(id, _, _), _| obs.probes.contains_key(id));
     }
 
-    /// Evaluates a round whose view was merged already (`newest_view` of `obs`), so the
-    /// canary and the verdicts read the same one. No side effects beyond the evaluator's own
-    /// memory.
-    pub fn evaluate_merged(
+    /// Each broker's verdict (the causes decided first, then the control plane, liveness,
+    /// the coordinators and ZooKeeper's controller applied to them) and the control
+    /// plane's own. Partition findings name the brokers the verdicts decide are the cause,
+    /// not every replica missing from an ISR (issue 14).
+    fn judge_nodes(
         &mut self,
-        obs: RoundObservation,
-        view: Arc<ClusterView>,
-        canary: Option<CanaryRound>,
+        obs: &RoundObservation,
+        view: &ClusterView,
+        health: &mut Health,
+        canary: Option<&mut CanaryRound>,
         now: SystemTime,
-    ) -> ClusterReport {
-        self.round += 1;
-        let unclean_elections = self.judge_elections(&obs, &view);
-        let include = self.include.clone();
-        let mut health = classify_reassigning(
-            &view,
-            &obs.min_isr,
-            verdict::catch_up::copying(&obs, &self.memory, self.settings.catch_up_window, now),
-            |t| include(t),
-        );
-        // Partition findings name the brokers the verdicts decide are the cause, not every
-        // replica missing from an ISR (issue 14).
-        let mut canary = canary;
-        let decided = verdict::attribute_suspects(&obs, &view, &mut health, canary.as_mut());
+    ) -> (Vec<BrokerVerdict>, Option<QuorumReport>) {
+        let decided = verdict::attribute_suspects(obs, view, health, canary);
         let mut verdicts = verdict::judge_decided(
-            &obs,
-            &view,
-            &health,
+            obs,
+            view,
+            health,
             decided,
             &self.memory,
             &self.settings,
@@ -553,6 +543,30 @@ impl Evaluator {
                 .all(|h| h.rule.allows(h.state)),
             "a rule set a state its table does not give it: {verdicts:?}"
         );
+        (verdicts, quorum)
+    }
+
+    /// Evaluates a round whose view was merged already (`newest_view` of `obs`), so the
+    /// canary and the verdicts read the same one. No side effects beyond the evaluator's own
+    /// memory.
+    pub fn evaluate_merged(
+        &mut self,
+        obs: RoundObservation,
+        view: Arc<ClusterView>,
+        canary: Option<CanaryRound>,
+        now: SystemTime,
+    ) -> ClusterReport {
+        self.round += 1;
+        let unclean_elections = self.judge_elections(&obs, &view);
+        let include = self.include.clone();
+        let mut health = classify_reassigning(
+            &view,
+            &obs.min_isr,
+            verdict::catch_up::copying(&obs, &self.memory, self.settings.catch_up_window, now),
+            |t| include(t),
+        );
+        let mut canary = canary;
+        let (verdicts, quorum) = self.judge_nodes(&obs, &view, &mut health, canary.as_mut(), now);
         self.remember_canary_windows(canary.as_ref());
         verdict::remember_round(&mut self.memory, &obs, &verdicts, now);
         let certificates = self.judge_certificates(&obs, &verdicts, now);
