@@ -123,11 +123,22 @@ impl AwsIdentity {
         }
     }
 
-    /// Credentials from the chain, or the ones kept while they are fresh.
-    pub async fn credentials(&self) -> Result<Credentials, String> {
+    /// Credentials from the chain, or the ones kept while they are fresh. The lookup runs
+    /// as a task of its own on the identity's runtime: a connection that stops waiting
+    /// (its deadline) does not cancel it, so a slow endpoint (STS, instance metadata) still
+    /// fills the cache for the next connection instead of being cut at every try.
+    pub async fn credentials(self: &Arc<Self>) -> Result<Credentials, String> {
         if let Some(k) = self.kept() {
             return k;
         }
+        let me = self.clone();
+        self.runtime
+            .spawn(async move { me.lookup().await })
+            .await
+            .map_err(|e| format!("the AWS credentials lookup ended: {e}"))?
+    }
+
+    async fn lookup(&self) -> Result<Credentials, String> {
         let _one = self.fetching.lock().await;
         if let Some(k) = self.kept() {
             return k;
@@ -180,7 +191,7 @@ impl AwsIdentity {
     }
 
     /// The OAUTHBEARER token, signed now.
-    pub async fn token(&self) -> Result<Token, String> {
+    pub async fn token(self: &Arc<Self>) -> Result<Token, String> {
         let creds = self.credentials().await?;
         let now = SystemTime::now();
         let value = oauth_token(&self.settings.region, &creds, USER_AGENT, now)?;
