@@ -211,18 +211,28 @@ impl Causes {
 }
 
 /// Whether the canary's acks=all write to this partition timed out at a leader that still
-/// took the direct acks=1 write: it appends, and waits on followers.
+/// took the direct acks=1 write: it appends, and waits on followers. The acks=1 writes of
+/// the round say so, and so do the round's timed-out writes that the books saw the leader
+/// append beside (`leader_appended`, from acks=1 writes sent since, kept across rounds):
+/// an early round that starts as the first timeouts end may hold no acks=1 answer of its
+/// own, and charged the leader for it (seen once on the lab: both leaders of a cut
+/// follower `zombie` for 1.5 s).
 pub(super) fn leader_appends(
     round: &crate::observe::canary::CanaryRound,
     p: &crate::observe::canary::PartitionRound,
 ) -> bool {
-    p.produce_error
+    let timed_out_at_leader = p
+        .produce_error
         .as_ref()
-        .is_some_and(|e| e.kind == "timeout" && e.broker == Some(p.leader))
-        && round
+        .is_some_and(|e| e.kind == "timeout" && e.broker == Some(p.leader));
+    timed_out_at_leader
+        && (round
             .acks1
             .iter()
             .any(|a| a.partition == p.partition && a.broker == p.leader && a.offset.is_some())
+            || p.failed_writes
+                .iter()
+                .any(|fw| fw.broker == p.leader && fw.kind == "timeout" && fw.leader_appended))
 }
 
 /// Decides the causes of the round. `sick` is `sickness` of the round.

@@ -319,3 +319,30 @@ fn followers_missing_from_a_silent_leaders_isr_make_no_broker_degraded() {
     assert_eq!(rules(&v[&3]), vec!["out_of_some_isrs"]);
     assert_eq!(w.suspects()[&0], vec![3]);
 }
+
+/// A round without an acks=1 answer of its own (an early round that starts as the first
+/// timeouts end) still knows from the books that the leader appended beside its timed-out
+/// writes: the followers it waits on are the suspects, not the leader. Before, both leaders
+/// of a cut follower were `zombie` by canary_writes_fail for such a round.
+#[test]
+fn timeouts_the_leader_appended_beside_blame_its_followers_without_acks1_this_round() {
+    let mut w = World::healthy();
+    w.canary_round(&[(0, "timeout", Some(1)), (1, "timeout", Some(2))], &[]);
+    let appended = |broker| crate::observe::canary::FailedWrites {
+        broker,
+        kind: "timeout",
+        count: 3,
+        received: true,
+        leader_appended: true,
+        first_sent_at: std::time::UNIX_EPOCH,
+        last_sent_at: std::time::UNIX_EPOCH,
+    };
+    if let Some(c) = w.canary.as_mut() {
+        c.partitions[0].failed_writes = vec![appended(1)];
+        c.partitions[1].failed_writes = vec![appended(2)];
+    }
+    let v = w.judge();
+    assert_eq!(v[&1].state, BrokerState::Healthy, "{:?}", v[&1]);
+    assert_eq!(v[&2].state, BrokerState::Healthy, "{:?}", v[&2]);
+    assert_eq!(v[&3].state, BrokerState::Degraded, "{:?}", v[&3]);
+}
