@@ -132,15 +132,20 @@ fn labels(rep: &mut Report, e: &Entry) -> Option<BTreeMap<String, String>> {
             ok = false;
             continue;
         }
-        match text(rep, l, "a label value (text, at most 256 characters)") {
-            Some(v) if !v.value.is_empty() && v.value.chars().count() <= 256 => {
+        let most = s::LABEL_VALUE_MAX_CHARS;
+        match text(
+            rep,
+            l,
+            &format!("a label value (text, at most {most} characters)"),
+        ) {
+            Some(v) if !v.value.is_empty() && v.value.chars().count() <= most => {
                 out.insert(l.key.clone(), v.value);
             }
             Some(v) => {
                 rep.add(
                     v.value_pos,
                     format!("label '{}' has an empty or too long value", l.key),
-                    Some("1 to 256 characters".into()),
+                    Some(format!("1 to {most} characters")),
                 );
                 ok = false;
             }

@@ -127,8 +127,9 @@ fn sections() -> Vec<Section> {
         &format!("{c}certificates."),
         s::CertificatesConfig::doc_rows(),
     ));
-    cluster.extend(under(&format!("{c}verdict."), s::Verdict::doc_rows()));
-    cluster.push(plain(&format!("{c}labels"), "mapping", "none", "up to 16 label names (Prometheus syntax, none the watchdog sets itself) to values of 1 to 256 characters", Cluster, "Static labels of the cluster (env, team, ...): on its webhooks (generic `labels`, Alertmanager labels, PagerDuty custom details) and on kafka_watchdog_cluster_labels, for routing and joins."));
+    cluster.extend(under(&format!("{c}verdict."), s::Confirmation::doc_rows()));
+    cluster.extend(under(&format!("{c}verdict."), s::VerdictKeys::doc_rows()));
+    cluster.push(plain(&format!("{c}labels"), "mapping", "none", &format!("up to {} label names (Prometheus syntax, none the watchdog sets itself) to values of 1 to {} characters", s::LABELS_MAX, s::LABEL_VALUE_MAX_CHARS), Cluster, "Static labels of the cluster (env, team, ...): on its webhooks (generic `labels`, Alertmanager labels, PagerDuty custom details) and on kafka_watchdog_cluster_labels, for routing and joins."));
     cluster.push(plain(&format!("{c}librdkafka"), "mapping", "none", "librdkafka properties, except those the watchdog sets", Cluster, "Extra properties for the canary's librdkafka clients."));
 
     let sec = "clusters[].security.";
@@ -207,7 +208,7 @@ fn sections() -> Vec<Section> {
     let peers = vec![
         plain(&format!("{pe}{}", s::PEERS_URLS), "list", "none", "http(s) base URLs of other watchdogs (this one's own may be listed too)", Restart, "The other watchdogs watching the same clusters: each is asked for its silences and what it delivered."),
         plain(&format!("{pe}{}", s::PEERS_DNS), "text", "none", "host:port", Restart, "A DNS name whose every address is a watchdog (the Helm chart's headless service), resolved at every look."),
-        plain(&format!("{pe}{}", s::PEERS_DNS_SCHEME), "text", "http", "http or https", Restart, "How the addresses of peers.dns are reached."),
+        plain(&format!("{pe}{}", s::PEERS_DNS_SCHEME), "text", s::PEERS_DNS_SCHEME_DEFAULT, "http or https", Restart, "How the addresses of peers.dns are reached."),
         plain(&format!("{pe}{}", s::PEERS_POLL_INTERVAL.key), "integer", &s::PEERS_POLL_INTERVAL.default.to_string(), &format!("{} to {}", s::PEERS_POLL_INTERVAL.min, s::PEERS_POLL_INTERVAL.max), Restart, "How often each peer is asked."),
         plain(&format!("{pe}{}", s::PEERS_TAKEOVER.key), "integer", &s::PEERS_TAKEOVER.default.to_string(), &format!("{} to {}, at least three looks", s::PEERS_TAKEOVER.min, s::PEERS_TAKEOVER.max), Restart, "A peer silent this long is gone, and the next in line (by instance_id) sends; each instance waits this long per place in line for those before it to deliver."),
         plain(&format!("{pe}{}", s::PEERS_CA_FILE), "path", "the system's trust roots", "a PEM file", Restart, "CA certificates for HTTPS peers."),

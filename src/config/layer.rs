@@ -14,8 +14,8 @@ use super::keys::{KeyKind, SlotKind};
 use super::read::{text, Fields, Origin, Resolved};
 use super::report::Report;
 use super::schema::{
-    self as s, CanaryLayer, CertificatesLayer, CoordinatorsLayer, TimingLayer, TopicsLayer,
-    Verdict, VerdictLayer, VerdictPicked,
+    self as s, CanaryLayer, CertificatesLayer, Confirmation, ConfirmationLayer, ConfirmationPicked,
+    CoordinatorsLayer, TimingLayer, TopicsLayer, VerdictKeys, VerdictLayer,
 };
 use super::types::*;
 use super::yaml::{shorten, Entry, Kind, Pos};
@@ -28,6 +28,7 @@ pub(crate) struct Layer {
     canary: CanaryLayer,
     coordinators: CoordinatorsLayer,
     certificates: CertificatesLayer,
+    confirmation: ConfirmationLayer,
     verdict: VerdictLayer,
     librdkafka: BTreeMap<String, String>,
 }
@@ -39,6 +40,7 @@ pub(crate) fn empty_layer(kind: SlotKind) -> Layer {
         canary: CanaryLayer::all(kind),
         coordinators: CoordinatorsLayer::all(kind),
         certificates: CertificatesLayer::all(kind),
+        confirmation: ConfirmationLayer::all(kind),
         verdict: VerdictLayer::all(kind),
         librdkafka: BTreeMap::new(),
     }
@@ -47,18 +49,50 @@ pub(crate) fn empty_layer(kind: SlotKind) -> Layer {
 /// Reads the keys a cluster shares with `defaults:` from either.
 pub(crate) fn layer(cx: &mut Ctx, f: &mut Fields) -> Layer {
     let rep = &mut cx.rep;
+    // In the order the reference lists them, which is the order "expected one of" does.
+    let timing = TimingLayer::read(rep, f);
+    let topics = TopicsLayer::read_block(rep, f, "topics");
+    let canary = CanaryLayer::read_block(rep, f, "canary");
+    let coordinators = CoordinatorsLayer::read_block(rep, f, "coordinators");
+    let certificates = CertificatesLayer::read_block(rep, f, "certificates");
+    let (confirmation, verdict) = verdict_layers(rep, f);
+    let librdkafka = match f.get("librdkafka") {
+        None => BTreeMap::new(),
+        Some(e) => librdkafka(rep, e, f.child("librdkafka")),
+    };
     Layer {
-        timing: TimingLayer::read(rep, f),
-        topics: TopicsLayer::read_block(rep, f, "topics"),
-        canary: CanaryLayer::read_block(rep, f, "canary"),
-        coordinators: CoordinatorsLayer::read_block(rep, f, "coordinators"),
-        certificates: CertificatesLayer::read_block(rep, f, "certificates"),
-        verdict: VerdictLayer::read_block(rep, f, "verdict"),
-        librdkafka: match f.get("librdkafka") {
-            None => BTreeMap::new(),
-            Some(e) => librdkafka(rep, e, f.child("librdkafka")),
-        },
+        timing,
+        topics,
+        canary,
+        coordinators,
+        certificates,
+        confirmation,
+        verdict,
+        librdkafka,
     }
+}
+
+/// Both halves of the `verdict:` block from its one mapping, in the order the reference
+/// lists them, so a key neither knows is reported once: unset when the block is absent,
+/// bad when it is not a mapping.
+fn verdict_layers(rep: &mut Report, f: &mut Fields) -> (ConfirmationLayer, VerdictLayer) {
+    const KEY: &str = "verdict";
+    let Some(e) = f.get(KEY) else {
+        return (
+            ConfirmationLayer::all(SlotKind::Unset),
+            VerdictLayer::all(SlotKind::Unset),
+        );
+    };
+    let Some(mut block) = Fields::open(rep, &e.value, Some(e), f.child(KEY)) else {
+        return (
+            ConfirmationLayer::all(SlotKind::Bad),
+            VerdictLayer::all(SlotKind::Bad),
+        );
+    };
+    let confirmation = ConfirmationLayer::read(rep, &mut block);
+    let verdict = VerdictLayer::read(rep, &mut block);
+    block.finish(rep, &|_| None);
+    (confirmation, verdict)
 }
 
 /// Invalid entries are reported and left out; the problem keeps the config from loading.
@@ -130,6 +164,7 @@ pub(crate) fn merge(
     let canary = own.canary.pick(&d.canary);
     let coordinators = own.coordinators.pick(&d.coordinators);
     let certificates = own.certificates.pick(&d.certificates);
+    let confirmation = own.confirmation.pick(&d.confirmation);
     let verdict = own.verdict.pick(&d.verdict);
 
     if let Some(round) = &timing.round_interval {
@@ -154,7 +189,11 @@ pub(crate) fn merge(
     let canary = canary.values();
     let coordinators = coordinators.values();
     let certificates = certificates.values();
-    let verdict = verdict_config(&verdict, timing_values.as_ref()?.round_interval);
+    let verdict = verdict_config(
+        &confirmation,
+        verdict.values(),
+        timing_values.as_ref()?.round_interval,
+    );
     let topics = topics?;
     Some(Merged {
         timing: timing_values?,
@@ -173,9 +212,12 @@ pub(crate) fn merge(
 }
 
 /// The `verdict:` block resolved: the confirmation durations come from the `_secs` keys or
-/// the deprecated round counts (`confirmation`), the rest as written.
-fn verdict_config(p: &VerdictPicked, round: Duration) -> Option<VerdictConfig> {
-    let values = p.values()?;
+/// the deprecated round counts (`confirmation`), the other keys as written.
+fn verdict_config(
+    p: &ConfirmationPicked,
+    keys: Option<VerdictKeys>,
+    round: Duration,
+) -> Option<VerdictConfig> {
     let open = confirmation(
         p.open_after_secs.as_ref()?,
         p.open_after_rounds.as_ref()?,
@@ -186,49 +228,23 @@ fn verdict_config(p: &VerdictPicked, round: Duration) -> Option<VerdictConfig> {
         p.resolve_after_rounds.as_ref()?,
         round,
     );
-    Some(VerdictConfig::from_values(values, open, resolve))
+    Some(VerdictConfig::new(open, resolve, keys?))
 }
 
 impl VerdictConfig {
     /// `open` and `resolve` are the confirmation durations, each with the deprecated round
     /// count that decided it, if one did.
-    fn from_values(
-        v: Verdict,
+    fn new(
         open: (Duration, Option<u32>),
         resolve: (Duration, Option<u32>),
+        keys: VerdictKeys,
     ) -> Self {
-        let Verdict {
-            open_after_rounds: _,
-            resolve_after_rounds: _,
-            open_after_secs: _,
-            resolve_after_secs: _,
-            liveness_interval,
-            liveness_floor,
-            latency_degraded_factor,
-            restart_grace,
-            catch_up_window,
-            log_dir_min_free_ratio,
-            log_dir_full_within,
-            flap_window,
-            flap_start_changes,
-            flap_stop_changes,
-        } = v;
         VerdictConfig {
             open_after: open.0,
             resolve_after: resolve.0,
             deprecated_rounds: (open.1.is_some() || resolve.1.is_some())
                 .then_some((open.1, resolve.1)),
-            liveness_interval,
-            liveness_floor,
-            latency_degraded_factor,
-            restart_grace,
-            catch_up_window,
-            log_dir_min_free_ratio,
-            log_dir_full_within,
-            flap_window,
-            // The schema's ranges stop at 1000, far inside u32.
-            flap_start_changes: u32::try_from(flap_start_changes).unwrap_or(u32::MAX),
-            flap_stop_changes: u32::try_from(flap_stop_changes).unwrap_or(u32::MAX),
+            keys,
         }
     }
 }
@@ -236,9 +252,12 @@ impl VerdictConfig {
 /// The built-in values, as a configuration that does not set them gets.
 impl Default for VerdictConfig {
     fn default() -> Self {
-        let v = Verdict::default();
-        let (open, resolve) = (v.open_after_secs, v.resolve_after_secs);
-        VerdictConfig::from_values(v, (open, None), (resolve, None))
+        let c = Confirmation::default();
+        VerdictConfig::new(
+            (c.open_after_secs, None),
+            (c.resolve_after_secs, None),
+            VerdictKeys::default(),
+        )
     }
 }
 

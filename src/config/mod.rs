@@ -82,11 +82,12 @@ use std::path::{Path, PathBuf};
 pub use http::HttpTlsError;
 pub use report::Problem;
 pub use types::{
-    AwsMskIamConfig, CanaryConfig, ClientCert, ClusterConfig, Config, ControllerAddress,
-    HostBrokerConfig, HostConfig, HttpAuth, HttpTlsConfig, LogConfig, LogFormat, LogLevel,
-    OAuthBearerConfig, PeerDns, PeersConfig, PortSpec, ProcessLocator, RemediationConfig,
-    SaslConfig, SaslMechanism, Secret, Security, SecurityProtocol, Severity, SlackBot, TlsConfig,
-    TopicFilter, VerdictConfig, WebhookConfig, WebhookFormat,
+    AwsMskIamConfig, CanaryConfig, CertificatesConfig, ClientCert, ClusterConfig, Config,
+    ControllerAddress, CoordinatorsConfig, HostBrokerConfig, HostConfig, HttpAuth, HttpTlsConfig,
+    LogConfig, LogFormat, LogLevel, OAuthBearerConfig, PeerDns, PeersConfig, PortSpec,
+    ProcessLocator, RemediationConfig, SaslConfig, SaslMechanism, Secret, Security,
+    SecurityProtocol, Severity, SlackBot, TlsConfig, TopicFilter, VerdictConfig, VerdictKeys,
+    WebhookConfig, WebhookFormat,
 };
 
 /// See `full_metadata_partition_budget`: declared here, where the key is, and read by the

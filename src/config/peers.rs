@@ -47,7 +47,9 @@ pub(crate) fn peers(cx: &mut Ctx, e: Option<&Entry>) -> Option<Option<PeersConfi
     // Every key is read whatever the others gave, so all their problems show at once.
     let urls = urls_entry.map_or(Some(Vec::new()), |u| urls(cx, u));
     let dns = dns_entry.map_or(Some(None), |d| dns(cx, d).map(Some));
-    let scheme = scheme_entry.map_or(Some("http".to_string()), |x| scheme(cx, x));
+    let scheme = scheme_entry.map_or(Some(s::PEERS_DNS_SCHEME_DEFAULT.to_string()), |x| {
+        scheme(cx, x)
+    });
     let timing = timing(cx, e, poll_entry, takeover_entry);
     let ca_file = ca_entry.map_or(Some(None), |c| readable_file(cx, c).map(Some));
     if names_none {

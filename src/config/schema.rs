@@ -157,12 +157,13 @@ layered! {
 }
 
 layered! {
-    /// A cluster's `verdict:` block as written and resolved; `VerdictConfig` is made from
-    /// it (the confirmation durations with the deprecated round counts).
+    /// The confirmation keys of a cluster's `verdict:` block as written. They are not
+    /// resolved one by one: `VerdictConfig`'s two durations are made from them (the `_secs`
+    /// key, else the deprecated round count with the round interval).
     #[derive(Clone, Debug, PartialEq)]
-    pub(crate) struct Verdict;
-    layer VerdictLayer;
-    picked VerdictPicked;
+    pub(crate) struct Confirmation;
+    layer ConfirmationLayer;
+    picked ConfirmationPicked;
     reload Cluster;
     keys {
         /// Deprecated: write open_after_secs. Rounds in a row before an incident opens.
@@ -176,6 +177,18 @@ layered! {
         /// A finding must be absent this long before its incident resolves.
         // The third clean round at the default round interval, as `resolve_after_rounds: 3` was.
         VERDICT_RESOLVE_AFTER_SECS resolve_after_secs: Duration = Secs(IntSpec { key: "resolve_after_secs", default: 20, min: 0, max: DAY_SECS }),
+    }
+}
+
+layered! {
+    /// The other keys of a cluster's `verdict:` block, resolved (`VerdictConfig::keys`):
+    /// read from the same mapping as `Confirmation`, after it.
+    #[derive(Clone, Copy, Debug, PartialEq)]
+    pub struct VerdictKeys;
+    layer VerdictLayer;
+    picked VerdictPicked;
+    reload Cluster;
+    keys {
         /// The continuous liveness check: ApiVersions to every broker this often; 0 turns it off.
         // A frozen broker is named between the floor and the floor plus one interval after
         // its fault: 400 ms keeps that page under 1.5 s (500 ms reached 1.50 s, issue 31).
@@ -214,6 +227,8 @@ pub(crate) const HOST_KEY: &str = "host";
 pub(crate) const LABELS_KEY: &str = "labels";
 /// At most this many static labels per cluster.
 pub(crate) const LABELS_MAX: usize = 16;
+/// A label value is 1 to this many characters.
+pub(crate) const LABEL_VALUE_MAX_CHARS: usize = 256;
 pub(crate) const HOST_BROKERS_KEY: &str = "brokers";
 
 layered! {
@@ -298,6 +313,8 @@ pub(crate) const STATE_DIR_DEFAULT: &str = "/var/lib/kafka-watchdog";
 pub(crate) const PEERS_URLS: &str = "urls";
 pub(crate) const PEERS_DNS: &str = "dns";
 pub(crate) const PEERS_DNS_SCHEME: &str = "dns_scheme";
+/// How the addresses of `peers.dns` are reached when `dns_scheme` is not written.
+pub(crate) const PEERS_DNS_SCHEME_DEFAULT: &str = "http";
 pub(crate) const PEERS_CA_FILE: &str = "ca_file";
 /// Each peer is asked this often for its silences and what it delivered.
 pub(crate) const PEERS_POLL_INTERVAL: IntSpec = IntSpec {

@@ -416,8 +416,9 @@ impl fmt::Debug for TopicFilter {
 }
 
 /// Declared with its keys in `schema`.
-pub use super::schema::{CanaryConfig, CertificatesConfig, CoordinatorsConfig};
+pub use super::schema::{CanaryConfig, CertificatesConfig, CoordinatorsConfig, VerdictKeys};
 
+/// A cluster's `verdict:` block resolved.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct VerdictConfig {
     /// A finding's fact must hold this long before an incident opens.
@@ -427,26 +428,8 @@ pub struct VerdictConfig {
     /// The deprecated `open_after_rounds` / `resolve_after_rounds` as written, when one
     /// decided a duration above (converted with the round interval).
     pub deprecated_rounds: Option<(Option<u32>, Option<u32>)>,
-    /// The continuous liveness check's interval; zero: off.
-    pub liveness_interval: Duration,
-    /// Silence below this is never evidence (ordinary GC pauses).
-    pub liveness_floor: Duration,
-    /// Above 1.
-    pub latency_degraded_factor: f64,
-    /// A broker down this recently that answers before it has registered is registering.
-    pub restart_grace: Duration,
-    /// A broker out of every ISR whose logs have not grown this long is a zombie.
-    pub catch_up_window: Duration,
-    /// A described log directory with less free space than this share is filling...
-    pub log_dir_min_free_ratio: f64,
-    /// ...and so is one full within this at its recent pace (zero: no forecast).
-    pub log_dir_full_within: Duration,
-    /// An open incident's state changes are counted over this window for flapping...
-    pub flap_window: Duration,
-    /// ...it flaps from this many on...
-    pub flap_start_changes: u32,
-    /// ...and stops at this many or fewer (below `flap_start_changes`).
-    pub flap_stop_changes: u32,
+    /// The block's other keys, each as the key table declares it.
+    pub keys: VerdictKeys,
 }
 
 impl VerdictConfig {

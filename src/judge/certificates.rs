@@ -10,6 +10,7 @@ use std::time::{Duration, SystemTime};
 
 use serde::Serialize;
 
+use crate::config::CertificatesConfig;
 use crate::model::round::{BrokerId, PeerCertificate};
 
 /// How close to its expiry a certificate is worth an incident.
@@ -19,12 +20,20 @@ pub struct CertificateRules {
     pub critical: Duration,
 }
 
+impl From<&CertificatesConfig> for CertificateRules {
+    fn from(c: &CertificatesConfig) -> Self {
+        let days = |n: u64| Duration::from_secs(n * 86_400);
+        CertificateRules {
+            warning: days(c.warning_days),
+            critical: days(c.critical_days),
+        }
+    }
+}
+
+/// The key table's defaults (`certificates.warning_days`, `critical_days`).
 impl Default for CertificateRules {
     fn default() -> Self {
-        CertificateRules {
-            warning: Duration::from_secs(14 * 86_400),
-            critical: Duration::from_secs(2 * 86_400),
-        }
+        CertificateRules::from(&CertificatesConfig::default())
     }
 }
 

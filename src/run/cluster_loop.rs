@@ -176,14 +176,14 @@ impl Watches {
         wire: &crate::observe::wire::WireOptions,
         mut prober: ClusterProber,
     ) -> (Self, ClusterProber) {
-        let continuous = !cfg.verdict.liveness_interval.is_zero();
+        let continuous = !cfg.verdict.keys.liveness_interval.is_zero();
         // The control plane: looked at continuously beside the liveness check (a frozen
         // controller is named within seconds), else once per round.
         let quorum_settings = setup::quorum_settings(cfg, wire.security.clone());
         let quorum = if continuous {
             Some(QuorumWatch::start(
                 quorum_settings,
-                cfg.verdict.liveness_interval,
+                cfg.verdict.keys.liveness_interval,
             ))
         } else {
             prober = prober.with_quorum(QuorumProber::new(quorum_settings));
@@ -191,8 +191,8 @@ impl Watches {
         };
         let liveness = continuous.then(|| {
             Liveness::new(LivenessSettings {
-                interval: cfg.verdict.liveness_interval,
-                floor: cfg.verdict.liveness_floor,
+                interval: cfg.verdict.keys.liveness_interval,
+                floor: cfg.verdict.keys.liveness_floor,
                 wire: wire.clone(),
             })
         });
@@ -201,6 +201,7 @@ impl Watches {
             liveness,
             tick: cfg
                 .verdict
+                .keys
                 .liveness_interval
                 .max(Duration::from_millis(200)),
             quorum,

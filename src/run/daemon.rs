@@ -586,7 +586,8 @@ pub async fn check_once(config: &Config) -> Vec<ClusterReport> {
                 .await
                 .ok()?;
         // A broker that did not answer is judged on the daemon's evidence of silence too.
-        if !c.verdict.liveness_interval.is_zero() && obs.probes.values().any(|p| !p.answered()) {
+        if !c.verdict.keys.liveness_interval.is_zero() && obs.probes.values().any(|p| !p.answered())
+        {
             obs.liveness = liveness_look(c, wire, &obs).await;
         }
         Some(evaluator.evaluate_merged(obs, view, None, SystemTime::now()))
@@ -607,8 +608,8 @@ async fn liveness_look(
     obs: &RoundObservation,
 ) -> BTreeMap<BrokerId, LivenessFact> {
     let settings = LivenessSettings {
-        interval: c.verdict.liveness_interval,
-        floor: c.verdict.liveness_floor,
+        interval: c.verdict.keys.liveness_interval,
+        floor: c.verdict.keys.liveness_floor,
         wire,
     };
     // The floor (a fresh tracker knows no answer times), a connect for the request and one

@@ -175,7 +175,7 @@ pub fn probe_settings(c: &ClusterConfig) -> Result<ProbeSettings, SetupError> {
 /// `security` is the probes' own (`RoundParts::wire`), so one token or AWS identity serves
 /// the cluster's every connection.
 pub fn quorum_settings(c: &ClusterConfig, security: wire::Security) -> QuorumSettings {
-    let bound = c.verdict.liveness_floor.min(c.request_timeout);
+    let bound = c.verdict.keys.liveness_floor.min(c.request_timeout);
     QuorumSettings {
         cluster: c.name.clone(),
         controllers: c
@@ -225,23 +225,7 @@ pub fn coordinator_settings(
 }
 
 pub fn verdict_settings(c: &ClusterConfig) -> VerdictSettings {
-    VerdictSettings {
-        latency_degraded_factor: c.verdict.latency_degraded_factor,
-        restart_grace: c.verdict.restart_grace,
-        catch_up_window: c.verdict.catch_up_window,
-        log_dir_min_free_ratio: c.verdict.log_dir_min_free_ratio,
-        log_dir_full_within: c.verdict.log_dir_full_within,
-        certificates: crate::judge::certificates::CertificateRules {
-            warning: std::time::Duration::from_secs(c.certificates.warning_days * 86_400),
-            critical: std::time::Duration::from_secs(c.certificates.critical_days * 86_400),
-        },
-        coordinators: crate::judge::coordinators::CoordinatorRules {
-            error_grace: c.coordinators.error_grace,
-            txn_stall_grace: c.coordinators.txn_stall_grace,
-            ..Default::default()
-        },
-        ..VerdictSettings::default()
-    }
+    VerdictSettings::configured(&c.verdict.keys, &c.coordinators, &c.certificates)
 }
 
 pub fn topic_filter(c: &ClusterConfig) -> TopicFilterFn {
@@ -353,6 +337,37 @@ mod tests {
             format!("clusters:\n  - name: c\n    bootstrap_servers: ['127.0.0.1:9092']\n{extra}");
         let mut config = crate::config::parse(&yaml, "test.yaml").expect("valid configuration");
         config.clusters.remove(0)
+    }
+
+    /// Every threshold the judge takes from a cluster's configuration reaches it: a value
+    /// set in the file, not the default, is what it judges with.
+    #[test]
+    fn the_judge_uses_the_thresholds_the_file_sets() {
+        let c = cluster(concat!(
+            "    verdict: {latency_degraded_factor: 3.5, restart_grace_secs: 7, catch_up_window_secs: 11,\n",
+            "              log_dir_min_free_ratio: 0.2, log_dir_full_within_secs: 13}\n",
+            "    coordinators: {error_grace_secs: 17, txn_stall_grace_ms: 1900}\n",
+            "    certificates: {warning_days: 30, critical_days: 3}\n",
+        ));
+        let v = verdict_settings(&c);
+        let secs = std::time::Duration::from_secs;
+        assert_eq!(v.latency_degraded_factor, 3.5);
+        assert_eq!(v.restart_grace, secs(7));
+        assert_eq!(v.catch_up_window, secs(11));
+        assert_eq!(v.log_dir_min_free_ratio, 0.2);
+        assert_eq!(v.log_dir_full_within, secs(13));
+        assert_eq!(v.coordinators.error_grace, secs(17));
+        assert_eq!(
+            v.coordinators.txn_stall_grace,
+            std::time::Duration::from_millis(1900)
+        );
+        assert_eq!(v.certificates.warning, secs(30 * 86_400));
+        assert_eq!(v.certificates.critical, secs(3 * 86_400));
+        // A file that sets nothing judges with the judge's defaults, which are the table's.
+        assert_eq!(
+            format!("{:?}", verdict_settings(&cluster(""))),
+            format!("{:?}", VerdictSettings::default())
+        );
     }
 
     /// The direct probes may use a connect deadline under a second; librdkafka refuses one

@@ -65,14 +65,18 @@ impl Default for Flap {
 
 impl From<&VerdictConfig> for Flap {
     fn from(v: &VerdictConfig) -> Self {
+        // The schema's ranges stop at 1000, far inside u32.
+        let count = |n: u64| u32::try_from(n).unwrap_or(u32::MAX);
+        let (start, stop) = (
+            count(v.keys.flap_start_changes),
+            count(v.keys.flap_stop_changes),
+        );
         Flap {
-            window: v.flap_window,
-            start: v.flap_start_changes,
+            window: v.keys.flap_window,
+            start,
             // A stop threshold at or above the start one would end flapping the moment it
             // began; the schema keeps each in range, this keeps them in order.
-            stop: v
-                .flap_stop_changes
-                .min(v.flap_start_changes.saturating_sub(1)),
+            stop: stop.min(start.saturating_sub(1)),
         }
     }
 }

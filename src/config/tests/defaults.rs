@@ -57,16 +57,18 @@ fn built_in_defaults_are_applied() {
             open_after: Duration::from_secs(1),
             resolve_after: Duration::from_secs(20),
             deprecated_rounds: None,
-            liveness_interval: Duration::from_millis(400),
-            liveness_floor: Duration::from_millis(1000),
-            latency_degraded_factor: 5.0,
-            restart_grace: Duration::from_secs(120),
-            catch_up_window: Duration::from_secs(60),
-            log_dir_min_free_ratio: 0.05,
-            log_dir_full_within: Duration::from_secs(6 * 3600),
-            flap_window: Duration::from_secs(120),
-            flap_start_changes: 6,
-            flap_stop_changes: 2,
+            keys: VerdictKeys {
+                liveness_interval: Duration::from_millis(400),
+                liveness_floor: Duration::from_millis(1000),
+                latency_degraded_factor: 5.0,
+                restart_grace: Duration::from_secs(120),
+                catch_up_window: Duration::from_secs(60),
+                log_dir_min_free_ratio: 0.05,
+                log_dir_full_within: Duration::from_secs(6 * 3600),
+                flap_window: Duration::from_secs(120),
+                flap_start_changes: 6,
+                flap_stop_changes: 2,
+            },
         }
     );
     assert!(k.librdkafka.is_empty());
@@ -141,7 +143,7 @@ clusters:
         .verdict
         .deprecation("inherits")
         .is_some_and(|m| m.contains("open_after_rounds: 4 is now open_after_secs: 54")));
-    assert_eq!(a.verdict.latency_degraded_factor, 2.5);
+    assert_eq!(a.verdict.keys.latency_degraded_factor, 2.5);
     assert_eq!(a.librdkafka["socket.keepalive.enable"], "true");
     assert_eq!(a.librdkafka["fetch.wait.max.ms"], "100");
 
@@ -165,10 +167,10 @@ clusters:
         "3 x 30 s, less a tenth"
     );
     assert_eq!(b.verdict.resolve_after, Duration::from_secs(162));
-    assert_eq!(b.verdict.catch_up_window, Duration::from_secs(300));
-    assert_eq!(b.verdict.restart_grace, Duration::ZERO);
+    assert_eq!(b.verdict.keys.catch_up_window, Duration::from_secs(300));
+    assert_eq!(b.verdict.keys.restart_grace, Duration::ZERO);
     assert_eq!(
-        a.verdict.catch_up_window,
+        a.verdict.keys.catch_up_window,
         Duration::from_secs(60),
         "built-in"
     );
@@ -257,7 +259,7 @@ clusters:
         "1 x 10 s, less a tenth"
     );
     assert_eq!(a.deprecated_rounds, Some((None, Some(2))));
-    assert_eq!(a.liveness_interval, Duration::ZERO, "0 turns it off");
+    assert_eq!(a.keys.liveness_interval, Duration::ZERO, "0 turns it off");
     assert_eq!(
         b.open_after,
         Duration::from_secs(54),

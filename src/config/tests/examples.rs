@@ -87,7 +87,7 @@ fn example_production_loads() {
     assert_eq!(payments.verdict.resolve_after, Duration::from_secs(20));
     assert_eq!(payments.verdict.deprecated_rounds, None);
     assert_eq!(
-        payments.verdict.liveness_interval,
+        payments.verdict.keys.liveness_interval,
         Duration::from_millis(400)
     );
     assert_eq!(payments.canary.replication_factor, Some(3));

@@ -12,6 +12,7 @@ use std::time::{Duration, SystemTime};
 
 use serde::Serialize;
 
+use crate::config::{CoordinatorsConfig, VerdictKeys};
 use crate::judge::health::{BrokerPartitions, Health};
 pub use crate::judge::rule::{BrokerState, Rule};
 use crate::model::round::HostObservation;
@@ -96,20 +97,37 @@ pub struct VerdictSettings {
     pub certificates: crate::judge::certificates::CertificateRules,
 }
 
-impl Default for VerdictSettings {
-    fn default() -> Self {
+impl VerdictSettings {
+    /// The thresholds a cluster's configuration sets (its `verdict:`, `coordinators:` and
+    /// `certificates:` blocks), beside the judge's own.
+    pub fn configured(
+        verdict: &VerdictKeys,
+        coordinators: &CoordinatorsConfig,
+        certificates: &crate::config::CertificatesConfig,
+    ) -> Self {
         VerdictSettings {
-            latency_degraded_factor: 5.0,
+            latency_degraded_factor: verdict.latency_degraded_factor,
             latency_floor: Duration::from_millis(250),
-            restart_grace: Duration::from_secs(120),
-            catch_up_window: Duration::from_secs(60),
+            restart_grace: verdict.restart_grace,
+            catch_up_window: verdict.catch_up_window,
             metadata_fetch_lag: Duration::from_secs(3),
             metadata_caught_up: Duration::from_secs(6),
-            log_dir_min_free_ratio: rules_disk::MIN_FREE_RATIO,
-            log_dir_full_within: rules_disk::FULL_WITHIN,
-            coordinators: Default::default(),
-            certificates: Default::default(),
+            log_dir_min_free_ratio: verdict.log_dir_min_free_ratio,
+            log_dir_full_within: verdict.log_dir_full_within,
+            coordinators: CoordinatorRules::configured(coordinators),
+            certificates: certificates.into(),
         }
+    }
+}
+
+/// The key table's defaults: what a configuration that sets nothing judges with.
+impl Default for VerdictSettings {
+    fn default() -> Self {
+        VerdictSettings::configured(
+            &VerdictKeys::default(),
+            &CoordinatorsConfig::default(),
+            &Default::default(),
+        )
     }
 }
 
@@ -195,13 +213,21 @@ pub struct CoordinatorRules {
     pub txn_stall_grace: Duration,
 }
 
-impl Default for CoordinatorRules {
-    fn default() -> Self {
+impl CoordinatorRules {
+    /// The graces of a cluster's `coordinators:` block, beside the judge's own count.
+    pub fn configured(c: &CoordinatorsConfig) -> Self {
         CoordinatorRules {
             stalled_after: 2,
-            error_grace: Duration::from_secs(60),
-            txn_stall_grace: Duration::from_secs(5),
+            error_grace: c.error_grace,
+            txn_stall_grace: c.txn_stall_grace,
         }
+    }
+}
+
+/// The key table's defaults.
+impl Default for CoordinatorRules {
+    fn default() -> Self {
+        CoordinatorRules::configured(&CoordinatorsConfig::default())
     }
 }
 

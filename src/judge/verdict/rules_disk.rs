@@ -14,13 +14,6 @@ pub(super) const USAGE_WINDOW: Duration = Duration::from_secs(30 * 60);
 /// A forecast needs this much history: a burst of minutes (a build, a reassignment's copy
 /// on a shared disk) says nothing of hours.
 const FORECAST_MIN_SPAN: Duration = Duration::from_secs(600);
-/// Full within this at its recent pace: a warning with hours to act (the default of
-/// `verdict.log_dir_full_within_secs`).
-pub const FULL_WITHIN: Duration = Duration::from_secs(6 * 3600);
-/// Or less free than this share of the directory, whatever its pace (the default of
-/// `verdict.log_dir_min_free_ratio`).
-pub const MIN_FREE_RATIO: f64 = 0.05;
-
 /// Usable bytes of one directory over the last `USAGE_WINDOW`.
 pub type Usage = VecDeque<(SystemTime, u64)>;
 
