@@ -22,22 +22,7 @@ pub(crate) fn cluster(
     let Some(mut f) = Fields::open(&mut cx.rep, node, None, path.clone()) else {
         return (None, None);
     };
-    let raw_name = match f.get("name") {
-        Some(e) => text(&mut cx.rep, e, s::NAME_EXPECTED),
-        None => {
-            f.missing(&mut cx.rep, "name", s::NAME_EXPECTED.into());
-            None
-        }
-    };
-    let name = raw_name
-        .as_ref()
-        .and_then(|n| match checks::name(&n.value, "cluster") {
-            Ok(()) => Some(n.value.clone()),
-            Err((m, x)) => {
-                cx.rep.add(n.value_pos, m, Some(x));
-                None
-            }
-        });
+    let (raw_name, name) = cx.name(&mut f, "cluster");
     let bootstrap_servers = match f.get("bootstrap_servers") {
         Some(e) => bootstrap(&mut cx.rep, e),
         None => {

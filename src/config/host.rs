@@ -4,6 +4,7 @@
 
 use std::collections::HashMap;
 use std::net::IpAddr;
+use std::path::PathBuf;
 
 use regex::RegexBuilder;
 
@@ -67,33 +68,7 @@ fn broker(
     seen: &mut HashMap<i32, Pos>,
 ) -> Option<HostBrokerConfig> {
     let mut f = Fields::open(&mut cx.rep, node, None, path)?;
-    let id = match f.get(s::HOST_BROKER_ID.key) {
-        None => {
-            f.missing(
-                &mut cx.rep,
-                s::HOST_BROKER_ID.key,
-                "the broker's node.id / broker.id".into(),
-            );
-            None
-        }
-        Some(ie) => int(&mut cx.rep, ie, &s::HOST_BROKER_ID).and_then(|v| {
-            // The range check makes the conversion infallible.
-            let id = i32::try_from(v.value).ok()?;
-            if let Some(first) = seen.get(&id) {
-                cx.rep.add(
-                    v.value_pos,
-                    format!(
-                        "broker {id} is listed twice in host.brokers (first at line {})",
-                        first.line
-                    ),
-                    Some("each broker once".into()),
-                );
-                return None;
-            }
-            seen.insert(id, v.value_pos);
-            Some(id)
-        }),
-    };
+    let id = broker_id(cx, &mut f, seen);
     let process = match f.get("process") {
         None => {
             f.missing(&mut cx.rep, "process", process_expected());
@@ -104,26 +79,7 @@ fn broker(
     let log_dirs = match f.get(s::HOST_LOG_DIRS_KEY) {
         None => Some(Vec::new()),
         Some(le) if le.value.is_null() => Some(Vec::new()),
-        Some(le) => {
-            let items = list(&mut cx.rep, le, "a list of directory paths", true)?;
-            let mut dirs = Vec::new();
-            let mut ok = true;
-            for item in items {
-                match text_node(&mut cx.rep, item, s::HOST_LOG_DIRS_KEY, "a directory path") {
-                    Some(t) if !t.trim().is_empty() => dirs.push(cx.path(&t)),
-                    Some(_) => {
-                        cx.rep.add(
-                            item.pos,
-                            "empty log directory path".into(),
-                            Some("a directory path".into()),
-                        );
-                        ok = false;
-                    }
-                    None => ok = false,
-                }
-            }
-            ok.then_some(dirs)
-        }
+        Some(le) => log_dirs(cx, le),
     };
     let ports = match f.get(s::HOST_PORTS_KEY) {
         None => Some(Vec::new()),
@@ -142,6 +98,56 @@ fn broker(
         ports: ports?,
         remediation: remediation?,
     })
+}
+
+/// The broker's id, once in the host's list (`seen`: the ids before it, where written).
+fn broker_id(cx: &mut Ctx, f: &mut Fields, seen: &mut HashMap<i32, Pos>) -> Option<i32> {
+    let Some(ie) = f.get(s::HOST_BROKER_ID.key) else {
+        f.missing(
+            &mut cx.rep,
+            s::HOST_BROKER_ID.key,
+            "the broker's node.id / broker.id".into(),
+        );
+        return None;
+    };
+    let v = int(&mut cx.rep, ie, &s::HOST_BROKER_ID)?;
+    // The range check makes the conversion infallible.
+    let id = i32::try_from(v.value).ok()?;
+    if let Some(first) = seen.get(&id) {
+        cx.rep.add(
+            v.value_pos,
+            format!(
+                "broker {id} is listed twice in host.brokers (first at line {})",
+                first.line
+            ),
+            Some("each broker once".into()),
+        );
+        return None;
+    }
+    seen.insert(id, v.value_pos);
+    Some(id)
+}
+
+/// The log directories whose free space is checked, relative to the file's folder.
+fn log_dirs(cx: &mut Ctx, e: &Entry) -> Option<Vec<PathBuf>> {
+    let items = list(&mut cx.rep, e, "a list of directory paths", true)?;
+    let mut dirs = Vec::new();
+    let mut ok = true;
+    for item in items {
+        match text_node(&mut cx.rep, item, s::HOST_LOG_DIRS_KEY, "a directory path") {
+            Some(t) if !t.trim().is_empty() => dirs.push(cx.path(&t)),
+            Some(_) => {
+                cx.rep.add(
+                    item.pos,
+                    "empty log directory path".into(),
+                    Some("a directory path".into()),
+                );
+                ok = false;
+            }
+            None => ok = false,
+        }
+    }
+    ok.then_some(dirs)
 }
 
 fn process_expected() -> String {
@@ -181,37 +187,48 @@ fn process(cx: &mut Ctx, e: &Entry, path: String) -> Option<ProcessLocator> {
         }
     }
     if let Some(ue) = unit {
-        let t = text(&mut cx.rep, ue, "a systemd unit name such as kafka.service")?;
-        let bad = t.value.is_empty()
-            || t.value.starts_with('-')
-            || t.value.contains('/')
-            || t.value.chars().any(|c| c.is_whitespace() || c.is_control());
-        if bad {
-            cx.rep.add(
-                t.value_pos,
-                format!("'{}' is not a systemd unit name", shorten(&t.value)),
-                Some("a unit name such as kafka.service".into()),
-            );
-            return None;
-        }
-        return Some(ProcessLocator::SystemdUnit(t.value));
+        return systemd_unit(cx, ue);
     }
     if let Some(pe) = pid_file {
-        let t = text(&mut cx.rep, pe, "a file path")?;
-        if t.value.trim().is_empty() {
-            cx.rep.add(
-                t.value_pos,
-                "pid_file is empty".into(),
-                Some("a file path".into()),
-            );
-            return None;
-        }
-        // Not checked for existence: the file is gone while the broker is down, which is
-        // exactly a state host mode must report.
-        return Some(ProcessLocator::PidFile(cx.path(&t.value)));
+        return pid_file_locator(cx, pe);
     }
-    let ce = cmdline?;
-    let t = text(&mut cx.rep, ce, "a regular expression")?;
+    cmdline_locator(cx, cmdline?)
+}
+
+fn systemd_unit(cx: &mut Ctx, e: &Entry) -> Option<ProcessLocator> {
+    let t = text(&mut cx.rep, e, "a systemd unit name such as kafka.service")?;
+    let bad = t.value.is_empty()
+        || t.value.starts_with('-')
+        || t.value.contains('/')
+        || t.value.chars().any(|c| c.is_whitespace() || c.is_control());
+    if bad {
+        cx.rep.add(
+            t.value_pos,
+            format!("'{}' is not a systemd unit name", shorten(&t.value)),
+            Some("a unit name such as kafka.service".into()),
+        );
+        return None;
+    }
+    Some(ProcessLocator::SystemdUnit(t.value))
+}
+
+fn pid_file_locator(cx: &mut Ctx, e: &Entry) -> Option<ProcessLocator> {
+    let t = text(&mut cx.rep, e, "a file path")?;
+    if t.value.trim().is_empty() {
+        cx.rep.add(
+            t.value_pos,
+            "pid_file is empty".into(),
+            Some("a file path".into()),
+        );
+        return None;
+    }
+    // Not checked for existence: the file is gone while the broker is down, which is
+    // exactly a state host mode must report.
+    Some(ProcessLocator::PidFile(cx.path(&t.value)))
+}
+
+fn cmdline_locator(cx: &mut Ctx, e: &Entry) -> Option<ProcessLocator> {
+    let t = text(&mut cx.rep, e, "a regular expression")?;
     match RegexBuilder::new(&t.value)
         .size_limit(s::REGEX_SIZE_LIMIT)
         .build()

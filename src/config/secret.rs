@@ -74,46 +74,10 @@ pub(crate) fn secret(
     }
     let given: Vec<&Entry> = [inline, env, file].into_iter().flatten().collect();
     if let Need::Forbidden(reason) = need {
-        for e in &given {
-            cx.rep.add(
-                e.key_pos,
-                format!("{} is set in {} but {reason}", e.key, f.where_()),
-                Some(format!("no {} here", keys.what)),
-            );
-        }
-        return if given.is_empty() { Ok(None) } else { Err(()) };
+        return forbidden(cx, f, keys, &given, reason);
     }
-    let mut ok = true;
-    if let (Some(e), false) = (inline, keys.inline_allowed) {
-        cx.rep.add(
-            e.key_pos,
-            format!(
-                "an inline {} is not accepted: it would sit in the configuration file in clear text",
-                keys.inline
-            ),
-            Some(keys.choices()),
-        );
-        ok = false;
-    }
-    let candidates: Vec<&Entry> = given
-        .iter()
-        .copied()
-        .filter(|e| keys.inline_allowed || e.key != keys.inline)
-        .collect();
-    if candidates.len() > 1 {
-        cx.rep.add(
-            candidates[1].key_pos,
-            format!(
-                "'{}' and '{}' are both set in {}",
-                candidates[0].key,
-                candidates[1].key,
-                f.where_()
-            ),
-            Some(keys.choices()),
-        );
-        return Err(());
-    }
-    let Some(e) = candidates.first().copied() else {
+    let ok = inline.is_none_or(|e| inline_accepted(cx, keys, e));
+    let Some(e) = one_given(cx, f, keys, &given)? else {
         if matches!(need, Need::Required) && ok {
             f.missing_what(&mut cx.rep, keys.what, keys.choices());
         }
@@ -138,6 +102,73 @@ pub(crate) fn secret(
         })),
         _ => Err(()),
     }
+}
+
+/// Every key of a secret that may not be given here is a problem where it is written.
+fn forbidden(
+    cx: &mut Ctx,
+    f: &Fields,
+    keys: &SecretKeys,
+    given: &[&Entry],
+    reason: &str,
+) -> Result<Option<Got>, ()> {
+    for e in given {
+        cx.rep.add(
+            e.key_pos,
+            format!("{} is set in {} but {reason}", e.key, f.where_()),
+            Some(format!("no {} here", keys.what)),
+        );
+    }
+    if given.is_empty() {
+        Ok(None)
+    } else {
+        Err(())
+    }
+}
+
+/// Whether the inline key, written, may be: some secrets refuse one.
+fn inline_accepted(cx: &mut Ctx, keys: &SecretKeys, inline: &Entry) -> bool {
+    if keys.inline_allowed {
+        return true;
+    }
+    cx.rep.add(
+        inline.key_pos,
+        format!(
+            "an inline {} is not accepted: it would sit in the configuration file in clear text",
+            keys.inline
+        ),
+        Some(keys.choices()),
+    );
+    false
+}
+
+/// The one way the secret was given (a refused inline key does not count); two are a
+/// problem.
+fn one_given<'e>(
+    cx: &mut Ctx,
+    f: &Fields,
+    keys: &SecretKeys,
+    given: &[&'e Entry],
+) -> Result<Option<&'e Entry>, ()> {
+    let candidates: Vec<&Entry> = given
+        .iter()
+        .copied()
+        .filter(|e| keys.inline_allowed || e.key != keys.inline)
+        .collect();
+    if candidates.len() > 1 {
+        cx.rep.add(
+            candidates[1].key_pos,
+            format!(
+                "'{}' and '{}' are both set in {}",
+                candidates[0].key,
+                candidates[1].key,
+                f.where_()
+            ),
+            Some(keys.choices()),
+        );
+        return Err(());
+    }
+    Ok(candidates.first().copied())
 }
 
 fn from_env(cx: &mut Ctx, e: &Entry) -> Option<Set<String>> {

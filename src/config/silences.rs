@@ -7,7 +7,7 @@ use std::time::SystemTime;
 
 use super::ctx::Ctx;
 use super::read::{list, text, Fields};
-use super::yaml::{Entry, Pos};
+use super::yaml::{Entry, Node, Pos};
 use crate::model::silence::{Origin, Request, Silence};
 
 const EXPECTED: &str = "a list of silences, each with ends_at (RFC 3339) and comment, and optionally cluster, broker, kind, starts_at";
@@ -29,80 +29,112 @@ pub(crate) fn silences(
     let mut out = Vec::new();
     let mut ok = true;
     for (i, item) in items.iter().enumerate() {
-        let Some(mut f) = Fields::open(&mut cx.rep, item, None, format!("silences[{i}]")) else {
-            ok = false;
-            continue;
-        };
+        match silence(cx, item, i, &known) {
+            Some(s) => out.push(s),
+            None => ok = false,
+        }
+    }
+    ok.then_some(out)
+}
+
+/// One entry's fields as written, each with where it was written.
+struct Written {
+    cluster: Option<(String, Pos)>,
+    broker: Option<(String, Pos)>,
+    kind: Option<(String, Pos)>,
+    starts_at: Option<(String, Pos)>,
+    ends_at: Option<(String, Pos)>,
+    comment: Option<(String, Pos)>,
+}
+
+impl Written {
+    fn read(cx: &mut Ctx, f: &mut Fields) -> Written {
         let mut read = |key: &'static str, expected: &str| {
             f.get(key).and_then(|entry| {
                 text(&mut cx.rep, entry, expected).map(|t| (t.value, entry.value.pos))
             })
         };
-        let cluster = read("cluster", "a configured cluster's name");
-        let broker = read("broker", "a broker id");
-        let kind = read("kind", "an incident kind, e.g. broker or under_replicated");
-        let starts_at = read("starts_at", "an RFC 3339 time, e.g. 2026-12-01T22:00:00Z");
-        let ends_at = read("ends_at", "an RFC 3339 time, e.g. 2026-12-02T02:00:00Z");
-        let comment = read("comment", "why, for the next person");
-        // Offered by the API, not here: said once, where it is written.
-        if let Some(d) = f.get_unlisted("duration") {
-            cx.rep.add(
-                d.key_pos,
-                format!("silences[{i}]: a silence in the file ends at a written time: use ends_at, not duration"),
-                Some("ends_at: an RFC 3339 time, e.g. 2026-12-02T02:00:00Z".into()),
-            );
-            ok = false;
-            f.finish(&mut cx.rep, &|_| None);
-            continue;
-        }
-        f.finish(&mut cx.rep, &|_| None);
-        let broker_id = match &broker {
-            None => None,
-            Some((b, pos)) => match b.trim().parse::<i32>() {
-                Ok(id) if id >= 0 => Some(id),
-                _ => {
-                    cx.rep.add(
-                        *pos,
-                        format!("'{b}' is not a broker id"),
-                        Some("a whole number, 0 or more".into()),
-                    );
-                    ok = false;
-                    continue;
-                }
-            },
-        };
-        let request = Request {
-            cluster: cluster.as_ref().map(|(c, _)| c.clone()),
-            broker: broker_id,
-            kind: kind.as_ref().map(|(k, _)| k.clone()),
-            starts_at: starts_at.as_ref().map(|(t, _)| t.clone()),
-            ends_at: ends_at.as_ref().map(|(t, _)| t.clone()),
-            duration: None,
-            comment: comment.as_ref().map(|(c, _)| c.clone()).unwrap_or_default(),
-            created_by: Some("config".into()),
-        };
-        match request.check(&known, SystemTime::now(), Origin::Config) {
-            Ok(s) => out.push(s),
-            Err(why) => {
-                // The message names the field; point at it when it was written.
-                let m = why.0;
-                let pos = [
-                    ("cluster", &cluster),
-                    ("kind", &kind),
-                    ("comment", &comment),
-                    ("starts_at", &starts_at),
-                    ("ends_at", &ends_at),
-                ]
-                .into_iter()
-                .find(|(name, v)| m.contains(name) && v.is_some())
-                .and_then(|(_, v)| v.as_ref().map(|(_, p)| *p))
-                .or_else(|| ends_at.as_ref().map(|(_, p)| *p))
-                .unwrap_or(item.pos);
-                cx.rep
-                    .add(pos, format!("silences[{i}]: {m}"), Some(EXPECTED.into()));
-                ok = false;
-            }
+        Written {
+            cluster: read("cluster", "a configured cluster's name"),
+            broker: read("broker", "a broker id"),
+            kind: read("kind", "an incident kind, e.g. broker or under_replicated"),
+            starts_at: read("starts_at", "an RFC 3339 time, e.g. 2026-12-01T22:00:00Z"),
+            ends_at: read("ends_at", "an RFC 3339 time, e.g. 2026-12-02T02:00:00Z"),
+            comment: read("comment", "why, for the next person"),
         }
     }
-    ok.then_some(out)
+
+    /// Where the field a problem names was written (the message names the field), else
+    /// `ends_at`, which every silence has.
+    fn pos_of(&self, problem: &str) -> Option<Pos> {
+        [
+            ("cluster", &self.cluster),
+            ("kind", &self.kind),
+            ("comment", &self.comment),
+            ("starts_at", &self.starts_at),
+            ("ends_at", &self.ends_at),
+        ]
+        .into_iter()
+        .find(|(name, v)| problem.contains(name) && v.is_some())
+        .and_then(|(_, v)| v.as_ref().map(|(_, p)| *p))
+        .or_else(|| self.ends_at.as_ref().map(|(_, p)| *p))
+    }
+
+    fn request(&self, broker: Option<i32>) -> Request {
+        let value = |v: &Option<(String, Pos)>| v.as_ref().map(|(x, _)| x.clone());
+        Request {
+            cluster: value(&self.cluster),
+            broker,
+            kind: value(&self.kind),
+            starts_at: value(&self.starts_at),
+            ends_at: value(&self.ends_at),
+            duration: None,
+            comment: value(&self.comment).unwrap_or_default(),
+            created_by: Some("config".into()),
+        }
+    }
+}
+
+/// Entry `i`, checked by the API's rules; `None` when a problem was reported.
+fn silence(cx: &mut Ctx, item: &Node, i: usize, known: &[String]) -> Option<Silence> {
+    let mut f = Fields::open(&mut cx.rep, item, None, format!("silences[{i}]"))?;
+    let w = Written::read(cx, &mut f);
+    // Offered by the API, not here: said once, where it is written.
+    if let Some(d) = f.get_unlisted("duration") {
+        cx.rep.add(
+            d.key_pos,
+            format!("silences[{i}]: a silence in the file ends at a written time: use ends_at, not duration"),
+            Some("ends_at: an RFC 3339 time, e.g. 2026-12-02T02:00:00Z".into()),
+        );
+        f.finish(&mut cx.rep, &|_| None);
+        return None;
+    }
+    f.finish(&mut cx.rep, &|_| None);
+    let broker = match &w.broker {
+        None => None,
+        Some((b, pos)) => match b.trim().parse::<i32>() {
+            Ok(id) if id >= 0 => Some(id),
+            _ => {
+                cx.rep.add(
+                    *pos,
+                    format!("'{b}' is not a broker id"),
+                    Some("a whole number, 0 or more".into()),
+                );
+                return None;
+            }
+        },
+    };
+    match w
+        .request(broker)
+        .check(known, SystemTime::now(), Origin::Config)
+    {
+        Ok(s) => Some(s),
+        Err(why) => {
+            let m = why.0;
+            let pos = w.pos_of(&m).unwrap_or(item.pos);
+            cx.rep
+                .add(pos, format!("silences[{i}]: {m}"), Some(EXPECTED.into()));
+            None
+        }
+    }
 }

@@ -8,7 +8,7 @@ use super::ctx::Ctx;
 use super::read::{self, list, text, text_node, Fields, Set};
 use super::report::Report;
 use super::schema as s;
-use super::secret::{secret, Need};
+use super::secret::{secret, Got, Need};
 use super::types::*;
 use super::yaml::{shorten, Entry, Kind, Node, Pos};
 
@@ -22,22 +22,7 @@ pub(crate) fn webhook(
     let Some(mut f) = Fields::open(&mut cx.rep, node, None, path) else {
         return (None, None);
     };
-    let raw_name = match f.get("name") {
-        Some(e) => text(&mut cx.rep, e, s::NAME_EXPECTED),
-        None => {
-            f.missing(&mut cx.rep, "name", s::NAME_EXPECTED.into());
-            None
-        }
-    };
-    let name = raw_name
-        .as_ref()
-        .and_then(|n| match checks::name(&n.value, "webhook") {
-            Ok(()) => Some(n.value.clone()),
-            Err((m, x)) => {
-                cx.rep.add(n.value_pos, m, Some(x));
-                None
-            }
-        });
+    let (raw_name, name) = cx.name(&mut f, "webhook");
     // Required unless a Slack bot token makes it the Web API's base, which has a default:
     // decided once the format and the token are read.
     let url = secret(cx, &mut f, &s::WEBHOOK_URL, Need::Optional);
@@ -55,21 +40,7 @@ pub(crate) fn webhook(
         None => Some(BTreeMap::new()),
         Some(e) => headers(cx, e, &f.path),
     };
-    // Only the generic body is signed, and only PagerDuty routes by key; a secret given
-    // where it is never used is more likely a mistake than a plan.
-    let (hmac_need, routing_need) = match format {
-        Some(WebhookFormat::Generic) => {
-            (Need::Optional, Need::Forbidden("format is not pagerduty"))
-        }
-        Some(WebhookFormat::PagerDuty) => {
-            (Need::Forbidden("format is not generic"), Need::Required)
-        }
-        Some(_) => (
-            Need::Forbidden("format is not generic"),
-            Need::Forbidden("format is not pagerduty"),
-        ),
-        None => (Need::Ignore, Need::Ignore),
-    };
+    let (hmac_need, routing_need) = signing_needs(format);
     let ca_file = match f.get("ca_file") {
         None => Some(None),
         Some(e) => pem_certificates(cx, e).map(Some),
@@ -84,29 +55,7 @@ pub(crate) fn webhook(
     }
     f.finish(&mut cx.rep, &|_| None);
 
-    let (url, target) = match url {
-        Ok(Some(u)) => {
-            let checked = checks::webhook_url(&u.value).and_then(|target| {
-                if bot_given {
-                    checks::slack_api_base(&u.value)?;
-                }
-                Ok(target)
-            });
-            match checked {
-                Ok(target) if bot_given => (Some(Secret::new(api_base(&u.value))), Some(target)),
-                Ok(target) => (Some(Secret::new(u.value.trim())), Some(target)),
-                Err((m, x)) => {
-                    cx.rep.add(u.pos, format!("{}: {m}", u.key), Some(x));
-                    (None, None)
-                }
-            }
-        }
-        Ok(None) if bot_given => (
-            Some(Secret::new(s::SLACK_API_DEFAULT)),
-            checks::webhook_url(s::SLACK_API_DEFAULT).ok(),
-        ),
-        _ => (None, None),
-    };
+    let (url, target) = destination(&mut cx.rep, url, bot_given);
     let built = (|| {
         let d = delivery.values()?;
         Some(WebhookConfig {
@@ -116,20 +65,7 @@ pub(crate) fn webhook(
             format: format?,
             min_severity: min_severity?,
             clusters: cluster_names?,
-            // 0 is how the file says "never repeat". PagerDuty's Events API has no
-            // "still open" event: a reminder is a trigger, and a trigger after a person
-            // resolved the alert opens it again. So PagerDuty repeats only when asked to
-            // (its own escalation policies re-notify).
-            repeat_interval: {
-                let r = delivery.repeat_interval.as_ref()?;
-                let unset = matches!(r.from, read::Origin::Builtin);
-                let secs = if unset && format == Some(WebhookFormat::PagerDuty) {
-                    0
-                } else {
-                    r.value
-                };
-                (secs > 0).then(|| Duration::from_secs(secs))
-            },
+            repeat_interval: repeat_interval(delivery.repeat_interval.as_ref()?, format?),
             send_resolved: d.send_resolved,
             timeout: d.timeout,
             tls_verify: d.tls_verify,
@@ -142,6 +78,71 @@ pub(crate) fn webhook(
         })
     })();
     (raw_name, built)
+}
+
+/// Which of the two signing secrets this format may or must have. Only the generic body is
+/// signed, and only PagerDuty routes by key; a secret given where it is never used is more
+/// likely a mistake than a plan.
+fn signing_needs(format: Option<WebhookFormat>) -> (Need, Need) {
+    match format {
+        Some(WebhookFormat::Generic) => {
+            (Need::Optional, Need::Forbidden("format is not pagerduty"))
+        }
+        Some(WebhookFormat::PagerDuty) => {
+            (Need::Forbidden("format is not generic"), Need::Required)
+        }
+        Some(_) => (
+            Need::Forbidden("format is not generic"),
+            Need::Forbidden("format is not pagerduty"),
+        ),
+        None => (Need::Ignore, Need::Ignore),
+    }
+}
+
+/// The URL to send to, checked, and its scheme, host and port (what logs may show). With a
+/// Slack bot token the URL is the Web API's base, which has a default.
+fn destination(
+    rep: &mut Report,
+    url: Result<Option<Got>, ()>,
+    bot_given: bool,
+) -> (Option<Secret>, Option<String>) {
+    match url {
+        Ok(Some(u)) => {
+            let checked = checks::webhook_url(&u.value).and_then(|target| {
+                if bot_given {
+                    checks::slack_api_base(&u.value)?;
+                }
+                Ok(target)
+            });
+            match checked {
+                Ok(target) if bot_given => (Some(Secret::new(api_base(&u.value))), Some(target)),
+                Ok(target) => (Some(Secret::new(u.value.trim())), Some(target)),
+                Err((m, x)) => {
+                    rep.add(u.pos, format!("{}: {m}", u.key), Some(x));
+                    (None, None)
+                }
+            }
+        }
+        Ok(None) if bot_given => (
+            Some(Secret::new(s::SLACK_API_DEFAULT)),
+            checks::webhook_url(s::SLACK_API_DEFAULT).ok(),
+        ),
+        _ => (None, None),
+    }
+}
+
+/// `repeat_interval_secs`: 0 is how the file says "never repeat". PagerDuty's Events API
+/// has no "still open" event: a reminder is a trigger, and a trigger after a person
+/// resolved the alert opens it again. So PagerDuty repeats only when asked to (its own
+/// escalation policies re-notify).
+fn repeat_interval(r: &read::Resolved<u64>, format: WebhookFormat) -> Option<Duration> {
+    let unset = matches!(r.from, read::Origin::Builtin);
+    let secs = if unset && format == WebhookFormat::PagerDuty {
+        0
+    } else {
+        r.value
+    };
+    (secs > 0).then(|| Duration::from_secs(secs))
 }
 
 /// The Web API's methods are joined to the base (`<base>chat.update`), which needs its

@@ -226,3 +226,26 @@ fn example_host_block_loads_uncommented() {
     assert!(!r.enabled && r.dry_run);
     assert_eq!(r.before_command.as_ref().unwrap()[1], "{pid}");
 }
+
+/// A `log_dirs` that is no list still leaves the broker's other keys checked: every
+/// mistake at once (the reader returned from the broker at it, and the bad port and the
+/// unknown key below it waited for the next try).
+#[test]
+fn a_broken_log_dirs_still_reports_the_brokers_other_problems() {
+    let text = cluster_with(
+        "\
+host:
+  brokers:
+    - id: 1
+      process: {pid_file: /run/k.pid}
+      log_dirs: {a: b}
+      ports: [x]
+      restart: true
+",
+    );
+    let got: Vec<String> = problems(&text).iter().map(short).collect();
+    assert_eq!(got.len(), 3, "{got:#?}");
+    assert!(got[0].contains("log_dirs"), "{got:#?}");
+    assert!(got[1].contains("'x' is not a port"), "{got:#?}");
+    assert!(got[2].contains("unknown key 'restart'"), "{got:#?}");
+}
