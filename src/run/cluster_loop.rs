@@ -69,28 +69,14 @@ pub async fn cluster_loop(
     };
     let look_wire = wire.clone();
     let (mut watches, mut prober) = Watches::start(&cfg, &instance, &wire, prober);
-    let mut canary = cfg.canary.enabled.then(|| {
-        Canary::new(
-            setup::canary_settings(&cfg, &instance, wire),
-            published.live.canary.clone(),
-        )
-    });
+    let mut canary = canary(&cfg, &instance, wire, &published);
     watches.canary_news = canary.as_ref().map(Canary::news);
     let mut remediator = remediator(&cfg, &published, &alerting);
     if let Some(notice) = cfg.verdict.deprecation(&cfg.name) {
         tracing::warn!("{notice}");
     }
     let limit = round_limit(&cfg);
-    let mut between = Between {
-        cfg: &cfg,
-        alerting: &alerting,
-        published: &published,
-        look_wire: &look_wire,
-        cadence: Cadence::new(cfg.round_interval, tokio::time::Instant::now()),
-        last: None,
-        findings: FindingJudge::new(cfg.round_interval),
-        metadata_seen: None,
-    };
+    let mut between = Between::new(&cfg, &alerting, &published, &look_wire);
     loop {
         if let Some(why) = between.cadence.started(tokio::time::Instant::now()) {
             tracing::debug!(cluster = %cfg.name, ?why, "round started early");
@@ -100,15 +86,11 @@ pub async fn cluster_loop(
             one_round(&mut prober, canary.as_mut(), host.as_mut()).await
         });
         tokio::pin!(round);
-        let round = loop {
-            match watches
-                .step(round.as_mut(), &mut between, &mut evaluator, &mut shutdown)
-                .await
-            {
-                Step::Done(r) => break r,
-                Step::News => {}
-                Step::Shutdown => return,
-            }
+        let Some(round) = watches
+            .until(round, &mut between, &mut evaluator, &mut shutdown)
+            .await
+        else {
+            return;
         };
         match round {
             Ok((obs, view, canary_round)) => {
@@ -126,22 +108,28 @@ pub async fn cluster_loop(
             ),
         }
         stall_for_tests(&mut shutdown).await;
-        // Until the next round is due; news may bring it forward, so it is asked again
-        // after each.
-        loop {
-            let next =
-                tokio::time::sleep_until(between.cadence.next_start(tokio::time::Instant::now()));
-            tokio::pin!(next);
-            match watches
-                .step(next.as_mut(), &mut between, &mut evaluator, &mut shutdown)
-                .await
-            {
-                Step::Done(()) => break,
-                Step::News => {}
-                Step::Shutdown => return,
-            }
+        if !watches
+            .until_next_round(&mut between, &mut evaluator, &mut shutdown)
+            .await
+        {
+            return;
         }
     }
+}
+
+/// The cluster's canary, when it is enabled; it reports to the live status.
+fn canary(
+    cfg: &ClusterConfig,
+    instance: &str,
+    wire: crate::observe::wire::WireOptions,
+    published: &Publisher,
+) -> Option<Canary> {
+    cfg.canary.enabled.then(|| {
+        Canary::new(
+            setup::canary_settings(cfg, instance, wire),
+            published.live.canary.clone(),
+        )
+    })
 }
 
 /// The continuous looks beside the rounds: liveness, the control plane, the group
@@ -233,6 +221,48 @@ impl Watches {
         }
     }
 
+    /// Waits for `until`, handling the news that comes meanwhile; `None` on shutdown.
+    async fn until<T>(
+        &mut self,
+        mut until: std::pin::Pin<&mut impl std::future::Future<Output = T>>,
+        between: &mut Between<'_>,
+        evaluator: &mut Evaluator,
+        shutdown: &mut watch::Receiver<bool>,
+    ) -> Option<T> {
+        loop {
+            match self
+                .step(until.as_mut(), between, evaluator, shutdown)
+                .await
+            {
+                Step::Done(r) => return Some(r),
+                Step::News => {}
+                Step::Shutdown => return None,
+            }
+        }
+    }
+
+    /// Waits until the next round is due, handling the news that comes meanwhile; `false`
+    /// on shutdown.
+    async fn until_next_round(
+        &mut self,
+        between: &mut Between<'_>,
+        evaluator: &mut Evaluator,
+        shutdown: &mut watch::Receiver<bool>,
+    ) -> bool {
+        // Until the next round is due; news may bring it forward, so it is asked again
+        // after each.
+        loop {
+            let next =
+                tokio::time::sleep_until(between.cadence.next_start(tokio::time::Instant::now()));
+            tokio::pin!(next);
+            match self.step(next.as_mut(), between, evaluator, shutdown).await {
+                Step::Done(()) => return true,
+                Step::News => {}
+                Step::Shutdown => return false,
+            }
+        }
+    }
+
     /// A finished round's observation with the looks' newest; the looks learn from the
     /// round whom to ask next.
     fn attach(&mut self, mut obs: RoundObservation, view: &ClusterView) -> RoundObservation {
@@ -300,7 +330,26 @@ struct Between<'a> {
     metadata_seen: Option<SystemTime>,
 }
 
-impl Between<'_> {
+impl<'a> Between<'a> {
+    /// Nothing kept yet: the first round is due now.
+    fn new(
+        cfg: &'a ClusterConfig,
+        alerting: &'a Alerting,
+        published: &'a Publisher,
+        look_wire: &'a crate::observe::wire::WireOptions,
+    ) -> Self {
+        Between {
+            cfg,
+            alerting,
+            published,
+            look_wire,
+            cadence: Cadence::new(cfg.round_interval, tokio::time::Instant::now()),
+            last: None,
+            findings: FindingJudge::new(cfg.round_interval),
+            metadata_seen: None,
+        }
+    }
+
     /// Makes the verdicts again when the news can change them, or asks for a round.
     async fn on(
         &mut self,

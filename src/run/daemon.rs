@@ -42,6 +42,26 @@ struct Running {
 }
 
 impl Loops {
+    /// A loop started for every configured cluster.
+    fn start_all(
+        config: &Config,
+        health: Arc<Mutex<LoopHealth>>,
+        published: &Arc<Publisher>,
+        alerting: &Arc<Alerting>,
+    ) -> Self {
+        let mut loops = Loops {
+            running: Default::default(),
+            health,
+            published: published.clone(),
+            alerting: alerting.clone(),
+            instance_id: config.instance_id.clone(),
+        };
+        for c in &config.clusters {
+            loops.start(c.clone());
+        }
+        loops
+    }
+
     fn start(&mut self, cfg: ClusterConfig) {
         let (tx, rx) = watch::channel(false);
         lock(&self.health).watch(
@@ -350,6 +370,21 @@ fn spawn_peers(
     )))
 }
 
+/// How this watchdog asks its peers and the client it asks with, when `peers:` is
+/// configured; fails when the client cannot be built (its CA file unreadable).
+fn peer_client(
+    config: &Config,
+) -> anyhow::Result<Option<(crate::alert::peers::sync::Setup, reqwest::Client)>> {
+    match config.peers.clone() {
+        Some(p) => {
+            let setup = peer_setup(config, p);
+            let client = crate::alert::peers::sync::client(&setup)?;
+            Ok(Some((setup, client)))
+        }
+        None => Ok(None),
+    }
+}
+
 /// How this watchdog asks its peers: with its own credential, from its listen address.
 fn peer_setup(
     config: &Config,
@@ -382,14 +417,7 @@ pub async fn run(
         .filter_map(|s| std::future::ready(Control::from_signal(s)));
 
     // The peers' client reads its CA file now, while failing still leaves nothing behind.
-    let peers = match config.peers.clone() {
-        Some(p) => {
-            let setup = peer_setup(&config, p);
-            let client = crate::alert::peers::sync::client(&setup)?;
-            Some((setup, client))
-        }
-        None => None,
-    };
+    let peers = peer_client(&config)?;
 
     // Start, in order. Nothing below fails; the last fallible step (alerting) starts first.
     let names: Vec<String> = config.clusters.iter().map(|c| c.name.clone()).collect();
@@ -410,16 +438,7 @@ pub async fn run(
         http_options,
     ));
     let health = Arc::new(Mutex::new(LoopHealth::new()));
-    let mut loops = Loops {
-        running: Default::default(),
-        health: health.clone(),
-        published: published.clone(),
-        alerting: alerting.clone(),
-        instance_id: config.instance_id.clone(),
-    };
-    for c in &config.clusters {
-        loops.start(c.clone());
-    }
+    let mut loops = Loops::start_all(&config, health.clone(), &published, &alerting);
     let (supervisor_stop, supervisor_stop_rx) = watch::channel(false);
     let supervisor = tokio::spawn(supervise(health, published.clone(), supervisor_stop_rx));
     // Ready once serving: reporting an unhealthy Kafka is the job, not a reason to wait.
@@ -453,13 +472,22 @@ pub async fn run(
         // Whatever is not delivered by then stays in the spool for the next start.
         alerting.shutdown(Duration::from_secs(5)).await;
     };
+    drain_and_log(stopped, &mut controls).await;
+    Ok(())
+}
+
+/// Waits for the stop sequence `stopped` for at most 10 s (see `drain`), and says how it
+/// ended.
+async fn drain_and_log(
+    stopped: impl std::future::Future<Output = ()>,
+    controls: &mut (impl futures::Stream<Item = Control> + Unpin),
+) {
     let started = Instant::now();
-    match drain(stopped, &mut controls, Duration::from_secs(10)).await {
+    match drain(stopped, controls, Duration::from_secs(10)).await {
         Drained::Clean => tracing::info!(ms = started.elapsed().as_millis() as u64, "stopped"),
         Drained::Forced => tracing::warn!("second stop signal: exiting at once"),
         Drained::TimedOut => tracing::warn!("shutdown took over 10 s: exiting"),
     }
-    Ok(())
 }
 
 /// What serving needs from this machine, checked before anything starts: the listen

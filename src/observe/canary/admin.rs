@@ -86,7 +86,6 @@ impl Canary {
             .request_timeout(Some(self.settings.produce_timeout));
         let topic = self.settings.topic.clone();
         let admin = &clients.admin;
-        let timeout = self.settings.produce_timeout;
         let outcome = match plan {
             Plan::Nothing => return None,
             Plan::Waiting { why } => {
@@ -110,43 +109,17 @@ impl Canary {
             }
             Plan::AddPartitions { assignment } => {
                 let existing = view.partitions.as_ref().map(Vec::len).unwrap_or(0);
-                let refs: Vec<&[i32]> = assignment.iter().map(Vec::as_slice).collect();
-                let new = NewPartitions::new(&topic, existing + assignment.len()).assign(&refs);
-                notes.push(format!("adding partitions to {topic}: {assignment:?}"));
-                let result = admin
-                    .create_partitions([&new], &opts)
-                    .await
-                    .map(|r| r.into_iter().map(|x| x.map(|_| ())).collect::<Vec<_>>());
+                let result =
+                    add_partitions(admin, &opts, &topic, existing, &assignment, notes).await;
                 admin_outcome(&topic, result, notes)
             }
             Plan::Reassign { moves } => {
-                notes.push(format!("moving replicas of {topic}: {moves:?}"));
-                let requested: Vec<(String, i32, Option<Vec<i32>>)> = moves
-                    .iter()
-                    .map(|(p, r)| (topic.clone(), *p, Some(r.clone())))
-                    .collect();
-                let answer = match direct(&self.settings, view).await {
-                    Ok(mut c) => c
-                        .alter_partition_reassignments(&requested, timeout)
-                        .await
-                        .map(|t| t.value),
-                    Err(e) => Err(e),
-                };
+                let answer = reassign(&self.settings, view, &topic, &moves, notes).await;
                 layout_outcome(&topic, answer, notes)
             }
             Plan::ElectPreferred { partitions } => {
-                notes.push(format!(
-                    "electing the preferred leaders of {topic} partitions {partitions:?}"
-                ));
-                let requested: Vec<(String, i32)> =
-                    partitions.iter().map(|p| (topic.clone(), *p)).collect();
-                let answer = match direct(&self.settings, view).await {
-                    Ok(mut c) => c
-                        .elect_leaders(true, &requested, timeout)
-                        .await
-                        .map(|t| t.value),
-                    Err(e) => Err(e),
-                };
+                let answer =
+                    elect_preferred(&self.settings, view, &topic, &partitions, notes).await;
                 layout_outcome(&topic, answer, notes)
             }
         };
@@ -184,6 +157,68 @@ async fn create_topic(
         .create_topics([&new], opts)
         .await
         .map(|r| r.into_iter().map(|x| x.map(|_| ())).collect::<Vec<_>>())
+}
+
+/// Appends the planned partitions after the `existing` ones.
+async fn add_partitions(
+    admin: &AdminClient<CanaryContext>,
+    opts: &AdminOptions,
+    topic: &str,
+    existing: usize,
+    assignment: &[Vec<i32>],
+    notes: &mut Vec<String>,
+) -> AdminResults {
+    let refs: Vec<&[i32]> = assignment.iter().map(Vec::as_slice).collect();
+    let new = NewPartitions::new(topic, existing + assignment.len()).assign(&refs);
+    notes.push(format!("adding partitions to {topic}: {assignment:?}"));
+    admin
+        .create_partitions([&new], opts)
+        .await
+        .map(|r| r.into_iter().map(|x| x.map(|_| ())).collect::<Vec<_>>())
+}
+
+/// Asks for the planned replica lists, over a direct connection to any broker.
+async fn reassign(
+    settings: &CanarySettings,
+    view: &CanaryView,
+    topic: &str,
+    moves: &BTreeMap<i32, Vec<BrokerId>>,
+    notes: &mut Vec<String>,
+) -> Result<Vec<crate::observe::wire::PartitionOutcome>, crate::observe::wire::WireError> {
+    notes.push(format!("moving replicas of {topic}: {moves:?}"));
+    let requested: Vec<(String, i32, Option<Vec<i32>>)> = moves
+        .iter()
+        .map(|(p, r)| (topic.to_string(), *p, Some(r.clone())))
+        .collect();
+    match direct(settings, view).await {
+        Ok(mut c) => c
+            .alter_partition_reassignments(&requested, settings.produce_timeout)
+            .await
+            .map(|t| t.value),
+        Err(e) => Err(e),
+    }
+}
+
+/// Asks for the preferred leaders of `partitions`, over a direct connection to any broker.
+async fn elect_preferred(
+    settings: &CanarySettings,
+    view: &CanaryView,
+    topic: &str,
+    partitions: &[i32],
+    notes: &mut Vec<String>,
+) -> Result<Vec<crate::observe::wire::PartitionOutcome>, crate::observe::wire::WireError> {
+    notes.push(format!(
+        "electing the preferred leaders of {topic} partitions {partitions:?}"
+    ));
+    let requested: Vec<(String, i32)> =
+        partitions.iter().map(|p| (topic.to_string(), *p)).collect();
+    match direct(settings, view).await {
+        Ok(mut c) => c
+            .elect_leaders(true, &requested, settings.produce_timeout)
+            .await
+            .map(|t| t.value),
+        Err(e) => Err(e),
+    }
 }
 
 /// The admin client's answer to a topic change, per topic.

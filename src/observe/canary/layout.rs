@@ -171,51 +171,13 @@ pub fn plan(
     let needs_reassign = !not_preferred.is_empty() || gone_replicas;
 
     if needs_partitions || needs_reassign {
-        let guard = if memory.stable_for(now) < settings.stable_for {
-            Some(format!(
-                "broker set changed {} s ago; waiting until it has been stable for {} s",
-                memory.stable_for(now).as_secs(),
-                settings.stable_for.as_secs()
-            ))
-        } else if let Some(ago) = memory
-            .last_change
-            .and_then(|t| now.duration_since(t).ok())
-            .filter(|ago| *ago < settings.min_interval)
-        {
-            Some(format!(
-                "last layout change {} s ago; at most one per {} s",
-                ago.as_secs(),
-                settings.min_interval.as_secs()
-            ))
-        } else if parts.iter().any(|p| {
-            // Replicas on departed brokers are what the move repairs; a live replica out of
-            // the ISR means the cluster is busy catching up.
-            p.replicas
-                .iter()
-                .any(|r| live.contains(r) && !p.isr.contains(r))
-        }) {
-            Some("a canary partition is under-replicated; not moving replicas now".into())
-        } else {
-            None
-        };
-        if let Some(why) = guard {
+        if let Some(why) = held_back(parts, &live, settings, memory, now) {
             return Plan::Waiting { why };
         }
         if needs_partitions {
-            // New partitions are led first by the brokers that lead nothing yet.
-            let mut leaders: Vec<BrokerId> = not_preferred.clone();
-            leaders.extend(live.iter().filter(|b| !not_preferred.contains(b)));
-            let order = rack_order(brokers);
-            let new = (parts.len()..n)
-                .enumerate()
-                .map(|(k, _)| {
-                    let leader = leaders[k % leaders.len()];
-                    let mut r = vec![leader];
-                    r.extend(order.iter().copied().filter(|b| *b != leader).take(rf - 1));
-                    r
-                })
-                .collect();
-            return Plan::AddPartitions { assignment: new };
+            return Plan::AddPartitions {
+                assignment: new_partitions(brokers, parts.len(), &live, &not_preferred, rf),
+            };
         }
         let desired = assignment(brokers, parts.len(), rf);
         let moves: BTreeMap<i32, Vec<BrokerId>> = parts
@@ -229,20 +191,87 @@ pub fn plan(
         }
     }
     if settings.elect_preferred_leaders {
-        let partitions: Vec<i32> = parts
-            .iter()
-            .filter(|p| {
-                p.replicas
-                    .first()
-                    .is_some_and(|pref| *pref != p.leader && p.isr.contains(pref))
-            })
-            .map(|p| p.partition)
-            .collect();
+        let partitions = preferred_not_leading(parts);
         if !partitions.is_empty() {
             return Plan::ElectPreferred { partitions };
         }
     }
     Plan::Nothing
+}
+
+/// Why a change the layout needs waits (the broker set not stable yet, the last change too
+/// recent, a partition catching up), or `None` when it may go ahead now.
+fn held_back(
+    parts: &[PartitionState],
+    live: &BTreeSet<BrokerId>,
+    settings: &LayoutSettings,
+    memory: &LayoutMemory,
+    now: SystemTime,
+) -> Option<String> {
+    if memory.stable_for(now) < settings.stable_for {
+        Some(format!(
+            "broker set changed {} s ago; waiting until it has been stable for {} s",
+            memory.stable_for(now).as_secs(),
+            settings.stable_for.as_secs()
+        ))
+    } else if let Some(ago) = memory
+        .last_change
+        .and_then(|t| now.duration_since(t).ok())
+        .filter(|ago| *ago < settings.min_interval)
+    {
+        Some(format!(
+            "last layout change {} s ago; at most one per {} s",
+            ago.as_secs(),
+            settings.min_interval.as_secs()
+        ))
+    } else if parts.iter().any(|p| {
+        // Replicas on departed brokers are what the move repairs; a live replica out of
+        // the ISR means the cluster is busy catching up.
+        p.replicas
+            .iter()
+            .any(|r| live.contains(r) && !p.isr.contains(r))
+    }) {
+        Some("a canary partition is under-replicated; not moving replicas now".into())
+    } else {
+        None
+    }
+}
+
+/// Replica lists for the partitions after the `existing` ones, one per broker short, each
+/// led by a broker that leads nothing yet where there is one.
+fn new_partitions(
+    brokers: &[BrokerInfo],
+    existing: usize,
+    live: &BTreeSet<BrokerId>,
+    not_preferred: &[BrokerId],
+    rf: usize,
+) -> Vec<Vec<BrokerId>> {
+    // New partitions are led first by the brokers that lead nothing yet.
+    let mut leaders: Vec<BrokerId> = not_preferred.to_vec();
+    leaders.extend(live.iter().filter(|b| !not_preferred.contains(b)));
+    let order = rack_order(brokers);
+    (existing..brokers.len())
+        .enumerate()
+        .map(|(k, _)| {
+            let leader = leaders[k % leaders.len()];
+            let mut r = vec![leader];
+            r.extend(order.iter().copied().filter(|b| *b != leader).take(rf - 1));
+            r
+        })
+        .collect()
+}
+
+/// Partitions whose preferred leader is in the ISR but does not lead.
+fn preferred_not_leading(parts: &[PartitionState]) -> Vec<i32> {
+    parts
+        .iter()
+        .filter(|p| {
+            p.replicas
+                .first()
+                .is_some_and(|pref| *pref != p.leader && p.isr.contains(pref))
+        })
+        .map(|p| p.partition)
+        .collect()
 }
 
 /// Brokers that lead no canary partition right now (the canary cannot vouch for them).

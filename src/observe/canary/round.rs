@@ -147,25 +147,9 @@ impl Canary {
             windows_closed: Vec::new(),
             acks1: Vec::new(),
         };
-        if self.clients.is_none() {
-            match self.start_clients() {
-                Ok(c) => self.clients = Some(c),
-                Err(status) => {
-                    out.status = status;
-                    return out;
-                }
-            }
-        } else if let Some(c) = &self.clients {
-            // Every client's token is renewed here (see auth::CanaryContext::prime); a
-            // failure shows in the requests that need it.
-            if let Err(e) = c
-                .context
-                .prime(c.admin.inner())
-                .and_then(|()| c.context.prime(c.producer.client()))
-                .and_then(|()| c.context.prime(c.consumer.client()))
-            {
-                tracing::warn!(cluster = %self.settings.cluster, "canary token: {e}");
-            }
+        if let Err(status) = self.ready_clients() {
+            out.status = status;
+            return out;
         }
         if let Some(status) = self.check_ownership(view).await {
             // Nothing written, read or changed: the writer gets an empty plan.
@@ -179,15 +163,7 @@ impl Canary {
         }
         let Some(parts) = &view.partitions else {
             if out.status == TopicStatus::Ready {
-                out.status = TopicStatus::Missing(format!(
-                    "topic {} does not exist{}",
-                    self.settings.topic,
-                    if self.settings.manage_topic {
-                        " yet"
-                    } else {
-                        " and manage_topic is off"
-                    }
-                ));
+                out.status = self.missing();
             }
             self.publish_plan(&[], &[]);
             return out;
@@ -206,6 +182,49 @@ impl Canary {
             &self.settings.cluster,
             parts.iter().map(|p| (p.state.partition, p.state.leader)),
         );
+        self.report_books(parts, &mut out);
+        if let Some(status) = self.write_refused(&out) {
+            out.status = status;
+        }
+        out
+    }
+
+    /// Starts the clients when there are none yet, else renews their tokens; `Err` with the
+    /// topic's status when they cannot start.
+    fn ready_clients(&mut self) -> Result<(), TopicStatus> {
+        if self.clients.is_none() {
+            self.clients = Some(self.start_clients()?);
+        } else if let Some(c) = &self.clients {
+            // Every client's token is renewed here (see auth::CanaryContext::prime); a
+            // failure shows in the requests that need it.
+            if let Err(e) = c
+                .context
+                .prime(c.admin.inner())
+                .and_then(|()| c.context.prime(c.producer.client()))
+                .and_then(|()| c.context.prime(c.consumer.client()))
+            {
+                tracing::warn!(cluster = %self.settings.cluster, "canary token: {e}");
+            }
+        }
+        Ok(())
+    }
+
+    /// The status of a topic the view does not list.
+    fn missing(&self) -> TopicStatus {
+        TopicStatus::Missing(format!(
+            "topic {} does not exist{}",
+            self.settings.topic,
+            if self.settings.manage_topic {
+                " yet"
+            } else {
+                " and manage_topic is off"
+            }
+        ))
+    }
+
+    /// What the writes and reads did since the last round, from the books, into `out`: the
+    /// books learn the leaders, expire overdue records, and forget partitions gone.
+    fn report_books(&self, parts: &[PartitionStateWithEpoch], out: &mut CanaryRound) {
         let existing: BTreeSet<i32> = parts.iter().map(|p| p.state.partition).collect();
         let mut books = lock(&self.shared.books);
         books.leaders = parts
@@ -217,22 +236,23 @@ impl Canary {
         for ev in expired {
             books.event(ev, &self.shared);
         }
-        books.report(parts, end, &mut out);
+        books.report(parts, end, out);
         books.retain_partitions(|p| existing.contains(&p), &self.shared);
-        drop(books);
-        if let Some(f) = out
+    }
+
+    /// `NotPermitted` when a write of this round was refused for lack of rights and the
+    /// topic is otherwise ready.
+    fn write_refused(&self, out: &CanaryRound) -> Option<TopicStatus> {
+        let f = out
             .partitions
             .iter()
             .find_map(|p| p.produce_error.as_ref().filter(|f| f.kind == AUTHORIZATION))
-            .filter(|_| out.status == TopicStatus::Ready)
-        {
-            // A refused write says what the watchdog may do, not how the partition is.
-            out.status = TopicStatus::NotPermitted(format!(
-                "the watchdog may not write to {} ({}); grant it Write, Read and Describe on the topic and Read on its consumer group",
-                self.settings.topic, f.detail
-            ));
-        }
-        out
+            .filter(|_| out.status == TopicStatus::Ready)?;
+        // A refused write says what the watchdog may do, not how the partition is.
+        Some(TopicStatus::NotPermitted(format!(
+            "the watchdog may not write to {} ({}); grant it Write, Read and Describe on the topic and Read on its consumer group",
+            self.settings.topic, f.detail
+        )))
     }
 
     /// Decides, once each time the topic appears, whether it is the watchdog's; `Some`

@@ -22,7 +22,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::config::{HostBrokerConfig, HostConfig};
+use crate::config::{HostBrokerConfig, HostConfig, PortSpec};
 use crate::model::round::BrokerId;
 
 // The data a look yields is plain observation; it lives with the other observations so that
@@ -168,18 +168,7 @@ impl HostObserver {
 
     async fn observe_broker(&mut self, b: &HostBrokerConfig) -> HostObservation {
         let timeout = self.look_timeout;
-        let located = tokio::time::timeout(
-            timeout,
-            locate::locate(&b.process, &self.proc_root, timeout, &self.reads),
-        )
-        .await
-        .unwrap_or_else(|_| locate::Located {
-            pid: None,
-            note: Some(format!(
-                "finding the process took over {} s",
-                timeout.as_secs_f64()
-            )),
-        });
+        let located = self.find_process(b).await;
         let root = self.proc_root.clone();
         let cfg = b.clone();
         let pid = located.pid;
@@ -227,32 +216,28 @@ impl HostObserver {
         }
         let sockets = process.as_ref().and_then(|r| r.fds.as_ref().ok());
         match raw.listeners {
-            Ok(listeners) => {
-                obs.ports = b
-                    .ports
-                    .iter()
-                    .map(|spec| {
-                        let serving: Vec<_> = listeners
-                            .iter()
-                            .filter(|l| sockets::serves(l, spec.addr, spec.port))
-                            .collect();
-                        PortSeen {
-                            port: spec.to_string(),
-                            listening: !serving.is_empty(),
-                            owned_by_process: match sockets {
-                                Some(fds) if !serving.is_empty() => {
-                                    Some(serving.iter().any(|l| fds.sockets.contains(&l.inode)))
-                                }
-                                _ => None,
-                            },
-                        }
-                    })
-                    .collect();
-            }
+            Ok(listeners) => obs.ports = ports_seen(&b.ports, &listeners, sockets),
             Err(e) => obs.ports_error = Some(e.to_string()),
         }
         obs.log_dirs = raw.log_dirs;
         obs
+    }
+
+    /// Finds the broker's process, within the look's deadline.
+    async fn find_process(&self, b: &HostBrokerConfig) -> locate::Located {
+        let timeout = self.look_timeout;
+        tokio::time::timeout(
+            timeout,
+            locate::locate(&b.process, &self.proc_root, timeout, &self.reads),
+        )
+        .await
+        .unwrap_or_else(|_| locate::Located {
+            pid: None,
+            note: Some(format!(
+                "finding the process took over {} s",
+                timeout.as_secs_f64()
+            )),
+        })
     }
 
     fn process_seen(&mut self, broker: BrokerId, r: &process::ProcessReading) -> ProcessSeen {
@@ -283,6 +268,34 @@ impl HostObserver {
             open_fds_error,
         }
     }
+}
+
+/// What each configured port shows: whether something listens on it, and whether that is
+/// the broker's process (known when its descriptors were read).
+fn ports_seen(
+    ports: &[PortSpec],
+    listeners: &[sockets::Listener],
+    fds: Option<&process::Fds>,
+) -> Vec<PortSeen> {
+    ports
+        .iter()
+        .map(|spec| {
+            let serving: Vec<_> = listeners
+                .iter()
+                .filter(|l| sockets::serves(l, spec.addr, spec.port))
+                .collect();
+            PortSeen {
+                port: spec.to_string(),
+                listening: !serving.is_empty(),
+                owned_by_process: match fds {
+                    Some(fds) if !serving.is_empty() => {
+                        Some(serving.iter().any(|l| fds.sockets.contains(&l.inode)))
+                    }
+                    _ => None,
+                },
+            }
+        })
+        .collect()
 }
 
 /// Everything read from the file system for one broker, before interpretation.

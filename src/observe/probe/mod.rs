@@ -150,18 +150,8 @@ impl ClusterProber {
         }
         let targets: Vec<BrokerEndpoint> =
             self.known.values().map(|k| k.endpoint.clone()).collect();
+        let full = self.turn_of_full_asks(&targets);
         let wire = &self.settings.wire;
-        let n = full_sources(
-            self.partitions,
-            targets.len(),
-            self.settings.full_metadata_budget,
-        );
-        let full = rotate(&targets, n, self.cursor);
-        self.cursor = if targets.is_empty() {
-            0
-        } else {
-            (self.cursor + n) % targets.len()
-        };
         let scoped = &self.settings.scoped_topics;
         let addresses: Vec<String> = targets.iter().map(BrokerEndpoint::address).collect();
         let probes = join_all(targets.into_iter().zip(full).map(|(ep, full)| {
@@ -178,17 +168,7 @@ impl ClusterProber {
         let (results, quorum) = futures::join!(probes, look);
         let mut probes: BTreeMap<BrokerId, BrokerProbe> =
             results.into_iter().map(|p| (p.endpoint.id, p)).collect();
-        // When every broker whose turn it was failed, one that answered is asked again for
-        // every topic, so that no round's picture is limited to the scoped topics.
-        let complete = |p: &BrokerProbe| p.metadata_view().is_some_and(|m| m.all_topics);
-        if !probes.values().any(complete) {
-            if let Some(p) = probes.values().find(|p| p.answered()) {
-                let again = probe_broker(p.endpoint.clone(), wire, None).await;
-                if again.answered() {
-                    probes.insert(again.endpoint.id, again);
-                }
-            }
-        }
+        ensure_complete(&mut probes, wire).await;
         self.confirm_stale_claims(&mut probes).await;
         self.learn(&probes);
         if let Some(m) = probes
@@ -221,6 +201,23 @@ impl ClusterProber {
             coordinators: None,
             brokers_unwatched: self.unwatched.len(),
         }
+    }
+
+    /// Which of `targets` are asked for every topic this round (as many as the budget
+    /// allows, see `full_sources`); the next round's turn starts after them.
+    fn turn_of_full_asks(&mut self, targets: &[BrokerEndpoint]) -> Vec<bool> {
+        let n = full_sources(
+            self.partitions,
+            targets.len(),
+            self.settings.full_metadata_budget,
+        );
+        let full = rotate(targets, n, self.cursor);
+        self.cursor = if targets.is_empty() {
+            0
+        } else {
+            (self.cursor + n) % targets.len()
+        };
+        full
     }
 
     /// Asks the bootstrap servers, in order, for the broker list.
@@ -366,6 +363,24 @@ impl ClusterProber {
                 error = %e,
                 "cannot read min.insync.replicas; keeping the previous values"
             ),
+        }
+    }
+}
+
+/// Whether `p` answered about every topic.
+fn complete(p: &BrokerProbe) -> bool {
+    p.metadata_view().is_some_and(|m| m.all_topics)
+}
+
+/// When every broker whose turn it was failed, one that answered is asked again for
+/// every topic, so that no round's picture is limited to the scoped topics.
+async fn ensure_complete(probes: &mut BTreeMap<BrokerId, BrokerProbe>, wire: &WireOptions) {
+    if !probes.values().any(complete) {
+        if let Some(p) = probes.values().find(|p| p.answered()) {
+            let again = probe_broker(p.endpoint.clone(), wire, None).await;
+            if again.answered() {
+                probes.insert(again.endpoint.id, again);
+            }
         }
     }
 }
@@ -532,43 +547,8 @@ pub async fn probe_broker(
         log_dirs: None,
         speaks_quorum: None,
     };
-    let opened = match BrokerClient::open_traced(&address, wire).await {
-        Ok(o) => o,
-        // Accepted, then silent through the TLS handshake: a frozen TLS broker, as silent as
-        // a plaintext one that never answers ApiVersions (`no_answer`), not unreachable.
-        Err(OpenFailure {
-            error,
-            tcp: Some(tcp),
-        }) if error.kind() == FailureKind::Timeout => {
-            probe.connect = Ok(tcp);
-            probe.api_versions = Some(Err(error.to_failure(started.elapsed().saturating_sub(tcp))));
-            return probe;
-        }
-        Err(OpenFailure { error, .. }) => {
-            probe.connect = Err(error.to_failure(started.elapsed()));
-            return probe;
-        }
-    };
-    probe.connect = Ok(opened.connect_latency);
-    probe.certificate = opened.certificate.clone();
-    let handshake_started = Instant::now();
-    let mut client = match opened.negotiate().await {
-        Ok(c) => {
-            probe.speaks_quorum = Some(
-                c.client
-                    .versions()
-                    .negotiated(kafka_protocol::messages::ApiKey::DescribeQuorum)
-                    .is_some(),
-            );
-            probe.api_versions = Some(Ok(
-                c.api_versions_latency + c.sasl_latency.unwrap_or_default()
-            ));
-            c.client
-        }
-        Err(e) => {
-            probe.api_versions = Some(Err(e.to_failure(handshake_started.elapsed())));
-            return probe;
-        }
+    let Some(mut client) = connect_and_negotiate(&mut probe, &address, wire, started).await else {
+        return probe;
     };
     let md_started = Instant::now();
     match client.metadata(topics).await {
@@ -595,6 +575,54 @@ pub async fn probe_broker(
         };
     }
     probe
+}
+
+/// Connects and negotiates (TCP, TLS, ApiVersions, SASL), noting in `probe` what each took
+/// or how it failed; the client, or `None` when the broker did not answer that far.
+async fn connect_and_negotiate(
+    probe: &mut BrokerProbe,
+    address: &str,
+    wire: &WireOptions,
+    started: Instant,
+) -> Option<BrokerClient> {
+    let opened = match BrokerClient::open_traced(address, wire).await {
+        Ok(o) => o,
+        // Accepted, then silent through the TLS handshake: a frozen TLS broker, as silent as
+        // a plaintext one that never answers ApiVersions (`no_answer`), not unreachable.
+        Err(OpenFailure {
+            error,
+            tcp: Some(tcp),
+        }) if error.kind() == FailureKind::Timeout => {
+            probe.connect = Ok(tcp);
+            probe.api_versions = Some(Err(error.to_failure(started.elapsed().saturating_sub(tcp))));
+            return None;
+        }
+        Err(OpenFailure { error, .. }) => {
+            probe.connect = Err(error.to_failure(started.elapsed()));
+            return None;
+        }
+    };
+    probe.connect = Ok(opened.connect_latency);
+    probe.certificate = opened.certificate.clone();
+    let handshake_started = Instant::now();
+    match opened.negotiate().await {
+        Ok(c) => {
+            probe.speaks_quorum = Some(
+                c.client
+                    .versions()
+                    .negotiated(kafka_protocol::messages::ApiKey::DescribeQuorum)
+                    .is_some(),
+            );
+            probe.api_versions = Some(Ok(
+                c.api_versions_latency + c.sasl_latency.unwrap_or_default()
+            ));
+            Some(c.client)
+        }
+        Err(e) => {
+            probe.api_versions = Some(Err(e.to_failure(handshake_started.elapsed())));
+            None
+        }
+    }
 }
 
 #[cfg(test)]
