@@ -91,6 +91,8 @@ pub fn txn_coordinator_hits(
     hits_of(&TRANSACTIONS, look, rules, timeout, now)
 }
 
+/// The hits of one kind of coordinator: one that does not answer, one that does not end
+/// transactions, one that answers errors.
 fn hits_of(
     kind: &Kind,
     look: &CoordinatorLook,
@@ -98,98 +100,141 @@ fn hits_of(
     timeout: Duration,
     now: SystemTime,
 ) -> Vec<(RuleHit, SystemTime)> {
-    let mut hits = Vec::new();
-    if look.unanswered_in_a_row >= rules.stalled_after && !look.shards.is_empty() {
-        let since = look.unanswered_since.unwrap_or(now);
-        let control = look
-            .control_latency
-            .map(|l| format!("{:.0} ms", l.as_secs_f64() * 1000.0))
-            .unwrap_or_else(|| "time".into());
-        hits.push((
-            RuleHit {
-                rule: kind.stalled,
-                state: BrokerState::Zombie,
-                detail: format!(
-                    "its {} has not answered {} of {} partitions {} ({} probes of {:.1} s in a row, for {:.1} s) while it answered ApiVersions on another connection in {}: {}",
-                    kind.what,
-                    kind.probe,
-                    kind.topic,
-                    shard_list(look.shards.iter().copied()),
-                    look.unanswered_in_a_row,
-                    timeout.as_secs_f64(),
-                    now.duration_since(since).unwrap_or_default().as_secs_f64(),
-                    control,
-                    kind.harm,
-                ),
-            },
-            since,
-        ));
+    [
+        unanswered_hit(kind, look, rules, timeout, now),
+        unended_hit(kind, look, rules, now),
+        failing_hit(kind, look, rules, now),
+    ]
+    .into_iter()
+    .flatten()
+    .collect()
+}
+
+/// Whether a shard's error has lasted `grace` by `now`.
+fn lasted(e: &ShardError, grace: Duration, now: SystemTime) -> bool {
+    now.duration_since(e.since).unwrap_or_default() >= grace
+}
+
+/// The stalled hit of a coordinator whose probes went unanswered `stalled_after` times in a
+/// row while its broker answered.
+fn unanswered_hit(
+    kind: &Kind,
+    look: &CoordinatorLook,
+    rules: &CoordinatorRules,
+    timeout: Duration,
+    now: SystemTime,
+) -> Option<(RuleHit, SystemTime)> {
+    if look.unanswered_in_a_row < rules.stalled_after || look.shards.is_empty() {
+        return None;
     }
-    let lasted =
-        |e: &ShardError, grace: Duration| now.duration_since(e.since).unwrap_or_default() >= grace;
+    let since = look.unanswered_since.unwrap_or(now);
+    let control = look
+        .control_latency
+        .map(|l| format!("{:.0} ms", l.as_secs_f64() * 1000.0))
+        .unwrap_or_else(|| "time".into());
+    Some((
+        RuleHit {
+            rule: kind.stalled,
+            state: BrokerState::Zombie,
+            detail: format!(
+                "its {} has not answered {} of {} partitions {} ({} probes of {:.1} s in a row, for {:.1} s) while it answered ApiVersions on another connection in {}: {}",
+                kind.what,
+                kind.probe,
+                kind.topic,
+                shard_list(look.shards.iter().copied()),
+                look.unanswered_in_a_row,
+                timeout.as_secs_f64(),
+                now.duration_since(since).unwrap_or_default().as_secs_f64(),
+                control,
+                kind.harm,
+            ),
+        },
+        since,
+    ))
+}
+
+/// The stalled hit of a coordinator whose shards answered CONCURRENT_TRANSACTIONS past
+/// `txn_stall_grace`.
+fn unended_hit(
+    kind: &Kind,
+    look: &CoordinatorLook,
+    rules: &CoordinatorRules,
+    now: SystemTime,
+) -> Option<(RuleHit, SystemTime)> {
     // A transaction that does not end: its commit markers are not being written.
     let unended: Vec<&ShardError> = look
         .errors
         .iter()
-        .filter(|e| e.code == CONCURRENT_TRANSACTIONS && lasted(e, rules.txn_stall_grace))
+        .filter(|e| e.code == CONCURRENT_TRANSACTIONS && lasted(e, rules.txn_stall_grace, now))
         .collect();
-    if let Some(first) = unended.iter().map(|e| e.since).min() {
-        hits.push((
-            RuleHit {
-                rule: kind.stalled,
-                state: BrokerState::Zombie,
-                detail: format!(
-                    "its {} has not ended the probe's transactions of {} partitions {} (InitProducerId answers CONCURRENT_TRANSACTIONS for {:.1} s: the commit markers are not written): {}",
-                    kind.what,
-                    kind.topic,
-                    shard_list(unended.iter().map(|e| e.shard)),
-                    now.duration_since(first).unwrap_or_default().as_secs_f64(),
-                    kind.harm,
-                ),
-            },
-            first,
-        ));
-    }
+    let first = unended.iter().map(|e| e.since).min()?;
+    Some((
+        RuleHit {
+            rule: kind.stalled,
+            state: BrokerState::Zombie,
+            detail: format!(
+                "its {} has not ended the probe's transactions of {} partitions {} (InitProducerId answers CONCURRENT_TRANSACTIONS for {:.1} s: the commit markers are not written): {}",
+                kind.what,
+                kind.topic,
+                shard_list(unended.iter().map(|e| e.shard)),
+                now.duration_since(first).unwrap_or_default().as_secs_f64(),
+                kind.harm,
+            ),
+        },
+        first,
+    ))
+}
+
+/// The failing hit of a coordinator whose shards answered other errors past `error_grace`.
+fn failing_hit(
+    kind: &Kind,
+    look: &CoordinatorLook,
+    rules: &CoordinatorRules,
+    now: SystemTime,
+) -> Option<(RuleHit, SystemTime)> {
     let lasting: Vec<&ShardError> = look
         .errors
         .iter()
-        .filter(|e| e.code != CONCURRENT_TRANSACTIONS && lasted(e, rules.error_grace))
+        .filter(|e| e.code != CONCURRENT_TRANSACTIONS && lasted(e, rules.error_grace, now))
         .collect();
-    if let Some(first) = lasting.iter().map(|e| e.since).min() {
-        let mut by_code: Vec<(i16, Vec<i32>)> = Vec::new();
-        for e in &lasting {
-            match by_code.iter_mut().find(|(c, _)| *c == e.code) {
-                Some((_, shards)) => shards.push(e.shard),
-                None => by_code.push((e.code, vec![e.shard])),
-            }
+    let first = lasting.iter().map(|e| e.since).min()?;
+    let parts: Vec<String> = by_code(&lasting)
+        .iter()
+        .map(|(code, shards)| {
+            format!(
+                "{} for {} partitions {}",
+                error_name(*code),
+                kind.topic,
+                shard_list(shards.iter().copied())
+            )
+        })
+        .collect();
+    Some((
+        RuleHit {
+            rule: kind.failing,
+            state: BrokerState::Zombie,
+            detail: format!(
+                "its {} answers {} (for {:.0} s, while the cluster's metadata names it their leader): {}",
+                kind.what,
+                parts.join("; "),
+                now.duration_since(first).unwrap_or_default().as_secs_f64(),
+                kind.harm,
+            ),
+        },
+        first,
+    ))
+}
+
+/// The errors' shards grouped by error code, codes in the order they first appear.
+fn by_code(errors: &[&ShardError]) -> Vec<(i16, Vec<i32>)> {
+    let mut by_code: Vec<(i16, Vec<i32>)> = Vec::new();
+    for e in errors {
+        match by_code.iter_mut().find(|(c, _)| *c == e.code) {
+            Some((_, shards)) => shards.push(e.shard),
+            None => by_code.push((e.code, vec![e.shard])),
         }
-        let parts: Vec<String> = by_code
-            .iter()
-            .map(|(code, shards)| {
-                format!(
-                    "{} for {} partitions {}",
-                    error_name(*code),
-                    kind.topic,
-                    shard_list(shards.iter().copied())
-                )
-            })
-            .collect();
-        hits.push((
-            RuleHit {
-                rule: kind.failing,
-                state: BrokerState::Zombie,
-                detail: format!(
-                    "its {} answers {} (for {:.0} s, while the cluster's metadata names it their leader): {}",
-                    kind.what,
-                    parts.join("; "),
-                    now.duration_since(first).unwrap_or_default().as_secs_f64(),
-                    kind.harm,
-                ),
-            },
-            first,
-        ));
     }
-    hits
+    by_code
 }
 
 /// Adds each broker's coordinator hits to its verdict and settles the state again.

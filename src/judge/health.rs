@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
 
-use crate::model::round::{BrokerId, FollowerProgress, IdTable, NO_LEADER};
+use crate::model::round::{BrokerId, FollowerProgress, IdTable, PartitionView, NO_LEADER};
 use crate::observe::cluster_view::ClusterView;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
@@ -171,79 +171,15 @@ pub fn classify_reassigning(
         let topic_min_isr = min_isr.get(topic).copied();
         for p in t.partitions.iter() {
             health.partitions += 1;
-            // Replica lists are a handful of ids: a scan beats building a set.
-            let (replicas, isr): (&[BrokerId], &[BrokerId]) = (&p.replicas, &p.isr);
-            let in_isr = |b: &BrokerId| isr.contains(b);
-            let isr_len = distinct(isr);
-            let adding: Vec<BrokerId> = if reassigning.0.is_empty() {
-                Vec::new()
-            } else {
-                replicas
-                    .iter()
-                    .copied()
-                    .filter(|b| !in_isr(b) && reassigning.adds(topic, p.partition, *b))
-                    .collect()
-            };
-            let offline = p.leader == NO_LEADER;
-            let under_min = topic_min_isr.is_some_and(|m| (isr_len as i32) < m);
-            let under_replicated = isr_len < replicas.len() - adding.len();
-            let leader_outside = !offline && !in_isr(&p.leader);
-            if !offline {
-                tallies.entry(p.leader).leader_of += 1;
-            }
-            for r in replicas {
-                let b = tallies.entry(*r);
-                b.replica_of += 1;
-                if offline {
-                    b.replica_of_offline += 1;
-                }
-                if !in_isr(r) && !adding.contains(r) {
-                    b.missing_from_isr += 1;
-                    if under_min {
-                        b.causes_under_min_isr += 1;
-                    }
-                }
-            }
-            if !(offline || under_min || under_replicated || leader_outside) {
+            let weighed = Weighed::of(topic, p, topic_min_isr, &reassigning);
+            weighed.tally(p, &mut tallies);
+            let Some(problem) = weighed.problem(topic, p, topic_min_isr) else {
                 continue;
-            }
-            let conditions: Vec<Condition> = [
-                (offline, Condition::Offline),
-                (under_min, Condition::UnderMinIsr),
-                (under_replicated, Condition::UnderReplicated),
-                (leader_outside, Condition::LeaderNotInIsr),
-            ]
-            .into_iter()
-            .filter_map(|(holds, c)| holds.then_some(c))
-            .collect();
-            for c in &conditions {
+            };
+            for c in &problem.conditions {
                 counts[*c as usize] += 1;
             }
-            let suspects = if offline {
-                replicas.to_vec()
-            } else {
-                let mut s: Vec<BrokerId> = replicas
-                    .iter()
-                    .copied()
-                    .filter(|r| !in_isr(r) && !adding.contains(r))
-                    .collect();
-                if leader_outside && !s.contains(&p.leader) {
-                    s.push(p.leader);
-                }
-                s
-            };
-            health.problems.push(PartitionProblem {
-                topic: topic.clone(),
-                partition: p.partition,
-                conditions,
-                leader: p.leader,
-                leader_epoch: p.leader_epoch,
-                replicas: replicas.to_vec(),
-                isr: isr.to_vec(),
-                min_isr: topic_min_isr,
-                suspects,
-                adding,
-            });
+            health.problems.push(problem);
         }
     }
     health.counts = Condition::ALL
@@ -253,6 +189,122 @@ pub fn classify_reassigning(
     health.brokers = tallies.into_list().into_iter().collect();
     health.reassigning = reassigning;
     health
+}
+
+/// What one partition's leader, replicas and ISR say, before it is a problem or not.
+struct Weighed {
+    /// Replicas outside the ISR that an ongoing reassignment is adding.
+    adding: Vec<BrokerId>,
+    offline: bool,
+    under_min: bool,
+    under_replicated: bool,
+    leader_outside: bool,
+}
+
+impl Weighed {
+    /// Weighs partition `p` of `topic`, whose `min.insync.replicas` is `topic_min_isr`.
+    #[inline]
+    fn of(
+        topic: &str,
+        p: &PartitionView,
+        topic_min_isr: Option<i32>,
+        reassigning: &Reassigning,
+    ) -> Self {
+        // Replica lists are a handful of ids: a scan beats building a set.
+        let (replicas, isr): (&[BrokerId], &[BrokerId]) = (&p.replicas, &p.isr);
+        let in_isr = |b: &BrokerId| isr.contains(b);
+        let isr_len = distinct(isr);
+        let adding: Vec<BrokerId> = if reassigning.0.is_empty() {
+            Vec::new()
+        } else {
+            replicas
+                .iter()
+                .copied()
+                .filter(|b| !in_isr(b) && reassigning.adds(topic, p.partition, *b))
+                .collect()
+        };
+        let offline = p.leader == NO_LEADER;
+        Weighed {
+            under_min: topic_min_isr.is_some_and(|m| (isr_len as i32) < m),
+            under_replicated: isr_len < replicas.len() - adding.len(),
+            leader_outside: !offline && !in_isr(&p.leader),
+            offline,
+            adding,
+        }
+    }
+
+    /// Adds the partition to its leader's and its replicas' counts.
+    #[inline]
+    fn tally(&self, p: &PartitionView, tallies: &mut IdTable<BrokerPartitions>) {
+        if !self.offline {
+            tallies.entry(p.leader).leader_of += 1;
+        }
+        for r in p.replicas.iter() {
+            let b = tallies.entry(*r);
+            b.replica_of += 1;
+            if self.offline {
+                b.replica_of_offline += 1;
+            }
+            if !p.isr.contains(r) && !self.adding.contains(r) {
+                b.missing_from_isr += 1;
+                if self.under_min {
+                    b.causes_under_min_isr += 1;
+                }
+            }
+        }
+    }
+
+    /// The partition as a problem with its conditions and suspects; none when it has none.
+    #[inline]
+    fn problem(
+        self,
+        topic: &str,
+        p: &PartitionView,
+        topic_min_isr: Option<i32>,
+    ) -> Option<PartitionProblem> {
+        if !(self.offline || self.under_min || self.under_replicated || self.leader_outside) {
+            return None;
+        }
+        let conditions: Vec<Condition> = [
+            (self.offline, Condition::Offline),
+            (self.under_min, Condition::UnderMinIsr),
+            (self.under_replicated, Condition::UnderReplicated),
+            (self.leader_outside, Condition::LeaderNotInIsr),
+        ]
+        .into_iter()
+        .filter_map(|(holds, c)| holds.then_some(c))
+        .collect();
+        Some(PartitionProblem {
+            topic: topic.to_string(),
+            partition: p.partition,
+            conditions,
+            leader: p.leader,
+            leader_epoch: p.leader_epoch,
+            replicas: p.replicas.to_vec(),
+            isr: p.isr.to_vec(),
+            min_isr: topic_min_isr,
+            suspects: self.suspects(p),
+            adding: self.adding,
+        })
+    }
+
+    /// The brokers to look at: every replica of an offline partition, else the replicas
+    /// missing from the ISR (not those being added) and a leader outside it.
+    fn suspects(&self, p: &PartitionView) -> Vec<BrokerId> {
+        if self.offline {
+            return p.replicas.to_vec();
+        }
+        let mut s: Vec<BrokerId> = p
+            .replicas
+            .iter()
+            .copied()
+            .filter(|r| !p.isr.contains(r) && !self.adding.contains(r))
+            .collect();
+        if self.leader_outside && !s.contains(&p.leader) {
+            s.push(p.leader);
+        }
+        s
+    }
 }
 
 /// The number of different ids in a short list (a broker listed twice in an ISR counts once).

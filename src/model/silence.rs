@@ -171,37 +171,75 @@ impl Request {
         now: SystemTime,
         origin: Origin,
     ) -> Result<Silence, Invalid> {
-        let bad = |m: String| Err(Invalid(m));
+        self.check_cluster(known_clusters)?;
+        let kind = self.checked_kind()?;
+        let comment = self.checked_comment()?;
+        let (starts_at, ends_at) = self.window(now, origin)?;
+        let mut s = Silence {
+            id: String::new(),
+            cluster: self.cluster.clone(),
+            broker: self.broker,
+            kind,
+            starts_at,
+            ends_at,
+            comment: comment.to_string(),
+            created_by: self.author(origin),
+            origin,
+        };
+        s.id = silence_id(&s);
+        Ok(s)
+    }
+
+    /// The named cluster, if any, must be one this watchdog watches.
+    fn check_cluster(&self, known_clusters: &[String]) -> Result<(), Invalid> {
         if let Some(c) = &self.cluster {
             if !known_clusters.contains(c) {
-                return bad(format!(
+                return Err(Invalid(format!(
                     "cluster '{c}' is not watched (known: {})",
                     known_clusters.join(", ")
-                ));
+                )));
             }
         }
-        let kind = match &self.kind {
-            None => None,
-            Some(k) => match FindingKind::ALL.iter().find(|f| f.as_str() == k) {
-                Some(f) => Some(*f),
-                None => {
-                    let names: Vec<&str> = FindingKind::ALL.iter().map(|f| f.as_str()).collect();
-                    return bad(format!(
-                        "kind '{k}' is unknown (one of: {})",
-                        names.join(", ")
-                    ));
-                }
-            },
+        Ok(())
+    }
+
+    /// The kind of finding silenced, by its name; none silences every kind.
+    fn checked_kind(&self) -> Result<Option<FindingKind>, Invalid> {
+        let Some(k) = &self.kind else {
+            return Ok(None);
         };
+        match FindingKind::ALL.iter().find(|f| f.as_str() == k) {
+            Some(f) => Ok(Some(*f)),
+            None => {
+                let names: Vec<&str> = FindingKind::ALL.iter().map(|f| f.as_str()).collect();
+                Err(Invalid(format!(
+                    "kind '{k}' is unknown (one of: {})",
+                    names.join(", ")
+                )))
+            }
+        }
+    }
+
+    /// The trimmed comment: required, and at most `MAX_COMMENT_CHARS` long.
+    fn checked_comment(&self) -> Result<&str, Invalid> {
         let comment = self.comment.trim();
         if comment.is_empty() {
-            return bad("a comment is required: say why, so the next person knows".into());
-        }
-        if comment.chars().count() > MAX_COMMENT_CHARS {
-            return bad(format!(
-                "the comment is longer than {MAX_COMMENT_CHARS} characters"
+            return Err(Invalid(
+                "a comment is required: say why, so the next person knows".into(),
             ));
         }
+        if comment.chars().count() > MAX_COMMENT_CHARS {
+            return Err(Invalid(format!(
+                "the comment is longer than {MAX_COMMENT_CHARS} characters"
+            )));
+        }
+        Ok(comment)
+    }
+
+    /// When the silence starts and ends, checked to end after it starts (and, from the API,
+    /// after now) and to last no longer than `MAX_DURATION`.
+    fn window(&self, now: SystemTime, origin: Origin) -> Result<(SystemTime, SystemTime), Invalid> {
+        let bad = |m: String| Err(Invalid(m));
         // A file's silence is the same silence on every load: it starts when it says (or
         // has always been), ends at a written time, and one that ended is merely over.
         let fixed = origin == Origin::Config;
@@ -210,26 +248,7 @@ impl Request {
             None => now,
             Some(t) => parse_rfc3339(t).map_err(|e| Invalid(format!("starts_at: {e}")))?,
         };
-        let ends_at = match (&self.ends_at, &self.duration) {
-            (Some(_), Some(_)) => return bad("give ends_at or duration, not both".into()),
-            (None, Some(_)) if fixed => {
-                return bad("a silence in the file needs ends_at (RFC 3339), not a duration".into())
-            }
-            (None, None) => {
-                return bad("an end is required: ends_at (RFC 3339) or duration (e.g. 2h)".into())
-            }
-            (Some(t), None) => parse_rfc3339(t).map_err(|e| Invalid(format!("ends_at: {e}")))?,
-            (None, Some(d)) => {
-                let d = parse_duration(d).map_err(|e| Invalid(format!("duration: {e}")))?;
-                // A duration past what a clock can hold (18446744073709551615s) panicked.
-                starts_at.checked_add(d).ok_or_else(|| {
-                    Invalid(format!(
-                        "duration: too long (a silence lasts at most {} days)",
-                        MAX_DURATION.as_secs() / 86_400
-                    ))
-                })?
-            }
-        };
+        let ends_at = self.end(starts_at, fixed)?;
         let floor = if fixed { starts_at } else { starts_at.max(now) };
         if ends_at <= floor {
             return bad(format!(
@@ -244,8 +263,35 @@ impl Request {
                 MAX_DURATION.as_secs() / 86_400
             ));
         }
-        let created_by = self
-            .created_by
+        Ok((starts_at, ends_at))
+    }
+
+    /// The end: `ends_at`, or `duration` after `starts_at` (not in the file); exactly one.
+    fn end(&self, starts_at: SystemTime, fixed: bool) -> Result<SystemTime, Invalid> {
+        let bad = |m: &str| Err(Invalid(m.into()));
+        match (&self.ends_at, &self.duration) {
+            (Some(_), Some(_)) => bad("give ends_at or duration, not both"),
+            (None, Some(_)) if fixed => {
+                bad("a silence in the file needs ends_at (RFC 3339), not a duration")
+            }
+            (None, None) => bad("an end is required: ends_at (RFC 3339) or duration (e.g. 2h)"),
+            (Some(t), None) => parse_rfc3339(t).map_err(|e| Invalid(format!("ends_at: {e}"))),
+            (None, Some(d)) => {
+                let d = parse_duration(d).map_err(|e| Invalid(format!("duration: {e}")))?;
+                // A duration past what a clock can hold (18446744073709551615s) panicked.
+                starts_at.checked_add(d).ok_or_else(|| {
+                    Invalid(format!(
+                        "duration: too long (a silence lasts at most {} days)",
+                        MAX_DURATION.as_secs() / 86_400
+                    ))
+                })
+            }
+        }
+    }
+
+    /// Who made it, trimmed and cut to 100 characters; the origin when not said.
+    fn author(&self, origin: Origin) -> String {
+        self.created_by
             .as_deref()
             .map(str::trim)
             .filter(|s| !s.is_empty())
@@ -255,20 +301,7 @@ impl Request {
             })
             .chars()
             .take(100)
-            .collect();
-        let mut s = Silence {
-            id: String::new(),
-            cluster: self.cluster.clone(),
-            broker: self.broker,
-            kind,
-            starts_at,
-            ends_at,
-            comment: comment.to_string(),
-            created_by,
-            origin,
-        };
-        s.id = silence_id(&s);
-        Ok(s)
+            .collect()
     }
 }
 

@@ -536,10 +536,7 @@ pub(super) async fn work(
             if stopping || *stop.borrow() {
                 return;
             }
-            tokio::select! {
-                _ = r.wake.notified() => {}
-                changed = stop.changed() => stopping = changed.is_err() || *stop.borrow(),
-            }
+            stopping = wait_for_work(&r, &mut stop).await;
             continue;
         };
         let Some(n) = head_notification(&r, &shared, seq, unspooled).await else {
@@ -559,76 +556,113 @@ pub(super) async fn work(
                 Next::Stop => return,
             }
         }
-        let ctx = Context {
-            instance_id: &shared.sender.instance_id,
-            now: SystemTime::now(),
-            status_url: shared.sender.status_url.as_deref(),
-        };
-        let sent = match &r.slack {
-            Some(bot) => {
-                bot.deliver(&client, &r.cfg, &n, &ctx, settings.max_retry_after)
-                    .await
-            }
-            None => {
-                let request = format::render(&r.cfg, &n, &ctx);
-                send(&client, &r.cfg, request, settings.max_retry_after).await
-            }
-        };
-        match sent {
+        match deliver(&r, &shared, &client, &n).await {
             Outcome::Delivered => {
-                if let Some(peers) = peers {
-                    peers.delivered(&r.cfg.name, &n.event, SystemTime::now());
-                }
-                finish(&r, seq).await;
-                let mut c = lock(&r.counters);
-                c.ok += 1;
-                c.last_success = Some(SystemTime::now());
-                drop(c);
-                shared.progress.send_replace(());
-                if attempt > 0 {
-                    tracing::info!(receiver = %r.cfg.name, target = %r.cfg.target, attempts = attempt + 1, "webhook delivered after retries");
-                }
+                delivered(&r, &shared, peers, &n, seq, attempt).await;
                 attempt = 0;
             }
             Outcome::Drop { why } => {
-                tracing::error!(
-                    receiver = %r.cfg.name,
-                    target = %r.cfg.target,
-                    incident = %n.event.incident.id,
-                    event = n.event.kind.as_str(),
-                    why = %why,
-                    "webhook refused the notification: dropped"
-                );
-                finish(&r, seq).await;
-                let mut c = lock(&r.counters);
-                c.dropped += 1;
-                c.last_failure = Some(why);
-                drop(c);
-                shared.progress.send_replace(());
+                refused(&r, &shared, &n, seq, why).await;
                 attempt = 0;
             }
             Outcome::Retry { after, why } => {
                 let unit = jitter_unit(&random);
                 let wait = route::retry_wait(after, &settings.backoff, attempt, unit);
                 attempt = attempt.saturating_add(1);
-                tracing::warn!(
-                    receiver = %r.cfg.name,
-                    target = %r.cfg.target,
-                    why = %why,
-                    attempt,
-                    retry_in_ms = wait.as_millis() as u64,
-                    "webhook delivery failed; will retry"
-                );
-                {
-                    let mut c = lock(&r.counters);
-                    c.failed += 1;
-                    c.last_failure = Some(why);
-                }
-                shared.progress.send_replace(());
+                failed(&r, &shared, why, attempt, wait);
                 tokio::time::sleep(wait).await;
             }
         }
     }
+}
+
+/// Waits, with the queue empty, for a notification or for `stop`; true when stopping.
+async fn wait_for_work(r: &Receiver, stop: &mut watch::Receiver<bool>) -> bool {
+    tokio::select! {
+        _ = r.wake.notified() => false,
+        changed = stop.changed() => changed.is_err() || *stop.borrow(),
+    }
+}
+
+/// Sends one notification the receiver's way: Slack's Web API, or one POST of its format.
+async fn deliver(
+    r: &Receiver,
+    shared: &Shared,
+    client: &reqwest::Client,
+    n: &Notification,
+) -> Outcome {
+    let max_retry_after = shared.settings.max_retry_after;
+    let ctx = Context {
+        instance_id: &shared.sender.instance_id,
+        now: SystemTime::now(),
+        status_url: shared.sender.status_url.as_deref(),
+    };
+    match &r.slack {
+        Some(bot) => bot.deliver(client, &r.cfg, n, &ctx, max_retry_after).await,
+        None => {
+            let request = format::render(&r.cfg, n, &ctx);
+            send(client, &r.cfg, request, max_retry_after).await
+        }
+    }
+}
+
+/// Settles a delivered notification: told to the peers, removed, counted.
+async fn delivered(
+    r: &Arc<Receiver>,
+    shared: &Shared,
+    peers: Option<&Arc<crate::alert::peers::Peers>>,
+    n: &Notification,
+    seq: u64,
+    attempt: u32,
+) {
+    if let Some(peers) = peers {
+        peers.delivered(&r.cfg.name, &n.event, SystemTime::now());
+    }
+    finish(r, seq).await;
+    let mut c = lock(&r.counters);
+    c.ok += 1;
+    c.last_success = Some(SystemTime::now());
+    drop(c);
+    shared.progress.send_replace(());
+    if attempt > 0 {
+        tracing::info!(receiver = %r.cfg.name, target = %r.cfg.target, attempts = attempt + 1, "webhook delivered after retries");
+    }
+}
+
+/// Settles a notification the receiver refused for good: said, removed, counted as dropped.
+async fn refused(r: &Arc<Receiver>, shared: &Shared, n: &Notification, seq: u64, why: String) {
+    tracing::error!(
+        receiver = %r.cfg.name,
+        target = %r.cfg.target,
+        incident = %n.event.incident.id,
+        event = n.event.kind.as_str(),
+        why = %why,
+        "webhook refused the notification: dropped"
+    );
+    finish(r, seq).await;
+    let mut c = lock(&r.counters);
+    c.dropped += 1;
+    c.last_failure = Some(why);
+    drop(c);
+    shared.progress.send_replace(());
+}
+
+/// Says and counts a failed attempt; the notification stays at the head for the retry.
+fn failed(r: &Receiver, shared: &Shared, why: String, attempt: u32, wait: Duration) {
+    tracing::warn!(
+        receiver = %r.cfg.name,
+        target = %r.cfg.target,
+        why = %why,
+        attempt,
+        retry_in_ms = wait.as_millis() as u64,
+        "webhook delivery failed; will retry"
+    );
+    {
+        let mut c = lock(&r.counters);
+        c.failed += 1;
+        c.last_failure = Some(why);
+    }
+    shared.progress.send_replace(());
 }
 
 /// The notification at the head of the queue, read from the spool (or memory), when it is

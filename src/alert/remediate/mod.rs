@@ -230,6 +230,26 @@ struct Episode {
     refused: Vec<String>,
 }
 
+impl Episode {
+    /// An episode that began at `since`, with nothing done or told yet.
+    fn new(since: SystemTime) -> Self {
+        Episode {
+            since,
+            done: false,
+            refused: Vec::new(),
+        }
+    }
+
+    /// The refusal's report, only when its reasons differ from the ones last told.
+    fn refusal(&mut self, record: Record) -> Option<Decision> {
+        if self.refused == record.refusals {
+            return None;
+        }
+        self.refused = record.refusals.clone();
+        Some(Decision::Report(record))
+    }
+}
+
 /// What the round decided for one broker.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Decision {
@@ -351,6 +371,64 @@ fn take_attempt(
     Ok(lock)
 }
 
+/// When the broker's current zombie state began; none when it is not a zombie.
+fn zombie_since(
+    report: &ClusterReport,
+    verdict: Option<&crate::judge::verdict::BrokerVerdict>,
+    broker: BrokerId,
+) -> Option<SystemTime> {
+    match (verdict, report.state_since.get(&broker)) {
+        (Some(v), Some(since)) if v.state == BrokerState::Zombie => Some(*since),
+        _ => None,
+    }
+}
+
+/// The broker's episode, begun afresh when its zombie state began at another time than
+/// the one it holds.
+fn episode_since(
+    episodes: &mut BTreeMap<BrokerId, Episode>,
+    broker: BrokerId,
+    since: SystemTime,
+) -> &mut Episode {
+    episodes
+        .entry(broker)
+        .and_modify(|e| {
+            if e.since != since {
+                *e = Episode::new(since);
+            }
+        })
+        .or_insert(Episode::new(since))
+}
+
+/// The broker's process id as this round's look at the host found it.
+fn pid_of(report: &ClusterReport, broker: BrokerId) -> Option<u32> {
+    report
+        .host
+        .get(&broker)
+        .and_then(|h| h.process.as_ref())
+        .map(|p| p.pid)
+}
+
+/// The action for `b`: its command to run, holding the host-wide lock until it ends.
+fn act(
+    cfg: &RemediationConfig,
+    b: &crate::config::HostBrokerConfig,
+    lock: HostLock,
+    pid: Option<u32>,
+    record: Record,
+) -> Decision {
+    Decision::Act {
+        config: cfg.clone(),
+        process: b.process.clone(),
+        lock: Arc::new(lock),
+        pid,
+        record: Record {
+            outcome: Outcome::Acted,
+            ..record
+        },
+    }
+}
+
 fn history_path(dir: &Path, cluster: &str) -> PathBuf {
     dir.join(format!("{cluster}.json"))
 }
@@ -447,8 +525,7 @@ impl Remediator {
     /// Updates the episodes and, for an action, the history; runs nothing.
     pub fn decide(&mut self, report: &ClusterReport, now: SystemTime) -> Vec<Decision> {
         let mut out = Vec::new();
-        let keep = now.checked_sub(Duration::from_secs(86_400).max(self.host.remediation_cooldown));
-        self.history.retain(|t| keep.is_none_or(|k| *t >= k));
+        self.forget_old_actions(now);
         let answered = report.probes.values().filter(|p| p.answered()).count();
         let known = report.verdicts.len().max(report.probes.len());
         for b in &self.host.brokers {
@@ -456,36 +533,16 @@ impl Remediator {
                 continue;
             };
             let verdict = report.verdict(b.broker_id);
-            let since = match (verdict, report.state_since.get(&b.broker_id)) {
-                (Some(v), Some(since)) if v.state == BrokerState::Zombie => *since,
-                _ => {
-                    self.episodes.remove(&b.broker_id);
-                    continue;
-                }
+            let Some(since) = zombie_since(report, verdict, b.broker_id) else {
+                self.episodes.remove(&b.broker_id);
+                continue;
             };
             if let Some(confirmed) = &self.confirmed {
                 if confirmed(b.broker_id) != Some(BrokerState::Zombie) {
                     continue;
                 }
             }
-            let done = self
-                .episodes
-                .entry(b.broker_id)
-                .and_modify(|e| {
-                    if e.since != since {
-                        *e = Episode {
-                            since,
-                            done: false,
-                            refused: Vec::new(),
-                        };
-                    }
-                })
-                .or_insert(Episode {
-                    since,
-                    done: false,
-                    refused: Vec::new(),
-                })
-                .done;
+            let done = episode_since(&mut self.episodes, b.broker_id, since).done;
             if done || !guards::zombie_long_enough(since, now, cfg.zombie_for) {
                 continue;
             }
@@ -494,26 +551,19 @@ impl Remediator {
                 .iter()
                 .map(ToString::to_string)
                 .collect();
-            let pid = report
-                .host
-                .get(&b.broker_id)
-                .and_then(|h| h.process.as_ref())
-                .map(|p| p.pid);
+            let pid = pid_of(report, b.broker_id);
             let record = self.record(cfg, b.broker_id, verdict, pid, since, &refusals, now);
             let Some(episode) = self.episodes.get_mut(&b.broker_id) else {
                 continue;
             };
-            if cfg.dry_run {
+            let decision = if cfg.dry_run {
                 episode.done = true;
-                out.push(Decision::Report(Record {
+                Some(Decision::Report(Record {
                     outcome: Outcome::DryRun,
                     ..record
-                }));
+                }))
             } else if !refusals.is_empty() {
-                if episode.refused != refusals {
-                    episode.refused = refusals;
-                    out.push(Decision::Report(record));
-                }
+                episode.refusal(record)
             } else {
                 let attempt = take_attempt(
                     &self.host_lock,
@@ -522,32 +572,26 @@ impl Remediator {
                     &mut self.history,
                     now,
                 );
-                let lock = match attempt {
-                    Ok(l) => l,
-                    Err(refusals) => {
-                        if episode.refused != refusals {
-                            episode.refused = refusals.clone();
-                            out.push(Decision::Report(Record { refusals, ..record }));
-                        }
-                        continue;
+                match attempt {
+                    Ok(lock) => {
+                        episode.done = true;
+                        Some(act(cfg, b, lock, pid, record))
                     }
-                };
-                episode.done = true;
-                out.push(Decision::Act {
-                    config: cfg.clone(),
-                    process: b.process.clone(),
-                    lock: Arc::new(lock),
-                    pid,
-                    record: Record {
-                        outcome: Outcome::Acted,
-                        ..record
-                    },
-                });
-            }
+                    Err(refusals) => episode.refusal(Record { refusals, ..record }),
+                }
+            };
+            out.extend(decision);
         }
         self.episodes
             .retain(|id, _| self.host.brokers.iter().any(|b| b.broker_id == *id));
         out
+    }
+
+    /// Forgets the actions no guard looks back to: older than a day, or than the cool-down
+    /// when that is longer.
+    fn forget_old_actions(&mut self, now: SystemTime) {
+        let keep = now.checked_sub(Duration::from_secs(86_400).max(self.host.remediation_cooldown));
+        self.history.retain(|t| keep.is_none_or(|k| *t >= k));
     }
 
     /// What the guards weigh for `broker` this round.

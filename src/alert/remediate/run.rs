@@ -95,6 +95,7 @@ pub enum Output<'a> {
     File(&'a Path),
 }
 
+/// Runs `argv` to its end or to `timeout`, and tells how it ended.
 pub async fn run(argv: &[String], timeout: Duration, output: Output<'_>) -> Ran {
     let started = Instant::now();
     let failed = |status: String| Ran {
@@ -106,6 +107,28 @@ pub async fn run(argv: &[String], timeout: Duration, output: Output<'_>) -> Ran 
     let Some((program, args)) = argv.split_first() else {
         return failed("empty command".into());
     };
+    let mut cmd = command(program, args);
+    let keep_stderr = match direct_output(&mut cmd, output) {
+        Ok(keep) => keep,
+        Err(why) => return failed(why),
+    };
+    let mut child = match cmd.spawn() {
+        Ok(c) => c,
+        Err(e) => return failed(format!("cannot start {program}: {e}")),
+    };
+    let stderr = child.stderr.take().filter(|_| keep_stderr);
+    let (status, success, tail) = wait(&mut child, stderr_tail(stderr), program, timeout).await;
+    Ran {
+        status,
+        success,
+        duration: started.elapsed(),
+        stderr_tail: redact(String::from_utf8_lossy(&tail).trim()),
+    }
+}
+
+/// The command with stdin closed, killed if dropped, and only `PASSED_ENV` of the
+/// watchdog's environment.
+fn command(program: &str, args: &[String]) -> tokio::process::Command {
     let mut cmd = tokio::process::Command::new(program);
     cmd.args(args)
         .stdin(Stdio::null())
@@ -116,48 +139,58 @@ pub async fn run(argv: &[String], timeout: Duration, output: Output<'_>) -> Ran 
                 .iter()
                 .filter_map(|k| Some((k, std::env::var_os(k)?))),
         );
-    let keep_stderr = match output {
+    cmd
+}
+
+/// Points stdout and stderr where `output` says; true when stderr is piped for its tail,
+/// an error (the command's status) when the output file cannot be made.
+fn direct_output(cmd: &mut tokio::process::Command, output: Output<'_>) -> Result<bool, String> {
+    match output {
         Output::Discard => {
             cmd.stdout(Stdio::null()).stderr(Stdio::piped());
-            true
+            Ok(true)
         }
         Output::File(path) => {
-            let file = match std::fs::File::create(path) {
-                Ok(f) => f,
-                Err(e) => return failed(format!("cannot create {}: {e}", path.display())),
-            };
-            let err = match file.try_clone() {
-                Ok(f) => f,
-                Err(e) => return failed(format!("cannot share {}: {e}", path.display())),
-            };
+            let file = std::fs::File::create(path)
+                .map_err(|e| format!("cannot create {}: {e}", path.display()))?;
+            let err = file
+                .try_clone()
+                .map_err(|e| format!("cannot share {}: {e}", path.display()))?;
             cmd.stdout(file).stderr(err);
-            false
+            Ok(false)
         }
-    };
-    let mut child = match cmd.spawn() {
-        Ok(c) => c,
-        Err(e) => return failed(format!("cannot start {program}: {e}")),
-    };
-    let stderr = child.stderr.take();
-    let tail = async move {
-        let mut tail: Vec<u8> = Vec::new();
-        if let (true, Some(mut s)) = (keep_stderr, stderr) {
-            let mut buf = [0u8; 4096];
-            // Read to the end so the child never blocks on a full pipe; keep only the tail.
-            while let Ok(n) = s.read(&mut buf).await {
-                if n == 0 {
-                    break;
-                }
-                tail.extend_from_slice(&buf[..n]);
-                if tail.len() > STDERR_TAIL_BYTES {
-                    tail.drain(..tail.len() - STDERR_TAIL_BYTES);
-                }
+    }
+}
+
+/// The last `STDERR_TAIL_BYTES` of a piped stderr; empty when it is not piped.
+async fn stderr_tail(stderr: Option<tokio::process::ChildStderr>) -> Vec<u8> {
+    let mut tail: Vec<u8> = Vec::new();
+    if let Some(mut s) = stderr {
+        let mut buf = [0u8; 4096];
+        // Read to the end so the child never blocks on a full pipe; keep only the tail.
+        while let Ok(n) = s.read(&mut buf).await {
+            if n == 0 {
+                break;
+            }
+            tail.extend_from_slice(&buf[..n]);
+            if tail.len() > STDERR_TAIL_BYTES {
+                tail.drain(..tail.len() - STDERR_TAIL_BYTES);
             }
         }
-        tail
-    };
+    }
+    tail
+}
+
+/// Waits for the child and its stderr's tail until `timeout`, then kills it: its status,
+/// whether it succeeded, and the tail (none when it was killed).
+async fn wait(
+    child: &mut tokio::process::Child,
+    tail: impl std::future::Future<Output = Vec<u8>>,
+    program: &str,
+    timeout: Duration,
+) -> (String, bool, Vec<u8>) {
     let waited = tokio::time::timeout(timeout, async { tokio::join!(child.wait(), tail) }).await;
-    let (status, success, tail) = match waited {
+    match waited {
         Ok((Ok(st), tail)) => (describe(st), st.success(), tail),
         Ok((Err(e), tail)) => (format!("cannot wait for {program}: {e}"), false, tail),
         Err(_) => {
@@ -171,12 +204,6 @@ pub async fn run(argv: &[String], timeout: Duration, output: Output<'_>) -> Ran 
                 Vec::new(),
             )
         }
-    };
-    Ran {
-        status,
-        success,
-        duration: started.elapsed(),
-        stderr_tail: redact(String::from_utf8_lossy(&tail).trim()),
     }
 }
 

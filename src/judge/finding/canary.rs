@@ -10,7 +10,7 @@ use crate::judge::report::ClusterReport;
 use crate::model::kind::FindingKind;
 use crate::model::round::BrokerId;
 use crate::observe::canary::record::Acks;
-use crate::observe::canary::{CanaryRound, LossEvent};
+use crate::observe::canary::{CanaryRound, LossEvent, PartitionRound};
 
 /// How long an acknowledged-write loss keeps its incident open after the last lost record:
 /// a loss is an event, and an incident that flapped with every round would be noise.
@@ -170,31 +170,13 @@ fn unavailability_finding(
     memory: &mut CanaryMemory,
     now: SystemTime,
 ) -> Option<Finding> {
-    // The canary charges each window to the broker its failed writes went to, at send time
-    // (-1: nobody, the leader's followers held them). The view's leader at a round can be
-    // the one that took over, which is the wrong broker to hand the outage to.
-    for (partition, charged, seconds) in &round.windows_closed {
-        memory.window_leader.remove(partition);
-        if *charged < 0 {
-            continue;
-        }
-        let e = memory.closed.entry(*charged).or_insert((now, 0.0));
-        *e = (now, e.1.max(*seconds));
-    }
+    remember_closed_windows(round, memory, now);
     let open: Vec<_> = round
         .partitions
         .iter()
         .filter_map(|p| p.unavailable_seconds.map(|s| (p, s)))
         .collect();
-    for (p, _) in &open {
-        memory
-            .window_leader
-            .entry(p.partition)
-            .or_insert(p.unavailable_broker.unwrap_or(p.leader));
-    }
-    memory
-        .window_leader
-        .retain(|part, _| open.iter().any(|(p, _)| p.partition == *part));
+    remember_open_windows(&open, memory);
     if open.is_empty() {
         return None;
     }
@@ -209,43 +191,10 @@ fn unavailability_finding(
     );
     f.evidence = open
         .iter()
-        .map(|(p, s)| {
-            let why = match &p.produce_error {
-                // The client wrote to another broker than the view's leader: its
-                // metadata was older than the view.
-                Some(e) if e.broker.is_some_and(|b| b != p.leader) => format!(
-                    "{} at broker {}, where the client's metadata sent it",
-                    e.kind,
-                    e.broker.unwrap_or(-1)
-                ),
-                Some(e) => e.kind.to_string(),
-                None => "read-back pending".into(),
-            };
-            format!(
-                "{}-{} led by {}: unwritable for {s:.1} s ({why})",
-                round.topic, p.partition, p.leader,
-            )
-        })
+        .map(|(p, s)| unwritable_line(&round.topic, p, *s))
         .collect();
     f.rules = vec!["canary_unavailable".into()];
-    // A failed write names whom the verdicts charged it to (nobody for the client's own
-    // failures); a window kept open by a slow or unconfirmed write, its leader.
-    f.suspects = {
-        let mut s: Vec<BrokerId> = open
-            .iter()
-            .flat_map(|(p, _)| match &p.charged_to {
-                Some(to) => to.clone(),
-                None => vec![memory
-                    .window_leader
-                    .get(&p.partition)
-                    .copied()
-                    .unwrap_or(p.leader)],
-            })
-            .collect();
-        s.sort_unstable();
-        s.dedup();
-        s
-    };
+    f.suspects = unavailability_suspects(&open, &memory.window_leader);
     f.unavailable_seconds = Some(longest);
     Some(
         f.with_partitions(
@@ -254,6 +203,74 @@ fn unavailability_finding(
                 .collect(),
         ),
     )
+}
+
+/// Forgets the leaders of the windows that closed this round, and keeps each charged
+/// broker's longest closed window.
+fn remember_closed_windows(round: &CanaryRound, memory: &mut CanaryMemory, now: SystemTime) {
+    // The canary charges each window to the broker its failed writes went to, at send time
+    // (-1: nobody, the leader's followers held them). The view's leader at a round can be
+    // the one that took over, which is the wrong broker to hand the outage to.
+    for (partition, charged, seconds) in &round.windows_closed {
+        memory.window_leader.remove(partition);
+        if *charged < 0 {
+            continue;
+        }
+        let e = memory.closed.entry(*charged).or_insert((now, 0.0));
+        *e = (now, e.1.max(*seconds));
+    }
+}
+
+/// Keeps, per open window, the leader when it opened (its failed writes' broker), and
+/// forgets the windows no longer open.
+fn remember_open_windows(open: &[(&PartitionRound, f64)], memory: &mut CanaryMemory) {
+    for (p, _) in open {
+        memory
+            .window_leader
+            .entry(p.partition)
+            .or_insert(p.unavailable_broker.unwrap_or(p.leader));
+    }
+    memory
+        .window_leader
+        .retain(|part, _| open.iter().any(|(p, _)| p.partition == *part));
+}
+
+/// One evidence line: an unwritable partition, for how long, and why.
+fn unwritable_line(topic: &str, p: &PartitionRound, seconds: f64) -> String {
+    let why = match &p.produce_error {
+        // The client wrote to another broker than the view's leader: its
+        // metadata was older than the view.
+        Some(e) if e.broker.is_some_and(|b| b != p.leader) => format!(
+            "{} at broker {}, where the client's metadata sent it",
+            e.kind,
+            e.broker.unwrap_or(-1)
+        ),
+        Some(e) => e.kind.to_string(),
+        None => "read-back pending".into(),
+    };
+    format!(
+        "{topic}-{} led by {}: unwritable for {seconds:.1} s ({why})",
+        p.partition, p.leader,
+    )
+}
+
+/// The brokers the open windows point at, sorted and once each.
+fn unavailability_suspects(
+    open: &[(&PartitionRound, f64)],
+    window_leader: &BTreeMap<i32, BrokerId>,
+) -> Vec<BrokerId> {
+    // A failed write names whom the verdicts charged it to (nobody for the client's own
+    // failures); a window kept open by a slow or unconfirmed write, its leader.
+    let mut s: Vec<BrokerId> = open
+        .iter()
+        .flat_map(|(p, _)| match &p.charged_to {
+            Some(to) => to.clone(),
+            None => vec![window_leader.get(&p.partition).copied().unwrap_or(p.leader)],
+        })
+        .collect();
+    s.sort_unstable();
+    s.dedup();
+    s
 }
 
 /// A loss finding with its evidence (at most 20 lines), rule, suspect and partitions.

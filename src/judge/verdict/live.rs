@@ -260,6 +260,21 @@ fn live_hit(
         ));
     }
     let since = fact.waiting_since?;
+    let hit = silent_hit(id, fact, since, facts, recently_down, now)?;
+    Some((hit, since))
+}
+
+/// The hit of a broker silent since `since`, past its threshold: unknown when no peer
+/// vouches for the watchdog's path, pausing within its own record of pauses, restarting
+/// after it was down, else a zombie when its port accepts.
+fn silent_hit(
+    id: BrokerId,
+    fact: &LivenessFact,
+    since: SystemTime,
+    facts: &BTreeMap<BrokerId, LivenessFact>,
+    recently_down: Option<Duration>,
+    now: SystemTime,
+) -> Option<RuleHit> {
     let silent = now.duration_since(since).unwrap_or_default();
     let (silence, vouched) = silence_words(id, fact, since, facts, now);
     // One peer answering promptly shows the watchdog's own path works, and the fresh
@@ -267,58 +282,46 @@ fn live_hit(
     // three brokers, and both must be named. With no peer vouching, nothing tells the
     // watchdog's network from the brokers.
     if !vouched {
-        return Some((
-            RuleHit {
-                rule: Rule::NoAnswer,
-                state: BrokerState::Unknown,
-                detail: format!(
-                    "{silence}: with no peer answering, the silence may be the watchdog's own network"
-                ),
-            },
-            since,
-        ));
+        return Some(RuleHit {
+            rule: Rule::NoAnswer,
+            state: BrokerState::Unknown,
+            detail: format!(
+                "{silence}: with no peer answering, the silence may be the watchdog's own network"
+            ),
+        });
     }
     // Within its own record of pauses: pausing again, as it does, not frozen.
     let tolerance = pause_tolerance(fact);
     if silent < tolerance {
         let words = pausing(fact, now).unwrap_or_else(|| "it has paused this long before".into());
-        return Some((
-            RuleHit {
-                rule: Rule::LivenessFlapping,
-                state: BrokerState::Degraded,
-                detail: format!(
-                    "{silence}; within its own pauses ({words}): a zombie if silent past {}",
-                    secs(tolerance)
-                ),
-            },
-            since,
-        ));
+        return Some(RuleHit {
+            rule: Rule::LivenessFlapping,
+            state: BrokerState::Degraded,
+            detail: format!(
+                "{silence}; within its own pauses ({words}): a zombie if silent past {}",
+                secs(tolerance)
+            ),
+        });
     }
     let port = port_words(fact)?;
     if let Some(ago) = recently_down {
-        return Some((
-            RuleHit {
-                rule: Rule::Restarting,
-                state: BrokerState::Down,
-                detail: format!(
-                    "{silence}; {port}, {} after it was down: Kafka accepts connections before it serves while it starts",
-                    secs(ago)
-                ),
-            },
-            since,
-        ));
+        return Some(RuleHit {
+            rule: Rule::Restarting,
+            state: BrokerState::Down,
+            detail: format!(
+                "{silence}; {port}, {} after it was down: Kafka accepts connections before it serves while it starts",
+                secs(ago)
+            ),
+        });
     }
     let flaps = flapping(fact, now)
         .map(|(_, w)| format!("; before this it was {w}"))
         .unwrap_or_default();
-    Some((
-        RuleHit {
-            rule: Rule::NoAnswer,
-            state: BrokerState::Zombie,
-            detail: format!("{silence}; {port}{flaps}"),
-        },
-        since,
-    ))
+    Some(RuleHit {
+        rule: Rule::NoAnswer,
+        state: BrokerState::Zombie,
+        detail: format!("{silence}; {port}{flaps}"),
+    })
 }
 
 /// Answer times under this are never slow, whatever the ratio to the peers: a broker's
@@ -395,11 +398,7 @@ pub fn apply_liveness(
         if newer_answer {
             v.hits.retain(|h| !superseded_by_answer(h.rule, probe));
         }
-        let recently_down = memory
-            .get(&v.broker)
-            .and_then(|m| m.restart_pending(fact.last_answer_at))
-            .and_then(|t| now.duration_since(t).ok())
-            .filter(|ago| *ago < settings.restart_grace);
+        let recently_down = recently_down(memory.get(&v.broker), fact, settings, now);
         // The round already told a clean stop from a crash by what the refused broker led;
         // its liveness refusal adds nothing to that.
         let clean = v
@@ -409,44 +408,12 @@ pub fn apply_liveness(
         if let Some((hit, since)) = live_hit(v.broker, fact, facts, recently_down, now)
             .filter(|(h, _)| !(clean && h.rule == Rule::PortClosed))
         {
-            // A refusal newer than the round: whether it stopped cleanly is told by who leads
-            // what after it, which the cluster loop asks at once. Until then nobody is paged;
-            // a crash is paged as soon as that answer says it still leads.
-            let mut hit = hit;
-            if hit.rule == Rule::PortClosed && round_at < since {
-                let led = memory
-                    .get(&v.broker)
-                    .and_then(|m| m.held_when_refused)
-                    .filter(|(at, _)| *at >= since)
-                    .map(|(_, n)| n);
-                match led {
-                    Some(0) => {
-                        hit.rule = super::Rule::ShutDownCleanly;
-                        hit.detail = format!(
-                            "{}, and it led no partition and was in no ISR when its port closed: a controlled shutdown (a restart, a maintenance stop); paged only if it is not back within {} s",
-                            hit.detail,
-                            settings.restart_grace.as_secs()
-                        );
-                    }
-                    Some(_) => {}
-                    None => v.page_after = Some(settings.restart_grace),
-                }
-            }
-            // The port accepted during this silence: a connect that timed out in the round
-            // was the full accept queue, not a host gone.
-            let accepted = fact.accepted_in_silence && fact.refused_since.is_none();
-            // While it restarts, the round's silence was the same start-up.
-            let restarting = hit.rule == Rule::Restarting;
-            v.hits.retain(|h| {
-                h.rule != hit.rule
-                    && !(accepted && h.rule == Rule::Unreachable)
-                    && !(restarting && h.rule == Rule::NoAnswer)
-            });
-            if hit.state >= v.hits.first().map_or(BrokerState::Healthy, |h| h.state) {
-                v.observed_at = Some(now);
-                v.held_since = Some(since);
-            }
-            v.hits.push(hit);
+            let hit = if hit.rule == Rule::PortClosed && round_at < since {
+                refused_after_round(v, hit, since, memory, settings)
+            } else {
+                hit
+            };
+            merge_live_hit(v, fact, hit, since, now);
         }
         let was_slow = memory
             .get(&v.broker)
@@ -461,6 +428,79 @@ pub fn apply_liveness(
         v.state = v.hits.first().map_or(BrokerState::Healthy, |h| h.state);
     }
     super::hold_after_clean_stop(verdicts, memory, settings, now);
+}
+
+/// How long ago the broker was down, when it has not answered since and that was within
+/// the restart grace.
+fn recently_down(
+    memory: Option<&BrokerMemory>,
+    fact: &LivenessFact,
+    settings: &VerdictSettings,
+    now: SystemTime,
+) -> Option<Duration> {
+    memory
+        .and_then(|m| m.restart_pending(fact.last_answer_at))
+        .and_then(|t| now.duration_since(t).ok())
+        .filter(|ago| *ago < settings.restart_grace)
+}
+
+/// A refusal that began after the round, told by what the broker led when its port closed:
+/// nothing makes it a clean stop, something leaves it a crash, and while that is not known
+/// its page waits for the restart grace.
+fn refused_after_round(
+    v: &mut BrokerVerdict,
+    mut hit: RuleHit,
+    since: SystemTime,
+    memory: &BTreeMap<BrokerId, BrokerMemory>,
+    settings: &VerdictSettings,
+) -> RuleHit {
+    // A refusal newer than the round: whether it stopped cleanly is told by who leads
+    // what after it, which the cluster loop asks at once. Until then nobody is paged;
+    // a crash is paged as soon as that answer says it still leads.
+    let led = memory
+        .get(&v.broker)
+        .and_then(|m| m.held_when_refused)
+        .filter(|(at, _)| *at >= since)
+        .map(|(_, n)| n);
+    match led {
+        Some(0) => {
+            hit.rule = super::Rule::ShutDownCleanly;
+            hit.detail = format!(
+                "{}, and it led no partition and was in no ISR when its port closed: a controlled shutdown (a restart, a maintenance stop); paged only if it is not back within {} s",
+                hit.detail,
+                settings.restart_grace.as_secs()
+            );
+        }
+        Some(_) => {}
+        None => v.page_after = Some(settings.restart_grace),
+    }
+    hit
+}
+
+/// Puts the liveness hit in place of the round's hits it replaces, and dates the verdict by
+/// it when it decides the state.
+fn merge_live_hit(
+    v: &mut BrokerVerdict,
+    fact: &LivenessFact,
+    hit: RuleHit,
+    since: SystemTime,
+    now: SystemTime,
+) {
+    // The port accepted during this silence: a connect that timed out in the round
+    // was the full accept queue, not a host gone.
+    let accepted = fact.accepted_in_silence && fact.refused_since.is_none();
+    // While it restarts, the round's silence was the same start-up.
+    let restarting = hit.rule == Rule::Restarting;
+    v.hits.retain(|h| {
+        h.rule != hit.rule
+            && !(accepted && h.rule == Rule::Unreachable)
+            && !(restarting && h.rule == Rule::NoAnswer)
+    });
+    if hit.state >= v.hits.first().map_or(BrokerState::Healthy, |h| h.state) {
+        v.observed_at = Some(now);
+        v.held_since = Some(since);
+    }
+    v.hits.push(hit);
 }
 
 #[cfg(test)]
