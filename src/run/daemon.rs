@@ -218,8 +218,6 @@ impl FileWatch {
     }
 }
 
-/// Applies a new configuration file: validated first; a bad file keeps the running
-/// configuration. Returns the configuration now running.
 /// Each cluster's static labels, for `/metrics`.
 fn cluster_labels(
     config: &Config,
@@ -231,6 +229,8 @@ fn cluster_labels(
         .collect()
 }
 
+/// Applies a new configuration file: validated first; a bad file keeps the running
+/// configuration. Returns the configuration now running.
 async fn reload(
     path: &std::path::Path,
     running: Config,
