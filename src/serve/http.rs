@@ -454,70 +454,11 @@ async fn silence_request(
 
 fn route(published: &Publisher, req: &Request<Incoming>) -> Response<Full<Bytes>> {
     match req.uri().path() {
-        crate::alert::peers::PEER_PATH => match published.alerting() {
-            Some(a) => {
-                let answer =
-                    a.peer_answer(&published.instance_id, published.current().clusters.clone());
-                json(
-                    StatusCode::OK,
-                    &serde_json::to_value(&answer).unwrap_or_default(),
-                )
-            }
-            None => api_error(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "alerting has not started yet",
-            ),
-        },
-        SILENCES_PATH => {
-            let now = std::time::SystemTime::now();
-            let list: Vec<serde_json::Value> = published
-                .alerting()
-                .map(|a| a.silences())
-                .unwrap_or_default()
-                .iter()
-                .map(|s| crate::model::silence::to_json(s, now))
-                .collect();
-            json(StatusCode::OK, &serde_json::json!({ "silences": list }))
-        }
-        "/metrics" => {
-            let snapshot = published.current();
-            let page =
-                crate::serve::metrics::render(snapshot.reports(), &published.extras(&snapshot));
-            let accept = req.headers().get(ACCEPT).and_then(|v| v.to_str().ok());
-            let mut r = if crate::serve::metrics::wants_openmetrics(accept) {
-                text(StatusCode::OK, crate::serve::metrics::CONTENT_TYPE, page)
-            } else {
-                text(
-                    StatusCode::OK,
-                    crate::serve::metrics::TEXT_CONTENT_TYPE,
-                    crate::serve::metrics::to_text_004(&page),
-                )
-            };
-            // The answer depends on Accept: a cache must not hand one format to the other.
-            r.headers_mut()
-                .insert(VARY, HeaderValue::from_static("accept"));
-            r
-        }
+        crate::alert::peers::PEER_PATH => peer(published),
+        SILENCES_PATH => silences(published),
+        "/metrics" => metrics(published, req),
         "/healthz" => text(StatusCode::OK, "text/plain; charset=utf-8", "ok\n".into()),
-        "/readyz" => {
-            let waiting = published.current().waiting_for();
-            if waiting.is_empty() {
-                text(
-                    StatusCode::OK,
-                    "text/plain; charset=utf-8",
-                    "ready\n".into(),
-                )
-            } else {
-                text(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    "text/plain; charset=utf-8",
-                    format!(
-                        "not ready: no round completed yet for cluster(s) {}\n",
-                        waiting.join(", ")
-                    ),
-                )
-            }
-        }
+        "/readyz" => readyz(published),
         "/status" => {
             let snapshot = published.current();
             text(
@@ -535,6 +476,78 @@ fn route(published: &Publisher, req: &Request<Incoming>) -> Response<Full<Bytes>
             "text/plain; charset=utf-8",
             "not found: try /metrics, /status, /healthz, /readyz, /api/v1/silences or /api/v1/peer\n".into(),
         ),
+    }
+}
+
+/// What another watchdog asks of this one: its silences and what it delivered.
+fn peer(published: &Publisher) -> Response<Full<Bytes>> {
+    match published.alerting() {
+        Some(a) => {
+            let answer =
+                a.peer_answer(&published.instance_id, published.current().clusters.clone());
+            json(
+                StatusCode::OK,
+                &serde_json::to_value(&answer).unwrap_or_default(),
+            )
+        }
+        None => api_error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "alerting has not started yet",
+        ),
+    }
+}
+
+/// The silences in force, as the API lists them.
+fn silences(published: &Publisher) -> Response<Full<Bytes>> {
+    let now = std::time::SystemTime::now();
+    let list: Vec<serde_json::Value> = published
+        .alerting()
+        .map(|a| a.silences())
+        .unwrap_or_default()
+        .iter()
+        .map(|s| crate::model::silence::to_json(s, now))
+        .collect();
+    json(StatusCode::OK, &serde_json::json!({ "silences": list }))
+}
+
+/// The metrics page, in the format the scraper asks for.
+fn metrics(published: &Publisher, req: &Request<Incoming>) -> Response<Full<Bytes>> {
+    let snapshot = published.current();
+    let page = crate::serve::metrics::render(snapshot.reports(), &published.extras(&snapshot));
+    let accept = req.headers().get(ACCEPT).and_then(|v| v.to_str().ok());
+    let mut r = if crate::serve::metrics::wants_openmetrics(accept) {
+        text(StatusCode::OK, crate::serve::metrics::CONTENT_TYPE, page)
+    } else {
+        text(
+            StatusCode::OK,
+            crate::serve::metrics::TEXT_CONTENT_TYPE,
+            crate::serve::metrics::to_text_004(&page),
+        )
+    };
+    // The answer depends on Accept: a cache must not hand one format to the other.
+    r.headers_mut()
+        .insert(VARY, HeaderValue::from_static("accept"));
+    r
+}
+
+/// Ready once every cluster has completed a round.
+fn readyz(published: &Publisher) -> Response<Full<Bytes>> {
+    let waiting = published.current().waiting_for();
+    if waiting.is_empty() {
+        text(
+            StatusCode::OK,
+            "text/plain; charset=utf-8",
+            "ready\n".into(),
+        )
+    } else {
+        text(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "text/plain; charset=utf-8",
+            format!(
+                "not ready: no round completed yet for cluster(s) {}\n",
+                waiting.join(", ")
+            ),
+        )
     }
 }
 
