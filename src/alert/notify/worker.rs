@@ -528,7 +528,10 @@ pub(super) async fn work(
 ) {
     let settings = shared.settings;
     let random = ring::rand::SystemRandom::new();
-    let mut attempt: u32 = 0;
+    // The failed tries of the notification at the head (`seq`): a new head starts again
+    // at the first backoff step, however the last one left (sent, refused, or sent by a
+    // peer).
+    let mut tries: Option<(u64, u32)> = None;
     let mut stopping = false;
     loop {
         let head = lock(&r.queue).front().map(|q| (q.seq, q.unspooled.clone()));
@@ -539,8 +542,11 @@ pub(super) async fn work(
             stopping = wait_for_work(&r, &mut stop).await;
             continue;
         };
+        let attempt = match tries {
+            Some((s, n)) if s == seq => n,
+            _ => 0,
+        };
         let Some(n) = head_notification(&r, &shared, seq, unspooled).await else {
-            attempt = 0;
             continue;
         };
         // Another watchdog on the same cluster may be the one to send it (`alert::peers`).
@@ -557,18 +563,13 @@ pub(super) async fn work(
             }
         }
         match deliver(&r, &shared, &client, &n).await {
-            Outcome::Delivered => {
-                delivered(&r, &shared, peers, &n, seq, attempt).await;
-                attempt = 0;
-            }
-            Outcome::Drop { why } => {
-                refused(&r, &shared, &n, seq, why).await;
-                attempt = 0;
-            }
+            Outcome::Delivered => delivered(&r, &shared, peers, &n, seq, attempt).await,
+            Outcome::Drop { why } => refused(&r, &shared, &n, seq, why).await,
             Outcome::Retry { after, why } => {
                 let unit = jitter_unit(&random);
                 let wait = route::retry_wait(after, &settings.backoff, attempt, unit);
-                attempt = attempt.saturating_add(1);
+                let attempt = attempt.saturating_add(1);
+                tries = Some((seq, attempt));
                 failed(&r, &shared, why, attempt, wait);
                 tokio::time::sleep(wait).await;
             }

@@ -1011,3 +1011,78 @@ async fn a_peer_first_in_line_that_delivered_keeps_this_instance_quiet_for_that_
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The backoff belongs to one notification: one a peer delivered while this instance was
+/// retrying it leaves the next to start again at the first step. (The count carried over:
+/// the next waited as long as the fifth retry of the one before, and its log said so.)
+#[tokio::test]
+async fn a_notification_a_peer_delivered_during_retries_leaves_the_next_its_own_backoff() {
+    use crate::alert::peers::{Answer, Delivery, Peers};
+    // Broker 1's five tries fail, broker 2's first fails, then everything is taken.
+    let rx = TestReceiver::start(
+        "127.0.0.1:0".parse().unwrap(),
+        Arc::new(|n| (if n < 6 { 503 } else { 200 }, None)),
+    )
+    .await;
+    let dir = temp_dir("peer-backoff");
+    let peers = Arc::new(Peers::new(
+        "wd-2",
+        Duration::from_millis(600),
+        Duration::from_millis(20),
+    ));
+    let sender = Sender {
+        instance_id: "wd-2".into(),
+        status_url: None,
+        peers: Some(peers.clone()),
+    };
+    let mut settings = fast();
+    // 50, 100, 200, 400, 800 ms: the sixth step is 1.6 s, the first 50 ms.
+    settings.backoff = Backoff {
+        initial: Duration::from_millis(50),
+        max: Duration::from_secs(10),
+        jitter: 0.2,
+    };
+    let handle = Notifier::spawn_with(
+        &[hook("chat", &rx.url(), WebhookFormat::Generic)],
+        &dir,
+        sender,
+        settings,
+    )
+    .unwrap();
+    let opened = events(2);
+    handle.submit(opened.clone());
+    rx.delivered_when(|_| rx.hits().len() >= 5).await;
+    // The first watchdog says it delivered broker 1's opening meanwhile.
+    let now = SystemTime::now();
+    let theirs = Delivery {
+        seq: 1,
+        receiver: "chat".into(),
+        dedup_key: opened[0].incident.dedup_key.clone(),
+        event: "opened".into(),
+        severity: "critical".into(),
+        at: opened[0].at,
+    };
+    let answer = Answer {
+        instance_id: "wd-1".into(),
+        version: "0".into(),
+        clusters: vec!["lab".into()],
+        silences: vec![],
+        deliveries: vec![theirs],
+    };
+    peers.heard("http://wd-1:9644", &answer, now);
+    let got = rx.wait_delivered(1).await;
+    assert_eq!(brokers(&got), vec![2], "broker 1's went from the peer");
+    let hits = rx.hits();
+    let tail: Vec<i64> = hits[5..]
+        .iter()
+        .map(|h| h.json()["broker_id"].as_i64().unwrap())
+        .collect();
+    assert_eq!(tail, vec![2, 2], "{hits:?}");
+    let gap = hits[6].at - hits[5].at;
+    assert!(
+        gap < Duration::from_millis(600),
+        "broker 2's first retry came {gap:?} after its first try: the first backoff step is 50 ms"
+    );
+    handle.shutdown(Duration::from_secs(1)).await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
