@@ -249,19 +249,35 @@ fn live_hit(
     }
     if !fact.past_threshold(now) {
         let words = pausing(fact, now)?;
-        let first = fact.pauses.first().map_or(now, |s| s.started);
         return Some((
             RuleHit {
                 rule: Rule::LivenessFlapping,
                 state: BrokerState::Degraded,
                 detail: format!("{address} answers again but {words}"),
             },
-            first,
+            pausing_since(fact, now),
         ));
     }
     let since = fact.waiting_since?;
     let hit = silent_hit(id, fact, since, facts, recently_down, now)?;
     Some((hit, since))
+}
+
+/// When the evidence of `pausing` began: its oldest stall or silence within
+/// [`FLAP_WINDOW`]. The pause record reaches further back (it keeps the broker's
+/// tolerance for minutes), but a pause of nine minutes ago is no part of this state, and
+/// dating it from there would let the incident confirm at once.
+fn pausing_since(fact: &LivenessFact, now: SystemTime) -> SystemTime {
+    fact.pauses
+        .iter()
+        .chain(&fact.spells)
+        .map(|s| s.started)
+        .filter(|&started| {
+            now.duration_since(started)
+                .is_ok_and(|ago| ago <= FLAP_WINDOW)
+        })
+        .min()
+        .unwrap_or(now)
 }
 
 /// The hit of a broker silent since `since`, past its threshold: unknown when no peer
@@ -981,6 +997,27 @@ mod tests {
         during.pauses = f.pauses;
         let vs = judge(base(), &three(during), &BTreeMap::new());
         assert_eq!(vs[1].state, BrokerState::Degraded, "{:?}", vs[1].hits);
+    }
+
+    /// The pausing state is dated from the stalls that make it, not from a pause the
+    /// record keeps from minutes before (it dated the state 8 minutes back, and the
+    /// incident needed no confirmation).
+    #[test]
+    fn pausing_is_held_since_its_first_stall_in_the_window_not_the_oldest_remembered() {
+        let mut f = answering(2);
+        let old = Spell {
+            started: t(NOW) - Duration::from_secs(500),
+            length: Duration::from_millis(800),
+        };
+        f.pauses = vec![
+            old,
+            pause(21_000, 800),
+            pause(11_000, 800),
+            pause(1_000, 800),
+        ];
+        let vs = judge(base(), &three(f), &BTreeMap::new());
+        assert_eq!(vs[1].state, BrokerState::Degraded, "{:?}", vs[1].hits);
+        assert_eq!(vs[1].held_since, Some(t(NOW - 21_000)));
     }
 
     /// One stall past the threshold is enough: the broker that paused 1.2 s once is
