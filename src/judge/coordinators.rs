@@ -261,13 +261,19 @@ pub fn apply(
         if groups.is_none() && txns.is_none() {
             continue;
         }
-        for (hit, since) in groups.into_iter().chain(txns).flatten() {
-            if hit.state > v.state {
-                v.observed_at = Some(now);
-                v.held_since = Some(since);
-            }
-            v.hits.push(hit);
+        let hits: Vec<(RuleHit, SystemTime)> = groups.into_iter().chain(txns).flatten().collect();
+        // A worse state than the broker's other evidence is held since the first of its
+        // coordinator problems.
+        let worst = hits.iter().map(|(h, _)| h.state).max();
+        if let Some(worst) = worst.filter(|&w| w > v.state) {
+            v.observed_at = Some(now);
+            v.held_since = hits
+                .iter()
+                .filter(|(h, _)| h.state == worst)
+                .map(|&(_, since)| since)
+                .min();
         }
+        v.hits.extend(hits.into_iter().map(|(hit, _)| hit));
         v.hits.sort_by_key(|h| std::cmp::Reverse(h.state));
         v.state = v.hits.first().map_or(BrokerState::Healthy, |h| h.state);
     }

@@ -160,3 +160,22 @@ fn a_worse_state_keeps_its_own_timing() {
     assert_eq!(vs[0].hits[0].rule, Rule::PortClosed);
     assert_eq!(vs[0].held_since, Some(t(500)));
 }
+
+/// Two coordinator problems of one state: the broker is held since the earlier. (The last
+/// hit's start won, so a stall that began first was dated from the errors that came after.)
+#[test]
+fn two_coordinator_problems_date_the_broker_from_the_first() {
+    let mut both = look(2);
+    both.last = ShardProbe::Unanswered;
+    both.unanswered_in_a_row = 40;
+    both.unanswered_since = Some(t(0));
+    both.errors = vec![ShardError {
+        shard: 4,
+        code: 15,
+        since: t(5_000),
+    }];
+    let vs = judged(vec![look(1), both, look(3)], t(70_000));
+    assert_eq!(vs[1].state, BrokerState::Zombie);
+    assert_eq!(vs[1].hits.len(), 2, "{:?}", vs[1].hits);
+    assert_eq!(vs[1].held_since, Some(t(0)));
+}
