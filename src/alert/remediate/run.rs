@@ -5,6 +5,7 @@
 
 use std::path::Path;
 use std::process::Stdio;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use tokio::io::AsyncReadExt;
@@ -117,7 +118,7 @@ pub async fn run(argv: &[String], timeout: Duration, output: Output<'_>) -> Ran 
         Err(e) => return failed(format!("cannot start {program}: {e}")),
     };
     let stderr = child.stderr.take().filter(|_| keep_stderr);
-    let (status, success, tail) = wait(&mut child, stderr_tail(stderr), program, timeout).await;
+    let (status, success, tail) = wait(&mut child, stderr, program, timeout).await;
     Ran {
         status,
         success,
@@ -162,37 +163,54 @@ fn direct_output(cmd: &mut tokio::process::Command, output: Output<'_>) -> Resul
     }
 }
 
-/// The last `STDERR_TAIL_BYTES` of a piped stderr; empty when it is not piped.
-async fn stderr_tail(stderr: Option<tokio::process::ChildStderr>) -> Vec<u8> {
-    let mut tail: Vec<u8> = Vec::new();
-    if let Some(mut s) = stderr {
-        let mut buf = [0u8; 4096];
-        // Read to the end so the child never blocks on a full pipe; keep only the tail.
-        while let Ok(n) = s.read(&mut buf).await {
-            if n == 0 {
-                break;
-            }
-            tail.extend_from_slice(&buf[..n]);
-            if tail.len() > STDERR_TAIL_BYTES {
-                tail.drain(..tail.len() - STDERR_TAIL_BYTES);
-            }
+/// How long stderr is still read once the command has ended: what it wrote before its end
+/// is in the pipe by then. A process it started in the background may hold the pipe open
+/// for as long as it runs (a broker a restart script started), so the end of the pipe is
+/// never waited for.
+const STDERR_DRAIN: Duration = Duration::from_millis(500);
+
+/// Reads a piped stderr to its end into `tail`, keeping the last `STDERR_TAIL_BYTES`;
+/// nothing when it is not piped.
+async fn read_tail(stderr: Option<tokio::process::ChildStderr>, tail: Arc<Mutex<Vec<u8>>>) {
+    let Some(mut s) = stderr else {
+        return;
+    };
+    let mut buf = [0u8; 4096];
+    // Read to the end so the child never blocks on a full pipe; keep only the tail.
+    while let Ok(n) = s.read(&mut buf).await {
+        if n == 0 {
+            break;
+        }
+        let mut tail = tail.lock().unwrap_or_else(PoisonError::into_inner);
+        tail.extend_from_slice(&buf[..n]);
+        if tail.len() > STDERR_TAIL_BYTES {
+            let excess = tail.len() - STDERR_TAIL_BYTES;
+            tail.drain(..excess);
         }
     }
-    tail
 }
 
-/// Waits for the child and its stderr's tail until `timeout`, then kills it: its status,
-/// whether it succeeded, and the tail (none when it was killed).
+/// Waits for the child until `timeout`, then kills it, reading its stderr meanwhile: its
+/// status, whether it succeeded, and the tail (none when it was killed).
 async fn wait(
     child: &mut tokio::process::Child,
-    tail: impl std::future::Future<Output = Vec<u8>>,
+    stderr: Option<tokio::process::ChildStderr>,
     program: &str,
     timeout: Duration,
 ) -> (String, bool, Vec<u8>) {
-    let waited = tokio::time::timeout(timeout, async { tokio::join!(child.wait(), tail) }).await;
+    let tail = Arc::new(Mutex::new(Vec::new()));
+    // Never stopped: it ends when the last holder of the pipe closes it. A broker started
+    // in the background that writes to a closed pipe would get SIGPIPE and die; the task
+    // keeps at most the tail in memory meanwhile.
+    let reader = tokio::spawn(read_tail(stderr, tail.clone()));
+    let waited = tokio::time::timeout(timeout, child.wait()).await;
+    if waited.is_ok() {
+        let _ = tokio::time::timeout(STDERR_DRAIN, reader).await;
+    }
+    let tail = std::mem::take(&mut *tail.lock().unwrap_or_else(PoisonError::into_inner));
     match waited {
-        Ok((Ok(st), tail)) => (describe(st), st.success(), tail),
-        Ok((Err(e), tail)) => (format!("cannot wait for {program}: {e}"), false, tail),
+        Ok(Ok(st)) => (describe(st), st.success(), tail),
+        Ok(Err(e)) => (format!("cannot wait for {program}: {e}"), false, tail),
         Err(_) => {
             // SIGKILL reaches the command itself; processes it started and detached are
             // its own business (a restart script's broker must survive this).
@@ -319,6 +337,25 @@ mod tests {
             "{}",
             &r.stderr_tail[r.stderr_tail.len() - 10..]
         );
+    }
+
+    /// A restart script that starts the broker in the background leaves it holding the
+    /// script's stderr. The script's own end is what counts: it succeeded, with what it
+    /// said. (The run waited for the pipe to close and reported the script killed at its
+    /// deadline, with no tail.)
+    #[tokio::test]
+    async fn a_command_whose_detached_child_keeps_stderr_open_ends_when_it_exits() {
+        let started = Instant::now();
+        let r = run(
+            &argv(&["/bin/sh", "-c", "echo starting >&2; sleep 6 & exit 0"]),
+            Duration::from_secs(4),
+            Output::Discard,
+        )
+        .await;
+        assert_eq!(r.status, "exit status 0", "{r:?}");
+        assert!(r.success);
+        assert_eq!(r.stderr_tail, "starting");
+        assert!(started.elapsed() < Duration::from_secs(3), "{r:?}");
     }
 
     #[tokio::test]
