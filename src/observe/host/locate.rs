@@ -16,6 +16,9 @@ pub struct Located {
     pub pid: Option<u32>,
     /// Why no pid, or something worth knowing about the one found (several matches).
     pub note: Option<String>,
+    /// The lookup did not finish (the host reads were blocked, or it ran past its
+    /// deadline): no pid then says nothing of the process.
+    pub blocked: bool,
 }
 
 impl Located {
@@ -23,6 +26,7 @@ impl Located {
         Located {
             pid: Some(pid),
             note: None,
+            blocked: false,
         }
     }
 
@@ -30,6 +34,15 @@ impl Located {
         Located {
             pid: None,
             note: Some(why.into()),
+            blocked: false,
+        }
+    }
+
+    /// The lookup did not finish: `why`.
+    pub(super) fn blocked(why: impl Into<String>) -> Self {
+        Located {
+            blocked: true,
+            ..Located::none(why)
         }
     }
 }
@@ -108,6 +121,7 @@ pub fn by_cmdline(proc_root: &Path, re: &Regex, src: &str) -> Located {
                     "{} processes match '{src}'; the oldest ({pid}) is taken",
                     many.len()
                 )),
+                blocked: false,
             }
         }
     }
@@ -147,6 +161,8 @@ pub async fn by_systemd_unit(proc_root: &Path, unit: &str, timeout: Duration) ->
             .output(),
     )
     .await;
+    // A systemctl that does not answer leaves the process unknown, whatever the cgroup says.
+    let timed_out = out.is_err();
     let systemctl = match out {
         Ok(Ok(o)) if o.status.success() => {
             let text = String::from_utf8_lossy(&o.stdout);
@@ -168,10 +184,24 @@ pub async fn by_systemd_unit(proc_root: &Path, unit: &str, timeout: Duration) ->
             let candidates: Vec<u32> = text.lines().filter_map(parse_pid).collect();
             match oldest(proc_root, &candidates) {
                 Some(pid) => Located::found(pid),
-                None => Located::none(format!("{systemctl}; {} is empty", procs.display())),
+                None => not_found(
+                    timed_out,
+                    format!("{systemctl}; {} is empty", procs.display()),
+                ),
             }
         }
-        Err(e) => Located::none(format!("{systemctl}; cannot read {}: {e}", procs.display())),
+        Err(e) => not_found(
+            timed_out,
+            format!("{systemctl}; cannot read {}: {e}", procs.display()),
+        ),
+    }
+}
+
+fn not_found(blocked: bool, why: String) -> Located {
+    if blocked {
+        Located::blocked(why)
+    } else {
+        Located::none(why)
     }
 }
 
@@ -204,7 +234,13 @@ pub async fn locate(
             .await
         }
     };
-    read.unwrap_or_else(Located::none)
+    read.unwrap_or_else(|e| {
+        if e.blocked() {
+            Located::blocked(e.to_string())
+        } else {
+            Located::none(e.to_string())
+        }
+    })
 }
 
 #[cfg(test)]

@@ -61,20 +61,44 @@ pub async fn bounded_read<T: Send + 'static>(
     what: &str,
     timeout: Duration,
     read: impl FnOnce() -> T + Send + 'static,
-) -> Result<T, String> {
-    let permit = pool.0.clone().try_acquire_owned().map_err(|_| {
-        format!(
-            "{what}: not attempted, {BLOCKED_READS_CAP} earlier host reads are still blocked (a process or file system hung in storage)"
-        )
-    })?;
+) -> Result<T, ReadFailed> {
+    let what = what.to_string();
+    let Ok(permit) = pool.0.clone().try_acquire_owned() else {
+        return Err(ReadFailed::NotAttempted { what });
+    };
     let task = tokio::task::spawn_blocking(move || {
         let _permit = permit;
         read()
     });
     match tokio::time::timeout(timeout, task).await {
         Ok(Ok(v)) => Ok(v),
-        Ok(Err(e)) => Err(format!("{what} failed: {e}")),
-        Err(_) => Err(format!("{what} took over {} s", timeout.as_secs_f64())),
+        Ok(Err(e)) => Err(ReadFailed::Failed {
+            what,
+            why: e.to_string(),
+        }),
+        Err(_) => Err(ReadFailed::TookOver {
+            what,
+            secs: timeout.as_secs_f64(),
+        }),
+    }
+}
+
+/// Why a bounded read gave nothing.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ReadFailed {
+    /// Not started: the pool's earlier reads are all still blocked.
+    #[error("{what}: not attempted, {BLOCKED_READS_CAP} earlier host reads are still blocked (a process or file system hung in storage)")]
+    NotAttempted { what: String },
+    #[error("{what} took over {secs} s")]
+    TookOver { what: String, secs: f64 },
+    #[error("{what} failed: {why}")]
+    Failed { what: String, why: String },
+}
+
+impl ReadFailed {
+    /// The read did not finish, so it says nothing of what it would have read.
+    pub fn blocked(&self) -> bool {
+        !matches!(self, ReadFailed::Failed { .. })
     }
 }
 
@@ -177,12 +201,7 @@ impl HostObserver {
             b.process.describe(),
             self.config.log_dir_min_free_ratio,
         );
-        if pid.is_none()
-            && located
-                .note
-                .as_deref()
-                .is_some_and(|n| n.contains("not attempted") || n.contains("took over"))
-        {
+        if pid.is_none() && located.blocked {
             obs.error = located.note;
             return obs;
         }
@@ -198,7 +217,7 @@ impl HostObserver {
         let raw = match reads {
             Ok(raw) => raw,
             Err(why) => {
-                obs.error = Some(why);
+                obs.error = Some(why.to_string());
                 return obs;
             }
         };
@@ -231,12 +250,11 @@ impl HostObserver {
             locate::locate(&b.process, &self.proc_root, timeout, &self.reads),
         )
         .await
-        .unwrap_or_else(|_| locate::Located {
-            pid: None,
-            note: Some(format!(
+        .unwrap_or_else(|_| {
+            locate::Located::blocked(format!(
                 "finding the process took over {} s",
                 timeout.as_secs_f64()
-            )),
+            ))
         })
     }
 
@@ -372,6 +390,42 @@ mod tests {
                 remediation: None,
             }],
         }
+    }
+
+    /// A lookup that finished and found nothing is a process not found, whatever its
+    /// words: a command-line pattern that reads "took over" was taken for a lookup past its
+    /// deadline (the note was searched for those words), and the broker reported unseen
+    /// instead of gone.
+    #[tokio::test]
+    async fn a_finished_lookup_that_found_nothing_is_not_found_whatever_it_says() {
+        let root = std::env::temp_dir().join(format!("kw-host-words-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        std::fs::create_dir_all(&root).unwrap();
+        let config = HostConfig {
+            log_dir_min_free_ratio: 0.05,
+            remediation_cooldown: Duration::from_secs(60),
+            remediation_max_per_day: 3,
+            brokers: vec![HostBrokerConfig {
+                broker_id: 7,
+                process: ProcessLocator::Cmdline {
+                    regex: regex::Regex::new("took over").unwrap(),
+                    source: "took over".into(),
+                },
+                log_dirs: Vec::new(),
+                ports: Vec::new(),
+                remediation: None,
+            }],
+        };
+        let mut o = HostObserver::with_proc_root(config, root.clone());
+        let seen = o.observe().await.remove(&7).unwrap();
+        assert_eq!(seen.error, None, "{seen:?}");
+        assert!(
+            seen.not_found
+                .as_deref()
+                .is_some_and(|n| n.contains("no process's command line matches")),
+            "{seen:?}"
+        );
+        let _ = std::fs::remove_dir_all(&root);
     }
 
     /// Issue 27 item 9: a broker hung in storage blocks reads of its `/proc` files; the
