@@ -25,14 +25,15 @@
 //! | 3 | read | typed readers that record problems and go on |
 //! | 4 | checks | rules for single values |
 //! | 5 | keys | how a layered key is declared (`layered!`) |
-//! | 6 | schema, types | the key table, and the resolved configuration it generates (the table names `ClusterConfig` as the owner of its timing keys, hence one rung) |
-//! | 7 | docs | the reference rendered from the table |
-//! | 8 | ctx | what a builder carries through one file |
-//! | 9 | secret | values read from the file, the environment or a file of their own |
-//! | 10 | layer, sasl, host, http, peers, silences, webhook | builders of one block each |
-//! | 11 | security | `security:` (protocol, SASL, TLS) |
-//! | 12 | cluster | one cluster |
-//! | 13 | build | the whole file |
+//! | 6 | schema | the key table: each key's name, type, default and range, written once |
+//! | 7 | types | the resolved configuration: the table's generated blocks, and the rest |
+//! | 8 | docs | the reference rendered from the table |
+//! | 9 | ctx | what a builder carries through one file |
+//! | 10 | secret | values read from the file, the environment or a file of their own |
+//! | 11 | layer, sasl, host, http, peers, silences, webhook | builders of one block each |
+//! | 12 | security | `security:` (protocol, SASL, TLS) |
+//! | 13 | cluster | one cluster |
+//! | 14 | build | the whole file |
 //!
 //! Dependencies, and why each:
 //! - `saphyr-parser`: a pure-Rust YAML 1.2 event parser whose events carry line and
@@ -86,8 +87,8 @@ pub use types::{
     ControllerAddress, CoordinatorsConfig, HostBrokerConfig, HostConfig, HttpAuth, HttpTlsConfig,
     LogConfig, LogFormat, LogLevel, OAuthBearerConfig, PeerDns, PeersConfig, PortSpec,
     ProcessLocator, RemediationConfig, SaslConfig, SaslMechanism, Secret, Security,
-    SecurityProtocol, Severity, SlackBot, TlsConfig, TopicFilter, VerdictConfig, VerdictKeys,
-    WebhookConfig, WebhookFormat,
+    SecurityProtocol, Severity, SlackBot, Timing, TlsConfig, TopicFilter, VerdictConfig,
+    VerdictKeys, WebhookConfig, WebhookFormat,
 };
 
 /// See `full_metadata_partition_budget`: declared here, where the key is, and read by the

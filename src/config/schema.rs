@@ -21,14 +21,13 @@ const MAX_TIMEOUT_MS: u64 = 3_600_000;
 // from a declaration, and docs/config.md for the reference rendered from them.
 
 layered! {
-    /// The timing keys at a cluster's top level, resolved; `ClusterConfig` holds them
-    /// under the same names.
-    #[derive(Clone, Debug, PartialEq)]
-    pub(crate) struct Timing;
+    /// The timing keys at a cluster's top level, resolved (`ClusterConfig::timing`).
+    #[derive(Clone, Copy, Debug, PartialEq)]
+    pub struct Timing;
     layer TimingLayer;
     picked TimingPicked;
     reload Cluster;
-    diff super::types::ClusterConfig;
+    diff Timing;
     keys {
         /// One probe round of every broker per interval.
         ROUND_INTERVAL round_interval: Duration = Secs(IntSpec { key: "round_interval_secs", default: 10, min: 1, max: 3600 }),

@@ -145,15 +145,8 @@ pub struct ClusterConfig {
     /// empty: the quorum is asked through the brokers only.
     pub controllers: Vec<ControllerAddress>,
     pub security: Security,
-    pub round_interval: Duration,
-    /// Below `round_interval`.
-    pub connect_timeout: Duration,
-    /// Below `round_interval`.
-    pub request_timeout: Duration,
-    pub topic_config_refresh: Duration,
-    pub forget_broker_after: Duration,
-    /// Partition entries per round in full Metadata answers (see `probe::full_sources`).
-    pub full_metadata_budget: u64,
+    /// The round interval and the deadlines below it, as the key table declares them.
+    pub timing: Timing,
     pub topics: TopicFilter,
     pub canary: CanaryConfig,
     /// The probe of every group coordinator shard.
@@ -195,7 +188,7 @@ impl ClusterConfig {
     /// The timing keys (`round_interval_secs`, ...) that differ, by their names in the
     /// file, in the order `schema` declares them.
     pub fn changed_timing(old: &ClusterConfig, new: &ClusterConfig) -> Vec<&'static str> {
-        schema::Timing::changed(old, new)
+        schema::Timing::changed(&old.timing, &new.timing)
     }
 }
 
@@ -416,7 +409,9 @@ impl fmt::Debug for TopicFilter {
 }
 
 /// Declared with its keys in `schema`.
-pub use super::schema::{CanaryConfig, CertificatesConfig, CoordinatorsConfig, VerdictKeys};
+pub use super::schema::{
+    CanaryConfig, CertificatesConfig, CoordinatorsConfig, Timing, VerdictKeys,
+};
 
 /// A cluster's `verdict:` block resolved.
 #[derive(Clone, Copy, Debug, PartialEq)]

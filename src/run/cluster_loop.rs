@@ -41,7 +41,7 @@ pub(super) fn round_limit(c: &ClusterConfig) -> Duration {
     } else {
         Duration::ZERO
     };
-    c.connect_timeout * 2 + c.request_timeout * 6 + canary + ROUND_SLACK
+    c.timing.connect_timeout * 2 + c.timing.request_timeout * 6 + canary + ROUND_SLACK
 }
 
 /// Runs rounds of one cluster until `shutdown`, publishing each report.
@@ -343,9 +343,9 @@ impl<'a> Between<'a> {
             alerting,
             published,
             look_wire,
-            cadence: Cadence::new(cfg.round_interval, tokio::time::Instant::now()),
+            cadence: Cadence::new(cfg.timing.round_interval, tokio::time::Instant::now()),
             last: None,
-            findings: FindingJudge::new(cfg.round_interval),
+            findings: FindingJudge::new(cfg.timing.round_interval),
             metadata_seen: None,
         }
     }

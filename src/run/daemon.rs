@@ -66,7 +66,7 @@ impl Loops {
         let (tx, rx) = watch::channel(false);
         lock(&self.health).watch(
             &cfg.name,
-            cfg.round_interval,
+            cfg.timing.round_interval,
             round_limit(&cfg),
             Instant::now(),
         );

@@ -294,12 +294,7 @@ fn cluster_diff(old: &ClusterConfig, new: &ClusterConfig) -> Vec<&'static str> {
         controllers,
         security,
         // The timing keys, declared in the configuration schema, compare there.
-        round_interval: _,
-        connect_timeout: _,
-        request_timeout: _,
-        topic_config_refresh: _,
-        forget_broker_after: _,
-        full_metadata_budget: _,
+        timing: _,
         topics,
         canary,
         coordinators,

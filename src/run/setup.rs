@@ -89,7 +89,7 @@ pub fn wire_security(c: &ClusterConfig) -> Result<wire::Security, SetupError> {
                         .transpose()?,
                     // The token request is part of connecting: it gets the same bound as
                     // any other request, so a hung endpoint cannot stall a round.
-                    c.request_timeout,
+                    c.timing.request_timeout,
                 ))),
                 None => None,
             },
@@ -150,15 +150,15 @@ pub fn probe_settings(c: &ClusterConfig) -> Result<ProbeSettings, SetupError> {
         cluster: c.name.clone(),
         bootstrap_servers: c.bootstrap_servers.clone(),
         wire: WireOptions {
-            connect_timeout: c.connect_timeout,
-            request_timeout: c.request_timeout,
+            connect_timeout: c.timing.connect_timeout,
+            request_timeout: c.timing.request_timeout,
             client_id: "kafka-watchdog".into(),
             max_frame_bytes: 100 * 1024 * 1024,
             security: wire_security(c)?,
         },
-        forget_broker_after: c.forget_broker_after,
-        topic_config_refresh: c.topic_config_refresh,
-        full_metadata_budget: c.full_metadata_budget,
+        forget_broker_after: c.timing.forget_broker_after,
+        topic_config_refresh: c.timing.topic_config_refresh,
+        full_metadata_budget: c.timing.full_metadata_budget,
         // Brokers asked for less than every topic still say what they believe about the
         // canary topic, where every broker leads a partition: a stale leader shows there.
         scoped_topics: if c.canary.enabled {
@@ -175,7 +175,7 @@ pub fn probe_settings(c: &ClusterConfig) -> Result<ProbeSettings, SetupError> {
 /// `security` is the probes' own (`RoundParts::wire`), so one token or AWS identity serves
 /// the cluster's every connection.
 pub fn quorum_settings(c: &ClusterConfig, security: wire::Security) -> QuorumSettings {
-    let bound = c.verdict.keys.liveness_floor.min(c.request_timeout);
+    let bound = c.verdict.keys.liveness_floor.min(c.timing.request_timeout);
     QuorumSettings {
         cluster: c.name.clone(),
         controllers: c
@@ -184,7 +184,7 @@ pub fn quorum_settings(c: &ClusterConfig, security: wire::Security) -> QuorumSet
             .map(|ca| (ca.id, ca.address.clone()))
             .collect(),
         wire: WireOptions {
-            connect_timeout: c.connect_timeout.min(bound),
+            connect_timeout: c.timing.connect_timeout.min(bound),
             request_timeout: bound,
             client_id: "kafka-watchdog".into(),
             max_frame_bytes: 16 * 1024 * 1024,
@@ -215,7 +215,7 @@ pub fn coordinator_settings(
         timeout,
         interval: c.coordinators.interval,
         wire: WireOptions {
-            connect_timeout: c.connect_timeout.min(timeout),
+            connect_timeout: c.timing.connect_timeout.min(timeout),
             request_timeout: timeout,
             client_id: "kafka-watchdog".into(),
             max_frame_bytes: 16 * 1024 * 1024,
@@ -246,20 +246,23 @@ pub fn client_config(c: &ClusterConfig) -> ClientConfig {
         .set("client.id", "kafka-watchdog")
         .set(
             "socket.timeout.ms",
-            ms(c.request_timeout.max(c.canary.produce_timeout)),
+            ms(c.timing.request_timeout.max(c.canary.produce_timeout)),
         )
         // librdkafka refuses a setup deadline under a second; the direct probes keep the
         // operator's shorter one, which is where a fast answer matters.
         .set(
             "socket.connection.setup.timeout.ms",
-            ms(c.connect_timeout.max(LIBRDKAFKA_MIN_CONNECT_SETUP)),
+            ms(c.timing.connect_timeout.max(LIBRDKAFKA_MIN_CONNECT_SETUP)),
         )
-        .set("api.version.request.timeout.ms", ms(c.request_timeout))
+        .set(
+            "api.version.request.timeout.ms",
+            ms(c.timing.request_timeout),
+        )
         .set(
             "topic.metadata.refresh.interval.ms",
-            ms(c.round_interval * 6),
+            ms(c.timing.round_interval * 6),
         )
-        .set("metadata.max.age.ms", ms(c.round_interval * 18))
+        .set("metadata.max.age.ms", ms(c.timing.round_interval * 18))
         .set("log_level", "4")
         .set("security.protocol", c.security.protocol.as_str());
     if let Some(s) = &c.security.sasl {
@@ -376,7 +379,10 @@ mod tests {
     #[test]
     fn a_sub_second_connect_timeout_still_gives_the_canary_a_client() {
         let c = cluster("    connect_timeout_ms: 300\n");
-        assert_eq!(c.connect_timeout, std::time::Duration::from_millis(300));
+        assert_eq!(
+            c.timing.connect_timeout,
+            std::time::Duration::from_millis(300)
+        );
         let producer: Result<BaseProducer, _> = client_config(&c).create();
         assert!(producer.is_ok(), "{:?}", producer.err());
     }

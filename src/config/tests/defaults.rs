@@ -26,11 +26,11 @@ fn built_in_defaults_are_applied() {
             tls: None
         }
     );
-    assert_eq!(k.round_interval, Duration::from_secs(10));
-    assert_eq!(k.connect_timeout, Duration::from_millis(2000));
-    assert_eq!(k.request_timeout, Duration::from_millis(3000));
-    assert_eq!(k.topic_config_refresh, Duration::from_secs(300));
-    assert_eq!(k.forget_broker_after, Duration::from_secs(3600));
+    assert_eq!(k.timing.round_interval, Duration::from_secs(10));
+    assert_eq!(k.timing.connect_timeout, Duration::from_millis(2000));
+    assert_eq!(k.timing.request_timeout, Duration::from_millis(3000));
+    assert_eq!(k.timing.topic_config_refresh, Duration::from_secs(300));
+    assert_eq!(k.timing.forget_broker_after, Duration::from_secs(3600));
     assert_eq!(k.topics.include_patterns(), [".*"]);
     assert!(k.topics.exclude_patterns().is_empty());
     assert!(k.topics.matches("anything"));
@@ -128,9 +128,13 @@ clusters:
     let c = ok(text);
     let (a, b) = (&c.clusters[0], &c.clusters[1]);
 
-    assert_eq!(a.round_interval, Duration::from_secs(20));
-    assert_eq!(a.request_timeout, Duration::from_millis(4000));
-    assert_eq!(a.connect_timeout, Duration::from_millis(2000), "built-in");
+    assert_eq!(a.timing.round_interval, Duration::from_secs(20));
+    assert_eq!(a.timing.request_timeout, Duration::from_millis(4000));
+    assert_eq!(
+        a.timing.connect_timeout,
+        Duration::from_millis(2000),
+        "built-in"
+    );
     assert!(a.topics.matches("ax") && !a.topics.matches("ab"));
     assert_eq!(a.canary.lost_after, Duration::from_secs(120));
     assert!(!a.canary.acks1_probe);
@@ -147,9 +151,9 @@ clusters:
     assert_eq!(a.librdkafka["socket.keepalive.enable"], "true");
     assert_eq!(a.librdkafka["fetch.wait.max.ms"], "100");
 
-    assert_eq!(b.round_interval, Duration::from_secs(30));
+    assert_eq!(b.timing.round_interval, Duration::from_secs(30));
     assert_eq!(
-        b.request_timeout,
+        b.timing.request_timeout,
         Duration::from_millis(4000),
         "from defaults"
     );

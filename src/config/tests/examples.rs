@@ -12,9 +12,9 @@ fn example_lab_loads() {
         lab.bootstrap_servers,
         ["127.0.0.11:9092", "127.0.0.12:9092", "127.0.0.13:9092"]
     );
-    assert_eq!(lab.round_interval, Duration::from_secs(5));
-    assert_eq!(lab.request_timeout, Duration::from_millis(2000));
-    assert_eq!(lab.connect_timeout, Duration::from_millis(1000));
+    assert_eq!(lab.timing.round_interval, Duration::from_secs(5));
+    assert_eq!(lab.timing.request_timeout, Duration::from_millis(2000));
+    assert_eq!(lab.timing.connect_timeout, Duration::from_millis(1000));
     let hook = &c.webhooks[0];
     assert_eq!(hook.name, "lab-sink");
     assert_eq!(hook.format, WebhookFormat::Generic);
@@ -82,7 +82,7 @@ fn example_production_loads() {
     assert!(!orders.topics.matches("tmp.x"));
     assert!(payments.topics.matches("tmp.x"), "defaults' exclude list");
     assert_eq!(payments.security.protocol, SecurityProtocol::SaslSsl);
-    assert_eq!(payments.round_interval, Duration::from_secs(15));
+    assert_eq!(payments.timing.round_interval, Duration::from_secs(15));
     assert_eq!(payments.verdict.open_after, Duration::from_secs(30));
     assert_eq!(payments.verdict.resolve_after, Duration::from_secs(20));
     assert_eq!(payments.verdict.deprecated_rounds, None);

@@ -115,8 +115,11 @@ fn odd_yaml_features() {
     let c = ok(&cluster_with(
         "round_interval_secs: 0x10\nrequest_timeout_ms: 0o17",
     ));
-    assert_eq!(c.clusters[0].round_interval, Duration::from_secs(16));
-    assert_eq!(c.clusters[0].request_timeout, Duration::from_millis(15));
+    assert_eq!(c.clusters[0].timing.round_interval, Duration::from_secs(16));
+    assert_eq!(
+        c.clusters[0].timing.request_timeout,
+        Duration::from_millis(15)
+    );
 }
 
 /// A small deterministic generator: the test must not depend on an RNG crate, and a
