@@ -1,4 +1,4 @@
-//! `scale`: the pure pipeline (merge, classify, judge via `Evaluator::evaluate`, then the
+//! `scale`: the pure pipeline (merge, classify, judge via `newest_view` and `Evaluator::evaluate_merged`, then the
 //! metrics and status renderers) on synthetic rounds of up to 200k partitions and 500
 //! brokers, single-threaded, as the daemon runs it once per round and cluster.
 //!
@@ -117,7 +117,7 @@ pub fn run(opts: &ScaleOptions) -> Result<Section> {
     ));
     section.note(
         "stage columns (merge/classify/judge) pass one shared view per source by reference; \
-         `evaluate` is the real Evaluator::evaluate on an owned observation (one decoded copy \
+         `evaluate` is the round loop's own merge and Evaluator::evaluate_merged on an owned observation (one decoded copy \
          per source, as the daemon holds it); rest = evaluate minus the three stages",
     );
     let mut table = Table::new(
@@ -404,7 +404,9 @@ fn measure(
         }
         let base = rss_kib();
         let t = Instant::now();
-        let r = evaluator.evaluate(input, None, now);
+        // The view is merged inside the measure, as the round loop does before it judges.
+        let view = std::sync::Arc::new(kafka_watchdog::judge::report::newest_view(&input));
+        let r = evaluator.evaluate_merged(input, view, None, now);
         let elapsed = t.elapsed().as_secs_f64() * 1000.0;
         if i == 0 {
             let hwm = sys::status_kib("self", "VmHWM").unwrap_or(0);

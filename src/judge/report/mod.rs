@@ -432,17 +432,6 @@ impl Evaluator {
             .collect()
     }
 
-    /// Evaluates a round, merging its view first (see `evaluate_merged`).
-    pub fn evaluate(
-        &mut self,
-        obs: RoundObservation,
-        canary: Option<CanaryRound>,
-        now: SystemTime,
-    ) -> ClusterReport {
-        let view = Arc::new(newest_view(&obs));
-        self.evaluate_merged(obs, view, canary, now)
-    }
-
     /// The unclean elections of this round, counted; only a round that saw every topic
     /// says anything about elections.
     fn judge_elections(
@@ -772,7 +761,9 @@ mod tests {
     fn status_metric_and_verdict_agree_on_registration() {
         let mut e = Evaluator::new("lab", VerdictSettings::default(), Arc::new(|_| true));
         let now = SystemTime::UNIX_EPOCH + Duration::from_secs(100);
-        let r = e.evaluate(round_listing([&[1, 2, 3], &[1, 2, 3], &[1, 3]]), None, now);
+        let obs = round_listing([&[1, 2, 3], &[1, 2, 3], &[1, 3]]);
+        let view = Arc::new(newest_view(&obs));
+        let r = e.evaluate_merged(obs, view, None, now);
         let status: serde_json::Value = serde_json::from_str(&crate::serve::status::render(
             "i",
             [&r],
@@ -840,7 +831,8 @@ mod tests {
         let mut e = Evaluator::new("lab", VerdictSettings::default(), Arc::new(|_| true));
         let mut obs = round_listing([&[1, 2, 3], &[1, 2, 3], &[1, 2, 3]]);
         obs.quorum = Some(silent);
-        let r = e.evaluate(obs, None, at(2));
+        let view = Arc::new(newest_view(&obs));
+        let r = e.evaluate_merged(obs, view, None, at(2));
         let q = r.quorum.as_ref().expect("judged with the round");
         assert_eq!(
             q.problem.as_ref().map(|p| p.kind),

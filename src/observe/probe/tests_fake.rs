@@ -264,7 +264,9 @@ fn evaluator() -> Evaluator {
 }
 
 async fn evaluate(e: &mut Evaluator, prober: &mut ClusterProber) -> ClusterReport {
-    e.evaluate(prober.round().await, None, SystemTime::now())
+    let obs = prober.round().await;
+    let view = Arc::new(crate::judge::report::newest_view(&obs));
+    e.evaluate_merged(obs, view, None, SystemTime::now())
 }
 
 /// Broker 1 answered just before the controller moved its leadership to broker 2 (epoch 5):
@@ -419,7 +421,7 @@ async fn a_replica_a_newer_read_shows_back_in_the_isr_is_not_flagged() {
     let c = Cluster::start(vec![script(), script(), script()]).await;
     let obs = c.prober().round().await;
     let followers = obs.followers.clone();
-    let report = evaluator().evaluate(obs, None, SystemTime::now());
+    let report = judged(obs);
     let v = report.verdict(3).expect("broker 3 judged");
     assert_eq!(v.state, BrokerState::Healthy, "{:?} {followers:?}", v.hits);
     assert_eq!(followers[&3].settled, vec![("t".to_string(), 0)]);
@@ -451,7 +453,7 @@ async fn a_replica_its_topic_throttles_is_read_as_throttled_and_not_flagged() {
         vec![("t".to_string(), 0)],
         "{followers:?}"
     );
-    let report = evaluator().evaluate(obs, None, SystemTime::now());
+    let report = judged(obs);
     let v = report.verdict(3).expect("broker 3 judged");
     assert_eq!(v.state, BrokerState::Healthy, "{:?} {followers:?}", v.hits);
     // The throttle names another replica: broker 3 is missing, as before.
@@ -462,7 +464,7 @@ async fn a_replica_its_topic_throttles_is_read_as_throttled_and_not_flagged() {
         "{:?}",
         obs.followers
     );
-    let report = evaluator().evaluate(obs, None, SystemTime::now());
+    let report = judged(obs);
     let v = report.verdict(3).expect("broker 3 judged");
     assert_ne!(v.state, BrokerState::Healthy, "{:?}", v.hits);
 }
@@ -524,4 +526,10 @@ async fn a_broker_that_learns_a_new_topic_a_moment_late_is_not_behind() {
     );
     let view = crate::judge::report::newest_view(&obs);
     assert!(!view.behind.contains_key(&3), "{:?}", view.behind);
+}
+
+/// A round judged as the round loop judges it: its view merged, then evaluated.
+fn judged(obs: RoundObservation) -> ClusterReport {
+    let view = Arc::new(crate::judge::report::newest_view(&obs));
+    evaluator().evaluate_merged(obs, view, None, SystemTime::now())
 }
