@@ -368,6 +368,25 @@ mod tests {
     use super::*;
     use crate::config::{PortSpec, ProcessLocator};
 
+    /// Broker 7 found by its command line, nothing else looked at.
+    fn by_cmdline(pattern: &str) -> HostConfig {
+        HostConfig {
+            log_dir_min_free_ratio: 0.05,
+            remediation_cooldown: Duration::from_secs(60),
+            remediation_max_per_day: 3,
+            brokers: vec![HostBrokerConfig {
+                broker_id: 7,
+                process: ProcessLocator::Cmdline {
+                    regex: regex::Regex::new(pattern).unwrap(),
+                    source: pattern.into(),
+                },
+                log_dirs: Vec::new(),
+                ports: Vec::new(),
+                remediation: None,
+            }],
+        }
+    }
+
     fn config_for_self(port: u16) -> HostConfig {
         HostConfig {
             log_dir_min_free_ratio: 0.05,
@@ -401,21 +420,7 @@ mod tests {
         let root = std::env::temp_dir().join(format!("kw-host-words-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&root);
         std::fs::create_dir_all(&root).unwrap();
-        let config = HostConfig {
-            log_dir_min_free_ratio: 0.05,
-            remediation_cooldown: Duration::from_secs(60),
-            remediation_max_per_day: 3,
-            brokers: vec![HostBrokerConfig {
-                broker_id: 7,
-                process: ProcessLocator::Cmdline {
-                    regex: regex::Regex::new("took over").unwrap(),
-                    source: "took over".into(),
-                },
-                log_dirs: Vec::new(),
-                ports: Vec::new(),
-                remediation: None,
-            }],
-        };
+        let config = by_cmdline("took over");
         let mut o = HostObserver::with_proc_root(config, root.clone());
         let seen = o.observe().await.remove(&7).unwrap();
         assert_eq!(seen.error, None, "{seen:?}");
@@ -441,21 +446,7 @@ mod tests {
         std::fs::create_dir_all(root.join("4242")).unwrap();
         let fifo = root.join("4242").join("cmdline");
         crate::sys::mkfifo(&fifo).unwrap();
-        let config = HostConfig {
-            log_dir_min_free_ratio: 0.05,
-            remediation_cooldown: Duration::from_secs(60),
-            remediation_max_per_day: 3,
-            brokers: vec![HostBrokerConfig {
-                broker_id: 7,
-                process: ProcessLocator::Cmdline {
-                    regex: regex::Regex::new("kafka").unwrap(),
-                    source: "kafka".into(),
-                },
-                log_dirs: Vec::new(),
-                ports: Vec::new(),
-                remediation: None,
-            }],
-        };
+        let config = by_cmdline("kafka");
         let (done, looks) = std::sync::mpsc::channel();
         let root_here = root.clone();
         std::thread::spawn(move || {

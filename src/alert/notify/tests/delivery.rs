@@ -937,12 +937,39 @@ async fn the_lab_sink_receives_generic_notifications() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// `peers` hears, `now`, that the watchdog wd-1 (cluster lab) delivered `event` to the
+/// receiver "chat" at `at`.
+fn heard_wd1_deliver_to_chat(
+    peers: &crate::alert::peers::Peers,
+    event: &IncidentEvent,
+    at: SystemTime,
+    now: SystemTime,
+) {
+    use crate::alert::peers::{Answer, Delivery};
+    let theirs = Delivery {
+        seq: 1,
+        receiver: "chat".into(),
+        dedup_key: event.incident.dedup_key.clone(),
+        event: event.kind.as_str().into(),
+        severity: "critical".into(),
+        at,
+    };
+    let answer = Answer {
+        instance_id: "wd-1".into(),
+        version: "0".into(),
+        clusters: vec!["lab".into()],
+        silences: vec![],
+        deliveries: vec![theirs],
+    };
+    peers.heard("http://wd-1:9644", &answer, now);
+}
+
 /// Issue 28 item 1: with a peer first in line that delivered broker 1's opening, this
 /// instance leaves it to that peer, sends broker 2's (which the peer did not deliver) once
 /// the peer had its takeover time, and sends both to Alertmanager at once.
 #[tokio::test]
 async fn a_peer_first_in_line_that_delivered_keeps_this_instance_quiet_for_that_event_only() {
-    use crate::alert::peers::{Answer, Delivery, Peers};
+    use crate::alert::peers::Peers;
     let chat = TestReceiver::start("127.0.0.1:0".parse().unwrap(), always(200)).await;
     let am = TestReceiver::start("127.0.0.1:0".parse().unwrap(), always(200)).await;
     let dir = temp_dir("peers");
@@ -953,22 +980,7 @@ async fn a_peer_first_in_line_that_delivered_keeps_this_instance_quiet_for_that_
     for e in &mut opened {
         e.at = now;
     }
-    let theirs = Delivery {
-        seq: 1,
-        receiver: "chat".into(),
-        dedup_key: opened[0].incident.dedup_key.clone(),
-        event: "opened".into(),
-        severity: "critical".into(),
-        at: now - Duration::from_millis(300),
-    };
-    let answer = Answer {
-        instance_id: "wd-1".into(),
-        version: "0".into(),
-        clusters: vec!["lab".into()],
-        silences: vec![],
-        deliveries: vec![theirs],
-    };
-    peers.heard("http://wd-1:9644", &answer, now);
+    heard_wd1_deliver_to_chat(&peers, &opened[0], now - Duration::from_millis(300), now);
     let sender = Sender {
         instance_id: "wd-2".into(),
         status_url: None,
@@ -1017,7 +1029,7 @@ async fn a_peer_first_in_line_that_delivered_keeps_this_instance_quiet_for_that_
 /// the next waited as long as the fifth retry of the one before, and its log said so.)
 #[tokio::test]
 async fn a_notification_a_peer_delivered_during_retries_leaves_the_next_its_own_backoff() {
-    use crate::alert::peers::{Answer, Delivery, Peers};
+    use crate::alert::peers::Peers;
     // Broker 1's five tries fail, broker 2's first fails, then everything is taken.
     let rx = TestReceiver::start(
         "127.0.0.1:0".parse().unwrap(),
@@ -1053,23 +1065,7 @@ async fn a_notification_a_peer_delivered_during_retries_leaves_the_next_its_own_
     handle.submit(opened.clone());
     rx.delivered_when(|_| rx.hits().len() >= 5).await;
     // The first watchdog says it delivered broker 1's opening meanwhile.
-    let now = SystemTime::now();
-    let theirs = Delivery {
-        seq: 1,
-        receiver: "chat".into(),
-        dedup_key: opened[0].incident.dedup_key.clone(),
-        event: "opened".into(),
-        severity: "critical".into(),
-        at: opened[0].at,
-    };
-    let answer = Answer {
-        instance_id: "wd-1".into(),
-        version: "0".into(),
-        clusters: vec!["lab".into()],
-        silences: vec![],
-        deliveries: vec![theirs],
-    };
-    peers.heard("http://wd-1:9644", &answer, now);
+    heard_wd1_deliver_to_chat(&peers, &opened[0], opened[0].at, SystemTime::now());
     let got = rx.wait_delivered(1).await;
     assert_eq!(brokers(&got), vec![2], "broker 1's went from the peer");
     let hits = rx.hits();
