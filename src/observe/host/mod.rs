@@ -368,47 +368,47 @@ mod tests {
     use super::*;
     use crate::config::{PortSpec, ProcessLocator};
 
-    /// Broker 7 found by its command line, nothing else looked at.
-    fn by_cmdline(pattern: &str) -> HostConfig {
+    /// Host mode with one broker, 7, and the default limits.
+    fn only(broker: HostBrokerConfig) -> HostConfig {
         HostConfig {
             log_dir_min_free_ratio: 0.05,
             remediation_cooldown: Duration::from_secs(60),
             remediation_max_per_day: 3,
-            brokers: vec![HostBrokerConfig {
-                broker_id: 7,
-                process: ProcessLocator::Cmdline {
-                    regex: regex::Regex::new(pattern).unwrap(),
-                    source: pattern.into(),
-                },
-                log_dirs: Vec::new(),
-                ports: Vec::new(),
-                remediation: None,
-            }],
+            brokers: vec![broker],
         }
     }
 
+    /// Broker 7 found by its command line, nothing else looked at.
+    fn by_cmdline(pattern: &str) -> HostConfig {
+        only(HostBrokerConfig {
+            broker_id: 7,
+            process: ProcessLocator::Cmdline {
+                regex: regex::Regex::new(pattern).unwrap(),
+                source: pattern.into(),
+            },
+            log_dirs: Vec::new(),
+            ports: Vec::new(),
+            remediation: None,
+        })
+    }
+
     fn config_for_self(port: u16) -> HostConfig {
-        HostConfig {
-            log_dir_min_free_ratio: 0.05,
-            remediation_cooldown: Duration::from_secs(60),
-            remediation_max_per_day: 3,
-            brokers: vec![HostBrokerConfig {
-                broker_id: 7,
-                process: ProcessLocator::PidFile(pid_file()),
-                log_dirs: vec![PathBuf::from("/"), PathBuf::from("/no/such/kw/dir")],
-                ports: vec![
-                    PortSpec {
-                        addr: Some("127.0.0.1".parse().unwrap()),
-                        port,
-                    },
-                    PortSpec {
-                        addr: Some("127.0.0.1".parse().unwrap()),
-                        port: 1,
-                    },
-                ],
-                remediation: None,
-            }],
-        }
+        only(HostBrokerConfig {
+            broker_id: 7,
+            process: ProcessLocator::PidFile(pid_file()),
+            log_dirs: vec![PathBuf::from("/"), PathBuf::from("/no/such/kw/dir")],
+            ports: vec![
+                PortSpec {
+                    addr: Some("127.0.0.1".parse().unwrap()),
+                    port,
+                },
+                PortSpec {
+                    addr: Some("127.0.0.1".parse().unwrap()),
+                    port: 1,
+                },
+            ],
+            remediation: None,
+        })
     }
 
     /// A lookup that finished and found nothing is a process not found, whatever its
