@@ -1,7 +1,18 @@
 //! The topic's layout, managed: creation, partitions added, reassignments and elections so
 //! every broker leads one partition, over a direct connection to any broker.
 
-use super::*;
+use std::collections::BTreeMap;
+use std::time::SystemTime;
+
+use rdkafka::admin::{AdminClient, AdminOptions, NewPartitions, NewTopic, TopicReplication};
+use rdkafka::types::RDKafkaErrorCode;
+
+use super::auth::CanaryContext;
+use super::layout::{self, PartitionState, Plan};
+use super::round::TopicStatus;
+use super::view::CanaryView;
+use super::{Canary, CanarySettings};
+use crate::model::round::BrokerId;
 
 /// A direct connection to the first broker that answers. Admin requests are forwarded to
 /// the controller by any broker in KRaft.

@@ -2,7 +2,20 @@
 //! writes, unavailability windows and samples since the last round. Locked briefly, never
 //! across an await.
 
-use super::*;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+use super::ledger::{self, Entry, Ledger, LedgerEvent};
+use super::produce::{charge, ProduceFailure};
+use super::record::Acks;
+use super::round::{CanaryRound, FailedWrites, LossEvent, PartitionRound};
+use super::stats::CanaryStats;
+use super::view::{Acks1Probe, PartitionStateWithEpoch};
+use super::window::{Window, Windows};
+use super::writer::Attempt;
+use crate::model::round::BrokerId;
+use crate::model::words::AUTHORIZATION;
 
 /// What one partition's writes did since the last round.
 #[derive(Debug, Default)]

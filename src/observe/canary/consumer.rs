@@ -1,7 +1,22 @@
 //! The reader: the assigned consumer that reads every write back, re-reads what a leader
 //! change may have lost, and where it resumes after a restart.
 
-use super::*;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, Consumer, StreamConsumer};
+use rdkafka::error::KafkaError;
+use rdkafka::message::Message;
+use rdkafka::{Offset, TopicPartitionList};
+
+use super::auth::CanaryContext;
+use super::books::{lock, Shared};
+use super::record::CanaryRecord;
+use super::round::CanaryRound;
+use super::view::PartitionStateWithEpoch;
+use super::Canary;
 
 /// Feeds every record the consumer reads to the books, decoded.
 pub(super) async fn read_loop(consumer: Arc<StreamConsumer<CanaryContext>>, shared: Arc<Shared>) {

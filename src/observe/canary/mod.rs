@@ -32,35 +32,25 @@ pub mod window;
 pub mod writer;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::Duration;
 
-use rdkafka::admin::{AdminClient, AdminOptions, NewPartitions, NewTopic, TopicReplication};
+use rdkafka::admin::AdminClient;
 use rdkafka::config::ClientConfig;
-use rdkafka::consumer::{BaseConsumer, Consumer, StreamConsumer};
+use rdkafka::consumer::{Consumer, StreamConsumer};
 use rdkafka::error::KafkaError;
-use rdkafka::message::Message;
-use rdkafka::producer::{BaseRecord, DeliveryResult, Producer as _, ProducerContext};
-use rdkafka::types::RDKafkaErrorCode;
-use rdkafka::{Offset, TopicPartitionList};
-use serde::Serialize;
-use tokio::sync::{oneshot, watch};
+use rdkafka::producer::Producer as _;
+use tokio::sync::watch;
 
-use crate::model::round::BrokerId;
 use auth::CanaryContext;
-use layout::{BrokerInfo, LayoutMemory, LayoutSettings, PartitionState, Plan};
-use ledger::{Entry, Ledger, LedgerEvent};
-use record::{Acks, CanaryRecord};
+use layout::{LayoutMemory, LayoutSettings};
 use stats::CanaryStats;
-use window::{Window, Windows};
-use writer::{Ack, Attempt, Schedule, Target};
+use writer::Target;
 
 // The produce error kinds the verdict reads are declared with it, in a pure module.
 pub use crate::model::words::AUTHORIZATION;
 
-use books::{lock, Books, Shared};
+use books::{Books, Shared};
 use consumer::read_loop;
 use polled::Polled;
 pub use produce::{blames_followers, charge, client_side, error_kind, slow_write, ProduceFailure};

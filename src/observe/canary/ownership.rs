@@ -13,7 +13,16 @@
 //!   watchdog sets (an hour): its canary was away longer than that;
 //! - anything else is not, and the canary leaves it alone.
 
-use super::*;
+use std::time::{Duration, Instant};
+
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::error::KafkaError;
+use rdkafka::message::Message;
+use rdkafka::{Offset, TopicPartitionList};
+
+use super::auth::CanaryContext;
+use super::record::CanaryRecord;
 
 /// The topic name the watchdog uses unless told otherwise.
 pub(super) const DEFAULT_TOPIC: &str = "__kafka_watchdog_canary";

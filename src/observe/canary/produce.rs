@@ -2,7 +2,27 @@
 //! straight to every broker claiming a leadership, and what a failed write says (its
 //! bounded kind and the broker it is charged to).
 
-use super::*;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use rdkafka::error::KafkaError;
+use rdkafka::message::Message;
+use rdkafka::producer::{BaseRecord, DeliveryResult, ProducerContext};
+use rdkafka::types::RDKafkaErrorCode;
+use serde::Serialize;
+use tokio::sync::{oneshot, watch};
+
+use super::auth::CanaryContext;
+use super::books::{lock, Shared};
+use super::polled::Polled;
+use super::record::CanaryRecord;
+use super::view::LeaderClaim;
+use super::writer::{self, Ack, Schedule, Target};
+use super::{conns, CanarySettings};
+use crate::model::round::BrokerId;
+use crate::model::words::AUTHORIZATION;
 
 /// Why a canary write failed, as a bounded label.
 pub fn error_kind(e: &KafkaError) -> &'static str {

@@ -1,7 +1,22 @@
 //! The round: what the canary saw since the last metadata round, per partition, and
 //! the layout, assignment and targets brought up to date with the newest view.
 
-use super::*;
+use std::collections::BTreeSet;
+use std::time::{Duration, SystemTime};
+
+use rdkafka::consumer::Consumer;
+use rdkafka::producer::Producer as _;
+use serde::Serialize;
+
+use super::books::lock;
+use super::layout::{self, PartitionState};
+use super::produce::ProduceFailure;
+use super::record::Acks;
+use super::view::{Acks1Probe, CanaryView, LeaderClaim, PartitionStateWithEpoch};
+use super::writer::Target;
+use super::Canary;
+use crate::model::round::BrokerId;
+use crate::model::words::AUTHORIZATION;
 
 /// One canary partition: the newest view of it this round, and what its writes did since
 /// the last round.

@@ -1,6 +1,12 @@
+use super::books::lock;
 use super::consumer::resume_offset;
+use super::layout::PartitionState;
+use super::record::Acks;
+use super::writer::{Ack, Attempt};
 use super::*;
-use std::time::UNIX_EPOCH;
+use crate::model::round::BrokerId;
+use rdkafka::Offset;
+use std::time::{SystemTime, UNIX_EPOCH};
 
 #[test]
 fn a_failure_is_charged_to_the_broker_that_had_it_unless_it_says_nothing_about_it() {

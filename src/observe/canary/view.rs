@@ -1,7 +1,12 @@
 //! What the canary takes from a metadata round: brokers, the canary topic's partitions with
 //! their leader epochs, the leaderships brokers claim, and where to reach them.
 
-use super::*;
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use super::layout::{BrokerInfo, PartitionState};
+use crate::model::round::BrokerId;
 
 /// What the canary needs to know about the cluster this round.
 #[derive(Debug, Clone, Default)]
