@@ -16,12 +16,15 @@
 //!    followers serves fetches). Ties go to the follower, as Kafka's ISR shrink says;
 //!    followers that stay tied are ambiguous and nobody is named.
 
-use super::*;
 use std::collections::{BTreeMap, BTreeSet};
 
+use crate::judge::health::Health;
 use crate::model::round::{BrokerId, BrokerList, IdMap, RoundObservation};
+use crate::observe::cluster_view::ClusterView;
 
-use super::{registrations, Registration};
+use super::facts::{canary_facts, CanaryFacts, Named};
+use super::registration::registrations;
+use super::Registration;
 
 /// A leader waiting on followers that do not replicate (or may not).
 #[derive(Debug, Clone, PartialEq, Eq)]

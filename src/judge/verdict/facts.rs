@@ -2,7 +2,13 @@
 //! canary's results charged to the broker that received each write, the latency of its
 //! peers and what the merged view says it holds.
 
-use super::*;
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use super::{catch_up, cause, Registration};
+use crate::judge::health::BrokerPartitions;
+use crate::model::round::{BrokerId, BrokerProbe, HostObservation, RoundObservation, NO_LEADER};
+use crate::observe::cluster_view::ClusterView;
 
 /// Everything known about one broker this round, gathered once so rules stay one-liners.
 #[derive(Debug, Clone)]

@@ -13,12 +13,9 @@ use std::time::{Duration, SystemTime};
 use serde::Serialize;
 
 use crate::config::{CoordinatorsConfig, VerdictKeys};
-use crate::judge::health::{BrokerPartitions, Health};
+use crate::judge::health::Health;
 pub use crate::judge::rule::{BrokerState, Rule};
-use crate::model::round::HostObservation;
-use crate::model::round::{
-    BrokerEndpoint, BrokerId, BrokerProbe, FailureKind, RoundObservation, NO_LEADER,
-};
+use crate::model::round::{BrokerEndpoint, BrokerId, BrokerProbe, RoundObservation};
 use crate::observe::cluster_view::ClusterView;
 
 /// Whether the rest of the cluster counts a broker as a member.
@@ -723,11 +720,10 @@ mod rules_reach;
 pub mod zk_controller;
 
 pub use cause::{attribute_suspects, causes, Causes, Decided};
-use facts::{canary_facts, named_as_replica, peer_medians};
 pub use facts::{holdings_in, BrokerFacts, CanaryFacts, Named};
+use facts::{named_as_replica, peer_medians};
 pub use registration::registrations;
 use registration::{answer_kind, unprobed_votes, AnswerKind};
-use rules_access::silent_failure;
 pub use rules_access::{access_rule, ACCESS_RULES};
 use rules_reach::closed;
 pub use rules_reach::refusal_rule;

@@ -1,7 +1,10 @@
 //! Whether the rest of the cluster counts a broker as a member: every other broker's
 //! answer is a vote, counted by kind of answer.
 
-use super::*;
+use std::collections::BTreeMap;
+
+use super::Registration;
+use crate::model::round::{BrokerId, BrokerProbe, RoundObservation};
 
 /// How one answer speaks about the brokers it lists and does not list.
 #[derive(Clone, Copy, PartialEq)]

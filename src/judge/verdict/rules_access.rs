@@ -1,7 +1,10 @@
 //! Rules on the watchdog's own access: an answer kept from it by authentication or by a
 //! protocol it cannot speak is its own problem, not news about the broker.
 
-use super::*;
+use super::facts::BrokerFacts;
+use super::{hit, RuleHit, VerdictSettings};
+use crate::judge::rule::{BrokerState, Rule};
+use crate::model::round::FailureKind;
 
 /// Failures that are the watchdog's own access or compatibility problem, not news about the
 /// broker: its credentials or certificates were refused (or the broker's certificate is not

@@ -1,7 +1,9 @@
 //! Rules on the canary's writes the broker received as leader: failed writes, and
 //! acks=all writes refused for lack of replication where the evidence points at it.
 
-use super::*;
+use super::facts::BrokerFacts;
+use super::{hit, RuleHit, VerdictSettings};
+use crate::judge::rule::{BrokerState, Rule};
 
 pub(super) fn canary_writes_fail(f: &BrokerFacts, _: &VerdictSettings) -> Option<RuleHit> {
     let c = &f.canary;

@@ -3,9 +3,13 @@
 //! broker stays up and stops serving the partitions there), and one whose free space runs
 //! out at its recent pace.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
+use std::time::{Duration, SystemTime};
 
-use super::*;
+use super::facts::BrokerFacts;
+use super::{hit, BrokerMemory, RuleHit, VerdictSettings};
+use crate::judge::rule::{BrokerState, Rule};
+use crate::model::round::{BrokerId, RoundObservation};
 
 const KAFKA_STORAGE_ERROR: i16 = 56;
 

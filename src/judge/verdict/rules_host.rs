@@ -2,7 +2,11 @@
 //! exited, stopped or alive without answering, its port not listening, its log
 //! directories full or unreadable.
 
-use super::*;
+use super::facts::BrokerFacts;
+use super::rules_access::silent_failure;
+use super::{hit, RuleHit, VerdictSettings};
+use crate::judge::rule::{BrokerState, Rule};
+use crate::model::round::HostObservation;
 
 // Host mode. Each rule says what the host shows in one sentence with what the protocol
 // said, so the evidence reads like an operator's notes: "process 4711 stopped by a signal,

@@ -2,7 +2,9 @@
 //! newer epoch gave away, out of the ISRs, followers that cannot replicate from it, metadata
 //! behind the cluster's, answers slower than its peers'.
 
-use super::*;
+use super::facts::{BrokerFacts, Named};
+use super::{hit, Registration, RuleHit, VerdictSettings};
+use crate::judge::rule::{BrokerState, Rule};
 
 pub(super) fn fenced_but_serving(f: &BrokerFacts, _: &VerdictSettings) -> Option<RuleHit> {
     if !f.probe.answered() {

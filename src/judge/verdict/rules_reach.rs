@@ -1,7 +1,11 @@
 //! Rules on reaching the broker: a port that refuses, a connect that fails or times out,
 //! a broker that accepts connections and answers nothing, a cluster nobody answers in.
 
-use super::*;
+use super::facts::BrokerFacts;
+use super::rules_access::{access_rule, silent_failure};
+use super::{hit, Registration, RuleHit, VerdictSettings};
+use crate::judge::rule::{BrokerState, Rule};
+use crate::model::round::FailureKind;
 
 pub(super) fn closed(kind: FailureKind) -> bool {
     matches!(
