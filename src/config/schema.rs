@@ -91,7 +91,8 @@ layered! {
         CANARY_ACKS1_PROBE acks1_probe: bool = Flag(BoolSpec { key: "acks1_probe", default: true }),
         /// The broker set must be stable this long before the canary topic is reassigned.
         CANARY_REASSIGN_STABLE reassign_stable: Duration = Secs(IntSpec { key: "reassign_stable_secs", default: 300, min: 0, max: 7 * DAY_SECS }),
-        /// No second reassignment of the canary topic this soon after one.
+        /// No second reassignment of the canary topic this soon after one (one whose
+        /// request failed as a whole is tried again after 5 minutes, or this, if shorter).
         CANARY_REASSIGN_MIN_INTERVAL reassign_min_interval: Duration = Secs(IntSpec { key: "reassign_min_interval_secs", default: 3600, min: 0, max: 30 * DAY_SECS }),
         /// Run preferred leader elections for the canary topic.
         CANARY_ELECT_PREFERRED_LEADERS elect_preferred_leaders: bool = Flag(BoolSpec { key: "elect_preferred_leaders", default: false }),

@@ -97,7 +97,8 @@ impl Canary {
             .request_timeout(Some(self.settings.produce_timeout));
         let topic = self.settings.topic.clone();
         let admin = &clients.admin;
-        let outcome = match plan {
+        // Whether the request failed as a whole: then it changed nothing.
+        let (outcome, failed) = match plan {
             Plan::Nothing => return None,
             Plan::Waiting { why } => {
                 notes.push(why);
@@ -116,25 +117,33 @@ impl Canary {
                     notes,
                 )
                 .await;
-                admin_outcome(&topic, result, notes)
+                let failed = result.is_err();
+                (admin_outcome(&topic, result, notes), failed)
             }
             Plan::AddPartitions { assignment } => {
                 let existing = view.partitions.as_ref().map(Vec::len).unwrap_or(0);
                 let result =
                     add_partitions(admin, &opts, &topic, existing, &assignment, notes).await;
-                admin_outcome(&topic, result, notes)
+                let failed = result.is_err();
+                (admin_outcome(&topic, result, notes), failed)
             }
             Plan::Reassign { moves } => {
                 let answer = reassign(&self.settings, view, &topic, &moves, notes).await;
-                layout_outcome(&topic, answer, notes)
+                let failed = answer.is_err();
+                (layout_outcome(&topic, answer, notes), failed)
             }
             Plan::ElectPreferred { partitions } => {
                 let answer =
                     elect_preferred(&self.settings, view, &topic, &partitions, notes).await;
-                layout_outcome(&topic, answer, notes)
+                let failed = answer.is_err();
+                (layout_outcome(&topic, answer, notes), failed)
             }
         };
-        self.layout.changed(now);
+        if failed {
+            self.layout.failed(now);
+        } else {
+            self.layout.changed(now);
+        }
         outcome
     }
 }

@@ -80,7 +80,15 @@ pub struct LayoutMemory {
     brokers: BTreeSet<BrokerId>,
     stable_since: Option<SystemTime>,
     last_change: Option<SystemTime>,
+    /// The last change whose request failed as a whole: it changed nothing, so it does not
+    /// hold the next one back for `min_interval`, only for `FAILED_CHANGE_RETRY`.
+    last_failure: Option<SystemTime>,
 }
+
+/// How long after a layout change that failed as a whole (no connection, a timeout, the
+/// controller moving) the next is tried. An hour's wait would leave a broker out of the
+/// canary's reach for that hour; every round would ask the controller again and again.
+pub const FAILED_CHANGE_RETRY: Duration = Duration::from_secs(300);
 
 impl LayoutMemory {
     /// Notes the broker set seen now; a different set restarts the stability clock.
@@ -94,6 +102,12 @@ impl LayoutMemory {
 
     pub fn changed(&mut self, now: SystemTime) {
         self.last_change = Some(now);
+        self.last_failure = None;
+    }
+
+    /// A change was asked for and its request failed as a whole.
+    pub fn failed(&mut self, now: SystemTime) {
+        self.last_failure = Some(now);
     }
 
     fn stable_for(&self, now: SystemTime) -> Duration {
@@ -223,6 +237,16 @@ fn held_back(
             "last layout change {} s ago; at most one per {} s",
             ago.as_secs(),
             settings.min_interval.as_secs()
+        ))
+    } else if let Some(ago) = memory
+        .last_failure
+        .and_then(|t| now.duration_since(t).ok())
+        .filter(|ago| *ago < FAILED_CHANGE_RETRY.min(settings.min_interval))
+    {
+        Some(format!(
+            "last layout change failed {} s ago; tried again {} s after a failure",
+            ago.as_secs(),
+            FAILED_CHANGE_RETRY.min(settings.min_interval).as_secs()
         ))
     } else if parts.iter().any(|p| {
         // Replicas on departed brokers are what the move repairs; a live replica out of
@@ -422,6 +446,32 @@ mod tests {
         parts[0].isr = vec![1, 2];
         let p = plan(Some(&parts), &b, &settings(), &m, t(5000));
         assert!(matches!(p, Plan::Waiting { ref why } if why.contains("under-replicated")));
+    }
+
+    /// A change whose request failed changed nothing: the next is tried after
+    /// `FAILED_CHANGE_RETRY`, not after `min_interval` (an hour by default, while the broker
+    /// the move was for led no canary partition).
+    #[test]
+    fn a_failed_change_is_tried_again_after_minutes_not_the_hour() {
+        let b = brokers(&[1, 2, 3]);
+        let parts = state(&[vec![1, 2, 3], vec![2, 3, 1], vec![1, 3, 2]]);
+        let mut m = LayoutMemory::default();
+        m.observe(&b, t(0));
+        m.failed(t(400));
+        let p = plan(Some(&parts), &b, &settings(), &m, t(500));
+        assert!(
+            matches!(p, Plan::Waiting { ref why } if why.contains("failed 100 s ago")),
+            "{p:?}"
+        );
+        let p = plan(Some(&parts), &b, &settings(), &m, t(700));
+        assert!(matches!(p, Plan::Reassign { .. }), "{p:?}");
+        // A change that went through still holds the next one for the whole interval.
+        m.changed(t(700));
+        let p = plan(Some(&parts), &b, &settings(), &m, t(1100));
+        assert!(
+            matches!(p, Plan::Waiting { ref why } if why.contains("at most one per 3600 s")),
+            "{p:?}"
+        );
     }
 
     #[test]
