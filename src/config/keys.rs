@@ -326,6 +326,27 @@ pub(crate) enum SlotKind {
     Bad,
 }
 
+/// The block under `key` of `f`, read by `read` from its opened mapping (the keys nobody
+/// asked for are reported after it); `all(Unset)` when the block is absent, `all(Bad)` when
+/// it is not a mapping.
+pub(crate) fn read_block<T>(
+    rep: &mut Report,
+    f: &mut read::Fields,
+    key: &'static str,
+    all: impl Fn(SlotKind) -> T,
+    read: impl FnOnce(&mut Report, &mut read::Fields) -> T,
+) -> T {
+    let Some(e) = f.get(key) else {
+        return all(SlotKind::Unset);
+    };
+    let Some(mut block) = read::Fields::open(rep, &e.value, Some(e), f.child(key)) else {
+        return all(SlotKind::Bad);
+    };
+    let layer = read(rep, &mut block);
+    block.finish(rep, &|_| None);
+    layer
+}
+
 impl SlotKind {
     pub(crate) fn make<T>(self) -> Slot<T> {
         match self {
@@ -498,18 +519,7 @@ macro_rules! layered {
                 f: &mut $crate::config::read::Fields,
                 key: &'static str,
             ) -> Self {
-                use $crate::config::keys::SlotKind;
-                match f.get(key) {
-                    None => Self::all(SlotKind::Unset),
-                    Some(e) => match $crate::config::read::Fields::open(rep, &e.value, Some(e), f.child(key)) {
-                        None => Self::all(SlotKind::Bad),
-                        Some(mut bf) => {
-                            let layer = Self::read(rep, &mut bf);
-                            bf.finish(rep, &|_| None);
-                            layer
-                        }
-                    },
-                }
+                $crate::config::keys::read_block(rep, f, key, Self::all, Self::read)
             }
 
             /// A block with no `defaults:` layer: as written, else built in.

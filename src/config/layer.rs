@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use super::ctx::Ctx;
-use super::keys::{KeyKind, SlotKind};
+use super::keys::{read_block, KeyKind, SlotKind};
 use super::read::{text, Fields, Origin, Resolved};
 use super::report::Report;
 use super::schema::{
@@ -76,23 +76,16 @@ pub(crate) fn layer(cx: &mut Ctx, f: &mut Fields) -> Layer {
 /// lists them, so a key neither knows is reported once: unset when the block is absent,
 /// bad when it is not a mapping.
 fn verdict_layers(rep: &mut Report, f: &mut Fields) -> (ConfirmationLayer, VerdictLayer) {
-    const KEY: &str = "verdict";
-    let Some(e) = f.get(KEY) else {
-        return (
-            ConfirmationLayer::all(SlotKind::Unset),
-            VerdictLayer::all(SlotKind::Unset),
-        );
-    };
-    let Some(mut block) = Fields::open(rep, &e.value, Some(e), f.child(KEY)) else {
-        return (
-            ConfirmationLayer::all(SlotKind::Bad),
-            VerdictLayer::all(SlotKind::Bad),
-        );
-    };
-    let confirmation = ConfirmationLayer::read(rep, &mut block);
-    let verdict = VerdictLayer::read(rep, &mut block);
-    block.finish(rep, &|_| None);
-    (confirmation, verdict)
+    read_block(
+        rep,
+        f,
+        "verdict",
+        |kind| (ConfirmationLayer::all(kind), VerdictLayer::all(kind)),
+        |rep, block| {
+            let confirmation = ConfirmationLayer::read(rep, block);
+            (confirmation, VerdictLayer::read(rep, block))
+        },
+    )
 }
 
 /// Invalid entries are reported and left out; the problem keeps the config from loading.

@@ -64,15 +64,18 @@ fn millis(d: Duration) -> String {
     format!("{:.0} ms", d.as_secs_f64() * 1000.0)
 }
 
+/// Whether a stall or silence that began at `started` is within [`FLAP_WINDOW`] of `now`.
+fn in_flap_window(started: SystemTime, now: SystemTime) -> bool {
+    now.duration_since(started)
+        .is_ok_and(|ago| ago <= FLAP_WINDOW)
+}
+
 /// "silent past its threshold 5 times in the last 120 s (longest 2.1 s)", when it flaps.
 fn flapping(fact: &LivenessFact, now: SystemTime) -> Option<(usize, String)> {
     let recent: Vec<_> = fact
         .spells
         .iter()
-        .filter(|s| {
-            now.duration_since(s.started)
-                .is_ok_and(|ago| ago <= FLAP_WINDOW)
-        })
+        .filter(|s| in_flap_window(s.started, now))
         .collect();
     let longest = recent.iter().map(|s| s.length).max()?;
     Some((
@@ -104,10 +107,7 @@ fn pausing(fact: &LivenessFact, now: SystemTime) -> Option<String> {
     let recent: Vec<&Spell> = fact
         .pauses
         .iter()
-        .filter(|s| {
-            now.duration_since(s.started)
-                .is_ok_and(|ago| ago <= FLAP_WINDOW)
-        })
+        .filter(|s| in_flap_window(s.started, now))
         .collect();
     // One pause past the threshold counts for a while (a broker in GC trouble pauses again
     // within seconds); three short ones, or three silences past the threshold of any
@@ -121,10 +121,7 @@ fn pausing(fact: &LivenessFact, now: SystemTime) -> Option<String> {
     let spells = fact
         .spells
         .iter()
-        .filter(|s| {
-            now.duration_since(s.started)
-                .is_ok_and(|ago| ago <= FLAP_WINDOW)
-        })
+        .filter(|s| in_flap_window(s.started, now))
         .count();
     if recent.len() < FLAPPING_SPELLS && spells < FLAPPING_SPELLS && !one_past_threshold {
         return None;
@@ -272,10 +269,7 @@ fn pausing_since(fact: &LivenessFact, now: SystemTime) -> SystemTime {
         .iter()
         .chain(&fact.spells)
         .map(|s| s.started)
-        .filter(|&started| {
-            now.duration_since(started)
-                .is_ok_and(|ago| ago <= FLAP_WINDOW)
-        })
+        .filter(|&started| in_flap_window(started, now))
         .min()
         .unwrap_or(now)
 }

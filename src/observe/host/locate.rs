@@ -197,6 +197,7 @@ pub async fn by_systemd_unit(proc_root: &Path, unit: &str, timeout: Duration) ->
     }
 }
 
+/// No pid: `why`, and whether the lookup was cut short before it could tell.
 fn not_found(blocked: bool, why: String) -> Located {
     if blocked {
         Located::blocked(why)
@@ -234,13 +235,7 @@ pub async fn locate(
             .await
         }
     };
-    read.unwrap_or_else(|e| {
-        if e.blocked() {
-            Located::blocked(e.to_string())
-        } else {
-            Located::none(e.to_string())
-        }
-    })
+    read.unwrap_or_else(|e| not_found(e.blocked(), e.to_string()))
 }
 
 #[cfg(test)]
