@@ -12,7 +12,7 @@ use crate::model::kind::FindingKind;
 use super::super::format::{
     cut, headline, human, slack_escape, slack_marker, slack_state, Context, SLACK_SECTION_MAX,
 };
-use super::super::route::{judge as judge_status, Outcome};
+use super::super::route::{judge as judge_status, Asked, Outcome};
 use super::super::Notification;
 use super::threads::{Thread, Threads};
 
@@ -145,10 +145,7 @@ pub enum Answer {
     /// Done; `channel` and `ts` name the message posted or edited.
     Ok { channel: String, ts: String },
     /// Rate limited, Slack's trouble, or the network: the same call later.
-    Retry {
-        after: Option<Duration>,
-        why: String,
-    },
+    Retry { after: Option<Asked>, why: String },
     /// `chat.update` found no message to edit (deleted, or its channel is gone): post
     /// a new one.
     Gone { why: String },
@@ -216,7 +213,10 @@ pub fn judge(
     if TEMPORARY.contains(&error.as_str()) {
         let after = retry_after
             .and_then(|r| super::super::route::parse_retry_after(r, now))
-            .map(|d| d.min(cap));
+            .map(|d| Asked {
+                wait: d.min(cap),
+                rate_limited: error == "ratelimited",
+            });
         return Answer::Retry { after, why };
     }
     if method == UPDATE && MESSAGE_GONE.contains(&error.as_str()) {

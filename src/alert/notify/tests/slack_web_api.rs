@@ -189,27 +189,37 @@ fn slack_answers_are_judged_by_their_body() {
             r#"{"ok":false,"error":"ratelimited"}"#
         ),
         Answer::Retry {
-            after: Some(Duration::from_secs(12)),
+            after: Some(Asked {
+                wait: Duration::from_secs(12),
+                rate_limited: true
+            }),
             why: "chat.postMessage: ratelimited".into()
         }
     );
     assert!(matches!(
         j(api::UPDATE, 429, Some("3"), ""),
-        Answer::Retry { after: Some(d), .. } if d == Duration::from_secs(3)
+        Answer::Retry { after: Some(a), .. } if a == Asked { wait: Duration::from_secs(3), rate_limited: true }
     ));
     assert!(matches!(
         j(api::UPDATE, 503, None, ""),
         Answer::Retry { after: None, .. }
     ));
-    assert!(matches!(
+    assert_eq!(
         j(
             api::UPDATE,
             200,
-            None,
+            Some("5"),
             r#"{"ok":false,"error":"internal_error"}"#
         ),
-        Answer::Retry { .. }
-    ));
+        Answer::Retry {
+            after: Some(Asked {
+                wait: Duration::from_secs(5),
+                rate_limited: false
+            }),
+            why: "chat.update: internal_error".into()
+        },
+        "Slack's own trouble is no rate limit: its wait is held to the backoff's cap"
+    );
     assert_eq!(
         j(
             api::UPDATE,
