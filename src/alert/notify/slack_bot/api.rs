@@ -9,6 +9,7 @@ use serde_json::{json, Value};
 use crate::alert::incident::{EventKind, FindingKey};
 use crate::model::kind::FindingKind;
 
+use super::super::coalesce::is_escalation;
 use super::super::format::{
     cut, headline, human, slack_escape, slack_marker, slack_state, Context, SLACK_SECTION_MAX,
 };
@@ -102,11 +103,17 @@ pub fn reply_body(thread: &Thread, n: &Notification, ctx: &Context) -> Value {
         "unfurl_links": false,
         "unfurl_media": false,
     });
-    // What remediation did to the broker is news for the channel, not only the thread.
-    if n.event.kind.is_one_shot() {
+    if broadcast(n) {
         body["reply_broadcast"] = json!(true);
     }
     body
+}
+
+/// Whether a reply goes to the channel too: an escalation, and what remediation did to
+/// the broker, are news for everyone, and a reply only in the thread notifies no one
+/// (issue 38 item 6). The first message is edited as well, but an edit notifies no one.
+fn broadcast(n: &Notification) -> bool {
+    n.event.kind.is_one_shot() || is_escalation(&n.event)
 }
 
 /// The words of a thread reply: the change, in Slack's mrkdwn.
@@ -116,7 +123,14 @@ pub fn reply_text(n: &Notification, now: SystemTime) -> String {
     let marker = slack_marker(n);
     match ev.kind {
         EventKind::Updated => {
-            let mut t = format!("{marker} *Updated* ({})", i.severity.as_str());
+            let severity = i.severity.as_str();
+            let mut t = if is_escalation(ev) {
+                // Seen in the channel too: it says what the incident is.
+                let summary = slack_escape(&i.summary);
+                format!("{marker} *Escalated to {severity}*: {summary}")
+            } else {
+                format!("{marker} *Updated* ({severity})")
+            };
             for c in &ev.changes {
                 t.push_str(&format!("\n• {}", slack_escape(c)));
             }

@@ -496,3 +496,57 @@ async fn rate_limits_are_retried_and_other_refusals_dropped_and_counted() {
     handle.shutdown(Duration::from_secs(1)).await;
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Issue 38 item 6: an escalation to critical edited the first message and replied in its
+/// thread without `reply_broadcast`, so the channel was not notified: nobody heard it. The
+/// reply now also goes to the channel; a minor update's stays in the thread.
+#[tokio::test]
+async fn an_escalation_is_told_to_the_channel_not_only_the_thread() {
+    let fake = fake().await;
+    let dir = temp_dir("slack-escalation");
+    let handle = Notifier::spawn_with(&[bot_hook(&fake)], &dir, "wd-1", fast()).unwrap();
+    let mut warn = incident("lab", Some(2), Severity::Warning);
+    warn.notified_peak = Some(Severity::Warning);
+    handle.submit(vec![event(EventKind::Opened, warn)]);
+    calls(&fake, 1).await;
+    let mut up = updated(Severity::Warning, Severity::Warning, Severity::Critical);
+    up.changes = vec!["severity warning -> critical".into()];
+    handle.submit(vec![up]);
+    let c = calls(&fake, 3).await;
+    let ts = c[0].answer["ts"].as_str().unwrap();
+    assert_eq!(c[1].method, "chat.update");
+    assert_eq!(c[1].body["ts"], ts, "the first message shows it");
+    assert!(
+        c[1].body["text"]
+            .as_str()
+            .unwrap()
+            .starts_with("[CRITICAL]"),
+        "{}",
+        c[1].body
+    );
+    assert_eq!(c[2].method, "chat.postMessage");
+    assert_eq!(c[2].body["thread_ts"], ts);
+    assert_eq!(
+        c[2].body["reply_broadcast"], true,
+        "the escalation notifies the channel: {}",
+        c[2].body
+    );
+    let text = c[2].body["text"].as_str().unwrap();
+    assert!(
+        text.starts_with(
+            ":red_circle: *Escalated to critical*: broker 2 (127.0.0.12:9092) is a zombie"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.ends_with("\n• severity warning -&gt; critical"),
+        "{text}"
+    );
+    // A change that is no escalation stays in the thread.
+    handle.submit(vec![minor_update("partitions: +orders-2", "x")]);
+    let c = calls(&fake, 5).await;
+    assert_eq!(c[4].body["thread_ts"], ts);
+    assert!(c[4].body.get("reply_broadcast").is_none(), "{}", c[4].body);
+    handle.shutdown(Duration::from_secs(1)).await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
