@@ -651,7 +651,11 @@ async fn delivered(
     attempt: u32,
 ) {
     if let Some(peers) = peers {
-        peers.delivered(&r.cfg.name, &n.event, SystemTime::now());
+        let message = r
+            .slack
+            .as_ref()
+            .and_then(|b| b.message(&n.event.incident.id));
+        peers.delivered(&r.cfg.name, &n.event, message, SystemTime::now());
     }
     finish(r, seq).await;
     let mut c = lock(&r.counters);
@@ -769,8 +773,11 @@ async fn peer_turn(
 ) -> Next {
     match peers.turn(&r.cfg.name, &n.event, SystemTime::now()) {
         Turn::Send => Next::Send,
-        Turn::Delivered { by, .. } => {
+        Turn::Delivered { by, seq: theirs } => {
             tracing::debug!(receiver = %r.cfg.name, incident = %n.event.incident.id, event = n.event.kind.as_str(), peer = %by, "a peer delivered it");
+            if let Some(bot) = &r.slack {
+                bot.adopt(&n.event, peers.message(&by, theirs)).await;
+            }
             finish(r, seq).await;
             lock(&r.counters).left_to_peers += 1;
             shared.progress.send_replace(());

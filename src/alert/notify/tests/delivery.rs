@@ -953,6 +953,7 @@ fn heard_wd1_deliver_to_chat(
         event: event.kind.as_str().into(),
         severity: "critical".into(),
         at,
+        message: None,
     };
     let answer = Answer {
         instance_id: "wd-1".into(),

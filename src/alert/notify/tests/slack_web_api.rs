@@ -550,3 +550,94 @@ async fn an_escalation_is_told_to_the_channel_not_only_the_thread() {
     handle.shutdown(Duration::from_secs(1)).await;
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Issue 38 item 6: a replica that took over sending (the one first in line died) knew
+/// nothing of the message the other had posted, so it posted a new one for the next state
+/// and the first stayed red after the resolve. The peers now tell which message stands for
+/// an incident they delivered, and the replica that takes over edits that one.
+#[tokio::test]
+async fn a_replica_that_takes_over_edits_the_first_message_to_its_end() {
+    use crate::alert::peers::{Answer, Peers};
+    let fake = fake().await;
+    let peers = |id: &str| {
+        Arc::new(Peers::new(
+            id,
+            Duration::from_millis(300),
+            Duration::from_millis(20),
+        ))
+    };
+    let (p1, p2) = (peers("wd-1"), peers("wd-2"));
+    let sender = |id: &str, p: &Arc<Peers>| Sender {
+        instance_id: id.into(),
+        status_url: None,
+        peers: Some(p.clone()),
+    };
+    let (dir1, dir2) = (temp_dir("slack-peer-1"), temp_dir("slack-peer-2"));
+    let first =
+        Notifier::spawn_with(&[bot_hook(&fake)], &dir1, sender("wd-1", &p1), fast()).unwrap();
+    let second =
+        Notifier::spawn_with(&[bot_hook(&fake)], &dir2, sender("wd-2", &p2), fast()).unwrap();
+    // wd-2 asks wd-1, first in line, for what it delivered.
+    let ask_first = || {
+        let answer = Answer {
+            instance_id: "wd-1".into(),
+            version: "0".into(),
+            clusters: vec!["lab".into()],
+            silences: vec![],
+            deliveries: p1.deliveries(),
+        };
+        p2.heard("http://wd-1:9644", &answer, SystemTime::now());
+    };
+    let mut warn = incident("lab", Some(2), Severity::Warning);
+    warn.notified_peak = Some(Severity::Warning);
+    // Deliveries are shown to the peers for ten minutes after the event.
+    let mut opened = event(EventKind::Opened, warn);
+    opened.at = SystemTime::now();
+    first.submit(vec![opened.clone()]);
+    first
+        .stats_when("wd-1 posted it", |s| s.receivers[0].ok == 1)
+        .await;
+    ask_first();
+    second.submit(vec![opened]);
+    second
+        .stats_when("wd-2 left it to wd-1", |s| {
+            s.receivers[0].left_to_peers == 1
+        })
+        .await;
+    // wd-1 dies; wd-2 sends the escalation and the resolve.
+    first.shutdown(Duration::from_secs(1)).await;
+    let mut up = updated(Severity::Warning, Severity::Warning, Severity::Critical);
+    up.changes = vec!["severity warning -> critical".into()];
+    second.submit(vec![
+        up,
+        event(
+            EventKind::Resolved,
+            incident("lab", Some(2), Severity::Critical),
+        ),
+    ]);
+    second
+        .stats_when("wd-2 sent both", |s| s.receivers[0].ok == 2)
+        .await;
+    let messages = fake.messages();
+    let methods: Vec<String> = fake.calls().iter().map(|c| c.method.clone()).collect();
+    assert_eq!(
+        messages.len(),
+        1,
+        "one message for the incident: {methods:?}"
+    );
+    let m = &messages[0];
+    let last = m.versions.last().unwrap()["text"].as_str().unwrap();
+    assert!(
+        last.contains("resolved after"),
+        "the first message ends green: {last}"
+    );
+    assert_eq!(m.replies.len(), 2, "{:#?}", m.replies);
+    assert_eq!(m.replies[0]["reply_broadcast"], true, "the escalation");
+    assert!(
+        kept(&dir2)["threads"].as_object().unwrap().is_empty(),
+        "forgotten once resolved"
+    );
+    second.shutdown(Duration::from_secs(1)).await;
+    let _ = std::fs::remove_dir_all(&dir1);
+    let _ = std::fs::remove_dir_all(&dir2);
+}
