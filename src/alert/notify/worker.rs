@@ -588,10 +588,9 @@ pub(super) async fn work(
 
 /// The most urgent of what waits for the receiver: the head (read) and those behind it.
 fn urgency(r: &Receiver, head: &Notification) -> Urgency {
-    let behind = lock(&r.queue).iter().skip(1).map(|q| q.urgency).max();
-    behind.map_or(Urgency::of(&head.event), |b| {
-        b.max(Urgency::of(&head.event))
-    })
+    let queue = lock(&r.queue);
+    let behind = queue.iter().skip(1).map(|q| q.urgency);
+    behind.fold(Urgency::of(&head.event), Ord::max)
 }
 
 /// Waits before the head's next attempt. A page queued meanwhile behind information makes
