@@ -50,8 +50,8 @@ pub use format::{
     SIGNATURE_HEADER,
 };
 pub use route::{
-    evict, judge, parse_retry_after, retry_wait, route, Backoff, Evict, Outcome, QueuedEvent,
-    Reminders,
+    evict, judge, parse_retry_after, retry_wait, route, Asked, Backoff, Evict, Outcome,
+    QueuedEvent, Reminders, Urgency, INFO_RETRY_CAP, PAGE_RETRY_CAP,
 };
 pub use spool::SpoolError;
 
@@ -71,7 +71,7 @@ pub struct Notification {
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct DeliverySettings {
     pub backoff: Backoff,
-    /// The longest `Retry-After` honoured; a longer one is cut to this.
+    /// The longest `Retry-After` of a rate limit honoured; a longer one is cut to this.
     pub max_retry_after: Duration,
     /// Events held in memory between `submit` and the dispatcher; beyond, they go to disk.
     pub inbox_capacity: usize,
@@ -88,11 +88,7 @@ pub struct DeliverySettings {
 impl Default for DeliverySettings {
     fn default() -> Self {
         DeliverySettings {
-            backoff: Backoff {
-                initial: Duration::from_secs(1),
-                max: Duration::from_secs(300),
-                jitter: 0.2,
-            },
+            backoff: Backoff::default(),
             max_retry_after: Duration::from_secs(900),
             inbox_capacity: 1024,
             max_queued: 10_000,

@@ -17,7 +17,7 @@ use crate::config::WebhookConfig;
 use super::coalesce::{Coalescer, Tally};
 use super::format::{self, Context};
 use super::http;
-use super::route::{self, Outcome, Reminders};
+use super::route::{self, Outcome, Reminders, Urgency};
 use super::slack_bot::Bot;
 use super::spool::Spool;
 use super::{lock, Input, Notification, NotifyError, ReceiverStats, Shared};
@@ -52,6 +52,8 @@ struct Queued {
     /// out of descriptors): kept and sent from memory rather than dropped, since only a
     /// restart would lose it (issue 27 item 1).
     unspooled: Option<Box<Notification>>,
+    /// Sets how long a failed head waits while this one waits behind it.
+    urgency: Urgency,
 }
 
 pub(super) struct Receiver {
@@ -82,6 +84,8 @@ impl Receiver {
                         seq,
                         event: None,
                         unspooled: None,
+                        // Not read yet: taken for a page, as the full-queue policy does.
+                        urgency: Urgency::Page,
                     })
                     .collect(),
             ),
@@ -468,6 +472,7 @@ fn spool_all(s: &Shared, out: Vec<(usize, IncidentEvent)>) {
             queued_at: SystemTime::now(),
         };
         let about = Some((n.event.incident.id.clone(), n.event.kind));
+        let urgency = Urgency::of(&n.event);
         let unspooled = match r.spool.write(seq, &n) {
             Ok(()) => None,
             Err(e) => {
@@ -480,6 +485,7 @@ fn spool_all(s: &Shared, out: Vec<(usize, IncidentEvent)>) {
             seq,
             event: about,
             unspooled,
+            urgency,
         });
         r.wake.notify_one();
     }
@@ -566,13 +572,40 @@ pub(super) async fn work(
             Outcome::Delivered => delivered(&r, &shared, peers, &n, seq, attempt).await,
             Outcome::Drop { why } => refused(&r, &shared, &n, seq, why).await,
             Outcome::Retry { after, why } => {
+                let failed_at = Instant::now();
                 let unit = jitter_unit(&random);
-                let wait = route::retry_wait(after, &settings.backoff, attempt, unit);
+                let wait_for =
+                    |urgency| route::retry_wait(&settings.backoff, attempt, urgency, after, unit);
+                let wait = wait_for(urgency(&r, &n));
                 let attempt = attempt.saturating_add(1);
                 tries = Some((seq, attempt));
                 failed(&r, &shared, why, attempt, wait);
-                tokio::time::sleep(wait).await;
+                pause(&r, &n, failed_at, wait_for).await;
             }
+        }
+    }
+}
+
+/// The most urgent of what waits for the receiver: the head (read) and those behind it.
+fn urgency(r: &Receiver, head: &Notification) -> Urgency {
+    let queue = lock(&r.queue);
+    let behind = queue.iter().skip(1).map(|q| q.urgency);
+    behind.fold(Urgency::of(&head.event), Ord::max)
+}
+
+/// Waits before the head's next attempt. A page queued meanwhile behind information makes
+/// the wait a page's: it cannot go before the head, so the head's wait is its wait.
+async fn pause(
+    r: &Receiver,
+    head: &Notification,
+    failed_at: Instant,
+    wait_for: impl Fn(Urgency) -> Duration,
+) {
+    loop {
+        let due = failed_at + wait_for(urgency(r, head));
+        tokio::select! {
+            _ = tokio::time::sleep_until(due) => return,
+            _ = r.wake.notified() => {}
         }
     }
 }
@@ -617,7 +650,11 @@ async fn delivered(
     attempt: u32,
 ) {
     if let Some(peers) = peers {
-        peers.delivered(&r.cfg.name, &n.event, SystemTime::now());
+        let message = r
+            .slack
+            .as_ref()
+            .and_then(|b| b.message(&n.event.incident.id));
+        peers.delivered(&r.cfg.name, &n.event, message, SystemTime::now());
     }
     finish(r, seq).await;
     let mut c = lock(&r.counters);
@@ -735,8 +772,11 @@ async fn peer_turn(
 ) -> Next {
     match peers.turn(&r.cfg.name, &n.event, SystemTime::now()) {
         Turn::Send => Next::Send,
-        Turn::Delivered { by, .. } => {
+        Turn::Delivered { by, seq: theirs } => {
             tracing::debug!(receiver = %r.cfg.name, incident = %n.event.incident.id, event = n.event.kind.as_str(), peer = %by, "a peer delivered it");
+            if let Some(bot) = &r.slack {
+                bot.adopt(&n.event, peers.message(&by, theirs)).await;
+            }
             finish(r, seq).await;
             lock(&r.counters).left_to_peers += 1;
             shared.progress.send_replace(());

@@ -63,6 +63,20 @@ pub struct Delivery {
     /// When the incident changed (the event's time), not when it was sent.
     #[serde(with = "serde_ms")]
     pub at: SystemTime,
+    /// The message the receiver shows the incident in, when it keeps one to edit (Slack
+    /// with a bot token): a peer that takes over sending edits it instead of posting
+    /// another, so the first message does not stay red after the resolve (issue 38
+    /// item 6). Absent from peers of earlier versions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<SlackMessage>,
+}
+
+/// A Slack message, as `chat.update` names it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SlackMessage {
+    /// The channel id Slack answered with.
+    pub channel: String,
+    pub ts: String,
 }
 
 impl Delivery {
@@ -74,6 +88,7 @@ impl Delivery {
             event: e.kind.as_str().to_string(),
             severity: e.incident.severity.as_str().to_string(),
             at: e.at,
+            message: None,
         }
     }
 
@@ -238,11 +253,20 @@ impl Peers {
         t
     }
 
-    /// `event` reached `receiver` from this instance.
-    pub fn delivered(&self, receiver: &str, event: &IncidentEvent, now: SystemTime) {
+    /// `event` reached `receiver` from this instance, shown in `message` (if it keeps one).
+    pub fn delivered(
+        &self,
+        receiver: &str,
+        event: &IncidentEvent,
+        message: Option<SlackMessage>,
+        now: SystemTime,
+    ) {
         let mut s = self.lock();
         s.next_seq += 1;
-        let d = Delivery::of(s.next_seq, receiver, event);
+        let d = Delivery {
+            message,
+            ..Delivery::of(s.next_seq, receiver, event)
+        };
         s.delivered.push_back(d);
         while s.delivered.len() > MAX_DELIVERIES
             || s.delivered
@@ -251,6 +275,14 @@ impl Peers {
         {
             s.delivered.pop_front();
         }
+    }
+
+    /// The message of peer `by`'s delivery `seq` (from `Turn::Delivered`), if it told one.
+    pub fn message(&self, by: &str, seq: u64) -> Option<SlackMessage> {
+        let s = self.lock();
+        let view = s.views.get(by)?;
+        let d = view.deliveries.iter().find(|d| d.seq == seq)?;
+        d.message.clone()
     }
 
     /// Own deliveries, for the peers.

@@ -14,6 +14,7 @@ fn delivery(seq: u64, event: &str, at: SystemTime) -> Delivery {
         event: event.into(),
         severity: "critical".into(),
         at,
+        message: None,
     }
 }
 
@@ -174,14 +175,59 @@ fn one_peer_delivery_covers_one_notification() {
 #[test]
 fn own_deliveries_are_kept_ten_minutes_for_the_peers() {
     let p = Peers::new("wd-0", TAKEOVER, Duration::from_secs(1));
-    p.delivered("slack", &event("opened", t(100)), t(100));
-    p.delivered("slack", &event("resolved", t(200)), t(200));
+    p.delivered("slack", &event("opened", t(100)), None, t(100));
+    p.delivered("slack", &event("resolved", t(200)), None, t(200));
     assert_eq!(p.deliveries().len(), 2);
-    p.delivered("slack", &event("opened", t(750)), t(750));
+    p.delivered("slack", &event("opened", t(750)), None, t(750));
     let kept: Vec<String> = p.deliveries().into_iter().map(|d| d.event).collect();
     assert_eq!(kept, ["resolved", "opened"]);
     let seqs: Vec<u64> = p.deliveries().into_iter().map(|d| d.seq).collect();
     assert_eq!(seqs, [2, 3]);
+}
+
+/// The Slack message of a delivery reaches the peer that matches it (issue 38 item 6);
+/// a peer of an earlier version, whose deliveries name none, still parses.
+#[test]
+fn a_delivery_tells_its_slack_message_to_the_peers() {
+    let wd0 = Peers::new("wd-0", TAKEOVER, Duration::from_secs(1));
+    let m = SlackMessage {
+        channel: "C0OPS".into(),
+        ts: "1700000000.000001".into(),
+    };
+    wd0.delivered("slack", &event("opened", t(100)), Some(m.clone()), t(100));
+    wd0.delivered("slack", &event("resolved", t(200)), None, t(200));
+    let answer = Answer {
+        instance_id: "wd-0".into(),
+        version: "0".into(),
+        clusters: vec!["lab".into()],
+        silences: vec![],
+        deliveries: wd0.deliveries(),
+    };
+    let json = serde_json::to_value(&answer).unwrap();
+    assert_eq!(json["deliveries"][0]["message"]["ts"], "1700000000.000001");
+    assert!(json["deliveries"][1].get("message").is_none());
+    let mut older = json.clone();
+    older["deliveries"][0]
+        .as_object_mut()
+        .unwrap()
+        .remove("message");
+    let older: Answer = serde_json::from_value(older).unwrap();
+    assert_eq!(older.deliveries[0].message, None);
+
+    let wd1 = Peers::new("wd-1", TAKEOVER, Duration::from_secs(1));
+    wd1.heard(
+        "http://wd-0:9644",
+        &serde_json::from_value(json).unwrap(),
+        t(101),
+    );
+    let Turn::Delivered { by, seq } = wd1.turn("slack", &event("opened", t(100)), t(101)) else {
+        panic!("wd-0 delivered it");
+    };
+    assert_eq!(wd1.message(&by, seq), Some(m));
+    let Turn::Delivered { by, seq } = wd1.turn("slack", &event("resolved", t(200)), t(201)) else {
+        panic!("wd-0 delivered it");
+    };
+    assert_eq!(wd1.message(&by, seq), None);
 }
 
 #[test]

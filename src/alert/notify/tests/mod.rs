@@ -170,7 +170,8 @@ fn fast() -> DeliverySettings {
     DeliverySettings {
         backoff: Backoff {
             initial: Duration::from_millis(10),
-            max: Duration::from_millis(80),
+            page_max: Duration::from_millis(80),
+            info_max: Duration::from_millis(80),
             jitter: 0.2,
         },
         max_retry_after: Duration::from_secs(5),
