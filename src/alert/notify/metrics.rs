@@ -117,6 +117,13 @@ fn encode_peers(reg: &mut Registry, p: &crate::alert::peers::PeersStats) {
         "Other watchdogs (peers:) that answered within peers.takeover_secs",
         count,
     );
+    let refused: prometheus_client::metrics::counter::Counter = Default::default();
+    refused.inc_by(p.silences_refused);
+    reg.register(
+        "peer_silences_refused",
+        "Silences other watchdogs (peers:) passed on that fail the checks of the silences API (over the 30-day cap, a cluster not watched here, no comment): not taken, each counted once",
+        refused,
+    );
     let unreachable: prometheus_client::metrics::gauge::Gauge<i64> = Default::default();
     unreachable.set(p.unreachable.len() as i64);
     reg.register(

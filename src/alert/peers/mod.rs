@@ -29,7 +29,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::alert::incident::IncidentEvent;
 use crate::config::WebhookFormat;
-use crate::model::silence::Silence;
+use crate::model::silence::{Invalid, Silence};
 use crate::model::time::serde_ms;
 
 /// The path of the peers' document on the HTTP server.
@@ -191,6 +191,9 @@ struct State {
     used: BTreeSet<(String, u64)>,
     /// Peer URLs whose last look failed (refused, timed out, not a watchdog).
     unreachable: Vec<String>,
+    /// Peers' silences refused (`Silence::check`), counted and said once per id.
+    silences_refused: u64,
+    refused_silence_ids: BTreeSet<String>,
 }
 
 /// For `/status` and the metrics.
@@ -202,6 +205,8 @@ pub struct PeersStats {
     pub answering: u64,
     /// Peer URLs whose last look failed.
     pub unreachable: Vec<String>,
+    /// Silences peers passed on that failed the checks of the silences API.
+    pub silences_refused: u64,
 }
 
 impl Peers {
@@ -279,6 +284,21 @@ impl Peers {
         });
     }
 
+    /// `peer` passed on silences that fail the checks of the silences API: each is said
+    /// and counted the first time (a peer repeats its silences at every look).
+    pub fn silences_refused(&self, peer: &str, refused: Vec<(String, Invalid)>) {
+        let mut s = self.lock();
+        for (id, why) in refused {
+            if s.refused_silence_ids.len() >= crate::model::silence::MAX_SILENCES {
+                s.refused_silence_ids.clear();
+            }
+            if s.refused_silence_ids.insert(id.clone()) {
+                s.silences_refused += 1;
+                tracing::warn!(silence = %id, peer = %peer, why = %why, "silence from a peer refused: it fails the checks of the silences API");
+            }
+        }
+    }
+
     /// The peer URLs whose last look failed (the asking task says so after each look).
     pub fn set_unreachable(&self, urls: Vec<String>) {
         self.lock().unreachable = urls;
@@ -307,6 +327,7 @@ impl Peers {
             peers,
             answering,
             unreachable: s.unreachable.clone(),
+            silences_refused: s.silences_refused,
         }
     }
 }

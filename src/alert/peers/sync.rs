@@ -12,7 +12,7 @@ use tokio::sync::watch;
 
 use super::{Answer, Peers, PEER_PATH};
 use crate::config::{HttpAuth, PeersConfig};
-use crate::model::silence::Silence;
+use crate::model::silence::{Invalid, Silence};
 
 /// Largest peer document read: its deliveries and silences are bounded far below.
 const MAX_ANSWER_BYTES: usize = 4 * 1024 * 1024;
@@ -118,7 +118,7 @@ pub async fn run(
     peers: Arc<Peers>,
     setup: Setup,
     client: reqwest::Client,
-    merge: impl Fn(&str, Vec<Silence>) + Send + Sync + 'static,
+    merge: impl Fn(&str, Vec<Silence>) -> Vec<(String, Invalid)> + Send + Sync + 'static,
     mut stop: watch::Receiver<bool>,
 ) {
     // This watchdog's own URLs (found by its instance_id in the answer, then skipped), and
@@ -148,7 +148,8 @@ pub async fn run(
                         tracing::info!(peer = %a.instance_id, url = %url, "peer answers again");
                     }
                     peers.heard(&url, &a, SystemTime::now());
-                    merge(&a.instance_id, a.silences);
+                    let refused = merge(&a.instance_id, a.silences);
+                    peers.silences_refused(&a.instance_id, refused);
                 }
                 Err(why) => {
                     if !failing.contains_key(&url) {
