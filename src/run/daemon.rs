@@ -391,14 +391,14 @@ fn peer_client(
     }
 }
 
-/// How this watchdog asks its peers: with its own credential, from its listen address.
+/// How this watchdog asks its peers: with the peer key (never its `http.auth`
+/// credential), from its listen address.
 fn peer_setup(
     config: &Config,
     peers: crate::config::PeersConfig,
 ) -> crate::alert::peers::sync::Setup {
     crate::alert::peers::sync::Setup {
         config: peers,
-        auth: config.http_auth.clone(),
         listen: config.http_listen,
     }
 }

@@ -19,6 +19,7 @@
 //!
 //! The judgment of turns is pure ([`turn`]), with `now` a parameter.
 
+pub mod auth;
 pub mod sync;
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -101,6 +102,38 @@ pub struct Answer {
     /// Its runtime silences, expired ones included (so an expiry reaches every instance).
     pub silences: Vec<Silence>,
     pub deliveries: Vec<Delivery>,
+}
+
+/// Why bytes are not a peer document.
+#[derive(Debug, thiserror::Error)]
+#[error("not a peer document: {0}")]
+pub struct Malformed(String);
+
+/// Longest instance_id, as the configuration allows one.
+const MAX_INSTANCE_ID_CHARS: usize = 128;
+/// More clusters than any one watchdog watches.
+const MAX_CLUSTERS: usize = 10_000;
+
+/// A peer's answer from its body: JSON of the shape `Answer`, within the bounds this
+/// instance keeps itself (ids, silences, deliveries). Pure, so it can be fuzzed.
+pub fn parse_answer(body: &[u8]) -> Result<Answer, Malformed> {
+    let a: Answer = serde_json::from_slice(body).map_err(|e| Malformed(e.to_string()))?;
+    let bad = |m: &str| Err(Malformed(m.to_string()));
+    let id_ok = |id: &str| {
+        !id.is_empty()
+            && id.chars().count() <= MAX_INSTANCE_ID_CHARS
+            && !id.chars().any(char::is_control)
+    };
+    if !id_ok(&a.instance_id) || a.version.chars().count() > MAX_INSTANCE_ID_CHARS {
+        return bad("instance_id or version out of shape");
+    }
+    if a.clusters.len() > MAX_CLUSTERS
+        || a.silences.len() > crate::model::silence::MAX_SILENCES
+        || a.deliveries.len() > MAX_DELIVERIES
+    {
+        return bad("more clusters, silences or deliveries than a watchdog keeps");
+    }
+    Ok(a)
 }
 
 /// A peer as last heard.
@@ -193,6 +226,8 @@ struct State {
     unreachable: Vec<String>,
     /// Peers' silences refused (`Silence::check`), counted and said once per id.
     silences_refused: u64,
+    /// Peers' answers refused, by reason.
+    answers_refused: BTreeMap<auth::Refusal, u64>,
     refused_silence_ids: BTreeSet<String>,
 }
 
@@ -207,6 +242,8 @@ pub struct PeersStats {
     pub unreachable: Vec<String>,
     /// Silences peers passed on that failed the checks of the silences API.
     pub silences_refused: u64,
+    /// Answers refused, by reason (every reason, zero included).
+    pub answers_refused: Vec<(&'static str, u64)>,
 }
 
 impl Peers {
@@ -299,6 +336,11 @@ impl Peers {
         }
     }
 
+    /// A peer's answer was refused (`auth::Refusal`).
+    pub fn answer_refused(&self, why: auth::Refusal) {
+        *self.lock().answers_refused.entry(why).or_default() += 1;
+    }
+
     /// The peer URLs whose last look failed (the asking task says so after each look).
     pub fn set_unreachable(&self, urls: Vec<String>) {
         self.lock().unreachable = urls;
@@ -328,6 +370,10 @@ impl Peers {
             answering,
             unreachable: s.unreachable.clone(),
             silences_refused: s.silences_refused,
+            answers_refused: auth::Refusal::ALL
+                .iter()
+                .map(|r| (r.as_str(), s.answers_refused.get(r).copied().unwrap_or(0)))
+                .collect(),
         }
     }
 }
