@@ -278,7 +278,14 @@ impl Alerting {
             deliveries: self
                 .peers
                 .as_ref()
-                .map(|p| p.deliveries())
+                .map(|p| {
+                    let open = self
+                        .book
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .open_episodes();
+                    p.deliveries(&open, SystemTime::now())
+                })
                 .unwrap_or_default(),
         }
     }

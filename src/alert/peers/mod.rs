@@ -5,7 +5,9 @@
 //! - their runtime silences, merged into its own (a silence is known by its id, and an
 //!   expiry only ever moves its end earlier, so the merge is the earliest end per id: the
 //!   same on every instance whatever the order, and an expired silence stays expired);
-//! - what they delivered lately, per receiver: incident, event, severity and time.
+//! - what they delivered lately, per receiver: incident, event, severity and time, and the
+//!   stretch of time the sender saw that incident open (its start, and how long it is
+//!   known to have lasted).
 //!
 //! Receivers that deduplicate (Alertmanager by labels, PagerDuty by dedup key) get every
 //! instance's notifications, as their own clustering expects. For the others (Slack, Teams,
@@ -16,6 +18,17 @@
 //! delivery; when it dies the next sends after at most `takeover`; when the instances
 //! cannot see each other, each is first in its own line and every one sends: duplicates,
 //! never silence.
+//!
+//! A peer's delivery stands for one of this instance's events only when it is of an
+//! episode this instance itself saw (issue 38 item 5): the peer's incident and this one's
+//! were open at a common moment, judged from what each knows for sure (from its start to
+//! its event here; from its start to the peer's last word that it was still open, there).
+//! Closeness in time alone is not enough: two instances that saw different episodes of
+//! the same incident within two minutes each took the other's delivery for their own, and
+//! the episode only one of them saw reached no receiver. A delivery is thus dropped only
+//! for one that reached the receiver about the same stretch of trouble: every event
+//! reaches every receiver at least once (`tests_interleavings` checks it over random
+//! interleavings of two instances).
 //!
 //! The judgment of turns is pure ([`turn`]), with `now` a parameter.
 
@@ -31,7 +44,7 @@ use serde::{Deserialize, Serialize};
 use crate::alert::incident::IncidentEvent;
 use crate::config::WebhookFormat;
 use crate::model::silence::{Invalid, Silence};
-use crate::model::time::serde_ms;
+use crate::model::time::{serde_ms, serde_opt_ms};
 
 /// The path of the peers' document on the HTTP server.
 pub const PEER_PATH: &str = "/api/v1/peer";
@@ -64,6 +77,18 @@ pub struct Delivery {
     /// When the incident changed (the event's time), not when it was sent.
     #[serde(with = "serde_ms")]
     pub at: SystemTime,
+    /// When the sender's incident began (its `started_at`). Missing (an older peer): the
+    /// delivery stands for none of this instance's events.
+    #[serde(default, with = "serde_opt_ms")]
+    pub started_at: Option<SystemTime>,
+    /// The last time the sender knows its incident was open: when it answered, while it
+    /// still is; else its latest delivery about it. Set when answering; missing, `at`.
+    #[serde(
+        default,
+        with = "serde_opt_ms",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub open_until: Option<SystemTime>,
 }
 
 impl Delivery {
@@ -75,15 +100,31 @@ impl Delivery {
             event: e.kind.as_str().to_string(),
             severity: e.incident.severity.as_str().to_string(),
             at: e.at,
+            started_at: Some(e.incident.started_at),
+            open_until: None,
         }
     }
 
-    fn same_event(&self, other: &Delivery, window: Duration) -> bool {
-        self.receiver == other.receiver
-            && self.dedup_key == other.dedup_key
-            && self.event == other.event
-            && self.severity == other.severity
-            && apart(self.at, other.at) <= window
+    /// From the incident's start to the last time its sender knows it was open.
+    fn known_open(&self) -> Option<(SystemTime, SystemTime)> {
+        let start = self.started_at?;
+        Some((start, self.open_until.unwrap_or(self.at).max(self.at)))
+    }
+
+    /// Whether this peer delivery stands for `mine`: the same receiver, incident, event
+    /// and severity, close in time, and of an episode this instance saw too (both open
+    /// at a common moment).
+    fn same_event(&self, mine: &Delivery, window: Duration) -> bool {
+        let overlap = match (self.known_open(), mine.known_open()) {
+            (Some((a0, a1)), Some((b0, b1))) => a0 <= b1 && b0 <= a1,
+            _ => false,
+        };
+        self.receiver == mine.receiver
+            && self.dedup_key == mine.dedup_key
+            && self.event == mine.event
+            && self.severity == mine.severity
+            && apart(self.at, mine.at) <= window
+            && overlap
     }
 }
 
@@ -295,9 +336,32 @@ impl Peers {
         }
     }
 
-    /// Own deliveries, for the peers.
-    pub fn deliveries(&self) -> Vec<Delivery> {
-        self.lock().delivered.iter().cloned().collect()
+    /// Own deliveries, for the peers, each with how long its incident is known to have
+    /// been open: until `now` for those of the `open` episodes (dedup key, start), else
+    /// until the latest delivery of that episode.
+    pub fn deliveries(&self, open: &[(String, SystemTime)], now: SystemTime) -> Vec<Delivery> {
+        let s = self.lock();
+        let mut last: BTreeMap<(&str, SystemTime), SystemTime> = BTreeMap::new();
+        for d in &s.delivered {
+            if let Some(start) = d.started_at {
+                let e = last.entry((d.dedup_key.as_str(), start)).or_insert(d.at);
+                *e = (*e).max(d.at);
+            }
+        }
+        s.delivered
+            .iter()
+            .map(|d| {
+                let mut d = d.clone();
+                d.open_until = d.started_at.and_then(|start| {
+                    if open.iter().any(|(k, s)| *k == d.dedup_key && *s == start) {
+                        Some(now)
+                    } else {
+                        last.get(&(d.dedup_key.as_str(), start)).copied()
+                    }
+                });
+                d
+            })
+            .collect()
     }
 
     /// A peer answered.
@@ -380,3 +444,5 @@ impl Peers {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_interleavings;

@@ -14,6 +14,9 @@ fn delivery(seq: u64, event: &str, at: SystemTime) -> Delivery {
         event: event.into(),
         severity: "critical".into(),
         at,
+        // Its incident began five seconds before the event (each its own look).
+        started_at: Some(at - Duration::from_secs(5)),
+        open_until: None,
     }
 }
 
@@ -176,11 +179,19 @@ fn own_deliveries_are_kept_ten_minutes_for_the_peers() {
     let p = Peers::new("wd-0", TAKEOVER, Duration::from_secs(1));
     p.delivered("slack", &event("opened", t(100)), t(100));
     p.delivered("slack", &event("resolved", t(200)), t(200));
-    assert_eq!(p.deliveries().len(), 2);
+    assert_eq!(p.deliveries(&[], t(200)).len(), 2);
     p.delivered("slack", &event("opened", t(750)), t(750));
-    let kept: Vec<String> = p.deliveries().into_iter().map(|d| d.event).collect();
+    let kept: Vec<String> = p
+        .deliveries(&[], t(750))
+        .into_iter()
+        .map(|d| d.event)
+        .collect();
     assert_eq!(kept, ["resolved", "opened"]);
-    let seqs: Vec<u64> = p.deliveries().into_iter().map(|d| d.seq).collect();
+    let seqs: Vec<u64> = p
+        .deliveries(&[], t(750))
+        .into_iter()
+        .map(|d| d.seq)
+        .collect();
     assert_eq!(seqs, [2, 3]);
 }
 
@@ -197,7 +208,74 @@ fn the_formats_that_deduplicate_are_sent_by_every_instance() {
     }
 }
 
+/// Issue 38 item 5: a peer's claim of delivery stands only for an event of an episode this
+/// instance saw too. The peer's incident opened at 0 and resolved at 30; this instance's
+/// own opened at 99, after the peer's had ended: two episodes a minute and a half apart,
+/// within the two-minute window, and only this one saw the second. Its page is not
+/// dropped.
+#[test]
+fn a_delivery_claim_for_an_episode_this_instance_did_not_see_drops_no_page() {
+    let p = Peers::new("wd-1", TAKEOVER, Duration::from_secs(1));
+    let first = event_of("opened", t(1), t(0));
+    let theirs = Peers::new("wd-0", TAKEOVER, Duration::from_secs(1));
+    theirs.delivered("slack", &first, t(1));
+    theirs.delivered("slack", &event_of("resolved", t(30), t(0)), t(30));
+    let answer = Answer {
+        instance_id: "wd-0".into(),
+        version: "x".into(),
+        clusters: vec!["lab".into()],
+        silences: vec![],
+        // Its incident is no longer open when it answers.
+        deliveries: theirs.deliveries(&[], t(100)),
+    };
+    p.heard("http://wd-0:9644", &answer, t(100));
+    let mine = event_of("opened", t(100), t(99));
+    let turn = p.turn("slack", &mine, t(100));
+    assert!(!matches!(turn, Turn::Delivered { .. }), "{turn:?}");
+    // Its resolve at 150 is not the peer's resolve at 30 either.
+    let resolved = event_of("resolved", t(150), t(99));
+    assert!(!matches!(
+        p.turn("slack", &resolved, t(150)),
+        Turn::Delivered { .. }
+    ));
+    // The same episode seen by both (this one's began at 2, while the peer's was open
+    // until 30): the peer's delivery stands for it.
+    let same = event_of("opened", t(3), t(2));
+    assert!(matches!(
+        p.turn("slack", &same, t(100)),
+        Turn::Delivered { .. }
+    ));
+    // A peer still open when it answered covers a later start of this one's too.
+    let q = Peers::new("wd-1", TAKEOVER, Duration::from_secs(1));
+    let open = vec![("lab/broker-2/broker".to_string(), t(0))];
+    let answer = Answer {
+        deliveries: theirs.deliveries(&open, t(100)),
+        ..answer
+    };
+    q.heard("http://wd-0:9644", &answer, t(100));
+    assert!(matches!(
+        q.turn("slack", &event_of("opened", t(60), t(59)), t(100)),
+        Turn::Delivered { .. }
+    ));
+}
+
+#[test]
+fn a_claim_without_its_episode_stands_for_nothing() {
+    let mut old = delivery(1, "opened", t(100));
+    old.started_at = None;
+    let v = views(&[("wd-0", view(t(100), vec![old]))]);
+    assert!(!matches!(
+        turn_of("wd-1", &v, &delivery(0, "opened", t(100)), t(101)),
+        Turn::Delivered { .. }
+    ));
+}
+
 fn event(kind: &str, at: SystemTime) -> IncidentEvent {
+    event_of(kind, at, at)
+}
+
+/// An event of `kind` at `at` about broker 2's incident that began at `started`.
+fn event_of(kind: &str, at: SystemTime, started: SystemTime) -> IncidentEvent {
     use crate::alert::incident::{EventKind, Incident, Subject};
     use crate::config::Severity;
     use crate::model::kind::FindingKind;
@@ -225,7 +303,7 @@ fn event(kind: &str, at: SystemTime) -> IncidentEvent {
             affected_partitions: Vec::new(),
             affected_partitions_total: 0,
             suspects: vec![2],
-            started_at: at,
+            started_at: started,
             updated_at: at,
             resolved_at: None,
             unavailable_seconds: None,
