@@ -55,6 +55,13 @@ const MAX_DELIVERIES: usize = 2000;
 /// Two instances see the same change at slightly different times (each its own look): a
 /// peer's delivery of the same event within this of ours is the same event.
 const MIN_MATCH_WINDOW: Duration = Duration::from_secs(120);
+/// Peers kept at most (and so `peer_last_answer_age_seconds{peer}` series): far more than
+/// any fleet of watchdogs on the same clusters, few enough that a DNS name resolving to
+/// many addresses, or a peer changing its instance_id, cannot grow them without bound.
+pub const MAX_PEERS: usize = 64;
+/// A peer not heard this long is forgotten: its deliveries are past use (they are kept
+/// this long by their sender) and its series leaves the metrics.
+const FORGET_AFTER: Duration = KEEP_DELIVERIES;
 
 /// Whether the receiver's own service merges the instances' notifications.
 pub fn deduplicates(format: WebhookFormat) -> bool {
@@ -364,9 +371,13 @@ impl Peers {
             .collect()
     }
 
-    /// A peer answered.
+    /// A peer answered. One URL is one instance at a time (a pod restarted with another
+    /// id replaces its old view); views not heard for `FORGET_AFTER` are forgotten, and
+    /// beyond `MAX_PEERS` the least lately heard goes.
     pub fn heard(&self, url: &str, answer: &Answer, now: SystemTime) {
         let mut s = self.lock();
+        s.views
+            .retain(|id, v| *id == answer.instance_id || v.url != url);
         s.views.insert(
             answer.instance_id.clone(),
             View {
@@ -376,12 +387,13 @@ impl Peers {
                 seen_at: now,
             },
         );
+        forget(&mut s.views, now);
         // A match is remembered as long as the delivery it used can still be shown.
         let State { views, used, .. } = &mut *s;
         used.retain(|(id, seq)| {
             views
                 .get(id)
-                .is_none_or(|v| v.deliveries.iter().any(|d| d.seq == *seq))
+                .is_some_and(|v| v.deliveries.iter().any(|d| d.seq == *seq))
         });
     }
 
@@ -411,7 +423,8 @@ impl Peers {
     }
 
     pub fn stats(&self, now: SystemTime) -> PeersStats {
-        let s = self.lock();
+        let mut s = self.lock();
+        forget(&mut s.views, now);
         let peers: Vec<(String, String, f64)> = s
             .views
             .iter()
@@ -439,6 +452,22 @@ impl Peers {
                 .map(|r| (r.as_str(), s.answers_refused.get(r).copied().unwrap_or(0)))
                 .collect(),
         }
+    }
+}
+
+/// Drops the views not heard for `FORGET_AFTER`, then the least lately heard beyond
+/// `MAX_PEERS`.
+fn forget(views: &mut BTreeMap<String, View>, now: SystemTime) {
+    views.retain(|_, v| now.duration_since(v.seen_at).unwrap_or_default() <= FORGET_AFTER);
+    while views.len() > MAX_PEERS {
+        let oldest = views
+            .iter()
+            .min_by_key(|(_, v)| v.seen_at)
+            .map(|(id, _)| id.clone());
+        match oldest {
+            Some(id) => views.remove(&id),
+            None => break,
+        };
     }
 }
 

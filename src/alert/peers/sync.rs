@@ -86,6 +86,16 @@ async fn targets(config: &PeersConfig) -> Vec<String> {
     }
     out.sort();
     out.dedup();
+    // A name resolving to hundreds of addresses is not a fleet of watchdogs; asking them
+    // all would grow the views and the unreachable list without bound.
+    if out.len() > super::MAX_PEERS {
+        tracing::debug!(
+            count = out.len(),
+            "peers: more addresses than {} peers; the first asked",
+            super::MAX_PEERS
+        );
+        out.truncate(super::MAX_PEERS);
+    }
     out
 }
 

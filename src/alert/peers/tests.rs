@@ -270,6 +270,40 @@ fn a_claim_without_its_episode_stands_for_nothing() {
     ));
 }
 
+/// Issue 38 item 5: the peers' views, and the `peer` label of their metric, stay bounded.
+#[test]
+fn peer_views_and_their_labels_stay_bounded() {
+    let p = Peers::new("wd-0", TAKEOVER, Duration::from_secs(1));
+    let answer = |id: String| Answer {
+        instance_id: id,
+        version: "x".into(),
+        clusters: vec!["lab".into()],
+        silences: vec![],
+        deliveries: vec![],
+    };
+    // One address answering with a new instance_id at each look (a restarted pod, or a
+    // peer gone wrong) is one peer.
+    for i in 0..1000 {
+        p.heard("http://wd-1:9644", &answer(format!("wd-1-{i}")), t(i));
+    }
+    let seen = p.stats(t(1000)).peers;
+    assert_eq!(seen.len(), 1, "one view per address");
+    assert_eq!(seen[0].0, "wd-1-999");
+    // A thousand addresses, each its own peer: at most MAX_PEERS, the latest heard.
+    for i in 0..1000 {
+        p.heard(
+            &format!("http://10.0.{}.{}:9644", i / 250, i % 250),
+            &answer(format!("pod-{i}")),
+            t(1000 + i),
+        );
+    }
+    let seen = p.stats(t(2000)).peers;
+    assert_eq!(seen.len(), MAX_PEERS);
+    assert!(seen.iter().any(|x| x.0 == "pod-999"));
+    // Silent for longer than their deliveries are kept: forgotten, series and all.
+    assert!(p.stats(t(2000 + 601)).peers.is_empty());
+}
+
 fn event(kind: &str, at: SystemTime) -> IncidentEvent {
     event_of(kind, at, at)
 }
