@@ -233,6 +233,10 @@ fn a_signed_answer_from_a_real_peer_is_taken() {
     };
     let a = start("wd-a", port_a);
     let b = start("wd-b", port_b);
+    // An ask without the key's proof gets nothing but why.
+    let (code, body) = a.get("/api/v1/peer").unwrap();
+    assert_eq!(code, 401, "{body}");
+    assert!(body.contains("signed with the peer key"), "{body}");
     let cfg = a.dir.join("watchdog.yaml");
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_kafka-watchdog"))
         .args(["silence", "add", "-c", cfg.to_str().unwrap()])
