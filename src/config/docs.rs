@@ -212,6 +212,7 @@ fn sections() -> Vec<Section> {
         plain(&format!("{pe}{}", s::PEERS_POLL_INTERVAL.key), "integer", &s::PEERS_POLL_INTERVAL.default.to_string(), &format!("{} to {}", s::PEERS_POLL_INTERVAL.min, s::PEERS_POLL_INTERVAL.max), Restart, "How often each peer is asked."),
         plain(&format!("{pe}{}", s::PEERS_TAKEOVER.key), "integer", &s::PEERS_TAKEOVER.default.to_string(), &format!("{} to {}, at least three looks", s::PEERS_TAKEOVER.min, s::PEERS_TAKEOVER.max), Restart, "A peer silent this long is gone, and the next in line (by instance_id) sends; each instance waits this long per place in line for those before it to deliver."),
         plain(&format!("{pe}{}", s::PEERS_CA_FILE), "path", "the system's trust roots", "a PEM file", Restart, "CA certificates for HTTPS peers."),
+        secret(pe, &s::PEERS_KEY, "required", Restart, "A key every instance shares, at least 32 characters, other than the http.auth credential: each answer and each ask between peers is signed with it (HMAC-SHA256), and an answer without a good signature is refused."),
     ];
 
     vec![
@@ -227,7 +228,7 @@ fn sections() -> Vec<Section> {
         Section { title: "Silences", note: "", lines: silences },
         Section {
             title: "Peers",
-            note: "Several watchdogs on the same clusters (the Helm chart's replicas, docs/high-availability.md): silences added on one hold on all, and a receiver that does not deduplicate (slack, teams, generic) hears each event from one of them. The peers' HTTP API is asked with this watchdog's own `http.auth` credential, so every instance needs the same one. Alertmanager and PagerDuty receivers get every instance's notifications and deduplicate them themselves.",
+            note: "Several watchdogs on the same clusters (the Helm chart's replicas, docs/high-availability.md): silences added on one hold on all, and a receiver that does not deduplicate (slack, teams, generic) hears each event from one of them. Peers prove who they are with the peer key (`key_file` or `key_env`), the same on every instance; the `http.auth` credential is never sent to a peer. Alertmanager and PagerDuty receivers get every instance's notifications and deduplicate them themselves.",
             lines: peers,
         },
     ]
@@ -247,8 +248,20 @@ pub(crate) fn restart_settings() -> std::collections::BTreeSet<String> {
     lines()
         .into_iter()
         .filter(|l| l.reload == Reload::Restart)
-        .flat_map(|l| l.keys)
-        .map(|k| k.splitn(3, '.').take(2).collect::<Vec<_>>().join("."))
+        .flat_map(|l| {
+            // A secret is one setting however it is given (`peers.key`).
+            let secret = l.ty == "secret";
+            l.keys.into_iter().map(move |k| {
+                let k = k.splitn(3, '.').take(2).collect::<Vec<_>>().join(".");
+                match secret {
+                    true => k
+                        .trim_end_matches("_env")
+                        .trim_end_matches("_file")
+                        .to_string(),
+                    false => k,
+                }
+            })
+        })
         .collect()
 }
 
@@ -353,6 +366,7 @@ peers:
   poll_interval_ms: 1000
   takeover_secs: 10
   ca_file: ca.pem
+  key_file: peer-key
 ";
 
     /// `clusters[3].canary` and `defaults.canary` are both `clusters[].canary` here.

@@ -316,6 +316,18 @@ pub(crate) const PEERS_DNS_SCHEME: &str = "dns_scheme";
 /// How the addresses of `peers.dns` are reached when `dns_scheme` is not written.
 pub(crate) const PEERS_DNS_SCHEME_DEFAULT: &str = "http";
 pub(crate) const PEERS_CA_FILE: &str = "ca_file";
+/// The key every instance shares: it signs each answer and each ask (`alert::peers::auth`),
+/// so an answer is taken only from a peer that holds it, and the `http.auth` credential
+/// never leaves for a peer.
+pub(crate) const PEERS_KEY: SecretKeys = SecretKeys {
+    what: "peer key",
+    inline: "key",
+    inline_allowed: false,
+    env: "key_env",
+    file: "key_file",
+};
+/// Shorter keys can be guessed offline from one signed answer.
+pub(crate) const PEERS_KEY_MIN_CHARS: usize = 32;
 /// Each peer is asked this often for its silences and what it delivered.
 pub(crate) const PEERS_POLL_INTERVAL: IntSpec = IntSpec {
     key: "poll_interval_ms",

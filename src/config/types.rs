@@ -85,6 +85,8 @@ pub struct PeersConfig {
     pub takeover: Duration,
     /// Certificates (PEM) trusted for HTTPS peers besides the system's.
     pub ca_file: Option<PathBuf>,
+    /// Shared by every instance: signs answers and asks (`alert::peers::auth`).
+    pub key: Secret,
 }
 
 /// A DNS name each of whose addresses is a peer (a Kubernetes headless service).
@@ -125,6 +127,14 @@ impl HttpAuth {
                 req.basic_auth(username, Some(password.expose()))
             }
             HttpAuth::Bearer { token } => req.bearer_auth(token.expose()),
+        }
+    }
+
+    /// Whether `secret` is this credential's secret part.
+    pub fn holds(&self, secret: &Secret) -> bool {
+        match self {
+            HttpAuth::Basic { password, .. } => password == secret,
+            HttpAuth::Bearer { token } => token == secret,
         }
     }
 }

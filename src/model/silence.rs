@@ -18,6 +18,8 @@ pub const MAX_DURATION: Duration = Duration::from_secs(30 * 86_400);
 pub const MAX_SILENCES: usize = 1000;
 /// Longest comment kept.
 pub const MAX_COMMENT_CHARS: usize = 1000;
+/// Longest `created_by` kept.
+pub const MAX_AUTHOR_CHARS: usize = 100;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -104,6 +106,58 @@ impl Silence {
         )
     }
 
+    /// The rules every silence kept at runtime obeys, whoever made it: the API and the
+    /// `silence` command (through `Request::check`), the file, and a peer that passes one
+    /// on (`alert::silence::Silences::merge`), so a silence a peer hands over can do no
+    /// more than one asked of this watchdog's own API (issue 38 item 5). A peer's copy may
+    /// have been expired before it started, so an end at its start is accepted here; a
+    /// request must end after its start (`Request::check`).
+    pub fn check(&self, known_clusters: &[String]) -> Result<(), Invalid> {
+        let bad = |m: String| Err(Invalid(m));
+        if let Some(c) = &self.cluster {
+            if !known_clusters.contains(c) {
+                return bad(format!(
+                    "cluster '{c}' is not watched (known: {})",
+                    known_clusters.join(", ")
+                ));
+            }
+        }
+        let comment = self.comment.trim();
+        if comment.is_empty() {
+            return bad("a comment is required: say why, so the next person knows".into());
+        }
+        if comment.chars().count() > MAX_COMMENT_CHARS {
+            return bad(format!(
+                "the comment is longer than {MAX_COMMENT_CHARS} characters"
+            ));
+        }
+        let author = self.created_by.trim();
+        if author.is_empty() || author.chars().count() > MAX_AUTHOR_CHARS {
+            return bad(format!(
+                "created_by must name someone in at most {MAX_AUTHOR_CHARS} characters"
+            ));
+        }
+        if !is_silence_id(&self.id) {
+            return bad(format!(
+                "'{}' is not a silence id (s- and 12 hex digits)",
+                self.id.chars().take(40).collect::<String>()
+            ));
+        }
+        let Ok(length) = self.ends_at.duration_since(self.starts_at) else {
+            return bad(format!(
+                "the silence would end at {}, before its start",
+                rfc3339(self.ends_at)
+            ));
+        };
+        if self.origin == Origin::Api && length > MAX_DURATION {
+            return bad(format!(
+                "a silence lasts at most {} days",
+                MAX_DURATION.as_secs() / 86_400
+            ));
+        }
+        Ok(())
+    }
+
     pub fn mark(&self) -> SilenceMark {
         SilenceMark {
             id: self.id.clone(),
@@ -171,9 +225,7 @@ impl Request {
         now: SystemTime,
         origin: Origin,
     ) -> Result<Silence, Invalid> {
-        self.check_cluster(known_clusters)?;
         let kind = self.checked_kind()?;
-        let comment = self.checked_comment()?;
         let (starts_at, ends_at) = self.window(now, origin)?;
         let mut s = Silence {
             id: String::new(),
@@ -182,25 +234,13 @@ impl Request {
             kind,
             starts_at,
             ends_at,
-            comment: comment.to_string(),
+            comment: self.comment.trim().to_string(),
             created_by: self.author(origin),
             origin,
         };
         s.id = silence_id(&s);
+        s.check(known_clusters)?;
         Ok(s)
-    }
-
-    /// The named cluster, if any, must be one this watchdog watches.
-    fn check_cluster(&self, known_clusters: &[String]) -> Result<(), Invalid> {
-        if let Some(c) = &self.cluster {
-            if !known_clusters.contains(c) {
-                return Err(Invalid(format!(
-                    "cluster '{c}' is not watched (known: {})",
-                    known_clusters.join(", ")
-                )));
-            }
-        }
-        Ok(())
     }
 
     /// The kind of finding silenced, by its name; none silences every kind.
@@ -220,24 +260,8 @@ impl Request {
         }
     }
 
-    /// The trimmed comment: required, and at most `MAX_COMMENT_CHARS` long.
-    fn checked_comment(&self) -> Result<&str, Invalid> {
-        let comment = self.comment.trim();
-        if comment.is_empty() {
-            return Err(Invalid(
-                "a comment is required: say why, so the next person knows".into(),
-            ));
-        }
-        if comment.chars().count() > MAX_COMMENT_CHARS {
-            return Err(Invalid(format!(
-                "the comment is longer than {MAX_COMMENT_CHARS} characters"
-            )));
-        }
-        Ok(comment)
-    }
-
     /// When the silence starts and ends, checked to end after it starts (and, from the API,
-    /// after now) and to last no longer than `MAX_DURATION`.
+    /// after now); how long it may last is `Silence::check`'s.
     fn window(&self, now: SystemTime, origin: Origin) -> Result<(SystemTime, SystemTime), Invalid> {
         let bad = |m: String| Err(Invalid(m));
         // A file's silence is the same silence on every load: it starts when it says (or
@@ -255,12 +279,6 @@ impl Request {
                 "the silence would end at {}, which is not after its start{}",
                 rfc3339(ends_at),
                 if fixed { "" } else { " and now" }
-            ));
-        }
-        if !fixed && ends_at.duration_since(starts_at).unwrap_or_default() > MAX_DURATION {
-            return bad(format!(
-                "a silence lasts at most {} days",
-                MAX_DURATION.as_secs() / 86_400
             ));
         }
         Ok((starts_at, ends_at))
@@ -300,7 +318,7 @@ impl Request {
                 Origin::Api => "api",
             })
             .chars()
-            .take(100)
+            .take(MAX_AUTHOR_CHARS)
             .collect()
     }
 }
@@ -323,6 +341,15 @@ pub(crate) fn silence_id(s: &Silence) -> String {
         .map(|b| format!("{b:02x}"))
         .collect();
     format!("s-{hex}")
+}
+
+/// Whether `id` has the shape `silence_id` gives: `s-` and 12 lower-case hex digits.
+fn is_silence_id(id: &str) -> bool {
+    id.strip_prefix("s-").is_some_and(|h| {
+        h.len() == 12
+            && h.bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    })
 }
 
 /// `90s`, `15m`, `2h`, `1d`, or a combination (`1h30m`).

@@ -356,16 +356,22 @@ async fn drain(
 /// into this one's, their deliveries into its turns.
 fn spawn_peers(
     alerting: &Arc<Alerting>,
+    published: &Arc<Publisher>,
     peers: Option<(crate::alert::peers::sync::Setup, reqwest::Client)>,
     stop: watch::Receiver<bool>,
 ) -> Option<tokio::task::JoinHandle<()>> {
     let (state, (setup, client)) = (alerting.peers()?, peers?);
     let merging = alerting.clone();
+    // A peer's silence is checked against the clusters watched now (a reload may change
+    // them), as the silences API checks one.
+    let published = published.clone();
     Some(tokio::spawn(crate::alert::peers::sync::run(
         state,
         setup,
         client,
-        move |peer, silences| merging.merge_peer_silences(peer, silences),
+        move |peer, silences| {
+            merging.merge_peer_silences(peer, silences, &published.current().clusters)
+        },
         stop,
     )))
 }
@@ -385,14 +391,14 @@ fn peer_client(
     }
 }
 
-/// How this watchdog asks its peers: with its own credential, from its listen address.
+/// How this watchdog asks its peers: with the peer key (never its `http.auth`
+/// credential), from its listen address.
 fn peer_setup(
     config: &Config,
     peers: crate::config::PeersConfig,
 ) -> crate::alert::peers::sync::Setup {
     crate::alert::peers::sync::Setup {
         config: peers,
-        auth: config.http_auth.clone(),
         listen: config.http_listen,
     }
 }
@@ -426,7 +432,7 @@ pub async fn run(
     let alerting = start_alerting(&config)?;
     published.attach_alerting(alerting.clone());
     let (peers_stop, peers_stop_rx) = watch::channel(false);
-    let peer_task = spawn_peers(&alerting, peers, peers_stop_rx);
+    let peer_task = spawn_peers(&alerting, &published, peers, peers_stop_rx);
     if config.http_auth.is_none() {
         http_options.local_token = local_token(&config.state_dir);
     }

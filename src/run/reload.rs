@@ -223,7 +223,7 @@ pub fn applied(old: &Config, mut new: Config) -> Config {
 }
 
 /// Each `peers:` key as the reload names it, with its value in words.
-fn peer_settings(p: Option<&crate::config::PeersConfig>) -> [(&'static str, String); 6] {
+fn peer_settings(p: Option<&crate::config::PeersConfig>) -> [(&'static str, String); 7] {
     let none = || "none".to_string();
     let urls = p.map_or_else(none, |p| {
         let all: Vec<String> = p.urls.iter().map(ToString::to_string).collect();
@@ -254,7 +254,15 @@ fn peer_settings(p: Option<&crate::config::PeersConfig>) -> [(&'static str, Stri
             p.and_then(|p| p.ca_file.as_ref())
                 .map_or_else(none, |f| f.display().to_string()),
         ),
+        // Named by a digest's first bytes: which key, never the key.
+        ("key", p.map_or_else(none, |p| key_print(p.key.expose()))),
     ]
+}
+
+fn key_print(key: &str) -> String {
+    let d = ring::digest::digest(&ring::digest::SHA256, key.as_bytes());
+    let hex: String = d.as_ref()[..4].iter().map(|b| format!("{b:02x}")).collect();
+    format!("a key with SHA-256 {hex}...")
 }
 
 fn tls_summary(tls: Option<&HttpTlsConfig>) -> String {
@@ -624,10 +632,11 @@ webhooks:";
             .replace("format: text", "format: json")
             .replace("level: info", "level: debug")
             .replace("/var/lib/kafka-watchdog", "/srv/kw")
-            + &format!("peers:\n  urls: [http://wd-3:9644]\n  dns: wd.example:9644\n  dns_scheme: https\n  poll_interval_ms: 500\n  takeover_secs: 5\n  ca_file: {testdata}/ca.pem\n");
+            + &format!("peers:\n  urls: [http://wd-3:9644]\n  dns: wd.example:9644\n  dns_scheme: https\n  poll_interval_ms: 500\n  takeover_secs: 5\n  ca_file: {testdata}/ca.pem\n  key_env: KW_PEER_KEY\n");
         let env = |k: &str| match k {
             "KW_PAYMENTS_PASSWORD" => Some("s3cret".to_string()),
             "KW_HTTP_TOKEN" => Some("t0ken".to_string()),
+            "KW_PEER_KEY" => Some("k".repeat(32)),
             _ => None,
         };
         let new = crate::config::parse_with_env(&text, "t.yaml", &env).unwrap();

@@ -30,6 +30,8 @@ use tokio::net::TcpListener;
 use tokio::sync::{watch, Semaphore};
 use tokio_rustls::TlsAcceptor;
 
+use crate::alert::peers::auth::PeerKey;
+use crate::alert::peers::PEER_PATH;
 use crate::config::{Config, HttpAuth, HttpTlsError, Secret};
 use crate::serve::snapshot::Publisher;
 
@@ -60,6 +62,8 @@ pub struct ServeOptions {
     /// Without `auth`: the token that changes to silences must carry (see
     /// [`create_local_token`]); none refuses every change.
     pub local_token: Option<Secret>,
+    /// With `peers:`: what `/api/v1/peer` asks of a peer instead of `auth`.
+    pub peer_key: Option<Arc<PeerKey>>,
     pub max_connections: usize,
 }
 
@@ -69,6 +73,7 @@ impl Default for ServeOptions {
             tls: None,
             auth: None,
             local_token: None,
+            peer_key: None,
             max_connections: MAX_CONNECTIONS,
         }
     }
@@ -80,6 +85,7 @@ impl std::fmt::Debug for ServeOptions {
             .field("tls", &self.tls.is_some())
             .field("auth", &self.auth)
             .field("local_token", &self.local_token.is_some())
+            .field("peer_key", &self.peer_key.is_some())
             .field("max_connections", &self.max_connections)
             .finish()
     }
@@ -97,6 +103,10 @@ impl ServeOptions {
             tls,
             auth: config.http_auth.clone(),
             local_token: None,
+            peer_key: config
+                .peers
+                .as_ref()
+                .map(|p| Arc::new(PeerKey::new(p.key.expose()))),
             max_connections: MAX_CONNECTIONS,
         })
     }
@@ -251,6 +261,7 @@ fn unauthorized(auth: &HttpAuth) -> Response<Full<Bytes>> {
 fn respond(
     published: &Publisher,
     auth: Option<&HttpAuth>,
+    peer_key: Option<&PeerKey>,
     req: &Request<Incoming>,
 ) -> Response<Full<Bytes>> {
     let has_body = !req.body().is_end_stream();
@@ -269,6 +280,10 @@ fn respond(
             "text/plain; charset=utf-8",
             "a request body is not accepted\n".into(),
         )
+    } else if let (PEER_PATH, Some(key)) = (req.uri().path(), peer_key) {
+        // Peers prove who they are with the peer key, never with the credential that
+        // writes silences (issue 38 item 5).
+        peer(published, key, req)
     } else {
         // Everything but the probes is guarded, so a page added later is guarded too
         // and a client without credentials cannot tell which pages exist.
@@ -454,7 +469,6 @@ async fn silence_request(
 
 fn route(published: &Publisher, req: &Request<Incoming>) -> Response<Full<Bytes>> {
     match req.uri().path() {
-        crate::alert::peers::PEER_PATH => peer(published),
         SILENCES_PATH => silences(published),
         "/metrics" => metrics(published, req),
         "/healthz" => text(StatusCode::OK, "text/plain; charset=utf-8", "ok\n".into()),
@@ -474,27 +488,43 @@ fn route(published: &Publisher, req: &Request<Incoming>) -> Response<Full<Bytes>
         _ => text(
             StatusCode::NOT_FOUND,
             "text/plain; charset=utf-8",
-            "not found: try /metrics, /status, /healthz, /readyz, /api/v1/silences or /api/v1/peer\n".into(),
+            "not found: try /metrics, /status, /healthz, /readyz or /api/v1/silences\n".into(),
         ),
     }
 }
 
-/// What another watchdog asks of this one: its silences and what it delivered.
-fn peer(published: &Publisher) -> Response<Full<Bytes>> {
-    match published.alerting() {
-        Some(a) => {
-            let answer =
-                a.peer_answer(&published.instance_id, published.current().clusters.clone());
-            json(
-                StatusCode::OK,
-                &serde_json::to_value(&answer).unwrap_or_default(),
+/// What another watchdog asks of this one: its silences and what it delivered, signed
+/// for the ask it answers (`alert::peers::auth`); an ask without the peer key's proof is
+/// refused.
+fn peer(published: &Publisher, key: &PeerKey, req: &Request<Incoming>) -> Response<Full<Bytes>> {
+    let header = req
+        .headers()
+        .get(crate::alert::peers::auth::HEADER)
+        .and_then(|v| v.to_str().ok());
+    let nonce = match key.check_ask(header, std::time::SystemTime::now()) {
+        Ok(n) => n,
+        Err(why) => {
+            return text(
+                StatusCode::UNAUTHORIZED,
+                "text/plain; charset=utf-8",
+                format!("{why}\n"),
             )
         }
-        None => api_error(
+    };
+    let Some(a) = published.alerting() else {
+        return api_error(
             StatusCode::SERVICE_UNAVAILABLE,
             "alerting has not started yet",
-        ),
+        );
+    };
+    let answer = a.peer_answer(&published.instance_id, published.current().clusters.clone());
+    let body = serde_json::to_string(&answer).unwrap_or_default();
+    let signature = key.sign_answer(&nonce, body.as_bytes());
+    let mut r = text(StatusCode::OK, "application/json", body);
+    if let Ok(v) = HeaderValue::from_str(&signature) {
+        r.headers_mut().insert(crate::alert::peers::auth::HEADER, v);
     }
+    r
 }
 
 /// The silences in force, as the API lists them.
@@ -612,6 +642,7 @@ pub async fn serve_with(
             let _client = client;
             let ctx = Conn {
                 auth: options.auth.clone(),
+                peer_key: options.peer_key.clone(),
                 local_token: options.local_token.clone(),
                 peer: Some(peer),
                 probes_only,
@@ -676,6 +707,7 @@ impl Drop for ClientSlot {
 #[derive(Clone)]
 struct Conn {
     auth: Option<HttpAuth>,
+    peer_key: Option<Arc<PeerKey>>,
     local_token: Option<Secret>,
     peer: Option<SocketAddr>,
     /// A reserved connection: the probes only.
@@ -711,7 +743,7 @@ where
                 )
                 .await
             } else {
-                respond(&published, ctx.auth.as_ref(), &req)
+                respond(&published, ctx.auth.as_ref(), ctx.peer_key.as_deref(), &req)
             };
             Ok::<_, Infallible>(response)
         }

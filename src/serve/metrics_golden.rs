@@ -697,6 +697,8 @@ fn extras(stats: &CanaryStats) -> Extras<'_> {
                 peers: vec![("wd-2".into(), "http://wd-2:9644".into(), 0.4)],
                 answering: 1,
                 unreachable: vec!["http://wd-3:9644".into()],
+                silences_refused: 1,
+                answers_refused: vec![("unsigned", 2), ("bad_signature", 1), ("malformed", 0)],
             }),
         }),
         reload_success: Some(false),

@@ -241,20 +241,26 @@ impl Alerting {
     }
 
     /// A peer's runtime silences (`alert::peers`): merged into this instance's, and kept
-    /// on disk when that changed anything.
-    pub fn merge_peer_silences(&self, peer: &str, remote: Vec<Silence>) {
+    /// on disk when that changed anything. Each is checked as the API checks one, against
+    /// `clusters` (those watched here); the refused ones are returned, with why.
+    pub fn merge_peer_silences(
+        &self,
+        peer: &str,
+        remote: Vec<Silence>,
+        clusters: &[String],
+    ) -> Vec<(String, crate::model::silence::Invalid)> {
         let now = SystemTime::now();
         let mut store = self.lock_silences();
-        let changed = store.merge(remote, now);
-        if changed.is_empty() {
-            return;
+        let merged = store.merge(remote, clusters, now);
+        if !merged.changed.is_empty() {
+            if let Err(e) = store.save(&self.state_dir) {
+                tracing::error!(error = %e, "cannot save silences; they hold until a restart");
+            }
         }
-        if let Err(e) = store.save(&self.state_dir) {
-            tracing::error!(error = %e, "cannot save silences; they hold until a restart");
-        }
-        for id in changed {
+        for id in merged.changed {
             tracing::info!(silence = %id, peer = %peer, "silence taken from a peer");
         }
+        merged.refused
     }
 
     /// The other watchdogs, when `peers:` is configured.
@@ -272,7 +278,14 @@ impl Alerting {
             deliveries: self
                 .peers
                 .as_ref()
-                .map(|p| p.deliveries())
+                .map(|p| {
+                    let open = self
+                        .book
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .open_episodes();
+                    p.deliveries(&open, SystemTime::now())
+                })
                 .unwrap_or_default(),
         }
     }

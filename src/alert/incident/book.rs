@@ -546,6 +546,20 @@ impl IncidentBook {
             .collect()
     }
 
+    /// Each open incident's dedup key and start: which episodes are open now, for the
+    /// peers (`alert::peers`), without copying the incidents.
+    pub fn open_episodes(&self) -> Vec<(String, SystemTime)> {
+        self.tracks
+            .values()
+            .filter_map(|t| match t {
+                Track::Open { incident, .. } => {
+                    Some((incident.dedup_key.clone(), incident.started_at))
+                }
+                Track::Pending { .. } => None,
+            })
+            .collect()
+    }
+
     pub fn open_incidents_of(&self, cluster: &str) -> Vec<Incident> {
         self.open_incidents()
             .into_iter()

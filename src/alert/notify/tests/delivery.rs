@@ -953,6 +953,8 @@ fn heard_wd1_deliver_to_chat(
         event: event.kind.as_str().into(),
         severity: "critical".into(),
         at,
+        started_at: Some(event.incident.started_at),
+        open_until: Some(now),
         message: None,
     };
     let answer = Answer {
@@ -1018,7 +1020,7 @@ async fn a_peer_first_in_line_that_delivered_keeps_this_instance_quiet_for_that_
         .unwrap();
     assert_eq!((s.ok, s.left_to_peers, s.queue_depth), (1, 1, 0));
     assert_eq!(
-        peers.deliveries().len(),
+        peers.deliveries(&[], SystemTime::now()).len(),
         1,
         "its own delivery, for the peers to read"
     );

@@ -584,7 +584,7 @@ async fn a_replica_that_takes_over_edits_the_first_message_to_its_end() {
             version: "0".into(),
             clusters: vec!["lab".into()],
             silences: vec![],
-            deliveries: p1.deliveries(),
+            deliveries: p1.deliveries(&[], SystemTime::now()),
         };
         p2.heard("http://wd-1:9644", &answer, SystemTime::now());
     };
