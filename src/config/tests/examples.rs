@@ -78,7 +78,14 @@ fn example_production_loads() {
     let c = load_inner(&path, &env).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(c.clusters.len(), 2);
     let (orders, payments) = (&c.clusters[0], &c.clusters[1]);
-    assert!(!orders.topics.matches("__consumer_offsets"));
+    // Issue 39: the example advised excluding `__.*`, which hides the consumer offsets and
+    // the transaction state from the partition checks: offline, they stop every consumer
+    // group or transactional producer whose coordinator lives there.
+    for c in &c.clusters {
+        for internal in ["__consumer_offsets", "__transaction_state"] {
+            assert!(c.topics.matches(internal), "{}: {internal} excluded", c.name);
+        }
+    }
     assert!(!orders.topics.matches("tmp.x"));
     assert!(payments.topics.matches("tmp.x"), "defaults' exclude list");
     assert_eq!(payments.security.protocol, SecurityProtocol::SaslSsl);
