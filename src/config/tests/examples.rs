@@ -83,7 +83,11 @@ fn example_production_loads() {
     // group or transactional producer whose coordinator lives there.
     for c in &c.clusters {
         for internal in ["__consumer_offsets", "__transaction_state"] {
-            assert!(c.topics.matches(internal), "{}: {internal} excluded", c.name);
+            assert!(
+                c.topics.matches(internal),
+                "{}: {internal} excluded",
+                c.name
+            );
         }
     }
     assert!(!orders.topics.matches("tmp.x"));
