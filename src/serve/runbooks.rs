@@ -131,6 +131,24 @@ mod tests {
             .collect()
     }
 
+    /// Every incident a webhook can announce links to a section the page has: each kind,
+    /// in each state a broker or a controller can be in.
+    #[test]
+    fn every_kind_of_incident_has_its_runbook_on_the_page() {
+        use crate::judge::rule::BrokerState;
+        use crate::model::kind::FindingKind;
+        let ids = ids(page());
+        for kind in FindingKind::ALL {
+            for state in BrokerState::ALL.map(Some).into_iter().chain([None]) {
+                let section = kind.runbook_section(state);
+                assert!(
+                    ids.contains(&slug(section)),
+                    "{kind} {state:?}: {section} has no section on /runbooks"
+                );
+            }
+        }
+    }
+
     #[test]
     fn headings_get_the_anchors_github_gives_them() {
         let page = render(
