@@ -92,6 +92,7 @@ pub(crate) fn config(cx: &mut Ctx, root: Option<&Node>) -> Option<Config> {
         instance_id: instance_id?,
         http_listen: http.listen,
         http_external_url: http.external_url,
+        http_runbooks_url: http.runbooks_url,
         http_tls: http.tls,
         http_auth: http.auth,
         log: log?,

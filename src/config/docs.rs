@@ -100,8 +100,9 @@ fn sections() -> Vec<Section> {
     let mut top = vec![
         plain("instance_id", "text", "the host name", &format!("1 to {} printable characters", s::INSTANCE_ID_MAX_CHARS), Restart, "Names this watchdog in canary records and webhook payloads."),
         plain("state_dir", "path", s::STATE_DIR_DEFAULT, "a directory path", Restart, "Where incident state survives restarts."),
-        plain("http.listen", "address", &http_listen, "an IP address and port", Restart, "Where /metrics, /status, /healthz and /readyz are served."),
+        plain("http.listen", "address", &http_listen, "an IP address and port", Restart, "Where /metrics, /status, /runbooks, /healthz and /readyz are served."),
         plain("http.external_url", "URL", "made from http.listen", "an absolute http(s) URL", Restart, "Where people reach the watchdog; webhooks link below it."),
+        plain("http.runbooks_url", "URL", "/runbooks below http.external_url", "an absolute http(s) URL without #", Restart, "Where webhooks link for an incident's runbook, as URL#<alert name> (docs/alerts.md)."),
         plain(&format!("http.tls.{}", s::HTTP_TLS_CERT_FILE), "path", "none (plain HTTP)", "a PEM file", Restart, "HTTPS: the server certificate, then any intermediates."),
         plain(&format!("http.tls.{}", s::HTTP_TLS_KEY_FILE), "path", "none (plain HTTP)", "a PEM file", Restart, "HTTPS: its private key, unencrypted."),
         secret("http.auth.basic.", &s::HTTP_BASIC_USERNAME, "required in basic", Restart, "HTTP Basic user for /metrics and /status."),
@@ -325,6 +326,7 @@ instance_id: wd
 http:
   listen: 127.0.0.1:9644
   external_url: https://wd.example/
+  runbooks_url: https://wiki.example/runbooks
   tls: {cert_file: a.pem, key_file: a.key}
   auth:
     basic: {username: u, password_env: P}

@@ -25,6 +25,7 @@ use super::yaml::{shorten, Entry};
 pub(crate) struct Http {
     pub listen: SocketAddr,
     pub external_url: Option<url::Url>,
+    pub runbooks_url: Option<url::Url>,
     pub tls: Option<HttpTlsConfig>,
     pub auth: Option<HttpAuth>,
 }
@@ -34,6 +35,7 @@ pub(crate) fn http(cx: &mut Ctx, e: Option<&Entry>) -> Option<Http> {
         return Some(Http {
             listen: s::HTTP_LISTEN_DEFAULT,
             external_url: None,
+            runbooks_url: None,
             tls: None,
             auth: None,
         });
@@ -56,26 +58,18 @@ pub(crate) fn http(cx: &mut Ctx, e: Option<&Entry>) -> Option<Http> {
         }
         None => Some(s::HTTP_LISTEN_DEFAULT),
     };
-    let external_url = match f.get("external_url") {
-        Some(ue) => {
-            let expected = "the absolute http(s) URL people reach this watchdog at, e.g. https://kafka-watchdog.example.com/ (links in webhooks point below it)";
-            text(&mut cx.rep, ue, expected).and_then(|t| match url::Url::parse(t.value.trim()) {
-                Ok(u) if matches!(u.scheme(), "http" | "https") && u.has_host() => Some(Some(u)),
-                Ok(_) | Err(_) => {
-                    cx.rep.add(
-                        t.value_pos,
-                        format!(
-                            "'{}' is not an absolute http or https URL",
-                            shorten(&t.value)
-                        ),
-                        Some(expected.into()),
-                    );
-                    None
-                }
-            })
-        }
-        None => Some(None),
-    };
+    let external_url = absolute_url(
+        cx,
+        f.get("external_url"),
+        true,
+        "the absolute http(s) URL people reach this watchdog at, e.g. https://kafka-watchdog.example.com/ (links in webhooks point below it)",
+    );
+    let runbooks_url = absolute_url(
+        cx,
+        f.get("runbooks_url"),
+        false,
+        "the absolute http(s) URL of the runbooks page, without #, e.g. https://wiki.example.com/kafka-watchdog/runbooks (webhooks link to it#<alert name>)",
+    );
     let tls_entry = f.get("tls");
     let auth_entry = f.get("auth");
     f.finish(&mut cx.rep, &|_| None);
@@ -85,9 +79,38 @@ pub(crate) fn http(cx: &mut Ctx, e: Option<&Entry>) -> Option<Http> {
     Some(Http {
         listen: listen?,
         external_url: external_url?,
+        runbooks_url: runbooks_url?,
         tls: tls.map_or(Some(None), |t| t.map(Some))?,
         auth: auth.map_or(Some(None), |a| a.map(Some))?,
     })
+}
+
+/// An optional absolute http(s) URL: `Some(None)` when absent, `None` when wrong (said).
+/// Without `fragment_ok`, a `#...` is refused: the links add their own (`#<alert name>`).
+fn absolute_url(
+    cx: &mut Ctx,
+    e: Option<&Entry>,
+    fragment_ok: bool,
+    expected: &str,
+) -> Option<Option<url::Url>> {
+    let Some(e) = e else {
+        return Some(None);
+    };
+    let t = text(&mut cx.rep, e, expected)?;
+    let what = match url::Url::parse(t.value.trim()) {
+        Ok(u) if !matches!(u.scheme(), "http" | "https") || !u.has_host() => {
+            "is not an absolute http or https URL"
+        }
+        Err(_) => "is not an absolute http or https URL",
+        Ok(u) if u.fragment().is_some() && !fragment_ok => "has a #: links add #<alert name> to it",
+        Ok(u) => return Some(Some(u)),
+    };
+    cx.rep.add(
+        t.value_pos,
+        format!("'{}' {what}", shorten(&t.value)),
+        Some(expected.into()),
+    );
+    None
 }
 
 fn tls(cx: &mut Ctx, e: &Entry, path: String) -> Option<HttpTlsConfig> {

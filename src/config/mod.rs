@@ -38,8 +38,8 @@
 //! Dependencies, and why each:
 //! - `saphyr-parser`: a pure-Rust YAML 1.2 event parser whose events carry line and
 //!   column. It is the maintained successor of yaml-rust, and at the event level it leaves
-//!   alias expansion to us, which is where the budget lives. `serde_norway` (already in the
-//!   crate) is not used here: its `Value` has no positions.
+//!   alias expansion to us, which is where the budget lives. `serde_norway` (the tests'
+//!   YAML reader, a dev-dependency) is not used here: its `Value` has no positions.
 //! - `regex`: topic filters, compiled once here, and its messages for invalid patterns.
 //! - `url`: webhook URLs are checked by the same parser the HTTP client (reqwest) uses,
 //!   so a URL that loads is a URL that sends.

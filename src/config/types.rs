@@ -20,6 +20,9 @@ pub struct Config {
     /// Where people reach the HTTP server (behind a proxy, by a DNS name); links in
     /// webhooks point below it. `None`: made from `http_listen` (`status_url`).
     pub http_external_url: Option<url::Url>,
+    /// Where webhooks link for an incident's runbook (`<it>#<alert name>`): a site of the
+    /// operator's own. `None`: this watchdog's `/runbooks` (`runbooks_url`).
+    pub http_runbooks_url: Option<url::Url>,
     /// `None`: plain HTTP.
     pub http_tls: Option<HttpTlsConfig>,
     /// `None`: `/metrics` and `/status` are open to anyone who reaches the address.
@@ -48,12 +51,25 @@ impl Config {
     /// The `/status` page as people reach it: below `http.external_url`, else at the
     /// listen address (the host name when it listens on every address).
     pub fn status_url(&self) -> String {
+        self.page_url("status")
+    }
+
+    /// The runbooks as people reach them (`http.runbooks_url`, else this watchdog's
+    /// `/runbooks` page, as `status_url` finds it); links add `#<alert name>`.
+    pub fn runbooks_url(&self) -> String {
+        match &self.http_runbooks_url {
+            Some(u) => u.to_string(),
+            None => self.page_url("runbooks"),
+        }
+    }
+
+    fn page_url(&self, page: &str) -> String {
         if let Some(base) = &self.http_external_url {
             let mut base = base.clone();
             if !base.path().ends_with('/') {
                 base.set_path(&format!("{}/", base.path()));
             }
-            if let Ok(u) = base.join("status") {
+            if let Ok(u) = base.join(page) {
                 return u.to_string();
             }
         }
@@ -70,7 +86,7 @@ impl Config {
         } else {
             ip.to_string()
         };
-        format!("{scheme}://{host}:{}/status", self.http_listen.port())
+        format!("{scheme}://{host}:{}/{page}", self.http_listen.port())
     }
 }
 

@@ -10,6 +10,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::model::kind::FindingKind;
 use crate::model::round::BrokerId;
+/// Silences read their times with it; callers (the API, the CLI, the fuzz targets) have
+/// always found it here.
+pub use crate::model::time::parse_rfc3339;
 use crate::model::time::{rfc3339, serde_ms, unix_ms};
 
 /// Longest silence: a forgotten one must not hide a cluster for good.
@@ -384,84 +387,4 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
         return Err(wrong());
     }
     Ok(Duration::from_secs(total))
-}
-
-/// RFC 3339 date-time (`2026-12-01T14:00:00Z`, fractions and offsets allowed).
-pub fn parse_rfc3339(text: &str) -> Result<SystemTime, String> {
-    let t = text.trim();
-    let wrong = || format!("'{t}' is not an RFC 3339 time (e.g. 2026-12-01T14:00:00Z)");
-    let b = t.as_bytes();
-    if b.len() < 20
-        || b[4] != b'-'
-        || b[7] != b'-'
-        || !matches!(b[10], b'T' | b't' | b' ')
-        || b[13] != b':'
-        || b[16] != b':'
-    {
-        return Err(wrong());
-    }
-    let num = |r: std::ops::Range<usize>| -> Result<i64, String> {
-        t.get(r)
-            .filter(|s| s.bytes().all(|c| c.is_ascii_digit()))
-            .and_then(|s| s.parse().ok())
-            .ok_or_else(wrong)
-    };
-    let (year, month, day) = (num(0..4)?, num(5..7)?, num(8..10)?);
-    let (hour, minute, second) = (num(11..13)?, num(14..16)?, num(17..19)?);
-    if !(1..=12).contains(&month)
-        || !(1..=31).contains(&day)
-        || hour > 23
-        || minute > 59
-        || second > 60
-    {
-        return Err(wrong());
-    }
-    let mut rest = &t[19..];
-    let mut nanos: u64 = 0;
-    if let Some(frac) = rest.strip_prefix('.') {
-        let n = frac.bytes().take_while(u8::is_ascii_digit).count();
-        if n == 0 {
-            return Err(wrong());
-        }
-        let digits: String = frac[..n]
-            .chars()
-            .chain(std::iter::repeat('0'))
-            .take(9)
-            .collect();
-        nanos = digits.parse().map_err(|_| wrong())?;
-        rest = &frac[n..];
-    }
-    let offset_secs: i64 = match rest {
-        "Z" | "z" => 0,
-        // Bytes, not string slices: `+0é00` is six bytes with a character across the
-        // colon's place, and slicing it there panicked.
-        o if o.len() == 6
-            && (o.starts_with('+') || o.starts_with('-'))
-            && o.as_bytes()[3] == b':' =>
-        {
-            let part = |r: std::ops::Range<usize>| -> Result<i64, String> {
-                o.get(r)
-                    .filter(|p| p.bytes().all(|c| c.is_ascii_digit()))
-                    .and_then(|p| p.parse().ok())
-                    .ok_or_else(wrong)
-            };
-            let (h, m) = (part(1..3)?, part(4..6)?);
-            let sign = if o.starts_with('-') { -1 } else { 1 };
-            sign * (h * 3600 + m * 60)
-        }
-        _ => return Err(wrong()),
-    };
-    // Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm).
-    let y = if month <= 2 { year - 1 } else { year };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (month + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + day - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    let days = era * 146_097 + doe - 719_468;
-    let secs = days * 86_400 + hour * 3600 + minute * 60 + second.min(59) - offset_secs;
-    if secs < 0 {
-        return Err(wrong());
-    }
-    Ok(SystemTime::UNIX_EPOCH + Duration::from_secs(secs as u64) + Duration::from_nanos(nanos))
 }

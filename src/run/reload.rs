@@ -48,6 +48,7 @@ pub fn plan(old: &Config, new: &Config) -> ReloadPlan {
         instance_id,
         http_listen,
         http_external_url,
+        http_runbooks_url,
         http_tls,
         http_auth,
         log,
@@ -87,14 +88,22 @@ pub fn plan(old: &Config, new: &Config) -> ReloadPlan {
     }
     // Read by webhook delivery, which a reload re-spawns whenever the receivers change;
     // a restart keeps it simple and certain.
-    if *http_external_url != old.http_external_url {
-        let show = |u: &Option<url::Url>| u.as_ref().map_or("none".to_string(), |u| u.to_string());
-        needs_restart(
-            &mut p,
+    let show = |u: &Option<url::Url>| u.as_ref().map_or("none".to_string(), |u| u.to_string());
+    for (key, running, file) in [
+        (
             "http.external_url",
-            show(&old.http_external_url),
-            show(http_external_url),
-        );
+            &old.http_external_url,
+            http_external_url,
+        ),
+        (
+            "http.runbooks_url",
+            &old.http_runbooks_url,
+            http_runbooks_url,
+        ),
+    ] {
+        if running != file {
+            needs_restart(&mut p, key, show(running), show(file));
+        }
     }
     // The server, its TLS acceptor and its credential check are built once, with the
     // listener. A renewed certificate at the same path therefore also needs a restart.
@@ -214,6 +223,7 @@ pub fn applied(old: &Config, mut new: Config) -> Config {
     // Webhook links are made from it: a reload that rebuilt the notifiers would otherwise
     // apply the one setting it has just said needs a restart.
     new.http_external_url.clone_from(&old.http_external_url);
+    new.http_runbooks_url.clone_from(&old.http_runbooks_url);
     new.http_tls.clone_from(&old.http_tls);
     new.http_auth.clone_from(&old.http_auth);
     new.state_dir.clone_from(&old.state_dir);
@@ -626,7 +636,7 @@ webhooks:";
             .replace(
                 "  listen: 127.0.0.1:9644\n",
                 &format!(
-                    "  listen: 0.0.0.0:9700\n  external_url: https://wd.example/\n  tls: {{cert_file: {testdata}/server.pem, key_file: {testdata}/server.key}}\n  auth: {{bearer_token_env: KW_HTTP_TOKEN}}\n"
+                    "  listen: 0.0.0.0:9700\n  external_url: https://wd.example/\n  runbooks_url: https://wiki.example/runbooks\n  tls: {{cert_file: {testdata}/server.pem, key_file: {testdata}/server.key}}\n  auth: {{bearer_token_env: KW_HTTP_TOKEN}}\n"
                 ),
             )
             .replace("format: text", "format: json")

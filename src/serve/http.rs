@@ -1,12 +1,12 @@
-//! The HTTP surface: `/metrics`, `/healthz`, `/readyz`, `/status`, and the silences API
-//! (`/api/v1/silences`). Every page is rendered from the snapshot published last
+//! The HTTP surface: `/metrics`, `/healthz`, `/readyz`, `/status`, `/runbooks`, and the
+//! silences API (`/api/v1/silences`). Every page is rendered from the snapshot published last
 //! (`snapshot::Publisher::current`), so a hung broker can never make a scrape wait.
 //!
 //! The server faces whatever can reach its address, so every resource a client can hold is
 //! bounded: connections (a semaphore), header bytes and time, connection lifetime, and the
 //! request body, which is read only by the silences API (16 KiB within 5 s) and never
-//! elsewhere. HTTPS (rustls) and a credential for everything but `/healthz` and `/readyz`
-//! are optional; without a credential, a change to silences needs the local token that the
+//! elsewhere. HTTPS (rustls) and a credential for everything but `/healthz`, `/readyz` and
+//! `/runbooks` are optional; without a credential, a change to silences needs the local token that the
 //! daemon keeps in its state directory, from loopback, naming a loopback host.
 
 use std::convert::Infallible;
@@ -33,6 +33,7 @@ use tokio_rustls::TlsAcceptor;
 use crate::alert::peers::auth::PeerKey;
 use crate::alert::peers::PEER_PATH;
 use crate::config::{Config, HttpAuth, HttpTlsError, Secret};
+use crate::serve::runbooks::RUNBOOKS_PATH;
 use crate::serve::snapshot::Publisher;
 
 /// Far more than the scrapers and dashboards of one watchdog; a client flood beyond it
@@ -57,7 +58,7 @@ const REALM: &str = "kafka-watchdog";
 #[derive(Clone)]
 pub struct ServeOptions {
     pub tls: Option<TlsAcceptor>,
-    /// Asked for by every page but `/healthz` and `/readyz`.
+    /// Asked for by every page but `/healthz`, `/readyz` and `/runbooks`.
     pub auth: Option<HttpAuth>,
     /// Without `auth`: the token that changes to silences must carry (see
     /// [`create_local_token`]); none refuses every change.
@@ -243,7 +244,7 @@ fn unauthorized(auth: &HttpAuth) -> Response<Full<Bytes>> {
     let mut r = text(
         StatusCode::UNAUTHORIZED,
         "text/plain; charset=utf-8",
-        "credentials required (only /healthz and /readyz are open)\n".into(),
+        "credentials required (only /healthz, /readyz and /runbooks are open)\n".into(),
     );
     let challenge = match auth {
         HttpAuth::Basic { .. } => format!("Basic realm=\"{REALM}\", charset=\"UTF-8\""),
@@ -285,11 +286,12 @@ fn respond(
         // writes silences (issue 38 item 5).
         peer(published, key, req)
     } else {
-        // Everything but the probes is guarded, so a page added later is guarded too
-        // and a client without credentials cannot tell which pages exist.
+        // Everything but the probes and the runbooks (the project's own documentation,
+        // opened from a chat link at night) is guarded, so a page added later is guarded
+        // too and a client without credentials cannot tell which pages exist.
         match auth {
             Some(a)
-                if !matches!(req.uri().path(), "/healthz" | "/readyz")
+                if !matches!(req.uri().path(), "/healthz" | "/readyz" | RUNBOOKS_PATH)
                     && !authorized(a, req.headers().get(AUTHORIZATION)) =>
             {
                 unauthorized(a)
@@ -473,6 +475,7 @@ fn route(published: &Publisher, req: &Request<Incoming>) -> Response<Full<Bytes>
         "/metrics" => metrics(published, req),
         "/healthz" => text(StatusCode::OK, "text/plain; charset=utf-8", "ok\n".into()),
         "/readyz" => readyz(published),
+        RUNBOOKS_PATH => runbooks(),
         "/status" => {
             let snapshot = published.current();
             text(
@@ -488,9 +491,25 @@ fn route(published: &Publisher, req: &Request<Incoming>) -> Response<Full<Bytes>
         _ => text(
             StatusCode::NOT_FOUND,
             "text/plain; charset=utf-8",
-            "not found: try /metrics, /status, /healthz, /readyz or /api/v1/silences\n".into(),
+            "not found: try /metrics, /status, /runbooks, /healthz, /readyz or /api/v1/silences\n"
+                .into(),
         ),
     }
+}
+
+/// The runbooks as a page (`serve::runbooks`). It links nowhere else and runs no script,
+/// and the browser is told so.
+fn runbooks() -> Response<Full<Bytes>> {
+    let mut r = text(
+        StatusCode::OK,
+        "text/html; charset=utf-8",
+        crate::serve::runbooks::page().into(),
+    );
+    r.headers_mut().insert(
+        hyper::header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static("default-src 'none'; style-src 'unsafe-inline'"),
+    );
+    r
 }
 
 /// What another watchdog asks of this one: its silences and what it delivered, signed
@@ -1007,6 +1026,47 @@ mod tests {
             status.contains("\"config_reload_success\": false"),
             "{status}"
         );
+    }
+
+    /// Issue 39: every alert rule's runbook_url led to a repository that does not exist.
+    /// The watchdog serves its runbooks itself, without a credential (a runbook behind one
+    /// is no use from a chat link at night, and it holds nothing secret), as HTML whose
+    /// ids are the anchors the rules link to.
+    #[tokio::test]
+    async fn the_runbooks_are_served_openly_with_every_alert_rules_anchor() {
+        let server = start(with_auth(basic())).await;
+        let (status, answer) = get(&server, "/runbooks", &[]).await;
+        assert_eq!(status, 200, "{answer}");
+        let (head, body) = split_answer(&answer);
+        assert!(
+            head.contains("content-type: text/html; charset=utf-8"),
+            "{head}"
+        );
+        assert!(
+            head.contains("content-security-policy: default-src 'none'"),
+            "{head}"
+        );
+        let rules: serde_norway::Value =
+            serde_norway::from_str(include_str!("../../dashboards/alerts.yaml")).unwrap();
+        let mut anchors = 0;
+        for rule in rules["groups"]
+            .as_sequence()
+            .unwrap()
+            .iter()
+            .flat_map(|g| g["rules"].as_sequence().unwrap())
+        {
+            let url = rule["annotations"]["runbook_url"].as_str().unwrap();
+            let (_, anchor) = url.rsplit_once('#').expect("an anchor");
+            assert!(
+                body.contains(&format!(" id=\"{anchor}\"")),
+                "{url}: no such anchor on /runbooks"
+            );
+            anchors += 1;
+        }
+        assert!(anchors >= 29, "{anchors} rules");
+        assert_eq!(get(&server, "/runbooks", &[]).await.1, answer);
+        let (status, _) = get(&server, "/runbooks/x", &[]).await;
+        assert_eq!(status, 401, "only the page itself is open");
     }
 
     #[tokio::test]

@@ -23,6 +23,9 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- $cfg := deepCopy .Values.config -}}
 {{- $http := deepCopy (default (dict) $cfg.http) -}}
 {{- $_ := set $http "listen" (printf "0.0.0.0:%v" .Values.service.port) -}}
+{{- if not (hasKey $http "runbooks_url") -}}
+{{- $_ := set $http "runbooks_url" (include "kafka-watchdog.runbooksUrl" .) -}}
+{{- end -}}
 {{- $_ := set $cfg "http" $http -}}
 {{- $_ := set $cfg "state_dir" "/var/lib/kafka-watchdog" -}}
 {{- /* Replicas find each other by their stable StatefulSet names under the headless
@@ -38,6 +41,15 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- $_ := set $cfg "peers" (dict "urls" $urls "key_env" "KW_PEER_KEY") -}}
 {{- end -}}
 {{- toYaml $cfg -}}
+{{- end -}}
+
+{{/* Where the runbooks are read: runbooks.baseUrl, else /runbooks through the Service. */}}
+{{- define "kafka-watchdog.runbooksUrl" -}}
+{{- if .Values.runbooks.baseUrl -}}
+{{- trimSuffix "/" .Values.runbooks.baseUrl -}}
+{{- else -}}
+{{- printf "%s://%s.%s.svc:%v/runbooks" (lower (include "kafka-watchdog.scheme" .)) (include "kafka-watchdog.fullname" .) .Release.Namespace .Values.service.port -}}
+{{- end -}}
 {{- end -}}
 
 {{/* HTTPS when the configuration serves TLS: the probes must speak it too. */}}

@@ -45,8 +45,10 @@ pub struct Alerting {
 
 /// Names a point where the crash tests (`tests/own_faults.rs`) kill the daemon: when the
 /// environment variable `KAFKA_WATCHDOG_CRASH_AT` holds `name`, the process aborts there,
-/// as a power cut or `kill -9` would stop it. Unset (always, outside those tests) it costs
-/// one environment read per saved change of the incident book.
+/// as a power cut or `kill -9` would stop it. Only with the `crash-points` feature (the lab
+/// tests'): a release has no such switch, and whoever sets a production daemon's
+/// environment cannot make it abort.
+#[cfg(feature = "crash-points")]
 fn crash_point(name: &str) {
     if std::env::var_os("KAFKA_WATCHDOG_CRASH_AT").is_some_and(|v| v == name) {
         tracing::error!(
@@ -56,6 +58,9 @@ fn crash_point(name: &str) {
         std::process::abort();
     }
 }
+
+#[cfg(not(feature = "crash-points"))]
+fn crash_point(_name: &str) {}
 
 fn ensure_writable(dir: &Path) -> Result<(), AlertingError> {
     let err = |error| AlertingError::StateDir {

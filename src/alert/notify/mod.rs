@@ -192,6 +192,8 @@ pub struct Sender {
     pub instance_id: String,
     /// `/status` as people reach it; bodies that can link to it do.
     pub status_url: Option<String>,
+    /// The runbooks page as people reach it; bodies link to `<it>#<the incident's alert>`.
+    pub runbooks_url: Option<String>,
     /// Other watchdogs on the same clusters: a receiver that does not deduplicate hears an
     /// event from the first of them in line (`alert::peers`).
     pub peers: Option<Arc<Peers>>,
@@ -202,6 +204,7 @@ impl From<&str> for Sender {
         Sender {
             instance_id: instance_id.to_string(),
             status_url: None,
+            runbooks_url: None,
             peers: None,
         }
     }
@@ -212,6 +215,7 @@ impl From<&crate::config::Config> for Sender {
         Sender {
             instance_id: c.instance_id.clone(),
             status_url: Some(c.status_url()),
+            runbooks_url: Some(c.runbooks_url()),
             peers: None,
         }
     }

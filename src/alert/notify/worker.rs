@@ -630,6 +630,7 @@ async fn deliver(
         instance_id: &shared.sender.instance_id,
         now: SystemTime::now(),
         status_url: shared.sender.status_url.as_deref(),
+        runbooks_url: shared.sender.runbooks_url.as_deref(),
     };
     match &r.slack {
         Some(bot) => bot.deliver(client, &r.cfg, n, &ctx, max_retry_after).await,

@@ -7,7 +7,7 @@ use crate::config::Severity;
 use crate::model::kind::FindingKind;
 use crate::model::round::BrokerId;
 use crate::model::silence::*;
-use crate::model::time::rfc3339;
+use crate::model::time::{rfc3339, unix_ms};
 
 fn lab() -> Vec<String> {
     vec!["lab".to_string()]
@@ -257,6 +257,47 @@ fn requests_are_checked_with_a_sentence_per_problem() {
         ..ok.clone()
     })
     .contains("not after"));
+}
+
+/// Issue 39: the hand-written parser checked a day against 31 whatever the month, so
+/// `2026-02-31` became 3 March and a silence ended days after the one asked for. A date
+/// that does not exist is refused, saying what is wrong; what was valid still parses.
+#[test]
+fn a_date_that_does_not_exist_is_refused_not_moved_to_the_next_month() {
+    for bad in [
+        "2026-02-31T00:00:00Z",
+        "2026-02-29T12:00:00Z",
+        "2026-04-31T00:00:00Z",
+        "2100-02-29T00:00:00Z",
+    ] {
+        let e = parse_rfc3339(bad).expect_err(bad);
+        assert!(e.contains(bad) && e.contains("day"), "{bad}: {e}");
+    }
+    // A leap second only where one can be: the last second of a month, in UTC.
+    assert!(parse_rfc3339("2026-03-14T10:00:60Z").is_err());
+    assert_eq!(
+        parse_rfc3339("2016-12-31T23:59:60Z").map(unix_ms),
+        Ok(1_483_228_799_999)
+    );
+    // The forms accepted before: T, t or a space; Z or z; any number of fraction digits;
+    // an offset; spaces around.
+    for (good, ms) in [
+        ("2024-02-29T00:00:00Z", 1_709_164_800_000),
+        ("2024-02-29t00:00:00z", 1_709_164_800_000),
+        ("2024-02-29 00:00:00Z", 1_709_164_800_000),
+        (" 2024-02-29T01:30:00.5+01:30 ", 1_709_164_800_500),
+        ("2024-02-28T23:00:00.123456789123-01:00", 1_709_164_800_123),
+    ] {
+        assert_eq!(parse_rfc3339(good).map(unix_ms), Ok(ms), "{good}");
+    }
+    // Not a date and time separator, not a valid offset, before 1970.
+    for bad in [
+        "2024-02-29X00:00:00Z",
+        "2024-02-29T00:00:00+24:00",
+        "1969-12-31T23:59:59Z",
+    ] {
+        assert!(parse_rfc3339(bad).is_err(), "{bad}");
+    }
 }
 
 #[test]

@@ -162,6 +162,40 @@ impl FindingKind {
     }
 }
 
+impl FindingKind {
+    /// The alert rule (dashboards/alerts.yaml) whose runbook section in docs/runbooks.md
+    /// tells what to do about a finding of this kind, in this state for a broker or a
+    /// controller: webhooks link to `/runbooks#<it in lower case>`. A remediation event
+    /// is about its broker's incident.
+    pub fn runbook_section(self, state: Option<BrokerState>) -> &'static str {
+        use BrokerState::{Down, Unknown, Zombie};
+        match (self, state) {
+            (FindingKind::Broker | FindingKind::Remediation, Some(Zombie)) => "KafkaBrokerZombie",
+            (FindingKind::Broker | FindingKind::Remediation, Some(Down)) => "KafkaBrokerDown",
+            // Unknown: the watchdog cannot see the cluster, and says so.
+            (FindingKind::Broker | FindingKind::Remediation, Some(Unknown)) => {
+                "KafkaWatchdogClusterUnreachable"
+            }
+            (FindingKind::Broker | FindingKind::Remediation, _) => "KafkaBrokerDegraded",
+            (FindingKind::Controller, Some(Down)) => "KafkaControllerDown",
+            // A frozen, wedged or lagging controller: the same first look.
+            (FindingKind::Controller, _) => "KafkaControllerZombie",
+            (FindingKind::Quorum, _) => "KafkaQuorumUnavailable",
+            (FindingKind::OfflinePartitions, _) => "KafkaOfflinePartitions",
+            (FindingKind::UnderMinIsr, _) => "KafkaUnderMinIsrPartitions",
+            (FindingKind::UnderReplicated, _) => "KafkaWatchdogUnderReplicated",
+            (FindingKind::SplitBrain, _) => "KafkaSplitBrain",
+            (FindingKind::ClusterUnreachable, _) => "KafkaWatchdogClusterUnreachable",
+            (FindingKind::AcknowledgedLoss, _) => "KafkaAcknowledgedWriteLoss",
+            (FindingKind::Acks1Loss, _) => "KafkaWatchdogAcks1Loss",
+            (FindingKind::CanaryUnavailable, _) => "KafkaWatchdogCanaryUnavailable",
+            (FindingKind::UncleanElection, _) => "KafkaWatchdogUncleanElection",
+            (FindingKind::WatchdogAccess, _) => "KafkaWatchdogAccess",
+            (FindingKind::Certificate, _) => "KafkaWatchdogCertificate",
+        }
+    }
+}
+
 /// Identifies a finding across rounds, restarts and watchdog instances.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct FindingKey {

@@ -236,17 +236,34 @@ fn the_alert_rules_say_the_severity_the_webhooks_say() {
     }
 }
 
-/// Every alert rule links to its runbook (issue 28 item 3): its `runbook_url` is
-/// docs/runbooks.md at the `## <alertname>` heading of that alert (GitHub's anchor of a
-/// heading of letters and digits is the heading in lower case), and every `##` heading of
-/// docs/runbooks.md names an alert some rule has, so a renamed or removed rule leaves no
-/// runbook behind. The runbooks' own links to sections must land on one, too.
+/// Every alert rule links to its runbook (issue 28 item 3) at the `## <alertname>` heading
+/// of docs/runbooks.md (GitHub's anchor, and /runbooks' id, of a heading of letters and
+/// digits is the heading in lower case), and every `##` heading of docs/runbooks.md names
+/// an alert some rule has, so a renamed or removed rule leaves no runbook behind. The
+/// runbooks' own links to sections must land on one, too.
+///
+/// Issue 39: the links led to a repository that does not exist. They now lead to the
+/// /runbooks page of the watchdog whose series fired the alert (its `instance` label), or,
+/// for the alerts that have no instance because a watchdog is gone, of any watchdog still
+/// scraped. scripts/release and the chart replace everything before the `#` with a base
+/// URL of one's own (docs/alerts.md), matching the line as `runbook_url_line` does here.
 #[test]
 fn every_alert_rule_has_a_runbook_section() {
-    const BASE: &str =
-        "https://github.com/kafka-watchdog/kafka-watchdog/blob/main/docs/runbooks.md#";
+    const OF_THE_INSTANCE: &str = "http://{{ $labels.instance }}/runbooks#";
+    const OF_ANY_WATCHDOG: &str = "{{ with query \"kafka_watchdog_build_info\" }}http://{{ . | sortByLabel \"instance\" | first | label \"instance\" }}{{ end }}/runbooks#";
+    const WITHOUT_INSTANCE: [&str; 2] = ["KafkaWatchdogDown", "KafkaWatchdogInstanceDown"];
     let text = include_str!("../../../../dashboards/alerts.yaml");
     let doc: serde_norway::Value = serde_norway::from_str(text).expect("alerts.yaml parses");
+    let lines: Vec<&str> = text
+        .lines()
+        .filter(|l| l.trim_start().starts_with("runbook_url:"))
+        .collect();
+    for line in &lines {
+        assert!(
+            runbook_url_line(line),
+            "not in the form the substitution expects: {line}"
+        );
+    }
     let runbooks = include_str!("../../../../docs/runbooks.md");
     let headings: Vec<&str> = runbooks
         .lines()
@@ -262,15 +279,21 @@ fn every_alert_rule_has_a_runbook_section() {
         );
     }
     let mut alerts = BTreeSet::new();
+    let mut count = 0;
     for group in doc["groups"].as_sequence().expect("groups") {
         for rule in group["rules"].as_sequence().expect("rules") {
             let alert = rule["alert"].as_str().expect("alert");
             let url = rule["annotations"]["runbook_url"]
                 .as_str()
                 .unwrap_or_else(|| panic!("{alert}: no runbook_url annotation"));
+            let base = if WITHOUT_INSTANCE.contains(&alert) {
+                OF_ANY_WATCHDOG
+            } else {
+                OF_THE_INSTANCE
+            };
             assert_eq!(
                 url,
-                format!("{BASE}{}", alert.to_lowercase()),
+                format!("{base}{}", alert.to_lowercase()),
                 "{alert}: runbook_url"
             );
             assert!(
@@ -278,8 +301,10 @@ fn every_alert_rule_has_a_runbook_section() {
                 "{alert}: docs/runbooks.md has no `## {alert}` section"
             );
             alerts.insert(alert);
+            count += 1;
         }
     }
+    assert_eq!(lines.len(), count, "one runbook_url line per rule");
     for section in &sections {
         assert!(
             alerts.contains(section),
@@ -294,6 +319,13 @@ fn every_alert_rule_has_a_runbook_section() {
             "docs/runbooks.md: a link to #{anchor}, which no section has"
         );
     }
+}
+
+/// A `runbook_url:` line as scripts/release (sed) and the chart (regexReplaceAll) find it:
+/// `runbook_url: ` then a quoted URL on one line that ends in `#<anchor>`.
+fn runbook_url_line(line: &str) -> bool {
+    let re = regex::Regex::new(r#"^\s*runbook_url: (["']).*#[a-z0-9]+(["'])$"#).unwrap();
+    re.captures(line).is_some_and(|c| c[1] == c[2])
 }
 
 #[test]

@@ -987,6 +987,7 @@ async fn a_peer_first_in_line_that_delivered_keeps_this_instance_quiet_for_that_
     let sender = Sender {
         instance_id: "wd-2".into(),
         status_url: None,
+        runbooks_url: None,
         peers: Some(peers.clone()),
     };
     let handle = Notifier::spawn_with(
@@ -1048,6 +1049,7 @@ async fn a_notification_a_peer_delivered_during_retries_leaves_the_next_its_own_
     let sender = Sender {
         instance_id: "wd-2".into(),
         status_url: None,
+        runbooks_url: None,
         peers: Some(peers.clone()),
     };
     let mut settings = fast();

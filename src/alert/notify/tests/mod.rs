@@ -90,6 +90,7 @@ fn ctx() -> Context<'static> {
         instance_id: "wd-1",
         now: t(300),
         status_url: Some("https://watchdog.example:9644/status"),
+        runbooks_url: Some("https://watchdog.example:9644/runbooks"),
     }
 }
 

@@ -570,6 +570,7 @@ async fn a_replica_that_takes_over_edits_the_first_message_to_its_end() {
     let sender = |id: &str, p: &Arc<Peers>| Sender {
         instance_id: id.into(),
         status_url: None,
+        runbooks_url: None,
         peers: Some(p.clone()),
     };
     let (dir1, dir2) = (temp_dir("slack-peer-1"), temp_dir("slack-peer-2"));
