@@ -65,10 +65,32 @@ pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
             .mode(0o600)
             .open(&tmp)?;
         f.write_all(bytes)?;
+        slow_disk_for_tests();
         f.sync_all()?;
     }
     fs::rename(&tmp, path)?;
+    slow_disk_for_tests();
     File::open(dir)?.sync_all()
+}
+
+/// Debug builds only: `KAFKA_WATCHDOG_TEST_SLOW_FSYNC_MS=N` makes every fsync of the state
+/// directory take N ms longer, blocking its thread as a slow or overloaded disk would, so
+/// that a test can show what waits for one (tests/blocking.rs). Release builds never read
+/// the variable.
+fn slow_disk_for_tests() {
+    static DELAY: std::sync::OnceLock<Option<std::time::Duration>> = std::sync::OnceLock::new();
+    if !cfg!(debug_assertions) {
+        return;
+    }
+    let delay = DELAY.get_or_init(|| {
+        std::env::var("KAFKA_WATCHDOG_TEST_SLOW_FSYNC_MS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .map(std::time::Duration::from_millis)
+    });
+    if let Some(d) = delay {
+        std::thread::sleep(*d);
+    }
 }
 
 impl IncidentBook {
