@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
-use common::watchdog::{free_port, temp_dir};
+use common::watchdog::{free_port, is_event, temp_dir, Receiver};
 use kafka_protocol::messages::metadata_response::{
     MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
 };
@@ -103,6 +103,15 @@ fn fake_broker(rt: &tokio::runtime::Runtime, others: Vec<(i32, u16)>) -> FakeBro
     let port = b.address.rsplit(':').next().unwrap().parse().unwrap();
     own_port.set(port).unwrap();
     b
+}
+
+/// A loopback port nothing listens on: a broker there refuses every connection.
+fn refused_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }
 
 /// GET /metrics every 100 ms from a thread of its own, timing each answer, from the first
@@ -265,4 +274,86 @@ fn two_msk_iam_clusters_with_the_canary_keep_metrics_answering() {
     drop(w);
     drop(brokers);
     drop(aws);
+}
+
+/// Three clusters, each with broker 2 refusing connections, while every fsync in the state
+/// directory takes 1.5 s (`KAFKA_WATCHDOG_TEST_SLOW_FSYNC_MS`). The incident book and the
+/// webhook inbox were written on the runtime's workers with their locks held, four fsyncs a
+/// batch: the clusters' loops took both workers, `/metrics` (which reads the inbox's counts)
+/// waited for the disk, and the liveness looks starved until brokers that answered were
+/// called silent. Now `/metrics` stays prompt, and each cluster's page arrives within its
+/// confirmation plus the writes on its own way out, whatever else is written meanwhile.
+#[test]
+fn a_slow_state_disk_leaves_metrics_fast_and_pages_on_time() {
+    const FSYNC: Duration = Duration::from_millis(1500);
+    const CLUSTERS: usize = 3;
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let brokers: Vec<FakeBroker> = (0..CLUSTERS)
+        .map(|_| fake_broker(&rt, vec![(2, refused_port())]))
+        .collect();
+    let rx = Receiver::start();
+    let dir = temp_dir("slow-disk");
+    let port = free_port();
+    let clusters: String = brokers
+        .iter()
+        .enumerate()
+        .map(|(i, b)| {
+            format!(
+                "  - name: c{i}\n    bootstrap_servers: [{}]\n    round_interval_secs: 2\n    \
+                 connect_timeout_ms: 1000\n    request_timeout_ms: 1500\n    \
+                 canary:\n      enabled: false\n    \
+                 verdict:\n      open_after_secs: 2\n      resolve_after_secs: 2\n",
+                b.address
+            )
+        })
+        .collect();
+    let yaml = format!(
+        "instance_id: test\nhttp:\n  listen: 127.0.0.1:{port}\nlog:\n  level: debug\n\
+         state_dir: {}\n{}clusters:\n{clusters}",
+        dir.join("state").display(),
+        rx.yaml()
+    );
+    let fsync_ms = FSYNC.as_millis().to_string();
+    let env = [("KAFKA_WATCHDOG_TEST_SLOW_FSYNC_MS", fsync_ms.as_str())];
+    let scraper = Scraper::start(LOOPBACK, port);
+    let started = Instant::now();
+    let launched = launch(&dir, port, &yaml, &env);
+    // Each page: confirmed within a round or two of the start (2 s rounds, open_after 2 s),
+    // then written to the inbox and to the receiver's spool, two fsyncs each (the file, then
+    // its directory). The bound allows six and 5 s of slack: the book's writes and the
+    // other clusters' pages go at the same time and must not stand in its way.
+    let on_time = Duration::from_secs(8) + FSYNC * 6 + Duration::from_secs(5);
+    // When each cluster's page was first seen (looked for every 100 ms).
+    let mut arrived: Vec<(String, Duration)> = Vec::new();
+    if launched.is_ok() {
+        while arrived.len() < CLUSTERS && started.elapsed() < on_time * 2 {
+            for v in rx.received() {
+                let cluster = v["cluster"].as_str().unwrap_or_default().to_string();
+                if is_event(&v, "opened", "broker", Some(2))
+                    && !arrived.iter().any(|(c, _)| *c == cluster)
+                {
+                    arrived.push((cluster, started.elapsed()));
+                }
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        std::thread::sleep(Duration::from_secs(5));
+    }
+    let scrapes = scraper.stop();
+    eprintln!("/metrics: {}", scrapes.summary());
+    eprintln!("pages (since the start): {arrived:?}");
+    let w = launched.unwrap_or_else(|e| panic!("{e}\n/metrics: {}", scrapes.summary()));
+    assert!(
+        scrapes.failed.is_empty() && scrapes.max() < PROMPT,
+        "/metrics: {}",
+        scrapes.summary()
+    );
+    assert_eq!(arrived.len(), CLUSTERS, "pages: {arrived:?}\n{}", w.log());
+    for (cluster, at) in &arrived {
+        assert!(
+            *at <= on_time,
+            "{cluster}'s page came {at:?} after the start, more than {on_time:?}"
+        );
+    }
+    drop(w);
 }

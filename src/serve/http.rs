@@ -341,7 +341,7 @@ async fn api_write(
     let now = std::time::SystemTime::now();
     if req.method() == Method::DELETE {
         let id = req.uri().path()[SILENCES_PATH.len() + 1..].to_string();
-        return match alerting.expire_silence(&id, now) {
+        return match alerting.expire_silence(&id, now).await {
             Ok(true) => {
                 published.refresh();
                 json(StatusCode::OK, &serde_json::json!({"expired": id}))
@@ -362,7 +362,7 @@ async fn api_write(
         request.created_by = Some(who);
     }
     let clusters = published.current().clusters.clone();
-    match alerting.add_silence(&request, &clusters, now) {
+    match alerting.add_silence(&request, &clusters, now).await {
         Ok(s) => {
             // /status and the metrics show it at once, as the silences API does.
             published.refresh();
