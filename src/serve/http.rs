@@ -31,6 +31,7 @@ use tokio::sync::{watch, Semaphore};
 use tokio_rustls::TlsAcceptor;
 
 use crate::config::{Config, HttpAuth, HttpTlsError, Secret};
+use crate::observe::self_metrics::ProcessFigures;
 use crate::serve::snapshot::Publisher;
 
 /// Far more than the scrapers and dashboards of one watchdog; a client flood beyond it
@@ -252,6 +253,7 @@ fn respond(
     published: &Publisher,
     auth: Option<&HttpAuth>,
     req: &Request<Incoming>,
+    own: Option<ProcessFigures>,
 ) -> Response<Full<Bytes>> {
     let has_body = !req.body().is_end_stream();
     let mut r = if req.method() != Method::GET && req.method() != Method::HEAD {
@@ -279,7 +281,7 @@ fn respond(
             {
                 unauthorized(a)
             }
-            _ => route(published, req),
+            _ => route(published, req, own),
         }
     };
     if has_body {
@@ -452,11 +454,15 @@ async fn silence_request(
     })
 }
 
-fn route(published: &Publisher, req: &Request<Incoming>) -> Response<Full<Bytes>> {
+fn route(
+    published: &Publisher,
+    req: &Request<Incoming>,
+    own: Option<ProcessFigures>,
+) -> Response<Full<Bytes>> {
     match req.uri().path() {
         crate::alert::peers::PEER_PATH => peer(published),
         SILENCES_PATH => silences(published),
-        "/metrics" => metrics(published, req),
+        "/metrics" => metrics(published, req, own),
         "/healthz" => text(StatusCode::OK, "text/plain; charset=utf-8", "ok\n".into()),
         "/readyz" => readyz(published),
         "/status" => {
@@ -510,10 +516,19 @@ fn silences(published: &Publisher) -> Response<Full<Bytes>> {
     json(StatusCode::OK, &serde_json::json!({ "silences": list }))
 }
 
-/// The metrics page, in the format the scraper asks for.
-fn metrics(published: &Publisher, req: &Request<Incoming>) -> Response<Full<Bytes>> {
+/// The metrics page, in the format the scraper asks for, with the process's own figures
+/// `own` (read before, off the runtime).
+fn metrics(
+    published: &Publisher,
+    req: &Request<Incoming>,
+    own: Option<ProcessFigures>,
+) -> Response<Full<Bytes>> {
     let snapshot = published.current();
-    let page = crate::serve::metrics::render(snapshot.reports(), &published.extras(&snapshot));
+    let extras = crate::serve::metrics::Extras {
+        process: own,
+        ..published.extras(&snapshot)
+    };
+    let page = crate::serve::metrics::render(snapshot.reports(), &extras);
     let accept = req.headers().get(ACCEPT).and_then(|v| v.to_str().ok());
     let mut r = if crate::serve::metrics::wants_openmetrics(accept) {
         text(StatusCode::OK, crate::serve::metrics::CONTENT_TYPE, page)
@@ -711,7 +726,13 @@ where
                 )
                 .await
             } else {
-                respond(&published, ctx.auth.as_ref(), &req)
+                // The page's `process_*` figures are read from /proc off the runtime
+                // (issue 38 item 3), before the page is made.
+                let own = match req.uri().path() {
+                    "/metrics" => Some(crate::observe::self_metrics::read_own().await),
+                    _ => None,
+                };
+                respond(&published, ctx.auth.as_ref(), &req, own)
             };
             Ok::<_, Infallible>(response)
         }
