@@ -378,11 +378,22 @@ impl Alerting {
     pub async fn reconfigure(&self, config: &Config) -> Result<(), AlertingError> {
         let old = self.notifier();
         old.shutdown(Duration::from_secs(2)).await;
-        let new = Notifier::spawn(
-            &config.webhooks,
-            &config.state_dir,
-            sender(config, self.peers.clone()),
-        )?;
+        // Opening the spools reads the state directory: off the runtime.
+        let (webhooks, dir) = (config.webhooks.clone(), config.state_dir.clone());
+        let sender = sender(config, self.peers.clone());
+        let new = incident::disk()
+            .finish(
+                "opening the webhook spools",
+                incident::SLOW_WRITE,
+                move || Notifier::spawn(&webhooks, &dir, sender),
+            )
+            .await
+            .map_err(|e| {
+                NotifyError::Spool(crate::alert::notify::SpoolError::Io {
+                    path: config.state_dir.join("spool"),
+                    source: std::io::Error::other(e.to_string()),
+                })
+            })??;
         new.restore_open(self.open_incidents());
         *self.notifier.write().unwrap_or_else(|p| p.into_inner()) = new;
         Ok(())
