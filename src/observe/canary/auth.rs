@@ -298,6 +298,42 @@ mod tests {
         assert!(url.contains("&User-Agent=kafka-watchdog%2F"), "{url}");
     }
 
+    /// A token endpoint that takes the request and never answers: the canary hears so at
+    /// its deadline, in words, instead of waiting (a runtime worker with it, before).
+    #[tokio::test]
+    async fn a_token_endpoint_that_never_answers_is_an_error_at_the_deadline() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/token", listener.local_addr().unwrap());
+        let _held = tokio::spawn(async move {
+            let mut held = Vec::new();
+            while let Ok((s, _)) = listener.accept().await {
+                held.push(s);
+            }
+        });
+        let source = TokenSource::new(
+            url,
+            "watchdog".into(),
+            "secret".into(),
+            None,
+            None,
+            Duration::from_secs(30),
+        );
+        let wire = WireOptions {
+            security: Security::SaslPlaintext(SaslSettings {
+                oauth: Some(Arc::new(source)),
+                ..SaslSettings::user_password(SaslMechanism::OAuthBearer, "", "")
+            }),
+            ..WireOptions::default()
+        };
+        let started = std::time::Instant::now();
+        let err = CanaryContext::new(&wire)
+            .token(Duration::from_millis(300))
+            .await
+            .unwrap_err();
+        assert!(started.elapsed() < Duration::from_secs(5));
+        assert!(err.starts_with("no token within 0.3 s"), "{err}");
+    }
+
     #[tokio::test]
     async fn without_a_token_mechanism_nothing_is_set() {
         let context = CanaryContext::new(&WireOptions::default());
