@@ -1,8 +1,11 @@
 //! Model: the plain data every stage shares, with no behaviour beyond reading and printing it.
 //! Takes in nothing from the crate; gives out a round's observations (brokers, partitions,
 //! answers), bounded label words, the incident kinds, silence rules and the time formats of
-//! the state files and webhooks, and the count of the watchdog's own tasks restarted.
+//! the state files and webhooks, and the count of the watchdog's own tasks restarted; and the
+//! one way blocking work leaves the async runtime (`blocking`), which every stage that
+//! touches files or `/proc` uses.
 
+pub mod blocking;
 pub mod coordinators;
 pub mod kind;
 pub mod metric_kit;

@@ -33,6 +33,7 @@ use tokio_rustls::TlsAcceptor;
 use crate::alert::peers::auth::PeerKey;
 use crate::alert::peers::PEER_PATH;
 use crate::config::{Config, HttpAuth, HttpTlsError, Secret};
+use crate::observe::self_metrics::ProcessFigures;
 use crate::serve::runbooks::RUNBOOKS_PATH;
 use crate::serve::snapshot::Publisher;
 
@@ -264,6 +265,7 @@ fn respond(
     auth: Option<&HttpAuth>,
     peer_key: Option<&PeerKey>,
     req: &Request<Incoming>,
+    own: Option<ProcessFigures>,
 ) -> Response<Full<Bytes>> {
     let has_body = !req.body().is_end_stream();
     let mut r = if req.method() != Method::GET && req.method() != Method::HEAD {
@@ -296,7 +298,7 @@ fn respond(
             {
                 unauthorized(a)
             }
-            _ => route(published, req),
+            _ => route(published, req, own),
         }
     };
     if has_body {
@@ -358,7 +360,7 @@ async fn api_write(
     let now = std::time::SystemTime::now();
     if req.method() == Method::DELETE {
         let id = req.uri().path()[SILENCES_PATH.len() + 1..].to_string();
-        return match alerting.expire_silence(&id, now) {
+        return match alerting.expire_silence(&id, now).await {
             Ok(true) => {
                 published.refresh();
                 json(StatusCode::OK, &serde_json::json!({"expired": id}))
@@ -379,7 +381,7 @@ async fn api_write(
         request.created_by = Some(who);
     }
     let clusters = published.current().clusters.clone();
-    match alerting.add_silence(&request, &clusters, now) {
+    match alerting.add_silence(&request, &clusters, now).await {
         Ok(s) => {
             // /status and the metrics show it at once, as the silences API does.
             published.refresh();
@@ -469,10 +471,14 @@ async fn silence_request(
     })
 }
 
-fn route(published: &Publisher, req: &Request<Incoming>) -> Response<Full<Bytes>> {
+fn route(
+    published: &Publisher,
+    req: &Request<Incoming>,
+    own: Option<ProcessFigures>,
+) -> Response<Full<Bytes>> {
     match req.uri().path() {
         SILENCES_PATH => silences(published),
-        "/metrics" => metrics(published, req),
+        "/metrics" => metrics(published, req, own),
         "/healthz" => text(StatusCode::OK, "text/plain; charset=utf-8", "ok\n".into()),
         "/readyz" => readyz(published),
         RUNBOOKS_PATH => runbooks(),
@@ -559,10 +565,19 @@ fn silences(published: &Publisher) -> Response<Full<Bytes>> {
     json(StatusCode::OK, &serde_json::json!({ "silences": list }))
 }
 
-/// The metrics page, in the format the scraper asks for.
-fn metrics(published: &Publisher, req: &Request<Incoming>) -> Response<Full<Bytes>> {
+/// The metrics page, in the format the scraper asks for, with the process's own figures
+/// `own` (read before, off the runtime).
+fn metrics(
+    published: &Publisher,
+    req: &Request<Incoming>,
+    own: Option<ProcessFigures>,
+) -> Response<Full<Bytes>> {
     let snapshot = published.current();
-    let page = crate::serve::metrics::render(snapshot.reports(), &published.extras(&snapshot));
+    let extras = crate::serve::metrics::Extras {
+        process: own,
+        ..published.extras(&snapshot)
+    };
+    let page = crate::serve::metrics::render(snapshot.reports(), &extras);
     let accept = req.headers().get(ACCEPT).and_then(|v| v.to_str().ok());
     let mut r = if crate::serve::metrics::wants_openmetrics(accept) {
         text(StatusCode::OK, crate::serve::metrics::CONTENT_TYPE, page)
@@ -762,7 +777,19 @@ where
                 )
                 .await
             } else {
-                respond(&published, ctx.auth.as_ref(), ctx.peer_key.as_deref(), &req)
+                // The page's `process_*` figures are read from /proc off the runtime
+                // (issue 38 item 3), before the page is made.
+                let own = match req.uri().path() {
+                    "/metrics" => Some(crate::observe::self_metrics::read_own().await),
+                    _ => None,
+                };
+                respond(
+                    &published,
+                    ctx.auth.as_ref(),
+                    ctx.peer_key.as_deref(),
+                    &req,
+                    own,
+                )
             };
             Ok::<_, Infallible>(response)
         }

@@ -45,6 +45,9 @@ pub struct Extras<'a> {
     pub silences: Vec<crate::model::silence::Silence>,
     /// The watchdog's own tasks started again after they ended: (task, scope, restarts).
     pub task_restarts: Vec<(&'static str, String, u64)>,
+    /// The watchdog's own process figures (`process_*`), read for this page; none leaves
+    /// them out.
+    pub process: Option<crate::observe::self_metrics::ProcessFigures>,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, prometheus_client::encoding::EncodeLabelSet)]
@@ -161,17 +164,19 @@ pub fn render<'a>(reports: impl IntoIterator<Item = &'a ClusterReport>, extras: 
         controllers,
         &extras.incidents,
     );
-    finish(&reg)
+    finish(&reg, extras.process.as_ref())
 }
 
 /// Encodes the watchdog's registry and, beside it, the standard `process_*` metrics of its
 /// own process, which carry no `kafka_watchdog_` prefix.
-fn finish(reg: &Registry) -> String {
+fn finish(
+    reg: &Registry,
+    process: Option<&crate::observe::self_metrics::ProcessFigures>,
+) -> String {
     let mut own = Registry::default();
-    crate::observe::self_metrics::encode(
-        &mut own,
-        &crate::observe::self_metrics::read(std::path::Path::new("/proc"), "self"),
-    );
+    if let Some(figures) = process {
+        crate::observe::self_metrics::encode(&mut own, figures);
+    }
     let mut out = String::new();
     encode_registry(&mut out, reg)
         .and_then(|()| encode_registry(&mut out, &own))
@@ -426,6 +431,10 @@ mod tests {
             &Extras {
                 clusters: vec!["lab".into()],
                 canary_stats: Some(&stats),
+                process: Some(crate::observe::self_metrics::read(
+                    std::path::Path::new("/proc"),
+                    "self",
+                )),
                 ..Extras::default()
             },
         )

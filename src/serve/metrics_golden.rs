@@ -729,6 +729,11 @@ fn extras(stats: &CanaryStats) -> Extras<'_> {
             ),
         ],
         task_restarts: vec![("liveness", "127.0.0.12:9092".into(), 1)],
+        // Differ from run to run: the page is compared without them (`canonical`).
+        process: Some(crate::observe::self_metrics::read(
+            std::path::Path::new("/proc"),
+            "self",
+        )),
     }
 }
 
@@ -1050,8 +1055,9 @@ fn metrics_reference() -> String {
          Prometheus client library uses. Labels are bounded (`cluster`, `broker`, `state`, \
          `request`, `kind`, ...), never an error message. A counter's samples end in \
          `_total`; a histogram's are `_bucket`, `_sum` and `_count`. The process figures are \
-         read from `/proc/self` at each scrape; one whose file cannot be read is left out, and \
-         `process_max_fds` is absent when the limit is unlimited. The Prometheus alert rules \
+         read from `/proc/self` at each scrape; one whose file cannot be read is left out (all \
+         of them when the read takes over a second), and `process_max_fds` is absent when the \
+         limit is unlimited. The Prometheus alert rules \
          built on these are in [alerts.md](alerts.md).\n",
     );
     for (title, fs) in sections.iter().filter(|(_, fs)| !fs.is_empty()) {

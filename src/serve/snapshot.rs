@@ -174,6 +174,8 @@ impl Publisher {
             remediations: self.live.remediation.recent(),
             silences: snapshot.silences.clone(),
             task_restarts: crate::model::task_restarts::snapshot(),
+            // Read by the metrics page itself, off the runtime.
+            process: None,
         }
     }
 

@@ -183,6 +183,10 @@ struct Inbox {
     /// Items that could not be written to disk while older ones wait there: routed after
     /// the disk inbox is empty, so order holds.
     after_disk: VecDeque<Input>,
+    /// Inbox files being written (off the runtime, without this lock): the dispatcher reads
+    /// only files older than all of them, so that none overtakes an older one still on its
+    /// way to the disk.
+    writing: std::collections::BTreeSet<u64>,
     closed: bool,
 }
 
@@ -356,6 +360,60 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+/// Writes one file of the disk inbox off the runtime, then records how it went.
+async fn write_inbox(shared: Arc<Shared>, seq: u64, items: Vec<Input>) {
+    let written = match spool::Spool::encode(&items) {
+        Ok(bytes) => {
+            let s = shared.clone();
+            crate::alert::incident::disk()
+                .finish(
+                    "writing the webhook inbox",
+                    crate::alert::incident::SLOW_WRITE,
+                    move || s.inbox_spool.write_bytes(seq, &bytes),
+                )
+                .await
+                .unwrap_or_else(|e| {
+                    Err(SpoolError::Io {
+                        path: "spool-inbox".into(),
+                        source: std::io::Error::other(e.to_string()),
+                    })
+                })
+        }
+        Err(e) => Err(e),
+    };
+    inbox_written(&shared, seq, items, written);
+}
+
+/// The inbox file `seq` is written (its items wait on disk), or could not be: they are
+/// kept in memory behind those waiting on disk, however many (losing a page is worse than
+/// the memory, issue 27 items 1 and 2), or, when none waits there and none is on its way,
+/// in memory as before the inbox spilled. Either way the dispatcher may read on.
+fn inbox_written(shared: &Shared, seq: u64, items: Vec<Input>, written: Result<(), SpoolError>) {
+    let mut inbox = lock(&shared.inbox);
+    inbox.writing.remove(&seq);
+    match written {
+        Ok(()) => inbox.spilled += items.len() as u64,
+        Err(e) => {
+            tracing::error!(
+                error = %e,
+                events = items.len(),
+                "cannot write to the webhook inbox on disk: kept in memory; a crash before they are spooled would lose them"
+            );
+            if inbox.spilled == 0 && inbox.writing.is_empty() {
+                inbox.spilling = false;
+                let earlier: Vec<Input> = inbox.after_disk.drain(..).collect();
+                inbox.items.extend(earlier);
+                inbox.items.extend(items);
+            } else {
+                inbox.after_disk.extend(items);
+            }
+        }
+    }
+    drop(inbox);
+    shared.wake.notify_one();
+    shared.progress.send_replace(());
+}
+
 impl NotifierHandle {
     /// Queues events for delivery and returns at once: no network, and disk only when the
     /// in-memory inbox is full (or delivery was shut down), so nothing is lost.
@@ -374,18 +432,19 @@ impl NotifierHandle {
     /// dispatcher removes it only once its events are in the receivers' spools, and a
     /// restart sends what is left. When the file cannot be written (disk full, read-only)
     /// the events are queued in memory instead and the failure is logged: sent unless the
-    /// process dies first.
-    pub fn submit_durably(&self, events: Vec<IncidentEvent>) {
+    /// process dies first. The write runs off the runtime, and no lock is held meanwhile:
+    /// a slow disk makes this wait, and nothing else (issue 38 item 3).
+    pub async fn submit_durably(&self, events: Vec<IncidentEvent>) {
         if events.is_empty() {
             return;
         }
-        self.queue(
-            events
-                .into_iter()
-                .map(|e| Input::Event(Box::new(e)))
-                .collect(),
-            true,
-        );
+        let items = events
+            .into_iter()
+            .map(|e| Input::Event(Box::new(e)))
+            .collect();
+        if let Some((seq, items)) = self.queue(items, true) {
+            write_inbox(self.shared.clone(), seq, items).await;
+        }
     }
 
     /// Tells delivery which incidents are open after a restart (from the incident book),
@@ -394,48 +453,45 @@ impl NotifierHandle {
         self.put(vec![Input::Restore(incidents)]);
     }
 
+    /// Queues `items` without waiting: in memory, or, when they must go to disk, with the
+    /// write started on its own (done here only outside a runtime).
     fn put(&self, items: Vec<Input>) {
-        self.queue(items, false);
+        let Some((seq, items)) = self.queue(items, false) else {
+            return;
+        };
+        match tokio::runtime::Handle::try_current() {
+            Ok(rt) => {
+                rt.spawn(write_inbox(self.shared.clone(), seq, items));
+            }
+            Err(_) => {
+                let written = spool::Spool::encode(&items)
+                    .and_then(|b| self.shared.inbox_spool.write_bytes(seq, &b));
+                inbox_written(&self.shared, seq, items, written);
+            }
+        }
     }
 
-    /// Queues items in memory, or on disk: when `durable`, when older items wait there
-    /// (order), when the memory inbox is full, or once delivery was shut down (the next
-    /// start sends them). Written under the lock: the dispatcher decides under it whether
-    /// the disk inbox is empty. Items the disk refuses are kept in memory behind those
-    /// waiting on disk, however many: losing a page is worse than the memory (issue 27
-    /// items 1 and 2).
-    fn queue(&self, items: Vec<Input>, durable: bool) {
+    /// Decides, under the lock, where `items` go: into memory (`None`), or to the disk
+    /// inbox: when `durable`, when older items wait there (order), when the memory inbox
+    /// is full, or once delivery was shut down (the next start sends them). For the disk,
+    /// the file's number is taken and marked as being written, and the inbox as spilling,
+    /// so that nothing newer goes to memory meanwhile; the caller writes the file.
+    fn queue(&self, items: Vec<Input>, durable: bool) -> Option<(u64, Vec<Input>)> {
         if items.is_empty() {
-            return;
+            return None;
         }
         let mut inbox = lock(&self.shared.inbox);
         let fits = inbox.items.len() + items.len() <= self.shared.settings.inbox_capacity;
         if !durable && !inbox.spilling && !inbox.closed && fits {
             inbox.items.extend(items);
-        } else {
-            let n = items.len();
-            let seq = self.shared.inbox_spool.reserve();
-            match self.shared.inbox_spool.write(seq, &items) {
-                Ok(()) => {
-                    inbox.spilling = true;
-                    inbox.spilled += n as u64;
-                }
-                Err(e) => {
-                    tracing::error!(
-                        error = %e,
-                        events = n,
-                        "cannot write to the webhook inbox on disk: kept in memory; a crash before they are spooled would lose them"
-                    );
-                    if inbox.spilling {
-                        inbox.after_disk.extend(items);
-                    } else {
-                        inbox.items.extend(items);
-                    }
-                }
-            }
+            drop(inbox);
+            self.shared.wake.notify_one();
+            return None;
         }
-        drop(inbox);
-        self.shared.wake.notify_one();
+        let seq = self.shared.inbox_spool.reserve();
+        inbox.writing.insert(seq);
+        inbox.spilling = true;
+        Some((seq, items))
     }
 
     /// Starts again the dispatcher or a receiver's worker that ended before delivery was

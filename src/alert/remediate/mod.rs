@@ -739,7 +739,7 @@ async fn looked_again(
     decided: Option<u32>,
 ) -> Result<(), String> {
     // A pool of its own: a look that blocks costs this check, never the host observer's.
-    let pool = crate::observe::host::ReadPool::default();
+    let pool = crate::observe::host::read_pool();
     let now =
         crate::observe::host::locate::locate(process, proc_root, Duration::from_secs(5), &pool)
             .await

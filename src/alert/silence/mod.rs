@@ -74,11 +74,17 @@ impl Silences {
     }
 
     pub fn save(&self, dir: &Path) -> Result<(), StoreError> {
-        let path = dir.join(STATE_FILE);
-        let bytes = serde_json::to_vec_pretty(&self.api).unwrap_or_default();
-        crate::alert::incident::ensure_dir(dir)
-            .and_then(|()| crate::alert::incident::write_atomic(&path, &bytes))
-            .map_err(|source| StoreError::Write { path, source })
+        crate::alert::incident::write_in(dir, STATE_FILE, &self.encode()).map_err(|source| {
+            StoreError::Write {
+                path: dir.join(STATE_FILE),
+                source,
+            }
+        })
+    }
+
+    /// The runtime silences as their file holds them.
+    pub fn encode(&self) -> Vec<u8> {
+        serde_json::to_vec_pretty(&self.api).unwrap_or_default()
     }
 
     /// Replaces the configuration's silences (at start and on reload).

@@ -42,6 +42,7 @@ use rdkafka::error::KafkaError;
 use rdkafka::producer::Producer as _;
 use tokio::sync::watch;
 
+use crate::observe::wire::Token;
 use auth::CanaryContext;
 use layout::{LayoutMemory, LayoutSettings};
 use stats::CanaryStats;
@@ -144,14 +145,13 @@ impl Canary {
         self.shared.news.clone()
     }
 
-    fn start_clients(&self) -> Result<Clients, TopicStatus> {
+    /// The clients, made with `context` and handed `token` before they connect.
+    fn start_clients(
+        &self,
+        context: CanaryContext,
+        token: Option<&Token>,
+    ) -> Result<Clients, TopicStatus> {
         let s = &self.settings;
-        let context = CanaryContext::new(&s.wire);
-        // Without a token no client can authenticate: say so once, rather than create and
-        // drop three clients every round.
-        context.token_ready().map_err(|e| {
-            TopicStatus::Broken(format!("cannot get a token for the canary's clients: {e}"))
-        })?;
         let ms = s.produce_timeout.as_millis().max(1).to_string();
         let producer = Polled::create(
             s.client
@@ -183,16 +183,12 @@ impl Canary {
             .clone()
             .create_with_context(context.clone())
             .map_err(config_error)?;
-        // With a token mechanism no client connects before it has its first token.
-        context
-            .prime(admin.inner())
-            .and_then(|()| context.prime(producer.client()))
-            .and_then(|()| context.prime(consumer.client()))
-            .map_err(|e| {
-                TopicStatus::Broken(format!("cannot authenticate the canary's clients: {e}"))
-            })?;
         let consumer = Arc::new(consumer);
         let producer = Arc::new(producer);
+        // With a token mechanism no client connects before it has its first token.
+        prime_all(&context, &admin, &producer, &consumer, token).map_err(|e| {
+            TopicStatus::Broken(format!("cannot authenticate the canary's clients: {e}"))
+        })?;
         let reader = tokio::spawn(read_loop(consumer.clone(), self.shared.clone()));
         let (plan, plan_rx) = watch::channel(Vec::new());
         let writer = tokio::spawn(write_loop(
@@ -211,6 +207,20 @@ impl Canary {
             writer,
         })
     }
+}
+
+/// Hands every client `token` (see `CanaryContext::prime`).
+fn prime_all(
+    context: &CanaryContext,
+    admin: &AdminClient<CanaryContext>,
+    producer: &Polled<Attributing>,
+    consumer: &StreamConsumer<CanaryContext>,
+    token: Option<&Token>,
+) -> Result<(), String> {
+    context
+        .prime(admin.inner(), token)
+        .and_then(|()| context.prime(producer.client(), token))
+        .and_then(|()| context.prime(consumer.client(), token))
 }
 
 #[cfg(test)]

@@ -5,7 +5,7 @@
 //! The client secret never leaves this module except in the request to the endpoint.
 
 use std::fmt;
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use base64::Engine as _;
@@ -150,25 +150,6 @@ impl TokenSource {
         let t = self.fetch().await?;
         *self.cache.lock().unwrap_or_else(|p| p.into_inner()) = Some(t.clone());
         Ok(t)
-    }
-
-    /// For librdkafka's token refresh callback, which runs on a thread of its own or inside
-    /// a poll on a runtime worker: the fetch runs on a short-lived thread with its own
-    /// runtime, so it never nests in the caller's.
-    pub fn token_blocking(self: &Arc<Self>) -> Result<Token, String> {
-        if let Some(t) = self.cached() {
-            return Ok(t);
-        }
-        let me = self.clone();
-        std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .map_err(|e| format!("cannot start a runtime for the token request: {e}"))?;
-            rt.block_on(me.token())
-        })
-        .join()
-        .map_err(|_| "the token request thread panicked".to_string())?
     }
 
     fn what(&self) -> String {
@@ -484,14 +465,14 @@ mod tests {
         answer: &'static str,
     ) -> (
         String,
-        Arc<std::sync::atomic::AtomicUsize>,
-        Arc<Mutex<String>>,
+        std::sync::Arc<std::sync::atomic::AtomicUsize>,
+        std::sync::Arc<Mutex<String>>,
     ) {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}/token", listener.local_addr().unwrap());
-        let count = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-        let seen = Arc::new(Mutex::new(String::new()));
+        let count = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let seen = std::sync::Arc::new(Mutex::new(String::new()));
         let (c, s) = (count.clone(), seen.clone());
         tokio::spawn(async move {
             loop {
@@ -567,10 +548,5 @@ mod tests {
         );
         assert!(err.contains(&url), "{err}");
         assert!(!err.contains("wrong-secret-77"), "{err}");
-        let blocking = Arc::new(s);
-        let err = tokio::task::spawn_blocking(move || blocking.token_blocking().unwrap_err())
-            .await
-            .unwrap();
-        assert!(err.contains("invalid_client"), "{err}");
     }
 }

@@ -58,7 +58,13 @@ impl Bot {
 
     async fn save(&self, bytes: Vec<u8>) {
         let path = lock(&self.threads).path().to_path_buf();
-        let written = tokio::task::spawn_blocking(move || threads::save(&path, &bytes)).await;
+        let written = crate::alert::incident::disk()
+            .finish(
+                "writing the Slack message file",
+                crate::alert::incident::SLOW_WRITE,
+                move || threads::save(&path, &bytes),
+            )
+            .await;
         if let Ok(Err(e)) = written {
             // The message stays known until the restart; after it, the incident's next
             // state is a new message.

@@ -11,7 +11,8 @@ fn the_spool_keeps_order_and_sequence_across_reopen() {
     assert!(waiting.is_empty());
     let seqs: Vec<u64> = (0..3).map(|_| s.reserve()).collect();
     for (i, seq) in seqs.iter().enumerate() {
-        s.write(*seq, &format!("entry {i}")).unwrap();
+        let bytes = spool::Spool::encode(&format!("entry {i}")).unwrap();
+        s.write_bytes(*seq, &bytes).unwrap();
     }
     std::fs::write(dir.join(".00000000000000000099.json.tmp"), b"half").unwrap();
     s.remove(seqs[0]).unwrap();
@@ -366,7 +367,7 @@ async fn events_submitted_durably_outlive_a_crash_before_they_are_routed() {
         }
     }
     tokio::time::sleep(Duration::from_millis(50)).await;
-    first.submit_durably(events(2));
+    first.submit_durably(events(2)).await;
     drop(first);
 
     let rx = TestReceiver::start(addr, always(200)).await;
@@ -408,7 +409,7 @@ async fn events_submitted_durably_with_an_unwritable_inbox_are_still_delivered()
     let inbox = dir.join("spool-inbox");
     std::fs::remove_dir_all(&inbox).unwrap();
     std::fs::write(&inbox, b"not a folder").unwrap();
-    handle.submit_durably(events(3));
+    handle.submit_durably(events(3)).await;
     let rx = TestReceiver::start(addr, always(200)).await;
     let got = rx.wait_delivered(3).await;
     assert_eq!(brokers(&got), vec![1, 2, 3]);
@@ -472,8 +473,14 @@ async fn the_spool_survives_a_restart() {
         .await;
     let stats = first.shutdown(Duration::from_millis(100)).await;
     assert_eq!(stats.receivers[0].queue_depth, 3, "left in the spool");
-    // Submitted after shutdown: kept on disk for the next start.
+    // Submitted after shutdown: kept on disk for the next start (written off the runtime:
+    // `submit` returns before).
     first.submit(events(4).split_off(3));
+    first
+        .stats_when("the fourth written to the inbox", |s| {
+            s.unrouted_events == 1
+        })
+        .await;
 
     let rx = TestReceiver::start(addr, always(200)).await;
     let second = Notifier::spawn_with(
