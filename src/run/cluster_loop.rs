@@ -271,12 +271,10 @@ impl Watches {
             obs.liveness = b.snapshot();
         }
         if let Some(q) = &mut self.quorum {
-            q.revive();
             obs.quorum = q.latest();
             q.ask_brokers(answering_first(&obs));
         }
         if let Some(c) = &mut self.coordinators {
-            c.revive();
             obs.coordinators = c.latest();
             c.plan(coordinator_plan(view, |id| {
                 obs.probes.get(&id).map(|p| p.endpoint.address())

@@ -15,6 +15,7 @@ use crate::alert::alerting::Alerting;
 use crate::config::{ClusterConfig, Config};
 use crate::judge::report::ClusterReport;
 use crate::model::round::{BrokerId, LivenessFact, RoundObservation};
+use crate::model::supervise::{self, Task};
 use crate::observe::liveness::{Liveness, LivenessSettings};
 use crate::observe::quorum::QuorumProber;
 use crate::observe::wire::WireOptions;
@@ -33,12 +34,10 @@ struct Loops {
     instance_id: String,
 }
 
-/// One cluster's loop: its task, its stop switch, and what it was started with (to start
-/// it again should it end).
+/// One cluster's loop: its (supervised) task and its stop switch.
 struct Running {
     handle: tokio::task::JoinHandle<()>,
     stop: watch::Sender<bool>,
-    cfg: ClusterConfig,
 }
 
 impl Loops {
@@ -71,39 +70,27 @@ impl Loops {
             Instant::now(),
         );
         let name = cfg.name.clone();
-        let handle = tokio::spawn(cluster_loop(
+        // Supervised: a loop that ends (a panic) is started again, or its cluster would be
+        // watched by nothing from then on, with /metrics showing its last round.
+        let (c, instance, published, alerting, health, stop) = (
             cfg.clone(),
             self.instance_id.clone(),
             self.published.clone(),
             self.alerting.clone(),
             self.health.clone(),
-            rx,
-        ));
-        self.running.insert(
-            name,
-            Running {
-                handle,
-                stop: tx,
-                cfg,
-            },
+            rx.clone(),
         );
-    }
-
-    /// Starts again every cluster loop that ended without being stopped (a loop runs until
-    /// stopped: one that ended panicked), and says so. Its cluster would be watched by
-    /// nothing from then on, with /metrics showing its last round (issue 27 item 5).
-    fn revive(&mut self) {
-        let ended: Vec<ClusterConfig> = self
-            .running
-            .values()
-            .filter(|r| r.handle.is_finished())
-            .map(|r| r.cfg.clone())
-            .collect();
-        for cfg in ended {
-            tracing::error!(cluster = %cfg.name, "the round loop of a cluster ended; starting it again");
-            crate::model::task_restarts::record("cluster_loop", &cfg.name);
-            self.start(cfg);
-        }
+        let handle = supervise::spawn_until(Task::ClusterLoop, &name, rx, move || {
+            cluster_loop(
+                c.clone(),
+                instance.clone(),
+                published.clone(),
+                alerting.clone(),
+                health.clone(),
+                stop.clone(),
+            )
+        });
+        self.running.insert(name, Running { handle, stop: tx });
     }
 
     async fn stop(&mut self, name: &str) {
@@ -125,9 +112,28 @@ impl Loops {
     }
 }
 
+/// The HTTP server, supervised: an accept loop that ends (a panic) is started again on
+/// the same listener.
+fn spawn_server(
+    listener: tokio::net::TcpListener,
+    published: &Arc<Publisher>,
+    stop: watch::Receiver<bool>,
+    options: http::ServeOptions,
+) -> tokio::task::JoinHandle<()> {
+    let (listener, published, ended) = (Arc::new(listener), published.clone(), stop.clone());
+    supervise::spawn_until(Task::HttpServer, "", ended, move || {
+        http::serve_with(
+            listener.clone(),
+            published.clone(),
+            stop.clone(),
+            options.clone(),
+        )
+    })
+}
+
 /// Sends WATCHDOG=1 while every cluster loop makes progress, and STATUS= when the summary
 /// changes. Without a systemd watchdog it only keeps STATUS= current.
-async fn supervise(
+async fn watch_progress(
     health: Arc<Mutex<LoopHealth>>,
     published: Arc<Publisher>,
     mut shutdown: watch::Receiver<bool>,
@@ -361,13 +367,17 @@ fn spawn_peers(
 ) -> Option<tokio::task::JoinHandle<()>> {
     let (state, (setup, client)) = (alerting.peers()?, peers?);
     let merging = alerting.clone();
-    Some(tokio::spawn(crate::alert::peers::sync::run(
-        state,
-        setup,
-        client,
-        move |peer, silences| merging.merge_peer_silences(peer, silences),
-        stop,
-    )))
+    let ended = stop.clone();
+    Some(supervise::spawn_until(Task::Peers, "", ended, move || {
+        let merging = merging.clone();
+        crate::alert::peers::sync::run(
+            state.clone(),
+            setup.clone(),
+            client.clone(),
+            move |peer, silences| merging.merge_peer_silences(peer, silences),
+            stop.clone(),
+        )
+    }))
 }
 
 /// How this watchdog asks its peers and the client it asks with, when `peers:` is
@@ -431,29 +441,19 @@ pub async fn run(
         http_options.local_token = local_token(&config.state_dir);
     }
     let (server_stop, server_stop_rx) = watch::channel(false);
-    let server = tokio::spawn(http::serve_with(
-        listener,
-        published.clone(),
-        server_stop_rx,
-        http_options,
-    ));
+    let server = spawn_server(listener, &published, server_stop_rx, http_options);
     let health = Arc::new(Mutex::new(LoopHealth::new()));
     let mut loops = Loops::start_all(&config, health.clone(), &published, &alerting);
     let (supervisor_stop, supervisor_stop_rx) = watch::channel(false);
-    let supervisor = tokio::spawn(supervise(health, published.clone(), supervisor_stop_rx));
+    let (h, p, stop) = (health, published.clone(), supervisor_stop_rx.clone());
+    let supervisor = supervise::spawn_until(Task::Supervisor, "", supervisor_stop_rx, move || {
+        watch_progress(h.clone(), p.clone(), stop.clone())
+    });
     // Ready once serving: reporting an unhealthy Kafka is the job, not a reason to wait.
     service::ready();
     tracing::info!(listen = %config.http_listen, clusters = config.clusters.len(), "kafka-watchdog serving");
 
-    follow_controls(
-        config,
-        &path,
-        &mut controls,
-        &mut loops,
-        &alerting,
-        log_level.as_ref(),
-    )
-    .await;
+    follow_controls(config, &path, &mut controls, &mut loops, log_level.as_ref()).await;
 
     // Stop, in the reverse order.
     service::stopping();
@@ -545,27 +545,22 @@ fn local_token(state_dir: &std::path::Path) -> Option<crate::config::Secret> {
     }
 }
 
-/// Runs until a stop: reloads on SIGHUP and when the file changes, and each second revives
-/// the cluster loops and alerting's tasks that ended.
+/// Runs until a stop: reloads on SIGHUP and when the file changes.
 async fn follow_controls(
     mut running: Config,
     path: &std::path::Path,
     controls: &mut (impl futures::Stream<Item = Control> + Unpin),
     loops: &mut Loops,
-    alerting: &Alerting,
     log_level: &(dyn Fn(crate::config::LogLevel) + Send + Sync),
 ) {
-    // How often ended tasks are looked for, and the configuration file read again: well
-    // within a round, far below any cost.
-    let mut revive = tokio::time::interval(Duration::from_secs(1));
-    revive.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // How often the configuration file is looked at (`FileWatch` reads it every 5 s).
+    let mut look = tokio::time::interval(Duration::from_secs(1));
+    look.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut file = FileWatch::new(path);
     loop {
         let control = tokio::select! {
             c = controls.next() => c,
-            _ = revive.tick() => {
-                loops.revive();
-                alerting.revive_tasks();
+            _ = look.tick() => {
                 if file.changed() {
                     tracing::info!(file = %path.display(), "the configuration file changed: reloading it");
                     running = reload(path, running, loops, log_level).await;

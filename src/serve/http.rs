@@ -558,7 +558,7 @@ pub async fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
 
 /// Serves plain HTTP without credentials until `shutdown` turns true.
 pub async fn serve(
-    listener: TcpListener,
+    listener: Arc<TcpListener>,
     published: Arc<Publisher>,
     shutdown: watch::Receiver<bool>,
 ) {
@@ -567,7 +567,7 @@ pub async fn serve(
 
 /// Serves with `options` until `shutdown` turns true.
 pub async fn serve_with(
-    listener: TcpListener,
+    listener: Arc<TcpListener>,
     published: Arc<Publisher>,
     mut shutdown: watch::Receiver<bool>,
     options: ServeOptions,
@@ -759,7 +759,7 @@ mod tests {
         let listener = bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
         let addr = listener.local_addr().unwrap();
         let (stop, stop_rx) = watch::channel(false);
-        tokio::spawn(serve_with(listener, published, stop_rx, options));
+        tokio::spawn(serve_with(Arc::new(listener), published, stop_rx, options));
         Server { addr, stop }
     }
 

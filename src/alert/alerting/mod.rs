@@ -333,11 +333,6 @@ impl Alerting {
         self.notifier().submit(vec![remediation_event(&r)]);
     }
 
-    /// Starts again any delivery task that ended (see `NotifierHandle::revive`).
-    pub fn revive_tasks(&self) {
-        self.notifier().revive();
-    }
-
     fn notifier(&self) -> NotifierHandle {
         self.notifier
             .read()

@@ -26,6 +26,7 @@ pub enum PeerClientError {
 }
 
 /// What the task needs besides the shared state.
+#[derive(Clone)]
 pub struct Setup {
     pub config: PeersConfig,
     pub auth: Option<HttpAuth>,

@@ -42,6 +42,8 @@ use rdkafka::error::KafkaError;
 use rdkafka::producer::Producer as _;
 use tokio::sync::watch;
 
+use crate::model::supervise::{self, Task};
+
 use auth::CanaryContext;
 use layout::{LayoutMemory, LayoutSettings};
 use stats::CanaryStats;
@@ -193,14 +195,17 @@ impl Canary {
             })?;
         let consumer = Arc::new(consumer);
         let producer = Arc::new(producer);
-        let reader = tokio::spawn(read_loop(consumer.clone(), self.shared.clone()));
+        // Supervised: a reader or writer that ends (a panic) is started again, or the
+        // canary would go on reporting rounds that no write or read feeds.
+        let (c, shared) = (consumer.clone(), self.shared.clone());
+        let reader = supervise::spawn(Task::CanaryReader, &s.cluster, move || {
+            read_loop(c.clone(), shared.clone())
+        });
         let (plan, plan_rx) = watch::channel(Vec::new());
-        let writer = tokio::spawn(write_loop(
-            plan_rx,
-            producer.clone(),
-            self.settings.clone(),
-            self.shared.clone(),
-        ));
+        let (p, settings, shared) = (producer.clone(), self.settings.clone(), self.shared.clone());
+        let writer = supervise::spawn(Task::CanaryWriter, &s.cluster, move || {
+            write_loop(plan_rx.clone(), p.clone(), settings.clone(), shared.clone())
+        });
         Ok(Clients {
             consumer,
             producer,
