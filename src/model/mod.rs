@@ -2,11 +2,13 @@
 //! Takes in nothing from the crate; gives out a round's observations (brokers, partitions,
 //! answers), bounded label words, the incident kinds, silence rules and the time formats of
 //! the state files and webhooks, and the watchdog's own tasks: supervised (started again
-//! when they end, `supervise`) and counted (`task_restarts`).
+//! when they end, `supervise`), counted (`task_restarts`), and their progress watched
+//! (`progress`).
 
 pub mod coordinators;
 pub mod kind;
 pub mod metric_kit;
+pub mod progress;
 pub mod round;
 pub mod silence;
 pub mod supervise;

@@ -3,7 +3,7 @@
 //! stop after them; signals arrive as [`Control`]s.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use futures::StreamExt;
@@ -14,13 +14,14 @@ use tokio::sync::watch;
 use crate::alert::alerting::Alerting;
 use crate::config::{ClusterConfig, Config};
 use crate::judge::report::ClusterReport;
+use crate::model::progress::{Progress, Watched};
 use crate::model::round::{BrokerId, LivenessFact, RoundObservation};
 use crate::model::supervise::{self, Task};
 use crate::observe::liveness::{Liveness, LivenessSettings};
 use crate::observe::quorum::QuorumProber;
 use crate::observe::wire::WireOptions;
-use crate::run::cluster_loop::{cluster_loop, lock, one_round, round_limit};
-use crate::run::service::{self, LoopHealth, StatusCounts};
+use crate::run::cluster_loop::{cluster_loop, one_round, round_limit};
+use crate::run::service::{self, StatusCounts};
 use crate::run::{preflight, reload, setup};
 use crate::serve::http;
 use crate::serve::snapshot::Publisher;
@@ -28,7 +29,7 @@ use crate::serve::snapshot::Publisher;
 /// The running cluster loops, each with its own stop switch so a reload can restart one.
 struct Loops {
     running: std::collections::BTreeMap<String, Running>,
-    health: Arc<Mutex<LoopHealth>>,
+    progress: Arc<Progress>,
     published: Arc<Publisher>,
     alerting: Arc<Alerting>,
     instance_id: String,
@@ -42,15 +43,10 @@ struct Running {
 
 impl Loops {
     /// A loop started for every configured cluster.
-    fn start_all(
-        config: &Config,
-        health: Arc<Mutex<LoopHealth>>,
-        published: &Arc<Publisher>,
-        alerting: &Arc<Alerting>,
-    ) -> Self {
+    fn start_all(config: &Config, published: &Arc<Publisher>, alerting: &Arc<Alerting>) -> Self {
         let mut loops = Loops {
             running: Default::default(),
-            health,
+            progress: published.progress.clone(),
             published: published.clone(),
             alerting: alerting.clone(),
             instance_id: config.instance_id.clone(),
@@ -63,21 +59,19 @@ impl Loops {
 
     fn start(&mut self, cfg: ClusterConfig) {
         let (tx, rx) = watch::channel(false);
-        lock(&self.health).watch(
-            &cfg.name,
-            cfg.timing.round_interval,
-            round_limit(&cfg),
+        let progress = self.progress.watch(
+            Watched::ClusterLoop(cfg.name.clone()),
+            service::allowed_silence(cfg.timing.round_interval, round_limit(&cfg)),
             Instant::now(),
         );
         let name = cfg.name.clone();
         // Supervised: a loop that ends (a panic) is started again, or its cluster would be
         // watched by nothing from then on, with /metrics showing its last round.
-        let (c, instance, published, alerting, health, stop) = (
+        let (c, instance, published, alerting, stop) = (
             cfg.clone(),
             self.instance_id.clone(),
             self.published.clone(),
             self.alerting.clone(),
-            self.health.clone(),
             rx.clone(),
         );
         let handle = supervise::spawn_until(Task::ClusterLoop, &name, rx, move || {
@@ -86,7 +80,7 @@ impl Loops {
                 instance.clone(),
                 published.clone(),
                 alerting.clone(),
-                health.clone(),
+                progress.clone(),
                 stop.clone(),
             )
         });
@@ -94,7 +88,8 @@ impl Loops {
     }
 
     async fn stop(&mut self, name: &str) {
-        lock(&self.health).unwatch(name);
+        self.progress
+            .unwatch(&Watched::ClusterLoop(name.to_string()));
         if let Some(r) = self.running.remove(name) {
             let _ = r.stop.send(true);
             let _ = r.handle.await;
@@ -110,6 +105,25 @@ impl Loops {
             self.stop(&name).await;
         }
     }
+}
+
+/// How long the webhook dispatcher and the HTTP server may go without progress: the
+/// longest a cluster's round loop may (tied to the round interval, and never under
+/// `service::MIN_ALLOWED_SILENCE`), since neither should ever be slower than a round.
+fn own_allowance(config: &Config) -> Duration {
+    config
+        .clusters
+        .iter()
+        .map(|c| service::allowed_silence(c.timing.round_interval, round_limit(c)))
+        .max()
+        .unwrap_or(service::MIN_ALLOWED_SILENCE)
+}
+
+/// Watches the progress of alerting's webhook dispatcher (the one running now).
+fn watch_dispatcher(published: &Publisher, alerting: &Alerting, allowed: Duration) {
+    published
+        .progress
+        .watch_stamp(Watched::Dispatcher, allowed, alerting.delivery_passes());
 }
 
 /// The HTTP server, supervised: an accept loop that ends (a panic) is started again on
@@ -131,13 +145,10 @@ fn spawn_server(
     })
 }
 
-/// Sends WATCHDOG=1 while every cluster loop makes progress, and STATUS= when the summary
+/// Sends WATCHDOG=1 while every watched loop makes progress (the round loops, the webhook
+/// dispatcher, the HTTP server: the board `/healthz` reads), and STATUS= when the summary
 /// changes. Without a systemd watchdog it only keeps STATUS= current.
-async fn watch_progress(
-    health: Arc<Mutex<LoopHealth>>,
-    published: Arc<Publisher>,
-    mut shutdown: watch::Receiver<bool>,
-) {
+async fn watch_progress(published: Arc<Publisher>, mut shutdown: watch::Receiver<bool>) {
     let interval = service::watchdog_interval()
         .map(|wd| wd / 2)
         .unwrap_or(Duration::from_secs(5));
@@ -147,18 +158,16 @@ async fn watch_progress(
             _ = tokio::time::sleep(interval) => {}
             _ = shutdown.changed() => return,
         }
-        let now = Instant::now();
+        let stuck = published.progress.stuck(Instant::now());
         if service::watchdog_interval().is_some() {
-            let h = lock(&health);
-            if h.should_ping(now) {
+            if stuck.is_empty() {
                 service::watchdog_ping();
             } else {
-                let stalled: Vec<String> = h
-                    .stalled(now)
+                let stalled: Vec<String> = stuck
                     .iter()
-                    .map(|(c, d)| format!("{c} ({} s)", d.as_secs()))
+                    .map(|l| format!("{} ({} s)", l.what, l.silent.as_secs()))
                     .collect();
-                tracing::error!(stalled = %stalled.join(", "), "a round loop makes no progress: withholding the systemd watchdog ping");
+                tracing::error!(stalled = %stalled.join(", "), "a loop makes no progress: withholding the systemd watchdog ping");
             }
         }
         let snapshot = published.current();
@@ -283,6 +292,8 @@ async fn reload(
         if let Err(e) = loops.alerting.reconfigure(&applied).await {
             tracing::error!(error = %e, "webhooks not reconfigured; the previous receivers stay");
         }
+        // A new dispatcher: its progress is watched from now.
+        watch_dispatcher(&loops.published, &loops.alerting, own_allowance(&applied));
     }
     if let Some(level) = plan.log_level {
         log_level(level);
@@ -440,14 +451,20 @@ pub async fn run(
     if config.http_auth.is_none() {
         http_options.local_token = local_token(&config.state_dir);
     }
+    let own = own_allowance(&config);
+    http_options.progress = Some(published.progress.watch(
+        Watched::HttpServer,
+        own,
+        Instant::now(),
+    ));
+    watch_dispatcher(&published, &alerting, own);
     let (server_stop, server_stop_rx) = watch::channel(false);
     let server = spawn_server(listener, &published, server_stop_rx, http_options);
-    let health = Arc::new(Mutex::new(LoopHealth::new()));
-    let mut loops = Loops::start_all(&config, health.clone(), &published, &alerting);
+    let mut loops = Loops::start_all(&config, &published, &alerting);
     let (supervisor_stop, supervisor_stop_rx) = watch::channel(false);
-    let (h, p, stop) = (health, published.clone(), supervisor_stop_rx.clone());
+    let (p, stop) = (published.clone(), supervisor_stop_rx.clone());
     let supervisor = supervise::spawn_until(Task::Supervisor, "", supervisor_stop_rx, move || {
-        watch_progress(h.clone(), p.clone(), stop.clone())
+        watch_progress(p.clone(), stop.clone())
     });
     // Ready once serving: reporting an unhealthy Kafka is the job, not a reason to wait.
     service::ready();

@@ -61,6 +61,9 @@ pub struct ServeOptions {
     /// [`create_local_token`]); none refuses every change.
     pub local_token: Option<Secret>,
     pub max_connections: usize,
+    /// Stamped by the accept loop at each connection and each idle second: whether the
+    /// server makes progress (`/healthz`, the systemd watchdog).
+    pub progress: Option<crate::model::progress::Stamp>,
 }
 
 impl Default for ServeOptions {
@@ -70,6 +73,7 @@ impl Default for ServeOptions {
             auth: None,
             local_token: None,
             max_connections: MAX_CONNECTIONS,
+            progress: None,
         }
     }
 }
@@ -98,6 +102,7 @@ impl ServeOptions {
             auth: config.http_auth.clone(),
             local_token: None,
             max_connections: MAX_CONNECTIONS,
+            progress: None,
         })
     }
 }
@@ -457,7 +462,7 @@ fn route(published: &Publisher, req: &Request<Incoming>) -> Response<Full<Bytes>
         crate::alert::peers::PEER_PATH => peer(published),
         SILENCES_PATH => silences(published),
         "/metrics" => metrics(published, req),
-        "/healthz" => text(StatusCode::OK, "text/plain; charset=utf-8", "ok\n".into()),
+        "/healthz" => healthz(published),
         "/readyz" => readyz(published),
         "/status" => {
             let snapshot = published.current();
@@ -530,6 +535,32 @@ fn metrics(published: &Publisher, req: &Request<Incoming>) -> Response<Full<Byte
     r
 }
 
+/// Alive while every round loop, the webhook dispatcher and the HTTP server make progress
+/// (`model::progress`); 503 naming each one over its allowance, and since when, otherwise.
+/// A lock and a few lines: cheap enough to be asked every second.
+fn healthz(published: &Publisher) -> Response<Full<Bytes>> {
+    let stuck = published.progress.stuck(std::time::Instant::now());
+    if stuck.is_empty() {
+        return text(StatusCode::OK, "text/plain; charset=utf-8", "ok\n".into());
+    }
+    let now = std::time::SystemTime::now();
+    let mut body = String::from("stuck:\n");
+    for l in stuck {
+        body.push_str(&format!(
+            "{}: no progress for {} s (allowed {} s), since {}\n",
+            l.what,
+            l.silent.as_secs(),
+            l.allowed.as_secs(),
+            crate::model::time::rfc3339(now - l.silent)
+        ));
+    }
+    text(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "text/plain; charset=utf-8",
+        body,
+    )
+}
+
 /// Ready once every cluster has completed a round.
 fn readyz(published: &Publisher) -> Response<Full<Bytes>> {
     let waiting = published.current().waiting_for();
@@ -589,9 +620,14 @@ pub async fn serve_with(
         let Ok((slot, probes_only)) = slot else {
             return;
         };
-        let accepted = tokio::select! {
-            a = listener.accept() => a,
-            _ = shutdown.changed() => return,
+        let accepted = loop {
+            tick(&options.progress);
+            tokio::select! {
+                a = listener.accept() => break a,
+                // Idle is progress too: the loop is there to accept.
+                _ = tokio::time::sleep(IDLE_TICK) => {}
+                _ = shutdown.changed() => return,
+            }
         };
         let (stream, peer) = match accepted {
             Ok(s) => s,
@@ -632,6 +668,15 @@ pub async fn serve_with(
             };
             let _ = tokio::time::timeout(CONNECTION_LIFETIME, connection).await;
         });
+    }
+}
+
+/// How often an idle accept loop stamps its progress.
+const IDLE_TICK: Duration = Duration::from_secs(1);
+
+fn tick(progress: &Option<crate::model::progress::Stamp>) {
+    if let Some(p) = progress {
+        p.tick();
     }
 }
 
@@ -1251,6 +1296,40 @@ mod tests {
         )
         .await;
         assert_eq!(code, 200, "another client is served");
+    }
+
+    /// Issue 38 item 1: `/healthz` was a constant 200, so nothing restarted a daemon whose
+    /// loops were stuck. A loop over its allowance makes it 503, naming the loop and since
+    /// when; its progress makes it 200 again. Open without the credential, as before.
+    #[tokio::test]
+    async fn healthz_is_503_naming_what_is_stuck_and_since_when() {
+        use crate::model::progress::Watched;
+        let published = Publisher::new("wd-test", vec!["orders".into()]);
+        let t0 = std::time::Instant::now();
+        let Some(long_ago) = t0.checked_sub(Duration::from_secs(100)) else {
+            return;
+        };
+        let stamp = published.progress.watch(
+            Watched::ClusterLoop("orders".into()),
+            Duration::from_secs(30),
+            long_ago,
+        );
+        published
+            .progress
+            .watch(Watched::Dispatcher, Duration::from_secs(30), t0);
+        let server = start_with(published.clone(), with_auth(basic())).await;
+        let (code, body) = get(&server, "/healthz", &[]).await;
+        assert_eq!(code, 503, "{body}");
+        assert!(
+            body.contains(
+                "the round loop of cluster orders: no progress for 100 s (allowed 30 s), since "
+            ),
+            "{body}"
+        );
+        assert!(!body.contains("dispatcher"), "{body}");
+        stamp.tick();
+        let (code, body) = get(&server, "/healthz", &[]).await;
+        assert_eq!(code, 200, "{body}");
     }
 
     #[test]

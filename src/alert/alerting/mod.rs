@@ -333,6 +333,12 @@ impl Alerting {
         self.notifier().submit(vec![remediation_event(&r)]);
     }
 
+    /// The webhook dispatcher's progress (see `NotifierHandle::passes`); a reconfigure
+    /// starts a new dispatcher with a stamp of its own.
+    pub fn delivery_passes(&self) -> crate::model::progress::Stamp {
+        self.notifier().passes()
+    }
+
     fn notifier(&self) -> NotifierHandle {
         self.notifier
             .read()

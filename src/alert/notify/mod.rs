@@ -233,6 +233,9 @@ struct Shared {
     /// Ticks after every delivery attempt's outcome: what waits for delivery to move (the
     /// tests) waits on it instead of sleeping.
     progress: watch::Sender<()>,
+    /// Stamped by each pass of the dispatcher (at least every `reminder_check`): whether
+    /// routing makes progress (`/healthz`, the systemd watchdog).
+    passes: crate::model::progress::Stamp,
 }
 
 /// Spawns the delivery tasks.
@@ -285,6 +288,7 @@ impl Notifier {
             receivers,
             open_incidents: Mutex::new(0),
             progress: watch::Sender::new(()),
+            passes: crate::model::progress::Stamp::new(std::time::Instant::now()),
         });
         let (dispatch_stop, dispatch_rx) = watch::channel(false);
         let (work_stop, work_rx) = watch::channel(false);
@@ -446,6 +450,11 @@ impl NotifierHandle {
         }
         drop(inbox);
         self.shared.wake.notify_one();
+    }
+
+    /// The dispatcher's progress, for the daemon's board (`model::progress`).
+    pub fn passes(&self) -> crate::model::progress::Stamp {
+        self.shared.passes.clone()
     }
 
     pub fn stats(&self) -> NotifierStats {
