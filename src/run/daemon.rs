@@ -158,7 +158,9 @@ async fn watch_progress(published: Arc<Publisher>, mut shutdown: watch::Receiver
             _ = tokio::time::sleep(interval) => {}
             _ = shutdown.changed() => return,
         }
-        let stuck = published.progress.stuck(Instant::now());
+        let looks = published.progress.looks(Instant::now());
+        tell_blind_clusters(&published, &looks);
+        let stuck: Vec<_> = looks.into_iter().filter(|l| l.stuck()).collect();
         if service::watchdog_interval().is_some() {
             if stuck.is_empty() {
                 service::watchdog_ping();
@@ -176,6 +178,34 @@ async fn watch_progress(published: Arc<Publisher>, mut shutdown: watch::Receiver
             service::status(&line);
             last_status = line;
         }
+    }
+}
+
+/// Tells alerting, for every watched round loop, whether the watchdog sees its cluster:
+/// a loop over its allowance opens (or keeps) the cluster's `watchdog_blind` incident, one
+/// that completes rounds resolves it (issue 38 item 2). No round report reaches alerting
+/// from a loop that is stuck or dying, so this is the only one who can say it.
+fn tell_blind_clusters(published: &Publisher, looks: &[crate::model::progress::Look]) {
+    let Some(alerting) = published.alerting() else {
+        return;
+    };
+    let labels = published.current().cluster_labels.clone();
+    let now = SystemTime::now();
+    let mut changed = false;
+    for l in looks {
+        let Watched::ClusterLoop(cluster) = &l.what else {
+            continue;
+        };
+        let blind = l
+            .stuck()
+            .then(|| crate::judge::finding::blind(cluster, now - l.silent, l.allowed));
+        let none = BTreeMap::new();
+        changed |=
+            alerting.watchdog_sight(cluster, labels.get(cluster).unwrap_or(&none), blind, now);
+    }
+    // No round of the cluster publishes meanwhile: /metrics and /status read it now.
+    if changed {
+        published.refresh();
     }
 }
 
