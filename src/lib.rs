@@ -14,7 +14,7 @@
 //! | config  | -                                                           | the configuration, read and checked |
 //! | observe | wire, host, self_metrics, liveness, cluster_view, quorum, coordinators, probe, canary | one round of observation over the Kafka protocol and /proc, merged into one view |
 //! | judge   | rule, health, quorum, coordinators, certificates, verdict, report, finding, check | pure: the states and rules, partitions classified, verdicts per broker, the round's report |
-//! | alert   | incident, silence, remediate, peers, notify, alerting       | incidents, silences, remediation, webhooks |
+//! | alert   | incident, silence, remediate, peers, notify, heartbeat, alerting | incidents, silences, remediation, webhooks |
 //! | serve   | metrics, status, snapshot, http                             | /metrics, /status and the HTTP API |
 //! | run     | preflight, setup, reload, service, cadence, cluster_loop, logging, daemon | the process: start, signals, reload, stop |
 //! | cli     | args, client, status_view, silence, commands                | the command line besides the daemon: parsing, the daemon's client, terminal pages |

@@ -273,9 +273,10 @@ fn a_stalled_round_loop_gets_no_watchdog_pings() {
 /// Issue 38 items 1 and 2: "a task killed: restarted within seconds, counted, /healthz 503
 /// meanwhile". Every round loop panics as it starts for the first 40 s (a debug-build
 /// hook): it is started again after 1, 2, 4, 8, then 10 s, each end counted; past its 30 s
-/// allowance without a round /healthz answers 503 naming it and receivers get a
-/// `watchdog_blind` incident ("blind for cluster nowhere since ..."), and once a start
-/// survives and completes a round, /healthz is 200 and the incident resolves. The notify
+/// allowance without a round /healthz answers 503 naming it, receivers get a
+/// `watchdog_blind` incident ("blind for cluster nowhere since ...") and the heartbeat
+/// says it is blind, and once a start survives and completes a round, /healthz is 200 and
+/// the incident resolves. The notify
 /// socket is read all along, as systemd does: a full one blocks the daemon's notices.
 #[test]
 fn a_dying_round_loop_is_restarted_counted_and_named_by_healthz() {
@@ -284,7 +285,11 @@ fn a_dying_round_loop_is_restarted_counted_and_named_by_healthz() {
         "svc-panic",
         "KAFKA_WATCHDOG_TEST_PANIC_LOOP",
         "40",
-        &receiver.yaml(),
+        &format!(
+            "{}heartbeat:\n  url: {}hb/check-1\n  interval_secs: 10\n",
+            receiver.yaml(),
+            receiver.url()
+        ),
     );
     d.wait_for("READY=1", 0, Duration::from_secs(20));
     let started = Instant::now();
@@ -352,6 +357,25 @@ fn a_dying_round_loop_is_restarted_counted_and_named_by_healthz() {
         "watchdog_blind resolved",
         Duration::from_secs(15),
         blind("resolved"),
+    );
+    let beat = |words: &'static str| {
+        move |v: &serde_json::Value| v.as_str().is_some_and(|b| b.contains(words))
+    };
+    receiver.wait(
+        "a heartbeat",
+        Duration::from_secs(1),
+        beat("loops make progress"),
+    );
+    let fail = receiver.wait(
+        "a blind heartbeat",
+        Duration::from_secs(1),
+        beat("is blind"),
+    );
+    assert!(
+        fail.as_str()
+            .unwrap_or("")
+            .contains("the round loop of cluster nowhere"),
+        "{fail}"
     );
     assert!(
         d.log().contains(

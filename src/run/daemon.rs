@@ -30,6 +30,8 @@ use crate::serve::snapshot::Publisher;
 struct Loops {
     running: std::collections::BTreeMap<String, Running>,
     progress: Arc<Progress>,
+    /// The `heartbeat:` block the heartbeat's task beats with; a reload replaces it.
+    heartbeat: watch::Sender<Option<crate::config::HeartbeatConfig>>,
     published: Arc<Publisher>,
     alerting: Arc<Alerting>,
     instance_id: String,
@@ -47,6 +49,7 @@ impl Loops {
         let mut loops = Loops {
             running: Default::default(),
             progress: published.progress.clone(),
+            heartbeat: watch::Sender::new(config.heartbeat.clone()),
             published: published.clone(),
             alerting: alerting.clone(),
             instance_id: config.instance_id.clone(),
@@ -124,6 +127,29 @@ fn watch_dispatcher(published: &Publisher, alerting: &Alerting, allowed: Duratio
     published
         .progress
         .watch_stamp(Watched::Dispatcher, allowed, alerting.delivery_passes());
+}
+
+/// The dead man's switch, supervised: beats with the newest `heartbeat:` block while the
+/// board `/healthz` reads has nothing stuck, until `stop` (the supervisor's).
+fn spawn_heartbeat(
+    loops: &Loops,
+    published: &Publisher,
+    stop: watch::Receiver<bool>,
+) -> tokio::task::JoinHandle<()> {
+    let (config, progress, instance) = (
+        loops.heartbeat.subscribe(),
+        published.progress.clone(),
+        published.instance_id.clone(),
+    );
+    let ended = stop.clone();
+    supervise::spawn_until(Task::Heartbeat, "", ended, move || {
+        crate::alert::heartbeat::run(
+            config.clone(),
+            progress.clone(),
+            instance.clone(),
+            stop.clone(),
+        )
+    })
 }
 
 /// The HTTP server, supervised: an accept loop that ends (a panic) is started again on
@@ -315,6 +341,11 @@ async fn reload(
         loops.alerting.retain_clusters(&names);
     }
     loops.alerting.set_config_silences(applied.silences.clone());
+    loops.heartbeat.send_if_modified(|h| {
+        let changed = *h != applied.heartbeat;
+        h.clone_from(&applied.heartbeat);
+        changed
+    });
     // After alerting dropped the removed clusters' incidents: the snapshot reads them.
     loops.published.set_clusters(&names);
     loops.published.set_cluster_labels(cluster_labels(&applied));
@@ -490,8 +521,9 @@ pub async fn run(
     watch_dispatcher(&published, &alerting, own);
     let (server_stop, server_stop_rx) = watch::channel(false);
     let server = spawn_server(listener, &published, server_stop_rx, http_options);
-    let mut loops = Loops::start_all(&config, &published, &alerting);
     let (supervisor_stop, supervisor_stop_rx) = watch::channel(false);
+    let mut loops = Loops::start_all(&config, &published, &alerting);
+    let heartbeat = spawn_heartbeat(&loops, &published, supervisor_stop_rx.clone());
     let (p, stop) = (published.clone(), supervisor_stop_rx.clone());
     let supervisor = supervise::spawn_until(Task::Supervisor, "", supervisor_stop_rx, move || {
         watch_progress(p.clone(), stop.clone())
@@ -507,6 +539,7 @@ pub async fn run(
     let stopped = async {
         let _ = supervisor_stop.send(true);
         let _ = supervisor.await;
+        let _ = heartbeat.await;
         // The loops' last events reach alerting, and their last reports the HTTP server,
         // which both still run.
         loops.stop_all().await;
