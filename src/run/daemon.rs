@@ -1,6 +1,8 @@
 //! The daemon: bind the HTTP listener, run one round loop per cluster, stop cleanly on
 //! SIGTERM or SIGINT. Things that take requests start before things that send them and
-//! stop after them; signals arrive as [`Control`]s.
+//! stop after them; signals arrive as [`Control`]s. Every long-lived task it starts runs
+//! supervised (`model::supervise`), and one of them watches the others' progress
+//! (`model::progress`): the systemd watchdog, blind clusters' incidents, the heartbeat.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -129,6 +131,17 @@ fn watch_dispatcher(published: &Publisher, alerting: &Alerting, allowed: Duratio
         .watch_stamp(Watched::Dispatcher, allowed, alerting.delivery_passes());
 }
 
+/// What watches the others' progress (`watch_progress`), supervised too.
+fn spawn_supervisor(
+    published: &Arc<Publisher>,
+    stop: watch::Receiver<bool>,
+) -> tokio::task::JoinHandle<()> {
+    let (published, ended) = (published.clone(), stop.clone());
+    supervise::spawn_until(Task::Supervisor, "", ended, move || {
+        watch_progress(published.clone(), stop.clone())
+    })
+}
+
 /// The dead man's switch, supervised: beats with the newest `heartbeat:` block while the
 /// board `/healthz` reads has nothing stuck, until `stop` (the supervisor's).
 fn spawn_heartbeat(
@@ -172,8 +185,9 @@ fn spawn_server(
 }
 
 /// Sends WATCHDOG=1 while every watched loop makes progress (the round loops, the webhook
-/// dispatcher, the HTTP server: the board `/healthz` reads), and STATUS= when the summary
-/// changes. Without a systemd watchdog it only keeps STATUS= current.
+/// dispatcher, the HTTP server: the board `/healthz` reads), tells alerting which clusters
+/// it is blind for, and sends STATUS= when the summary changes. Without a systemd watchdog
+/// it does the last two.
 async fn watch_progress(published: Arc<Publisher>, mut shutdown: watch::Receiver<bool>) {
     let interval = service::watchdog_interval()
         .map(|wd| wd / 2)
@@ -524,10 +538,7 @@ pub async fn run(
     let (supervisor_stop, supervisor_stop_rx) = watch::channel(false);
     let mut loops = Loops::start_all(&config, &published, &alerting);
     let heartbeat = spawn_heartbeat(&loops, &published, supervisor_stop_rx.clone());
-    let (p, stop) = (published.clone(), supervisor_stop_rx.clone());
-    let supervisor = supervise::spawn_until(Task::Supervisor, "", supervisor_stop_rx, move || {
-        watch_progress(p.clone(), stop.clone())
-    });
+    let supervisor = spawn_supervisor(&published, supervisor_stop_rx);
     // Ready once serving: reporting an unhealthy Kafka is the job, not a reason to wait.
     service::ready();
     tracing::info!(listen = %config.http_listen, clusters = config.clusters.len(), "kafka-watchdog serving");
