@@ -45,7 +45,8 @@ USER 65532:65532
 # system can then be mounted read-only: nothing else is written).
 VOLUME ["/var/lib/kafka-watchdog"]
 EXPOSE 9644
-# Probes: GET /healthz (200 while the process serves: liveness) and GET /readyz (200 once
+# Probes: GET /healthz (200 while the round loops, the webhook dispatcher and the HTTP
+# server make progress, 503 naming what is stuck: liveness) and GET /readyz (200 once
 # every cluster completed a round: readiness), on http.listen. Kubernetes probes them over
 # HTTP (the Helm chart does); the image has no HTTP client to run a Docker HEALTHCHECK with.
 ENTRYPOINT ["/usr/bin/kafka-watchdog"]

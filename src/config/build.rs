@@ -52,6 +52,7 @@ pub(crate) fn config(cx: &mut Ctx, root: Option<&Node>) -> Option<Config> {
     let silences_entry = f.get("silences");
     let peers_entry = f.get("peers");
     let peers = super::peers::peers(cx, peers_entry);
+    let heartbeat = super::heartbeat::heartbeat(cx, f.get("heartbeat"));
 
     let mut names: HashMap<String, Pos> = HashMap::new();
     let clusters = match clusters_entry {
@@ -72,7 +73,9 @@ pub(crate) fn config(cx: &mut Ctx, root: Option<&Node>) -> Option<Config> {
     f.finish(&mut cx.rep, &|_| None);
     let silences = super::silences::silences(cx, silences_entry, &names);
 
-    let (Some(clusters), Some(webhooks), Some(peers)) = (clusters, webhooks, peers) else {
+    let (Some(clusters), Some(webhooks), Some(peers), Some(heartbeat)) =
+        (clusters, webhooks, peers, heartbeat)
+    else {
         return None;
     };
     let http = http?;
@@ -101,6 +104,7 @@ pub(crate) fn config(cx: &mut Ctx, root: Option<&Node>) -> Option<Config> {
         webhooks,
         silences: silences?,
         peers,
+        heartbeat,
         warnings: Vec::new(),
     })
 }

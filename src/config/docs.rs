@@ -216,6 +216,15 @@ fn sections() -> Vec<Section> {
         secret(pe, &s::PEERS_KEY, "required", Restart, "A key every instance shares, at least 32 characters, other than the http.auth credential: each answer and each ask between peers is signed with it (HMAC-SHA256), and an answer without a good signature is refused."),
     ];
 
+    let hb = "heartbeat.";
+    let heartbeat = vec![
+        secret(hb, &s::HEARTBEAT_URL, "required in heartbeat", Live, "Where to send each beat (a secret: a ping URL carries its check's token); for alertmanager, Alertmanager's .../api/v2/alerts."),
+        choice(&format!("{hb}{}", s::HEARTBEAT_FORMAT), s::HEARTBEAT_FORMATS, Some(s::HEARTBEAT_FORMAT_DEFAULT), Live, "healthchecks: a POST to the URL, to the URL with /fail appended when blind; pagerduty: a GET to the URL (any ping URL), nothing when blind; alertmanager: an always-firing KafkaWatchdogHeartbeat alert whose endsAt lies three intervals ahead, ended at once when blind."),
+        plain(&format!("{hb}{}", s::HEARTBEAT_INTERVAL.key), "integer", &s::HEARTBEAT_INTERVAL.default.to_string(), &format!("{} to {}", s::HEARTBEAT_INTERVAL.min, s::HEARTBEAT_INTERVAL.max), Live, "One beat this often while every round loop completes rounds (and the webhook dispatcher and the HTTP server make progress: what /healthz answers)."),
+        plain(&format!("{hb}{}", s::HEARTBEAT_TIMEOUT.key), "integer", &s::HEARTBEAT_TIMEOUT.default.to_string(), &format!("{} to {}, shorter than the interval", s::HEARTBEAT_TIMEOUT.min, s::HEARTBEAT_TIMEOUT.max), Live, "Each beat's request ends within this."),
+        plain(&format!("{hb}{}", s::HEARTBEAT_CA_FILE), "path", "the system's trust roots", "a PEM file", Live, "CA certificates for an HTTPS receiver."),
+    ];
+
     vec![
         Section { title: "Top level", note: "", lines: top },
         Section {
@@ -231,6 +240,11 @@ fn sections() -> Vec<Section> {
             title: "Peers",
             note: "Several watchdogs on the same clusters (the Helm chart's replicas, docs/high-availability.md): silences added on one hold on all, and a receiver that does not deduplicate (slack, teams, generic) hears each event from one of them. Peers prove who they are with the peer key (`key_file` or `key_env`), the same on every instance; the `http.auth` credential is never sent to a peer. Alertmanager and PagerDuty receivers get every instance's notifications and deduplicate them themselves.",
             lines: peers,
+        },
+        Section {
+            title: "Heartbeat",
+            note: "A dead man's switch for the watchdog itself (docs/webhooks.md): its receiver (healthchecks.io, a heartbeat or push monitor, Alertmanager's Watchdog route) alerts when the beats stop, which they do when the watchdog stops, cannot reach it, or goes blind (a round loop completing no rounds).",
+            lines: heartbeat,
         },
     ]
 }
@@ -369,6 +383,12 @@ peers:
   takeover_secs: 10
   ca_file: ca.pem
   key_file: peer-key
+heartbeat:
+  url_env: HB
+  format: healthchecks
+  interval_secs: 60
+  timeout_ms: 5000
+  ca_file: ca.pem
 ";
 
     /// `clusters[3].canary` and `defaults.canary` are both `clusters[].canary` here.

@@ -30,7 +30,7 @@
 //! | 8 | docs | the reference rendered from the table |
 //! | 9 | ctx | what a builder carries through one file |
 //! | 10 | secret | values read from the file, the environment or a file of their own |
-//! | 11 | layer, sasl, host, http, peers, silences, webhook | builders of one block each |
+//! | 11 | layer, sasl, host, http, peers, heartbeat, silences, webhook | builders of one block each |
 //! | 12 | security | `security:` (protocol, SASL, TLS) |
 //! | 13 | cluster | one cluster |
 //! | 14 | build | the whole file |
@@ -53,6 +53,7 @@ mod cluster;
 mod ctx;
 mod docs;
 pub use docs::reference;
+mod heartbeat;
 #[cfg(test)]
 pub(crate) use docs::restart_settings;
 pub use layer::rounds_as_duration;
@@ -84,11 +85,11 @@ pub use http::HttpTlsError;
 pub use report::Problem;
 pub use types::{
     AwsMskIamConfig, CanaryConfig, CertificatesConfig, ClientCert, ClusterConfig, Config,
-    ControllerAddress, CoordinatorsConfig, HostBrokerConfig, HostConfig, HttpAuth, HttpTlsConfig,
-    LogConfig, LogFormat, LogLevel, OAuthBearerConfig, PeerDns, PeersConfig, PortSpec,
-    ProcessLocator, RemediationConfig, SaslConfig, SaslMechanism, Secret, Security,
-    SecurityProtocol, Severity, SlackBot, Timing, TlsConfig, TopicFilter, VerdictConfig,
-    VerdictKeys, WebhookConfig, WebhookFormat,
+    ControllerAddress, CoordinatorsConfig, HeartbeatConfig, HeartbeatFormat, HostBrokerConfig,
+    HostConfig, HttpAuth, HttpTlsConfig, LogConfig, LogFormat, LogLevel, OAuthBearerConfig,
+    PeerDns, PeersConfig, PortSpec, ProcessLocator, RemediationConfig, SaslConfig, SaslMechanism,
+    Secret, Security, SecurityProtocol, Severity, SlackBot, Timing, TlsConfig, TopicFilter,
+    VerdictConfig, VerdictKeys, WebhookConfig, WebhookFormat,
 };
 
 /// See `full_metadata_partition_budget`: declared here, where the key is, and read by the

@@ -38,6 +38,8 @@ pub struct Config {
     pub silences: Vec<crate::model::silence::Silence>,
     /// `peers:`: the other watchdogs watching the same clusters; `None`: this one is alone.
     pub peers: Option<PeersConfig>,
+    /// `heartbeat:`: the dead man's switch; `None`: none is called.
+    pub heartbeat: Option<HeartbeatConfig>,
     /// What loaded but deserves a look, as `file:line:column: message (expected ...)`:
     /// `check-config` prints them, the daemon logs them at start and at each reload.
     pub warnings: Vec<String>,
@@ -105,6 +107,22 @@ pub struct PeersConfig {
     pub key: Secret,
 }
 
+/// The dead man's switch (`heartbeat:`, `alert::heartbeat`): a URL called every
+/// `interval` while the watchdog sees its clusters, so that its receiver learns when the
+/// watchdog stops or goes blind.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HeartbeatConfig {
+    /// A secret: a ping URL carries the check's token.
+    pub url: Secret,
+    /// Scheme, host and port of `url`, for logs.
+    pub target: String,
+    pub format: HeartbeatFormat,
+    pub interval: Duration,
+    pub timeout: Duration,
+    /// Certificates (PEM) trusted for the receiver besides the system's.
+    pub ca_file: Option<PathBuf>,
+}
+
 /// A DNS name each of whose addresses is a peer (a Kubernetes headless service).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PeerDns {
@@ -159,7 +177,7 @@ impl HttpAuth {
 pub use super::schema::LogConfig;
 
 pub use super::kinds::{
-    LogFormat, LogLevel, SaslMechanism, SecurityProtocol, Severity, WebhookFormat,
+    HeartbeatFormat, LogFormat, LogLevel, SaslMechanism, SecurityProtocol, Severity, WebhookFormat,
 };
 
 #[derive(Clone, Debug)]

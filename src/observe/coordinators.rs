@@ -639,13 +639,12 @@ async fn probe_broker(
 }
 
 /// The daemon's continuous probe: a task that looks every `interval` at the shards the
-/// cluster loop last said who leads, and publishes each look.
+/// cluster loop last said who leads, and publishes each look. The task is supervised: one
+/// that ends (a panic) is started again, with the same channels.
 pub struct CoordinatorWatch {
     looks: watch::Receiver<Option<Arc<CoordinatorObservation>>>,
-    publish: Arc<watch::Sender<Option<Arc<CoordinatorObservation>>>>,
     /// `None` until the first round said who leads what.
     plan: watch::Sender<Option<CoordinatorPlan>>,
-    settings: CoordinatorSettings,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -654,34 +653,20 @@ impl CoordinatorWatch {
         let (tx, looks) = watch::channel(None);
         let publish = Arc::new(tx);
         let (plan, plan_rx) = watch::channel(None);
-        let task = look_task(
-            CoordinatorProber::new(settings.clone()),
-            settings.interval,
-            publish.clone(),
-            plan_rx,
+        let cluster = settings.cluster.clone();
+        let task = crate::model::supervise::spawn(
+            crate::model::supervise::Task::CoordinatorWatch,
+            cluster,
+            move || {
+                look_task(
+                    CoordinatorProber::new(settings.clone()),
+                    settings.interval,
+                    publish.clone(),
+                    plan_rx.clone(),
+                )
+            },
         );
-        CoordinatorWatch {
-            looks,
-            publish,
-            plan,
-            settings,
-            task,
-        }
-    }
-
-    /// Starts the task again if it ended (a panic), and says so.
-    pub fn revive(&mut self) {
-        if !self.task.is_finished() {
-            return;
-        }
-        tracing::error!(cluster = %self.settings.cluster, "the group coordinator probe's task ended; starting it again");
-        crate::model::task_restarts::record("coordinator_watch", &self.settings.cluster);
-        self.task = look_task(
-            CoordinatorProber::new(self.settings.clone()),
-            self.settings.interval,
-            self.publish.clone(),
-            self.plan.subscribe(),
-        );
+        CoordinatorWatch { looks, plan, task }
     }
 
     /// Who leads the shards from now on.
@@ -705,51 +690,49 @@ impl CoordinatorWatch {
     }
 }
 
-fn look_task(
+async fn look_task(
     mut prober: CoordinatorProber,
     interval: Duration,
     publish: Arc<watch::Sender<Option<Arc<CoordinatorObservation>>>>,
     mut plan_rx: watch::Receiver<Option<CoordinatorPlan>>,
-) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(async move {
-        let mut next = tokio::time::Instant::now();
-        let mut txn_next = tokio::time::Instant::now();
-        let mut txn_prober = prober.transactions();
-        let mut transactions: Option<TxnCoordinators> = None;
-        loop {
-            tokio::time::sleep_until(next).await;
-            next = tokio::time::Instant::now() + interval;
-            let Some(plan) = plan_rx.borrow_and_update().clone() else {
-                // Before the first round: wait for the plan.
-                if plan_rx.changed().await.is_err() {
-                    return;
-                }
-                continue;
-            };
-            let due = txn_prober
-                .as_mut()
-                .filter(|_| tokio::time::Instant::now() >= txn_next);
-            // The transactions' cadence is their own (each one writes); their newest look
-            // rides along with every look at the groups. The two use connections of their
-            // own and run at once.
-            let (mut look, txn_look) = match due {
-                Some(t) => {
-                    txn_next = tokio::time::Instant::now() + t.interval();
-                    let (groups, txns) = futures::join!(
-                        prober.look_groups(&plan),
-                        t.look(&plan.transactions, &plan.groups)
-                    );
-                    (groups, Some(txns))
-                }
-                None => (prober.look_groups(&plan).await, None),
-            };
-            if let Some(t) = txn_look {
-                transactions = Some(t);
+) {
+    let mut next = tokio::time::Instant::now();
+    let mut txn_next = tokio::time::Instant::now();
+    let mut txn_prober = prober.transactions();
+    let mut transactions: Option<TxnCoordinators> = None;
+    loop {
+        tokio::time::sleep_until(next).await;
+        next = tokio::time::Instant::now() + interval;
+        let Some(plan) = plan_rx.borrow_and_update().clone() else {
+            // Before the first round: wait for the plan.
+            if plan_rx.changed().await.is_err() {
+                return;
             }
-            look.transactions = transactions.clone();
-            publish.send_replace(Some(Arc::new(look)));
+            continue;
+        };
+        let due = txn_prober
+            .as_mut()
+            .filter(|_| tokio::time::Instant::now() >= txn_next);
+        // The transactions' cadence is their own (each one writes); their newest look
+        // rides along with every look at the groups. The two use connections of their
+        // own and run at once.
+        let (mut look, txn_look) = match due {
+            Some(t) => {
+                txn_next = tokio::time::Instant::now() + t.interval();
+                let (groups, txns) = futures::join!(
+                    prober.look_groups(&plan),
+                    t.look(&plan.transactions, &plan.groups)
+                );
+                (groups, Some(txns))
+            }
+            None => (prober.look_groups(&plan).await, None),
+        };
+        if let Some(t) = txn_look {
+            transactions = Some(t);
         }
-    })
+        look.transactions = transactions.clone();
+        publish.send_replace(Some(Arc::new(look)));
+    }
 }
 
 impl Drop for CoordinatorWatch {

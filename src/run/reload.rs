@@ -57,6 +57,7 @@ pub fn plan(old: &Config, new: &Config) -> ReloadPlan {
         webhooks,
         silences,
         peers,
+        heartbeat,
         // Said when the file is loaded (the reload logs them); nothing to apply.
         warnings: _,
     } = new;
@@ -154,6 +155,10 @@ pub fn plan(old: &Config, new: &Config) -> ReloadPlan {
     // Applied at once: the next round of each cluster sees the new list.
     if *silences != old.silences {
         p.changed.push("silences".into());
+    }
+    // The heartbeat's task takes the new block at its next beat.
+    if *heartbeat != old.heartbeat {
+        p.changed.push("heartbeat".into());
     }
     // The peers' task and the delivery order it feeds start once, with alerting.
     for (key, running, file) in peer_settings(old.peers.as_ref())

@@ -187,6 +187,12 @@ impl Alerting {
             Hysteresis::from(&cluster.verdict),
             now,
         );
+        self.tell(&book, events, save_when_busy);
+    }
+
+    /// Logs and delivers `events` of `book`, and saves the book when they changed it (or,
+    /// with `save_when_busy`, when it holds anything).
+    fn tell(&self, book: &IncidentBook, events: Vec<IncidentEvent>, save_when_busy: bool) {
         for e in &events {
             tracing::warn!(
                 cluster = %e.incident.cluster,
@@ -199,7 +205,7 @@ impl Alerting {
         }
         let told = !events.is_empty();
         if told || (save_when_busy && !book.is_idle()) {
-            self.queue_book(&book, events);
+            self.queue_book(book, events);
         }
     }
 
@@ -219,6 +225,32 @@ impl Alerting {
         if self.book_file.queue(events, bytes) {
             tokio::spawn(save_book(self.book_file.clone(), self.notifier.clone()));
         }
+    }
+
+    /// Whether the watchdog sees `cluster` (issue 38 item 2): `blind` (see
+    /// `judge::finding::blind`) while its round loop completes no rounds, `None` while it
+    /// does. No round report reaches alerting from a loop that is stuck or dying, so the
+    /// daemon's watch on its loops says it here: receivers get a `watchdog_blind` incident,
+    /// never silence, and it resolves when rounds complete again. True when that opened or
+    /// resolved something.
+    pub fn watchdog_sight(
+        &self,
+        cluster: &str,
+        labels: &std::collections::BTreeMap<String, String>,
+        blind: Option<Finding>,
+        now: SystemTime,
+    ) -> bool {
+        let blind = blind.map(|mut f| {
+            f.labels.clone_from(labels);
+            f
+        });
+        let active = self.lock_silences().active(now);
+        let mut book = self.book.lock().unwrap_or_else(|p| p.into_inner());
+        book.set_silences(active);
+        let events = book.observe_blind(cluster, blind, now);
+        let told = !events.is_empty();
+        self.tell(&book, events, false);
+        told
     }
 
     fn lock_silences(&self) -> std::sync::MutexGuard<'_, Silences> {
@@ -381,9 +413,10 @@ impl Alerting {
         self.notifier().submit(vec![remediation_event(&r)]);
     }
 
-    /// Starts again any delivery task that ended (see `NotifierHandle::revive`).
-    pub fn revive_tasks(&self) {
-        self.notifier().revive();
+    /// The webhook dispatcher's progress (see `NotifierHandle::passes`); a reconfigure
+    /// starts a new dispatcher with a stamp of its own.
+    pub fn delivery_passes(&self) -> crate::model::progress::Stamp {
+        self.notifier().passes()
     }
 
     fn notifier(&self) -> NotifierHandle {
@@ -605,6 +638,57 @@ mod tests {
             events.extend(book.observe("lab", found, Hysteresis::default(), now));
         }
         events
+    }
+
+    /// Issue 38 item 2: a round loop that completes no rounds sends no round report, so
+    /// receivers heard nothing while the cluster went unwatched. The daemon's watch on its
+    /// loops opens a critical `watchdog_blind` incident dated from the last round, the
+    /// cluster's other incidents stay as they were, a round never resolves it, and it
+    /// resolves at once when the loop completes rounds again.
+    #[test]
+    fn a_blind_cluster_is_an_incident_until_its_rounds_complete_again() {
+        let mut book = IncidentBook::new();
+        let zombie = || {
+            let mut f = Finding::new(
+                FindingKey::new("lab", Subject::Broker(2), FindingKind::Broker),
+                "broker 2 is a zombie",
+            );
+            f.severity = Severity::Critical;
+            f
+        };
+        book.observe("lab", vec![zombie()], Hysteresis::default(), t(0));
+        let opened = book.observe("lab", vec![zombie()], Hysteresis::default(), t(10));
+        assert_eq!(opened.len(), 1, "{opened:?}");
+        let allowed = Duration::from_secs(30);
+        let blind = || crate::judge::finding::blind("lab", t(10), allowed);
+        let events = book.observe_blind("lab", Some(blind()), t(41));
+        assert_eq!(events.len(), 1, "{events:?}");
+        let i = &events[0].incident;
+        assert_eq!(events[0].kind, incident::EventKind::Opened);
+        assert_eq!(i.kind, FindingKind::WatchdogBlind);
+        assert_eq!(i.severity, Severity::Critical);
+        assert_eq!(i.started_at, t(10));
+        assert_eq!(i.dedup_key, "kafka-watchdog/lab/cluster/watchdog_blind");
+        assert!(
+            i.summary.starts_with(&format!(
+                "the watchdog is blind for cluster lab since {}: ",
+                crate::model::time::rfc3339(t(10))
+            )),
+            "{}",
+            i.summary
+        );
+        assert!(book.observe_blind("lab", Some(blind()), t(46)).is_empty());
+        // A round (the loop's first after it came back) does not resolve it, nor the
+        // broker's incident.
+        let events = book.observe("lab", vec![zombie()], Hysteresis::default(), t(50));
+        assert!(events.is_empty(), "{events:?}");
+        let events = book.observe_blind("lab", None, t(52));
+        assert_eq!(events.len(), 1, "{events:?}");
+        assert_eq!(events[0].kind, incident::EventKind::Resolved);
+        assert_eq!(events[0].incident.kind, FindingKind::WatchdogBlind);
+        assert_eq!(events[0].incident.resolved_at, Some(t(52)));
+        assert_eq!(book.open_incidents().len(), 1, "the broker's stays open");
+        assert!(book.observe_blind("lab", None, t(57)).is_empty());
     }
 
     #[test]

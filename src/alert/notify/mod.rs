@@ -41,6 +41,7 @@ use tokio::task::JoinHandle;
 use crate::alert::incident::{Incident, IncidentEvent};
 use crate::alert::peers::Peers;
 use crate::config::WebhookConfig;
+use crate::model::supervise::{self, Task};
 use crate::model::time::serde_ms;
 
 pub use coalesce::{is_escalation, Coalescer, Tally};
@@ -236,6 +237,9 @@ struct Shared {
     /// Ticks after every delivery attempt's outcome: what waits for delivery to move (the
     /// tests) waits on it instead of sleeping.
     progress: watch::Sender<()>,
+    /// Stamped by each pass of the dispatcher (at least every `reminder_check`): whether
+    /// routing makes progress (`/healthz`, the systemd watchdog).
+    passes: crate::model::progress::Stamp,
 }
 
 /// Spawns the delivery tasks.
@@ -288,21 +292,34 @@ impl Notifier {
             receivers,
             open_incidents: Mutex::new(0),
             progress: watch::Sender::new(()),
+            passes: crate::model::progress::Stamp::new(std::time::Instant::now()),
         });
         let (dispatch_stop, dispatch_rx) = watch::channel(false);
         let (work_stop, work_rx) = watch::channel(false);
-        let dispatcher = tokio::spawn(worker::dispatch(shared.clone(), dispatch_rx));
+        // Supervised: a dispatcher or worker that ends before delivery is shut down (a
+        // panic) is started again, or events would pile up unrouted or a receiver hear
+        // nothing more. What a worker was sending is still in its spool and goes again.
+        let s = shared.clone();
+        let dispatcher = supervise::spawn_until(
+            Task::WebhookDispatcher,
+            "",
+            dispatch_rx.clone(),
+            move || worker::dispatch(s.clone(), dispatch_rx.clone()),
+        );
         let workers = shared
             .receivers
             .iter()
-            .zip(&clients)
+            .zip(clients)
             .map(|(r, client)| {
-                tokio::spawn(worker::work(
+                let (name, r, s, stop) = (
+                    r.cfg.name.clone(),
                     r.clone(),
                     shared.clone(),
-                    client.clone(),
                     work_rx.clone(),
-                ))
+                );
+                supervise::spawn_until(Task::WebhookWorker, name, work_rx.clone(), move || {
+                    worker::work(r.clone(), s.clone(), client.clone(), stop.clone())
+                })
             })
             .collect();
         Ok(NotifierHandle {
@@ -310,7 +327,6 @@ impl Notifier {
             tasks: Arc::new(Mutex::new(Some(Tasks {
                 dispatcher,
                 workers,
-                clients,
                 dispatch_stop,
                 work_stop,
             }))),
@@ -343,8 +359,6 @@ fn warn_orphans(spool_root: &Path, webhooks: &[WebhookConfig]) {
 struct Tasks {
     dispatcher: JoinHandle<()>,
     workers: Vec<JoinHandle<()>>,
-    /// Each worker's HTTP client, to start it again.
-    clients: Vec<reqwest::Client>,
     dispatch_stop: watch::Sender<bool>,
     work_stop: watch::Sender<bool>,
 }
@@ -494,39 +508,9 @@ impl NotifierHandle {
         Some((seq, items))
     }
 
-    /// Starts again the dispatcher or a receiver's worker that ended before delivery was
-    /// shut down (they run until then: one that ended panicked). Without it, events would
-    /// pile up unrouted or a receiver would hear nothing more, and nothing would say so
-    /// (issue 27 item 5). What a worker was sending is still in its spool and goes again.
-    pub fn revive(&self) {
-        let mut guard = lock(&self.tasks);
-        let Some(tasks) = guard.as_mut() else {
-            return;
-        };
-        if tasks.dispatcher.is_finished() && !*tasks.dispatch_stop.borrow() {
-            tracing::error!("webhook dispatcher ended; starting it again");
-            crate::model::task_restarts::record("webhook_dispatcher", "");
-            tasks.dispatcher = tokio::spawn(worker::dispatch(
-                self.shared.clone(),
-                tasks.dispatch_stop.subscribe(),
-            ));
-        }
-        if *tasks.work_stop.borrow() {
-            return;
-        }
-        for (i, r) in self.shared.receivers.iter().enumerate() {
-            if !tasks.workers[i].is_finished() {
-                continue;
-            }
-            tracing::error!(receiver = %r.cfg.name, "webhook worker ended; starting it again");
-            crate::model::task_restarts::record("webhook_worker", &r.cfg.name);
-            tasks.workers[i] = tokio::spawn(worker::work(
-                r.clone(),
-                self.shared.clone(),
-                tasks.clients[i].clone(),
-                tasks.work_stop.subscribe(),
-            ));
-        }
+    /// The dispatcher's progress, for the daemon's board (`model::progress`).
+    pub fn passes(&self) -> crate::model::progress::Stamp {
+        self.shared.passes.clone()
     }
 
     pub fn stats(&self) -> NotifierStats {

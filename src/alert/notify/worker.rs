@@ -275,6 +275,7 @@ pub(super) async fn dispatch(shared: Arc<Shared>, mut stop: watch::Receiver<bool
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut stopping = false;
     loop {
+        shared.passes.tick();
         let (items, file) = next_items(&shared).await;
         if !items.is_empty() || file.is_some() {
             route_all(&shared, &mut router, items).await;

@@ -29,6 +29,7 @@ pub enum PeerClientError {
 }
 
 /// What the task needs besides the shared state.
+#[derive(Clone)]
 pub struct Setup {
     pub config: PeersConfig,
     /// Requests leave from the address this instance listens on when it is one address

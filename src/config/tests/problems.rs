@@ -281,7 +281,7 @@ fn wrong_types_are_named() {
 fn unknown_keys_and_hints() {
     assert_eq!(
         one(&format!("{MINIMAL}webhook: []\n")),
-        "4:1: unknown key 'webhook' in the top level, did you mean 'webhooks'? (expected one of: instance_id, http, log, state_dir, defaults, clusters, webhooks, silences, peers)"
+        "4:1: unknown key 'webhook' in the top level, did you mean 'webhooks'? (expected one of: instance_id, http, log, state_dir, defaults, clusters, webhooks, silences, peers, heartbeat)"
     );
     assert_eq!(
         one(&cluster_with("canary: {tpoic: x}")),

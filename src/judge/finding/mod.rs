@@ -149,6 +149,8 @@ impl FindingKind {
             | FindingKind::AcknowledgedLoss
             | FindingKind::UncleanElection
             | FindingKind::ClusterUnreachable => Severity::Critical,
+            // Nothing of the cluster is watched: a zombie now would page no one.
+            FindingKind::WatchdogBlind => Severity::Critical,
             // Evidence about one broker's leadership, not a broken promise: the split brain
             // and the broker's own verdict page when it is one.
             FindingKind::UnderReplicated
@@ -192,8 +194,30 @@ impl FindingKind {
             (FindingKind::UncleanElection, _) => "KafkaWatchdogUncleanElection",
             (FindingKind::WatchdogAccess, _) => "KafkaWatchdogAccess",
             (FindingKind::Certificate, _) => "KafkaWatchdogCertificate",
+            (FindingKind::WatchdogBlind, _) => "KafkaWatchdogBlind",
         }
     }
+}
+
+/// The watchdog blind for `cluster` (issue 38 item 2): its round loop has completed no
+/// round since `since`, over its allowance `allowed`. Stays the same words while it lasts,
+/// so that it is no news at each look.
+pub fn blind(cluster: &str, since: SystemTime, allowed: Duration) -> Finding {
+    let since_text = crate::model::time::rfc3339(since);
+    let mut f = Finding::new(
+        FindingKey::new(cluster, Subject::Cluster, FindingKind::WatchdogBlind),
+        format!(
+            "the watchdog is blind for cluster {cluster} since {since_text}: its round loop has completed no round since then (allowed {} s without one), so nothing about the cluster is judged or paged until it does",
+            allowed.as_secs()
+        ),
+    );
+    f.holds_since = Some(since);
+    f.evidence = vec![
+        format!("last round completed: {since_text}"),
+        "the watchdog's own fault, not the cluster's: its journal says why the loop is stuck or dying (task_restarts_total{task=\"cluster_loop\"} counts the deaths); /healthz answers 503 meanwhile".into(),
+        "the cluster's other incidents stay as they were until rounds complete again".into(),
+    ];
+    f
 }
 
 /// Identifies a finding across rounds, restarts and watchdog instances.

@@ -42,7 +42,9 @@ use rdkafka::error::KafkaError;
 use rdkafka::producer::Producer as _;
 use tokio::sync::watch;
 
+use crate::model::supervise::{self, Task};
 use crate::observe::wire::Token;
+
 use auth::CanaryContext;
 use layout::{LayoutMemory, LayoutSettings};
 use stats::CanaryStats;
@@ -189,14 +191,17 @@ impl Canary {
         prime_all(&context, &admin, &producer, &consumer, token).map_err(|e| {
             TopicStatus::Broken(format!("cannot authenticate the canary's clients: {e}"))
         })?;
-        let reader = tokio::spawn(read_loop(consumer.clone(), self.shared.clone()));
+        // Supervised: a reader or writer that ends (a panic) is started again, or the
+        // canary would go on reporting rounds that no write or read feeds.
+        let (c, shared) = (consumer.clone(), self.shared.clone());
+        let reader = supervise::spawn(Task::CanaryReader, &s.cluster, move || {
+            read_loop(c.clone(), shared.clone())
+        });
         let (plan, plan_rx) = watch::channel(Vec::new());
-        let writer = tokio::spawn(write_loop(
-            plan_rx,
-            producer.clone(),
-            self.settings.clone(),
-            self.shared.clone(),
-        ));
+        let (p, settings, shared) = (producer.clone(), self.settings.clone(), self.shared.clone());
+        let writer = supervise::spawn(Task::CanaryWriter, &s.cluster, move || {
+            write_loop(plan_rx.clone(), p.clone(), settings.clone(), shared.clone())
+        });
         Ok(Clients {
             consumer,
             producer,

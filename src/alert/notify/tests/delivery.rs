@@ -297,50 +297,6 @@ async fn a_receiver_down_then_up_gets_everything_in_order() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// A worker or dispatcher that ended (aborted here, as a panic ends one) left its receiver
-/// deaf with nothing said (issue 27 item 5). `revive` starts them again and counts it; what
-/// was queued is delivered.
-#[tokio::test]
-async fn a_delivery_task_that_ended_is_started_again_and_delivers() {
-    let addr = free_addr();
-    let dir = temp_dir("revive");
-    let handle = Notifier::spawn_with(
-        &[hook(
-            "revived",
-            &format!("http://{addr}/hook"),
-            WebhookFormat::Generic,
-        )],
-        &dir,
-        "wd-1",
-        fast(),
-    )
-    .unwrap();
-    {
-        let mut tasks = lock(&handle.tasks);
-        let t = tasks.as_mut().unwrap();
-        t.workers[0].abort();
-        t.dispatcher.abort();
-    }
-    tokio::time::sleep(Duration::from_millis(50)).await;
-    let restarts = |task: &str| {
-        crate::model::task_restarts::snapshot()
-            .into_iter()
-            .filter(|(t, s, _)| *t == task && (s == "revived" || s.is_empty()))
-            .map(|(_, _, n)| n)
-            .sum::<u64>()
-    };
-    let (workers, dispatchers) = (restarts("webhook_worker"), restarts("webhook_dispatcher"));
-    handle.submit(events(2));
-    handle.revive();
-    assert_eq!(restarts("webhook_worker"), workers + 1);
-    assert!(restarts("webhook_dispatcher") > dispatchers);
-    let rx = TestReceiver::start(addr, always(200)).await;
-    let got = rx.wait_delivered(2).await;
-    assert_eq!(brokers(&got), vec![1, 2]);
-    handle.shutdown(Duration::from_secs(1)).await;
-    let _ = std::fs::remove_dir_all(&dir);
-}
-
 /// Issue 27 item 2: the incident book records events as told when it is saved, and the
 /// events went to an in-memory inbox after that save, so a crash in between lost them for
 /// good. `submit_durably` has them on disk when it returns: here delivery is stopped dead
@@ -515,7 +471,7 @@ async fn a_receiver_behind_an_internal_ca_is_trusted_with_ca_file() {
     };
     let (_stop, stop_rx) = tokio::sync::watch::channel(false);
     tokio::spawn(crate::serve::http::serve_with(
-        listener,
+        std::sync::Arc::new(listener),
         crate::serve::snapshot::Publisher::new("rx", Vec::new()),
         stop_rx,
         crate::serve::http::ServeOptions {
