@@ -438,6 +438,8 @@ pub async fn run(
         http_options,
     ));
     let health = Arc::new(Mutex::new(LoopHealth::new()));
+    // Before the loops, which register their credential files with it.
+    crate::config::live::start_watcher();
     let mut loops = Loops::start_all(&config, health.clone(), &published, &alerting);
     let (supervisor_stop, supervisor_stop_rx) = watch::channel(false);
     let supervisor = tokio::spawn(supervise(health, published.clone(), supervisor_stop_rx));

@@ -750,7 +750,7 @@ fn authenticates(c: &Ctx, password: &str) -> Result<bool> {
         client_id: "kafka-watchdog-bench".into(),
         security: WireSecurity::SaslSsl(
             TlsSettings {
-                ca_pem: Some(c.ca_pem.clone()),
+                ca_pem: Some(c.ca_pem.clone().into()),
                 ..TlsSettings::default()
             },
             SaslSettings::user_password(SaslMechanism::ScramSha512, WATCHDOG_USER, password),
