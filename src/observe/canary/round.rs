@@ -204,9 +204,10 @@ impl Canary {
         out
     }
 
-    /// Starts the clients when there are none yet, else renews their tokens; `Err` with the
-    /// topic's status when they cannot start.
+    /// Starts the clients when there are none yet or their credentials changed, else
+    /// renews their tokens; `Err` with the topic's status when they cannot start.
     fn ready_clients(&mut self) -> Result<(), TopicStatus> {
+        self.renew_credentials();
         if self.clients.is_none() {
             self.clients = Some(self.start_clients()?);
         } else if let Some(c) = &self.clients {
