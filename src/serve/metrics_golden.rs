@@ -727,6 +727,14 @@ fn extras(stats: &CanaryStats) -> Extras<'_> {
             ),
         ],
         task_restarts: vec![("liveness", "127.0.0.12:9092".into(), 1)],
+        credential_reloads: vec![
+            ("secret", "applied", 2),
+            ("secret", "failed", 0),
+            ("certificates", "applied", 0),
+            ("certificates", "failed", 1),
+            ("certificate_and_key", "applied", 0),
+            ("certificate_and_key", "failed", 0),
+        ],
     }
 }
 
@@ -978,6 +986,7 @@ const SECTIONS: &[(&str, &[&str])] = &[
             "brokers_unwatched",
             "config_reload",
             "task_restarts",
+            "credential_reloads",
         ],
     ),
     (

@@ -174,6 +174,7 @@ impl Publisher {
             remediations: self.live.remediation.recent(),
             silences: snapshot.silences.clone(),
             task_restarts: crate::model::task_restarts::snapshot(),
+            credential_reloads: crate::config::live::reload_counts(),
         }
     }
 
