@@ -477,29 +477,6 @@ mod tests {
         std::fs::read(format!("{TESTDATA}/{name}")).unwrap()
     }
 
-    /// Kubernetes' layout of a mounted Secret: `<key> -> ..data/<key>`, `..data ->
-    /// ..<timestamp>`, updated by writing a new `..<timestamp>` folder, pointing
-    /// `..data_tmp` at it and renaming that over `..data`, then removing the old folder.
-    fn kubernetes_secret(dir: &Path, version: &str, files: &[(&str, &[u8])]) {
-        let folder = format!("..{version}");
-        std::fs::create_dir_all(dir.join(&folder)).unwrap();
-        for (name, content) in files {
-            std::fs::write(dir.join(&folder).join(name), content).unwrap();
-        }
-        let old = std::fs::read_link(dir.join("..data")).ok();
-        std::os::unix::fs::symlink(&folder, dir.join("..data_tmp")).unwrap();
-        std::fs::rename(dir.join("..data_tmp"), dir.join("..data")).unwrap();
-        for (name, _) in files {
-            let link = dir.join(name);
-            if std::fs::symlink_metadata(&link).is_err() {
-                std::os::unix::fs::symlink(format!("..data/{name}"), link).unwrap();
-            }
-        }
-        if let Some(old) = old {
-            std::fs::remove_dir_all(dir.join(old)).unwrap();
-        }
-    }
-
     /// A watched file set of this test's own: the registry's (`watch`) are also looked at
     /// by the other tests' `look_all`, which would take a change in before this one looks.
     fn own(kind: Kind, paths: &[&Path]) -> (Arc<Live>, Current) {
@@ -562,11 +539,13 @@ mod tests {
     #[test]
     fn a_kubernetes_secret_swapped_under_its_link_is_followed() {
         let d = dir("swap");
-        kubernetes_secret(&d, "2026_12_01", &[("password", b"before")]);
+        let mount = kafka_watchdog_test_support::secret_volume::write;
+        mount(&d, "2026_12_01", &[("password", b"before")]).unwrap();
         let file = d.join("password");
         let current = watch(Kind::Secret, &[&file]).unwrap();
         assert_eq!(current.text(), "before");
-        kubernetes_secret(&d, "2026_12_02", &[("password", b"after")]);
+        mount(&d, "2026_12_02", &[("password", b"after")]).unwrap();
+        assert!(!d.join("..2026_12_01").exists(), "the old folder is gone");
         look_all();
         assert_eq!(current.text(), "after");
         assert_eq!(current.generation(), 1);

@@ -771,7 +771,7 @@ fn sasl_rotation(c: &mut Ctx) -> Result<String> {
     // The broker side first, then the watchdog's file and SIGHUP: connections the watchdog
     // holds stay authenticated meanwhile; only a connection opened in between would fail.
     let started = Instant::now();
-    c.rt.block_on(admin::set_scram_password(&addr, WATCHDOG_USER, &new))?;
+    kafka_lab::scram::set_password(&addr, WATCHDOG_USER, &new)?;
     write_secret(&c.password_file, &new)?;
     // SAFETY: a signal to the watchdog child this process started.
     if unsafe { libc::kill(c.wd.pid() as i32, libc::SIGHUP) } != 0 {
