@@ -6,7 +6,9 @@ use std::sync::Arc;
 use rdkafka::config::ClientConfig;
 
 use crate::config::live::{self, Current};
-use crate::config::{ClusterConfig, SaslMechanism, Secret, SecurityProtocol};
+use crate::config::{
+    ClusterConfig, SaslConfig, SaslMechanism, Secret, SecurityProtocol, TlsConfig,
+};
 use crate::judge::report::{Evaluator, TopicFilterFn};
 use crate::judge::verdict::VerdictSettings;
 use crate::observe::canary::layout::LayoutSettings;
@@ -57,84 +59,18 @@ fn current(cluster: &str, what: &'static str, secret: &Secret) -> Result<Current
 }
 
 pub fn wire_security(c: &ClusterConfig) -> Result<wire::Security, SetupError> {
-    let tls = match &c.security.tls {
-        Some(t) => Some(TlsSettings {
-            ca_pem: t
-                .ca_file
-                .as_deref()
-                .map(|p| watched(&c.name, "CA file", live::Kind::Certificates, &[p]))
-                .transpose()?,
-            client_cert: t
-                .client_cert
-                .as_ref()
-                .map(|cc| {
-                    watched(
-                        &c.name,
-                        "client certificate and key",
-                        live::Kind::CertificateAndKey,
-                        &[&cc.cert_file, &cc.key_file],
-                    )
-                })
-                .transpose()?,
-            server_name: t.server_name.clone(),
-            insecure_skip_verify: t.insecure_skip_verify,
-        }),
-        None => None,
-    };
-    let sasl = match &c.security.sasl {
-        None => None,
-        Some(s) => Some(SaslSettings {
-            mechanism: match s.mechanism {
-                SaslMechanism::Plain => wire::SaslMechanism::Plain,
-                SaslMechanism::ScramSha256 => wire::SaslMechanism::ScramSha256,
-                SaslMechanism::ScramSha512 => wire::SaslMechanism::ScramSha512,
-                SaslMechanism::OAuthBearer => wire::SaslMechanism::OAuthBearer,
-                SaslMechanism::AwsMskIam => wire::SaslMechanism::AwsMskIam,
-            },
-            username: s.username.clone(),
-            password: current(&c.name, "password file", &s.password)?,
-            oauth: match &s.oauthbearer {
-                Some(o) => Some(Arc::new(TokenSource::new(
-                    o.token_endpoint_url.clone(),
-                    o.client_id.clone(),
-                    current(&c.name, "client secret file", &o.client_secret)?,
-                    o.scope.clone(),
-                    o.ca_file
-                        .as_deref()
-                        .map(|p| {
-                            watched(
-                                &c.name,
-                                "token endpoint CA file",
-                                live::Kind::Certificates,
-                                &[p],
-                            )
-                        })
-                        .transpose()?,
-                    // The token request is part of connecting: it gets the same bound as
-                    // any other request, so a hung endpoint cannot stall a round.
-                    c.timing.request_timeout,
-                ))),
-                None => None,
-            },
-            aws: match &s.aws_msk_iam {
-                Some(a) => Some(Arc::new(AwsIdentity::new(
-                    AwsIamSettings {
-                        region: a.region.clone(),
-                        profile: a.profile.clone(),
-                    },
-                    tokio::runtime::Handle::try_current().map_err(|_| SetupError::Runtime {
-                        cluster: c.name.clone(),
-                    })?,
-                ))),
-                None => None,
-            },
-            extensions: s
-                .oauthbearer
-                .as_ref()
-                .map(|o| o.extensions.clone())
-                .unwrap_or_default(),
-        }),
-    };
+    let tls = c
+        .security
+        .tls
+        .as_ref()
+        .map(|t| tls_settings(&c.name, t))
+        .transpose()?;
+    let sasl = c
+        .security
+        .sasl
+        .as_ref()
+        .map(|s| sasl_settings(c, s))
+        .transpose()?;
     Ok(match (c.security.protocol, tls, sasl) {
         (SecurityProtocol::Ssl, Some(t), _) => wire::Security::Ssl(t),
         (SecurityProtocol::SaslPlaintext, _, Some(s)) => wire::Security::SaslPlaintext(s),
@@ -143,6 +79,84 @@ pub fn wire_security(c: &ClusterConfig) -> Result<wire::Security, SetupError> {
         }
         (SecurityProtocol::Ssl, None, _) => wire::Security::Ssl(TlsSettings::default()),
         _ => wire::Security::Plaintext,
+    })
+}
+
+fn tls_settings(cluster: &str, t: &TlsConfig) -> Result<TlsSettings, SetupError> {
+    Ok(TlsSettings {
+        ca_pem: t
+            .ca_file
+            .as_deref()
+            .map(|p| watched(cluster, "CA file", live::Kind::Certificates, &[p]))
+            .transpose()?,
+        client_cert: t
+            .client_cert
+            .as_ref()
+            .map(|cc| {
+                watched(
+                    cluster,
+                    "client certificate and key",
+                    live::Kind::CertificateAndKey,
+                    &[&cc.cert_file, &cc.key_file],
+                )
+            })
+            .transpose()?,
+        server_name: t.server_name.clone(),
+        insecure_skip_verify: t.insecure_skip_verify,
+    })
+}
+
+fn sasl_settings(c: &ClusterConfig, s: &SaslConfig) -> Result<SaslSettings, SetupError> {
+    Ok(SaslSettings {
+        mechanism: match s.mechanism {
+            SaslMechanism::Plain => wire::SaslMechanism::Plain,
+            SaslMechanism::ScramSha256 => wire::SaslMechanism::ScramSha256,
+            SaslMechanism::ScramSha512 => wire::SaslMechanism::ScramSha512,
+            SaslMechanism::OAuthBearer => wire::SaslMechanism::OAuthBearer,
+            SaslMechanism::AwsMskIam => wire::SaslMechanism::AwsMskIam,
+        },
+        username: s.username.clone(),
+        password: current(&c.name, "password file", &s.password)?,
+        oauth: match &s.oauthbearer {
+            Some(o) => Some(Arc::new(TokenSource::new(
+                o.token_endpoint_url.clone(),
+                o.client_id.clone(),
+                current(&c.name, "client secret file", &o.client_secret)?,
+                o.scope.clone(),
+                o.ca_file
+                    .as_deref()
+                    .map(|p| {
+                        watched(
+                            &c.name,
+                            "token endpoint CA file",
+                            live::Kind::Certificates,
+                            &[p],
+                        )
+                    })
+                    .transpose()?,
+                // The token request is part of connecting: it gets the same bound as
+                // any other request, so a hung endpoint cannot stall a round.
+                c.timing.request_timeout,
+            ))),
+            None => None,
+        },
+        aws: match &s.aws_msk_iam {
+            Some(a) => Some(Arc::new(AwsIdentity::new(
+                AwsIamSettings {
+                    region: a.region.clone(),
+                    profile: a.profile.clone(),
+                },
+                tokio::runtime::Handle::try_current().map_err(|_| SetupError::Runtime {
+                    cluster: c.name.clone(),
+                })?,
+            ))),
+            None => None,
+        },
+        extensions: s
+            .oauthbearer
+            .as_ref()
+            .map(|o| o.extensions.clone())
+            .unwrap_or_default(),
     })
 }
 
