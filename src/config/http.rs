@@ -289,7 +289,6 @@ impl HttpTlsConfig {
 
 /// The server's certificate: built again from the watched files when they change; the
 /// last one built stays while they cannot be (the watcher has said why).
-#[derive(Debug)]
 struct Renewed {
     pair: Current,
     /// The files' generation it was built from, and what it built.
@@ -303,6 +302,13 @@ impl Renewed {
             pair,
             built: Mutex::new((generation, Arc::new(first))),
         }
+    }
+}
+
+/// rustls asks for it; the key stays out of it.
+impl std::fmt::Debug for Renewed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Renewed").field("pair", &self.pair).finish()
     }
 }
 
