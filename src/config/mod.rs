@@ -29,7 +29,7 @@
 //! | 7 | types | the resolved configuration: the table's generated blocks, and the rest |
 //! | 8 | docs | the reference rendered from the table |
 //! | 9 | ctx | what a builder carries through one file |
-//! | 10 | secret | values read from the file, the environment or a file of their own |
+//! | 10 | live, secret | credential files kept current (read again, checked, published); values read from the file, the environment or a file of their own |
 //! | 11 | layer, sasl, host, http, peers, heartbeat, silences, webhook | builders of one block each |
 //! | 12 | security | `security:` (protocol, SASL, TLS) |
 //! | 13 | cluster | one cluster |
@@ -62,6 +62,7 @@ mod http;
 mod keys;
 mod kinds;
 mod layer;
+pub mod live;
 mod peers;
 mod read;
 mod report;

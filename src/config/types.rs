@@ -545,17 +545,37 @@ impl WebhookConfig {
 }
 
 /// A credential. It prints as `***` in Debug and Display, so a config dumped into a log
-/// or a panic message leaks nothing; `expose` is the one door to the value.
+/// or a panic message leaks nothing; `expose` is the one door to the value as loaded.
+/// One read from a file (`*_file`) remembers it: users that keep the value current watch
+/// that file ([`super::live`]), and another file is another secret.
 #[derive(Clone, PartialEq, Eq)]
-pub struct Secret(String);
+pub struct Secret {
+    value: String,
+    file: Option<PathBuf>,
+}
 
 impl Secret {
     pub fn new(value: impl Into<String>) -> Self {
-        Secret(value.into())
+        Secret {
+            value: value.into(),
+            file: None,
+        }
+    }
+
+    pub(crate) fn from_file(value: impl Into<String>, file: PathBuf) -> Self {
+        Secret {
+            value: value.into(),
+            file: Some(file),
+        }
     }
 
     pub fn expose(&self) -> &str {
-        &self.0
+        &self.value
+    }
+
+    /// The file it was read from, if it was.
+    pub fn file(&self) -> Option<&std::path::Path> {
+        self.file.as_deref()
     }
 }
 

@@ -542,6 +542,8 @@ pub async fn run(
     watch_dispatcher(&published, &alerting, own);
     let (server_stop, server_stop_rx) = watch::channel(false);
     let server = spawn_server(listener, &published, server_stop_rx, http_options);
+    // Before the loops, which register their credential files with it.
+    crate::config::live::start_watcher();
     let (supervisor_stop, supervisor_stop_rx) = watch::channel(false);
     let mut loops = Loops::start_all(&config, &published, &alerting);
     let heartbeat = spawn_heartbeat(&loops, &published, supervisor_stop_rx.clone());

@@ -107,7 +107,8 @@ pub fn plan(old: &Config, new: &Config) -> ReloadPlan {
         }
     }
     // The server, its TLS acceptor and its credential check are built once, with the
-    // listener. A renewed certificate at the same path therefore also needs a restart.
+    // listener. A certificate renewed at the same path needs nothing: the acceptor serves
+    // what the credential watcher (config::live) last read well.
     if *http_tls != old.http_tls {
         needs_restart(
             &mut p,

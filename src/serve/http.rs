@@ -1352,6 +1352,80 @@ mod tests {
         assert!(!out.starts_with(b"HTTP/"), "{out:?}");
     }
 
+    /// The leaf certificate the server presents to a new connection (the client trusts the
+    /// test CA and the renewed one).
+    async fn served_leaf(addr: SocketAddr) -> Vec<u8> {
+        let mut roots = RootCertStore::empty();
+        for ca in [
+            CA,
+            &include_bytes!("../observe/wire/testdata/renewed-ca.pem")[..],
+        ] {
+            roots
+                .add(CertificateDer::from_pem_slice(ca).unwrap())
+                .unwrap();
+        }
+        let config =
+            ClientConfig::builder_with_provider(Arc::new(ring_provider::default_provider()))
+                .with_safe_default_protocol_versions()
+                .unwrap()
+                .with_root_certificates(roots)
+                .with_no_client_auth();
+        let tcp = TcpStream::connect(addr).await.unwrap();
+        let tls = TlsConnector::from(Arc::new(config))
+            .connect(ServerName::try_from("localhost").unwrap(), tcp)
+            .await
+            .expect("the handshake succeeds");
+        tls.get_ref().1.peer_certificates().unwrap()[0].to_vec()
+    }
+
+    /// Issue 39 item 2: cert-manager renews `http.tls`'s files in place (a Kubernetes
+    /// Secret's `..data` swap); the next connection gets the new certificate, without a
+    /// restart. Before, the acceptor kept the certificate it was started with.
+    #[tokio::test]
+    async fn a_renewed_certificate_is_served_to_the_next_connection() {
+        let dir = std::env::temp_dir().join(format!("kw-http-renew-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let put = |name: &str, from: &str| {
+            let tmp = dir.join(format!("{name}.tmp"));
+            std::fs::copy(format!("{TESTDATA}/{from}"), &tmp).unwrap();
+            std::fs::rename(&tmp, dir.join(name)).unwrap();
+        };
+        put("tls.crt", "server.pem");
+        put("tls.key", "server.key");
+        let tls = HttpTlsConfig {
+            cert_file: dir.join("tls.crt"),
+            key_file: dir.join("tls.key"),
+        };
+        let server = start(ServeOptions {
+            tls: Some(TlsAcceptor::from(tls.server_config().unwrap())),
+            ..ServeOptions::default()
+        })
+        .await;
+        let first =
+            CertificateDer::from_pem_slice(include_bytes!("../observe/wire/testdata/server.pem"))
+                .unwrap();
+        assert!(served_leaf(server.addr).await == first.to_vec());
+
+        put("tls.crt", "renewed-server.pem");
+        put("tls.key", "renewed-server.key");
+        crate::config::live::look_all();
+        let renewed = CertificateDer::from_pem_slice(include_bytes!(
+            "../observe/wire/testdata/renewed-server.pem"
+        ))
+        .unwrap();
+        assert!(
+            served_leaf(server.addr).await == renewed.to_vec(),
+            "the next connection still got the old certificate"
+        );
+
+        // A key that is not the certificate's: the last good pair stays served.
+        put("tls.key", "server.key");
+        crate::config::live::look_all();
+        assert!(served_leaf(server.addr).await == renewed.to_vec());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
     #[tokio::test]
     async fn a_silent_client_cannot_hold_the_tls_handshake() {
         let server = start(ServeOptions {

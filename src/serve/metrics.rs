@@ -48,6 +48,8 @@ pub struct Extras<'a> {
     /// The watchdog's own process figures (`process_*`), read for this page; none leaves
     /// them out.
     pub process: Option<crate::observe::self_metrics::ProcessFigures>,
+    /// Credential files that took new content or could not: (kind, outcome, changes).
+    pub credential_reloads: Vec<(&'static str, &'static str, u64)>,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, prometheus_client::encoding::EncodeLabelSet)]
@@ -99,6 +101,28 @@ fn encode_task_restarts(reg: &mut Registry, restarts: &[(&'static str, String, u
     }
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, prometheus_client::encoding::EncodeLabelSet)]
+struct CredentialLabels {
+    kind: &'static str,
+    outcome: &'static str,
+}
+
+/// `credential_reloads_total{kind, outcome}`: every kind and outcome from 0, so a rule
+/// can alert on `increase(...{outcome="failed"}[15m]) > 0`; which file is in the journal.
+fn encode_credential_reloads(reg: &mut Registry, reloads: &[(&'static str, &'static str, u64)]) {
+    let family: crate::model::metric_kit::CounterFamily<CredentialLabels> =
+        crate::model::metric_kit::counter(
+            reg,
+            "credential_reloads",
+            "Credential files (kind: secret, certificates, certificate_and_key) whose content changed on disk: applied (the next connection uses it) or failed (unreadable or unusable; the last good content stays in use)",
+        );
+    for (kind, outcome, n) in reloads {
+        family
+            .get_or_create(&CredentialLabels { kind, outcome })
+            .inc_by(*n);
+    }
+}
+
 /// Renders every metric of the given reports (one per cluster that completed a round) and
 /// of `extras`. Each module encodes its own families; this only decides their order on the
 /// page, which is the order dashboards and the golden page (`tests/golden/`) know.
@@ -125,6 +149,7 @@ pub fn render<'a>(reports: impl IntoIterator<Item = &'a ClusterReport>, extras: 
     crate::observe::self_metrics::encode_build_info(&mut reg, &extras.instance_id);
     encode_cluster_labels(&mut reg, &extras.cluster_labels);
     encode_task_restarts(&mut reg, &extras.task_restarts);
+    encode_credential_reloads(&mut reg, &extras.credential_reloads);
 
     let round = crate::judge::report::metrics::Families::register(&mut reg);
     let canary = crate::observe::canary::metrics::RoundFamilies::register(&mut reg);

@@ -734,6 +734,14 @@ fn extras(stats: &CanaryStats) -> Extras<'_> {
             std::path::Path::new("/proc"),
             "self",
         )),
+        credential_reloads: vec![
+            ("secret", "applied", 2),
+            ("secret", "failed", 0),
+            ("certificates", "applied", 0),
+            ("certificates", "failed", 1),
+            ("certificate_and_key", "applied", 0),
+            ("certificate_and_key", "failed", 0),
+        ],
     }
 }
 
@@ -985,6 +993,7 @@ const SECTIONS: &[(&str, &[&str])] = &[
             "brokers_unwatched",
             "config_reload",
             "task_restarts",
+            "credential_reloads",
         ],
     ),
     (

@@ -180,6 +180,7 @@ impl Publisher {
             task_restarts: crate::model::task_restarts::snapshot(),
             // Read by the metrics page itself, off the runtime.
             process: None,
+            credential_reloads: crate::config::live::reload_counts(),
         }
     }
 

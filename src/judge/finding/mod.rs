@@ -17,7 +17,7 @@ use crate::judge::rule::BrokerState;
 use crate::model::kind::FindingKind;
 use crate::model::round::BrokerId;
 
-pub use of_report::{findings, MAX_AFFECTED_PARTITIONS};
+pub use of_report::{findings, MAX_AFFECTED_PARTITIONS, ROTATION_GRACE};
 
 use crate::judge::report::ClusterReport;
 use canary::CanaryMemory;

@@ -110,6 +110,8 @@ pub struct Canary {
     /// Whether the topic is the watchdog's (see `ownership`), decided once each time it
     /// appears; None while it does not exist or could not be told.
     ownership: Option<ownership::Ownership>,
+    /// The credentials' generation (`credentials_generation`) the clients were made with.
+    credentials: u64,
 }
 
 fn config_error(e: KafkaError) -> TopicStatus {
@@ -134,6 +136,7 @@ impl Canary {
             assigned: BTreeSet::new(),
             epochs: BTreeMap::new(),
             ownership: None,
+            credentials: 0,
         }
     }
 
@@ -145,6 +148,29 @@ impl Canary {
     /// and how): what ails it is in the metadata, and a round should look now.
     pub fn news(&self) -> Arc<tokio::sync::Notify> {
         self.shared.news.clone()
+    }
+
+    /// Drops the clients when the credentials librdkafka reads changed since they were
+    /// made: librdkafka takes the SASL password as a property and reads the CA and client
+    /// certificate files when a client is made, never again for one that exists. The next
+    /// clients get the password as it is now; the consumer resumes where the ledger read.
+    fn renew_credentials(&mut self) {
+        let now = credentials_generation(&self.settings.wire.security);
+        if self.clients.is_some() && now != self.credentials {
+            tracing::info!(cluster = %self.settings.cluster, "the canary's credentials changed: its Kafka clients start again with them");
+            self.clients = None;
+            self.assigned.clear();
+        }
+        if self.clients.is_none() {
+            self.credentials = now;
+            if let Some(sasl) = self.settings.wire.security.sasl() {
+                if sasl.oauth.is_none() && sasl.aws.is_none() {
+                    self.settings
+                        .client
+                        .set("sasl.password", sasl.password.text());
+                }
+            }
+        }
     }
 
     /// The clients, made with `context` and handed `token` before they connect.
@@ -226,6 +252,22 @@ fn prime_all(
         .prime(admin.inner(), token)
         .and_then(|()| context.prime(producer.client(), token))
         .and_then(|()| context.prime(consumer.client(), token))
+}
+
+/// How many times the credentials librdkafka reads (the CA file, the client certificate
+/// and key, the SASL password) took new content; token mechanisms hand each client its
+/// token at every round (`auth`) and need no new client.
+fn credentials_generation(security: &crate::observe::wire::Security) -> u64 {
+    let tls = security.tls();
+    [
+        tls.and_then(|t| t.ca_pem.as_ref()),
+        tls.and_then(|t| t.client_cert.as_ref()),
+        security.sasl().map(|s| &s.password),
+    ]
+    .into_iter()
+    .flatten()
+    .map(crate::config::live::Current::generation)
+    .sum()
 }
 
 #[cfg(test)]

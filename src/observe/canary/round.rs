@@ -203,9 +203,10 @@ impl Canary {
         out
     }
 
-    /// Starts the clients when there are none yet, else renews their tokens; `Err` with the
-    /// topic's status when they cannot start.
+    /// Starts the clients when there are none yet or their credentials changed, else
+    /// renews their tokens; `Err` with the topic's status when they cannot start.
     async fn ready_clients(&mut self) -> Result<(), TopicStatus> {
+        self.renew_credentials();
         let context = match &self.clients {
             Some(c) => c.context.clone(),
             None => CanaryContext::new(&self.settings.wire),

@@ -10,6 +10,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use base64::Engine as _;
 
+use crate::config::live::Current;
+
 /// The longest a token is used before a new one is asked for, whatever it says of itself.
 const MAX_LIFETIME: Duration = Duration::from_secs(7 * 86_400);
 /// Used when the endpoint gives no `expires_in` and the token is not a JWT with `exp`.
@@ -64,9 +66,10 @@ impl fmt::Debug for Token {
 pub struct TokenSource {
     endpoint: String,
     client_id: String,
-    client_secret: String,
+    /// Read at each token request, as is the CA: rotated ones serve the next request.
+    client_secret: Current,
     scope: Option<String>,
-    ca_pem: Option<Vec<u8>>,
+    ca_pem: Option<Current>,
     timeout: Duration,
     cache: Mutex<Option<Token>>,
     /// Serialises fetches, so the brokers of one round share one request.
@@ -88,9 +91,9 @@ impl TokenSource {
     pub fn new(
         endpoint: String,
         client_id: String,
-        client_secret: String,
+        client_secret: Current,
         scope: Option<String>,
-        ca_pem: Option<Vec<u8>>,
+        ca_pem: Option<Current>,
         timeout: Duration,
     ) -> Self {
         TokenSource {
@@ -162,9 +165,11 @@ impl TokenSource {
         let mut b = reqwest::Client::builder()
             .timeout(self.timeout)
             .redirect(reqwest::redirect::Policy::none());
-        if let Some(pem) = &self.ca_pem {
-            for cert in reqwest::Certificate::from_pem_bundle(pem)
-                .map_err(|e| format!("{}: CA file: {e}", self.what()))?
+        if let Some(ca) = &self.ca_pem {
+            let pem = ca.parts();
+            for cert in
+                reqwest::Certificate::from_pem_bundle(pem.first().map_or(&[][..], Vec::as_slice))
+                    .map_err(|e| format!("{}: CA file: {e}", self.what()))?
             {
                 b = b.add_root_certificate(cert);
             }
@@ -184,7 +189,7 @@ impl TokenSource {
             .post(&self.endpoint)
             .basic_auth(
                 form_encode(&self.client_id),
-                Some(form_encode(&self.client_secret)),
+                Some(form_encode(&self.client_secret.text())),
             )
             .form(&form)
             .send()

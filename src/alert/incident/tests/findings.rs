@@ -1,6 +1,7 @@
 //! A round's report made findings: kinds, subjects, severities in an operator's words; the alert rules and runbooks agree with them.
 
 use super::*;
+use crate::judge::finding::ROTATION_GRACE;
 
 #[test]
 fn a_healthy_round_finds_nothing() {
@@ -625,6 +626,50 @@ fn a_cluster_refusing_the_watchdogs_password_everywhere_says_so() {
     // A timeout anywhere keeps the network in the picture.
     let f = &findings(&unreachable_report("lab"), Vec::new())[0];
     assert!(f.summary.contains("own network"), "{}", f.summary);
+}
+
+/// Issue 39 item 2: a rotated password reaches Kafka before the watchdog's file (Strimzi
+/// changes the broker's credential, the kubelet updates the mounted Secret up to a minute
+/// or so later), and the probes log in anew every round: a refused login pages only once it
+/// has outlasted that. Before, the cluster was paged unreachable (critical) within seconds
+/// of every rotation. What is not a refused login (a timeout, a missing right, an untrusted
+/// certificate) is held no longer than before.
+#[test]
+fn a_refused_login_pages_only_once_it_has_outlasted_a_credential_rotation() {
+    let refused = |kind: FailureKind| ProbeFailure {
+        kind,
+        detail: "refused".into(),
+        after: Duration::from_millis(20),
+    };
+    let mut r = unreachable_report("lab");
+    for p in r.probes.values_mut() {
+        p.connect = Ok(Duration::from_millis(1));
+        p.api_versions = Some(Err(refused(FailureKind::Authentication)));
+    }
+    let fs = findings(&r, Vec::new());
+    let unreachable = fs
+        .iter()
+        .find(|f| f.key.kind == FindingKind::ClusterUnreachable)
+        .unwrap();
+    assert_eq!(unreachable.hold_for, Some(ROTATION_GRACE));
+    let access = findings(&refused_login_report(&[]), Vec::new());
+    assert_eq!(access[0].key.kind, FindingKind::WatchdogAccess);
+    assert_eq!(access[0].hold_for, Some(ROTATION_GRACE));
+    assert!(ROTATION_GRACE >= Duration::from_secs(90));
+
+    // An untrusted certificate on one broker: not a login refused everywhere.
+    let first = *r.probes.keys().next().unwrap();
+    r.probes.get_mut(&first).unwrap().api_versions = Some(Err(refused(FailureKind::Tls)));
+    let fs = findings(&r, Vec::new());
+    assert_eq!(fs[0].key.kind, FindingKind::ClusterUnreachable);
+    assert_eq!(fs[0].hold_for, None);
+    let fs = findings(&unreachable_report("lab"), Vec::new());
+    assert_eq!(fs[0].hold_for, None, "a timeout");
+    let mut missing_right = refused_login_report(&[]);
+    let p = missing_right.probes.get_mut(&2).unwrap();
+    p.api_versions = Some(Ok(Duration::from_millis(1)));
+    p.metadata = Some(Err(refused(FailureKind::Authorization)));
+    assert_eq!(findings(&missing_right, Vec::new())[0].hold_for, None);
 }
 
 #[test]
