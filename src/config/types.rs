@@ -35,6 +35,9 @@ pub struct Config {
     pub silences: Vec<crate::model::silence::Silence>,
     /// `peers:`: the other watchdogs watching the same clusters; `None`: this one is alone.
     pub peers: Option<PeersConfig>,
+    /// `metrics.cluster_label`: the name of the label that carries the cluster's name on
+    /// `/metrics` and on Alertmanager's alerts (`cluster` unless set).
+    pub cluster_label: String,
     /// What loaded but deserves a look, as `file:line:column: message (expected ...)`:
     /// `check-config` prints them, the daemon logs them at start and at each reload.
     pub warnings: Vec<String>,

@@ -56,6 +56,7 @@ pub fn plan(old: &Config, new: &Config) -> ReloadPlan {
         webhooks,
         silences,
         peers,
+        cluster_label,
         // Said when the file is loaded (the reload logs them); nothing to apply.
         warnings: _,
     } = new;
@@ -114,6 +115,16 @@ pub fn plan(old: &Config, new: &Config) -> ReloadPlan {
             file.push_str(" with another secret");
         }
         needs_restart(&mut p, "http.auth", running, file);
+    }
+    // Every series and every Alertmanager alert carries it: a change mid-life would split
+    // each series in two, and the rules and the dashboard change with it anyway.
+    if *cluster_label != old.cluster_label {
+        needs_restart(
+            &mut p,
+            "metrics.cluster_label",
+            old.cluster_label.clone(),
+            cluster_label.clone(),
+        );
     }
     // The process may run without the permission to open another directory (systemd's
     // StateDirectory= grants exactly one), and open incidents live in the old one.
@@ -219,6 +230,7 @@ pub fn applied(old: &Config, mut new: Config) -> Config {
     new.state_dir.clone_from(&old.state_dir);
     new.log.format = old.log.format;
     new.peers.clone_from(&old.peers);
+    new.cluster_label.clone_from(&old.cluster_label);
     new
 }
 

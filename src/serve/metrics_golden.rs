@@ -535,6 +535,7 @@ fn incident(cluster: &str, broker: Option<i32>, kind: FindingKind, severity: Sev
         state: broker.map(|_| BrokerState::Zombie),
         severity,
         peak_severity: severity,
+        told_state: None,
         summary: "golden".into(),
         evidence: Vec::new(),
         rules: Vec::new(),

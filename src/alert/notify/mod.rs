@@ -43,7 +43,7 @@ use crate::alert::peers::Peers;
 use crate::config::WebhookConfig;
 use crate::model::time::serde_ms;
 
-pub use coalesce::{is_escalation, Coalescer, Tally};
+pub use coalesce::{is_escalation, renames, Coalescer, Tally};
 pub use format::{
     alert_lifetime, alertmanager, generic, human, pagerduty, render, signature, slack, teams,
     Context, Request, GENERIC_SCHEMA_VERSION, ONE_SHOT_ALERT_LIFETIME, PAGERDUTY_SUMMARY_MAX,
@@ -195,6 +195,8 @@ pub struct Sender {
     /// Other watchdogs on the same clusters: a receiver that does not deduplicate hears an
     /// event from the first of them in line (`alert::peers`).
     pub peers: Option<Arc<Peers>>,
+    /// The name of the cluster label (`metrics.cluster_label`), for Alertmanager's alerts.
+    pub cluster_label: String,
 }
 
 impl From<&str> for Sender {
@@ -203,6 +205,7 @@ impl From<&str> for Sender {
             instance_id: instance_id.to_string(),
             status_url: None,
             peers: None,
+            cluster_label: crate::model::metric_kit::CLUSTER_LABEL.to_string(),
         }
     }
 }
@@ -213,6 +216,7 @@ impl From<&crate::config::Config> for Sender {
             instance_id: c.instance_id.clone(),
             status_url: Some(c.status_url()),
             peers: None,
+            cluster_label: c.cluster_label.clone(),
         }
     }
 }

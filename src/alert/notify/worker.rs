@@ -630,6 +630,7 @@ async fn deliver(
         instance_id: &shared.sender.instance_id,
         now: SystemTime::now(),
         status_url: shared.sender.status_url.as_deref(),
+        cluster_label: &shared.sender.cluster_label,
     };
     match &r.slack {
         Some(bot) => bot.deliver(client, &r.cfg, n, &ctx, max_retry_after).await,

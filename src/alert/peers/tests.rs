@@ -265,6 +265,7 @@ fn event(kind: &str, at: SystemTime) -> IncidentEvent {
             state: None,
             severity: Severity::Critical,
             peak_severity: Severity::Critical,
+            told_state: None,
             summary: String::new(),
             evidence: Vec::new(),
             rules: Vec::new(),

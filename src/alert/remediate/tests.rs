@@ -556,6 +556,7 @@ fn remediation_events_reach_receivers_once_with_their_reason() {
         instance_id: "test",
         now: t(31),
         status_url: None,
+        cluster_label: "cluster",
     };
     let body = crate::alert::notify::generic(&n, &ctx);
     assert_eq!(body["event"], "refused");

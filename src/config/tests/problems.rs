@@ -281,7 +281,7 @@ fn wrong_types_are_named() {
 fn unknown_keys_and_hints() {
     assert_eq!(
         one(&format!("{MINIMAL}webhook: []\n")),
-        "4:1: unknown key 'webhook' in the top level, did you mean 'webhooks'? (expected one of: instance_id, http, log, state_dir, defaults, clusters, webhooks, silences, peers)"
+        "4:1: unknown key 'webhook' in the top level, did you mean 'webhooks'? (expected one of: instance_id, http, log, state_dir, defaults, clusters, webhooks, silences, peers, metrics)"
     );
     assert_eq!(
         one(&cluster_with("canary: {tpoic: x}")),
@@ -408,4 +408,40 @@ fn canary_topic_name_rules() {
     }
     let c = ok(&cluster_with("canary: {topic: my.canary_topic-1}"));
     assert_eq!(c.clusters[0].canary.topic, "my.canary_topic-1");
+}
+
+/// Issue 39 item 4: the cluster label's name is a setting, `cluster` unless set, checked
+/// as a label Prometheus keeps and the watchdog does not use for something else.
+#[test]
+fn the_cluster_label_is_a_setting_checked_as_a_label_name() {
+    assert_eq!(ok(MINIMAL).cluster_label, "cluster");
+    assert_eq!(
+        ok(&format!(
+            "{MINIMAL}metrics:\n  cluster_label: kafka_cluster\n"
+        ))
+        .cluster_label,
+        "kafka_cluster"
+    );
+    assert_eq!(
+        ok(&format!("{MINIMAL}metrics:\n  cluster_label: cluster\n")).cluster_label,
+        "cluster"
+    );
+    for (name, want) in [
+        ("2cluster", "5:18: '2cluster' is not a valid label name (expected a letter or _ then letters, digits and _ (not starting with __))"),
+        ("__cluster", "5:18: '__cluster' is not a valid label name (expected a letter or _ then letters, digits and _ (not starting with __))"),
+        ("instance", "5:18: label 'instance' is one the watchdog or the scrape sets itself (expected another name, e.g. kafka_cluster)"),
+        ("broker", "5:18: label 'broker' is one the watchdog or the scrape sets itself (expected another name, e.g. kafka_cluster)"),
+        ("reason", "5:18: label 'reason' is one the watchdog sets itself (expected another name, e.g. kafka_cluster)"),
+    ] {
+        assert_eq!(
+            one(&format!("{MINIMAL}metrics:\n  cluster_label: {name}\n")),
+            want,
+            "{name}"
+        );
+    }
+    let clash = "clusters:\n  - name: lab\n    bootstrap_servers: [\"127.0.0.11:9092\"]\n    labels: {kafka_cluster: eu}\nmetrics:\n  cluster_label: kafka_cluster\n";
+    assert_eq!(
+        one(clash),
+        "5:1: metrics.cluster_label 'kafka_cluster' is also a static label (labels:) of cluster(s) lab (expected a cluster label name no cluster's labels: use)"
+    );
 }
