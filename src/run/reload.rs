@@ -636,7 +636,7 @@ webhooks:";
             .replace("format: text", "format: json")
             .replace("level: info", "level: debug")
             .replace("/var/lib/kafka-watchdog", "/srv/kw")
-            + &format!("peers:\n  urls: [http://wd-3:9644]\n  dns: wd.example:9644\n  dns_scheme: https\n  poll_interval_ms: 500\n  takeover_secs: 5\n  ca_file: {testdata}/ca.pem\n");
+            + &format!("peers:\n  urls: [http://wd-3:9644]\n  dns: wd.example:9644\n  dns_scheme: https\n  poll_interval_ms: 500\n  takeover_secs: 5\n  ca_file: {testdata}/ca.pem\nmetrics:\n  cluster_label: kafka_cluster\n");
         let env = |k: &str| match k {
             "KW_PAYMENTS_PASSWORD" => Some("s3cret".to_string()),
             "KW_HTTP_TOKEN" => Some("t0ken".to_string()),
