@@ -638,6 +638,7 @@ fn extras(stats: &CanaryStats) -> Extras<'_> {
     controller.subject = Subject::Controller(0);
     controller.state = Some(BrokerState::Zombie);
     Extras {
+        cluster_label: String::new(),
         cluster_labels: [(
             "orders".to_string(),
             [("env", "prod"), ("team", "payments")]

@@ -445,3 +445,37 @@ fn the_cluster_label_is_a_setting_checked_as_a_label_name() {
         "5:1: metrics.cluster_label 'kafka_cluster' is also a static label (labels:) of cluster(s) lab (expected a cluster label name no cluster's labels: use)"
     );
 }
+
+/// The cluster label may take no name the metrics page already uses: every label name on
+/// the golden page is one `metrics.cluster_label` refuses (but `cluster` itself and the
+/// golden page's static labels, env and team).
+#[test]
+fn the_cluster_label_refuses_every_label_name_of_the_page() {
+    let page = include_str!("../../../tests/golden/metrics.openmetrics.txt");
+    let mut names = std::collections::BTreeSet::new();
+    for line in page.lines().filter(|l| !l.starts_with('#')) {
+        let Some((_, labels)) = line.split_once('{') else {
+            continue;
+        };
+        for part in labels.split(',') {
+            if let Some((name, _)) = part.split_once("=\"") {
+                if name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+                    names.insert(name.to_string());
+                }
+            }
+        }
+    }
+    assert!(
+        names.contains("broker") && names.contains("acks"),
+        "{names:?}"
+    );
+    for name in names {
+        if ["cluster", "env", "team"].contains(&name.as_str()) {
+            continue;
+        }
+        assert!(
+            crate::config::checks::cluster_label(&name).is_err(),
+            "metrics.cluster_label '{name}' would be accepted"
+        );
+    }
+}
