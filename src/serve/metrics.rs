@@ -512,6 +512,36 @@ mod tests {
         assert!(!page.contains("cluster_labels{cluster=\"other\""), "{page}");
     }
 
+    /// Issue 39 item 5: each broker's current rules are series of their own, and a rule
+    /// that stops holding takes its series with it at the next round.
+    #[test]
+    fn a_brokers_rules_are_series_while_they_hold() {
+        use crate::judge::verdict::{BrokerState, BrokerVerdict, Registration, Rule, RuleHit};
+        let mut r = ClusterReport::empty("lab", std::time::SystemTime::UNIX_EPOCH);
+        r.verdicts = vec![BrokerVerdict {
+            broker: 2,
+            address: "k2:9092".into(),
+            state: BrokerState::Zombie,
+            registration: Registration::Registered,
+            answered: false,
+            hits: vec![RuleHit {
+                rule: Rule::NoAnswer,
+                state: BrokerState::Zombie,
+                detail: "timeout".into(),
+            }],
+            observed_at: None,
+            held_since: None,
+            page_after: None,
+        }];
+        let series = r#"kafka_watchdog_broker_rule{cluster="lab",broker="2",rule="no_answer",state="zombie"}"#;
+        let page = render([&r], &Extras::default());
+        assert_eq!(sample(&page, series), Some("1.0"), "{page}");
+        r.verdicts[0].hits.clear();
+        r.verdicts[0].state = BrokerState::Healthy;
+        let page = render([&r], &Extras::default());
+        assert!(!page.contains("kafka_watchdog_broker_rule{"), "{page}");
+    }
+
     /// Issue 39 item 4: with `metrics.cluster_label`, every series names the cluster by
     /// it, and nothing else changes (a value holding `cluster="` included).
     #[test]
