@@ -56,14 +56,14 @@ pub(crate) fn cluster_label(s: &str) -> Result<(), Bad> {
     if s == crate::model::metric_kit::CLUSTER_LABEL {
         return Ok(());
     }
-    label_name(s).or_else(|e| {
+    label_name(s).map_err(|e| {
         if LABELS_RESERVED.contains(&s) {
-            Err(bad(
+            bad(
                 format!("label '{s}' is one the watchdog or the scrape sets itself"),
                 "another name, e.g. kafka_cluster",
-            ))
+            )
         } else {
-            Err(e)
+            e
         }
     })?;
     if METRIC_LABELS.contains(&s) {
