@@ -306,3 +306,40 @@ fn the_development_layout_names_the_stages_of_src_lib_rs_in_order() {
         "docs/development.md's layout table differs from the stages of src/lib.rs"
     );
 }
+
+/// docs/architecture.md is a map of the code: its stage table names the stages of
+/// src/lib.rs in order, and every file or folder of the repository it names in code
+/// (`src/...`, `tests/...`, ...) exists, so a stage or a file moved shows up here rather
+/// than in a reader's search.
+#[test]
+fn the_architecture_map_names_the_stages_and_files_that_exist() {
+    let text = read(&root().join("docs/architecture.md"));
+    let lines = outside_fences(&text);
+    let stages: Vec<String> = lines
+        .iter()
+        .filter_map(|l| l.strip_prefix("| `"))
+        .filter_map(|l| l.split_once("` |").map(|(s, _)| s.to_string()))
+        .collect();
+    assert_eq!(
+        stages,
+        lib_stages(),
+        "docs/architecture.md's stage table differs from the stages of src/lib.rs"
+    );
+    let roots = ["src/", "tests/", "lab/", "bench/", "test-support/", "config/", "dashboards/"];
+    let mut missing = Vec::new();
+    for line in &lines {
+        // Odd pieces between backticks are code spans (a span never wraps a line there).
+        for span in line.split('`').skip(1).step_by(2) {
+            let path = span.split_whitespace().next().unwrap_or("");
+            let names_a_path = roots.iter().any(|r| path.starts_with(r));
+            // `rules_*.rs`, `<date>-<name>.md`: a pattern, not a file.
+            if names_a_path && !path.contains(['*', '<', '{']) && !root().join(path).exists() {
+                missing.push(path.to_string());
+            }
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "docs/architecture.md names what does not exist: {missing:?}"
+    );
+}
