@@ -325,7 +325,15 @@ fn the_architecture_map_names_the_stages_and_files_that_exist() {
         lib_stages(),
         "docs/architecture.md's stage table differs from the stages of src/lib.rs"
     );
-    let roots = ["src/", "tests/", "lab/", "bench/", "test-support/", "config/", "dashboards/"];
+    let roots = [
+        "src/",
+        "tests/",
+        "lab/",
+        "bench/",
+        "test-support/",
+        "config/",
+        "dashboards/",
+    ];
     let mut missing = Vec::new();
     for line in &lines {
         // Odd pieces between backticks are code spans (a span never wraps a line there).
