@@ -333,6 +333,8 @@ fn the_architecture_map_names_the_stages_and_files_that_exist() {
         "test-support/",
         "config/",
         "dashboards/",
+        "charts/",
+        "scripts/",
     ];
     let mut missing = Vec::new();
     for line in &lines {
