@@ -32,8 +32,11 @@ pub struct Scenario {
     pub max_ms: f64,
     /// Seconds from the launch to each cluster's `opened` page (incident scenarios).
     pub pages_after: Vec<f64>,
-    /// Clusters expected to page.
+    /// Clusters expected to page, and by when (s after the launch): the confirmation (a
+    /// round or two of 2 s, open_after 2 s: 8 s), six fsyncs on each page's way out (the
+    /// book's, the inbox's and the spool's writes, file and directory each), 5 s of slack.
     pub pages_expected: usize,
+    pub pages_bound: Option<f64>,
     /// The MSK scenario: the keys came from the fake metadata endpoint (not from AWS_*
     /// variables of the bench's environment).
     pub keys_from_fake_endpoint: Option<bool>,
@@ -55,6 +58,7 @@ fn scenario(name: &'static str, binary: &'static str, secs: u64, s: &Scrapes) ->
         max_ms: ms(s.max()),
         pages_after: Vec::new(),
         pages_expected: 0,
+        pages_bound: None,
         keys_from_fake_endpoint: None,
     }
 }
@@ -137,6 +141,7 @@ pub fn slow_disk(
     let mut s = scenario(name, "debug", secs, &scrapes);
     s.pages_after = pages.into_iter().map(|(_, t)| t).collect();
     s.pages_expected = CLUSTERS;
+    s.pages_bound = Some(8.0 + 6.0 * fsync_ms.unwrap_or(0) as f64 / 1000.0 + 5.0);
     Ok(s)
 }
 

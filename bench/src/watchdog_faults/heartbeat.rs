@@ -58,6 +58,8 @@ pub struct Trial {
     pub bound_after_beat: f64,
     /// SIGSTOP only: seconds from SIGCONT until the receiver sees the watchdog well again.
     pub recovered_after_cont: Option<f64>,
+    /// What the receiver got from the stop on: seconds after the stop, and the path.
+    pub after_stop: Vec<(f64, String)>,
     pub error: Option<String>,
 }
 
@@ -111,6 +113,7 @@ fn trial(
             Format::Alertmanager => (s.interval * 3).as_secs_f64(),
         },
         recovered_after_cont: None,
+        after_stop: Vec::new(),
         error: None,
     };
     if let Err(e) = run_trial(bins, dir, cluster, s, &mut t) {
@@ -131,7 +134,7 @@ fn run_trial(bins: &Bins, dir: &Path, cluster: &str, s: &Settings, t: &mut Trial
     let yaml = format!(
         "instance_id: {name}\nhttp:\n  listen: 127.0.0.1:{port}\nlog:\n  level: info\n\
          state_dir: {}\nclusters:\n  - name: fake\n    bootstrap_servers: [{cluster}]\n    \
-         round_interval_secs: 2\n    canary:\n      enabled: false\n\
+         round_interval_secs: 2\n    connect_timeout_ms: 1000\n    request_timeout_ms: 1500\n    canary:\n      enabled: false\n\
          heartbeat:\n  url: {}/ping/{name}\n  format: {format}\n  interval_secs: {}\n",
         run.join("state").display(),
         rx.url(),
@@ -188,8 +191,9 @@ fn run_trial(bins: &Bins, dir: &Path, cluster: &str, s: &Settings, t: &mut Trial
     };
     t.fired_after_stop = fired.map(|f| (f - stopped_at).as_secs_f64());
     if t.stop == Stop::Sigstop {
-        send(pid, libc::SIGCONT);
+        // Before the signal: the watchdog may beat before this thread runs again.
         let cont = Instant::now();
+        send(pid, libc::SIGCONT);
         let give_up = cont + s.interval * 3;
         while Instant::now() < give_up {
             let reqs = rx.requests();
@@ -202,6 +206,12 @@ fn run_trial(bins: &Bins, dir: &Path, cluster: &str, s: &Settings, t: &mut Trial
         }
     }
     drop(w);
+    t.after_stop = rx
+        .requests()
+        .iter()
+        .filter(|r| r.at >= stopped_at)
+        .map(|r| ((r.at - stopped_at).as_secs_f64(), r.path.clone()))
+        .collect();
     Ok(())
 }
 

@@ -35,6 +35,14 @@ pub struct WatchdogFaultsArgs {
     /// SIGSTOP of the watchdog.
     #[arg(long)]
     pub watchdog_faults: bool,
+    /// The parts to run: blocking, task-kill, peers, heartbeat.
+    #[arg(
+        long,
+        value_enum,
+        default_value = "blocking,task-kill,peers,heartbeat",
+        value_delimiter = ','
+    )]
+    pub parts: Vec<Part>,
     /// A debug build of kafka-watchdog, for the parts that need its test hooks (the slow
     /// fsync, the panicking round loop); release builds have none.
     #[arg(long, default_value = "target/debug/kafka-watchdog")]
@@ -60,6 +68,15 @@ pub struct WatchdogFaultsArgs {
     /// Stop points per format and signal, spread over the beat interval.
     #[arg(long, default_value_t = 3)]
     pub heartbeat_trials: usize,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Part {
+    Blocking,
+    TaskKill,
+    Peers,
+    Heartbeat,
 }
 
 /// The two builds the parts run.
@@ -120,6 +137,7 @@ pub fn run(release_bin: &Path, a: &WatchdogFaultsArgs) -> Result<Section> {
     let mut section = Section::new(
         "own-faults-watchdog",
         json!({
+            "parts": a.parts,
             "slow_fsync_ms": a.slow_fsync_ms,
             "scrape_secs": a.scrape_secs,
             "panic_secs": a.panic_secs,
@@ -134,34 +152,38 @@ pub fn run(release_bin: &Path, a: &WatchdogFaultsArgs) -> Result<Section> {
         "kw-bench-watchdog-faults-{}",
         (unix_now() * 1000.0) as u64
     ));
-    println!("own-faults --watchdog-faults: blocking");
-    let blocking = vec![
-        blocking::slow_disk(&rt, &bins, &dir, None, a.scrape_secs)?,
-        blocking::slow_disk(&rt, &bins, &dir, Some(a.slow_fsync_ms), a.scrape_secs)?,
-        blocking::msk_iam(&rt, &bins, &dir, a.scrape_secs)?,
-    ];
-    println!("own-faults --watchdog-faults: a round loop that dies");
-    let task = tasks::run(&rt, &bins, &dir, a.panic_secs)?;
-    println!("own-faults --watchdog-faults: forged peer answers");
-    let forged = peers::run(&bins, &dir, a.forge_secs)?;
-    println!("own-faults --watchdog-faults: the dead man's switch");
-    let cluster = kafka_watchdog_test_support::fake_cluster::broker(&rt, Vec::new());
-    let beats = heartbeat::run(
-        &bins,
-        &dir,
-        &cluster.address,
-        &heartbeat::Settings {
-            interval: Duration::from_secs(a.heartbeat_interval_secs),
-            grace: Duration::from_secs(a.heartbeat_grace_secs),
-            trials: a.heartbeat_trials,
-        },
-    );
-    section.raw = json!({
-        "blocking": blocking,
-        "task_kill": task,
-        "peers": forged,
-        "heartbeat": beats,
-    });
+    let mut raw = json!({});
+    if a.parts.contains(&Part::Blocking) {
+        println!("own-faults --watchdog-faults: blocking");
+        raw["blocking"] = json!([
+            blocking::slow_disk(&rt, &bins, &dir, None, a.scrape_secs)?,
+            blocking::slow_disk(&rt, &bins, &dir, Some(a.slow_fsync_ms), a.scrape_secs)?,
+            blocking::msk_iam(&rt, &bins, &dir, a.scrape_secs)?,
+        ]);
+    }
+    if a.parts.contains(&Part::TaskKill) {
+        println!("own-faults --watchdog-faults: a round loop that dies");
+        raw["task_kill"] = json!(tasks::run(&rt, &bins, &dir, a.panic_secs)?);
+    }
+    if a.parts.contains(&Part::Peers) {
+        println!("own-faults --watchdog-faults: forged peer answers");
+        raw["peers"] = json!(peers::run(&bins, &dir, a.forge_secs)?);
+    }
+    if a.parts.contains(&Part::Heartbeat) {
+        println!("own-faults --watchdog-faults: the dead man's switch");
+        let cluster = kafka_watchdog_test_support::fake_cluster::broker(&rt, Vec::new());
+        raw["heartbeat"] = json!(heartbeat::run(
+            &bins,
+            &dir,
+            &cluster.address,
+            &heartbeat::Settings {
+                interval: Duration::from_secs(a.heartbeat_interval_secs),
+                grace: Duration::from_secs(a.heartbeat_grace_secs),
+                trials: a.heartbeat_trials,
+            },
+        ));
+    }
+    section.raw = raw;
     report(&mut section, a);
     let _ = std::fs::remove_dir_all(&dir);
     Ok(section)
@@ -170,6 +192,21 @@ pub fn run(release_bin: &Path, a: &WatchdogFaultsArgs) -> Result<Section> {
 fn report(section: &mut Section, a: &WatchdogFaultsArgs) {
     let raw = section.raw.clone();
     let rows = |k: &str| raw[k].as_array().cloned().unwrap_or_default();
+    if raw["blocking"].is_array() {
+        blocking_table(section, &rows("blocking"));
+    }
+    if raw["task_kill"].is_object() {
+        task_table(section, &raw["task_kill"], a);
+    }
+    if raw["peers"].is_array() {
+        peers_table(section, &rows("peers"), a);
+    }
+    if raw["heartbeat"].is_array() {
+        heartbeat_table(section, &rows("heartbeat"), a);
+    }
+}
+
+fn blocking_table(section: &mut Section, rows: &[Value]) {
     let mut t = Table::new(
         "/metrics scraped every 100 ms (ms; goal: p95 under 250, none over 1000, none failed)",
         &[
@@ -184,7 +221,7 @@ fn report(section: &mut Section, a: &WatchdogFaultsArgs) {
             "pages (s after start)",
         ],
     );
-    for s in rows("blocking") {
+    for s in rows {
         let pages: Vec<String> = s["pages_after"]
             .as_array()
             .into_iter()
@@ -209,7 +246,9 @@ fn report(section: &mut Section, a: &WatchdogFaultsArgs) {
     }
     t.print();
     section.tables.push(t);
-    let k = &raw["task_kill"];
+}
+
+fn task_table(section: &mut Section, k: &Value, a: &WatchdogFaultsArgs) {
     let mut t = Table::new(
         &format!(
             "A round loop that panics at every start for {} s (seconds from the launch)",
@@ -252,11 +291,14 @@ fn report(section: &mut Section, a: &WatchdogFaultsArgs) {
     ]);
     t.print();
     section.tables.push(t);
+}
+
+fn peers_table(section: &mut Section, rows: &[Value], a: &WatchdogFaultsArgs) {
     let mut t = Table::new(
         &format!("Forged peer answers, each forger the only peer of a watchdog of its own for {} s (goal: 0 taken)", a.forge_secs),
         &["forgery", "answers sent", "refused: unsigned", "refused: bad_signature", "refused: malformed", "peer silences refused", "peers answering", "silences held", "silences taken (log)", "in state file"],
     );
-    for o in rows("peers") {
+    for o in rows {
         t.push(vec![
             o["forgery"].clone(),
             o["answered"].clone(),
@@ -272,6 +314,9 @@ fn report(section: &mut Section, a: &WatchdogFaultsArgs) {
     }
     t.print();
     section.tables.push(t);
+}
+
+fn heartbeat_table(section: &mut Section, rows: &[Value], a: &WatchdogFaultsArgs) {
     let mut t = Table::new(
         &format!(
             "The dead man's switch: heartbeat every {} s; the receiver's rule: healthchecks down {} s after the last ping (period {} s + grace {} s), alertmanager at the alert's endsAt (3 intervals after the last post) (seconds)",
@@ -279,7 +324,7 @@ fn report(section: &mut Section, a: &WatchdogFaultsArgs) {
         ),
         &["format", "stop", "aimed at (of the interval)", "beats before", "beat spacing", "last beat before stop", "alarm after stop", "bound after beat", "seen again after SIGCONT", "error"],
     );
-    for b in rows("heartbeat") {
+    for b in rows {
         t.push(vec![
             b["format"].clone(),
             b["stop"].clone(),
@@ -307,7 +352,9 @@ pub fn missed_goals(section: &Section) -> Vec<String> {
     let raw = &section.raw;
     let mut out = Vec::new();
     blocking_goals(raw, &mut out);
-    task_goals(&raw["task_kill"], &mut out);
+    if raw["task_kill"].is_object() {
+        task_goals(&raw["task_kill"], &mut out);
+    }
     peer_goals(raw, &mut out);
     heartbeat_goals(
         raw,
@@ -410,7 +457,9 @@ fn peer_goals(raw: &Value, out: &mut Vec<String>) {
 }
 
 fn heartbeat_goals(raw: &Value, interval: f64, out: &mut Vec<String>) {
-    let trials = raw["heartbeat"].as_array().cloned().unwrap_or_default();
+    let Some(trials) = raw["heartbeat"].as_array() else {
+        return;
+    };
     if trials.is_empty() {
         out.push("heartbeat: no trial".into());
     }

@@ -85,7 +85,11 @@ fn serve(mut stream: std::net::TcpStream, seen: &Mutex<Vec<Request>>, handler: &
         return;
     }
     let at = Instant::now();
-    let path = first.split_whitespace().nth(1).unwrap_or_default().to_string();
+    let path = first
+        .split_whitespace()
+        .nth(1)
+        .unwrap_or_default()
+        .to_string();
     let mut headers = Vec::new();
     loop {
         let mut line = String::new();

@@ -66,7 +66,6 @@ pub fn run(
     // Read from before the launch: the launch waits for the first round, after the deaths.
     let until = Duration::from_secs(panic_secs + 20);
     let poller = std::thread::spawn(move || poll(port, until));
-    let started = Instant::now();
     let w = launch(
         &bins.debug,
         &run,
@@ -76,9 +75,12 @@ pub fn run(
         until + Duration::from_secs(10),
     );
     let mut k = poller.join().unwrap_or_else(|_| empty(panic_secs));
+    k.panic_secs = panic_secs;
     let w = w?;
     let log = w.log();
-    k.deaths_logged = log.matches(DEATH).count();
+    // The panic as the runtime prints it, one line of its own; the supervisor's line
+    // about the same death quotes it.
+    k.deaths_logged = log.lines().filter(|l| l.trim() == DEATH).count();
     k.restart_waits_ms = log
         .lines()
         .filter(|l| l.contains("starting it again") && l.contains("cluster_loop"))
@@ -89,7 +91,6 @@ pub fn run(
         "kafka_watchdog_task_restarts_total",
         &[("task", "cluster_loop")],
     );
-    let _ = started;
     println!("  task-kill: {k:?}");
     drop(w);
     Ok(k)
