@@ -157,11 +157,10 @@ fn poll(port: u16, until: Duration) -> TaskKill {
                 k.healthz_503s += 1;
                 k.every_503_names_the_loop &= body.contains(STUCK);
             }
-            Ok((200, _)) => {
-                if k.first_503.is_some() {
-                    k.healthz_200_again.get_or_insert(t);
-                }
+            Ok((200, _)) if k.first_503.is_some() => {
+                k.healthz_200_again.get_or_insert(t);
             }
+            Ok((200, _)) => {}
             _ if answering => k.healthz_errors += 1,
             _ => {}
         }
