@@ -7,185 +7,18 @@
 
 mod common;
 
-use std::net::IpAddr;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use common::watchdog::{free_port, is_event, temp_dir, Receiver};
-use kafka_protocol::messages::metadata_response::{
-    MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
-};
-use kafka_protocol::messages::{
-    ApiKey, BrokerId, ListPartitionReassignmentsResponse, MetadataResponse,
-    SaslAuthenticateResponse, SaslHandshakeResponse, TopicName,
-};
-use kafka_protocol::protocol::StrBytes;
 use kafka_watchdog_test_support::fake_aws::FakeAws;
-use kafka_watchdog_test_support::fake_broker::{
-    answer, answer_api_versions, ranges_with, FakeBroker, Received, Reply,
-};
+use kafka_watchdog_test_support::fake_broker::FakeBroker;
+use kafka_watchdog_test_support::fake_cluster::{broker as fake_broker, refused_port};
+use kafka_watchdog_test_support::scrape::Scraper;
 use kafka_watchdog_test_support::watchdog::{self as support, LOOPBACK};
 
 /// What the tests hold `/metrics` to: far above a scrape's few milliseconds, far below the
 /// seconds a blocked worker costs.
 const PROMPT: Duration = Duration::from_secs(1);
-
-/// One broker of a fake cluster, as far as the probes and the canary's clients go:
-/// ApiVersions, SASL (AWS_MSK_IAM or OAUTHBEARER, whatever it is sent), Metadata naming
-/// itself as broker 1 and `others` (id, port), with topic `t` of one partition per other
-/// broker, led by it, replicas on it and broker 1; no reassignment; any other request
-/// closes the connection.
-fn fake_broker(rt: &tokio::runtime::Runtime, others: Vec<(i32, u16)>) -> FakeBroker {
-    let own_port: Arc<OnceLock<u16>> = Arc::default();
-    let port = own_port.clone();
-    let ranges = ranges_with(&[(ApiKey::DescribeCluster, 1, 0)]);
-    let b = rt.block_on(FakeBroker::start(
-        move |r: &Received| match ApiKey::try_from(r.api_key) {
-            Ok(ApiKey::ApiVersions) => answer_api_versions(r, &ranges),
-            Ok(ApiKey::SaslHandshake) => answer(
-                r,
-                &SaslHandshakeResponse::default().with_mechanisms(vec![
-                    StrBytes::from_static_str("AWS_MSK_IAM"),
-                    StrBytes::from_static_str("OAUTHBEARER"),
-                ]),
-            ),
-            Ok(ApiKey::SaslAuthenticate) => answer(
-                r,
-                &SaslAuthenticateResponse::default()
-                    .with_auth_bytes(r#"{"version":"2020_10_22","request-id":"t"}"#.into())
-                    .with_session_lifetime_ms(3_600_000),
-            ),
-            Ok(ApiKey::Metadata) => {
-                let own = *port.get().expect("the port is known before any request");
-                let brokers = std::iter::once((1, own))
-                    .chain(others.iter().copied())
-                    .map(|(id, port)| {
-                        MetadataResponseBroker::default()
-                            .with_node_id(BrokerId(id))
-                            .with_host(StrBytes::from_static_str("127.0.0.1"))
-                            .with_port(i32::from(port))
-                    })
-                    .collect();
-                let partitions: Vec<MetadataResponsePartition> = others
-                    .iter()
-                    .enumerate()
-                    .map(|(i, (id, _))| {
-                        MetadataResponsePartition::default()
-                            .with_partition_index(i as i32)
-                            .with_leader_id(BrokerId(*id))
-                            .with_replica_nodes(vec![BrokerId(*id), BrokerId(1)])
-                            .with_isr_nodes(vec![BrokerId(*id), BrokerId(1)])
-                    })
-                    .collect();
-                let topics = if partitions.is_empty() {
-                    Vec::new()
-                } else {
-                    vec![MetadataResponseTopic::default()
-                        .with_name(Some(TopicName(StrBytes::from_static_str("t"))))
-                        .with_partitions(partitions)]
-                };
-                answer(
-                    r,
-                    &MetadataResponse::default()
-                        .with_cluster_id(Some(StrBytes::from_static_str("fake")))
-                        .with_controller_id(BrokerId(1))
-                        .with_brokers(brokers)
-                        .with_topics(topics),
-                )
-            }
-            Ok(ApiKey::ListPartitionReassignments) => {
-                answer(r, &ListPartitionReassignmentsResponse::default())
-            }
-            _ => Reply::Close,
-        },
-    ));
-    let port = b.address.rsplit(':').next().unwrap().parse().unwrap();
-    own_port.set(port).unwrap();
-    b
-}
-
-/// A loopback port nothing listens on: a broker there refuses every connection.
-fn refused_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// GET /metrics every 100 ms from a thread of its own, timing each answer, from the first
-/// one on (before it, the daemon is starting).
-struct Scraper {
-    stop: Arc<AtomicBool>,
-    thread: std::thread::JoinHandle<Scrapes>,
-}
-
-#[derive(Debug, Default)]
-struct Scrapes {
-    took: Vec<Duration>,
-    /// Requests that failed (no answer within the client's 5 s, a refused connection
-    /// after the first answer), with when they were sent, from the first answer.
-    failed: Vec<(Duration, String)>,
-}
-
-impl Scrapes {
-    fn max(&self) -> Duration {
-        self.took.iter().max().copied().unwrap_or_default()
-    }
-
-    fn p95(&self) -> Duration {
-        let mut t = self.took.clone();
-        t.sort();
-        t.get(t.len().saturating_sub(1) * 95 / 100)
-            .copied()
-            .unwrap_or_default()
-    }
-
-    fn summary(&self) -> String {
-        format!(
-            "{} scrapes, p95 {:?}, max {:?}, {} failed {:?}",
-            self.took.len(),
-            self.p95(),
-            self.max(),
-            self.failed.len(),
-            self.failed.iter().take(5).collect::<Vec<_>>()
-        )
-    }
-}
-
-impl Scraper {
-    fn start(host: IpAddr, port: u16) -> Scraper {
-        let stop = Arc::new(AtomicBool::new(false));
-        let stopping = stop.clone();
-        let thread = std::thread::spawn(move || {
-            let mut s = Scrapes::default();
-            let mut first: Option<Instant> = None;
-            while !stopping.load(Ordering::SeqCst) {
-                let sent = Instant::now();
-                match support::http_get_at(host, port, "/metrics") {
-                    Ok((200, _)) => {
-                        first.get_or_insert(sent);
-                        s.took.push(sent.elapsed());
-                    }
-                    answer => {
-                        if let Some(f) = first {
-                            s.failed.push((sent - f, format!("{answer:?}")));
-                        }
-                    }
-                }
-                std::thread::sleep(Duration::from_millis(100));
-            }
-            s
-        });
-        Scraper { stop, thread }
-    }
-
-    fn stop(self) -> Scrapes {
-        self.stop.store(true, Ordering::SeqCst);
-        self.thread.join().unwrap()
-    }
-}
 
 fn launch(
     dir: &std::path::Path,
@@ -289,7 +122,7 @@ fn a_slow_state_disk_leaves_metrics_fast_and_pages_on_time() {
     const CLUSTERS: usize = 3;
     let rt = tokio::runtime::Runtime::new().unwrap();
     let brokers: Vec<FakeBroker> = (0..CLUSTERS)
-        .map(|_| fake_broker(&rt, vec![(2, refused_port())]))
+        .map(|_| fake_broker(&rt, vec![(2, refused_port().unwrap())]))
         .collect();
     let rx = Receiver::start();
     let dir = temp_dir("slow-disk");

@@ -11,6 +11,7 @@ mod scale;
 mod stats;
 mod synth;
 mod sys;
+mod watchdog_faults;
 
 use std::path::PathBuf;
 
@@ -246,6 +247,8 @@ struct OwnFaultsArgs {
     /// Exit non-zero when a goal is missed.
     #[arg(long)]
     check: bool,
+    #[command(flatten)]
+    watchdog_faults: watchdog_faults::WatchdogFaultsArgs,
 }
 
 #[derive(Parser, Clone)]
@@ -415,6 +418,17 @@ fn run_overhead(out: &Output, a: &OverheadArgs) -> Result<()> {
 }
 
 fn run_own_faults(out: &Output, a: &OwnFaultsArgs) -> Result<()> {
+    if a.watchdog_faults.watchdog_faults {
+        let section = watchdog_faults::run(&a.watchdog.watchdog_bin, &a.watchdog_faults)?;
+        let missed = watchdog_faults::missed_goals(&section);
+        out.append(section)?;
+        return goals(
+            "own-faults --watchdog-faults",
+            "own-faults",
+            &missed,
+            a.check,
+        );
+    }
     let section = lab::own_faults::run(&lab::own_faults::OwnFaultsOptions {
         watchdog_bin: a.watchdog.watchdog_bin.clone(),
         kills: a.kills,

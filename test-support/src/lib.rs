@@ -2,6 +2,8 @@
 //!
 //! - [`fake_broker`]: an in-process Kafka broker whose answers a test scripts (the wire and
 //!   probe unit tests) or a benchmark precomputes (the probe fan-out benchmark);
+//! - [`fake_cluster`]: a fake broker 1 of a cluster (ApiVersions, SASL, Metadata naming
+//!   other brokers) for the real daemon to watch without a lab;
 //! - [`fake_aws`]: the AWS endpoints that hand out credentials (instance metadata, container
 //!   credentials, STS web identity), for the AWS_MSK_IAM credential chain's tests;
 //! - [`fake_slack`]: Slack's Web API as far as the watchdog's Slack bot uses it
@@ -9,6 +11,7 @@
 //!   the Slack lab test);
 //! - [`secret_volume`]: a Kubernetes Secret mounted as the kubelet does (`..data` links),
 //!   updated in one atomic swap (the credential rotation tests);
+//! - [`scrape`]: `/metrics` scraped every 100 ms and timed, as Prometheus would;
 //! - [`watchdog`]: the real `kafka-watchdog` process started with a given config, waited for
 //!   until ready, read over its HTTP surface, killed when dropped (the integration tests and
 //!   the lab benchmarks).
@@ -17,6 +20,8 @@
 
 pub mod fake_aws;
 pub mod fake_broker;
+pub mod fake_cluster;
 pub mod fake_slack;
+pub mod scrape;
 pub mod secret_volume;
 pub mod watchdog;
