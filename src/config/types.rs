@@ -505,6 +505,9 @@ pub struct WebhookConfig {
     pub url: Secret,
     /// Scheme, host and port of `url`: what logs and `/status` may show.
     pub target: String,
+    /// Alertmanager only (`urls:`): the other Alertmanagers of its cluster, each sent
+    /// every alert `url` is sent (`url` is the first listed). Empty otherwise.
+    pub more_urls: Vec<Endpoint>,
     pub format: WebhookFormat,
     pub min_severity: Severity,
     /// Empty: every cluster.
@@ -528,6 +531,14 @@ pub struct WebhookConfig {
     /// Slack's Web API with a bot token (`url` is then the API's base); `None` for an
     /// incoming webhook and every other format.
     pub slack_bot: Option<SlackBot>,
+}
+
+/// One more place a receiver sends to: an Alertmanager of the same cluster as `url`'s.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Endpoint {
+    pub url: Secret,
+    /// Scheme, host and port: what logs and metrics may show.
+    pub target: String,
 }
 
 /// A Slack receiver that posts an incident's first message with `chat.postMessage` and

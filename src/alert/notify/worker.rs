@@ -12,7 +12,7 @@ use tokio::time::Instant;
 
 use crate::alert::incident::{EventKind, IncidentEvent};
 use crate::alert::peers::Turn;
-use crate::config::WebhookConfig;
+use crate::config::{WebhookConfig, WebhookFormat};
 
 use super::coalesce::{Coalescer, Tally};
 use super::format::{self, Context};
@@ -40,6 +40,9 @@ struct Counters {
     superseded: u64,
     /// Notifications a peer delivered (`alert::peers`).
     left_to_peers: u64,
+    /// An Alertmanager receiver's requests per Alertmanager (`url`, then `urls`): taken,
+    /// failed. Empty for the other formats.
+    alertmanagers: Vec<(u64, u64)>,
 }
 
 /// A notification waiting in a receiver's queue: its spool sequence and, for the full-queue
@@ -73,6 +76,10 @@ impl Receiver {
             .slack_bot
             .as_ref()
             .and_then(|b| Bot::new(&cfg, b, state_dir));
+        let counters = Counters {
+            alertmanagers: vec![(0, 0); alertmanager_targets(&cfg).len()],
+            ..Counters::default()
+        };
         Receiver {
             cfg,
             spool: Arc::new(spool),
@@ -90,7 +97,7 @@ impl Receiver {
                     .collect(),
             ),
             wake: Notify::new(),
-            counters: Mutex::new(Counters::default()),
+            counters: Mutex::new(counters),
             slack,
         }
     }
@@ -112,12 +119,41 @@ impl Receiver {
             merged: c.merged,
             superseded: c.superseded,
             left_to_peers: c.left_to_peers,
+            alertmanagers: alertmanager_targets(&self.cfg)
+                .into_iter()
+                .zip(&c.alertmanagers)
+                .map(|(target, (ok, failed))| super::AlertmanagerStats {
+                    target,
+                    ok: *ok,
+                    failed: *failed,
+                })
+                .collect(),
         }
     }
 
     fn idle(&self) -> bool {
         lock(&self.queue).is_empty()
     }
+}
+
+/// What names each Alertmanager of an alertmanager receiver in metrics and logs: its
+/// scheme, host and port, with its place in the list (from 1) when another shares them.
+/// Empty for the other formats.
+fn alertmanager_targets(cfg: &WebhookConfig) -> Vec<String> {
+    if cfg.format != WebhookFormat::Alertmanager {
+        return Vec::new();
+    }
+    let targets: Vec<&str> = std::iter::once(cfg.target.as_str())
+        .chain(cfg.more_urls.iter().map(|e| e.target.as_str()))
+        .collect();
+    targets
+        .iter()
+        .enumerate()
+        .map(|(i, t)| match targets.iter().filter(|o| *o == t).count() {
+            1 => t.to_string(),
+            _ => format!("{t} ({})", i + 1),
+        })
+        .collect()
 }
 
 pub(super) fn client(cfg: &WebhookConfig) -> Result<reqwest::Client, NotifyError> {
@@ -716,8 +752,71 @@ async fn deliver(
         Some(bot) => bot.deliver(client, &r.cfg, n, &ctx, max_retry_after).await,
         None => {
             let request = format::render(&r.cfg, n, &ctx);
-            send(client, &r.cfg, request, max_retry_after).await
+            if r.cfg.format == WebhookFormat::Alertmanager {
+                return to_every_alertmanager(r, client, &r.cfg, request, max_retry_after).await;
+            }
+            send(client, &r.cfg, r.cfg.url.expose(), request, max_retry_after).await
         }
+    }
+}
+
+/// Alertmanager: the alerts go to every Alertmanager of the cluster at once, each request
+/// within its own timeout, as Prometheus sends them; they are delivered once one of them
+/// took them (Alertmanagers share alerts by gossip and deduplicate them), so one that is
+/// down holds back none of the others and is not retried while another takes them (a
+/// firing alert's reminder reaches it later). Each request is counted per Alertmanager, and
+/// each one refused or failed while another took it is said under its address.
+async fn to_every_alertmanager(
+    r: &Receiver,
+    client: &reqwest::Client,
+    cfg: &WebhookConfig,
+    request: format::Request,
+    max_retry_after: Duration,
+) -> Outcome {
+    let urls =
+        std::iter::once(cfg.url.expose()).chain(cfg.more_urls.iter().map(|e| e.url.expose()));
+    let sent = futures::future::join_all(
+        urls.map(|url| send(client, cfg, url, request.clone(), max_retry_after)),
+    )
+    .await;
+    let targets = alertmanager_targets(cfg);
+    let delivered = sent.iter().any(|o| matches!(o, Outcome::Delivered));
+    {
+        let mut c = lock(&r.counters);
+        for (counts, o) in c.alertmanagers.iter_mut().zip(&sent) {
+            match o {
+                Outcome::Delivered => counts.0 += 1,
+                _ => counts.1 += 1,
+            }
+        }
+    }
+    let mut whys = Vec::new();
+    // The shortest wait any of them asked for: the next try goes to them all.
+    let mut after: Option<route::Asked> = None;
+    let mut retry = false;
+    for (target, o) in targets.iter().zip(sent) {
+        let why = match o {
+            Outcome::Delivered => continue,
+            Outcome::Drop { why } => why,
+            Outcome::Retry { after: a, why } => {
+                retry = true;
+                after = match (after, a) {
+                    (Some(x), Some(y)) => Some(if y.wait < x.wait { y } else { x }),
+                    (x, y) => x.or(y),
+                };
+                why
+            }
+        };
+        if delivered {
+            tracing::warn!(receiver = %cfg.name, alertmanager = %target, why = %why, "an Alertmanager of the cluster did not take the alerts; another did");
+        }
+        whys.push(format!("{target}: {why}"));
+    }
+    let why = whys.join("; ");
+    match (delivered, retry) {
+        (true, _) => Outcome::Delivered,
+        (false, true) => Outcome::Retry { after, why },
+        (false, false) => Outcome::Drop { why },
     }
 }
 
@@ -920,18 +1019,12 @@ fn headers(cfg: &WebhookConfig, request: &format::Request) -> HeaderMap {
 async fn send(
     client: &reqwest::Client,
     cfg: &WebhookConfig,
+    url: &str,
     request: format::Request,
     max_retry_after: Duration,
 ) -> Outcome {
     let headers = headers(cfg, &request);
-    let answered = match http::send(
-        client
-            .post(cfg.url.expose())
-            .headers(headers)
-            .body(request.body),
-    )
-    .await
-    {
+    let answered = match http::send(client.post(url).headers(headers).body(request.body)).await {
         Ok(a) => a,
         Err(why) => return Outcome::Retry { after: None, why },
     };

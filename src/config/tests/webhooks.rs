@@ -328,3 +328,73 @@ fn a_webhook_ca_file_must_hold_certificates() {
     let p = one(&hook("/no/such/ca.pem"));
     assert!(p.contains("cannot read ca_file"), "{p}");
 }
+
+/// Issue 39 item 3: an Alertmanager cluster of several, each listed in `urls`; `url` alone
+/// keeps meaning one Alertmanager.
+#[test]
+fn an_alertmanager_receiver_takes_the_urls_of_every_member() {
+    let text = format!(
+        "{MINIMAL}webhooks:
+  - name: am
+    format: alertmanager
+    urls:
+      - http://am-0.example:9093/api/v2/alerts
+      - http://am-1.example:9093/api/v2/alerts
+  - name: one
+    format: alertmanager
+    url: http://am.example:9093/api/v2/alerts
+"
+    );
+    let c = ok(&text);
+    let [am, one] = &c.webhooks[..] else {
+        panic!("two webhooks")
+    };
+    assert_eq!(am.url.expose(), "http://am-0.example:9093/api/v2/alerts");
+    assert_eq!(am.target, "http://am-0.example:9093");
+    let more: Vec<(&str, &str)> = am
+        .more_urls
+        .iter()
+        .map(|e| (e.url.expose(), e.target.as_str()))
+        .collect();
+    assert_eq!(
+        more,
+        [(
+            "http://am-1.example:9093/api/v2/alerts",
+            "http://am-1.example:9093"
+        )]
+    );
+    assert_eq!(one.target, "http://am.example:9093");
+    assert!(one.more_urls.is_empty());
+}
+
+#[test]
+fn urls_with_url_or_another_format_or_nothing_in_it_is_refused() {
+    let text = format!(
+        "{MINIMAL}webhooks:
+  - name: a
+    format: alertmanager
+    url: http://am.example:9093/api/v2/alerts
+    urls: [http://am-1.example:9093/api/v2/alerts]
+  - name: b
+    format: slack
+    urls: [https://hooks.slack.com/services/T0/B0/x]
+  - name: c
+    format: alertmanager
+    urls: []
+  - name: d
+    format: alertmanager
+    urls: [http://am-0.example:9093/api/v2/alerts, 'ftp://x/', http://am-0.example:9093/api/v2/alerts]
+"
+    );
+    let got: Vec<String> = problems(&text).iter().map(short).collect();
+    assert_eq!(
+        got,
+        [
+            "8:5: 'url' and 'urls' are both set in webhooks[0] (expected url for one Alertmanager, or urls listing each Alertmanager of a cluster, the first included)",
+            "11:5: urls is set in webhooks[1] but format is not alertmanager (expected url, the one receiver)",
+            "14:11: urls lists no URL (expected a list of http:// or https:// URLs, one per Alertmanager)",
+            "17:52: urls: URL scheme 'ftp' is not supported (expected an http:// or https:// URL with a host)",
+            "17:64: urls: this URL is listed twice (expected each Alertmanager once)",
+        ]
+    );
+}
