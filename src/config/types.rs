@@ -520,7 +520,9 @@ pub struct WebhookConfig {
     /// Certificates (PEM) trusted for the receiver besides the system's: an internal CA,
     /// so nobody needs `tls_verify: false`.
     pub ca_file: Option<std::path::PathBuf>,
-    pub headers: BTreeMap<String, String>,
+    /// A value read from a file (`value_file`) remembers it, and is read again when the
+    /// file changes.
+    pub headers: BTreeMap<String, Secret>,
     /// Only for the generic format.
     pub hmac_secret: Option<Secret>,
     /// `Some` exactly for the PagerDuty format.
@@ -590,6 +592,14 @@ impl Secret {
     /// The file it was read from, if it was.
     pub fn file(&self) -> Option<&std::path::Path> {
         self.file.as_deref()
+    }
+
+    /// The same secret as its file holds it now (`live`).
+    pub fn with_value(&self, value: impl Into<String>) -> Self {
+        Secret {
+            value: value.into(),
+            file: self.file.clone(),
+        }
     }
 }
 

@@ -197,9 +197,14 @@ fn destination(
                 }
                 Ok(target)
             });
+            // From a file, the secret remembers it, to be watched (`live`).
+            let keep = |value: String| match &u.file {
+                Some(file) => Secret::from_file(value, file.clone()),
+                None => Secret::new(value),
+            };
             match checked {
-                Ok(target) if bot_given => (Some(Secret::new(api_base(&u.value))), Some(target)),
-                Ok(target) => (Some(Secret::new(u.value.trim())), Some(target)),
+                Ok(target) if bot_given => (Some(keep(api_base(&u.value))), Some(target)),
+                Ok(target) => (Some(keep(u.value.trim().to_string())), Some(target)),
                 Err((m, x)) => {
                     rep.add(u.pos, format!("{}: {m}", u.key), Some(x));
                     (None, None)
@@ -261,13 +266,14 @@ fn slack_token(
     cx: &mut Ctx,
     f: &mut Fields,
     format: Option<WebhookFormat>,
-) -> Result<Option<String>, ()> {
+) -> Result<Option<Secret>, ()> {
     let need = match format {
         Some(WebhookFormat::Slack) => Need::Optional,
         Some(_) => Need::Forbidden("format is not slack"),
         None => Need::Ignore,
     };
-    Ok(secret(cx, f, &s::WEBHOOK_SLACK_BOT_TOKEN, need)?.map(|t| t.value))
+    // From a file, it remembers it, to be watched (`live`).
+    Ok(secret(cx, f, &s::WEBHOOK_SLACK_BOT_TOKEN, need)?.map(Got::into_secret))
 }
 
 /// `slack_channel`, which goes with a token and only with one.
@@ -276,7 +282,7 @@ fn slack_channel(
     f: &Fields,
     channel: Option<&Entry>,
     format: Option<WebhookFormat>,
-    token: Option<String>,
+    token: Option<Secret>,
 ) -> Result<Option<SlackBot>, ()> {
     let token = match token {
         Some(t) => t,
@@ -312,7 +318,7 @@ fn slack_channel(
         return Err(());
     }
     Ok(Some(SlackBot {
-        token: Secret::new(token),
+        token,
         channel: channel.value,
     }))
 }
@@ -369,7 +375,7 @@ fn pem_certificates(cx: &mut Ctx, e: &Entry) -> Option<std::path::PathBuf> {
 /// Header names to values. A value is text, or a mapping that reads it like every other
 /// secret (`value_env`, `value_file`): a header often carries a credential, which must not
 /// sit in the file in clear text.
-fn headers(cx: &mut Ctx, e: &Entry, path: &str) -> Option<BTreeMap<String, String>> {
+fn headers(cx: &mut Ctx, e: &Entry, path: &str) -> Option<BTreeMap<String, Secret>> {
     let entries = match &e.value.kind {
         Kind::Map(entries) => entries,
         _ if e.value.is_null() => return Some(BTreeMap::new()),
@@ -382,7 +388,7 @@ fn headers(cx: &mut Ctx, e: &Entry, path: &str) -> Option<BTreeMap<String, Strin
             return None;
         }
     };
-    let mut out: BTreeMap<String, String> = BTreeMap::new();
+    let mut out: BTreeMap<String, Secret> = BTreeMap::new();
     let mut ok = true;
     for h in entries {
         if let Err((m, x)) = checks::header_name(&h.key) {
@@ -415,7 +421,7 @@ fn headers(cx: &mut Ctx, e: &Entry, path: &str) -> Option<BTreeMap<String, Strin
                 got.ok().flatten()
             });
             match got {
-                Some(g) => g.value,
+                Some(g) => g.into_secret(),
                 None => {
                     ok = false;
                     continue;
@@ -427,14 +433,14 @@ fn headers(cx: &mut Ctx, e: &Entry, path: &str) -> Option<BTreeMap<String, Strin
                 h,
                 "a header value, or a mapping with value_env or value_file",
             ) {
-                Some(t) => t.value,
+                Some(t) => Secret::new(t.value),
                 None => {
                     ok = false;
                     continue;
                 }
             }
         };
-        if let Err((m, x)) = checks::header_value(&v, &h.key) {
+        if let Err((m, x)) = checks::header_value(v.expose(), &h.key) {
             cx.rep.add(h.value.pos, m, Some(x));
             ok = false;
             continue;

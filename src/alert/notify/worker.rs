@@ -12,7 +12,8 @@ use tokio::time::Instant;
 
 use crate::alert::incident::{EventKind, IncidentEvent};
 use crate::alert::peers::Turn;
-use crate::config::{WebhookConfig, WebhookFormat};
+use crate::config::live::{self, Current};
+use crate::config::{Secret, WebhookConfig, WebhookFormat};
 
 use super::coalesce::{Coalescer, Tally};
 use super::format::{self, Context};
@@ -68,6 +69,71 @@ pub(super) struct Receiver {
     counters: Mutex<Counters>,
     /// Slack's Web API instead of one POST per notification.
     pub slack: Option<Bot>,
+    /// The secrets read from files, kept current (`config::live`).
+    watched: Watched,
+}
+
+/// A receiver's secrets that came from files (`url_file`, `hmac_secret_file`,
+/// `routing_key_file`, `slack_bot_token_file`, a header's `value_file`), watched by
+/// `config::live` as the Kafka credentials are: each request reads what the file holds
+/// now, so a rotated token is used without a reload, and a rewrite that cannot be used
+/// (empty, not text, gone) keeps the last good one (said and counted there).
+#[derive(Default)]
+struct Watched {
+    url: Option<Current>,
+    hmac_secret: Option<Current>,
+    routing_key: Option<Current>,
+    slack_token: Option<Current>,
+    headers: Vec<(String, Current)>,
+}
+
+impl Watched {
+    fn of(cfg: &WebhookConfig) -> Watched {
+        let watch = |s: &Secret| -> Option<Current> {
+            s.file()?;
+            // The file was read well while loading; unreadable now, it keeps that value.
+            live::secret(s)
+                .inspect_err(|why| tracing::warn!(receiver = %cfg.name, problem = %why, "cannot watch a webhook's secret file: the value loaded stays in use"))
+                .ok()
+        };
+        Watched {
+            url: watch(&cfg.url),
+            hmac_secret: cfg.hmac_secret.as_ref().and_then(watch),
+            routing_key: cfg.routing_key.as_ref().and_then(watch),
+            slack_token: cfg.slack_bot.as_ref().and_then(|b| watch(&b.token)),
+            headers: cfg
+                .headers
+                .iter()
+                .filter_map(|(k, v)| Some((k.clone(), watch(v)?)))
+                .collect(),
+        }
+    }
+
+    /// `cfg` with each watched secret as its file holds it now.
+    fn apply(&self, cfg: &WebhookConfig) -> WebhookConfig {
+        fn now(s: &mut Secret, c: Option<&Current>) {
+            if let Some(c) = c {
+                *s = s.with_value(c.text());
+            }
+        }
+        let mut cfg = cfg.clone();
+        now(&mut cfg.url, self.url.as_ref());
+        if let Some(s) = cfg.hmac_secret.as_mut() {
+            now(s, self.hmac_secret.as_ref());
+        }
+        if let Some(s) = cfg.routing_key.as_mut() {
+            now(s, self.routing_key.as_ref());
+        }
+        if let Some(b) = cfg.slack_bot.as_mut() {
+            now(&mut b.token, self.slack_token.as_ref());
+        }
+        for (k, c) in &self.headers {
+            if let Some(s) = cfg.headers.get_mut(k) {
+                now(s, Some(c));
+            }
+        }
+        cfg
+    }
 }
 
 impl Receiver {
@@ -80,6 +146,7 @@ impl Receiver {
             alertmanagers: vec![(0, 0); alertmanager_targets(&cfg).len()],
             ..Counters::default()
         };
+        let watched = Watched::of(&cfg);
         Receiver {
             cfg,
             spool: Arc::new(spool),
@@ -99,6 +166,7 @@ impl Receiver {
             wake: Notify::new(),
             counters: Mutex::new(counters),
             slack,
+            watched,
         }
     }
 
@@ -748,14 +816,15 @@ async fn deliver(
         runbooks_url: shared.sender.runbooks_url.as_deref(),
         cluster_label: &shared.sender.cluster_label,
     };
+    let cfg = r.watched.apply(&r.cfg);
     match &r.slack {
-        Some(bot) => bot.deliver(client, &r.cfg, n, &ctx, max_retry_after).await,
+        Some(bot) => bot.deliver(client, &cfg, n, &ctx, max_retry_after).await,
         None => {
-            let request = format::render(&r.cfg, n, &ctx);
-            if r.cfg.format == WebhookFormat::Alertmanager {
-                return to_every_alertmanager(r, client, &r.cfg, request, max_retry_after).await;
+            let request = format::render(&cfg, n, &ctx);
+            if cfg.format == WebhookFormat::Alertmanager {
+                return to_every_alertmanager(r, client, &cfg, request, max_retry_after).await;
             }
-            send(client, &r.cfg, r.cfg.url.expose(), request, max_retry_after).await
+            send(client, &cfg, cfg.url.expose(), request, max_retry_after).await
         }
     }
 }
@@ -1002,7 +1071,8 @@ fn headers(cfg: &WebhookConfig, request: &format::Request) -> HeaderMap {
     let pairs = cfg
         .headers
         .iter()
-        .chain(request.headers.iter().map(|(k, v)| (k, v)));
+        .map(|(k, v)| (k, v.expose()))
+        .chain(request.headers.iter().map(|(k, v)| (k, v.as_str())));
     for (k, v) in pairs {
         // The configuration checked names and values; a pair that still fails is skipped
         // rather than failing the notification.

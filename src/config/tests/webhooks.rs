@@ -55,7 +55,7 @@ fn webhooks_resolve() {
     assert_eq!(own.format, WebhookFormat::Generic);
     assert_eq!(own.target, "http://127.0.0.1:9645");
     assert_eq!(own.hmac_secret.as_ref().map(Secret::expose), Some("hm"));
-    assert_eq!(own.headers["X-Num"], "7");
+    assert_eq!(own.headers["X-Num"].expose(), "7");
     assert_eq!(own.timeout, Duration::from_millis(1500));
     assert!(!own.tls_verify && !own.send_resolved && own.routing_key.is_none());
 }
@@ -283,9 +283,14 @@ fn webhook_header_values_come_from_the_environment_or_a_file() {
     );
     let c = parse_with_env(&text, "t.yaml", &env_of(&[("API_KEY", "from-the-env")])).unwrap();
     let h = &c.webhooks[0].headers;
-    assert_eq!(h["X-Team"], "kafka");
-    assert_eq!(h["X-Api-Key"], "from-the-env");
-    assert_eq!(h["Authorization"], "from-a-file");
+    assert_eq!(h["X-Team"].expose(), "kafka");
+    assert_eq!(h["X-Api-Key"].expose(), "from-the-env");
+    assert_eq!(h["Authorization"].expose(), "from-a-file");
+    assert_eq!(
+        h["Authorization"].file(),
+        Some(dir.join("key").as_path()),
+        "remembered, to be watched"
+    );
     // A variable that is not set, and a key the mapping does not know, are problems with
     // a line number.
     let text = format!(
@@ -397,4 +402,21 @@ fn urls_with_url_or_another_format_or_nothing_in_it_is_refused() {
             "17:64: urls: this URL is listed twice (expected each Alertmanager once)",
         ]
     );
+}
+
+/// A URL read from `url_file` remembers its file, so delivery watches it (issue 39 item 2).
+#[test]
+fn a_url_from_a_file_remembers_it() {
+    let dir = std::env::temp_dir().join(format!("kw-url-file-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("url");
+    std::fs::write(&file, "https://hooks.example/T0/tok\n").unwrap();
+    let text = format!(
+        "{MINIMAL}webhooks:\n  - name: a\n    url_file: {}\n",
+        file.display()
+    );
+    let c = ok(&text);
+    assert_eq!(c.webhooks[0].url.expose(), "https://hooks.example/T0/tok");
+    assert_eq!(c.webhooks[0].url.file(), Some(file.as_path()));
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -549,9 +549,11 @@ async fn the_received_signature_verifies_and_configured_headers_are_sent() {
     let dir = temp_dir("hmac");
     let mut cfg = hook("signed", &rx.url(), WebhookFormat::Generic);
     cfg.hmac_secret = Some(Secret::new("topsecret"));
-    cfg.headers.insert("X-Scope-OrgID".into(), "kafka".into());
+    cfg.headers
+        .insert("X-Scope-OrgID".into(), Secret::new("kafka"));
     // The signature is the watchdog's to set.
-    cfg.headers.insert(SIGNATURE_HEADER.into(), "forged".into());
+    cfg.headers
+        .insert(SIGNATURE_HEADER.into(), Secret::new("forged"));
     let handle = Notifier::spawn_with(&[cfg], &dir, "wd-1", fast()).unwrap();
     handle.submit(events(1));
     rx.wait_delivered(1).await;
@@ -1224,5 +1226,51 @@ async fn a_hung_alertmanager_holds_back_none_of_the_others() {
     );
     drop(hung);
     handle.shutdown(Duration::from_millis(100)).await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Issue 39 item 2: a header's `value_file` (a bearer token), rewritten while delivery
+/// runs, is what the next request carries; a rewrite that cannot be used (empty) keeps the
+/// last good token.
+#[tokio::test]
+async fn a_rotated_token_file_is_carried_by_the_next_request() {
+    let rx = TestReceiver::start("127.0.0.1:0".parse().unwrap(), always(200)).await;
+    let dir = temp_dir("token-file");
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("token");
+    std::fs::write(&file, "Bearer one\n").unwrap();
+    let mut h = hook("ops", &rx.url(), WebhookFormat::Generic);
+    h.headers.insert(
+        "Authorization".into(),
+        Secret::from_file("Bearer one", file.clone()),
+    );
+    let handle = Notifier::spawn_with(&[h], &dir.join("state"), "wd-1", fast()).unwrap();
+    let token = |hit: &Hit| {
+        hit.headers
+            .iter()
+            .find(|(k, _)| k == "authorization")
+            .map(|(_, v)| v.clone())
+    };
+    let mut all = events(3).into_iter();
+    handle.submit(all.next().into_iter().collect());
+    rx.wait_delivered(1).await;
+    std::fs::write(&file, "Bearer two\n").unwrap();
+    crate::config::live::look_all();
+    handle.submit(all.next().into_iter().collect());
+    rx.wait_delivered(2).await;
+    std::fs::write(&file, "").unwrap();
+    crate::config::live::look_all();
+    handle.submit(all.next().into_iter().collect());
+    rx.wait_delivered(3).await;
+    let tokens: Vec<Option<String>> = rx.hits().iter().map(token).collect();
+    assert_eq!(
+        tokens,
+        [
+            Some("Bearer one".to_string()),
+            Some("Bearer two".to_string()),
+            Some("Bearer two".to_string())
+        ]
+    );
+    handle.shutdown(Duration::from_secs(1)).await;
     let _ = std::fs::remove_dir_all(&dir);
 }
