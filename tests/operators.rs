@@ -462,3 +462,40 @@ fn a_build_without_features_has_no_crash_hook() {
         String::from_utf8_lossy(needle)
     );
 }
+
+/// Issue 39 item 2: a webhook's secret files follow the file as the Kafka credentials do.
+/// The receiver's URL (which carries the token for Slack and Teams) is rewritten in its
+/// `url_file` while the daemon runs: the next notification goes to the new URL, with no
+/// SIGHUP, and a broken rewrite keeps the last good one.
+#[test]
+fn a_rotated_webhook_url_file_is_used_by_the_next_request_without_a_reload() {
+    let old = common::watchdog::Receiver::start();
+    let new = common::watchdog::Receiver::start();
+    let old_url = old.url();
+    let w = Watchdog::start_yaml("ops-url-file", move |port, dir| {
+        std::fs::write(dir.join("url"), format!("{old_url}\n")).unwrap();
+        let d = dir.display();
+        format!(
+            "instance_id: ops-test\nhttp:\n  listen: 127.0.0.1:{port}\nstate_dir: {d}/state\n\
+             clusters:\n  - name: nowhere\n    bootstrap_servers: [127.0.0.1:1]\n    \
+             round_interval_secs: 2\n    connect_timeout_ms: 1000\n    request_timeout_ms: 1000\n    \
+             canary:\n      enabled: false\n    verdict:\n      open_after_secs: 0\n\
+             webhooks:\n  - name: hooks\n    url_file: {d}/url\n    format: generic\n    min_severity: info\n    \
+             repeat_interval_secs: 2\n    group_interval_secs: 0\n"
+        )
+    });
+    old.wait("the page, at the first URL", Duration::from_secs(60), |v| {
+        v["kind"] == "cluster_unreachable"
+    });
+    std::fs::write(w.dir.join("url"), format!("{}\n", new.url())).unwrap();
+    new.wait(
+        "a reminder at the URL the file holds now",
+        Duration::from_secs(30),
+        |v| v["kind"] == "cluster_unreachable",
+    );
+    let reloads = w.metric(
+        "kafka_watchdog_credential_reloads_total",
+        &[("kind", "secret"), ("outcome", "applied")],
+    );
+    assert!(reloads.is_some_and(|n| n >= 1.0), "{reloads:?}");
+}

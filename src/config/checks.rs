@@ -40,6 +40,7 @@ pub(crate) const LABELS_RESERVED: &[&str] = &[
 pub(crate) const METRIC_LABELS: &[&str] = &[
     "acks",
     "address",
+    "alertmanager",
     "legacy_alertname",
     "path",
     "peer",

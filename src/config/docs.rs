@@ -180,7 +180,8 @@ fn sections() -> Vec<Section> {
     let w = "webhooks[].";
     let mut webhooks = vec![
         plain(&format!("{w}name"), "text", "required", s::NAME_EXPECTED, Live, "The receiver's name, in logs and metrics."),
-        secret(w, &s::WEBHOOK_URL, &format!("required; with a Slack bot token {}", s::SLACK_API_DEFAULT), Live, "Where to send (a secret: Slack and Teams URLs carry a token); with a Slack bot token, the Web API's base."),
+        secret(w, &s::WEBHOOK_URL, &format!("required, or {} for alertmanager; with a Slack bot token {}", s::WEBHOOK_URLS, s::SLACK_API_DEFAULT), Live, "Where to send (a secret: Slack and Teams URLs carry a token); with a Slack bot token, the Web API's base."),
+        plain(&format!("{w}{}", s::WEBHOOK_URLS), "list", "none", "http(s) URLs, each once; alertmanager only, instead of url", Live, "Every Alertmanager of a cluster (each one's .../api/v2/alerts): every alert goes to each at once, each request within timeout_ms, as Prometheus sends; delivered once one took it, each failure counted per Alertmanager (webhook_alertmanager_requests_total)."),
     ];
     webhooks.extend(under(w, s::WebhookKind::doc_rows()));
     webhooks.extend(vec![

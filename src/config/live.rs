@@ -294,6 +294,15 @@ pub fn watch(kind: Kind, paths: &[&Path]) -> Result<Current, String> {
     Ok(Current::Watched(live))
 }
 
+/// A secret as its users read it at each use: watched when it came from a file (`*_file`),
+/// fixed otherwise.
+pub fn secret(secret: &super::types::Secret) -> Result<Current, String> {
+    match secret.file() {
+        Some(file) => watch(Kind::Secret, &[file]),
+        None => Ok(Current::from(secret.expose())),
+    }
+}
+
 /// The file set in use for `kind` and `paths`; forgets those no longer used.
 fn find(registry: &mut Vec<Weak<Live>>, kind: Kind, paths: &[&Path]) -> Option<Arc<Live>> {
     registry.retain(|w| w.strong_count() > 0);

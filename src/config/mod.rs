@@ -86,11 +86,11 @@ pub use http::HttpTlsError;
 pub use report::Problem;
 pub use types::{
     AwsMskIamConfig, CanaryConfig, CertificatesConfig, ClientCert, ClusterConfig, Config,
-    ControllerAddress, CoordinatorsConfig, HeartbeatConfig, HeartbeatFormat, HostBrokerConfig,
-    HostConfig, HttpAuth, HttpTlsConfig, LogConfig, LogFormat, LogLevel, OAuthBearerConfig,
-    PeerDns, PeersConfig, PortSpec, ProcessLocator, RemediationConfig, SaslConfig, SaslMechanism,
-    Secret, Security, SecurityProtocol, Severity, SlackBot, Timing, TlsConfig, TopicFilter,
-    VerdictConfig, VerdictKeys, WebhookConfig, WebhookFormat,
+    ControllerAddress, CoordinatorsConfig, Endpoint, HeartbeatConfig, HeartbeatFormat,
+    HostBrokerConfig, HostConfig, HttpAuth, HttpTlsConfig, LogConfig, LogFormat, LogLevel,
+    OAuthBearerConfig, PeerDns, PeersConfig, PortSpec, ProcessLocator, RemediationConfig,
+    SaslConfig, SaslMechanism, Secret, Security, SecurityProtocol, Severity, SlackBot, Timing,
+    TlsConfig, TopicFilter, VerdictConfig, VerdictKeys, WebhookConfig, WebhookFormat,
 };
 
 /// See `full_metadata_partition_budget`: declared here, where the key is, and read by the

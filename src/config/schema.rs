@@ -509,6 +509,8 @@ pub(crate) const WEBHOOK_HEADER_VALUE: SecretKeys = SecretKeys {
     env: "value_env",
     file: "value_file",
 };
+/// Alertmanager only: every Alertmanager of a cluster, instead of `url`.
+pub(crate) const WEBHOOK_URLS: &str = "urls";
 pub(crate) const WEBHOOK_URL: SecretKeys = SecretKeys {
     what: "URL",
     inline: "url",

@@ -505,6 +505,9 @@ pub struct WebhookConfig {
     pub url: Secret,
     /// Scheme, host and port of `url`: what logs and `/status` may show.
     pub target: String,
+    /// Alertmanager only (`urls:`): the other Alertmanagers of its cluster, each sent
+    /// every alert `url` is sent (`url` is the first listed). Empty otherwise.
+    pub more_urls: Vec<Endpoint>,
     pub format: WebhookFormat,
     pub min_severity: Severity,
     /// Empty: every cluster.
@@ -517,7 +520,9 @@ pub struct WebhookConfig {
     /// Certificates (PEM) trusted for the receiver besides the system's: an internal CA,
     /// so nobody needs `tls_verify: false`.
     pub ca_file: Option<std::path::PathBuf>,
-    pub headers: BTreeMap<String, String>,
+    /// A value read from a file (`value_file`) remembers it, and is read again when the
+    /// file changes.
+    pub headers: BTreeMap<String, Secret>,
     /// Only for the generic format.
     pub hmac_secret: Option<Secret>,
     /// `Some` exactly for the PagerDuty format.
@@ -528,6 +533,14 @@ pub struct WebhookConfig {
     /// Slack's Web API with a bot token (`url` is then the API's base); `None` for an
     /// incoming webhook and every other format.
     pub slack_bot: Option<SlackBot>,
+}
+
+/// One more place a receiver sends to: an Alertmanager of the same cluster as `url`'s.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Endpoint {
+    pub url: Secret,
+    /// Scheme, host and port: what logs and metrics may show.
+    pub target: String,
 }
 
 /// A Slack receiver that posts an incident's first message with `chat.postMessage` and
@@ -579,6 +592,14 @@ impl Secret {
     /// The file it was read from, if it was.
     pub fn file(&self) -> Option<&std::path::Path> {
         self.file.as_deref()
+    }
+
+    /// The same secret as its file holds it now (`live`).
+    pub fn with_value(&self, value: impl Into<String>) -> Self {
+        Secret {
+            value: value.into(),
+            file: self.file.clone(),
+        }
     }
 }
 

@@ -26,9 +26,11 @@ pub(crate) fn webhook(
     // Required unless a Slack bot token makes it the Web API's base, which has a default:
     // decided once the format and the token are read.
     let url = secret(cx, &mut f, &s::WEBHOOK_URL, Need::Optional);
+    let urls_entry = f.get(s::WEBHOOK_URLS);
     let kind = s::WebhookKindLayer::read(&mut cx.rep, &mut f).alone();
     // `None` when written wrong (already reported): the checks that depend on it stand down.
     let format = kind.format.as_ref().map(|r| r.value);
+    let urls = urls_entry.map(|e| alertmanager_urls(&mut cx.rep, &f, e, &url, format));
     let min_severity = kind.min_severity.as_ref().map(|r| r.value);
     let cluster_names = match f.get("clusters") {
         None => Some(Vec::new()),
@@ -50,18 +52,29 @@ pub(crate) fn webhook(
     let (slack_bot, token_given) = slack_bot(cx, &mut f, format);
     // A Slack token given but unreadable was reported; the URL is not missing then.
     let bot_given = format == Some(WebhookFormat::Slack) && token_given;
-    if matches!(url, Ok(None)) && !bot_given {
+    if matches!(url, Ok(None)) && !bot_given && urls.is_none() {
         f.missing_what(&mut cx.rep, s::WEBHOOK_URL.what, s::WEBHOOK_URL.choices());
     }
     f.finish(&mut cx.rep, &|_| None);
 
-    let (url, target) = destination(&mut cx.rep, url, bot_given);
+    let (url, target, more_urls) = match urls {
+        Some(Some(mut listed)) => {
+            let first = listed.remove(0);
+            (Some(first.url), Some(first.target), Some(listed))
+        }
+        Some(None) => (None, None, None),
+        None => {
+            let (url, target) = destination(&mut cx.rep, url, bot_given);
+            (url, target, Some(Vec::new()))
+        }
+    };
     let built = (|| {
         let d = delivery.values()?;
         Some(WebhookConfig {
             name: name?,
             url: url?,
             target: target?,
+            more_urls: more_urls?,
             format: format?,
             min_severity: min_severity?,
             clusters: cluster_names?,
@@ -78,6 +91,76 @@ pub(crate) fn webhook(
         })
     })();
     (raw_name, built)
+}
+
+/// `urls`: each Alertmanager of a cluster, checked, in the order written; `None` when a
+/// problem was reported. Only for the alertmanager format (the others have one receiver),
+/// and instead of `url`, never beside it.
+fn alertmanager_urls(
+    rep: &mut Report,
+    f: &Fields,
+    e: &Entry,
+    url: &Result<Option<Got>, ()>,
+    format: Option<WebhookFormat>,
+) -> Option<Vec<Endpoint>> {
+    let mut ok = true;
+    if format.is_some_and(|f| f != WebhookFormat::Alertmanager) {
+        rep.add(
+            e.key_pos,
+            format!(
+                "{} is set in {} but format is not alertmanager",
+                e.key,
+                f.where_()
+            ),
+            Some("url, the one receiver".into()),
+        );
+        ok = false;
+    }
+    if let Ok(Some(given)) = url {
+        rep.add(
+            e.key_pos,
+            format!("'{}' and '{}' are both set in {}", given.key, e.key, f.where_()),
+            Some(format!("url for one Alertmanager, or {} listing each Alertmanager of a cluster, the first included", e.key)),
+        );
+        ok = false;
+    }
+    let expected = "a list of http:// or https:// URLs, one per Alertmanager";
+    let items = list(rep, e, expected, true)?;
+    if items.is_empty() {
+        rep.add(
+            e.value.pos,
+            format!("{} lists no URL", e.key),
+            Some(expected.into()),
+        );
+        return None;
+    }
+    let mut out: Vec<Endpoint> = Vec::new();
+    for item in items {
+        let Some(u) = text_node(rep, item, &e.key, expected) else {
+            ok = false;
+            continue;
+        };
+        let u = u.trim().to_string();
+        match checks::webhook_url(&u) {
+            Err((m, x)) => {
+                rep.add(item.pos, format!("{}: {m}", e.key), Some(x));
+                ok = false;
+            }
+            Ok(_) if out.iter().any(|o| o.url.expose() == u) => {
+                rep.add(
+                    item.pos,
+                    format!("{}: this URL is listed twice", e.key),
+                    Some("each Alertmanager once".into()),
+                );
+                ok = false;
+            }
+            Ok(target) => out.push(Endpoint {
+                url: Secret::new(u),
+                target,
+            }),
+        }
+    }
+    ok.then_some(out)
 }
 
 /// Which of the two signing secrets this format may or must have. Only the generic body is
@@ -114,9 +197,14 @@ fn destination(
                 }
                 Ok(target)
             });
+            // From a file, the secret remembers it, to be watched (`live`).
+            let keep = |value: String| match &u.file {
+                Some(file) => Secret::from_file(value, file.clone()),
+                None => Secret::new(value),
+            };
             match checked {
-                Ok(target) if bot_given => (Some(Secret::new(api_base(&u.value))), Some(target)),
-                Ok(target) => (Some(Secret::new(u.value.trim())), Some(target)),
+                Ok(target) if bot_given => (Some(keep(api_base(&u.value))), Some(target)),
+                Ok(target) => (Some(keep(u.value.trim().to_string())), Some(target)),
                 Err((m, x)) => {
                     rep.add(u.pos, format!("{}: {m}", u.key), Some(x));
                     (None, None)
@@ -178,13 +266,14 @@ fn slack_token(
     cx: &mut Ctx,
     f: &mut Fields,
     format: Option<WebhookFormat>,
-) -> Result<Option<String>, ()> {
+) -> Result<Option<Secret>, ()> {
     let need = match format {
         Some(WebhookFormat::Slack) => Need::Optional,
         Some(_) => Need::Forbidden("format is not slack"),
         None => Need::Ignore,
     };
-    Ok(secret(cx, f, &s::WEBHOOK_SLACK_BOT_TOKEN, need)?.map(|t| t.value))
+    // From a file, it remembers it, to be watched (`live`).
+    Ok(secret(cx, f, &s::WEBHOOK_SLACK_BOT_TOKEN, need)?.map(Got::into_secret))
 }
 
 /// `slack_channel`, which goes with a token and only with one.
@@ -193,7 +282,7 @@ fn slack_channel(
     f: &Fields,
     channel: Option<&Entry>,
     format: Option<WebhookFormat>,
-    token: Option<String>,
+    token: Option<Secret>,
 ) -> Result<Option<SlackBot>, ()> {
     let token = match token {
         Some(t) => t,
@@ -229,7 +318,7 @@ fn slack_channel(
         return Err(());
     }
     Ok(Some(SlackBot {
-        token: Secret::new(token),
+        token,
         channel: channel.value,
     }))
 }
@@ -286,7 +375,7 @@ fn pem_certificates(cx: &mut Ctx, e: &Entry) -> Option<std::path::PathBuf> {
 /// Header names to values. A value is text, or a mapping that reads it like every other
 /// secret (`value_env`, `value_file`): a header often carries a credential, which must not
 /// sit in the file in clear text.
-fn headers(cx: &mut Ctx, e: &Entry, path: &str) -> Option<BTreeMap<String, String>> {
+fn headers(cx: &mut Ctx, e: &Entry, path: &str) -> Option<BTreeMap<String, Secret>> {
     let entries = match &e.value.kind {
         Kind::Map(entries) => entries,
         _ if e.value.is_null() => return Some(BTreeMap::new()),
@@ -299,7 +388,7 @@ fn headers(cx: &mut Ctx, e: &Entry, path: &str) -> Option<BTreeMap<String, Strin
             return None;
         }
     };
-    let mut out: BTreeMap<String, String> = BTreeMap::new();
+    let mut out: BTreeMap<String, Secret> = BTreeMap::new();
     let mut ok = true;
     for h in entries {
         if let Err((m, x)) = checks::header_name(&h.key) {
@@ -332,7 +421,7 @@ fn headers(cx: &mut Ctx, e: &Entry, path: &str) -> Option<BTreeMap<String, Strin
                 got.ok().flatten()
             });
             match got {
-                Some(g) => g.value,
+                Some(g) => g.into_secret(),
                 None => {
                     ok = false;
                     continue;
@@ -344,14 +433,14 @@ fn headers(cx: &mut Ctx, e: &Entry, path: &str) -> Option<BTreeMap<String, Strin
                 h,
                 "a header value, or a mapping with value_env or value_file",
             ) {
-                Some(t) => t.value,
+                Some(t) => Secret::new(t.value),
                 None => {
                     ok = false;
                     continue;
                 }
             }
         };
-        if let Err((m, x)) = checks::header_value(&v, &h.key) {
+        if let Err((m, x)) = checks::header_value(v.expose(), &h.key) {
             cx.rep.add(h.value.pos, m, Some(x));
             ok = false;
             continue;

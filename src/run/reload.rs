@@ -377,6 +377,7 @@ fn same_webhook(old: &WebhookConfig, new: &WebhookConfig) -> bool {
         name,
         url,
         target,
+        more_urls,
         format,
         min_severity,
         clusters,
@@ -394,6 +395,7 @@ fn same_webhook(old: &WebhookConfig, new: &WebhookConfig) -> bool {
     *name == old.name
         && *url == old.url
         && *target == old.target
+        && *more_urls == old.more_urls
         && *format == old.format
         && *min_severity == old.min_severity
         && *clusters == old.clusters

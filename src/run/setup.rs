@@ -52,10 +52,11 @@ fn watched(
 
 /// A secret as the connections read it: watched when it came from a file.
 fn current(cluster: &str, what: &'static str, secret: &Secret) -> Result<Current, SetupError> {
-    match secret.file() {
-        Some(file) => watched(cluster, what, live::Kind::Secret, &[file]),
-        None => Ok(Current::from(secret.expose())),
-    }
+    live::secret(secret).map_err(|why| SetupError::File {
+        cluster: cluster.to_string(),
+        what,
+        why,
+    })
 }
 
 pub fn wire_security(c: &ClusterConfig) -> Result<wire::Security, SetupError> {

@@ -697,6 +697,26 @@ fn extras(stats: &CanaryStats) -> Extras<'_> {
                     merged: 7,
                     superseded: 1,
                     left_to_peers: 4,
+                    alertmanagers: Vec::new(),
+                },
+                ReceiverStats {
+                    receiver: "am".into(),
+                    format: "alertmanager",
+                    target: "http://am-0.example:9093".into(),
+                    ok: 9,
+                    alertmanagers: vec![
+                        crate::alert::notify::AlertmanagerStats {
+                            target: "http://am-0.example:9093".into(),
+                            ok: 9,
+                            failed: 0,
+                        },
+                        crate::alert::notify::AlertmanagerStats {
+                            target: "http://am-1.example:9093".into(),
+                            ok: 6,
+                            failed: 3,
+                        },
+                    ],
+                    ..ReceiverStats::default()
                 },
                 ReceiverStats {
                     receiver: "chat".into(),

@@ -34,6 +34,15 @@ pub struct DeliveryLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct AlertmanagerLabels {
+    pub receiver: String,
+    /// Scheme, host and port of one of the receiver's Alertmanagers (`url`, `urls`).
+    pub alertmanager: String,
+    /// `ok` (taken) or `failed` (refused, failed or timed out).
+    pub outcome: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct CoalescedLabels {
     pub receiver: String,
     /// `merged` (sent inside a later message) or `superseded` (dropped: the incident
@@ -72,6 +81,11 @@ pub fn encode(reg: &mut Registry, stats: &NotifierStats) {
         "webhook_unspooled",
         "Notifications per receiver its spool could not take (disk full, read-only, out of descriptors), kept in memory and sent from there: a restart before they are delivered loses them",
     );
+    let alertmanagers: CounterFamily<AlertmanagerLabels> = counter(
+        reg,
+        "webhook_alertmanager_requests",
+        "Requests of alertmanager receivers by Alertmanager (each of url and urls) and outcome (ok, failed: refused, failed or timed out); every alert goes to every Alertmanager, and a notification counts as delivered once one of them took it",
+    );
     if let Some(p) = &stats.peers {
         encode_peers(reg, p);
     }
@@ -102,6 +116,16 @@ pub fn encode(reg: &mut Registry, stats: &NotifierStats) {
         }
         if let Some(t) = r.last_success {
             set(&last, receiver(), secs(t));
+        }
+        for a in &r.alertmanagers {
+            for (outcome, n) in [("ok", a.ok), ("failed", a.failed)] {
+                let labels = AlertmanagerLabels {
+                    receiver: r.receiver.clone(),
+                    alertmanager: a.target.clone(),
+                    outcome,
+                };
+                alertmanagers.get_or_create(&labels).inc_by(n);
+            }
         }
     }
 }

@@ -140,6 +140,21 @@ pub struct ReceiverStats {
     /// `deliveries_total{outcome="peer"}`: notifications another watchdog on the same
     /// cluster delivered, so this one did not (`alert::peers`).
     pub left_to_peers: u64,
+    /// An alertmanager receiver's requests per Alertmanager (`url`, then each of `urls`);
+    /// empty for the other formats.
+    pub alertmanagers: Vec<AlertmanagerStats>,
+}
+
+/// One Alertmanager of an alertmanager receiver: `webhook_alertmanager_requests_total`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct AlertmanagerStats {
+    /// Scheme, host and port (with its place in the list when another shares them): the
+    /// `alertmanager` label, bounded by the configuration and safe to show.
+    pub target: String,
+    /// Requests it took (2xx).
+    pub ok: u64,
+    /// Requests it refused, failed or let time out.
+    pub failed: u64,
 }
 
 impl ReceiverStats {

@@ -12,7 +12,8 @@ use tokio::time::Instant;
 
 use crate::alert::incident::{EventKind, IncidentEvent};
 use crate::alert::peers::Turn;
-use crate::config::WebhookConfig;
+use crate::config::live::{self, Current};
+use crate::config::{Secret, WebhookConfig, WebhookFormat};
 
 use super::coalesce::{Coalescer, Tally};
 use super::format::{self, Context};
@@ -40,6 +41,9 @@ struct Counters {
     superseded: u64,
     /// Notifications a peer delivered (`alert::peers`).
     left_to_peers: u64,
+    /// An Alertmanager receiver's requests per Alertmanager (`url`, then `urls`): taken,
+    /// failed. Empty for the other formats.
+    alertmanagers: Vec<(u64, u64)>,
 }
 
 /// A notification waiting in a receiver's queue: its spool sequence and, for the full-queue
@@ -65,6 +69,71 @@ pub(super) struct Receiver {
     counters: Mutex<Counters>,
     /// Slack's Web API instead of one POST per notification.
     pub slack: Option<Bot>,
+    /// The secrets read from files, kept current (`config::live`).
+    watched: Watched,
+}
+
+/// A receiver's secrets that came from files (`url_file`, `hmac_secret_file`,
+/// `routing_key_file`, `slack_bot_token_file`, a header's `value_file`), watched by
+/// `config::live` as the Kafka credentials are: each request reads what the file holds
+/// now, so a rotated token is used without a reload, and a rewrite that cannot be used
+/// (empty, not text, gone) keeps the last good one (said and counted there).
+#[derive(Default)]
+struct Watched {
+    url: Option<Current>,
+    hmac_secret: Option<Current>,
+    routing_key: Option<Current>,
+    slack_token: Option<Current>,
+    headers: Vec<(String, Current)>,
+}
+
+impl Watched {
+    fn of(cfg: &WebhookConfig) -> Watched {
+        let watch = |s: &Secret| -> Option<Current> {
+            s.file()?;
+            // The file was read well while loading; unreadable now, it keeps that value.
+            live::secret(s)
+                .inspect_err(|why| tracing::warn!(receiver = %cfg.name, problem = %why, "cannot watch a webhook's secret file: the value loaded stays in use"))
+                .ok()
+        };
+        Watched {
+            url: watch(&cfg.url),
+            hmac_secret: cfg.hmac_secret.as_ref().and_then(watch),
+            routing_key: cfg.routing_key.as_ref().and_then(watch),
+            slack_token: cfg.slack_bot.as_ref().and_then(|b| watch(&b.token)),
+            headers: cfg
+                .headers
+                .iter()
+                .filter_map(|(k, v)| Some((k.clone(), watch(v)?)))
+                .collect(),
+        }
+    }
+
+    /// `cfg` with each watched secret as its file holds it now.
+    fn apply(&self, cfg: &WebhookConfig) -> WebhookConfig {
+        fn now(s: &mut Secret, c: Option<&Current>) {
+            if let Some(c) = c {
+                *s = s.with_value(c.text());
+            }
+        }
+        let mut cfg = cfg.clone();
+        now(&mut cfg.url, self.url.as_ref());
+        if let Some(s) = cfg.hmac_secret.as_mut() {
+            now(s, self.hmac_secret.as_ref());
+        }
+        if let Some(s) = cfg.routing_key.as_mut() {
+            now(s, self.routing_key.as_ref());
+        }
+        if let Some(b) = cfg.slack_bot.as_mut() {
+            now(&mut b.token, self.slack_token.as_ref());
+        }
+        for (k, c) in &self.headers {
+            if let Some(s) = cfg.headers.get_mut(k) {
+                now(s, Some(c));
+            }
+        }
+        cfg
+    }
 }
 
 impl Receiver {
@@ -73,6 +142,11 @@ impl Receiver {
             .slack_bot
             .as_ref()
             .and_then(|b| Bot::new(&cfg, b, state_dir));
+        let counters = Counters {
+            alertmanagers: vec![(0, 0); alertmanager_targets(&cfg).len()],
+            ..Counters::default()
+        };
+        let watched = Watched::of(&cfg);
         Receiver {
             cfg,
             spool: Arc::new(spool),
@@ -90,8 +164,9 @@ impl Receiver {
                     .collect(),
             ),
             wake: Notify::new(),
-            counters: Mutex::new(Counters::default()),
+            counters: Mutex::new(counters),
             slack,
+            watched,
         }
     }
 
@@ -112,12 +187,41 @@ impl Receiver {
             merged: c.merged,
             superseded: c.superseded,
             left_to_peers: c.left_to_peers,
+            alertmanagers: alertmanager_targets(&self.cfg)
+                .into_iter()
+                .zip(&c.alertmanagers)
+                .map(|(target, (ok, failed))| super::AlertmanagerStats {
+                    target,
+                    ok: *ok,
+                    failed: *failed,
+                })
+                .collect(),
         }
     }
 
     fn idle(&self) -> bool {
         lock(&self.queue).is_empty()
     }
+}
+
+/// What names each Alertmanager of an alertmanager receiver in metrics and logs: its
+/// scheme, host and port, with its place in the list (from 1) when another shares them.
+/// Empty for the other formats.
+fn alertmanager_targets(cfg: &WebhookConfig) -> Vec<String> {
+    if cfg.format != WebhookFormat::Alertmanager {
+        return Vec::new();
+    }
+    let targets: Vec<&str> = std::iter::once(cfg.target.as_str())
+        .chain(cfg.more_urls.iter().map(|e| e.target.as_str()))
+        .collect();
+    targets
+        .iter()
+        .enumerate()
+        .map(|(i, t)| match targets.iter().filter(|o| *o == t).count() {
+            1 => t.to_string(),
+            _ => format!("{t} ({})", i + 1),
+        })
+        .collect()
 }
 
 pub(super) fn client(cfg: &WebhookConfig) -> Result<reqwest::Client, NotifyError> {
@@ -712,12 +816,76 @@ async fn deliver(
         runbooks_url: shared.sender.runbooks_url.as_deref(),
         cluster_label: &shared.sender.cluster_label,
     };
+    let cfg = r.watched.apply(&r.cfg);
     match &r.slack {
-        Some(bot) => bot.deliver(client, &r.cfg, n, &ctx, max_retry_after).await,
+        Some(bot) => bot.deliver(client, &cfg, n, &ctx, max_retry_after).await,
         None => {
-            let request = format::render(&r.cfg, n, &ctx);
-            send(client, &r.cfg, request, max_retry_after).await
+            let request = format::render(&cfg, n, &ctx);
+            if cfg.format == WebhookFormat::Alertmanager {
+                return to_every_alertmanager(r, client, &cfg, request, max_retry_after).await;
+            }
+            send(client, &cfg, cfg.url.expose(), request, max_retry_after).await
         }
+    }
+}
+
+/// Alertmanager: the alerts go to every Alertmanager of the cluster at once, each request
+/// within its own timeout, as Prometheus sends them; they are delivered once one of them
+/// took them (Alertmanagers share alerts by gossip and deduplicate them), so one that is
+/// down holds back none of the others and is not retried while another takes them (a
+/// firing alert's reminder reaches it later). Each request is counted per Alertmanager, and
+/// each one refused or failed while another took it is said under its address.
+async fn to_every_alertmanager(
+    r: &Receiver,
+    client: &reqwest::Client,
+    cfg: &WebhookConfig,
+    request: format::Request,
+    max_retry_after: Duration,
+) -> Outcome {
+    let urls =
+        std::iter::once(cfg.url.expose()).chain(cfg.more_urls.iter().map(|e| e.url.expose()));
+    let sent = futures::future::join_all(
+        urls.map(|url| send(client, cfg, url, request.clone(), max_retry_after)),
+    )
+    .await;
+    let targets = alertmanager_targets(cfg);
+    let delivered = sent.iter().any(|o| matches!(o, Outcome::Delivered));
+    {
+        let mut c = lock(&r.counters);
+        for (counts, o) in c.alertmanagers.iter_mut().zip(&sent) {
+            match o {
+                Outcome::Delivered => counts.0 += 1,
+                _ => counts.1 += 1,
+            }
+        }
+    }
+    let mut whys = Vec::new();
+    // The shortest wait any of them asked for: the next try goes to them all.
+    let mut after: Option<route::Asked> = None;
+    let mut retry = false;
+    for (target, o) in targets.iter().zip(sent) {
+        let why = match o {
+            Outcome::Delivered => continue,
+            Outcome::Drop { why } => why,
+            Outcome::Retry { after: a, why } => {
+                retry = true;
+                after = match (after, a) {
+                    (Some(x), Some(y)) => Some(if y.wait < x.wait { y } else { x }),
+                    (x, y) => x.or(y),
+                };
+                why
+            }
+        };
+        if delivered {
+            tracing::warn!(receiver = %cfg.name, alertmanager = %target, why = %why, "an Alertmanager of the cluster did not take the alerts; another did");
+        }
+        whys.push(format!("{target}: {why}"));
+    }
+    let why = whys.join("; ");
+    match (delivered, retry) {
+        (true, _) => Outcome::Delivered,
+        (false, true) => Outcome::Retry { after, why },
+        (false, false) => Outcome::Drop { why },
     }
 }
 
@@ -903,7 +1071,8 @@ fn headers(cfg: &WebhookConfig, request: &format::Request) -> HeaderMap {
     let pairs = cfg
         .headers
         .iter()
-        .chain(request.headers.iter().map(|(k, v)| (k, v)));
+        .map(|(k, v)| (k, v.expose()))
+        .chain(request.headers.iter().map(|(k, v)| (k, v.as_str())));
     for (k, v) in pairs {
         // The configuration checked names and values; a pair that still fails is skipped
         // rather than failing the notification.
@@ -920,18 +1089,12 @@ fn headers(cfg: &WebhookConfig, request: &format::Request) -> HeaderMap {
 async fn send(
     client: &reqwest::Client,
     cfg: &WebhookConfig,
+    url: &str,
     request: format::Request,
     max_retry_after: Duration,
 ) -> Outcome {
     let headers = headers(cfg, &request);
-    let answered = match http::send(
-        client
-            .post(cfg.url.expose())
-            .headers(headers)
-            .body(request.body),
-    )
-    .await
-    {
+    let answered = match http::send(client.post(url).headers(headers).body(request.body)).await {
         Ok(a) => a,
         Err(why) => return Outcome::Retry { after: None, why },
     };

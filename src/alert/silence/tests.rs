@@ -68,6 +68,7 @@ fn webhook() -> crate::config::WebhookConfig {
         name: "ops".into(),
         url: crate::config::Secret::new("http://127.0.0.1:1/"),
         target: "http://127.0.0.1:1".into(),
+        more_urls: Vec::new(),
         format: crate::config::WebhookFormat::Generic,
         min_severity: Severity::Warning,
         clusters: Vec::new(),

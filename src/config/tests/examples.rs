@@ -113,7 +113,7 @@ fn example_production_loads() {
         ]
     );
     assert_eq!(c.webhooks[1].clusters, ["payments-eu"]);
-    assert_eq!(c.webhooks[2].headers["X-Scope-OrgID"], "kafka");
+    assert_eq!(c.webhooks[2].headers["X-Scope-OrgID"].expose(), "kafka");
 }
 
 /// Issue 39: the .deb installed the full production example as its configuration, naming

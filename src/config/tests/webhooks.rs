@@ -55,7 +55,7 @@ fn webhooks_resolve() {
     assert_eq!(own.format, WebhookFormat::Generic);
     assert_eq!(own.target, "http://127.0.0.1:9645");
     assert_eq!(own.hmac_secret.as_ref().map(Secret::expose), Some("hm"));
-    assert_eq!(own.headers["X-Num"], "7");
+    assert_eq!(own.headers["X-Num"].expose(), "7");
     assert_eq!(own.timeout, Duration::from_millis(1500));
     assert!(!own.tls_verify && !own.send_resolved && own.routing_key.is_none());
 }
@@ -283,9 +283,14 @@ fn webhook_header_values_come_from_the_environment_or_a_file() {
     );
     let c = parse_with_env(&text, "t.yaml", &env_of(&[("API_KEY", "from-the-env")])).unwrap();
     let h = &c.webhooks[0].headers;
-    assert_eq!(h["X-Team"], "kafka");
-    assert_eq!(h["X-Api-Key"], "from-the-env");
-    assert_eq!(h["Authorization"], "from-a-file");
+    assert_eq!(h["X-Team"].expose(), "kafka");
+    assert_eq!(h["X-Api-Key"].expose(), "from-the-env");
+    assert_eq!(h["Authorization"].expose(), "from-a-file");
+    assert_eq!(
+        h["Authorization"].file(),
+        Some(dir.join("key").as_path()),
+        "remembered, to be watched"
+    );
     // A variable that is not set, and a key the mapping does not know, are problems with
     // a line number.
     let text = format!(
@@ -327,4 +332,91 @@ fn a_webhook_ca_file_must_hold_certificates() {
     assert!(p.contains("holds no PEM certificate"), "{p}");
     let p = one(&hook("/no/such/ca.pem"));
     assert!(p.contains("cannot read ca_file"), "{p}");
+}
+
+/// Issue 39 item 3: an Alertmanager cluster of several, each listed in `urls`; `url` alone
+/// keeps meaning one Alertmanager.
+#[test]
+fn an_alertmanager_receiver_takes_the_urls_of_every_member() {
+    let text = format!(
+        "{MINIMAL}webhooks:
+  - name: am
+    format: alertmanager
+    urls:
+      - http://am-0.example:9093/api/v2/alerts
+      - http://am-1.example:9093/api/v2/alerts
+  - name: one
+    format: alertmanager
+    url: http://am.example:9093/api/v2/alerts
+"
+    );
+    let c = ok(&text);
+    let [am, one] = &c.webhooks[..] else {
+        panic!("two webhooks")
+    };
+    assert_eq!(am.url.expose(), "http://am-0.example:9093/api/v2/alerts");
+    assert_eq!(am.target, "http://am-0.example:9093");
+    let more: Vec<(&str, &str)> = am
+        .more_urls
+        .iter()
+        .map(|e| (e.url.expose(), e.target.as_str()))
+        .collect();
+    assert_eq!(
+        more,
+        [(
+            "http://am-1.example:9093/api/v2/alerts",
+            "http://am-1.example:9093"
+        )]
+    );
+    assert_eq!(one.target, "http://am.example:9093");
+    assert!(one.more_urls.is_empty());
+}
+
+#[test]
+fn urls_with_url_or_another_format_or_nothing_in_it_is_refused() {
+    let text = format!(
+        "{MINIMAL}webhooks:
+  - name: a
+    format: alertmanager
+    url: http://am.example:9093/api/v2/alerts
+    urls: [http://am-1.example:9093/api/v2/alerts]
+  - name: b
+    format: slack
+    urls: [https://hooks.slack.com/services/T0/B0/x]
+  - name: c
+    format: alertmanager
+    urls: []
+  - name: d
+    format: alertmanager
+    urls: [http://am-0.example:9093/api/v2/alerts, 'ftp://x/', http://am-0.example:9093/api/v2/alerts]
+"
+    );
+    let got: Vec<String> = problems(&text).iter().map(short).collect();
+    assert_eq!(
+        got,
+        [
+            "8:5: 'url' and 'urls' are both set in webhooks[0] (expected url for one Alertmanager, or urls listing each Alertmanager of a cluster, the first included)",
+            "11:5: urls is set in webhooks[1] but format is not alertmanager (expected url, the one receiver)",
+            "14:11: urls lists no URL (expected a list of http:// or https:// URLs, one per Alertmanager)",
+            "17:52: urls: URL scheme 'ftp' is not supported (expected an http:// or https:// URL with a host)",
+            "17:64: urls: this URL is listed twice (expected each Alertmanager once)",
+        ]
+    );
+}
+
+/// A URL read from `url_file` remembers its file, so delivery watches it (issue 39 item 2).
+#[test]
+fn a_url_from_a_file_remembers_it() {
+    let dir = std::env::temp_dir().join(format!("kw-url-file-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("url");
+    std::fs::write(&file, "https://hooks.example/T0/tok\n").unwrap();
+    let text = format!(
+        "{MINIMAL}webhooks:\n  - name: a\n    url_file: {}\n",
+        file.display()
+    );
+    let c = ok(&text);
+    assert_eq!(c.webhooks[0].url.expose(), "https://hooks.example/T0/tok");
+    assert_eq!(c.webhooks[0].url.file(), Some(file.as_path()));
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -33,7 +33,6 @@ pub const DIR: &str = "slack";
 
 /// One Slack receiver in bot mode.
 pub struct Bot {
-    token: crate::config::Secret,
     channel: String,
     /// The Web API's base, ending in '/'.
     base: url::Url,
@@ -49,7 +48,6 @@ impl Bot {
             .join(DIR)
             .join(format!("{}.json", super::spool::dir_name(&cfg.name)));
         Some(Bot {
-            token: bot.token.clone(),
             channel: bot.channel.clone(),
             base,
             threads: Mutex::new(Threads::load(&file)),
@@ -141,12 +139,15 @@ impl Bot {
         };
         let mut request = client.post(url);
         for (k, v) in &cfg.headers {
-            request = request.header(k, v);
+            request = request.header(k, v.expose());
         }
+        // The token as its file holds it now: the receiver passes its configuration with
+        // every watched secret read again (`worker::Receiver::now`).
+        let token = cfg.slack_bot.as_ref().map_or("", |b| b.token.expose());
         let answered = match super::http::send(
             request
                 .header("Content-Type", "application/json; charset=utf-8")
-                .bearer_auth(self.token.expose())
+                .bearer_auth(token)
                 .body(serde_json::to_vec(body).unwrap_or_default()),
         )
         .await

@@ -549,9 +549,11 @@ async fn the_received_signature_verifies_and_configured_headers_are_sent() {
     let dir = temp_dir("hmac");
     let mut cfg = hook("signed", &rx.url(), WebhookFormat::Generic);
     cfg.hmac_secret = Some(Secret::new("topsecret"));
-    cfg.headers.insert("X-Scope-OrgID".into(), "kafka".into());
+    cfg.headers
+        .insert("X-Scope-OrgID".into(), Secret::new("kafka"));
     // The signature is the watchdog's to set.
-    cfg.headers.insert(SIGNATURE_HEADER.into(), "forged".into());
+    cfg.headers
+        .insert(SIGNATURE_HEADER.into(), Secret::new("forged"));
     let handle = Notifier::spawn_with(&[cfg], &dir, "wd-1", fast()).unwrap();
     handle.submit(events(1));
     rx.wait_delivered(1).await;
@@ -1099,6 +1101,175 @@ async fn a_page_queued_behind_a_failing_resolve_shortens_its_wait() {
     assert!(
         gap < Duration::from_secs(1),
         "the resolve was retried {gap:?} after its failure, with a page waiting behind it"
+    );
+    handle.shutdown(Duration::from_secs(1)).await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn alertmanagers(name: &str, first: &TestReceiver, more: &[&TestReceiver]) -> WebhookConfig {
+    let mut h = hook(name, &first.url(), WebhookFormat::Alertmanager);
+    h.more_urls = more
+        .iter()
+        .map(|r| crate::config::Endpoint {
+            url: Secret::new(r.url()),
+            target: r.url(),
+        })
+        .collect();
+    h
+}
+
+/// Issue 39 item 3: an Alertmanager cluster of two, one of them down. Each alert goes to
+/// both, as Prometheus sends them: delivered once one took it, never retried for the one
+/// down, whose every failure is counted under its own address.
+#[tokio::test]
+async fn every_alertmanager_of_a_cluster_gets_every_alert_and_one_down_delivers_still() {
+    let down = TestReceiver::start("127.0.0.1:0".parse().unwrap(), always(503)).await;
+    let up = TestReceiver::start("127.0.0.1:0".parse().unwrap(), always(200)).await;
+    let dir = temp_dir("am-one-down");
+    let handle =
+        Notifier::spawn_with(&[alertmanagers("am", &down, &[&up])], &dir, "wd-1", fast()).unwrap();
+    handle.submit(events(3));
+    let got = up.wait_delivered(3).await;
+    assert_eq!(got.len(), 3, "the Alertmanager that is up gets every alert");
+    let stats = handle
+        .stats_when("three delivered", |s| s.receivers[0].ok == 3)
+        .await;
+    let s = &stats.receivers[0];
+    assert_eq!((s.ok, s.failed, s.dropped, s.queue_depth), (3, 0, 0, 0));
+    assert_eq!(
+        down.hits().len(),
+        3,
+        "each alert tried once on the one down"
+    );
+    let per: Vec<(String, u64, u64)> = s
+        .alertmanagers
+        .iter()
+        .map(|a| (a.target.clone(), a.ok, a.failed))
+        .collect();
+    assert_eq!(per, [(down.url(), 0, 3), (up.url(), 3, 0)]);
+    handle.shutdown(Duration::from_secs(1)).await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Both up: both get every alert, in order. Both down: retried as one receiver is, and
+/// each failure of each counted.
+#[tokio::test]
+async fn two_alertmanagers_up_both_get_everything_and_both_down_is_retried() {
+    let a = TestReceiver::start("127.0.0.1:0".parse().unwrap(), always(200)).await;
+    let b = TestReceiver::start("127.0.0.1:0".parse().unwrap(), always(200)).await;
+    let c = TestReceiver::start(
+        "127.0.0.1:0".parse().unwrap(),
+        Arc::new(|n| (if n < 2 { 503 } else { 200 }, None)),
+    )
+    .await;
+    let d = TestReceiver::start("127.0.0.1:0".parse().unwrap(), always(502)).await;
+    let dir = temp_dir("am-both");
+    let handle = Notifier::spawn_with(
+        &[
+            alertmanagers("ab", &a, &[&b]),
+            alertmanagers("cd", &c, &[&d]),
+        ],
+        &dir,
+        "wd-1",
+        fast(),
+    )
+    .unwrap();
+    handle.submit(events(2));
+    let alertname = |v: &Value| v[0]["labels"]["broker"].as_str().map(str::to_string);
+    let (got_a, got_b) = (a.wait_delivered(2).await, b.wait_delivered(2).await);
+    assert_eq!(got_a.len(), 2);
+    assert_eq!(
+        got_a.iter().map(alertname).collect::<Vec<_>>(),
+        got_b.iter().map(alertname).collect::<Vec<_>>()
+    );
+    assert_eq!(c.wait_delivered(2).await.len(), 2);
+    let stats = handle
+        .stats_when("both delivered", |s| s.receivers.iter().all(|r| r.ok == 2))
+        .await;
+    let cd = &stats.receivers[1];
+    assert_eq!(
+        cd.failed, 2,
+        "the first alert failed twice on both, then went"
+    );
+    let per: Vec<(u64, u64)> = cd.alertmanagers.iter().map(|a| (a.ok, a.failed)).collect();
+    assert_eq!(per, [(2, 2), (0, 4)]);
+    assert!(cd
+        .last_failure
+        .as_deref()
+        .is_some_and(|w| w.contains("503") && w.contains("502")));
+    handle.shutdown(Duration::from_secs(1)).await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// An Alertmanager that takes the connection and never answers holds back none of the
+/// others: they are sent at once, not after its timeout.
+#[tokio::test]
+async fn a_hung_alertmanager_holds_back_none_of_the_others() {
+    let hung = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let hung_url = format!("http://{}/api/v2/alerts", hung.local_addr().unwrap());
+    let up = TestReceiver::start("127.0.0.1:0".parse().unwrap(), always(200)).await;
+    let dir = temp_dir("am-hung");
+    let mut h = hook("am", &hung_url, WebhookFormat::Alertmanager);
+    h.timeout = Duration::from_secs(30);
+    h.more_urls = vec![crate::config::Endpoint {
+        url: Secret::new(up.url()),
+        target: up.url(),
+    }];
+    let handle = Notifier::spawn_with(&[h], &dir, "wd-1", fast()).unwrap();
+    let started = std::time::Instant::now();
+    handle.submit(events(1));
+    assert_eq!(up.wait_delivered(1).await.len(), 1);
+    assert!(
+        started.elapsed() < Duration::from_secs(9),
+        "sent beside the hung one, not after it: {:?}",
+        started.elapsed()
+    );
+    drop(hung);
+    handle.shutdown(Duration::from_millis(100)).await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Issue 39 item 2: a header's `value_file` (a bearer token), rewritten while delivery
+/// runs, is what the next request carries; a rewrite that cannot be used (empty) keeps the
+/// last good token.
+#[tokio::test]
+async fn a_rotated_token_file_is_carried_by_the_next_request() {
+    let rx = TestReceiver::start("127.0.0.1:0".parse().unwrap(), always(200)).await;
+    let dir = temp_dir("token-file");
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("token");
+    std::fs::write(&file, "Bearer one\n").unwrap();
+    let mut h = hook("ops", &rx.url(), WebhookFormat::Generic);
+    h.headers.insert(
+        "Authorization".into(),
+        Secret::from_file("Bearer one", file.clone()),
+    );
+    let handle = Notifier::spawn_with(&[h], &dir.join("state"), "wd-1", fast()).unwrap();
+    let token = |hit: &Hit| {
+        hit.headers
+            .iter()
+            .find(|(k, _)| k == "authorization")
+            .map(|(_, v)| v.clone())
+    };
+    let mut all = events(3).into_iter();
+    handle.submit(all.next().into_iter().collect());
+    rx.wait_delivered(1).await;
+    std::fs::write(&file, "Bearer two\n").unwrap();
+    crate::config::live::look_all();
+    handle.submit(all.next().into_iter().collect());
+    rx.wait_delivered(2).await;
+    std::fs::write(&file, "").unwrap();
+    crate::config::live::look_all();
+    handle.submit(all.next().into_iter().collect());
+    rx.wait_delivered(3).await;
+    let tokens: Vec<Option<String>> = rx.hits().iter().map(token).collect();
+    assert_eq!(
+        tokens,
+        [
+            Some("Bearer one".to_string()),
+            Some("Bearer two".to_string()),
+            Some("Bearer two".to_string())
+        ]
     );
     handle.shutdown(Duration::from_secs(1)).await;
     let _ = std::fs::remove_dir_all(&dir);

@@ -101,6 +101,7 @@ fn hook(name: &str, url: &str, format: WebhookFormat) -> WebhookConfig {
         name: name.into(),
         url: Secret::new(url),
         target: url.into(),
+        more_urls: Vec::new(),
         format,
         min_severity: Severity::Info,
         clusters: Vec::new(),
