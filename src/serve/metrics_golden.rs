@@ -464,6 +464,7 @@ fn quorum() -> crate::judge::quorum::QuorumReport {
         accepted: true,
         failing_since: None,
         accepted_in_streak: false,
+        ever_reached: true,
         outcome,
     };
     let mut frozen = look(
