@@ -582,6 +582,7 @@ fn silence(
         comment: "golden".into(),
         created_by: "test".into(),
         origin: crate::model::silence::Origin::Api,
+        weekly: None,
     }
 }
 
