@@ -10,7 +10,7 @@
 //! | stage   | modules                                                     | what it is |
 //! |---------|-------------------------------------------------------------|------------|
 //! | sys     | -                                                           | the calls into C (libc, librdkafka) behind safe functions: the one module allowed `unsafe` |
-//! | model   | kind, round, silence, task_restarts, supervise, progress, time, words, metric_kit, coordinators, blocking | plain data every stage shares: a round's observations, incident kinds, silence rules; the watchdog's own tasks supervised and their progress; blocking work's way off the runtime |
+//! | model   | kind, round, silence, schedule, task_restarts, supervise, progress, time, words, metric_kit, coordinators, blocking | plain data every stage shares: a round's observations, incident kinds, silence rules; the watchdog's own tasks supervised and their progress; blocking work's way off the runtime |
 //! | config  | -                                                           | the configuration, read and checked |
 //! | observe | wire, host, self_metrics, liveness, cluster_view, quorum, coordinators, probe, canary | one round of observation over the Kafka protocol and /proc, merged into one view |
 //! | judge   | rule, health, quorum, coordinators, certificates, verdict, report, finding, check | pure: the states and rules, partitions classified, verdicts per broker, the round's report |

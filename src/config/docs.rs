@@ -203,7 +203,11 @@ fn sections() -> Vec<Section> {
         plain(&format!("{si}broker"), "integer", "every broker", "a broker id", Live, "The broker silenced."),
         plain(&format!("{si}kind"), "text", "every kind", "an incident kind, e.g. broker", Live, "The incident kind silenced."),
         plain(&format!("{si}starts_at"), "time", "always", "RFC 3339", Live, "Start of the silence."),
-        plain(&format!("{si}ends_at"), "time", "required", "RFC 3339", Live, "End of the silence."),
+        plain(&format!("{si}ends_at"), "time", "required (none with weekly)", "RFC 3339", Live, "End of the silence; with weekly, the last day its windows recur (none: for as long as the file says so)."),
+        plain(&format!("{si}weekly.days"), "list", "required with weekly", "mon, tue, wed, thu, fri, sat, sun (or full names)", Live, "A recurring maintenance window: the days of the week it opens on. The silence then holds only inside its windows (and between starts_at and ends_at); listings and silenced incidents show the window open now, or the next."),
+        plain(&format!("{si}weekly.start"), "text", "required with weekly", "HH:MM, 24-hour", Live, "When each window opens, in weekly.zone."),
+        plain(&format!("{si}weekly.duration"), "text", "required with weekly", "1m to 7d, e.g. 90m, 3h, 2d", Live, "How long each window stays open; it may run past midnight into the next day."),
+        plain(&format!("{si}weekly.zone"), "text", "UTC", "UTC or a fixed offset, +HH:MM / -HH:MM", Live, "The clock weekly.start is read on. Named zones are refused: their offset moves with daylight saving time, so write the offset the window is meant in (and change it with the season if the window should follow local time)."),
         plain(&format!("{si}comment"), "text", "required", "any text", Live, "Why, for the next person."),
     ];
 
@@ -378,6 +382,8 @@ webhooks:
 silences:
   - ends_at: 2030-01-01T00:00:00Z
     comment: c
+  - comment: weekly
+    weekly: {days: [sat], start: '02:00', duration: 3h, zone: UTC}
 peers:
   urls: [http://a:9644]
   dns: b:9644

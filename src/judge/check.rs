@@ -206,6 +206,7 @@ mod tests {
                 accepted: true,
                 failing_since: None,
                 accepted_in_streak: false,
+                ever_reached: true,
             }],
             description: Some(QuorumDescription {
                 leader: 100,

@@ -113,6 +113,10 @@ pub struct QuorumReport {
     #[serde(skip)]
     pub controllers: Vec<ControllerVerdict>,
     pub problem: Option<QuorumProblem>,
+    /// Why the controllers are not watched directly, when `controllers:` is configured and
+    /// none of them has been reached since the watchdog started (a network policy in the
+    /// way); `None` when they are, or none is configured.
+    pub controllers_not_watched: Option<String>,
     /// The control plane is out now, or came back within `settle`: metadata could not
     /// change, and the controller may fence and register brokers again in one batch as it
     /// recovers. Broker rules that read registration or metadata staleness hold off.
@@ -245,6 +249,7 @@ pub fn judge_quorum(
         high_watermark_still_for: still_for,
         controllers,
         problem,
+        controllers_not_watched: not_watched(look, now),
         settling,
         look: look.clone(),
     }
@@ -269,7 +274,10 @@ fn controller(
     let mut hits = Vec::new();
     let mut held_since = None;
     let mut page_after = None;
-    if let Some((hit, c)) = direct.and_then(|c| failed_answer(c, now).map(|h| (h, c))) {
+    let never_reached = look.controllers_never_reached();
+    if let Some((hit, c)) =
+        direct.and_then(|c| failed_answer(c, never_reached, now).map(|h| (h, c)))
+    {
         held_since = c.failing_since;
         if hit.state == ControllerState::Down {
             page_after = Some(s.restart_grace);
@@ -317,14 +325,24 @@ fn controller(
 
 /// What a controller asked directly did instead of answering, if it did not: it refuses
 /// connections (down), accepts them and answers nothing (a zombie), cannot be connected to
-/// (down), or cannot be asked (nothing said of its health).
-fn failed_answer(c: &ControllerLook, now: SystemTime) -> Option<ControllerHit> {
+/// (down), or cannot be asked (nothing said of its health). While no configured controller
+/// has ever been reached (`never_reached`), none of that is said: the path is closed.
+fn failed_answer(
+    c: &ControllerLook,
+    never_reached: bool,
+    now: SystemTime,
+) -> Option<ControllerHit> {
     let f = c.outcome.as_ref().err()?;
     let silent = c
         .failing_since
         .and_then(|t| now.duration_since(t).ok())
         .unwrap_or_default();
     let (rule, state, what) = match f.kind {
+        _ if never_reached => (
+            ControllerRule::NeverReached,
+            ControllerState::Unknown,
+            "has not been reached since the watchdog started",
+        ),
         FailureKind::ConnectionRefused | FailureKind::Unresolvable => (
             ControllerRule::PortClosed,
             ControllerState::Down,
@@ -461,6 +479,7 @@ fn no_leader(
     if still_applying(look, s, now) || refused_the_watchdog(look) {
         return None;
     }
+    let direct = asked_directly(look);
     // Controllers asked directly that answer still vote: with a majority of them, Kafka
     // elects another leader within seconds.
     let answering: Vec<NodeId> = look
@@ -485,7 +504,7 @@ fn no_leader(
     // one (the routine bench, Kafka 4.1: a voter of three stopped, the leader lost its
     // epoch and another was elected 4.5 s later, no record committed meanwhile). With
     // `controllers:` configured, a quorum that cannot elect is named at once.
-    let can_elect = look.controllers.is_empty() || answering.len() >= majority;
+    let can_elect = !direct || answering.len() >= majority;
     if can_elect && out_for < s.election_grace {
         return None;
     }
@@ -503,11 +522,11 @@ fn no_leader(
         ),
         None => String::new(),
     };
-    let asked = match (&look.via_broker, look.controllers.is_empty()) {
+    let asked = match (&look.via_broker, direct) {
         (Some((address, Err(f))), _) => {
             format!(" (through broker {address}: {})", f.detail)
         }
-        (_, false) => format!(
+        (_, true) => format!(
             " ({} of {} controller(s) asked answer, as followers)",
             answering.len(),
             look.controllers.len()
@@ -532,10 +551,10 @@ fn still_applying(look: &QuorumObservation, s: &QuorumSettings, now: SystemTime)
     let Some(applied) = look.metadata_applied else {
         return false;
     };
-    let needed = if look.controllers.is_empty() {
-        s.stall
-    } else {
+    let needed = if asked_directly(look) {
         s.applied_still
+    } else {
+        s.stall
     };
     now.duration_since(applied.since).unwrap_or_default() < needed
 }
@@ -544,7 +563,7 @@ fn still_applying(look: &QuorumObservation, s: &QuorumSettings, now: SystemTime)
 /// Describe on the cluster, credentials, TLS, a version it cannot speak): that is the
 /// watchdog's access, on /status with the failure, and says nothing about the quorum.
 fn refused_the_watchdog(look: &QuorumObservation) -> bool {
-    look.controllers.is_empty()
+    !asked_directly(look)
         && matches!(
             &look.via_broker,
             Some((_, Err(f))) if matches!(
@@ -555,6 +574,33 @@ fn refused_the_watchdog(look: &QuorumObservation) -> bool {
                     | FailureKind::Protocol
             )
         )
+}
+
+/// Controllers are asked directly and the way to them is open: one of them has been
+/// reached since the watchdog started. Otherwise the quorum is read through the brokers
+/// only, whatever `controllers:` says.
+fn asked_directly(look: &QuorumObservation) -> bool {
+    !look.controllers.is_empty() && !look.controllers_never_reached()
+}
+
+/// Why the configured controllers are not watched, when none has been reached since the
+/// watchdog started: /status says it, beside each controller's `controller_never_reached`.
+fn not_watched(look: &QuorumObservation, now: SystemTime) -> Option<String> {
+    if !look.controllers_never_reached() {
+        return None;
+    }
+    let since = look
+        .controllers
+        .iter()
+        .filter_map(|c| c.failing_since)
+        .min();
+    let first = look.controllers[0].outcome.as_ref().err();
+    Some(format!(
+        "none of the {} configured controller(s) has accepted a connection in {} since the watchdog started{}: the control plane is judged through the brokers only (no controller named down or frozen, no voter lag); a network policy in the way? Strimzi lets only the cluster's own pods and its operator reach the controller port (docs/install-strimzi.md)",
+        look.controllers.len(),
+        secs(since.and_then(|t| now.duration_since(t).ok()).unwrap_or_default()),
+        first.map(|f| format!(" ({})", f.detail)).unwrap_or_default(),
+    ))
 }
 
 /// The voters caught up with the leader (the leader itself always is).

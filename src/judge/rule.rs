@@ -369,6 +369,13 @@ rule_table! {
             "a follower voter the leader has had no fetch from for 3 s",
         Behind = "controller_behind" => [Lagging]
             "a follower voter not caught up with the leader for 6 s",
+        NeverReached = "controller_never_reached" => [Unknown]
+            "`controllers:` is configured and not one of them has accepted a connection since \
+            the watchdog started (a network policy: Strimzi lets only the cluster's own pods \
+            reach the controller port): the controllers are not watched directly, the quorum \
+            is judged through the brokers, and nobody is paged for them. Once any controller \
+            has been reached, one that cannot be is `controller_unreachable` or \
+            `controller_port_closed` again",
         NotAsked = "controller_not_asked" => [Unknown]
             "asked directly, its answer cannot be read or the watchdog is refused",
         NotDescribed = "controller_not_described" => [Unknown]
@@ -462,7 +469,7 @@ mod tests {
             assert!(n.chars().all(|c| c.is_ascii_lowercase() || c == '_'), "{n}");
         }
         assert_eq!(Rule::ALL.len(), 37);
-        assert_eq!(ControllerRule::ALL.len(), 8);
+        assert_eq!(ControllerRule::ALL.len(), 9);
     }
 
     #[test]

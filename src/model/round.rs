@@ -883,6 +883,10 @@ pub struct ControllerLook {
     /// It accepted a connection in the current streak of failures (a frozen process keeps
     /// accepting until its queue is full, then connects time out: still the same process).
     pub accepted_in_streak: bool,
+    /// It has accepted a connection or answered at least once since the watchdog started
+    /// looking. A controller never reached is most likely behind a network policy (Strimzi
+    /// lets only the cluster's own pods reach the controller port), not down.
+    pub ever_reached: bool,
 }
 
 /// What a controller's answer said of its place in the quorum.
@@ -943,6 +947,12 @@ pub struct AppliedMetadata {
 }
 
 impl QuorumObservation {
+    /// Controllers are configured and not one of them has been reached since the watchdog
+    /// started: the control plane is watched through the brokers only.
+    pub fn controllers_never_reached(&self) -> bool {
+        !self.controllers.is_empty() && self.controllers.iter().all(|c| !c.ever_reached)
+    }
+
     /// A look that found nothing yet.
     pub fn empty(at: SystemTime) -> Self {
         QuorumObservation {

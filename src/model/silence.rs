@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::model::kind::FindingKind;
 use crate::model::round::BrokerId;
+use crate::model::schedule::Weekly;
 /// Silences read their times with it; callers (the API, the CLI, the fuzz targets) have
 /// always found it here.
 pub use crate::model::time::parse_rfc3339;
@@ -52,11 +53,35 @@ pub struct Silence {
     /// Who asked (the API's caller, or `config`).
     pub created_by: String,
     pub origin: Origin,
+    /// A window that recurs every week (the file's `weekly:`): the silence holds inside
+    /// it, between `starts_at` and `ends_at`, and nowhere else.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub weekly: Option<Weekly>,
 }
 
 impl Silence {
     pub fn is_active(&self, now: SystemTime) -> bool {
-        self.starts_at <= now && now < self.ends_at
+        self.starts_at <= now
+            && now < self.ends_at
+            && self
+                .weekly
+                .as_ref()
+                .is_none_or(|w| w.window_at(now).is_some())
+    }
+
+    /// This silence as it stands at `now`: a weekly one with the times of its window open
+    /// now, or else of the next to open, kept within its own start and end; any other as
+    /// it is. What an incident under it carries (`mark`) and what a listing shows.
+    pub fn at(&self, now: SystemTime) -> Silence {
+        let Some(w) = &self.weekly else {
+            return self.clone();
+        };
+        let (opens, closes) = w.current_or_next(now.max(self.starts_at));
+        Silence {
+            starts_at: opens.max(self.starts_at),
+            ends_at: closes.min(self.ends_at),
+            ..self.clone()
+        }
     }
 
     /// Whether it covers an incident of `kind` in `cluster` about `broker` (or, for a
@@ -101,8 +126,13 @@ impl Silence {
         } else {
             format!("{} of {cluster}", what.join(", "))
         };
+        let weekly = self
+            .weekly
+            .as_ref()
+            .map(|w| format!(", weekly on {}", w.describe()))
+            .unwrap_or_default();
         format!(
-            "silence {}: {what} until {} ({})",
+            "silence {}: {what} until {}{weekly} ({})",
             self.id,
             rfc3339(self.ends_at),
             self.comment
@@ -146,6 +176,9 @@ impl Silence {
                 self.id.chars().take(40).collect::<String>()
             ));
         }
+        if self.weekly.is_some() && self.origin != Origin::Config {
+            return bad("a weekly silence is written in the configuration file's silences:".into());
+        }
         let Ok(length) = self.ends_at.duration_since(self.starts_at) else {
             return bad(format!(
                 "the silence would end at {}, before its start",
@@ -182,7 +215,8 @@ pub struct SilenceMark {
 /// A silence as the API and `/status` show it: times in RFC 3339, and whether it is in
 /// force now.
 pub fn to_json(s: &Silence, now: SystemTime) -> serde_json::Value {
-    serde_json::json!({
+    let s = &s.at(now);
+    let mut out = serde_json::json!({
         "id": s.id,
         "cluster": s.cluster,
         "broker": s.broker,
@@ -196,7 +230,11 @@ pub fn to_json(s: &Silence, now: SystemTime) -> serde_json::Value {
             Origin::Config => "config",
             Origin::Api => "api",
         },
-    })
+    });
+    if let Some(w) = &s.weekly {
+        out["weekly"] = serde_json::Value::String(w.describe());
+    }
+    out
 }
 
 /// What someone asks to silence, before it is checked.
@@ -240,6 +278,7 @@ impl Request {
             comment: self.comment.trim().to_string(),
             created_by: self.author(origin),
             origin,
+            weekly: None,
         };
         s.id = silence_id(&s);
         s.check(known_clusters)?;
@@ -329,7 +368,7 @@ impl Request {
 /// `s-` and 12 hex digits of a hash of what it silences and when: stable for a config
 /// silence across reloads, distinct for two API silences made at different times.
 pub(crate) fn silence_id(s: &Silence) -> String {
-    let material = format!(
+    let mut material = format!(
         "{:?}\n{:?}\n{:?}\n{}\n{}\n{}",
         s.cluster,
         s.broker,
@@ -338,6 +377,10 @@ pub(crate) fn silence_id(s: &Silence) -> String {
         unix_ms(s.ends_at),
         s.comment
     );
+    // Only a weekly silence adds to it: every other keeps the id it always had.
+    if let Some(w) = &s.weekly {
+        material.push_str(&format!("\n{w:?}"));
+    }
     let digest = ring::digest::digest(&ring::digest::SHA256, material.as_bytes());
     let hex: String = digest.as_ref()[..6]
         .iter()

@@ -46,6 +46,8 @@ struct Target {
     accepted_in_streak: bool,
     /// KIP-919's DescribeCluster was tried on this connection (once per connection).
     described: bool,
+    /// It accepted a connection or answered at least once since this prober started.
+    reached: bool,
 }
 
 /// What the high watermark did under one leader and epoch.
@@ -84,6 +86,8 @@ pub struct QuorumProber {
     /// A broker said it has no DescribeQuorum (ZooKeeper mode, Kafka before 2.8): the
     /// brokers are not asked again.
     brokers_without_quorum: bool,
+    /// The log said that no configured controller can be reached: said once, not per look.
+    said_unreached: bool,
 }
 
 impl QuorumProber {
@@ -111,6 +115,7 @@ impl QuorumProber {
             metadata_changed_at: None,
             applied: None,
             brokers_without_quorum: false,
+            said_unreached: false,
         }
     }
 
@@ -160,6 +165,7 @@ impl QuorumProber {
                     id: t.and_then(|t| t.id),
                     failing_since: t.and_then(|t| t.failing_since),
                     accepted_in_streak: t.is_some_and(|t| t.accepted_in_streak),
+                    ever_reached: t.is_some_and(|t| t.reached),
                     address,
                     outcome,
                     accepted,
@@ -172,7 +178,7 @@ impl QuorumProber {
                 self.applied = Some(AppliedMetadata { offset, since: at });
             }
         }
-        Some(QuorumObservation {
+        let observation = QuorumObservation {
             at,
             controllers,
             via_broker,
@@ -182,7 +188,34 @@ impl QuorumProber {
             last_progress_at: self.last_progress_at,
             metadata_changed_at: self.metadata_changed_at,
             metadata_applied: self.applied,
-        })
+        };
+        self.say_reach(&observation);
+        Some(observation)
+    }
+
+    /// One log line when the first look reaches none of the configured controllers (a
+    /// network policy, as Strimzi's, is the usual cause), and one when one is reached
+    /// after all; never one per look.
+    fn say_reach(&mut self, look: &QuorumObservation) {
+        let unreached = look.controllers_never_reached();
+        if unreached && !self.said_unreached {
+            self.said_unreached = true;
+            let why = look.controllers[0]
+                .outcome
+                .as_ref()
+                .err()
+                .map(|f| f.detail.clone())
+                .unwrap_or_default();
+            tracing::warn!(
+                cluster = %self.settings.cluster,
+                controllers = look.controllers.len(),
+                first_failure = %why,
+                "none of the configured controllers can be reached: the control plane is watched through the brokers only (no controller named down or frozen); a network policy in the way? (docs/install-strimzi.md)"
+            );
+        } else if !unreached && self.said_unreached {
+            self.said_unreached = false;
+            tracing::info!(cluster = %self.settings.cluster, "a configured controller was reached: the controllers are watched directly");
+        }
     }
 
     /// The brokers' answers: one is enough, otherwise the first failure says why. A
@@ -411,6 +444,7 @@ async fn ask(
         client.describe_quorum().await.map(|a| a.value)
     }
     .await;
+    t.reached |= asked.accepted;
     match result {
         Ok(answer) => {
             t.failing_since = None;

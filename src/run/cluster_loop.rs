@@ -634,9 +634,12 @@ fn quorum_matters(look: Option<&QuorumObservation>, last: Option<&ClusterReport>
     let unsettled = judged.is_none_or(|q| {
         q.problem.is_some()
             || q.settling
-            || q.controllers
-                .iter()
-                .any(|c| c.state != crate::judge::quorum::ControllerState::Healthy)
+            // Controllers never reached are not watched: unknown for as long as that lasts,
+            // which is no news twice a second.
+            || (q.controllers_not_watched.is_none()
+                && q.controllers
+                    .iter()
+                    .any(|c| c.state != crate::judge::quorum::ControllerState::Healthy))
             || q.leader != look.description.as_ref().map(|d| d.leader)
     });
     unsettled
@@ -645,7 +648,8 @@ fn quorum_matters(look: Option<&QuorumObservation>, last: Option<&ClusterReport>
         || look
             .high_watermark_still_since
             .is_some_and(|t| look.at.duration_since(t).unwrap_or_default() >= Duration::from_secs(1))
-        || look.controllers.iter().any(|c| c.outcome.is_err())
+        || (look.controllers.iter().any(|c| c.outcome.is_err())
+            && !look.controllers_never_reached())
 }
 
 /// The newest looks taken beside the rounds, each `None` when not taken (the last round's

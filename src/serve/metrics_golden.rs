@@ -464,6 +464,7 @@ fn quorum() -> crate::judge::quorum::QuorumReport {
         accepted: true,
         failing_since: None,
         accepted_in_streak: false,
+        ever_reached: true,
         outcome,
     };
     let mut frozen = look(
@@ -581,6 +582,7 @@ fn silence(
         comment: "golden".into(),
         created_by: "test".into(),
         origin: crate::model::silence::Origin::Api,
+        weekly: None,
     }
 }
 

@@ -183,13 +183,13 @@ impl Silences {
         out
     }
 
-    /// Those active now.
+    /// Those active now; a weekly one with the times of its window open now.
     pub fn active(&self, now: SystemTime) -> Vec<Silence> {
         self.config
             .iter()
             .chain(&self.api)
             .filter(|s| s.is_active(now))
-            .cloned()
+            .map(|s| s.at(now))
             .collect()
     }
 }

@@ -28,6 +28,7 @@ fn silence(broker: Option<BrokerId>, kind: Option<FindingKind>, from: u64, to: u
         comment: "rolling upgrade".into(),
         created_by: "ops".into(),
         origin: Origin::Api,
+        weekly: None,
     };
     s.id = silence_id(&s);
     s

@@ -52,6 +52,7 @@ pub struct Families {
     high_watermark: GaugeFamily<ClusterLabels>,
     still: GaugeFamily<ClusterLabels>,
     problem: GaugeFamily<ProblemLabels>,
+    unreached: GaugeFamily<ClusterLabels>,
     state: GaugeFamily<ControllerStateLabels>,
     leads: GaugeFamily<ControllerLabels>,
     log_end: GaugeFamily<ControllerLabels>,
@@ -84,6 +85,11 @@ impl Families {
                 reg,
                 "quorum_problem",
                 "1 when the control plane is out for this reason (no_leader, leader_not_advancing, majority_not_caught_up), else 0",
+            ),
+            unreached: gauge(
+                reg,
+                "quorum_controllers_unreached",
+                "1 when `controllers:` is configured and none of them has accepted a connection since the watchdog started (a network policy in the way): the control plane is then judged through the brokers only; else 0",
             ),
             state: gauge(
                 reg,
@@ -185,6 +191,11 @@ impl Families {
                 flag(q.problem.as_ref().is_some_and(|p| p.kind == kind)),
             );
         }
+        set(
+            &self.unreached,
+            c(),
+            flag(q.controllers_not_watched.is_some()),
+        );
         let description = q.look.description.as_ref();
         for v in &q.controllers {
             let l = || ControllerLabels::new(cluster, v.controller);

@@ -48,6 +48,7 @@ fn answered(id: NodeId, role: ControllerRole) -> ControllerLook {
         accepted: true,
         failing_since: None,
         accepted_in_streak: false,
+        ever_reached: true,
     }
 }
 
@@ -63,6 +64,7 @@ fn failing(id: NodeId, kind: FailureKind, accepted: bool, since: f64) -> Control
         accepted,
         failing_since: Some(at(since)),
         accepted_in_streak: accepted,
+        ever_reached: true,
     }
 }
 
@@ -472,4 +474,72 @@ fn a_failover_settles_the_brokers_without_a_quorum_problem() {
     assert!(judge_quorum(&elected, &mut m, &s, at(30.0)).settling);
     // 30 s after the last move the brokers' rules apply again, though 0 is still frozen.
     assert!(!judge_quorum(&elected, &mut m, &s, at(42.0)).settling);
+}
+
+/// Controller `id` asked directly, its connects timing out since the first look: never
+/// reached since the watchdog started.
+fn never_reached(id: NodeId) -> ControllerLook {
+    ControllerLook {
+        ever_reached: false,
+        ..failing(id, FailureKind::Timeout, false, 0.0)
+    }
+}
+
+/// Strimzi's NetworkPolicy lets only the cluster's pods and its operator reach the
+/// controller port: every configured controller's connect times out from the first look
+/// on. That is the watchdog's view, not three controllers down: each is unknown, nobody
+/// is paged, the report says the controllers are not watched, and the quorum is judged
+/// through the brokers, as without `controllers:`.
+#[test]
+fn controllers_never_reached_are_not_watched_rather_than_down() {
+    let c = vec![never_reached(0), never_reached(100), never_reached(101)];
+    let r = judge(&look(c, Some(described(0)), None), 300.0);
+    assert_eq!(
+        states(&r),
+        [(0, "unknown"), (100, "unknown"), (101, "unknown")]
+    );
+    for v in &r.controllers {
+        assert_eq!(v.hits[0].rule, ControllerRule::NeverReached, "{v:?}");
+        assert_eq!(v.page_after, None);
+    }
+    assert!(r.problem.is_none(), "{:?}", r.problem);
+    assert!(!r.settling, "the brokers' rules are not held off");
+    let why = r.controllers_not_watched.as_deref().unwrap_or_default();
+    assert!(why.contains("3 configured controller"), "{why}");
+}
+
+/// Not reached and nothing leads through the brokers either: Kafka gets its election time
+/// as through brokers only (rather than no leader at once, which configured controllers
+/// that answer as too few voters would mean), then a quorum whose brokers apply nothing
+/// has no leader, as before.
+#[test]
+fn controllers_never_reached_leave_the_quorum_to_the_brokers() {
+    let mut l = (*silent_look(false, Some(10.0))).clone();
+    l.controllers = vec![never_reached(0), never_reached(100), never_reached(101)];
+    let l = Arc::new(l);
+    let judged = |now: f64| {
+        let mut m = QuorumMemory::default();
+        judge_quorum(&l, &mut m, &QuorumSettings::default(), at(now))
+    };
+    assert!(judged(12.0).problem.is_none(), "within the election time");
+    let r = judged(17.0);
+    assert_eq!(r.problem.map(|p| p.kind), Some(QuorumProblemKind::NoLeader));
+    assert!(r
+        .controllers
+        .iter()
+        .all(|c| c.state == ControllerState::Unknown));
+}
+
+/// A controller that was reached once and then stops answering is a real fault, judged as
+/// before: down once its connects time out (held for the restart grace), and the others,
+/// never reached, are down too, since the path to the controllers was shown to exist.
+#[test]
+fn a_controller_reached_once_then_unreachable_is_still_down() {
+    let mut c = vec![never_reached(0), never_reached(100), never_reached(101)];
+    c[1].ever_reached = true;
+    let r = judge(&look(c, Some(described(0)), None), 300.0);
+    assert_eq!(states(&r), [(0, "down"), (100, "down"), (101, "down")]);
+    assert_eq!(r.controllers[1].hits[0].rule, ControllerRule::Unreachable);
+    assert_eq!(r.controllers[1].page_after, Some(Duration::from_secs(120)));
+    assert!(r.controllers_not_watched.is_none());
 }

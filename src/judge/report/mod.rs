@@ -824,6 +824,7 @@ mod tests {
                 accepted: true,
                 failing_since: Some(at(0)),
                 accepted_in_streak: true,
+                ever_reached: true,
             }],
             last_leader: Some((0, 1, at(0))),
             ..QuorumObservation::empty(at(1))
@@ -851,6 +852,7 @@ mod tests {
                 accepted: true,
                 failing_since: None,
                 accepted_in_streak: false,
+                ever_reached: true,
             }],
             description: Some(QuorumDescription {
                 leader: 0,

@@ -219,6 +219,11 @@ async fn a_hung_controller_costs_one_deadline_and_is_silent_but_accepting() {
     let failure = h.outcome.clone().unwrap_err();
     assert_eq!(failure.kind, FailureKind::Timeout, "{failure:?}");
     assert!(h.accepted && h.accepted_in_streak);
+    assert!(
+        h.ever_reached,
+        "an accepted connection reaches it: a real fault from here on"
+    );
+    assert!(!look.controllers_never_reached());
     let since = h.failing_since.expect("a failing streak");
     // The streak keeps its start across looks.
     let look = p.look(&[]).await.unwrap();
@@ -240,7 +245,12 @@ async fn a_refused_controller_was_not_accepted() {
         FailureKind::ConnectionRefused
     );
     assert!(!c.accepted && !c.accepted_in_streak);
+    assert!(!c.ever_reached);
     assert!(look.description.is_none());
+    assert!(
+        look.controllers_never_reached(),
+        "no controller reached since start: watched through the brokers only"
+    );
 }
 
 /// Without configured controllers a broker is asked, which forwards to the active

@@ -764,6 +764,7 @@ fn a_frozen_controller_and_its_quorum_are_findings_of_their_own() {
             accepted: true,
             failing_since: Some(t(10)),
             accepted_in_streak: true,
+            ever_reached: true,
         }],
         via_broker: None,
         description: None,
