@@ -130,7 +130,7 @@ fn sections() -> Vec<Section> {
     cluster.extend(under(&format!("{c}verdict."), s::Confirmation::doc_rows()));
     cluster.extend(under(&format!("{c}verdict."), s::VerdictKeys::doc_rows()));
     cluster.push(plain(&format!("{c}labels"), "mapping", "none", &format!("up to {} label names (Prometheus syntax, none the watchdog sets itself) to values of 1 to {} characters", s::LABELS_MAX, s::LABEL_VALUE_MAX_CHARS), Cluster, "Static labels of the cluster (env, team, ...): on its webhooks (generic `labels`, Alertmanager labels, PagerDuty custom details) and on kafka_watchdog_cluster_labels, for routing and joins."));
-    cluster.push(plain(&format!("{c}librdkafka"), "mapping", "none", "librdkafka properties, except those the watchdog sets", Cluster, "Extra properties for the canary's librdkafka clients."));
+    cluster.push(plain(&format!("{c}librdkafka"), "mapping", "none", "librdkafka properties, except those the watchdog sets and those that carry a credential (ssl.key.password, ssl.keystore.*, ssl.key.pem, sasl.oauthbearer.*: the message names the key to use)", Cluster, "Extra properties for the canary's librdkafka clients."));
 
     let sec = "clusters[].security.";
     let sasl = "clusters[].security.sasl.";
