@@ -359,7 +359,7 @@ layered! {
     picked TlsVerifyPicked;
     reload Cluster;
     keys {
-        /// Turns certificate verification off.
+        /// Turns certificate verification off; true loads with a warning.
         TLS_INSECURE_SKIP_VERIFY insecure_skip_verify: bool = Flag(BoolSpec { key: "insecure_skip_verify", default: false }),
     }
 }
@@ -398,7 +398,7 @@ layered! {
         WEBHOOK_SEND_RESOLVED send_resolved: bool = Flag(BoolSpec { key: "send_resolved", default: true }),
         /// Per request.
         WEBHOOK_TIMEOUT timeout: Duration = Millis(IntSpec { key: "timeout_ms", default: 5000, min: 1, max: 120_000 }),
-        /// Verify the receiver's certificate.
+        /// Verify the receiver's certificate; false loads with a warning (ca_file trusts an internal CA).
         WEBHOOK_TLS_VERIFY tls_verify: bool = Flag(BoolSpec { key: "tls_verify", default: true }),
     }
 }
