@@ -58,7 +58,7 @@ pub use msk_iam::{AwsIamSettings, AwsIdentity};
 pub use oauth::{Token, TokenSource};
 pub use partitions::{EligibleLeaderReplicas, LatestOffset, OngoingReassignment, PartitionOutcome};
 pub use produce::ProduceAnswer;
-pub use security::{SaslMechanism, SaslSettings, Security, TlsSettings};
+pub use security::{trust_system_roots, SaslMechanism, SaslSettings, Security, TlsSettings};
 pub use versions::SupportedVersions;
 
 #[derive(Debug, Clone)]
