@@ -99,7 +99,7 @@ fn sections() -> Vec<Section> {
     let http_listen = s::HTTP_LISTEN_DEFAULT.to_string();
     let mut top = vec![
         plain("instance_id", "text", "the host name", &format!("1 to {} printable characters", s::INSTANCE_ID_MAX_CHARS), Restart, "Names this watchdog in canary records and webhook payloads."),
-        plain("state_dir", "path", s::STATE_DIR_DEFAULT, "a directory path", Restart, "Where incident state survives restarts."),
+        plain("state_dir", "path", s::STATE_DIR_DEFAULT, "a directory path", Restart, "Where incident state survives restarts. Created 0700 (an existing one of this user's is made 0700) and locked (`lock` in it): a second instance on the same directory exits 78."),
         plain("http.listen", "address", &http_listen, "an IP address and port", Restart, "Where /metrics, /status, /healthz and /readyz are served."),
         plain("http.external_url", "URL", "made from http.listen", "an absolute http(s) URL", Restart, "Where people reach the watchdog; webhooks link below it."),
         plain(&format!("http.tls.{}", s::HTTP_TLS_CERT_FILE), "path", "none (plain HTTP)", "a PEM file", Restart, "HTTPS: the server certificate, then any intermediates."),

@@ -18,6 +18,9 @@ use crate::model::kind::FindingKind;
 use crate::model::round::BrokerId;
 use crate::model::silence::{Origin, Silence};
 
+mod state_dir;
+pub use state_dir::LOCK_FILE;
+
 #[derive(Debug, thiserror::Error)]
 pub enum AlertingError {
     // The I/O error is part of the sentence, not a chained source: the chain would print
@@ -26,6 +29,8 @@ pub enum AlertingError {
         "state directory {path} is not usable: {error} (expected a directory this user can create and write; under systemd, StateDirectory=kafka-watchdog provides /var/lib/kafka-watchdog)"
     )]
     StateDir { path: String, error: std::io::Error },
+    #[error("state directory {path} is in use by another kafka-watchdog ({holder}) (expected a state_dir of its own for each instance)")]
+    InUse { path: String, holder: String },
     #[error(transparent)]
     State(#[from] StateError),
     #[error(transparent)]
@@ -41,6 +46,8 @@ pub struct Alerting {
     state_dir: PathBuf,
     /// `peers:` configured: the other watchdogs' silences and deliveries as last heard.
     peers: Option<Arc<Peers>>,
+    /// This process's hold on `state_dir`, for as long as alerting lives.
+    _lock: state_dir::StateDirLock,
 }
 
 /// Names a point where the crash tests (`tests/own_faults.rs`) kill the daemon: when the
@@ -57,22 +64,10 @@ fn crash_point(name: &str) {
     }
 }
 
-fn ensure_writable(dir: &Path) -> Result<(), AlertingError> {
-    let err = |error| AlertingError::StateDir {
-        path: dir.display().to_string(),
-        error,
-    };
-    std::fs::create_dir_all(dir).map_err(err)?;
-    let probe = dir.join(".write-test");
-    std::fs::write(&probe, b"").map_err(err)?;
-    let _ = std::fs::remove_file(probe);
-    Ok(())
-}
-
 impl Alerting {
     /// Loads the incident book and starts webhook delivery. Call inside the runtime.
     pub fn start(config: &Config) -> Result<Alerting, AlertingError> {
-        ensure_writable(&config.state_dir)?;
+        let lock = state_dir::prepare(&config.state_dir)?;
         let book = match IncidentBook::load(&config.state_dir) {
             Ok(b) => b,
             Err(StateError::Corrupt { .. }) => {
@@ -123,6 +118,7 @@ impl Alerting {
             notifier: std::sync::RwLock::new(notifier),
             state_dir: config.state_dir.clone(),
             peers,
+            _lock: lock,
         })
     }
 
