@@ -724,6 +724,25 @@ where
         .await;
 }
 
+/// Serves one connection on `stream` as the server serves a client at `peer` (for the
+/// fuzz target in fuzz/, which feeds it raw requests without a socket).
+#[doc(hidden)]
+pub async fn serve_stream(
+    stream: impl AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    published: Arc<Publisher>,
+    auth: Option<HttpAuth>,
+    local_token: Option<Secret>,
+    peer: SocketAddr,
+) {
+    let ctx = Conn {
+        auth,
+        local_token,
+        peer: Some(peer),
+        probes_only: false,
+    };
+    connection(stream, published, ctx).await
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -52,7 +52,10 @@ pub use compat::{column_text, markdown_table, signals, Signal};
 pub use convert::TopicConfigs;
 pub use error::{kafka_error_name, Phase, WireError};
 #[doc(hidden)]
-pub use fuzzing::decode_response_for_fuzzing;
+pub use fuzzing::{
+    decode_response_for_fuzzing, describe_log_dirs_for_fuzzing, describe_quorum_for_fuzzing,
+    oauth_answer_for_fuzzing,
+};
 pub use kafka_protocol::protocol::VersionRange;
 pub use msk_iam::{AwsIamSettings, AwsIdentity};
 pub use oauth::{Token, TokenSource};
