@@ -50,14 +50,15 @@ fn answered<T>(decoded: Result<Result<T, i16>, String>) -> Result<T, ProbeFailur
 /// `[version % 3]`, then looks: `[ms since the last look: u16]` and, for each of three
 /// controllers and a broker, `[tag]` (even: no answer in time; odd: a chunk, the answer's
 /// body), and for the broker `[tag]` (odd: the applied metadata offset, a u16). Each look
-/// is folded as the quorum prober folds one, and the round with it judged and rendered.
+/// is folded as the quorum prober folds one and the round with it judged; the last is
+/// rendered.
 pub fn describe_quorum(data: &[u8]) {
     let _ = quorum_looks(data);
 }
 
 /// `/status` after the last look of `describe_quorum`'s input.
 fn quorum_looks(data: &[u8]) -> Option<String> {
-    let mut status = None;
+    let mut last = None;
     let mut input = Input::new(data);
     let version = i16::from(input.byte() % 3);
     let mut prober = QuorumProber::new(QuorumSettings {
@@ -84,21 +85,21 @@ fn quorum_looks(data: &[u8]) -> Option<String> {
         let broker = ask(&mut input);
         let applied = (input.byte() % 2 == 1).then(|| i64::from(input.u16()));
         let look = prober.fold_answers(at, controllers, vec![(broker, applied)]);
-        status = Some(judge_and_render(&mut evaluator, round(at, None, look)));
+        last = Some(judge(&mut evaluator, round(at, None, look)));
     }
-    status
+    last.map(render)
 }
 
 /// `[version % 5]`, then looks: `[seconds since the last look: u16]` and a chunk, the
 /// answer's body. Each answer is the broker's log directories in a round judged (failed
-/// directories, the free-space forecast over the looks) and rendered.
+/// directories, the free-space forecast over the looks); the last is rendered.
 pub fn describe_log_dirs(data: &[u8]) {
     let _ = log_dir_looks(data);
 }
 
 /// `/status` after the last look of `describe_log_dirs`'s input.
 fn log_dir_looks(data: &[u8]) -> Option<String> {
-    let mut status = None;
+    let mut last = None;
     let mut input = Input::new(data);
     let version = i16::from(input.byte() % 5);
     let mut evaluator = one_broker_evaluator();
@@ -109,12 +110,9 @@ fn log_dir_looks(data: &[u8]) -> Option<String> {
         }
         at += Duration::from_secs(u64::from(input.u16()));
         let dirs = answered(wire::describe_log_dirs_for_fuzzing(version, input.chunk()));
-        status = Some(judge_and_render(
-            &mut evaluator,
-            round(at, Some(dirs), None),
-        ));
+        last = Some(judge(&mut evaluator, round(at, Some(dirs), None)));
     }
-    status
+    last.map(render)
 }
 
 /// `[tag]` (odd: the endpoint answered 2xx), then the body: a token answer, an OAuth error
@@ -180,12 +178,17 @@ fn round(
     }
 }
 
-/// The round through the verdicts as the round loop evaluates it, then `/status` and
-/// `/metrics` as the server renders them; the status page.
-fn judge_and_render(evaluator: &mut Evaluator, obs: RoundObservation) -> String {
+/// The round through the verdicts, as the round loop evaluates it.
+fn judge(evaluator: &mut Evaluator, obs: RoundObservation) -> ClusterReport {
     let at = obs.started_at;
     let view = Arc::new(newest_view(&obs));
-    let report: ClusterReport = evaluator.evaluate_merged(obs, view, None, at);
+    evaluator.evaluate_merged(obs, view, None, at)
+}
+
+/// `/metrics` and `/status` as the server renders them after the report (only the last
+/// look's: rendering costs more than judging, and the last holds what the looks before
+/// left); the status page.
+fn render(report: ClusterReport) -> String {
     let published = Publisher::new("fuzz", vec!["fuzz".into()]);
     published.publish(Arc::new(report));
     let snapshot = published.current();
