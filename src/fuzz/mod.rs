@@ -21,8 +21,11 @@ pub use http::http_request;
 pub use kafka::{describe_log_dirs, describe_quorum, oauth_token, wire_decode};
 pub use text::{config_load, time};
 
+/// A target's body: any bytes, never a panic.
+pub type Target = fn(&[u8]);
+
 /// Every target, by the name of its file in `fuzz/fuzz_targets/` and its corpus folder.
-pub const TARGETS: &[(&str, fn(&[u8]))] = &[
+pub const TARGETS: &[(&str, Target)] = &[
     ("config_load", config_load),
     ("wire_decode", wire_decode),
     ("describe_quorum", describe_quorum),
