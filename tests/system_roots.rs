@@ -117,7 +117,10 @@ fn webhooks_and_peers_trust_the_systems_roots() {
         "system-roots",
         kafka_watchdog_test_support::watchdog::LOOPBACK,
         free_port(),
-        &[("SSL_CERT_FILE", &ca)],
+        &[
+            ("SSL_CERT_FILE", &ca),
+            ("KW_TEST_PEER_KEY", "a-peer-key-of-at-least-32-characters"),
+        ],
         move |port, dir| {
             format!(
                 "instance_id: roots-a\nhttp:\n  listen: 127.0.0.1:{port}\nstate_dir: {state}\n\
@@ -125,7 +128,7 @@ fn webhooks_and_peers_trust_the_systems_roots() {
                  round_interval_secs: 2\n    connect_timeout_ms: 1000\n    request_timeout_ms: 1000\n    \
                  canary:\n      enabled: false\n    verdict:\n      open_after_secs: 0\n\
                  webhooks:\n  - name: internal\n    url: {url}/hook\n    format: generic\n    min_severity: info\n\
-                 peers:\n  urls: [{url}]\n  poll_interval_ms: 500\n",
+                 peers:\n  urls: [{url}]\n  poll_interval_ms: 500\n  key_env: KW_TEST_PEER_KEY\n",
                 state = dir.join("state").display(),
             )
         },

@@ -6,17 +6,18 @@ use std::time::Duration;
 
 use super::{now, Input};
 use crate::alert::notify::slack_bot::api;
-use crate::alert::peers::{self, Answer, Delivery, Peers, View};
+use crate::alert::peers::{self, Delivery, Peers, View};
 use crate::alert::silence::Silences;
 use crate::model::silence::{to_json, Origin, Request};
 
 const TAKEOVER: Duration = Duration::from_secs(10);
 
-/// A peer's answer body, parsed as `alert::peers::sync` parses it, then taken in: heard
-/// (its deliveries kept), whose turn it is for events like each it delivered, and its
-/// silences merged into this instance's.
+/// A peer's answer body, parsed as `alert::peers::sync` parses it once its signature
+/// holds (a peer with the key may still be buggy), then taken in: heard (its deliveries
+/// kept), whose turn it is for events like each it delivered, and its silences merged
+/// into this instance's, each checked as the API checks one.
 pub fn peer_answer(data: &[u8]) {
-    let Ok(answer) = serde_json::from_slice::<Answer>(data) else {
+    let Ok(answer) = peers::parse_answer(data) else {
         return;
     };
     let now = now();
@@ -44,7 +45,12 @@ pub fn peer_answer(data: &[u8]) {
         let _ = peers::turn(me, &views, &BTreeSet::new(), cluster, &mine, now, TAKEOVER);
     }
     let mut silences = Silences::default();
-    silences.merge(answer.silences, now);
+    let known = ["payments".to_string(), "orders".to_string()];
+    let merged = silences.merge(answer.silences, &known, now);
+    for (id, why) in &merged.refused {
+        let _ = format!("{id}: {why}");
+    }
+    peers.silences_refused(&answer.instance_id, merged.refused);
     show(&silences);
 }
 

@@ -1,28 +1,35 @@
 //! What an HTTP client sends the server: raw bytes on one connection, served by the same
 //! connection handler as a client on the listening socket (hyper's parser, then the
 //! watchdog's own part: routing, the credential, the local token, the `Host` and
-//! `Content-Type` checks of the silences API), without a socket.
+//! `Content-Type` checks of the silences API, the peer key's proof, the probes' lane),
+//! without a socket, on a paused clock.
 
 use std::net::SocketAddr;
-use std::sync::OnceLock;
-
-use std::task::Poll;
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::Input;
+use crate::alert::peers::auth::PeerKey;
 use crate::config::{HttpAuth, Secret};
-use crate::serve::http::serve_stream;
+use crate::serve::http::{serve_stream, ServeOptions};
 use crate::serve::snapshot::Publisher;
 
-/// Polls of the server in a row without an answer byte after which it has answered all
-/// it can: every poll runs it until it waits for the client, and nothing here waits on
-/// anything but the client.
-const QUIET_POLLS: u32 = 16;
+/// How long, on the paused clock, a connection is served at most. The clock moves only
+/// while every task waits for a timer (a blocking call, such as the page's read of
+/// `/proc`, holds it), so this ends the exchange at once once the server waits for
+/// nothing but the client, which sends nothing more.
+const TALK_LIMIT: Duration = Duration::from_secs(60);
+
+/// The peer key of the modes with one (a seed holds an ask signed with it).
+pub(super) const PEER_KEY: &str = "fuzz-peer-key-of-at-least-32-characters";
 
 /// `[mode]`, then the bytes a client sends. The mode sets the server up as a daemon may
-/// be: without `http.auth`, asked from loopback with a local token or from elsewhere
-/// without one; with HTTP Basic; with a bearer token.
+/// be: its two low bits, without `http.auth`, asked from loopback with a local token or
+/// from elsewhere without one; with HTTP Basic; with a bearer token. Bit 2 adds a peer
+/// key (`/api/v1/peer` then asks for its proof), bit 3 serves the connection in the
+/// probes' lane, as one past a cap.
 pub fn http_request(data: &[u8]) {
     let _ = exchange(data);
 }
@@ -33,13 +40,15 @@ fn exchange(data: &[u8]) -> Vec<u8> {
     let runtime = RUNTIME.get_or_init(|| {
         tokio::runtime::Builder::new_current_thread()
             .enable_all()
+            .start_paused(true)
             .build()
             .expect("a runtime")
     });
     let mut input = Input::new(data);
+    let mode = input.byte();
     let loopback: SocketAddr = ([127, 0, 0, 1], 40_000).into();
     let remote: SocketAddr = ([192, 0, 2, 7], 40_000).into();
-    let (auth, local_token, peer) = match input.byte() % 4 {
+    let (auth, local_token, peer) = match mode % 4 {
         0 => (None, Some(Secret::new("local-token")), loopback),
         1 => (None, None, remote),
         2 => (
@@ -58,40 +67,28 @@ fn exchange(data: &[u8]) -> Vec<u8> {
             loopback,
         ),
     };
+    let options = ServeOptions {
+        auth,
+        local_token,
+        peer_key: (mode & 4 != 0).then(|| Arc::new(PeerKey::new(PEER_KEY))),
+        ..ServeOptions::default()
+    };
+    let probes_only = mode & 8 != 0;
     let request = input.rest().to_vec();
     runtime.block_on(async move {
         let (client, server) = tokio::io::duplex(64 * 1024);
         let published = Publisher::new("fuzz", vec!["fuzz".into()]);
-        let serve = serve_stream(server, published, auth, local_token, peer);
+        let serve = serve_stream(server, published, &options, peer, probes_only);
         let (mut from_server, mut to_server) = tokio::io::split(client);
-        let talk = async move {
+        // The client's side stays open: hyper drops what it has not answered yet when the
+        // client closes. The server ends the connection (a request it refuses, its header
+        // timeout, the lane's one answer), or the limit does.
+        let mut answer = Vec::new();
+        let talk = async {
             let _ = to_server.write_all(&request).await;
-            // Served with hyper's defaults, the server drops what it has not answered yet
-            // when the client closes its side: the stream is closed only once the server
-            // has gone quiet, polls that give it nothing more to read or write.
-            let mut answer = Vec::new();
-            let mut quiet = 0;
-            let mut buf = [0u8; 8192];
-            while quiet < QUIET_POLLS {
-                let read = from_server.read(&mut buf);
-                tokio::pin!(read);
-                match futures::poll!(read) {
-                    Poll::Ready(Ok(0)) | Poll::Ready(Err(_)) => return answer,
-                    Poll::Ready(Ok(n)) => {
-                        answer.extend_from_slice(&buf[..n]);
-                        quiet = 0;
-                    }
-                    Poll::Pending => {
-                        quiet += 1;
-                        tokio::task::yield_now().await;
-                    }
-                }
-            }
-            let _ = to_server.shutdown().await;
             let _ = from_server.read_to_end(&mut answer).await;
-            answer
         };
-        let ((), answer) = tokio::join!(serve, talk);
+        let _ = tokio::time::timeout(TALK_LIMIT, async { tokio::join!(serve, talk) }).await;
         answer
     })
 }
@@ -143,6 +140,27 @@ mod tests {
         assert_eq!(
             status_lines(1, &format!("{}{}", get("/healthz", ""), get("/readyz", ""))),
             ["200 OK", "503 Service Unavailable"]
+        );
+        // With a peer key, the peer path asks for its proof, even past http.auth.
+        assert_eq!(
+            status_lines(4 | 1, &get("/api/v1/peer", "")),
+            ["401 Unauthorized"]
+        );
+        assert_eq!(
+            status_lines(
+                4 | 3,
+                &get("/api/v1/peer", "Authorization: Bearer bearer-token\n")
+            ),
+            ["401 Unauthorized"]
+        );
+        // In the probes' lane: a probe is answered, a page is not, one answer a connection.
+        assert_eq!(status_lines(8 | 1, &get("/healthz", "")), ["200 OK"]);
+        assert_eq!(
+            status_lines(
+                8 | 2,
+                &format!("{}{}", get("/status", ""), get("/healthz", ""))
+            ),
+            ["503 Service Unavailable"]
         );
     }
 }

@@ -7,7 +7,8 @@ use std::path::Path;
 use std::time::Duration;
 
 use super::{now, TARGETS};
-use crate::alert::peers::{Answer, Delivery};
+use crate::alert::peers::auth::{Nonce, PeerKey};
+use crate::alert::peers::{Answer, Delivery, SlackMessage};
 use crate::model::round::QuorumAnswer;
 use crate::model::silence::{Origin, Request};
 use crate::observe::wire;
@@ -117,6 +118,12 @@ fn peer_answer() -> Vec<u8> {
             event: "opened".into(),
             severity: "critical".into(),
             at: now() - Duration::from_secs(3),
+            started_at: Some(now() - Duration::from_secs(3)),
+            open_until: Some(now()),
+            message: Some(SlackMessage {
+                channel: "C024BE91L".into(),
+                ts: "1799999997.000100".into(),
+            }),
         }],
     };
     serde_json::to_vec_pretty(&answer).unwrap()
@@ -238,6 +245,29 @@ fn all() -> Vec<(&'static str, String, Vec<u8>)> {
     );
     add("http_request", "silence-expire", http(0, "DELETE /api/v1/silences/s-0123456789ab HTTP/1.1\nHost: [::1]:9644\nAuthorization: Bearer local-token\n\n"));
     add("http_request", "probes-keep-alive", http(1, "GET /healthz HTTP/1.1\nHost: x\n\nGET /readyz HTTP/1.1\nHost: x\n\nHEAD /api/v1/silences HTTP/1.1\nHost: x\n\n"));
+    // A peer's ask signed with the key (refused as too old or too new by the time the
+    // seed is replayed: the signature is still checked first), and a connection past the
+    // caps asking a probe and a page.
+    let nonce = Nonce::fresh().unwrap();
+    let ask = PeerKey::new(super::http::PEER_KEY).ask(&nonce, now());
+    add(
+        "http_request",
+        "peer-ask-signed",
+        http(
+            4 | 1,
+            &format!(
+                "GET /api/v1/peer HTTP/1.1\nHost: 10.0.0.7:9644\nKafka-Watchdog-Peer: {ask}\n\n"
+            ),
+        ),
+    );
+    add(
+        "http_request",
+        "probes-lane",
+        http(
+            8 | 2,
+            "GET /readyz HTTP/1.1\nHost: x\n\nGET /status HTTP/1.1\nHost: x\n\n",
+        ),
+    );
     out
 }
 

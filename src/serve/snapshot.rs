@@ -88,6 +88,9 @@ pub struct Publisher {
     /// Incidents, silences and webhook delivery, once alerting has started.
     alerting: OnceLock<Arc<Alerting>>,
     pub live: LiveCounters,
+    /// Whether the round loops, the webhook dispatcher and the HTTP server make progress:
+    /// `/healthz` reads it.
+    pub progress: Arc<crate::model::progress::Progress>,
 }
 
 impl Publisher {
@@ -98,6 +101,7 @@ impl Publisher {
             building: Mutex::new(()),
             alerting: OnceLock::new(),
             live: LiveCounters::default(),
+            progress: Arc::default(),
         })
     }
 
@@ -174,6 +178,9 @@ impl Publisher {
             remediations: self.live.remediation.recent(),
             silences: snapshot.silences.clone(),
             task_restarts: crate::model::task_restarts::snapshot(),
+            // Read by the metrics page itself, off the runtime.
+            process: None,
+            credential_reloads: crate::config::live::reload_counts(),
         }
     }
 
