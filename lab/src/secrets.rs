@@ -111,24 +111,10 @@ impl Secrets {
         };
         write(&s.dir.join("watchdog.password"), &s.watchdog_password)?;
         write(&s.dir.join("keystore.password"), &s.keystore_password)?;
-        let p = |name: &str| s.dir.join(name).display().to_string();
-        run(
-            "openssl",
-            &[
-                "req",
-                "-x509",
-                "-newkey",
-                "rsa:2048",
-                "-nodes",
-                "-days",
-                &CA_DAYS.to_string(),
-                "-subj",
-                "/CN=kafka-lab test CA",
-                "-keyout",
-                &p("ca.key"),
-                "-out",
-                &p("ca.pem"),
-            ],
+        self_signed_ca(
+            "kafka-lab test CA",
+            &s.dir.join("ca.key"),
+            &s.dir.join("ca.pem"),
         )?;
         for (id, host) in brokers {
             s.broker_keystore_valid_for(*id, host, cert_days)?;
@@ -285,23 +271,10 @@ impl Secrets {
                     .display()
                     .to_string()
             };
-            run(
-                "openssl",
-                &[
-                    "req",
-                    "-x509",
-                    "-newkey",
-                    "rsa:2048",
-                    "-nodes",
-                    "-days",
-                    &CA_DAYS.to_string(),
-                    "-subj",
-                    "/CN=kafka-lab second test CA",
-                    "-keyout",
-                    &p(".key"),
-                    "-out",
-                    &p(".pem.new"),
-                ],
+            self_signed_ca(
+                "kafka-lab second test CA",
+                Path::new(&p(".key")),
+                Path::new(&p(".pem.new")),
             )?;
             // Named last: a half-made CA is never taken for one.
             fs::rename(p(".pem.new"), self.second_ca())
@@ -309,4 +282,19 @@ impl Secrets {
         }
         Ok(SECOND_CA)
     }
+}
+
+/// A new CA key and its self-signed certificate, valid for `CA_DAYS`.
+fn self_signed_ca(name: &str, key: &Path, pem: &Path) -> Result<(), LabError> {
+    let days = CA_DAYS.to_string();
+    let subject = format!("/CN={name}");
+    let (key, pem) = (key.display().to_string(), pem.display().to_string());
+    run(
+        "openssl",
+        &[
+            "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", &days, "-subj", &subject,
+            "-keyout", &key, "-out", &pem,
+        ],
+    )
+    .map(drop)
 }

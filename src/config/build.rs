@@ -53,6 +53,8 @@ pub(crate) fn config(cx: &mut Ctx, root: Option<&Node>) -> Option<Config> {
     let peers_entry = f.get("peers");
     let peers = super::peers::peers(cx, peers_entry);
     let heartbeat = super::heartbeat::heartbeat(cx, f.get("heartbeat"));
+    let metrics_entry = f.get(s::METRICS_KEY);
+    let cluster_label = metrics(cx, metrics_entry);
 
     let mut names: HashMap<String, Pos> = HashMap::new();
     let clusters = match clusters_entry {
@@ -78,6 +80,8 @@ pub(crate) fn config(cx: &mut Ctx, root: Option<&Node>) -> Option<Config> {
     else {
         return None;
     };
+    let cluster_label = cluster_label?;
+    static_labels_apart(cx, metrics_entry, &cluster_label, &clusters)?;
     let http = http?;
     if let (Some(p), Some(auth), Some(e)) = (&peers, &http.auth, peers_entry) {
         // Sent with every ask, the key is kept apart from what writes silences.
@@ -105,8 +109,59 @@ pub(crate) fn config(cx: &mut Ctx, root: Option<&Node>) -> Option<Config> {
         silences: silences?,
         peers,
         heartbeat,
+        cluster_label,
         warnings: Vec::new(),
     })
+}
+
+/// The `metrics:` block: the name of the cluster label.
+fn metrics(cx: &mut Ctx, e: Option<&Entry>) -> Option<String> {
+    let default = || crate::model::metric_kit::CLUSTER_LABEL.to_string();
+    let Some(e) = e.filter(|e| !e.value.is_null()) else {
+        return Some(default());
+    };
+    let mut f = Fields::open(&mut cx.rep, &e.value, Some(e), s::METRICS_KEY.into())?;
+    let label = f.get(s::METRICS_CLUSTER_LABEL);
+    f.finish(&mut cx.rep, &|_| None);
+    let Some(label) = label else {
+        return Some(default());
+    };
+    let t = text(&mut cx.rep, label, s::METRICS_CLUSTER_LABEL_EXPECTED)?;
+    match checks::cluster_label(&t.value) {
+        Ok(()) => Some(t.value),
+        Err((m, x)) => {
+            cx.rep.add(t.value_pos, m, Some(x));
+            None
+        }
+    }
+}
+
+/// A cluster's static label named as the cluster label would stand for two things on its
+/// Alertmanager alerts and on `cluster_labels`.
+fn static_labels_apart(
+    cx: &mut Ctx,
+    metrics: Option<&Entry>,
+    cluster_label: &str,
+    clusters: &[ClusterConfig],
+) -> Option<()> {
+    let clash: Vec<&str> = clusters
+        .iter()
+        .filter(|c| c.labels.contains_key(cluster_label))
+        .map(|c| c.name.as_str())
+        .collect();
+    if clash.is_empty() {
+        return Some(());
+    }
+    let pos = metrics.map_or(Pos::START, |e| e.key_pos);
+    cx.rep.add(
+        pos,
+        format!(
+            "metrics.cluster_label '{cluster_label}' is also a static label (labels:) of cluster(s) {}",
+            clash.join(", ")
+        ),
+        Some("a cluster label name no cluster's labels: use".into()),
+    );
+    None
 }
 
 /// The `http:` block and `state_dir` alone (`config::load_client_section`): the other

@@ -35,6 +35,46 @@ pub(crate) const LABELS_RESERVED: &[&str] = &[
     "topic",
 ];
 
+/// Label names on the metrics page beside `LABELS_RESERVED`, which a static label may take
+/// (it only joins `cluster_labels`) but the cluster label may not: it is on every series.
+pub(crate) const METRIC_LABELS: &[&str] = &[
+    "acks",
+    "address",
+    "legacy_alertname",
+    "path",
+    "peer",
+    "port",
+    "reason",
+    "target",
+    "task",
+    "version",
+];
+
+/// `metrics.cluster_label`: a label name Prometheus keeps as it is (not `__`-prefixed, not
+/// `job` or `instance`, which the scrape sets), and none the watchdog puts beside it.
+pub(crate) fn cluster_label(s: &str) -> Result<(), Bad> {
+    if s == crate::model::metric_kit::CLUSTER_LABEL {
+        return Ok(());
+    }
+    label_name(s).map_err(|e| {
+        if LABELS_RESERVED.contains(&s) {
+            bad(
+                format!("label '{s}' is one the watchdog or the scrape sets itself"),
+                "another name, e.g. kafka_cluster",
+            )
+        } else {
+            e
+        }
+    })?;
+    if METRIC_LABELS.contains(&s) {
+        return Err(bad(
+            format!("label '{s}' is one the watchdog sets itself"),
+            "another name, e.g. kafka_cluster",
+        ));
+    }
+    Ok(())
+}
+
 /// Names become Prometheus label values and file names, hence the narrow charset.
 pub(crate) const NAME_MAX_CHARS: usize = 64;
 pub(crate) const NAME_EXPECTED: &str = "1 to 64 characters from A-Z a-z 0-9 _ . -";

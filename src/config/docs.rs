@@ -110,6 +110,7 @@ fn sections() -> Vec<Section> {
         secret("http.auth.", &s::HTTP_BEARER_TOKEN, "none", Restart, "A bearer token for /metrics and /status, instead of basic."),
     ];
     top.extend(under("log.", s::LogConfig::doc_rows()));
+    top.push(plain(&format!("{}.{}", s::METRICS_KEY, s::METRICS_CLUSTER_LABEL), "text", crate::model::metric_kit::CLUSTER_LABEL, "a Prometheus label name, not job, instance or another label the watchdog sets, nor a cluster's static label", Restart, "The name of the label that carries the cluster's name on /metrics and on Alertmanager alerts. Set it (e.g. kafka_cluster) where Prometheus has a `cluster` label of its own (Grafana's k8s-monitoring, Mimir, Thanos), which would rename the watchdog's to `exported_cluster`; the rules and the dashboard follow it (docs/alerts.md)."));
     top.push(plain("defaults", "mapping", "none", "the cluster keys marked below", Cluster, "Settings every cluster inherits, key by key."));
 
     let mut cluster = vec![
@@ -346,6 +347,7 @@ http:
     basic: {username: u, password_env: P}
     bearer_token_env: T
 log: {level: info, format: text}
+metrics: {cluster_label: kafka_cluster}
 state_dir: /tmp/x
 defaults:
   canary: {}

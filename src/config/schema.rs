@@ -303,6 +303,11 @@ pub(crate) const REMEDIATION_BEFORE_COMMAND_KEY: &str = "before_command";
 pub(crate) const REMEDIATION_PLACEHOLDERS: &[&str] = &["{pid}", "{broker}", "{cluster}"];
 
 // Top level.
+/// The top-level `metrics:` block and its one key.
+pub(crate) const METRICS_KEY: &str = "metrics";
+pub(crate) const METRICS_CLUSTER_LABEL: &str = "cluster_label";
+pub(crate) const METRICS_CLUSTER_LABEL_EXPECTED: &str =
+    "a Prometheus label name (letters, digits, _), e.g. kafka_cluster";
 pub(crate) const INSTANCE_ID_FALLBACK: &str = "kafka-watchdog";
 pub(crate) const INSTANCE_ID_MAX_CHARS: usize = 128;
 pub(crate) const HTTP_LISTEN_DEFAULT: SocketAddr =

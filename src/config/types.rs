@@ -40,6 +40,9 @@ pub struct Config {
     pub peers: Option<PeersConfig>,
     /// `heartbeat:`: the dead man's switch; `None`: none is called.
     pub heartbeat: Option<HeartbeatConfig>,
+    /// `metrics.cluster_label`: the name of the label that carries the cluster's name on
+    /// `/metrics` and on Alertmanager's alerts (`cluster` unless set).
+    pub cluster_label: String,
     /// What loaded but deserves a look, as `file:line:column: message (expected ...)`:
     /// `check-config` prints them, the daemon logs them at start and at each reload.
     pub warnings: Vec<String>,

@@ -98,8 +98,10 @@ impl FindingKind {
         }
     }
 
-    /// The Alertmanager `alertname` of this kind.
-    pub fn alert_name(self) -> &'static str {
+    /// The Alertmanager `alertname` this kind had until issue 39, now the label
+    /// `legacy_alertname` beside the rule path's name (`alert::incident::alert_name`), so
+    /// that routes and silences written for it can be moved over.
+    pub fn legacy_alert_name(self) -> &'static str {
         match self {
             FindingKind::Broker => "KafkaWatchdogBroker",
             FindingKind::OfflinePartitions => "KafkaWatchdogOfflinePartitions",

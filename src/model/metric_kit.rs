@@ -27,6 +27,13 @@ use prometheus_client::registry::Registry;
 
 use crate::model::round::BrokerId;
 
+/// The name the page gives the cluster label by default. `metrics.cluster_label` names it
+/// otherwise, for a Prometheus whose own `cluster` label (the Kubernetes cluster, set by
+/// Grafana's k8s-monitoring, Mimir or Thanos) would turn the watchdog's into
+/// `exported_cluster`: the label sets below keep the field `cluster`, and the page is
+/// renamed as it is written (`serve::metrics::rename_label`).
+pub const CLUSTER_LABEL: &str = "cluster";
+
 /// What a `Family` needs of its label set to be registered.
 pub trait LabelSet: Clone + Hash + Eq + EncodeLabelSet + Debug + Send + Sync + 'static {}
 impl<T: Clone + Hash + Eq + EncodeLabelSet + Debug + Send + Sync + 'static> LabelSet for T {}

@@ -525,6 +525,7 @@ pub async fn run(
     // Start, in order. Nothing below fails; the last fallible step (alerting) starts first.
     let names: Vec<String> = config.clusters.iter().map(|c| c.name.clone()).collect();
     let published = Publisher::new(&config.instance_id, names);
+    published.set_cluster_label(&config.cluster_label);
     published.set_cluster_labels(cluster_labels(&config));
     let alerting = start_alerting(&config)?;
     published.attach_alerting(alerting.clone());

@@ -58,6 +58,7 @@ pub fn plan(old: &Config, new: &Config) -> ReloadPlan {
         silences,
         peers,
         heartbeat,
+        cluster_label,
         // Said when the file is loaded (the reload logs them); nothing to apply.
         warnings: _,
     } = new;
@@ -125,6 +126,16 @@ pub fn plan(old: &Config, new: &Config) -> ReloadPlan {
             file.push_str(" with another secret");
         }
         needs_restart(&mut p, "http.auth", running, file);
+    }
+    // Every series and every Alertmanager alert carries it: a change mid-life would split
+    // each series in two, and the rules and the dashboard change with it anyway.
+    if *cluster_label != old.cluster_label {
+        needs_restart(
+            &mut p,
+            "metrics.cluster_label",
+            old.cluster_label.clone(),
+            cluster_label.clone(),
+        );
     }
     // The process may run without the permission to open another directory (systemd's
     // StateDirectory= grants exactly one), and open incidents live in the old one.
@@ -235,6 +246,7 @@ pub fn applied(old: &Config, mut new: Config) -> Config {
     new.state_dir.clone_from(&old.state_dir);
     new.log.format = old.log.format;
     new.peers.clone_from(&old.peers);
+    new.cluster_label.clone_from(&old.cluster_label);
     new
 }
 
@@ -648,7 +660,7 @@ webhooks:";
             .replace("format: text", "format: json")
             .replace("level: info", "level: debug")
             .replace("/var/lib/kafka-watchdog", "/srv/kw")
-            + &format!("peers:\n  urls: [http://wd-3:9644]\n  dns: wd.example:9644\n  dns_scheme: https\n  poll_interval_ms: 500\n  takeover_secs: 5\n  ca_file: {testdata}/ca.pem\n  key_env: KW_PEER_KEY\n");
+            + &format!("peers:\n  urls: [http://wd-3:9644]\n  dns: wd.example:9644\n  dns_scheme: https\n  poll_interval_ms: 500\n  takeover_secs: 5\n  ca_file: {testdata}/ca.pem\n  key_env: KW_PEER_KEY\nmetrics:\n  cluster_label: kafka_cluster\n");
         let env = |k: &str| match k {
             "KW_PAYMENTS_PASSWORD" => Some("s3cret".to_string()),
             "KW_HTTP_TOKEN" => Some("t0ken".to_string()),

@@ -28,6 +28,8 @@ pub const TEXT_CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 pub struct Extras<'a> {
     /// The configuration's `instance_id`.
     pub instance_id: String,
+    /// `metrics.cluster_label`; empty: `cluster`.
+    pub cluster_label: String,
     /// The configured clusters.
     pub clusters: Vec<String>,
     /// Each cluster's static labels (`clusters[].labels`).
@@ -189,7 +191,62 @@ pub fn render<'a>(reports: impl IntoIterator<Item = &'a ClusterReport>, extras: 
         controllers,
         &extras.incidents,
     );
-    finish(&reg, extras.process.as_ref())
+    let page = finish(&reg, extras.process.as_ref());
+    match extras.cluster_label.as_str() {
+        "" | crate::model::metric_kit::CLUSTER_LABEL => page,
+        to => rename_label(&page, crate::model::metric_kit::CLUSTER_LABEL, to),
+    }
+}
+
+/// `page` with every label named `from` named `to` (`metrics.cluster_label`, issue 39 item
+/// 4). Each sample's label set is read as the exposition format writes it (names, `=`,
+/// quoted values with `\\`, `\"` and `\n` escapes), so a value that happens to hold
+/// `cluster="` is left alone; comment lines carry no labels.
+pub fn rename_label(page: &str, from: &str, to: &str) -> String {
+    let mut out = String::with_capacity(page.len() + page.len() / 16);
+    for line in page.split_inclusive('\n') {
+        match line.find('{').filter(|_| !line.starts_with('#')) {
+            Some(open) => {
+                out.push_str(&line[..=open]);
+                rename_in_labels(&line[open + 1..], from, to, &mut out);
+            }
+            None => out.push_str(line),
+        }
+    }
+    out
+}
+
+/// Copies `rest` (what follows a sample's `{`) to `out`, renaming label `from`.
+fn rename_in_labels(rest: &str, from: &str, to: &str, out: &mut String) {
+    // `rest[..copied]` is in `out`; a name runs from `copied` to its `=`.
+    let mut copied = 0;
+    let (mut in_value, mut escaped) = (false, false);
+    for (i, c) in rest.char_indices() {
+        if in_value {
+            match (escaped, c) {
+                (true, _) => escaped = false,
+                (false, '\\') => escaped = true,
+                (false, '"') => in_value = false,
+                _ => {}
+            }
+            continue;
+        }
+        match c {
+            '=' => {
+                let name = &rest[copied..i];
+                out.push_str(if name == from { to } else { name });
+                copied = i;
+            }
+            '"' => in_value = true,
+            ',' => {
+                out.push_str(&rest[copied..=i]);
+                copied = i + 1;
+            }
+            '}' => break,
+            _ => {}
+        }
+    }
+    out.push_str(&rest[copied..]);
 }
 
 /// Encodes the watchdog's registry and, beside it, the standard `process_*` metrics of its
@@ -487,6 +544,70 @@ mod tests {
             "{page}"
         );
         assert!(!page.contains("cluster_labels{cluster=\"other\""), "{page}");
+    }
+
+    /// Issue 39 item 5: each broker's current rules are series of their own, and a rule
+    /// that stops holding takes its series with it at the next round.
+    #[test]
+    fn a_brokers_rules_are_series_while_they_hold() {
+        use crate::judge::verdict::{BrokerState, BrokerVerdict, Registration, Rule, RuleHit};
+        let mut r = ClusterReport::empty("lab", std::time::SystemTime::UNIX_EPOCH);
+        r.verdicts = vec![BrokerVerdict {
+            broker: 2,
+            address: "k2:9092".into(),
+            state: BrokerState::Zombie,
+            registration: Registration::Registered,
+            answered: false,
+            hits: vec![RuleHit {
+                rule: Rule::NoAnswer,
+                state: BrokerState::Zombie,
+                detail: "timeout".into(),
+            }],
+            observed_at: None,
+            held_since: None,
+            page_after: None,
+        }];
+        let series = r#"kafka_watchdog_broker_rule{cluster="lab",broker="2",rule="no_answer",state="zombie"}"#;
+        let page = render([&r], &Extras::default());
+        assert_eq!(sample(&page, series), Some("1.0"), "{page}");
+        r.verdicts[0].hits.clear();
+        r.verdicts[0].state = BrokerState::Healthy;
+        let page = render([&r], &Extras::default());
+        assert!(!page.contains("kafka_watchdog_broker_rule{"), "{page}");
+    }
+
+    /// Issue 39 item 4: with `metrics.cluster_label`, every series names the cluster by
+    /// it, and nothing else changes (a value holding `cluster="` included).
+    #[test]
+    fn the_cluster_label_is_named_as_configured() {
+        let page = full_page();
+        let renamed = render(
+            std::iter::once(&{
+                let mut r = ClusterReport::empty("lab", std::time::SystemTime::UNIX_EPOCH);
+                r.round = 3;
+                r
+            }),
+            &Extras {
+                clusters: vec!["lab".into()],
+                cluster_label: "kafka_cluster".into(),
+                ..Extras::default()
+            },
+        );
+        assert!(
+            renamed.contains("kafka_watchdog_rounds_total{kafka_cluster=\"lab\"} 3\n"),
+            "{renamed}"
+        );
+        assert!(!renamed.contains("{cluster="), "{renamed}");
+        assert!(!renamed.contains(",cluster="), "{renamed}");
+        assert!(
+            page.contains("{cluster=\"lab\"}"),
+            "the default keeps cluster"
+        );
+        let tricky = "# HELP a cluster=\"x\"\na{cluster=\"c\",topic=\"t,cluster=\\\"q\\\"\",cluster_id=\"7\"} 1\nb 2\nc{} 3\n";
+        assert_eq!(
+            rename_label(tricky, "cluster", "kc"),
+            "# HELP a cluster=\"x\"\na{kc=\"c\",topic=\"t,cluster=\\\"q\\\"\",cluster_id=\"7\"} 1\nb 2\nc{} 3\n"
+        );
     }
 
     #[test]

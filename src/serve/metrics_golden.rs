@@ -22,7 +22,7 @@ use crate::alert::notify::{NotifierStats, ReceiverStats};
 use crate::config::Severity;
 use crate::judge::health::{BrokerPartitions, Condition};
 use crate::judge::report::ClusterReport;
-use crate::judge::verdict::{BrokerState, BrokerVerdict, Registration};
+use crate::judge::verdict::{BrokerState, BrokerVerdict, Registration, Rule};
 use crate::model::kind::FindingKind;
 use crate::model::round::{
     BrokerEndpoint, BrokerProbe, FailureKind, HostObservation, LivenessFact, LogDirSeen,
@@ -231,6 +231,18 @@ fn lab() -> ClusterReport {
         .iter()
         .map(|&(b, s, reg)| verdict(b, s, reg))
         .collect();
+    // Who and why (`broker_rule`): the zombie's rules, and a milder one beside them.
+    r.verdicts[3].hits = [
+        (Rule::NoAnswer, BrokerState::Zombie),
+        (Rule::Slow, BrokerState::Degraded),
+    ]
+    .into_iter()
+    .map(|(rule, state)| crate::judge::verdict::RuleHit {
+        rule,
+        state,
+        detail: "as seen".into(),
+    })
+    .collect();
     r.probes.insert(1, answered(1));
     r.probes.insert(2, answered(2));
     r.probes.insert(
@@ -535,6 +547,7 @@ fn incident(cluster: &str, broker: Option<i32>, kind: FindingKind, severity: Sev
         state: broker.map(|_| BrokerState::Zombie),
         severity,
         peak_severity: severity,
+        told_state: None,
         summary: "golden".into(),
         evidence: Vec::new(),
         rules: Vec::new(),
@@ -637,6 +650,7 @@ fn extras(stats: &CanaryStats) -> Extras<'_> {
     controller.subject = Subject::Controller(0);
     controller.state = Some(BrokerState::Zombie);
     Extras {
+        cluster_label: String::new(),
         cluster_labels: [(
             "orders".to_string(),
             [("env", "prod"), ("team", "payments")]

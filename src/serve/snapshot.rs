@@ -80,6 +80,9 @@ pub struct LiveCounters {
 /// server only reads it (and, after changing a silence, asks for a new one).
 pub struct Publisher {
     pub instance_id: String,
+    /// `metrics.cluster_label`: the name the page gives the cluster label (a restart
+    /// setting, so fixed for the process).
+    cluster_label: OnceLock<String>,
     current: RwLock<Arc<Snapshot>>,
     /// Held while a snapshot is made: two cluster loops publishing at once must not make
     /// their snapshots from the same predecessor (one report would be lost), and one made
@@ -97,12 +100,19 @@ impl Publisher {
     pub fn new(instance_id: &str, clusters: Vec<String>) -> Arc<Self> {
         Arc::new(Publisher {
             instance_id: instance_id.to_string(),
+            cluster_label: OnceLock::new(),
             current: RwLock::new(Arc::new(Snapshot::new(clusters))),
             building: Mutex::new(()),
             alerting: OnceLock::new(),
             live: LiveCounters::default(),
             progress: Arc::default(),
         })
+    }
+
+    /// Names the cluster label on the page (`metrics.cluster_label`); only the first call
+    /// counts, as the setting needs a restart.
+    pub fn set_cluster_label(&self, name: &str) {
+        let _ = self.cluster_label.set(name.to_string());
     }
 
     /// The snapshot of now. It never changes; a later one replaces it.
@@ -168,6 +178,7 @@ impl Publisher {
     pub fn extras<'a>(&'a self, snapshot: &Snapshot) -> Extras<'a> {
         Extras {
             instance_id: self.instance_id.clone(),
+            cluster_label: self.cluster_label.get().cloned().unwrap_or_default(),
             clusters: snapshot.clusters.clone(),
             cluster_labels: snapshot.cluster_labels.clone(),
             canary_stats: Some(&self.live.canary),

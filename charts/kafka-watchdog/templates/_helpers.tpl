@@ -28,6 +28,11 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- end -}}
 {{- $_ := set $cfg "http" $http -}}
 {{- $_ := set $cfg "state_dir" "/var/lib/kafka-watchdog" -}}
+{{- if ne .Values.clusterLabel "cluster" -}}
+{{- $metrics := deepCopy (default (dict) $cfg.metrics) -}}
+{{- $_ := set $metrics "cluster_label" .Values.clusterLabel -}}
+{{- $_ := set $cfg "metrics" $metrics -}}
+{{- end -}}
 {{- /* Replicas find each other by their stable StatefulSet names under the headless
      service (a certificate for *.<release>-pods.<namespace>.svc serves them all): shared
      silences, and one message per event to receivers that do not deduplicate. */ -}}

@@ -555,6 +555,7 @@ pub fn remediation_event(r: &crate::alert::remediate::Record) -> incident::Incid
             state: Some(crate::judge::verdict::BrokerState::Zombie),
             severity,
             peak_severity: severity,
+            told_state: None,
             summary: r.summary(),
             evidence: r.evidence(),
             rules: vec![format!("remediation_{}", r.outcome.as_label())],

@@ -70,7 +70,7 @@ impl Told {
             partitions_total: incident.affected_partitions_total,
             suspects: incident.suspects.iter().copied().collect(),
             flapping: false,
-            state: incident.state,
+            state: incident.told_state.or(incident.state),
         }
     }
 }
@@ -645,6 +645,7 @@ fn open(f: &Finding, started_at: SystemTime, now: SystemTime) -> Incident {
         broker_address: f.broker_address.clone(),
         labels: f.labels.clone(),
         state: f.state,
+        told_state: f.state,
         severity: f.severity,
         peak_severity: f.severity,
         summary: f.summary.clone(),
@@ -668,6 +669,7 @@ fn previous_of(incident: &Incident) -> Previous {
         severity: incident.severity,
         peak_severity: incident.peak_severity,
         state: incident.state,
+        told_state: incident.told_state.or(incident.state),
         notified_peak: incident.notified_peak,
     }
 }
@@ -922,6 +924,7 @@ fn refresh(
     told.suspects.extend(f.suspects.iter().copied());
     told.flapping = changes.flapping();
     told.state = told.state.max(f.state);
+    incident.told_state = told.state;
     incident.updated_at = now;
     Some(IncidentEvent {
         kind: EventKind::Updated,

@@ -123,6 +123,12 @@ pub struct Incident {
     pub broker_address: Option<String>,
     #[serde(with = "serde_state")]
     pub state: Option<BrokerState>,
+    /// The worst state receivers were told of, which names its Alertmanager alert
+    /// ([`alert_name`]): it changes only with a message, so the alert a receiver holds is
+    /// always the one the next message ends. Absent from state files of earlier versions
+    /// (`state` stands in).
+    #[serde(default, with = "serde_state", skip_serializing_if = "Option::is_none")]
+    pub told_state: Option<BrokerState>,
     #[serde(with = "serde_severity")]
     pub severity: Severity,
     /// The worst severity so far: receivers that were told of it hear of its end.
@@ -175,6 +181,39 @@ impl Incident {
 
     pub fn is_open(&self) -> bool {
         self.resolved_at.is_none()
+    }
+
+    /// Its Alertmanager `alertname` (see [`alert_name`]).
+    pub fn alert_name(&self) -> &'static str {
+        alert_name(self.kind, self.told_state.or(self.state))
+    }
+}
+
+/// The `alertname` of an incident of `kind` told in `state`: the name of the Prometheus
+/// rule of `dashboards/alerts.yaml` for the same fault, so that the two paths page under
+/// one name and an `inhibit_rules` entry can pair them (issue 39 item 3). Faults no rule
+/// stands for get a name of the same shape (`KafkaBrokerUnknown`, `KafkaControllerDegraded`)
+/// or keep their first one (`KafkaWatchdogRemediation`).
+pub fn alert_name(kind: FindingKind, state: Option<BrokerState>) -> &'static str {
+    match kind {
+        FindingKind::Broker => match state {
+            Some(BrokerState::Zombie) => "KafkaBrokerZombie",
+            Some(BrokerState::Down) => "KafkaBrokerDown",
+            Some(BrokerState::Unknown) => "KafkaBrokerUnknown",
+            _ => "KafkaBrokerDegraded",
+        },
+        FindingKind::Controller => match state {
+            Some(BrokerState::Zombie) => "KafkaControllerZombie",
+            Some(BrokerState::Down) => "KafkaControllerDown",
+            _ => "KafkaControllerDegraded",
+        },
+        FindingKind::Quorum => "KafkaQuorumUnavailable",
+        FindingKind::OfflinePartitions => "KafkaOfflinePartitions",
+        FindingKind::UnderMinIsr => "KafkaUnderMinIsrPartitions",
+        FindingKind::SplitBrain => "KafkaSplitBrain",
+        FindingKind::AcknowledgedLoss => "KafkaAcknowledgedWriteLoss",
+        // The others had the rule's name from the start.
+        other => other.legacy_alert_name(),
     }
 }
 
@@ -230,6 +269,9 @@ pub struct Previous {
     pub peak_severity: Severity,
     #[serde(with = "serde_state")]
     pub state: Option<BrokerState>,
+    /// `told_state` before the update: the alert name receivers hold.
+    #[serde(default, with = "serde_state", skip_serializing_if = "Option::is_none")]
+    pub told_state: Option<BrokerState>,
     /// `notified_peak` before the update.
     #[serde(default, with = "serde_opt_severity")]
     pub notified_peak: Option<Severity>,

@@ -22,6 +22,19 @@ pub fn is_escalation(ev: &IncidentEvent) -> bool {
             .is_some_and(|p| ev.incident.severity > p.severity)
 }
 
+/// An update told in a worse state than the last message (a zombie broker now down): its
+/// Alertmanager alert changes name (`Incident::alert_name`), so it goes at once, like an
+/// escalation. Held and then superseded by the resolve, it would leave the receiver with
+/// the alert under the old name, firing until it expires.
+pub fn renames(ev: &IncidentEvent) -> bool {
+    ev.kind == EventKind::Updated
+        && ev.previous.is_some_and(|p| {
+            let before =
+                crate::alert::incident::alert_name(ev.incident.kind, p.told_state.or(p.state));
+            before != ev.incident.alert_name()
+        })
+}
+
 /// Updates waiting for one (receiver, incident).
 #[derive(Debug, Clone)]
 struct Held {
@@ -74,7 +87,7 @@ impl Coalescer {
         }
         let key = (r, ev.incident.id.clone());
         match ev.kind {
-            EventKind::Updated if !is_escalation(&ev) => {
+            EventKind::Updated if !is_escalation(&ev) && !renames(&ev) => {
                 if let Some(h) = self.held.get_mut(&key) {
                     merge_changes(&mut h.event.changes, ev.changes);
                     h.event.incident = ev.incident;
@@ -115,7 +128,8 @@ impl Coalescer {
                 }
                 None => Some(ev),
             },
-            // An escalation or an open goes now, and takes what waited with it.
+            // An escalation, a renaming update or an open goes now, and takes what waited
+            // with it.
             _ => match self.held.remove(&key) {
                 Some(h) => {
                     self.tally.entry(r).or_default().merged += h.count;

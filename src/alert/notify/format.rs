@@ -33,6 +33,9 @@ pub struct Context<'a> {
     /// The runbooks page as people reach them (`http.runbooks_url`, or this watchdog's
     /// `/runbooks`): the link to an incident's runbook is `<it>#<its alert, lower case>`.
     pub runbooks_url: Option<&'a str>,
+    /// The name of the cluster label (`metrics.cluster_label`): Alertmanager's alerts carry
+    /// it as the metrics do, so that the rule path's alerts and the webhook's share it.
+    pub cluster_label: &'a str,
 }
 
 /// One HTTP POST, ready to send.
@@ -433,10 +436,16 @@ pub fn alert_lifetime(repeat_interval: Option<Duration>) -> Duration {
     }
 }
 
-fn alert(i: &Incident, severity: Severity, ends_at: SystemTime, ctx: &Context) -> Value {
+fn alert(
+    i: &Incident,
+    (name, severity): (&str, Severity),
+    ends_at: SystemTime,
+    ctx: &Context,
+) -> Value {
     let mut labels = Map::new();
-    labels.insert("alertname".into(), i.kind.alert_name().into());
-    labels.insert("cluster".into(), i.cluster.clone().into());
+    labels.insert("alertname".into(), name.into());
+    labels.insert("legacy_alertname".into(), i.kind.legacy_alert_name().into());
+    labels.insert(ctx.cluster_label.into(), i.cluster.clone().into());
     if let Some(b) = i.broker {
         labels.insert("broker".into(), b.to_string().into());
     }
@@ -490,13 +499,16 @@ fn alert(i: &Incident, severity: Severity, ends_at: SystemTime, ctx: &Context) -
 }
 
 /// Alertmanager API v2 (`POST /api/v2/alerts`): an array of alerts. Labels identify an
-/// alert, so the severity label splits an incident whose severity changed into two
-/// alerts; an update that changes it also ends the alert under the old severity.
+/// alert, so the alert name (the rule path's, after the state told: `Incident::alert_name`)
+/// and the severity label split an incident into alerts; an update that changes either also
+/// ends the alert under the old ones, which is the alert the receiver holds (both change
+/// only with a message).
 pub fn alertmanager(repeat_interval: Option<Duration>, n: &Notification, ctx: &Context) -> Value {
     let i = &n.event.incident;
+    let now = (i.alert_name(), i.severity);
     if n.event.kind == EventKind::Resolved {
         let ended = i.resolved_at.unwrap_or(ctx.now);
-        return json!([alert(i, i.severity, ended, ctx)]);
+        return json!([alert(i, now, ended, ctx)]);
     }
     // A one-shot event (remediation) fires briefly and ends by itself: it is news, not a
     // condition that stays.
@@ -505,10 +517,14 @@ pub fn alertmanager(repeat_interval: Option<Duration>, n: &Notification, ctx: &C
     } else {
         alert_lifetime(repeat_interval)
     };
-    let mut alerts = vec![alert(i, i.severity, ctx.now + lifetime, ctx)];
+    let mut alerts = vec![alert(i, now, ctx.now + lifetime, ctx)];
     if let (EventKind::Updated, Some(p)) = (n.event.kind, n.event.previous) {
-        if p.severity != i.severity {
-            alerts.push(alert(i, p.severity, ctx.now, ctx));
+        let before = (
+            crate::alert::incident::alert_name(i.kind, p.told_state.or(p.state)),
+            p.severity,
+        );
+        if before != now {
+            alerts.push(alert(i, before, ctx.now, ctx));
         }
     }
     Value::Array(alerts)

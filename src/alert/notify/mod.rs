@@ -44,7 +44,7 @@ use crate::config::WebhookConfig;
 use crate::model::supervise::{self, Task};
 use crate::model::time::serde_ms;
 
-pub use coalesce::{is_escalation, Coalescer, Tally};
+pub use coalesce::{is_escalation, renames, Coalescer, Tally};
 pub use format::{
     alert_lifetime, alertmanager, generic, human, pagerduty, render, signature, slack, teams,
     Context, Request, GENERIC_SCHEMA_VERSION, ONE_SHOT_ALERT_LIFETIME, PAGERDUTY_SUMMARY_MAX,
@@ -202,6 +202,8 @@ pub struct Sender {
     /// Other watchdogs on the same clusters: a receiver that does not deduplicate hears an
     /// event from the first of them in line (`alert::peers`).
     pub peers: Option<Arc<Peers>>,
+    /// The name of the cluster label (`metrics.cluster_label`), for Alertmanager's alerts.
+    pub cluster_label: String,
 }
 
 impl From<&str> for Sender {
@@ -211,6 +213,7 @@ impl From<&str> for Sender {
             status_url: None,
             runbooks_url: None,
             peers: None,
+            cluster_label: crate::model::metric_kit::CLUSTER_LABEL.to_string(),
         }
     }
 }
@@ -222,6 +225,7 @@ impl From<&crate::config::Config> for Sender {
             status_url: Some(c.status_url()),
             runbooks_url: Some(c.runbooks_url()),
             peers: None,
+            cluster_label: c.cluster_label.clone(),
         }
     }
 }

@@ -710,6 +710,7 @@ async fn deliver(
         now: SystemTime::now(),
         status_url: shared.sender.status_url.as_deref(),
         runbooks_url: shared.sender.runbooks_url.as_deref(),
+        cluster_label: &shared.sender.cluster_label,
     };
     match &r.slack {
         Some(bot) => bot.deliver(client, &r.cfg, n, &ctx, max_retry_after).await,

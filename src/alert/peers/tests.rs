@@ -377,6 +377,7 @@ fn event_of(kind: &str, at: SystemTime, started: SystemTime) -> IncidentEvent {
             state: None,
             severity: Severity::Critical,
             peak_severity: Severity::Critical,
+            told_state: None,
             summary: String::new(),
             evidence: Vec::new(),
             rules: Vec::new(),

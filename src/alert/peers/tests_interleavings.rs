@@ -138,6 +138,7 @@ fn event(kind: EventKind, severity: Severity, at: u64, started: u64) -> Incident
             broker: Some(2),
             broker_address: None,
             state: None,
+            told_state: None,
             severity,
             peak_severity: severity,
             summary: String::new(),

@@ -585,6 +585,7 @@ fn remediation_events_reach_receivers_once_with_their_reason() {
         now: t(31),
         status_url: None,
         runbooks_url: None,
+        cluster_label: "cluster",
     };
     let body = crate::alert::notify::generic(&n, &ctx);
     assert_eq!(body["event"], "refused");

@@ -281,7 +281,7 @@ fn wrong_types_are_named() {
 fn unknown_keys_and_hints() {
     assert_eq!(
         one(&format!("{MINIMAL}webhook: []\n")),
-        "4:1: unknown key 'webhook' in the top level, did you mean 'webhooks'? (expected one of: instance_id, http, log, state_dir, defaults, clusters, webhooks, silences, peers, heartbeat)"
+        "4:1: unknown key 'webhook' in the top level, did you mean 'webhooks'? (expected one of: instance_id, http, log, state_dir, defaults, clusters, webhooks, silences, peers, heartbeat, metrics)"
     );
     assert_eq!(
         one(&cluster_with("canary: {tpoic: x}")),
@@ -428,4 +428,74 @@ fn http_runbooks_url_is_where_webhooks_link_for_runbooks() {
         "{MINIMAL}http: {{runbooks_url: 'https://wiki.example.com/kw#runbooks'}}\n"
     ));
     assert!(p.contains("has a #: links add #<alert name> to it"), "{p}");
+}
+
+/// Issue 39 item 4: the cluster label's name is a setting, `cluster` unless set, checked
+/// as a label Prometheus keeps and the watchdog does not use for something else.
+#[test]
+fn the_cluster_label_is_a_setting_checked_as_a_label_name() {
+    assert_eq!(ok(MINIMAL).cluster_label, "cluster");
+    assert_eq!(
+        ok(&format!(
+            "{MINIMAL}metrics:\n  cluster_label: kafka_cluster\n"
+        ))
+        .cluster_label,
+        "kafka_cluster"
+    );
+    assert_eq!(
+        ok(&format!("{MINIMAL}metrics:\n  cluster_label: cluster\n")).cluster_label,
+        "cluster"
+    );
+    for (name, want) in [
+        ("2cluster", "5:18: '2cluster' is not a valid label name (expected a letter or _ then letters, digits and _ (not starting with __))"),
+        ("__cluster", "5:18: '__cluster' is not a valid label name (expected a letter or _ then letters, digits and _ (not starting with __))"),
+        ("instance", "5:18: label 'instance' is one the watchdog or the scrape sets itself (expected another name, e.g. kafka_cluster)"),
+        ("broker", "5:18: label 'broker' is one the watchdog or the scrape sets itself (expected another name, e.g. kafka_cluster)"),
+        ("reason", "5:18: label 'reason' is one the watchdog sets itself (expected another name, e.g. kafka_cluster)"),
+    ] {
+        assert_eq!(
+            one(&format!("{MINIMAL}metrics:\n  cluster_label: {name}\n")),
+            want,
+            "{name}"
+        );
+    }
+    let clash = "clusters:\n  - name: lab\n    bootstrap_servers: [\"127.0.0.11:9092\"]\n    labels: {kafka_cluster: eu}\nmetrics:\n  cluster_label: kafka_cluster\n";
+    assert_eq!(
+        one(clash),
+        "5:1: metrics.cluster_label 'kafka_cluster' is also a static label (labels:) of cluster(s) lab (expected a cluster label name no cluster's labels: use)"
+    );
+}
+
+/// The cluster label may take no name the metrics page already uses: every label name on
+/// the golden page is one `metrics.cluster_label` refuses (but `cluster` itself and the
+/// golden page's static labels, env and team).
+#[test]
+fn the_cluster_label_refuses_every_label_name_of_the_page() {
+    let page = include_str!("../../../tests/golden/metrics.openmetrics.txt");
+    let mut names = std::collections::BTreeSet::new();
+    for line in page.lines().filter(|l| !l.starts_with('#')) {
+        let Some((_, labels)) = line.split_once('{') else {
+            continue;
+        };
+        for part in labels.split(',') {
+            if let Some((name, _)) = part.split_once("=\"") {
+                if name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+                    names.insert(name.to_string());
+                }
+            }
+        }
+    }
+    assert!(
+        names.contains("broker") && names.contains("acks"),
+        "{names:?}"
+    );
+    for name in names {
+        if ["cluster", "env", "team"].contains(&name.as_str()) {
+            continue;
+        }
+        assert!(
+            crate::config::checks::cluster_label(&name).is_err(),
+            "metrics.cluster_label '{name}' would be accepted"
+        );
+    }
 }

@@ -32,6 +32,15 @@ pub struct ControllerStateLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ControllerRuleLabels {
+    #[prometheus(flatten)]
+    pub controller: ControllerLabels,
+    /// A name of the controllers' rule table (docs/rules.md): a bounded set.
+    pub rule: &'static str,
+    pub state: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ProblemLabels {
     pub cluster: String,
     pub kind: &'static str,
@@ -49,6 +58,7 @@ pub struct Families {
     fetch_age: GaugeFamily<ControllerLabels>,
     broker_fetch_age: GaugeFamily<BrokerLabels>,
     behind: GaugeFamily<BrokerLabels>,
+    rules: GaugeFamily<ControllerRuleLabels>,
 }
 
 impl Families {
@@ -104,6 +114,11 @@ impl Families {
                 reg,
                 "broker_metadata_behind_partitions",
                 "Partitions whose newest leadership the broker's own metadata has not caught up with",
+            ),
+            rules: gauge(
+                reg,
+                "controller_rule",
+                "1 for each rule the controller's verdict hit in the last look, with the state the rule sets (docs/rules.md); a rule that no longer holds takes its series with it",
             ),
         }
     }
@@ -181,6 +196,14 @@ impl Families {
                 set(&self.state, labels, flag(v.state == s));
             }
             set(&self.leads, l(), flag(v.leader));
+            for h in &v.hits {
+                let labels = ControllerRuleLabels {
+                    controller: l(),
+                    rule: h.rule.name(),
+                    state: h.state.as_label(),
+                };
+                set(&self.rules, labels, 1.0);
+            }
             if let Some(p) = description.and_then(|d| d.voter(v.controller)) {
                 set(&self.log_end, l(), p.log_end_offset as f64);
                 if let Some(age) = p.last_fetch_ago {

@@ -16,6 +16,16 @@ use crate::model::metric_kit::{
     GaugeFamily,
 };
 
+/// `broker_rule`: a rule the broker's verdict hit, and the state that rule sets.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct BrokerRuleLabels {
+    #[prometheus(flatten)]
+    pub broker: BrokerLabels,
+    /// A name of the rule table (`judge::rule`, docs/rules.md): a bounded set.
+    pub rule: &'static str,
+    pub state: &'static str,
+}
+
 /// `partitions` by problem state, `brokers` by verdict state.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ClusterStateLabels {
@@ -78,6 +88,7 @@ pub struct Families {
     offline_replicas: GaugeFamily<BrokerLabels>,
     stale: GaugeFamily<BrokerLabels>,
     disagree: GaugeFamily<BrokerLabels>,
+    rules: GaugeFamily<BrokerRuleLabels>,
 }
 
 impl Families {
@@ -187,6 +198,13 @@ impl Families {
                 "broker_metadata_disagreements",
                 "Partitions for which the broker's metadata names another leader than the newest view",
             ),
+            // Who and why (issue 39 item 5): the dashboard's table joins it with
+            // `broker_state`.
+            rules: gauge(
+                reg,
+                "broker_rule",
+                "1 for each rule the broker's verdict hit in the last round, with the state the rule sets (docs/rules.md); a rule that no longer holds takes its series with it",
+            ),
         }
     }
 
@@ -269,6 +287,14 @@ impl Families {
                 state: s.as_label(),
             };
             set(&self.state, labels, flag(v.state == s));
+        }
+        for h in &v.hits {
+            let labels = BrokerRuleLabels {
+                broker: b(),
+                rule: h.rule.name(),
+                state: h.state.as_label(),
+            };
+            set(&self.rules, labels, 1.0);
         }
         if let Some(since) = r.state_since.get(&v.broker) {
             let end = r.started_at + r.duration;

@@ -158,7 +158,10 @@ fn every_kind_has_its_severity() {
     }
     let names: BTreeSet<&str> = FindingKind::ALL.iter().map(|k| k.as_str()).collect();
     assert_eq!(names.len(), FindingKind::ALL.len());
-    let alerts: BTreeSet<&str> = FindingKind::ALL.iter().map(|k| k.alert_name()).collect();
+    let alerts: BTreeSet<&str> = FindingKind::ALL
+        .iter()
+        .map(|k| k.legacy_alert_name())
+        .collect();
     assert_eq!(alerts.len(), FindingKind::ALL.len());
     assert!(alerts.iter().all(|a| a.starts_with("KafkaWatchdog")));
 }

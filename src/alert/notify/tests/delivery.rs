@@ -749,6 +749,7 @@ async fn a_resolve_drops_held_updates_and_held_updates_survive_a_restart() {
     waiting.previous = Some(Previous {
         severity: Severity::Critical,
         peak_severity: Severity::Critical,
+        told_state: Some(BrokerState::Zombie),
         state: None,
         notified_peak: Some(Severity::Critical),
     });
@@ -781,6 +782,7 @@ async fn a_resolve_drops_held_updates_and_held_updates_survive_a_restart() {
     u.previous = Some(Previous {
         severity: Severity::Critical,
         peak_severity: Severity::Critical,
+        told_state: Some(BrokerState::Zombie),
         state: None,
         notified_peak: Some(Severity::Critical),
     });
@@ -952,6 +954,7 @@ async fn a_peer_first_in_line_that_delivered_keeps_this_instance_quiet_for_that_
         status_url: None,
         runbooks_url: None,
         peers: Some(peers.clone()),
+        ..Sender::from("wd-2")
     };
     let handle = Notifier::spawn_with(
         &[
@@ -1014,6 +1017,7 @@ async fn a_notification_a_peer_delivered_during_retries_leaves_the_next_its_own_
         status_url: None,
         runbooks_url: None,
         peers: Some(peers.clone()),
+        ..Sender::from("wd-2")
     };
     let mut settings = fast();
     // 50, 100, 200, 400, 800 ms: the sixth step is 1.6 s, the first 50 ms.

@@ -405,7 +405,8 @@ fn alertmanager_posts_an_array_of_alerts_firing_into_the_future() {
         labels.values().all(Value::is_string),
         "label values are strings"
     );
-    assert_eq!(labels["alertname"], "KafkaWatchdogBroker");
+    assert_eq!(labels["alertname"], "KafkaBrokerZombie");
+    assert_eq!(labels["legacy_alertname"], "KafkaWatchdogBroker");
     assert_eq!(labels["cluster"], "lab");
     assert_eq!(labels["broker"], "2");
     assert_eq!(labels["severity"], "critical");
@@ -453,6 +454,7 @@ fn alertmanager_update_of_severity_ends_the_old_alert() {
     n.event.previous = Some(Previous {
         severity: Severity::Warning,
         peak_severity: Severity::Warning,
+        told_state: None,
         state: Some(BrokerState::Degraded),
         notified_peak: Some(Severity::Warning),
     });
@@ -466,6 +468,126 @@ fn alertmanager_update_of_severity_ends_the_old_alert() {
         Duration::from_secs(300),
         "at least 5 min"
     );
+}
+
+/// The alert rules of dashboards/alerts.yaml by name.
+fn rule_names() -> std::collections::BTreeSet<String> {
+    let text = include_str!("../../../../dashboards/alerts.yaml");
+    let doc: serde_norway::Value = serde_norway::from_str(text).expect("alerts.yaml parses");
+    doc["groups"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .flat_map(|g| g["rules"].as_sequence().unwrap())
+        .map(|r| r["alert"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// Issue 39 item 3: a fault the rules and the webhook both page for has one alertname on
+/// both paths (it was `KafkaWatchdogBroker` beside the rule's `KafkaBrokerZombie`), the
+/// old one kept in `legacy_alertname` for routes to move over.
+#[test]
+fn alertmanager_alert_names_are_the_rule_names_of_the_same_fault() {
+    use FindingKind::*;
+    let rules = rule_names();
+    let cases = [
+        (Broker, Some(BrokerState::Zombie), "KafkaBrokerZombie"),
+        (Broker, Some(BrokerState::Down), "KafkaBrokerDown"),
+        (Broker, Some(BrokerState::Degraded), "KafkaBrokerDegraded"),
+        (
+            Controller,
+            Some(BrokerState::Zombie),
+            "KafkaControllerZombie",
+        ),
+        (Controller, Some(BrokerState::Down), "KafkaControllerDown"),
+        (Quorum, None, "KafkaQuorumUnavailable"),
+        (OfflinePartitions, None, "KafkaOfflinePartitions"),
+        (UnderMinIsr, None, "KafkaUnderMinIsrPartitions"),
+        (UnderReplicated, None, "KafkaWatchdogUnderReplicated"),
+        (SplitBrain, None, "KafkaSplitBrain"),
+        (ClusterUnreachable, None, "KafkaWatchdogClusterUnreachable"),
+        (AcknowledgedLoss, None, "KafkaAcknowledgedWriteLoss"),
+        (Acks1Loss, None, "KafkaWatchdogAcks1Loss"),
+        (CanaryUnavailable, None, "KafkaWatchdogCanaryUnavailable"),
+        (UncleanElection, None, "KafkaWatchdogUncleanElection"),
+        (WatchdogAccess, None, "KafkaWatchdogAccess"),
+        (Certificate, None, "KafkaWatchdogCertificate"),
+    ];
+    for (kind, state, want) in cases {
+        let mut i = incident("lab", Some(2), Severity::Critical);
+        i.kind = kind;
+        i.state = state;
+        i.told_state = state;
+        let v = alertmanager(None, &note(EventKind::Opened, i), &ctx());
+        let labels = &v[0]["labels"];
+        assert_eq!(labels["alertname"], want, "{kind} {state:?}");
+        assert!(rules.contains(want), "{want}: no such rule in alerts.yaml");
+        assert_eq!(
+            labels["legacy_alertname"],
+            kind.legacy_alert_name(),
+            "{kind}"
+        );
+    }
+    // Faults no rule stands for keep a name of the same shape, never a rule's.
+    for (kind, state) in [
+        (Broker, Some(BrokerState::Unknown)),
+        (Controller, Some(BrokerState::Degraded)),
+        (Remediation, Some(BrokerState::Zombie)),
+    ] {
+        let name = crate::alert::incident::alert_name(kind, state);
+        assert!(!rules.contains(name), "{kind}: {name} is a rule's name");
+    }
+}
+
+/// The name follows the state receivers were told: a zombie that goes down renames its
+/// alert, and the update ends the one under the old name, which is the one the receiver
+/// holds even when the broker calmed down in between without a message.
+#[test]
+fn alertmanager_update_of_state_ends_the_alert_under_the_old_name() {
+    let mut i = incident("lab", Some(2), Severity::Critical);
+    i.state = Some(BrokerState::Degraded);
+    i.told_state = Some(BrokerState::Down);
+    let mut n = note(EventKind::Updated, i);
+    n.event.previous = Some(Previous {
+        severity: Severity::Critical,
+        peak_severity: Severity::Critical,
+        state: Some(BrokerState::Degraded),
+        told_state: Some(BrokerState::Zombie),
+        notified_peak: Some(Severity::Critical),
+    });
+    let v = alertmanager(Some(Duration::from_secs(60)), &n, &ctx());
+    let alerts = v.as_array().unwrap();
+    assert_eq!(alerts.len(), 2, "{v}");
+    assert_eq!(alerts[0]["labels"]["alertname"], "KafkaBrokerDown");
+    assert_eq!(alerts[1]["labels"]["alertname"], "KafkaBrokerZombie");
+    assert_eq!(alerts[1]["endsAt"], crate::model::time::rfc3339(t(300)));
+    // The resolve ends the alert under the name last told.
+    let mut done = n.event.incident.clone();
+    done.resolved_at = Some(t(250));
+    let r = alertmanager(None, &note(EventKind::Resolved, done), &ctx());
+    assert_eq!(r.as_array().unwrap().len(), 1);
+    assert_eq!(r[0]["labels"]["alertname"], "KafkaBrokerDown");
+}
+
+/// Issue 39 item 4: the cluster label is named as `metrics.cluster_label` says, as on
+/// /metrics, so the rule path's alerts and the webhook's share it (and `inhibit_rules`
+/// can pair them).
+#[test]
+fn alertmanager_names_the_cluster_label_as_configured() {
+    let v = alertmanager(
+        None,
+        &note(
+            EventKind::Opened,
+            incident("lab", Some(2), Severity::Critical),
+        ),
+        &Context {
+            cluster_label: "kafka_cluster",
+            ..ctx()
+        },
+    );
+    let labels = v[0]["labels"].as_object().unwrap();
+    assert_eq!(labels["kafka_cluster"], "lab");
+    assert!(!labels.contains_key("cluster"), "{labels:?}");
 }
 
 // ---- Teams ----

@@ -46,6 +46,7 @@ fn incident(cluster: &str, broker: Option<i32>, severity: Severity) -> Incident 
         state: broker.map(|_| BrokerState::Zombie),
         severity,
         peak_severity: severity,
+        told_state: broker.map(|_| BrokerState::Zombie),
         summary: "broker 2 (127.0.0.12:9092) is a zombie: TCP connect succeeded in 1 ms but api_versions failed: timeout after 2.0 s".into(),
         evidence: vec!["no_answer: TCP connect succeeded <fast> & then nothing".into()],
         rules: vec!["no_answer".into()],
@@ -91,6 +92,7 @@ fn ctx() -> Context<'static> {
         now: t(300),
         status_url: Some("https://watchdog.example:9644/status"),
         runbooks_url: Some("https://watchdog.example:9644/runbooks"),
+        cluster_label: "cluster",
     }
 }
 
@@ -137,6 +139,8 @@ fn updated(from: Severity, peak_before: Severity, to: Severity) -> IncidentEvent
     e.previous = Some(Previous {
         severity: from,
         peak_severity: peak_before,
+        // The helper's broker is a zombie, and was told as one.
+        told_state: Some(BrokerState::Zombie),
         state: None,
         notified_peak: Some(peak_before),
     });

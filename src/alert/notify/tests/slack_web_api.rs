@@ -333,6 +333,7 @@ fn minor(i: &Incident, change: &str) -> IncidentEvent {
     e.previous = Some(Previous {
         severity: i.severity,
         peak_severity: i.severity,
+        told_state: None,
         state: i.state,
         notified_peak: Some(i.severity),
     });
@@ -572,6 +573,7 @@ async fn a_replica_that_takes_over_edits_the_first_message_to_its_end() {
         status_url: None,
         runbooks_url: None,
         peers: Some(p.clone()),
+        ..Sender::from(id)
     };
     let (dir1, dir2) = (temp_dir("slack-peer-1"), temp_dir("slack-peer-2"));
     let first =

@@ -206,6 +206,34 @@ fn an_update_long_after_the_last_message_or_without_one_goes_at_once() {
     assert_eq!(c.held_count(0) + c.held_count(1), 0);
 }
 
+/// Issue 39 item 3: a zombie told as down renames its Alertmanager alert; held and then
+/// superseded by the resolve, the receiver would keep `KafkaBrokerZombie` firing.
+#[test]
+fn an_update_that_renames_the_alert_goes_at_once() {
+    let start = tokio::time::Instant::now();
+    let group = Some(secs(30));
+    let mut c = Coalescer::default();
+    let opened = event(
+        EventKind::Opened,
+        incident("lab", Some(2), Severity::Critical),
+    );
+    c.sent(0, &opened, start);
+    let mut down = minor_update("now also: port_closed", "down");
+    down.incident.state = Some(BrokerState::Down);
+    down.incident.told_state = Some(BrokerState::Down);
+    assert!(!is_escalation(&down), "same severity");
+    assert!(renames(&down));
+    let sent = c
+        .offer(0, group, down, start + secs(2))
+        .expect("a renaming update is not held");
+    assert_eq!(sent.incident.alert_name(), "KafkaBrokerDown");
+    // A milder state is not told (the book keeps the worst told): no new name, held.
+    let mut calmer = minor_update("partitions: +orders-2", "calmer");
+    calmer.incident.state = Some(BrokerState::Degraded);
+    assert!(!renames(&calmer));
+    assert_eq!(c.offer(0, group, calmer, start + secs(3)), None);
+}
+
 #[test]
 fn an_escalation_goes_at_once_and_takes_the_held_changes_with_it() {
     let start = tokio::time::Instant::now();
