@@ -3,8 +3,9 @@
 //! other: executions, coverage, corpus, peak memory and crashes per target. A crash leaves
 //! its input in `fuzz/artifacts/<target>/`; the goal is none.
 //!
-//! The committed seeds (`fuzz/corpus/<target>/`) are only read; what a run finds goes to
-//! `<target dir>/corpus/<target>/`, so the next run starts from there.
+//! The committed seeds (`fuzz/corpus/<target>/`, and `config/` for `config_load`) are
+//! only read; what a run finds goes to `<target dir>/corpus/<target>/`, so the next run
+//! starts from there.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -12,6 +13,8 @@ use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 use serde_json::{json, Value};
+
+use kafka_watchdog::fuzz::seed_dirs;
 
 use crate::output::{num, Section, Table};
 
@@ -113,7 +116,7 @@ pub fn run(o: &FuzzOptions) -> Result<Section> {
         LIBFUZZER_FLAGS.join(" ")
     ));
     section.note(
-        "each target starts from its committed seeds (fuzz/corpus/<target>/) and the corpus earlier runs grew in the target directory; corpus = inputs at the end, new_inputs = added by this run; cov/features = libFuzzer's edge coverage and feature counts at the end",
+        "each target starts from its committed seeds (fuzz/corpus/<target>/, config/*.yaml for config_load) and the corpus earlier runs grew in the target directory; corpus = inputs at the end, new_inputs = added by this run; cov/features = libFuzzer's edge coverage and feature counts at the end",
     );
     let crashed: Vec<&str> = raw
         .iter()
@@ -174,7 +177,7 @@ fn run_target(root: &Path, target_dir: &Path, t: &str, secs: u64) -> Result<(Vec
         .arg(target_dir)
         .arg(t)
         .arg(&work)
-        .arg(root.join("fuzz/corpus").join(t))
+        .args(seed_dirs(t).iter().map(|d| root.join(d)))
         .arg("--")
         .arg(format!("-max_total_time={secs}"))
         .args(LIBFUZZER_FLAGS)

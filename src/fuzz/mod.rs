@@ -38,6 +38,17 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("http_request", http_request),
 ];
 
+/// Where a target's seeds are, relative to the repository: its corpus folder (the first:
+/// cargo-fuzz writes what it finds there when asked), and for `config_load` the shipped
+/// configurations, read where they are so that the seeds are always today's examples.
+pub fn seed_dirs(target: &str) -> Vec<String> {
+    let mut dirs = vec![format!("fuzz/corpus/{target}")];
+    if target == "config_load" {
+        dirs.push("config".to_string());
+    }
+    dirs
+}
+
 /// A fixed "now" (2027-01-15T08:00:00Z): the same input always takes the same path.
 const NOW_UNIX_SECS: u64 = 1_800_000_000;
 
@@ -129,7 +140,11 @@ mod tests {
                 manifest.contains(&format!("name = \"{name}\"")),
                 "fuzz/Cargo.toml has no [[bin]] {name}"
             );
-            let inputs = files(&dir.join("corpus").join(name));
+            let root = dir.parent().unwrap();
+            let inputs: Vec<PathBuf> = seed_dirs(name)
+                .iter()
+                .flat_map(|d| files(&root.join(d)))
+                .collect();
             assert!(!inputs.is_empty(), "fuzz/corpus/{name}/ holds no seed");
             for path in inputs {
                 let bytes = std::fs::read(&path).unwrap();
