@@ -1,7 +1,7 @@
-//! Webhooks and peers over HTTPS trust the system's trust roots, as docs/config.md says
-//! (issue 38 item 10): before, their clients trusted only the Mozilla roots built into
-//! the binary, so a receiver or peer whose certificate an internal CA installed on the
-//! host signed was refused. The daemon is given the test CA as its whole system store
+//! Webhooks, peers and the heartbeat over HTTPS trust the system's trust roots, as
+//! docs/config.md says (issue 38 item 10): before, their clients trusted only the Mozilla
+//! roots built into the binary, so a receiver or peer whose certificate an internal CA
+//! installed on the host signed was refused. The daemon is given the test CA as its whole system store
 //! (`SSL_CERT_FILE`, which the system store reader honours) and no `ca_file`; the
 //! receiver here is HTTPS with a certificate that CA signed. No Kafka needed: the cluster
 //! is an address where nothing listens, which pages `cluster_unreachable`.
@@ -109,7 +109,7 @@ fn read_request(r: &mut impl BufRead) -> Option<(String, String)> {
 }
 
 #[test]
-fn webhooks_and_peers_trust_the_systems_roots() {
+fn webhooks_peers_and_the_heartbeat_trust_the_systems_roots() {
     let sink = TlsSink::start();
     let url = sink.url();
     let ca = format!("{TESTDATA}/ca.pem");
@@ -128,7 +128,8 @@ fn webhooks_and_peers_trust_the_systems_roots() {
                  round_interval_secs: 2\n    connect_timeout_ms: 1000\n    request_timeout_ms: 1000\n    \
                  canary:\n      enabled: false\n    verdict:\n      open_after_secs: 0\n\
                  webhooks:\n  - name: internal\n    url: {url}/hook\n    format: generic\n    min_severity: info\n\
-                 peers:\n  urls: [{url}]\n  poll_interval_ms: 500\n  key_env: KW_TEST_PEER_KEY\n",
+                 peers:\n  urls: [{url}]\n  poll_interval_ms: 500\n  key_env: KW_TEST_PEER_KEY\n\
+                 heartbeat:\n  url: {url}/ping/kw\n  interval_secs: 10\n",
                 state = dir.join("state").display(),
             )
         },
@@ -138,5 +139,8 @@ fn webhooks_and_peers_trust_the_systems_roots() {
     });
     sink.wait("peer request over HTTPS", |(line, _)| {
         line.starts_with("GET /api/v1/peer")
+    });
+    sink.wait("heartbeat over HTTPS", |(line, _)| {
+        line.starts_with("POST /ping/kw")
     });
 }
