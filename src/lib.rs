@@ -18,12 +18,16 @@
 //! | serve   | metrics, status, snapshot, runbooks, http                   | /metrics, /status, /runbooks and the HTTP API |
 //! | run     | preflight, setup, reload, service, cadence, cluster_loop, logging, daemon | the process: start, signals, reload, stop |
 //! | cli     | args, client, status_view, silence, commands                | the command line besides the daemon: parsing, the daemon's client, terminal pages |
+//! | fuzz    | -                                                           | the fuzz targets' bodies (`fuzz/`): each parser of outside input, called as the daemon calls it |
 
 #![deny(unsafe_code)]
 
 pub mod alert;
 pub mod cli;
 pub mod config;
+#[cfg(any(test, feature = "fuzzing"))]
+#[doc(hidden)]
+pub mod fuzz;
 pub mod judge;
 pub mod model;
 pub mod observe;

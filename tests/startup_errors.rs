@@ -164,3 +164,62 @@ fn check_config_startup_binds_the_listen_address_plain_check_config_does_not() {
     );
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
 }
+
+/// Issue 38 item 10: two instances on one state directory both ran, each overwriting the
+/// other's incident book, spools and silences. The second now stops with 78 and a sentence
+/// naming the directory and the holder, while the first goes on; the directory it created
+/// is its user's alone (0700).
+#[test]
+fn a_second_instance_on_the_same_state_dir_exits_78_and_the_first_goes_on() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = temp_dir("startup-two-on-one");
+    let state = dir.join("state");
+    let first_dir = dir.join("first");
+    std::fs::create_dir_all(&first_dir).unwrap();
+    let first_cfg = first_dir.join("config.yaml");
+    std::fs::write(&first_cfg, yaml(&free_listen(), &state)).unwrap();
+    let mut first = Command::new(env!("CARGO_BIN_EXE_kafka-watchdog"))
+        .args(["run", "-c"])
+        .arg(&first_cfg)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start the first kafka-watchdog");
+    // The first holds the directory once its pid is in the lock file.
+    let lock = state.join("lock");
+    let end = Instant::now() + Duration::from_secs(20);
+    while std::fs::read_to_string(&lock).map_or(true, |s| s.trim() != first.id().to_string()) {
+        assert!(
+            Instant::now() < end,
+            "the first instance never took {}",
+            lock.display()
+        );
+        assert!(
+            first.try_wait().unwrap().is_none(),
+            "the first instance exited"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let mode = std::fs::metadata(&state).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o700, "state_dir created with mode {mode:o}");
+
+    let o = run(
+        &dir,
+        &yaml(&free_listen(), &state),
+        &["run"],
+        Duration::from_secs(10),
+    );
+    let still_running = first.try_wait().unwrap().is_none();
+    let _ = first.kill();
+    let _ = first.wait();
+    assert_eq!(o.status.code(), Some(78), "stderr: {}", stderr(&o));
+    let err = stderr(&o);
+    assert!(
+        err.contains(&format!("state_dir {}", state.display()))
+            && err.contains("in use by another kafka-watchdog")
+            && err.contains(&format!("process {}", first.id())),
+        "{err}"
+    );
+    assert!(still_running, "the first instance stopped");
+}

@@ -1,10 +1,11 @@
 //! kafka-watchdog-bench: the benchmarks of issue 7. `scale` and `fanout` need nothing but
-//! this machine; `detect`, `false-positives`, `routine`, `noise` and `overhead` drive the real kafka-lab cluster
+//! this machine, `fuzz` the nightly toolchain and cargo-fuzz; `detect`, `false-positives`, `routine`, `noise` and `overhead` drive the real kafka-lab cluster
 //! and the real kafka-watchdog binary. Every subcommand appends its section to
 //! `target/bench/report.json` and regenerates `target/bench/report.md`.
 
 mod fake;
 mod fanout;
+mod fuzz;
 mod lab;
 mod output;
 mod scale;
@@ -55,6 +56,9 @@ enum Command {
     /// around incidents (every page delivered, none resolved before it opened), and a
     /// flood of slow and greedy HTTP clients (no failed /healthz, no broker incident).
     OwnFaults(OwnFaultsArgs),
+    /// Every fuzz target of fuzz/ for a while (cargo-fuzz, nightly): executions, coverage
+    /// and crashes per target (issue 38 item 9).
+    Fuzz(FuzzArgs),
     /// scale + fanout with their defaults.
     All,
     /// detect + false-positives + overhead with their defaults (and the given watchdog).
@@ -252,6 +256,22 @@ struct OwnFaultsArgs {
 }
 
 #[derive(Parser, Clone)]
+struct FuzzArgs {
+    /// Seconds per target.
+    #[arg(long, default_value_t = 120)]
+    secs: u64,
+    /// Targets, comma-separated (default: every one of kafka_watchdog::fuzz::TARGETS).
+    #[arg(long, value_delimiter = ',')]
+    targets: Vec<String>,
+    /// cargo-fuzz's target directory, under the workspace.
+    #[arg(long, default_value = "target/fuzz")]
+    target_dir: PathBuf,
+    /// Exit non-zero when a target crashed.
+    #[arg(long)]
+    check: bool,
+}
+
+#[derive(Parser, Clone)]
 struct OverheadArgs {
     #[command(flatten)]
     watchdog: WatchdogArg,
@@ -300,6 +320,7 @@ fn main() -> Result<()> {
         Command::Overhead(a) => run_overhead(&out, &a),
         Command::Noise(a) => run_noise(&out, &a),
         Command::OwnFaults(a) => run_own_faults(&out, &a),
+        Command::Fuzz(a) => run_fuzz(&out, &a),
         Command::All => {
             run_scale(&out, &ScaleArgs::default())?;
             run_fanout(&out, &FanoutArgs::default())
@@ -437,6 +458,17 @@ fn run_own_faults(out: &Output, a: &OwnFaultsArgs) -> Result<()> {
     let missed = lab::own_faults::missed_goals(&section);
     out.append(section)?;
     goals("own-faults", "own-faults", &missed, a.check)
+}
+
+fn run_fuzz(out: &Output, a: &FuzzArgs) -> Result<()> {
+    let section = fuzz::run(&fuzz::FuzzOptions {
+        secs: a.secs,
+        targets: a.targets.clone(),
+        target_dir: a.target_dir.clone(),
+    })?;
+    let crashed = fuzz::crashed(&section);
+    out.append(section)?;
+    goals("fuzz", "fuzz", &crashed, a.check)
 }
 
 fn run_noise(out: &Output, a: &NoiseArgs) -> Result<()> {

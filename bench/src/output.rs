@@ -20,6 +20,7 @@ const ORDER: &[&str] = &[
     "noise",
     "own-faults",
     "overhead",
+    "fuzz",
 ];
 
 #[derive(Debug, Clone, Serialize)]

@@ -1,6 +1,8 @@
 //! Response bodies as a broker could send them, through the client's guard, decoder and
 //! conversions. Input: `[api key: i16][version: i16][body]`, big-endian (the seeds in
 //! corpus/wire_decode come from `wire::guard::tests::fuzz_seeds_pass_the_fuzzing_entry`).
+//! The decoding is `kafka_watchdog::fuzz::wire_decode`, which `cargo test` also runs over
+//! every file of corpus/wire_decode/; the heap bound is this target's own.
 //!
 //! Beyond "no panic", each input's peak heap use is measured and bounded in proportion
 //! to its size: kafka-protocol reserves arrays from counts read off the wire, and a count
@@ -74,7 +76,7 @@ fuzz_target!(|data: &[u8]| {
 
     let before = LIVE.load(Relaxed);
     PEAK.store(before, Relaxed);
-    let _ = kafka_watchdog::observe::wire::decode_response_for_fuzzing(api_key, version, body);
+    kafka_watchdog::fuzz::wire_decode(data);
     let peak = PEAK.load(Relaxed).saturating_sub(before);
 
     let limit = FIXED_ALLOWANCE + BYTES_PER_INPUT_BYTE * body.len();

@@ -140,7 +140,9 @@ pub fn beat(
 
 /// The client one configuration's beats are sent with.
 fn client(cfg: &HeartbeatConfig) -> Result<reqwest::Client, String> {
-    let mut b = reqwest::Client::builder();
+    // The system's roots, as docs/config.md says: a receiver behind an internal CA
+    // installed on the host is reached without a ca_file, as webhooks and peers are.
+    let mut b = crate::observe::wire::trust_system_roots(reqwest::Client::builder());
     if let Some(path) = &cfg.ca_file {
         let bytes =
             std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;

@@ -129,16 +129,9 @@ pub fn client(target: &Target) -> Result<reqwest::Client, StatusError> {
             url: target.base_url.clone(),
         });
     }
-    let mut b = reqwest::Client::builder()
+    let mut b = crate::observe::wire::trust_system_roots(reqwest::Client::builder())
         .timeout(FETCH_TIMEOUT)
         .user_agent(concat!("kafka-watchdog-status/", env!("CARGO_PKG_VERSION")));
-    // reqwest's rustls build trusts only the Mozilla roots it carries: an internal CA the
-    // operator installed on the host would not count without the system store.
-    for c in rustls_native_certs::load_native_certs().certs {
-        if let Ok(c) = reqwest::Certificate::from_der(c.as_ref()) {
-            b = b.add_root_certificate(c);
-        }
-    }
     if let Some(path) = &target.ca_file {
         let cert_error = |why: String| StatusError::Certificate {
             path: path.clone(),

@@ -99,7 +99,7 @@ fn sections() -> Vec<Section> {
     let http_listen = s::HTTP_LISTEN_DEFAULT.to_string();
     let mut top = vec![
         plain("instance_id", "text", "the host name", &format!("1 to {} printable characters", s::INSTANCE_ID_MAX_CHARS), Restart, "Names this watchdog in canary records and webhook payloads."),
-        plain("state_dir", "path", s::STATE_DIR_DEFAULT, "a directory path", Restart, "Where incident state survives restarts."),
+        plain("state_dir", "path", s::STATE_DIR_DEFAULT, "a directory path", Restart, "Where incident state survives restarts. Created 0700 (an existing one of this user's is made 0700) and locked (`lock` in it): a second instance on the same directory exits 78."),
         plain("http.listen", "address", &http_listen, "an IP address and port", Restart, "Where /metrics, /status, /runbooks, /healthz and /readyz are served."),
         plain("http.external_url", "URL", "made from http.listen", "an absolute http(s) URL", Restart, "Where people reach the watchdog; webhooks link below it."),
         plain("http.runbooks_url", "URL", "/runbooks below http.external_url", "an absolute http(s) URL without #", Restart, "Where webhooks link for an incident's runbook, as URL#<alert name> (docs/alerts.md)."),
@@ -132,7 +132,7 @@ fn sections() -> Vec<Section> {
     cluster.extend(under(&format!("{c}verdict."), s::Confirmation::doc_rows()));
     cluster.extend(under(&format!("{c}verdict."), s::VerdictKeys::doc_rows()));
     cluster.push(plain(&format!("{c}labels"), "mapping", "none", &format!("up to {} label names (Prometheus syntax, none the watchdog sets itself) to values of 1 to {} characters", s::LABELS_MAX, s::LABEL_VALUE_MAX_CHARS), Cluster, "Static labels of the cluster (env, team, ...): on its webhooks (generic `labels`, Alertmanager labels, PagerDuty custom details) and on kafka_watchdog_cluster_labels, for routing and joins."));
-    cluster.push(plain(&format!("{c}librdkafka"), "mapping", "none", "librdkafka properties, except those the watchdog sets", Cluster, "Extra properties for the canary's librdkafka clients."));
+    cluster.push(plain(&format!("{c}librdkafka"), "mapping", "none", "librdkafka properties, except those the watchdog sets and those that carry a credential (ssl.key.password, ssl.keystore.*, ssl.key.pem, sasl.oauthbearer.*: the message names the key to use)", Cluster, "Extra properties for the canary's librdkafka clients."));
 
     let sec = "clusters[].security.";
     let sasl = "clusters[].security.sasl.";

@@ -113,15 +113,8 @@ fn librdkafka(rep: &mut Report, e: &Entry, path: String) -> BTreeMap<String, Str
             );
             continue;
         }
-        if let Some((reserved, instead)) = s::LIBRDKAFKA_RESERVED
-            .iter()
-            .find(|(r, _)| r.eq_ignore_ascii_case(name))
-        {
-            rep.add(
-                p.key_pos,
-                format!("librdkafka property '{reserved}' is set by the watchdog itself in {path}"),
-                Some(format!("the {instead} key instead")),
-            );
+        if let Some((message, instead)) = refused(name, &path) {
+            rep.add(p.key_pos, message, Some(instead));
             continue;
         }
         // Numbers and booleans are taken as written: librdkafka parses its own values.
@@ -130,6 +123,33 @@ fn librdkafka(rep: &mut Report, e: &Entry, path: String) -> BTreeMap<String, Str
         }
     }
     out
+}
+
+/// Why the escape hatch may not set `name`, and what to write instead: a property the
+/// watchdog sets from its own keys, or one that carries a credential.
+fn refused(name: &str, path: &str) -> Option<(String, String)> {
+    let find = |table: &'static [(&'static str, &'static str)]| {
+        table.iter().find(|(p, _)| p.eq_ignore_ascii_case(name))
+    };
+    if let Some((p, instead)) = find(s::LIBRDKAFKA_RESERVED) {
+        return Some((
+            format!("librdkafka property '{p}' is set by the watchdog itself in {path}"),
+            format!("the {instead} key instead"),
+        ));
+    }
+    if let Some((p, instead)) = find(s::LIBRDKAFKA_CREDENTIALS) {
+        return Some((
+            format!("librdkafka property '{p}' in {path} carries a credential, which goes through the watchdog's own keys"),
+            format!("{instead} instead"),
+        ));
+    }
+    let lower = name.to_ascii_lowercase();
+    lower.starts_with(s::LIBRDKAFKA_OAUTH_PREFIX).then(|| {
+        (
+            format!("librdkafka property '{lower}' is set by the watchdog itself in {path}"),
+            format!("{} instead", s::LIBRDKAFKA_OAUTH),
+        )
+    })
 }
 
 /// A cluster's shared settings once every layer is applied.

@@ -405,7 +405,7 @@ layered! {
     picked TlsVerifyPicked;
     reload Cluster;
     keys {
-        /// Turns certificate verification off.
+        /// Turns certificate verification off; true loads with a warning.
         TLS_INSECURE_SKIP_VERIFY insecure_skip_verify: bool = Flag(BoolSpec { key: "insecure_skip_verify", default: false }),
     }
 }
@@ -444,7 +444,7 @@ layered! {
         WEBHOOK_SEND_RESOLVED send_resolved: bool = Flag(BoolSpec { key: "send_resolved", default: true }),
         /// Per request.
         WEBHOOK_TIMEOUT timeout: Duration = Millis(IntSpec { key: "timeout_ms", default: 5000, min: 1, max: 120_000 }),
-        /// Verify the receiver's certificate.
+        /// Verify the receiver's certificate; false loads with a warning (ca_file trusts an internal CA).
         WEBHOOK_TLS_VERIFY tls_verify: bool = Flag(BoolSpec { key: "tls_verify", default: true }),
     }
 }
@@ -595,6 +595,32 @@ pub(crate) const LIBRDKAFKA_RESERVED: &[(&str, &str)] = &[
         "security.tls.insecure_skip_verify",
     ),
 ];
+
+/// librdkafka properties that carry a credential, or name a file of one (a private key, a
+/// keystore, an assertion): a secret written there would bypass the watchdog's secret
+/// keys (from a file or the environment, never inline, never logged). Refused with what to
+/// write instead.
+pub(crate) const LIBRDKAFKA_CREDENTIALS: &[(&str, &str)] = &[
+    ("ssl.key.password", "security.tls.key_file with the key unencrypted: the watchdog takes no key passphrase (openssl pkey -in encrypted.pem -out key.pem decrypts one)"),
+    ("ssl.key.pem", LIBRDKAFKA_KEY_PEM),
+    ("ssl_key", LIBRDKAFKA_KEY_PEM),
+    ("ssl.keystore.location", LIBRDKAFKA_KEYSTORE),
+    ("ssl.keystore.password", LIBRDKAFKA_KEYSTORE),
+    ("sasl.oauthbearer.client.credentials.client.secret", "security.sasl.client_secret_env or security.sasl.client_secret_file"),
+    ("sasl.oauthbearer.assertion.private.key.passphrase", LIBRDKAFKA_ASSERTION),
+    ("sasl.oauthbearer.assertion.private.key.pem", LIBRDKAFKA_ASSERTION),
+    ("sasl.oauthbearer.assertion.private.key.file", LIBRDKAFKA_ASSERTION),
+    ("sasl.oauthbearer.assertion.file", LIBRDKAFKA_ASSERTION),
+    ("sasl.oauthbearer.config", LIBRDKAFKA_OAUTH),
+];
+const LIBRDKAFKA_KEY_PEM: &str = "security.tls.key_file and security.tls.cert_file: PEM files";
+const LIBRDKAFKA_KEYSTORE: &str = "security.tls.cert_file and security.tls.key_file: PEM files (openssl pkcs12 -in keystore.p12 -nodes prints both)";
+const LIBRDKAFKA_ASSERTION: &str = "security.sasl.client_secret_env or security.sasl.client_secret_file: the watchdog gets OAUTHBEARER tokens with the client credentials grant";
+
+/// Every other `sasl.oauthbearer.*` property: the canary's librdkafka clients get their
+/// tokens from the watchdog (canary::auth), so none of them would do anything.
+pub(crate) const LIBRDKAFKA_OAUTH_PREFIX: &str = "sasl.oauthbearer.";
+pub(crate) const LIBRDKAFKA_OAUTH: &str = "security.sasl with mechanism OAUTHBEARER (token_endpoint_url, client_id, client_secret_env or client_secret_file, scope, extensions): the watchdog hands the canary its tokens itself";
 
 /// Keys a cluster has that `defaults:` cannot carry, for a precise message there.
 pub(crate) const CLUSTER_ONLY_KEYS: &[&str] = &[

@@ -3,7 +3,7 @@
 
 use super::checks;
 use super::ctx::Ctx;
-use super::read::{choice, text, Fields, Set, Slot};
+use super::read::{choice, text, Fields, Origin, Resolved, Set, Slot};
 use super::sasl::sasl;
 use super::schema as s;
 use super::secret::readable_file;
@@ -95,6 +95,17 @@ fn tls(cx: &mut Ctx, e: &Entry, path: String) -> Option<TlsConfig> {
     let key_entry = f.get("key_file");
     let name_entry = f.get("server_name");
     let verify = s::TlsVerifyLayer::read(&mut cx.rep, &mut f).alone();
+    if let Some(Resolved {
+        value: true,
+        from: Origin::Cluster(pos),
+    }) = verify.insecure_skip_verify
+    {
+        cx.rep.warn(
+            pos,
+            format!("{}.insecure_skip_verify is true: the brokers' certificates are not checked, so anyone on the path can read and answer the watchdog's requests", f.path),
+            Some("ca_file with the CA that signed the brokers' certificates, and insecure_skip_verify left false".into()),
+        );
+    }
     f.finish(&mut cx.rep, &|_| None);
 
     let mut ok = true;

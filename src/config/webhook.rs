@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use super::checks;
 use super::ctx::Ctx;
-use super::read::{self, list, text, text_node, Fields, Set};
+use super::read::{self, list, text, text_node, Fields, Origin, Resolved, Set};
 use super::report::Report;
 use super::schema as s;
 use super::secret::{secret, Got, Need};
@@ -38,6 +38,17 @@ pub(crate) fn webhook(
         Some(e) => webhook_clusters(&mut cx.rep, e, clusters),
     };
     let delivery = s::WebhookDeliveryLayer::read(&mut cx.rep, &mut f).alone();
+    if let Some(Resolved {
+        value: false,
+        from: Origin::Cluster(pos),
+    }) = delivery.tls_verify
+    {
+        cx.rep.warn(
+            pos,
+            format!("{}.tls_verify is false: the receiver's certificate is not checked, so anyone on the path can read, alter or swallow its notifications", f.path),
+            Some("ca_file with the CA that signed the receiver's certificate, and tls_verify left true".into()),
+        );
+    }
     let headers = match f.get("headers") {
         None => Some(BTreeMap::new()),
         Some(e) => headers(cx, e, &f.path),

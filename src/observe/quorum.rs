@@ -147,7 +147,49 @@ impl QuorumProber {
             .map(|(address, t)| ask(address, t, wire, false, at));
         let (from_controllers, from_brokers) =
             futures::join!(join_all(controller_asks), join_all(broker_asks));
+        self.fold(at, from_controllers, from_brokers)
+    }
 
+    /// One look's answers at the quorum, given as a look gets them (for the fuzz target in
+    /// fuzz/, which has no network): each configured controller's, then the brokers' with
+    /// what they have applied. Folded as `look` folds them.
+    #[doc(hidden)]
+    pub fn fold_answers(
+        &mut self,
+        at: SystemTime,
+        controllers: Vec<Result<QuorumAnswer, ProbeFailure>>,
+        brokers: Vec<(Result<QuorumAnswer, ProbeFailure>, Option<i64>)>,
+    ) -> Option<QuorumObservation> {
+        let asked = |address: String, answer, applied| Asked {
+            address,
+            answer,
+            accepted: true,
+            unsupported: false,
+            controllers: Vec::new(),
+            applied,
+        };
+        let from_controllers = self
+            .controllers
+            .keys()
+            .cloned()
+            .zip(controllers)
+            .map(|(address, answer)| asked(address, answer, None))
+            .collect();
+        let from_brokers = brokers
+            .into_iter()
+            .enumerate()
+            .map(|(i, (answer, applied))| asked(format!("broker-{i}:9092"), answer, applied))
+            .collect();
+        self.fold(at, from_controllers, from_brokers)
+    }
+
+    /// What one look's answers say, and what the look before remembered of the quorum.
+    fn fold(
+        &mut self,
+        at: SystemTime,
+        from_controllers: Vec<Asked>,
+        from_brokers: Vec<Asked>,
+    ) -> Option<QuorumObservation> {
         let mut description: Option<QuorumDescription> = None;
         let mut learned: Vec<(NodeId, String)> = Vec::new();
         let looks = controller_outcomes(from_controllers, &mut description, &mut learned);

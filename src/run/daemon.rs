@@ -624,6 +624,12 @@ fn start_alerting(config: &Config) -> anyhow::Result<Arc<Alerting>> {
                 why: format!("not usable: {error} (expected a directory this user can create and write; under systemd, StateDirectory=kafka-watchdog provides /var/lib/kafka-watchdog)"),
             })
         }
+        crate::alert::alerting::AlertingError::InUse { path, holder } => {
+            anyhow::Error::new(preflight::StartupError::StateDir {
+                path: path.into(),
+                why: format!("in use by another kafka-watchdog ({holder}) (expected a state_dir of its own for each instance)"),
+            })
+        }
         other => other.into(),
     })?;
     Ok(Arc::new(alerting))

@@ -723,13 +723,7 @@ async fn serve_one<H: Send>(
     hold: H,
 ) {
     let _hold = hold;
-    let ctx = Conn {
-        auth: options.auth.clone(),
-        peer_key: options.peer_key.clone(),
-        local_token: options.local_token.clone(),
-        peer: Some(peer),
-        probes_only,
-    };
+    let ctx = Conn::new(&options, peer, probes_only);
     let connection = async {
         match &options.tls {
             None => connection(stream, published, ctx).await,
@@ -865,6 +859,18 @@ struct Conn {
     probes_only: bool,
 }
 
+impl Conn {
+    fn new(options: &ServeOptions, peer: SocketAddr, probes_only: bool) -> Conn {
+        Conn {
+            auth: options.auth.clone(),
+            peer_key: options.peer_key.clone(),
+            local_token: options.local_token.clone(),
+            peer: Some(peer),
+            probes_only,
+        }
+    }
+}
+
 async fn connection<S>(stream: S, published: Arc<Publisher>, ctx: Conn)
 where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
@@ -920,6 +926,20 @@ where
         .max_buf_size(MAX_HEAD_BYTES)
         .serve_connection(TokioIo::new(stream), service)
         .await;
+}
+
+/// Serves one connection on `stream` as the server serves a client at `peer` with
+/// `options` (their TLS aside), in the probes' lane when `probes_only`: for the fuzz
+/// target in fuzz/, which feeds it raw requests without a socket.
+#[doc(hidden)]
+pub async fn serve_stream(
+    stream: impl AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    published: Arc<Publisher>,
+    options: &ServeOptions,
+    peer: SocketAddr,
+    probes_only: bool,
+) {
+    connection(stream, published, Conn::new(options, peer, probes_only)).await
 }
 
 #[cfg(test)]

@@ -68,6 +68,26 @@ pub fn terminal_columns() -> Option<usize> {
     (r == 0 && ws.ws_col > 0).then_some(usize::from(ws.ws_col))
 }
 
+/// Takes an exclusive flock(2) on `file` without waiting: `Ok(false)` when another open
+/// file description (another process, or another open of the same file) holds it. The lock
+/// lasts until every descriptor of this open file is closed, the process's end included
+/// (a SIGKILL too). `std::fs::File::try_lock` does the same from Rust 1.89, above this
+/// crate's rust-version.
+pub fn try_lock_exclusive(file: &std::fs::File) -> io::Result<bool> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: flock only acts on the descriptor, which `file` keeps open across the call.
+    let r = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+    if r == 0 {
+        return Ok(true);
+    }
+    let e = io::Error::last_os_error();
+    if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
+        Ok(false)
+    } else {
+        Err(e)
+    }
+}
+
 /// Makes a named pipe at `path` (tests: a /proc file whose read blocks).
 #[cfg(test)]
 pub fn mkfifo(path: &Path) -> io::Result<()> {

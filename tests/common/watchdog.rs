@@ -100,6 +100,18 @@ impl Watchdog {
         port: u16,
         yaml: impl FnOnce(u16, &std::path::Path) -> String,
     ) -> Watchdog {
+        Self::start_with_env(name, host, port, &[], yaml)
+    }
+
+    /// [`start_at`](Self::start_at) with environment variables for the daemon besides the
+    /// inherited ones.
+    pub fn start_with_env(
+        name: &str,
+        host: std::net::IpAddr,
+        port: u16,
+        env: &[(&str, &str)],
+        yaml: impl FnOnce(u16, &std::path::Path) -> String,
+    ) -> Watchdog {
         let dir = temp_dir(name);
         let yaml = yaml(port, &dir);
         let launched = support::Watchdog::launch(&support::Launch {
@@ -110,7 +122,7 @@ impl Watchdog {
             yaml: &yaml,
             check_config: false,
             ready_within: Duration::from_secs(30),
-            env: &[],
+            env,
         });
         Watchdog(launched.unwrap_or_else(|e| panic!("{e}")))
     }

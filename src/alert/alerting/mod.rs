@@ -19,6 +19,9 @@ use crate::model::kind::FindingKind;
 use crate::model::round::BrokerId;
 use crate::model::silence::{Origin, Silence};
 
+mod state_dir;
+pub use state_dir::LOCK_FILE;
+
 #[derive(Debug, thiserror::Error)]
 pub enum AlertingError {
     // The I/O error is part of the sentence, not a chained source: the chain would print
@@ -27,6 +30,8 @@ pub enum AlertingError {
         "state directory {path} is not usable: {error} (expected a directory this user can create and write; under systemd, StateDirectory=kafka-watchdog provides /var/lib/kafka-watchdog)"
     )]
     StateDir { path: String, error: std::io::Error },
+    #[error("state directory {path} is in use by another kafka-watchdog ({holder}) (expected a state_dir of its own for each instance)")]
+    InUse { path: String, holder: String },
     #[error(transparent)]
     State(#[from] StateError),
     #[error(transparent)]
@@ -42,6 +47,8 @@ pub struct Alerting {
     state_dir: PathBuf,
     /// `peers:` configured: the other watchdogs' silences and deliveries as last heard.
     peers: Option<Arc<Peers>>,
+    /// This process's hold on `state_dir`, for as long as alerting lives.
+    _lock: state_dir::StateDirLock,
     /// The book on its way to disk, after the events it records as told (`save_book`).
     book_file: Arc<StateWriter<IncidentEvent>>,
     silences_file: Arc<StateWriter<()>>,
@@ -68,22 +75,10 @@ fn crash_point(name: &str) {
 #[cfg(not(feature = "crash-points"))]
 fn crash_point(_name: &str) {}
 
-fn ensure_writable(dir: &Path) -> Result<(), AlertingError> {
-    let err = |error| AlertingError::StateDir {
-        path: dir.display().to_string(),
-        error,
-    };
-    std::fs::create_dir_all(dir).map_err(err)?;
-    let probe = dir.join(".write-test");
-    std::fs::write(&probe, b"").map_err(err)?;
-    let _ = std::fs::remove_file(probe);
-    Ok(())
-}
-
 impl Alerting {
     /// Loads the incident book and starts webhook delivery. Call inside the runtime.
     pub fn start(config: &Config) -> Result<Alerting, AlertingError> {
-        ensure_writable(&config.state_dir)?;
+        let lock = state_dir::prepare(&config.state_dir)?;
         let book = match IncidentBook::load(&config.state_dir) {
             Ok(b) => b,
             Err(StateError::Corrupt { .. }) => {
@@ -134,6 +129,7 @@ impl Alerting {
             notifier: Arc::new(std::sync::RwLock::new(notifier)),
             state_dir: config.state_dir.clone(),
             peers,
+            _lock: lock,
             book_file: Arc::new(StateWriter::new(&config.state_dir, incident::STATE_FILE)),
             silences_file: Arc::new(StateWriter::new(
                 &config.state_dir,

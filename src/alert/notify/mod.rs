@@ -22,7 +22,7 @@ mod format;
 mod http;
 pub mod metrics;
 mod route;
-mod slack_bot;
+pub(crate) mod slack_bot;
 mod spool;
 mod worker;
 

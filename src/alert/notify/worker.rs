@@ -229,7 +229,7 @@ pub(super) fn client(cfg: &WebhookConfig) -> Result<reqwest::Client, NotifyError
         receiver: cfg.name.clone(),
         detail,
     };
-    let mut b = reqwest::Client::builder();
+    let mut b = crate::observe::wire::trust_system_roots(reqwest::Client::builder());
     if let Some(path) = &cfg.ca_file {
         let bytes = std::fs::read(path)
             .map_err(|e| err(format!("cannot read ca_file {}: {e}", path.display())))?;

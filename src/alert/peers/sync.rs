@@ -38,7 +38,7 @@ pub struct Setup {
 }
 
 pub fn client(setup: &Setup) -> Result<reqwest::Client, PeerClientError> {
-    let mut b = reqwest::Client::builder();
+    let mut b = crate::observe::wire::trust_system_roots(reqwest::Client::builder());
     if let Some(path) = &setup.config.ca_file {
         let err = |detail: String| PeerClientError::Ca {
             path: path.display().to_string(),

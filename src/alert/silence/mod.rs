@@ -59,11 +59,15 @@ impl Silences {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Silences::default()),
             Err(source) => return Err(StoreError::Read { path, source }),
         };
-        let api: Vec<Silence> =
-            serde_json::from_slice(&bytes).map_err(|e| StoreError::Corrupt {
-                path: path.clone(),
-                detail: e.to_string(),
-            })?;
+        Silences::from_file_bytes(&bytes).map_err(|e| StoreError::Corrupt {
+            path: path.clone(),
+            detail: e.to_string(),
+        })
+    }
+
+    /// The runtime silences a `silences.json` holds.
+    pub fn from_file_bytes(bytes: &[u8]) -> Result<Silences, serde_json::Error> {
+        let api: Vec<Silence> = serde_json::from_slice(bytes)?;
         Ok(Silences {
             config: Vec::new(),
             api: api

@@ -420,3 +420,34 @@ fn a_url_from_a_file_remembers_it() {
     assert_eq!(c.webhooks[0].url.file(), Some(file.as_path()));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Issue 38 item 10: `tls_verify: false` (and the brokers' `insecure_skip_verify: true`)
+/// loaded without a word. Both load, with a warning at the key that names what to do.
+#[test]
+fn turning_certificate_verification_off_gives_a_warning() {
+    let c = ok(&format!(
+        "{MINIMAL}webhooks:\n  - name: own\n    url: https://hooks.example/x\n    tls_verify: false\n"
+    ));
+    assert_eq!(
+        c.warnings,
+        ["t.yaml:7:5: webhooks[0].tls_verify is false: the receiver's certificate is not checked, so anyone on the path can read, alter or swallow its notifications (expected ca_file with the CA that signed the receiver's certificate, and tls_verify left true)"]
+    );
+    let c = ok(&cluster_with(
+        "security:\n  protocol: SSL\n  tls:\n    insecure_skip_verify: true",
+    ));
+    assert_eq!(
+        c.warnings,
+        ["t.yaml:7:9: clusters[0].security.tls.insecure_skip_verify is true: the brokers' certificates are not checked, so anyone on the path can read and answer the watchdog's requests (expected ca_file with the CA that signed the brokers' certificates, and insecure_skip_verify left false)"]
+    );
+    // Written as the defaults are, or not at all: no warning.
+    assert!(ok(&format!(
+        "{MINIMAL}webhooks:\n  - name: own\n    url: https://hooks.example/x\n    tls_verify: true\n"
+    ))
+    .warnings
+    .is_empty());
+    assert!(ok(&cluster_with(
+        "security:\n  protocol: SSL\n  tls:\n    insecure_skip_verify: false"
+    ))
+    .warnings
+    .is_empty());
+}

@@ -17,8 +17,10 @@ use kafka_protocol::messages::{
 
 use super::guard::{self, Guarded};
 use super::{
-    convert, frame, groups, log_dirs, partitions, produce, quorum, versions::SupportedVersions,
+    convert, frame, groups, log_dirs, oauth, partitions, produce, quorum,
+    versions::SupportedVersions,
 };
+use crate::model::round::{LogDirState, QuorumAnswer};
 
 /// The API keys `decode_response_for_fuzzing` handles; the seed test in `guard` checks
 /// that each has seeds.
@@ -131,4 +133,41 @@ pub fn decode_response_for_fuzzing(api_key: i16, version: i16, body: &[u8]) -> R
 
 fn decoded<T: Guarded>(body: &Bytes, version: i16) -> Result<T, String> {
     guard::decode::<T>(body, version)
+}
+
+/// A DescribeQuorum answer as `BrokerClient::describe_quorum` reads it: the leader's
+/// description, a follower's refusal, or the answer's error code (`Ok(Err)`); `Err` when
+/// the body is refused.
+#[doc(hidden)]
+pub fn describe_quorum_for_fuzzing(
+    version: i16,
+    body: &[u8],
+) -> Result<Result<QuorumAnswer, i16>, String> {
+    let body = Bytes::copy_from_slice(body);
+    quorum::answer(decoded::<DescribeQuorumResponse>(&body, version)?, version)
+}
+
+/// A DescribeLogDirs answer as the probe reads it: the directories, or the answer's own
+/// error code (`Ok(Err)`); `Err` when the body is refused.
+#[doc(hidden)]
+pub fn describe_log_dirs_for_fuzzing(
+    version: i16,
+    body: &[u8],
+) -> Result<Result<Vec<LogDirState>, i16>, String> {
+    let body = Bytes::copy_from_slice(body);
+    let r = decoded::<DescribeLogDirsResponse>(&body, version)?;
+    Ok(log_dirs::answer(r, version))
+}
+
+/// What the OAUTHBEARER token source does with its endpoint's answer (`TokenSource`'s
+/// fetch, without the request): a token and its timers, or the message naming what was
+/// wrong; and with a broker's SASL error challenge.
+#[doc(hidden)]
+pub fn oauth_answer_for_fuzzing(success: bool, body: &[u8]) -> Result<String, String> {
+    let challenge = oauth::challenge_status(body);
+    if !success {
+        return Err(format!("{}{challenge}", oauth::error_detail(body)));
+    }
+    let token = oauth::token_from_answer(body, std::time::Instant::now(), "client")?;
+    Ok(format!("{token:?}{challenge}"))
 }

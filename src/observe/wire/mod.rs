@@ -52,13 +52,16 @@ pub use compat::{column_text, markdown_table, signals, Signal};
 pub use convert::TopicConfigs;
 pub use error::{kafka_error_name, Phase, WireError};
 #[doc(hidden)]
-pub use fuzzing::decode_response_for_fuzzing;
+pub use fuzzing::{
+    decode_response_for_fuzzing, describe_log_dirs_for_fuzzing, describe_quorum_for_fuzzing,
+    oauth_answer_for_fuzzing,
+};
 pub use kafka_protocol::protocol::VersionRange;
 pub use msk_iam::{AwsIamSettings, AwsIdentity};
 pub use oauth::{Token, TokenSource};
 pub use partitions::{EligibleLeaderReplicas, LatestOffset, OngoingReassignment, PartitionOutcome};
 pub use produce::ProduceAnswer;
-pub use security::{SaslMechanism, SaslSettings, Security, TlsSettings};
+pub use security::{trust_system_roots, SaslMechanism, SaslSettings, Security, TlsSettings};
 pub use versions::SupportedVersions;
 
 #[derive(Debug, Clone)]

@@ -208,20 +208,31 @@ impl TokenSource {
                 error_detail(&body)
             ));
         }
-        let granted = parse_token_response(&body, SystemTime::now())
+        let token = token_from_answer(&body, started, &self.client_id)
             .map_err(|e| format!("{}: {e}", self.what()))?;
         tracing::debug!(
             endpoint = %self.endpoint,
-            lifetime_s = granted.lifetime.as_secs(),
+            lifetime_s = token.expires_at.duration_since(SystemTime::now()).unwrap_or_default().as_secs(),
             "OAuth token fetched"
         );
-        Ok(Token {
-            principal: granted.subject.unwrap_or_else(|| self.client_id.clone()),
-            value: granted.access_token,
-            expires_at: SystemTime::now() + granted.lifetime,
-            refresh_at: started + refresh_after(granted.lifetime),
-        })
+        Ok(token)
     }
+}
+
+/// The token a successful answer grants, asked for at `started`; its principal is the
+/// JWT's subject, else `client_id`.
+pub(super) fn token_from_answer(
+    body: &[u8],
+    started: Instant,
+    client_id: &str,
+) -> Result<Token, String> {
+    let granted = parse_token_response(body, SystemTime::now())?;
+    Ok(Token {
+        principal: granted.subject.unwrap_or_else(|| client_id.to_string()),
+        value: granted.access_token,
+        expires_at: SystemTime::now() + granted.lifetime,
+        refresh_at: started + refresh_after(granted.lifetime),
+    })
 }
 
 /// reqwest's errors carry the URL, which is configuration and fine, but never the secret;
@@ -250,7 +261,7 @@ fn form_encode(s: &str) -> String {
 
 /// The `error` and `error_description` of an OAuth error answer (RFC 6749 5.2), or the
 /// start of whatever else came back.
-fn error_detail(body: &[u8]) -> String {
+pub(super) fn error_detail(body: &[u8]) -> String {
     if let Ok(v) = serde_json::from_slice::<serde_json::Value>(body) {
         if let Some(code) = v["error"].as_str() {
             return match v["error_description"].as_str() {

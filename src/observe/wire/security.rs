@@ -260,27 +260,61 @@ fn roots(ca_pem: Option<&[u8]>) -> Result<Arc<RootCertStore>, WireError> {
     Ok(Arc::new(store))
 }
 
-/// The system store is read once per process: it is the same for every broker and round.
+/// The system's trust roots: `SSL_CERT_FILE` / `SSL_CERT_DIR` when set, else the
+/// distribution's store; read once per process (the same for every broker, round and
+/// client). Only certificates rustls takes as anchors are kept: stores carry old ones it
+/// cannot parse, and reqwest fails a whole client on one of those.
+struct SystemStore {
+    certs: Vec<CertificateDer<'static>>,
+    /// Why there are none, when there are none.
+    why_none: Option<String>,
+}
+
+fn system_store() -> &'static SystemStore {
+    static STORE: OnceLock<SystemStore> = OnceLock::new();
+    STORE.get_or_init(|| {
+        let loaded = rustls_native_certs::load_native_certs();
+        let certs: Vec<_> = loaded
+            .certs
+            .into_iter()
+            .filter(|c| RootCertStore::empty().add(c.clone()).is_ok())
+            .collect();
+        let why_none = certs.is_empty().then(|| {
+            loaded
+                .errors
+                .first()
+                .map_or_else(|| "none found".to_owned(), |e| e.to_string())
+        });
+        SystemStore { certs, why_none }
+    })
+}
+
 fn system_roots() -> Result<Arc<RootCertStore>, WireError> {
-    static SYSTEM: OnceLock<Result<Arc<RootCertStore>, String>> = OnceLock::new();
-    SYSTEM
-        .get_or_init(|| {
-            let loaded = rustls_native_certs::load_native_certs();
-            let mut store = RootCertStore::empty();
-            let (added, _ignored) = store.add_parsable_certificates(loaded.certs);
-            if added == 0 {
-                let why = loaded
-                    .errors
-                    .first()
-                    .map_or_else(|| "none found".to_owned(), |e| e.to_string());
-                return Err(format!(
-                    "no trusted certificates in the system store ({why}); set ca_pem"
-                ));
-            }
-            Ok(Arc::new(store))
-        })
-        .clone()
-        .map_err(tls_error)
+    static ROOTS: OnceLock<Arc<RootCertStore>> = OnceLock::new();
+    let store = system_store();
+    if let Some(why) = &store.why_none {
+        return Err(tls_error(format!(
+            "no trusted certificates in the system store ({why}); set ca_pem"
+        )));
+    }
+    let roots = ROOTS.get_or_init(|| {
+        let mut roots = RootCertStore::empty();
+        roots.add_parsable_certificates(store.certs.iter().cloned());
+        Arc::new(roots)
+    });
+    Ok(roots.clone())
+}
+
+/// An HTTPS client that trusts the system's roots besides the Mozilla roots reqwest
+/// carries: webhooks, peers and the command line reach a host whose certificate a CA
+/// installed on this machine signed (the docs promise the system's roots; reqwest's rustls
+/// build alone knows only its own). A `ca_file` adds its certificates on top.
+pub fn trust_system_roots(b: reqwest::ClientBuilder) -> reqwest::ClientBuilder {
+    system_store()
+        .certs
+        .iter()
+        .filter_map(|c| reqwest::Certificate::from_der(c).ok())
+        .fold(b, reqwest::ClientBuilder::add_root_certificate)
 }
 
 fn server_name(settings: &TlsSettings, address: &str) -> Result<ServerName<'static>, WireError> {
