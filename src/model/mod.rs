@@ -6,6 +6,7 @@
 pub mod coordinators;
 pub mod kind;
 pub mod metric_kit;
+pub mod own_health;
 pub mod round;
 pub mod silence;
 pub mod task_restarts;
