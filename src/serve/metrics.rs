@@ -45,6 +45,29 @@ pub struct Extras<'a> {
     pub silences: Vec<crate::model::silence::Silence>,
     /// The watchdog's own tasks started again after they ended: (task, scope, restarts).
     pub task_restarts: Vec<(&'static str, String, u64)>,
+    /// The watchdog's own health as measured, and judged when the page was asked for.
+    pub own_health: Option<OwnHealth>,
+}
+
+/// The watchdog's own health for the pages: its facts and their judgment at one moment.
+#[derive(Debug, Clone)]
+pub struct OwnHealth {
+    pub facts: crate::model::own_health::OwnHealthFacts,
+    pub judgment: crate::judge::own_health::OwnJudgment,
+    pub at: std::time::SystemTime,
+}
+
+impl OwnHealth {
+    pub fn judged(
+        facts: crate::model::own_health::OwnHealthFacts,
+        at: std::time::SystemTime,
+    ) -> Self {
+        OwnHealth {
+            judgment: crate::judge::own_health::judge(&facts, at),
+            facts,
+            at,
+        }
+    }
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, prometheus_client::encoding::EncodeLabelSet)]
@@ -122,6 +145,10 @@ pub fn render<'a>(reports: impl IntoIterator<Item = &'a ClusterReport>, extras: 
     crate::observe::self_metrics::encode_build_info(&mut reg, &extras.instance_id);
     encode_cluster_labels(&mut reg, &extras.cluster_labels);
     encode_task_restarts(&mut reg, &extras.task_restarts);
+    if let Some(own) = &extras.own_health {
+        crate::observe::own_health::metrics::encode(&mut reg, &own.facts);
+        crate::judge::own_health::encode(&mut reg, &own.judgment);
+    }
 
     let round = crate::judge::report::metrics::Families::register(&mut reg);
     let canary = crate::observe::canary::metrics::RoundFamilies::register(&mut reg);
