@@ -70,12 +70,19 @@ pub fn remove(node: Option<i32>) -> Result<(), LabError> {
         ipt(&["-F", CHAIN])?;
         return Ok(());
     };
-    let prefix = format!("kafka-lab:n{node}:");
+    remove_tagged(&format!("kafka-lab:n{node}:"))
+}
+
+/// Removes the rules whose comment starts with `prefix`.
+pub fn remove_tagged(prefix: &str) -> Result<(), LabError> {
+    if ipt(&["-S", CHAIN]).is_err() {
+        return Ok(());
+    }
     // Delete by rule number, highest first, so earlier numbers stay valid.
     let listing = ipt(&["-L", CHAIN, "-n", "--line-numbers"])?;
     let mut numbers: Vec<u32> = listing
         .lines()
-        .filter(|l| l.contains(&prefix))
+        .filter(|l| l.contains(prefix))
         .filter_map(|l| l.split_whitespace().next()?.parse().ok())
         .collect();
     numbers.sort_unstable_by(|a, b| b.cmp(a));

@@ -100,11 +100,24 @@ impl Watchdog {
         port: u16,
         yaml: impl FnOnce(u16, &std::path::Path) -> String,
     ) -> Watchdog {
+        let bin = std::path::Path::new(env!("CARGO_BIN_EXE_kafka-watchdog"));
+        Self::start_bin(name, bin, host, port, yaml)
+    }
+
+    /// [`start_at`](Self::start_at) with another program in place of the daemon (a
+    /// launcher that execs it, as `kafka_lab::cage::Cage::launcher` writes).
+    pub fn start_bin(
+        name: &str,
+        bin: &std::path::Path,
+        host: std::net::IpAddr,
+        port: u16,
+        yaml: impl FnOnce(u16, &std::path::Path) -> String,
+    ) -> Watchdog {
         let dir = temp_dir(name);
         let yaml = yaml(port, &dir);
         let launched = support::Watchdog::launch(&support::Launch {
             host,
-            bin: std::path::Path::new(env!("CARGO_BIN_EXE_kafka-watchdog")),
+            bin,
             dir: &dir,
             port,
             yaml: &yaml,
