@@ -102,7 +102,8 @@ fn degraded(w: &Watchdog) -> Vec<String> {
         return Vec::new();
     };
     body.lines()
-        .filter(|l| l.starts_with("kafka_watchdog_self_degraded{") && l.ends_with(" 1"))
+        .filter(|l| l.starts_with("kafka_watchdog_self_degraded{"))
+        .filter(|l| l.rsplit(' ').next().and_then(|v| v.parse::<f64>().ok()) == Some(1.0))
         .filter_map(|l| l.split('"').nth(1).map(str::to_string))
         .collect()
 }
