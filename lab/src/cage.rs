@@ -1,7 +1,7 @@
 //! A process that is no lab node (the watchdog under test) made unwell the ways a node can
 //! be: starved of CPU (`cpu::limit_process`), stopped and continued (SIGSTOP/SIGCONT), or
-//! losing a share of the TCP packets it sends, with a rule in the lab's own iptables chain
-//! that matches its cgroup v2 group.
+//! losing a share of its TCP packets, with rules in the lab's own iptables chains that
+//! match its cgroup v2 group.
 //!
 //! A socket carries the cgroup its process was in when it was made, and that is what
 //! `-m cgroup --path` matches: a process moved into the group later keeps sending its old
@@ -12,8 +12,10 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use crate::error::LabError;
-use crate::netfault::CHAIN;
-use crate::sys::run;
+use crate::netfault::{CHAIN, CHAIN_IN};
+
+/// The connection mark of a caged process's connections ("KW").
+const MARK: &str = "0x4b570000/0xffff0000";
 
 /// The unified hierarchy, where `-m cgroup --path` looks: `/sys/fs/cgroup/unified` beside
 /// cgroup v1 controllers, else `/sys/fs/cgroup` itself.
@@ -83,25 +85,45 @@ impl Cage {
         Ok(script)
     }
 
-    /// Drops `percent` % of the TCP packets the group's processes send, at random, from
-    /// now on (in the lab's chain: `heal` and `down` flush it too).
+    /// Loses `percent` % of the packets of the group's TCP connections, both ways, at
+    /// random, from now on: its packets mark their connection (CONNMARK, in the lab's
+    /// OUTPUT chain), and the packets of marked connections are dropped as they arrive (the
+    /// lab's INPUT chain), so the sender's TCP sees them lost and sends them again, as on a
+    /// real network. Connection tracking is on for the host while the rules exist.
+    /// `heal` and `down` flush both chains too.
     pub fn lose(&self, percent: u32) -> Result<(), LabError> {
         crate::netfault::ensure_chain()?;
+        crate::netfault::ensure_in_chain()?;
         let p = format!("{:.4}", f64::from(percent.min(100)) / 100.0);
         let (path, tag) = (self.path(), self.tag());
-        run(
-            "iptables",
+        crate::netfault::append(
+            CHAIN,
             &[
-                "-w",
-                "5",
-                "-A",
-                CHAIN,
                 "-p",
                 "tcp",
                 "-m",
                 "cgroup",
                 "--path",
                 &path,
+                "-m",
+                "comment",
+                "--comment",
+                &tag,
+                "-j",
+                "CONNMARK",
+                "--set-xmark",
+                MARK,
+            ],
+        )?;
+        crate::netfault::append(
+            CHAIN_IN,
+            &[
+                "-p",
+                "tcp",
+                "-m",
+                "connmark",
+                "--mark",
+                MARK,
                 "-m",
                 "statistic",
                 "--mode",
@@ -115,8 +137,7 @@ impl Cage {
                 "-j",
                 "DROP",
             ],
-        )?;
-        Ok(())
+        )
     }
 
     /// Removes the packet rules of [`lose`](Self::lose).

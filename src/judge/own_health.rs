@@ -197,7 +197,7 @@ pub fn encode(reg: &mut Registry, j: &OwnJudgment) {
     let g: GaugeFamily<Reason> = gauge(
         reg,
         "self_degraded",
-        "1 while the watchdog itself is unwell (or was within the last 10 s), by reason: event_loop_lag, paused, clock_jump, cpu_throttled, packet_loss. Meanwhile no broker or controller is judged zombie or down on its timing alone",
+        "1 while the watchdog itself is unwell (or was within the last 10 s), by reason: event_loop_lag, paused, clock_jump, cpu_throttled, packet_loss. Meanwhile no broker or controller is judged on its timing alone (silences, timeouts, slow answers)",
     );
     for kind in Sickness::ALL {
         let on = j.problems.iter().any(|p| p.kind == kind);

@@ -178,9 +178,9 @@ rule_table! {
             "no broker of the cluster answered: the watchdog does not guess",
         /// The watchdog's own sickness held out of a broker's verdict (issue 38 item 4).
         WatchdogUnwell = "watchdog_unwell" => [Unknown]
-            "the evidence that would have made it `zombie` or `down` rests on the watchdog's own \
-            timing (a silence, a request that timed out, a probe left unanswered) and was \
-            measured while the watchdog itself was unwell: paused (stopped and continued, its VM \
+            "the evidence that would have made it not healthy rests on the watchdog's own \
+            timing (a silence, a request that timed out or took long, a probe left unanswered, \
+            canary writes that timed out) and was measured while the watchdog itself was unwell: paused (stopped and continued, its VM \
             paused), its event loop lagging (CPU starvation), its CPU cgroup throttling it, its \
             clocks jumping (a suspend, a step) or its own packets lost \
             (`kafka_watchdog_self_degraded`). Its own sickness is never a broker's fault: the \

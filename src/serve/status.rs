@@ -37,7 +37,8 @@ pub struct Status<'a> {
 #[derive(Serialize)]
 pub struct OwnHealthStatus<'a> {
     /// `ok`, or `degraded` while the watchdog itself is unwell or was within the last 10 s:
-    /// meanwhile no broker or controller is judged zombie or down on its timing alone.
+    /// meanwhile no broker or controller is judged on its timing alone (silences, timeouts,
+    /// slow answers).
     pub state: &'static str,
     /// Each way it is (or just was) unwell.
     pub problems: Vec<OwnProblemStatus<'a>>,

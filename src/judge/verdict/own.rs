@@ -1,8 +1,9 @@
 //! The watchdog's own sickness held out of the brokers' verdicts (issue 38 item 4): a hit
-//! that would make a broker `zombie` or `down` on the watchdog's timing alone (a request
-//! that timed out, a connect that never completed, a probe left unanswered, canary writes
-//! that timed out) is not held against the broker when it was measured while the watchdog
-//! was unwell (`judge::own_health`). It becomes `watchdog_unwell` (unknown, paged to
+//! that rests on the watchdog's timing alone (a request that timed out or took long, a
+//! connect that never completed, a probe left unanswered, canary writes that timed out) is
+//! not held against the broker when it was measured while the watchdog was unwell
+//! (`judge::own_health`): a lagging watchdog makes every answer slow, a lossy one makes
+//! some take seconds. It becomes `watchdog_unwell` (unknown, paged to
 //! nobody) unless Kafka's own word agrees (the others list the broker fenced or absent), or
 //! the broker was already that bad before the watchdog fell ill. The liveness silences are
 //! counted from the end of the episode in `live`; this holds the round's hits and the
@@ -15,17 +16,24 @@ use super::{BrokerMemory, BrokerState, BrokerVerdict, Registration, Rule, RuleHi
 use crate::judge::own_health::OwnJudgment;
 use crate::model::round::BrokerId;
 
-/// Round rules whose `zombie` or `down` rests on the watchdog's own timing.
-const ROUND_TIMING: [Rule; 4] = [
+/// Round rules that rest on the watchdog's own timing.
+const ROUND_TIMING: [Rule; 6] = [
     Rule::NoAnswer,
     Rule::Unreachable,
     Rule::ProcessAliveNoAnswer,
     Rule::CanaryWritesFail,
+    Rule::CanaryNotEnoughReplicas,
+    Rule::Slow,
 ];
 
-/// The coordinator probes' rules that rest on its timing (a probe left unanswered, a
-/// transaction that did not end in time); their errors are Kafka's word.
-const LOOK_TIMING: [Rule; 2] = [Rule::GroupCoordinatorStalled, Rule::TxnCoordinatorStalled];
+/// The continuous looks' rules that rest on its timing: the coordinator probes' (a probe
+/// left unanswered, a transaction that did not end in time; their errors are Kafka's
+/// word), and `slow` from the liveness answers.
+const LOOK_TIMING: [Rule; 3] = [
+    Rule::GroupCoordinatorStalled,
+    Rule::TxnCoordinatorStalled,
+    Rule::Slow,
+];
 
 /// Holds the round's timing hits when the round (from the round before it, whose canary
 /// writes it reports, to its end) met the watchdog's doubt.
@@ -96,9 +104,7 @@ fn hold(
     memory: Option<&BrokerMemory>,
     now: SystemTime,
 ) {
-    let timing = |h: &RuleHit| {
-        rules.contains(&h.rule) && matches!(h.state, BrokerState::Zombie | BrokerState::Down)
-    };
+    let timing = |h: &RuleHit| rules.contains(&h.rule) && h.state != BrokerState::Healthy;
     let Some(worst) = v.hits.iter().filter(|h| timing(h)).map(|h| h.state).max() else {
         return;
     };
@@ -234,8 +240,33 @@ mod tests {
         );
     }
 
+    /// A lagging or lossy watchdog makes a broker's Metadata take long: no `slow` on it.
     #[test]
-    fn only_timing_hits_at_zombie_or_down_are_held_and_other_evidence_stays() {
+    fn a_slow_answer_measured_while_the_watchdog_was_unwell_is_not_the_brokers() {
+        let own = paused(NOW - 40_000, NOW - 10_000);
+        let mut v = zombie(1, Registration::Registered);
+        v.hits[0] = RuleHit {
+            rule: Rule::Slow,
+            state: BrokerState::Degraded,
+            detail: "Metadata took 646 ms, peers' median 7 ms".into(),
+        };
+        v.state = BrokerState::Degraded;
+        let mut vs = vec![v];
+        hold_round(
+            &mut vs,
+            &own,
+            (t(NOW - 45_000), t(NOW - 9_000)),
+            &BTreeMap::new(),
+            t(NOW),
+        );
+        assert_eq!(vs[0].state, BrokerState::Unknown);
+        assert!(vs[0].hits[0]
+            .detail
+            .starts_with("slow: Metadata took 646 ms"));
+    }
+
+    #[test]
+    fn only_timing_hits_are_held_and_other_evidence_stays() {
         let own = paused(NOW - 40_000, NOW - 10_000);
         let mut v = zombie(1, Registration::Registered);
         v.hits.push(RuleHit {
@@ -257,10 +288,10 @@ mod tests {
             t(NOW),
         );
         let rules: Vec<Rule> = vs[0].hits.iter().map(|h| h.rule).collect();
-        assert_eq!(
-            rules,
-            [Rule::StaleLeader, Rule::Unreachable, Rule::WatchdogUnwell]
-        );
+        assert_eq!(rules, [Rule::StaleLeader, Rule::WatchdogUnwell]);
+        assert!(vs[0].hits[1]
+            .detail
+            .contains("unreachable: connect timed out"));
         assert_eq!(
             vs[0].state,
             BrokerState::Zombie,
