@@ -5,10 +5,12 @@
 #   docker run --read-only -v kw-state:/var/lib/kafka-watchdog \
 #     -v $PWD/config.yaml:/etc/kafka-watchdog/config.yaml:ro -p 9644:9644 kafka-watchdog
 #
-# scripts/build-image builds the same image (same layout, user, entrypoint and settings)
+# scripts/build-image builds an image with the same layout, user, entrypoint and settings
 # from Debian packages only, without a registry; docs/install-container.md describes both.
-# The runtime image holds the binary, the C libraries it links (glibc, OpenSSL, zlib) and CA
-# certificates: no shell, no package manager.
+# This one runs on debian:bookworm-slim with the C libraries the binary links (OpenSSL, zlib)
+# and CA certificates added, so it keeps what slim has: a shell (bash, dash) and Debian's
+# package tools (dpkg, apt). The image scripts/build-image makes, the one releases ship, has
+# neither (scripts/check-release looks).
 
 ARG DEBIAN_RELEASE=bookworm
 
@@ -43,7 +45,8 @@ USER 65532:65532
 # system can then be mounted read-only: nothing else is written).
 VOLUME ["/var/lib/kafka-watchdog"]
 EXPOSE 9644
-# Probes: GET /healthz (200 while the process serves: liveness) and GET /readyz (200 once
+# Probes: GET /healthz (200 while the round loops, the webhook dispatcher and the HTTP
+# server make progress, 503 naming what is stuck: liveness) and GET /readyz (200 once
 # every cluster completed a round: readiness), on http.listen. Kubernetes probes them over
 # HTTP (the Helm chart does); the image has no HTTP client to run a Docker HEALTHCHECK with.
 ENTRYPOINT ["/usr/bin/kafka-watchdog"]

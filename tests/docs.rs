@@ -80,13 +80,8 @@ fn anchors(text: &str) -> BTreeSet<String> {
         if !title.starts_with(' ') {
             continue;
         }
-        let slug: String = title
-            .trim()
-            .to_lowercase()
-            .chars()
-            .filter(|c| c.is_alphanumeric() || *c == ' ' || *c == '-' || *c == '_')
-            .map(|c| if c == ' ' { '-' } else { c })
-            .collect();
+        // The one slug function: /runbooks gives its headings the same ids.
+        let slug = kafka_watchdog::serve::runbooks::slug(title);
         let mut anchor = slug.clone();
         let mut n = 0;
         while seen.contains(&anchor) {

@@ -172,13 +172,19 @@ fn fleet_member(index: usize, ports: &[u16; 3], generic: &Receiver, slack: &Rece
         extra_cluster_yaml: "    verdict:\n      open_after_secs: 2\n      resolve_after_secs: 2\n"
             .into(),
         extra_top_yaml: format!(
-            "{hooks}peers:\n  urls: [{}]\n  poll_interval_ms: 500\n  takeover_secs: {TAKEOVER_SECS}\n",
+            "{hooks}peers:\n  urls: [{}]\n  poll_interval_ms: 500\n  takeover_secs: {TAKEOVER_SECS}\n  key_file: {{peer_key}}\n",
             peers.join(", ")
         ),
         ..WatchdogSettings::default()
     };
     Watchdog::start_at(&format!("fleet-{name}"), host, ports[index], |port, dir| {
+        // The key every member shares (issue 38 item 5).
+        let key = dir.join("peer-key");
+        std::fs::write(&key, "the-fleet's-peer-key-of-at-least-32-characters").unwrap();
+        std::fs::set_permissions(&key, std::os::unix::fs::PermissionsExt::from_mode(0o600))
+            .unwrap();
         Watchdog::config_yaml(port, dir, &s)
+            .replace("{peer_key}", &key.display().to_string())
             .replace("instance_id: test", &format!("instance_id: {name}"))
             .replace(
                 &format!("listen: 127.0.0.1:{port}"),

@@ -438,3 +438,21 @@ fn no_configured_secret_is_in_the_log_status_webhooks_or_arguments() {
         }
     }
 }
+
+/// Issue 39: `KAFKA_WATCHDOG_CRASH_AT` (abort at a named point, for the crash tests of
+/// `tests/own_faults.rs`) was live in every build, so anyone who could set the daemon's
+/// environment could make a production watchdog abort after its next saved incident. It is
+/// compiled only with the `crash-points` feature (which `lab-tests` turns on); a build
+/// without features, as every release is, has no trace of it. scripts/check-release looks
+/// for the same string in the release's binary.
+#[cfg(not(feature = "crash-points"))]
+#[test]
+fn a_build_without_features_has_no_crash_hook() {
+    let bin = std::fs::read(env!("CARGO_BIN_EXE_kafka-watchdog")).unwrap();
+    let needle = b"KAFKA_WATCHDOG_CRASH_AT";
+    assert!(
+        !bin.windows(needle.len()).any(|w| w == needle),
+        "the binary holds {}",
+        String::from_utf8_lossy(needle)
+    );
+}

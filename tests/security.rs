@@ -492,3 +492,226 @@ fn a_certificate_about_to_expire_is_a_critical_incident_on_its_broker() {
         is_event(v, "resolved", "certificate", Some(2))
     });
 }
+
+/// Whether `password` authenticates the watchdog's user at `address` now, on a new
+/// connection (the lab CA trusted).
+fn authenticates(address: &str, ca: &[u8], password: &str) -> bool {
+    use kafka_watchdog::model::round::FailureKind;
+    use kafka_watchdog::observe::wire::{
+        BrokerClient, SaslMechanism, SaslSettings, Security as Wire, TlsSettings, WireOptions,
+    };
+    let opts = WireOptions {
+        connect_timeout: Duration::from_secs(3),
+        request_timeout: Duration::from_secs(5),
+        security: Wire::SaslSsl(
+            TlsSettings {
+                ca_pem: Some(ca.to_vec().into()),
+                ..TlsSettings::default()
+            },
+            SaslSettings::user_password(
+                SaslMechanism::ScramSha512,
+                kafka_lab::secrets::WATCHDOG_USER,
+                password,
+            ),
+        ),
+        ..WireOptions::default()
+    };
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    match rt.block_on(BrokerClient::connect(address, &opts)) {
+        Ok(_) => true,
+        Err(e) if e.kind() == FailureKind::Authentication => false,
+        Err(e) => panic!("{address}: {e}"),
+    }
+}
+
+/// Issue 39 item 2: on Kubernetes nothing sends SIGHUP. The watchdog's password and CA come
+/// from a Secret mounted as the kubelet mounts it (`..data` links). The password is rotated
+/// as Strimzi rotates a KafkaUser's (the brokers first: the old one is refused from then on;
+/// the Secret after), and the CA as cert-manager rotates one (the Secret trusts the old and
+/// the new CA, then broker 2 restarts with a certificate of the new one). The same process
+/// keeps watching: broker 2's new certificate is read by the probes, every broker stays
+/// healthy, nothing is paged about a broker or the cluster, the canary writes and reads
+/// back, and each file change is logged and counted. Before, broker 2 came back
+/// unreachable (its certificate untrusted, the new password unknown to the watchdog).
+#[test]
+fn rotated_password_and_ca_files_are_used_without_a_restart() {
+    use common::watchdog::{metric_sum, Receiver};
+    use kafka_watchdog_test_support::secret_volume;
+    let mut lab = secure_lab();
+    let secure = lab.secure_bootstrap().unwrap();
+    let first = secure.split(',').next().unwrap().to_string();
+    let secrets = Secrets::load(&kafka_lab::lab_dir()).unwrap();
+    let original = secrets.watchdog_password.clone();
+    let lab_ca = std::fs::read(secrets.ca()).unwrap();
+    let rx = Receiver::start();
+    let mut mounted = std::path::PathBuf::new();
+    let w = Watchdog::start_yaml("secure-rotate", |port, dir| {
+        mounted = dir.join("kafka-user");
+        secret_volume::write(
+            &mounted,
+            "1",
+            &[("password", original.as_bytes()), ("ca.crt", &lab_ca)],
+        )
+        .unwrap();
+        header(port, dir)
+            + &cluster_yaml(
+                "lab",
+                &secure,
+                &mounted.join("password").display().to_string(),
+                &format!("        ca_file: {}\n", mounted.join("ca.crt").display()),
+            )
+            + &rx.yaml()
+    });
+    eventually(WAIT, "every broker healthy", || {
+        (1..=3)
+            .all(|b| w.broker_state(b).as_deref() == Some("healthy"))
+            .then_some(())
+    });
+    w.wait_canary_writing(WAIT);
+    let applied = |kind: &str| {
+        w.metric(
+            "kafka_watchdog_credential_reloads_total",
+            &[("kind", kind), ("outcome", "applied")],
+        )
+        .unwrap_or(-1.0)
+    };
+    assert_eq!(applied("secret"), 0.0);
+    assert_eq!(applied("certificates"), 0.0);
+
+    // The password: the brokers first, then the Secret.
+    let rotated = format!("rotated-{}", kafka_lab::secrets::random_password().unwrap());
+    lab.set_watchdog_password(&rotated).unwrap();
+    // Each broker applies the credential from the metadata log, a moment after the answer.
+    eventually(Duration::from_secs(10), "the old password refused", || {
+        (!authenticates(&first, &lab_ca, &original)).then_some(())
+    });
+    assert!(authenticates(&first, &lab_ca, &rotated));
+    secret_volume::write(
+        &mounted,
+        "2",
+        &[("password", rotated.as_bytes()), ("ca.crt", &lab_ca)],
+    )
+    .unwrap();
+    let swapped = std::time::Instant::now();
+    eventually(
+        Duration::from_secs(30),
+        "the password file taken in",
+        || (applied("secret") >= 1.0).then_some(()),
+    );
+    eprintln!(
+        "the password taken in {:.1} s after the Secret's swap",
+        swapped.elapsed().as_secs_f64()
+    );
+    // The CA: the Secret trusts both, then broker 2 presents the new CA's certificate.
+    let second_ca = secrets
+        .ensure_second_ca()
+        .map(|_| secrets.second_ca())
+        .unwrap();
+    let bundle = [lab_ca.clone(), std::fs::read(second_ca).unwrap()].concat();
+    secret_volume::write(
+        &mounted,
+        "3",
+        &[("password", rotated.as_bytes()), ("ca.crt", &bundle)],
+    )
+    .unwrap();
+    let swapped = std::time::Instant::now();
+    eventually(Duration::from_secs(30), "the CA file taken in", || {
+        (applied("certificates") >= 1.0).then_some(())
+    });
+    eprintln!(
+        "the CA bundle taken in {:.1} s after the Secret's swap",
+        swapped.elapsed().as_secs_f64()
+    );
+    let read_back = || {
+        metric_sum(
+            &w.metrics(),
+            "kafka_watchdog_canary_end_to_end_seconds_count",
+            &[],
+        )
+    };
+    let read_before = read_back();
+    lab.reissue_cert_by(2, 365, true).unwrap();
+
+    // Broker 2's certificate of the new CA, read by the probes' new connection to it.
+    eventually(WAIT, "broker 2's new certificate seen", || {
+        let s = w.status();
+        let issuers = s["clusters"][0]["certificates"]["issuers"]
+            .as_array()?
+            .clone();
+        (issuers.len() == 2).then_some(())
+    });
+    // A minute of rounds after: watched all along, every probe authenticated (each round's
+    // probe connects anew), none refused for its password or certificate.
+    let until = std::time::Instant::now() + Duration::from_secs(60);
+    while std::time::Instant::now() < until {
+        let s = w.status();
+        let c = &s["clusters"][0];
+        assert_eq!(c["reachable"], true, "{c:#}");
+        assert!(
+            c["bootstrap_failures"].as_array().is_none_or(Vec::is_empty),
+            "{c:#}"
+        );
+        for b in 1..=3 {
+            let v = w.broker(b).unwrap_or_default();
+            for step in ["connect", "api_versions"] {
+                let kind = &v["probe"][step]["failure"]["kind"];
+                assert!(
+                    kind != "authentication" && kind != "tls",
+                    "broker {b}: {v:#}"
+                );
+            }
+        }
+        std::thread::sleep(Duration::from_secs(2));
+    }
+    // Healthy; or degraded by stalls of its own (GC, a machine busy with other work: this
+    // one has two cores), nothing the credentials could cause.
+    for b in 1..=3 {
+        let (state, rules) = (w.broker_state(b), w.rules(b));
+        let load_only = rules.iter().all(|r| r == "liveness_flapping");
+        assert!(
+            state.as_deref() == Some("healthy")
+                || (state.as_deref() == Some("degraded") && load_only),
+            "broker {b}: {state:?} {rules:?}"
+        );
+    }
+    let paged: Vec<_> = rx
+        .received()
+        .into_iter()
+        .filter(|v| {
+            v["event"] == "opened"
+                && (v["severity"] == "critical"
+                    || v["kind"] == "cluster_unreachable"
+                    || v["kind"] == "watchdog_access")
+        })
+        .collect();
+    assert!(paged.is_empty(), "{paged:#?}");
+    assert!(
+        read_back() > read_before,
+        "the canary reads its writes back"
+    );
+    assert_eq!(
+        metric_sum(
+            &w.metrics(),
+            "kafka_watchdog_canary_records_lost_total",
+            &[]
+        ),
+        0.0
+    );
+    let log = w.log();
+    assert!(
+        log.contains("credential file changed"),
+        "the change is logged"
+    );
+    assert!(
+        log.contains("the canary's credentials changed"),
+        "the canary made new clients"
+    );
+    assert!(!log.contains("reloading"), "no reload, no restart");
+    assert!(!log.contains(&rotated), "the password leaked into the log");
+
+    // The lab as it was: the first password (broker 2 gets the lab CA again when healed).
+    lab.set_watchdog_password(&original).unwrap();
+}

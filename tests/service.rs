@@ -13,6 +13,7 @@ use common::watchdog::{free_port, http_get, temp_dir};
 
 struct Daemon {
     child: Child,
+    dir: std::path::PathBuf,
     socket: UnixDatagram,
     port: u16,
     config: std::path::PathBuf,
@@ -47,8 +48,14 @@ impl Daemon {
         )
     }
 
-    /// Starts the daemon with the debug-build test hook `hook` set (none when empty).
+    /// Starts the daemon with the debug-build test hook `hook` set to 1 (none when empty).
     fn start_with(name: &str, hook: &str) -> Daemon {
+        Self::start_hooked(name, hook, "1", "")
+    }
+
+    /// Starts the daemon with the debug-build test hook `hook` set to `value`, and `extra`
+    /// at the end of its configuration.
+    fn start_hooked(name: &str, hook: &str, value: &str, extra: &str) -> Daemon {
         let dir = temp_dir(name);
         let port = free_port();
         let sock_path = dir.join("notify.sock");
@@ -57,7 +64,7 @@ impl Daemon {
             .set_read_timeout(Some(Duration::from_millis(200)))
             .unwrap();
         let cfg = dir.join("config.yaml");
-        std::fs::write(&cfg, config(port, &dir, 1)).unwrap();
+        std::fs::write(&cfg, config(port, &dir, 1) + extra).unwrap();
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_kafka-watchdog"));
         cmd.args(["run", "-c"])
             .arg(&cfg)
@@ -67,11 +74,12 @@ impl Daemon {
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(dir.join("log")).unwrap());
         if !hook.is_empty() {
-            cmd.env(hook, "1");
+            cmd.env(hook, value);
         }
         let child = cmd.spawn().expect("start kafka-watchdog");
         Daemon {
             child,
+            dir,
             socket,
             port,
             config: cfg,
@@ -123,6 +131,10 @@ impl Daemon {
     fn signal(&self, sig: i32) {
         // SAFETY: kill(2) on our own child.
         unsafe { libc::kill(self.child.id() as i32, sig) };
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("log")).unwrap_or_default()
     }
 
     fn metric(&self, name: &str) -> Option<f64> {
@@ -247,6 +259,129 @@ fn a_stalled_round_loop_gets_no_watchdog_pings() {
     assert!(
         quiet_since > Duration::from_secs(5),
         "pings must stop once the loop stalls (last one {quiet_since:?} ago)"
+    );
+    // Issue 38 item 1: /healthz says so too (it was a constant 200), naming the loop.
+    let (code, body) = http_get(d.port, "/healthz").expect("serving");
+    assert_eq!(code, 503, "{body}");
+    assert!(
+        body.contains("the round loop of cluster nowhere: no progress for"),
+        "{body}"
+    );
+    d.signal(libc::SIGTERM);
+}
+
+/// Issue 38 items 1 and 2: "a task killed: restarted within seconds, counted, /healthz 503
+/// meanwhile". Every round loop panics as it starts for the first 40 s (a debug-build
+/// hook): it is started again after 1, 2, 4, 8, then 10 s, each end counted; past its 30 s
+/// allowance without a round /healthz answers 503 naming it, receivers get a
+/// `watchdog_blind` incident ("blind for cluster nowhere since ...") and the heartbeat
+/// says it is blind, and once a start survives and completes a round, /healthz is 200 and
+/// the incident resolves. The notify
+/// socket is read all along, as systemd does: a full one blocks the daemon's notices.
+#[test]
+fn a_dying_round_loop_is_restarted_counted_and_named_by_healthz() {
+    let receiver = common::watchdog::Receiver::start();
+    let mut d = Daemon::start_hooked(
+        "svc-panic",
+        "KAFKA_WATCHDOG_TEST_PANIC_LOOP",
+        "40",
+        &format!(
+            "{}heartbeat:\n  url: {}hb/check-1\n  interval_secs: 10\n",
+            receiver.yaml(),
+            receiver.url()
+        ),
+    );
+    d.wait_for("READY=1", 0, Duration::from_secs(20));
+    let started = Instant::now();
+    let restarts = |d: &Daemon| {
+        let (_, body) = http_get(d.port, "/metrics").unwrap_or_default();
+        body.lines()
+            .find(|l| l.starts_with("kafka_watchdog_task_restarts_total{task=\"cluster_loop\"}"))
+            .and_then(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    while restarts(&d) < 2.0 {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "two restarts within seconds (1 s and 2 s apart); log: {}",
+            d.log()
+        );
+        d.read_for(Duration::from_millis(200));
+    }
+    let (code, _) = http_get(d.port, "/healthz").unwrap();
+    assert_eq!(code, 200, "within its allowance: not yet stuck");
+    let stuck = loop {
+        let (code, body) = http_get(d.port, "/healthz")
+            .unwrap_or_else(|e| panic!("/healthz at {:?}: {e}", started.elapsed()));
+        if code == 503 {
+            break body;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(45),
+            "no 503 while the loop completes no round"
+        );
+        d.read_for(Duration::from_millis(250));
+    };
+    assert!(
+        stuck.contains("the round loop of cluster nowhere: no progress for"),
+        "{stuck}"
+    );
+    loop {
+        let (code, body) = http_get(d.port, "/healthz")
+            .unwrap_or_else(|e| panic!("/healthz at {:?}: {e}", started.elapsed()));
+        if code == 200 {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(75),
+            "still 503 after the loop came back: {body}"
+        );
+        d.read_for(Duration::from_millis(250));
+    }
+    assert!(restarts(&d) >= 5.0, "every end counted: {}", restarts(&d));
+    let blind = |event: &'static str| {
+        move |v: &serde_json::Value| v["event"] == event && v["kind"] == "watchdog_blind"
+    };
+    let opened = receiver.wait(
+        "watchdog_blind opened",
+        Duration::from_secs(10),
+        blind("opened"),
+    );
+    let summary = opened["summary"].as_str().unwrap_or("");
+    assert!(
+        summary.starts_with("the watchdog is blind for cluster nowhere since "),
+        "{opened:#}"
+    );
+    assert_eq!(opened["severity"], "critical", "{opened:#}");
+    receiver.wait(
+        "watchdog_blind resolved",
+        Duration::from_secs(15),
+        blind("resolved"),
+    );
+    let beat = |words: &'static str| {
+        move |v: &serde_json::Value| v.as_str().is_some_and(|b| b.contains(words))
+    };
+    receiver.wait(
+        "a heartbeat",
+        Duration::from_secs(1),
+        beat("loops make progress"),
+    );
+    let fail = receiver.wait(
+        "a blind heartbeat",
+        Duration::from_secs(1),
+        beat("is blind"),
+    );
+    assert!(
+        fail.as_str()
+            .unwrap_or("")
+            .contains("the round loop of cluster nowhere"),
+        "{fail}"
+    );
+    assert!(
+        d.log().contains(
+            "task ended when it should not have: it panicked: KAFKA_WATCHDOG_TEST_PANIC_LOOP"
+        ),
+        "the panic is in the log"
     );
     d.signal(libc::SIGTERM);
 }

@@ -1016,6 +1016,13 @@ impl Lab {
     /// `Fault::Cert` until `heal`, which issues one of the lab's validity again (and
     /// restarts it).
     pub fn reissue_cert(&mut self, id: i32, days: u32) -> Result<(), LabError> {
+        self.reissue_cert_by(id, days, false)
+    }
+
+    /// As `reissue_cert`, signed by the lab's second CA when `second_ca` (made at its first
+    /// use, `secrets/ca2.pem`): a CA rotation, which clients trusting only the lab CA
+    /// refuse. `heal` signs with the lab CA again.
+    pub fn reissue_cert_by(&mut self, id: i32, days: u32, second_ca: bool) -> Result<(), LabError> {
         self.with_lock(|lab| {
             lab.require_broker(id)?;
             if lab.state.security != Security::SaslSsl {
@@ -1024,23 +1031,62 @@ impl Lab {
                         .into(),
                 ));
             }
-            lab.issue_cert(id, days)?;
+            lab.issue_cert(id, days, second_ca)?;
             lab.restart_locked(id)?;
             let lab_days = lab.state.cert_days;
             let rec = lab.state.node_mut(id)?;
             rec.faults.retain(|f| !matches!(f, Fault::Cert { .. }));
-            if days != lab_days {
-                rec.faults.push(Fault::Cert { days });
+            if days != lab_days || second_ca {
+                rec.faults.push(Fault::Cert { days, second_ca });
             }
             Ok(())
         })
     }
 
-    /// Writes broker `id`'s keystore again with a certificate valid for `days`.
-    fn issue_cert(&self, id: i32, days: u32) -> Result<(), LabError> {
+    /// Changes the watchdog user's SCRAM-SHA-512 password on the brokers, then replaces
+    /// `secrets/watchdog.password` with it (a new file renamed over the old one): a Strimzi
+    /// KafkaUser's password change, the brokers first, its Secret after. From then on the
+    /// old password is refused to new logins; connections already authenticated stay.
+    /// PLAIN keeps the password the lab was set up with: each broker's configuration lists
+    /// it (`Lab::set_watchdog_password`).
+    pub fn set_watchdog_password(&mut self, password: &str) -> Result<(), LabError> {
+        self.with_lock(|lab| {
+            if lab.state.security != Security::SaslSsl {
+                return Err(LabError::Invalid(
+                    "the watchdog's password belongs to a SASL_SSL lab (`kafka-lab up --security sasl_ssl`)"
+                        .into(),
+                ));
+            }
+            if password.is_empty() || password.chars().any(char::is_control) {
+                return Err(LabError::Invalid(
+                    "a password of visible characters, not empty".into(),
+                ));
+            }
+            let broker = lab
+                .brokers()
+                .into_iter()
+                .find(|id| lab.running_pid(*id).is_some())
+                .ok_or_else(|| LabError::Invalid("no broker is running".into()))?;
+            crate::scram::set_password(
+                &broker_address(broker),
+                crate::secrets::WATCHDOG_USER,
+                password,
+            )?;
+            Secrets::replace_watchdog_password(&lab.dir, password)
+        })
+    }
+
+    /// Writes broker `id`'s keystore again with a certificate valid for `days`, signed by
+    /// the lab CA or its second one.
+    fn issue_cert(&self, id: i32, days: u32, second_ca: bool) -> Result<(), LabError> {
         let host = self.state.node(id)?.spec.host.clone();
         let secrets = Secrets::load(&self.dir)?;
-        secrets.broker_keystore_valid_for(id, &host, days)?;
+        let ca = if second_ca {
+            secrets.ensure_second_ca()?
+        } else {
+            crate::secrets::LAB_CA
+        };
+        secrets.broker_keystore_signed(id, &host, days, ca)?;
         // Broker users must read their keystores; the lab is throw-away.
         let _ = sys::run("chmod", &["-R", "a+rX", &secrets.dir.display().to_string()]);
         Ok(())
@@ -1463,7 +1509,7 @@ impl Lab {
                 lab.state.node_mut(i)?.faults = on_disk.clone();
                 for f in &on_disk {
                     match f {
-                        Fault::Cert { .. } => lab.issue_cert(i, lab.state.cert_days)?,
+                        Fault::Cert { .. } => lab.issue_cert(i, lab.state.cert_days, false)?,
                         Fault::LogDirFull => {
                             if let Some(small) = lab.small_log_dir(i) {
                                 logdirs::unfill(&small)?;

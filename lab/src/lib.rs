@@ -11,6 +11,8 @@ pub mod logdirs;
 pub mod netfault;
 pub mod oauth;
 pub mod quorum;
+pub mod request;
+pub mod scram;
 pub mod secrets;
 pub mod sink;
 pub mod stall;

@@ -107,6 +107,17 @@ enum Cmd {
         /// Validity in days from now; 0 makes a certificate that is expired at once.
         #[arg(long)]
         days: u32,
+        /// Sign it with the lab's second CA (secrets/ca2.pem, made at first use) instead:
+        /// a CA rotation, refused by clients that trust the lab CA only.
+        #[arg(long)]
+        second_ca: bool,
+    },
+    /// Change the watchdog user's SCRAM-SHA-512 password on the brokers of a sasl_ssl lab
+    /// (AlterUserScramCredentials), then replace secrets/watchdog.password with it, as a
+    /// Strimzi KafkaUser password change does. The old password is refused from then on.
+    Password {
+        /// The new password; a random one when left out.
+        new: Option<String>,
     },
     /// Make a broker's second log directory (`up --log-dirs 2`) full: a partition of the
     /// lab's topic kafka-lab-fill-N is put there if none is, a filler takes every byte left,
@@ -307,12 +318,31 @@ fn run(cmd: Cmd) -> Result<(), LabError> {
             Lab::open()?.stall_threads(node, what)?
         }
         Cmd::Slow { node, cpu_percent } => Lab::open()?.slow(node, cpu_percent)?,
-        Cmd::Cert { node, days } => {
+        Cmd::Cert {
+            node,
+            days,
+            second_ca,
+        } => {
             let mut lab = Lab::open()?;
-            lab.reissue_cert(node, days)?;
+            lab.reissue_cert_by(node, days, second_ca)?;
             println!(
                 "broker {node}: certificate valid until {} (restarted)",
                 lab.cert_end(node)?
+            );
+        }
+        Cmd::Password { new } => {
+            let mut lab = Lab::open()?;
+            let password = match new {
+                Some(p) => p,
+                None => kafka_lab::secrets::random_password()?,
+            };
+            lab.set_watchdog_password(&password)?;
+            let file =
+                kafka_lab::secrets::Secrets::dir(&kafka_lab::lab_dir()).join("watchdog.password");
+            println!(
+                "user {}: SCRAM-SHA-512 password changed on the brokers and written to {}",
+                kafka_lab::secrets::WATCHDOG_USER,
+                file.display()
             );
         }
         Cmd::Fill { node } => {

@@ -5,23 +5,16 @@
 //! A broker forwards DescribeQuorum to the active controller; a controller answers it
 //! itself when it leads, and with NOT_LEADER_OR_FOLLOWER when it does not.
 
-use std::io::{Read, Write};
-use std::net::{TcpStream, ToSocketAddrs};
 use std::time::Duration;
 
-use bytes::{Buf, BytesMut};
 use kafka_protocol::messages::describe_quorum_request::{PartitionData, TopicData};
-use kafka_protocol::messages::{
-    DescribeQuorumRequest, DescribeQuorumResponse, RequestHeader, ResponseHeader, TopicName,
-};
-use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request, StrBytes};
+use kafka_protocol::messages::{DescribeQuorumRequest, DescribeQuorumResponse, TopicName};
+use kafka_protocol::protocol::StrBytes;
 
 use crate::error::LabError;
 
 /// The metadata log's topic: the one partition DescribeQuorum describes.
 const METADATA_TOPIC: &str = "__cluster_metadata";
-/// Answers are small; a larger length prefix is not a DescribeQuorum answer.
-const MAX_FRAME: usize = 1 << 20;
 
 /// The quorum as its leader describes it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -37,54 +30,11 @@ pub struct QuorumState {
 /// the connection and again for the answer.
 pub fn describe(address: &str, timeout: Duration) -> Result<QuorumState, LabError> {
     let fail = |what: String| LabError::Kafka(format!("DescribeQuorum to {address}: {what}"));
-    let addr = address
-        .to_socket_addrs()
-        .map_err(|e| fail(e.to_string()))?
-        .next()
-        .ok_or_else(|| fail("no address".into()))?;
-    let mut stream = TcpStream::connect_timeout(&addr, timeout).map_err(|e| fail(e.to_string()))?;
-    stream
-        .set_read_timeout(Some(timeout))
-        .and_then(|()| stream.set_write_timeout(Some(timeout)))
-        .map_err(|e| fail(e.to_string()))?;
     // v0 is what every KRaft release speaks, and it has what this needs.
-    let version = 0;
     let request = DescribeQuorumRequest::default().with_topics(vec![TopicData::default()
         .with_topic_name(TopicName(StrBytes::from_static_str(METADATA_TOPIC)))
         .with_partitions(vec![PartitionData::default().with_partition_index(0)])]);
-    let header = RequestHeader::default()
-        .with_request_api_key(DescribeQuorumRequest::KEY)
-        .with_request_api_version(version)
-        .with_correlation_id(1)
-        .with_client_id(Some(StrBytes::from_static_str("kafka-lab")));
-    let mut body = BytesMut::new();
-    header
-        .encode(&mut body, DescribeQuorumRequest::header_version(version))
-        .and_then(|()| request.encode(&mut body, version))
-        .map_err(|e| fail(format!("cannot encode: {e}")))?;
-    let mut frame = (body.len() as i32).to_be_bytes().to_vec();
-    frame.extend_from_slice(&body);
-    stream.write_all(&frame).map_err(|e| fail(e.to_string()))?;
-    let mut len = [0u8; 4];
-    stream
-        .read_exact(&mut len)
-        .map_err(|e| fail(format!("no answer: {e}")))?;
-    let len = usize::try_from(i32::from_be_bytes(len))
-        .ok()
-        .filter(|n| *n <= MAX_FRAME)
-        .ok_or_else(|| fail("bad frame length".into()))?;
-    let mut answer = vec![0u8; len];
-    stream
-        .read_exact(&mut answer)
-        .map_err(|e| fail(format!("answer cut short: {e}")))?;
-    let mut buf = bytes::Bytes::from(answer);
-    ResponseHeader::decode(&mut buf, DescribeQuorumResponse::header_version(version))
-        .map_err(|e| fail(format!("bad header: {e}")))?;
-    let response = DescribeQuorumResponse::decode(&mut buf, version)
-        .map_err(|e| fail(format!("undecodable: {e}")))?;
-    if buf.has_remaining() {
-        return Err(fail("trailing bytes".into()));
-    }
+    let response = crate::request::call(address, &request, 0, timeout).map_err(fail)?;
     state_of(response).map_err(fail)
 }
 

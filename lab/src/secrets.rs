@@ -23,6 +23,11 @@ pub const WATCHDOG_USER: &str = "watchdog";
 /// certificates raise no incident; a test that wants one issues a short one
 /// (`kafka-lab cert N --days D`). It was 7 until the watchdog read certificates.
 pub const DEFAULT_CERT_DAYS: u32 = 365;
+/// The lab CA's files, `ca.pem` and `ca.key`, by name.
+pub const LAB_CA: &str = "ca";
+/// A second CA, for a CA rotation (`kafka-lab cert N --second-ca`): `ca2.pem`, `ca2.key`.
+pub const SECOND_CA: &str = "ca2";
+
 /// How long the lab CA is valid: far beyond any broker certificate, so a chain's expiry is
 /// its broker certificate's.
 pub const CA_DAYS: u32 = 3650;
@@ -40,6 +45,11 @@ fn random_hex(bytes: usize) -> Result<String, LabError> {
         .and_then(|mut f| f.read_exact(&mut buf))
         .map_err(|e| LabError::io(path, e))?;
     Ok(buf.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+/// A password like the lab's own: 32 hex digits from the kernel's random source.
+pub fn random_password() -> Result<String, LabError> {
+    random_hex(16)
 }
 
 fn write(path: &Path, text: &str) -> Result<(), LabError> {
@@ -65,6 +75,18 @@ impl Secrets {
             keystore_password: read(&dir.join("keystore.password"))?,
             dir,
         })
+    }
+
+    /// Replaces the watchdog's password file whole: a new file renamed over it, so a
+    /// reader never sees it half written (as a Kubernetes Secret's update).
+    pub fn replace_watchdog_password(lab_dir: &Path, password: &str) -> Result<(), LabError> {
+        let dir = Self::dir(lab_dir);
+        let (file, tmp) = (
+            dir.join("watchdog.password"),
+            dir.join("watchdog.password.new"),
+        );
+        write(&tmp, password)?;
+        fs::rename(&tmp, &file).map_err(|e| LabError::io(&file, e))
     }
 
     /// Makes a CA, a keystore for each broker (certificates valid for
@@ -130,6 +152,18 @@ impl Secrets {
         host: &str,
         days: u32,
     ) -> Result<(), LabError> {
+        self.broker_keystore_signed(id, host, days, LAB_CA)
+    }
+
+    /// As `broker_keystore_valid_for`, signed by the CA whose files are `<ca>.pem` and
+    /// `<ca>.key` ([`LAB_CA`], or [`SECOND_CA`] once `ensure_second_ca` made it).
+    pub fn broker_keystore_signed(
+        &self,
+        id: i32,
+        host: &str,
+        days: u32,
+        ca: &str,
+    ) -> Result<(), LabError> {
         let p = |name: String| self.dir.join(name).display().to_string();
         // Made under new names, then renamed over the broker's: a failed openssl leaves the
         // keystore in place.
@@ -165,9 +199,9 @@ impl Secrets {
                 "-in",
                 &csr,
                 "-CA",
-                &p("ca.pem".into()),
+                &p(format!("{ca}.pem")),
                 "-CAkey",
-                &p("ca.key".into()),
+                &p(format!("{ca}.key")),
                 "-CAcreateserial",
                 "-days",
                 &days.to_string(),
@@ -187,7 +221,7 @@ impl Secrets {
                 "-inkey",
                 &key,
                 "-certfile",
-                &p("ca.pem".into()),
+                &p(format!("{ca}.pem")),
                 "-name",
                 "broker",
                 "-out",
@@ -234,6 +268,45 @@ impl Secrets {
     }
 
     pub fn ca(&self) -> PathBuf {
-        self.dir.join("ca.pem")
+        self.dir.join(format!("{LAB_CA}.pem"))
+    }
+
+    /// The lab's second CA (`kafka-lab cert N --second-ca`), once made.
+    pub fn second_ca(&self) -> PathBuf {
+        self.dir.join(format!("{SECOND_CA}.pem"))
+    }
+
+    /// Makes the second CA unless it exists; its name for `broker_keystore_signed`.
+    pub fn ensure_second_ca(&self) -> Result<&'static str, LabError> {
+        if !self.second_ca().exists() {
+            let p = |ext: &str| {
+                self.dir
+                    .join(format!("{SECOND_CA}{ext}"))
+                    .display()
+                    .to_string()
+            };
+            run(
+                "openssl",
+                &[
+                    "req",
+                    "-x509",
+                    "-newkey",
+                    "rsa:2048",
+                    "-nodes",
+                    "-days",
+                    &CA_DAYS.to_string(),
+                    "-subj",
+                    "/CN=kafka-lab second test CA",
+                    "-keyout",
+                    &p(".key"),
+                    "-out",
+                    &p(".pem.new"),
+                ],
+            )?;
+            // Named last: a half-made CA is never taken for one.
+            fs::rename(p(".pem.new"), self.second_ca())
+                .map_err(|e| LabError::io(&self.second_ca(), e))?;
+        }
+        Ok(SECOND_CA)
     }
 }

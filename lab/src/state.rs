@@ -37,9 +37,14 @@ pub enum Fault {
     /// scheduler) are stopped by the tracer process `tracer`.
     StallTxnCoordinator { tracer: u32 },
     /// A broker's certificate was issued again, valid for `days` days from then (not the
-    /// lab's validity); the broker presents it once restarted. It outlives restarts;
-    /// `heal` issues one of the lab's validity and restarts the broker.
-    Cert { days: u32 },
+    /// lab's validity), or signed by the lab's second CA (`second_ca`: a CA rotation); the
+    /// broker presents it once restarted. It outlives restarts; `heal` issues one of the
+    /// lab's validity, signed by the lab CA, and restarts the broker.
+    Cert {
+        days: u32,
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        second_ca: bool,
+    },
     /// A broker's second (small, tmpfs) log directory is full: a filler file takes its last
     /// byte, and Kafka took the directory offline. It outlives restarts; `heal` removes the
     /// filler and restarts the broker, the only way Kafka brings a failed directory back.
@@ -70,8 +75,11 @@ impl Fault {
             Fault::StallTxnCoordinator { tracer } => {
                 format!("stalled(transaction coordinator, tracer {tracer})")
             }
-            Fault::Cert { days: 1 } => "cert(valid 1 day)".into(),
-            Fault::Cert { days } => format!("cert(valid {days} days)"),
+            Fault::Cert { days, second_ca } => format!(
+                "cert(valid {days} day{}{})",
+                if *days == 1 { "" } else { "s" },
+                if *second_ca { ", second CA" } else { "" }
+            ),
             Fault::LogDirFull => "log-dir-full(data2)".into(),
         }
     }
@@ -194,14 +202,31 @@ mod tests {
 
     #[test]
     fn a_certificate_outlives_restarts_and_process_faults_do_not() {
-        let cert = Fault::Cert { days: 1 };
+        let cert = Fault::Cert {
+            days: 1,
+            second_ca: false,
+        };
         assert!(cert.persists());
         assert_eq!(cert.label(), "cert(valid 1 day)");
-        assert_eq!(Fault::Cert { days: 0 }.label(), "cert(valid 0 days)");
+        let zero = Fault::Cert {
+            days: 0,
+            second_ca: false,
+        };
+        assert_eq!(zero.label(), "cert(valid 0 days)");
         assert_eq!(
             serde_json::to_string(&cert).unwrap(),
             r#"{"fault":"cert","days":1}"#
         );
+        // Written by a kafka-lab before the second CA: read the same.
+        let before: Fault = serde_json::from_str(r#"{"fault":"cert","days":1}"#).unwrap();
+        assert_eq!(before, cert);
+        let rotated = Fault::Cert {
+            days: 365,
+            second_ca: true,
+        };
+        assert_eq!(rotated.label(), "cert(valid 365 days, second CA)");
+        let back: Fault = serde_json::from_str(&serde_json::to_string(&rotated).unwrap()).unwrap();
+        assert_eq!(back, rotated);
         assert!(Fault::LogDirFull.persists());
         assert_eq!(
             serde_json::to_string(&Fault::LogDirFull).unwrap(),

@@ -148,3 +148,115 @@ fn parse_interval(s: &str) -> Result<f64, String> {
         _ => Err("expected seconds between 0.2 and 3600".into()),
     }
 }
+
+/// The manual pages: rendered from the definitions above by clap_mangen, committed in
+/// docs/man/ (the .deb installs them), and held to them here like the other generated docs.
+#[cfg(test)]
+mod man {
+    use std::path::Path;
+
+    use clap::CommandFactory;
+    use clap_mangen::roff::{bold, roman, Roff};
+    use clap_mangen::Man;
+
+    use super::Cli;
+
+    const DIR: &str = "docs/man";
+
+    /// Every page: `kafka-watchdog.1`, then one per command (`kafka-watchdog-run.1`, ...),
+    /// as (file name, roff).
+    fn pages() -> Vec<(String, String)> {
+        fn walk(cmd: clap::Command, out: &mut Vec<(String, String)>) {
+            for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
+                walk(sub.clone(), out);
+            }
+            let top = cmd.get_name() == "kafka-watchdog";
+            let man = Man::new(cmd)
+                .source(format!("kafka-watchdog {}", env!("CARGO_PKG_VERSION")))
+                .manual("kafka-watchdog");
+            let mut page = Vec::new();
+            man.render(&mut page).expect("renders");
+            if top {
+                page.extend(extra().render().into_bytes());
+            }
+            out.push((man.get_filename(), String::from_utf8(page).expect("UTF-8")));
+        }
+        let mut cmd = Cli::command().disable_help_subcommand(true);
+        cmd.build();
+        let mut out = Vec::new();
+        walk(cmd, &mut out);
+        out.sort();
+        out
+    }
+
+    /// What the main page says besides the commands: exit codes, files, where to read on.
+    fn extra() -> Roff {
+        let mut r = Roff::new();
+        let item = |r: &mut Roff, term: &str, text: &str| {
+            r.control("TP", []).text([bold(term)]).text([roman(text)]);
+        };
+        r.control("SH", ["EXIT STATUS"]);
+        for (code, meaning) in [
+            ("0", "OK (check, status --once), or done."),
+            ("1", "a warning (check, status --once); refused (silence)."),
+            ("2", "critical (check, status --once)."),
+            ("3", "a cluster or the daemon could not be reached."),
+            ("64", "the command line cannot be parsed (EX_USAGE)."),
+            ("78", "the configuration is wrong, or asks what the machine cannot give (EX_CONFIG): restarting will not help."),
+        ] {
+            item(&mut r, code, meaning);
+        }
+        r.control("SH", ["FILES"]);
+        item(
+            &mut r,
+            "/etc/kafka-watchdog/config.yaml",
+            "the configuration (the unit's, and the .deb's minimal one).",
+        );
+        item(
+            &mut r,
+            "/var/lib/kafka-watchdog",
+            "state_dir: open incidents, webhook spools, silences, remediation history.",
+        );
+        item(
+            &mut r,
+            "/usr/share/doc/kafka-watchdog/",
+            "README, install guide, changelog and examples/example.yaml, which shows every key.",
+        );
+        r.control("SH", ["SEE ALSO"]);
+        r.text([roman(
+            "The runbook of every alert is served at /runbooks by the daemon. The configuration \
+             reference, alerts, webhooks and HTTP pages are in the docs/ folder of the release.",
+        )]);
+        r
+    }
+
+    #[test]
+    fn the_committed_man_pages_are_current() {
+        let pages = pages();
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join(DIR);
+        if std::env::var("KW_DOCS_WRITE").is_ok_and(|w| w == "1") {
+            std::fs::create_dir_all(&dir).unwrap();
+        }
+        for (name, text) in &pages {
+            crate::model::generated::assert_current(
+                &format!("{DIR}/{name}"),
+                text,
+                "KW_DOCS_WRITE=1 cargo test --lib cli::args",
+                &[],
+            );
+        }
+        let committed: Vec<String> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        for name in committed {
+            assert!(
+                pages.iter().any(|(n, _)| *n == name),
+                "{DIR}/{name}: no command renders it any more; remove it"
+            );
+        }
+        let names: Vec<&str> = pages.iter().map(|(n, _)| n.as_str()).collect();
+        assert!(names.contains(&"kafka-watchdog.1"), "{names:?}");
+        assert!(names.contains(&"kafka-watchdog-silence-add.1"), "{names:?}");
+    }
+}

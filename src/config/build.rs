@@ -50,7 +50,9 @@ pub(crate) fn config(cx: &mut Ctx, root: Option<&Node>) -> Option<Config> {
     let clusters_entry = f.get("clusters");
     let webhooks_entry = f.get("webhooks");
     let silences_entry = f.get("silences");
-    let peers = super::peers::peers(cx, f.get("peers"));
+    let peers_entry = f.get("peers");
+    let peers = super::peers::peers(cx, peers_entry);
+    let heartbeat = super::heartbeat::heartbeat(cx, f.get("heartbeat"));
 
     let mut names: HashMap<String, Pos> = HashMap::new();
     let clusters = match clusters_entry {
@@ -71,14 +73,29 @@ pub(crate) fn config(cx: &mut Ctx, root: Option<&Node>) -> Option<Config> {
     f.finish(&mut cx.rep, &|_| None);
     let silences = super::silences::silences(cx, silences_entry, &names);
 
-    let (Some(clusters), Some(webhooks), Some(peers)) = (clusters, webhooks, peers) else {
+    let (Some(clusters), Some(webhooks), Some(peers), Some(heartbeat)) =
+        (clusters, webhooks, peers, heartbeat)
+    else {
         return None;
     };
     let http = http?;
+    if let (Some(p), Some(auth), Some(e)) = (&peers, &http.auth, peers_entry) {
+        // Sent with every ask, the key is kept apart from what writes silences.
+        if auth.holds(&p.key) {
+            cx.rep.add(
+                e.key_pos,
+                "the peer key is the http.auth credential: a peer would hold what writes silences"
+                    .into(),
+                Some("a peer key of its own (peers.key_file or key_env)".into()),
+            );
+            return None;
+        }
+    }
     Some(Config {
         instance_id: instance_id?,
         http_listen: http.listen,
         http_external_url: http.external_url,
+        http_runbooks_url: http.runbooks_url,
         http_tls: http.tls,
         http_auth: http.auth,
         log: log?,
@@ -87,6 +104,7 @@ pub(crate) fn config(cx: &mut Ctx, root: Option<&Node>) -> Option<Config> {
         webhooks,
         silences: silences?,
         peers,
+        heartbeat,
         warnings: Vec::new(),
     })
 }

@@ -100,8 +100,9 @@ fn sections() -> Vec<Section> {
     let mut top = vec![
         plain("instance_id", "text", "the host name", &format!("1 to {} printable characters", s::INSTANCE_ID_MAX_CHARS), Restart, "Names this watchdog in canary records and webhook payloads."),
         plain("state_dir", "path", s::STATE_DIR_DEFAULT, "a directory path", Restart, "Where incident state survives restarts."),
-        plain("http.listen", "address", &http_listen, "an IP address and port", Restart, "Where /metrics, /status, /healthz and /readyz are served."),
+        plain("http.listen", "address", &http_listen, "an IP address and port", Restart, "Where /metrics, /status, /runbooks, /healthz and /readyz are served."),
         plain("http.external_url", "URL", "made from http.listen", "an absolute http(s) URL", Restart, "Where people reach the watchdog; webhooks link below it."),
+        plain("http.runbooks_url", "URL", "/runbooks below http.external_url", "an absolute http(s) URL without #", Restart, "Where webhooks link for an incident's runbook, as URL#<alert name> (docs/alerts.md)."),
         plain(&format!("http.tls.{}", s::HTTP_TLS_CERT_FILE), "path", "none (plain HTTP)", "a PEM file", Restart, "HTTPS: the server certificate, then any intermediates."),
         plain(&format!("http.tls.{}", s::HTTP_TLS_KEY_FILE), "path", "none (plain HTTP)", "a PEM file", Restart, "HTTPS: its private key, unencrypted."),
         secret("http.auth.basic.", &s::HTTP_BASIC_USERNAME, "required in basic", Restart, "HTTP Basic user for /metrics and /status."),
@@ -212,6 +213,16 @@ fn sections() -> Vec<Section> {
         plain(&format!("{pe}{}", s::PEERS_POLL_INTERVAL.key), "integer", &s::PEERS_POLL_INTERVAL.default.to_string(), &format!("{} to {}", s::PEERS_POLL_INTERVAL.min, s::PEERS_POLL_INTERVAL.max), Restart, "How often each peer is asked."),
         plain(&format!("{pe}{}", s::PEERS_TAKEOVER.key), "integer", &s::PEERS_TAKEOVER.default.to_string(), &format!("{} to {}, at least three looks", s::PEERS_TAKEOVER.min, s::PEERS_TAKEOVER.max), Restart, "A peer silent this long is gone, and the next in line (by instance_id) sends; each instance waits this long per place in line for those before it to deliver."),
         plain(&format!("{pe}{}", s::PEERS_CA_FILE), "path", "the system's trust roots", "a PEM file", Restart, "CA certificates for HTTPS peers."),
+        secret(pe, &s::PEERS_KEY, "required", Restart, "A key every instance shares, at least 32 characters, other than the http.auth credential: each answer and each ask between peers is signed with it (HMAC-SHA256), and an answer without a good signature is refused."),
+    ];
+
+    let hb = "heartbeat.";
+    let heartbeat = vec![
+        secret(hb, &s::HEARTBEAT_URL, "required in heartbeat", Live, "Where to send each beat (a secret: a ping URL carries its check's token); for alertmanager, Alertmanager's .../api/v2/alerts."),
+        choice(&format!("{hb}{}", s::HEARTBEAT_FORMAT), s::HEARTBEAT_FORMATS, Some(s::HEARTBEAT_FORMAT_DEFAULT), Live, "healthchecks: a POST to the URL, to the URL with /fail appended when blind; pagerduty: a GET to the URL (any ping URL), nothing when blind; alertmanager: an always-firing KafkaWatchdogHeartbeat alert whose endsAt lies three intervals ahead, ended at once when blind."),
+        plain(&format!("{hb}{}", s::HEARTBEAT_INTERVAL.key), "integer", &s::HEARTBEAT_INTERVAL.default.to_string(), &format!("{} to {}", s::HEARTBEAT_INTERVAL.min, s::HEARTBEAT_INTERVAL.max), Live, "One beat this often while every round loop completes rounds (and the webhook dispatcher and the HTTP server make progress: what /healthz answers)."),
+        plain(&format!("{hb}{}", s::HEARTBEAT_TIMEOUT.key), "integer", &s::HEARTBEAT_TIMEOUT.default.to_string(), &format!("{} to {}, shorter than the interval", s::HEARTBEAT_TIMEOUT.min, s::HEARTBEAT_TIMEOUT.max), Live, "Each beat's request ends within this."),
+        plain(&format!("{hb}{}", s::HEARTBEAT_CA_FILE), "path", "the system's trust roots", "a PEM file", Live, "CA certificates for an HTTPS receiver."),
     ];
 
     vec![
@@ -227,8 +238,13 @@ fn sections() -> Vec<Section> {
         Section { title: "Silences", note: "", lines: silences },
         Section {
             title: "Peers",
-            note: "Several watchdogs on the same clusters (the Helm chart's replicas, docs/high-availability.md): silences added on one hold on all, and a receiver that does not deduplicate (slack, teams, generic) hears each event from one of them. The peers' HTTP API is asked with this watchdog's own `http.auth` credential, so every instance needs the same one. Alertmanager and PagerDuty receivers get every instance's notifications and deduplicate them themselves.",
+            note: "Several watchdogs on the same clusters (the Helm chart's replicas, docs/high-availability.md): silences added on one hold on all, and a receiver that does not deduplicate (slack, teams, generic) hears each event from one of them. Peers prove who they are with the peer key (`key_file` or `key_env`), the same on every instance; the `http.auth` credential is never sent to a peer. Alertmanager and PagerDuty receivers get every instance's notifications and deduplicate them themselves.",
             lines: peers,
+        },
+        Section {
+            title: "Heartbeat",
+            note: "A dead man's switch for the watchdog itself (docs/webhooks.md): its receiver (healthchecks.io, a heartbeat or push monitor, Alertmanager's Watchdog route) alerts when the beats stop, which they do when the watchdog stops, cannot reach it, or goes blind (a round loop completing no rounds).",
+            lines: heartbeat,
         },
     ]
 }
@@ -247,8 +263,20 @@ pub(crate) fn restart_settings() -> std::collections::BTreeSet<String> {
     lines()
         .into_iter()
         .filter(|l| l.reload == Reload::Restart)
-        .flat_map(|l| l.keys)
-        .map(|k| k.splitn(3, '.').take(2).collect::<Vec<_>>().join("."))
+        .flat_map(|l| {
+            // A secret is one setting however it is given (`peers.key`).
+            let secret = l.ty == "secret";
+            l.keys.into_iter().map(move |k| {
+                let k = k.splitn(3, '.').take(2).collect::<Vec<_>>().join(".");
+                match secret {
+                    true => k
+                        .trim_end_matches("_env")
+                        .trim_end_matches("_file")
+                        .to_string(),
+                    false => k,
+                }
+            })
+        })
         .collect()
 }
 
@@ -312,6 +340,7 @@ instance_id: wd
 http:
   listen: 127.0.0.1:9644
   external_url: https://wd.example/
+  runbooks_url: https://wiki.example/runbooks
   tls: {cert_file: a.pem, key_file: a.key}
   auth:
     basic: {username: u, password_env: P}
@@ -352,6 +381,13 @@ peers:
   dns_scheme: http
   poll_interval_ms: 1000
   takeover_secs: 10
+  ca_file: ca.pem
+  key_file: peer-key
+heartbeat:
+  url_env: HB
+  format: healthchecks
+  interval_secs: 60
+  timeout_ms: 5000
   ca_file: ca.pem
 ";
 

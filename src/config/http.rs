@@ -4,27 +4,28 @@
 //! The certificate and key are parsed here, with the same code the server runs at start,
 //! so that `check-config` refuses a file the server could not serve.
 
-use std::io::Read;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use tokio_rustls::rustls::crypto::ring as ring_provider;
-use tokio_rustls::rustls::pki_types::pem::PemObject;
-use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer};
-use tokio_rustls::rustls::{Error, ServerConfig};
+use tokio_rustls::rustls::server::{ClientHello, ResolvesServerCert};
+use tokio_rustls::rustls::sign::CertifiedKey;
+use tokio_rustls::rustls::ServerConfig;
 
 use super::ctx::Ctx;
+use super::live::{self, Current, PairProblem};
 use super::read::{text, Fields};
 use super::schema as s;
 use super::secret::{readable_file, secret, Need};
-use super::types::{HttpAuth, HttpTlsConfig, Secret};
+use super::types::{HttpAuth, HttpTlsConfig};
 use super::yaml::{shorten, Entry};
 
 /// What the `http:` block resolves to.
 pub(crate) struct Http {
     pub listen: SocketAddr,
     pub external_url: Option<url::Url>,
+    pub runbooks_url: Option<url::Url>,
     pub tls: Option<HttpTlsConfig>,
     pub auth: Option<HttpAuth>,
 }
@@ -34,6 +35,7 @@ pub(crate) fn http(cx: &mut Ctx, e: Option<&Entry>) -> Option<Http> {
         return Some(Http {
             listen: s::HTTP_LISTEN_DEFAULT,
             external_url: None,
+            runbooks_url: None,
             tls: None,
             auth: None,
         });
@@ -56,26 +58,18 @@ pub(crate) fn http(cx: &mut Ctx, e: Option<&Entry>) -> Option<Http> {
         }
         None => Some(s::HTTP_LISTEN_DEFAULT),
     };
-    let external_url = match f.get("external_url") {
-        Some(ue) => {
-            let expected = "the absolute http(s) URL people reach this watchdog at, e.g. https://kafka-watchdog.example.com/ (links in webhooks point below it)";
-            text(&mut cx.rep, ue, expected).and_then(|t| match url::Url::parse(t.value.trim()) {
-                Ok(u) if matches!(u.scheme(), "http" | "https") && u.has_host() => Some(Some(u)),
-                Ok(_) | Err(_) => {
-                    cx.rep.add(
-                        t.value_pos,
-                        format!(
-                            "'{}' is not an absolute http or https URL",
-                            shorten(&t.value)
-                        ),
-                        Some(expected.into()),
-                    );
-                    None
-                }
-            })
-        }
-        None => Some(None),
-    };
+    let external_url = absolute_url(
+        cx,
+        f.get("external_url"),
+        true,
+        "the absolute http(s) URL people reach this watchdog at, e.g. https://kafka-watchdog.example.com/ (links in webhooks point below it)",
+    );
+    let runbooks_url = absolute_url(
+        cx,
+        f.get("runbooks_url"),
+        false,
+        "the absolute http(s) URL of the runbooks page, without #, e.g. https://wiki.example.com/kafka-watchdog/runbooks (webhooks link to it#<alert name>)",
+    );
     let tls_entry = f.get("tls");
     let auth_entry = f.get("auth");
     f.finish(&mut cx.rep, &|_| None);
@@ -85,9 +79,38 @@ pub(crate) fn http(cx: &mut Ctx, e: Option<&Entry>) -> Option<Http> {
     Some(Http {
         listen: listen?,
         external_url: external_url?,
+        runbooks_url: runbooks_url?,
         tls: tls.map_or(Some(None), |t| t.map(Some))?,
         auth: auth.map_or(Some(None), |a| a.map(Some))?,
     })
+}
+
+/// An optional absolute http(s) URL: `Some(None)` when absent, `None` when wrong (said).
+/// Without `fragment_ok`, a `#...` is refused: the links add their own (`#<alert name>`).
+fn absolute_url(
+    cx: &mut Ctx,
+    e: Option<&Entry>,
+    fragment_ok: bool,
+    expected: &str,
+) -> Option<Option<url::Url>> {
+    let Some(e) = e else {
+        return Some(None);
+    };
+    let t = text(&mut cx.rep, e, expected)?;
+    let what = match url::Url::parse(t.value.trim()) {
+        Ok(u) if !matches!(u.scheme(), "http" | "https") || !u.has_host() => {
+            "is not an absolute http or https URL"
+        }
+        Err(_) => "is not an absolute http or https URL",
+        Ok(u) if u.fragment().is_some() && !fragment_ok => "has a #: links add #<alert name> to it",
+        Ok(u) => return Some(Some(u)),
+    };
+    cx.rep.add(
+        t.value_pos,
+        format!("'{}' {what}", shorten(&t.value)),
+        Some(expected.into()),
+    );
+    None
 }
 
 fn tls(cx: &mut Ctx, e: &Entry, path: String) -> Option<HttpTlsConfig> {
@@ -146,7 +169,7 @@ fn auth(cx: &mut Ctx, e: &Entry, path: String) -> Option<HttpAuth> {
     match bearer {
         Ok(Some(token)) => match check_token(&token.value) {
             Ok(()) => Some(HttpAuth::Bearer {
-                token: Secret::new(token.value),
+                token: token.into_secret(),
             }),
             Err(m) => {
                 cx.rep.add(
@@ -197,7 +220,7 @@ fn basic(cx: &mut Ctx, e: &Entry, path: String) -> Option<HttpAuth> {
     }
     Some(HttpAuth::Basic {
         username: username.value,
-        password: Secret::new(password.ok()??.value),
+        password: password.ok()??.into_secret(),
     })
 }
 
@@ -225,33 +248,24 @@ pub struct HttpTlsError {
     pub expected: &'static str,
 }
 
-/// Far above any certificate chain; a wrong path (a log, a device) fails fast.
-const PEM_MAX_BYTES: u64 = 1024 * 1024;
-
 fn read_pem(
     key: &'static str,
     path: &Path,
     expected: &'static str,
 ) -> Result<Vec<u8>, HttpTlsError> {
-    let fail = |message: String| HttpTlsError {
+    live::read_bounded(path, live::PEM_MAX_BYTES).map_err(|e| HttpTlsError {
         key,
         path: path.to_path_buf(),
-        message,
+        message: format!("cannot read it: {e}"),
         expected,
-    };
-    let mut bytes = Vec::new();
-    std::fs::File::open(path)
-        .and_then(|f| f.take(PEM_MAX_BYTES + 1).read_to_end(&mut bytes))
-        .map_err(|e| fail(format!("cannot read it: {e}")))?;
-    if bytes.len() as u64 > PEM_MAX_BYTES {
-        return Err(fail(format!("larger than {PEM_MAX_BYTES} bytes")));
-    }
-    Ok(bytes)
+    })
 }
 
 impl HttpTlsConfig {
     /// Reads the files and builds what the server hands to rustls: TLS 1.2 and 1.3 with
-    /// the ring provider, HTTP/1.1 only (the server speaks nothing else).
+    /// the ring provider, HTTP/1.1 only (the server speaks nothing else). The files stay
+    /// watched (`live`): a certificate renewed in place is served to the next connection,
+    /// and one that cannot be served is logged while the last good one stays.
     pub fn server_config(&self) -> Result<Arc<ServerConfig>, HttpTlsError> {
         const CERT_EXPECTED: &str =
             "a PEM file with the server certificate first, then any intermediates";
@@ -270,36 +284,73 @@ impl HttpTlsConfig {
             expected: KEY_EXPECTED,
         };
         let cert_pem = read_pem(s::HTTP_TLS_CERT_FILE, &self.cert_file, CERT_EXPECTED)?;
-        let chain = CertificateDer::pem_slice_iter(&cert_pem)
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| cert_fail(format!("not valid PEM: {e}")))?;
-        if chain.is_empty() {
-            return Err(cert_fail("holds no CERTIFICATE block".into()));
-        }
         let key_pem = read_pem(s::HTTP_TLS_KEY_FILE, &self.key_file, KEY_EXPECTED)?;
-        let key = PrivateKeyDer::from_pem_slice(&key_pem).map_err(|e| {
-            key_fail(match e {
-                tokio_rustls::rustls::pki_types::pem::Error::NoItemsFound => {
-                    "holds no private key block (an encrypted key is not accepted)".into()
-                }
-                other => format!("not a valid PEM private key: {other}"),
-            })
+        let served = live::certified_key(&cert_pem, &key_pem).map_err(|p| match p {
+            PairProblem::Certificate(m) => cert_fail(m),
+            PairProblem::Key(m) => key_fail(m),
+            PairProblem::Mismatch => key_fail(format!(
+                "is not the key of the certificate in {}",
+                self.cert_file.display()
+            )),
         })?;
+        // Changed since the read above: the watcher's check refuses it, as it would later.
+        let pair = live::watch(
+            live::Kind::CertificateAndKey,
+            &[&self.cert_file, &self.key_file],
+        )
+        .map_err(cert_fail)?;
         let provider = Arc::new(ring_provider::default_provider());
         let mut config = ServerConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()
             .map_err(|e| key_fail(format!("no TLS version available: {e}")))?
             .with_no_client_auth()
-            .with_single_cert(chain, key)
-            .map_err(|e| match e {
-                Error::InvalidCertificate(_) => cert_fail(format!("unusable certificate: {e}")),
-                Error::InconsistentKeys(_) => key_fail(format!(
-                    "is not the key of the certificate in {}",
-                    self.cert_file.display()
-                )),
-                other => key_fail(format!("unusable key: {other}")),
-            })?;
+            .with_cert_resolver(Arc::new(Renewed::new(pair, served)));
         config.alpn_protocols = vec![b"http/1.1".to_vec()];
         Ok(Arc::new(config))
+    }
+}
+
+/// The server's certificate: built again from the watched files when they change; the
+/// last one built stays while they cannot be (the watcher has said why).
+struct Renewed {
+    pair: Current,
+    /// The files' generation it was built from, and what it built.
+    built: Mutex<(u64, Arc<CertifiedKey>)>,
+}
+
+impl Renewed {
+    fn new(pair: Current, first: CertifiedKey) -> Self {
+        let generation = pair.generation();
+        Renewed {
+            pair,
+            built: Mutex::new((generation, Arc::new(first))),
+        }
+    }
+}
+
+/// rustls asks for it; the key stays out of it.
+impl std::fmt::Debug for Renewed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Renewed").field("pair", &self.pair).finish()
+    }
+}
+
+impl ResolvesServerCert for Renewed {
+    fn resolve(&self, _hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
+        let generation = self.pair.generation();
+        let mut built = self.built.lock().unwrap_or_else(|p| p.into_inner());
+        if built.0 != generation {
+            built.0 = generation;
+            let parts = self.pair.parts();
+            if let [cert, key] = parts.as_slice() {
+                match live::certified_key(cert, key) {
+                    Ok(k) => built.1 = Arc::new(k),
+                    Err(p) => {
+                        tracing::warn!(problem = %p, "http.tls: the renewed certificate cannot be served; the last one stays")
+                    }
+                }
+            }
+        }
+        Some(built.1.clone())
     }
 }

@@ -1,5 +1,5 @@
 //! The closed sets a key chooses from (log level and format, security protocol, SASL
-//! mechanism, webhook format, severity), each with its spellings in the file: one table per
+//! mechanism, webhook format, heartbeat format, severity), each with its spellings in the file: one table per
 //! set, read by the key table and by each value's `as_str`.
 
 use super::spec::name_of;
@@ -83,6 +83,26 @@ impl WebhookFormat {
     }
 }
 
+/// The shape of the heartbeat (`heartbeat.format`): what the receiver of a dead man's
+/// switch expects.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum HeartbeatFormat {
+    /// healthchecks.io (and its clones): a POST to the ping URL, `<url>/fail` when blind.
+    Healthchecks,
+    /// A plain ping URL (PagerDuty's heartbeat URLs, Better Stack, Uptime Kuma's push
+    /// monitors): a GET while all is well, nothing when blind.
+    PagerDuty,
+    /// Alertmanager's API v2: an always-firing alert whose `endsAt` lies a few intervals
+    /// ahead, ended at once when blind (the dead man's switch route notices it stop).
+    Alertmanager,
+}
+
+impl HeartbeatFormat {
+    pub fn as_str(self) -> &'static str {
+        name_of(HEARTBEAT_FORMATS, self)
+    }
+}
+
 /// Ordered from least to most severe, so `severity >= min_severity` is the filter.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Severity {
@@ -125,6 +145,11 @@ pub(crate) const WEBHOOK_FORMATS: &[(&str, WebhookFormat)] = &[
     ("pagerduty", WebhookFormat::PagerDuty),
     ("alertmanager", WebhookFormat::Alertmanager),
     ("teams", WebhookFormat::Teams),
+];
+pub(crate) const HEARTBEAT_FORMATS: &[(&str, HeartbeatFormat)] = &[
+    ("healthchecks", HeartbeatFormat::Healthchecks),
+    ("pagerduty", HeartbeatFormat::PagerDuty),
+    ("alertmanager", HeartbeatFormat::Alertmanager),
 ];
 pub(crate) const SEVERITIES: &[(&str, Severity)] = &[
     ("info", Severity::Info),

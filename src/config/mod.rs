@@ -29,8 +29,8 @@
 //! | 7 | types | the resolved configuration: the table's generated blocks, and the rest |
 //! | 8 | docs | the reference rendered from the table |
 //! | 9 | ctx | what a builder carries through one file |
-//! | 10 | secret | values read from the file, the environment or a file of their own |
-//! | 11 | layer, sasl, host, http, peers, silences, webhook | builders of one block each |
+//! | 10 | live, secret | credential files kept current (read again, checked, published); values read from the file, the environment or a file of their own |
+//! | 11 | layer, sasl, host, http, peers, heartbeat, silences, webhook | builders of one block each |
 //! | 12 | security | `security:` (protocol, SASL, TLS) |
 //! | 13 | cluster | one cluster |
 //! | 14 | build | the whole file |
@@ -38,8 +38,8 @@
 //! Dependencies, and why each:
 //! - `saphyr-parser`: a pure-Rust YAML 1.2 event parser whose events carry line and
 //!   column. It is the maintained successor of yaml-rust, and at the event level it leaves
-//!   alias expansion to us, which is where the budget lives. `serde_norway` (already in the
-//!   crate) is not used here: its `Value` has no positions.
+//!   alias expansion to us, which is where the budget lives. `serde_norway` (the tests'
+//!   YAML reader, a dev-dependency) is not used here: its `Value` has no positions.
 //! - `regex`: topic filters, compiled once here, and its messages for invalid patterns.
 //! - `url`: webhook URLs are checked by the same parser the HTTP client (reqwest) uses,
 //!   so a URL that loads is a URL that sends.
@@ -53,6 +53,7 @@ mod cluster;
 mod ctx;
 mod docs;
 pub use docs::reference;
+mod heartbeat;
 #[cfg(test)]
 pub(crate) use docs::restart_settings;
 pub use layer::rounds_as_duration;
@@ -61,6 +62,7 @@ mod http;
 mod keys;
 mod kinds;
 mod layer;
+pub mod live;
 mod peers;
 mod read;
 mod report;
@@ -84,11 +86,11 @@ pub use http::HttpTlsError;
 pub use report::Problem;
 pub use types::{
     AwsMskIamConfig, CanaryConfig, CertificatesConfig, ClientCert, ClusterConfig, Config,
-    ControllerAddress, CoordinatorsConfig, HostBrokerConfig, HostConfig, HttpAuth, HttpTlsConfig,
-    LogConfig, LogFormat, LogLevel, OAuthBearerConfig, PeerDns, PeersConfig, PortSpec,
-    ProcessLocator, RemediationConfig, SaslConfig, SaslMechanism, Secret, Security,
-    SecurityProtocol, Severity, SlackBot, Timing, TlsConfig, TopicFilter, VerdictConfig,
-    VerdictKeys, WebhookConfig, WebhookFormat,
+    ControllerAddress, CoordinatorsConfig, HeartbeatConfig, HeartbeatFormat, HostBrokerConfig,
+    HostConfig, HttpAuth, HttpTlsConfig, LogConfig, LogFormat, LogLevel, OAuthBearerConfig,
+    PeerDns, PeersConfig, PortSpec, ProcessLocator, RemediationConfig, SaslConfig, SaslMechanism,
+    Secret, Security, SecurityProtocol, Severity, SlackBot, Timing, TlsConfig, TopicFilter,
+    VerdictConfig, VerdictKeys, WebhookConfig, WebhookFormat,
 };
 
 /// See `full_metadata_partition_budget`: declared here, where the key is, and read by the

@@ -7,7 +7,8 @@ use std::time::Duration;
 use super::ctx::Ctx;
 use super::read::{int, list, text, text_node, Fields};
 use super::schema as s;
-use super::secret::readable_file;
+use super::secret::{readable_file, secret, Need};
+use super::types::Secret;
 use super::types::{PeerDns, PeersConfig};
 use super::yaml::{shorten, Entry};
 
@@ -26,7 +27,9 @@ pub(crate) fn peers(cx: &mut Ctx, e: Option<&Entry>) -> Option<Option<PeersConfi
     let poll_entry = f.get(s::PEERS_POLL_INTERVAL.key);
     let takeover_entry = f.get(s::PEERS_TAKEOVER.key);
     let ca_entry = f.get(s::PEERS_CA_FILE);
+    let key = secret(cx, &mut f, &s::PEERS_KEY, Need::Optional);
     f.finish(&mut cx.rep, &|_| None);
+    let key = peer_key(cx, e, key);
     let names_none = urls_entry.is_none() && dns_entry.is_none();
     if names_none {
         cx.rep.add(
@@ -55,15 +58,53 @@ pub(crate) fn peers(cx: &mut Ctx, e: Option<&Entry>) -> Option<Option<PeersConfi
     if names_none {
         return None;
     }
-    let (urls, dns, scheme, (poll_interval, takeover), ca_file) =
-        (urls?, dns?, scheme?, timing?, ca_file?);
+    let (urls, dns, scheme, (poll_interval, takeover), ca_file, key) =
+        (urls?, dns?, scheme?, timing?, ca_file?, key?);
     Some(Some(PeersConfig {
         urls,
         dns: dns.map(|(host, port)| PeerDns { host, port, scheme }),
         poll_interval,
         takeover,
         ca_file,
+        key,
     }))
+}
+
+const KEY_EXPECTED: &str = "peers.key_file (or key_env) holding at least 32 random characters, the same on every instance, e.g. the output of `head -c 32 /dev/urandom | base64` (the Helm chart makes one)";
+
+/// The peer key, required: an answer that no key signs could come from anything on the
+/// path (issue 38 item 5), and without one the instances would have to ask each other
+/// with the credential that writes silences.
+fn peer_key(
+    cx: &mut Ctx,
+    block: &Entry,
+    got: Result<Option<super::secret::Got>, ()>,
+) -> Option<Secret> {
+    let got = match got {
+        Ok(Some(g)) => g,
+        Ok(None) => {
+            cx.rep.add(
+                block.key_pos,
+                "peers has no key: an answer from a peer is taken only when signed with a key every instance shares, and this watchdog asks its peers with it (no longer with its http.auth credential)".into(),
+                Some(KEY_EXPECTED.into()),
+            );
+            return None;
+        }
+        Err(()) => return None,
+    };
+    if got.value.trim().chars().count() < s::PEERS_KEY_MIN_CHARS {
+        cx.rep.add(
+            got.pos,
+            format!(
+                "the peer key ({}) is shorter than {} characters",
+                got.key,
+                s::PEERS_KEY_MIN_CHARS
+            ),
+            Some(KEY_EXPECTED.into()),
+        );
+        return None;
+    }
+    Some(Secret::new(got.value))
 }
 
 fn urls(cx: &mut Ctx, e: &Entry) -> Option<Vec<url::Url>> {

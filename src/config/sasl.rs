@@ -6,7 +6,7 @@ use super::checks;
 use super::ctx::Ctx;
 use super::read::{choice, text, Fields};
 use super::schema::{self as s};
-use super::secret::{readable_file, secret, Need};
+use super::secret::{readable_file, secret, Got, Need};
 use super::types::*;
 use super::yaml::{Entry, Kind};
 
@@ -66,13 +66,13 @@ pub(crate) fn sasl(cx: &mut Ctx, e: &Entry, path: String) -> Option<SaslConfig> 
     match mechanism {
         SaslMechanism::Plain | SaslMechanism::ScramSha256 | SaslMechanism::ScramSha512 => {
             out.username = username.ok()??.value;
-            out.password = Secret::new(password.ok()??.value);
+            out.password = password.ok()??.into_secret();
         }
         SaslMechanism::OAuthBearer => {
             // Every problem is reported, a missing client or not.
             let client = (
                 client_id.ok().flatten().map(|g| g.value),
-                client_secret.ok().flatten().map(|g| g.value),
+                client_secret.ok().flatten().map(Got::into_secret),
             );
             out.oauthbearer = Some(oauthbearer(cx, &f, &k, client)?);
         }
@@ -118,7 +118,7 @@ fn oauthbearer(
     cx: &mut Ctx,
     f: &Fields,
     k: &MechanismKeys,
-    (client_id, client_secret): (Option<String>, Option<String>),
+    (client_id, client_secret): (Option<String>, Option<Secret>),
 ) -> Option<OAuthBearerConfig> {
     let url = match k.endpoint {
         None => {
@@ -154,7 +154,7 @@ fn oauthbearer(
     Some(OAuthBearerConfig {
         token_endpoint_url: url?,
         client_id: client_id?,
-        client_secret: Secret::new(client_secret?),
+        client_secret: client_secret?,
         scope: scope?,
         ca_file: ca_file?,
         extensions: extensions?,

@@ -7,7 +7,9 @@ use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::time::Duration;
 
 use super::keys::{layered, Patterns};
-use super::kinds::{LogFormat, LogLevel, SecurityProtocol, Severity, WebhookFormat};
+use super::kinds::{
+    HeartbeatFormat, LogFormat, LogLevel, SecurityProtocol, Severity, WebhookFormat,
+};
 pub(crate) use super::spec::{
     name_of, BoolSpec, ChoiceSpec, FloatSpec, IntSpec, ListSpec, TextSpec,
 };
@@ -316,6 +318,18 @@ pub(crate) const PEERS_DNS_SCHEME: &str = "dns_scheme";
 /// How the addresses of `peers.dns` are reached when `dns_scheme` is not written.
 pub(crate) const PEERS_DNS_SCHEME_DEFAULT: &str = "http";
 pub(crate) const PEERS_CA_FILE: &str = "ca_file";
+/// The key every instance shares: it signs each answer and each ask (`alert::peers::auth`),
+/// so an answer is taken only from a peer that holds it, and the `http.auth` credential
+/// never leaves for a peer.
+pub(crate) const PEERS_KEY: SecretKeys = SecretKeys {
+    what: "peer key",
+    inline: "key",
+    inline_allowed: false,
+    env: "key_env",
+    file: "key_file",
+};
+/// Shorter keys can be guessed offline from one signed answer.
+pub(crate) const PEERS_KEY_MIN_CHARS: usize = 32;
 /// Each peer is asked this often for its silences and what it delivered.
 pub(crate) const PEERS_POLL_INTERVAL: IntSpec = IntSpec {
     key: "poll_interval_ms",
@@ -330,6 +344,33 @@ pub(crate) const PEERS_TAKEOVER: IntSpec = IntSpec {
     default: 10,
     min: 1,
     max: 600,
+};
+
+// The `heartbeat:` block (config::heartbeat).
+/// A secret like a webhook's: a ping URL carries the check's token.
+pub(crate) const HEARTBEAT_URL: SecretKeys = SecretKeys {
+    what: "heartbeat URL",
+    inline: "url",
+    inline_allowed: true,
+    env: "url_env",
+    file: "url_file",
+};
+pub(crate) const HEARTBEAT_FORMAT: &str = "format";
+pub(crate) const HEARTBEAT_FORMAT_DEFAULT: HeartbeatFormat = HeartbeatFormat::Healthchecks;
+pub(crate) const HEARTBEAT_CA_FILE: &str = "ca_file";
+/// One beat this often while the watchdog sees its clusters.
+pub(crate) const HEARTBEAT_INTERVAL: IntSpec = IntSpec {
+    key: "interval_secs",
+    default: 60,
+    min: 10,
+    max: 3600,
+};
+/// Each beat's request must end within this (and within the interval).
+pub(crate) const HEARTBEAT_TIMEOUT: IntSpec = IntSpec {
+    key: "timeout_ms",
+    default: 5000,
+    min: 100,
+    max: 60_000,
 };
 
 layered! {
@@ -566,5 +607,5 @@ pub(crate) use super::checks::{
     NAME_EXPECTED, REGEX_SIZE_LIMIT, SLACK_API_DEFAULT, SLACK_CHANNEL_MAX_CHARS,
 };
 pub(crate) use super::kinds::{
-    LOG_FORMATS, LOG_LEVELS, MECHANISMS, PROTOCOLS, SEVERITIES, WEBHOOK_FORMATS,
+    HEARTBEAT_FORMATS, LOG_FORMATS, LOG_LEVELS, MECHANISMS, PROTOCOLS, SEVERITIES, WEBHOOK_FORMATS,
 };

@@ -2,13 +2,14 @@
 //! and certificate files that must be readable. All are read while loading, so a missing
 //! one is a problem with a line number rather than a failure at the first connection.
 
-use std::io::Read;
 use std::path::PathBuf;
 
 use super::checks;
 use super::ctx::Ctx;
+use super::live;
 use super::read::{text, Fields, Set};
 use super::schema::{self as s, SecretKeys};
+use super::types::Secret;
 use super::yaml::{Entry, Pos};
 
 /// Certificates and keys are opened now, not at the first connection, so that
@@ -52,6 +53,18 @@ pub(crate) struct Got {
     pub value: String,
     pub key: String,
     pub pos: Pos,
+    /// Where it was read from, through the `*_file` key.
+    pub file: Option<PathBuf>,
+}
+
+impl Got {
+    /// The value as a secret that remembers its file.
+    pub fn into_secret(self) -> Secret {
+        match self.file {
+            Some(file) => Secret::from_file(self.value, file),
+            None => Secret::new(self.value),
+        }
+    }
 }
 
 /// Reads a value given inline, through an environment variable, or in a file.
@@ -87,18 +100,19 @@ pub(crate) fn secret(
             Err(())
         };
     };
-    let value = if e.key == keys.env {
-        from_env(cx, e)
+    let (value, file) = if e.key == keys.env {
+        (from_env(cx, e), None)
     } else if e.key == keys.file {
-        from_file(cx, e)
+        from_file(cx, e).map_or((None, None), |(v, path)| (Some(v), Some(path)))
     } else {
-        text(&mut cx.rep, e, &keys.choices())
+        (text(&mut cx.rep, e, &keys.choices()), None)
     };
     match value {
         Some(v) if ok => Ok(Some(Got {
             value: v.value,
             key: e.key.clone(),
             pos: v.value_pos,
+            file,
         })),
         _ => Err(()),
     }
@@ -191,9 +205,9 @@ fn from_env(cx: &mut Ctx, e: &Entry) -> Option<Set<String>> {
     }
 }
 
-/// Reads a secret file. One trailing newline is dropped: editors and `echo` add it, and
-/// no credential ends in one.
-fn from_file(cx: &mut Ctx, e: &Entry) -> Option<Set<String>> {
+/// Reads a secret file, with the value rules the credential watcher applies to it later
+/// (`live::secret_text`); also returns where it was.
+fn from_file(cx: &mut Ctx, e: &Entry) -> Option<(Set<String>, PathBuf)> {
     let written = text(&mut cx.rep, e, "a file path")?;
     let path = cx.path(&written.value);
     // A secret others can read is a secret no more (issue 27 item 13). Loaded all the
@@ -213,50 +227,26 @@ fn from_file(cx: &mut Ctx, e: &Entry) -> Option<Set<String>> {
             );
         }
     }
-    let mut bytes = Vec::new();
-    let read = std::fs::File::open(&path).and_then(|file| {
-        file.take(s::SECRET_FILE_MAX_BYTES + 1)
-            .read_to_end(&mut bytes)
-    });
-    let problem = match read {
-        Err(err) => Some(format!("cannot read {} '{}': {err}", e.key, path.display())),
-        Ok(_) if bytes.len() as u64 > s::SECRET_FILE_MAX_BYTES => Some(format!(
-            "{} '{}' is larger than {} bytes",
-            e.key,
-            path.display(),
-            s::SECRET_FILE_MAX_BYTES
+    let read = live::read_bounded(&path, s::SECRET_FILE_MAX_BYTES);
+    let value = match read {
+        Err(err) => Err((
+            format!("cannot read {} '{}': {err}", e.key, path.display()),
+            "a readable file holding the value",
         )),
-        Ok(_) => None,
+        Ok(bytes) => live::secret_text(bytes).map_err(|why| {
+            let expected = if why.contains("UTF-8") {
+                "a text file holding the value"
+            } else {
+                "a file holding the value"
+            };
+            (format!("{} '{}' {why}", e.key, path.display()), expected)
+        }),
     };
-    if let Some(m) = problem {
-        cx.rep.add(
-            written.value_pos,
-            m,
-            Some("a readable file holding the value".into()),
-        );
-        return None;
-    }
-    let Ok(mut value) = String::from_utf8(bytes) else {
-        cx.rep.add(
-            written.value_pos,
-            format!("{} '{}' is not UTF-8 text", e.key, path.display()),
-            Some("a text file holding the value".into()),
-        );
-        return None;
-    };
-    if value.ends_with('\n') {
-        value.pop();
-        if value.ends_with('\r') {
-            value.pop();
+    match value {
+        Ok(value) => Some((Set { value, ..written }, path)),
+        Err((m, expected)) => {
+            cx.rep.add(written.value_pos, m, Some(expected.into()));
+            None
         }
     }
-    if value.is_empty() {
-        cx.rep.add(
-            written.value_pos,
-            format!("{} '{}' is empty", e.key, path.display()),
-            Some("a file holding the value".into()),
-        );
-        return None;
-    }
-    Some(Set { value, ..written })
 }

@@ -20,6 +20,9 @@ pub struct Config {
     /// Where people reach the HTTP server (behind a proxy, by a DNS name); links in
     /// webhooks point below it. `None`: made from `http_listen` (`status_url`).
     pub http_external_url: Option<url::Url>,
+    /// Where webhooks link for an incident's runbook (`<it>#<alert name>`): a site of the
+    /// operator's own. `None`: this watchdog's `/runbooks` (`runbooks_url`).
+    pub http_runbooks_url: Option<url::Url>,
     /// `None`: plain HTTP.
     pub http_tls: Option<HttpTlsConfig>,
     /// `None`: `/metrics` and `/status` are open to anyone who reaches the address.
@@ -35,6 +38,8 @@ pub struct Config {
     pub silences: Vec<crate::model::silence::Silence>,
     /// `peers:`: the other watchdogs watching the same clusters; `None`: this one is alone.
     pub peers: Option<PeersConfig>,
+    /// `heartbeat:`: the dead man's switch; `None`: none is called.
+    pub heartbeat: Option<HeartbeatConfig>,
     /// What loaded but deserves a look, as `file:line:column: message (expected ...)`:
     /// `check-config` prints them, the daemon logs them at start and at each reload.
     pub warnings: Vec<String>,
@@ -48,12 +53,25 @@ impl Config {
     /// The `/status` page as people reach it: below `http.external_url`, else at the
     /// listen address (the host name when it listens on every address).
     pub fn status_url(&self) -> String {
+        self.page_url("status")
+    }
+
+    /// The runbooks as people reach them (`http.runbooks_url`, else this watchdog's
+    /// `/runbooks` page, as `status_url` finds it); links add `#<alert name>`.
+    pub fn runbooks_url(&self) -> String {
+        match &self.http_runbooks_url {
+            Some(u) => u.to_string(),
+            None => self.page_url("runbooks"),
+        }
+    }
+
+    fn page_url(&self, page: &str) -> String {
         if let Some(base) = &self.http_external_url {
             let mut base = base.clone();
             if !base.path().ends_with('/') {
                 base.set_path(&format!("{}/", base.path()));
             }
-            if let Ok(u) = base.join("status") {
+            if let Ok(u) = base.join(page) {
                 return u.to_string();
             }
         }
@@ -70,7 +88,7 @@ impl Config {
         } else {
             ip.to_string()
         };
-        format!("{scheme}://{host}:{}/status", self.http_listen.port())
+        format!("{scheme}://{host}:{}/{page}", self.http_listen.port())
     }
 }
 
@@ -84,6 +102,24 @@ pub struct PeersConfig {
     /// A peer silent this long is gone; also each instance's wait per place in line.
     pub takeover: Duration,
     /// Certificates (PEM) trusted for HTTPS peers besides the system's.
+    pub ca_file: Option<PathBuf>,
+    /// Shared by every instance: signs answers and asks (`alert::peers::auth`).
+    pub key: Secret,
+}
+
+/// The dead man's switch (`heartbeat:`, `alert::heartbeat`): a URL called every
+/// `interval` while the watchdog sees its clusters, so that its receiver learns when the
+/// watchdog stops or goes blind.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HeartbeatConfig {
+    /// A secret: a ping URL carries the check's token.
+    pub url: Secret,
+    /// Scheme, host and port of `url`, for logs.
+    pub target: String,
+    pub format: HeartbeatFormat,
+    pub interval: Duration,
+    pub timeout: Duration,
+    /// Certificates (PEM) trusted for the receiver besides the system's.
     pub ca_file: Option<PathBuf>,
 }
 
@@ -127,13 +163,21 @@ impl HttpAuth {
             HttpAuth::Bearer { token } => req.bearer_auth(token.expose()),
         }
     }
+
+    /// Whether `secret` is this credential's secret part.
+    pub fn holds(&self, secret: &Secret) -> bool {
+        match self {
+            HttpAuth::Basic { password, .. } => password == secret,
+            HttpAuth::Bearer { token } => token == secret,
+        }
+    }
 }
 
 /// Declared with its keys in `schema`.
 pub use super::schema::LogConfig;
 
 pub use super::kinds::{
-    LogFormat, LogLevel, SaslMechanism, SecurityProtocol, Severity, WebhookFormat,
+    HeartbeatFormat, LogFormat, LogLevel, SaslMechanism, SecurityProtocol, Severity, WebhookFormat,
 };
 
 #[derive(Clone, Debug)]
@@ -501,17 +545,37 @@ impl WebhookConfig {
 }
 
 /// A credential. It prints as `***` in Debug and Display, so a config dumped into a log
-/// or a panic message leaks nothing; `expose` is the one door to the value.
+/// or a panic message leaks nothing; `expose` is the one door to the value as loaded.
+/// One read from a file (`*_file`) remembers it: users that keep the value current watch
+/// that file ([`super::live`]), and another file is another secret.
 #[derive(Clone, PartialEq, Eq)]
-pub struct Secret(String);
+pub struct Secret {
+    value: String,
+    file: Option<PathBuf>,
+}
 
 impl Secret {
     pub fn new(value: impl Into<String>) -> Self {
-        Secret(value.into())
+        Secret {
+            value: value.into(),
+            file: None,
+        }
+    }
+
+    pub(crate) fn from_file(value: impl Into<String>, file: PathBuf) -> Self {
+        Secret {
+            value: value.into(),
+            file: Some(file),
+        }
     }
 
     pub fn expose(&self) -> &str {
-        &self.0
+        &self.value
+    }
+
+    /// The file it was read from, if it was.
+    pub fn file(&self) -> Option<&std::path::Path> {
+        self.file.as_deref()
     }
 }
 

@@ -71,8 +71,8 @@ pub(crate) fn webhook(
             tls_verify: d.tls_verify,
             ca_file: ca_file?,
             headers: headers?,
-            hmac_secret: hmac.ok()?.map(|s| Secret::new(s.value)),
-            routing_key: routing.ok()?.map(|s| Secret::new(s.value)),
+            hmac_secret: hmac.ok()?.map(Got::into_secret),
+            routing_key: routing.ok()?.map(Got::into_secret),
             group_interval: (!d.group_interval.is_zero()).then_some(d.group_interval),
             slack_bot: slack_bot.ok()?,
         })

@@ -50,10 +50,15 @@ pub enum FindingKind {
     /// A broker listener's TLS certificate expires soon (or has): every new client
     /// connection to it fails from then on, while the broker itself is fine.
     Certificate,
+    /// The watchdog's own round loop of a cluster completes no rounds (stuck, or dying
+    /// again and again): nothing about the cluster is judged, so no other incident of it
+    /// can open or resolve. Opened and resolved by the daemon's watch on its loops, never
+    /// by a round (no round report reaches alerting then).
+    WatchdogBlind,
 }
 
 impl FindingKind {
-    pub const ALL: [FindingKind; 15] = [
+    pub const ALL: [FindingKind; 16] = [
         FindingKind::Broker,
         FindingKind::OfflinePartitions,
         FindingKind::UnderMinIsr,
@@ -69,6 +74,7 @@ impl FindingKind {
         FindingKind::Controller,
         FindingKind::Quorum,
         FindingKind::Certificate,
+        FindingKind::WatchdogBlind,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -88,6 +94,7 @@ impl FindingKind {
             FindingKind::Controller => "controller",
             FindingKind::Quorum => "quorum",
             FindingKind::Certificate => "certificate",
+            FindingKind::WatchdogBlind => "watchdog_blind",
         }
     }
 
@@ -109,6 +116,7 @@ impl FindingKind {
             FindingKind::Controller => "KafkaWatchdogController",
             FindingKind::Quorum => "KafkaWatchdogQuorum",
             FindingKind::Certificate => "KafkaWatchdogCertificate",
+            FindingKind::WatchdogBlind => "KafkaWatchdogBlind",
         }
     }
 

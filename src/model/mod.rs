@@ -1,14 +1,20 @@
 //! Model: the plain data every stage shares, with no behaviour beyond reading and printing it.
 //! Takes in nothing from the crate; gives out a round's observations (brokers, partitions,
 //! answers), bounded label words, the incident kinds, silence rules and the time formats of
-//! the state files and webhooks, and the count of the watchdog's own tasks restarted.
+//! the state files and webhooks, and the watchdog's own tasks: supervised (started again
+//! when they end, `supervise`), counted (`task_restarts`), and their progress watched
+//! (`progress`); and the one way blocking work leaves the async runtime (`blocking`), which
+//! every stage that touches files or `/proc` uses.
 
+pub mod blocking;
 pub mod coordinators;
 pub mod kind;
 pub mod metric_kit;
 pub mod own_health;
+pub mod progress;
 pub mod round;
 pub mod silence;
+pub mod supervise;
 pub mod task_restarts;
 pub mod time;
 pub mod words;

@@ -10,6 +10,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::model::kind::FindingKind;
 use crate::model::round::BrokerId;
+/// Silences read their times with it; callers (the API, the CLI, the fuzz targets) have
+/// always found it here.
+pub use crate::model::time::parse_rfc3339;
 use crate::model::time::{rfc3339, serde_ms, unix_ms};
 
 /// Longest silence: a forgotten one must not hide a cluster for good.
@@ -18,6 +21,8 @@ pub const MAX_DURATION: Duration = Duration::from_secs(30 * 86_400);
 pub const MAX_SILENCES: usize = 1000;
 /// Longest comment kept.
 pub const MAX_COMMENT_CHARS: usize = 1000;
+/// Longest `created_by` kept.
+pub const MAX_AUTHOR_CHARS: usize = 100;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -104,6 +109,58 @@ impl Silence {
         )
     }
 
+    /// The rules every silence kept at runtime obeys, whoever made it: the API and the
+    /// `silence` command (through `Request::check`), the file, and a peer that passes one
+    /// on (`alert::silence::Silences::merge`), so a silence a peer hands over can do no
+    /// more than one asked of this watchdog's own API (issue 38 item 5). A peer's copy may
+    /// have been expired before it started, so an end at its start is accepted here; a
+    /// request must end after its start (`Request::check`).
+    pub fn check(&self, known_clusters: &[String]) -> Result<(), Invalid> {
+        let bad = |m: String| Err(Invalid(m));
+        if let Some(c) = &self.cluster {
+            if !known_clusters.contains(c) {
+                return bad(format!(
+                    "cluster '{c}' is not watched (known: {})",
+                    known_clusters.join(", ")
+                ));
+            }
+        }
+        let comment = self.comment.trim();
+        if comment.is_empty() {
+            return bad("a comment is required: say why, so the next person knows".into());
+        }
+        if comment.chars().count() > MAX_COMMENT_CHARS {
+            return bad(format!(
+                "the comment is longer than {MAX_COMMENT_CHARS} characters"
+            ));
+        }
+        let author = self.created_by.trim();
+        if author.is_empty() || author.chars().count() > MAX_AUTHOR_CHARS {
+            return bad(format!(
+                "created_by must name someone in at most {MAX_AUTHOR_CHARS} characters"
+            ));
+        }
+        if !is_silence_id(&self.id) {
+            return bad(format!(
+                "'{}' is not a silence id (s- and 12 hex digits)",
+                self.id.chars().take(40).collect::<String>()
+            ));
+        }
+        let Ok(length) = self.ends_at.duration_since(self.starts_at) else {
+            return bad(format!(
+                "the silence would end at {}, before its start",
+                rfc3339(self.ends_at)
+            ));
+        };
+        if self.origin == Origin::Api && length > MAX_DURATION {
+            return bad(format!(
+                "a silence lasts at most {} days",
+                MAX_DURATION.as_secs() / 86_400
+            ));
+        }
+        Ok(())
+    }
+
     pub fn mark(&self) -> SilenceMark {
         SilenceMark {
             id: self.id.clone(),
@@ -171,9 +228,7 @@ impl Request {
         now: SystemTime,
         origin: Origin,
     ) -> Result<Silence, Invalid> {
-        self.check_cluster(known_clusters)?;
         let kind = self.checked_kind()?;
-        let comment = self.checked_comment()?;
         let (starts_at, ends_at) = self.window(now, origin)?;
         let mut s = Silence {
             id: String::new(),
@@ -182,25 +237,13 @@ impl Request {
             kind,
             starts_at,
             ends_at,
-            comment: comment.to_string(),
+            comment: self.comment.trim().to_string(),
             created_by: self.author(origin),
             origin,
         };
         s.id = silence_id(&s);
+        s.check(known_clusters)?;
         Ok(s)
-    }
-
-    /// The named cluster, if any, must be one this watchdog watches.
-    fn check_cluster(&self, known_clusters: &[String]) -> Result<(), Invalid> {
-        if let Some(c) = &self.cluster {
-            if !known_clusters.contains(c) {
-                return Err(Invalid(format!(
-                    "cluster '{c}' is not watched (known: {})",
-                    known_clusters.join(", ")
-                )));
-            }
-        }
-        Ok(())
     }
 
     /// The kind of finding silenced, by its name; none silences every kind.
@@ -220,24 +263,8 @@ impl Request {
         }
     }
 
-    /// The trimmed comment: required, and at most `MAX_COMMENT_CHARS` long.
-    fn checked_comment(&self) -> Result<&str, Invalid> {
-        let comment = self.comment.trim();
-        if comment.is_empty() {
-            return Err(Invalid(
-                "a comment is required: say why, so the next person knows".into(),
-            ));
-        }
-        if comment.chars().count() > MAX_COMMENT_CHARS {
-            return Err(Invalid(format!(
-                "the comment is longer than {MAX_COMMENT_CHARS} characters"
-            )));
-        }
-        Ok(comment)
-    }
-
     /// When the silence starts and ends, checked to end after it starts (and, from the API,
-    /// after now) and to last no longer than `MAX_DURATION`.
+    /// after now); how long it may last is `Silence::check`'s.
     fn window(&self, now: SystemTime, origin: Origin) -> Result<(SystemTime, SystemTime), Invalid> {
         let bad = |m: String| Err(Invalid(m));
         // A file's silence is the same silence on every load: it starts when it says (or
@@ -255,12 +282,6 @@ impl Request {
                 "the silence would end at {}, which is not after its start{}",
                 rfc3339(ends_at),
                 if fixed { "" } else { " and now" }
-            ));
-        }
-        if !fixed && ends_at.duration_since(starts_at).unwrap_or_default() > MAX_DURATION {
-            return bad(format!(
-                "a silence lasts at most {} days",
-                MAX_DURATION.as_secs() / 86_400
             ));
         }
         Ok((starts_at, ends_at))
@@ -300,7 +321,7 @@ impl Request {
                 Origin::Api => "api",
             })
             .chars()
-            .take(100)
+            .take(MAX_AUTHOR_CHARS)
             .collect()
     }
 }
@@ -323,6 +344,15 @@ pub(crate) fn silence_id(s: &Silence) -> String {
         .map(|b| format!("{b:02x}"))
         .collect();
     format!("s-{hex}")
+}
+
+/// Whether `id` has the shape `silence_id` gives: `s-` and 12 lower-case hex digits.
+fn is_silence_id(id: &str) -> bool {
+    id.strip_prefix("s-").is_some_and(|h| {
+        h.len() == 12
+            && h.bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    })
 }
 
 /// `90s`, `15m`, `2h`, `1d`, or a combination (`1h30m`).
@@ -357,84 +387,4 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
         return Err(wrong());
     }
     Ok(Duration::from_secs(total))
-}
-
-/// RFC 3339 date-time (`2026-12-01T14:00:00Z`, fractions and offsets allowed).
-pub fn parse_rfc3339(text: &str) -> Result<SystemTime, String> {
-    let t = text.trim();
-    let wrong = || format!("'{t}' is not an RFC 3339 time (e.g. 2026-12-01T14:00:00Z)");
-    let b = t.as_bytes();
-    if b.len() < 20
-        || b[4] != b'-'
-        || b[7] != b'-'
-        || !matches!(b[10], b'T' | b't' | b' ')
-        || b[13] != b':'
-        || b[16] != b':'
-    {
-        return Err(wrong());
-    }
-    let num = |r: std::ops::Range<usize>| -> Result<i64, String> {
-        t.get(r)
-            .filter(|s| s.bytes().all(|c| c.is_ascii_digit()))
-            .and_then(|s| s.parse().ok())
-            .ok_or_else(wrong)
-    };
-    let (year, month, day) = (num(0..4)?, num(5..7)?, num(8..10)?);
-    let (hour, minute, second) = (num(11..13)?, num(14..16)?, num(17..19)?);
-    if !(1..=12).contains(&month)
-        || !(1..=31).contains(&day)
-        || hour > 23
-        || minute > 59
-        || second > 60
-    {
-        return Err(wrong());
-    }
-    let mut rest = &t[19..];
-    let mut nanos: u64 = 0;
-    if let Some(frac) = rest.strip_prefix('.') {
-        let n = frac.bytes().take_while(u8::is_ascii_digit).count();
-        if n == 0 {
-            return Err(wrong());
-        }
-        let digits: String = frac[..n]
-            .chars()
-            .chain(std::iter::repeat('0'))
-            .take(9)
-            .collect();
-        nanos = digits.parse().map_err(|_| wrong())?;
-        rest = &frac[n..];
-    }
-    let offset_secs: i64 = match rest {
-        "Z" | "z" => 0,
-        // Bytes, not string slices: `+0é00` is six bytes with a character across the
-        // colon's place, and slicing it there panicked.
-        o if o.len() == 6
-            && (o.starts_with('+') || o.starts_with('-'))
-            && o.as_bytes()[3] == b':' =>
-        {
-            let part = |r: std::ops::Range<usize>| -> Result<i64, String> {
-                o.get(r)
-                    .filter(|p| p.bytes().all(|c| c.is_ascii_digit()))
-                    .and_then(|p| p.parse().ok())
-                    .ok_or_else(wrong)
-            };
-            let (h, m) = (part(1..3)?, part(4..6)?);
-            let sign = if o.starts_with('-') { -1 } else { 1 };
-            sign * (h * 3600 + m * 60)
-        }
-        _ => return Err(wrong()),
-    };
-    // Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm).
-    let y = if month <= 2 { year - 1 } else { year };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (month + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + day - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    let days = era * 146_097 + doe - 719_468;
-    let secs = days * 86_400 + hour * 3600 + minute * 60 + second.min(59) - offset_secs;
-    if secs < 0 {
-        return Err(wrong());
-    }
-    Ok(SystemTime::UNIX_EPOCH + Duration::from_secs(secs as u64) + Duration::from_nanos(nanos))
 }

@@ -1,26 +1,85 @@
 //! The watchdog's own long-lived tasks that ended when they should not have (a panic, or a
-//! loop that returned) and were started again (issue 27 item 5): counted per task and scope
-//! for `task_restarts_total`, so a dying task is never silent. Process-wide, as the process
-//! metrics are: whichever stage supervises a task records here, and the page reads it.
+//! loop that returned) and were started again (issue 27 item 5, issue 38 item 1): counted
+//! per task and scope for `task_restarts_total`, so a dying task is never silent.
+//! Process-wide, as the process metrics are: `supervise` records here, and the page reads it.
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 
-/// Every task that is supervised so.
-pub const TASKS: [&str; 6] = [
-    "cluster_loop",
-    "liveness",
-    "quorum_watch",
-    "coordinator_watch",
-    "webhook_worker",
-    "webhook_dispatcher",
-];
+/// Every supervised task, by the name `task_restarts_total{task}` gives it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Task {
+    /// A cluster's round loop (scope: the cluster).
+    ClusterLoop,
+    /// A broker's liveness check (scope: its address).
+    Liveness,
+    /// The control plane's looks (scope: the cluster).
+    QuorumWatch,
+    /// The group coordinator probe (scope: the cluster).
+    CoordinatorWatch,
+    /// A webhook receiver's delivery (scope: the receiver).
+    WebhookWorker,
+    /// Routing events to the receivers.
+    WebhookDispatcher,
+    /// The canary's consumer (scope: the cluster).
+    CanaryReader,
+    /// The canary's writes (scope: the cluster).
+    CanaryWriter,
+    /// Asking the other watchdogs (`peers:`).
+    Peers,
+    /// The HTTP server's accept loop.
+    HttpServer,
+    /// A remediation action that panicked: its hold on the cluster released (scope: the
+    /// cluster). An action is never run again by its supervisor.
+    Remediation,
+    /// The dead man's switch (`heartbeat:`).
+    Heartbeat,
+    /// What watches the others' progress: the systemd watchdog, `/healthz`'s blind
+    /// clusters.
+    Supervisor,
+}
 
-static RESTARTS: Mutex<BTreeMap<(&'static str, String), u64>> = Mutex::new(BTreeMap::new());
+impl Task {
+    pub const ALL: [Task; 13] = [
+        Task::ClusterLoop,
+        Task::Liveness,
+        Task::QuorumWatch,
+        Task::CoordinatorWatch,
+        Task::WebhookWorker,
+        Task::WebhookDispatcher,
+        Task::CanaryReader,
+        Task::CanaryWriter,
+        Task::Peers,
+        Task::HttpServer,
+        Task::Remediation,
+        Task::Heartbeat,
+        Task::Supervisor,
+    ];
 
-/// Counts one restart of `task` (`cluster_loop`, `liveness`, `quorum_watch`, `coordinator_watch`,
-/// `webhook_worker`, `webhook_dispatcher`) for `scope` (a cluster, a broker, a receiver).
-pub fn record(task: &'static str, scope: &str) {
+    /// The metric label; a contract (dashboards and rules may name it).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Task::ClusterLoop => "cluster_loop",
+            Task::Liveness => "liveness",
+            Task::QuorumWatch => "quorum_watch",
+            Task::CoordinatorWatch => "coordinator_watch",
+            Task::WebhookWorker => "webhook_worker",
+            Task::WebhookDispatcher => "webhook_dispatcher",
+            Task::CanaryReader => "canary_reader",
+            Task::CanaryWriter => "canary_writer",
+            Task::Peers => "peers",
+            Task::HttpServer => "http_server",
+            Task::Remediation => "remediation",
+            Task::Heartbeat => "heartbeat",
+            Task::Supervisor => "supervisor",
+        }
+    }
+}
+
+static RESTARTS: Mutex<BTreeMap<(Task, String), u64>> = Mutex::new(BTreeMap::new());
+
+/// Counts one restart of `task` for `scope` (a cluster, a broker, a receiver).
+pub fn record(task: Task, scope: &str) {
     let mut r = RESTARTS.lock().unwrap_or_else(|p| p.into_inner());
     *r.entry((task, scope.to_string())).or_insert(0) += 1;
 }
@@ -28,7 +87,9 @@ pub fn record(task: &'static str, scope: &str) {
 /// Every (task, scope, restarts) so far, in order.
 pub fn snapshot() -> Vec<(&'static str, String, u64)> {
     let r = RESTARTS.lock().unwrap_or_else(|p| p.into_inner());
-    r.iter().map(|((t, s), n)| (*t, s.clone(), *n)).collect()
+    r.iter()
+        .map(|((t, s), n)| (t.as_str(), s.clone(), *n))
+        .collect()
 }
 
 #[cfg(test)]
@@ -37,16 +98,19 @@ mod tests {
 
     #[test]
     fn restarts_are_counted_per_task_and_scope() {
-        record("test_task", "a");
-        record("test_task", "a");
-        record("test_task", "b");
+        record(Task::Heartbeat, "count-a");
+        record(Task::Heartbeat, "count-a");
+        record(Task::Heartbeat, "count-b");
         let mine: Vec<_> = snapshot()
             .into_iter()
-            .filter(|(t, _, _)| *t == "test_task")
+            .filter(|(t, s, _)| *t == "heartbeat" && s.starts_with("count-"))
             .collect();
         assert_eq!(
             mine,
-            vec![("test_task", "a".into(), 2), ("test_task", "b".into(), 1)]
+            vec![
+                ("heartbeat", "count-a".into(), 2),
+                ("heartbeat", "count-b".into(), 1)
+            ]
         );
     }
 }

@@ -1,7 +1,12 @@
-//! Time as webhooks and the state file write it. RFC 3339 in UTC is computed here because
-//! the crate has no calendar dependency and needs nothing but this one format.
+//! Time as webhooks, silences and the state file write it: RFC 3339 in UTC through the
+//! `time` crate (a calendar that knows which days exist), milliseconds since the epoch in
+//! the state file.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use time::format_description::well_known::Rfc3339;
+use time::macros::format_description;
+use time::{OffsetDateTime, PrimitiveDateTime};
 
 /// Milliseconds since the Unix epoch; times before it count as 0.
 pub fn unix_ms(t: SystemTime) -> u64 {
@@ -14,34 +19,34 @@ pub fn from_unix_ms(ms: u64) -> SystemTime {
     UNIX_EPOCH + Duration::from_millis(ms)
 }
 
-/// `2025-11-29T19:05:00.123Z`: UTC, millisecond precision.
+/// `2025-11-29T19:05:00.123Z`: UTC, millisecond precision. A time past the year 9999 (only
+/// a corrupt state file holds one) is written as the last millisecond of 9999.
 pub fn rfc3339(t: SystemTime) -> String {
-    let ms = unix_ms(t);
-    let secs = ms / 1000;
-    let (y, m, d) = civil_from_days((secs / 86_400) as i64);
-    let rem = secs % 86_400;
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{:03}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60,
-        ms % 1000
-    )
+    let at = OffsetDateTime::from_unix_timestamp_nanos(i128::from(unix_ms(t)) * 1_000_000)
+        .unwrap_or(PrimitiveDateTime::MAX.assume_utc());
+    at.format(format_description!(
+        "[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond digits:3]Z"
+    ))
+    .unwrap_or_default()
 }
 
-/// Year, month, day of a count of days since 1970-01-01 in the proleptic Gregorian
-/// calendar. Works in 400-year eras, which repeat exactly.
-fn civil_from_days(days: i64) -> (i64, u32, u32) {
-    let z = days + 719_468; // days since 0000-03-01
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097); // day of era, 0..=146096
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365; // 0..=399
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100); // day of the year from March 1
-    let mp = (5 * doy + 2) / 153; // month from March, 0..=11
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    (y, m, d)
+/// RFC 3339 date-time (`2026-12-01T14:00:00Z`, fractions and offsets allowed), as silences
+/// take it. A date that does not exist (`2026-02-31`) is refused, not moved on to March.
+pub fn parse_rfc3339(text: &str) -> Result<SystemTime, String> {
+    let t = text.trim();
+    let wrong = |why: &dyn std::fmt::Display| {
+        format!("'{t}' is not an RFC 3339 time (e.g. 2026-12-01T14:00:00Z): {why}")
+    };
+    let at = OffsetDateTime::parse(t, &Rfc3339).map_err(|e| wrong(&e))?;
+    // RFC 3339 lets any character stand between date and time; T and a space are what
+    // people write, and what the watchdog took before.
+    if !matches!(t.as_bytes()[10], b'T' | b't' | b' ') {
+        return Err(wrong(&"date and time are separated by T"));
+    }
+    if at < OffsetDateTime::UNIX_EPOCH {
+        return Err(wrong(&"it is before 1970"));
+    }
+    Ok(SystemTime::from(at))
 }
 
 /// `SystemTime` as integer milliseconds in the state file: exact, and readable by `jq`.
@@ -93,29 +98,13 @@ mod tests {
     }
 
     #[test]
-    fn every_day_for_a_long_time_follows_the_previous() {
-        // A day at a time from 1970 to 2400: the date must advance by exactly one.
-        let mut prev = civil_from_days(0);
-        assert_eq!(prev, (1970, 1, 1));
-        for day in 1..(430 * 366) {
-            let next = civil_from_days(day);
-            let leap = |y: i64| (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
-            let days_in = |y: i64, m: u32| match m {
-                2 if leap(y) => 29,
-                2 => 28,
-                4 | 6 | 9 | 11 => 30,
-                _ => 31,
-            };
-            let expected = if prev.2 < days_in(prev.0, prev.1) {
-                (prev.0, prev.1, prev.2 + 1)
-            } else if prev.1 < 12 {
-                (prev.0, prev.1 + 1, 1)
-            } else {
-                (prev.0 + 1, 1, 1)
-            };
-            assert_eq!(next, expected, "day {day}");
-            prev = next;
+    fn every_day_for_a_long_time_reads_back_as_written() {
+        // Noon of every day from 1970 to 2400, and the year 9999 at most.
+        for day in 0..(430 * 366) {
+            let noon = at(day * 86_400 + 43_200, 250);
+            assert_eq!(parse_rfc3339(&rfc3339(noon)), Ok(noon), "day {day}");
         }
+        assert_eq!(rfc3339(at(400_000_000_000, 0)), "9999-12-31T23:59:59.999Z");
     }
 
     #[test]

@@ -136,6 +136,49 @@ impl Role<'_> {
     }
 }
 
+/// The most shards a probe looks at. Kafka makes `__consumer_offsets` 50 partitions by
+/// default (`offsets.topic.num.partitions`; `__transaction_state` likewise), and a few
+/// hundred is already rare. Finding a shard's synthetic group takes about as many tries
+/// as there are shards, so the count a broker reports must be bounded before it is
+/// believed: beyond this the look says so and probes nothing (issue 38 item 3).
+pub const MAX_SHARDS: u32 = 1000;
+
+/// Why a look probes nothing when `topic` reports more partitions than `MAX_SHARDS`.
+fn too_many(topic: &str, partitions: u32) -> Option<String> {
+    (partitions > MAX_SHARDS).then(|| {
+        format!("{topic} has {partitions} partitions by the brokers' metadata, more than the {MAX_SHARDS} the probe looks at: not probed")
+    })
+}
+
+/// The synthetic groups (or transactional ids) of one prefix, made once per shard and kept
+/// while the partition count holds.
+struct Groups {
+    prefix: String,
+    partitions: u32,
+    names: BTreeMap<i32, String>,
+}
+
+impl Groups {
+    fn new(prefix: String) -> Self {
+        Groups {
+            prefix,
+            partitions: 0,
+            names: BTreeMap::new(),
+        }
+    }
+
+    fn of(&mut self, shard: i32, partitions: u32) -> String {
+        if self.partitions != partitions {
+            self.partitions = partitions;
+            self.names.clear();
+        }
+        self.names
+            .entry(shard)
+            .or_insert_with(|| group_for(&self.prefix, shard, partitions))
+            .clone()
+    }
+}
+
 /// The other connection answered within this share of the deadline: the broker works.
 /// A broker starved of CPU answers slowly everywhere and is the latency rules' business.
 const CONTROL_SHARE: u32 = 4;
@@ -222,11 +265,14 @@ impl Target {
         role: Role<'_>,
     ) {
         let now = SystemTime::now();
+        // A broker answers with as many groups as it likes: looked up, not scanned.
+        let mut by_group: std::collections::HashMap<&str, Option<i16>> =
+            std::collections::HashMap::with_capacity(answers.len());
+        for (g, c) in answers {
+            by_group.entry(g.as_str()).or_insert(*c);
+        }
         for (shard, group) in asked {
-            let code = answers
-                .iter()
-                .find(|(g, _)| g == group)
-                .and_then(|(_, c)| *c);
+            let code = by_group.get(group.as_str()).copied().flatten();
             match code {
                 Some(code) if role.tracked().contains(&code) => {
                     let e = self.errors.entry(*shard).or_insert((code, now));
@@ -268,8 +314,7 @@ fn txn_turn(shards: &[(i32, String)], t: &mut Target) -> Vec<(i32, String)> {
 pub struct CoordinatorProber {
     settings: CoordinatorSettings,
     targets: BTreeMap<BrokerId, Target>,
-    /// Synthetic groups by shard, for the partition count they were chosen for.
-    groups: (u32, Vec<String>),
+    groups: Groups,
 }
 
 /// Probes the transaction coordinators, keeping connections and streaks between looks.
@@ -277,37 +322,30 @@ pub struct TxnProber {
     settings: CoordinatorSettings,
     txn: TxnProbeSettings,
     targets: BTreeMap<BrokerId, Target>,
+    ids: Groups,
+    /// The groups its transactions add (see `marker_group`).
+    marker_groups: Groups,
 }
 
 impl CoordinatorProber {
     pub fn new(settings: CoordinatorSettings) -> Self {
         CoordinatorProber {
+            groups: Groups::new(settings.group_prefix.clone()),
             settings,
             targets: BTreeMap::new(),
-            groups: (0, Vec::new()),
         }
     }
 
     /// The transaction probe beside this one, when it is on.
     pub fn transactions(&self) -> Option<TxnProber> {
+        let txn = self.settings.transactions.clone()?;
         Some(TxnProber {
             settings: self.settings.clone(),
-            txn: self.settings.transactions.clone()?,
+            ids: Groups::new(txn.id_prefix.clone()),
+            marker_groups: Groups::new(format!("{}-g", txn.id_prefix)),
+            txn,
             targets: BTreeMap::new(),
         })
-    }
-
-    fn group(&mut self, shard: i32, partitions: u32) -> String {
-        if self.groups.0 != partitions {
-            let prefix = &self.settings.group_prefix;
-            self.groups = (
-                partitions,
-                (0..partitions as i32)
-                    .map(|s| group_for(prefix, s, partitions))
-                    .collect(),
-            );
-        }
-        self.groups.1[shard as usize].clone()
     }
 
     /// The groups' look when that probe is on; an empty one saying so otherwise.
@@ -328,12 +366,23 @@ impl CoordinatorProber {
     /// One look at every broker that leads a shard, all at once.
     pub async fn look(&mut self, plan: &ShardLeaders) -> CoordinatorObservation {
         let at = SystemTime::now();
+        if let Some(why) = too_many(OFFSETS_TOPIC, plan.partitions) {
+            self.targets.clear();
+            return CoordinatorObservation {
+                at,
+                offsets_partitions: plan.partitions,
+                brokers: BTreeMap::new(),
+                timeout: self.settings.timeout,
+                blind: Some(why),
+                transactions: None,
+            };
+        }
         let mut by_broker: BTreeMap<BrokerId, (String, Vec<(i32, String)>)> = BTreeMap::new();
         for (shard, (broker, address)) in &plan.leaders {
             if *shard < 0 || *shard as u32 >= plan.partitions {
                 continue;
             }
-            let group = self.group(*shard, plan.partitions);
+            let group = self.groups.of(*shard, plan.partitions);
             by_broker
                 .entry(*broker)
                 .or_insert_with(|| (address.clone(), Vec::new()))
@@ -388,28 +437,37 @@ impl TxnProber {
     /// transaction's group on a `__consumer_offsets` partition the same broker leads, so
     /// that the commit's markers go nowhere else and a stall is charged to the right broker.
     pub async fn look(&mut self, plan: &ShardLeaders, offsets: &ShardLeaders) -> TxnCoordinators {
-        let txn = &self.txn;
         let at = SystemTime::now();
+        if let Some(why) = too_many(TRANSACTIONS_TOPIC, plan.partitions) {
+            self.targets.clear();
+            return TxnCoordinators {
+                at,
+                partitions: plan.partitions,
+                brokers: BTreeMap::new(),
+                blind: Some(why),
+            };
+        }
         let mut by_broker: BTreeMap<BrokerId, (String, Vec<(i32, String)>)> = BTreeMap::new();
         for (shard, (broker, address)) in &plan.leaders {
             if *shard < 0 || *shard as u32 >= plan.partitions {
                 continue;
             }
+            let id = self.ids.of(*shard, plan.partitions);
             by_broker
                 .entry(*broker)
                 .or_insert_with(|| (address.clone(), Vec::new()))
                 .1
-                .push((*shard, group_for(&txn.id_prefix, *shard, plan.partitions)));
+                .push((*shard, id));
         }
         self.targets.retain(|b, _| by_broker.contains_key(b));
         for b in by_broker.keys() {
             self.targets.entry(*b).or_default();
         }
-        let settings = &self.settings;
         let groups: BTreeMap<BrokerId, Option<String>> = by_broker
             .keys()
-            .map(|b| (*b, marker_group(&txn.id_prefix, *b, offsets)))
+            .map(|b| (*b, marker_group(&mut self.marker_groups, *b, offsets)))
             .collect();
+        let (txn, settings) = (&self.txn, &self.settings);
         let asked: BTreeMap<BrokerId, Vec<(i32, String)>> = self
             .targets
             .iter_mut()
@@ -449,18 +507,17 @@ impl TxnProber {
 }
 
 /// The group a broker's probe transactions add: one on a `__consumer_offsets` partition
-/// the broker leads, when it leads one.
-fn marker_group(prefix: &str, broker: BrokerId, offsets: &ShardLeaders) -> Option<String> {
+/// the broker leads, when it leads one (and the probe would look at that many).
+fn marker_group(groups: &mut Groups, broker: BrokerId, offsets: &ShardLeaders) -> Option<String> {
+    if offsets.partitions > MAX_SHARDS {
+        return None;
+    }
     let shard = offsets
         .leaders
         .iter()
         .find(|(s, (b, _))| *b == broker && (**s as u32) < offsets.partitions)?
         .0;
-    Some(group_for(
-        &format!("{prefix}-g"),
-        *shard,
-        offsets.partitions,
-    ))
+    Some(groups.of(*shard, offsets.partitions))
 }
 
 /// Opens a connection when there is none; `Err` when that fails.
@@ -559,8 +616,8 @@ async fn probe_broker(
     };
     let quick = control_latency.is_some_and(|l| l <= settings.timeout / CONTROL_SHARE);
     let last = t.fold(fetched, asked, quick, at, role, settings);
-    t.errors
-        .retain(|s, _| shards.iter().any(|(shard, _)| shard == s));
+    let led: std::collections::BTreeSet<i32> = shards.iter().map(|(s, _)| *s).collect();
+    t.errors.retain(|s, _| led.contains(s));
     CoordinatorLook {
         broker,
         address: address.to_string(),
@@ -582,13 +639,12 @@ async fn probe_broker(
 }
 
 /// The daemon's continuous probe: a task that looks every `interval` at the shards the
-/// cluster loop last said who leads, and publishes each look.
+/// cluster loop last said who leads, and publishes each look. The task is supervised: one
+/// that ends (a panic) is started again, with the same channels.
 pub struct CoordinatorWatch {
     looks: watch::Receiver<Option<Arc<CoordinatorObservation>>>,
-    publish: Arc<watch::Sender<Option<Arc<CoordinatorObservation>>>>,
     /// `None` until the first round said who leads what.
     plan: watch::Sender<Option<CoordinatorPlan>>,
-    settings: CoordinatorSettings,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -597,34 +653,20 @@ impl CoordinatorWatch {
         let (tx, looks) = watch::channel(None);
         let publish = Arc::new(tx);
         let (plan, plan_rx) = watch::channel(None);
-        let task = look_task(
-            CoordinatorProber::new(settings.clone()),
-            settings.interval,
-            publish.clone(),
-            plan_rx,
+        let cluster = settings.cluster.clone();
+        let task = crate::model::supervise::spawn(
+            crate::model::supervise::Task::CoordinatorWatch,
+            cluster,
+            move || {
+                look_task(
+                    CoordinatorProber::new(settings.clone()),
+                    settings.interval,
+                    publish.clone(),
+                    plan_rx.clone(),
+                )
+            },
         );
-        CoordinatorWatch {
-            looks,
-            publish,
-            plan,
-            settings,
-            task,
-        }
-    }
-
-    /// Starts the task again if it ended (a panic), and says so.
-    pub fn revive(&mut self) {
-        if !self.task.is_finished() {
-            return;
-        }
-        tracing::error!(cluster = %self.settings.cluster, "the group coordinator probe's task ended; starting it again");
-        crate::model::task_restarts::record("coordinator_watch", &self.settings.cluster);
-        self.task = look_task(
-            CoordinatorProber::new(self.settings.clone()),
-            self.settings.interval,
-            self.publish.clone(),
-            self.plan.subscribe(),
-        );
+        CoordinatorWatch { looks, plan, task }
     }
 
     /// Who leads the shards from now on.
@@ -648,51 +690,49 @@ impl CoordinatorWatch {
     }
 }
 
-fn look_task(
+async fn look_task(
     mut prober: CoordinatorProber,
     interval: Duration,
     publish: Arc<watch::Sender<Option<Arc<CoordinatorObservation>>>>,
     mut plan_rx: watch::Receiver<Option<CoordinatorPlan>>,
-) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(async move {
-        let mut next = tokio::time::Instant::now();
-        let mut txn_next = tokio::time::Instant::now();
-        let mut txn_prober = prober.transactions();
-        let mut transactions: Option<TxnCoordinators> = None;
-        loop {
-            tokio::time::sleep_until(next).await;
-            next = tokio::time::Instant::now() + interval;
-            let Some(plan) = plan_rx.borrow_and_update().clone() else {
-                // Before the first round: wait for the plan.
-                if plan_rx.changed().await.is_err() {
-                    return;
-                }
-                continue;
-            };
-            let due = txn_prober
-                .as_mut()
-                .filter(|_| tokio::time::Instant::now() >= txn_next);
-            // The transactions' cadence is their own (each one writes); their newest look
-            // rides along with every look at the groups. The two use connections of their
-            // own and run at once.
-            let (mut look, txn_look) = match due {
-                Some(t) => {
-                    txn_next = tokio::time::Instant::now() + t.interval();
-                    let (groups, txns) = futures::join!(
-                        prober.look_groups(&plan),
-                        t.look(&plan.transactions, &plan.groups)
-                    );
-                    (groups, Some(txns))
-                }
-                None => (prober.look_groups(&plan).await, None),
-            };
-            if let Some(t) = txn_look {
-                transactions = Some(t);
+) {
+    let mut next = tokio::time::Instant::now();
+    let mut txn_next = tokio::time::Instant::now();
+    let mut txn_prober = prober.transactions();
+    let mut transactions: Option<TxnCoordinators> = None;
+    loop {
+        tokio::time::sleep_until(next).await;
+        next = tokio::time::Instant::now() + interval;
+        let Some(plan) = plan_rx.borrow_and_update().clone() else {
+            // Before the first round: wait for the plan.
+            if plan_rx.changed().await.is_err() {
+                return;
             }
-            look.transactions = transactions.clone();
-            publish.send_replace(Some(Arc::new(look)));
+            continue;
+        };
+        let due = txn_prober
+            .as_mut()
+            .filter(|_| tokio::time::Instant::now() >= txn_next);
+        // The transactions' cadence is their own (each one writes); their newest look
+        // rides along with every look at the groups. The two use connections of their
+        // own and run at once.
+        let (mut look, txn_look) = match due {
+            Some(t) => {
+                txn_next = tokio::time::Instant::now() + t.interval();
+                let (groups, txns) = futures::join!(
+                    prober.look_groups(&plan),
+                    t.look(&plan.transactions, &plan.groups)
+                );
+                (groups, Some(txns))
+            }
+            None => (prober.look_groups(&plan).await, None),
+        };
+        if let Some(t) = txn_look {
+            transactions = Some(t);
         }
-    })
+        look.transactions = transactions.clone();
+        publish.send_replace(Some(Arc::new(look)));
+    }
 }
 
 impl Drop for CoordinatorWatch {

@@ -431,15 +431,11 @@ async fn ask(
 }
 
 /// The daemon's continuous look: a task that looks every `interval` and publishes each
-/// look; the round loop reads the newest and re-judges when one arrives.
+/// look; the round loop reads the newest and re-judges when one arrives. The task is
+/// supervised: one that ends (a panic) is started again, with the same channels.
 pub struct QuorumWatch {
     looks: watch::Receiver<Option<Arc<QuorumObservation>>>,
-    /// Kept here, not only in the task, so a task that dies leaves the channel open and
-    /// `revive` can hand it to the next one.
-    publish: Arc<watch::Sender<Option<Arc<QuorumObservation>>>>,
     brokers: watch::Sender<Vec<String>>,
-    settings: QuorumSettings,
-    interval: Duration,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -449,36 +445,24 @@ impl QuorumWatch {
         let (tx, looks) = watch::channel(None);
         let publish = Arc::new(tx);
         let (brokers, brokers_rx) = watch::channel(Vec::new());
-        let task = look_task(
-            QuorumProber::new(settings.clone()),
-            interval,
-            publish.clone(),
-            brokers_rx,
+        let cluster = settings.cluster.clone();
+        let task = crate::model::supervise::spawn(
+            crate::model::supervise::Task::QuorumWatch,
+            cluster,
+            move || {
+                look_task(
+                    QuorumProber::new(settings.clone()),
+                    interval,
+                    publish.clone(),
+                    brokers_rx.clone(),
+                )
+            },
         );
         QuorumWatch {
             looks,
-            publish,
             brokers,
-            settings,
-            interval,
             task,
         }
-    }
-
-    /// Starts the looking task again if it ended (it runs until dropped: one that ended
-    /// panicked), and says so (issue 27 item 5: a dying task is never silent).
-    pub fn revive(&mut self) {
-        if !self.task.is_finished() {
-            return;
-        }
-        tracing::error!(cluster = %self.settings.cluster, "the control plane's look task ended; starting it again");
-        crate::model::task_restarts::record("quorum_watch", &self.settings.cluster);
-        self.task = look_task(
-            QuorumProber::new(self.settings.clone()),
-            self.interval,
-            self.publish.clone(),
-            self.brokers.subscribe(),
-        );
     }
 
     /// The brokers to ask from now on, those most likely to answer first.
@@ -503,22 +487,20 @@ impl QuorumWatch {
     }
 }
 
-fn look_task(
+async fn look_task(
     mut prober: QuorumProber,
     interval: Duration,
     publish: Arc<watch::Sender<Option<Arc<QuorumObservation>>>>,
     mut brokers_rx: watch::Receiver<Vec<String>>,
-) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(async move {
-        let mut next = tokio::time::Instant::now();
-        loop {
-            tokio::time::sleep_until(next).await;
-            next = tokio::time::Instant::now() + interval;
-            let asked = brokers_rx.borrow_and_update().clone();
-            let look = prober.look(&asked).await;
-            publish.send_replace(look.map(Arc::new));
-        }
-    })
+) {
+    let mut next = tokio::time::Instant::now();
+    loop {
+        tokio::time::sleep_until(next).await;
+        next = tokio::time::Instant::now() + interval;
+        let asked = brokers_rx.borrow_and_update().clone();
+        let look = prober.look(&asked).await;
+        publish.send_replace(look.map(Arc::new));
+    }
 }
 
 impl Drop for QuorumWatch {

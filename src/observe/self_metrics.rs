@@ -1,19 +1,29 @@
 //! The watchdog's own process metrics, under the names every Prometheus client library
 //! exports (`process_cpu_seconds_total`, `process_resident_memory_bytes`, ...), so that
 //! dashboards and rules written for any exporter work on the watchdog too. Read from
-//! `/proc/self` at scrape time; parsing is pure and takes the file texts.
+//! `/proc/self` at scrape time, off the runtime (`read_own`); parsing is pure and takes the
+//! file texts.
 //!
 //! A file that cannot be read or parsed leaves its metric out rather than failing the
 //! scrape: the watchdog's own figures matter less than the Kafka ones beside them.
 
 use std::path::Path;
 use std::sync::atomic::AtomicU64;
+use std::sync::OnceLock;
+use std::time::Duration;
 
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
+use crate::model::blocking::Pool;
 use crate::observe::host::stat::parse_stat;
+
+/// Reads of the process's own figures under way at once, at most (scrapes at the same
+/// moment each read), and how long a scrape waits for one: `/proc/self` answers at once
+/// unless the kernel itself is in trouble, and then the page goes without the figures.
+const OWN_READS_CAP: usize = 4;
+const OWN_READ_DEADLINE: Duration = Duration::from_secs(1);
 
 /// One look at a process, each figure absent when its file said nothing usable.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -98,6 +108,21 @@ pub fn read(proc_root: &Path, pid_dir: &str) -> ProcessFigures {
         crate::observe::host::clock_ticks(),
         page_size(),
     )
+}
+
+/// The watchdog's own figures, read off the runtime's workers (`model::blocking`): none
+/// when the read did not end within a second or too many are under way.
+pub async fn read_own() -> ProcessFigures {
+    static POOL: OnceLock<Pool> = OnceLock::new();
+    let pool = POOL.get_or_init(|| Pool::new("reads of /proc/self", OWN_READS_CAP));
+    pool.run("reading /proc/self", OWN_READ_DEADLINE, || {
+        read(Path::new("/proc"), "self")
+    })
+    .await
+    .unwrap_or_else(|e| {
+        tracing::warn!(error = %e, "the process figures are left out of this scrape");
+        ProcessFigures::default()
+    })
 }
 
 /// Registers the figures in `reg`, which must have no prefix: the names are the standard

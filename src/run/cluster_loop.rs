@@ -4,8 +4,8 @@
 //! every interval, and earlier (`cadence`) when a peer's registration or a canary
 //! partition changed, or a finding waits for the look that confirms it.
 
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
 
 use tokio::sync::watch;
 
@@ -15,6 +15,7 @@ use crate::config::ClusterConfig;
 use crate::judge::finding::FindingJudge;
 use crate::judge::report::{ClusterReport, Evaluator};
 use crate::model::coordinators::CoordinatorObservation;
+use crate::model::progress::Stamp;
 use crate::model::round::{QuorumObservation, RoundObservation};
 use crate::observe::canary::{Canary, CanaryRound};
 use crate::observe::cluster_view::ClusterView;
@@ -24,7 +25,6 @@ use crate::observe::liveness::{Board, Liveness, LivenessSettings};
 use crate::observe::probe::ClusterProber;
 use crate::observe::quorum::{QuorumProber, QuorumWatch};
 use crate::run::cadence::{Cadence, Why};
-use crate::run::service::LoopHealth;
 use crate::run::setup;
 use crate::serve::snapshot::Publisher;
 
@@ -50,9 +50,10 @@ pub async fn cluster_loop(
     instance: String,
     published: Arc<Publisher>,
     alerting: Arc<Alerting>,
-    health: Arc<Mutex<LoopHealth>>,
+    progress: Stamp,
     mut shutdown: watch::Receiver<bool>,
 ) {
+    panic_for_tests();
     let setup::RoundParts {
         prober,
         mut evaluator,
@@ -61,9 +62,9 @@ pub async fn cluster_loop(
     } = match setup::round_parts(&cfg) {
         Ok(parts) => parts,
         Err(e) => {
-            tracing::error!(cluster = %cfg.name, error = %e, "cluster not watched");
-            // A loop that ended on purpose must not hold back the systemd watchdog.
-            lock(&health).unwatch(&cfg.name);
+            // Blind until it can start: its supervisor tries again, /healthz names it after
+            // its allowance, and receivers hear of a blind cluster.
+            tracing::error!(cluster = %cfg.name, error = %e, "cluster not watched: its round loop cannot start");
             return;
         }
     };
@@ -98,15 +99,16 @@ pub async fn cluster_loop(
             Ok((obs, view, canary_round)) => {
                 let obs = watches.attach(obs, &view);
                 between.publish_round(&mut evaluator, obs, view, canary_round, remediator.as_mut());
-                // Only a round that published counts as progress for the systemd watchdog:
-                // an abandoned one updated nothing that anyone reads, and a loop whose rounds
-                // are all abandoned must be restarted like a loop that hangs.
-                lock(&health).round_completed(&cfg.name, Instant::now());
+                // Only a round that published counts as progress (/healthz, the systemd
+                // watchdog, the blind cluster's incident): an abandoned one updated nothing
+                // that anyone reads, and a loop whose rounds are all abandoned is stuck like
+                // a loop that hangs.
+                progress.tick();
             }
             Err(_) => tracing::error!(
                 cluster = %cfg.name,
                 limit_secs = limit.as_secs(),
-                "round abandoned: it outlived every deadline; nothing published, and it does not count as progress for the systemd watchdog"
+                "round abandoned: it outlived every deadline; nothing published, and it does not count as progress"
             ),
         }
         stall_for_tests(&mut shutdown).await;
@@ -280,12 +282,10 @@ impl Watches {
             obs.liveness = b.snapshot();
         }
         if let Some(q) = &mut self.quorum {
-            q.revive();
             obs.quorum = q.latest();
             q.ask_brokers(answering_first(&obs));
         }
         if let Some(c) = &mut self.coordinators {
-            c.revive();
             obs.coordinators = c.latest();
             c.plan(coordinator_plan(view, |id| {
                 obs.probes.get(&id).map(|p| p.endpoint.address())
@@ -737,6 +737,27 @@ pub(super) async fn stall_for_tests(shutdown: &mut watch::Receiver<bool>) {
     }
 }
 
+/// Debug builds only: `KAFKA_WATCHDOG_TEST_PANIC_LOOP=<seconds>` makes every round loop
+/// panic as it starts until the first loop started that many seconds ago, so a test can
+/// show a dying loop restarted, counted and named by /healthz. Release builds never read
+/// the variable.
+fn panic_for_tests() {
+    static FIRST: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+    if !cfg!(debug_assertions) {
+        return;
+    }
+    let Some(secs) = std::env::var("KAFKA_WATCHDOG_TEST_PANIC_LOOP")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+    else {
+        return;
+    };
+    let first = *FIRST.get_or_init(std::time::Instant::now);
+    if first.elapsed() < Duration::from_secs(secs) {
+        panic!("KAFKA_WATCHDOG_TEST_PANIC_LOOP: the round loop panics, as asked");
+    }
+}
+
 /// Debug builds only: `KAFKA_WATCHDOG_TEST_HANG_ROUND=1` makes every round hang until its
 /// time limit abandons it, so a test can show that abandoned rounds are not progress.
 /// Release builds never read the variable.
@@ -843,8 +864,4 @@ pub(super) fn log_round(r: &ClusterReport) {
         partitions = r.health.partitions,
         "round complete"
     );
-}
-
-pub(super) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }

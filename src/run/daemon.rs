@@ -1,9 +1,11 @@
 //! The daemon: bind the HTTP listener, run one round loop per cluster, stop cleanly on
 //! SIGTERM or SIGINT. Things that take requests start before things that send them and
-//! stop after them; signals arrive as [`Control`]s.
+//! stop after them; signals arrive as [`Control`]s. Every long-lived task it starts runs
+//! supervised (`model::supervise`), and one of them watches the others' progress
+//! (`model::progress`): the systemd watchdog, blind clusters' incidents, the heartbeat.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use futures::StreamExt;
@@ -14,12 +16,14 @@ use tokio::sync::watch;
 use crate::alert::alerting::Alerting;
 use crate::config::{ClusterConfig, Config};
 use crate::judge::report::ClusterReport;
+use crate::model::progress::{Progress, Watched};
 use crate::model::round::{BrokerId, LivenessFact, RoundObservation};
+use crate::model::supervise::{self, Task};
 use crate::observe::liveness::{Liveness, LivenessSettings};
 use crate::observe::quorum::QuorumProber;
 use crate::observe::wire::WireOptions;
-use crate::run::cluster_loop::{cluster_loop, lock, one_round, round_limit};
-use crate::run::service::{self, LoopHealth, StatusCounts};
+use crate::run::cluster_loop::{cluster_loop, one_round, round_limit};
+use crate::run::service::{self, StatusCounts};
 use crate::run::{preflight, reload, setup};
 use crate::serve::http;
 use crate::serve::snapshot::Publisher;
@@ -27,31 +31,27 @@ use crate::serve::snapshot::Publisher;
 /// The running cluster loops, each with its own stop switch so a reload can restart one.
 struct Loops {
     running: std::collections::BTreeMap<String, Running>,
-    health: Arc<Mutex<LoopHealth>>,
+    progress: Arc<Progress>,
+    /// The `heartbeat:` block the heartbeat's task beats with; a reload replaces it.
+    heartbeat: watch::Sender<Option<crate::config::HeartbeatConfig>>,
     published: Arc<Publisher>,
     alerting: Arc<Alerting>,
     instance_id: String,
 }
 
-/// One cluster's loop: its task, its stop switch, and what it was started with (to start
-/// it again should it end).
+/// One cluster's loop: its (supervised) task and its stop switch.
 struct Running {
     handle: tokio::task::JoinHandle<()>,
     stop: watch::Sender<bool>,
-    cfg: ClusterConfig,
 }
 
 impl Loops {
     /// A loop started for every configured cluster.
-    fn start_all(
-        config: &Config,
-        health: Arc<Mutex<LoopHealth>>,
-        published: &Arc<Publisher>,
-        alerting: &Arc<Alerting>,
-    ) -> Self {
+    fn start_all(config: &Config, published: &Arc<Publisher>, alerting: &Arc<Alerting>) -> Self {
         let mut loops = Loops {
             running: Default::default(),
-            health,
+            progress: published.progress.clone(),
+            heartbeat: watch::Sender::new(config.heartbeat.clone()),
             published: published.clone(),
             alerting: alerting.clone(),
             instance_id: config.instance_id.clone(),
@@ -64,50 +64,37 @@ impl Loops {
 
     fn start(&mut self, cfg: ClusterConfig) {
         let (tx, rx) = watch::channel(false);
-        lock(&self.health).watch(
-            &cfg.name,
-            cfg.timing.round_interval,
-            round_limit(&cfg),
+        let progress = self.progress.watch(
+            Watched::ClusterLoop(cfg.name.clone()),
+            service::allowed_silence(cfg.timing.round_interval, round_limit(&cfg)),
             Instant::now(),
         );
         let name = cfg.name.clone();
-        let handle = tokio::spawn(cluster_loop(
+        // Supervised: a loop that ends (a panic) is started again, or its cluster would be
+        // watched by nothing from then on, with /metrics showing its last round.
+        let (c, instance, published, alerting, stop) = (
             cfg.clone(),
             self.instance_id.clone(),
             self.published.clone(),
             self.alerting.clone(),
-            self.health.clone(),
-            rx,
-        ));
-        self.running.insert(
-            name,
-            Running {
-                handle,
-                stop: tx,
-                cfg,
-            },
+            rx.clone(),
         );
-    }
-
-    /// Starts again every cluster loop that ended without being stopped (a loop runs until
-    /// stopped: one that ended panicked), and says so. Its cluster would be watched by
-    /// nothing from then on, with /metrics showing its last round (issue 27 item 5).
-    fn revive(&mut self) {
-        let ended: Vec<ClusterConfig> = self
-            .running
-            .values()
-            .filter(|r| r.handle.is_finished())
-            .map(|r| r.cfg.clone())
-            .collect();
-        for cfg in ended {
-            tracing::error!(cluster = %cfg.name, "the round loop of a cluster ended; starting it again");
-            crate::model::task_restarts::record("cluster_loop", &cfg.name);
-            self.start(cfg);
-        }
+        let handle = supervise::spawn_until(Task::ClusterLoop, &name, rx, move || {
+            cluster_loop(
+                c.clone(),
+                instance.clone(),
+                published.clone(),
+                alerting.clone(),
+                progress.clone(),
+                stop.clone(),
+            )
+        });
+        self.running.insert(name, Running { handle, stop: tx });
     }
 
     async fn stop(&mut self, name: &str) {
-        lock(&self.health).unwatch(name);
+        self.progress
+            .unwatch(&Watched::ClusterLoop(name.to_string()));
         if let Some(r) = self.running.remove(name) {
             let _ = r.stop.send(true);
             let _ = r.handle.await;
@@ -125,13 +112,83 @@ impl Loops {
     }
 }
 
-/// Sends WATCHDOG=1 while every cluster loop makes progress, and STATUS= when the summary
-/// changes. Without a systemd watchdog it only keeps STATUS= current.
-async fn supervise(
-    health: Arc<Mutex<LoopHealth>>,
-    published: Arc<Publisher>,
-    mut shutdown: watch::Receiver<bool>,
-) {
+/// How long the webhook dispatcher and the HTTP server may go without progress: the
+/// longest a cluster's round loop may (tied to the round interval, and never under
+/// `service::MIN_ALLOWED_SILENCE`), since neither should ever be slower than a round.
+fn own_allowance(config: &Config) -> Duration {
+    config
+        .clusters
+        .iter()
+        .map(|c| service::allowed_silence(c.timing.round_interval, round_limit(c)))
+        .max()
+        .unwrap_or(service::MIN_ALLOWED_SILENCE)
+}
+
+/// Watches the progress of alerting's webhook dispatcher (the one running now).
+fn watch_dispatcher(published: &Publisher, alerting: &Alerting, allowed: Duration) {
+    published
+        .progress
+        .watch_stamp(Watched::Dispatcher, allowed, alerting.delivery_passes());
+}
+
+/// What watches the others' progress (`watch_progress`), supervised too.
+fn spawn_supervisor(
+    published: &Arc<Publisher>,
+    stop: watch::Receiver<bool>,
+) -> tokio::task::JoinHandle<()> {
+    let (published, ended) = (published.clone(), stop.clone());
+    supervise::spawn_until(Task::Supervisor, "", ended, move || {
+        watch_progress(published.clone(), stop.clone())
+    })
+}
+
+/// The dead man's switch, supervised: beats with the newest `heartbeat:` block while the
+/// board `/healthz` reads has nothing stuck, until `stop` (the supervisor's).
+fn spawn_heartbeat(
+    loops: &Loops,
+    published: &Publisher,
+    stop: watch::Receiver<bool>,
+) -> tokio::task::JoinHandle<()> {
+    let (config, progress, instance) = (
+        loops.heartbeat.subscribe(),
+        published.progress.clone(),
+        published.instance_id.clone(),
+    );
+    let ended = stop.clone();
+    supervise::spawn_until(Task::Heartbeat, "", ended, move || {
+        crate::alert::heartbeat::run(
+            config.clone(),
+            progress.clone(),
+            instance.clone(),
+            stop.clone(),
+        )
+    })
+}
+
+/// The HTTP server, supervised: an accept loop that ends (a panic) is started again on
+/// the same listener.
+fn spawn_server(
+    listener: tokio::net::TcpListener,
+    published: &Arc<Publisher>,
+    stop: watch::Receiver<bool>,
+    options: http::ServeOptions,
+) -> tokio::task::JoinHandle<()> {
+    let (listener, published, ended) = (Arc::new(listener), published.clone(), stop.clone());
+    supervise::spawn_until(Task::HttpServer, "", ended, move || {
+        http::serve_with(
+            listener.clone(),
+            published.clone(),
+            stop.clone(),
+            options.clone(),
+        )
+    })
+}
+
+/// Sends WATCHDOG=1 while every watched loop makes progress (the round loops, the webhook
+/// dispatcher, the HTTP server: the board `/healthz` reads), tells alerting which clusters
+/// it is blind for, and sends STATUS= when the summary changes. Without a systemd watchdog
+/// it does the last two.
+async fn watch_progress(published: Arc<Publisher>, mut shutdown: watch::Receiver<bool>) {
     let interval = service::watchdog_interval()
         .map(|wd| wd / 2)
         .unwrap_or(Duration::from_secs(5));
@@ -141,18 +198,18 @@ async fn supervise(
             _ = tokio::time::sleep(interval) => {}
             _ = shutdown.changed() => return,
         }
-        let now = Instant::now();
+        let looks = published.progress.looks(Instant::now());
+        tell_blind_clusters(&published, &looks);
+        let stuck: Vec<_> = looks.into_iter().filter(|l| l.stuck()).collect();
         if service::watchdog_interval().is_some() {
-            let h = lock(&health);
-            if h.should_ping(now) {
+            if stuck.is_empty() {
                 service::watchdog_ping();
             } else {
-                let stalled: Vec<String> = h
-                    .stalled(now)
+                let stalled: Vec<String> = stuck
                     .iter()
-                    .map(|(c, d)| format!("{c} ({} s)", d.as_secs()))
+                    .map(|l| format!("{} ({} s)", l.what, l.silent.as_secs()))
                     .collect();
-                tracing::error!(stalled = %stalled.join(", "), "a round loop makes no progress: withholding the systemd watchdog ping");
+                tracing::error!(stalled = %stalled.join(", "), "a loop makes no progress: withholding the systemd watchdog ping");
             }
         }
         let snapshot = published.current();
@@ -161,6 +218,34 @@ async fn supervise(
             service::status(&line);
             last_status = line;
         }
+    }
+}
+
+/// Tells alerting, for every watched round loop, whether the watchdog sees its cluster:
+/// a loop over its allowance opens (or keeps) the cluster's `watchdog_blind` incident, one
+/// that completes rounds resolves it (issue 38 item 2). No round report reaches alerting
+/// from a loop that is stuck or dying, so this is the only one who can say it.
+fn tell_blind_clusters(published: &Publisher, looks: &[crate::model::progress::Look]) {
+    let Some(alerting) = published.alerting() else {
+        return;
+    };
+    let labels = published.current().cluster_labels.clone();
+    let now = SystemTime::now();
+    let mut changed = false;
+    for l in looks {
+        let Watched::ClusterLoop(cluster) = &l.what else {
+            continue;
+        };
+        let blind = l
+            .stuck()
+            .then(|| crate::judge::finding::blind(cluster, now - l.silent, l.allowed));
+        let none = BTreeMap::new();
+        changed |=
+            alerting.watchdog_sight(cluster, labels.get(cluster).unwrap_or(&none), blind, now);
+    }
+    // No round of the cluster publishes meanwhile: /metrics and /status read it now.
+    if changed {
+        published.refresh();
     }
 }
 
@@ -270,6 +355,11 @@ async fn reload(
         loops.alerting.retain_clusters(&names);
     }
     loops.alerting.set_config_silences(applied.silences.clone());
+    loops.heartbeat.send_if_modified(|h| {
+        let changed = *h != applied.heartbeat;
+        h.clone_from(&applied.heartbeat);
+        changed
+    });
     // After alerting dropped the removed clusters' incidents: the snapshot reads them.
     loops.published.set_clusters(&names);
     loops.published.set_cluster_labels(cluster_labels(&applied));
@@ -277,6 +367,8 @@ async fn reload(
         if let Err(e) = loops.alerting.reconfigure(&applied).await {
             tracing::error!(error = %e, "webhooks not reconfigured; the previous receivers stay");
         }
+        // A new dispatcher: its progress is watched from now.
+        watch_dispatcher(&loops.published, &loops.alerting, own_allowance(&applied));
     }
     if let Some(level) = plan.log_level {
         log_level(level);
@@ -356,18 +448,29 @@ async fn drain(
 /// into this one's, their deliveries into its turns.
 fn spawn_peers(
     alerting: &Arc<Alerting>,
+    published: &Arc<Publisher>,
     peers: Option<(crate::alert::peers::sync::Setup, reqwest::Client)>,
     stop: watch::Receiver<bool>,
 ) -> Option<tokio::task::JoinHandle<()>> {
     let (state, (setup, client)) = (alerting.peers()?, peers?);
     let merging = alerting.clone();
-    Some(tokio::spawn(crate::alert::peers::sync::run(
-        state,
-        setup,
-        client,
-        move |peer, silences| merging.merge_peer_silences(peer, silences),
-        stop,
-    )))
+    // A peer's silence is checked against the clusters watched now (a reload may change
+    // them), as the silences API checks one.
+    let published = published.clone();
+    let ended = stop.clone();
+    Some(supervise::spawn_until(Task::Peers, "", ended, move || {
+        let merging = merging.clone();
+        let published = published.clone();
+        crate::alert::peers::sync::run(
+            state.clone(),
+            setup.clone(),
+            client.clone(),
+            move |peer, silences| {
+                merging.merge_peer_silences(peer, silences, &published.current().clusters)
+            },
+            stop.clone(),
+        )
+    }))
 }
 
 /// How this watchdog asks its peers and the client it asks with, when `peers:` is
@@ -385,14 +488,14 @@ fn peer_client(
     }
 }
 
-/// How this watchdog asks its peers: with its own credential, from its listen address.
+/// How this watchdog asks its peers: with the peer key (never its `http.auth`
+/// credential), from its listen address.
 fn peer_setup(
     config: &Config,
     peers: crate::config::PeersConfig,
 ) -> crate::alert::peers::sync::Setup {
     crate::alert::peers::sync::Setup {
         config: peers,
-        auth: config.http_auth.clone(),
         listen: config.http_listen,
     }
 }
@@ -426,40 +529,37 @@ pub async fn run(
     let alerting = start_alerting(&config)?;
     published.attach_alerting(alerting.clone());
     let (peers_stop, peers_stop_rx) = watch::channel(false);
-    let peer_task = spawn_peers(&alerting, peers, peers_stop_rx);
+    let peer_task = spawn_peers(&alerting, &published, peers, peers_stop_rx);
     if config.http_auth.is_none() {
         http_options.local_token = local_token(&config.state_dir);
     }
-    let (server_stop, server_stop_rx) = watch::channel(false);
-    let server = tokio::spawn(http::serve_with(
-        listener,
-        published.clone(),
-        server_stop_rx,
-        http_options,
+    let own = own_allowance(&config);
+    http_options.progress = Some(published.progress.watch(
+        Watched::HttpServer,
+        own,
+        Instant::now(),
     ));
-    let health = Arc::new(Mutex::new(LoopHealth::new()));
-    let mut loops = Loops::start_all(&config, health.clone(), &published, &alerting);
+    watch_dispatcher(&published, &alerting, own);
+    let (server_stop, server_stop_rx) = watch::channel(false);
+    let server = spawn_server(listener, &published, server_stop_rx, http_options);
+    // Before the loops, which register their credential files with it.
+    crate::config::live::start_watcher();
     let (supervisor_stop, supervisor_stop_rx) = watch::channel(false);
-    let supervisor = tokio::spawn(supervise(health, published.clone(), supervisor_stop_rx));
+    let mut loops = Loops::start_all(&config, &published, &alerting);
+    let heartbeat = spawn_heartbeat(&loops, &published, supervisor_stop_rx.clone());
+    let supervisor = spawn_supervisor(&published, supervisor_stop_rx);
     // Ready once serving: reporting an unhealthy Kafka is the job, not a reason to wait.
     service::ready();
     tracing::info!(listen = %config.http_listen, clusters = config.clusters.len(), "kafka-watchdog serving");
 
-    follow_controls(
-        config,
-        &path,
-        &mut controls,
-        &mut loops,
-        &alerting,
-        log_level.as_ref(),
-    )
-    .await;
+    follow_controls(config, &path, &mut controls, &mut loops, log_level.as_ref()).await;
 
     // Stop, in the reverse order.
     service::stopping();
     let stopped = async {
         let _ = supervisor_stop.send(true);
         let _ = supervisor.await;
+        let _ = heartbeat.await;
         // The loops' last events reach alerting, and their last reports the HTTP server,
         // which both still run.
         loops.stop_all().await;
@@ -545,27 +645,22 @@ fn local_token(state_dir: &std::path::Path) -> Option<crate::config::Secret> {
     }
 }
 
-/// Runs until a stop: reloads on SIGHUP and when the file changes, and each second revives
-/// the cluster loops and alerting's tasks that ended.
+/// Runs until a stop: reloads on SIGHUP and when the file changes.
 async fn follow_controls(
     mut running: Config,
     path: &std::path::Path,
     controls: &mut (impl futures::Stream<Item = Control> + Unpin),
     loops: &mut Loops,
-    alerting: &Alerting,
     log_level: &(dyn Fn(crate::config::LogLevel) + Send + Sync),
 ) {
-    // How often ended tasks are looked for, and the configuration file read again: well
-    // within a round, far below any cost.
-    let mut revive = tokio::time::interval(Duration::from_secs(1));
-    revive.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // How often the configuration file is looked at (`FileWatch` reads it every 5 s).
+    let mut look = tokio::time::interval(Duration::from_secs(1));
+    look.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut file = FileWatch::new(path);
     loop {
         let control = tokio::select! {
             c = controls.next() => c,
-            _ = revive.tick() => {
-                loops.revive();
-                alerting.revive_tasks();
+            _ = look.tick() => {
                 if file.changed() {
                     tracing::info!(file = %path.display(), "the configuration file changed: reloading it");
                     running = reload(path, running, loops, log_level).await;

@@ -48,6 +48,7 @@ pub fn plan(old: &Config, new: &Config) -> ReloadPlan {
         instance_id,
         http_listen,
         http_external_url,
+        http_runbooks_url,
         http_tls,
         http_auth,
         log,
@@ -56,6 +57,7 @@ pub fn plan(old: &Config, new: &Config) -> ReloadPlan {
         webhooks,
         silences,
         peers,
+        heartbeat,
         // Said when the file is loaded (the reload logs them); nothing to apply.
         warnings: _,
     } = new;
@@ -87,17 +89,26 @@ pub fn plan(old: &Config, new: &Config) -> ReloadPlan {
     }
     // Read by webhook delivery, which a reload re-spawns whenever the receivers change;
     // a restart keeps it simple and certain.
-    if *http_external_url != old.http_external_url {
-        let show = |u: &Option<url::Url>| u.as_ref().map_or("none".to_string(), |u| u.to_string());
-        needs_restart(
-            &mut p,
+    let show = |u: &Option<url::Url>| u.as_ref().map_or("none".to_string(), |u| u.to_string());
+    for (key, running, file) in [
+        (
             "http.external_url",
-            show(&old.http_external_url),
-            show(http_external_url),
-        );
+            &old.http_external_url,
+            http_external_url,
+        ),
+        (
+            "http.runbooks_url",
+            &old.http_runbooks_url,
+            http_runbooks_url,
+        ),
+    ] {
+        if running != file {
+            needs_restart(&mut p, key, show(running), show(file));
+        }
     }
     // The server, its TLS acceptor and its credential check are built once, with the
-    // listener. A renewed certificate at the same path therefore also needs a restart.
+    // listener. A certificate renewed at the same path needs nothing: the acceptor serves
+    // what the credential watcher (config::live) last read well.
     if *http_tls != old.http_tls {
         needs_restart(
             &mut p,
@@ -145,6 +156,10 @@ pub fn plan(old: &Config, new: &Config) -> ReloadPlan {
     // Applied at once: the next round of each cluster sees the new list.
     if *silences != old.silences {
         p.changed.push("silences".into());
+    }
+    // The heartbeat's task takes the new block at its next beat.
+    if *heartbeat != old.heartbeat {
+        p.changed.push("heartbeat".into());
     }
     // The peers' task and the delivery order it feeds start once, with alerting.
     for (key, running, file) in peer_settings(old.peers.as_ref())
@@ -214,6 +229,7 @@ pub fn applied(old: &Config, mut new: Config) -> Config {
     // Webhook links are made from it: a reload that rebuilt the notifiers would otherwise
     // apply the one setting it has just said needs a restart.
     new.http_external_url.clone_from(&old.http_external_url);
+    new.http_runbooks_url.clone_from(&old.http_runbooks_url);
     new.http_tls.clone_from(&old.http_tls);
     new.http_auth.clone_from(&old.http_auth);
     new.state_dir.clone_from(&old.state_dir);
@@ -223,7 +239,7 @@ pub fn applied(old: &Config, mut new: Config) -> Config {
 }
 
 /// Each `peers:` key as the reload names it, with its value in words.
-fn peer_settings(p: Option<&crate::config::PeersConfig>) -> [(&'static str, String); 6] {
+fn peer_settings(p: Option<&crate::config::PeersConfig>) -> [(&'static str, String); 7] {
     let none = || "none".to_string();
     let urls = p.map_or_else(none, |p| {
         let all: Vec<String> = p.urls.iter().map(ToString::to_string).collect();
@@ -254,7 +270,15 @@ fn peer_settings(p: Option<&crate::config::PeersConfig>) -> [(&'static str, Stri
             p.and_then(|p| p.ca_file.as_ref())
                 .map_or_else(none, |f| f.display().to_string()),
         ),
+        // Named by a digest's first bytes: which key, never the key.
+        ("key", p.map_or_else(none, |p| key_print(p.key.expose()))),
     ]
+}
+
+fn key_print(key: &str) -> String {
+    let d = ring::digest::digest(&ring::digest::SHA256, key.as_bytes());
+    let hex: String = d.as_ref()[..4].iter().map(|b| format!("{b:02x}")).collect();
+    format!("a key with SHA-256 {hex}...")
 }
 
 fn tls_summary(tls: Option<&HttpTlsConfig>) -> String {
@@ -618,16 +642,17 @@ webhooks:";
             .replace(
                 "  listen: 127.0.0.1:9644\n",
                 &format!(
-                    "  listen: 0.0.0.0:9700\n  external_url: https://wd.example/\n  tls: {{cert_file: {testdata}/server.pem, key_file: {testdata}/server.key}}\n  auth: {{bearer_token_env: KW_HTTP_TOKEN}}\n"
+                    "  listen: 0.0.0.0:9700\n  external_url: https://wd.example/\n  runbooks_url: https://wiki.example/runbooks\n  tls: {{cert_file: {testdata}/server.pem, key_file: {testdata}/server.key}}\n  auth: {{bearer_token_env: KW_HTTP_TOKEN}}\n"
                 ),
             )
             .replace("format: text", "format: json")
             .replace("level: info", "level: debug")
             .replace("/var/lib/kafka-watchdog", "/srv/kw")
-            + &format!("peers:\n  urls: [http://wd-3:9644]\n  dns: wd.example:9644\n  dns_scheme: https\n  poll_interval_ms: 500\n  takeover_secs: 5\n  ca_file: {testdata}/ca.pem\n");
+            + &format!("peers:\n  urls: [http://wd-3:9644]\n  dns: wd.example:9644\n  dns_scheme: https\n  poll_interval_ms: 500\n  takeover_secs: 5\n  ca_file: {testdata}/ca.pem\n  key_env: KW_PEER_KEY\n");
         let env = |k: &str| match k {
             "KW_PAYMENTS_PASSWORD" => Some("s3cret".to_string()),
             "KW_HTTP_TOKEN" => Some("t0ken".to_string()),
+            "KW_PEER_KEY" => Some("k".repeat(32)),
             _ => None,
         };
         let new = crate::config::parse_with_env(&text, "t.yaml", &env).unwrap();

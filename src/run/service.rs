@@ -1,5 +1,6 @@
 //! systemd integration (`Type=notify`): readiness, reload and stop notices, a one-line
-//! status, and watchdog pings that stop when a round loop stops making progress.
+//! status, and watchdog pings that stop when a loop stops making progress (the daemon
+//! asks `model::progress`, the board `/healthz` reads).
 //!
 //! Every notice goes through `sd_notify::notify`, which does nothing when `NOTIFY_SOCKET`
 //! is unset, so the same daemon runs unchanged in a terminal, in a container or in a test.
@@ -9,8 +10,7 @@
 //! Crate choice: `sd-notify` is a few hundred lines over `libc` with no C library to link,
 //! unlike `libsystemd` bindings, and covers every notice systemd 252 (Debian 12) reads.
 
-use std::collections::BTreeMap;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use sd_notify::NotifyState;
 
@@ -58,7 +58,7 @@ pub fn status(line: &str) {
     send(&[NotifyState::Status(&line)]);
 }
 
-/// WATCHDOG=1. Call it only when `LoopHealth::should_ping` says so.
+/// WATCHDOG=1. Call it only when no watched loop is stuck (`model::progress`).
 pub fn watchdog_ping() {
     send(&[NotifyState::Watchdog]);
 }
@@ -77,80 +77,6 @@ pub fn allowed_silence(round_interval: Duration, round_limit: Duration) -> Durat
     (round_interval * 2)
         .max(round_interval + round_limit)
         .max(MIN_ALLOWED_SILENCE)
-}
-
-#[derive(Debug, Clone, Copy)]
-struct Watched {
-    allowed: Duration,
-    last_progress: Instant,
-}
-
-/// Decides whether the process deserves a watchdog ping: every cluster's round loop must
-/// have ended a round recently. A loop that hangs (a deadlock, a future that never wakes)
-/// stops the pings, and systemd restarts the process after `WatchdogSec=`.
-///
-/// Pure: time is a parameter. The daemon shares one behind a mutex between the round loops
-/// (which record) and the ping ticker (which asks).
-#[derive(Debug, Default, Clone)]
-pub struct LoopHealth {
-    loops: BTreeMap<String, Watched>,
-}
-
-impl LoopHealth {
-    pub fn new() -> Self {
-        LoopHealth::default()
-    }
-
-    /// Starts (or restarts, after a reload) watching a cluster whose loop starts at `now`.
-    /// The first round gets the same allowance as any other, counted from `now`.
-    pub fn watch(
-        &mut self,
-        cluster: &str,
-        round_interval: Duration,
-        round_limit: Duration,
-        now: Instant,
-    ) {
-        self.loops.insert(
-            cluster.to_string(),
-            Watched {
-                allowed: allowed_silence(round_interval, round_limit),
-                last_progress: now,
-            },
-        );
-    }
-
-    /// Stops watching a cluster: removed by a reload, or a loop that ended on purpose.
-    pub fn unwatch(&mut self, cluster: &str) {
-        self.loops.remove(cluster);
-    }
-
-    /// The cluster's loop ended a round at `now` and published its report, whether or not
-    /// the round reached Kafka: an unreachable Kafka is what the watchdog reports, not a
-    /// reason to restart it. A round abandoned at its time limit is not recorded: it
-    /// published nothing and updated no incident. A cluster not watched is ignored, so the
-    /// last round of a removed cluster cannot bring it back.
-    pub fn round_completed(&mut self, cluster: &str, now: Instant) {
-        if let Some(w) = self.loops.get_mut(cluster) {
-            w.last_progress = w.last_progress.max(now);
-        }
-    }
-
-    /// True when every watched loop ended a round within its allowance.
-    pub fn should_ping(&self, now: Instant) -> bool {
-        self.stalled(now).is_empty()
-    }
-
-    /// The loops over their allowance, with how long each has been silent: what to log
-    /// when the pings stop.
-    pub fn stalled(&self, now: Instant) -> Vec<(&str, Duration)> {
-        self.loops
-            .iter()
-            .filter_map(|(name, w)| {
-                let silent = now.saturating_duration_since(w.last_progress);
-                (silent > w.allowed).then_some((name.as_str(), silent))
-            })
-            .collect()
-    }
 }
 
 /// The counts behind the STATUS= line.
@@ -237,94 +163,11 @@ mod tests {
 
     const S: Duration = Duration::from_secs(1);
 
-    fn health(t0: Instant) -> LoopHealth {
-        let mut h = LoopHealth::new();
-        h.watch("fast", 5 * S, 10 * S, t0);
-        h.watch("slow", 60 * S, 20 * S, t0);
-        h
-    }
-
     #[test]
     fn allowance_is_the_largest_of_two_intervals_interval_plus_limit_and_the_floor() {
         assert_eq!(allowed_silence(S, S), MIN_ALLOWED_SILENCE);
         assert_eq!(allowed_silence(60 * S, 20 * S), 120 * S);
         assert_eq!(allowed_silence(15 * S, 39 * S), 54 * S);
-    }
-
-    #[test]
-    fn a_fresh_loop_gets_its_allowance_before_the_first_round() {
-        let t0 = Instant::now();
-        let h = health(t0);
-        assert!(h.should_ping(t0));
-        assert!(h.should_ping(t0 + 30 * S));
-        // "fast" is allowed 30 s (floor), "slow" 120 s.
-        assert!(!h.should_ping(t0 + 31 * S));
-        assert_eq!(h.stalled(t0 + 31 * S), vec![("fast", 31 * S)]);
-    }
-
-    #[test]
-    fn every_loop_must_progress_for_a_ping() {
-        let t0 = Instant::now();
-        let mut h = health(t0);
-        for i in 1..=40 {
-            h.round_completed("fast", t0 + i * 5 * S);
-        }
-        // "fast" kept turning, "slow" never ended a round: 200 s > 120 s.
-        let now = t0 + 200 * S;
-        assert!(!h.should_ping(now));
-        assert_eq!(h.stalled(now), vec![("slow", 200 * S)]);
-        h.round_completed("slow", now);
-        assert!(h.should_ping(now));
-    }
-
-    #[test]
-    fn a_stuck_loop_stops_the_pings_until_it_turns_again() {
-        let t0 = Instant::now();
-        let mut h = health(t0);
-        h.round_completed("slow", t0 + 10 * S);
-        h.round_completed("fast", t0 + 10 * S);
-        assert!(h.should_ping(t0 + 40 * S));
-        assert!(!h.should_ping(t0 + 41 * S));
-        h.round_completed("fast", t0 + 45 * S);
-        assert!(h.should_ping(t0 + 45 * S));
-    }
-
-    #[test]
-    fn a_late_record_of_an_older_time_does_not_move_progress_back() {
-        let t0 = Instant::now();
-        let mut h = health(t0);
-        h.round_completed("fast", t0 + 20 * S);
-        h.round_completed("fast", t0 + 5 * S);
-        h.round_completed("slow", t0 + 20 * S);
-        assert!(h.should_ping(t0 + 50 * S));
-    }
-
-    #[test]
-    fn removed_clusters_are_neither_waited_for_nor_brought_back() {
-        let t0 = Instant::now();
-        let mut h = health(t0);
-        h.unwatch("fast");
-        assert!(h.should_ping(t0 + 100 * S));
-        h.round_completed("fast", t0 + 100 * S);
-        assert_eq!(h.stalled(t0 + 121 * S), vec![("slow", 121 * S)]);
-    }
-
-    #[test]
-    fn watching_again_restarts_the_allowance() {
-        let t0 = Instant::now();
-        let mut h = health(t0);
-        h.round_completed("slow", t0 + 100 * S);
-        assert!(!h.should_ping(t0 + 100 * S));
-        // A reload restarted "fast" with a longer interval.
-        h.watch("fast", 60 * S, 20 * S, t0 + 100 * S);
-        assert!(h.should_ping(t0 + 200 * S));
-        assert!(!h.should_ping(t0 + 221 * S));
-    }
-
-    #[test]
-    fn nothing_watched_is_nothing_stuck() {
-        let t0 = Instant::now();
-        assert!(LoopHealth::new().should_ping(t0 + 3600 * S));
     }
 
     #[test]

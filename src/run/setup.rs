@@ -5,7 +5,10 @@ use std::sync::Arc;
 
 use rdkafka::config::ClientConfig;
 
-use crate::config::{ClusterConfig, SaslMechanism, SecurityProtocol};
+use crate::config::live::{self, Current};
+use crate::config::{
+    ClusterConfig, SaslConfig, SaslMechanism, Secret, SecurityProtocol, TlsConfig,
+};
 use crate::judge::report::{Evaluator, TopicFilterFn};
 use crate::judge::verdict::VerdictSettings;
 use crate::observe::canary::layout::LayoutSettings;
@@ -20,12 +23,11 @@ use crate::observe::wire::{
 
 #[derive(Debug, thiserror::Error)]
 pub enum SetupError {
-    #[error("cluster {cluster}: cannot read {what} {path}: {source}")]
+    #[error("cluster {cluster}: cannot use the {what}: {why}")]
     File {
         cluster: String,
         what: &'static str,
-        path: String,
-        source: std::io::Error,
+        why: String,
     },
     /// AWS credentials are looked up on the runtime the probes run on; made outside one,
     /// there is none to give them.
@@ -33,85 +35,42 @@ pub enum SetupError {
     Runtime { cluster: String },
 }
 
-fn read(cluster: &str, what: &'static str, path: &std::path::Path) -> Result<Vec<u8>, SetupError> {
-    std::fs::read(path).map_err(|source| SetupError::File {
+/// A credential file, watched from now on (`config::live`): the next connection after a
+/// rotation reads the new content.
+fn watched(
+    cluster: &str,
+    what: &'static str,
+    kind: live::Kind,
+    paths: &[&std::path::Path],
+) -> Result<Current, SetupError> {
+    live::watch(kind, paths).map_err(|why| SetupError::File {
         cluster: cluster.to_string(),
         what,
-        path: path.display().to_string(),
-        source,
+        why,
     })
 }
 
+/// A secret as the connections read it: watched when it came from a file.
+fn current(cluster: &str, what: &'static str, secret: &Secret) -> Result<Current, SetupError> {
+    match secret.file() {
+        Some(file) => watched(cluster, what, live::Kind::Secret, &[file]),
+        None => Ok(Current::from(secret.expose())),
+    }
+}
+
 pub fn wire_security(c: &ClusterConfig) -> Result<wire::Security, SetupError> {
-    let tls = match &c.security.tls {
-        Some(t) => Some(TlsSettings {
-            ca_pem: t
-                .ca_file
-                .as_deref()
-                .map(|p| read(&c.name, "CA file", p))
-                .transpose()?,
-            client_cert_pem: t
-                .client_cert
-                .as_ref()
-                .map(|cc| read(&c.name, "client certificate", &cc.cert_file))
-                .transpose()?,
-            client_key_pem: t
-                .client_cert
-                .as_ref()
-                .map(|cc| read(&c.name, "client key", &cc.key_file))
-                .transpose()?,
-            server_name: t.server_name.clone(),
-            insecure_skip_verify: t.insecure_skip_verify,
-        }),
-        None => None,
-    };
-    let sasl = match &c.security.sasl {
-        None => None,
-        Some(s) => Some(SaslSettings {
-            mechanism: match s.mechanism {
-                SaslMechanism::Plain => wire::SaslMechanism::Plain,
-                SaslMechanism::ScramSha256 => wire::SaslMechanism::ScramSha256,
-                SaslMechanism::ScramSha512 => wire::SaslMechanism::ScramSha512,
-                SaslMechanism::OAuthBearer => wire::SaslMechanism::OAuthBearer,
-                SaslMechanism::AwsMskIam => wire::SaslMechanism::AwsMskIam,
-            },
-            username: s.username.clone(),
-            password: s.password.expose().to_string(),
-            oauth: match &s.oauthbearer {
-                Some(o) => Some(Arc::new(TokenSource::new(
-                    o.token_endpoint_url.clone(),
-                    o.client_id.clone(),
-                    o.client_secret.expose().to_string(),
-                    o.scope.clone(),
-                    o.ca_file
-                        .as_deref()
-                        .map(|p| read(&c.name, "token endpoint CA file", p))
-                        .transpose()?,
-                    // The token request is part of connecting: it gets the same bound as
-                    // any other request, so a hung endpoint cannot stall a round.
-                    c.timing.request_timeout,
-                ))),
-                None => None,
-            },
-            aws: match &s.aws_msk_iam {
-                Some(a) => Some(Arc::new(AwsIdentity::new(
-                    AwsIamSettings {
-                        region: a.region.clone(),
-                        profile: a.profile.clone(),
-                    },
-                    tokio::runtime::Handle::try_current().map_err(|_| SetupError::Runtime {
-                        cluster: c.name.clone(),
-                    })?,
-                ))),
-                None => None,
-            },
-            extensions: s
-                .oauthbearer
-                .as_ref()
-                .map(|o| o.extensions.clone())
-                .unwrap_or_default(),
-        }),
-    };
+    let tls = c
+        .security
+        .tls
+        .as_ref()
+        .map(|t| tls_settings(&c.name, t))
+        .transpose()?;
+    let sasl = c
+        .security
+        .sasl
+        .as_ref()
+        .map(|s| sasl_settings(c, s))
+        .transpose()?;
     Ok(match (c.security.protocol, tls, sasl) {
         (SecurityProtocol::Ssl, Some(t), _) => wire::Security::Ssl(t),
         (SecurityProtocol::SaslPlaintext, _, Some(s)) => wire::Security::SaslPlaintext(s),
@@ -120,6 +79,84 @@ pub fn wire_security(c: &ClusterConfig) -> Result<wire::Security, SetupError> {
         }
         (SecurityProtocol::Ssl, None, _) => wire::Security::Ssl(TlsSettings::default()),
         _ => wire::Security::Plaintext,
+    })
+}
+
+fn tls_settings(cluster: &str, t: &TlsConfig) -> Result<TlsSettings, SetupError> {
+    Ok(TlsSettings {
+        ca_pem: t
+            .ca_file
+            .as_deref()
+            .map(|p| watched(cluster, "CA file", live::Kind::Certificates, &[p]))
+            .transpose()?,
+        client_cert: t
+            .client_cert
+            .as_ref()
+            .map(|cc| {
+                watched(
+                    cluster,
+                    "client certificate and key",
+                    live::Kind::CertificateAndKey,
+                    &[&cc.cert_file, &cc.key_file],
+                )
+            })
+            .transpose()?,
+        server_name: t.server_name.clone(),
+        insecure_skip_verify: t.insecure_skip_verify,
+    })
+}
+
+fn sasl_settings(c: &ClusterConfig, s: &SaslConfig) -> Result<SaslSettings, SetupError> {
+    Ok(SaslSettings {
+        mechanism: match s.mechanism {
+            SaslMechanism::Plain => wire::SaslMechanism::Plain,
+            SaslMechanism::ScramSha256 => wire::SaslMechanism::ScramSha256,
+            SaslMechanism::ScramSha512 => wire::SaslMechanism::ScramSha512,
+            SaslMechanism::OAuthBearer => wire::SaslMechanism::OAuthBearer,
+            SaslMechanism::AwsMskIam => wire::SaslMechanism::AwsMskIam,
+        },
+        username: s.username.clone(),
+        password: current(&c.name, "password file", &s.password)?,
+        oauth: match &s.oauthbearer {
+            Some(o) => Some(Arc::new(TokenSource::new(
+                o.token_endpoint_url.clone(),
+                o.client_id.clone(),
+                current(&c.name, "client secret file", &o.client_secret)?,
+                o.scope.clone(),
+                o.ca_file
+                    .as_deref()
+                    .map(|p| {
+                        watched(
+                            &c.name,
+                            "token endpoint CA file",
+                            live::Kind::Certificates,
+                            &[p],
+                        )
+                    })
+                    .transpose()?,
+                // The token request is part of connecting: it gets the same bound as
+                // any other request, so a hung endpoint cannot stall a round.
+                c.timing.request_timeout,
+            ))),
+            None => None,
+        },
+        aws: match &s.aws_msk_iam {
+            Some(a) => Some(Arc::new(AwsIdentity::new(
+                AwsIamSettings {
+                    region: a.region.clone(),
+                    profile: a.profile.clone(),
+                },
+                tokio::runtime::Handle::try_current().map_err(|_| SetupError::Runtime {
+                    cluster: c.name.clone(),
+                })?,
+            ))),
+            None => None,
+        },
+        extensions: s
+            .oauthbearer
+            .as_ref()
+            .map(|o| o.extensions.clone())
+            .unwrap_or_default(),
     })
 }
 

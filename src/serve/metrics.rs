@@ -47,6 +47,11 @@ pub struct Extras<'a> {
     pub task_restarts: Vec<(&'static str, String, u64)>,
     /// The watchdog's own health as measured, and judged when the page was asked for.
     pub own_health: Option<OwnHealth>,
+    /// The watchdog's own process figures (`process_*`), read for this page; none leaves
+    /// them out.
+    pub process: Option<crate::observe::self_metrics::ProcessFigures>,
+    /// Credential files that took new content or could not: (kind, outcome, changes).
+    pub credential_reloads: Vec<(&'static str, &'static str, u64)>,
 }
 
 /// The watchdog's own health for the pages: its facts and their judgment at one moment.
@@ -107,15 +112,37 @@ fn encode_task_restarts(reg: &mut Registry, restarts: &[(&'static str, String, u
         crate::model::metric_kit::counter(
             reg,
             "task_restarts",
-            "The watchdog's own tasks (cluster_loop, liveness, quorum_watch, coordinator_watch, webhook_worker, webhook_dispatcher) started again after they ended unexpectedly (a panic); the journal names the cluster, broker or receiver, and has the panic",
+            "The watchdog's own tasks (cluster_loop, liveness, quorum_watch, coordinator_watch, webhook_worker, webhook_dispatcher, canary_reader, canary_writer, peers, http_server, heartbeat, supervisor) started again after they ended unexpectedly (a panic), and remediation actions that panicked (their hold released, never run again); the journal names the cluster, broker or receiver, and has the panic",
         );
-    for task in crate::model::task_restarts::TASKS {
+    for task in crate::model::supervise::Task::ALL.map(|t| t.as_str()) {
         let n: u64 = restarts
             .iter()
             .filter(|(t, _, _)| *t == task)
             .map(|(_, _, n)| n)
             .sum();
         family.get_or_create(&TaskLabels { task }).inc_by(n);
+    }
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, prometheus_client::encoding::EncodeLabelSet)]
+struct CredentialLabels {
+    kind: &'static str,
+    outcome: &'static str,
+}
+
+/// `credential_reloads_total{kind, outcome}`: every kind and outcome from 0, so a rule
+/// can alert on `increase(...{outcome="failed"}[15m]) > 0`; which file is in the journal.
+fn encode_credential_reloads(reg: &mut Registry, reloads: &[(&'static str, &'static str, u64)]) {
+    let family: crate::model::metric_kit::CounterFamily<CredentialLabels> =
+        crate::model::metric_kit::counter(
+            reg,
+            "credential_reloads",
+            "Credential files (kind: secret, certificates, certificate_and_key) whose content changed on disk: applied (the next connection uses it) or failed (unreadable or unusable; the last good content stays in use)",
+        );
+    for (kind, outcome, n) in reloads {
+        family
+            .get_or_create(&CredentialLabels { kind, outcome })
+            .inc_by(*n);
     }
 }
 
@@ -149,6 +176,7 @@ pub fn render<'a>(reports: impl IntoIterator<Item = &'a ClusterReport>, extras: 
         crate::observe::own_health::metrics::encode(&mut reg, &own.facts);
         crate::judge::own_health::encode(&mut reg, &own.judgment);
     }
+    encode_credential_reloads(&mut reg, &extras.credential_reloads);
 
     let round = crate::judge::report::metrics::Families::register(&mut reg);
     let canary = crate::observe::canary::metrics::RoundFamilies::register(&mut reg);
@@ -188,17 +216,19 @@ pub fn render<'a>(reports: impl IntoIterator<Item = &'a ClusterReport>, extras: 
         controllers,
         &extras.incidents,
     );
-    finish(&reg)
+    finish(&reg, extras.process.as_ref())
 }
 
 /// Encodes the watchdog's registry and, beside it, the standard `process_*` metrics of its
 /// own process, which carry no `kafka_watchdog_` prefix.
-fn finish(reg: &Registry) -> String {
+fn finish(
+    reg: &Registry,
+    process: Option<&crate::observe::self_metrics::ProcessFigures>,
+) -> String {
     let mut own = Registry::default();
-    crate::observe::self_metrics::encode(
-        &mut own,
-        &crate::observe::self_metrics::read(std::path::Path::new("/proc"), "self"),
-    );
+    if let Some(figures) = process {
+        crate::observe::self_metrics::encode(&mut own, figures);
+    }
     let mut out = String::new();
     encode_registry(&mut out, reg)
         .and_then(|()| encode_registry(&mut out, &own))
@@ -453,6 +483,10 @@ mod tests {
             &Extras {
                 clusters: vec!["lab".into()],
                 canary_stats: Some(&stats),
+                process: Some(crate::observe::self_metrics::read(
+                    std::path::Path::new("/proc"),
+                    "self",
+                )),
                 ..Extras::default()
             },
         )

@@ -698,6 +698,8 @@ fn extras(stats: &CanaryStats) -> Extras<'_> {
                 peers: vec![("wd-2".into(), "http://wd-2:9644".into(), 0.4)],
                 answering: 1,
                 unreachable: vec!["http://wd-3:9644".into()],
+                silences_refused: 1,
+                answers_refused: vec![("unsigned", 2), ("bad_signature", 1), ("malformed", 0)],
             }),
         }),
         reload_success: Some(false),
@@ -729,6 +731,19 @@ fn extras(stats: &CanaryStats) -> Extras<'_> {
         ],
         task_restarts: vec![("liveness", "127.0.0.12:9092".into(), 1)],
         own_health: Some(own_health()),
+        // Differ from run to run: the page is compared without them (`canonical`).
+        process: Some(crate::observe::self_metrics::read(
+            std::path::Path::new("/proc"),
+            "self",
+        )),
+        credential_reloads: vec![
+            ("secret", "applied", 2),
+            ("secret", "failed", 0),
+            ("certificates", "applied", 0),
+            ("certificates", "failed", 1),
+            ("certificate_and_key", "applied", 0),
+            ("certificate_and_key", "failed", 0),
+        ],
     }
 }
 
@@ -1013,6 +1028,7 @@ const SECTIONS: &[(&str, &[&str])] = &[
             "brokers_unwatched",
             "config_reload",
             "task_restarts",
+            "credential_reloads",
         ],
     ),
     (
@@ -1084,8 +1100,9 @@ fn metrics_reference() -> String {
          Prometheus client library uses. Labels are bounded (`cluster`, `broker`, `state`, \
          `request`, `kind`, ...), never an error message. A counter's samples end in \
          `_total`; a histogram's are `_bucket`, `_sum` and `_count`. The process figures are \
-         read from `/proc/self` at each scrape; one whose file cannot be read is left out, and \
-         `process_max_fds` is absent when the limit is unlimited. The Prometheus alert rules \
+         read from `/proc/self` at each scrape; one whose file cannot be read is left out (all \
+         of them when the read takes over a second), and `process_max_fds` is absent when the \
+         limit is unlimited. The Prometheus alert rules \
          built on these are in [alerts.md](alerts.md).\n",
     );
     for (title, fs) in sections.iter().filter(|(_, fs)| !fs.is_empty()) {

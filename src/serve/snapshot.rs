@@ -91,6 +91,9 @@ pub struct Publisher {
     /// Incidents, silences and webhook delivery, once alerting has started.
     alerting: OnceLock<Arc<Alerting>>,
     pub live: LiveCounters,
+    /// Whether the round loops, the webhook dispatcher and the HTTP server make progress:
+    /// `/healthz` reads it.
+    pub progress: Arc<crate::model::progress::Progress>,
 }
 
 impl Publisher {
@@ -101,6 +104,7 @@ impl Publisher {
             building: Mutex::new(()),
             alerting: OnceLock::new(),
             live: LiveCounters::default(),
+            progress: Arc::default(),
         })
     }
 
@@ -181,6 +185,9 @@ impl Publisher {
                 self.live.own_health.facts(),
                 std::time::SystemTime::now(),
             )),
+            // Read by the metrics page itself, off the runtime.
+            process: None,
+            credential_reloads: crate::config::live::reload_counts(),
         }
     }
 

@@ -1,7 +1,7 @@
 //! The administrative requests of the `routine` benchmark that neither the lab's rdkafka
 //! helpers nor the watchdog's wire client send: configuration changes (replication
-//! throttles, a broker setting), SCRAM credential changes, partition additions and broker
-//! unregistration. One request per connection, over a broker's plaintext listener, whose
+//! throttles, a broker setting), partition additions and broker unregistration (SCRAM
+//! credential changes are the lab's: `kafka_lab::scram`). One request per connection, over a broker's plaintext listener, whose
 //! ANONYMOUS user the lab makes a super user (also on a SASL_SSL lab). The lab runs
 //! Kafka 4.1, so the versions are fixed rather than negotiated.
 
@@ -9,15 +9,13 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use bytes::{BufMut, Bytes, BytesMut};
-use kafka_protocol::messages::alter_user_scram_credentials_request::ScramCredentialUpsertion;
 use kafka_protocol::messages::create_partitions_request::CreatePartitionsTopic;
 use kafka_protocol::messages::incremental_alter_configs_request::{
     AlterConfigsResource, AlterableConfig,
 };
 use kafka_protocol::messages::{
-    AlterUserScramCredentialsRequest, BrokerId, CreatePartitionsRequest,
-    IncrementalAlterConfigsRequest, RequestHeader, ResponseHeader, TopicName,
-    UnregisterBrokerRequest,
+    BrokerId, CreatePartitionsRequest, IncrementalAlterConfigsRequest, RequestHeader,
+    ResponseHeader, TopicName, UnregisterBrokerRequest,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request, StrBytes};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -29,11 +27,6 @@ pub const RESOURCE_BROKER: i8 = 4;
 /// IncrementalAlterConfigs operations.
 const OP_SET: i8 = 0;
 const OP_DELETE: i8 = 1;
-
-/// AlterUserScramCredentials mechanism 2 is SCRAM-SHA-512, the lab's.
-const SCRAM_SHA_512: i8 = 2;
-/// Kafka's minimum for SCRAM-SHA-512, as kafka-configs uses by default.
-const SCRAM_ITERATIONS: u32 = 4096;
 
 const TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -145,58 +138,4 @@ pub async fn unregister_broker(address: &str, broker: i32) -> Result<()> {
         answer.error_code,
         answer.error_message.as_ref(),
     )
-}
-
-/// PBKDF2-HMAC-SHA512, which is SCRAM's Hi(): Kafka stores the salted password and derives
-/// the stored and server keys from it.
-fn salted_password(password: &str, salt: &[u8], iterations: u32) -> Vec<u8> {
-    let mut out = vec![0u8; 64];
-    ring::pbkdf2::derive(
-        ring::pbkdf2::PBKDF2_HMAC_SHA512,
-        std::num::NonZeroU32::new(iterations).expect("iterations above 0"),
-        salt,
-        password.as_bytes(),
-        &mut out,
-    );
-    out
-}
-
-/// Replaces `user`'s SCRAM-SHA-512 credential with one for `password` (a new random salt).
-pub async fn set_scram_password(address: &str, user: &str, password: &str) -> Result<()> {
-    let mut salt = [0u8; 32];
-    ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut salt)
-        .map_err(|_| anyhow::anyhow!("no random bytes for the salt"))?;
-    let upsert = ScramCredentialUpsertion::default()
-        .with_name(StrBytes::from_string(user.to_string()))
-        .with_mechanism(SCRAM_SHA_512)
-        .with_iterations(SCRAM_ITERATIONS as i32)
-        .with_salt(Bytes::copy_from_slice(&salt))
-        .with_salted_password(Bytes::from(salted_password(
-            password,
-            &salt,
-            SCRAM_ITERATIONS,
-        )));
-    let request = AlterUserScramCredentialsRequest::default().with_upsertions(vec![upsert]);
-    let answer = call(address, &request, 0).await?;
-    for r in &answer.results {
-        check(
-            &format!("SCRAM credential of {user}"),
-            r.error_code,
-            r.error_message.as_ref(),
-        )?;
-    }
-    Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn salted_password_is_pbkdf2_hmac_sha512() {
-        // RFC 6070's first PBKDF2 vector, recomputed for HMAC-SHA512 (1 iteration).
-        let out = salted_password("password", b"salt", 1);
-        let hex: String = out.iter().map(|b| format!("{b:02x}")).collect();
-        assert!(hex.starts_with("867f70cf1ade02cff3752599a3a53dc4af34c7a669815ae5"));
-    }
 }

@@ -750,7 +750,7 @@ fn authenticates(c: &Ctx, password: &str) -> Result<bool> {
         client_id: "kafka-watchdog-bench".into(),
         security: WireSecurity::SaslSsl(
             TlsSettings {
-                ca_pem: Some(c.ca_pem.clone()),
+                ca_pem: Some(c.ca_pem.clone().into()),
                 ..TlsSettings::default()
             },
             SaslSettings::user_password(SaslMechanism::ScramSha512, WATCHDOG_USER, password),
@@ -771,7 +771,7 @@ fn sasl_rotation(c: &mut Ctx) -> Result<String> {
     // The broker side first, then the watchdog's file and SIGHUP: connections the watchdog
     // holds stay authenticated meanwhile; only a connection opened in between would fail.
     let started = Instant::now();
-    c.rt.block_on(admin::set_scram_password(&addr, WATCHDOG_USER, &new))?;
+    kafka_lab::scram::set_password(&addr, WATCHDOG_USER, &new)?;
     write_secret(&c.password_file, &new)?;
     // SAFETY: a signal to the watchdog child this process started.
     if unsafe { libc::kill(c.wd.pid() as i32, libc::SIGHUP) } != 0 {

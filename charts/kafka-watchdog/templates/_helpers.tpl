@@ -23,21 +23,33 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- $cfg := deepCopy .Values.config -}}
 {{- $http := deepCopy (default (dict) $cfg.http) -}}
 {{- $_ := set $http "listen" (printf "0.0.0.0:%v" .Values.service.port) -}}
+{{- if not (hasKey $http "runbooks_url") -}}
+{{- $_ := set $http "runbooks_url" (include "kafka-watchdog.runbooksUrl" .) -}}
+{{- end -}}
 {{- $_ := set $cfg "http" $http -}}
 {{- $_ := set $cfg "state_dir" "/var/lib/kafka-watchdog" -}}
 {{- /* Replicas find each other by their stable StatefulSet names under the headless
      service (a certificate for *.<release>-pods.<namespace>.svc serves them all): shared
      silences, and one message per event to receivers that do not deduplicate. */ -}}
-{{- if and .Values.peers.enabled (gt (int .Values.replicaCount) 1) (not (hasKey $cfg "peers")) -}}
+{{- if and (include "kafka-watchdog.peersActive" .) (not (hasKey $cfg "peers")) -}}
 {{- $scheme := ternary "https" "http" (not (empty (dig "http" "tls" "" .Values.config))) -}}
 {{- $full := include "kafka-watchdog.fullname" . -}}
 {{- $urls := list -}}
 {{- range $i := until (int .Values.replicaCount) -}}
 {{- $urls = append $urls (printf "%s://%s-%d.%s-pods.%s.svc:%v" $scheme $full $i $full $.Release.Namespace $.Values.service.port) -}}
 {{- end -}}
-{{- $_ := set $cfg "peers" (dict "urls" $urls) -}}
+{{- $_ := set $cfg "peers" (dict "urls" $urls "key_env" "KW_PEER_KEY") -}}
 {{- end -}}
 {{- toYaml $cfg -}}
+{{- end -}}
+
+{{/* Where the runbooks are read: runbooks.baseUrl, else /runbooks through the Service. */}}
+{{- define "kafka-watchdog.runbooksUrl" -}}
+{{- if .Values.runbooks.baseUrl -}}
+{{- trimSuffix "/" .Values.runbooks.baseUrl -}}
+{{- else -}}
+{{- printf "%s://%s.%s.svc:%v/runbooks" (lower (include "kafka-watchdog.scheme" .)) (include "kafka-watchdog.fullname" .) .Release.Namespace .Values.service.port -}}
+{{- end -}}
 {{- end -}}
 
 {{/* HTTPS when the configuration serves TLS: the probes must speak it too. */}}
@@ -48,4 +60,14 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{/* The ServiceAccount the pods run as. */}}
 {{- define "kafka-watchdog.serviceAccountName" -}}
 {{- default (include "kafka-watchdog.fullname" .) .Values.serviceAccount.name -}}
+{{- end -}}
+
+{{/* Whether the replicas ask each other (peers:), and so need the peer key: "true" or "". */}}
+{{- define "kafka-watchdog.peersActive" -}}
+{{- if and .Values.peers.enabled (or (gt (int .Values.replicaCount) 1) (hasKey .Values.config "peers")) -}}true{{- end -}}
+{{- end -}}
+
+{{/* The Secret holding the peer key: the user's, or the one the chart makes. */}}
+{{- define "kafka-watchdog.peerKeySecret" -}}
+{{- default (printf "%s-peer-key" (include "kafka-watchdog.fullname" .)) .Values.peers.existingSecret -}}
 {{- end -}}

@@ -7,7 +7,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 use crate::alert::incident::{
-    self, Finding, FindingKey, Hysteresis, Incident, IncidentBook, StateError, Subject,
+    self, Finding, FindingKey, Hysteresis, Incident, IncidentBook, IncidentEvent, StateError,
+    StateWriter, Subject,
 };
 use crate::alert::notify::{Notifier, NotifierHandle, NotifierStats, NotifyError, Sender};
 use crate::alert::peers::{Answer, Peers};
@@ -37,16 +38,23 @@ pub enum AlertingError {
 pub struct Alerting {
     book: Mutex<IncidentBook>,
     silences: Mutex<Silences>,
-    notifier: std::sync::RwLock<NotifierHandle>,
+    notifier: Shared<NotifierHandle>,
     state_dir: PathBuf,
     /// `peers:` configured: the other watchdogs' silences and deliveries as last heard.
     peers: Option<Arc<Peers>>,
+    /// The book on its way to disk, after the events it records as told (`save_book`).
+    book_file: Arc<StateWriter<IncidentEvent>>,
+    silences_file: Arc<StateWriter<()>>,
 }
+
+type Shared<T> = Arc<std::sync::RwLock<T>>;
 
 /// Names a point where the crash tests (`tests/own_faults.rs`) kill the daemon: when the
 /// environment variable `KAFKA_WATCHDOG_CRASH_AT` holds `name`, the process aborts there,
-/// as a power cut or `kill -9` would stop it. Unset (always, outside those tests) it costs
-/// one environment read per saved change of the incident book.
+/// as a power cut or `kill -9` would stop it. Only with the `crash-points` feature (the lab
+/// tests'): a release has no such switch, and whoever sets a production daemon's
+/// environment cannot make it abort.
+#[cfg(feature = "crash-points")]
 fn crash_point(name: &str) {
     if std::env::var_os("KAFKA_WATCHDOG_CRASH_AT").is_some_and(|v| v == name) {
         tracing::error!(
@@ -56,6 +64,9 @@ fn crash_point(name: &str) {
         std::process::abort();
     }
 }
+
+#[cfg(not(feature = "crash-points"))]
+fn crash_point(_name: &str) {}
 
 fn ensure_writable(dir: &Path) -> Result<(), AlertingError> {
     let err = |error| AlertingError::StateDir {
@@ -120,9 +131,14 @@ impl Alerting {
         Ok(Alerting {
             book: Mutex::new(book),
             silences: Mutex::new(silences),
-            notifier: std::sync::RwLock::new(notifier),
+            notifier: Arc::new(std::sync::RwLock::new(notifier)),
             state_dir: config.state_dir.clone(),
             peers,
+            book_file: Arc::new(StateWriter::new(&config.state_dir, incident::STATE_FILE)),
+            silences_file: Arc::new(StateWriter::new(
+                &config.state_dir,
+                crate::alert::silence::STATE_FILE,
+            )),
         })
     }
 
@@ -171,6 +187,12 @@ impl Alerting {
             Hysteresis::from(&cluster.verdict),
             now,
         );
+        self.tell(&book, events, save_when_busy);
+    }
+
+    /// Logs and delivers `events` of `book`, and saves the book when they changed it (or,
+    /// with `save_when_busy`, when it holds anything).
+    fn tell(&self, book: &IncidentBook, events: Vec<IncidentEvent>, save_when_busy: bool) {
         for e in &events {
             tracing::warn!(
                 cluster = %e.incident.cluster,
@@ -181,19 +203,54 @@ impl Alerting {
                 "incident"
             );
         }
-        // The events reach the disk before the book that records them as told: a crash
-        // between the two then sends them again (at least once), where the other order
-        // lost them for good (issue 27 item 2).
         let told = !events.is_empty();
-        self.notifier().submit_durably(events);
         if told || (save_when_busy && !book.is_idle()) {
-            if let Err(e) = book.save(&self.state_dir) {
-                tracing::error!(error = %e, "cannot save incident state");
-            }
-            if told {
-                crash_point("incident_saved");
-            }
+            self.queue_book(book, events);
         }
+    }
+
+    /// Queues the book's content after `events`, under the book's lock (so in the order of
+    /// the changes), for a writer off the runtime (`save_book`), which it starts when none
+    /// is coming. Nothing here waits for the disk: a slow one delays the files, never a
+    /// round, a look or a page's way into the inbox behind another cluster's.
+    fn queue_book(&self, book: &IncidentBook, events: Vec<IncidentEvent>) {
+        let bytes = match book.encode() {
+            Ok(b) => b,
+            Err(e) => {
+                tracing::error!(error = %e, "cannot save incident state");
+                self.notifier().submit(events);
+                return;
+            }
+        };
+        if self.book_file.queue(events, bytes) {
+            tokio::spawn(save_book(self.book_file.clone(), self.notifier.clone()));
+        }
+    }
+
+    /// Whether the watchdog sees `cluster` (issue 38 item 2): `blind` (see
+    /// `judge::finding::blind`) while its round loop completes no rounds, `None` while it
+    /// does. No round report reaches alerting from a loop that is stuck or dying, so the
+    /// daemon's watch on its loops says it here: receivers get a `watchdog_blind` incident,
+    /// never silence, and it resolves when rounds complete again. True when that opened or
+    /// resolved something.
+    pub fn watchdog_sight(
+        &self,
+        cluster: &str,
+        labels: &std::collections::BTreeMap<String, String>,
+        blind: Option<Finding>,
+        now: SystemTime,
+    ) -> bool {
+        let blind = blind.map(|mut f| {
+            f.labels.clone_from(labels);
+            f
+        });
+        let active = self.lock_silences().active(now);
+        let mut book = self.book.lock().unwrap_or_else(|p| p.into_inner());
+        book.set_silences(active);
+        let events = book.observe_blind(cluster, blind, now);
+        let told = !events.is_empty();
+        self.tell(&book, events, false);
+        told
     }
 
     fn lock_silences(&self) -> std::sync::MutexGuard<'_, Silences> {
@@ -206,55 +263,71 @@ impl Alerting {
     }
 
     /// Checks and keeps a silence asked for at runtime; it takes effect at each cluster's
-    /// next round.
-    pub fn add_silence(
+    /// next round. Returns once it is on disk (or could not be written).
+    pub async fn add_silence(
         &self,
         request: &crate::model::silence::Request,
         clusters: &[String],
         now: SystemTime,
     ) -> Result<Silence, crate::model::silence::Invalid> {
         let silence = request.check(clusters, now, Origin::Api)?;
-        let mut store = self.lock_silences();
-        store.add(silence.clone(), now)?;
-        if let Err(e) = store.save(&self.state_dir) {
-            tracing::error!(error = %e, "cannot save silences; the silence holds until a restart");
+        {
+            let mut store = self.lock_silences();
+            store.add(silence.clone(), now)?;
+            self.silences_file.queue(Vec::new(), store.encode());
         }
+        save_silences(&self.silences_file).await;
         tracing::info!(silence = %silence.describe(), by = %silence.created_by, "silence added");
         Ok(silence)
     }
 
-    /// Ends a runtime silence now; `Ok(false)` when there is none with that id.
-    pub fn expire_silence(
+    /// Ends a runtime silence now; `Ok(false)` when there is none with that id. Returns
+    /// once that is on disk (or could not be written).
+    pub async fn expire_silence(
         &self,
         id: &str,
         now: SystemTime,
     ) -> Result<bool, crate::model::silence::Invalid> {
-        let mut store = self.lock_silences();
-        let found = store.expire(id, now)?;
-        if found {
-            if let Err(e) = store.save(&self.state_dir) {
-                tracing::error!(error = %e, "cannot save silences");
+        let found = {
+            let mut store = self.lock_silences();
+            let found = store.expire(id, now)?;
+            if found {
+                self.silences_file.queue(Vec::new(), store.encode());
             }
+            found
+        };
+        if found {
+            save_silences(&self.silences_file).await;
             tracing::info!(silence = %id, "silence expired");
         }
         Ok(found)
     }
 
     /// A peer's runtime silences (`alert::peers`): merged into this instance's, and kept
-    /// on disk when that changed anything.
-    pub fn merge_peer_silences(&self, peer: &str, remote: Vec<Silence>) {
+    /// on disk when that changed anything (by a writer of its own: this returns at once).
+    /// Each is checked as the API checks one, against `clusters` (those watched here); the
+    /// refused ones are returned, with why.
+    pub fn merge_peer_silences(
+        &self,
+        peer: &str,
+        remote: Vec<Silence>,
+        clusters: &[String],
+    ) -> Vec<(String, crate::model::silence::Invalid)> {
         let now = SystemTime::now();
         let mut store = self.lock_silences();
-        let changed = store.merge(remote, now);
-        if changed.is_empty() {
-            return;
+        let merged = store.merge(remote, clusters, now);
+        if merged.changed.is_empty() {
+            return merged.refused;
         }
-        if let Err(e) = store.save(&self.state_dir) {
-            tracing::error!(error = %e, "cannot save silences; they hold until a restart");
+        if self.silences_file.queue(Vec::new(), store.encode()) {
+            let file = self.silences_file.clone();
+            tokio::spawn(async move { save_silences(&file).await });
         }
-        for id in changed {
+        drop(store);
+        for id in merged.changed {
             tracing::info!(silence = %id, peer = %peer, "silence taken from a peer");
         }
+        merged.refused
     }
 
     /// The other watchdogs, when `peers:` is configured.
@@ -272,7 +345,14 @@ impl Alerting {
             deliveries: self
                 .peers
                 .as_ref()
-                .map(|p| p.deliveries())
+                .map(|p| {
+                    let open = self
+                        .book
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .open_episodes();
+                    p.deliveries(&open, SystemTime::now())
+                })
                 .unwrap_or_default(),
         }
     }
@@ -333,9 +413,10 @@ impl Alerting {
         self.notifier().submit(vec![remediation_event(&r)]);
     }
 
-    /// Starts again any delivery task that ended (see `NotifierHandle::revive`).
-    pub fn revive_tasks(&self) {
-        self.notifier().revive();
+    /// The webhook dispatcher's progress (see `NotifierHandle::passes`); a reconfigure
+    /// starts a new dispatcher with a stamp of its own.
+    pub fn delivery_passes(&self) -> crate::model::progress::Stamp {
+        self.notifier().passes()
     }
 
     fn notifier(&self) -> NotifierHandle {
@@ -350,11 +431,22 @@ impl Alerting {
     pub async fn reconfigure(&self, config: &Config) -> Result<(), AlertingError> {
         let old = self.notifier();
         old.shutdown(Duration::from_secs(2)).await;
-        let new = Notifier::spawn(
-            &config.webhooks,
-            &config.state_dir,
-            sender(config, self.peers.clone()),
-        )?;
+        // Opening the spools reads the state directory: off the runtime.
+        let (webhooks, dir) = (config.webhooks.clone(), config.state_dir.clone());
+        let sender = sender(config, self.peers.clone());
+        let new = incident::disk()
+            .finish(
+                "opening the webhook spools",
+                incident::SLOW_WRITE,
+                move || Notifier::spawn(&webhooks, &dir, sender),
+            )
+            .await
+            .map_err(|e| {
+                NotifyError::Spool(crate::alert::notify::SpoolError::Io {
+                    path: config.state_dir.join("spool"),
+                    source: std::io::Error::other(e.to_string()),
+                })
+            })??;
         new.restore_open(self.open_incidents());
         *self.notifier.write().unwrap_or_else(|p| p.into_inner()) = new;
         Ok(())
@@ -364,11 +456,7 @@ impl Alerting {
     pub fn retain_clusters(&self, names: &[String]) {
         let mut book = self.book.lock().unwrap_or_else(|p| p.into_inner());
         let events = book.retain_clusters(names, SystemTime::now());
-        // On disk before the book, as in `observe`.
-        self.notifier().submit_durably(events);
-        if let Err(e) = book.save(&self.state_dir) {
-            tracing::error!(error = %e, "cannot save incident state");
-        }
+        self.queue_book(&book, events);
     }
 
     pub fn open_incidents(&self) -> Vec<Incident> {
@@ -382,9 +470,56 @@ impl Alerting {
         self.notifier().stats()
     }
 
-    /// Flushes what delivery can within `deadline`; the rest stays spooled on disk.
+    /// Writes what the book queued last (its events into the inbox, then the book), then
+    /// flushes what delivery can, all within `deadline`; the rest stays spooled on disk.
     pub async fn shutdown(&self, deadline: Duration) -> NotifierStats {
-        self.notifier().shutdown(deadline).await
+        let end = tokio::time::Instant::now() + deadline;
+        let saved = save_book(self.book_file.clone(), self.notifier.clone());
+        if tokio::time::timeout_at(end, saved).await.is_err() {
+            tracing::error!("the incident book was not written before the shutdown's deadline: the next start may open or resolve again what this run told");
+        }
+        let left = end.saturating_duration_since(tokio::time::Instant::now());
+        self.notifier().shutdown(left).await
+    }
+}
+
+/// Writes what the book queued (`Alerting::queue_book`), once no other writer runs: its
+/// events into the webhook inbox, durably, then the book. The events reach the disk before
+/// the book that records them as told: a crash between the two then sends them again (at
+/// least once), where the other order lost them for good (issue 27 item 2).
+async fn save_book(file: Arc<StateWriter<IncidentEvent>>, notifier: Shared<NotifierHandle>) {
+    let written = file
+        .write(|events| async move {
+            let handle = notifier.read().unwrap_or_else(|p| p.into_inner()).clone();
+            handle.submit_durably(events).await;
+        })
+        .await;
+    let Some(w) = written else {
+        return;
+    };
+    if let Err(e) = w.result {
+        let e = StateError::Write {
+            path: w.path,
+            source: e,
+        };
+        tracing::error!(error = %e, "cannot save incident state");
+    }
+    if w.had_first {
+        crash_point("incident_saved");
+    }
+}
+
+/// Writes the silences queued, once no other writer runs; returns when they are on disk.
+async fn save_silences(file: &StateWriter<()>) {
+    let Some(w) = file.write(|_| async {}).await else {
+        return;
+    };
+    if let Err(source) = w.result {
+        let e = crate::alert::silence::StoreError::Write {
+            path: w.path,
+            source,
+        };
+        tracing::error!(error = %e, "cannot save silences; they hold until a restart");
     }
 }
 
@@ -503,6 +638,57 @@ mod tests {
             events.extend(book.observe("lab", found, Hysteresis::default(), now));
         }
         events
+    }
+
+    /// Issue 38 item 2: a round loop that completes no rounds sends no round report, so
+    /// receivers heard nothing while the cluster went unwatched. The daemon's watch on its
+    /// loops opens a critical `watchdog_blind` incident dated from the last round, the
+    /// cluster's other incidents stay as they were, a round never resolves it, and it
+    /// resolves at once when the loop completes rounds again.
+    #[test]
+    fn a_blind_cluster_is_an_incident_until_its_rounds_complete_again() {
+        let mut book = IncidentBook::new();
+        let zombie = || {
+            let mut f = Finding::new(
+                FindingKey::new("lab", Subject::Broker(2), FindingKind::Broker),
+                "broker 2 is a zombie",
+            );
+            f.severity = Severity::Critical;
+            f
+        };
+        book.observe("lab", vec![zombie()], Hysteresis::default(), t(0));
+        let opened = book.observe("lab", vec![zombie()], Hysteresis::default(), t(10));
+        assert_eq!(opened.len(), 1, "{opened:?}");
+        let allowed = Duration::from_secs(30);
+        let blind = || crate::judge::finding::blind("lab", t(10), allowed);
+        let events = book.observe_blind("lab", Some(blind()), t(41));
+        assert_eq!(events.len(), 1, "{events:?}");
+        let i = &events[0].incident;
+        assert_eq!(events[0].kind, incident::EventKind::Opened);
+        assert_eq!(i.kind, FindingKind::WatchdogBlind);
+        assert_eq!(i.severity, Severity::Critical);
+        assert_eq!(i.started_at, t(10));
+        assert_eq!(i.dedup_key, "kafka-watchdog/lab/cluster/watchdog_blind");
+        assert!(
+            i.summary.starts_with(&format!(
+                "the watchdog is blind for cluster lab since {}: ",
+                crate::model::time::rfc3339(t(10))
+            )),
+            "{}",
+            i.summary
+        );
+        assert!(book.observe_blind("lab", Some(blind()), t(46)).is_empty());
+        // A round (the loop's first after it came back) does not resolve it, nor the
+        // broker's incident.
+        let events = book.observe("lab", vec![zombie()], Hysteresis::default(), t(50));
+        assert!(events.is_empty(), "{events:?}");
+        let events = book.observe_blind("lab", None, t(52));
+        assert_eq!(events.len(), 1, "{events:?}");
+        assert_eq!(events[0].kind, incident::EventKind::Resolved);
+        assert_eq!(events[0].incident.kind, FindingKind::WatchdogBlind);
+        assert_eq!(events[0].incident.resolved_at, Some(t(52)));
+        assert_eq!(book.open_incidents().len(), 1, "the broker's stays open");
+        assert!(book.observe_blind("lab", None, t(57)).is_empty());
     }
 
     #[test]

@@ -271,10 +271,12 @@ impl IncidentBook {
                 self.seen(key, finding, explained_now, hysteresis, now, &mut events);
             }
         }
+        // The watchdog's own blindness is not a round's to judge (`observe_blind`).
         let absent: Vec<FindingKey> = self
             .tracks
             .keys()
             .filter(|k| k.cluster == cluster && !held(k) && !seen.contains(*k))
+            .filter(|k| k.kind != FindingKind::WatchdogBlind)
             .cloned()
             .collect();
         for key in absent {
@@ -546,11 +548,50 @@ impl IncidentBook {
             .collect()
     }
 
+    /// Each open incident's dedup key and start: which episodes are open now, for the
+    /// peers (`alert::peers`), without copying the incidents.
+    pub fn open_episodes(&self) -> Vec<(String, SystemTime)> {
+        self.tracks
+            .values()
+            .filter_map(|t| match t {
+                Track::Open { incident, .. } => {
+                    Some((incident.dedup_key.clone(), incident.started_at))
+                }
+                Track::Pending { .. } => None,
+            })
+            .collect()
+    }
+
     pub fn open_incidents_of(&self, cluster: &str) -> Vec<Incident> {
         self.open_incidents()
             .into_iter()
             .filter(|i| i.cluster == cluster)
             .collect()
+    }
+
+    /// The watchdog's own sight of `cluster` (issue 38 item 2): `blind` is the finding
+    /// while its round loop completes no rounds, `None` once it does again. It opens and
+    /// resolves at once (the loop's allowance was the wait). No round's `observe` touches
+    /// it, and while it is open no round reaches the cluster's other incidents: they stay
+    /// as they were.
+    pub fn observe_blind(
+        &mut self,
+        cluster: &str,
+        blind: Option<Finding>,
+        now: SystemTime,
+    ) -> Vec<IncidentEvent> {
+        let key = FindingKey::new(cluster, Subject::Cluster, FindingKind::WatchdogBlind);
+        let at_once = Hysteresis {
+            open_after: std::time::Duration::ZERO,
+            resolve_after: std::time::Duration::ZERO,
+            flap: Flap::default(),
+        };
+        let mut events = Vec::new();
+        match blind {
+            Some(f) => self.seen(key, f, false, at_once, now, &mut events),
+            None => self.missed(key, at_once, now, &mut events),
+        }
+        events
     }
 
     /// Drops everything about clusters that are no longer watched. Their open incidents

@@ -32,7 +32,7 @@ pub use book::{find_silence, IncidentBook};
 
 // Findings are judgment (`judge::finding`); the book takes them in by these names too.
 pub use crate::judge::finding::{findings, Finding, FindingKey, Subject, MAX_AFFECTED_PARTITIONS};
-pub(crate) use state::{ensure_dir, write_atomic};
+pub(crate) use state::{disk, ensure_dir, write_atomic, write_in, StateWriter, SLOW_WRITE};
 pub use state::{StateError, STATE_FILE};
 
 /// Hysteresis: how long a finding's fact must hold to open an incident, and how long it

@@ -30,6 +30,9 @@ pub struct Context<'a> {
     /// Where people read this watchdog's `/status` (`http.external_url`, or one made from
     /// `http.listen`): Alertmanager's `generatorURL`, PagerDuty's `client_url` and links.
     pub status_url: Option<&'a str>,
+    /// The runbooks page as people reach them (`http.runbooks_url`, or this watchdog's
+    /// `/runbooks`): the link to an incident's runbook is `<it>#<its alert, lower case>`.
+    pub runbooks_url: Option<&'a str>,
 }
 
 /// One HTTP POST, ready to send.
@@ -68,6 +71,13 @@ pub fn signature(secret: &[u8], body: &[u8]) -> String {
     let tag = ring::hmac::sign(&key, body);
     let hex: String = tag.as_ref().iter().map(|b| format!("{b:02x}")).collect();
     format!("sha256={hex}")
+}
+
+/// The incident's runbook: the section of its alert (kind, and state for a node) on the
+/// runbooks page; none when no page is known.
+fn runbook_link(i: &Incident, ctx: &Context) -> Option<String> {
+    let section = i.kind.runbook_section(i.state).to_lowercase();
+    ctx.runbooks_url.map(|base| format!("{base}#{section}"))
 }
 
 fn duration_secs(i: &Incident, now: SystemTime) -> f64 {
@@ -155,6 +165,7 @@ pub(super) fn headline(n: &Notification, now: SystemTime) -> String {
 /// | `unavailable_seconds` | number or null | time the canary could not use the partitions |
 /// | `sent_at` | RFC 3339 string | when this request was made |
 /// | `instance_id`, `watchdog_version` | string | who sends |
+/// | `runbook_url` | string or null | what to do: the runbook of this kind of incident (`http.runbooks_url`) |
 ///
 /// Delivery is at least once: a receiver may see one notification twice (same
 /// `notification_id`) and should ignore the second.
@@ -188,6 +199,7 @@ pub fn generic(n: &Notification, ctx: &Context) -> Value {
         "sent_at": rfc3339(ctx.now),
         "instance_id": ctx.instance_id,
         "watchdog_version": env!("CARGO_PKG_VERSION"),
+        "runbook_url": runbook_link(i, ctx),
     })
 }
 
@@ -309,12 +321,17 @@ fn slack_message(n: &Notification, ctx: &Context, title: String) -> Value {
             slack_escape(ctx.instance_id)
         )}]}),
     );
-    if let Some(url) = ctx.status_url {
-        blocks.push(json!({"type": "actions", "elements": [{
-            "type": "button",
-            "text": {"type": "plain_text", "text": "Watchdog status"},
-            "url": url,
-        }]}));
+    let buttons: Vec<Value> = [
+        ("Watchdog status", ctx.status_url.map(str::to_string)),
+        ("Runbook", runbook_link(i, ctx)),
+    ]
+    .into_iter()
+    .filter_map(|(text, url)| {
+        url.map(|url| json!({"type": "button", "text": {"type": "plain_text", "text": text}, "url": url}))
+    })
+    .collect();
+    if !buttons.is_empty() {
+        blocks.push(json!({"type": "actions", "elements": buttons}));
     }
     let text = format!("{title}: {}", i.summary);
     json!({
@@ -387,12 +404,20 @@ pub fn pagerduty(routing_key: &str, n: &Notification, ctx: &Context) -> Value {
                 "unavailable_seconds": i.unavailable_seconds,
                 "instance_id": ctx.instance_id,
                 "labels": i.labels,
+                "runbook_url": runbook_link(i, ctx),
             },
         },
     });
+    let mut links = Vec::new();
     if let Some(url) = ctx.status_url {
         event["client_url"] = json!(url);
-        event["links"] = json!([{"href": url, "text": "kafka-watchdog status"}]);
+        links.push(json!({"href": url, "text": "kafka-watchdog status"}));
+    }
+    if let Some(url) = runbook_link(i, ctx) {
+        links.push(json!({"href": url, "text": "runbook"}));
+    }
+    if !links.is_empty() {
+        event["links"] = Value::Array(links);
     }
     event
 }
@@ -448,6 +473,10 @@ fn alert(i: &Incident, severity: Severity, ends_at: SystemTime, ctx: &Context) -
         annotations.insert("unavailable_seconds".into(), format!("{u:.1}").into());
     }
     annotations.insert("watchdog_instance".into(), ctx.instance_id.into());
+    // The annotation Prometheus' own alert rules use for the same link.
+    if let Some(url) = runbook_link(i, ctx) {
+        annotations.insert("runbook_url".into(), url.into());
+    }
     let mut alert = json!({
         "labels": labels,
         "annotations": annotations,
@@ -534,18 +563,22 @@ pub fn teams(n: &Notification, ctx: &Context) -> Value {
         "incident {} · {} · kafka-watchdog {} on {}",
         i.id, i.dedup_key, env!("CARGO_PKG_VERSION"), ctx.instance_id
     ), "wrap": true, "isSubtle": true, "size": "Small"}));
+    let mut card = json!({
+        "$schema": "http://adaptivecards.io/schemas/adaptive-card.json",
+        "type": "AdaptiveCard",
+        "version": "1.4",
+        "msteams": {"width": "Full"},
+        "body": body,
+    });
+    if let Some(url) = runbook_link(i, ctx) {
+        card["actions"] = json!([{"type": "Action.OpenUrl", "title": "Runbook", "url": url}]);
+    }
     json!({
         "type": "message",
         "attachments": [{
             "contentType": "application/vnd.microsoft.card.adaptive",
             "contentUrl": null,
-            "content": {
-                "$schema": "http://adaptivecards.io/schemas/adaptive-card.json",
-                "type": "AdaptiveCard",
-                "version": "1.4",
-                "msteams": {"width": "Full"},
-                "body": body,
-            },
+            "content": card,
         }],
     })
 }

@@ -21,6 +21,12 @@ pub struct PeerLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RefusedLabels {
+    /// `unsigned`, `bad_signature` or `malformed` (`alert::peers::auth::Refusal`).
+    pub reason: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct DeliveryLabels {
     pub receiver: String,
     /// `ok`, `failed` (and retried), `dropped`, or `peer` (another watchdog delivered it).
@@ -116,6 +122,21 @@ fn encode_peers(reg: &mut Registry, p: &crate::alert::peers::PeersStats) {
         "peers_answering",
         "Other watchdogs (peers:) that answered within peers.takeover_secs",
         count,
+    );
+    let answers: CounterFamily<RefusedLabels> = counter(
+        reg,
+        "peer_answers_refused",
+        "Answers from other watchdogs (peers:) refused, by reason: unsigned (no signature: not a watchdog holding the peer key), bad_signature (another key, or altered or replayed on the way), malformed (signed, not a peer document); their silences and deliveries are not taken",
+    );
+    for (reason, n) in &p.answers_refused {
+        answers.get_or_create(&RefusedLabels { reason }).inc_by(*n);
+    }
+    let refused: prometheus_client::metrics::counter::Counter = Default::default();
+    refused.inc_by(p.silences_refused);
+    reg.register(
+        "peer_silences_refused",
+        "Silences other watchdogs (peers:) passed on that fail the checks of the silences API (over the 30-day cap, a cluster not watched here, no comment): not taken, each counted once",
+        refused,
     );
     let unreachable: prometheus_client::metrics::gauge::Gauge<i64> = Default::default();
     unreachable.set(p.unreachable.len() as i64);

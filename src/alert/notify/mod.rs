@@ -41,6 +41,7 @@ use tokio::task::JoinHandle;
 use crate::alert::incident::{Incident, IncidentEvent};
 use crate::alert::peers::Peers;
 use crate::config::WebhookConfig;
+use crate::model::supervise::{self, Task};
 use crate::model::time::serde_ms;
 
 pub use coalesce::{is_escalation, Coalescer, Tally};
@@ -50,8 +51,8 @@ pub use format::{
     SIGNATURE_HEADER,
 };
 pub use route::{
-    evict, judge, parse_retry_after, retry_wait, route, Backoff, Evict, Outcome, QueuedEvent,
-    Reminders,
+    evict, judge, parse_retry_after, retry_wait, route, Asked, Backoff, Evict, Outcome,
+    QueuedEvent, Reminders, Urgency, INFO_RETRY_CAP, PAGE_RETRY_CAP,
 };
 pub use spool::SpoolError;
 
@@ -71,7 +72,7 @@ pub struct Notification {
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct DeliverySettings {
     pub backoff: Backoff,
-    /// The longest `Retry-After` honoured; a longer one is cut to this.
+    /// The longest `Retry-After` of a rate limit honoured; a longer one is cut to this.
     pub max_retry_after: Duration,
     /// Events held in memory between `submit` and the dispatcher; beyond, they go to disk.
     pub inbox_capacity: usize,
@@ -88,11 +89,7 @@ pub struct DeliverySettings {
 impl Default for DeliverySettings {
     fn default() -> Self {
         DeliverySettings {
-            backoff: Backoff {
-                initial: Duration::from_secs(1),
-                max: Duration::from_secs(300),
-                jitter: 0.2,
-            },
+            backoff: Backoff::default(),
             max_retry_after: Duration::from_secs(900),
             inbox_capacity: 1024,
             max_queued: 10_000,
@@ -187,6 +184,10 @@ struct Inbox {
     /// Items that could not be written to disk while older ones wait there: routed after
     /// the disk inbox is empty, so order holds.
     after_disk: VecDeque<Input>,
+    /// Inbox files being written (off the runtime, without this lock): the dispatcher reads
+    /// only files older than all of them, so that none overtakes an older one still on its
+    /// way to the disk.
+    writing: std::collections::BTreeSet<u64>,
     closed: bool,
 }
 
@@ -196,6 +197,8 @@ pub struct Sender {
     pub instance_id: String,
     /// `/status` as people reach it; bodies that can link to it do.
     pub status_url: Option<String>,
+    /// The runbooks page as people reach it; bodies link to `<it>#<the incident's alert>`.
+    pub runbooks_url: Option<String>,
     /// Other watchdogs on the same clusters: a receiver that does not deduplicate hears an
     /// event from the first of them in line (`alert::peers`).
     pub peers: Option<Arc<Peers>>,
@@ -206,6 +209,7 @@ impl From<&str> for Sender {
         Sender {
             instance_id: instance_id.to_string(),
             status_url: None,
+            runbooks_url: None,
             peers: None,
         }
     }
@@ -216,6 +220,7 @@ impl From<&crate::config::Config> for Sender {
         Sender {
             instance_id: c.instance_id.clone(),
             status_url: Some(c.status_url()),
+            runbooks_url: Some(c.runbooks_url()),
             peers: None,
         }
     }
@@ -232,6 +237,9 @@ struct Shared {
     /// Ticks after every delivery attempt's outcome: what waits for delivery to move (the
     /// tests) waits on it instead of sleeping.
     progress: watch::Sender<()>,
+    /// Stamped by each pass of the dispatcher (at least every `reminder_check`): whether
+    /// routing makes progress (`/healthz`, the systemd watchdog).
+    passes: crate::model::progress::Stamp,
 }
 
 /// Spawns the delivery tasks.
@@ -284,21 +292,34 @@ impl Notifier {
             receivers,
             open_incidents: Mutex::new(0),
             progress: watch::Sender::new(()),
+            passes: crate::model::progress::Stamp::new(std::time::Instant::now()),
         });
         let (dispatch_stop, dispatch_rx) = watch::channel(false);
         let (work_stop, work_rx) = watch::channel(false);
-        let dispatcher = tokio::spawn(worker::dispatch(shared.clone(), dispatch_rx));
+        // Supervised: a dispatcher or worker that ends before delivery is shut down (a
+        // panic) is started again, or events would pile up unrouted or a receiver hear
+        // nothing more. What a worker was sending is still in its spool and goes again.
+        let s = shared.clone();
+        let dispatcher = supervise::spawn_until(
+            Task::WebhookDispatcher,
+            "",
+            dispatch_rx.clone(),
+            move || worker::dispatch(s.clone(), dispatch_rx.clone()),
+        );
         let workers = shared
             .receivers
             .iter()
-            .zip(&clients)
+            .zip(clients)
             .map(|(r, client)| {
-                tokio::spawn(worker::work(
+                let (name, r, s, stop) = (
+                    r.cfg.name.clone(),
                     r.clone(),
                     shared.clone(),
-                    client.clone(),
                     work_rx.clone(),
-                ))
+                );
+                supervise::spawn_until(Task::WebhookWorker, name, work_rx.clone(), move || {
+                    worker::work(r.clone(), s.clone(), client.clone(), stop.clone())
+                })
             })
             .collect();
         Ok(NotifierHandle {
@@ -306,7 +327,6 @@ impl Notifier {
             tasks: Arc::new(Mutex::new(Some(Tasks {
                 dispatcher,
                 workers,
-                clients,
                 dispatch_stop,
                 work_stop,
             }))),
@@ -339,8 +359,6 @@ fn warn_orphans(spool_root: &Path, webhooks: &[WebhookConfig]) {
 struct Tasks {
     dispatcher: JoinHandle<()>,
     workers: Vec<JoinHandle<()>>,
-    /// Each worker's HTTP client, to start it again.
-    clients: Vec<reqwest::Client>,
     dispatch_stop: watch::Sender<bool>,
     work_stop: watch::Sender<bool>,
 }
@@ -354,6 +372,60 @@ pub struct NotifierHandle {
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Writes one file of the disk inbox off the runtime, then records how it went.
+async fn write_inbox(shared: Arc<Shared>, seq: u64, items: Vec<Input>) {
+    let written = match spool::Spool::encode(&items) {
+        Ok(bytes) => {
+            let s = shared.clone();
+            crate::alert::incident::disk()
+                .finish(
+                    "writing the webhook inbox",
+                    crate::alert::incident::SLOW_WRITE,
+                    move || s.inbox_spool.write_bytes(seq, &bytes),
+                )
+                .await
+                .unwrap_or_else(|e| {
+                    Err(SpoolError::Io {
+                        path: "spool-inbox".into(),
+                        source: std::io::Error::other(e.to_string()),
+                    })
+                })
+        }
+        Err(e) => Err(e),
+    };
+    inbox_written(&shared, seq, items, written);
+}
+
+/// The inbox file `seq` is written (its items wait on disk), or could not be: they are
+/// kept in memory behind those waiting on disk, however many (losing a page is worse than
+/// the memory, issue 27 items 1 and 2), or, when none waits there and none is on its way,
+/// in memory as before the inbox spilled. Either way the dispatcher may read on.
+fn inbox_written(shared: &Shared, seq: u64, items: Vec<Input>, written: Result<(), SpoolError>) {
+    let mut inbox = lock(&shared.inbox);
+    inbox.writing.remove(&seq);
+    match written {
+        Ok(()) => inbox.spilled += items.len() as u64,
+        Err(e) => {
+            tracing::error!(
+                error = %e,
+                events = items.len(),
+                "cannot write to the webhook inbox on disk: kept in memory; a crash before they are spooled would lose them"
+            );
+            if inbox.spilled == 0 && inbox.writing.is_empty() {
+                inbox.spilling = false;
+                let earlier: Vec<Input> = inbox.after_disk.drain(..).collect();
+                inbox.items.extend(earlier);
+                inbox.items.extend(items);
+            } else {
+                inbox.after_disk.extend(items);
+            }
+        }
+    }
+    drop(inbox);
+    shared.wake.notify_one();
+    shared.progress.send_replace(());
 }
 
 impl NotifierHandle {
@@ -374,18 +446,19 @@ impl NotifierHandle {
     /// dispatcher removes it only once its events are in the receivers' spools, and a
     /// restart sends what is left. When the file cannot be written (disk full, read-only)
     /// the events are queued in memory instead and the failure is logged: sent unless the
-    /// process dies first.
-    pub fn submit_durably(&self, events: Vec<IncidentEvent>) {
+    /// process dies first. The write runs off the runtime, and no lock is held meanwhile:
+    /// a slow disk makes this wait, and nothing else (issue 38 item 3).
+    pub async fn submit_durably(&self, events: Vec<IncidentEvent>) {
         if events.is_empty() {
             return;
         }
-        self.queue(
-            events
-                .into_iter()
-                .map(|e| Input::Event(Box::new(e)))
-                .collect(),
-            true,
-        );
+        let items = events
+            .into_iter()
+            .map(|e| Input::Event(Box::new(e)))
+            .collect();
+        if let Some((seq, items)) = self.queue(items, true) {
+            write_inbox(self.shared.clone(), seq, items).await;
+        }
     }
 
     /// Tells delivery which incidents are open after a restart (from the incident book),
@@ -394,83 +467,50 @@ impl NotifierHandle {
         self.put(vec![Input::Restore(incidents)]);
     }
 
+    /// Queues `items` without waiting: in memory, or, when they must go to disk, with the
+    /// write started on its own (done here only outside a runtime).
     fn put(&self, items: Vec<Input>) {
-        self.queue(items, false);
+        let Some((seq, items)) = self.queue(items, false) else {
+            return;
+        };
+        match tokio::runtime::Handle::try_current() {
+            Ok(rt) => {
+                rt.spawn(write_inbox(self.shared.clone(), seq, items));
+            }
+            Err(_) => {
+                let written = spool::Spool::encode(&items)
+                    .and_then(|b| self.shared.inbox_spool.write_bytes(seq, &b));
+                inbox_written(&self.shared, seq, items, written);
+            }
+        }
     }
 
-    /// Queues items in memory, or on disk: when `durable`, when older items wait there
-    /// (order), when the memory inbox is full, or once delivery was shut down (the next
-    /// start sends them). Written under the lock: the dispatcher decides under it whether
-    /// the disk inbox is empty. Items the disk refuses are kept in memory behind those
-    /// waiting on disk, however many: losing a page is worse than the memory (issue 27
-    /// items 1 and 2).
-    fn queue(&self, items: Vec<Input>, durable: bool) {
+    /// Decides, under the lock, where `items` go: into memory (`None`), or to the disk
+    /// inbox: when `durable`, when older items wait there (order), when the memory inbox
+    /// is full, or once delivery was shut down (the next start sends them). For the disk,
+    /// the file's number is taken and marked as being written, and the inbox as spilling,
+    /// so that nothing newer goes to memory meanwhile; the caller writes the file.
+    fn queue(&self, items: Vec<Input>, durable: bool) -> Option<(u64, Vec<Input>)> {
         if items.is_empty() {
-            return;
+            return None;
         }
         let mut inbox = lock(&self.shared.inbox);
         let fits = inbox.items.len() + items.len() <= self.shared.settings.inbox_capacity;
         if !durable && !inbox.spilling && !inbox.closed && fits {
             inbox.items.extend(items);
-        } else {
-            let n = items.len();
-            let seq = self.shared.inbox_spool.reserve();
-            match self.shared.inbox_spool.write(seq, &items) {
-                Ok(()) => {
-                    inbox.spilling = true;
-                    inbox.spilled += n as u64;
-                }
-                Err(e) => {
-                    tracing::error!(
-                        error = %e,
-                        events = n,
-                        "cannot write to the webhook inbox on disk: kept in memory; a crash before they are spooled would lose them"
-                    );
-                    if inbox.spilling {
-                        inbox.after_disk.extend(items);
-                    } else {
-                        inbox.items.extend(items);
-                    }
-                }
-            }
+            drop(inbox);
+            self.shared.wake.notify_one();
+            return None;
         }
-        drop(inbox);
-        self.shared.wake.notify_one();
+        let seq = self.shared.inbox_spool.reserve();
+        inbox.writing.insert(seq);
+        inbox.spilling = true;
+        Some((seq, items))
     }
 
-    /// Starts again the dispatcher or a receiver's worker that ended before delivery was
-    /// shut down (they run until then: one that ended panicked). Without it, events would
-    /// pile up unrouted or a receiver would hear nothing more, and nothing would say so
-    /// (issue 27 item 5). What a worker was sending is still in its spool and goes again.
-    pub fn revive(&self) {
-        let mut guard = lock(&self.tasks);
-        let Some(tasks) = guard.as_mut() else {
-            return;
-        };
-        if tasks.dispatcher.is_finished() && !*tasks.dispatch_stop.borrow() {
-            tracing::error!("webhook dispatcher ended; starting it again");
-            crate::model::task_restarts::record("webhook_dispatcher", "");
-            tasks.dispatcher = tokio::spawn(worker::dispatch(
-                self.shared.clone(),
-                tasks.dispatch_stop.subscribe(),
-            ));
-        }
-        if *tasks.work_stop.borrow() {
-            return;
-        }
-        for (i, r) in self.shared.receivers.iter().enumerate() {
-            if !tasks.workers[i].is_finished() {
-                continue;
-            }
-            tracing::error!(receiver = %r.cfg.name, "webhook worker ended; starting it again");
-            crate::model::task_restarts::record("webhook_worker", &r.cfg.name);
-            tasks.workers[i] = tokio::spawn(worker::work(
-                r.clone(),
-                self.shared.clone(),
-                tasks.clients[i].clone(),
-                tasks.work_stop.subscribe(),
-            ));
-        }
+    /// The dispatcher's progress, for the daemon's board (`model::progress`).
+    pub fn passes(&self) -> crate::model::progress::Stamp {
+        self.shared.passes.clone()
     }
 
     pub fn stats(&self) -> NotifierStats {

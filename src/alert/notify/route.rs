@@ -53,36 +53,112 @@ pub fn route(cfg: &WebhookConfig, ev: &IncidentEvent) -> Option<EventKind> {
     }
 }
 
+/// The longest wait between two attempts while a page waits in a receiver's queue: a
+/// receiver that comes back gets its backlog within this, so an outage costs its own length
+/// and not minutes more (issue 38 item 7). A receiver that is down gets three tries a
+/// minute, which costs it nothing.
+pub const PAGE_RETRY_CAP: Duration = Duration::from_secs(20);
+/// The longest wait while only information waits (resolves, reminders, `info` incidents):
+/// no one is paged by it, and a receiver that stays down hears less from the watchdog.
+pub const INFO_RETRY_CAP: Duration = Duration::from_secs(300);
+
+/// How urgent the notifications waiting for a receiver are: the most urgent of them sets
+/// the wait, since they go in order behind the one at the head.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Urgency {
+    /// Tells of the end or the persistence of an incident, or of an `info` one.
+    Info,
+    /// Someone should act: an incident opened or changed at `warning` or above, or what
+    /// remediation did.
+    Page,
+}
+
+impl Urgency {
+    pub fn of(ev: &IncidentEvent) -> Urgency {
+        let idle = matches!(ev.kind, EventKind::Resolved | EventKind::Reminder);
+        if idle || ev.incident.severity == crate::config::Severity::Info {
+            Urgency::Info
+        } else {
+            Urgency::Page
+        }
+    }
+}
+
 /// Retry timing.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Backoff {
     pub initial: Duration,
-    pub max: Duration,
-    /// 0.2: each wait is drawn from ±20% around the nominal one, so that many watchdogs
-    /// whose receiver came back do not all retry in the same instant.
+    /// The cap while a page waits (`PAGE_RETRY_CAP`).
+    pub page_max: Duration,
+    /// The cap while only information waits (`INFO_RETRY_CAP`).
+    pub info_max: Duration,
+    /// 0.2: each wait is drawn from ±20% around the nominal one (never above the cap), so
+    /// that many watchdogs whose receiver came back do not all retry in the same instant.
     pub jitter: f64,
 }
 
-impl Backoff {
-    /// The wait before retry number `attempt + 1`; `unit` is a random number in [-1, 1].
-    pub fn wait(&self, attempt: u32, unit: f64) -> Duration {
-        let nominal = self
-            .initial
-            .checked_mul(1u32.checked_shl(attempt.min(31)).unwrap_or(u32::MAX))
-            .unwrap_or(self.max)
-            .min(self.max);
-        let factor = 1.0 + self.jitter * unit.clamp(-1.0, 1.0);
-        nominal.mul_f64(factor.max(0.0))
+impl Default for Backoff {
+    fn default() -> Self {
+        Backoff {
+            initial: Duration::from_secs(1),
+            page_max: PAGE_RETRY_CAP,
+            info_max: INFO_RETRY_CAP,
+            jitter: 0.2,
+        }
     }
 }
 
-/// The wait before the next attempt after a failed one: the backoff, or the receiver's
-/// `Retry-After` when that asks for longer. `Retry-After: 0`, a date in the past or a
-/// receiver that answers it at once must not turn retries into a loop without a pause
-/// (issue 27 item 4), so the backoff is the least wait whatever the header says.
-pub fn retry_wait(after: Option<Duration>, backoff: &Backoff, attempt: u32, unit: f64) -> Duration {
-    let own = backoff.wait(attempt, unit);
-    after.map_or(own, |asked| asked.max(own))
+impl Backoff {
+    pub fn cap(&self, urgency: Urgency) -> Duration {
+        match urgency {
+            Urgency::Page => self.page_max,
+            Urgency::Info => self.info_max,
+        }
+    }
+
+    /// The own wait before retry number `attempt + 1`: doubling from `initial`, at most
+    /// the cap for `urgency`; `unit` is a random number in [-1, 1].
+    pub fn wait(&self, attempt: u32, urgency: Urgency, unit: f64) -> Duration {
+        let cap = self.cap(urgency);
+        let nominal = self
+            .initial
+            .checked_mul(1u32.checked_shl(attempt.min(31)).unwrap_or(u32::MAX))
+            .unwrap_or(cap)
+            .min(cap);
+        let factor = 1.0 + self.jitter * unit.clamp(-1.0, 1.0);
+        nominal.mul_f64(factor.max(0.0)).min(cap)
+    }
+}
+
+/// A wait a receiver asked for in `Retry-After`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Asked {
+    pub wait: Duration,
+    /// Asked with 429 (or Slack's `ratelimited`): the receiver limits how often it is
+    /// called, and calling sooner is only refused again.
+    pub rate_limited: bool,
+}
+
+/// The wait before the next attempt after a failed one, `attempt` failed tries in, with
+/// `urgency` the most urgent notification waiting. The receiver's `Retry-After` lengthens
+/// it: without limit (but `max_retry_after`, applied by `judge`) for a rate limit, up to
+/// the cap for any other answer (a 503's guess at its maintenance must not hold back a page
+/// for longer). It never shortens it: `Retry-After: 0`, a date in the past or a receiver
+/// that answers it at once must not turn retries into a loop without a pause (issue 27
+/// item 4).
+pub fn retry_wait(
+    backoff: &Backoff,
+    attempt: u32,
+    urgency: Urgency,
+    asked: Option<Asked>,
+    unit: f64,
+) -> Duration {
+    let own = backoff.wait(attempt, urgency, unit);
+    match asked {
+        Some(a) if a.rate_limited => a.wait.max(own),
+        Some(a) => a.wait.min(backoff.cap(urgency)).max(own),
+        None => own,
+    }
 }
 
 /// A queued notification as the full-queue policy sees it: its incident and event; `None`
@@ -131,7 +207,7 @@ pub enum Outcome {
     Delivered,
     /// Network error, timeout, 5xx, 408, 429: the receiver may take it later.
     Retry {
-        after: Option<Duration>,
+        after: Option<Asked>,
         why: String,
     },
     /// Any other answer: sending it again would be refused again.
@@ -147,7 +223,10 @@ pub fn judge(status: u16, retry_after: Option<&str>, now: SystemTime, cap: Durat
         408 | 429 | 500..=599 => Outcome::Retry {
             after: retry_after
                 .and_then(|v| parse_retry_after(v, now))
-                .map(|d| d.min(cap)),
+                .map(|d| Asked {
+                    wait: d.min(cap),
+                    rate_limited: status == 429,
+                }),
             why: format!("HTTP {status}"),
         },
         _ => Outcome::Drop {

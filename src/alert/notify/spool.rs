@@ -102,23 +102,40 @@ impl Spool {
         self
     }
 
-    /// The next sequence number; entries must be written in the order they were taken.
-    /// Failing to keep it on disk costs only the guarantee above.
+    /// The next sequence number, kept on disk (see `keep_taken`); entries must be written
+    /// in the order they were taken.
     pub fn reserve(&self) -> u64 {
-        let seq = self.next.fetch_add(1, Ordering::SeqCst);
-        if self.keeps_sequence {
-            let _ = write_atomic(&last_taken(&self.dir), seq.to_string().as_bytes());
-        }
+        let seq = self.take();
+        let _ = self.keep_taken(seq);
         seq
     }
 
-    pub fn write<T: Serialize>(&self, seq: u64, value: &T) -> Result<(), SpoolError> {
-        let path = self.path(seq);
-        let bytes = serde_json::to_vec(value).map_err(|e| SpoolError::Io {
-            path: path.clone(),
+    /// The next sequence number, not yet kept on disk: `keep_taken` must have kept it (or
+    /// a later one) before its entry can be removed, so a batch keeps its last number once.
+    pub fn take(&self) -> u64 {
+        self.next.fetch_add(1, Ordering::SeqCst)
+    }
+
+    /// Keeps `seq` on disk as the last number taken (only when `keeping_sequence`).
+    /// Failing costs only the guarantee of `keeping_sequence`.
+    pub fn keep_taken(&self, seq: u64) -> io::Result<()> {
+        if !self.keeps_sequence {
+            return Ok(());
+        }
+        write_atomic(&last_taken(&self.dir), seq.to_string().as_bytes())
+    }
+
+    /// An entry's bytes, made before the write so that it can leave the runtime alone.
+    pub fn encode<T: Serialize>(value: &T) -> Result<Vec<u8>, SpoolError> {
+        serde_json::to_vec(value).map_err(|e| SpoolError::Io {
+            path: PathBuf::from("(encoding an entry)"),
             source: io::Error::other(e),
-        })?;
-        write_atomic(&path, &bytes).map_err(|source| SpoolError::Io { path, source })
+        })
+    }
+
+    pub fn write_bytes(&self, seq: u64, bytes: &[u8]) -> Result<(), SpoolError> {
+        let path = self.path(seq);
+        write_atomic(&path, bytes).map_err(|source| SpoolError::Io { path, source })
     }
 
     pub fn read<T: DeserializeOwned>(&self, seq: u64) -> Result<T, SpoolError> {

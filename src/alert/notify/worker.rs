@@ -17,7 +17,7 @@ use crate::config::WebhookConfig;
 use super::coalesce::{Coalescer, Tally};
 use super::format::{self, Context};
 use super::http;
-use super::route::{self, Outcome, Reminders};
+use super::route::{self, Outcome, Reminders, Urgency};
 use super::slack_bot::Bot;
 use super::spool::Spool;
 use super::{lock, Input, Notification, NotifyError, ReceiverStats, Shared};
@@ -52,6 +52,8 @@ struct Queued {
     /// out of descriptors): kept and sent from memory rather than dropped, since only a
     /// restart would lose it (issue 27 item 1).
     unspooled: Option<Box<Notification>>,
+    /// Sets how long a failed head waits while this one waits behind it.
+    urgency: Urgency,
 }
 
 pub(super) struct Receiver {
@@ -82,6 +84,8 @@ impl Receiver {
                         seq,
                         event: None,
                         unspooled: None,
+                        // Not read yet: taken for a page, as the full-queue policy does.
+                        urgency: Urgency::Page,
                     })
                     .collect(),
             ),
@@ -142,9 +146,13 @@ pub(super) fn client(cfg: &WebhookConfig) -> Result<reqwest::Client, NotifyError
         .map_err(|e| err(e.to_string()))
 }
 
-/// Runs blocking file work off the runtime's threads.
+/// Runs the spool's file work off the runtime's threads, in the state directory's pool;
+/// `None` only if it panicked.
 async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Option<T> {
-    tokio::task::spawn_blocking(f).await.ok()
+    crate::alert::incident::disk()
+        .finish("webhook spool work", crate::alert::incident::SLOW_WRITE, f)
+        .await
+        .ok()
 }
 
 /// The dispatcher's memory: reminders due, updates held per receiver, and what of the
@@ -267,6 +275,7 @@ pub(super) async fn dispatch(shared: Arc<Shared>, mut stop: watch::Receiver<bool
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut stopping = false;
     loop {
+        shared.passes.tick();
         let (items, file) = next_items(&shared).await;
         if !items.is_empty() || file.is_some() {
             route_all(&shared, &mut router, items).await;
@@ -320,9 +329,10 @@ async fn next_items(shared: &Arc<Shared>) -> (Vec<Input>, Option<u64>) {
             }
         };
         let Some(seq) = listed.first().copied() else {
-            // Empty: back to memory, decided under the lock that `submit` writes under.
+            // Empty, with no file on its way: back to memory, decided under the lock that
+            // `submit` decides under.
             let mut inbox = lock(&s.inbox);
-            if spool.list().map(|l| l.is_empty()).unwrap_or(true) {
+            if inbox.writing.is_empty() && spool.list().map(|l| l.is_empty()).unwrap_or(true) {
                 inbox.spilling = false;
                 inbox.spilled = 0;
                 let later: Vec<Input> = inbox.after_disk.drain(..).collect();
@@ -330,6 +340,11 @@ async fn next_items(shared: &Arc<Shared>) -> (Vec<Input>, Option<u64>) {
             }
             return (Vec::new(), None);
         };
+        // An older file is still being written: this one waits for it (its writer wakes
+        // the dispatcher), or it would overtake it.
+        if lock(&s.inbox).writing.first().is_some_and(|w| *w <= seq) {
+            return (Vec::new(), None);
+        }
         let items: Vec<Input> = match spool.read(seq) {
             Ok(items) => items,
             Err(e) => {
@@ -431,58 +446,128 @@ async fn write_all(
     out: Vec<(usize, IncidentEvent)>,
     held_writes: Vec<HeldWrite>,
 ) {
+    let during: Vec<(usize, Vec<IncidentEvent>)> = held_writes
+        .iter()
+        .map(|(idx, during, _)| (*idx, during.clone()))
+        .collect();
+    write_held(shared, during).await;
+    spool_all(shared, out).await;
+    let after: Vec<(usize, Vec<IncidentEvent>)> = held_writes
+        .into_iter()
+        .filter(|(_, during, after)| during != after)
+        .map(|(idx, _, after)| (idx, after))
+        .collect();
+    write_held(shared, after).await;
+}
+
+/// Keeps each receiver's held updates on disk, off the runtime.
+async fn write_held(shared: &Arc<Shared>, writes: Vec<(usize, Vec<IncidentEvent>)>) {
+    if writes.is_empty() {
+        return;
+    }
     let s = shared.clone();
     blocking(move || {
-        let write_held = |idx: usize, held: &[IncidentEvent]| {
-            let r = &s.receivers[idx];
+        for (idx, held) in &writes {
+            let r = &s.receivers[*idx];
             if let Err(e) = r.spool.write_held(held) {
                 // In memory they are still held and go when due; only a restart would
                 // forget them.
                 tracing::error!(receiver = %r.cfg.name, error = %e, "cannot keep held updates on disk");
-            }
-        };
-        for (idx, during, _) in &held_writes {
-            write_held(*idx, during);
-        }
-        spool_all(&s, out);
-        for (idx, during, after) in &held_writes {
-            if during != after {
-                write_held(*idx, after);
             }
         }
     })
     .await;
 }
 
-fn spool_all(s: &Shared, out: Vec<(usize, IncidentEvent)>) {
-    for (idx, event) in out {
-        let r = &s.receivers[idx];
-        if !make_room(r, s.settings.max_queued, &event) {
-            continue;
-        }
-        let seq = r.spool.reserve();
-        let n = Notification {
-            sequence: seq,
-            receiver: r.cfg.name.clone(),
-            event,
-            queued_at: SystemTime::now(),
-        };
-        let about = Some((n.event.incident.id.clone(), n.event.kind));
-        let unspooled = match r.spool.write(seq, &n) {
-            Ok(()) => None,
-            Err(e) => {
-                tracing::error!(receiver = %r.cfg.name, error = %e, "cannot spool a notification: kept in memory and sent from there; a restart before it is delivered would lose it");
-                lock(&r.counters).unspooled += 1;
-                Some(Box::new(n))
-            }
-        };
-        lock(&r.queue).push_back(Queued {
-            seq,
-            event: about,
-            unspooled,
-        });
-        r.wake.notify_one();
+/// Spools a batch of notifications and queues them for their workers. Each entry is a file
+/// of its own and each receiver's last sequence number another: they are written at once
+/// (the state directory's pool runs several), then queued in order, so a page waits for
+/// its own writes and not for every other's before it (issue 38 item 3).
+async fn spool_all(shared: &Arc<Shared>, out: Vec<(usize, IncidentEvent)>) {
+    let s = shared.clone();
+    let Some(batch) = blocking(move || number(&s, out)).await else {
+        return;
+    };
+    let mut last: Vec<Option<u64>> = vec![None; shared.receivers.len()];
+    for (idx, n) in &batch {
+        last[*idx] = Some(n.sequence);
     }
+    let kept = last.iter().enumerate().filter_map(|(idx, seq)| {
+        let (r, seq) = (shared.receivers[idx].clone(), (*seq)?);
+        Some(async move {
+            if blocking(move || r.spool.keep_taken(seq)).await.is_none() {
+                tracing::error!("keeping a webhook spool's last sequence number failed");
+            }
+        })
+    });
+    let written = batch.into_iter().map(|(idx, n)| {
+        let r = shared.receivers[idx].clone();
+        async move {
+            let bytes = Spool::encode(&n);
+            let spool = r.spool.clone();
+            let seq = n.sequence;
+            let written = match bytes {
+                Ok(b) => blocking(move || spool.write_bytes(seq, &b))
+                    .await
+                    .unwrap_or_else(|| {
+                        Err(super::SpoolError::Io {
+                            path: "spool".into(),
+                            source: std::io::Error::other("the write panicked"),
+                        })
+                    }),
+                Err(e) => Err(e),
+            };
+            (r, n, written)
+        }
+    });
+    let (_, written) = futures::join!(
+        futures::future::join_all(kept),
+        futures::future::join_all(written)
+    );
+    for (r, n, written) in written {
+        queue_spooled(&r, n, written);
+    }
+}
+
+/// Makes room for each event of `out` (see `make_room`) and numbers it: the batch's
+/// notifications, in order.
+fn number(s: &Shared, out: Vec<(usize, IncidentEvent)>) -> Vec<(usize, Notification)> {
+    out.into_iter()
+        .filter(|(idx, event)| make_room(&s.receivers[*idx], s.settings.max_queued, event))
+        .map(|(idx, event)| {
+            let r = &s.receivers[idx];
+            let n = Notification {
+                sequence: r.spool.take(),
+                receiver: r.cfg.name.clone(),
+                event,
+                queued_at: SystemTime::now(),
+            };
+            (idx, n)
+        })
+        .collect()
+}
+
+/// Queues a notification for its receiver's worker once its file is written, or, when it
+/// could not be, kept in memory and sent from there.
+fn queue_spooled(r: &Receiver, n: Notification, written: Result<(), super::SpoolError>) {
+    let seq = n.sequence;
+    let about = Some((n.event.incident.id.clone(), n.event.kind));
+    let urgency = Urgency::of(&n.event);
+    let unspooled = match written {
+        Ok(()) => None,
+        Err(e) => {
+            tracing::error!(receiver = %r.cfg.name, error = %e, "cannot spool a notification: kept in memory and sent from there; a restart before it is delivered would lose it");
+            lock(&r.counters).unspooled += 1;
+            Some(Box::new(n))
+        }
+    };
+    lock(&r.queue).push_back(Queued {
+        seq,
+        event: about,
+        unspooled,
+        urgency,
+    });
+    r.wake.notify_one();
 }
 
 /// Makes room in a full queue for `event` (see `route::evict`); false when `event` itself
@@ -566,13 +651,40 @@ pub(super) async fn work(
             Outcome::Delivered => delivered(&r, &shared, peers, &n, seq, attempt).await,
             Outcome::Drop { why } => refused(&r, &shared, &n, seq, why).await,
             Outcome::Retry { after, why } => {
+                let failed_at = Instant::now();
                 let unit = jitter_unit(&random);
-                let wait = route::retry_wait(after, &settings.backoff, attempt, unit);
+                let wait_for =
+                    |urgency| route::retry_wait(&settings.backoff, attempt, urgency, after, unit);
+                let wait = wait_for(urgency(&r, &n));
                 let attempt = attempt.saturating_add(1);
                 tries = Some((seq, attempt));
                 failed(&r, &shared, why, attempt, wait);
-                tokio::time::sleep(wait).await;
+                pause(&r, &n, failed_at, wait_for).await;
             }
+        }
+    }
+}
+
+/// The most urgent of what waits for the receiver: the head (read) and those behind it.
+fn urgency(r: &Receiver, head: &Notification) -> Urgency {
+    let queue = lock(&r.queue);
+    let behind = queue.iter().skip(1).map(|q| q.urgency);
+    behind.fold(Urgency::of(&head.event), Ord::max)
+}
+
+/// Waits before the head's next attempt. A page queued meanwhile behind information makes
+/// the wait a page's: it cannot go before the head, so the head's wait is its wait.
+async fn pause(
+    r: &Receiver,
+    head: &Notification,
+    failed_at: Instant,
+    wait_for: impl Fn(Urgency) -> Duration,
+) {
+    loop {
+        let due = failed_at + wait_for(urgency(r, head));
+        tokio::select! {
+            _ = tokio::time::sleep_until(due) => return,
+            _ = r.wake.notified() => {}
         }
     }
 }
@@ -597,6 +709,7 @@ async fn deliver(
         instance_id: &shared.sender.instance_id,
         now: SystemTime::now(),
         status_url: shared.sender.status_url.as_deref(),
+        runbooks_url: shared.sender.runbooks_url.as_deref(),
     };
     match &r.slack {
         Some(bot) => bot.deliver(client, &r.cfg, n, &ctx, max_retry_after).await,
@@ -617,7 +730,11 @@ async fn delivered(
     attempt: u32,
 ) {
     if let Some(peers) = peers {
-        peers.delivered(&r.cfg.name, &n.event, SystemTime::now());
+        let message = r
+            .slack
+            .as_ref()
+            .and_then(|b| b.message(&n.event.incident.id));
+        peers.delivered(&r.cfg.name, &n.event, message, SystemTime::now());
     }
     finish(r, seq).await;
     let mut c = lock(&r.counters);
@@ -735,8 +852,11 @@ async fn peer_turn(
 ) -> Next {
     match peers.turn(&r.cfg.name, &n.event, SystemTime::now()) {
         Turn::Send => Next::Send,
-        Turn::Delivered { by, .. } => {
+        Turn::Delivered { by, seq: theirs } => {
             tracing::debug!(receiver = %r.cfg.name, incident = %n.event.incident.id, event = n.event.kind.as_str(), peer = %by, "a peer delivered it");
+            if let Some(bot) = &r.slack {
+                bot.adopt(&n.event, peers.message(&by, theirs)).await;
+            }
             finish(r, seq).await;
             lock(&r.counters).left_to_peers += 1;
             shared.progress.send_replace(());

@@ -5,7 +5,9 @@
 //! - their runtime silences, merged into its own (a silence is known by its id, and an
 //!   expiry only ever moves its end earlier, so the merge is the earliest end per id: the
 //!   same on every instance whatever the order, and an expired silence stays expired);
-//! - what they delivered lately, per receiver: incident, event, severity and time.
+//! - what they delivered lately, per receiver: incident, event, severity and time, and the
+//!   stretch of time the sender saw that incident open (its start, and how long it is
+//!   known to have lasted).
 //!
 //! Receivers that deduplicate (Alertmanager by labels, PagerDuty by dedup key) get every
 //! instance's notifications, as their own clustering expects. For the others (Slack, Teams,
@@ -17,8 +19,20 @@
 //! cannot see each other, each is first in its own line and every one sends: duplicates,
 //! never silence.
 //!
+//! A peer's delivery stands for one of this instance's events only when it is of an
+//! episode this instance itself saw (issue 38 item 5): the peer's incident and this one's
+//! were open at a common moment, judged from what each knows for sure (from its start to
+//! its event here; from its start to the peer's last word that it was still open, there).
+//! Closeness in time alone is not enough: two instances that saw different episodes of
+//! the same incident within two minutes each took the other's delivery for their own, and
+//! the episode only one of them saw reached no receiver. A delivery is thus dropped only
+//! for one that reached the receiver about the same stretch of trouble: every event
+//! reaches every receiver at least once (`tests_interleavings` checks it over random
+//! interleavings of two instances).
+//!
 //! The judgment of turns is pure ([`turn`]), with `now` a parameter.
 
+pub mod auth;
 pub mod sync;
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -29,8 +43,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::alert::incident::IncidentEvent;
 use crate::config::WebhookFormat;
-use crate::model::silence::Silence;
-use crate::model::time::serde_ms;
+use crate::model::silence::{Invalid, Silence};
+use crate::model::time::{serde_ms, serde_opt_ms};
 
 /// The path of the peers' document on the HTTP server.
 pub const PEER_PATH: &str = "/api/v1/peer";
@@ -41,6 +55,13 @@ const MAX_DELIVERIES: usize = 2000;
 /// Two instances see the same change at slightly different times (each its own look): a
 /// peer's delivery of the same event within this of ours is the same event.
 const MIN_MATCH_WINDOW: Duration = Duration::from_secs(120);
+/// Peers kept at most (and so `peer_last_answer_age_seconds{peer}` series): far more than
+/// any fleet of watchdogs on the same clusters, few enough that a DNS name resolving to
+/// many addresses, or a peer changing its instance_id, cannot grow them without bound.
+pub const MAX_PEERS: usize = 64;
+/// A peer not heard this long is forgotten: its deliveries are past use (they are kept
+/// this long by their sender) and its series leaves the metrics.
+const FORGET_AFTER: Duration = KEEP_DELIVERIES;
 
 /// Whether the receiver's own service merges the instances' notifications.
 pub fn deduplicates(format: WebhookFormat) -> bool {
@@ -63,6 +84,32 @@ pub struct Delivery {
     /// When the incident changed (the event's time), not when it was sent.
     #[serde(with = "serde_ms")]
     pub at: SystemTime,
+    /// When the sender's incident began (its `started_at`). Missing (an older peer): the
+    /// delivery stands for none of this instance's events.
+    #[serde(default, with = "serde_opt_ms")]
+    pub started_at: Option<SystemTime>,
+    /// The last time the sender knows its incident was open: when it answered, while it
+    /// still is; else its latest delivery about it. Set when answering; missing, `at`.
+    #[serde(
+        default,
+        with = "serde_opt_ms",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub open_until: Option<SystemTime>,
+    /// The message the receiver shows the incident in, when it keeps one to edit (Slack
+    /// with a bot token): a peer that takes over sending edits it instead of posting
+    /// another, so the first message does not stay red after the resolve (issue 38
+    /// item 6). Absent from peers of earlier versions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<SlackMessage>,
+}
+
+/// A Slack message, as `chat.update` names it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SlackMessage {
+    /// The channel id Slack answered with.
+    pub channel: String,
+    pub ts: String,
 }
 
 impl Delivery {
@@ -74,15 +121,32 @@ impl Delivery {
             event: e.kind.as_str().to_string(),
             severity: e.incident.severity.as_str().to_string(),
             at: e.at,
+            started_at: Some(e.incident.started_at),
+            open_until: None,
+            message: None,
         }
     }
 
-    fn same_event(&self, other: &Delivery, window: Duration) -> bool {
-        self.receiver == other.receiver
-            && self.dedup_key == other.dedup_key
-            && self.event == other.event
-            && self.severity == other.severity
-            && apart(self.at, other.at) <= window
+    /// From the incident's start to the last time its sender knows it was open.
+    fn known_open(&self) -> Option<(SystemTime, SystemTime)> {
+        let start = self.started_at?;
+        Some((start, self.open_until.unwrap_or(self.at).max(self.at)))
+    }
+
+    /// Whether this peer delivery stands for `mine`: the same receiver, incident, event
+    /// and severity, close in time, and of an episode this instance saw too (both open
+    /// at a common moment).
+    fn same_event(&self, mine: &Delivery, window: Duration) -> bool {
+        let overlap = match (self.known_open(), mine.known_open()) {
+            (Some((a0, a1)), Some((b0, b1))) => a0 <= b1 && b0 <= a1,
+            _ => false,
+        };
+        self.receiver == mine.receiver
+            && self.dedup_key == mine.dedup_key
+            && self.event == mine.event
+            && self.severity == mine.severity
+            && apart(self.at, mine.at) <= window
+            && overlap
     }
 }
 
@@ -101,6 +165,38 @@ pub struct Answer {
     /// Its runtime silences, expired ones included (so an expiry reaches every instance).
     pub silences: Vec<Silence>,
     pub deliveries: Vec<Delivery>,
+}
+
+/// Why bytes are not a peer document.
+#[derive(Debug, thiserror::Error)]
+#[error("not a peer document: {0}")]
+pub struct Malformed(String);
+
+/// Longest instance_id, as the configuration allows one.
+const MAX_INSTANCE_ID_CHARS: usize = 128;
+/// More clusters than any one watchdog watches.
+const MAX_CLUSTERS: usize = 10_000;
+
+/// A peer's answer from its body: JSON of the shape `Answer`, within the bounds this
+/// instance keeps itself (ids, silences, deliveries). Pure, so it can be fuzzed.
+pub fn parse_answer(body: &[u8]) -> Result<Answer, Malformed> {
+    let a: Answer = serde_json::from_slice(body).map_err(|e| Malformed(e.to_string()))?;
+    let bad = |m: &str| Err(Malformed(m.to_string()));
+    let id_ok = |id: &str| {
+        !id.is_empty()
+            && id.chars().count() <= MAX_INSTANCE_ID_CHARS
+            && !id.chars().any(char::is_control)
+    };
+    if !id_ok(&a.instance_id) || a.version.chars().count() > MAX_INSTANCE_ID_CHARS {
+        return bad("instance_id or version out of shape");
+    }
+    if a.clusters.len() > MAX_CLUSTERS
+        || a.silences.len() > crate::model::silence::MAX_SILENCES
+        || a.deliveries.len() > MAX_DELIVERIES
+    {
+        return bad("more clusters, silences or deliveries than a watchdog keeps");
+    }
+    Ok(a)
 }
 
 /// A peer as last heard.
@@ -191,6 +287,11 @@ struct State {
     used: BTreeSet<(String, u64)>,
     /// Peer URLs whose last look failed (refused, timed out, not a watchdog).
     unreachable: Vec<String>,
+    /// Peers' silences refused (`Silence::check`), counted and said once per id.
+    silences_refused: u64,
+    /// Peers' answers refused, by reason.
+    answers_refused: BTreeMap<auth::Refusal, u64>,
+    refused_silence_ids: BTreeSet<String>,
 }
 
 /// For `/status` and the metrics.
@@ -202,6 +303,10 @@ pub struct PeersStats {
     pub answering: u64,
     /// Peer URLs whose last look failed.
     pub unreachable: Vec<String>,
+    /// Silences peers passed on that failed the checks of the silences API.
+    pub silences_refused: u64,
+    /// Answers refused, by reason (every reason, zero included).
+    pub answers_refused: Vec<(&'static str, u64)>,
 }
 
 impl Peers {
@@ -238,11 +343,20 @@ impl Peers {
         t
     }
 
-    /// `event` reached `receiver` from this instance.
-    pub fn delivered(&self, receiver: &str, event: &IncidentEvent, now: SystemTime) {
+    /// `event` reached `receiver` from this instance, shown in `message` (if it keeps one).
+    pub fn delivered(
+        &self,
+        receiver: &str,
+        event: &IncidentEvent,
+        message: Option<SlackMessage>,
+        now: SystemTime,
+    ) {
         let mut s = self.lock();
         s.next_seq += 1;
-        let d = Delivery::of(s.next_seq, receiver, event);
+        let d = Delivery {
+            message,
+            ..Delivery::of(s.next_seq, receiver, event)
+        };
         s.delivered.push_back(d);
         while s.delivered.len() > MAX_DELIVERIES
             || s.delivered
@@ -253,14 +367,49 @@ impl Peers {
         }
     }
 
-    /// Own deliveries, for the peers.
-    pub fn deliveries(&self) -> Vec<Delivery> {
-        self.lock().delivered.iter().cloned().collect()
+    /// The message of peer `by`'s delivery `seq` (from `Turn::Delivered`), if it told one.
+    pub fn message(&self, by: &str, seq: u64) -> Option<SlackMessage> {
+        let s = self.lock();
+        let view = s.views.get(by)?;
+        let d = view.deliveries.iter().find(|d| d.seq == seq)?;
+        d.message.clone()
     }
 
-    /// A peer answered.
+    /// Own deliveries, for the peers, each with how long its incident is known to have
+    /// been open: until `now` for those of the `open` episodes (dedup key, start), else
+    /// until the latest delivery of that episode.
+    pub fn deliveries(&self, open: &[(String, SystemTime)], now: SystemTime) -> Vec<Delivery> {
+        let s = self.lock();
+        let mut last: BTreeMap<(&str, SystemTime), SystemTime> = BTreeMap::new();
+        for d in &s.delivered {
+            if let Some(start) = d.started_at {
+                let e = last.entry((d.dedup_key.as_str(), start)).or_insert(d.at);
+                *e = (*e).max(d.at);
+            }
+        }
+        s.delivered
+            .iter()
+            .map(|d| {
+                let mut d = d.clone();
+                d.open_until = d.started_at.and_then(|start| {
+                    if open.iter().any(|(k, s)| *k == d.dedup_key && *s == start) {
+                        Some(now)
+                    } else {
+                        last.get(&(d.dedup_key.as_str(), start)).copied()
+                    }
+                });
+                d
+            })
+            .collect()
+    }
+
+    /// A peer answered. One URL is one instance at a time (a pod restarted with another
+    /// id replaces its old view); views not heard for `FORGET_AFTER` are forgotten, and
+    /// beyond `MAX_PEERS` the least lately heard goes.
     pub fn heard(&self, url: &str, answer: &Answer, now: SystemTime) {
         let mut s = self.lock();
+        s.views
+            .retain(|id, v| *id == answer.instance_id || v.url != url);
         s.views.insert(
             answer.instance_id.clone(),
             View {
@@ -270,13 +419,34 @@ impl Peers {
                 seen_at: now,
             },
         );
+        forget(&mut s.views, now);
         // A match is remembered as long as the delivery it used can still be shown.
         let State { views, used, .. } = &mut *s;
         used.retain(|(id, seq)| {
             views
                 .get(id)
-                .is_none_or(|v| v.deliveries.iter().any(|d| d.seq == *seq))
+                .is_some_and(|v| v.deliveries.iter().any(|d| d.seq == *seq))
         });
+    }
+
+    /// `peer` passed on silences that fail the checks of the silences API: each is said
+    /// and counted the first time (a peer repeats its silences at every look).
+    pub fn silences_refused(&self, peer: &str, refused: Vec<(String, Invalid)>) {
+        let mut s = self.lock();
+        for (id, why) in refused {
+            if s.refused_silence_ids.len() >= crate::model::silence::MAX_SILENCES {
+                s.refused_silence_ids.clear();
+            }
+            if s.refused_silence_ids.insert(id.clone()) {
+                s.silences_refused += 1;
+                tracing::warn!(silence = %id, peer = %peer, why = %why, "silence from a peer refused: it fails the checks of the silences API");
+            }
+        }
+    }
+
+    /// A peer's answer was refused (`auth::Refusal`).
+    pub fn answer_refused(&self, why: auth::Refusal) {
+        *self.lock().answers_refused.entry(why).or_default() += 1;
     }
 
     /// The peer URLs whose last look failed (the asking task says so after each look).
@@ -285,7 +455,8 @@ impl Peers {
     }
 
     pub fn stats(&self, now: SystemTime) -> PeersStats {
-        let s = self.lock();
+        let mut s = self.lock();
+        forget(&mut s.views, now);
         let peers: Vec<(String, String, f64)> = s
             .views
             .iter()
@@ -307,9 +478,32 @@ impl Peers {
             peers,
             answering,
             unreachable: s.unreachable.clone(),
+            silences_refused: s.silences_refused,
+            answers_refused: auth::Refusal::ALL
+                .iter()
+                .map(|r| (r.as_str(), s.answers_refused.get(r).copied().unwrap_or(0)))
+                .collect(),
         }
+    }
+}
+
+/// Drops the views not heard for `FORGET_AFTER`, then the least lately heard beyond
+/// `MAX_PEERS`.
+fn forget(views: &mut BTreeMap<String, View>, now: SystemTime) {
+    views.retain(|_, v| now.duration_since(v.seen_at).unwrap_or_default() <= FORGET_AFTER);
+    while views.len() > MAX_PEERS {
+        let oldest = views
+            .iter()
+            .min_by_key(|(_, v)| v.seen_at)
+            .map(|(id, _)| id.clone());
+        match oldest {
+            Some(id) => views.remove(&id),
+            None => break,
+        };
     }
 }
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_interleavings;

@@ -1,7 +1,9 @@
 //! Asking the peers: every `poll_interval`, each peer's `/api/v1/peer` (the URLs of
-//! `peers.urls`, and every address `peers.dns` resolves to at that look), with this
-//! instance's own `http.auth` credential. An answer updates the peer's view and hands its
-//! silences to `merge`; a peer that stops answering is said once, and again when it is back.
+//! `peers.urls`, and every address `peers.dns` resolves to at that look), signed with the
+//! peer key (`auth`; the `http.auth` credential is never sent). An answer whose signature
+//! is good updates the peer's view and hands its silences to `merge`; any other is refused
+//! and counted by reason. A peer that stops answering is said once, and again when it is
+//! back.
 
 use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
@@ -10,9 +12,10 @@ use std::time::{Duration, SystemTime};
 
 use tokio::sync::watch;
 
-use super::{Answer, Peers, PEER_PATH};
-use crate::config::{HttpAuth, PeersConfig};
-use crate::model::silence::Silence;
+use super::auth::{Nonce, PeerKey, Refusal, HEADER};
+use super::{parse_answer, Answer, Peers, PEER_PATH};
+use crate::config::PeersConfig;
+use crate::model::silence::{Invalid, Silence};
 
 /// Largest peer document read: its deliveries and silences are bounded far below.
 const MAX_ANSWER_BYTES: usize = 4 * 1024 * 1024;
@@ -26,9 +29,9 @@ pub enum PeerClientError {
 }
 
 /// What the task needs besides the shared state.
+#[derive(Clone)]
 pub struct Setup {
     pub config: PeersConfig,
-    pub auth: Option<HttpAuth>,
     /// Requests leave from the address this instance listens on when it is one address
     /// (not 0.0.0.0): a firewall that admits peers by address sees the instance's own.
     pub listen: SocketAddr,
@@ -84,33 +87,73 @@ async fn targets(config: &PeersConfig) -> Vec<String> {
     }
     out.sort();
     out.dedup();
+    // A name resolving to hundreds of addresses is not a fleet of watchdogs; asking them
+    // all would grow the views and the unreachable list without bound.
+    if out.len() > super::MAX_PEERS {
+        tracing::debug!(
+            count = out.len(),
+            "peers: more addresses than {} peers; the first asked",
+            super::MAX_PEERS
+        );
+        out.truncate(super::MAX_PEERS);
+    }
     out
 }
 
-async fn ask(
-    client: &reqwest::Client,
-    base: &str,
-    auth: Option<&HttpAuth>,
-) -> Result<Answer, String> {
-    let req = client.get(format!("{base}{PEER_PATH}"));
-    let req = match auth {
-        Some(auth) => auth.sign(req),
-        None => req,
-    };
-    let mut resp = req.send().await.map_err(|e| e.to_string())?;
-    let status = resp.status();
-    if !status.is_success() {
-        return Err(format!("HTTP {status}"));
-    }
-    // Read chunk by chunk, so an answer past the bound is refused before it is all held.
-    let mut body = Vec::new();
-    while let Some(chunk) = resp.chunk().await.map_err(|e| e.to_string())? {
-        body.extend_from_slice(&chunk);
-        if body.len() > MAX_ANSWER_BYTES {
-            return Err(format!("an answer of more than {MAX_ANSWER_BYTES} bytes"));
+/// Why a look at one peer brought no answer to take.
+#[derive(Debug)]
+pub enum AskError {
+    /// It answered, and the answer was refused (counted by reason).
+    Refused(Refusal),
+    /// No answer: refused, timed out, an HTTP error.
+    Failed(String),
+}
+
+impl std::fmt::Display for AskError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            AskError::Refused(r) => write!(f, "answer refused: {r}"),
+            AskError::Failed(why) => f.write_str(why),
         }
     }
-    serde_json::from_slice(&body).map_err(|e| format!("not a peer document: {e}"))
+}
+
+/// One look at the peer at `base`: its answer, taken only when signed with `key` for this
+/// very ask.
+pub async fn ask(client: &reqwest::Client, base: &str, key: &PeerKey) -> Result<Answer, AskError> {
+    let failed = |why: String| AskError::Failed(why);
+    let nonce = Nonce::fresh().ok_or_else(|| failed("the system's random source failed".into()))?;
+    let mut resp = client
+        .get(format!("{base}{PEER_PATH}"))
+        .header(HEADER, key.ask(&nonce, SystemTime::now()))
+        .send()
+        .await
+        .map_err(|e| failed(e.to_string()))?;
+    let status = resp.status();
+    if !status.is_success() {
+        let hint = if status == reqwest::StatusCode::UNAUTHORIZED {
+            ": it refused this watchdog's ask (another peer key, an older version, or clocks more than 300 s apart)"
+        } else {
+            ""
+        };
+        return Err(failed(format!("HTTP {status}{hint}")));
+    }
+    let signature = resp
+        .headers()
+        .get(HEADER)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
+    // Read chunk by chunk, so an answer past the bound is refused before it is all held.
+    let mut body = Vec::new();
+    while let Some(chunk) = resp.chunk().await.map_err(|e| failed(e.to_string()))? {
+        body.extend_from_slice(&chunk);
+        if body.len() > MAX_ANSWER_BYTES {
+            return Err(AskError::Refused(Refusal::Malformed));
+        }
+    }
+    key.check_answer(&nonce, &body, signature.as_deref())
+        .map_err(AskError::Refused)?;
+    parse_answer(&body).map_err(|_| AskError::Refused(Refusal::Malformed))
 }
 
 /// Asks every peer, every poll interval, until `stop`.
@@ -118,13 +161,14 @@ pub async fn run(
     peers: Arc<Peers>,
     setup: Setup,
     client: reqwest::Client,
-    merge: impl Fn(&str, Vec<Silence>) + Send + Sync + 'static,
+    merge: impl Fn(&str, Vec<Silence>) -> Vec<(String, Invalid)> + Send + Sync + 'static,
     mut stop: watch::Receiver<bool>,
 ) {
     // This watchdog's own URLs (found by its instance_id in the answer, then skipped), and
     // per URL why its last look failed (said once, when it starts failing).
     let mut own: Vec<String> = Vec::new();
     let mut failing: BTreeMap<String, String> = BTreeMap::new();
+    let key = PeerKey::new(setup.config.key.expose());
     let mut tick = tokio::time::interval(peers.poll_interval);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -136,7 +180,7 @@ pub async fn run(
         let asks = all
             .iter()
             .filter(|u| !own.contains(u))
-            .map(|u| async { (u.clone(), ask(&client, u, setup.auth.as_ref()).await) });
+            .map(|u| async { (u.clone(), ask(&client, u, &key).await) });
         for (url, answer) in futures::future::join_all(asks).await {
             match answer {
                 Ok(a) if a.instance_id == peers.instance_id => {
@@ -148,13 +192,17 @@ pub async fn run(
                         tracing::info!(peer = %a.instance_id, url = %url, "peer answers again");
                     }
                     peers.heard(&url, &a, SystemTime::now());
-                    merge(&a.instance_id, a.silences);
+                    let refused = merge(&a.instance_id, a.silences);
+                    peers.silences_refused(&a.instance_id, refused);
                 }
                 Err(why) => {
-                    if !failing.contains_key(&url) {
-                        tracing::warn!(url = %url, why = %why, "peer does not answer: its silences and deliveries are not known; after peers.takeover_secs this watchdog sends in its place");
+                    if let AskError::Refused(r) = &why {
+                        peers.answer_refused(*r);
                     }
-                    failing.insert(url, why);
+                    if !failing.contains_key(&url) {
+                        tracing::warn!(url = %url, why = %why, "peer does not answer, or its answer is refused: its silences and deliveries are not taken; after peers.takeover_secs this watchdog sends in its place");
+                    }
+                    failing.insert(url, why.to_string());
                 }
             }
         }

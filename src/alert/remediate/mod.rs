@@ -303,6 +303,9 @@ pub struct Remediator {
     proc_root: PathBuf,
     /// The name of the host-wide lock (see `HostLock`).
     host_lock: String,
+    /// Tests only: the next action's task panics as it starts.
+    #[cfg(test)]
+    panic_in_action: bool,
 }
 
 /// Held while a remediation command runs: an abstract Unix socket of a fixed name, which
@@ -495,6 +498,8 @@ impl Remediator {
             confirmed: None,
             proc_root: PathBuf::from("/proc"),
             host_lock: HOST_LOCK.to_string(),
+            #[cfg(test)]
+            panic_in_action: false,
         })
     }
 
@@ -697,36 +702,98 @@ impl Remediator {
                     record,
                     process,
                     lock,
-                } => {
-                    self.running.store(true, Ordering::SeqCst);
-                    let running = self.running.clone();
-                    let log = self.log.clone();
-                    let sink = self.sink.clone();
-                    let dir = self.dir.clone();
-                    let proc_root = self.proc_root.clone();
-                    tokio::spawn(async move {
-                        let r = match looked_again(&process, &proc_root, pid).await {
-                            Ok(()) => carry_out(config, pid, record, &dir).await,
-                            Err(why) => Record {
-                                outcome: Outcome::Refused,
-                                refusals: vec![why],
-                                ..record
-                            },
-                        };
-                        drop(lock);
-                        running.store(false, Ordering::SeqCst);
-                        let level_ok = r.outcome == Outcome::Acted;
-                        if level_ok {
-                            tracing::warn!(cluster = %r.cluster, broker = r.broker, stderr = %r.stderr_tail.as_deref().unwrap_or(""), "{}", r.summary());
-                        } else {
-                            tracing::error!(cluster = %r.cluster, broker = r.broker, stderr = %r.stderr_tail.as_deref().unwrap_or(""), "{}", r.summary());
-                        }
-                        log.record(&r);
-                        sink(r);
-                    });
-                }
+                } => self.act(config, pid, record, process, lock),
             }
         }
+    }
+
+    /// Carries out an action in a task of its own, which holds the cluster's remediation
+    /// (`running`) until it ends, however it ends, and reports when its command ends.
+    fn act(
+        &mut self,
+        config: RemediationConfig,
+        pid: Option<u32>,
+        record: Record,
+        process: crate::config::ProcessLocator,
+        lock: Arc<HostLock>,
+    ) {
+        self.running.store(true, Ordering::SeqCst);
+        let hold = ActionHold {
+            running: self.running.clone(),
+            unreported: Some((record.clone(), self.log.clone(), self.sink.clone())),
+        };
+        let (dir, proc_root) = (self.dir.clone(), self.proc_root.clone());
+        #[cfg(test)]
+        let panics = std::mem::take(&mut self.panic_in_action);
+        let task = async move {
+            let hold = hold;
+            #[cfg(test)]
+            if panics {
+                panic!("test: the remediation action panics");
+            }
+            let r = match looked_again(&process, &proc_root, pid).await {
+                Ok(()) => carry_out(config, pid, record, &dir).await,
+                Err(why) => Record {
+                    outcome: Outcome::Refused,
+                    refusals: vec![why],
+                    ..record
+                },
+            };
+            drop(lock);
+            let (log, sink) = hold.reported();
+            if r.outcome == Outcome::Acted {
+                tracing::warn!(cluster = %r.cluster, broker = r.broker, stderr = %r.stderr_tail.as_deref().unwrap_or(""), "{}", r.summary());
+            } else {
+                tracing::error!(cluster = %r.cluster, broker = r.broker, stderr = %r.stderr_tail.as_deref().unwrap_or(""), "{}", r.summary());
+            }
+            log.record(&r);
+            sink(r);
+        };
+        crate::model::supervise::spawn_once(
+            crate::model::supervise::Task::Remediation,
+            self.cluster.clone(),
+            task,
+        );
+    }
+}
+
+/// Held by an action's task: it releases the cluster's remediation however the task ends
+/// (issue 38 item 1: a panic left `running` set for good, and remediation refused every
+/// later decision as "still running", silently), and an action that ended before it
+/// reported is reported as failed, its outcome unknown.
+struct ActionHold {
+    running: Arc<AtomicBool>,
+    /// The decision's record and where to report it, until the action reports itself.
+    unreported: Option<(Record, RemediationLog, Sink)>,
+}
+
+impl ActionHold {
+    /// The action reports itself: where to, and the cluster's remediation released.
+    fn reported(mut self) -> (RemediationLog, Sink) {
+        let (_, log, sink) = self
+            .unreported
+            .take()
+            .expect("an action's hold is reported once");
+        (log, sink)
+    }
+}
+
+impl Drop for ActionHold {
+    fn drop(&mut self) {
+        self.running.store(false, Ordering::SeqCst);
+        let Some((record, log, sink)) = self.unreported.take() else {
+            return;
+        };
+        let r = Record {
+            outcome: Outcome::Failed,
+            status: Some(
+                "the remediation task ended before it reported (a panic, or the watchdog stopping): whether the command ran is unknown; the watchdog's log has the panic".into(),
+            ),
+            ..record
+        };
+        tracing::error!(cluster = %r.cluster, broker = r.broker, "{}", r.summary());
+        log.record(&r);
+        sink(r);
     }
 }
 
@@ -739,7 +806,7 @@ async fn looked_again(
     decided: Option<u32>,
 ) -> Result<(), String> {
     // A pool of its own: a look that blocks costs this check, never the host observer's.
-    let pool = crate::observe::host::ReadPool::default();
+    let pool = crate::observe::host::read_pool();
     let now =
         crate::observe::host::locate::locate(process, proc_root, Duration::from_secs(5), &pool)
             .await

@@ -450,6 +450,34 @@ async fn an_action_runs_in_a_task_and_reports_its_exit_status() {
     let _ = std::fs::remove_file(pid_file);
 }
 
+/// Issue 38 item 1: an action's task that panicked left the cluster's running flag set
+/// for good, so remediation refused every later decision ("still running") and nothing
+/// said why. The flag is released however the task ends, the panic is counted, and a
+/// `failed` record tells the receivers that the action's outcome is unknown.
+#[tokio::test]
+async fn an_action_that_panics_releases_remediation_and_says_so() {
+    let mut f = fixture("panics", Some(remediation(false)));
+    f.r.panic_in_action = true;
+    f.r.after_round(&report(t(0), HEALTHY), t(30));
+    let rec = tokio::time::timeout(Duration::from_secs(10), f.records.recv())
+        .await
+        .expect("a record of the action that died")
+        .expect("the remediator is gone");
+    assert_eq!(rec.outcome, Outcome::Failed, "{rec:?}");
+    assert!(
+        rec.status
+            .as_deref()
+            .unwrap_or("")
+            .contains("whether the command ran is unknown"),
+        "{rec:?}"
+    );
+    assert!(
+        !f.r.running.load(Ordering::SeqCst),
+        "the cluster's remediation is released"
+    );
+    let _ = std::fs::remove_dir_all(dir("panics"));
+}
+
 /// Issue 27 item 8: two watchdogs on one host never run remediations at once: the second
 /// finds the host-wide lock held and refuses, saying so.
 #[test]
@@ -556,6 +584,7 @@ fn remediation_events_reach_receivers_once_with_their_reason() {
         instance_id: "test",
         now: t(31),
         status_url: None,
+        runbooks_url: None,
     };
     let body = crate::alert::notify::generic(&n, &ctx);
     assert_eq!(body["event"], "refused");

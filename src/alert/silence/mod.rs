@@ -34,6 +34,15 @@ pub enum StoreError {
     },
 }
 
+/// What a merge of a peer's silences did.
+#[derive(Debug, Default, PartialEq)]
+pub struct Merged {
+    /// Ids of the silences added or ended earlier here.
+    pub changed: Vec<String>,
+    /// Ids of the silences refused, and why.
+    pub refused: Vec<(String, Invalid)>,
+}
+
 /// Every silence: the configuration's and those added at runtime.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Silences {
@@ -65,11 +74,17 @@ impl Silences {
     }
 
     pub fn save(&self, dir: &Path) -> Result<(), StoreError> {
-        let path = dir.join(STATE_FILE);
-        let bytes = serde_json::to_vec_pretty(&self.api).unwrap_or_default();
-        crate::alert::incident::ensure_dir(dir)
-            .and_then(|()| crate::alert::incident::write_atomic(&path, &bytes))
-            .map_err(|source| StoreError::Write { path, source })
+        crate::alert::incident::write_in(dir, STATE_FILE, &self.encode()).map_err(|source| {
+            StoreError::Write {
+                path: dir.join(STATE_FILE),
+                source,
+            }
+        })
+    }
+
+    /// The runtime silences as their file holds them.
+    pub fn encode(&self) -> Vec<u8> {
+        serde_json::to_vec_pretty(&self.api).unwrap_or_default()
     }
 
     /// Replaces the configuration's silences (at start and on reload).
@@ -108,11 +123,17 @@ impl Silences {
 
     /// Takes in a peer's runtime silences (`alert::peers`): one not known is added, one
     /// known ends at the earlier of the two ends (an expiry only moves an end earlier, so
-    /// every instance settles on the same silences whatever order it hears them in). The
-    /// ids of those that changed here.
-    pub fn merge(&mut self, remote: Vec<Silence>, now: SystemTime) -> Vec<String> {
+    /// every instance settles on the same silences whatever order it hears them in). Each
+    /// passes `Silence::check` first, as one asked of the API would: a peer's silence over
+    /// the 30-day cap, for a cluster not watched here, without a comment, is refused.
+    pub fn merge(
+        &mut self,
+        remote: Vec<Silence>,
+        known_clusters: &[String],
+        now: SystemTime,
+    ) -> Merged {
         self.prune(now);
-        let mut changed = Vec::new();
+        let mut out = Merged::default();
         for r in remote {
             if r.origin != Origin::Api
                 || now
@@ -121,21 +142,25 @@ impl Silences {
             {
                 continue;
             }
+            if let Err(why) = r.check(known_clusters) {
+                out.refused.push((r.id, why));
+                continue;
+            }
             let room = self.api.len() < MAX_SILENCES;
             match self.api.iter_mut().find(|s| s.id == r.id) {
                 Some(s) if r.ends_at < s.ends_at => {
                     s.ends_at = r.ends_at.max(s.starts_at);
-                    changed.push(r.id);
+                    out.changed.push(r.id);
                 }
                 Some(_) => {}
                 None if room => {
-                    changed.push(r.id.clone());
+                    out.changed.push(r.id.clone());
                     self.api.push(r);
                 }
                 None => {}
             }
         }
-        changed
+        out
     }
 
     /// The runtime silences, expired ones too: what the peers merge.

@@ -7,7 +7,11 @@ use crate::config::Severity;
 use crate::model::kind::FindingKind;
 use crate::model::round::BrokerId;
 use crate::model::silence::*;
-use crate::model::time::rfc3339;
+use crate::model::time::{rfc3339, unix_ms};
+
+fn lab() -> Vec<String> {
+    vec!["lab".to_string()]
+}
 
 fn t(secs: u64) -> SystemTime {
     UNIX_EPOCH + Duration::from_secs(1_700_000_000 + secs)
@@ -255,6 +259,47 @@ fn requests_are_checked_with_a_sentence_per_problem() {
     .contains("not after"));
 }
 
+/// Issue 39: the hand-written parser checked a day against 31 whatever the month, so
+/// `2026-02-31` became 3 March and a silence ended days after the one asked for. A date
+/// that does not exist is refused, saying what is wrong; what was valid still parses.
+#[test]
+fn a_date_that_does_not_exist_is_refused_not_moved_to_the_next_month() {
+    for bad in [
+        "2026-02-31T00:00:00Z",
+        "2026-02-29T12:00:00Z",
+        "2026-04-31T00:00:00Z",
+        "2100-02-29T00:00:00Z",
+    ] {
+        let e = parse_rfc3339(bad).expect_err(bad);
+        assert!(e.contains(bad) && e.contains("day"), "{bad}: {e}");
+    }
+    // A leap second only where one can be: the last second of a month, in UTC.
+    assert!(parse_rfc3339("2026-03-14T10:00:60Z").is_err());
+    assert_eq!(
+        parse_rfc3339("2016-12-31T23:59:60Z").map(unix_ms),
+        Ok(1_483_228_799_999)
+    );
+    // The forms accepted before: T, t or a space; Z or z; any number of fraction digits;
+    // an offset; spaces around.
+    for (good, ms) in [
+        ("2024-02-29T00:00:00Z", 1_709_164_800_000),
+        ("2024-02-29t00:00:00z", 1_709_164_800_000),
+        ("2024-02-29 00:00:00Z", 1_709_164_800_000),
+        (" 2024-02-29T01:30:00.5+01:30 ", 1_709_164_800_500),
+        ("2024-02-28T23:00:00.123456789123-01:00", 1_709_164_800_123),
+    ] {
+        assert_eq!(parse_rfc3339(good).map(unix_ms), Ok(ms), "{good}");
+    }
+    // Not a date and time separator, not a valid offset, before 1970.
+    for bad in [
+        "2024-02-29X00:00:00Z",
+        "2024-02-29T00:00:00+24:00",
+        "1969-12-31T23:59:59Z",
+    ] {
+        assert!(parse_rfc3339(bad).is_err(), "{bad}");
+    }
+}
+
 #[test]
 fn durations_and_times_parse() {
     assert_eq!(parse_duration("90m"), Ok(Duration::from_secs(5400)));
@@ -338,12 +383,24 @@ fn peers_settle_on_the_same_silences_whatever_order_they_hear_them_in() {
     // One added a, the other b and then expired it; each hears the other.
     one.add(a.clone(), t(10)).unwrap();
     two.add(b.clone(), t(10)).unwrap();
-    assert_eq!(one.merge(two.runtime(), t(20)), vec![b.id.clone()]);
+    assert_eq!(
+        one.merge(two.runtime(), &lab(), t(20)).changed,
+        vec![b.id.clone()]
+    );
     two.expire(&b.id, t(100)).unwrap();
-    assert_eq!(two.merge(one.runtime(), t(101)), vec![a.id.clone()]);
-    assert_eq!(one.merge(two.runtime(), t(102)), vec![b.id.clone()]);
+    assert_eq!(
+        two.merge(one.runtime(), &lab(), t(101)).changed,
+        vec![a.id.clone()]
+    );
+    assert_eq!(
+        one.merge(two.runtime(), &lab(), t(102)).changed,
+        vec![b.id.clone()]
+    );
     // Hearing its own older copy again does not revive b anywhere.
-    assert!(two.merge(vec![b.clone()], t(103)).is_empty());
+    assert!(two
+        .merge(vec![b.clone()], &lab(), t(103))
+        .changed
+        .is_empty());
     for s in [&one, &two] {
         let mut ids: Vec<(String, SystemTime)> =
             s.runtime().into_iter().map(|s| (s.id, s.ends_at)).collect();
@@ -362,7 +419,69 @@ fn a_peer_cannot_pass_on_configuration_silences_or_ones_long_over() {
     let old = silence(Some(3), None, 0, 10);
     let mut mine = Silences::default();
     assert!(mine
-        .merge(vec![from_file, old], t(10 + 86_400 + 1))
+        .merge(vec![from_file, old], &lab(), t(10 + 86_400 + 1))
+        .changed
         .is_empty());
     assert!(mine.all().is_empty());
+}
+
+/// Issue 38 item 5: a silence a peer hands over passes the checks the API makes, so a
+/// forged or buggy peer cannot add one the API would refuse.
+#[test]
+fn a_peer_silence_that_breaks_the_api_checks_is_refused() {
+    let known = ["lab".to_string()];
+    let now = t(100);
+    let fine = silence(Some(2), None, 0, 3600);
+    // Until 2036, as the forged answer of the issue had it: past the 30-day cap.
+    let forever = silence(None, None, 0, 400_000_000);
+    let mut elsewhere = silence(Some(1), None, 0, 3600);
+    elsewhere.cluster = Some("billing".into());
+    elsewhere.id = silence_id(&elsewhere);
+    let mut mute = silence(Some(3), None, 0, 3600);
+    mute.comment = "  ".into();
+    let mut odd_id = silence(Some(4), None, 0, 3600);
+    odd_id.id = "anything".into();
+    let mut store = Silences::default();
+    let merged = store.merge(
+        vec![
+            fine.clone(),
+            forever.clone(),
+            elsewhere.clone(),
+            mute,
+            odd_id,
+        ],
+        &known,
+        now,
+    );
+    assert_eq!(merged.changed, vec![fine.id.clone()]);
+    let why: Vec<String> = merged.refused.iter().map(|(_, w)| w.0.clone()).collect();
+    assert_eq!(why.len(), 4, "{why:?}");
+    assert!(why[0].contains("at most 30 days"), "{why:?}");
+    assert!(
+        why[1].contains("cluster 'billing' is not watched"),
+        "{why:?}"
+    );
+    assert!(why[2].contains("comment is required"), "{why:?}");
+    assert!(why[3].contains("not a silence id"), "{why:?}");
+    assert_eq!(store.all(), vec![fine.clone()]);
+    // The same check the API runs: a request for the forged silence is refused with the
+    // same words.
+    let request = Request {
+        ends_at: Some(rfc3339(forever.ends_at)),
+        comment: "x".into(),
+        ..Request::default()
+    };
+    assert_eq!(
+        request.check(&known, now, Origin::Api).unwrap_err(),
+        forever.check(&known).unwrap_err()
+    );
+    // An expiry from a peer of a silence not yet started ends it at its start: taken.
+    let later = silence(Some(5), None, 500, 900);
+    store.merge(vec![later.clone()], &known, now);
+    let mut expired = later.clone();
+    expired.ends_at = expired.starts_at;
+    assert_eq!(
+        store.merge(vec![expired], &known, now).changed,
+        vec![later.id.clone()]
+    );
 }

@@ -78,7 +78,18 @@ fn example_production_loads() {
     let c = load_inner(&path, &env).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(c.clusters.len(), 2);
     let (orders, payments) = (&c.clusters[0], &c.clusters[1]);
-    assert!(!orders.topics.matches("__consumer_offsets"));
+    // Issue 39: the example advised excluding `__.*`, which hides the consumer offsets and
+    // the transaction state from the partition checks: offline, they stop every consumer
+    // group or transactional producer whose coordinator lives there.
+    for c in &c.clusters {
+        for internal in ["__consumer_offsets", "__transaction_state"] {
+            assert!(
+                c.topics.matches(internal),
+                "{}: {internal} excluded",
+                c.name
+            );
+        }
+    }
     assert!(!orders.topics.matches("tmp.x"));
     assert!(payments.topics.matches("tmp.x"), "defaults' exclude list");
     assert_eq!(payments.security.protocol, SecurityProtocol::SaslSsl);
@@ -103,4 +114,30 @@ fn example_production_loads() {
     );
     assert_eq!(c.webhooks[1].clusters, ["payments-eu"]);
     assert_eq!(c.webhooks[2].headers["X-Scope-OrgID"], "kafka");
+}
+
+/// Issue 39: the .deb installed the full production example as its configuration, naming
+/// clusters, credentials and receivers that are not the operator's. It installs this one:
+/// it loads, names one cluster to replace, sends nothing anywhere, reads no secret, and
+/// serves on loopback only until told otherwise.
+#[test]
+fn the_packages_minimal_configuration_loads_and_stays_minimal() {
+    let c = load(&example_path("minimal.yaml")).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(c.clusters.len(), 1);
+    assert_eq!(c.clusters[0].name, "main");
+    assert!(c.webhooks.is_empty() && c.silences.is_empty() && c.peers.is_none());
+    assert!(c.http_auth.is_none() && c.http_tls.is_none());
+    assert!(c.http_listen.ip().is_loopback());
+    assert_eq!(c.state_dir, Path::new("/var/lib/kafka-watchdog"));
+    let keys = std::fs::read_to_string(example_path("minimal.yaml"))
+        .unwrap()
+        .lines()
+        .filter(|l| !l.trim_start().starts_with('#') && l.contains(':'))
+        .count();
+    assert!(keys <= 5, "{keys} keys: minimal means few");
+    let deb = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/Cargo.toml")).unwrap();
+    assert!(
+        deb.contains(r#"["config/minimal.yaml", "etc/kafka-watchdog/config.yaml", "644"]"#),
+        "the .deb installs config/minimal.yaml as /etc/kafka-watchdog/config.yaml"
+    );
 }

@@ -22,7 +22,8 @@ fn http_tls_and_auth_load() {
     assert_eq!(
         c.http_auth,
         Some(HttpAuth::Bearer {
-            token: Secret::new("c2VjcmV0.token==")
+            // Read from its file, which it remembers: another file is another secret.
+            token: Secret::from_file("c2VjcmV0.token==", dir.join("token"))
         })
     );
     assert_eq!(c.http_listen.to_string(), "127.0.0.1:9644");

@@ -114,6 +114,7 @@ fn example_path(name: &str) -> PathBuf {
 
 mod defaults;
 mod examples;
+mod heartbeat;
 mod host;
 mod hostile;
 mod http;

@@ -2,8 +2,29 @@
 
 use super::*;
 
+/// A peer key file of 48 characters, owner-only, shared by the tests of this file.
+fn key_file() -> PathBuf {
+    let path = std::env::temp_dir().join(format!("kw-peer-key-{}", std::process::id()));
+    if !path.exists() {
+        let tmp = path
+            .with_extension(format!("{:?}", std::thread::current().id()).replace(['(', ')'], ""));
+        std::fs::write(&tmp, "k".repeat(48)).unwrap();
+        std::fs::set_permissions(&tmp, std::os::unix::fs::PermissionsExt::from_mode(0o600))
+            .unwrap();
+        let _ = std::fs::rename(&tmp, &path);
+    }
+    path
+}
+
+/// The `peers:` block `block`, with a key unless it names one.
 fn peers_with(block: &str) -> String {
-    minimal_with("peers", block)
+    if block.contains("key") {
+        return minimal_with("peers", block);
+    }
+    minimal_with(
+        "peers",
+        &format!("{block}\nkey_file: {}", key_file().display()),
+    )
 }
 
 #[test]
@@ -55,4 +76,43 @@ fn peers_problems_name_the_line_and_what_would_be_right() {
     );
     let unknown = one(&peers_with("urls: [http://wd-1:9644]\ntakeover: 5"));
     assert!(unknown.contains("takeover"), "{unknown}");
+}
+
+/// Issue 38 item 5: peers prove who they are with a key of their own; a `peers:` block
+/// without one does not load, and says what would be right.
+#[test]
+fn peers_need_a_key_of_their_own() {
+    let none = one(&minimal_with("peers", "urls: [http://wd-1:9644]"));
+    assert!(
+        none.contains("4:1: peers has no key")
+            && none.contains("no longer with its http.auth credential")
+            && none.contains("peers.key_file (or key_env) holding at least 32 random characters"),
+        "{none}"
+    );
+    let env = env_of(&[("KW_PEER", "short"), ("KW_TOKEN", &"t".repeat(40))]);
+    let short = problems_env(
+        &minimal_with("peers", "urls: [http://wd-1:9644]\nkey_env: KW_PEER"),
+        &env,
+    );
+    assert!(
+        short[0]
+            .to_string()
+            .contains("the peer key (key_env) is shorter than 32 characters"),
+        "{short:?}"
+    );
+    let inline = one(&minimal_with("peers", "urls: [http://wd-1:9644]\nkey: abc"));
+    assert!(inline.contains("an inline key is not accepted"), "{inline}");
+    let same = format!(
+        "{}http:\n  auth: {{bearer_token_env: KW_TOKEN}}\n",
+        minimal_with("peers", "urls: [http://wd-1:9644]\nkey_env: KW_TOKEN")
+    );
+    let same = problems_env(&same, &env);
+    assert!(
+        same[0]
+            .to_string()
+            .contains("the peer key is the http.auth credential"),
+        "{same:?}"
+    );
+    let p = ok(&peers_with("urls: [http://wd-1:9644]")).peers.unwrap();
+    assert_eq!(p.key.expose(), "k".repeat(48));
 }

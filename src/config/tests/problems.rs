@@ -281,7 +281,7 @@ fn wrong_types_are_named() {
 fn unknown_keys_and_hints() {
     assert_eq!(
         one(&format!("{MINIMAL}webhook: []\n")),
-        "4:1: unknown key 'webhook' in the top level, did you mean 'webhooks'? (expected one of: instance_id, http, log, state_dir, defaults, clusters, webhooks, silences, peers)"
+        "4:1: unknown key 'webhook' in the top level, did you mean 'webhooks'? (expected one of: instance_id, http, log, state_dir, defaults, clusters, webhooks, silences, peers, heartbeat)"
     );
     assert_eq!(
         one(&cluster_with("canary: {tpoic: x}")),
@@ -408,4 +408,24 @@ fn canary_topic_name_rules() {
     }
     let c = ok(&cluster_with("canary: {topic: my.canary_topic-1}"));
     assert_eq!(c.clusters[0].canary.topic, "my.canary_topic-1");
+}
+
+/// Webhooks link to `<http.runbooks_url>#<alert>`; without it, to this watchdog's
+/// /runbooks as people reach it (beside /status). A `#` of its own would break every link.
+#[test]
+fn http_runbooks_url_is_where_webhooks_link_for_runbooks() {
+    let c = ok(&format!(
+        "{MINIMAL}http: {{listen: '127.0.0.1:9650', external_url: 'https://wd.example.com/kafka'}}\n"
+    ));
+    assert_eq!(c.runbooks_url(), "https://wd.example.com/kafka/runbooks");
+    let c = ok(&format!("{MINIMAL}http: {{listen: '127.0.0.1:9650'}}\n"));
+    assert_eq!(c.runbooks_url(), "http://127.0.0.1:9650/runbooks");
+    let c = ok(&format!(
+        "{MINIMAL}http: {{runbooks_url: 'https://wiki.example.com/kw/runbooks'}}\n"
+    ));
+    assert_eq!(c.runbooks_url(), "https://wiki.example.com/kw/runbooks");
+    let p = one(&format!(
+        "{MINIMAL}http: {{runbooks_url: 'https://wiki.example.com/kw#runbooks'}}\n"
+    ));
+    assert!(p.contains("has a #: links add #<alert name> to it"), "{p}");
 }

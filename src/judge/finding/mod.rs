@@ -17,7 +17,7 @@ use crate::judge::rule::BrokerState;
 use crate::model::kind::FindingKind;
 use crate::model::round::BrokerId;
 
-pub use of_report::{findings, MAX_AFFECTED_PARTITIONS};
+pub use of_report::{findings, MAX_AFFECTED_PARTITIONS, ROTATION_GRACE};
 
 use crate::judge::report::ClusterReport;
 use canary::CanaryMemory;
@@ -149,6 +149,8 @@ impl FindingKind {
             | FindingKind::AcknowledgedLoss
             | FindingKind::UncleanElection
             | FindingKind::ClusterUnreachable => Severity::Critical,
+            // Nothing of the cluster is watched: a zombie now would page no one.
+            FindingKind::WatchdogBlind => Severity::Critical,
             // Evidence about one broker's leadership, not a broken promise: the split brain
             // and the broker's own verdict page when it is one.
             FindingKind::UnderReplicated
@@ -160,6 +162,62 @@ impl FindingKind {
             FindingKind::Certificate => Severity::Warning,
         }
     }
+}
+
+impl FindingKind {
+    /// The alert rule (dashboards/alerts.yaml) whose runbook section in docs/runbooks.md
+    /// tells what to do about a finding of this kind, in this state for a broker or a
+    /// controller: webhooks link to `/runbooks#<it in lower case>`. A remediation event
+    /// is about its broker's incident.
+    pub fn runbook_section(self, state: Option<BrokerState>) -> &'static str {
+        use BrokerState::{Down, Unknown, Zombie};
+        match (self, state) {
+            (FindingKind::Broker | FindingKind::Remediation, Some(Zombie)) => "KafkaBrokerZombie",
+            (FindingKind::Broker | FindingKind::Remediation, Some(Down)) => "KafkaBrokerDown",
+            // Unknown: the watchdog cannot see the cluster, and says so.
+            (FindingKind::Broker | FindingKind::Remediation, Some(Unknown)) => {
+                "KafkaWatchdogClusterUnreachable"
+            }
+            (FindingKind::Broker | FindingKind::Remediation, _) => "KafkaBrokerDegraded",
+            (FindingKind::Controller, Some(Down)) => "KafkaControllerDown",
+            // A frozen, wedged or lagging controller: the same first look.
+            (FindingKind::Controller, _) => "KafkaControllerZombie",
+            (FindingKind::Quorum, _) => "KafkaQuorumUnavailable",
+            (FindingKind::OfflinePartitions, _) => "KafkaOfflinePartitions",
+            (FindingKind::UnderMinIsr, _) => "KafkaUnderMinIsrPartitions",
+            (FindingKind::UnderReplicated, _) => "KafkaWatchdogUnderReplicated",
+            (FindingKind::SplitBrain, _) => "KafkaSplitBrain",
+            (FindingKind::ClusterUnreachable, _) => "KafkaWatchdogClusterUnreachable",
+            (FindingKind::AcknowledgedLoss, _) => "KafkaAcknowledgedWriteLoss",
+            (FindingKind::Acks1Loss, _) => "KafkaWatchdogAcks1Loss",
+            (FindingKind::CanaryUnavailable, _) => "KafkaWatchdogCanaryUnavailable",
+            (FindingKind::UncleanElection, _) => "KafkaWatchdogUncleanElection",
+            (FindingKind::WatchdogAccess, _) => "KafkaWatchdogAccess",
+            (FindingKind::Certificate, _) => "KafkaWatchdogCertificate",
+            (FindingKind::WatchdogBlind, _) => "KafkaWatchdogBlind",
+        }
+    }
+}
+
+/// The watchdog blind for `cluster` (issue 38 item 2): its round loop has completed no
+/// round since `since`, over its allowance `allowed`. Stays the same words while it lasts,
+/// so that it is no news at each look.
+pub fn blind(cluster: &str, since: SystemTime, allowed: Duration) -> Finding {
+    let since_text = crate::model::time::rfc3339(since);
+    let mut f = Finding::new(
+        FindingKey::new(cluster, Subject::Cluster, FindingKind::WatchdogBlind),
+        format!(
+            "the watchdog is blind for cluster {cluster} since {since_text}: its round loop has completed no round since then (allowed {} s without one), so nothing about the cluster is judged or paged until it does",
+            allowed.as_secs()
+        ),
+    );
+    f.holds_since = Some(since);
+    f.evidence = vec![
+        format!("last round completed: {since_text}"),
+        "the watchdog's own fault, not the cluster's: its journal says why the loop is stuck or dying (task_restarts_total{task=\"cluster_loop\"} counts the deaths); /healthz answers 503 meanwhile".into(),
+        "the cluster's other incidents stay as they were until rounds complete again".into(),
+    ];
+    f
 }
 
 /// Identifies a finding across rounds, restarts and watchdog instances.

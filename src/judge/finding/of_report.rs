@@ -14,6 +14,12 @@ use crate::model::round::{BrokerId, FailureKind, ProbeFailure};
 use super::{Finding, FindingKey, Subject};
 use crate::model::kind::FindingKind;
 
+/// How long a login the brokers refuse is held before it pages: a rotated password reaches
+/// Kafka first and the watchdog's mounted file up to a minute or so later (the kubelet's
+/// sync period), and the probes log in anew every round. The credential watcher takes the
+/// new file in within 5 s of its change.
+pub const ROTATION_GRACE: std::time::Duration = std::time::Duration::from_secs(120);
+
 /// Partitions listed by name in one finding; the total is always given.
 pub const MAX_AFFECTED_PARTITIONS: usize = 100;
 /// Evidence lines of one partition finding; a line says how many were left out.
@@ -328,6 +334,9 @@ fn access(report: &ClusterReport, v: &BrokerVerdict) -> Finding {
     };
     let mut f = Finding::new(key, summary);
     f.severity = FindingKind::WatchdogAccess.severity(None);
+    if first.is_some_and(|(_, e)| e.kind == FailureKind::Authentication) {
+        f.hold_for = Some(ROTATION_GRACE);
+    }
     f.state = Some(BrokerState::Unknown);
     f.broker_address = (!v.address.is_empty()).then(|| v.address.clone());
     f.evidence = hits
@@ -566,13 +575,18 @@ fn unwatched(report: &ClusterReport) -> Finding {
 }
 
 fn every_failure_is_access(report: &ClusterReport) -> bool {
+    every_failure(report, |k| crate::judge::verdict::access_rule(k).is_some())
+}
+
+/// Every broker and bootstrap server that failed failed so, and at least one did.
+fn every_failure(report: &ClusterReport, so: impl Fn(FailureKind) -> bool) -> bool {
     let mut kinds = report
         .probes
         .values()
         .filter_map(|p| p.first_failure().map(|(_, e)| e.kind))
         .chain(report.bootstrap_failures.iter().map(|(_, e)| e.kind))
         .peekable();
-    kinds.peek().is_some() && kinds.all(|k| crate::judge::verdict::access_rule(k).is_some())
+    kinds.peek().is_some() && kinds.all(so)
 }
 
 fn unreachable(report: &ClusterReport) -> Finding {
@@ -626,5 +640,8 @@ fn unreachable(report: &ClusterReport) -> Finding {
         ),
     );
     f.evidence = evidence;
+    if every_failure(report, |k| k == FailureKind::Authentication) {
+        f.hold_for = Some(ROTATION_GRACE);
+    }
     f
 }

@@ -8,10 +8,15 @@
 //! the client is made and at every canary round after: rust-rdkafka's refresh callback can
 //! hand librdkafka no extensions, and Confluent Cloud refuses a token without its
 //! `logicalCluster`. A token is renewed at 80% of its life, far more than a round apart.
+//!
+//! The token is asked for on the runtime, as the probes ask for theirs, within a deadline;
+//! then handed to the clients, which is quick. It was fetched blocking a runtime worker
+//! while the AWS credential lookup it waited for needed a worker of its own: two MSK
+//! clusters' canaries took both workers and the daemon froze (issue 38 item 3).
 
 use std::ffi::CString;
 use std::sync::Arc;
-use std::time::UNIX_EPOCH;
+use std::time::{Duration, UNIX_EPOCH};
 
 use rdkafka::client::{Client, ClientContext};
 use rdkafka::consumer::ConsumerContext;
@@ -26,10 +31,10 @@ enum Source {
 }
 
 impl Source {
-    fn token_blocking(&self) -> Result<Token, String> {
+    async fn token(&self) -> Result<Token, String> {
         match self {
-            Source::Oidc(s) => s.token_blocking(),
-            Source::MskIam(a) => a.token_blocking(),
+            Source::Oidc(s) => s.token().await,
+            Source::MskIam(a) => a.oauth_token().await,
         }
     }
 }
@@ -57,23 +62,34 @@ impl CanaryContext {
         }
     }
 
-    /// A token can be had (always true without a token mechanism).
-    pub fn token_ready(&self) -> Result<(), String> {
-        match &self.token {
-            Some(source) => source.token_blocking().map(|_| ()),
-            None => Ok(()),
+    /// The token for the clients now (`None` without a token mechanism): the one kept while
+    /// it is fresh, else a new one from the endpoint or the AWS credential chain, awaited
+    /// for at most `deadline`. A lookup cut short goes on by itself (see
+    /// `AwsIdentity::credentials`) and serves the next round.
+    pub async fn token(&self, deadline: Duration) -> Result<Option<Token>, String> {
+        let Some(source) = &self.token else {
+            return Ok(None);
+        };
+        match tokio::time::timeout(deadline, source.token()).await {
+            Ok(token) => token.map(Some),
+            Err(_) => Err(format!(
+                "no token within {} s: the token endpoint or the AWS credential chain is slow or unreachable",
+                deadline.as_secs_f64()
+            )),
         }
     }
 
-    /// Hands `client` the current token (a no-op without a token mechanism). Called when a
-    /// client is made, before it connects, and at every canary round. Blocking while a
-    /// new token is fetched: once per token lifetime.
-    pub fn prime<C: ClientContext>(&self, client: &Client<C>) -> Result<(), String> {
-        let Some(source) = &self.token else {
-            return Ok(());
-        };
-        let token = source.token_blocking()?;
-        set_token(client, &token, &self.extensions)
+    /// Hands `client` `token` (a no-op without one): called when a client is made, before
+    /// it connects, and at every canary round. librdkafka only keeps it: nothing waits.
+    pub fn prime<C: ClientContext>(
+        &self,
+        client: &Client<C>,
+        token: Option<&Token>,
+    ) -> Result<(), String> {
+        match token {
+            Some(t) => set_token(client, t, &self.extensions),
+            None => Ok(()),
+        }
     }
 }
 
@@ -144,21 +160,25 @@ mod tests {
             .unwrap()
     }
 
-    #[test]
-    fn a_client_takes_the_token_with_its_extensions() {
+    const DEADLINE: Duration = Duration::from_secs(5);
+
+    #[tokio::test]
+    async fn a_client_takes_the_token_with_its_extensions() {
         let context = CanaryContext::new(&oauth_wire(&[("logicalCluster", "lkc-abc123")]));
         assert_eq!(context.extensions.len(), 1);
         let c = consumer(context.clone());
-        context.prime(c.client()).unwrap();
+        let token = context.token(DEADLINE).await.unwrap();
+        context.prime(c.client(), token.as_ref()).unwrap();
     }
 
     /// librdkafka checks extensions as Kafka does (RFC 7628): the name `auth` is refused,
     /// so a token with a bad extension fails here, not silently at the broker.
-    #[test]
-    fn librdkafka_refuses_an_extension_named_auth() {
+    #[tokio::test]
+    async fn librdkafka_refuses_an_extension_named_auth() {
         let context = CanaryContext::new(&oauth_wire(&[("auth", "x")]));
         let c = consumer(context.clone());
-        let err = context.prime(c.client()).unwrap_err();
+        let token = context.token(DEADLINE).await.unwrap();
+        let err = context.prime(c.client(), token.as_ref()).unwrap_err();
         assert!(err.contains("auth"), "{err}");
     }
 
@@ -192,6 +212,7 @@ mod tests {
     async fn first_auth_bytes(wire: WireOptions) -> Vec<u8> {
         let (b, seen) = oauthbearer_broker().await;
         let context = CanaryContext::new(&wire);
+        let token = context.token(DEADLINE).await.unwrap();
         let address = b.address.clone();
         tokio::task::spawn_blocking(move || {
             let c: BaseConsumer<CanaryContext> = ClientConfig::new()
@@ -201,7 +222,7 @@ mod tests {
                 .set("group.id", "t")
                 .create_with_context(context.clone())
                 .unwrap();
-            context.prime(c.client()).unwrap();
+            context.prime(c.client(), token.as_ref()).unwrap();
             // Authenticates, then waits on the metadata the broker never gives.
             let _ = c.fetch_metadata(None, std::time::Duration::from_secs(3));
         })
@@ -277,10 +298,46 @@ mod tests {
         assert!(url.contains("&User-Agent=kafka-watchdog%2F"), "{url}");
     }
 
-    #[test]
-    fn without_a_token_mechanism_nothing_is_set() {
+    /// A token endpoint that takes the request and never answers: the canary hears so at
+    /// its deadline, in words, instead of waiting (a runtime worker with it, before).
+    #[tokio::test]
+    async fn a_token_endpoint_that_never_answers_is_an_error_at_the_deadline() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/token", listener.local_addr().unwrap());
+        let _held = tokio::spawn(async move {
+            let mut held = Vec::new();
+            while let Ok((s, _)) = listener.accept().await {
+                held.push(s);
+            }
+        });
+        let source = TokenSource::new(
+            url,
+            "watchdog".into(),
+            "secret".into(),
+            None,
+            None,
+            Duration::from_secs(30),
+        );
+        let wire = WireOptions {
+            security: Security::SaslPlaintext(SaslSettings {
+                oauth: Some(Arc::new(source)),
+                ..SaslSettings::user_password(SaslMechanism::OAuthBearer, "", "")
+            }),
+            ..WireOptions::default()
+        };
+        let started = std::time::Instant::now();
+        let err = CanaryContext::new(&wire)
+            .token(Duration::from_millis(300))
+            .await
+            .unwrap_err();
+        assert!(started.elapsed() < Duration::from_secs(5));
+        assert!(err.starts_with("no token within 0.3 s"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn without_a_token_mechanism_nothing_is_set() {
         let context = CanaryContext::new(&WireOptions::default());
         assert!(context.token.is_none());
-        context.token_ready().unwrap();
+        assert!(context.token(DEADLINE).await.unwrap().is_none());
     }
 }

@@ -42,6 +42,9 @@ use rdkafka::error::KafkaError;
 use rdkafka::producer::Producer as _;
 use tokio::sync::watch;
 
+use crate::model::supervise::{self, Task};
+use crate::observe::wire::Token;
+
 use auth::CanaryContext;
 use layout::{LayoutMemory, LayoutSettings};
 use stats::CanaryStats;
@@ -107,6 +110,8 @@ pub struct Canary {
     /// Whether the topic is the watchdog's (see `ownership`), decided once each time it
     /// appears; None while it does not exist or could not be told.
     ownership: Option<ownership::Ownership>,
+    /// The credentials' generation (`credentials_generation`) the clients were made with.
+    credentials: u64,
 }
 
 fn config_error(e: KafkaError) -> TopicStatus {
@@ -131,6 +136,7 @@ impl Canary {
             assigned: BTreeSet::new(),
             epochs: BTreeMap::new(),
             ownership: None,
+            credentials: 0,
         }
     }
 
@@ -144,14 +150,36 @@ impl Canary {
         self.shared.news.clone()
     }
 
-    fn start_clients(&self) -> Result<Clients, TopicStatus> {
+    /// Drops the clients when the credentials librdkafka reads changed since they were
+    /// made: librdkafka takes the SASL password as a property and reads the CA and client
+    /// certificate files when a client is made, never again for one that exists. The next
+    /// clients get the password as it is now; the consumer resumes where the ledger read.
+    fn renew_credentials(&mut self) {
+        let now = credentials_generation(&self.settings.wire.security);
+        if self.clients.is_some() && now != self.credentials {
+            tracing::info!(cluster = %self.settings.cluster, "the canary's credentials changed: its Kafka clients start again with them");
+            self.clients = None;
+            self.assigned.clear();
+        }
+        if self.clients.is_none() {
+            self.credentials = now;
+            if let Some(sasl) = self.settings.wire.security.sasl() {
+                if sasl.oauth.is_none() && sasl.aws.is_none() {
+                    self.settings
+                        .client
+                        .set("sasl.password", sasl.password.text());
+                }
+            }
+        }
+    }
+
+    /// The clients, made with `context` and handed `token` before they connect.
+    fn start_clients(
+        &self,
+        context: CanaryContext,
+        token: Option<&Token>,
+    ) -> Result<Clients, TopicStatus> {
         let s = &self.settings;
-        let context = CanaryContext::new(&s.wire);
-        // Without a token no client can authenticate: say so once, rather than create and
-        // drop three clients every round.
-        context.token_ready().map_err(|e| {
-            TopicStatus::Broken(format!("cannot get a token for the canary's clients: {e}"))
-        })?;
         let ms = s.produce_timeout.as_millis().max(1).to_string();
         let producer = Polled::create(
             s.client
@@ -183,24 +211,23 @@ impl Canary {
             .clone()
             .create_with_context(context.clone())
             .map_err(config_error)?;
-        // With a token mechanism no client connects before it has its first token.
-        context
-            .prime(admin.inner())
-            .and_then(|()| context.prime(producer.client()))
-            .and_then(|()| context.prime(consumer.client()))
-            .map_err(|e| {
-                TopicStatus::Broken(format!("cannot authenticate the canary's clients: {e}"))
-            })?;
         let consumer = Arc::new(consumer);
         let producer = Arc::new(producer);
-        let reader = tokio::spawn(read_loop(consumer.clone(), self.shared.clone()));
+        // With a token mechanism no client connects before it has its first token.
+        prime_all(&context, &admin, &producer, &consumer, token).map_err(|e| {
+            TopicStatus::Broken(format!("cannot authenticate the canary's clients: {e}"))
+        })?;
+        // Supervised: a reader or writer that ends (a panic) is started again, or the
+        // canary would go on reporting rounds that no write or read feeds.
+        let (c, shared) = (consumer.clone(), self.shared.clone());
+        let reader = supervise::spawn(Task::CanaryReader, &s.cluster, move || {
+            read_loop(c.clone(), shared.clone())
+        });
         let (plan, plan_rx) = watch::channel(Vec::new());
-        let writer = tokio::spawn(write_loop(
-            plan_rx,
-            producer.clone(),
-            self.settings.clone(),
-            self.shared.clone(),
-        ));
+        let (p, settings, shared) = (producer.clone(), self.settings.clone(), self.shared.clone());
+        let writer = supervise::spawn(Task::CanaryWriter, &s.cluster, move || {
+            write_loop(plan_rx.clone(), p.clone(), settings.clone(), shared.clone())
+        });
         Ok(Clients {
             consumer,
             producer,
@@ -211,6 +238,36 @@ impl Canary {
             writer,
         })
     }
+}
+
+/// Hands every client `token` (see `CanaryContext::prime`).
+fn prime_all(
+    context: &CanaryContext,
+    admin: &AdminClient<CanaryContext>,
+    producer: &Polled<Attributing>,
+    consumer: &StreamConsumer<CanaryContext>,
+    token: Option<&Token>,
+) -> Result<(), String> {
+    context
+        .prime(admin.inner(), token)
+        .and_then(|()| context.prime(producer.client(), token))
+        .and_then(|()| context.prime(consumer.client(), token))
+}
+
+/// How many times the credentials librdkafka reads (the CA file, the client certificate
+/// and key, the SASL password) took new content; token mechanisms hand each client its
+/// token at every round (`auth`) and need no new client.
+fn credentials_generation(security: &crate::observe::wire::Security) -> u64 {
+    let tls = security.tls();
+    [
+        tls.and_then(|t| t.ca_pem.as_ref()),
+        tls.and_then(|t| t.client_cert.as_ref()),
+        security.sasl().map(|s| &s.password),
+    ]
+    .into_iter()
+    .flatten()
+    .map(crate::config::live::Current::generation)
+    .sum()
 }
 
 #[cfg(test)]

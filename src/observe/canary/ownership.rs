@@ -23,6 +23,7 @@ use rdkafka::{Offset, TopicPartitionList};
 
 use super::auth::CanaryContext;
 use super::record::CanaryRecord;
+use crate::observe::wire::Token;
 
 /// The topic name the watchdog uses unless told otherwise.
 pub(super) const DEFAULT_TOPIC: &str = "__kafka_watchdog_canary";
@@ -92,6 +93,7 @@ pub(super) fn decide(
 pub(super) fn look(
     client: &ClientConfig,
     context: CanaryContext,
+    token: Option<&Token>,
     topic: &str,
     partitions: &[i32],
     timeout: Duration,
@@ -103,7 +105,7 @@ pub(super) fn look(
         .set("enable.partition.eof", "false")
         .create_with_context(context.clone())?;
     // With OAUTHBEARER the client has no token until one is set: as the admin client's is.
-    context.prime(consumer.client()).map_err(|e| {
+    context.prime(consumer.client(), token).map_err(|e| {
         KafkaError::ClientCreation(format!("a token for the canary's consumer: {e}"))
     })?;
     let mut looks = Vec::with_capacity(partitions.len());

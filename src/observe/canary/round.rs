@@ -4,10 +4,9 @@
 use std::collections::BTreeSet;
 use std::time::{Duration, SystemTime};
 
-use rdkafka::consumer::Consumer;
-use rdkafka::producer::Producer as _;
 use serde::Serialize;
 
+use super::auth::CanaryContext;
 use super::books::lock;
 use super::layout::{self, PartitionState};
 use super::produce::ProduceFailure;
@@ -162,7 +161,7 @@ impl Canary {
             windows_closed: Vec::new(),
             acks1: Vec::new(),
         };
-        if let Err(status) = self.ready_clients() {
+        if let Err(status) = self.ready_clients().await {
             out.status = status;
             return out;
         }
@@ -204,24 +203,38 @@ impl Canary {
         out
     }
 
-    /// Starts the clients when there are none yet, else renews their tokens; `Err` with the
-    /// topic's status when they cannot start.
-    fn ready_clients(&mut self) -> Result<(), TopicStatus> {
-        if self.clients.is_none() {
-            self.clients = Some(self.start_clients()?);
-        } else if let Some(c) = &self.clients {
-            // Every client's token is renewed here (see auth::CanaryContext::prime); a
-            // failure shows in the requests that need it.
-            if let Err(e) = c
-                .context
-                .prime(c.admin.inner())
-                .and_then(|()| c.context.prime(c.producer.client()))
-                .and_then(|()| c.context.prime(c.consumer.client()))
-            {
-                tracing::warn!(cluster = %self.settings.cluster, "canary token: {e}");
-            }
+    /// Starts the clients when there are none yet or their credentials changed, else
+    /// renews their tokens; `Err` with the topic's status when they cannot start.
+    async fn ready_clients(&mut self) -> Result<(), TopicStatus> {
+        self.renew_credentials();
+        let context = match &self.clients {
+            Some(c) => c.context.clone(),
+            None => CanaryContext::new(&self.settings.wire),
+        };
+        let token = context.token(self.token_deadline()).await;
+        let Some(c) = &self.clients else {
+            // Without a token no client can authenticate: say so once, rather than create
+            // and drop three clients every round.
+            let token = token.map_err(|e| {
+                TopicStatus::Broken(format!("cannot get a token for the canary's clients: {e}"))
+            })?;
+            self.clients = Some(self.start_clients(context, token.as_ref())?);
+            return Ok(());
+        };
+        // Every client's token is renewed here (see auth::CanaryContext::prime); a failure
+        // shows in the requests that need it, once the one they have expires.
+        if let Err(e) = token.and_then(|t| {
+            super::prime_all(&c.context, &c.admin, &c.producer, &c.consumer, t.as_ref())
+        }) {
+            tracing::warn!(cluster = %self.settings.cluster, "canary token: {e}");
         }
         Ok(())
+    }
+
+    /// How long a round waits for the clients' token: as long as a broker gets to answer
+    /// the probes.
+    fn token_deadline(&self) -> std::time::Duration {
+        self.settings.wire.connect_timeout + self.settings.wire.request_timeout
     }
 
     /// The status of a topic the view does not list.
@@ -288,10 +301,15 @@ impl Canary {
                 let partitions: Vec<i32> = parts.iter().map(|p| p.state.partition).collect();
                 let timeout = self.settings.produce_timeout;
                 let t = topic.clone();
-                let looked = tokio::task::spawn_blocking(move || {
-                    look(&client, context, &t, &partitions, timeout)
-                })
-                .await;
+                let looked = match context.token(self.token_deadline()).await {
+                    Ok(token) => {
+                        tokio::task::spawn_blocking(move || {
+                            look(&client, context, token.as_ref(), &t, &partitions, timeout)
+                        })
+                        .await
+                    }
+                    Err(e) => Ok(Err(rdkafka::error::KafkaError::ClientCreation(e))),
+                };
                 match looked {
                     Ok(Ok(looks)) => {
                         // The retention matters only for a topic retention emptied.

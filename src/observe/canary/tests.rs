@@ -259,3 +259,52 @@ fn a_vanished_partition_takes_its_unavailable_now_series_with_it() {
     assert_eq!(left.len(), 1, "{left:?}");
     assert!(left[0].contains("partition=\"1\""), "{left:?}");
 }
+
+/// Issue 39 item 2: librdkafka takes the SASL password as a property and reads its CA and
+/// client certificate files once, when a client is made (`rd_kafka_new` builds its TLS
+/// context then); none is read again for a client that exists. A rotated credential
+/// reaches the canary only through new clients: they are made at the first round after
+/// the change, with the new password, and not at every round.
+#[tokio::test]
+async fn the_canary_starts_new_clients_when_its_credentials_change() {
+    let dir = std::env::temp_dir().join(format!("kw-canary-rotate-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("password");
+    std::fs::write(&file, "old").unwrap();
+    let yaml = format!(
+        "clusters:\n  - name: c\n    bootstrap_servers: ['127.0.0.1:1']\n    security:\n      protocol: SASL_PLAINTEXT\n      sasl: {{mechanism: SCRAM-SHA-512, username: watchdog, password_file: {}}}\n    canary: {{manage_topic: false}}\n",
+        file.display()
+    );
+    let config = crate::config::parse(&yaml, "test.yaml").unwrap();
+    let c = &config.clusters[0];
+    let wire = crate::run::setup::probe_settings(c).unwrap().wire;
+    let mut canary = Canary::new(
+        crate::run::setup::canary_settings(c, "me", wire),
+        CanaryStats::default(),
+    );
+    let view = CanaryView {
+        brokers: Vec::new(),
+        partitions: None,
+        claims: Vec::new(),
+        addresses: Vec::new(),
+    };
+    let consumer = |c: &Canary| Arc::as_ptr(&c.clients.as_ref().expect("clients").consumer);
+    canary.round(&view).await;
+    let first = consumer(&canary);
+    canary.round(&view).await;
+    assert_eq!(
+        consumer(&canary),
+        first,
+        "nothing changed: the same clients"
+    );
+
+    let tmp = dir.join("password.new");
+    std::fs::write(&tmp, "new").unwrap();
+    std::fs::rename(&tmp, &file).unwrap();
+    crate::config::live::look_all();
+    canary.round(&view).await;
+    assert_ne!(consumer(&canary), first, "the clients were made again");
+    assert_eq!(canary.settings.client.get("sasl.password"), Some("new"));
+    let _ = std::fs::remove_dir_all(&dir);
+}

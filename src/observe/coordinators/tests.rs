@@ -279,3 +279,67 @@ fn the_transaction_probe_takes_the_shards_in_turn_and_follows_those_in_error() {
     assert_eq!(asked(&mut t), vec![9]);
     assert!(txn_turn(&[], &mut t).is_empty());
 }
+
+/// Issue 38 item 3: finding each shard's synthetic group takes about as many tries as
+/// there are shards, so building them all took the square of a partition count a broker
+/// reports, on a runtime worker: a metadata answer claiming two million partitions of
+/// `__consumer_offsets` held it for good. Now a count beyond what the probe looks at is
+/// said, and every look ends promptly whatever the count.
+#[test]
+fn a_partition_count_beyond_reason_is_said_not_computed() {
+    let (done, looked) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let settings = CoordinatorSettings {
+            cluster: "lab".into(),
+            group_prefix: "kafka-watchdog-probe-test".into(),
+            timeout: Duration::from_millis(300),
+            interval: Duration::from_millis(100),
+            groups: true,
+            transactions: Some(TxnProbeSettings {
+                id_prefix: "kafka-watchdog-txn-test".into(),
+                interval: Duration::from_millis(100),
+            }),
+            wire: WireOptions {
+                connect_timeout: Duration::from_millis(300),
+                request_timeout: Duration::from_millis(300),
+                ..WireOptions::default()
+            },
+        };
+        // Leaders at a port nothing listens on: refused at once.
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let address = listener.local_addr().unwrap().to_string();
+        drop(listener);
+        let plan = ShardLeaders {
+            partitions: 2_000_000,
+            leaders: (0..200)
+                .map(|s| (s * 9_999, (1, address.clone())))
+                .collect(),
+        };
+        let mut groups = CoordinatorProber::new(settings);
+        let mut txns = groups.transactions().unwrap();
+        let started = std::time::Instant::now();
+        let (g, t) = rt.block_on(async {
+            let g = groups.look(&plan).await;
+            let t = txns.look(&plan, &plan).await;
+            (g, t)
+        });
+        let _ = done.send((started.elapsed(), g, t));
+    });
+    let (took, g, t) = looked
+        .recv_timeout(Duration::from_secs(20))
+        .expect("the looks ended within 20 s");
+    assert!(took < Duration::from_secs(5), "{took:?}");
+    let said = |blind: &Option<String>| {
+        blind
+            .as_deref()
+            .is_some_and(|b| b.contains("2000000 partitions") && b.contains("not probed"))
+    };
+    assert!(said(&g.blind), "{:?}", g.blind);
+    assert!(g.brokers.is_empty());
+    assert!(said(&t.blind), "{:?}", t.blind);
+    assert!(t.brokers.is_empty());
+}

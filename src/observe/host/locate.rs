@@ -207,13 +207,13 @@ fn not_found(blocked: bool, why: String) -> Located {
 }
 
 /// Finds the process as configured. Pid files and command lines are read in the bounded
-/// pool of host reads (`super::bounded_read`): a command line is read from `/proc`, where a
+/// pool of host reads (`super::read_pool`): a command line is read from `/proc`, where a
 /// process hung in storage can block the read for as long as it hangs.
 pub async fn locate(
     loc: &ProcessLocator,
     proc_root: &Path,
     timeout: Duration,
-    pool: &super::ReadPool,
+    pool: &crate::model::blocking::Pool,
 ) -> Located {
     let root = proc_root.to_path_buf();
     let read = match loc {
@@ -222,20 +222,20 @@ pub async fn locate(
         }
         ProcessLocator::PidFile(path) => {
             let path = path.clone();
-            super::bounded_read(pool, "finding the process", timeout, move || {
+            pool.run("finding the process", timeout, move || {
                 by_pid_file(&root, &path)
             })
             .await
         }
         ProcessLocator::Cmdline { regex, source } => {
             let (regex, source) = (regex.clone(), source.clone());
-            super::bounded_read(pool, "finding the process", timeout, move || {
+            pool.run("finding the process", timeout, move || {
                 by_cmdline(&root, &regex, &source)
             })
             .await
         }
     };
-    read.unwrap_or_else(|e| not_found(e.blocked(), e.to_string()))
+    read.unwrap_or_else(|e| not_found(e.unfinished(), e.to_string()))
 }
 
 #[cfg(test)]

@@ -23,6 +23,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::config::{HostBrokerConfig, HostConfig, PortSpec};
+use crate::model::blocking::Pool;
 use crate::model::round::BrokerId;
 
 // The data a look yields is plain observation; it lives with the other observations so that
@@ -41,65 +42,9 @@ const LOOK_TIMEOUT: Duration = Duration::from_secs(3);
 pub const BLOCKED_READS_CAP: usize = 4;
 
 /// The host reads of one owner (a cluster's host observer, a remediator): at most
-/// `BLOCKED_READS_CAP` of them unfinished at any time. Cheap to clone; clones share it.
-#[derive(Clone, Debug)]
-pub struct ReadPool(std::sync::Arc<tokio::sync::Semaphore>);
-
-impl Default for ReadPool {
-    fn default() -> Self {
-        ReadPool(std::sync::Arc::new(tokio::sync::Semaphore::new(
-            BLOCKED_READS_CAP,
-        )))
-    }
-}
-
-/// Runs blocking host reads off the async runtime, under a deadline, with at most
-/// `BLOCKED_READS_CAP` of `pool`'s unfinished at any time (see there). The permit goes
-/// with the read: a read past its deadline holds it until it really ends.
-pub async fn bounded_read<T: Send + 'static>(
-    pool: &ReadPool,
-    what: &str,
-    timeout: Duration,
-    read: impl FnOnce() -> T + Send + 'static,
-) -> Result<T, ReadFailed> {
-    let what = what.to_string();
-    let Ok(permit) = pool.0.clone().try_acquire_owned() else {
-        return Err(ReadFailed::NotAttempted { what });
-    };
-    let task = tokio::task::spawn_blocking(move || {
-        let _permit = permit;
-        read()
-    });
-    match tokio::time::timeout(timeout, task).await {
-        Ok(Ok(v)) => Ok(v),
-        Ok(Err(e)) => Err(ReadFailed::Failed {
-            what,
-            why: e.to_string(),
-        }),
-        Err(_) => Err(ReadFailed::TookOver {
-            what,
-            secs: timeout.as_secs_f64(),
-        }),
-    }
-}
-
-/// Why a bounded read gave nothing.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-pub enum ReadFailed {
-    /// Not started: the pool's earlier reads are all still blocked.
-    #[error("{what}: not attempted, {BLOCKED_READS_CAP} earlier host reads are still blocked (a process or file system hung in storage)")]
-    NotAttempted { what: String },
-    #[error("{what} took over {secs} s")]
-    TookOver { what: String, secs: f64 },
-    #[error("{what} failed: {why}")]
-    Failed { what: String, why: String },
-}
-
-impl ReadFailed {
-    /// The read did not finish, so it says nothing of what it would have read.
-    pub fn blocked(&self) -> bool {
-        !matches!(self, ReadFailed::Failed { .. })
-    }
+/// `BLOCKED_READS_CAP` of them unfinished at any time (`model::blocking`).
+pub fn read_pool() -> Pool {
+    Pool::new("host reads", BLOCKED_READS_CAP)
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -149,7 +94,7 @@ pub struct HostObserver {
     clock_ticks: f64,
     last_cpu: BTreeMap<BrokerId, CpuMark>,
     look_timeout: Duration,
-    reads: ReadPool,
+    reads: Pool,
 }
 
 /// Clock ticks per second, for utime and stime (100 on every common Linux).
@@ -170,7 +115,7 @@ impl HostObserver {
             clock_ticks: clock_ticks(),
             last_cpu: BTreeMap::new(),
             look_timeout: LOOK_TIMEOUT,
-            reads: ReadPool::default(),
+            reads: read_pool(),
         }
     }
 
@@ -207,13 +152,14 @@ impl HostObserver {
         }
         // /proc reads are quick, but statvfs on a hung network file system is not, nor is
         // a read of a process hung in storage: the bounded pool, under a deadline.
-        let reads = bounded_read(
-            &self.reads,
-            "reading /proc and the log directories",
-            timeout,
-            move || read_all(&root, &cfg, pid),
-        )
-        .await;
+        let reads = self
+            .reads
+            .run(
+                "reading /proc and the log directories",
+                timeout,
+                move || read_all(&root, &cfg, pid),
+            )
+            .await;
         let raw = match reads {
             Ok(raw) => raw,
             Err(why) => {
@@ -460,7 +406,7 @@ mod tests {
                 for _ in 0..8 {
                     let started = std::time::Instant::now();
                     let seen = o.observe().await.remove(&7).unwrap();
-                    let _ = done.send((started.elapsed(), seen, o.reads.0.available_permits()));
+                    let _ = done.send((started.elapsed(), seen, o.reads.free()));
                 }
             });
         });

@@ -27,6 +27,7 @@ use tokio::time::Instant;
 use crate::model::own_health::Timer;
 use crate::model::round::{BrokerEndpoint, BrokerId, FailureKind};
 pub use crate::model::round::{LivenessFact, SideConnect, SideOutcome, Spell};
+use crate::model::supervise::Task;
 use crate::observe::own_health::OwnHealth;
 use crate::observe::wire::{BrokerClient, WireError, WireOptions};
 
@@ -454,13 +455,6 @@ impl Liveness {
             let keep = wanted.get(id) == Some(address);
             if !keep {
                 task.abort();
-            } else if task.is_finished() {
-                // A broker's task runs until it is aborted; one that ended panicked. Its
-                // broker would be watched by nothing from now on: start it again (below),
-                // with a fresh record, and say so.
-                tracing::error!(broker = id, address = %address, "the liveness task of a broker ended; starting it again");
-                crate::model::task_restarts::record("liveness", address);
-                return false;
             }
             keep
         });
@@ -483,12 +477,13 @@ impl Liveness {
                     registered: None,
                 },
             );
-            let task = tokio::spawn(watch_broker(
-                id,
-                address.clone(),
-                self.settings.clone(),
-                self.board.clone(),
-            ));
+            // Supervised: a task that ends (a panic) is started again, so its broker is
+            // never left watched by nothing.
+            let (settings, board, at) =
+                (self.settings.clone(), self.board.clone(), address.clone());
+            let task = crate::model::supervise::spawn(Task::Liveness, address.clone(), move || {
+                watch_broker(id, at.clone(), settings.clone(), board.clone())
+            });
             self.tasks.insert(id, (address, task));
         }
     }

@@ -460,13 +460,17 @@ async fn tick(health: Weak<Inner>) {
     }
 }
 
-/// The CPU cgroups' throttled time, every [`CPU_EVERY`], read on the blocking pool.
+/// The CPU cgroups' throttled time, every [`CPU_EVERY`], read off the runtime's workers
+/// (`model::blocking`): one read at a time, given up after [`CPU_EVERY`], so a hung cgroup
+/// file system costs one blocking thread and a missing sample, never a worker.
 async fn sample_cpu(health: Weak<Inner>) {
+    let pool = crate::model::blocking::Pool::new("reads of the CPU cgroup", 1);
     let mut every = tokio::time::interval(CPU_EVERY);
     every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         every.tick().await;
-        let Ok(read) = tokio::task::spawn_blocking(read::own_cpu_refused).await else {
+        let read = pool.run("reading cpu.stat", CPU_EVERY, read::own_cpu_refused);
+        let Ok(read) = read.await else {
             continue;
         };
         let Some(inner) = health.upgrade() else {

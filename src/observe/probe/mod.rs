@@ -691,7 +691,7 @@ mod tests {
             connect_timeout: Duration::from_millis(300),
             request_timeout: Duration::from_millis(300),
             security: Security::Ssl(TlsSettings {
-                ca_pem: Some(include_bytes!("../wire/testdata/ca.pem").to_vec()),
+                ca_pem: Some(include_bytes!("../wire/testdata/ca.pem").to_vec().into()),
                 ..TlsSettings::default()
             }),
             ..WireOptions::default()

@@ -410,31 +410,3 @@ async fn next_described(watch: &mut QuorumWatch) -> Arc<QuorumObservation> {
     .await
     .expect("a look with the broker's answer")
 }
-
-/// A look task that ended (here aborted, as a panic would end it) left the control plane
-/// unwatched with nothing said (issue 27 item 5): `revive` starts it again and counts it.
-#[tokio::test]
-async fn a_look_task_that_ended_is_started_again_and_counted() {
-    let broker = node(|| Reply2::Answer(leader_answer(0, 1, 5)), None).await;
-    let mut watch = QuorumWatch::start(settings(Vec::new(), 400), Duration::from_millis(50));
-    watch.ask_brokers(vec![broker.address.clone()]);
-    next_described(&mut watch).await;
-    watch.task.abort();
-    while !watch.task.is_finished() {
-        tokio::task::yield_now().await;
-    }
-    let restarts = || {
-        crate::model::task_restarts::snapshot()
-            .into_iter()
-            .find(|(t, s, _)| *t == "quorum_watch" && s == "lab")
-            .map_or(0, |(_, _, n)| n)
-    };
-    let before = restarts();
-    watch.revive();
-    assert_eq!(restarts(), before + 1);
-    let look = next_described(&mut watch).await;
-    assert_eq!(look.via_broker.as_ref().unwrap().0, broker.address);
-    // A task still running is left alone.
-    watch.revive();
-    assert_eq!(restarts(), before + 1);
-}

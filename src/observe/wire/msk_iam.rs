@@ -60,8 +60,8 @@ enum Kept {
 /// One cluster's AWS identity: the default credential chain and what it last gave.
 pub struct AwsIdentity {
     settings: AwsIamSettings,
-    /// The runtime the chain's HTTP connections live on: librdkafka asks for tokens on
-    /// threads of its own, and a pooled connection must stay with the runtime that opened it.
+    /// The runtime the chain's lookups run on, as tasks of their own (see `credentials`):
+    /// a pooled connection of the chain must stay with the runtime that opened it.
     runtime: tokio::runtime::Handle,
     chain: tokio::sync::OnceCell<SharedCredentialsProvider>,
     kept: Mutex<Option<(Kept, Instant)>>,
@@ -169,20 +169,13 @@ impl AwsIdentity {
         answer
     }
 
-    /// The OAUTHBEARER token for librdkafka's clients, from a thread outside the runtime
-    /// (librdkafka's own, or a canary round's blocking section): the lookup runs on the
-    /// identity's runtime.
-    pub fn token_blocking(self: &Arc<Self>) -> Result<Token, String> {
-        if let Some(t) = self.fresh_token() {
-            return Ok(t);
+    /// The OAUTHBEARER token for librdkafka's clients: the one kept while it is fresh,
+    /// else a new one.
+    pub async fn oauth_token(self: &Arc<Self>) -> Result<Token, String> {
+        match self.fresh_token() {
+            Some(t) => Ok(t),
+            None => self.token().await,
         }
-        // On a thread of its own, driven by the identity's runtime: the caller may be a
-        // worker of that runtime (a canary round), which must not wait on itself.
-        let me = self.clone();
-        let runtime = self.runtime.clone();
-        std::thread::spawn(move || runtime.block_on(me.token()))
-            .join()
-            .map_err(|_| "the AWS credentials thread panicked".to_string())?
     }
 
     fn fresh_token(&self) -> Option<Token> {

@@ -5,10 +5,12 @@
 //! The client secret never leaves this module except in the request to the endpoint.
 
 use std::fmt;
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use base64::Engine as _;
+
+use crate::config::live::Current;
 
 /// The longest a token is used before a new one is asked for, whatever it says of itself.
 const MAX_LIFETIME: Duration = Duration::from_secs(7 * 86_400);
@@ -64,9 +66,10 @@ impl fmt::Debug for Token {
 pub struct TokenSource {
     endpoint: String,
     client_id: String,
-    client_secret: String,
+    /// Read at each token request, as is the CA: rotated ones serve the next request.
+    client_secret: Current,
     scope: Option<String>,
-    ca_pem: Option<Vec<u8>>,
+    ca_pem: Option<Current>,
     timeout: Duration,
     cache: Mutex<Option<Token>>,
     /// Serialises fetches, so the brokers of one round share one request.
@@ -88,9 +91,9 @@ impl TokenSource {
     pub fn new(
         endpoint: String,
         client_id: String,
-        client_secret: String,
+        client_secret: Current,
         scope: Option<String>,
-        ca_pem: Option<Vec<u8>>,
+        ca_pem: Option<Current>,
         timeout: Duration,
     ) -> Self {
         TokenSource {
@@ -152,25 +155,6 @@ impl TokenSource {
         Ok(t)
     }
 
-    /// For librdkafka's token refresh callback, which runs on a thread of its own or inside
-    /// a poll on a runtime worker: the fetch runs on a short-lived thread with its own
-    /// runtime, so it never nests in the caller's.
-    pub fn token_blocking(self: &Arc<Self>) -> Result<Token, String> {
-        if let Some(t) = self.cached() {
-            return Ok(t);
-        }
-        let me = self.clone();
-        std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .map_err(|e| format!("cannot start a runtime for the token request: {e}"))?;
-            rt.block_on(me.token())
-        })
-        .join()
-        .map_err(|_| "the token request thread panicked".to_string())?
-    }
-
     fn what(&self) -> String {
         format!("token endpoint {}", self.endpoint)
     }
@@ -181,9 +165,11 @@ impl TokenSource {
         let mut b = reqwest::Client::builder()
             .timeout(self.timeout)
             .redirect(reqwest::redirect::Policy::none());
-        if let Some(pem) = &self.ca_pem {
-            for cert in reqwest::Certificate::from_pem_bundle(pem)
-                .map_err(|e| format!("{}: CA file: {e}", self.what()))?
+        if let Some(ca) = &self.ca_pem {
+            let pem = ca.parts();
+            for cert in
+                reqwest::Certificate::from_pem_bundle(pem.first().map_or(&[][..], Vec::as_slice))
+                    .map_err(|e| format!("{}: CA file: {e}", self.what()))?
             {
                 b = b.add_root_certificate(cert);
             }
@@ -203,7 +189,7 @@ impl TokenSource {
             .post(&self.endpoint)
             .basic_auth(
                 form_encode(&self.client_id),
-                Some(form_encode(&self.client_secret)),
+                Some(form_encode(&self.client_secret.text())),
             )
             .form(&form)
             .send()
@@ -484,14 +470,14 @@ mod tests {
         answer: &'static str,
     ) -> (
         String,
-        Arc<std::sync::atomic::AtomicUsize>,
-        Arc<Mutex<String>>,
+        std::sync::Arc<std::sync::atomic::AtomicUsize>,
+        std::sync::Arc<Mutex<String>>,
     ) {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}/token", listener.local_addr().unwrap());
-        let count = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-        let seen = Arc::new(Mutex::new(String::new()));
+        let count = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let seen = std::sync::Arc::new(Mutex::new(String::new()));
         let (c, s) = (count.clone(), seen.clone());
         tokio::spawn(async move {
             loop {
@@ -567,10 +553,5 @@ mod tests {
         );
         assert!(err.contains(&url), "{err}");
         assert!(!err.contains("wrong-secret-77"), "{err}");
-        let blocking = Arc::new(s);
-        let err = tokio::task::spawn_blocking(move || blocking.token_blocking().unwrap_err())
-            .await
-            .unwrap();
-        assert!(err.contains("invalid_client"), "{err}");
     }
 }

@@ -69,7 +69,7 @@ pub(crate) async fn authenticate(
 
     let last = match settings.mechanism {
         SaslMechanism::Plain => {
-            let token = plain_token(&settings.username, &settings.password);
+            let token = plain_token(&settings.username, &settings.password.text());
             exchange(conn, authenticate_version, token).await?
         }
         SaslMechanism::ScramSha256 | SaslMechanism::ScramSha512 => {
@@ -104,7 +104,7 @@ async fn scram(
         ScramHash::Sha512
     };
     let nonce = new_nonce().map_err(|e| refused(Phase::SaslAuthenticate, e.to_string()))?;
-    let mut scram = ScramClient::new(hash, &settings.username, &settings.password, nonce);
+    let mut scram = ScramClient::new(hash, &settings.username, &settings.password.text(), nonce);
     let server_first = exchange(conn, authenticate_version, scram.client_first()).await?;
     let client_final = scram
         .client_final(&server_first.auth_bytes)

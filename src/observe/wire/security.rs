@@ -23,6 +23,7 @@ use tokio_rustls::TlsConnector;
 use super::error::{Phase, WireError};
 use super::msk_iam::AwsIdentity;
 use super::oauth::TokenSource;
+use crate::config::live::Current;
 use crate::model::round::PeerCertificate;
 
 /// Kafka's `security.protocol`, with what each variant needs.
@@ -51,14 +52,15 @@ impl Security {
     }
 }
 
+/// Certificates are read at each connection ([`Current`]): one renewed on disk is used by
+/// the next connection.
 #[derive(Clone, Default)]
 pub struct TlsSettings {
     /// Trusted CA certificates (PEM, one or more). `None` trusts the system store.
-    pub ca_pem: Option<Vec<u8>>,
-    /// Client certificate chain (PEM) for brokers that require mutual TLS.
-    pub client_cert_pem: Option<Vec<u8>>,
-    /// The client certificate's private key (PEM: PKCS#8, PKCS#1 or SEC1).
-    pub client_key_pem: Option<Vec<u8>>,
+    pub ca_pem: Option<Current>,
+    /// For brokers that require mutual TLS: the client certificate chain (PEM), then its
+    /// private key (PEM: PKCS#8, PKCS#1 or SEC1), which go together.
+    pub client_cert: Option<Current>,
     /// The name the broker's certificate must carry; `None` uses the host of the address.
     pub server_name: Option<String>,
     /// Accept any certificate. The traffic is still encrypted but anyone on the path can
@@ -69,21 +71,8 @@ pub struct TlsSettings {
 impl fmt::Debug for TlsSettings {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("TlsSettings")
-            .field(
-                "ca_pem",
-                &self.ca_pem.as_ref().map(|p| format!("{} bytes", p.len())),
-            )
-            .field(
-                "client_cert_pem",
-                &self
-                    .client_cert_pem
-                    .as_ref()
-                    .map(|p| format!("{} bytes", p.len())),
-            )
-            .field(
-                "client_key_pem",
-                &self.client_key_pem.as_ref().map(|_| "<withheld>"),
-            )
+            .field("ca_pem", &self.ca_pem)
+            .field("client_cert", &self.client_cert)
             .field("server_name", &self.server_name)
             .field("insecure_skip_verify", &self.insecure_skip_verify)
             .finish()
@@ -113,12 +102,13 @@ impl SaslMechanism {
 }
 
 /// `username` and `password` serve PLAIN and SCRAM; `oauth` OAUTHBEARER (shared by every
-/// connection to the cluster, so they share its cached token); `aws` AWS_MSK_IAM.
+/// connection to the cluster, so they share its cached token); `aws` AWS_MSK_IAM. The
+/// password is read at each authentication: a rotated one is used by the next.
 #[derive(Clone)]
 pub struct SaslSettings {
     pub mechanism: SaslMechanism,
     pub username: String,
-    pub password: String,
+    pub password: Current,
     pub oauth: Option<Arc<TokenSource>>,
     pub aws: Option<Arc<AwsIdentity>>,
     /// OAUTHBEARER's SASL extensions (RFC 7628 kvpairs), sent with every token.
@@ -131,7 +121,7 @@ impl SaslSettings {
         SaslSettings {
             mechanism,
             username: username.to_string(),
-            password: password.to_string(),
+            password: Current::from(password),
             oauth: None,
             aws: None,
             extensions: Vec::new(),
@@ -224,22 +214,27 @@ fn client_config(settings: &TlsSettings) -> Result<ClientConfig, WireError> {
             .dangerous()
             .with_custom_certificate_verifier(Arc::new(AcceptAnyCertificate(provider)))
     } else {
-        builder.with_root_certificates(roots(settings.ca_pem.as_deref())?)
+        let ca = settings.ca_pem.as_ref().map(Current::parts);
+        builder.with_root_certificates(roots(
+            ca.as_ref().and_then(|p| p.first()).map(Vec::as_slice),
+        )?)
     };
-    match (&settings.client_cert_pem, &settings.client_key_pem) {
-        (None, None) => Ok(builder.with_no_client_auth()),
-        (Some(cert), Some(key)) => {
-            let chain = certificates(cert, "client_cert_pem")?;
-            let key = PrivateKeyDer::from_pem_slice(key)
-                .map_err(|e| tls_error(format!("client_key_pem: {e}")))?;
-            builder
-                .with_client_auth_cert(chain, key)
-                .map_err(|e| tls_error(format!("client certificate: {e}")))
-        }
-        _ => Err(tls_error(
-            "client_cert_pem and client_key_pem must be given together",
-        )),
-    }
+    let Some(client) = &settings.client_cert else {
+        return Ok(builder.with_no_client_auth());
+    };
+    // Both from one read: a certificate renewed meanwhile comes with its own key.
+    let pair = client.parts();
+    let [cert, key] = pair.as_slice() else {
+        return Err(tls_error(
+            "a client certificate and its key must be given together",
+        ));
+    };
+    let chain = certificates(cert, "client certificate")?;
+    let key =
+        PrivateKeyDer::from_pem_slice(key).map_err(|e| tls_error(format!("client key: {e}")))?;
+    builder
+        .with_client_auth_cert(chain, key)
+        .map_err(|e| tls_error(format!("client certificate: {e}")))
 }
 
 fn certificates(pem: &[u8], what: &str) -> Result<Vec<CertificateDer<'static>>, WireError> {
@@ -376,7 +371,10 @@ mod tests {
         let sasl =
             SaslSettings::user_password(SaslMechanism::ScramSha512, "watchdog", "hunter2-secret");
         let tls = TlsSettings {
-            client_key_pem: Some(b"-----BEGIN PRIVATE KEY-----secret".to_vec()),
+            client_cert: Some(Current::fixed(vec![
+                b"-----BEGIN CERTIFICATE-----".to_vec(),
+                b"-----BEGIN PRIVATE KEY-----secret".to_vec(),
+            ])),
             ..TlsSettings::default()
         };
         let shown = format!("{:?}", Security::SaslSsl(tls, sasl));
@@ -388,7 +386,7 @@ mod tests {
     #[test]
     fn bad_pem_is_a_tls_error() {
         let settings = TlsSettings {
-            ca_pem: Some(b"not a certificate".to_vec()),
+            ca_pem: Some(b"not a certificate".to_vec().into()),
             ..TlsSettings::default()
         };
         let err = client_config(&settings).unwrap_err();
@@ -396,8 +394,8 @@ mod tests {
         assert!(err.to_string().contains("ca_pem"), "{err}");
 
         let half = TlsSettings {
-            ca_pem: Some(include_bytes!("testdata/ca.pem").to_vec()),
-            client_cert_pem: Some(include_bytes!("testdata/client.pem").to_vec()),
+            ca_pem: Some(include_bytes!("testdata/ca.pem").to_vec().into()),
+            client_cert: Some(include_bytes!("testdata/client.pem").to_vec().into()),
             ..TlsSettings::default()
         };
         let err = client_config(&half).unwrap_err();

@@ -59,7 +59,7 @@ fn server_config(require_client_cert: bool) -> Arc<ServerConfig> {
 
 fn tls(ca: &[u8]) -> TlsSettings {
     TlsSettings {
-        ca_pem: Some(ca.to_vec()),
+        ca_pem: Some(ca.to_vec().into()),
         ..TlsSettings::default()
     }
 }
@@ -157,8 +157,10 @@ async fn tls_to_a_plaintext_listener_is_a_tls_failure() {
 async fn mutual_tls_needs_the_client_certificate() {
     let b = FakeBroker::start_tls(server_config(true), kafka(no_sasl)).await;
     let with_cert = TlsSettings {
-        client_cert_pem: Some(CLIENT_CERT.to_vec()),
-        client_key_pem: Some(CLIENT_KEY.to_vec()),
+        client_cert: Some(crate::config::live::Current::fixed(vec![
+            CLIENT_CERT.to_vec(),
+            CLIENT_KEY.to_vec(),
+        ])),
         ..tls(CA)
     };
     let mut client = BrokerClient::connect(&b.address, &opts(Security::Ssl(with_cert)))
@@ -503,6 +505,113 @@ async fn sasl_ssl_combines_both() {
         .client;
     let view = client.metadata(None).await.unwrap().value;
     assert_eq!(view.cluster_id.as_deref(), Some("tls"));
+}
+
+// ---- Rotated credentials (issue 39 item 2) ----
+
+/// A folder of its own for one test's credential files.
+fn rotation_dir(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("kw-rotate-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// Replaces `path` whole, as Kubernetes and cert-manager do: a new file renamed over it.
+fn replace(path: &std::path::Path, content: &[u8]) {
+    let tmp = path.with_extension("new");
+    std::fs::write(&tmp, content).unwrap();
+    std::fs::rename(&tmp, path).unwrap();
+}
+
+/// The wire security of the one cluster of `security_yaml`, as the daemon sets it up.
+fn cluster_security(address: &str, security_yaml: &str) -> Security {
+    let yaml = format!(
+        "clusters:\n  - name: c\n    bootstrap_servers: ['{address}']\n    security:\n{security_yaml}"
+    );
+    let config = crate::config::parse(&yaml, "test.yaml").expect("valid configuration");
+    crate::run::setup::wire_security(&config.clusters[0]).unwrap()
+}
+
+/// What the watcher thread does every few seconds.
+fn watcher_looks() {
+    crate::config::live::look_all();
+}
+
+/// The password in `password_file` changes (a Strimzi KafkaUser's Secret): the next
+/// connection authenticates with the new one, the same security settings, no restart.
+#[tokio::test]
+async fn a_rotated_password_file_is_used_by_the_next_connection() {
+    let dir = rotation_dir("password");
+    let file = dir.join("password");
+    std::fs::write(&file, "old\n").unwrap();
+    let b = FakeBroker::start(sasl_broker(&["PLAIN"], plain_check)).await;
+    let security = cluster_security(
+        &b.address,
+        &format!(
+            "      protocol: SASL_PLAINTEXT\n      sasl: {{mechanism: PLAIN, username: watchdog, password_file: {}}}\n",
+            file.display()
+        ),
+    );
+    let err = connect_err(&b.address, security.clone()).await;
+    assert_eq!(err.kind(), FailureKind::Authentication, "{err}");
+
+    replace(&file, b"right\n");
+    watcher_looks();
+    BrokerClient::connect(&b.address, &opts(security.clone()))
+        .await
+        .expect("the next connection uses the rotated password");
+
+    // A file caught empty mid-write is no password: the last good one stays in use.
+    replace(&file, b"");
+    watcher_looks();
+    BrokerClient::connect(&b.address, &opts(security))
+        .await
+        .expect("the last good password stays");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The brokers' certificates are renewed under a new CA and `ca_file` is replaced with it:
+/// the next connection trusts the new CA.
+#[tokio::test]
+async fn a_rotated_ca_file_is_trusted_by_the_next_connection() {
+    let dir = rotation_dir("ca");
+    let file = dir.join("ca.crt");
+    std::fs::write(&file, CA).unwrap();
+    let renewed = {
+        let chain =
+            vec![
+                CertificateDer::from_pem_slice(include_bytes!("testdata/renewed-server.pem"))
+                    .unwrap(),
+            ];
+        let key =
+            PrivateKeyDer::from_pem_slice(include_bytes!("testdata/renewed-server.key")).unwrap();
+        let config =
+            ServerConfig::builder_with_provider(Arc::new(ring_provider::default_provider()))
+                .with_safe_default_protocol_versions()
+                .unwrap()
+                .with_no_client_auth()
+                .with_single_cert(chain, key)
+                .unwrap();
+        Arc::new(config)
+    };
+    let b = FakeBroker::start_tls(renewed, kafka(no_sasl)).await;
+    let security = cluster_security(
+        &b.address,
+        &format!(
+            "      protocol: SSL\n      tls: {{ca_file: {}}}\n",
+            file.display()
+        ),
+    );
+    let err = connect_err(&b.address, security.clone()).await;
+    assert_eq!(err.kind(), FailureKind::Tls, "{err}");
+
+    replace(&file, include_bytes!("testdata/renewed-ca.pem"));
+    watcher_looks();
+    BrokerClient::connect(&b.address, &opts(security))
+        .await
+        .expect("the next connection trusts the rotated CA");
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 // ---- From the wire to the verdict ----

@@ -1,6 +1,7 @@
 //! A round's report made findings: kinds, subjects, severities in an operator's words; the alert rules and runbooks agree with them.
 
 use super::*;
+use crate::judge::finding::ROTATION_GRACE;
 
 #[test]
 fn a_healthy_round_finds_nothing() {
@@ -236,17 +237,34 @@ fn the_alert_rules_say_the_severity_the_webhooks_say() {
     }
 }
 
-/// Every alert rule links to its runbook (issue 28 item 3): its `runbook_url` is
-/// docs/runbooks.md at the `## <alertname>` heading of that alert (GitHub's anchor of a
-/// heading of letters and digits is the heading in lower case), and every `##` heading of
-/// docs/runbooks.md names an alert some rule has, so a renamed or removed rule leaves no
-/// runbook behind. The runbooks' own links to sections must land on one, too.
+/// Every alert rule links to its runbook (issue 28 item 3) at the `## <alertname>` heading
+/// of docs/runbooks.md (GitHub's anchor, and /runbooks' id, of a heading of letters and
+/// digits is the heading in lower case), and every `##` heading of docs/runbooks.md names
+/// an alert some rule has, so a renamed or removed rule leaves no runbook behind. The
+/// runbooks' own links to sections must land on one, too.
+///
+/// Issue 39: the links led to a repository that does not exist. They now lead to the
+/// /runbooks page of the watchdog whose series fired the alert (its `instance` label), or,
+/// for the alerts that have no instance because a watchdog is gone, of any watchdog still
+/// scraped. scripts/release and the chart replace everything before the `#` with a base
+/// URL of one's own (docs/alerts.md), matching the line as `runbook_url_line` does here.
 #[test]
 fn every_alert_rule_has_a_runbook_section() {
-    const BASE: &str =
-        "https://github.com/kafka-watchdog/kafka-watchdog/blob/main/docs/runbooks.md#";
+    const OF_THE_INSTANCE: &str = "http://{{ $labels.instance }}/runbooks#";
+    const OF_ANY_WATCHDOG: &str = "{{ with query \"kafka_watchdog_build_info\" }}http://{{ . | sortByLabel \"instance\" | first | label \"instance\" }}{{ end }}/runbooks#";
+    const WITHOUT_INSTANCE: [&str; 2] = ["KafkaWatchdogDown", "KafkaWatchdogInstanceDown"];
     let text = include_str!("../../../../dashboards/alerts.yaml");
     let doc: serde_norway::Value = serde_norway::from_str(text).expect("alerts.yaml parses");
+    let lines: Vec<&str> = text
+        .lines()
+        .filter(|l| l.trim_start().starts_with("runbook_url:"))
+        .collect();
+    for line in &lines {
+        assert!(
+            runbook_url_line(line),
+            "not in the form the substitution expects: {line}"
+        );
+    }
     let runbooks = include_str!("../../../../docs/runbooks.md");
     let headings: Vec<&str> = runbooks
         .lines()
@@ -262,15 +280,21 @@ fn every_alert_rule_has_a_runbook_section() {
         );
     }
     let mut alerts = BTreeSet::new();
+    let mut count = 0;
     for group in doc["groups"].as_sequence().expect("groups") {
         for rule in group["rules"].as_sequence().expect("rules") {
             let alert = rule["alert"].as_str().expect("alert");
             let url = rule["annotations"]["runbook_url"]
                 .as_str()
                 .unwrap_or_else(|| panic!("{alert}: no runbook_url annotation"));
+            let base = if WITHOUT_INSTANCE.contains(&alert) {
+                OF_ANY_WATCHDOG
+            } else {
+                OF_THE_INSTANCE
+            };
             assert_eq!(
                 url,
-                format!("{BASE}{}", alert.to_lowercase()),
+                format!("{base}{}", alert.to_lowercase()),
                 "{alert}: runbook_url"
             );
             assert!(
@@ -278,8 +302,10 @@ fn every_alert_rule_has_a_runbook_section() {
                 "{alert}: docs/runbooks.md has no `## {alert}` section"
             );
             alerts.insert(alert);
+            count += 1;
         }
     }
+    assert_eq!(lines.len(), count, "one runbook_url line per rule");
     for section in &sections {
         assert!(
             alerts.contains(section),
@@ -294,6 +320,13 @@ fn every_alert_rule_has_a_runbook_section() {
             "docs/runbooks.md: a link to #{anchor}, which no section has"
         );
     }
+}
+
+/// A `runbook_url:` line as scripts/release (sed) and the chart (regexReplaceAll) find it:
+/// `runbook_url: ` then a quoted URL on one line that ends in `#<anchor>`.
+fn runbook_url_line(line: &str) -> bool {
+    let re = regex::Regex::new(r#"^\s*runbook_url: (["']).*#[a-z0-9]+(["'])$"#).unwrap();
+    re.captures(line).is_some_and(|c| c[1] == c[2])
 }
 
 #[test]
@@ -593,6 +626,50 @@ fn a_cluster_refusing_the_watchdogs_password_everywhere_says_so() {
     // A timeout anywhere keeps the network in the picture.
     let f = &findings(&unreachable_report("lab"), Vec::new())[0];
     assert!(f.summary.contains("own network"), "{}", f.summary);
+}
+
+/// Issue 39 item 2: a rotated password reaches Kafka before the watchdog's file (Strimzi
+/// changes the broker's credential, the kubelet updates the mounted Secret up to a minute
+/// or so later), and the probes log in anew every round: a refused login pages only once it
+/// has outlasted that. Before, the cluster was paged unreachable (critical) within seconds
+/// of every rotation. What is not a refused login (a timeout, a missing right, an untrusted
+/// certificate) is held no longer than before.
+#[test]
+fn a_refused_login_pages_only_once_it_has_outlasted_a_credential_rotation() {
+    let refused = |kind: FailureKind| ProbeFailure {
+        kind,
+        detail: "refused".into(),
+        after: Duration::from_millis(20),
+    };
+    let mut r = unreachable_report("lab");
+    for p in r.probes.values_mut() {
+        p.connect = Ok(Duration::from_millis(1));
+        p.api_versions = Some(Err(refused(FailureKind::Authentication)));
+    }
+    let fs = findings(&r, Vec::new());
+    let unreachable = fs
+        .iter()
+        .find(|f| f.key.kind == FindingKind::ClusterUnreachable)
+        .unwrap();
+    assert_eq!(unreachable.hold_for, Some(ROTATION_GRACE));
+    let access = findings(&refused_login_report(&[]), Vec::new());
+    assert_eq!(access[0].key.kind, FindingKind::WatchdogAccess);
+    assert_eq!(access[0].hold_for, Some(ROTATION_GRACE));
+    assert!(ROTATION_GRACE >= Duration::from_secs(90));
+
+    // An untrusted certificate on one broker: not a login refused everywhere.
+    let first = *r.probes.keys().next().unwrap();
+    r.probes.get_mut(&first).unwrap().api_versions = Some(Err(refused(FailureKind::Tls)));
+    let fs = findings(&r, Vec::new());
+    assert_eq!(fs[0].key.kind, FindingKind::ClusterUnreachable);
+    assert_eq!(fs[0].hold_for, None);
+    let fs = findings(&unreachable_report("lab"), Vec::new());
+    assert_eq!(fs[0].hold_for, None, "a timeout");
+    let mut missing_right = refused_login_report(&[]);
+    let p = missing_right.probes.get_mut(&2).unwrap();
+    p.api_versions = Some(Ok(Duration::from_millis(1)));
+    p.metadata = Some(Err(refused(FailureKind::Authorization)));
+    assert_eq!(findings(&missing_right, Vec::new())[0].hold_for, None);
 }
 
 #[test]

@@ -119,3 +119,52 @@ fn a_corrupt_state_file_is_an_error_for_the_caller() {
     assert!(e.to_string().contains("version 7"), "{e}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The book's writer (issue 38 item 3): changes queued while a write is under way are
+/// folded into the next one, each change's events are handed on before the content that
+/// records them, in the order they were queued, and the newest content is what stays.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn changes_queued_during_a_slow_write_are_folded_into_the_next_in_order() {
+    use std::sync::{Arc, Mutex};
+    let dir = temp_dir("writer");
+    let file = Arc::new(super::super::StateWriter::<u32>::new(&dir, "f.json"));
+    let handed: Arc<Mutex<Vec<Vec<u32>>>> = Arc::default();
+    let (release, held) = tokio::sync::oneshot::channel::<()>();
+    assert!(
+        file.queue(vec![1], b"one".to_vec()),
+        "the first starts a writer"
+    );
+    let (f, h) = (file.clone(), handed.clone());
+    let first = tokio::spawn(async move {
+        f.write(|events| async move {
+            h.lock().unwrap().push(events);
+            // The inbox write that comes first is slow.
+            let _ = held.await;
+        })
+        .await
+        .map(|w| w.had_first)
+    });
+    while handed.lock().unwrap().is_empty() {
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    assert!(file.queue(vec![2], b"two".to_vec()), "taken: a new writer");
+    assert!(
+        !file.queue(vec![3], b"three".to_vec()),
+        "that writer takes this too"
+    );
+    let (f, h) = (file.clone(), handed.clone());
+    let second = tokio::spawn(async move {
+        f.write(|events| async move { h.lock().unwrap().push(events) })
+            .await
+            .map(|w| w.had_first)
+    });
+    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    assert!(!second.is_finished(), "one writer at a time");
+    release.send(()).unwrap();
+    assert_eq!(first.await.unwrap(), Some(true));
+    assert_eq!(second.await.unwrap(), Some(true));
+    assert_eq!(*handed.lock().unwrap(), vec![vec![1], vec![2, 3]]);
+    assert_eq!(std::fs::read(dir.join("f.json")).unwrap(), b"three");
+    assert!(file.write(|_| async {}).await.is_none(), "nothing left");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -9,10 +9,11 @@ use serde_json::{json, Value};
 use crate::alert::incident::{EventKind, FindingKey};
 use crate::model::kind::FindingKind;
 
+use super::super::coalesce::is_escalation;
 use super::super::format::{
     cut, headline, human, slack_escape, slack_marker, slack_state, Context, SLACK_SECTION_MAX,
 };
-use super::super::route::{judge as judge_status, Outcome};
+use super::super::route::{judge as judge_status, Asked, Outcome};
 use super::super::Notification;
 use super::threads::{Thread, Threads};
 
@@ -102,11 +103,17 @@ pub fn reply_body(thread: &Thread, n: &Notification, ctx: &Context) -> Value {
         "unfurl_links": false,
         "unfurl_media": false,
     });
-    // What remediation did to the broker is news for the channel, not only the thread.
-    if n.event.kind.is_one_shot() {
+    if broadcast(n) {
         body["reply_broadcast"] = json!(true);
     }
     body
+}
+
+/// Whether a reply goes to the channel too: an escalation, and what remediation did to
+/// the broker, are news for everyone, and a reply only in the thread notifies no one
+/// (issue 38 item 6). The first message is edited as well, but an edit notifies no one.
+fn broadcast(n: &Notification) -> bool {
+    n.event.kind.is_one_shot() || is_escalation(&n.event)
 }
 
 /// The words of a thread reply: the change, in Slack's mrkdwn.
@@ -116,7 +123,14 @@ pub fn reply_text(n: &Notification, now: SystemTime) -> String {
     let marker = slack_marker(n);
     match ev.kind {
         EventKind::Updated => {
-            let mut t = format!("{marker} *Updated* ({})", i.severity.as_str());
+            let severity = i.severity.as_str();
+            let mut t = if is_escalation(ev) {
+                // Seen in the channel too: it says what the incident is.
+                let summary = slack_escape(&i.summary);
+                format!("{marker} *Escalated to {severity}*: {summary}")
+            } else {
+                format!("{marker} *Updated* ({severity})")
+            };
             for c in &ev.changes {
                 t.push_str(&format!("\n• {}", slack_escape(c)));
             }
@@ -145,10 +159,7 @@ pub enum Answer {
     /// Done; `channel` and `ts` name the message posted or edited.
     Ok { channel: String, ts: String },
     /// Rate limited, Slack's trouble, or the network: the same call later.
-    Retry {
-        after: Option<Duration>,
-        why: String,
-    },
+    Retry { after: Option<Asked>, why: String },
     /// `chat.update` found no message to edit (deleted, or its channel is gone): post
     /// a new one.
     Gone { why: String },
@@ -216,7 +227,10 @@ pub fn judge(
     if TEMPORARY.contains(&error.as_str()) {
         let after = retry_after
             .and_then(|r| super::super::route::parse_retry_after(r, now))
-            .map(|d| d.min(cap));
+            .map(|d| Asked {
+                wait: d.min(cap),
+                rate_limited: error == "ratelimited",
+            });
         return Answer::Retry { after, why };
     }
     if method == UPDATE && MESSAGE_GONE.contains(&error.as_str()) {

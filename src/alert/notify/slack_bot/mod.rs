@@ -3,6 +3,9 @@
 //! edits the same message); every later state edits it (`chat.update`) and says in its
 //! thread what changed; the resolve turns it green and forgets it.
 //!
+//! Replicas that share deliveries (`alert::peers`) tell each other which message stands
+//! for an incident: the one that takes over sending edits the message another posted.
+//!
 //! A notification's calls are retried together: an edit is idempotent, and a reply sent
 //! twice after a failure between the two is the at-least-once every receiver gets.
 
@@ -15,6 +18,8 @@ use std::time::{Duration, SystemTime};
 
 use serde_json::Value;
 
+use crate::alert::incident::{EventKind, IncidentEvent};
+use crate::alert::peers::SlackMessage;
 use crate::config::{SlackBot, WebhookConfig};
 
 use super::format::Context;
@@ -53,7 +58,13 @@ impl Bot {
 
     async fn save(&self, bytes: Vec<u8>) {
         let path = lock(&self.threads).path().to_path_buf();
-        let written = tokio::task::spawn_blocking(move || threads::save(&path, &bytes)).await;
+        let written = crate::alert::incident::disk()
+            .finish(
+                "writing the Slack message file",
+                crate::alert::incident::SLOW_WRITE,
+                move || threads::save(&path, &bytes),
+            )
+            .await;
         if let Ok(Err(e)) = written {
             // The message stays known until the restart; after it, the incident's next
             // state is a new message.
@@ -77,6 +88,40 @@ impl Bot {
         };
         if let Some(bytes) = bytes {
             self.save(bytes).await;
+        }
+    }
+
+    /// The message kept for an incident, for the peers.
+    pub fn message(&self, incident_id: &str) -> Option<SlackMessage> {
+        let t = lock(&self.threads);
+        let thread = t.get(incident_id)?;
+        Some(SlackMessage {
+            channel: thread.channel.clone(),
+            ts: thread.ts.clone(),
+        })
+    }
+
+    /// A peer delivered `event`, shown in `message`: the states this instance sends next
+    /// (when it takes over) edit that message; after the resolve nothing is kept.
+    pub async fn adopt(&self, event: &IncidentEvent, message: Option<SlackMessage>) {
+        let id = &event.incident.id;
+        if event.kind.is_one_shot() {
+            return;
+        }
+        if event.kind == EventKind::Resolved {
+            self.forget(id).await;
+            return;
+        }
+        let Some(m) = message else {
+            return;
+        };
+        let thread = Thread {
+            channel: m.channel,
+            ts: m.ts,
+            dedup_key: event.incident.dedup_key.clone(),
+        };
+        if lock(&self.threads).get(id) != Some(&thread) {
+            self.keep(id, thread).await;
         }
     }
 
@@ -173,7 +218,7 @@ impl Bot {
     ) -> Outcome {
         let plan = api::plan(n, &lock(&self.threads));
         let id = &n.event.incident.id;
-        let resolved = n.event.kind == crate::alert::incident::EventKind::Resolved;
+        let resolved = n.event.kind == EventKind::Resolved;
         match plan {
             Plan::Post { keep } => self.post(client, cfg, n, ctx, keep, cap).await,
             Plan::Reply { thread } => {

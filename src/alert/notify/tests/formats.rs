@@ -40,6 +40,7 @@ fn generic_body_has_every_documented_field() {
         "sent_at",
         "instance_id",
         "watchdog_version",
+        "runbook_url",
     ];
     let keys: Vec<&str> = v.as_object().unwrap().keys().map(String::as_str).collect();
     let mut want = expected.to_vec();
@@ -271,7 +272,7 @@ fn slack_cuts_long_evidence_inside_its_code_fence() {
 }
 
 #[test]
-fn slack_without_a_status_url_has_no_button() {
+fn slack_without_a_status_or_runbooks_url_has_no_button() {
     let n = note(
         EventKind::Opened,
         incident("lab", Some(2), Severity::Critical),
@@ -280,6 +281,7 @@ fn slack_without_a_status_url_has_no_button() {
         &n,
         &Context {
             status_url: None,
+            runbooks_url: None,
             ..ctx()
         },
     );
@@ -518,4 +520,66 @@ fn durations_read_like_a_person_wrote_them() {
     assert_eq!(human(Duration::from_secs(250)), "4m 10s");
     assert_eq!(human(Duration::from_secs(3720)), "1h 02m");
     assert_eq!(human(Duration::from_secs(90_000)), "1d 01h");
+}
+
+// ---- runbook links ----
+
+/// Issue 39: a page said what broke but not where to read what to do. Every format links
+/// the runbook of the incident's kind and state (`/runbooks#<alert>`, or the configured
+/// `http.runbooks_url`) beside what it carried before: a field added, none renamed.
+#[test]
+fn every_format_links_the_runbook_of_the_incident() {
+    let zombie = note(
+        EventKind::Opened,
+        incident("lab", Some(2), Severity::Critical),
+    );
+    let link = "https://watchdog.example:9644/runbooks#kafkabrokerzombie";
+    assert_eq!(generic(&zombie, &ctx())["runbook_url"], link);
+    let am = alertmanager(None, &zombie, &ctx());
+    assert_eq!(am[0]["annotations"]["runbook_url"], link);
+    let pd = pagerduty("R0UT1NGKEY", &zombie, &ctx());
+    assert_eq!(pd["payload"]["custom_details"]["runbook_url"], link);
+    assert!(
+        pd["links"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|l| l["href"] == link && l["text"] == "runbook"),
+        "{pd}"
+    );
+    let buttons: Vec<Value> = slack(&zombie, &ctx())["blocks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|b| b["type"] == "actions")
+        .flat_map(|b| b["elements"].as_array().unwrap().clone())
+        .collect();
+    assert!(
+        buttons
+            .iter()
+            .any(|b| b["url"] == link && b["text"]["text"] == "Runbook"),
+        "{buttons:?}"
+    );
+    let card = &teams(&zombie, &ctx())["attachments"][0]["content"];
+    assert_eq!(card["actions"][0]["type"], "Action.OpenUrl");
+    assert_eq!(card["actions"][0]["url"], link);
+
+    // Another kind, another section; a site of one's own; none known, no link.
+    let offline = note(EventKind::Opened, incident("lab", None, Severity::Critical));
+    let own = Context {
+        runbooks_url: Some("https://wiki.example/kw/runbooks"),
+        ..ctx()
+    };
+    assert_eq!(
+        generic(&offline, &own)["runbook_url"],
+        "https://wiki.example/kw/runbooks#kafkaofflinepartitions"
+    );
+    let none = Context {
+        runbooks_url: None,
+        ..ctx()
+    };
+    assert!(generic(&offline, &none)["runbook_url"].is_null());
+    assert!(alertmanager(None, &offline, &none)[0]["annotations"]
+        .get("runbook_url")
+        .is_none());
 }

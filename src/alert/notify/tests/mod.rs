@@ -90,6 +90,7 @@ fn ctx() -> Context<'static> {
         instance_id: "wd-1",
         now: t(300),
         status_url: Some("https://watchdog.example:9644/status"),
+        runbooks_url: Some("https://watchdog.example:9644/runbooks"),
     }
 }
 
@@ -170,7 +171,8 @@ fn fast() -> DeliverySettings {
     DeliverySettings {
         backoff: Backoff {
             initial: Duration::from_millis(10),
-            max: Duration::from_millis(80),
+            page_max: Duration::from_millis(80),
+            info_max: Duration::from_millis(80),
             jitter: 0.2,
         },
         max_retry_after: Duration::from_secs(5),

@@ -189,27 +189,37 @@ fn slack_answers_are_judged_by_their_body() {
             r#"{"ok":false,"error":"ratelimited"}"#
         ),
         Answer::Retry {
-            after: Some(Duration::from_secs(12)),
+            after: Some(Asked {
+                wait: Duration::from_secs(12),
+                rate_limited: true
+            }),
             why: "chat.postMessage: ratelimited".into()
         }
     );
     assert!(matches!(
         j(api::UPDATE, 429, Some("3"), ""),
-        Answer::Retry { after: Some(d), .. } if d == Duration::from_secs(3)
+        Answer::Retry { after: Some(a), .. } if a == Asked { wait: Duration::from_secs(3), rate_limited: true }
     ));
     assert!(matches!(
         j(api::UPDATE, 503, None, ""),
         Answer::Retry { after: None, .. }
     ));
-    assert!(matches!(
+    assert_eq!(
         j(
             api::UPDATE,
             200,
-            None,
+            Some("5"),
             r#"{"ok":false,"error":"internal_error"}"#
         ),
-        Answer::Retry { .. }
-    ));
+        Answer::Retry {
+            after: Some(Asked {
+                wait: Duration::from_secs(5),
+                rate_limited: false
+            }),
+            why: "chat.update: internal_error".into()
+        },
+        "Slack's own trouble is no rate limit: its wait is held to the backoff's cap"
+    );
     assert_eq!(
         j(
             api::UPDATE,
@@ -485,4 +495,150 @@ async fn rate_limits_are_retried_and_other_refusals_dropped_and_counted() {
     );
     handle.shutdown(Duration::from_secs(1)).await;
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Issue 38 item 6: an escalation to critical edited the first message and replied in its
+/// thread without `reply_broadcast`, so the channel was not notified: nobody heard it. The
+/// reply now also goes to the channel; a minor update's stays in the thread.
+#[tokio::test]
+async fn an_escalation_is_told_to_the_channel_not_only_the_thread() {
+    let fake = fake().await;
+    let dir = temp_dir("slack-escalation");
+    let handle = Notifier::spawn_with(&[bot_hook(&fake)], &dir, "wd-1", fast()).unwrap();
+    let mut warn = incident("lab", Some(2), Severity::Warning);
+    warn.notified_peak = Some(Severity::Warning);
+    handle.submit(vec![event(EventKind::Opened, warn)]);
+    calls(&fake, 1).await;
+    let mut up = updated(Severity::Warning, Severity::Warning, Severity::Critical);
+    up.changes = vec!["severity warning -> critical".into()];
+    handle.submit(vec![up]);
+    let c = calls(&fake, 3).await;
+    let ts = c[0].answer["ts"].as_str().unwrap();
+    assert_eq!(c[1].method, "chat.update");
+    assert_eq!(c[1].body["ts"], ts, "the first message shows it");
+    assert!(
+        c[1].body["text"]
+            .as_str()
+            .unwrap()
+            .starts_with("[CRITICAL]"),
+        "{}",
+        c[1].body
+    );
+    assert_eq!(c[2].method, "chat.postMessage");
+    assert_eq!(c[2].body["thread_ts"], ts);
+    assert_eq!(
+        c[2].body["reply_broadcast"], true,
+        "the escalation notifies the channel: {}",
+        c[2].body
+    );
+    let text = c[2].body["text"].as_str().unwrap();
+    assert!(
+        text.starts_with(
+            ":red_circle: *Escalated to critical*: broker 2 (127.0.0.12:9092) is a zombie"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.ends_with("\n• severity warning -&gt; critical"),
+        "{text}"
+    );
+    // A change that is no escalation stays in the thread.
+    handle.submit(vec![minor_update("partitions: +orders-2", "x")]);
+    let c = calls(&fake, 5).await;
+    assert_eq!(c[4].body["thread_ts"], ts);
+    assert!(c[4].body.get("reply_broadcast").is_none(), "{}", c[4].body);
+    handle.shutdown(Duration::from_secs(1)).await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Issue 38 item 6: a replica that took over sending (the one first in line died) knew
+/// nothing of the message the other had posted, so it posted a new one for the next state
+/// and the first stayed red after the resolve. The peers now tell which message stands for
+/// an incident they delivered, and the replica that takes over edits that one.
+#[tokio::test]
+async fn a_replica_that_takes_over_edits_the_first_message_to_its_end() {
+    use crate::alert::peers::{Answer, Peers};
+    let fake = fake().await;
+    let peers = |id: &str| {
+        Arc::new(Peers::new(
+            id,
+            Duration::from_millis(300),
+            Duration::from_millis(20),
+        ))
+    };
+    let (p1, p2) = (peers("wd-1"), peers("wd-2"));
+    let sender = |id: &str, p: &Arc<Peers>| Sender {
+        instance_id: id.into(),
+        status_url: None,
+        runbooks_url: None,
+        peers: Some(p.clone()),
+    };
+    let (dir1, dir2) = (temp_dir("slack-peer-1"), temp_dir("slack-peer-2"));
+    let first =
+        Notifier::spawn_with(&[bot_hook(&fake)], &dir1, sender("wd-1", &p1), fast()).unwrap();
+    let second =
+        Notifier::spawn_with(&[bot_hook(&fake)], &dir2, sender("wd-2", &p2), fast()).unwrap();
+    // wd-2 asks wd-1, first in line, for what it delivered.
+    let ask_first = || {
+        let answer = Answer {
+            instance_id: "wd-1".into(),
+            version: "0".into(),
+            clusters: vec!["lab".into()],
+            silences: vec![],
+            deliveries: p1.deliveries(&[], SystemTime::now()),
+        };
+        p2.heard("http://wd-1:9644", &answer, SystemTime::now());
+    };
+    let mut warn = incident("lab", Some(2), Severity::Warning);
+    warn.notified_peak = Some(Severity::Warning);
+    // Deliveries are shown to the peers for ten minutes after the event.
+    let mut opened = event(EventKind::Opened, warn);
+    opened.at = SystemTime::now();
+    first.submit(vec![opened.clone()]);
+    first
+        .stats_when("wd-1 posted it", |s| s.receivers[0].ok == 1)
+        .await;
+    ask_first();
+    second.submit(vec![opened]);
+    second
+        .stats_when("wd-2 left it to wd-1", |s| {
+            s.receivers[0].left_to_peers == 1
+        })
+        .await;
+    // wd-1 dies; wd-2 sends the escalation and the resolve.
+    first.shutdown(Duration::from_secs(1)).await;
+    let mut up = updated(Severity::Warning, Severity::Warning, Severity::Critical);
+    up.changes = vec!["severity warning -> critical".into()];
+    second.submit(vec![
+        up,
+        event(
+            EventKind::Resolved,
+            incident("lab", Some(2), Severity::Critical),
+        ),
+    ]);
+    second
+        .stats_when("wd-2 sent both", |s| s.receivers[0].ok == 2)
+        .await;
+    let messages = fake.messages();
+    let methods: Vec<String> = fake.calls().iter().map(|c| c.method.clone()).collect();
+    assert_eq!(
+        messages.len(),
+        1,
+        "one message for the incident: {methods:?}"
+    );
+    let m = &messages[0];
+    let last = m.versions.last().unwrap()["text"].as_str().unwrap();
+    assert!(
+        last.contains("resolved after"),
+        "the first message ends green: {last}"
+    );
+    assert_eq!(m.replies.len(), 2, "{:#?}", m.replies);
+    assert_eq!(m.replies[0]["reply_broadcast"], true, "the escalation");
+    assert!(
+        kept(&dir2)["threads"].as_object().unwrap().is_empty(),
+        "forgotten once resolved"
+    );
+    second.shutdown(Duration::from_secs(1)).await;
+    let _ = std::fs::remove_dir_all(&dir1);
+    let _ = std::fs::remove_dir_all(&dir2);
 }
