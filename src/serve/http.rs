@@ -1,12 +1,12 @@
-//! The HTTP surface: `/metrics`, `/healthz`, `/readyz`, `/status`, and the silences API
-//! (`/api/v1/silences`). Every page is rendered from the snapshot published last
+//! The HTTP surface: `/metrics`, `/healthz`, `/readyz`, `/status`, `/runbooks`, and the
+//! silences API (`/api/v1/silences`). Every page is rendered from the snapshot published last
 //! (`snapshot::Publisher::current`), so a hung broker can never make a scrape wait.
 //!
 //! The server faces whatever can reach its address, so every resource a client can hold is
 //! bounded: connections (a semaphore), header bytes and time, connection lifetime, and the
 //! request body, which is read only by the silences API (16 KiB within 5 s) and never
-//! elsewhere. HTTPS (rustls) and a credential for everything but `/healthz` and `/readyz`
-//! are optional; without a credential, a change to silences needs the local token that the
+//! elsewhere. HTTPS (rustls) and a credential for everything but `/healthz`, `/readyz` and
+//! `/runbooks` are optional; without a credential, a change to silences needs the local token that the
 //! daemon keeps in its state directory, from loopback, naming a loopback host.
 
 use std::convert::Infallible;
@@ -30,7 +30,11 @@ use tokio::net::TcpListener;
 use tokio::sync::{watch, Semaphore};
 use tokio_rustls::TlsAcceptor;
 
+use crate::alert::peers::auth::PeerKey;
+use crate::alert::peers::PEER_PATH;
 use crate::config::{Config, HttpAuth, HttpTlsError, Secret};
+use crate::observe::self_metrics::ProcessFigures;
+use crate::serve::runbooks::RUNBOOKS_PATH;
 use crate::serve::snapshot::Publisher;
 
 /// Far more than the scrapers and dashboards of one watchdog; a client flood beyond it
@@ -43,11 +47,12 @@ const HEADER_TIMEOUT: Duration = Duration::from_secs(5);
 const MAX_HEAD_BYTES: usize = 16 * 1024;
 /// A slow or idle client may hold a connection this long at most.
 const CONNECTION_LIFETIME: Duration = Duration::from_secs(30);
-/// Connections kept for `/healthz` and `/readyz` when every other slot is taken: a flood
-/// of slow clients must not make the kubelet or systemd think the daemon hung and restart
-/// it (issue 27 item 10). A reserved connection answers the probes and nothing else.
-pub const RESERVED_FOR_PROBES: usize = 4;
-/// Connections one client address may hold at once: one client cannot take every slot.
+/// Connections past a cap kept open at once to answer `/healthz` and `/readyz` (and
+/// nothing else): a flood of slow clients must not make the kubelet or systemd think the
+/// daemon hung and restart it (issue 27 item 10, issue 38 item 8). See `ProbeLane`.
+pub const PROBE_LANE: usize = 16;
+/// Connections one client address may hold at once for anything but the probes: one
+/// client cannot take every slot.
 pub const PER_CLIENT: usize = 16;
 const REALM: &str = "kafka-watchdog";
 
@@ -55,12 +60,17 @@ const REALM: &str = "kafka-watchdog";
 #[derive(Clone)]
 pub struct ServeOptions {
     pub tls: Option<TlsAcceptor>,
-    /// Asked for by every page but `/healthz` and `/readyz`.
+    /// Asked for by every page but `/healthz`, `/readyz` and `/runbooks`.
     pub auth: Option<HttpAuth>,
     /// Without `auth`: the token that changes to silences must carry (see
     /// [`create_local_token`]); none refuses every change.
     pub local_token: Option<Secret>,
+    /// With `peers:`: what `/api/v1/peer` asks of a peer instead of `auth`.
+    pub peer_key: Option<Arc<PeerKey>>,
     pub max_connections: usize,
+    /// Stamped by the accept loop at each connection and each idle second: whether the
+    /// server makes progress (`/healthz`, the systemd watchdog).
+    pub progress: Option<crate::model::progress::Stamp>,
 }
 
 impl Default for ServeOptions {
@@ -69,7 +79,9 @@ impl Default for ServeOptions {
             tls: None,
             auth: None,
             local_token: None,
+            peer_key: None,
             max_connections: MAX_CONNECTIONS,
+            progress: None,
         }
     }
 }
@@ -80,6 +92,7 @@ impl std::fmt::Debug for ServeOptions {
             .field("tls", &self.tls.is_some())
             .field("auth", &self.auth)
             .field("local_token", &self.local_token.is_some())
+            .field("peer_key", &self.peer_key.is_some())
             .field("max_connections", &self.max_connections)
             .finish()
     }
@@ -97,7 +110,12 @@ impl ServeOptions {
             tls,
             auth: config.http_auth.clone(),
             local_token: None,
+            peer_key: config
+                .peers
+                .as_ref()
+                .map(|p| Arc::new(PeerKey::new(p.key.expose()))),
             max_connections: MAX_CONNECTIONS,
+            progress: None,
         })
     }
 }
@@ -233,7 +251,7 @@ fn unauthorized(auth: &HttpAuth) -> Response<Full<Bytes>> {
     let mut r = text(
         StatusCode::UNAUTHORIZED,
         "text/plain; charset=utf-8",
-        "credentials required (only /healthz and /readyz are open)\n".into(),
+        "credentials required (only /healthz, /readyz and /runbooks are open)\n".into(),
     );
     let challenge = match auth {
         HttpAuth::Basic { .. } => format!("Basic realm=\"{REALM}\", charset=\"UTF-8\""),
@@ -251,7 +269,9 @@ fn unauthorized(auth: &HttpAuth) -> Response<Full<Bytes>> {
 fn respond(
     published: &Publisher,
     auth: Option<&HttpAuth>,
+    peer_key: Option<&PeerKey>,
     req: &Request<Incoming>,
+    own: Option<ProcessFigures>,
 ) -> Response<Full<Bytes>> {
     let has_body = !req.body().is_end_stream();
     let mut r = if req.method() != Method::GET && req.method() != Method::HEAD {
@@ -269,17 +289,22 @@ fn respond(
             "text/plain; charset=utf-8",
             "a request body is not accepted\n".into(),
         )
+    } else if let (PEER_PATH, Some(key)) = (req.uri().path(), peer_key) {
+        // Peers prove who they are with the peer key, never with the credential that
+        // writes silences (issue 38 item 5).
+        peer(published, key, req)
     } else {
-        // Everything but the probes is guarded, so a page added later is guarded too
-        // and a client without credentials cannot tell which pages exist.
+        // Everything but the probes and the runbooks (the project's own documentation,
+        // opened from a chat link at night) is guarded, so a page added later is guarded
+        // too and a client without credentials cannot tell which pages exist.
         match auth {
             Some(a)
-                if !matches!(req.uri().path(), "/healthz" | "/readyz")
+                if !matches!(req.uri().path(), "/healthz" | "/readyz" | RUNBOOKS_PATH)
                     && !authorized(a, req.headers().get(AUTHORIZATION)) =>
             {
                 unauthorized(a)
             }
-            _ => route(published, req),
+            _ => route(published, req, own),
         }
     };
     if has_body {
@@ -341,7 +366,7 @@ async fn api_write(
     let now = std::time::SystemTime::now();
     if req.method() == Method::DELETE {
         let id = req.uri().path()[SILENCES_PATH.len() + 1..].to_string();
-        return match alerting.expire_silence(&id, now) {
+        return match alerting.expire_silence(&id, now).await {
             Ok(true) => {
                 published.refresh();
                 json(StatusCode::OK, &serde_json::json!({"expired": id}))
@@ -362,7 +387,7 @@ async fn api_write(
         request.created_by = Some(who);
     }
     let clusters = published.current().clusters.clone();
-    match alerting.add_silence(&request, &clusters, now) {
+    match alerting.add_silence(&request, &clusters, now).await {
         Ok(s) => {
             // /status and the metrics show it at once, as the silences API does.
             published.refresh();
@@ -452,13 +477,17 @@ async fn silence_request(
     })
 }
 
-fn route(published: &Publisher, req: &Request<Incoming>) -> Response<Full<Bytes>> {
+fn route(
+    published: &Publisher,
+    req: &Request<Incoming>,
+    own: Option<ProcessFigures>,
+) -> Response<Full<Bytes>> {
     match req.uri().path() {
-        crate::alert::peers::PEER_PATH => peer(published),
         SILENCES_PATH => silences(published),
-        "/metrics" => metrics(published, req),
-        "/healthz" => text(StatusCode::OK, "text/plain; charset=utf-8", "ok\n".into()),
+        "/metrics" => metrics(published, req, own),
+        "/healthz" => healthz(published),
         "/readyz" => readyz(published),
+        RUNBOOKS_PATH => runbooks(),
         "/status" => {
             let snapshot = published.current();
             text(
@@ -474,27 +503,59 @@ fn route(published: &Publisher, req: &Request<Incoming>) -> Response<Full<Bytes>
         _ => text(
             StatusCode::NOT_FOUND,
             "text/plain; charset=utf-8",
-            "not found: try /metrics, /status, /healthz, /readyz, /api/v1/silences or /api/v1/peer\n".into(),
+            "not found: try /metrics, /status, /runbooks, /healthz, /readyz or /api/v1/silences\n"
+                .into(),
         ),
     }
 }
 
-/// What another watchdog asks of this one: its silences and what it delivered.
-fn peer(published: &Publisher) -> Response<Full<Bytes>> {
-    match published.alerting() {
-        Some(a) => {
-            let answer =
-                a.peer_answer(&published.instance_id, published.current().clusters.clone());
-            json(
-                StatusCode::OK,
-                &serde_json::to_value(&answer).unwrap_or_default(),
+/// The runbooks as a page (`serve::runbooks`). It links nowhere else and runs no script,
+/// and the browser is told so.
+fn runbooks() -> Response<Full<Bytes>> {
+    let mut r = text(
+        StatusCode::OK,
+        "text/html; charset=utf-8",
+        crate::serve::runbooks::page().into(),
+    );
+    r.headers_mut().insert(
+        hyper::header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static("default-src 'none'; style-src 'unsafe-inline'"),
+    );
+    r
+}
+
+/// What another watchdog asks of this one: its silences and what it delivered, signed
+/// for the ask it answers (`alert::peers::auth`); an ask without the peer key's proof is
+/// refused.
+fn peer(published: &Publisher, key: &PeerKey, req: &Request<Incoming>) -> Response<Full<Bytes>> {
+    let header = req
+        .headers()
+        .get(crate::alert::peers::auth::HEADER)
+        .and_then(|v| v.to_str().ok());
+    let nonce = match key.check_ask(header, std::time::SystemTime::now()) {
+        Ok(n) => n,
+        Err(why) => {
+            return text(
+                StatusCode::UNAUTHORIZED,
+                "text/plain; charset=utf-8",
+                format!("{why}\n"),
             )
         }
-        None => api_error(
+    };
+    let Some(a) = published.alerting() else {
+        return api_error(
             StatusCode::SERVICE_UNAVAILABLE,
             "alerting has not started yet",
-        ),
+        );
+    };
+    let answer = a.peer_answer(&published.instance_id, published.current().clusters.clone());
+    let body = serde_json::to_string(&answer).unwrap_or_default();
+    let signature = key.sign_answer(&nonce, body.as_bytes());
+    let mut r = text(StatusCode::OK, "application/json", body);
+    if let Ok(v) = HeaderValue::from_str(&signature) {
+        r.headers_mut().insert(crate::alert::peers::auth::HEADER, v);
     }
+    r
 }
 
 /// The silences in force, as the API lists them.
@@ -510,10 +571,19 @@ fn silences(published: &Publisher) -> Response<Full<Bytes>> {
     json(StatusCode::OK, &serde_json::json!({ "silences": list }))
 }
 
-/// The metrics page, in the format the scraper asks for.
-fn metrics(published: &Publisher, req: &Request<Incoming>) -> Response<Full<Bytes>> {
+/// The metrics page, in the format the scraper asks for, with the process's own figures
+/// `own` (read before, off the runtime).
+fn metrics(
+    published: &Publisher,
+    req: &Request<Incoming>,
+    own: Option<ProcessFigures>,
+) -> Response<Full<Bytes>> {
     let snapshot = published.current();
-    let page = crate::serve::metrics::render(snapshot.reports(), &published.extras(&snapshot));
+    let extras = crate::serve::metrics::Extras {
+        process: own,
+        ..published.extras(&snapshot)
+    };
+    let page = crate::serve::metrics::render(snapshot.reports(), &extras);
     let accept = req.headers().get(ACCEPT).and_then(|v| v.to_str().ok());
     let mut r = if crate::serve::metrics::wants_openmetrics(accept) {
         text(StatusCode::OK, crate::serve::metrics::CONTENT_TYPE, page)
@@ -528,6 +598,32 @@ fn metrics(published: &Publisher, req: &Request<Incoming>) -> Response<Full<Byte
     r.headers_mut()
         .insert(VARY, HeaderValue::from_static("accept"));
     r
+}
+
+/// Alive while every round loop, the webhook dispatcher and the HTTP server make progress
+/// (`model::progress`); 503 naming each one over its allowance, and since when, otherwise.
+/// A lock and a few lines: cheap enough to be asked every second.
+fn healthz(published: &Publisher) -> Response<Full<Bytes>> {
+    let stuck = published.progress.stuck(std::time::Instant::now());
+    if stuck.is_empty() {
+        return text(StatusCode::OK, "text/plain; charset=utf-8", "ok\n".into());
+    }
+    let now = std::time::SystemTime::now();
+    let mut body = String::from("stuck:\n");
+    for l in stuck {
+        body.push_str(&format!(
+            "{}: no progress for {} s (allowed {} s), since {}\n",
+            l.what,
+            l.silent.as_secs(),
+            l.allowed.as_secs(),
+            crate::model::time::rfc3339(now - l.silent)
+        ));
+    }
+    text(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "text/plain; charset=utf-8",
+        body,
+    )
 }
 
 /// Ready once every cluster has completed a round.
@@ -558,7 +654,7 @@ pub async fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
 
 /// Serves plain HTTP without credentials until `shutdown` turns true.
 pub async fn serve(
-    listener: TcpListener,
+    listener: Arc<TcpListener>,
     published: Arc<Publisher>,
     shutdown: watch::Receiver<bool>,
 ) {
@@ -566,31 +662,28 @@ pub async fn serve(
 }
 
 /// Serves with `options` until `shutdown` turns true.
+///
+/// Every connection is accepted at once. Within its address's cap and the global one it is
+/// served as usual; past either it goes to the probes' lane, where `/healthz` and `/readyz`
+/// are answered and anything else gets 503 busy (issue 38 item 8: behind a service mesh
+/// every client, the kubelet too, shares one address; a probe that waited in the kernel's
+/// queue, or was closed, got a daemon that works restarted).
 pub async fn serve_with(
-    listener: TcpListener,
+    listener: Arc<TcpListener>,
     published: Arc<Publisher>,
     mut shutdown: watch::Receiver<bool>,
     options: ServeOptions,
 ) {
     let slots = Arc::new(Semaphore::new(options.max_connections.max(1)));
-    let reserve = Arc::new(Semaphore::new(RESERVED_FOR_PROBES));
+    let lane = Arc::new(ProbeLane::default());
     let per_client: Arc<std::sync::Mutex<std::collections::HashMap<std::net::IpAddr, usize>>> =
         Arc::default();
     loop {
-        // A slot first, then the connection: beyond the limit, clients wait in the
-        // kernel's queue rather than in memory here. A reserved slot is taken only when
-        // every other one is.
-        let slot = tokio::select! {
-            biased;
-            s = slots.clone().acquire_owned() => s.map(|p| (p, false)),
-            s = reserve.clone().acquire_owned() => s.map(|p| (p, true)),
-            _ = shutdown.changed() => return,
-        };
-        let Ok((slot, probes_only)) = slot else {
-            return;
-        };
+        tick(&options.progress);
         let accepted = tokio::select! {
             a = listener.accept() => a,
+            // Idle is progress too: the loop is there to accept.
+            _ = tokio::time::sleep(IDLE_TICK) => continue,
             _ = shutdown.changed() => return,
         };
         let (stream, peer) = match accepted {
@@ -601,37 +694,126 @@ pub async fn serve_with(
                 continue;
             }
         };
-        let Some(client) = ClientSlot::take(&per_client, peer.ip()) else {
-            tracing::debug!(%peer, "HTTP client over its connection cap; closed");
-            continue;
-        };
-        let published = published.clone();
-        let options = options.clone();
-        tokio::spawn(async move {
-            let _slot = slot;
-            let _client = client;
-            let ctx = Conn {
-                auth: options.auth.clone(),
-                local_token: options.local_token.clone(),
-                peer: Some(peer),
-                probes_only,
-            };
-            let connection = async {
-                match &options.tls {
-                    None => connection(stream, published, ctx).await,
-                    Some(acceptor) => {
-                        match tokio::time::timeout(HEADER_TIMEOUT, acceptor.accept(stream)).await {
-                            Ok(Ok(tls)) => connection(tls, published, ctx).await,
-                            Ok(Err(e)) => {
-                                tracing::debug!(%peer, error = %e, "TLS handshake failed");
-                            }
-                            Err(_) => tracing::debug!(%peer, "TLS handshake timed out"),
-                        }
+        let (published, options) = (published.clone(), options.clone());
+        let full = ClientSlot::take(&per_client, peer.ip())
+            .and_then(|client| Some((slots.clone().try_acquire_owned().ok()?, client)));
+        match full {
+            Some(hold) => {
+                tokio::spawn(serve_one(stream, peer, published, options, false, hold));
+            }
+            None => {
+                tracing::debug!(%peer, "HTTP connections over a cap: this one answers the probes only");
+                lane.admit(|hold| {
+                    tokio::spawn(serve_one(stream, peer, published, options, true, hold))
+                });
+            }
+        }
+    }
+}
+
+/// One connection, with TLS when configured, for `CONNECTION_LIFETIME` at most (a
+/// probes-only one `HEADER_TIMEOUT`); `hold` is its place (a slot and its address's share,
+/// or its place in the probes' lane), given back when it ends.
+async fn serve_one<H: Send>(
+    stream: tokio::net::TcpStream,
+    peer: SocketAddr,
+    published: Arc<Publisher>,
+    options: ServeOptions,
+    probes_only: bool,
+    hold: H,
+) {
+    let _hold = hold;
+    let ctx = Conn {
+        auth: options.auth.clone(),
+        peer_key: options.peer_key.clone(),
+        local_token: options.local_token.clone(),
+        peer: Some(peer),
+        probes_only,
+    };
+    let connection = async {
+        match &options.tls {
+            None => connection(stream, published, ctx).await,
+            Some(acceptor) => {
+                match tokio::time::timeout(HEADER_TIMEOUT, acceptor.accept(stream)).await {
+                    Ok(Ok(tls)) => connection(tls, published, ctx).await,
+                    Ok(Err(e)) => {
+                        tracing::debug!(%peer, error = %e, "TLS handshake failed");
                     }
+                    Err(_) => tracing::debug!(%peer, "TLS handshake timed out"),
                 }
-            };
-            let _ = tokio::time::timeout(CONNECTION_LIFETIME, connection).await;
+            }
+        }
+    };
+    let lifetime = if probes_only {
+        HEADER_TIMEOUT
+    } else {
+        CONNECTION_LIFETIME
+    };
+    let _ = tokio::time::timeout(lifetime, connection).await;
+}
+
+/// Connections in the probes' lane, oldest first, by id, with the handle that closes each.
+type Lane = std::collections::VecDeque<(u64, Option<tokio::task::AbortHandle>)>;
+
+/// The connections past a cap, which answer the probes only. At most `PROBE_LANE`: a new
+/// one closes the oldest, since a probe sends its request as it connects and is answered
+/// within milliseconds, and one still there is not a probe. A flood of idle clients then
+/// holds `PROBE_LANE` connections, and never keeps a probe from its answer.
+#[derive(Default)]
+struct ProbeLane {
+    /// The next id, and the lane.
+    open: std::sync::Mutex<(u64, Lane)>,
+}
+
+impl ProbeLane {
+    fn lock(&self) -> std::sync::MutexGuard<'_, (u64, Lane)> {
+        self.open.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Starts a connection in the lane (`start` spawns it, holding the guard that takes
+    /// it out when it ends), closing the oldest when the lane is full. Called by the
+    /// accept loop alone, so no other connection is admitted between the two locks.
+    fn admit(self: &Arc<Self>, start: impl FnOnce(LaneGuard) -> tokio::task::JoinHandle<()>) {
+        let id = {
+            let mut open = self.lock();
+            let id = open.0;
+            open.0 += 1;
+            open.1.push_back((id, None));
+            if open.1.len() > PROBE_LANE {
+                if let Some((_, Some(oldest))) = open.1.pop_front() {
+                    oldest.abort();
+                }
+            }
+            id
+        };
+        let task = start(LaneGuard {
+            lane: self.clone(),
+            id,
         });
+        if let Some(entry) = self.lock().1.iter_mut().find(|(i, _)| *i == id) {
+            entry.1 = Some(task.abort_handle());
+        }
+    }
+}
+
+/// A connection's place in the probes' lane, given back when it ends.
+struct LaneGuard {
+    lane: Arc<ProbeLane>,
+    id: u64,
+}
+
+impl Drop for LaneGuard {
+    fn drop(&mut self) {
+        self.lane.lock().1.retain(|(i, _)| *i != self.id);
+    }
+}
+
+/// How often an idle accept loop stamps its progress.
+const IDLE_TICK: Duration = Duration::from_secs(1);
+
+fn tick(progress: &Option<crate::model::progress::Stamp>) {
+    if let Some(p) = progress {
+        p.tick();
     }
 }
 
@@ -676,6 +858,7 @@ impl Drop for ClientSlot {
 #[derive(Clone)]
 struct Conn {
     auth: Option<HttpAuth>,
+    peer_key: Option<Arc<PeerKey>>,
     local_token: Option<Secret>,
     peer: Option<SocketAddr>,
     /// A reserved connection: the probes only.
@@ -686,6 +869,7 @@ async fn connection<S>(stream: S, published: Arc<Publisher>, ctx: Conn)
 where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
+    let probes_only = ctx.probes_only;
     let service = service_fn(move |req: Request<Incoming>| {
         let published = published.clone();
         let ctx = ctx.clone();
@@ -695,7 +879,7 @@ where
                 let mut r = text(
                     StatusCode::SERVICE_UNAVAILABLE,
                     "text/plain; charset=utf-8",
-                    "busy: every connection is taken; only /healthz and /readyz are answered now\n"
+                    "busy: every connection (or this address's share) is taken; only /healthz and /readyz are answered now\n"
                         .into(),
                 );
                 r.headers_mut()
@@ -711,13 +895,27 @@ where
                 )
                 .await
             } else {
-                respond(&published, ctx.auth.as_ref(), &req)
+                // The page's `process_*` figures are read from /proc off the runtime
+                // (issue 38 item 3), before the page is made.
+                let own = match req.uri().path() {
+                    "/metrics" => Some(crate::observe::self_metrics::read_own().await),
+                    _ => None,
+                };
+                respond(
+                    &published,
+                    ctx.auth.as_ref(),
+                    ctx.peer_key.as_deref(),
+                    &req,
+                    own,
+                )
             };
             Ok::<_, Infallible>(response)
         }
     });
     let _ = hyper::server::conn::http1::Builder::new()
         .timer(TokioTimer::new())
+        // One answer per probes-only connection: its place in the lane is for the next.
+        .keep_alive(!probes_only)
         .header_read_timeout(HEADER_TIMEOUT)
         .max_buf_size(MAX_HEAD_BYTES)
         .serve_connection(TokioIo::new(stream), service)
@@ -759,7 +957,7 @@ mod tests {
         let listener = bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
         let addr = listener.local_addr().unwrap();
         let (stop, stop_rx) = watch::channel(false);
-        tokio::spawn(serve_with(listener, published, stop_rx, options));
+        tokio::spawn(serve_with(Arc::new(listener), published, stop_rx, options));
         Server { addr, stop }
     }
 
@@ -977,6 +1175,49 @@ mod tests {
         );
     }
 
+    /// Issue 39: every alert rule's runbook_url led to a repository that does not exist.
+    /// The watchdog serves its runbooks itself, without a credential (a runbook behind one
+    /// is no use from a chat link at night, and it holds nothing secret), as HTML whose
+    /// ids are the anchors the rules link to.
+    #[tokio::test]
+    async fn the_runbooks_are_served_openly_with_every_alert_rules_anchor() {
+        let server = start(with_auth(basic())).await;
+        let (status, answer) = get(&server, "/runbooks", &[]).await;
+        assert_eq!(status, 200, "{answer}");
+        let (head, body) = split_answer(&answer);
+        assert!(
+            head.contains("content-type: text/html; charset=utf-8"),
+            "{head}"
+        );
+        assert!(
+            head.contains("content-security-policy: default-src 'none'"),
+            "{head}"
+        );
+        let rules: serde_norway::Value =
+            serde_norway::from_str(include_str!("../../dashboards/alerts.yaml")).unwrap();
+        let mut anchors = 0;
+        for rule in rules["groups"]
+            .as_sequence()
+            .unwrap()
+            .iter()
+            .flat_map(|g| g["rules"].as_sequence().unwrap())
+        {
+            let url = rule["annotations"]["runbook_url"].as_str().unwrap();
+            let (_, anchor) = url.rsplit_once('#').expect("an anchor");
+            assert!(
+                body.contains(&format!(" id=\"{anchor}\"")),
+                "{url}: no such anchor on /runbooks"
+            );
+            anchors += 1;
+        }
+        assert!(anchors >= 29, "{anchors} rules");
+        // The page is rendered once; only the Date header may differ (a second may pass).
+        let again = get(&server, "/runbooks", &[]).await.1;
+        assert_eq!(split_answer(&again).1, body);
+        let (status, _) = get(&server, "/runbooks/x", &[]).await;
+        assert_eq!(status, 401, "only the page itself is open");
+    }
+
     #[tokio::test]
     async fn basic_auth_guards_everything_but_the_probes() {
         let server = start(with_auth(basic())).await;
@@ -1113,6 +1354,80 @@ mod tests {
         assert!(!out.starts_with(b"HTTP/"), "{out:?}");
     }
 
+    /// The leaf certificate the server presents to a new connection (the client trusts the
+    /// test CA and the renewed one).
+    async fn served_leaf(addr: SocketAddr) -> Vec<u8> {
+        let mut roots = RootCertStore::empty();
+        for ca in [
+            CA,
+            &include_bytes!("../observe/wire/testdata/renewed-ca.pem")[..],
+        ] {
+            roots
+                .add(CertificateDer::from_pem_slice(ca).unwrap())
+                .unwrap();
+        }
+        let config =
+            ClientConfig::builder_with_provider(Arc::new(ring_provider::default_provider()))
+                .with_safe_default_protocol_versions()
+                .unwrap()
+                .with_root_certificates(roots)
+                .with_no_client_auth();
+        let tcp = TcpStream::connect(addr).await.unwrap();
+        let tls = TlsConnector::from(Arc::new(config))
+            .connect(ServerName::try_from("localhost").unwrap(), tcp)
+            .await
+            .expect("the handshake succeeds");
+        tls.get_ref().1.peer_certificates().unwrap()[0].to_vec()
+    }
+
+    /// Issue 39 item 2: cert-manager renews `http.tls`'s files in place (a Kubernetes
+    /// Secret's `..data` swap); the next connection gets the new certificate, without a
+    /// restart. Before, the acceptor kept the certificate it was started with.
+    #[tokio::test]
+    async fn a_renewed_certificate_is_served_to_the_next_connection() {
+        let dir = std::env::temp_dir().join(format!("kw-http-renew-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let put = |name: &str, from: &str| {
+            let tmp = dir.join(format!("{name}.tmp"));
+            std::fs::copy(format!("{TESTDATA}/{from}"), &tmp).unwrap();
+            std::fs::rename(&tmp, dir.join(name)).unwrap();
+        };
+        put("tls.crt", "server.pem");
+        put("tls.key", "server.key");
+        let tls = HttpTlsConfig {
+            cert_file: dir.join("tls.crt"),
+            key_file: dir.join("tls.key"),
+        };
+        let server = start(ServeOptions {
+            tls: Some(TlsAcceptor::from(tls.server_config().unwrap())),
+            ..ServeOptions::default()
+        })
+        .await;
+        let first =
+            CertificateDer::from_pem_slice(include_bytes!("../observe/wire/testdata/server.pem"))
+                .unwrap();
+        assert!(served_leaf(server.addr).await == first.to_vec());
+
+        put("tls.crt", "renewed-server.pem");
+        put("tls.key", "renewed-server.key");
+        crate::config::live::look_all();
+        let renewed = CertificateDer::from_pem_slice(include_bytes!(
+            "../observe/wire/testdata/renewed-server.pem"
+        ))
+        .unwrap();
+        assert!(
+            served_leaf(server.addr).await == renewed.to_vec(),
+            "the next connection still got the old certificate"
+        );
+
+        // A key that is not the certificate's: the last good pair stays served.
+        put("tls.key", "server.key");
+        crate::config::live::look_all();
+        assert!(served_leaf(server.addr).await == renewed.to_vec());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
     #[tokio::test]
     async fn a_silent_client_cannot_hold_the_tls_handshake() {
         let server = start(ServeOptions {
@@ -1176,8 +1491,10 @@ mod tests {
         assert!(answer.contains("allow: GET, HEAD"), "{answer}");
     }
 
+    /// Beyond the connection limit, the probes are answered and anything else gets 503
+    /// busy with `Retry-After: 1` (issue 27 item 10), until a connection ends.
     #[tokio::test]
-    async fn connections_beyond_the_limit_wait_for_a_free_slot() {
+    async fn connections_beyond_the_limit_answer_only_the_probes() {
         let server = start(ServeOptions {
             max_connections: 2,
             ..ServeOptions::default()
@@ -1185,72 +1502,122 @@ mod tests {
         .await;
         let first = TcpStream::connect(server.addr).await.unwrap();
         let _second = TcpStream::connect(server.addr).await.unwrap();
-        // Both slots are taken by clients that send nothing. Issue 27 item 10: the
-        // probes are still answered, on a reserved connection, and nothing else is.
-        let (code, _) = raw(
-            server.addr,
-            "GET /healthz HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n",
-        )
-        .await;
-        assert_eq!(code, 200, "/healthz on a reserved slot");
-        let (code, body) = raw(
-            server.addr,
-            "GET /metrics HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n",
-        )
-        .await;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let get = |path: &str| {
+            let request = format!("GET {path} HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n");
+            async move { raw(server.addr, &request).await }
+        };
+        let (code, _) = get("/healthz").await;
+        assert_eq!(code, 200, "/healthz past the limit");
+        let (code, body) = get("/metrics").await;
         assert_eq!(code, 503, "{body}");
         assert!(body.contains("retry-after: 1"), "{body}");
-        // The reserved slots taken too: a client waits...
-        let mut idle = Vec::new();
-        for _ in 0..RESERVED_FOR_PROBES {
-            idle.push(TcpStream::connect(server.addr).await.unwrap());
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        let mut third = TcpStream::connect(server.addr).await.unwrap();
-        third
-            .write_all(b"GET /healthz HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n")
-            .await
-            .unwrap();
-        let mut out = Vec::new();
-        let waited =
-            tokio::time::timeout(Duration::from_millis(500), third.read_to_end(&mut out)).await;
-        assert!(waited.is_err(), "served beyond the limit: {out:?}");
-        // ...until one of them goes away.
         drop(first);
-        tokio::time::timeout(ANSWER_WITHIN, third.read_to_end(&mut out))
-            .await
-            .expect("served once a slot is free")
-            .unwrap();
-        assert!(out.starts_with(b"HTTP/1.1 200"), "{out:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let (code, body) = get("/metrics").await;
+        assert_eq!(code, 200, "served once a slot is free: {body}");
     }
 
-    /// Issue 27 item 10: one client address cannot take every connection. Twenty idle
-    /// connections from 127.0.0.2: the ones past the cap are closed at once, and another
-    /// client is served as usual.
+    /// Issue 38 item 1: `/healthz` was a constant 200, so nothing restarted a daemon whose
+    /// loops were stuck. A loop over its allowance makes it 503, naming the loop and since
+    /// when; its progress makes it 200 again. Open without the credential, as before.
     #[tokio::test]
-    async fn one_client_holds_at_most_its_share_of_connections() {
+    async fn healthz_is_503_naming_what_is_stuck_and_since_when() {
+        use crate::model::progress::Watched;
+        let published = Publisher::new("wd-test", vec!["orders".into()]);
+        let t0 = std::time::Instant::now();
+        let Some(long_ago) = t0.checked_sub(Duration::from_secs(100)) else {
+            return;
+        };
+        let stamp = published.progress.watch(
+            Watched::ClusterLoop("orders".into()),
+            Duration::from_secs(30),
+            long_ago,
+        );
+        published
+            .progress
+            .watch(Watched::Dispatcher, Duration::from_secs(30), t0);
+        let server = start_with(published.clone(), with_auth(basic())).await;
+        let (code, body) = get(&server, "/healthz", &[]).await;
+        assert_eq!(code, 503, "{body}");
+        assert!(
+            body.contains(
+                "the round loop of cluster orders: no progress for 100 s (allowed 30 s), since "
+            ),
+            "{body}"
+        );
+        assert!(!body.contains("dispatcher"), "{body}");
+        stamp.tick();
+        let (code, body) = get(&server, "/healthz", &[]).await;
+        assert_eq!(code, 200, "{body}");
+    }
+
+    /// Connects from `ip` (a loopback address of its own) and sends nothing.
+    async fn idle_from(ip: &str, server: &Server) -> TcpStream {
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        socket.bind(format!("{ip}:0").parse().unwrap()).unwrap();
+        socket.connect(server.addr).await.unwrap()
+    }
+
+    /// Sends `path` from `ip`: (status, answer).
+    async fn get_from(ip: &str, server: &Server, path: &str) -> (u16, String) {
+        let s = idle_from(ip, server).await;
+        send(
+            s,
+            &format!("GET {path} HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n"),
+        )
+        .await
+    }
+
+    /// Issue 38 item 8: behind a service mesh every client shares one address, the
+    /// kubelet's probes too. An address at its connection cap still has `/healthz` and
+    /// `/readyz` answered (they were closed at once, so the kubelet restarted a daemon that
+    /// worked); anything else it asks gets 503 busy, so the cap still bounds its share.
+    #[tokio::test]
+    async fn an_address_at_its_cap_still_has_its_probes_answered() {
         let server = start(ServeOptions::default()).await;
         let mut held = Vec::new();
-        let mut closed = 0;
-        for _ in 0..20 {
-            let socket = tokio::net::TcpSocket::new_v4().unwrap();
-            socket.bind("127.0.0.2:0".parse().unwrap()).unwrap();
-            let mut s = socket.connect(server.addr).await.unwrap();
-            let mut buf = [0u8; 1];
-            // A connection the server closed reads end-of-file at once; a held one waits.
-            match tokio::time::timeout(Duration::from_millis(200), s.read(&mut buf)).await {
-                Ok(Ok(0)) => closed += 1,
-                _ => held.push(s),
-            }
+        for _ in 0..PER_CLIENT + 4 {
+            held.push(idle_from("127.0.0.3", &server).await);
         }
-        assert_eq!(held.len(), PER_CLIENT);
-        assert_eq!(closed, 20 - PER_CLIENT);
-        let (code, _) = raw(
-            server.addr,
-            "GET /metrics HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n",
-        )
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let (code, body) = get_from("127.0.0.3", &server, "/healthz").await;
+        assert_eq!(code, 200, "{body}");
+        let (code, body) = get_from("127.0.0.3", &server, "/readyz").await;
+        assert_eq!(code, 503, "answered (no round yet): {body}");
+        assert!(body.contains("not ready"), "{body}");
+        let (code, body) = get_from("127.0.0.3", &server, "/metrics").await;
+        assert_eq!(code, 503, "{body}");
+        assert!(body.contains("busy"), "{body}");
+        let (code, _) = get_from("127.0.0.4", &server, "/metrics").await;
+        assert_eq!(code, 200, "another address is served as usual");
+    }
+
+    /// Issue 38 item 8: every connection taken, the reserve for the probes too (here by
+    /// idle clients from many addresses): a probe is still answered, at once. The oldest
+    /// probes-only connection makes room for it; a probe sends its request as it connects,
+    /// an idle client does not.
+    #[tokio::test]
+    async fn every_connection_taken_a_probe_is_still_answered() {
+        let server = start(ServeOptions {
+            max_connections: 2,
+            ..ServeOptions::default()
+        })
         .await;
-        assert_eq!(code, 200, "another client is served");
+        let mut idle = Vec::new();
+        for i in 0..40 {
+            idle.push(idle_from(&format!("127.0.1.{}", i + 1), &server).await);
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        for _ in 0..3 {
+            let (code, body) = tokio::time::timeout(
+                Duration::from_secs(2),
+                get_from("127.0.2.1", &server, "/healthz"),
+            )
+            .await
+            .expect("a probe never waits for a free slot");
+            assert_eq!(code, 200, "{body}");
+        }
     }
 
     #[test]
