@@ -112,7 +112,7 @@ fn encode_task_restarts(reg: &mut Registry, restarts: &[(&'static str, String, u
         crate::model::metric_kit::counter(
             reg,
             "task_restarts",
-            "The watchdog's own tasks (cluster_loop, liveness, quorum_watch, coordinator_watch, webhook_worker, webhook_dispatcher, canary_reader, canary_writer, peers, http_server, heartbeat, supervisor) started again after they ended unexpectedly (a panic), and remediation actions that panicked (their hold released, never run again); the journal names the cluster, broker or receiver, and has the panic",
+            "The watchdog's own tasks (cluster_loop, liveness, quorum_watch, coordinator_watch, webhook_worker, webhook_dispatcher, canary_reader, canary_writer, peers, http_server, heartbeat, supervisor, own_health) started again after they ended unexpectedly (a panic), and remediation actions that panicked (their hold released, never run again); the journal names the cluster, broker or receiver, and has the panic",
         );
     for task in crate::model::supervise::Task::ALL.map(|t| t.as_str()) {
         let n: u64 = restarts

@@ -27,6 +27,7 @@ use tokio::time::Instant;
 
 pub use crate::model::own_health::{Episode, OwnHealthFacts, Sickness, Timer};
 use crate::model::own_health::{JUMP_MIN, LAG_LIMIT, MEMORY, PAUSE_MIN, TICK};
+use crate::model::supervise::{self, Task};
 use crate::sys::TcpCounters;
 
 /// How often the CPU cgroup's throttled time is read.
@@ -393,6 +394,9 @@ impl State {
 struct Inner {
     state: Mutex<State>,
     tasks: Mutex<Vec<JoinHandle<()>>>,
+    /// Makes the tick panic once, to show it comes back.
+    #[cfg(test)]
+    panic_tick: std::sync::atomic::AtomicBool,
 }
 
 /// The watchdog's own health, shared by what measures it (its own tasks, the liveness
@@ -418,9 +422,16 @@ impl OwnHealth {
         for t in tasks.drain(..) {
             t.abort();
         }
+        // Supervised: a dead tick would read as a timer silent past its schedule, the
+        // watchdog unwell for good, every broker's timing evidence held.
         let weak = Arc::downgrade(&self.inner);
-        tasks.push(tokio::spawn(tick(weak.clone())));
-        tasks.push(tokio::spawn(sample_cpu(weak)));
+        let w = weak.clone();
+        tasks.push(supervise::spawn(Task::OwnHealth, "tick", move || {
+            tick(w.clone())
+        }));
+        tasks.push(supervise::spawn(Task::OwnHealth, "cpu", move || {
+            sample_cpu(weak.clone())
+        }));
     }
 
     /// What it measured, as of now.
@@ -439,6 +450,20 @@ impl OwnHealth {
     }
 }
 
+/// What a task does once its health is dropped: wait for the abort that the drop sends
+/// (`Inner`'s `Drop`), rather than end and be started again by its supervisor.
+async fn gone() {
+    std::future::pending().await
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        for t in lock(&self.tasks).drain(..) {
+            t.abort();
+        }
+    }
+}
+
 /// The tick: every [`TICK`], how late it fired and how the clocks read. After a pause the
 /// schedule starts again from the wake, so a pause is counted once.
 async fn tick(health: Weak<Inner>) {
@@ -449,8 +474,15 @@ async fn tick(health: Weak<Inner>) {
         let late = now.saturating_duration_since(due);
         let suspended = crate::sys::suspended_since_boot();
         let Some(inner) = health.upgrade() else {
-            return;
+            return gone().await;
         };
+        #[cfg(test)]
+        if inner
+            .panic_tick
+            .swap(false, std::sync::atomic::Ordering::Relaxed)
+        {
+            panic!("the own health tick panics, as the test asked");
+        }
         lock(&inner.state).ticked(now, SystemTime::now(), late, suspended);
         drop(inner);
         due += TICK;
@@ -474,7 +506,7 @@ async fn sample_cpu(health: Weak<Inner>) {
             continue;
         };
         let Some(inner) = health.upgrade() else {
-            return;
+            return gone().await;
         };
         lock(&inner.state).cpu(Instant::now(), read);
     }

@@ -189,3 +189,30 @@ async fn the_tick_runs_and_stops_with_the_last_handle() {
     tokio::time::sleep(TICK * 2).await;
     assert!(weak.upgrade().is_none());
 }
+
+/// A dead tick is worse than a missing figure: the judgment reads a timer silent past its
+/// schedule as the watchdog unwell, and would hold every broker's timing evidence for good.
+/// So the tick is supervised like every long-lived task: started again and counted.
+#[tokio::test]
+async fn a_tick_that_panics_is_started_again_and_counted() {
+    let restarts = || {
+        crate::model::task_restarts::snapshot()
+            .into_iter()
+            .filter(|(t, _, _)| *t == "own_health")
+            .map(|(_, _, n)| n)
+            .sum::<u64>()
+    };
+    let before = restarts();
+    let h = OwnHealth::default();
+    h.start();
+    tokio::time::sleep(TICK * 3).await;
+    h.inner
+        .panic_tick
+        .store(true, std::sync::atomic::Ordering::Relaxed);
+    tokio::time::sleep(TICK * 3).await;
+    let dead_at = h.facts().last_tick;
+    // The supervisor's first wait is 1 s.
+    tokio::time::sleep(Duration::from_millis(1_600)).await;
+    assert!(h.facts().last_tick > dead_at, "the tick stayed dead");
+    assert!(restarts() > before, "its restart was not counted");
+}
