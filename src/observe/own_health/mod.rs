@@ -12,8 +12,11 @@
 //! Packet loss is told from a broker's by where it shows: segments sent again on the
 //! connections to brokers on two or more hosts within [`LOSS_WINDOW`] are the watchdog's own
 //! side of the network (a frozen broker's kernel still acknowledges what it is sent, and a
-//! broker's own bad link shows on its connection alone). With every broker on one host the
-//! two cannot be told apart, and no own loss is claimed.
+//! broker's own bad link shows on its connection alone). Once seen on two hosts, the loss
+//! lasts while any connection still shows it: brokers that freeze meanwhile leave their
+//! connections quiet, and the one connection left must not make the watchdog's own loss
+//! its broker's. With every broker on one host the two cannot be told apart, and no own
+//! loss is claimed.
 
 pub mod metrics;
 pub mod read;
@@ -337,7 +340,20 @@ impl State {
             .map(|s| s.host.as_str())
             .collect();
         let share = retransmitted as f64 / sent.max(1) as f64;
-        if retransmitted >= LOSS_MIN_SEGMENTS && share >= LOSS_MIN_SHARE && lossy.len() >= 2 {
+        // Seen on two hosts it is the watchdog's side; then it lasts while any connection
+        // still loses packets: brokers that freeze or stall meanwhile leave their
+        // connections quiet (one request waiting), not the loss gone, and the one busy
+        // connection left resends a segment every few seconds.
+        let ongoing = self
+            .spells
+            .iter()
+            .any(|s| s.kind == Sickness::PacketLoss && s.ended.is_none());
+        let (segments, hosts) = if ongoing {
+            (1, 1)
+        } else {
+            (LOSS_MIN_SEGMENTS, 2)
+        };
+        if retransmitted >= segments && share >= LOSS_MIN_SHARE && lossy.len() >= hosts {
             let first = self
                 .sent
                 .iter()

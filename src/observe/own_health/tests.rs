@@ -145,6 +145,41 @@ fn retransmissions_to_two_hosts_are_own_packet_loss_to_one_host_are_not() {
     assert!(s.facts(later, w0).episodes[0].ended.is_some());
 }
 
+/// Seen on the lab (own-faults --unwell loss, 2026-12-07): the watchdog losing a tenth of
+/// its packets, then two of the three brokers frozen and stalled. Their connections went
+/// quiet (one request waits unanswered), so only the healthy broker's showed the loss, the
+/// loss was no longer the watchdog's own, and the healthy broker was paged for it. Own loss
+/// once seen on two hosts lasts while any connection keeps losing packets.
+#[test]
+fn own_packet_loss_lasts_while_one_connection_still_loses_packets() {
+    let (mut s, t0, w0) = ticking();
+    s.tcp("10.0.0.1:9092", t0, counters(10, 0));
+    s.tcp("10.0.0.2:9092", t0, counters(10, 0));
+    s.tcp("10.0.0.1:9092", t0 + ms(100), counters(50, 4));
+    s.tcp("10.0.0.2:9092", t0 + ms(100), counters(50, 4));
+    assert_eq!(
+        kinds(&s, t0 + ms(100), w0),
+        vec![(Sickness::PacketLoss, true)]
+    );
+    // Broker 2 goes quiet; broker 1's connection keeps losing a segment every 3 s, as a
+    // liveness connection losing a tenth of its packets does on the lab.
+    let mut at = t0 + ms(100);
+    for i in 1..=30u32 {
+        at += ms(1_000);
+        s.tcp("10.0.0.1:9092", at, counters(50 + 10 * i, 4 + i / 3));
+        assert_eq!(
+            kinds(&s, at, w0),
+            vec![(Sickness::PacketLoss, true)],
+            "{} s after the second host went quiet",
+            i
+        );
+    }
+    // The loss stops: over one window later.
+    let later = at + LOSS_WINDOW + ms(100);
+    s.tcp("10.0.0.1:9092", later, counters(1_000, 14));
+    assert_eq!(kinds(&s, later, w0), vec![(Sickness::PacketLoss, false)]);
+}
+
 #[test]
 fn a_new_connection_counts_from_zero() {
     let (mut s, t0, _) = ticking();
