@@ -97,6 +97,8 @@ struct Phase {
     phase: &'static str,
     /// Webhooks (opened or updated) naming a broker or controller that had no fault.
     pages_naming_healthy: usize,
+    /// Each of them: event, kind, node, severity, state, summary, evidence.
+    healthy_pages: Vec<String>,
     /// Samples of /status in which a broker without a fault was `zombie` or `down`.
     healthy_zombie_or_down_samples: usize,
     /// Other webhooks opened meanwhile, as `kind/severity`.
@@ -226,8 +228,9 @@ fn first_page(sink: &Sink, arrivals: &[f64], from: usize, broker: i32) -> Option
         })
 }
 
-/// Webhooks from the `from`th on: (naming a healthy node, other kinds opened).
-fn pages(sink: &Sink, from: usize, faulty: &[i32]) -> (usize, Vec<String>) {
+/// Webhooks from the `from`th on: (those naming a healthy node, described; other kinds
+/// opened).
+fn pages(sink: &Sink, from: usize, faulty: &[i32]) -> (Vec<String>, Vec<String>) {
     let got: Vec<Value> = sink.received().into_iter().skip(from).collect();
     let healthy = got
         .iter()
@@ -239,7 +242,24 @@ fn pages(sink: &Sink, from: usize, faulty: &[i32]) -> (usize, Vec<String>) {
             Some("controller") => true,
             _ => false,
         })
-        .count();
+        .map(|v| {
+            let field = |k: &str| match &v[k] {
+                Value::String(s) => s.clone(),
+                Value::Null => "-".into(),
+                other => other.to_string(),
+            };
+            let evidence: String = field("evidence").chars().take(400).collect();
+            format!(
+                "{} {} {} {}/{}: {}; evidence {evidence}",
+                field("event"),
+                field("kind"),
+                field("broker_id"),
+                field("severity"),
+                field("state"),
+                field("summary")
+            )
+        })
+        .collect();
     let other = got
         .iter()
         .filter(|v| v["event"] == "opened" && v["kind"] != "broker" && v["kind"] != "controller")
@@ -369,7 +389,8 @@ impl Run<'_> {
         Ok(Phase {
             sickness: unwell.kind.as_str(),
             phase: if faults { "faults" } else { "healthy" },
-            pages_naming_healthy: healthy,
+            pages_naming_healthy: healthy.len(),
+            healthy_pages: healthy,
             healthy_zombie_or_down_samples: s.healthy_bad,
             other_opened: other,
             degraded_share: s.during_degraded as f64 / s.during.max(1) as f64,
@@ -513,6 +534,14 @@ fn report(section: &mut Section, opts: &UnwellOptions, phases: &[Phase]) {
         AFTER.as_secs()
     ));
     section.note("a page is a webhook `opened` or `updated`; a healthy node is a broker without a fault in that phase, or any controller".to_string());
+    for p in phases {
+        for page in &p.healthy_pages {
+            section.note(format!(
+                "{} ({}), a page naming a healthy node: {page}",
+                p.sickness, p.phase
+            ));
+        }
+    }
 }
 
 /// Goals: no page naming a healthy node and no healthy broker `zombie` or `down` in any
