@@ -292,6 +292,7 @@ fn liveness(opts: &FanoutOptions) -> Result<(Table, Vec<Value>)> {
                 ),
                 floor: Duration::from_secs(1),
                 wire,
+                own: Default::default(),
             });
             live.track(&endpoints);
             // Connections opened, then the steady state only.

@@ -54,7 +54,9 @@ enum Command {
     Noise(NoiseArgs),
     /// The watchdog's own faults on the real lab (issue #27): SIGKILLs at random points
     /// around incidents (every page delivered, none resolved before it opened), and a
-    /// flood of slow and greedy HTTP clients (no failed /healthz, no broker incident).
+    /// flood of slow and greedy HTTP clients (no failed /healthz, no broker incident);
+    /// with `--unwell`, the watchdog starved, paused or losing packets (issue 38): no
+    /// page naming a healthy broker.
     OwnFaults(OwnFaultsArgs),
     /// Every fuzz target of fuzz/ for a while (cargo-fuzz, nightly): executions, coverage
     /// and crashes per target (issue 38 item 9).
@@ -248,6 +250,24 @@ struct OwnFaultsArgs {
     /// Seconds of HTTP flood.
     #[arg(long, default_value_t = 60)]
     flood_secs: u64,
+    /// Instead of the kills and the flood, the watchdog itself made unwell (issue 38 item
+    /// 4): starved of CPU, stopped and continued, losing packets; each on a healthy
+    /// cluster, then with a broker frozen and one stalled during it.
+    #[arg(long, value_enum, value_delimiter = ',', num_args = 1..)]
+    unwell: Vec<lab::unwell::Sickness>,
+    /// `--unwell starve`: seconds held to `--starve-percent` of one CPU.
+    #[arg(long, default_value_t = 120)]
+    starve_secs: u64,
+    #[arg(long, default_value_t = 10)]
+    starve_percent: u32,
+    /// `--unwell pause`: seconds stopped (SIGSTOP) before SIGCONT.
+    #[arg(long, default_value_t = 30)]
+    pause_secs: u64,
+    /// `--unwell loss`: seconds during which `--loss-percent` of its TCP packets are dropped.
+    #[arg(long, default_value_t = 120)]
+    loss_secs: u64,
+    #[arg(long, default_value_t = 10)]
+    loss_percent: u32,
     /// Exit non-zero when a goal is missed.
     #[arg(long)]
     check: bool,
@@ -449,6 +469,20 @@ fn run_own_faults(out: &Output, a: &OwnFaultsArgs) -> Result<()> {
             &missed,
             a.check,
         );
+    }
+    if !a.unwell.is_empty() {
+        let section = lab::unwell::run(&lab::unwell::UnwellOptions {
+            watchdog_bin: a.watchdog.watchdog_bin.clone(),
+            sicknesses: a.unwell.clone(),
+            starve_secs: a.starve_secs,
+            starve_percent: a.starve_percent,
+            pause_secs: a.pause_secs,
+            loss_secs: a.loss_secs,
+            loss_percent: a.loss_percent,
+        })?;
+        let missed = lab::unwell::missed_goals(&section);
+        out.append(section)?;
+        return goals("own-faults --unwell", "own-faults", &missed, a.check);
     }
     let section = lab::own_faults::run(&lab::own_faults::OwnFaultsOptions {
         watchdog_bin: a.watchdog.watchdog_bin.clone(),

@@ -19,6 +19,7 @@ const ORDER: &[&str] = &[
     "routine",
     "noise",
     "own-faults",
+    "own-faults-unwell",
     "overhead",
     "fuzz",
 ];

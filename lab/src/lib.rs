@@ -1,6 +1,7 @@
 //! kafka-lab: a real Apache Kafka cluster (jars from Maven Central, plain JVM processes on
 //! loopback) with faults injected by broker id, for kafka-watchdog's tests and demo.
 
+pub mod cage;
 pub mod client;
 pub mod cpu;
 pub mod dist;

@@ -46,6 +46,7 @@ pub(crate) const METRIC_LABELS: &[&str] = &[
     "peer",
     "port",
     "reason",
+    "schedule",
     "target",
     "task",
     "version",

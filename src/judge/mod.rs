@@ -8,6 +8,7 @@ pub mod check;
 pub mod coordinators;
 pub mod finding;
 pub mod health;
+pub mod own_health;
 pub mod quorum;
 pub mod report;
 pub mod rule;

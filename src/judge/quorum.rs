@@ -255,6 +255,63 @@ pub fn judge_quorum(
     }
 }
 
+/// The watchdog's own sickness held out of the control plane's verdicts (issue 38 item
+/// 4): a controller asked directly that did not answer, or could not be connected to, while
+/// the watchdog was unwell or within the settle after, is `unknown`; so the quorum's "no
+/// leader answers" is no problem then. What failed since before the watchdog fell ill
+/// stays as it was.
+pub fn hold_while_unwell(
+    report: &mut QuorumReport,
+    own: &crate::judge::own_health::OwnJudgment,
+    now: SystemTime,
+) {
+    if !own.holds_looks(now) {
+        return;
+    }
+    let before = |since: Option<SystemTime>| {
+        since
+            .zip(own.doubt.first())
+            .is_some_and(|(s, (doubt, _))| s < *doubt)
+    };
+    for c in &mut report.controllers {
+        let timing = |h: &ControllerHit| {
+            matches!(
+                h.rule,
+                ControllerRule::NoAnswer | ControllerRule::Unreachable
+            )
+        };
+        if !c.hits.iter().any(timing) || before(c.held_since) {
+            continue;
+        }
+        let said: Vec<String> = c
+            .hits
+            .iter()
+            .filter(|h| timing(h))
+            .map(|h| format!("{}: {}", h.rule, h.detail))
+            .collect();
+        c.hits.retain(|h| !timing(h));
+        c.hits.push(ControllerHit {
+            rule: ControllerRule::WatchdogUnwell,
+            state: ControllerState::Unknown,
+            detail: format!(
+                "{}; not held against it: the watchdog itself was unwell when it asked: {}",
+                said.join("; "),
+                own.words(now)
+            ),
+        });
+        c.hits.sort_by_key(|h| std::cmp::Reverse(h.state));
+        c.state = c.hits.first().map_or(ControllerState::Healthy, |h| h.state);
+        c.page_after = None;
+    }
+    if report
+        .problem
+        .as_ref()
+        .is_some_and(|p| p.kind == QuorumProblemKind::NoLeader && !before(Some(p.since)))
+    {
+        report.problem = None;
+    }
+}
+
 fn secs(d: Duration) -> String {
     format!("{:.1} s", d.as_secs_f64())
 }

@@ -176,6 +176,19 @@ rule_table! {
             compatibility problem, incident kind `watchdog_access`, never `zombie`",
         ClusterInvisible = "cluster_invisible" => [Unknown]
             "no broker of the cluster answered: the watchdog does not guess",
+        /// The watchdog's own sickness held out of a broker's verdict (issue 38 item 4).
+        WatchdogUnwell = "watchdog_unwell" => [Unknown]
+            "the evidence that would have made it not healthy rests on the watchdog's own \
+            timing (a silence, a request that timed out or took long, a probe left unanswered, \
+            canary writes that timed out) and was measured while the watchdog itself was unwell: paused (stopped and continued, its VM \
+            paused), its event loop lagging (CPU starvation), its CPU cgroup throttling it, its \
+            clocks jumping (a suspend, a step) or its own packets lost \
+            (`kafka_watchdog_self_degraded`). Its own sickness is never a broker's fault: the \
+            broker is `unknown` and nobody is paged for it. A silence counts again from the end \
+            of the episode (a broker still silent a threshold after it is a zombie then), a \
+            round's evidence from the first round clear of it, the coordinators' 10 s after it. \
+            Kafka's own word still counts (a broker the others list as fenced or absent is judged \
+            as ever), and a broker already `zombie` or `down` before the episode stays so",
         /// From the round's requests, and from the continuous liveness check (which says
         /// unknown while no peer answers either).
         NoAnswer = "no_answer" => [Zombie, Unknown]
@@ -376,6 +389,14 @@ rule_table! {
             is judged through the brokers, and nobody is paged for them. Once any controller \
             has been reached, one that cannot be is `controller_unreachable` or \
             `controller_port_closed` again",
+        /// The watchdog's own sickness held out of a controller's verdict (issue 38 item 4).
+        WatchdogUnwell = "controller_watchdog_unwell" => [Unknown]
+            "asked directly, it did not answer or could not be connected to while the watchdog \
+            itself was unwell (paused, starved, its clocks jumping, its packets lost: \
+            `kafka_watchdog_self_degraded`), or within 10 s after: that says nothing of the \
+            controller, which is `unknown` meanwhile and paged to nobody; a controller failing \
+            since before the watchdog fell ill stays as it was. The quorum's `no_leader` is held \
+            the same way",
         NotAsked = "controller_not_asked" => [Unknown]
             "asked directly, its answer cannot be read or the watchdog is refused",
         NotDescribed = "controller_not_described" => [Unknown]
@@ -468,8 +489,8 @@ mod tests {
         for n in names {
             assert!(n.chars().all(|c| c.is_ascii_lowercase() || c == '_'), "{n}");
         }
-        assert_eq!(Rule::ALL.len(), 37);
-        assert_eq!(ControllerRule::ALL.len(), 9);
+        assert_eq!(Rule::ALL.len(), 38);
+        assert_eq!(ControllerRule::ALL.len(), 10);
     }
 
     #[test]

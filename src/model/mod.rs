@@ -11,6 +11,7 @@ pub mod blocking;
 pub mod coordinators;
 pub mod kind;
 pub mod metric_kit;
+pub mod own_health;
 pub mod progress;
 pub mod round;
 pub mod schedule;

@@ -727,6 +727,11 @@ pub struct LivenessFact {
     /// The median of its recent answer times (stalls left out).
     #[serde(skip)]
     pub median: Option<Duration>,
+    /// While silent: how many times in a row the kernel has sent the oldest unanswered
+    /// request again because the broker's host did not acknowledge it (TCP_INFO, read as
+    /// the silence passed its threshold). Above 0 the request is lost on the way: a frozen
+    /// process's kernel still acknowledges what it is sent.
+    pub resent: u8,
 }
 
 impl LivenessFact {

@@ -37,10 +37,13 @@ pub enum Task {
     /// What watches the others' progress: the systemd watchdog, `/healthz`'s blind
     /// clusters.
     Supervisor,
+    /// The watchdog's measures of its own health (scope: `tick`, its timer; `cpu`, its
+    /// CPU cgroup's reads).
+    OwnHealth,
 }
 
 impl Task {
-    pub const ALL: [Task; 13] = [
+    pub const ALL: [Task; 14] = [
         Task::ClusterLoop,
         Task::Liveness,
         Task::QuorumWatch,
@@ -54,6 +57,7 @@ impl Task {
         Task::Remediation,
         Task::Heartbeat,
         Task::Supervisor,
+        Task::OwnHealth,
     ];
 
     /// The metric label; a contract (dashboards and rules may name it).
@@ -72,6 +76,7 @@ impl Task {
             Task::Remediation => "remediation",
             Task::Heartbeat => "heartbeat",
             Task::Supervisor => "supervisor",
+            Task::OwnHealth => "own_health",
         }
     }
 }

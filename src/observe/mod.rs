@@ -9,6 +9,7 @@ pub mod cluster_view;
 pub mod coordinators;
 pub mod host;
 pub mod liveness;
+pub mod own_health;
 pub mod probe;
 pub mod quorum;
 pub mod self_metrics;

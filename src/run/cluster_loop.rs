@@ -69,7 +69,9 @@ pub async fn cluster_loop(
         }
     };
     let look_wire = wire.clone();
-    let (mut watches, mut prober) = Watches::start(&cfg, &instance, &wire, prober);
+    let own = published.live.own_health.clone();
+    own.start();
+    let (mut watches, mut prober) = Watches::start(&cfg, &instance, &wire, prober, &own);
     let mut canary = canary(&cfg, &instance, wire, &published);
     watches.canary_news = canary.as_ref().map(Canary::news);
     let mut remediator = remediator(&cfg, &published, &alerting);
@@ -165,6 +167,7 @@ impl Watches {
         instance: &str,
         wire: &crate::observe::wire::WireOptions,
         mut prober: ClusterProber,
+        own: &crate::observe::own_health::OwnHealth,
     ) -> (Self, ClusterProber) {
         let continuous = !cfg.verdict.keys.liveness_interval.is_zero();
         // The control plane: looked at continuously beside the liveness check (a frozen
@@ -184,6 +187,7 @@ impl Watches {
                 interval: cfg.verdict.keys.liveness_interval,
                 floor: cfg.verdict.keys.liveness_floor,
                 wire: wire.clone(),
+                own: own.clone(),
             })
         });
         let watches = Watches {
@@ -254,11 +258,16 @@ impl Watches {
         // Until the next round is due; news may bring it forward, so it is asked again
         // after each.
         loop {
-            let next =
-                tokio::time::sleep_until(between.cadence.next_start(tokio::time::Instant::now()));
+            let due = between.cadence.next_start(tokio::time::Instant::now());
+            let next = tokio::time::sleep_until(due);
             tokio::pin!(next);
             match self.step(next.as_mut(), between, evaluator, shutdown).await {
-                Step::Done(()) => return true,
+                Step::Done(()) => {
+                    let late = tokio::time::Instant::now().saturating_duration_since(due);
+                    let own = &between.published.live.own_health;
+                    own.late(crate::model::own_health::Timer::Round, late);
+                    return true;
+                }
                 Step::News => {}
                 Step::Shutdown => return false,
             }
@@ -408,6 +417,7 @@ impl<'a> Between<'a> {
         canary_round: Option<CanaryRound>,
         remediator: Option<&mut Remediator>,
     ) {
+        evaluator.set_own_health(self.published.live.own_health.facts());
         let now = SystemTime::now();
         let mut report = evaluator.evaluate_merged(obs, view, canary_round, now);
         report.early_rounds = self.cadence.counts();
@@ -437,7 +447,9 @@ impl<'a> Between<'a> {
         } = looks;
         let look = look.or_else(|| prev.quorum.as_ref().map(|q| q.look.clone()));
         let coordinators = coordinators.or_else(|| prev.coordinators.clone());
-        let report = evaluator.reassess_with(prev, board.snapshot(), look, coordinators, now);
+        let facts = board.snapshot();
+        evaluator.set_own_health(self.published.live.own_health.facts());
+        let report = evaluator.reassess_with(prev, facts, look, coordinators, now);
         let states = |r: &ClusterReport| -> Vec<_> {
             r.verdicts.iter().map(|v| (v.broker, v.state)).collect()
         };

@@ -741,6 +741,8 @@ async fn liveness_look(
         interval: c.verdict.keys.liveness_interval,
         floor: c.verdict.keys.liveness_floor,
         wire,
+        // A one-shot look measures nothing of the watchdog's own health.
+        own: Default::default(),
     };
     // The floor (a fresh tracker knows no answer times), a connect for the request and one
     // beside it, and two intervals of slack.

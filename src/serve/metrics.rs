@@ -47,11 +47,34 @@ pub struct Extras<'a> {
     pub silences: Vec<crate::model::silence::Silence>,
     /// The watchdog's own tasks started again after they ended: (task, scope, restarts).
     pub task_restarts: Vec<(&'static str, String, u64)>,
+    /// The watchdog's own health as measured, and judged when the page was asked for.
+    pub own_health: Option<OwnHealth>,
     /// The watchdog's own process figures (`process_*`), read for this page; none leaves
     /// them out.
     pub process: Option<crate::observe::self_metrics::ProcessFigures>,
     /// Credential files that took new content or could not: (kind, outcome, changes).
     pub credential_reloads: Vec<(&'static str, &'static str, u64)>,
+}
+
+/// The watchdog's own health for the pages: its facts and their judgment at one moment.
+#[derive(Debug, Clone)]
+pub struct OwnHealth {
+    pub facts: crate::model::own_health::OwnHealthFacts,
+    pub judgment: crate::judge::own_health::OwnJudgment,
+    pub at: std::time::SystemTime,
+}
+
+impl OwnHealth {
+    pub fn judged(
+        facts: crate::model::own_health::OwnHealthFacts,
+        at: std::time::SystemTime,
+    ) -> Self {
+        OwnHealth {
+            judgment: crate::judge::own_health::judge(&facts, at),
+            facts,
+            at,
+        }
+    }
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, prometheus_client::encoding::EncodeLabelSet)]
@@ -91,7 +114,7 @@ fn encode_task_restarts(reg: &mut Registry, restarts: &[(&'static str, String, u
         crate::model::metric_kit::counter(
             reg,
             "task_restarts",
-            "The watchdog's own tasks (cluster_loop, liveness, quorum_watch, coordinator_watch, webhook_worker, webhook_dispatcher, canary_reader, canary_writer, peers, http_server, heartbeat, supervisor) started again after they ended unexpectedly (a panic), and remediation actions that panicked (their hold released, never run again); the journal names the cluster, broker or receiver, and has the panic",
+            "The watchdog's own tasks (cluster_loop, liveness, quorum_watch, coordinator_watch, webhook_worker, webhook_dispatcher, canary_reader, canary_writer, peers, http_server, heartbeat, supervisor, own_health) started again after they ended unexpectedly (a panic), and remediation actions that panicked (their hold released, never run again); the journal names the cluster, broker or receiver, and has the panic",
         );
     for task in crate::model::supervise::Task::ALL.map(|t| t.as_str()) {
         let n: u64 = restarts
@@ -151,6 +174,10 @@ pub fn render<'a>(reports: impl IntoIterator<Item = &'a ClusterReport>, extras: 
     crate::observe::self_metrics::encode_build_info(&mut reg, &extras.instance_id);
     encode_cluster_labels(&mut reg, &extras.cluster_labels);
     encode_task_restarts(&mut reg, &extras.task_restarts);
+    if let Some(own) = &extras.own_health {
+        crate::observe::own_health::metrics::encode(&mut reg, &own.facts);
+        crate::judge::own_health::encode(&mut reg, &own.judgment);
+    }
     encode_credential_reloads(&mut reg, &extras.credential_reloads);
 
     let round = crate::judge::report::metrics::Families::register(&mut reg);

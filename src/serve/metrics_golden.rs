@@ -110,6 +110,7 @@ fn liveness(threshold_ms: u64, latency_ms: Option<u64>, waiting: Option<u64>) ->
         spells: Vec::new(),
         pauses: Vec::new(),
         median: None,
+        resent: 0,
     }
 }
 
@@ -765,6 +766,7 @@ fn extras(stats: &CanaryStats) -> Extras<'_> {
             ),
         ],
         task_restarts: vec![("liveness", "127.0.0.12:9092".into(), 1)],
+        own_health: Some(own_health()),
         // Differ from run to run: the page is compared without them (`canonical`).
         process: Some(crate::observe::self_metrics::read(
             std::path::Path::new("/proc"),
@@ -779,6 +781,39 @@ fn extras(stats: &CanaryStats) -> Extras<'_> {
             ("certificate_and_key", "failed", 0),
         ],
     }
+}
+
+/// The watchdog paused 30 s and just running again, its cgroup throttling it, a few of
+/// its liveness segments sent again.
+fn own_health() -> crate::serve::metrics::OwnHealth {
+    use crate::model::own_health::{Episode, OwnHealthFacts, Sickness, Timer};
+    let facts = OwnHealthFacts {
+        last_tick: Some(t(100)),
+        episodes: vec![
+            Episode {
+                kind: Sickness::Paused,
+                started: t(68),
+                ended: Some(t(98)),
+                detail: "its 100 ms timer fired 30.0 s late: the process did not run meanwhile (stopped and continued, its VM paused, or starved)".into(),
+            },
+            Episode {
+                kind: Sickness::CpuThrottled,
+                started: t(90),
+                ended: None,
+                detail: "its CPU cgroup refused it CPU for 600 ms of 1000 ms".into(),
+            },
+        ],
+        late: vec![
+            (Timer::Tick, Duration::from_secs(30)),
+            (Timer::Liveness, Duration::from_millis(420)),
+            (Timer::Round, Duration::from_millis(35)),
+        ],
+        clock_jumps: 1,
+        cpu_throttled: Duration::from_millis(4_200),
+        segments_sent: 5_120,
+        segments_retransmitted: 3,
+    };
+    crate::serve::metrics::OwnHealth::judged(facts, t(100))
 }
 
 fn page(stats: &CanaryStats) -> String {
@@ -1050,6 +1085,7 @@ const SECTIONS: &[(&str, &[&str])] = &[
         &["incidents_", "silences_", "remediations"],
     ),
     ("Webhooks and peers", &["webhook_", "peer"]),
+    ("The watchdog's own health", &["self_"]),
 ];
 
 /// docs/metrics.md from the golden fixture's page and the standard process figures, all

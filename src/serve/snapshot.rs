@@ -74,6 +74,9 @@ pub struct LiveCounters {
     pub canary: CanaryStats,
     /// Remediation counters and recent decisions, of every cluster; each remediator adds.
     pub remediation: RemediationLog,
+    /// The watchdog's own health, measured by its own tasks, the liveness tasks and the
+    /// round loops (issue 38 item 4).
+    pub own_health: crate::observe::own_health::OwnHealth,
 }
 
 /// Makes snapshots and holds the current one. The daemon publishes into it; the HTTP
@@ -189,6 +192,10 @@ impl Publisher {
             remediations: self.live.remediation.recent(),
             silences: snapshot.silences.clone(),
             task_restarts: crate::model::task_restarts::snapshot(),
+            own_health: Some(crate::serve::metrics::OwnHealth::judged(
+                self.live.own_health.facts(),
+                std::time::SystemTime::now(),
+            )),
             // Read by the metrics page itself, off the runtime.
             process: None,
             credential_reloads: crate::config::live::reload_counts(),

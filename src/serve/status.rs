@@ -29,6 +29,60 @@ pub struct Status<'a> {
     /// With `peers:`: the other watchdogs as last heard.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub peers: Option<PeersStatus<'a>>,
+    /// The watchdog's own health (issue 38 item 4).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub own_health: Option<OwnHealthStatus<'a>>,
+}
+
+#[derive(Serialize)]
+pub struct OwnHealthStatus<'a> {
+    /// `ok`, or `degraded` while the watchdog itself is unwell or was within the last 10 s:
+    /// meanwhile no broker or controller is judged on its timing alone (silences, timeouts,
+    /// slow answers).
+    pub state: &'static str,
+    /// Each way it is (or just was) unwell.
+    pub problems: Vec<OwnProblemStatus<'a>>,
+    /// Its own timer's largest lateness in the last 10-20 s.
+    pub event_loop_lag_seconds: f64,
+    pub clock_jumps: u64,
+    pub cpu_throttled_seconds: f64,
+    pub liveness_segments_retransmitted: u64,
+}
+
+#[derive(Serialize)]
+pub struct OwnProblemStatus<'a> {
+    /// `event_loop_lag`, `paused`, `clock_jump`, `cpu_throttled`, `packet_loss`.
+    pub reason: &'static str,
+    pub detail: &'a str,
+    pub since: f64,
+    /// `null` while it lasts.
+    pub ended: Option<f64>,
+}
+
+fn own_health_status(own: &crate::serve::metrics::OwnHealth) -> OwnHealthStatus<'_> {
+    let j = &own.judgment;
+    OwnHealthStatus {
+        state: if j.degraded() { "degraded" } else { "ok" },
+        problems: j
+            .problems
+            .iter()
+            .map(|p| OwnProblemStatus {
+                reason: p.kind.as_label(),
+                detail: &p.detail,
+                since: secs(p.since),
+                ended: p.ended.map(secs),
+            })
+            .collect(),
+        event_loop_lag_seconds: own
+            .facts
+            .late
+            .iter()
+            .find(|(t, _)| *t == crate::model::own_health::Timer::Tick)
+            .map_or(0.0, |(_, d)| d.as_secs_f64()),
+        clock_jumps: own.facts.clock_jumps,
+        cpu_throttled_seconds: own.facts.cpu_throttled.as_secs_f64(),
+        liveness_segments_retransmitted: own.facts.segments_retransmitted,
+    }
 }
 
 #[derive(Serialize)]
@@ -511,6 +565,7 @@ pub fn render<'a>(
                     .collect(),
                 unreachable: &p.unreachable,
             }),
+        own_health: extras.own_health.as_ref().map(own_health_status),
     };
     serde_json::to_string_pretty(&status).expect("status serializes")
 }

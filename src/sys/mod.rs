@@ -88,6 +88,71 @@ pub fn try_lock_exclusive(file: &std::fs::File) -> io::Result<bool> {
     }
 }
 
+/// A clock's time since its own epoch, as clock_gettime(2) reads it.
+fn clock(id: libc::clockid_t) -> Option<std::time::Duration> {
+    // SAFETY: clock_gettime fills the zeroed timespec it is given and reads nothing else.
+    let mut ts: libc::timespec = unsafe { std::mem::zeroed() };
+    if unsafe { libc::clock_gettime(id, &mut ts) } != 0 {
+        return None;
+    }
+    let secs = u64::try_from(ts.tv_sec).ok()?;
+    let nanos = u32::try_from(ts.tv_nsec).ok()?;
+    Some(std::time::Duration::new(secs, nanos))
+}
+
+/// How far CLOCK_BOOTTIME is ahead of CLOCK_MONOTONIC: the time the system spent
+/// suspended since it booted. It grows only across a suspend, which the monotonic clock
+/// (every timer of the watchdog) does not see.
+pub fn suspended_since_boot() -> Option<std::time::Duration> {
+    // Monotonic first: a tick between the two reads can only make the difference larger,
+    // by nanoseconds, never negative.
+    let mono = clock(libc::CLOCK_MONOTONIC)?;
+    let boot = clock(libc::CLOCK_BOOTTIME)?;
+    Some(boot.saturating_sub(mono))
+}
+
+/// What the kernel counts of one TCP connection (TCP_INFO), for telling lost packets
+/// from a silent peer.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TcpCounters {
+    /// Data segments sent, retransmissions included (`tcpi_data_segs_out`).
+    pub data_segs_out: u32,
+    /// Segments retransmitted over the connection's life (`tcpi_total_retrans`).
+    pub total_retrans: u32,
+    /// Retransmission timeouts in a row of the oldest unacknowledged segment
+    /// (`tcpi_retransmits`): above 0, data sent is not acknowledged and is being sent again.
+    pub retransmits_now: u8,
+    /// Segments sent and not yet acknowledged (`tcpi_unacked`).
+    pub unacked: u32,
+}
+
+/// TCP_INFO of the socket `fd`; an error when `fd` is no TCP socket (or none at all).
+pub fn tcp_info(fd: std::os::fd::RawFd) -> io::Result<TcpCounters> {
+    // SAFETY: getsockopt writes at most `len` bytes into the zeroed tcp_info it is given
+    // and sets `len` to what it wrote; any fd value is safe to pass (a bad one is EBADF or
+    // ENOTSOCK). The fields read are plain integers, valid whatever the kernel filled.
+    let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
+    let rc = unsafe {
+        libc::getsockopt(
+            fd,
+            libc::IPPROTO_TCP,
+            libc::TCP_INFO,
+            (&mut info as *mut libc::tcp_info).cast(),
+            &mut len,
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(TcpCounters {
+        data_segs_out: info.tcpi_data_segs_out,
+        total_retrans: info.tcpi_total_retrans,
+        retransmits_now: info.tcpi_retransmits,
+        unacked: info.tcpi_unacked,
+    })
+}
+
 /// Makes a named pipe at `path` (tests: a /proc file whose read blocks).
 #[cfg(test)]
 pub fn mkfifo(path: &Path) -> io::Result<()> {
@@ -170,6 +235,25 @@ mod tests {
         assert!(statvfs(Path::new("a\0b")).is_err());
         assert_eq!(clock_ticks_per_second(), Some(100));
         assert!(page_size().is_some_and(|p| p >= 4096));
+    }
+
+    #[test]
+    fn the_clocks_and_a_sockets_counters_are_read() {
+        // Whatever this machine slept, the difference is a time, not an error.
+        assert!(suspended_since_boot().is_some());
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut client = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (_server, _) = listener.accept().unwrap();
+        use std::io::Write;
+        use std::os::fd::AsRawFd;
+        client.write_all(b"ping").unwrap();
+        let c = tcp_info(client.as_raw_fd()).unwrap();
+        assert!(c.data_segs_out >= 1, "{c:?}");
+        assert_eq!(c.total_retrans, 0, "{c:?}");
+        assert!(tcp_info(-1).is_err());
+        // A file is no socket.
+        let f = std::fs::File::open("/proc/self/stat").unwrap();
+        assert!(tcp_info(f.as_raw_fd()).is_err());
     }
 
     #[test]

@@ -112,11 +112,35 @@ impl Watchdog {
         env: &[(&str, &str)],
         yaml: impl FnOnce(u16, &std::path::Path) -> String,
     ) -> Watchdog {
+        let bin = std::path::Path::new(env!("CARGO_BIN_EXE_kafka-watchdog"));
+        Self::launch(name, bin, host, port, env, yaml)
+    }
+
+    /// [`start_at`](Self::start_at) with another program in place of the daemon (a
+    /// launcher that execs it, as `kafka_lab::cage::Cage::launcher` writes).
+    pub fn start_bin(
+        name: &str,
+        bin: &std::path::Path,
+        host: std::net::IpAddr,
+        port: u16,
+        yaml: impl FnOnce(u16, &std::path::Path) -> String,
+    ) -> Watchdog {
+        Self::launch(name, bin, host, port, &[], yaml)
+    }
+
+    fn launch(
+        name: &str,
+        bin: &std::path::Path,
+        host: std::net::IpAddr,
+        port: u16,
+        env: &[(&str, &str)],
+        yaml: impl FnOnce(u16, &std::path::Path) -> String,
+    ) -> Watchdog {
         let dir = temp_dir(name);
         let yaml = yaml(port, &dir);
         let launched = support::Watchdog::launch(&support::Launch {
             host,
-            bin: std::path::Path::new(env!("CARGO_BIN_EXE_kafka-watchdog")),
+            bin,
             dir: &dir,
             port,
             yaml: &yaml,

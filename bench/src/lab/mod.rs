@@ -10,6 +10,7 @@ pub mod own_faults;
 pub mod recorder;
 pub mod routine;
 pub mod soak;
+pub mod unwell;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -42,8 +42,12 @@ pub fn findings(report: &ClusterReport, extra: Vec<Finding>) -> Vec<Finding> {
         if v.hits.iter().any(|h| ACCESS_RULES.contains(&h.rule)) {
             out.push(access(report, v));
         }
-        if v.state != BrokerState::Healthy && v.hits.iter().any(|h| !ACCESS_RULES.contains(&h.rule))
-        {
+        // Nor is the watchdog's own sickness (`watchdog_unwell`) the broker's: its own
+        // health is on /metrics and /status, and a broker held unknown by it pages nobody.
+        let the_brokers = |h: &&crate::judge::verdict::RuleHit| {
+            !ACCESS_RULES.contains(&h.rule) && h.rule != Rule::WatchdogUnwell
+        };
+        if v.state != BrokerState::Healthy && v.hits.iter().any(|h| the_brokers(&h)) {
             let mut f = broker(report, v);
             // A liveness fact is observed when evaluated and began when its silence did.
             f.observed_at = v.observed_at;

@@ -543,3 +543,54 @@ fn a_controller_reached_once_then_unreachable_is_still_down() {
     assert_eq!(r.controllers[1].page_after, Some(Duration::from_secs(120)));
     assert!(r.controllers_not_watched.is_none());
 }
+
+/// Issue 38 item 4: the only controller's looks failed while the watchdog itself was
+/// paused: no zombie and no quorum without leader on that; a controller failing since
+/// before the watchdog fell ill stays as it was.
+#[test]
+fn a_controller_silent_while_the_watchdog_was_paused_is_unknown_not_a_zombie() {
+    use crate::judge::own_health::judge as judge_own;
+    use crate::model::own_health::{Episode, OwnHealthFacts, Sickness};
+    let frozen = |since: f64| {
+        Arc::new(QuorumObservation {
+            at: at(11.0),
+            controllers: vec![failing(0, FailureKind::Timeout, true, since)],
+            via_broker: None,
+            description: None,
+            last_leader: Some((0, 4, at(10.0))),
+            high_watermark_still_since: None,
+            last_progress_at: Some(at(10.0)),
+            metadata_changed_at: None,
+            metadata_applied: None,
+        })
+    };
+    let facts = |tick: f64| OwnHealthFacts {
+        last_tick: Some(at(tick)),
+        episodes: vec![Episode {
+            kind: Sickness::Paused,
+            started: at(5.0),
+            ended: Some(at(11.0)),
+            detail: "its 100 ms timer fired 6.0 s late".into(),
+        }],
+        ..OwnHealthFacts::default()
+    };
+    let own = judge_own(&facts(11.4), at(11.5));
+    let mut r = judge(&frozen(10.2), 11.5);
+    assert_eq!(states(&r), [(0, "zombie")], "the test's premise");
+    assert!(r.problem.is_some());
+    hold_while_unwell(&mut r, &own, at(11.5));
+    assert_eq!(states(&r), [(0, "unknown")]);
+    assert_eq!(
+        r.controllers[0].hits[0].rule,
+        ControllerRule::WatchdogUnwell
+    );
+    assert!(r.problem.is_none(), "{:?}", r.problem);
+    // Failing since before the pause began: its own fault, as it was.
+    let mut r = judge(&frozen(4.0), 11.5);
+    hold_while_unwell(&mut r, &own, at(11.5));
+    assert_eq!(states(&r), [(0, "zombie")]);
+    // Past the settle, its looks are judged as ever.
+    let mut r = judge(&frozen(10.2), 22.0);
+    hold_while_unwell(&mut r, &judge_own(&facts(21.9), at(22.0)), at(22.0));
+    assert_eq!(states(&r), [(0, "zombie")]);
+}

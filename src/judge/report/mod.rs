@@ -14,9 +14,11 @@ use serde::Serialize;
 use crate::judge::certificates;
 use crate::judge::coordinators;
 use crate::judge::health::{classify_reassigning, Condition, Health};
+use crate::judge::own_health::OwnJudgment;
 use crate::judge::quorum::{judge_quorum, QuorumMemory, QuorumReport, QuorumSettings};
 use crate::judge::verdict::{self, BrokerMemory, BrokerState, BrokerVerdict, VerdictSettings};
 use crate::model::coordinators::CoordinatorObservation;
+use crate::model::own_health::OwnHealthFacts;
 use crate::model::round::QuorumObservation;
 use crate::model::round::{
     BrokerId, BrokerProbe, FailureKind, MetadataView, ProbeFailure, RoundObservation,
@@ -247,6 +249,12 @@ pub struct Evaluator {
     quorum_memory: QuorumMemory,
     /// The listener certificate each broker last presented, its address and when.
     certificates_seen: CertificatesSeen,
+    /// What the watchdog last measured of its own health (`set_own_health`).
+    own: OwnHealthFacts,
+    /// The last round's start, and the span its evidence covers: from the round before it
+    /// (its canary writes ran since) to its end.
+    last_round_at: Option<SystemTime>,
+    round_span: Option<(SystemTime, SystemTime)>,
 }
 
 type CertificatesSeen =
@@ -273,6 +281,23 @@ impl Evaluator {
             round_verdicts: Vec::new(),
             quorum_memory: QuorumMemory::default(),
             certificates_seen: BTreeMap::new(),
+            own: OwnHealthFacts::default(),
+            last_round_at: None,
+            round_span: None,
+        }
+    }
+
+    /// What the watchdog measured of its own health, for the next evaluation: evidence on
+    /// its own timing taken while it was unwell is not held against a broker
+    /// (`verdict::own`).
+    pub fn set_own_health(&mut self, facts: OwnHealthFacts) {
+        self.own = facts;
+    }
+
+    /// The round's timing hits held when the watchdog was unwell during the span it covers.
+    fn hold_round(&self, verdicts: &mut [BrokerVerdict], own: &OwnJudgment, now: SystemTime) {
+        if let Some(span) = self.round_span {
+            verdict::own::hold_round(verdicts, own, span, &self.memory, now);
         }
     }
 
@@ -306,9 +331,11 @@ impl Evaluator {
         &mut self,
         look: Option<&Arc<QuorumObservation>>,
         verdicts: &mut [BrokerVerdict],
+        own: &OwnJudgment,
         now: SystemTime,
     ) -> Option<QuorumReport> {
-        let report = judge_quorum(look?, &mut self.quorum_memory, &self.quorum_settings, now);
+        let mut report = judge_quorum(look?, &mut self.quorum_memory, &self.quorum_settings, now);
+        crate::judge::quorum::hold_while_unwell(&mut report, own, now);
         if report.settling {
             verdict::spare_while_settling(verdicts);
         }
@@ -395,14 +422,17 @@ impl Evaluator {
         coordinators: Option<Arc<CoordinatorObservation>>,
         now: SystemTime,
     ) -> ClusterReport {
+        let own = crate::judge::own_health::judge(&self.own, now);
         let mut verdicts = self.round_verdicts.clone();
-        let quorum = self.judge_control_plane(look.as_ref(), &mut verdicts, now);
+        self.hold_round(&mut verdicts, &own, now);
+        let quorum = self.judge_control_plane(look.as_ref(), &mut verdicts, &own, now);
         verdict::apply_liveness(
             &mut verdicts,
             &liveness,
             &last.probes,
             &self.memory,
             &self.settings,
+            &own,
             last.started_at,
             now,
         );
@@ -412,6 +442,7 @@ impl Evaluator {
             &self.settings.coordinators,
             now,
         );
+        verdict::own::hold_looks(&mut verdicts, &own, &self.memory, now);
         verdict::zk_controller::name_zookeeper_controller(&mut verdicts, &last.probes);
         verdict::remember_states(&mut self.memory, &verdicts, now);
         ClusterReport {
@@ -508,13 +539,21 @@ impl Evaluator {
             now,
         );
         self.round_verdicts = verdicts.clone();
-        let quorum = self.judge_control_plane(obs.quorum.as_ref(), &mut verdicts, now);
+        let own = crate::judge::own_health::judge(&self.own, now);
+        self.round_span = Some((
+            self.last_round_at.unwrap_or(obs.started_at),
+            obs.started_at + obs.duration,
+        ));
+        self.last_round_at = Some(obs.started_at);
+        self.hold_round(&mut verdicts, &own, now);
+        let quorum = self.judge_control_plane(obs.quorum.as_ref(), &mut verdicts, &own, now);
         verdict::apply_liveness(
             &mut verdicts,
             &obs.liveness,
             &obs.probes,
             &self.memory,
             &self.settings,
+            &own,
             obs.started_at,
             now,
         );
@@ -524,6 +563,7 @@ impl Evaluator {
             &self.settings.coordinators,
             now,
         );
+        verdict::own::hold_looks(&mut verdicts, &own, &self.memory, now);
         verdict::zk_controller::name_zookeeper_controller(&mut verdicts, &obs.probes);
         debug_assert!(
             verdicts

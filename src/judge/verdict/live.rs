@@ -25,6 +25,7 @@ use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};
 
 use super::Rule;
+use crate::judge::own_health::OwnJudgment;
 use crate::model::round::Spell;
 use crate::model::round::{BrokerId, BrokerProbe};
 use crate::observe::liveness::{LivenessFact, SideOutcome, FLAP_WINDOW};
@@ -226,6 +227,7 @@ fn live_hit(
     fact: &LivenessFact,
     facts: &BTreeMap<BrokerId, LivenessFact>,
     recently_down: Option<Duration>,
+    own: &OwnJudgment,
     now: SystemTime,
 ) -> Option<(RuleHit, SystemTime)> {
     let address = &fact.address;
@@ -255,9 +257,65 @@ fn live_hit(
             pausing_since(fact, now),
         ));
     }
-    let since = fact.waiting_since?;
+    let since = match counted_since(fact, fact.waiting_since?, own, now) {
+        Ok(since) => since,
+        Err(held) => return Some(held),
+    };
+    if let Some(hit) = resent_hit(fact, since, now) {
+        // Not dated back: a lossy moment must last before it is anyone's incident.
+        return Some((hit, now));
+    }
     let hit = silent_hit(id, fact, since, facts, recently_down, now)?;
     Some((hit, since))
+}
+
+/// Since when a silence that began at `since` counts against the broker: from its start,
+/// or, when the watchdog itself was unwell since, from the end of that (issue 38 item 4).
+/// `Err` with the hit to show while that later silence is still under the threshold.
+fn counted_since(
+    fact: &LivenessFact,
+    since: SystemTime,
+    own: &OwnJudgment,
+    now: SystemTime,
+) -> Result<SystemTime, (RuleHit, SystemTime)> {
+    let Some(trust) = own.trust_from().filter(|t| *t > since) else {
+        return Ok(since);
+    };
+    if !own.ongoing && now.duration_since(trust).is_ok_and(|d| d >= fact.threshold) {
+        return Ok(trust);
+    }
+    let silent = now.duration_since(since).unwrap_or_default();
+    let said = format!(
+        "no answer to ApiVersions from {} for {} (threshold {})",
+        fact.address,
+        secs(silent),
+        secs(fact.threshold)
+    );
+    let mut hit = super::own::unwell_hit(&said, own, now);
+    hit.detail.push_str(&format!(
+        ": its silence counts from the end of that, a zombie if it lasts {} past it",
+        secs(fact.threshold)
+    ));
+    Err((hit, now))
+}
+
+/// A silent broker whose request the kernel keeps sending again: the request is lost on
+/// the way (its host's kernel would have acknowledged it even if the broker froze), so the
+/// silence says nothing of the broker's process. Unknown, not a zombie.
+fn resent_hit(fact: &LivenessFact, since: SystemTime, now: SystemTime) -> Option<RuleHit> {
+    if fact.resent == 0 || fact.refused_since.is_some() {
+        return None;
+    }
+    Some(RuleHit {
+        rule: Rule::NoAnswer,
+        state: BrokerState::Unknown,
+        detail: format!(
+            "no answer from {} for {}, and its host has not acknowledged the request: sent {} more time(s); packets to it are lost on the way, which says nothing of the broker",
+            fact.address,
+            secs(now.duration_since(since).unwrap_or_default()),
+            fact.resent
+        ),
+    })
 }
 
 /// When the evidence of `pausing` began: its oldest stall or silence within
@@ -388,15 +446,24 @@ fn slow(
 /// than the round drops the round's hits about the connection. A verdict whose state a
 /// liveness fact decides carries `observed_at = now` and `held_since` (when the fact began),
 /// so that the incident book confirms it by how long it has held, not by rounds.
+#[allow(clippy::too_many_arguments)]
 pub fn apply_liveness(
     verdicts: &mut [BrokerVerdict],
     facts: &BTreeMap<BrokerId, LivenessFact>,
     probes: &BTreeMap<BrokerId, BrokerProbe>,
     memory: &BTreeMap<BrokerId, BrokerMemory>,
     settings: &VerdictSettings,
+    own: &OwnJudgment,
     round_at: SystemTime,
     now: SystemTime,
 ) {
+    let cleared;
+    let facts = if own.doubt.is_empty() {
+        facts
+    } else {
+        cleared = without_doubt(facts, own);
+        &cleared
+    };
     for v in verdicts.iter_mut() {
         let Some(fact) = facts.get(&v.broker) else {
             continue;
@@ -415,7 +482,7 @@ pub fn apply_liveness(
             .hits
             .iter()
             .any(|h| h.rule == super::Rule::ShutDownCleanly);
-        if let Some((hit, since)) = live_hit(v.broker, fact, facts, recently_down, now)
+        if let Some((hit, since)) = live_hit(v.broker, fact, facts, recently_down, own, now)
             .filter(|(h, _)| !(clean && h.rule == Rule::PortClosed))
         {
             let hit = if hit.rule == Rule::PortClosed && round_at < since {
@@ -438,6 +505,24 @@ pub fn apply_liveness(
         v.state = v.hits.first().map_or(BrokerState::Healthy, |h| h.state);
     }
     super::hold_after_clean_stop(verdicts, memory, settings, now);
+}
+
+/// The facts with the stalls and silences that met the watchdog's own doubt left out:
+/// a pause of the watchdog is every broker's "stall", and none of them paused.
+fn without_doubt(
+    facts: &BTreeMap<BrokerId, LivenessFact>,
+    own: &OwnJudgment,
+) -> BTreeMap<BrokerId, LivenessFact> {
+    let clear = |s: &Spell| !own.overlaps(s.started, s.started + s.length);
+    facts
+        .iter()
+        .map(|(id, f)| {
+            let mut f = f.clone();
+            f.spells.retain(clear);
+            f.pauses.retain(clear);
+            (*id, f)
+        })
+        .collect()
 }
 
 /// How long ago the broker was down, when it has not answered since and that was within
@@ -542,6 +627,7 @@ mod tests {
             spells: Vec::new(),
             pauses: Vec::new(),
             median: Some(Duration::from_millis(2)),
+            resent: 0,
         }
     }
 
@@ -598,6 +684,7 @@ mod tests {
             &BTreeMap::new(),
             memory,
             &VerdictSettings::default(),
+            &OwnJudgment::default(),
             t(ROUND),
             t(NOW),
         );
@@ -897,6 +984,7 @@ mod tests {
             &BTreeMap::new(),
             &memory,
             &settings,
+            &OwnJudgment::default(),
             t(399_000),
             t(400_000),
         );
@@ -1064,5 +1152,127 @@ mod tests {
             &BTreeMap::new(),
         );
         assert_eq!(vs[1].state, BrokerState::Healthy, "{:?}", vs[1].hits);
+    }
+
+    /// The watchdog's own judgment with one pause of it, from `from` to `to` (ms before
+    /// NOW; `None`: its timer has been silent since `from`).
+    fn watchdog_paused(from: u64, to: Option<u64>) -> OwnJudgment {
+        use crate::model::own_health::{Episode, OwnHealthFacts, Sickness};
+        let facts = match to {
+            Some(to) => OwnHealthFacts {
+                last_tick: Some(t(NOW - 50)),
+                episodes: vec![Episode {
+                    kind: Sickness::Paused,
+                    started: t(NOW - from),
+                    ended: Some(t(NOW - to)),
+                    detail: "its 100 ms timer fired late".into(),
+                }],
+                ..OwnHealthFacts::default()
+            },
+            None => OwnHealthFacts {
+                last_tick: Some(t(NOW - from)),
+                ..OwnHealthFacts::default()
+            },
+        };
+        crate::judge::own_health::judge(&facts, t(NOW))
+    }
+
+    fn judge_own(facts: &[(BrokerId, LivenessFact)], own: &OwnJudgment) -> Vec<BrokerVerdict> {
+        let mut vs = base();
+        let facts: BTreeMap<_, _> = facts.iter().cloned().collect();
+        apply_liveness(
+            &mut vs,
+            &facts,
+            &BTreeMap::new(),
+            &BTreeMap::new(),
+            &VerdictSettings::default(),
+            own,
+            t(ROUND),
+            t(NOW),
+        );
+        vs
+    }
+
+    /// Issue 38 item 4: the watchdog stopped for 30 s. Every broker's request waited
+    /// through the pause; the first judgment after it, before broker 2's answer is read,
+    /// must not call broker 2 a zombie on a silence that was the watchdog's. A broker that
+    /// really froze is still silent a threshold after the pause: a zombie then, held since
+    /// the end of the pause.
+    #[test]
+    fn a_pause_of_the_watchdog_is_no_brokers_silence_and_a_real_freeze_is_named_after_it() {
+        let waited = silent(2, 31_000, Some(SideOutcome::Accepted));
+        let own = watchdog_paused(30_900, Some(300));
+        let vs = judge_own(&three(waited.clone()), &own);
+        assert_eq!(vs[1].state, BrokerState::Unknown, "{:?}", vs[1].hits);
+        assert_eq!(vs[1].hits[0].rule, Rule::WatchdogUnwell);
+        let d = &vs[1].hits[0].detail;
+        assert!(
+            d.contains("for 31.0 s") && d.contains("paused") && d.contains("counts from the end"),
+            "{d}"
+        );
+        // Without the judgment (as before): a zombie on the watchdog's own pause.
+        let vs = judge_own(&three(waited.clone()), &OwnJudgment::default());
+        assert_eq!(vs[1].state, BrokerState::Zombie, "the test's premise");
+        // 1.2 s after the pause ended, still silent past its 1 s threshold: a zombie,
+        // dated from the end of the pause, not from its silence before it.
+        let own = watchdog_paused(32_100, Some(1_200));
+        let vs = judge_own(&three(waited), &own);
+        assert_eq!(vs[1].state, BrokerState::Zombie, "{:?}", vs[1].hits);
+        assert_eq!(vs[1].held_since, Some(t(NOW - 1_200)));
+    }
+
+    /// While the watchdog's own timer is silent (it was stopped, and whatever judges runs
+    /// before the timer does), no silence is judged at all.
+    #[test]
+    fn while_the_watchdog_is_unwell_no_silence_makes_a_zombie() {
+        let own = watchdog_paused(20_000, None);
+        assert!(own.ongoing);
+        let vs = judge_own(&three(silent(2, 25_000, Some(SideOutcome::Accepted))), &own);
+        assert_eq!(vs[1].state, BrokerState::Unknown, "{:?}", vs[1].hits);
+        assert!(vs[1].hits[0].detail.contains("has not fired for 20.0 s"));
+        // A port that refuses is not the watchdog's timing: still down.
+        let mut refused = silent(2, 25_000, None);
+        refused.refused_since = Some(t(NOW - 24_000));
+        let vs = judge_own(&three(refused), &own);
+        assert_eq!(vs[1].state, BrokerState::Down, "{:?}", vs[1].hits);
+    }
+
+    /// Stalls that met the watchdog's own pause are every broker's "stall": none of them
+    /// makes a broker `liveness_flapping`, nor teaches it a pause record.
+    #[test]
+    fn stalls_during_the_watchdogs_own_doubt_are_not_the_brokers() {
+        let mut f = answering(2);
+        f.pauses = vec![pause(21_000, 800), pause(11_000, 800), pause(5_000, 800)];
+        let vs = judge_own(&three(f.clone()), &OwnJudgment::default());
+        assert_eq!(vs[1].state, BrokerState::Degraded, "the test's premise");
+        // The watchdog lagged from 22 s ago to 4 s ago.
+        use crate::model::own_health::{Episode, OwnHealthFacts, Sickness};
+        let facts = OwnHealthFacts {
+            last_tick: Some(t(NOW - 50)),
+            episodes: vec![Episode {
+                kind: Sickness::EventLoopLag,
+                started: t(NOW - 22_000),
+                ended: Some(t(NOW - 4_000)),
+                detail: "its 100 ms timer ran 900 ms late".into(),
+            }],
+            ..OwnHealthFacts::default()
+        };
+        let own = crate::judge::own_health::judge(&facts, t(NOW));
+        let vs = judge_own(&three(f), &own);
+        assert_eq!(vs[1].state, BrokerState::Healthy, "{:?}", vs[1].hits);
+    }
+
+    /// A request the kernel keeps sending again never reached the broker's host: lost
+    /// packets, not a broker that does not answer. Unknown, not a zombie, and not dated
+    /// back to the silence's start.
+    #[test]
+    fn a_request_the_kernel_keeps_resending_is_lost_not_unanswered() {
+        let mut f = silent(2, 1_400, Some(SideOutcome::Accepted));
+        f.resent = 3;
+        let vs = judge_own(&three(f), &OwnJudgment::default());
+        assert_eq!(vs[1].state, BrokerState::Unknown, "{:?}", vs[1].hits);
+        assert_eq!(vs[1].hits[0].rule, Rule::NoAnswer);
+        assert!(vs[1].hits[0].detail.contains("sent 3 more time(s)"));
+        assert_eq!(vs[1].held_since, Some(t(NOW)));
     }
 }

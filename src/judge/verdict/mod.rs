@@ -710,6 +710,7 @@ pub mod cause;
 mod facts;
 pub mod live;
 pub mod log_dir_metrics;
+pub mod own;
 mod registration;
 mod rules_access;
 mod rules_canary;

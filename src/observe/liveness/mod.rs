@@ -24,9 +24,11 @@ use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
+use crate::model::own_health::Timer;
 use crate::model::round::{BrokerEndpoint, BrokerId, FailureKind};
 pub use crate::model::round::{LivenessFact, SideConnect, SideOutcome, Spell};
 use crate::model::supervise::Task;
+use crate::observe::own_health::OwnHealth;
 use crate::observe::wire::{BrokerClient, WireError, WireOptions};
 
 /// Answer times kept per broker for its threshold: about 13 s at the default interval.
@@ -66,6 +68,9 @@ pub struct LivenessSettings {
     /// `liveness_floor_ms`: no broker is silent "past its threshold" before this.
     pub floor: Duration,
     pub wire: WireOptions,
+    /// The watchdog's own health: how late each request is sent, and what the kernel
+    /// resends of each connection.
+    pub own: OwnHealth,
 }
 
 /// The threshold of a broker whose slowest recent answer took `slowest`.
@@ -94,6 +99,8 @@ pub struct Tracker {
     /// Every recent answer time, stalls included: what "late" is measured against, so a
     /// broker that always answers in 400 ms is slow, not stalling.
     answers: VecDeque<Duration>,
+    /// While silent: how many times in a row the kernel resent the oldest request.
+    resent: u8,
 }
 
 impl Tracker {
@@ -109,6 +116,15 @@ impl Tracker {
             spells: VecDeque::new(),
             pauses: VecDeque::new(),
             answers: VecDeque::with_capacity(LATENCY_WINDOW),
+            resent: 0,
+        }
+    }
+
+    /// What the kernel says of the silent connection: `c` from TCP_INFO. Data it sent and
+    /// resends unacknowledged is lost on the way; acknowledged data is with the broker.
+    pub fn counted(&mut self, c: crate::sys::TcpCounters) {
+        if self.waiting_since.is_some() {
+            self.resent = if c.unacked > 0 { c.retransmits_now } else { 0 };
         }
     }
 
@@ -197,6 +213,7 @@ impl Tracker {
         }
         self.side = None;
         self.accepted_in_silence = false;
+        self.resent = 0;
         self.last_answer = Some((at, latency));
         news
     }
@@ -296,6 +313,7 @@ impl Tracker {
                 l.sort_unstable();
                 l[l.len() / 2]
             }),
+            resent: self.resent,
         }
     }
 }
@@ -504,14 +522,24 @@ fn side_connect(address: String, limit: Duration) -> SideFuture {
 }
 
 /// Awaits `fut` (a request or connection to the broker) while its silence ages: at the
-/// threshold, and again every few seconds, a fresh connection is tried beside it.
+/// threshold, and again every few seconds, a fresh connection is tried beside it, and the
+/// kernel is asked what it resent of the connection `fd` the request is on.
 async fn watched<F: Future>(
     fut: F,
     id: BrokerId,
     address: &str,
+    fd: Option<std::os::fd::RawFd>,
     s: &LivenessSettings,
     board: &Board,
 ) -> F::Output {
+    let count = |board: &Board| {
+        if let Some(c) = fd.and_then(|fd| crate::sys::tcp_info(fd).ok()) {
+            board.update(id, |t| {
+                t.counted(c);
+                false
+            });
+        }
+    };
     tokio::pin!(fut);
     let mut side: Option<SideFuture> = None;
     loop {
@@ -524,12 +552,14 @@ async fn watched<F: Future>(
             out = &mut fut => return out,
             _ = sleep_opt(due) => {
                 // Past the threshold: news even before the fresh connection says more.
+                count(board);
                 board.changed.notify_one();
                 side = Some(side_connect(address.to_string(), s.wire.connect_timeout));
             }
             (outcome, after, detail) = async { side.as_mut().expect("guarded").await }, if side.is_some() => {
                 side = None;
                 let at = Instant::now();
+                count(board);
                 board.update(id, |t| t.side_result(at, outcome, after, detail));
             }
         }
@@ -583,6 +613,7 @@ async fn watch_broker(id: BrokerId, address: String, s: LivenessSettings, board:
                     BrokerClient::connect(&address, &s.wire),
                     id,
                     &address,
+                    None,
                     &s,
                     &board,
                 )
@@ -600,17 +631,24 @@ async fn watch_broker(id: BrokerId, address: String, s: LivenessSettings, board:
                 }
                 false
             }
-            Some(c) => match watched(
-                ping(c, board.lists_now(id, requests)),
-                id,
-                &address,
-                &s,
-                &board,
-            )
+            Some(c) => match {
+                let fd = c.socket_fd();
+                watched(
+                    ping(c, board.lists_now(id, requests)),
+                    id,
+                    &address,
+                    Some(fd),
+                    &s,
+                    &board,
+                )
+            }
             .await
             {
                 Ok((latency, registered)) => {
                     board.update(id, |t| t.answered(Instant::now(), latency));
+                    if let Ok(counters) = crate::sys::tcp_info(c.socket_fd()) {
+                        s.own.tcp(&address, counters);
+                    }
                     if let Some(r) = registered {
                         board.listed(id, r);
                     }
@@ -636,6 +674,10 @@ async fn watch_broker(id: BrokerId, address: String, s: LivenessSettings, board:
             next = now;
         }
         tokio::time::sleep_until(next).await;
+        s.own.late(
+            Timer::Liveness,
+            Instant::now().saturating_duration_since(next),
+        );
     }
 }
 

@@ -185,6 +185,7 @@ fn registered_lists_are_asked_for_by_a_few_brokers_per_interval() {
         interval: Duration::from_millis(500),
         floor: Duration::from_secs(1),
         wire: crate::observe::wire::WireOptions::default(),
+        own: Default::default(),
     });
     let endpoints = |n: i32| -> Vec<BrokerEndpoint> {
         (1..=n)

@@ -58,6 +58,11 @@ impl std::fmt::Debug for BrokerClient {
 }
 
 impl BrokerClient {
+    /// The TCP socket of its connection (for TCP_INFO: what the kernel resent of it).
+    pub fn socket_fd(&self) -> std::os::fd::RawFd {
+        self.conn.raw_fd()
+    }
+
     /// TCP connect (bounded by `connect_timeout`), the TLS handshake if configured (bounded
     /// by `connect_timeout` again), ApiVersions negotiation (bounded as a whole by
     /// `request_timeout`, even when it takes two round trips), then SASL if configured (each

@@ -24,6 +24,17 @@ pub(crate) enum Stream {
     Tls(Box<TlsStream<TcpStream>>),
 }
 
+impl Stream {
+    /// The TCP socket under it, for the kernel's counters of it (TCP_INFO).
+    fn raw_fd(&self) -> std::os::fd::RawFd {
+        use std::os::fd::AsRawFd;
+        match self {
+            Stream::Plain(s) => s.as_raw_fd(),
+            Stream::Tls(s) => s.get_ref().0.as_raw_fd(),
+        }
+    }
+}
+
 impl AsyncRead for Stream {
     fn poll_read(
         self: Pin<&mut Self>,
@@ -122,6 +133,11 @@ pub(crate) struct Connection {
 }
 
 impl Connection {
+    /// The TCP socket it runs on.
+    pub(crate) fn raw_fd(&self) -> std::os::fd::RawFd {
+        self.stream.raw_fd()
+    }
+
     pub(crate) fn new(
         stream: Stream,
         client_id: &str,

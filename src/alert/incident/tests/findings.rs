@@ -882,3 +882,21 @@ fn a_certificate_near_its_expiry_is_a_finding_on_its_broker_graded_by_days_left(
         "kafka-watchdog/lab/broker-3/certificate"
     );
 }
+
+/// Issue 38 item 4: a broker held `unknown` by the watchdog's own sickness is nobody's
+/// page; what else is known of it still is.
+#[test]
+fn a_broker_held_by_the_watchdogs_own_sickness_is_no_finding() {
+    let held = (
+        "watchdog_unwell",
+        BrokerState::Unknown,
+        "no_answer: ...; not held against the broker: the watchdog itself was unwell",
+    );
+    let mut r = report("lab");
+    r.verdicts.push(verdict(2, BrokerState::Unknown, &[held]));
+    assert!(findings(&r, Vec::new()).is_empty());
+    let slow = ("slow", BrokerState::Degraded, "answers in 300 ms");
+    r.verdicts[0] = verdict(2, BrokerState::Degraded, &[slow, held]);
+    let fs = findings(&r, Vec::new());
+    assert_eq!(kinds(&fs), vec![(FindingKind::Broker, Subject::Broker(2))]);
+}
