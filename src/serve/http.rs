@@ -32,6 +32,7 @@ use tokio_rustls::TlsAcceptor;
 
 use crate::alert::peers::auth::PeerKey;
 use crate::alert::peers::PEER_PATH;
+use crate::config::live::{self, Current};
 use crate::config::{Config, HttpAuth, HttpTlsError, Secret};
 use crate::observe::self_metrics::ProcessFigures;
 use crate::serve::runbooks::RUNBOOKS_PATH;
@@ -675,6 +676,7 @@ pub async fn serve_with(
     options: ServeOptions,
 ) {
     let slots = Arc::new(Semaphore::new(options.max_connections.max(1)));
+    let auth = options.auth.as_ref().map(|a| Arc::new(LiveAuth::of(a)));
     let lane = Arc::new(ProbeLane::default());
     let per_client: Arc<std::sync::Mutex<std::collections::HashMap<std::net::IpAddr, usize>>> =
         Arc::default();
@@ -694,17 +696,21 @@ pub async fn serve_with(
                 continue;
             }
         };
-        let (published, options) = (published.clone(), options.clone());
+        let (published, options, auth) = (published.clone(), options.clone(), auth.clone());
         let full = ClientSlot::take(&per_client, peer.ip())
             .and_then(|client| Some((slots.clone().try_acquire_owned().ok()?, client)));
         match full {
             Some(hold) => {
-                tokio::spawn(serve_one(stream, peer, published, options, false, hold));
+                tokio::spawn(serve_one(
+                    stream, peer, published, options, auth, false, hold,
+                ));
             }
             None => {
                 tracing::debug!(%peer, "HTTP connections over a cap: this one answers the probes only");
                 lane.admit(|hold| {
-                    tokio::spawn(serve_one(stream, peer, published, options, true, hold))
+                    tokio::spawn(serve_one(
+                        stream, peer, published, options, auth, true, hold,
+                    ))
                 });
             }
         }
@@ -719,11 +725,12 @@ async fn serve_one<H: Send>(
     peer: SocketAddr,
     published: Arc<Publisher>,
     options: ServeOptions,
+    auth: Option<Arc<LiveAuth>>,
     probes_only: bool,
     hold: H,
 ) {
     let _hold = hold;
-    let ctx = Conn::new(&options, peer, probes_only);
+    let ctx = Conn::new(&options, auth, peer, probes_only);
     let connection = async {
         match &options.tls {
             None => connection(stream, published, ctx).await,
@@ -848,10 +855,52 @@ impl Drop for ClientSlot {
     }
 }
 
+/// `http.auth` as its secret's file holds it now (`config::live`): a rotated password or
+/// token is checked from the next request on, without a reload; a rewrite that cannot be
+/// used keeps the last good one (said and counted there). Made once per server.
+struct LiveAuth {
+    auth: HttpAuth,
+    secret: Option<Current>,
+}
+
+impl LiveAuth {
+    fn of(auth: &HttpAuth) -> LiveAuth {
+        let secret = match auth {
+            HttpAuth::Basic { password: s, .. } | HttpAuth::Bearer { token: s } => s,
+        };
+        let secret = secret.file().and_then(|_| {
+            // The file was read well while loading; unreadable now, it keeps that value.
+            live::secret(secret)
+                .inspect_err(|why| tracing::warn!(problem = %why, "cannot watch http.auth's file: the value loaded stays in use"))
+                .ok()
+        });
+        LiveAuth {
+            auth: auth.clone(),
+            secret,
+        }
+    }
+
+    /// The credential to check a request against now.
+    fn now(&self) -> HttpAuth {
+        let Some(current) = &self.secret else {
+            return self.auth.clone();
+        };
+        match &self.auth {
+            HttpAuth::Basic { username, password } => HttpAuth::Basic {
+                username: username.clone(),
+                password: password.with_value(current.text()),
+            },
+            HttpAuth::Bearer { token } => HttpAuth::Bearer {
+                token: token.with_value(current.text()),
+            },
+        }
+    }
+}
+
 /// What one connection is served with.
 #[derive(Clone)]
 struct Conn {
-    auth: Option<HttpAuth>,
+    auth: Option<Arc<LiveAuth>>,
     peer_key: Option<Arc<PeerKey>>,
     local_token: Option<Secret>,
     peer: Option<SocketAddr>,
@@ -860,9 +909,14 @@ struct Conn {
 }
 
 impl Conn {
-    fn new(options: &ServeOptions, peer: SocketAddr, probes_only: bool) -> Conn {
+    fn new(
+        options: &ServeOptions,
+        auth: Option<Arc<LiveAuth>>,
+        peer: SocketAddr,
+        probes_only: bool,
+    ) -> Conn {
         Conn {
-            auth: options.auth.clone(),
+            auth,
             peer_key: options.peer_key.clone(),
             local_token: options.local_token.clone(),
             peer: Some(peer),
@@ -880,6 +934,7 @@ where
         let published = published.clone();
         let ctx = ctx.clone();
         async move {
+            let auth = ctx.auth.as_ref().map(|a| a.now());
             let response = if ctx.probes_only && !matches!(req.uri().path(), "/healthz" | "/readyz")
             {
                 let mut r = text(
@@ -894,7 +949,7 @@ where
             } else if is_api_write(&req) {
                 api_write(
                     &published,
-                    ctx.auth.as_ref(),
+                    auth.as_ref(),
                     ctx.local_token.as_ref(),
                     ctx.peer,
                     req,
@@ -909,7 +964,7 @@ where
                 };
                 respond(
                     &published,
-                    ctx.auth.as_ref(),
+                    auth.as_ref(),
                     ctx.peer_key.as_deref(),
                     &req,
                     own,
@@ -939,7 +994,13 @@ pub async fn serve_stream(
     peer: SocketAddr,
     probes_only: bool,
 ) {
-    connection(stream, published, Conn::new(options, peer, probes_only)).await
+    let auth = options.auth.as_ref().map(|a| Arc::new(LiveAuth::of(a)));
+    connection(
+        stream,
+        published,
+        Conn::new(options, auth, peer, probes_only),
+    )
+    .await
 }
 
 #[cfg(test)]
@@ -1269,6 +1330,43 @@ mod tests {
         assert_eq!(get(&server, "/readyz", &[]).await.0, 503);
         assert_eq!(get(&server, "/nothing", &[]).await.0, 401);
         assert_eq!(get(&server, "/nothing", &[&right]).await.0, 404);
+    }
+
+    /// Issue 39 item 2: a token read from a file follows the file (a rotated Kubernetes
+    /// Secret) with no reload: the next request is checked against what it holds now.
+    #[tokio::test]
+    async fn a_rotated_token_file_is_checked_by_the_next_request() {
+        let dir = std::env::temp_dir().join(format!("kw-http-auth-rotate-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("token");
+        std::fs::write(&file, "first-token\n").unwrap();
+        let server = start(with_auth(HttpAuth::Bearer {
+            token: Secret::from_file("first-token", file.clone()),
+        }))
+        .await;
+        let (old, new) = (
+            "Authorization: Bearer first-token",
+            "Authorization: Bearer second-token",
+        );
+        assert_eq!(get(&server, "/metrics", &[old]).await.0, 200);
+        std::fs::write(&file, "second-token\n").unwrap();
+        crate::config::live::look_all();
+        assert_eq!(
+            get(&server, "/metrics", &[old]).await.0,
+            401,
+            "the old token is refused"
+        );
+        assert_eq!(
+            get(&server, "/metrics", &[new]).await.0,
+            200,
+            "the new one is taken"
+        );
+        // A rewrite that cannot be used keeps the last good token.
+        std::fs::write(&file, "").unwrap();
+        crate::config::live::look_all();
+        assert_eq!(get(&server, "/metrics", &[new]).await.0, 200);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[tokio::test]
