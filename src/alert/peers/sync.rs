@@ -12,7 +12,7 @@ use std::time::{Duration, SystemTime};
 
 use tokio::sync::watch;
 
-use super::auth::{Nonce, PeerKey, Refusal, HEADER};
+use super::auth::{LiveKey, Nonce, PeerKey, Refusal, HEADER};
 use super::{parse_answer, Answer, Peers, PEER_PATH};
 use crate::config::PeersConfig;
 use crate::model::silence::{Invalid, Silence};
@@ -168,7 +168,7 @@ pub async fn run(
     // per URL why its last look failed (said once, when it starts failing).
     let mut own: Vec<String> = Vec::new();
     let mut failing: BTreeMap<String, String> = BTreeMap::new();
-    let key = PeerKey::new(setup.config.key.expose());
+    let key = LiveKey::of(&setup.config.key);
     let mut tick = tokio::time::interval(peers.poll_interval);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -180,7 +180,7 @@ pub async fn run(
         let asks = all
             .iter()
             .filter(|u| !own.contains(u))
-            .map(|u| async { (u.clone(), ask(&client, u, &key).await) });
+            .map(|u| async { (u.clone(), ask(&client, u, &key.now()).await) });
         for (url, answer) in futures::future::join_all(asks).await {
             match answer {
                 Ok(a) if a.instance_id == peers.instance_id => {
