@@ -17,6 +17,7 @@ use std::time::{Duration, Instant, SystemTime};
 use serde_json::json;
 use tokio::sync::watch;
 
+use crate::config::live::{self, Current};
 use crate::config::{HeartbeatConfig, HeartbeatFormat};
 use crate::model::progress::{Look, Progress};
 
@@ -182,6 +183,40 @@ async fn send(client: &reqwest::Client, b: Beat) -> Result<(), String> {
     }
 }
 
+/// What one `heartbeat:` block is sent with: its client, and its `url_file` watched by
+/// `config::live` (the URL carries the check's token), so a rotated URL takes the next
+/// beat without a reload; a rewrite that cannot be used keeps the last good URL.
+struct Built {
+    cfg: HeartbeatConfig,
+    client: Result<reqwest::Client, String>,
+    url: Option<Current>,
+}
+
+impl Built {
+    fn of(cfg: HeartbeatConfig) -> Built {
+        let url = cfg.url.file().and_then(|_| {
+            // The file was read well while loading; unreadable now, it keeps that value.
+            live::secret(&cfg.url)
+                .inspect_err(|why| tracing::warn!(problem = %why, "cannot watch heartbeat.url_file: the URL loaded stays in use"))
+                .ok()
+        });
+        Built {
+            client: client(&cfg),
+            cfg,
+            url,
+        }
+    }
+
+    /// The block with its URL as the file holds it now.
+    fn now(&self) -> HeartbeatConfig {
+        let mut cfg = self.cfg.clone();
+        if let Some(url) = &self.url {
+            cfg.url = cfg.url.with_value(url.text().trim());
+        }
+        cfg
+    }
+}
+
 /// Beats while the watchdog runs, with the newest `heartbeat:` block (a reload changes it,
 /// `None` stops the beats), until `stop`.
 pub async fn run(
@@ -191,26 +226,28 @@ pub async fn run(
     mut stop: watch::Receiver<bool>,
 ) {
     let since = SystemTime::now();
-    // The client, built again only when the block changes; the last outcome, said once.
-    let mut built: Option<(HeartbeatConfig, Result<reqwest::Client, String>)> = None;
+    // The client and the watched URL, made again only when the block changes; the last
+    // outcome, said once.
+    let mut built: Option<Built> = None;
     let mut last: Option<Result<bool, String>> = None;
     loop {
         let cfg = config.borrow_and_update().clone();
         let wait = match cfg {
             None => Duration::from_secs(3600),
             Some(cfg) => {
-                if built.as_ref().is_none_or(|(c, _)| *c != cfg) {
-                    built = Some((cfg.clone(), client(&cfg)));
+                if built.as_ref().is_none_or(|b| b.cfg != cfg) {
+                    built = Some(Built::of(cfg.clone()));
                 }
+                let cfg = built.as_ref().map_or(cfg, Built::now);
                 let sight = Sight::of(&progress, Instant::now());
-                let outcome = match &built {
-                    Some((_, Ok(c))) => {
+                let outcome = match built.as_ref().map(|b| &b.client) {
+                    Some(Ok(c)) => {
                         match beat(&cfg, &instance_id, &sight, since, SystemTime::now()) {
                             Some(b) => send(c, b).await.map(|()| sight.seeing()),
                             None => Ok(false),
                         }
                     }
-                    Some((_, Err(e))) => Err(e.clone()),
+                    Some(Err(e)) => Err(e.clone()),
                     None => Ok(false),
                 };
                 say(&cfg, &sight, &outcome, &last);

@@ -233,3 +233,45 @@ async fn beats_while_seeing_and_says_fail_when_a_round_loop_is_stuck() {
         .expect("stops")
         .unwrap();
 }
+
+/// Issue 39 item 2: a ping URL read from `url_file` (it carries the check's token) follows
+/// the file: the next beat goes to the URL it holds now, with no reload.
+#[tokio::test]
+async fn a_rotated_url_file_is_used_by_the_next_beat() {
+    let (url, got) = receiver().await;
+    let dir = std::env::temp_dir().join(format!("kw-heartbeat-url-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("url");
+    std::fs::write(&file, format!("{url}\n")).unwrap();
+    let mut c = cfg(HeartbeatFormat::PagerDuty, &url, Duration::from_millis(200));
+    c.url = Secret::from_file(url.clone(), file.clone());
+    c.timeout = Duration::from_millis(150);
+    let (_config, config_rx) = watch::channel(Some(c));
+    let (stop, stop_rx) = watch::channel(false);
+    let task = tokio::spawn(run(
+        config_rx,
+        Arc::new(Progress::new()),
+        "wd-1".into(),
+        stop_rx,
+    ));
+    let beat_at = |line: &'static str| {
+        let got = got.clone();
+        async move {
+            tokio::time::timeout(Duration::from_secs(5), async {
+                while !got.lock().unwrap().iter().any(|(l, _)| l == line) {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+            })
+            .await
+            .unwrap_or_else(|_| panic!("no beat at {line}: {:?}", got.lock().unwrap()))
+        }
+    };
+    beat_at("GET /ping/check-1").await;
+    std::fs::write(&file, url.replace("check-1", "check-2")).unwrap();
+    crate::config::live::look_all();
+    beat_at("GET /ping/check-2").await;
+    stop.send(true).unwrap();
+    let _ = task.await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
