@@ -303,6 +303,9 @@ pub fn secret(secret: &super::types::Secret) -> Result<Current, String> {
     }
 }
 
+/// How a [`Remade`] is made from a credential's parts.
+type Make<T> = dyn Fn(&[Vec<u8>]) -> Result<T, String> + Send + Sync;
+
 /// Something made from a watched credential, as an HTTP client that trusts a CA file:
 /// made again when the credential took new content, and only then, so every use between
 /// two changes shares one (a client per generation, not per request). When the new
@@ -310,7 +313,7 @@ pub fn secret(secret: &super::types::Secret) -> Result<Current, String> {
 pub struct Remade<T> {
     source: Current,
     what: String,
-    make: Box<dyn Fn(&[Vec<u8>]) -> Result<T, String> + Send + Sync>,
+    make: Box<Make<T>>,
     made: Mutex<(u64, T)>,
 }
 
