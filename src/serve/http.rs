@@ -1771,6 +1771,53 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
     }
 
+    /// Issue 39 item 2: `peers.ca_file` follows its file. A peer whose certificate was
+    /// renewed under a new CA is not trusted while the file holds the old CA, and is by the
+    /// next ask once it holds the new one. (No alerting runs here: a peer reached answers 503.)
+    #[tokio::test]
+    async fn a_rotated_peer_ca_file_is_trusted_by_the_next_ask() {
+        use crate::alert::peers::{auth::PeerKey, sync};
+        let dir = std::env::temp_dir().join(format!("kw-http-peer-ca-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let (ca, key) = (dir.join("ca.crt"), dir.join("peer.key"));
+        std::fs::write(&ca, CA).unwrap();
+        std::fs::write(&key, "k".repeat(40)).unwrap();
+        let text = format!(
+            "clusters: [{{name: a, bootstrap_servers: ['k:9092']}}]\nhttp:\n  tls: {{cert_file: {TESTDATA}/renewed-server.pem, key_file: {TESTDATA}/renewed-server.key}}\npeers:\n  urls: ['https://localhost:1']\n  key_file: {}\n  ca_file: {}\n",
+            key.display(),
+            ca.display()
+        );
+        let config = crate::config::parse(&text, "t.yaml").unwrap();
+        let server = start(ServeOptions::from_config(&config).unwrap()).await;
+        let setup = sync::Setup {
+            config: config.peers.clone().unwrap(),
+            listen: "0.0.0.0:0".parse().unwrap(),
+        };
+        let client = sync::client(&setup).unwrap();
+        let base = format!("https://localhost:{}", server.addr.port());
+        let asked = |client: reqwest::Client| {
+            let base = base.clone();
+            async move {
+                match sync::ask(&client, &base, &PeerKey::new(&"k".repeat(40))).await {
+                    Err(sync::AskError::Failed(why)) => why,
+                    other => format!("{other:?}"),
+                }
+            }
+        };
+        let why = asked(client.get()).await;
+        assert!(!why.starts_with("HTTP "), "not trusted yet: {why}");
+        std::fs::write(
+            &ca,
+            std::fs::read(format!("{TESTDATA}/renewed-ca.pem")).unwrap(),
+        )
+        .unwrap();
+        crate::config::live::look_all();
+        let why = asked(client.get()).await;
+        assert!(why.starts_with("HTTP 503"), "trusted now: {why}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
     #[test]
     fn options_come_from_the_configuration() {
         let text = format!(
