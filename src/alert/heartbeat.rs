@@ -139,17 +139,25 @@ pub fn beat(
     }
 }
 
-/// The client one configuration's beats are sent with.
-fn client(cfg: &HeartbeatConfig) -> Result<reqwest::Client, String> {
+/// The client one configuration's beats are sent with, made again (once) when its
+/// `ca_file` took new content (`config::live`).
+fn client(cfg: &HeartbeatConfig) -> Result<live::Remade<reqwest::Client>, String> {
+    let ca = match &cfg.ca_file {
+        Some(path) => live::watch(live::Kind::Certificates, &[path])?,
+        None => Current::fixed(Vec::new()),
+    };
+    let built = cfg.clone();
+    live::Remade::new(ca, "the heartbeat's client", move |ca| {
+        build_client(&built, ca.first().map(Vec::as_slice))
+    })
+}
+
+fn build_client(cfg: &HeartbeatConfig, ca: Option<&[u8]>) -> Result<reqwest::Client, String> {
     // The system's roots, as docs/config.md says: a receiver behind an internal CA
     // installed on the host is reached without a ca_file, as webhooks and peers are.
     let mut b = crate::observe::wire::trust_system_roots(reqwest::Client::builder());
-    if let Some(path) = &cfg.ca_file {
-        let bytes =
-            std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-        for c in reqwest::Certificate::from_pem_bundle(&bytes)
-            .map_err(|e| format!("{}: {e}", path.display()))?
-        {
+    if let Some(pem) = ca {
+        for c in reqwest::Certificate::from_pem_bundle(pem).map_err(|e| format!("ca_file: {e}"))? {
             b = b.add_root_certificate(c);
         }
     }
@@ -183,12 +191,13 @@ async fn send(client: &reqwest::Client, b: Beat) -> Result<(), String> {
     }
 }
 
-/// What one `heartbeat:` block is sent with: its client, and its `url_file` watched by
-/// `config::live` (the URL carries the check's token), so a rotated URL takes the next
-/// beat without a reload; a rewrite that cannot be used keeps the last good URL.
+/// What one `heartbeat:` block is sent with: its client (made again when its `ca_file`
+/// changed), and its `url_file` watched by `config::live` (the URL carries the check's
+/// token), so a rotated URL or CA takes the next beat without a reload; a rewrite that
+/// cannot be used keeps the last good one.
 struct Built {
     cfg: HeartbeatConfig,
-    client: Result<reqwest::Client, String>,
+    client: Result<live::Remade<reqwest::Client>, String>,
     url: Option<Current>,
 }
 
@@ -243,7 +252,7 @@ pub async fn run(
                 let outcome = match built.as_ref().map(|b| &b.client) {
                     Some(Ok(c)) => {
                         match beat(&cfg, &instance_id, &sight, since, SystemTime::now()) {
-                            Some(b) => send(c, b).await.map(|()| sight.seeing()),
+                            Some(b) => send(&c.get(), b).await.map(|()| sight.seeing()),
                             None => Ok(false),
                         }
                     }
