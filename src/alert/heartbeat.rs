@@ -17,6 +17,7 @@ use std::time::{Duration, Instant, SystemTime};
 use serde_json::json;
 use tokio::sync::watch;
 
+use crate::config::live::{self, Current};
 use crate::config::{HeartbeatConfig, HeartbeatFormat};
 use crate::model::progress::{Look, Progress};
 
@@ -138,17 +139,25 @@ pub fn beat(
     }
 }
 
-/// The client one configuration's beats are sent with.
-fn client(cfg: &HeartbeatConfig) -> Result<reqwest::Client, String> {
+/// The client one configuration's beats are sent with, made again (once) when its
+/// `ca_file` took new content (`config::live`).
+fn client(cfg: &HeartbeatConfig) -> Result<live::Remade<reqwest::Client>, String> {
+    let ca = match &cfg.ca_file {
+        Some(path) => live::watch(live::Kind::Certificates, &[path])?,
+        None => Current::fixed(Vec::new()),
+    };
+    let built = cfg.clone();
+    live::Remade::new(ca, "the heartbeat's client", move |ca| {
+        build_client(&built, ca.first().map(Vec::as_slice))
+    })
+}
+
+fn build_client(cfg: &HeartbeatConfig, ca: Option<&[u8]>) -> Result<reqwest::Client, String> {
     // The system's roots, as docs/config.md says: a receiver behind an internal CA
     // installed on the host is reached without a ca_file, as webhooks and peers are.
     let mut b = crate::observe::wire::trust_system_roots(reqwest::Client::builder());
-    if let Some(path) = &cfg.ca_file {
-        let bytes =
-            std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-        for c in reqwest::Certificate::from_pem_bundle(&bytes)
-            .map_err(|e| format!("{}: {e}", path.display()))?
-        {
+    if let Some(pem) = ca {
+        for c in reqwest::Certificate::from_pem_bundle(pem).map_err(|e| format!("ca_file: {e}"))? {
             b = b.add_root_certificate(c);
         }
     }
@@ -182,6 +191,41 @@ async fn send(client: &reqwest::Client, b: Beat) -> Result<(), String> {
     }
 }
 
+/// What one `heartbeat:` block is sent with: its client (made again when its `ca_file`
+/// changed), and its `url_file` watched by `config::live` (the URL carries the check's
+/// token), so a rotated URL or CA takes the next beat without a reload; a rewrite that
+/// cannot be used keeps the last good one.
+struct Built {
+    cfg: HeartbeatConfig,
+    client: Result<live::Remade<reqwest::Client>, String>,
+    url: Option<Current>,
+}
+
+impl Built {
+    fn of(cfg: HeartbeatConfig) -> Built {
+        let url = cfg.url.file().and_then(|_| {
+            // The file was read well while loading; unreadable now, it keeps that value.
+            live::secret(&cfg.url)
+                .inspect_err(|why| tracing::warn!(problem = %why, "cannot watch heartbeat.url_file: the URL loaded stays in use"))
+                .ok()
+        });
+        Built {
+            client: client(&cfg),
+            cfg,
+            url,
+        }
+    }
+
+    /// The block with its URL as the file holds it now.
+    fn now(&self) -> HeartbeatConfig {
+        let mut cfg = self.cfg.clone();
+        if let Some(url) = &self.url {
+            cfg.url = cfg.url.with_value(url.text().trim());
+        }
+        cfg
+    }
+}
+
 /// Beats while the watchdog runs, with the newest `heartbeat:` block (a reload changes it,
 /// `None` stops the beats), until `stop`.
 pub async fn run(
@@ -191,26 +235,28 @@ pub async fn run(
     mut stop: watch::Receiver<bool>,
 ) {
     let since = SystemTime::now();
-    // The client, built again only when the block changes; the last outcome, said once.
-    let mut built: Option<(HeartbeatConfig, Result<reqwest::Client, String>)> = None;
+    // The client and the watched URL, made again only when the block changes; the last
+    // outcome, said once.
+    let mut built: Option<Built> = None;
     let mut last: Option<Result<bool, String>> = None;
     loop {
         let cfg = config.borrow_and_update().clone();
         let wait = match cfg {
             None => Duration::from_secs(3600),
             Some(cfg) => {
-                if built.as_ref().is_none_or(|(c, _)| *c != cfg) {
-                    built = Some((cfg.clone(), client(&cfg)));
+                if built.as_ref().is_none_or(|b| b.cfg != cfg) {
+                    built = Some(Built::of(cfg.clone()));
                 }
+                let cfg = built.as_ref().map_or(cfg, Built::now);
                 let sight = Sight::of(&progress, Instant::now());
-                let outcome = match &built {
-                    Some((_, Ok(c))) => {
+                let outcome = match built.as_ref().map(|b| &b.client) {
+                    Some(Ok(c)) => {
                         match beat(&cfg, &instance_id, &sight, since, SystemTime::now()) {
-                            Some(b) => send(c, b).await.map(|()| sight.seeing()),
+                            Some(b) => send(&c.get(), b).await.map(|()| sight.seeing()),
                             None => Ok(false),
                         }
                     }
-                    Some((_, Err(e))) => Err(e.clone()),
+                    Some(Err(e)) => Err(e.clone()),
                     None => Ok(false),
                 };
                 say(&cfg, &sight, &outcome, &last);

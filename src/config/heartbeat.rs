@@ -37,7 +37,14 @@ pub(crate) fn heartbeat(cx: &mut Ctx, e: Option<&Entry>) -> Option<Option<Heartb
         .ok()
         .flatten()
         .and_then(|u| match checks::webhook_url(&u.value) {
-            Ok(target) => Some((Secret::new(u.value.trim()), target)),
+            // With its file, so the URL follows it (`config::live`).
+            Ok(target) => Some((
+                match &u.file {
+                    Some(file) => Secret::from_file(u.value.trim(), file.clone()),
+                    None => Secret::new(u.value.trim()),
+                },
+                target,
+            )),
             Err((m, x)) => {
                 cx.rep
                     .add(u.pos, format!("heartbeat.{}: {m}", u.key), Some(x));

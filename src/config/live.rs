@@ -303,6 +303,55 @@ pub fn secret(secret: &super::types::Secret) -> Result<Current, String> {
     }
 }
 
+/// How a [`Remade`] is made from a credential's parts.
+type Make<T> = dyn Fn(&[Vec<u8>]) -> Result<T, String> + Send + Sync;
+
+/// Something made from a watched credential, as an HTTP client that trusts a CA file:
+/// made again when the credential took new content, and only then, so every use between
+/// two changes shares one (a client per generation, not per request). When the new
+/// content cannot be made into one, the last stays in use and the log says why.
+pub struct Remade<T> {
+    source: Current,
+    what: String,
+    make: Box<Make<T>>,
+    made: Mutex<(u64, T)>,
+}
+
+impl<T: Clone> Remade<T> {
+    /// Made now from what `source` holds; `Err` when that cannot be made. `what` names it
+    /// in the log.
+    pub fn new(
+        source: Current,
+        what: impl Into<String>,
+        make: impl Fn(&[Vec<u8>]) -> Result<T, String> + Send + Sync + 'static,
+    ) -> Result<Self, String> {
+        let generation = source.generation();
+        let first = make(&source.parts())?;
+        Ok(Remade {
+            source,
+            what: what.into(),
+            make: Box::new(make),
+            made: Mutex::new((generation, first)),
+        })
+    }
+
+    /// The one made from what the credential holds now.
+    pub fn get(&self) -> T {
+        let generation = self.source.generation();
+        let mut made = lock(&self.made);
+        if made.0 != generation {
+            made.0 = generation;
+            match (self.make)(&self.source.parts()) {
+                Ok(t) => made.1 = t,
+                Err(why) => {
+                    tracing::warn!(what = %self.what, problem = %why, "cannot make anew from a changed credential file: the last one stays in use")
+                }
+            }
+        }
+        made.1.clone()
+    }
+}
+
 /// The file set in use for `kind` and `paths`; forgets those no longer used.
 fn find(registry: &mut Vec<Weak<Live>>, kind: Kind, paths: &[&Path]) -> Option<Arc<Live>> {
     registry.retain(|w| w.strong_count() > 0);

@@ -93,6 +93,10 @@ pub use types::{
     TlsConfig, TopicFilter, VerdictConfig, VerdictKeys, WebhookConfig, WebhookFormat,
 };
 
+/// The shortest peer key loading takes, and so the shortest a rotated `peers.key_file`
+/// may hold (`alert::peers::auth::LiveKey`).
+pub use schema::PEERS_KEY_MIN_CHARS;
+
 /// See `full_metadata_partition_budget`: declared here, where the key is, and read by the
 /// probe (which comes after the configuration and is imported by it nowhere).
 pub const DEFAULT_FULL_METADATA_BUDGET: u64 = schema::FULL_METADATA_BUDGET.0.default;

@@ -104,7 +104,8 @@ fn peer_key(
         );
         return None;
     }
-    Some(Secret::new(got.value))
+    // With its file, so the key follows it (`config::live`).
+    Some(got.into_secret())
 }
 
 fn urls(cx: &mut Ctx, e: &Entry) -> Option<Vec<url::Url>> {

@@ -334,7 +334,7 @@ pub(crate) const PEERS_KEY: SecretKeys = SecretKeys {
     file: "key_file",
 };
 /// Shorter keys can be guessed offline from one signed answer.
-pub(crate) const PEERS_KEY_MIN_CHARS: usize = 32;
+pub const PEERS_KEY_MIN_CHARS: usize = 32;
 /// Each peer is asked this often for its silences and what it delivered.
 pub(crate) const PEERS_POLL_INTERVAL: IntSpec = IntSpec {
     key: "poll_interval_ms",

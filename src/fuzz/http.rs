@@ -11,7 +11,7 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::Input;
-use crate::alert::peers::auth::PeerKey;
+use crate::alert::peers::auth::LiveKey;
 use crate::config::{HttpAuth, Secret};
 use crate::serve::http::{serve_stream, ServeOptions};
 use crate::serve::snapshot::Publisher;
@@ -70,7 +70,7 @@ fn exchange(data: &[u8]) -> Vec<u8> {
     let options = ServeOptions {
         auth,
         local_token,
-        peer_key: (mode & 4 != 0).then(|| Arc::new(PeerKey::new(PEER_KEY))),
+        peer_key: (mode & 4 != 0).then(|| Arc::new(LiveKey::from(PEER_KEY))),
         ..ServeOptions::default()
     };
     let probes_only = mode & 8 != 0;

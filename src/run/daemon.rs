@@ -449,7 +449,10 @@ async fn drain(
 fn spawn_peers(
     alerting: &Arc<Alerting>,
     published: &Arc<Publisher>,
-    peers: Option<(crate::alert::peers::sync::Setup, reqwest::Client)>,
+    peers: Option<(
+        crate::alert::peers::sync::Setup,
+        crate::alert::peers::sync::Client,
+    )>,
     stop: watch::Receiver<bool>,
 ) -> Option<tokio::task::JoinHandle<()>> {
     let (state, (setup, client)) = (alerting.peers()?, peers?);
@@ -477,7 +480,12 @@ fn spawn_peers(
 /// configured; fails when the client cannot be built (its CA file unreadable).
 fn peer_client(
     config: &Config,
-) -> anyhow::Result<Option<(crate::alert::peers::sync::Setup, reqwest::Client)>> {
+) -> anyhow::Result<
+    Option<(
+        crate::alert::peers::sync::Setup,
+        crate::alert::peers::sync::Client,
+    )>,
+> {
     match config.peers.clone() {
         Some(p) => {
             let setup = peer_setup(config, p);

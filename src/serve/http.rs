@@ -30,8 +30,9 @@ use tokio::net::TcpListener;
 use tokio::sync::{watch, Semaphore};
 use tokio_rustls::TlsAcceptor;
 
-use crate::alert::peers::auth::PeerKey;
+use crate::alert::peers::auth::{LiveKey, PeerKey};
 use crate::alert::peers::PEER_PATH;
+use crate::config::live::{self, Current};
 use crate::config::{Config, HttpAuth, HttpTlsError, Secret};
 use crate::observe::self_metrics::ProcessFigures;
 use crate::serve::runbooks::RUNBOOKS_PATH;
@@ -66,7 +67,7 @@ pub struct ServeOptions {
     /// [`create_local_token`]); none refuses every change.
     pub local_token: Option<Secret>,
     /// With `peers:`: what `/api/v1/peer` asks of a peer instead of `auth`.
-    pub peer_key: Option<Arc<PeerKey>>,
+    pub peer_key: Option<Arc<LiveKey>>,
     pub max_connections: usize,
     /// Stamped by the accept loop at each connection and each idle second: whether the
     /// server makes progress (`/healthz`, the systemd watchdog).
@@ -110,10 +111,7 @@ impl ServeOptions {
             tls,
             auth: config.http_auth.clone(),
             local_token: None,
-            peer_key: config
-                .peers
-                .as_ref()
-                .map(|p| Arc::new(PeerKey::new(p.key.expose()))),
+            peer_key: config.peers.as_ref().map(|p| Arc::new(LiveKey::of(&p.key))),
             max_connections: MAX_CONNECTIONS,
             progress: None,
         })
@@ -675,6 +673,7 @@ pub async fn serve_with(
     options: ServeOptions,
 ) {
     let slots = Arc::new(Semaphore::new(options.max_connections.max(1)));
+    let auth = options.auth.as_ref().map(|a| Arc::new(LiveAuth::of(a)));
     let lane = Arc::new(ProbeLane::default());
     let per_client: Arc<std::sync::Mutex<std::collections::HashMap<std::net::IpAddr, usize>>> =
         Arc::default();
@@ -694,17 +693,21 @@ pub async fn serve_with(
                 continue;
             }
         };
-        let (published, options) = (published.clone(), options.clone());
+        let (published, options, auth) = (published.clone(), options.clone(), auth.clone());
         let full = ClientSlot::take(&per_client, peer.ip())
             .and_then(|client| Some((slots.clone().try_acquire_owned().ok()?, client)));
         match full {
             Some(hold) => {
-                tokio::spawn(serve_one(stream, peer, published, options, false, hold));
+                tokio::spawn(serve_one(
+                    stream, peer, published, options, auth, false, hold,
+                ));
             }
             None => {
                 tracing::debug!(%peer, "HTTP connections over a cap: this one answers the probes only");
                 lane.admit(|hold| {
-                    tokio::spawn(serve_one(stream, peer, published, options, true, hold))
+                    tokio::spawn(serve_one(
+                        stream, peer, published, options, auth, true, hold,
+                    ))
                 });
             }
         }
@@ -719,11 +722,12 @@ async fn serve_one<H: Send>(
     peer: SocketAddr,
     published: Arc<Publisher>,
     options: ServeOptions,
+    auth: Option<Arc<LiveAuth>>,
     probes_only: bool,
     hold: H,
 ) {
     let _hold = hold;
-    let ctx = Conn::new(&options, peer, probes_only);
+    let ctx = Conn::new(&options, auth, peer, probes_only);
     let connection = async {
         match &options.tls {
             None => connection(stream, published, ctx).await,
@@ -848,11 +852,53 @@ impl Drop for ClientSlot {
     }
 }
 
+/// `http.auth` as its secret's file holds it now (`config::live`): a rotated password or
+/// token is checked from the next request on, without a reload; a rewrite that cannot be
+/// used keeps the last good one (said and counted there). Made once per server.
+struct LiveAuth {
+    auth: HttpAuth,
+    secret: Option<Current>,
+}
+
+impl LiveAuth {
+    fn of(auth: &HttpAuth) -> LiveAuth {
+        let secret = match auth {
+            HttpAuth::Basic { password: s, .. } | HttpAuth::Bearer { token: s } => s,
+        };
+        let secret = secret.file().and_then(|_| {
+            // The file was read well while loading; unreadable now, it keeps that value.
+            live::secret(secret)
+                .inspect_err(|why| tracing::warn!(problem = %why, "cannot watch http.auth's file: the value loaded stays in use"))
+                .ok()
+        });
+        LiveAuth {
+            auth: auth.clone(),
+            secret,
+        }
+    }
+
+    /// The credential to check a request against now.
+    fn now(&self) -> HttpAuth {
+        let Some(current) = &self.secret else {
+            return self.auth.clone();
+        };
+        match &self.auth {
+            HttpAuth::Basic { username, password } => HttpAuth::Basic {
+                username: username.clone(),
+                password: password.with_value(current.text()),
+            },
+            HttpAuth::Bearer { token } => HttpAuth::Bearer {
+                token: token.with_value(current.text()),
+            },
+        }
+    }
+}
+
 /// What one connection is served with.
 #[derive(Clone)]
 struct Conn {
-    auth: Option<HttpAuth>,
-    peer_key: Option<Arc<PeerKey>>,
+    auth: Option<Arc<LiveAuth>>,
+    peer_key: Option<Arc<LiveKey>>,
     local_token: Option<Secret>,
     peer: Option<SocketAddr>,
     /// A reserved connection: the probes only.
@@ -860,9 +906,14 @@ struct Conn {
 }
 
 impl Conn {
-    fn new(options: &ServeOptions, peer: SocketAddr, probes_only: bool) -> Conn {
+    fn new(
+        options: &ServeOptions,
+        auth: Option<Arc<LiveAuth>>,
+        peer: SocketAddr,
+        probes_only: bool,
+    ) -> Conn {
         Conn {
-            auth: options.auth.clone(),
+            auth,
             peer_key: options.peer_key.clone(),
             local_token: options.local_token.clone(),
             peer: Some(peer),
@@ -880,6 +931,7 @@ where
         let published = published.clone();
         let ctx = ctx.clone();
         async move {
+            let auth = ctx.auth.as_ref().map(|a| a.now());
             let response = if ctx.probes_only && !matches!(req.uri().path(), "/healthz" | "/readyz")
             {
                 let mut r = text(
@@ -894,7 +946,7 @@ where
             } else if is_api_write(&req) {
                 api_write(
                     &published,
-                    ctx.auth.as_ref(),
+                    auth.as_ref(),
                     ctx.local_token.as_ref(),
                     ctx.peer,
                     req,
@@ -909,8 +961,8 @@ where
                 };
                 respond(
                     &published,
-                    ctx.auth.as_ref(),
-                    ctx.peer_key.as_deref(),
+                    auth.as_ref(),
+                    ctx.peer_key.as_ref().map(|k| k.now()).as_deref(),
                     &req,
                     own,
                 )
@@ -939,7 +991,13 @@ pub async fn serve_stream(
     peer: SocketAddr,
     probes_only: bool,
 ) {
-    connection(stream, published, Conn::new(options, peer, probes_only)).await
+    let auth = options.auth.as_ref().map(|a| Arc::new(LiveAuth::of(a)));
+    connection(
+        stream,
+        published,
+        Conn::new(options, auth, peer, probes_only),
+    )
+    .await
 }
 
 #[cfg(test)]
@@ -1269,6 +1327,43 @@ mod tests {
         assert_eq!(get(&server, "/readyz", &[]).await.0, 503);
         assert_eq!(get(&server, "/nothing", &[]).await.0, 401);
         assert_eq!(get(&server, "/nothing", &[&right]).await.0, 404);
+    }
+
+    /// Issue 39 item 2: a token read from a file follows the file (a rotated Kubernetes
+    /// Secret) with no reload: the next request is checked against what it holds now.
+    #[tokio::test]
+    async fn a_rotated_token_file_is_checked_by_the_next_request() {
+        let dir = std::env::temp_dir().join(format!("kw-http-auth-rotate-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("token");
+        std::fs::write(&file, "first-token\n").unwrap();
+        let server = start(with_auth(HttpAuth::Bearer {
+            token: Secret::from_file("first-token", file.clone()),
+        }))
+        .await;
+        let (old, new) = (
+            "Authorization: Bearer first-token",
+            "Authorization: Bearer second-token",
+        );
+        assert_eq!(get(&server, "/metrics", &[old]).await.0, 200);
+        std::fs::write(&file, "second-token\n").unwrap();
+        crate::config::live::look_all();
+        assert_eq!(
+            get(&server, "/metrics", &[old]).await.0,
+            401,
+            "the old token is refused"
+        );
+        assert_eq!(
+            get(&server, "/metrics", &[new]).await.0,
+            200,
+            "the new one is taken"
+        );
+        // A rewrite that cannot be used keeps the last good token.
+        std::fs::write(&file, "").unwrap();
+        crate::config::live::look_all();
+        assert_eq!(get(&server, "/metrics", &[new]).await.0, 200);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[tokio::test]
@@ -1638,6 +1733,89 @@ mod tests {
             .expect("a probe never waits for a free slot");
             assert_eq!(code, 200, "{body}");
         }
+    }
+
+    /// Issue 39 item 2: the peer key read from `peers.key_file` follows the file: the next
+    /// ask is checked with what the file holds now. (No alerting runs here: an ask that
+    /// passes the key's check gets 503, one that does not 401.)
+    #[tokio::test]
+    async fn a_rotated_peer_key_file_checks_the_next_ask() {
+        use crate::alert::peers::auth::{Nonce, PeerKey, HEADER};
+        let dir = std::env::temp_dir().join(format!("kw-http-peer-rotate-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("peer.key");
+        let (old, new) = ("o".repeat(40), "n".repeat(40));
+        std::fs::write(&file, format!("{old}\n")).unwrap();
+        let text = format!(
+            "clusters: [{{name: a, bootstrap_servers: ['k:9092']}}]\npeers:\n  urls: ['http://127.0.0.1:1']\n  key_file: {}\n",
+            file.display()
+        );
+        let config = crate::config::parse(&text, "t.yaml").unwrap();
+        let server = start(ServeOptions::from_config(&config).unwrap()).await;
+        let ask = |key: &str| {
+            let header =
+                PeerKey::new(key).ask(&Nonce::fresh().unwrap(), std::time::SystemTime::now());
+            format!("{HEADER}: {header}")
+        };
+        assert_eq!(get(&server, PEER_PATH, &[&ask(&old)]).await.0, 503);
+        std::fs::write(&file, format!("{new}\n")).unwrap();
+        crate::config::live::look_all();
+        let (code, body) = get(&server, PEER_PATH, &[&ask(&old)]).await;
+        assert_eq!(code, 401, "the old key is refused: {body}");
+        assert_eq!(
+            get(&server, PEER_PATH, &[&ask(&new)]).await.0,
+            503,
+            "the new key is taken"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// Issue 39 item 2: `peers.ca_file` follows its file. A peer whose certificate was
+    /// renewed under a new CA is not trusted while the file holds the old CA, and is by the
+    /// next ask once it holds the new one. (No alerting runs here: a peer reached answers 503.)
+    #[tokio::test]
+    async fn a_rotated_peer_ca_file_is_trusted_by_the_next_ask() {
+        use crate::alert::peers::{auth::PeerKey, sync};
+        let dir = std::env::temp_dir().join(format!("kw-http-peer-ca-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let (ca, key) = (dir.join("ca.crt"), dir.join("peer.key"));
+        std::fs::write(&ca, CA).unwrap();
+        std::fs::write(&key, "k".repeat(40)).unwrap();
+        let text = format!(
+            "clusters: [{{name: a, bootstrap_servers: ['k:9092']}}]\nhttp:\n  tls: {{cert_file: {TESTDATA}/renewed-server.pem, key_file: {TESTDATA}/renewed-server.key}}\npeers:\n  urls: ['https://localhost:1']\n  key_file: {}\n  ca_file: {}\n",
+            key.display(),
+            ca.display()
+        );
+        let config = crate::config::parse(&text, "t.yaml").unwrap();
+        let server = start(ServeOptions::from_config(&config).unwrap()).await;
+        let setup = sync::Setup {
+            config: config.peers.clone().unwrap(),
+            listen: "0.0.0.0:0".parse().unwrap(),
+        };
+        let client = sync::client(&setup).unwrap();
+        let base = format!("https://localhost:{}", server.addr.port());
+        let asked = |client: reqwest::Client| {
+            let base = base.clone();
+            async move {
+                match sync::ask(&client, &base, &PeerKey::new(&"k".repeat(40))).await {
+                    Err(sync::AskError::Failed(why)) => why,
+                    other => format!("{other:?}"),
+                }
+            }
+        };
+        let why = asked(client.get()).await;
+        assert!(!why.starts_with("HTTP "), "not trusted yet: {why}");
+        std::fs::write(
+            &ca,
+            std::fs::read(format!("{TESTDATA}/renewed-ca.pem")).unwrap(),
+        )
+        .unwrap();
+        crate::config::live::look_all();
+        let why = asked(client.get()).await;
+        assert!(why.starts_with("HTTP 503"), "trusted now: {why}");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

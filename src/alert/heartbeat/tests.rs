@@ -233,3 +233,98 @@ async fn beats_while_seeing_and_says_fail_when_a_round_loop_is_stuck() {
         .expect("stops")
         .unwrap();
 }
+
+/// Issue 39 item 2: a ping URL read from `url_file` (it carries the check's token) follows
+/// the file: the next beat goes to the URL it holds now, with no reload.
+#[tokio::test]
+async fn a_rotated_url_file_is_used_by_the_next_beat() {
+    let (url, got) = receiver().await;
+    let dir = std::env::temp_dir().join(format!("kw-heartbeat-url-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("url");
+    std::fs::write(&file, format!("{url}\n")).unwrap();
+    let mut c = cfg(HeartbeatFormat::PagerDuty, &url, Duration::from_millis(200));
+    c.url = Secret::from_file(url.clone(), file.clone());
+    c.timeout = Duration::from_millis(150);
+    let (_config, config_rx) = watch::channel(Some(c));
+    let (stop, stop_rx) = watch::channel(false);
+    let task = tokio::spawn(run(
+        config_rx,
+        Arc::new(Progress::new()),
+        "wd-1".into(),
+        stop_rx,
+    ));
+    let beat_at = |line: &'static str| {
+        let got = got.clone();
+        async move {
+            tokio::time::timeout(Duration::from_secs(5), async {
+                while !got.lock().unwrap().iter().any(|(l, _)| l == line) {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+            })
+            .await
+            .unwrap_or_else(|_| panic!("no beat at {line}: {:?}", got.lock().unwrap()))
+        }
+    };
+    beat_at("GET /ping/check-1").await;
+    std::fs::write(&file, url.replace("check-1", "check-2")).unwrap();
+    crate::config::live::look_all();
+    beat_at("GET /ping/check-2").await;
+    stop.send(true).unwrap();
+    let _ = task.await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Issue 39 item 2: `ca_file` follows its file. The receiver's certificate was renewed
+/// under a new CA: while the file holds the old CA a beat does not reach it; once it holds
+/// the new one, the next beat does (the watchdog's own HTTPS server stands in for the
+/// receiver and answers 404: an answer, so the TLS session was made).
+#[tokio::test]
+async fn a_rotated_ca_file_is_trusted_by_the_next_beat() {
+    const TESTDATA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/src/observe/wire/testdata");
+    let listener = crate::serve::http::bind("127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let tls = crate::config::HttpTlsConfig {
+        cert_file: format!("{TESTDATA}/renewed-server.pem").into(),
+        key_file: format!("{TESTDATA}/renewed-server.key").into(),
+    };
+    let (_stop, stop_rx) = watch::channel(false);
+    tokio::spawn(crate::serve::http::serve_with(
+        Arc::new(listener),
+        crate::serve::snapshot::Publisher::new("rx", Vec::new()),
+        stop_rx,
+        crate::serve::http::ServeOptions {
+            tls: Some(tokio_rustls::TlsAcceptor::from(
+                tls.server_config().unwrap(),
+            )),
+            ..Default::default()
+        },
+    ));
+    let dir = std::env::temp_dir().join(format!("kw-heartbeat-ca-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let ca = dir.join("ca.crt");
+    std::fs::write(&ca, std::fs::read(format!("{TESTDATA}/ca.pem")).unwrap()).unwrap();
+    let url = format!("https://localhost:{port}/ping/check-1");
+    let mut c = cfg(HeartbeatFormat::PagerDuty, &url, Duration::from_secs(1));
+    c.ca_file = Some(ca.clone());
+    let client = client(&c).unwrap();
+    let one = || beat(&c, "wd-1", &seeing(), t(0), t(0)).unwrap();
+    let before = send(&client.get(), one()).await;
+    assert!(
+        before.as_ref().is_err_and(|e| !e.starts_with("answered")),
+        "{before:?}"
+    );
+    std::fs::write(
+        &ca,
+        std::fs::read(format!("{TESTDATA}/renewed-ca.pem")).unwrap(),
+    )
+    .unwrap();
+    crate::config::live::look_all();
+    let after = send(&client.get(), one()).await;
+    assert_eq!(after, Err("answered 404 Not Found".to_string()));
+    let _ = std::fs::remove_dir_all(&dir);
+}

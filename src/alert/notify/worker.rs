@@ -224,17 +224,34 @@ fn alertmanager_targets(cfg: &WebhookConfig) -> Vec<String> {
         .collect()
 }
 
-pub(super) fn client(cfg: &WebhookConfig) -> Result<reqwest::Client, NotifyError> {
+/// A receiver's HTTP client, made again (once) when its `ca_file` took new content
+/// (`config::live`): a CA rotated in a mounted Secret is trusted from the next request on.
+pub(super) type Client = Arc<live::Remade<reqwest::Client>>;
+
+pub(super) fn client(cfg: &WebhookConfig) -> Result<Client, NotifyError> {
     let err = |detail: String| NotifyError::Client {
         receiver: cfg.name.clone(),
         detail,
     };
+    let ca = match &cfg.ca_file {
+        Some(path) => live::watch(live::Kind::Certificates, &[path])
+            .map_err(|why| err(format!("ca_file {why}")))?,
+        None => Current::fixed(Vec::new()),
+    };
+    let built = cfg.clone();
+    live::Remade::new(ca, format!("webhook {}'s client", cfg.name), move |ca| {
+        build_client(&built, ca.first().map(Vec::as_slice))
+    })
+    .map(Arc::new)
+    .map_err(err)
+}
+
+/// The client of `cfg`, trusting the certificates of `ca` (PEM) besides the system's.
+fn build_client(cfg: &WebhookConfig, ca: Option<&[u8]>) -> Result<reqwest::Client, String> {
     let mut b = crate::observe::wire::trust_system_roots(reqwest::Client::builder());
-    if let Some(path) = &cfg.ca_file {
-        let bytes = std::fs::read(path)
-            .map_err(|e| err(format!("cannot read ca_file {}: {e}", path.display())))?;
-        let certs = reqwest::Certificate::from_pem_bundle(&bytes)
-            .map_err(|e| err(format!("ca_file {}: {e}", path.display())))?;
+    if let Some(pem) = ca {
+        let certs =
+            reqwest::Certificate::from_pem_bundle(pem).map_err(|e| format!("ca_file: {e}"))?;
         for c in certs {
             b = b.add_root_certificate(c);
         }
@@ -247,7 +264,7 @@ pub(super) fn client(cfg: &WebhookConfig) -> Result<reqwest::Client, NotifyError
         .redirect(reqwest::redirect::Policy::none())
         .danger_accept_invalid_certs(!cfg.tls_verify)
         .build()
-        .map_err(|e| err(e.to_string()))
+        .map_err(|e| e.to_string())
 }
 
 /// Runs the spool's file work off the runtime's threads, in the state directory's pool;
@@ -712,7 +729,7 @@ fn make_room(r: &Receiver, max: usize, event: &IncidentEvent) -> bool {
 pub(super) async fn work(
     r: Arc<Receiver>,
     shared: Arc<Shared>,
-    client: reqwest::Client,
+    client: Client,
     mut stop: watch::Receiver<bool>,
 ) {
     let settings = shared.settings;
@@ -751,7 +768,7 @@ pub(super) async fn work(
                 Next::Stop => return,
             }
         }
-        match deliver(&r, &shared, &client, &n).await {
+        match deliver(&r, &shared, &client.get(), &n).await {
             Outcome::Delivered => delivered(&r, &shared, peers, &n, seq, attempt).await,
             Outcome::Drop { why } => refused(&r, &shared, &n, seq, why).await,
             Outcome::Retry { after, why } => {

@@ -12,9 +12,13 @@
 //! Separate labels in each MAC's input keep an ask from passing for an answer. The key
 //! only proves membership: TLS (https peers) still keeps the documents private on the way.
 
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 use ring::hmac;
+
+use crate::config::live::{self, Current};
+use crate::config::{Secret, PEERS_KEY_MIN_CHARS};
 
 use crate::model::time::unix_ms;
 
@@ -158,6 +162,63 @@ impl PeerKey {
     }
 }
 
+/// The peer key as `peers.key_file` holds it now (`config::live`): the next ask, and the
+/// next answer, are signed and checked with a rotated key without a reload. A rewrite
+/// shorter than the key must be keeps the last key (said once); one that cannot be read
+/// at all is kept out by `config::live` itself.
+pub struct LiveKey {
+    secret: Current,
+    made: Mutex<(u64, Arc<PeerKey>)>,
+}
+
+impl std::fmt::Debug for LiveKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "LiveKey({:?})", self.secret)
+    }
+}
+
+impl LiveKey {
+    /// `secret` watched when it came from a file, fixed otherwise.
+    pub fn of(secret: &Secret) -> LiveKey {
+        let current = live::secret(secret)
+            .inspect_err(|why| tracing::warn!(problem = %why, "cannot watch peers.key_file: the key loaded stays in use"))
+            .unwrap_or_else(|_| Current::from(secret.expose()));
+        LiveKey::new(current)
+    }
+
+    pub fn new(secret: Current) -> LiveKey {
+        let made = (secret.generation(), Arc::new(PeerKey::new(&secret.text())));
+        LiveKey {
+            secret,
+            made: Mutex::new(made),
+        }
+    }
+
+    /// The key to sign and check with now; made again only when the file changed.
+    pub fn now(&self) -> Arc<PeerKey> {
+        let generation = self.secret.generation();
+        let mut made = self.made.lock().unwrap_or_else(|p| p.into_inner());
+        if made.0 != generation {
+            made.0 = generation;
+            let text = self.secret.text();
+            if text.trim().chars().count() < PEERS_KEY_MIN_CHARS {
+                tracing::warn!(
+                    "peers.key_file changed to a key shorter than {PEERS_KEY_MIN_CHARS} characters: the last key stays in use"
+                );
+            } else {
+                made.1 = Arc::new(PeerKey::new(&text));
+            }
+        }
+        made.1.clone()
+    }
+}
+
+impl From<&str> for LiveKey {
+    fn from(key: &str) -> LiveKey {
+        LiveKey::new(Current::from(key))
+    }
+}
+
 fn hex(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
 }
@@ -178,6 +239,33 @@ mod tests {
 
     fn t(ms: u64) -> SystemTime {
         SystemTime::UNIX_EPOCH + Duration::from_millis(1_800_000_000_000 + ms)
+    }
+
+    /// Issue 39 item 2: a rotated `peers.key_file` signs the next ask; a rewrite too short
+    /// to be a peer key keeps the last one.
+    #[test]
+    fn a_live_key_follows_its_file_but_never_to_a_short_key() {
+        let dir = std::env::temp_dir().join(format!("kw-peer-key-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("key");
+        let (old, new) = ("o".repeat(40), "n".repeat(40));
+        std::fs::write(&file, &old).unwrap();
+        let key = LiveKey::of(&Secret::from_file(old.clone(), file.clone()));
+        let signed_by = |key: &PeerKey, by: &str| {
+            let nonce = Nonce::fresh().unwrap();
+            PeerKey::new(by)
+                .check_ask(Some(&key.ask(&nonce, t(0))), t(0))
+                .is_ok()
+        };
+        assert!(signed_by(&key.now(), &old));
+        std::fs::write(&file, &new).unwrap();
+        live::look_all();
+        assert!(signed_by(&key.now(), &new), "the next ask uses the new key");
+        std::fs::write(&file, "short").unwrap();
+        live::look_all();
+        assert!(signed_by(&key.now(), &new), "a short key is not taken");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

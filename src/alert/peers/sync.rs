@@ -12,13 +12,18 @@ use std::time::{Duration, SystemTime};
 
 use tokio::sync::watch;
 
-use super::auth::{Nonce, PeerKey, Refusal, HEADER};
+use super::auth::{LiveKey, Nonce, PeerKey, Refusal, HEADER};
 use super::{parse_answer, Answer, Peers, PEER_PATH};
+use crate::config::live::{self, Current};
 use crate::config::PeersConfig;
 use crate::model::silence::{Invalid, Silence};
 
 /// Largest peer document read: its deliveries and silences are bounded far below.
 const MAX_ANSWER_BYTES: usize = 4 * 1024 * 1024;
+
+/// The client peers are asked with, made again (once) when `peers.ca_file` took new
+/// content (`config::live`): a CA rotated in a mounted Secret is trusted from the next ask.
+pub type Client = Arc<live::Remade<reqwest::Client>>;
 
 #[derive(Debug, thiserror::Error)]
 pub enum PeerClientError {
@@ -37,15 +42,31 @@ pub struct Setup {
     pub listen: SocketAddr,
 }
 
-pub fn client(setup: &Setup) -> Result<reqwest::Client, PeerClientError> {
+pub fn client(setup: &Setup) -> Result<Client, PeerClientError> {
+    let ca = match &setup.config.ca_file {
+        Some(path) => live::watch(live::Kind::Certificates, &[path]).map_err(|detail| {
+            PeerClientError::Ca {
+                path: path.display().to_string(),
+                detail,
+            }
+        })?,
+        None => Current::fixed(Vec::new()),
+    };
+    let built = setup.clone();
+    live::Remade::new(ca, "the peers' client", move |ca| {
+        build_client(&built, ca.first().map(Vec::as_slice))
+    })
+    .map(Arc::new)
+    .map_err(PeerClientError::Client)
+}
+
+/// The client of `setup`, trusting the certificates of `ca` (PEM) besides the system's.
+fn build_client(setup: &Setup, ca: Option<&[u8]>) -> Result<reqwest::Client, String> {
     let mut b = crate::observe::wire::trust_system_roots(reqwest::Client::builder());
-    if let Some(path) = &setup.config.ca_file {
-        let err = |detail: String| PeerClientError::Ca {
-            path: path.display().to_string(),
-            detail,
-        };
-        let bytes = std::fs::read(path).map_err(|e| err(e.to_string()))?;
-        for c in reqwest::Certificate::from_pem_bundle(&bytes).map_err(|e| err(e.to_string()))? {
+    if let Some(pem) = ca {
+        let certs = reqwest::Certificate::from_pem_bundle(pem)
+            .map_err(|e| format!("peers.ca_file: {e}"))?;
+        for c in certs {
             b = b.add_root_certificate(c);
         }
     }
@@ -59,7 +80,7 @@ pub fn client(setup: &Setup) -> Result<reqwest::Client, PeerClientError> {
         .user_agent(concat!("kafka-watchdog/", env!("CARGO_PKG_VERSION")))
         .redirect(reqwest::redirect::Policy::none())
         .build()
-        .map_err(|e| PeerClientError::Client(e.to_string()))
+        .map_err(|e| e.to_string())
 }
 
 /// The peers' base URLs at this look.
@@ -160,7 +181,7 @@ pub async fn ask(client: &reqwest::Client, base: &str, key: &PeerKey) -> Result<
 pub async fn run(
     peers: Arc<Peers>,
     setup: Setup,
-    client: reqwest::Client,
+    client: Client,
     merge: impl Fn(&str, Vec<Silence>) -> Vec<(String, Invalid)> + Send + Sync + 'static,
     mut stop: watch::Receiver<bool>,
 ) {
@@ -168,7 +189,7 @@ pub async fn run(
     // per URL why its last look failed (said once, when it starts failing).
     let mut own: Vec<String> = Vec::new();
     let mut failing: BTreeMap<String, String> = BTreeMap::new();
-    let key = PeerKey::new(setup.config.key.expose());
+    let key = LiveKey::of(&setup.config.key);
     let mut tick = tokio::time::interval(peers.poll_interval);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -177,10 +198,11 @@ pub async fn run(
             _ = stop.changed() => return,
         }
         let all = targets(&setup.config).await;
+        let round_client = client.get();
         let asks = all
             .iter()
             .filter(|u| !own.contains(u))
-            .map(|u| async { (u.clone(), ask(&client, u, &key).await) });
+            .map(|u| async { (u.clone(), ask(&round_client, u, &key.now()).await) });
         for (url, answer) in futures::future::join_all(asks).await {
             match answer {
                 Ok(a) if a.instance_id == peers.instance_id => {

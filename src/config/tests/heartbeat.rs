@@ -36,6 +36,20 @@ fn a_heartbeat_loads_with_its_defaults_and_its_url_a_secret() {
     assert_eq!(h.timeout, Duration::from_millis(2000));
 }
 
+/// Its file is kept, so the URL follows it (`config::live`, issue 39 item 2).
+#[test]
+fn a_heartbeat_url_from_a_file_remembers_it() {
+    let dir = std::env::temp_dir().join(format!("kw-heartbeat-url-file-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("url");
+    std::fs::write(&file, "https://hc-ping.example/5e1f0a7c\n").unwrap();
+    let c = ok(&heartbeat_with(&format!("url_file: {}", file.display())));
+    let h = c.heartbeat.expect("heartbeat");
+    assert_eq!(h.url.expose(), "https://hc-ping.example/5e1f0a7c");
+    assert_eq!(h.url.file(), Some(file.as_path()));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn heartbeat_problems_name_the_line_and_what_would_be_right() {
     let missing = one(&heartbeat_with("format: pagerduty"));

@@ -510,6 +510,75 @@ async fn a_receiver_behind_an_internal_ca_is_trusted_with_ca_file() {
     }
 }
 
+/// Issue 39 item 2: `ca_file` follows its file. The receiver's certificate was renewed
+/// under a new CA: while the file holds the old CA the receiver is not trusted; once it
+/// holds the new one, the next try (a retry of the same notification) is answered, with
+/// no reload.
+#[tokio::test]
+async fn a_rotated_ca_file_is_trusted_by_the_next_request() {
+    const TESTDATA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/src/observe/wire/testdata");
+    let listener = crate::serve::http::bind("127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let tls = crate::config::HttpTlsConfig {
+        cert_file: format!("{TESTDATA}/renewed-server.pem").into(),
+        key_file: format!("{TESTDATA}/renewed-server.key").into(),
+    };
+    let (_stop, stop_rx) = tokio::sync::watch::channel(false);
+    tokio::spawn(crate::serve::http::serve_with(
+        std::sync::Arc::new(listener),
+        crate::serve::snapshot::Publisher::new("rx", Vec::new()),
+        stop_rx,
+        crate::serve::http::ServeOptions {
+            tls: Some(tokio_rustls::TlsAcceptor::from(
+                tls.server_config().unwrap(),
+            )),
+            ..Default::default()
+        },
+    ));
+    let dir = temp_dir("ca-rotated");
+    std::fs::create_dir_all(&dir).unwrap();
+    let ca_file = dir.join("ca.crt");
+    std::fs::write(
+        &ca_file,
+        std::fs::read(format!("{TESTDATA}/ca.pem")).unwrap(),
+    )
+    .unwrap();
+    let mut cfg = hook(
+        "internal",
+        &format!("https://localhost:{port}/hook"),
+        WebhookFormat::Generic,
+    );
+    cfg.ca_file = Some(ca_file.clone());
+    let handle = Notifier::spawn_with(&[cfg], &dir, "wd-1", fast()).unwrap();
+    handle.submit(events(1));
+    let stats = handle
+        .stats_when("a failed try", |s| s.receivers[0].failed >= 1)
+        .await;
+    assert_eq!(
+        stats.receivers[0].dropped, 0,
+        "the old CA does not trust it"
+    );
+    std::fs::write(
+        &ca_file,
+        std::fs::read(format!("{TESTDATA}/renewed-ca.pem")).unwrap(),
+    )
+    .unwrap();
+    crate::config::live::look_all();
+    // Answered (an HTTP error for a page it does not serve): the TLS session was made.
+    let stats = handle
+        .stats_when("an answer", |s| s.receivers[0].dropped >= 1)
+        .await;
+    let r = &stats.receivers[0];
+    assert!(
+        r.last_failure.as_deref().unwrap_or("").starts_with("HTTP "),
+        "{r:?}"
+    );
+    handle.shutdown(Duration::from_millis(100)).await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[tokio::test]
 async fn a_400_is_dropped_and_counted_and_the_next_goes_on() {
     let rx = TestReceiver::start(
