@@ -12,7 +12,9 @@ use std::time::{Duration, Instant};
 use common::watchdog::{free_port, is_event, temp_dir, Receiver};
 use kafka_watchdog_test_support::fake_aws::FakeAws;
 use kafka_watchdog_test_support::fake_broker::FakeBroker;
-use kafka_watchdog_test_support::fake_cluster::{broker as fake_broker, refused_port};
+use kafka_watchdog_test_support::fake_cluster::{
+    broker as fake_broker, msk_iam_clusters, refused_port,
+};
 use kafka_watchdog_test_support::scrape::Scraper;
 use kafka_watchdog_test_support::watchdog::{self as support, LOOPBACK};
 
@@ -53,20 +55,7 @@ fn two_msk_iam_clusters_with_the_canary_keep_metrics_answering() {
     let brokers: Vec<FakeBroker> = (0..2).map(|_| fake_broker(&rt, Vec::new())).collect();
     let dir = temp_dir("msk-canaries");
     let port = free_port();
-    let clusters: String = brokers
-        .iter()
-        .enumerate()
-        .map(|(i, b)| {
-            format!(
-                "  - name: msk{i}\n    bootstrap_servers: [{}]\n    round_interval_secs: 2\n    \
-                 connect_timeout_ms: 1000\n    request_timeout_ms: 1500\n    \
-                 canary:\n      produce_timeout_ms: 1500\n    \
-                 security:\n      protocol: SASL_PLAINTEXT\n      sasl:\n        \
-                 mechanism: AWS_MSK_IAM\n        region: eu-west-1\n",
-                b.address
-            )
-        })
-        .collect();
+    let clusters = msk_iam_clusters(&brokers);
     let yaml = format!(
         "instance_id: test\nhttp:\n  listen: 127.0.0.1:{port}\nlog:\n  level: debug\n\
          state_dir: {}\nclusters:\n{clusters}",

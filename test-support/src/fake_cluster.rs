@@ -103,3 +103,23 @@ pub fn refused_port() -> std::io::Result<u16> {
         .local_addr()?
         .port())
 }
+
+/// The `clusters:` entries of one AWS_MSK_IAM cluster per broker, `msk0`, `msk1`, ..., with
+/// the canary on and short deadlines: what tests/blocking.rs and the bench's MSK IAM part
+/// watch to show that token fetches block no runtime worker.
+pub fn msk_iam_clusters(brokers: &[FakeBroker]) -> String {
+    brokers
+        .iter()
+        .enumerate()
+        .map(|(i, b)| {
+            format!(
+                "  - name: msk{i}\n    bootstrap_servers: [{}]\n    round_interval_secs: 2\n    \
+                 connect_timeout_ms: 1000\n    request_timeout_ms: 1500\n    \
+                 canary:\n      produce_timeout_ms: 1500\n    \
+                 security:\n      protocol: SASL_PLAINTEXT\n      sasl:\n        \
+                 mechanism: AWS_MSK_IAM\n        region: eu-west-1\n",
+                b.address
+            )
+        })
+        .collect()
+}

@@ -79,19 +79,7 @@ pub fn slow_disk(
         .map(|_| Ok(broker(rt, vec![(2, refused_port()?)])))
         .collect::<std::io::Result<_>>()?;
     let sink = rt.block_on(Sink::start("127.0.0.1:0".parse()?))?;
-    let clusters: String = brokers
-        .iter()
-        .enumerate()
-        .map(|(i, b)| {
-            format!(
-                "  - name: c{i}\n    bootstrap_servers: [{}]\n    round_interval_secs: 2\n    \
-                 connect_timeout_ms: 1000\n    request_timeout_ms: 1500\n    \
-                 canary:\n      enabled: false\n    \
-                 verdict:\n      open_after_secs: 2\n      resolve_after_secs: 2\n",
-                b.address
-            )
-        })
-        .collect();
+    let clusters = kafka_watchdog_test_support::fake_cluster::msk_iam_clusters(&brokers);
     let name = if fsync_ms.is_some() {
         "slow-disk"
     } else {
